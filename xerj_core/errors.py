@@ -1,0 +1,94 @@
+"""The one exception family; each error knows its HTTP status and the body it renders to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class XerjError(Exception):
+    """Base of every error xerj raises on purpose; rendered as an ES-shaped body."""
+
+    status: int = 500
+    error_type: str = "exception"
+
+    def __init__(self, reason: str, **extra: Any) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.extra = extra
+
+    def to_body(self) -> dict[str, Any]:
+        cause = {"type": self.error_type, "reason": self.reason, **self.extra}
+        return {"error": {"root_cause": [cause], **cause}, "status": self.status}
+
+
+class IllegalArgument(XerjError):
+    status = 400
+    error_type = "illegal_argument_exception"
+
+
+class ParsingError(XerjError):
+    status = 400
+    error_type = "parsing_exception"
+
+
+class InvalidJson(ParsingError):
+    """A request body that is not JSON at all (the reason names the parse error)."""
+
+
+class MapperParsingError(XerjError):
+    status = 400
+    error_type = "mapper_parsing_exception"
+
+
+class InvalidIndexName(XerjError):
+    status = 400
+    error_type = "invalid_index_name_exception"
+
+
+class IndexNotFound(XerjError):
+    status = 404
+    error_type = "index_not_found_exception"
+
+    def __init__(self, index: str) -> None:
+        super().__init__(f"no such index [{index}]", index=index)
+        self.index = index
+
+
+class IndexAlreadyExists(XerjError):
+    status = 400
+    error_type = "resource_already_exists_exception"
+
+    def __init__(self, index: str) -> None:
+        super().__init__(f"index [{index}] already exists", index=index)
+        self.index = index
+
+
+class DocumentMissing(XerjError):
+    status = 404
+    error_type = "document_missing_exception"
+
+
+class VersionConflict(XerjError):
+    status = 409
+    error_type = "version_conflict_engine_exception"
+
+
+class PluginError(XerjError):
+    """A plugin handed the core something invalid (names the plugin)."""
+
+    status = 500
+    error_type = "plugin_exception"
+
+
+class GraphError(XerjError):
+    """A refusal of the graph or memory contract: ``{"error": {type, reason}, "status"}``."""
+
+    status = 400
+    error_type = "graph_error"
+
+    def to_body(self) -> dict[str, Any]:
+        return {"error": {"type": self.error_type, "reason": self.reason}, "status": self.status}
+
+
+class GraphNotFound(GraphError):
+    status = 404

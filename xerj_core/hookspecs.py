@@ -1,0 +1,119 @@
+"""Every xerj hook: the markers and the typed, documented hook specifications."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import click
+
+    from xerj_core.engine import Engine
+
+hookspec = pluggy.HookspecMarker("xerj")
+hookimpl = pluggy.HookimplMarker("xerj")
+
+# A provider hook hands the plugin a ``register`` callback; the core builds the
+# closure, validates what it receives and tags it with the plugin's name.
+Register = Callable[[Any], None]
+
+
+@hookspec
+def xerj_register_detectors(register: Register) -> None:
+    """Register relationship detectors by calling ``register(detector)``.
+
+    ``detector`` satisfies :class:`xerj_core.autoindex.detect.Detector`: a unique
+    ``name``, an edge ``type``, a versioned ``tag`` of the form ``name@N``, a
+    default ``weight`` and ``confidence``, and the detection methods. The core
+    refuses a duplicate name or a tag without ``@N``. Returns nothing.
+    """
+
+
+@hookspec
+def xerj_register_embedders(register: Register) -> None:
+    """Register text embedders by calling ``register(embedder)``.
+
+    ``embedder`` satisfies :class:`xerj_core.embedding.Embedder`: a unique ``id``
+    (reported by the graph overview), a fixed ``dims`` and ``embed(texts)``
+    returning an ``(n, dims)`` float32 array of L2-normalised rows. Returns
+    nothing.
+    """
+
+
+@hookspec
+def xerj_register_formats(register: Register) -> None:
+    """Register document formats by calling ``register(fmt)``.
+
+    ``fmt`` satisfies :class:`xerj_core.autoindex.formats.Format`: a unique
+    ``name``, the ``dataset`` index its documents land in, ``accepts(path,
+    head)`` and ``parse(...)`` yielding documents. Returns nothing.
+    """
+
+
+@hookspec
+def xerj_register_auth_backends(register: Register) -> None:
+    """Register authentication backends by calling ``register(backend)``.
+
+    ``backend`` has a unique ``name`` and ``authenticate(request_headers)``
+    returning a principal or ``None`` when the credential is not its kind.
+    Returns nothing.
+    """
+
+
+@hookspec
+def xerj_register_audit_sinks(register: Register) -> None:
+    """Register audit sinks by calling ``register(sink)``.
+
+    ``sink`` has a unique ``name`` and ``append(event)``; an acknowledged append
+    must survive a process crash. Returns nothing.
+    """
+
+
+@hookspec
+def xerj_register_storage_backends(register: Register) -> None:
+    """Register storage backends by calling ``register(scheme, opener)``.
+
+    ``scheme`` is the URL scheme the backend answers (``lmdb`` is built in) and
+    ``opener(url)`` returns an open store. Returns nothing.
+    """
+
+
+@hookspec
+def xerj_register_routes(app: Any, engine: "Engine") -> None:
+    """Add HTTP routes to the Falcon ``app`` serving ``engine``.
+
+    Called once per app build, after the core middleware is installed. Resources
+    should be thin classes over engine APIs. Returns nothing.
+    """
+
+
+@hookspec
+def xerj_register_commands(cli: "click.Group") -> None:
+    """Add subcommands to the ``xerj`` click group ``cli``. Returns nothing."""
+
+
+@hookspec
+def xerj_documents_written(index: str, ids: Sequence[str], deleted: Sequence[str]) -> None:
+    """Observe a committed write: ``ids`` were put and ``deleted`` removed in ``index``.
+
+    Called after the transaction committed, in the writing process only. An
+    exception raised here is logged and never undoes the write. Returns nothing.
+    """
+
+
+@hookspec
+def xerj_edges_written(brain: str, edges: Sequence[Mapping[str, Any]]) -> None:
+    """Observe committed edge writes to ``brain`` (each edge as stored, with ``edge_id``).
+
+    Called after commit for links, unlinks and detector batches alike. Returns
+    nothing; exceptions are logged and never undo the write.
+    """
+
+
+@hookspec
+def xerj_audit_event(event: Mapping[str, Any]) -> None:
+    """Observe an audit event (``op``, ``subject``, ``resource``, ``outcome``, ``note``).
+
+    Sinks persist it; other plugins may watch. Returns nothing.
+    """

@@ -1,0 +1,103 @@
+"""Builds the plugin manager: entry points of group ``xerj``, allow/block lists, check_pending."""
+
+from __future__ import annotations
+
+import os
+from importlib.metadata import entry_points
+from typing import Iterable
+
+import attrs
+import pluggy
+
+from xerj_core import hookspecs
+
+GROUP = "xerj"
+# Distribution that ships the built-in plugins; only its entry points count as built-in.
+BUILTIN_DIST = "xerj"
+
+
+@attrs.frozen
+class PluginOrigin:
+    """Where a registered plugin came from, for ``xerj plugins`` and error messages."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+
+    @property
+    def builtin(self) -> bool:
+        return (self.distribution or "").lower() == BUILTIN_DIST
+
+
+class XerjPluginManager(pluggy.PluginManager):
+    """A pluggy manager that also remembers each plugin's distribution and version."""
+
+    def __init__(self) -> None:
+        super().__init__(GROUP)
+        self.add_hookspecs(hookspecs)
+        self.origins: dict[str, PluginOrigin] = {}
+
+    def register_origin(self, plugin: object, origin: PluginOrigin) -> None:
+        self.register(plugin, name=origin.name)
+        self.origins[origin.name] = origin
+
+    def origin(self, plugin: object) -> PluginOrigin:
+        name = self.get_name(plugin) or repr(plugin)
+        return self.origins.get(name, PluginOrigin(name, None, None))
+
+
+def _names(env_value: str | None) -> set[str] | None:
+    if env_value is None:
+        return None
+    return {part.strip() for part in env_value.split(",") if part.strip()}
+
+
+def get_plugin_manager(
+    *,
+    load_entrypoints: bool = True,
+    extra_plugins: Iterable[tuple[str, object]] = (),
+) -> XerjPluginManager:
+    """Return a fresh plugin manager with every allowed plugin registered and validated.
+
+    ``XERJ_DISABLE_PLUGINS`` (comma list) blocks plugins by entry-point name,
+    built-ins included. ``XERJ_LOAD_PLUGINS`` (comma list) is an allow-list for
+    third-party plugins: when set, only those load; the built-ins always load
+    unless blocked, so the command line keeps working. A hookimpl whose name
+    matches no hookspec fails ``check_pending()`` with a clear error.
+    """
+    pm = XerjPluginManager()
+    blocked = _names(os.environ.get("XERJ_DISABLE_PLUGINS")) or set()
+    allowed = _names(os.environ.get("XERJ_LOAD_PLUGINS"))
+    for name in blocked:
+        pm.set_blocked(name)
+    if load_entrypoints:
+        for ep in entry_points(group=GROUP):
+            if ep.name in blocked or pm.has_plugin(ep.name):
+                continue
+            dist = ep.dist.metadata["Name"] if ep.dist is not None else None
+            origin = PluginOrigin(ep.name, dist, ep.dist.version if ep.dist is not None else None)
+            if allowed is not None and not origin.builtin and ep.name not in allowed:
+                continue
+            pm.register_origin(ep.load(), origin)
+    for name, plugin in extra_plugins:
+        if name not in blocked:
+            pm.register_origin(plugin, PluginOrigin(name, None, None))
+    pm.check_pending()
+    return pm
+
+
+def collect_registrations(pm: pluggy.PluginManager, hook_name: str) -> list[tuple[str, tuple]]:
+    """Call the provider hook ``hook_name`` plugin by plugin; return ``(plugin_name, args)`` per register call.
+
+    The core, not pluggy, hands each plugin its own ``register`` closure so every
+    registered thing is attributed to the plugin that registered it.
+    """
+    registered: list[tuple[str, tuple]] = []
+    # pluggy calls implementations last-registered first; keep that order.
+    for impl in reversed(getattr(pm.hook, hook_name).get_hookimpls()):
+
+        def register(*args: object, _plugin: str = impl.plugin_name) -> None:
+            registered.append((_plugin, args))
+
+        impl.function(**{name: register for name in impl.argnames if name == "register"})
+    return registered
