@@ -92,3 +92,21 @@ class GraphError(XerjError):
 
 class GraphNotFound(GraphError):
     status = 404
+
+
+class FormatError(XerjError):
+    """A file its format could not parse (not UTF-8, a malformed message or PDF); ``reason`` says why.
+
+    The autoindex pipeline catches it per file and reports ``path`` with the
+    reason; the run goes on.
+    """
+
+    status = 400
+    error_type = "format_exception"
+
+    def __init__(self, reason: str, *, path: str | None = None) -> None:
+        if path is None:
+            super().__init__(reason)
+        else:
+            super().__init__(reason, path=path)
+        self.path = path

@@ -1,12 +1,65 @@
-"""Text helpers shared by the store, the query engine and the detectors: the one tokenizer."""
+"""The one tokenizer every part of xerj shares, plus the slug helpers built on the same rules.
+
+``tokenize`` is what the search engine indexes and what the ``sharedterm``
+detector counts, so a word means the same thing everywhere: a run of Unicode
+word characters, lowercased. It is deliberately tiny; callers on hot paths may
+bind it once (``from xerj_core.text import tokenize``).
+"""
 
 from __future__ import annotations
 
+import os
 import re
 
 _WORD = re.compile(r"\w+")
+_NOT_SLUG = re.compile(r"[^\w\- ]+")
+_NOT_BRAIN = re.compile(r"[^a-z0-9_.\-]+")
+
+BRAIN_NAME_MAX = 200
+BRAIN_FALLBACK = "brain"
+_BRAIN_NAME = re.compile(r"[a-z0-9][a-z0-9_.\-]*")
 
 
 def tokenize(text: str) -> list[str]:
-    """Lowercase Unicode words, in order; no stemming, no stop words."""
+    """Lowercase Unicode words of ``text``, in order, repeats kept."""
     return _WORD.findall(text.lower())
+
+
+def slugify(text: str) -> str:
+    """A heading anchor as note and forge tools write it: lowercase, punctuation dropped, spaces to ``-``.
+
+    Unicode letters survive (``Über uns`` → ``über-uns``); the result may be empty.
+    """
+    return _NOT_SLUG.sub("", text.strip().lower()).replace(" ", "-")
+
+
+def is_valid_brain_name(name: str) -> bool:
+    """True when ``name`` passes the brain-name rules (length, charset, no ``..``, no ``-edges`` suffix)."""
+    return (
+        0 < len(name) <= BRAIN_NAME_MAX
+        and _BRAIN_NAME.fullmatch(name) is not None
+        and ".." not in name
+        and not name.endswith("-edges")
+    )
+
+
+def derive_brain_name(folder: str | os.PathLike[str]) -> str:
+    """The brain name a folder gets when none is given: its basename as a valid slug, else ``brain``.
+
+    Lowercased; characters outside ``a-z 0-9 _ - .`` become ``-`` (runs collapse);
+    leading characters that may not start a name are dropped; ``..`` runs shrink
+    to one dot; a trailing ``-edges`` (reserved for edge indices) is removed; the
+    result is cut to 200 characters.
+    """
+    base = os.path.basename(os.path.normpath(os.fspath(folder)))
+    name = _NOT_BRAIN.sub("-", base.lower())
+    name = re.sub(r"\.{2,}", ".", name)
+    name = re.sub(r"-{2,}", "-", name)
+    name = re.sub(r"^[^a-z0-9]+", "", name)
+    while True:
+        name = name[:BRAIN_NAME_MAX].rstrip("-.")
+        if name.endswith("-edges"):
+            name = name[: -len("-edges")]
+            continue
+        break
+    return name if is_valid_brain_name(name) else BRAIN_FALLBACK
