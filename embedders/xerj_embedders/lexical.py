@@ -6,7 +6,7 @@ same hash, term frequencies are damped to ``1 + log(tf)``, and each row is
 L2-normalised. The hash is seedless xxh3, never Python's ``hash()``, so the
 same text gives the same vector in every process, on every machine.
 
-Features, from lowercase Unicode word tokens (``\\w+``):
+Features, from the core's lowercase Unicode word tokens (:func:`xerj_core.text.tokenize`):
 
 * each word itself (weight ``WORD_WEIGHT``);
 * each character ``char_ngram``-gram of the word padded with ``<`` and ``>``
@@ -20,7 +20,6 @@ texts are close when they share words or word pieces.
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import Sequence
 
@@ -28,6 +27,7 @@ import numpy as np
 import xxhash
 
 from xerj_core import hookimpl
+from xerj_core.text import tokenize
 
 EMBEDDER_ID = "lexical-feature-hash"
 DEFAULT_DIMS = 384
@@ -38,7 +38,6 @@ WORD_WEIGHT = 1.0
 # a smaller per-gram weight keeps whole-word matches the stronger signal.
 CHAR_WEIGHT = 0.5
 
-_WORD = re.compile(r"\w+")
 # Each feature kind hashes under its own prefix so a word never collides
 # with an n-gram that happens to spell the same characters.
 _WORD_PREFIX = b"w\x1f"
@@ -86,7 +85,7 @@ class LexicalFeatureHashEmbedder:
         token_rows: list[int] = []
         token_words: list[int] = []
         for row, text in enumerate(texts):
-            words = _WORD.findall(text.lower())
+            words = tokenize(text)
             token_rows.extend([row] * len(words))
             token_words.extend(vocabulary.setdefault(word, len(vocabulary)) for word in words)
         if not vocabulary:
