@@ -45,17 +45,17 @@ _CHAR_PREFIX = b"c\x1f"
 _SIGN_BIT = np.uint64(1 << 63)
 
 
-@lru_cache(maxsize=1 << 17)
-def _word_features(word: str, char_ngram: int) -> tuple[np.ndarray, np.ndarray]:
-    """The feature hashes of one word and their kind weights (cached: vocabularies repeat)."""
+# Vocabularies repeat, so each word's hashes are computed once per process;
+# about 400 bytes an entry, so the bound keeps the cache near 13 MB.
+@lru_cache(maxsize=1 << 15)
+def _word_features(word: str, char_ngram: int) -> np.ndarray:
+    """The feature hashes of one word: the word itself first, then its character n-grams."""
     hashes = [xxhash.xxh3_64_intdigest(_WORD_PREFIX + word.encode("utf-8"))]
     padded = f"<{word}>"
     for start in range(max(len(padded) - char_ngram + 1, 0)):
         gram = padded[start : start + char_ngram]
         hashes.append(xxhash.xxh3_64_intdigest(_CHAR_PREFIX + gram.encode("utf-8")))
-    weights = np.full(len(hashes), CHAR_WEIGHT, dtype=np.float64)
-    weights[0] = WORD_WEIGHT
-    return np.array(hashes, dtype=np.uint64), weights
+    return np.array(hashes, dtype=np.uint64)
 
 
 class LexicalFeatureHashEmbedder:
@@ -93,11 +93,12 @@ class LexicalFeatureHashEmbedder:
 
         # 2. Features of each distinct word, as one flat table with CSR offsets.
         per_word = [_word_features(word, self.char_ngram) for word in vocabulary]
-        lengths = np.fromiter((len(h) for h, _ in per_word), dtype=np.int64, count=len(per_word))
+        lengths = np.fromiter(map(len, per_word), dtype=np.int64, count=len(per_word))
         offsets = np.zeros(len(per_word) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        table_hashes = np.concatenate([h for h, _ in per_word])
-        table_weights = np.concatenate([w for _, w in per_word])
+        table_hashes = np.concatenate(per_word)
+        table_weights = np.full(len(table_hashes), CHAR_WEIGHT)
+        table_weights[offsets[:-1]] = WORD_WEIGHT
         # Number distinct feature hashes so (row, feature) pairs pack into one int64.
         unique_hashes, table_feature = np.unique(table_hashes, return_inverse=True)
 
