@@ -1,8 +1,8 @@
 """The default embedder: hashed word and character n-gram features, no model, fully offline.
 
 Every text becomes a sparse bag of features, each feature is hashed with
-xxh3_64 into one of ``dims`` buckets with a sign taken from another bit of the
-same hash, term frequencies are damped to ``1 + log(tf)``, and each row is
+xxh3_64 into one of ``dims`` buckets (63 bits of the hash) with a sign (its
+top bit), term frequencies are damped to ``1 + log(tf)``, and each row is
 L2-normalised. The hash is seedless xxh3, never Python's ``hash()``, so the
 same text gives the same vector in every process, on every machine.
 
@@ -42,7 +42,9 @@ CHAR_WEIGHT = 0.5
 # with an n-gram that happens to spell the same characters.
 _WORD_PREFIX = b"w\x1f"
 _CHAR_PREFIX = b"c\x1f"
+# The top bit of a feature's hash is its sign; the other 63 pick its bucket.
 _SIGN_BIT = np.uint64(1 << 63)
+_BUCKET_BITS = np.uint64((1 << 63) - 1)
 
 
 # Vocabularies repeat, so each word's hashes are computed once per process;
@@ -125,7 +127,7 @@ class LexicalFeatureHashEmbedder:
 
         # 5. Hash each feature to a signed bucket and accumulate.
         feature_hash = unique_hashes[key_features]
-        buckets = (feature_hash % np.uint64(self.dims)).astype(np.int64)
+        buckets = ((feature_hash & _BUCKET_BITS) % np.uint64(self.dims)).astype(np.int64)
         signs = np.where(feature_hash & _SIGN_BIT, -1.0, 1.0)
         flat = np.bincount(key_rows * self.dims + buckets, weights=signs * values, minlength=n * self.dims)
         matrix = flat.reshape(n, self.dims)
