@@ -1,0 +1,85 @@
+"""The Engine facade every surface uses (HTTP, CLI, MCP, console): store, plugins, configuration."""
+
+from __future__ import annotations
+
+import logging
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from xerj_core.plugins import XerjPluginManager, get_plugin_manager
+from xerj_core.store import Store
+
+log = logging.getLogger(__name__)
+
+
+@attrs.define
+class EngineConfig:
+    """Settings an operator chooses; surfaces pass them in, nothing reads the environment behind them."""
+
+    embedder: str = "lexical-feature-hash"
+    tail_rows: int = 1024
+
+
+class Engine:
+    """One data directory served by one store, with the plugin manager and the engine-level APIs.
+
+    ``search``, ``graph`` and ``memory`` are built on first use so a command that
+    needs only one of them pays for nothing else. Surfaces never open LMDB themselves.
+    """
+
+    def __init__(self, data_dir: str | Path, pm: XerjPluginManager | None = None, *,
+                 config: EngineConfig | None = None, store: Store | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.pm = pm if pm is not None else get_plugin_manager()
+        self.config = config or EngineConfig()
+        self.store = store if store is not None else Store(self.data_dir, tail_rows=self.config.tail_rows)
+        self.store.listeners.append(self._documents_written)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _documents_written(self, index: str, ids: list[str], deleted: list[str]) -> None:
+        try:
+            self.pm.hook.xerj_documents_written(index=index, ids=ids, deleted=deleted)
+        except Exception:  # an observer must never undo or fail a committed write
+            log.exception("xerj_documents_written observer failed")
+
+    def notify(self, hook: str, **kwargs: Any) -> None:
+        """Call an event hook after a commit; observer failures are logged, never raised."""
+        try:
+            getattr(self.pm.hook, hook)(**kwargs)
+        except Exception:
+            log.exception("%s observer failed", hook)
+
+    @cached_property
+    def embedders(self) -> dict[str, Any]:
+        from xerj_core.embedding import collect_embedders
+
+        return collect_embedders(self.pm)
+
+    @cached_property
+    def search(self):
+        from xerj_core.query.service import SearchService
+
+        return SearchService(self)
+
+    @cached_property
+    def graph(self):
+        from xerj_core.graph.service import GraphService
+
+        return GraphService(self)
+
+    @cached_property
+    def memory(self):
+        from xerj_core.memory.service import MemoryService
+
+        return MemoryService(self)

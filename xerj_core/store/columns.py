@@ -1,0 +1,182 @@
+"""Doc-values columns and postings: their in-memory form, binary encoding, and building from row records."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from xerj_core.store.mapping import FLOAT_TYPES, INT_TYPES, FieldSpec
+
+# An absent integer or date sits at int64 max, so "absent OR value > t" is one comparison;
+# the presence mask beside it is still the authority on absence.
+ABSENT_INT = np.iinfo(np.int64).max
+NO_ORD = -1
+
+KIND_ORD, KIND_I64, KIND_F32, KIND_F64, KIND_BOOL, KIND_LEN, KIND_VEC = range(7)
+_HEADER = struct.Struct("<3sBIII")  # magic, kind, rows, dims, extra values
+_MAGIC = b"XC1"
+
+
+def column_kind(spec: FieldSpec) -> int:
+    t = spec.type
+    if t == "keyword":
+        return KIND_ORD
+    if t in INT_TYPES or t == "date":
+        return KIND_I64
+    if t == "double":
+        return KIND_F64
+    if t in FLOAT_TYPES:
+        return KIND_F32
+    if t == "boolean":
+        return KIND_BOOL
+    if t == "text":
+        return KIND_LEN
+    if t == "dense_vector":
+        return KIND_VEC
+    raise ValueError(t)
+
+
+class Column:
+    """One field's doc values over a run of rows.
+
+    ``values[i]`` is row ``start + i``'s value (keyword: the ordinal of its first
+    value; text: its token count); ``present[i]`` says whether the row has the
+    field at all. Keyword rows with several values keep the rest in
+    ``extra_rows``/``extra_ords`` (row offsets relative to the column start).
+    """
+
+    __slots__ = ("kind", "values", "present", "extra_rows", "extra_ords")
+
+    def __init__(self, kind: int, values: np.ndarray, present: np.ndarray,
+                 extra_rows: np.ndarray | None = None, extra_ords: np.ndarray | None = None) -> None:
+        self.kind = kind
+        self.values = values
+        self.present = present
+        self.extra_rows = extra_rows if extra_rows is not None else np.empty(0, np.int64)
+        self.extra_ords = extra_ords if extra_ords is not None else np.empty(0, np.int32)
+
+    def __len__(self) -> int:
+        return len(self.present)
+
+    @classmethod
+    def empty(cls, kind: int, rows: int, dims: int = 0) -> "Column":
+        return cls(kind, _filled(kind, rows, dims), np.zeros(rows, bool))
+
+    def encode(self) -> bytes:
+        dims = self.values.shape[1] if self.kind == KIND_VEC else 0
+        header = _HEADER.pack(_MAGIC, self.kind, len(self.present), dims, len(self.extra_rows))
+        return b"".join((
+            header,
+            np.ascontiguousarray(self.values).tobytes(),
+            np.packbits(self.present).tobytes(),
+            self.extra_rows.astype(np.int64).tobytes(),
+            self.extra_ords.astype(np.int32).tobytes(),
+        ))
+
+    @classmethod
+    def decode(cls, blob: bytes | memoryview) -> "Column":
+        magic, kind, rows, dims, extra = _HEADER.unpack_from(blob)
+        if magic != _MAGIC:
+            raise ValueError("not a column blob")
+        dtype = _DTYPES[kind]
+        offset = _HEADER.size
+        count = rows * dims if kind == KIND_VEC else rows
+        values = np.frombuffer(blob, dtype, count, offset).copy()
+        if kind == KIND_VEC:
+            values = values.reshape(rows, dims)
+        offset += values.nbytes
+        packed = (rows + 7) // 8
+        present = np.unpackbits(np.frombuffer(blob, np.uint8, packed, offset), count=rows).astype(bool)
+        offset += packed
+        extra_rows = np.frombuffer(blob, np.int64, extra, offset).copy()
+        offset += extra * 8
+        extra_ords = np.frombuffer(blob, np.int32, extra, offset).copy()
+        return cls(kind, values, present, extra_rows, extra_ords)
+
+    @classmethod
+    def concat(cls, parts: Sequence["Column"]) -> "Column":
+        """Columns of consecutive row runs joined into one (extra row offsets shifted)."""
+        if len(parts) == 1:
+            return parts[0]
+        offsets = np.cumsum([0] + [len(p) for p in parts[:-1]])
+        return cls(
+            parts[0].kind,
+            np.concatenate([p.values for p in parts]),
+            np.concatenate([p.present for p in parts]),
+            np.concatenate([p.extra_rows + off for p, off in zip(parts, offsets)]),
+            np.concatenate([p.extra_ords for p in parts]),
+        )
+
+    @classmethod
+    def build(cls, spec: FieldSpec, kind: int, rows: Sequence[Any]) -> "Column":
+        """Build from per-row column values as stored in row records (None where absent)."""
+        n = len(rows)
+        present = np.fromiter((v is not None for v in rows), bool, n)
+        if kind == KIND_VEC:
+            values = np.zeros((n, spec.dims or 0), np.float32)
+            for i, v in enumerate(rows):
+                if v is not None:
+                    values[i] = v
+            return cls(kind, values, present)
+        if kind == KIND_ORD:
+            values = np.full(n, NO_ORD, np.int32)
+            extra_rows: list[int] = []
+            extra_ords: list[int] = []
+            for i, v in enumerate(rows):
+                if v:
+                    values[i] = v[0]
+                    for more in v[1:]:
+                        extra_rows.append(i)
+                        extra_ords.append(more)
+            present &= values != NO_ORD
+            return cls(kind, values, present, np.array(extra_rows, np.int64), np.array(extra_ords, np.int32))
+        filler = _FILLERS[kind]
+        values = np.array([filler if v is None else v for v in rows], _DTYPES[kind])
+        return cls(kind, values, present)
+
+
+_DTYPES = {KIND_ORD: np.int32, KIND_I64: np.int64, KIND_F32: np.float32, KIND_F64: np.float64,
+           KIND_BOOL: np.int8, KIND_LEN: np.int32, KIND_VEC: np.float32}
+_FILLERS = {KIND_ORD: NO_ORD, KIND_I64: ABSENT_INT, KIND_F32: np.nan, KIND_F64: np.nan,
+            KIND_BOOL: 0, KIND_LEN: 0}
+
+
+def _filled(kind: int, rows: int, dims: int) -> np.ndarray:
+    if kind == KIND_VEC:
+        return np.zeros((rows, dims), np.float32)
+    return np.full(rows, _FILLERS[kind], _DTYPES[kind])
+
+
+# -- postings ------------------------------------------------------------------------------
+
+_POSTING_HEADER = struct.Struct("<I")
+
+
+def encode_postings(rows: np.ndarray, tfs: np.ndarray) -> bytes:
+    return _POSTING_HEADER.pack(len(rows)) + rows.astype(np.uint32).tobytes() + tfs.astype(np.uint32).tobytes()
+
+
+def decode_postings(blob: bytes | memoryview) -> tuple[np.ndarray, np.ndarray]:
+    (n,) = _POSTING_HEADER.unpack_from(blob)
+    rows = np.frombuffer(blob, np.uint32, n, 4).astype(np.int64)
+    tfs = np.frombuffer(blob, np.uint32, n, 4 + 4 * n).astype(np.float32)
+    return rows, tfs
+
+
+def build_postings(start: int, term_maps: Iterable[dict[str, int] | None]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Postings (absolute rows, term frequencies) per term from per-row ``{term: tf}`` maps."""
+    acc: dict[str, tuple[list[int], list[int]]] = {}
+    for offset, terms in enumerate(term_maps):
+        if not terms:
+            continue
+        row = start + offset
+        for term, tf in terms.items():
+            entry = acc.get(term)
+            if entry is None:
+                acc[term] = ([row], [tf])
+            else:
+                entry[0].append(row)
+                entry[1].append(tf)
+    return {t: (np.array(r, np.int64), np.array(f, np.float32)) for t, (r, f) in acc.items()}

@@ -1,0 +1,97 @@
+"""Key layouts of the LMDB sub-databases and the packed per-index state record."""
+
+from __future__ import annotations
+
+import struct
+
+import attrs
+
+_IX = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+TAIL_SEGMENT = 0xFFFF_FFFF_FFFF_FFFF
+NEXT_IX_KEY = b"\x00next_ix"
+
+
+def ix_key(ix: int) -> bytes:
+    return _IX.pack(ix)
+
+
+def row_key(ix: int, row: int) -> bytes:
+    return _IX.pack(ix) + _U64.pack(row)
+
+
+def u64(value: int) -> bytes:
+    return _U64.pack(value)
+
+
+def read_u64(blob: bytes, offset: int = 0) -> int:
+    return _U64.unpack_from(blob, offset)[0]
+
+
+def seg_key(ix: int, start: int) -> bytes:
+    return _IX.pack(ix) + _U64.pack(start)
+
+
+def col_key(ix: int, start: int, field: str) -> bytes:
+    return seg_key(ix, start) + field.encode()
+
+
+def post_prefix(ix: int, start: int, field: str) -> bytes:
+    return seg_key(ix, start) + field.encode() + b"\x00"
+
+
+def dict_key(ix: int, name: str, term: str) -> bytes:
+    return _IX.pack(ix) + name.encode() + b"\x00" + term.encode()
+
+
+def dictr_key(ix: int, name: str, ordinal: int) -> bytes:
+    return _IX.pack(ix) + name.encode() + b"\x00" + _IX.pack(ordinal)
+
+
+def dictn_key(ix: int, name: str) -> bytes:
+    return _IX.pack(ix) + name.encode()
+
+
+def id_key(ix: int, doc_id: str) -> bytes:
+    return _IX.pack(ix) + doc_id.encode()
+
+
+_STATE = struct.Struct(">QQQQQQ")
+
+
+@attrs.define
+class IndexState:
+    """Counters of one index, rewritten by every write transaction that touches it.
+
+    ``generation`` is what every in-process cache is keyed on.
+    """
+
+    generation: int = 0
+    next_row: int = 0
+    sealed_rows: int = 0
+    dead_seq: int = 0
+    live: int = 0
+    mapping_version: int = 0
+
+    def pack(self) -> bytes:
+        return _STATE.pack(self.generation, self.next_row, self.sealed_rows, self.dead_seq, self.live,
+                           self.mapping_version)
+
+    @classmethod
+    def unpack(cls, blob: bytes) -> "IndexState":
+        return cls(*_STATE.unpack(blob))
+
+
+_SRC_HEADER = struct.Struct(">QH")
+
+
+def pack_source(version: int, doc_id: str, source_json: bytes) -> bytes:
+    raw_id = doc_id.encode()
+    return _SRC_HEADER.pack(version, len(raw_id)) + raw_id + source_json
+
+
+def unpack_source_header(blob: bytes) -> tuple[int, str, int]:
+    """``(version, _id, offset of the JSON)`` of a stored source record."""
+    version, id_len = _SRC_HEADER.unpack_from(blob)
+    start = _SRC_HEADER.size
+    return version, blob[start:start + id_len].decode(), start + id_len

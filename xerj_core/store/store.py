@@ -1,0 +1,203 @@
+"""The store facade: one data directory, its indices and documents, write transactions and snapshot readers."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+
+import attrs
+import orjson
+
+from xerj_core.errors import IndexNotFound, XerjError
+from xerj_core.store import env as envs
+from xerj_core.store import keys
+from xerj_core.store.read import IndexCache, IndexReader
+from xerj_core.store.write import WriteResult, WriteTxn
+
+T = TypeVar("T")
+DEFAULT_TAIL_ROWS = 1024
+
+
+@attrs.frozen
+class IndexInfo:
+    name: str
+    uuid: str
+    created: int
+    doc_count: int
+    deleted_rows: int
+    mapping: dict[str, Any]
+
+
+@attrs.frozen
+class BulkOp:
+    """One bulk action: ``index``/``create`` (with ``doc``), ``update`` (partial ``doc``) or ``delete``."""
+
+    action: str
+    index: str
+    doc_id: str | None = None
+    doc: Any = None
+
+
+@attrs.frozen
+class BulkItem:
+    op: BulkOp
+    result: WriteResult | None = None
+    error: XerjError | None = None
+
+
+class Store:
+    """Documents in named indices on one LMDB environment.
+
+    Every write goes through :meth:`transact` (one LMDB write transaction; a
+    crash leaves all of it or none) and is visible to the very next
+    :meth:`reader`, in this process or any other that opened the same directory.
+    """
+
+    def __init__(self, path: str | Path, *, tail_rows: int = DEFAULT_TAIL_ROWS, map_size: int | None = None,
+                 sync: bool = True) -> None:
+        self.path = Path(path)
+        options: dict[str, Any] = {"sync": sync}
+        if map_size is not None:
+            options["map_size"] = map_size
+        self.env = envs.acquire(self.path, **options)
+        self.tail_rows = tail_rows
+        self._caches: dict[int, IndexCache] = {}
+        self._caches_lock = threading.Lock()
+        self.listeners: list[Callable[[str, list[str], list[str]], None]] = []
+
+    def close(self) -> None:
+        envs.release(self.env)
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def transact(self, fn: Callable[[WriteTxn], T]) -> T:
+        """Run ``fn(txn)`` in one committed write transaction and return its result.
+
+        ``fn`` may run more than once (when the map grows), so it must act only
+        through ``txn``. Listeners hear of the written ids after the commit.
+        """
+        holder: list[WriteTxn] = []
+
+        def run(raw) -> T:
+            txn = WriteTxn(raw, self.env.dbs, self.tail_rows)
+            holder[:] = [txn]
+            result = fn(txn)
+            txn.finish()
+            return result
+
+        result = self.env.write(run)
+        for index, put_ids, deleted in holder[0].written():
+            for listener in self.listeners:
+                listener(index, put_ids, deleted)
+        return result
+
+    def create_index(self, name: str, mapping: Any = None, settings: dict[str, Any] | None = None) -> None:
+        self.transact(lambda txn: txn.create_index(name, mapping, settings))
+
+    def delete_index(self, name: str) -> None:
+        self.transact(lambda txn: txn.delete_index(name))
+
+    def put_mapping(self, name: str, body: Any) -> None:
+        self.transact(lambda txn: txn.put_mapping(name, body))
+
+    def put(self, index: str, doc: Any, doc_id: str | None = None, *, op_type: str = "index",
+            auto_create: bool = True) -> WriteResult:
+        return self.transact(lambda txn: txn.put(index, doc, doc_id, op_type=op_type, auto_create=auto_create))
+
+    def delete(self, index: str, doc_id: str) -> WriteResult:
+        return self.transact(lambda txn: txn.delete(index, doc_id))
+
+    def update(self, index: str, doc_id: str, partial: Any, *, upsert: Any = None) -> WriteResult:
+        return self.transact(lambda txn: txn.update(index, doc_id, partial, upsert=upsert))
+
+    def bulk(self, ops: Sequence[BulkOp], *, auto_create: bool = True) -> list[BulkItem]:
+        """Apply ``ops`` in one transaction; a refused item is reported and the others still apply."""
+
+        def run(txn: WriteTxn) -> list[BulkItem]:
+            items = []
+            for op in ops:
+                try:
+                    if op.action in ("index", "create"):
+                        result = txn.put(op.index, op.doc, op.doc_id, op_type=op.action, auto_create=auto_create)
+                    elif op.action == "delete":
+                        result = txn.delete(op.index, op.doc_id or "")
+                    elif op.action == "update":
+                        doc = op.doc or {}
+                        result = txn.update(op.index, op.doc_id or "", doc.get("doc"), upsert=doc.get("upsert"))
+                    else:
+                        raise XerjError(f"unknown bulk action [{op.action}]")
+                    items.append(BulkItem(op, result=result))
+                except XerjError as exc:
+                    items.append(BulkItem(op, error=exc))
+            return items
+
+        return self.transact(run)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def read_txn(self) -> Iterator[Any]:
+        raw = self.env.begin_read()
+        try:
+            yield raw
+        finally:
+            raw.abort()
+
+    @contextlib.contextmanager
+    def reader(self, index: str) -> Iterator[IndexReader]:
+        """A snapshot reader of ``index``; raises IndexNotFound when it does not exist."""
+        with self.read_txn() as raw:
+            yield self.open_reader(raw, index)
+
+    def open_reader(self, raw: Any, index: str) -> IndexReader:
+        """A reader of ``index`` inside an already open read transaction (for multi-index reads)."""
+        dbs = self.env.dbs
+        blob = raw.get(index.encode(), db=dbs["indices"])
+        if blob is None:
+            raise IndexNotFound(index)
+        meta = orjson.loads(blob)
+        ix = meta["ix"]
+        state = keys.IndexState.unpack(raw.get(keys.ix_key(ix), db=dbs["state"]))
+        with self._caches_lock:
+            cache = self._caches.get(ix)
+            if cache is None:
+                cache = self._caches[ix] = IndexCache(ix)
+        with cache.lock:
+            if cache.generation != state.generation:
+                cache.refresh(raw, dbs, state)
+        return IndexReader(index, meta, raw, dbs, state, cache)
+
+    def exists(self, index: str) -> bool:
+        with self.read_txn() as raw:
+            return raw.get(index.encode(), db=self.env.dbs["indices"]) is not None
+
+    def index_names(self) -> list[str]:
+        with self.read_txn() as raw:
+            with raw.cursor(db=self.env.dbs["indices"]) as cur:
+                return [k.decode() for k in cur.iternext(values=False) if not k.startswith(b"\x00")]
+
+    def index_info(self, index: str) -> IndexInfo:
+        with self.reader(index) as r:
+            return IndexInfo(index, r.meta["uuid"], r.meta["created"], r.doc_count,
+                             r.n_rows - r.doc_count, r.mapping.to_es())
+
+    def get_mapping(self, index: str) -> dict[str, Any]:
+        with self.reader(index) as r:
+            return r.mapping.to_es()
+
+    def get(self, index: str, doc_id: str) -> tuple[dict[str, Any], int] | None:
+        """``(_source, _version)`` or None; raises IndexNotFound for a missing index."""
+        with self.reader(index) as r:
+            return r.get(doc_id)
+
+    def count(self, index: str) -> int:
+        with self.reader(index) as r:
+            return r.doc_count

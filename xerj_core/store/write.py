@@ -1,0 +1,456 @@
+"""One write transaction: document puts and deletes, dictionaries, tail records, sealing and merging segments."""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from collections import Counter
+from typing import Any, Iterable
+
+import attrs
+import lmdb
+import numpy as np
+import orjson
+
+from xerj_core.errors import (DocumentMissing, IndexAlreadyExists, IndexNotFound, MapperParsingError,
+                              VersionConflict)
+from xerj_core.store import keys
+from xerj_core.store.columns import (KIND_LEN, KIND_ORD, KIND_VEC, Column, build_postings, column_kind,
+                                     decode_postings, encode_postings)
+from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
+from xerj_core.store.names import validate_index_name
+from xerj_core.text import tokenize
+
+MAX_ID_BYTES = 512
+
+
+@attrs.frozen
+class WriteResult:
+    """What one document write did, in the terms an ES client expects."""
+
+    index: str
+    doc_id: str
+    result: str  # "created", "updated", "deleted", "not_found", "noop"
+    version: int
+    seq_no: int
+
+
+def new_doc_id() -> str:
+    # 15 random bytes → 20 URL-safe characters, the length of an ES auto id.
+    return base64.urlsafe_b64encode(os.urandom(15)).decode()
+
+
+def segment_layout(sealed_rows: int, tail_rows: int) -> list[tuple[int, int]]:
+    """Sealed segments for ``sealed_rows`` rows: power-of-two multiples of the tail size, largest first.
+
+    The layout is the binary representation of ``sealed_rows / tail_rows``, so
+    sealing one more tail merges exactly the segments a binary counter carries
+    into: each row is rewritten O(log n) times over the life of the index.
+    """
+    units = sealed_rows // tail_rows
+    layout, start = [], 0
+    for bit in range(units.bit_length() - 1, -1, -1):
+        if units >> bit & 1:
+            size = tail_rows << bit
+            layout.append((start, start + size))
+            start += size
+    return layout
+
+
+class IndexWrite:
+    """The in-transaction view of one index: its state, its (possibly growing) mapping, pending tail rows."""
+
+    def __init__(self, txn: "WriteTxn", name: str, ix: int, meta: dict[str, Any]) -> None:
+        self.txn = txn
+        self.name = name
+        self.ix = ix
+        self.meta = meta
+        db = txn.dbs
+        self.state = keys.IndexState.unpack(txn.raw.get(keys.ix_key(ix), db=db["state"]))
+        self.mapping = Mapping.from_es(orjson.loads(txn.raw.get(keys.ix_key(ix), db=db["mappings"])))
+        self.mapping_changed = False
+        self.pending: list[tuple[int, dict[str, Any]]] = []
+        self.dict_cache: dict[str, dict[str, int]] = {}
+        self.dict_size: dict[str, int] = {}
+        self.put_ids: list[str] = []
+        self.deleted_ids: list[str] = []
+
+    # -- dictionaries --------------------------------------------------------------------------
+
+    def ordinal(self, name: str, term: str) -> int:
+        cache = self.dict_cache.setdefault(name, {})
+        found = cache.get(term)
+        if found is not None:
+            return found
+        raw, db = self.txn.raw, self.txn.dbs
+        blob = raw.get(keys.dict_key(self.ix, name, term), db=db["dict"])
+        if blob is not None:
+            ordinal = int.from_bytes(blob, "big")
+        else:
+            size = self.dict_size.get(name)
+            if size is None:
+                stored = raw.get(keys.dictn_key(self.ix, name), db=db["dictn"])
+                size = int.from_bytes(stored, "big") if stored else 0
+            ordinal = size
+            self.dict_size[name] = size + 1
+            raw.put(keys.dict_key(self.ix, name, term), ordinal.to_bytes(4, "big"), db=db["dict"])
+            raw.put(keys.dictr_key(self.ix, name, ordinal), term.encode(), db=db["dictr"])
+        cache[term] = ordinal
+        return ordinal
+
+    # -- documents -----------------------------------------------------------------------------
+
+    def record_for(self, doc: Any) -> dict[str, Any]:
+        """The row record (column values and term frequencies) of ``doc``; grows the mapping dynamically.
+
+        New dynamic fields are committed to the mapping only when the whole
+        document parsed, so a refused document leaves no trace in the mapping.
+        """
+        if not isinstance(doc, dict):
+            raise MapperParsingError("failed to parse: the document must be a JSON object")
+        mapping = self.mapping
+        added: dict[str, FieldSpec] = {}
+        values: dict[str, list[Any]] = {}
+        for path, value in flatten(doc, mapping):
+            spec = mapping.fields.get(path) or added.get(path)
+            if spec is None:
+                if path in mapping.objects:
+                    raise MapperParsingError(f"object mapping for [{path}] tried to parse a value as an object")
+                if mapping.dynamic == "strict":
+                    raise MapperParsingError(
+                        f"mapping set to strict, dynamic introduction of [{path}] within [_doc] is not allowed")
+                if mapping.dynamic in ("false", "runtime"):
+                    continue
+                for new in dynamic_specs(path, value):
+                    added[new.path] = new
+                spec = added[path]
+            values.setdefault(path, []).append(coerce(spec, value))
+            for sub in self._subfields(path, added):
+                ignore_above = sub.params.get("ignore_above")
+                if ignore_above is not None and isinstance(value, str) and len(value) > ignore_above:
+                    continue
+                values.setdefault(sub.path, []).append(coerce(sub, value))
+        for spec in added.values():
+            mapping.add_field(spec)
+            parts = spec.path.split(".")
+            for i in range(1, len(parts) if spec.source_path is None else 0):
+                mapping.objects.add(".".join(parts[:i]))
+        if added:
+            self.mapping_changed = True
+        columns: dict[str, Any] = {}
+        terms: dict[str, dict[str, int]] = {}
+        for path, vals in values.items():
+            spec = mapping.fields[path]
+            kind = column_kind(spec)
+            if kind == KIND_ORD:
+                columns[path] = [self.ordinal(spec.dictionary_name, v) for v in vals]
+            elif kind == KIND_LEN:
+                tokens = [t for v in vals for t in tokenize(v)]
+                columns[path] = len(tokens)
+                terms[path] = dict(Counter(tokens))
+            elif kind == KIND_VEC:
+                columns[path] = vals[0]
+            else:
+                columns[path] = vals[0]
+        return {"c": columns, "t": terms}
+
+    def _subfields(self, path: str, added: dict[str, FieldSpec]) -> Iterable[FieldSpec]:
+        yield from self.mapping.subfields_of(path)
+        yield from (s for s in added.values() if s.source_path == path)
+
+    def row_of(self, doc_id: str) -> int | None:
+        blob = self.txn.raw.get(keys.id_key(self.ix, doc_id), db=self.txn.dbs["ids"])
+        return None if blob is None else keys.read_u64(blob)
+
+    def version_of(self, row: int) -> int:
+        blob = self.txn.raw.get(keys.row_key(self.ix, row), db=self.txn.dbs["src"])
+        return keys.unpack_source_header(blob)[0]
+
+    def put(self, doc: Any, doc_id: str | None = None, *, op_type: str = "index") -> WriteResult:
+        record = self.record_for(doc)
+        if doc_id is None:
+            doc_id = new_doc_id()
+        _check_id(doc_id)
+        old_row = self.row_of(doc_id)
+        version = 1
+        if old_row is not None:
+            if op_type == "create":
+                raise VersionConflict(
+                    f"[{doc_id}]: version conflict, document already exists (current version "
+                    f"[{self.version_of(old_row)}])", index=self.name)
+            version = self.version_of(old_row) + 1
+            self._kill(old_row)
+        else:
+            self.state.live += 1
+        row = self.state.next_row
+        self.state.next_row += 1
+        raw, db = self.txn.raw, self.txn.dbs
+        raw.put(keys.row_key(self.ix, row), keys.pack_source(version, doc_id, orjson.dumps(doc)), db=db["src"])
+        raw.put(keys.id_key(self.ix, doc_id), keys.u64(row), db=db["ids"])
+        self.pending.append((row, record))
+        self.put_ids.append(doc_id)
+        return WriteResult(self.name, doc_id, "updated" if old_row is not None else "created", version, row)
+
+    def delete(self, doc_id: str) -> WriteResult:
+        row = self.row_of(doc_id)
+        if row is None:
+            return WriteResult(self.name, doc_id, "not_found", 1, -1)
+        version = self.version_of(row) + 1
+        self._kill(row)
+        self.txn.raw.delete(keys.id_key(self.ix, doc_id), db=self.txn.dbs["ids"])
+        self.state.live -= 1
+        self.deleted_ids.append(doc_id)
+        return WriteResult(self.name, doc_id, "deleted", version, row)
+
+    def _kill(self, row: int) -> None:
+        raw, db = self.txn.raw, self.txn.dbs
+        raw.put(keys.row_key(self.ix, self.state.dead_seq), keys.u64(row), db=db["dead"])
+        self.state.dead_seq += 1
+        raw.delete(keys.row_key(self.ix, row), db=db["src"])
+
+    def get(self, doc_id: str) -> tuple[dict[str, Any], int] | None:
+        row = self.row_of(doc_id)
+        if row is None:
+            return None
+        blob = self.txn.raw.get(keys.row_key(self.ix, row), db=self.txn.dbs["src"])
+        version, _, offset = keys.unpack_source_header(blob)
+        return orjson.loads(blob[offset:]), version
+
+    # -- commit --------------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        raw, db = self.txn.raw, self.txn.dbs
+        tail_rows = self.txn.tail_rows
+        target = self.state.next_row // tail_rows * tail_rows
+        if target > self.state.sealed_rows:
+            self._seal(target)
+        for row, record in self.pending:
+            raw.put(keys.row_key(self.ix, row), orjson.dumps(record), db=db["tail"])
+        self.pending.clear()
+        for name, size in self.dict_size.items():
+            raw.put(keys.dictn_key(self.ix, name), size.to_bytes(4, "big"), db=db["dictn"])
+        if self.mapping_changed:
+            raw.put(keys.ix_key(self.ix), orjson.dumps(self.mapping.to_es()), db=db["mappings"])
+            self.state.mapping_version += 1
+        self.state.generation += 1
+        raw.put(keys.ix_key(self.ix), self.state.pack(), db=db["state"])
+
+    def _seal(self, target: int) -> None:
+        """Turn rows up to ``target`` into sealed segments, rebuilding the segments the layout changed."""
+        raw, db, ix = self.txn.raw, self.txn.dbs, self.ix
+        tail_rows = self.txn.tail_rows
+        old_sealed = self.state.sealed_rows
+        old_layout = segment_layout(old_sealed, tail_rows)
+        new_layout = segment_layout(target, tail_rows)
+        keep = 0
+        while keep < min(len(old_layout), len(new_layout)) and old_layout[keep] == new_layout[keep]:
+            keep += 1
+        region_start = new_layout[keep][0]
+        # Records of rows leaving the tail: those committed earlier, then this transaction's.
+        records: list[dict[str, Any]] = []
+        first_pending = self.pending[0][0] if self.pending else self.state.next_row
+        with raw.cursor(db=db["tail"]) as cur:
+            for row in range(old_sealed, min(first_pending, target)):
+                records.append(orjson.loads(cur.get(keys.row_key(ix, row))))
+                cur.delete()
+        moved = [rec for row, rec in self.pending if row < target]
+        records.extend(moved)
+        self.pending = [(row, rec) for row, rec in self.pending if row >= target]
+        old_segments = old_layout[keep:]
+        fields = list(self.mapping.fields.values())
+        built: dict[str, Column] = {}
+        for spec in fields:
+            kind = column_kind(spec)
+            parts = [self._load_column(start, end, spec, kind) for start, end in old_segments]
+            parts.append(Column.build(spec, kind, [rec["c"].get(spec.path) for rec in records]))
+            built[spec.path] = Column.concat(parts)
+        text_fields = [s.path for s in fields if column_kind(s) == KIND_LEN]
+        postings: dict[str, dict[str, list[tuple[np.ndarray, np.ndarray]]]] = {}
+        for path in text_fields:
+            merged: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+            for start, _end in old_segments:
+                for term, arrays in self._take_postings(start, path):
+                    merged.setdefault(term, []).append(arrays)
+            fresh = build_postings(old_sealed, (rec["t"].get(path) for rec in records))
+            for term, arrays in fresh.items():
+                merged.setdefault(term, []).append(arrays)
+            postings[path] = merged
+        for start, end in old_segments:
+            self._drop_segment(start)
+        for start, end in new_layout[keep:]:
+            lo, hi = start - region_start, end - region_start
+            present_fields = []
+            for path, column in built.items():
+                raw.put(keys.col_key(ix, start, path), _slice(column, lo, hi).encode(), db=db["cols"])
+                present_fields.append(path)
+            for path, terms in postings.items():
+                prefix = keys.post_prefix(ix, start, path)
+                for term, arrays in terms.items():
+                    rows = np.concatenate([a[0] for a in arrays]) if len(arrays) > 1 else arrays[0][0]
+                    tfs = np.concatenate([a[1] for a in arrays]) if len(arrays) > 1 else arrays[0][1]
+                    a, b = np.searchsorted(rows, [start, end])
+                    if b > a:
+                        raw.put(prefix + term.encode(), encode_postings(rows[a:b], tfs[a:b]), db=db["post"])
+            meta = orjson.dumps({"end": end, "fields": present_fields, "sealed_at": int(time.time() * 1000)})
+            raw.put(keys.seg_key(ix, start), meta, db=db["segs"])
+        self.state.sealed_rows = target
+
+    def _load_column(self, start: int, end: int, spec: FieldSpec, kind: int) -> Column:
+        blob = self.txn.raw.get(keys.col_key(self.ix, start, spec.path), db=self.txn.dbs["cols"])
+        if blob is None:
+            return Column.empty(kind, end - start, spec.dims or 0)
+        return Column.decode(blob)
+
+    def _take_postings(self, start: int, path: str) -> Iterable[tuple[str, tuple[np.ndarray, np.ndarray]]]:
+        prefix = keys.post_prefix(self.ix, start, path)
+        with self.txn.raw.cursor(db=self.txn.dbs["post"]) as cur:
+            if cur.set_range(prefix):
+                for key, blob in cur:
+                    if not key.startswith(prefix):
+                        break
+                    yield key[len(prefix):].decode(), decode_postings(blob)
+
+    def _drop_segment(self, start: int) -> None:
+        raw, db = self.txn.raw, self.txn.dbs
+        prefix = keys.seg_key(self.ix, start)
+        for name in ("cols", "post"):
+            _delete_prefix(raw, db[name], prefix)
+        raw.delete(prefix, db=db["segs"])
+
+
+def _slice(column: Column, lo: int, hi: int) -> Column:
+    mask = (column.extra_rows >= lo) & (column.extra_rows < hi)
+    return Column(column.kind, column.values[lo:hi], column.present[lo:hi],
+                  column.extra_rows[mask] - lo, column.extra_ords[mask])
+
+
+def _delete_prefix(txn: lmdb.Transaction, db: Any, prefix: bytes) -> None:
+    with txn.cursor(db=db) as cur:
+        if not cur.set_range(prefix):
+            return
+        while cur.key().startswith(prefix):
+            if not cur.delete():
+                break
+
+
+def _check_id(doc_id: Any) -> None:
+    if not isinstance(doc_id, str) or not doc_id:
+        raise MapperParsingError("document id must be a non-empty string")
+    if len(doc_id.encode()) > MAX_ID_BYTES:
+        raise MapperParsingError(f"id [{doc_id[:40]}...] is too long, must be no longer than {MAX_ID_BYTES} bytes")
+
+
+class WriteTxn:
+    """Everything one write request does, applied in one LMDB transaction.
+
+    Obtain one from :meth:`Store.transact`; the caller's function may be re-run
+    if the map had to grow, so it must only act through this object.
+    """
+
+    def __init__(self, raw: lmdb.Transaction, dbs: dict[str, Any], tail_rows: int) -> None:
+        self.raw = raw
+        self.dbs = dbs
+        self.tail_rows = tail_rows
+        self._open: dict[str, IndexWrite] = {}
+        self.dropped: list[str] = []
+
+    def index(self, name: str, *, create: bool = False, mapping: Any = None) -> IndexWrite:
+        """The index ``name``; with ``create`` it is created (with ``mapping``) when missing."""
+        found = self._open.get(name)
+        if found is not None:
+            return found
+        blob = self.raw.get(name.encode(), db=self.dbs["indices"])
+        if blob is None:
+            if not create:
+                raise IndexNotFound(name)
+            return self.create_index(name, mapping)
+        meta = orjson.loads(blob)
+        found = self._open[name] = IndexWrite(self, name, meta["ix"], meta)
+        return found
+
+    def exists(self, name: str) -> bool:
+        return name in self._open or self.raw.get(name.encode(), db=self.dbs["indices"]) is not None
+
+    def create_index(self, name: str, mapping: Any = None, settings: dict[str, Any] | None = None) -> IndexWrite:
+        validate_index_name(name)
+        if self.exists(name):
+            raise IndexAlreadyExists(name)
+        parsed = Mapping.from_es(mapping)
+        indices = self.dbs["indices"]
+        counter = self.raw.get(keys.NEXT_IX_KEY, db=indices)
+        ix = int.from_bytes(counter, "big") if counter else 1
+        self.raw.put(keys.NEXT_IX_KEY, (ix + 1).to_bytes(4, "big"), db=indices)
+        meta = {"ix": ix, "created": int(time.time() * 1000), "uuid": new_doc_id(), "settings": settings or {}}
+        self.raw.put(name.encode(), orjson.dumps(meta), db=indices)
+        self.raw.put(keys.ix_key(ix), orjson.dumps(parsed.to_es()), db=self.dbs["mappings"])
+        self.raw.put(keys.ix_key(ix), keys.IndexState().pack(), db=self.dbs["state"])
+        found = self._open[name] = IndexWrite(self, name, ix, meta)
+        return found
+
+    def delete_index(self, name: str) -> None:
+        target = self.index(name)
+        prefix = keys.ix_key(target.ix)
+        for db_name in ("state", "mappings", "src", "ids", "tail", "segs", "cols", "post", "dead",
+                        "dict", "dictr", "dictn"):
+            _delete_prefix(self.raw, self.dbs[db_name], prefix)
+        self.raw.delete(name.encode(), db=self.dbs["indices"])
+        del self._open[name]
+        self.dropped.append(name)
+
+    def put_mapping(self, name: str, body: Any) -> None:
+        target = self.index(name)
+        incoming = Mapping.from_es(body)
+        for spec in incoming.fields.values():
+            target.mapping.add_field(spec)
+        target.mapping.objects |= incoming.objects
+        if isinstance(body, dict) and "dynamic" in body:
+            target.mapping.dynamic = incoming.dynamic
+        target.mapping_changed = True
+
+    def put(self, index: str, doc: Any, doc_id: str | None = None, *, op_type: str = "index",
+            auto_create: bool = True) -> WriteResult:
+        return self.index(index, create=auto_create).put(doc, doc_id, op_type=op_type)
+
+    def delete(self, index: str, doc_id: str) -> WriteResult:
+        return self.index(index).delete(doc_id)
+
+    def get(self, index: str, doc_id: str) -> dict[str, Any] | None:
+        if not self.exists(index):
+            return None
+        found = self.index(index).get(doc_id)
+        return None if found is None else found[0]
+
+    def update(self, index: str, doc_id: str, partial: Any, *, upsert: Any = None) -> WriteResult:
+        """Merge ``partial`` into the stored document (objects merge recursively, like ES)."""
+        if not isinstance(partial, dict):
+            raise MapperParsingError("failed to parse: [doc] must be a JSON object")
+        target = self.index(index, create=upsert is not None)
+        found = target.get(doc_id)
+        if found is None:
+            if upsert is None:
+                raise DocumentMissing(f"[{doc_id}]: document missing", index=index, shard="0")
+            return target.put(upsert, doc_id)
+        merged = _merge(found[0], partial)
+        if merged == found[0]:
+            row = target.row_of(doc_id)
+            return WriteResult(index, doc_id, "noop", found[1], row if row is not None else -1)
+        return target.put(merged, doc_id)
+
+    def finish(self) -> None:
+        for target in self._open.values():
+            if target.pending or target.mapping_changed or target.put_ids or target.deleted_ids or target.dict_size:
+                target.finish()
+
+    def written(self) -> list[tuple[str, list[str], list[str]]]:
+        return [(t.name, t.put_ids, t.deleted_ids) for t in self._open.values() if t.put_ids or t.deleted_ids]
+
+
+def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
