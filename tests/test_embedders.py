@@ -76,6 +76,20 @@ def test_lexical_shares_word_pieces_without_stemming():
     assert float(ferments @ fermented) < 0.99
 
 
+def test_lexical_vector_is_pinned():
+    """Stored vectors outlive releases: a change here means every stored lexical vector must be rebuilt.
+
+    "hello" and "world" give one word feature (weight 1) and five padded
+    trigrams (weight 0.5) each; twelve features in twelve distinct buckets.
+    """
+    vector = LexicalFeatureHashEmbedder().embed(["Hello world"])[0]
+    buckets = np.flatnonzero(vector)
+    assert buckets.tolist() == [10, 34, 53, 112, 145, 174, 192, 232, 244, 296, 309, 319]
+    word, gram = 1 / np.sqrt(4.5), 0.5 / np.sqrt(4.5)
+    expected = [gram, word, -gram, gram, gram, gram, -gram, gram, -gram, word, gram, gram]
+    np.testing.assert_allclose(vector[buckets], expected, rtol=1e-6)
+
+
 def test_lexical_vectors_are_stable_across_processes():
     """A fresh interpreter (its own hash seed) computes the very same bytes."""
     text = "Sourdough connects to kimchi: both say ferments."
