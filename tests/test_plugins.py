@@ -1,0 +1,182 @@
+"""Plugin discovery: entry points, allow/block lists, fixture-registered plugins, misspelled hooks, docs."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+
+import click
+import pluggy
+import pytest
+from click.testing import CliRunner
+
+from xerj_core import hookimpl, hookspecs
+from xerj_core.cli import build_cli
+from xerj_core.commands import plugin_rows
+from xerj_core.plugins import get_plugin_manager
+
+from .conftest import REPO
+
+HOOK_NAMES = sorted(name for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
+                    if name.startswith("xerj_"))
+
+
+class FakePlugin:
+    @hookimpl
+    def xerj_register_commands(self, cli):
+        @cli.command("hello-fake")
+        def hello():
+            click.echo("hello from a fake plugin")
+
+
+def test_builtins_load_through_entry_points(pm):
+    names = {pm.get_name(p) for p in pm.get_plugins()}
+    assert "core_commands" in names
+    assert pm.origins["core_commands"].builtin
+
+
+def test_block_list_switches_a_builtin_off(monkeypatch):
+    monkeypatch.setenv("XERJ_DISABLE_PLUGINS", "core_commands")
+    pm = get_plugin_manager()
+    assert not pm.has_plugin("core_commands")
+
+
+def test_allow_list_limits_third_party_plugins_only(monkeypatch):
+    monkeypatch.setenv("XERJ_LOAD_PLUGINS", "no-such-plugin")
+    pm = get_plugin_manager()
+    origins = [pm.origin(p) for p in pm.get_plugins()]
+    assert origins and all(o.builtin for o in origins)
+
+
+def test_fake_plugin_registered_in_a_fixture_adds_a_command(pm):
+    fake = FakePlugin()
+    pm.register(fake, name="fake")
+    try:
+        result = CliRunner().invoke(build_cli(pm), ["hello-fake"])
+        assert result.output.strip() == "hello from a fake plugin"
+        rows = plugin_rows(pm, include_builtins=False, hook=None)
+        assert {"name": "fake", "version": None, "hooks": ["xerj_register_commands"]} in rows
+    finally:
+        pm.unregister(fake)
+
+
+def test_misspelled_hookimpl_is_rejected():
+    class Misspelled:
+        @hookimpl
+        def xerj_register_detector(self, register):  # missing the final "s"
+            pass
+
+    with pytest.raises(pluggy.PluginValidationError):
+        get_plugin_manager(load_entrypoints=False, extra_plugins=[("typo", Misspelled())])
+
+
+def test_plugins_command_prints_json_rows(pm):
+    runner = CliRunner()
+    everything = json.loads(runner.invoke(build_cli(pm), ["plugins", "--all"]).output)
+    assert any(row["name"] == "core_commands" for row in everything)
+    assert all(set(row) == {"name", "version", "hooks"} for row in everything)
+    only = json.loads(runner.invoke(build_cli(pm), ["plugins", "--all", "--hook", "xerj_register_commands"]).output)
+    assert only and all("xerj_register_commands" in row["hooks"] for row in only)
+    third_party = json.loads(runner.invoke(build_cli(pm), ["plugins"]).output)
+    assert all(not pm.origins[row["name"]].builtin for row in third_party if row["name"] in pm.origins)
+
+
+def test_version_flag(pm):
+    result = CliRunner().invoke(build_cli(pm), ["--version"])
+    assert result.exit_code == 0 and result.output.startswith("xerj, version ")
+
+
+@pytest.mark.parametrize("name", HOOK_NAMES)
+def test_every_hook_is_typed_and_documented(name):
+    spec = getattr(hookspecs, name)
+    signature = inspect.signature(spec)
+    assert spec.__doc__ and "Return" in spec.__doc__, f"{name} must state its return contract"
+    assert all(p.annotation is not inspect.Parameter.empty for p in signature.parameters.values())
+    docs = (REPO / "docs" / "plugins.md").read_text()
+    args = ", ".join(signature.parameters)
+    assert f"`{name}({args})`" in docs, f"docs/plugins.md must document `{name}({args})`"
+
+
+@pytest.mark.parametrize("name", HOOK_NAMES)
+def test_every_hook_has_a_test(name):
+    tests = "\n".join(p.read_text() for p in (REPO / "tests").rglob("test_*.py"))
+    assert re.search(rf"def test_hook_{name}\b", tests), f"no test_hook_{name} in tests/"
+
+
+def test_hook_xerj_register_commands(pm):
+    fake = FakePlugin()
+    pm.register(fake, name="fake")
+    try:
+        assert "hello-fake" in build_cli(pm).commands
+    finally:
+        pm.unregister(fake)
+
+
+def test_hook_xerj_documents_written(engine):
+    seen = []
+
+    class Watcher:
+        @hookimpl
+        def xerj_documents_written(self, index, ids, deleted):
+            seen.append((index, list(ids), list(deleted)))
+
+    watcher = Watcher()
+    engine.pm.register(watcher, name="watcher")
+    try:
+        engine.store.put("watched", {"a": 1}, "one")
+        engine.store.delete("watched", "one")
+    finally:
+        engine.pm.unregister(watcher)
+    assert seen == [("watched", ["one"], []), ("watched", [], ["one"])]
+
+
+def test_hook_xerj_audit_event(pm):
+    seen = []
+
+    class Sink:
+        @hookimpl
+        def xerj_audit_event(self, event):
+            seen.append(dict(event))
+
+    sink = Sink()
+    pm.register(sink, name="sink")
+    try:
+        pm.hook.xerj_audit_event(event={"op": "search", "outcome": "ok"})
+    finally:
+        pm.unregister(sink)
+    assert seen == [{"op": "search", "outcome": "ok"}]
+
+
+def _provider_roundtrip(pm, hook_name):
+    from xerj_core.plugins import collect_registrations
+
+    thing = object()
+
+    class Provider:
+        pass
+
+    def impl(register):
+        register(thing)
+
+    impl.__name__ = hook_name
+    setattr(Provider, hook_name, staticmethod(hookimpl(impl)))
+    provider = Provider()
+    pm.register(provider, name="provider")
+    try:
+        found = [args for plugin, args in collect_registrations(pm, hook_name) if plugin == "provider"]
+    finally:
+        pm.unregister(provider)
+    return found == [(thing,)]
+
+
+def test_hook_xerj_register_auth_backends(pm):
+    assert _provider_roundtrip(pm, "xerj_register_auth_backends")
+
+
+def test_hook_xerj_register_audit_sinks(pm):
+    assert _provider_roundtrip(pm, "xerj_register_audit_sinks")
+
+
+def test_hook_xerj_register_storage_backends(pm):
+    assert _provider_roundtrip(pm, "xerj_register_storage_backends")

@@ -1,0 +1,207 @@
+"""The storage engine: indices, documents, mappings, columns against _source, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from xerj_core.errors import (IndexAlreadyExists, IndexNotFound, InvalidIndexName, MapperParsingError,
+                              VersionConflict)
+from xerj_core.store import ABSENT_INT, BulkOp, Store, is_reserved, validate_index_name
+from xerj_core.store.write import segment_layout
+
+EDGE_LIKE = {
+    "properties": {
+        "src": {"type": "keyword", "dictionary": "nodes"},
+        "dst": {"type": "keyword", "dictionary": "nodes"},
+        "weight": {"type": "float"},
+        "valid_at": {"type": "date", "format": "epoch_millis"},
+        "invalid_at": {"type": "date", "format": "epoch_millis"},
+        "n": {"type": "long"},
+        "ok": {"type": "boolean"},
+        "evidence": {"properties": {"quote": {"type": "text"}, "offset": {"type": "long"}}},
+        "vec": {"type": "dense_vector", "dims": 3},
+    }
+}
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store(tmp_path / "data", tail_rows=4) as s:
+        yield s
+
+
+def test_index_lifecycle(store):
+    store.create_index("notes", EDGE_LIKE)
+    assert store.exists("notes")
+    with pytest.raises(IndexAlreadyExists):
+        store.create_index("notes")
+    mapping = store.get_mapping("notes")
+    assert mapping["properties"]["evidence"]["properties"]["quote"] == {"type": "text"}
+    assert mapping["properties"]["src"]["dictionary"] == "nodes"
+    assert "notes" in store.index_names()
+    store.delete_index("notes")
+    assert not store.exists("notes")
+    with pytest.raises(IndexNotFound):
+        store.delete_index("notes")
+    with pytest.raises(IndexNotFound):
+        store.get("notes", "x")
+
+
+@pytest.mark.parametrize("name", ["UPPER", "a b", "_under", "-dash", "+plus", "..", ".", "a*", "a/b", "", "x" * 256])
+def test_invalid_index_names(store, name):
+    with pytest.raises(InvalidIndexName):
+        store.create_index(name)
+
+
+def test_reserved_prefix_and_dot_names(store):
+    store.create_index(".xerj-memory-alice-edges")
+    assert is_reserved(".xerj-memory-alice-edges")
+    assert not is_reserved("xerj-memory-alice")
+    assert validate_index_name(".hidden") == ".hidden"
+
+
+def test_put_get_overwrite_delete(store):
+    first = store.put("docs", {"title": "hello"}, "a")
+    assert (first.result, first.version) == ("created", 1)
+    second = store.put("docs", {"title": "again"}, "a")
+    assert (second.result, second.version) == ("updated", 2)
+    assert store.get("docs", "a") == ({"title": "again"}, 2)
+    generated = store.put("docs", {"title": "auto"})
+    assert len(generated.doc_id) == 20 and store.get("docs", generated.doc_id)[0] == {"title": "auto"}
+    with pytest.raises(VersionConflict):
+        store.put("docs", {"title": "x"}, "a", op_type="create")
+    assert store.delete("docs", "a").result == "deleted"
+    assert store.delete("docs", "a").result == "not_found"
+    assert store.get("docs", "a") is None
+    assert store.count("docs") == 1
+
+
+def test_dynamic_mapping_follows_es(store):
+    store.put("dyn", {"title": "Hello", "n": 3, "f": 1.5, "b": True, "when": "2026-07-01T00:00:00Z",
+                      "metadata": {"tag": "x"}})
+    props = store.get_mapping("dyn")["properties"]
+    assert props["title"]["type"] == "text" and props["title"]["fields"]["keyword"]["type"] == "keyword"
+    assert props["n"]["type"] == "long" and props["f"]["type"] == "float"
+    assert props["b"]["type"] == "boolean" and props["when"]["type"] == "date"
+    assert props["metadata"]["properties"]["tag"]["type"] == "text"
+
+
+def test_mapping_conflicts_and_bad_documents_leave_nothing_behind(store):
+    store.create_index("typed", EDGE_LIKE)
+    with pytest.raises(MapperParsingError):
+        store.put("typed", {"n": "not a number", "brand_new": 1}, "x")
+    with pytest.raises(MapperParsingError):
+        store.put("typed", ["not", "an", "object"], "y")
+    with pytest.raises(MapperParsingError):
+        store.put("typed", {"vec": [1, 2]}, "z")
+    with pytest.raises(MapperParsingError):
+        store.put("typed", {"weight": math.inf}, "w")
+    assert store.count("typed") == 0
+    assert "brand_new" not in store.get_mapping("typed")["properties"]
+    with pytest.raises(MapperParsingError):
+        store.create_index("badmap", {"properties": {"x": {"type": "nonsense"}}})
+    assert not store.exists("badmap")
+
+
+def test_bulk_reports_items_and_applies_the_rest(store):
+    store.create_index("typed", EDGE_LIKE)
+    items = store.bulk([
+        BulkOp("index", "typed", "1", {"n": 1}),
+        BulkOp("index", "typed", "2", {"n": "nope"}),
+        BulkOp("create", "typed", "1", {"n": 5}),
+        BulkOp("update", "typed", "1", {"doc": {"ok": True}}),
+        BulkOp("delete", "typed", "3"),
+    ])
+    assert [i.error is None for i in items] == [True, False, False, True, True]
+    assert items[4].result.result == "not_found"
+    assert store.get("typed", "1")[0] == {"n": 1, "ok": True}
+
+
+def test_segment_layout_is_a_binary_counter():
+    assert segment_layout(0, 4) == []
+    assert segment_layout(4 * 5, 4) == [(0, 16), (16, 20)]
+    assert segment_layout(4 * 7, 4) == [(0, 16), (16, 24), (24, 28)]
+
+
+def test_absent_is_distinct_from_every_value(store):
+    store.create_index("e", EDGE_LIKE)
+    store.put("e", {"valid_at": 0, "invalid_at": 0}, "zero")
+    store.put("e", {"valid_at": 0}, "live")
+    with store.reader("e") as r:
+        col = r.column("invalid_at")
+        rows = {r.id_of(i): i for i in range(r.n_rows)}
+        assert col.present[rows["zero"]] and col.values[rows["zero"]] == 0
+        assert not col.present[rows["live"]] and col.values[rows["live"]] == ABSENT_INT
+
+
+# -- columns agree with _source after random puts, overwrites and deletes -----------------------------
+
+values = st.fixed_dictionaries({}, optional={
+    "src": st.sampled_from(["a", "b", "c", "d", "e"]),
+    "n": st.integers(-(2**40), 2**40),
+    "weight": st.floats(0, 1, width=32),
+    "valid_at": st.integers(0, 2**42),
+    "invalid_at": st.integers(0, 2**42),
+    "ok": st.booleans(),
+    "evidence": st.fixed_dictionaries({"quote": st.sampled_from(["hello world", "world of words", "x"])}),
+})
+ops = st.lists(st.tuples(st.sampled_from(["put", "put", "put", "delete"]), st.integers(0, 12), values),
+               min_size=1, max_size=60)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=ops, batch=st.integers(1, 7))
+def test_columns_agree_with_source(tmp_path_factory, ops, batch):
+    with Store(tmp_path_factory.mktemp("prop"), tail_rows=4) as store:
+        store.create_index("p", EDGE_LIKE)
+        for i in range(0, len(ops), batch):
+            store.bulk([BulkOp("index", "p", f"d{k}", doc) if op == "put" else BulkOp("delete", "p", f"d{k}")
+                        for op, k, doc in ops[i:i + batch]])
+        expected: dict[str, dict] = {}
+        for op, k, doc in ops:
+            if op == "put":
+                expected[f"d{k}"] = doc
+            else:
+                expected.pop(f"d{k}", None)
+        with store.reader("p") as r:
+            assert r.doc_count == len(expected)
+            live_rows = np.flatnonzero(r.live)
+            assert sorted(r.id_of(int(row)) for row in live_rows) == sorted(expected)
+            nodes = r.field_dictionary("src")
+            for row in live_rows:
+                doc_id, source, _version = r.document(int(row))
+                assert source == expected[doc_id]
+                for path in ("n", "valid_at", "invalid_at"):
+                    col = r.column(path)
+                    assert bool(col.present[row]) == (path in source)
+                    if path in source:
+                        assert col.values[row] == source[path]
+                col = r.column("src")
+                assert bool(col.present[row]) == ("src" in source)
+                if "src" in source:
+                    assert nodes.terms[col.values[row]] == source["src"]
+                col = r.column("weight")
+                if "weight" in source:
+                    assert col.values[row] == np.float32(source["weight"])
+                else:
+                    assert not col.present[row]
+                col = r.column("ok")
+                assert bool(col.present[row]) == ("ok" in source)
+            for term in ("hello", "world", "words", "x"):
+                rows, tfs = r.postings("evidence.quote", term)
+                live_hits = {r.id_of(int(row)) for row in rows if r.live[row]}
+                want = {i for i, d in expected.items() if term in d.get("evidence", {}).get("quote", "").split()}
+                assert live_hits == want
+
+
+def test_map_grows_on_demand(tmp_path):
+    with Store(tmp_path / "small", map_size=1 << 20, tail_rows=64) as store:
+        big = "word " * 2000
+        store.bulk([BulkOp("index", "grow", str(i), {"text": big, "n": i}) for i in range(300)])
+        assert store.count("grow") == 300
+        assert store.env.env.info()["map_size"] > 1 << 20
