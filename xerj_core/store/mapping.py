@@ -55,6 +55,8 @@ class Mapping:
     fields: dict[str, FieldSpec] = attrs.field(factory=dict)
     objects: set[str] = attrs.field(factory=set)
     dynamic: str = "true"  # "true", "false" (keep unmapped in _source only) or "strict"
+    _subfields: dict[str, tuple[FieldSpec, ...]] | None = attrs.field(default=None, init=False, eq=False, repr=False)
+    _subfields_size: int = attrs.field(default=-1, init=False, eq=False, repr=False)
 
     @classmethod
     def from_es(cls, body: Any) -> "Mapping":
@@ -158,8 +160,16 @@ class Mapping:
             body["dynamic"] = self.dynamic if self.dynamic != "false" else False
         return body
 
-    def subfields_of(self, path: str) -> list[FieldSpec]:
-        return [s for s in self.fields.values() if s.source_path == path]
+    def subfields_of(self, path: str) -> tuple[FieldSpec, ...]:
+        """Multi-fields fed from ``path`` (``title.keyword`` for ``title``); cached until the mapping grows."""
+        if self._subfields is None or self._subfields_size != len(self.fields):
+            table: dict[str, list[FieldSpec]] = {}
+            for spec in self.fields.values():
+                if spec.source_path is not None:
+                    table.setdefault(spec.source_path, []).append(spec)
+            self._subfields = {k: tuple(v) for k, v in table.items()}
+            self._subfields_size = len(self.fields)
+        return self._subfields.get(path, ())
 
 
 def flatten(doc: dict[str, Any], mapping: Mapping) -> Iterator[tuple[str, Any]]:

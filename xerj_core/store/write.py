@@ -156,8 +156,10 @@ class IndexWrite:
         return {"c": columns, "t": terms}
 
     def _subfields(self, path: str, added: dict[str, FieldSpec]) -> Iterable[FieldSpec]:
-        yield from self.mapping.subfields_of(path)
-        yield from (s for s in added.values() if s.source_path == path)
+        found = self.mapping.subfields_of(path)
+        if not added:
+            return found
+        return (*found, *(s for s in added.values() if s.source_path == path))
 
     def row_of(self, doc_id: str) -> int | None:
         blob = self.txn.raw.get(keys.id_key(self.ix, doc_id), db=self.txn.dbs["ids"])

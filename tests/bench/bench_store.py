@@ -1,0 +1,97 @@
+"""Store benchmark: put throughput against a raw lmdb put loop; a bitemporal column filter against numpy.
+
+Run: python tests/bench/bench_store.py [--docs N] [--rows N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import lmdb
+import numpy as np
+import orjson
+
+from xerj_core.store import BulkOp, Store
+
+BATCH = 1000
+
+
+def small_docs(n: int) -> list[dict]:
+    return [{"title": f"note {i}", "kind": "note" if i % 3 else "mail", "n": i, "valid_at": 1_700_000_000_000 + i}
+            for i in range(n)]
+
+
+def bench_raw_lmdb(path: Path, docs: list[dict]) -> float:
+    env = lmdb.open(str(path), map_size=1 << 32)
+    start = time.perf_counter()
+    for i in range(0, len(docs), BATCH):
+        with env.begin(write=True) as txn:
+            for j, doc in enumerate(docs[i:i + BATCH], i):
+                txn.put(f"doc-{j}".encode(), orjson.dumps(doc))
+    elapsed = time.perf_counter() - start
+    env.close()
+    return len(docs) / elapsed
+
+
+def bench_store_puts(path: Path, docs: list[dict]) -> float:
+    with Store(path) as store:
+        store.create_index("bench", {"properties": {"title": {"type": "text"}, "kind": {"type": "keyword"},
+                                                    "n": {"type": "long"}, "valid_at": {"type": "date"}}})
+        start = time.perf_counter()
+        for i in range(0, len(docs), BATCH):
+            store.bulk([BulkOp("index", "bench", f"doc-{j}", doc) for j, doc in enumerate(docs[i:i + BATCH], i)])
+        return len(docs) / (time.perf_counter() - start)
+
+
+def bench_filter(path: Path, rows: int, repeats: int = 30) -> tuple[float, float]:
+    rng = np.random.default_rng(7)
+    valid = rng.integers(0, 1_000_000, rows)
+    retired = rng.random(rows) < 0.1
+    invalid = valid + rng.integers(1, 1_000_000, rows)
+    with Store(path, sync=False) as store:
+        store.create_index("edges", {"properties": {"valid_at": {"type": "date"}, "invalid_at": {"type": "date"}}})
+        chunk = 100_000
+        for lo in range(0, rows, chunk):
+            store.bulk([BulkOp("index", "edges", str(i),
+                               {"valid_at": int(valid[i]), **({"invalid_at": int(invalid[i])} if retired[i] else {})})
+                        for i in range(lo, min(rows, lo + chunk))])
+        as_of = 500_000
+        with store.reader("edges") as r:
+            r.column("valid_at"), r.column("invalid_at")  # warm the process cache, as a server would be
+            ours, base = [], []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                v, inv = r.column("valid_at"), r.column("invalid_at")
+                mask = (v.values <= as_of) & (inv.values > as_of)  # absent invalid_at is int64 max
+                t1 = time.perf_counter()
+                ours.append(t1 - t0)
+                vals, present, invals = v.values, inv.present, inv.values
+                t2 = time.perf_counter()
+                expected = (vals <= as_of) & (~present | (invals > as_of))
+                base.append(time.perf_counter() - t2)
+            assert np.array_equal(mask, expected)
+    return statistics.median(ours), statistics.median(base)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--docs", type=int, default=100_000)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    args = parser.parse_args()
+    docs = small_docs(args.docs)
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = bench_raw_lmdb(Path(tmp) / "raw", docs)
+        ours = bench_store_puts(Path(tmp) / "store", docs)
+        print(f"put throughput: xerj store {ours:,.0f} docs/s, raw lmdb put loop {raw:,.0f} docs/s, "
+              f"ratio {ours / raw:.2f} (target >= 0.40)")
+        mine, numpy_only = bench_filter(Path(tmp) / "filter", args.rows)
+        print(f"bitemporal filter over {args.rows:,} rows: xerj {mine * 1e3:.3f} ms, plain numpy "
+              f"{numpy_only * 1e3:.3f} ms, ratio {mine / numpy_only:.2f} (target <= 1.5)")
+
+
+if __name__ == "__main__":
+    main()
