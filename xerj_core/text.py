@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 
 _WORD = re.compile(r"\w+")
 _NOT_SLUG = re.compile(r"[^\w\- ]+")
@@ -46,13 +47,14 @@ def is_valid_brain_name(name: str) -> bool:
 def derive_brain_name(folder: str | os.PathLike[str]) -> str:
     """The brain name a folder gets when none is given: its basename as a valid slug, else ``brain``.
 
-    Lowercased; characters outside ``a-z 0-9 _ - .`` become ``-`` (runs collapse);
+    Accents are folded (``Café`` → ``cafe``), then lowercased; characters outside ``a-z 0-9 _ - .`` become ``-`` (runs collapse);
     leading characters that may not start a name are dropped; ``..`` runs shrink
     to one dot; a trailing ``-edges`` (reserved for edge indices) is removed; the
     result is cut to 200 characters.
     """
     base = os.path.basename(os.path.normpath(os.fspath(folder)))
-    name = _NOT_BRAIN.sub("-", base.lower())
+    folded = "".join(c for c in unicodedata.normalize("NFKD", base) if not unicodedata.combining(c))
+    name = _NOT_BRAIN.sub("-", folded.lower())
     name = re.sub(r"\.{2,}", ".", name)
     name = re.sub(r"-{2,}", "-", name)
     name = re.sub(r"^[^a-z0-9]+", "", name)

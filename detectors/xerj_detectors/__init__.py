@@ -1,0 +1,1 @@
+"""The built-in relationship detectors, one plugin module each (registered through entry points)."""

@@ -1,0 +1,52 @@
+"""``href``: ``<a href="…">`` links to corpus files, read from HTML-sniffed documents only.
+
+The HTML format records each link with the byte offset of its anchor text
+(``fields["links"]``); a relative or ``/``-rooted href that names a corpus
+file (a folder: its ``index.html``) becomes an edge whose evidence is the line
+of page text holding the anchor. Query strings are dropped; ``#fragment``
+picks a section of the target when it has one.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from xerj_core.autoindex.detect import Corpus, DetectorState, line_at, make_draft
+from xerj_core.hookspecs import hookimpl
+from xerj_core.model import EdgeDraft, SourceDocument
+from xerj_detectors._resolve import resolve_relative
+
+INDEX_NAMES = ("index.html", "index.htm")
+
+
+class HrefDetector:
+    name = "href"
+    type = "href"
+    tag = "href@2"
+    weight = 0.7
+    confidence = 0.85
+
+    def detect(
+        self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
+    ) -> Iterable[EdgeDraft]:
+        for doc in file_docs:
+            links = doc.fields.get("links") if doc.format == "html" else None
+            if not links:
+                continue
+            data = doc.text.encode("utf-8")
+            seen: set[str] = set()
+            for link in links:
+                href, offset = link.get("href"), link.get("offset", 0)
+                if not isinstance(href, str) or not isinstance(offset, int):
+                    continue
+                dst = resolve_relative(corpus, doc.ax_path, href, index_names=INDEX_NAMES)
+                if dst is None or dst.doc_id == doc.doc_id or dst.doc_id in seen:
+                    continue
+                seen.add(dst.doc_id)
+                quote = line_at(data, offset) or href
+                yield make_draft(self, doc, dst, quote=quote, offset=offset)
+
+
+@hookimpl
+def xerj_register_detectors(register) -> None:
+    register(HrefDetector())

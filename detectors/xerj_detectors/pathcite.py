@@ -1,0 +1,81 @@
+"""``pathcite``: a bare file path written in prose (``see docs/setup.md``) that names a corpus file.
+
+A candidate is a token with a file extension (``name.ext``, optionally behind
+folders, ``./`` or ``../``), not part of a URL, a Markdown link destination or
+a wikilink (their own detectors read those). It resolves, in order, relative
+to the citing file's folder, from the root, and, when it has a folder part, as
+a path suffix (nearest folder wins). Prose means every format but ``code``;
+code spans count, since that is where paths are usually written. Evidence is
+the line holding the path.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Iterable, Sequence
+
+from xerj_core.autoindex.detect import Corpus, DetectorState, line_at, make_draft
+from xerj_core.hookspecs import hookimpl
+from xerj_core.model import EdgeDraft, SourceDocument
+from xerj_detectors._resolve import within_root
+
+_PATH = re.compile(rb"(?<![\w./\\@:%~\-])((?:\.{1,2}/)*(?:[\w\-][\w.\-]*/)*[\w\-][\w.\-]*\.[A-Za-z][A-Za-z0-9]{0,7})(?![\w/\-])")
+_NOT_PROSE = re.compile(
+    rb"[A-Za-z][A-Za-z0-9+.\-]*://[^\s<>)\]]*"  # URLs
+    rb"|\]\([^)\n]*\)"  # Markdown link destinations
+    rb"|\[\[[^\]\n]*\]\]"  # wikilinks
+    rb"|^ {0,3}\[[^\]\n]+\]:[^\n]*"  # link reference definitions
+    , re.M
+)
+
+
+def _blank(match: re.Match[bytes]) -> bytes:
+    return b" " * (match.end() - match.start())
+
+
+def resolve_cited_path(corpus: Corpus, from_path: str, cited: str) -> str | None:
+    here = posixpath.dirname(from_path)
+    for candidate in (posixpath.normpath(posixpath.join(here, cited)), posixpath.normpath(cited)):
+        if within_root(candidate):
+            found = corpus.lookup_path(candidate)
+            if found is not None:
+                return found
+    plain = cited.lstrip("./")
+    if "/" not in plain:
+        return None
+    suffix = "/" + plain.lower()
+    matches = [p for p in corpus.by_file_name(plain.rsplit("/", 1)[-1]) if p.lower().endswith(suffix)]
+    return corpus.nearest(matches, from_path)
+
+
+class PathciteDetector:
+    name = "pathcite"
+    type = "pathcite"
+    tag = "pathcite@1"
+    weight = 0.6
+    confidence = 0.7
+
+    def detect(
+        self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
+    ) -> Iterable[EdgeDraft]:
+        for doc in file_docs:
+            if doc.format == "code" or "." not in doc.text:
+                continue
+            data = doc.text.encode("utf-8")
+            scanned = _NOT_PROSE.sub(_blank, data)
+            seen: set[str] = set()
+            for match in _PATH.finditer(scanned):
+                path = resolve_cited_path(corpus, doc.ax_path, match.group(1).decode("utf-8", "replace"))
+                if path is None or path == doc.ax_path:
+                    continue
+                dst = corpus.card(path)
+                if dst is None or dst.doc_id == doc.doc_id or dst.doc_id in seen:
+                    continue
+                seen.add(dst.doc_id)
+                yield make_draft(self, doc, dst, quote=line_at(data, match.start(1)), offset=match.start(1))
+
+
+@hookimpl
+def xerj_register_detectors(register) -> None:
+    register(PathciteDetector())

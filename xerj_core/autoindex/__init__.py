@@ -1,0 +1,1 @@
+"""Autoindex: turn a folder into documents (formats) and relationship edges (detectors)."""

@@ -1,0 +1,235 @@
+"""Email: ``.eml`` messages and mbox mailboxes, read with the standard library, attachments as documents.
+
+An ``.eml`` file is one message and its card *is* that message (``kind``
+``message``, ``doc_id`` the path). An mbox (``.mbox``/``.mbx``, or an
+extensionless file that starts with a ``From `` line and carries headers) gets a
+card of kind ``file`` plus one message document per message, ``{path}#msg-{n}``
+with ``n`` from 1 in mailbox order. Every attachment is its own document of kind
+``attachment``: ``{message id}#att-{k}`` for an ``.eml`` (``{path}#att-{k}``) and
+``{path}#msg-{n}.att-{k}`` inside an mbox; text attachments keep their text,
+others are represented by their file name.
+
+A message's ``title`` and ``section`` are its subject, its text the plain-text
+body (an HTML-only body is reduced to its visible text). ``fields`` carry
+``message_id``, ``in_reply_to`` and ``references`` (angle-bracketed ids, as
+written), ``from``, ``to``, ``date`` (and ``date_ms`` when it parses) and
+``attachments`` (their document ids); an attachment has ``parent`` (its
+message's document id), ``filename``, ``content_type`` and ``size``.
+
+A message with none of From, To, Subject, Date or Message-ID, and an ``.mbox``
+that does not start with a ``From `` line, are refused with a ``FormatError``.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import email.utils
+import re
+from email.message import EmailMessage
+from typing import Any
+
+from xerj_core.autoindex.builtin_formats._common import document
+from xerj_core.autoindex.builtin_formats.html import html_to_text
+from xerj_core.autoindex.formats import FormatError, extension, file_name
+from xerj_core.hookspecs import hookimpl
+from xerj_core.model import SourceDocument
+
+MESSAGE_EXTENSIONS = frozenset({".eml"})
+MAILBOX_EXTENSIONS = frozenset({".mbox", ".mbx"})
+_KNOWN_HEADERS = ("from", "to", "subject", "date", "message-id")
+_MSGID = re.compile(r"<[^<>\s]+>")
+_FROM_LINE = re.compile(rb"^From ", re.M)
+_ESCAPED_FROM = re.compile(rb"^>(>*From )", re.M)
+_HEADER_IN_HEAD = re.compile(rb"^(?:From|To|Subject|Date|Message-ID):", re.M | re.I)
+
+
+def message_ids(value: str | None) -> list[str]:
+    """Every ``<id>`` in a Message-ID, In-Reply-To or References value, in order."""
+    if not value:
+        return []
+    found = _MSGID.findall(value)
+    if not found and value.strip() and " " not in value.strip():
+        found = [f"<{value.strip().strip('<>')}>"]
+    return found
+
+
+def _header(msg: EmailMessage, name: str) -> str:
+    try:
+        value = msg.get(name)
+        value = None if value is None else str(value)
+    except Exception:  # a header the policy cannot parse is read raw rather than failing the file
+        value = next((raw for key, raw in msg.raw_items() if key.lower() == name), None)
+    return "" if value is None else re.sub(r"\s+", " ", value).strip()
+
+
+def _part_text(part: EmailMessage) -> str:
+    try:
+        content = part.get_content()
+    except Exception:
+        payload = part.get_payload(decode=True) or b""
+        content = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else str(payload)
+    if isinstance(content, bytes):
+        content = content.decode("utf-8", "replace")
+    if not isinstance(content, str):
+        return ""
+    return content.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _body(msg: EmailMessage) -> str:
+    try:
+        part = msg.get_body(preferencelist=("plain", "html"))
+    except Exception:
+        part = None
+    if part is None:
+        return "" if msg.is_multipart() else _part_text(msg).strip()
+    text = _part_text(part)
+    if part.get_content_subtype() == "html":
+        text = html_to_text(text)
+    return text.strip()
+
+
+def _attachments(msg: EmailMessage) -> list[EmailMessage]:
+    found = []
+    body = None
+    try:
+        body = msg.get_body(preferencelist=("plain", "html"))
+    except Exception:
+        pass
+    for part in msg.walk():
+        if part is msg or part is body or part.is_multipart():
+            continue
+        if part.is_attachment() or part.get_filename():
+            found.append(part)
+    return found
+
+
+def _parse_message(raw: bytes, where: str) -> EmailMessage:
+    msg = email.message_from_bytes(raw, policy=email.policy.default)
+    if not any(name in msg for name in _KNOWN_HEADERS):
+        raise FormatError(f"malformed email{where}: no From, To, Subject, Date or Message-ID header")
+    return msg  # type: ignore[return-value]
+
+
+def split_mbox(data: bytes) -> list[bytes]:
+    """The raw messages of an mbox, each without its ``From `` separator line, ``>From`` unescaped."""
+    starts = [m.start() for m in _FROM_LINE.finditer(data)]
+    messages = []
+    for index, start in enumerate(starts):
+        end = starts[index + 1] if index + 1 < len(starts) else len(data)
+        chunk = data[start:end]
+        newline = chunk.find(b"\n")
+        chunk = b"" if newline < 0 else chunk[newline + 1 :]
+        messages.append(_ESCAPED_FROM.sub(rb"\1", chunk))
+    return messages
+
+
+class EmailFormat:
+    """Email messages and mailboxes into ``ax-mail``."""
+
+    name = "email"
+    dataset = "ax-mail"
+    priority = 10
+
+    def accepts(self, rel_path: str, head: bytes) -> bool:
+        ext = extension(rel_path)
+        if ext in MESSAGE_EXTENSIONS or ext in MAILBOX_EXTENSIONS:
+            return True
+        return ext == "" and head.startswith(b"From ") and _HEADER_IN_HEAD.search(head) is not None
+
+    def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
+        ext = extension(rel_path)
+        if ext in MESSAGE_EXTENSIONS and not data.startswith(b"From "):
+            msg = _parse_message(data, "")
+            return self._message_docs(msg, rel_path, mtime_ms, doc_id=rel_path, ordinal=0, att_prefix="#att-")
+        if not data.startswith(b"From "):
+            raise FormatError("not an mbox: the file must start with a 'From ' separator line")
+        raw_messages = split_mbox(data)
+        card = document(
+            self,
+            rel_path,
+            mtime_ms,
+            doc_id=rel_path,
+            title=file_name(rel_path),
+            text="",
+            section="",
+            kind="file",
+            ordinal=0,
+            messages=len(raw_messages),
+        )
+        docs = [card]
+        for n, raw in enumerate(raw_messages, start=1):
+            msg = _parse_message(raw, f" (message {n} of the mailbox)")
+            docs.extend(
+                self._message_docs(
+                    msg, rel_path, mtime_ms, doc_id=f"{rel_path}#msg-{n}", ordinal=n, att_prefix=f"#msg-{n}.att-"
+                )
+            )
+        return docs
+
+    def _message_docs(
+        self, msg: EmailMessage, rel_path: str, mtime_ms: int, *, doc_id: str, ordinal: int, att_prefix: str
+    ) -> list[SourceDocument]:
+        subject = _header(msg, "subject") or "(no subject)"
+        own_id = message_ids(_header(msg, "message-id"))
+        date = _header(msg, "date")
+        date_ms: int | None = None
+        if date:
+            try:
+                date_ms = int(email.utils.parsedate_to_datetime(date).timestamp() * 1000)
+            except Exception:
+                date_ms = None
+        attachment_docs = []
+        for k, part in enumerate(_attachments(msg), start=1):
+            filename = part.get_filename() or f"attachment-{k}"
+            content_type = part.get_content_type()
+            payload = part.get_payload(decode=True)
+            size = len(payload) if isinstance(payload, bytes) else 0
+            text = _part_text(part).strip() if part.get_content_maintype() == "text" else ""
+            if content_type == "text/html":
+                text = html_to_text(text)
+            attachment_docs.append(
+                document(
+                    self,
+                    rel_path,
+                    mtime_ms,
+                    doc_id=f"{rel_path}{att_prefix}{k}",
+                    title=filename,
+                    text=text,
+                    section=filename,
+                    kind="attachment",
+                    ordinal=k,
+                    parent=doc_id,
+                    filename=filename,
+                    content_type=content_type,
+                    size=size,
+                )
+            )
+        fields: dict[str, Any] = {
+            "message_id": own_id[0] if own_id else None,
+            "in_reply_to": (message_ids(_header(msg, "in-reply-to")) or [None])[0],
+            "references": message_ids(_header(msg, "references")) or None,
+            "from": _header(msg, "from") or None,
+            "to": _header(msg, "to") or None,
+            "date": date or None,
+            "date_ms": date_ms,
+            "attachments": [a.doc_id for a in attachment_docs] or None,
+        }
+        message = document(
+            self,
+            rel_path,
+            mtime_ms,
+            doc_id=doc_id,
+            title=subject,
+            text=_body(msg),
+            section=subject if ordinal else "",
+            kind="message",
+            ordinal=ordinal,
+            **fields,
+        )
+        return [message, *attachment_docs]
+
+
+@hookimpl
+def xerj_register_formats(register) -> None:
+    register(EmailFormat())

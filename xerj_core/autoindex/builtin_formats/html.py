@@ -1,0 +1,201 @@
+"""HTML pages: one file card with the page's title, its visible text and its links.
+
+The text keeps block structure as lines (a paragraph, list item, heading or
+table row ends a line), collapses other whitespace, keeps ``<pre>`` verbatim and
+drops ``<head>``, ``<script>``, ``<style>``, ``<template>`` and ``<noscript>``.
+The title is ``<title>``, else the first ``<h1>``, else the file name.
+``fields["links"]`` lists every ``<a href>`` in order as ``{"href", "offset"}``,
+``offset`` being the UTF-8 byte offset in the text where the anchor's text
+starts, so the ``href`` detector can quote the line that holds the link.
+
+Bytes are read as UTF-8 unless a ``<meta charset>`` (or ``http-equiv``
+content type) in the first kilobytes names another codec.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from html.parser import HTMLParser
+
+from xerj_core.autoindex.builtin_formats._common import document
+from xerj_core.autoindex.formats import FormatError, decode_utf8, extension, file_name, stem
+from xerj_core.hookspecs import hookimpl
+from xerj_core.model import SourceDocument
+
+EXTENSIONS = frozenset({".html", ".htm", ".xhtml"})
+_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([A-Za-z0-9_\-:.]+)", re.I)
+_WS = re.compile(r"\s+")
+_BLOCK = frozenset(
+    "address article aside blockquote br dd details div dl dt figcaption figure footer form h1 h2 h3 h4 "
+    "h5 h6 header hr li main nav ol p pre section summary table tbody td tfoot th thead tr ul".split()
+)
+_SKIP = frozenset({"head", "script", "style", "template", "noscript"})
+
+
+class _Extractor(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.nbytes = 0
+        self.at_line_start = True
+        self.pending_space = False
+        self.skip: list[str] = []
+        self.pre = 0
+        self.in_title = False
+        self.title: list[str] = []
+        self.h1_depth = 0
+        self.h1: list[str] | None = None
+        self.links: list[dict[str, object]] = []
+
+    def _emit(self, piece: str) -> None:
+        self.parts.append(piece)
+        self.nbytes += len(piece.encode("utf-8"))
+
+    def _newline(self) -> None:
+        if not self.at_line_start:
+            self._emit("\n")
+            self.at_line_start = True
+        self.pending_space = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self.in_title = True
+            return
+        if tag in _SKIP:
+            # <head> stays open in malformed pages; only the tags below hide text
+            if tag != "head":
+                self.skip.append(tag)
+            return
+        if tag in _BLOCK:
+            self._newline()
+        if tag == "pre":
+            self.pre += 1
+        elif tag == "h1":
+            self.h1_depth += 1
+            if self.h1 is None:
+                self.h1 = []
+        elif tag == "a":
+            href = dict(attrs).get("href")
+            if href:
+                self.links.append({"href": href.strip(), "offset": self.nbytes})
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _BLOCK:
+            self._newline()
+        elif tag == "a":
+            self.handle_starttag(tag, attrs)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self.in_title = False
+            return
+        if self.skip and tag == self.skip[-1]:
+            self.skip.pop()
+            return
+        if tag == "pre" and self.pre:
+            self.pre -= 1
+        elif tag == "h1" and self.h1_depth:
+            self.h1_depth -= 1
+        if tag in _BLOCK:
+            self._newline()
+
+    def handle_data(self, data: str) -> None:
+        if self.in_title:
+            self.title.append(data)
+            return
+        if self.skip:
+            return
+        if self.h1_depth and self.h1 is not None:
+            self.h1.append(data)
+        if self.pre:
+            for index, line in enumerate(data.split("\n")):
+                if index:
+                    self._emit("\n")
+                    self.at_line_start = True
+                if line:
+                    self._emit(line)
+                    self.at_line_start = False
+            self.pending_space = False
+            return
+        collapsed = _WS.sub(" ", data)
+        words = collapsed.strip()
+        if not words:
+            if collapsed and not self.at_line_start:
+                self.pending_space = True
+            return
+        if (self.pending_space or collapsed[0] == " ") and not self.at_line_start:
+            self._emit(" ")
+        self._emit(words)
+        self.at_line_start = False
+        self.pending_space = collapsed[-1] == " "
+
+
+def _decode(data: bytes, rel_path: str) -> str:
+    declared = _CHARSET.search(data[:4096])
+    if declared is not None:
+        name = declared.group(1).decode("ascii", "replace").lower()
+        try:
+            codec = codecs.lookup(name).name
+        except LookupError:
+            codec = "utf-8"
+        if codec not in ("utf-8", "utf-8-sig"):
+            try:
+                return data.decode(codec).replace("\r\n", "\n").replace("\r", "\n")
+            except UnicodeDecodeError as exc:
+                raise FormatError(f"not valid {name} (as declared): byte at offset {exc.start}", path=rel_path) from None
+    return decode_utf8(data, rel_path)
+
+
+def extract(markup: str) -> tuple[str, str, str, list[dict[str, object]]]:
+    """``(title, first h1, text, links)`` of an HTML string."""
+    parser = _Extractor()
+    parser.feed(markup)
+    parser.close()
+    text = "".join(parser.parts).rstrip()
+    limit = len(text.encode("utf-8"))
+    links = [{"href": link["href"], "offset": min(int(link["offset"]), limit)} for link in parser.links]
+    title = _WS.sub(" ", "".join(parser.title)).strip()
+    h1 = _WS.sub(" ", "".join(parser.h1 or ())).strip()
+    return title, h1, text, links
+
+
+def html_to_text(markup: str) -> str:
+    """The visible text of an HTML string, block elements as lines (used for HTML-only email bodies)."""
+    return extract(markup)[2]
+
+
+class HtmlFormat:
+    """HTML pages into ``ax-web``: title, text and links."""
+
+    name = "html"
+    dataset = "ax-web"
+    priority = 10
+
+    def accepts(self, rel_path: str, head: bytes) -> bool:
+        if extension(rel_path) in EXTENSIONS:
+            return True
+        start = head.lstrip()[:15].lower()
+        return extension(rel_path) == "" and (start.startswith(b"<!doctype html") or start.startswith(b"<html"))
+
+    def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
+        title, h1, text, links = extract(_decode(data, rel_path))
+        return [
+            document(
+                self,
+                rel_path,
+                mtime_ms,
+                doc_id=rel_path,
+                title=title or h1 or stem(rel_path) or file_name(rel_path),
+                text=text,
+                section="",
+                kind="file",
+                ordinal=0,
+                links=links,
+            )
+        ]
+
+
+@hookimpl
+def xerj_register_formats(register) -> None:
+    register(HtmlFormat())

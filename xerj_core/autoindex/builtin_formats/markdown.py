@@ -1,0 +1,175 @@
+"""Markdown notes: a file card (front-matter ``title``/``aliases``) plus one section document per heading.
+
+The card's ``doc_id`` is the root-relative path; its text is whatever precedes
+the first heading (front matter removed), its title the front-matter ``title``,
+else the first level-1 heading, else the file name without extension. Each ATX
+heading (``#`` to ``######``, outside fenced code) opens a section that runs to
+the next heading of any level; the section's text starts with its heading line,
+its label is the heading text and its id is ``{path}#{anchor}`` with the anchor
+a forge-style slug made unique within the file (``intro``, ``intro-1``).
+Setext (underlined) headings are not recognised.
+
+Front matter is the YAML block between a first line ``---`` and the next
+``---`` or ``...`` line. Only a flat subset is read (``key: value``, flow lists
+``[a, b]``, block lists of ``- item``); ``aliases`` (or ``alias``) and ``tags``
+may be a list or a comma-separated string. A block that never closes is body text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from xerj_core.autoindex.builtin_formats._common import Anchors, document
+from xerj_core.autoindex.formats import decode_utf8, extension, stem
+from xerj_core.hookspecs import hookimpl
+from xerj_core.model import SourceDocument
+
+EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mdx"})
+
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+_CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+$")
+_FM_KEY = re.compile(r"([A-Za-z_][\w\-]*)[ \t]*:(?:[ \t]+(.*))?$")
+
+
+def _scalar(raw: str) -> str:
+    raw = raw.strip()
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
+        return raw[1:-1]
+    if " #" in raw:  # a YAML comment after a plain scalar
+        raw = raw.split(" #", 1)[0].rstrip()
+    return raw
+
+
+def _value(raw: str) -> Any:
+    raw = raw.strip()
+    if raw.startswith("[") and raw.endswith("]"):
+        return [_scalar(part) for part in raw[1:-1].split(",") if part.strip()]
+    return _scalar(raw)
+
+
+def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """``(front matter, body)``; an absent or unterminated block gives ``({}, text)``."""
+    if not (text.startswith("---\n") or text.startswith("---\t") or text.startswith("--- ")):
+        return {}, text
+    first_nl = text.find("\n")
+    if first_nl < 0 or text[:first_nl].strip() != "---":
+        return {}, text
+    match = re.search(r"^(?:---|\.\.\.)[ \t]*$", text[first_nl + 1 :], re.M)
+    if match is None:
+        return {}, text
+    block = text[first_nl + 1 : first_nl + 1 + match.start()]
+    body = text[first_nl + 1 + match.end() :]
+    if body.startswith("\n"):
+        body = body[1:]
+    meta: dict[str, Any] = {}
+    current: str | None = None
+    for line in block.split("\n"):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line[0] in " \t-":
+            item = line.strip()
+            if current is not None and item.startswith("- "):
+                existing = meta.get(current)
+                if not isinstance(existing, list):
+                    existing = meta[current] = []
+                existing.append(_scalar(item[2:]))
+            continue
+        key = _FM_KEY.match(line)
+        if key is None:
+            current = None
+            continue
+        current = key.group(1)
+        meta[current] = _value(key.group(2) or "") if key.group(2) else []
+    return meta, body
+
+
+def _string_list(value: Any) -> list[str]:
+    if isinstance(value, list):
+        items = [str(v).strip() for v in value]
+    elif isinstance(value, str):
+        items = [part.strip() for part in value.split(",")]
+    else:
+        return []
+    return [item for item in items if item]
+
+
+def headings(body: str) -> list[tuple[int, int, str]]:
+    """``(char offset of the line, level, label)`` for every ATX heading outside fenced code."""
+    found: list[tuple[int, int, str]] = []
+    fence: str | None = None
+    pos = 0
+    for line in body.split("\n"):
+        opener = _FENCE.match(line)
+        if fence is not None:
+            if opener and opener.group(1)[0] == fence[0] and len(opener.group(1)) >= len(fence) and not line[opener.end() :].strip():
+                fence = None
+        elif opener is not None:
+            fence = opener.group(1)
+        elif line.lstrip(" ").startswith("#"):
+            match = _HEADING.match(line)
+            if match is not None:
+                label = _CLOSING_HASHES.sub("", match.group(2) or "").strip()
+                found.append((pos, len(match.group(1)), label))
+        pos += len(line) + 1
+    return found
+
+
+class MarkdownFormat:
+    """Markdown notes into ``ax-notes``: a card and one section per heading."""
+
+    name = "markdown"
+    dataset = "ax-notes"
+    priority = 10
+
+    def accepts(self, rel_path: str, head: bytes) -> bool:
+        return extension(rel_path) in EXTENSIONS
+
+    def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
+        text = decode_utf8(data, rel_path)
+        meta, body = split_front_matter(text)
+        found = headings(body)
+        title = str(meta.get("title") or "").strip()
+        if not title:
+            title = next((label for _, level, label in found if level == 1 and label), "") or stem(rel_path)
+        preamble_end = found[0][0] if found else len(body)
+        card = document(
+            self,
+            rel_path,
+            mtime_ms,
+            doc_id=rel_path,
+            title=title,
+            text=body[:preamble_end].strip(),
+            section="",
+            kind="file",
+            aliases=_string_list(meta.get("aliases", meta.get("alias"))) or None,
+            tags=_string_list(meta.get("tags", meta.get("tag"))) or None,
+            ordinal=0,
+        )
+        docs = [card]
+        anchors = Anchors()
+        for index, (start, level, label) in enumerate(found):
+            end = found[index + 1][0] if index + 1 < len(found) else len(body)
+            anchor = anchors(label)
+            docs.append(
+                document(
+                    self,
+                    rel_path,
+                    mtime_ms,
+                    doc_id=f"{rel_path}#{anchor}",
+                    title=title,
+                    text=body[start:end].strip(),
+                    section=label,
+                    kind="section",
+                    ordinal=index + 1,
+                    level=level,
+                    anchor=anchor,
+                )
+            )
+        return docs
+
+
+@hookimpl
+def xerj_register_formats(register) -> None:
+    register(MarkdownFormat())

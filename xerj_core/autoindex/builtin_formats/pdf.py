@@ -1,0 +1,77 @@
+"""PDF documents (behind the ``pdf`` extra): a file card plus one ``page`` document per page.
+
+The card's title is the document's ``/Title`` metadata, else the file name
+without extension; its text is empty. Page ``n`` (from 1) is ``{path}#page-{n}``
+with label ``page n`` and the text ``pypdf`` extracts. Without ``pypdf``
+installed every PDF is refused with a reason naming the extra; a file that is
+not a PDF, is damaged, or is encrypted with a password is refused with the
+parser's reason.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+
+from xerj_core.autoindex.builtin_formats._common import document
+from xerj_core.autoindex.formats import FormatError, extension, stem
+from xerj_core.hookspecs import hookimpl
+from xerj_core.model import SourceDocument
+
+MISSING_EXTRA = "PDF support is not installed: install the pdf extra (pip install 'xerj[pdf]')"
+
+
+def _load_pypdf():
+    try:
+        import pypdf
+    except ImportError:
+        return None
+    return pypdf
+
+
+class PdfFormat:
+    """PDF files into ``ax-pdfs``, one document per page."""
+
+    name = "pdf"
+    dataset = "ax-pdfs"
+    priority = 10
+
+    def accepts(self, rel_path: str, head: bytes) -> bool:
+        return extension(rel_path) == ".pdf" or head.startswith(b"%PDF-")
+
+    def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
+        pypdf = _load_pypdf()
+        if pypdf is None:
+            raise FormatError(MISSING_EXTRA)
+        if not data.lstrip()[:5] == b"%PDF-":
+            raise FormatError("not a PDF: the file does not start with %PDF-")
+        # pypdf reports recoverable damage through logging; the reason we raise is what matters
+        logging.getLogger("pypdf").setLevel(logging.ERROR)
+        try:
+            reader = pypdf.PdfReader(io.BytesIO(data))
+            if reader.is_encrypted and not reader.decrypt(""):
+                raise FormatError("encrypted PDF: it needs a password")
+            metadata = reader.metadata
+            title = str(metadata.title).strip() if metadata is not None and metadata.title else ""
+            pages = [page.extract_text() or "" for page in reader.pages]
+        except FormatError:
+            raise
+        except Exception as exc:
+            raise FormatError(f"malformed PDF: {type(exc).__name__}: {exc}") from None
+        title = title or stem(rel_path)
+        docs = [
+            document(self, rel_path, mtime_ms, doc_id=rel_path, title=title, text="", section="", kind="file",
+                     ordinal=0, pages=len(pages))
+        ]
+        for n, raw in enumerate(pages, start=1):
+            text = raw.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n").strip()
+            docs.append(
+                document(self, rel_path, mtime_ms, doc_id=f"{rel_path}#page-{n}", title=title, text=text,
+                         section=f"page {n}", kind="page", ordinal=n)
+            )
+        return docs
+
+
+@hookimpl
+def xerj_register_formats(register) -> None:
+    register(PdfFormat())

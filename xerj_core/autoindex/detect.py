@@ -1,0 +1,501 @@
+"""Relationship detectors: the protocol, the registry, the corpus view and the in-process runner.
+
+A detector reads documents and proposes :class:`~xerj_core.model.EdgeDraft`
+records; it never touches storage. The pipeline that walks a folder calls::
+
+    detectors = collect_detectors(pm)                 # once per run
+    corpus = Corpus(files)                            # files: {ax_path: [docs, card first]}
+    result = run_detectors(detectors, files, corpus)  # DetectionResult
+    result.edges     # tuple[EdgeDraft, ...], sorted, one per (src, type, dst)
+    result.counters  # {"edges_capped": n, ...}, summed over detectors
+
+``run_detectors`` is the in-process composition of three steps a distributed
+executor can run itself (ARCHITECTURE.md, "Executors")::
+
+    # map    (per file batch):  partials = summarize(detectors, batch)
+    # combine (once):           states = combine(detectors, all_partials, corpus)
+    # broadcast corpus + states, then map (per file batch):
+    #                           edges = detect_file(detectors, docs, corpus, states)
+
+Everything handed between the steps (``Corpus``, partials, states, drafts) is
+plain picklable data. The :class:`Corpus` holds every document of the run
+*without its text* (lookups by path, file name, alias, message id, directory,
+crate; files' mtimes), so broadcasting it is cheap; a detector sees the text
+only of the file it is detecting.
+
+Incremental runs: a detector's output for a file depends on that file's
+documents, on the corpus (a new file can make an old ``[[link]]`` resolve, a new
+neighbour changes a ``same_dir`` chain) and on corpus-wide state. The simple
+correct plan is to re-parse only files whose mtime changed, rebuild the corpus
+from every file's documents (stored ones for unchanged files), run detection
+over every file and reconcile the edge set by id: unchanged files produce
+byte-identical drafts, so nothing moves.
+
+The contract every detector keeps (``xerj_core.testing.AbstractDetectorTests``):
+
+- attributes ``name`` (unique; the entry-point name, so
+  ``XERJ_DISABLE_PLUGINS=<name>`` switches it off), edge ``type``, ``tag`` of
+  the form ``name@N`` (bump ``N`` on any behaviour change), default ``weight``
+  and ``confidence`` in [0, 1]; optionally ``types``, every edge type it emits
+  when there is more than one;
+- ``detect(file_docs, corpus, state)`` yields drafts whose ``src`` is a
+  document of ``file_docs`` (the documents of one file, card first) and whose
+  ``dst`` is a document of the corpus, never ``src == dst``, at most one draft
+  per ``(src, type, dst)``; ``detector`` is the tag, ``valid_at`` the source
+  file's mtime (ms), and ``evidence`` is always set: ``source`` the source file's
+  root-relative path, ``offset`` the UTF-8 byte offset within the source
+  document's text and ``quote`` :func:`line_at` of that offset — or, for an edge
+  read off layout or statistics, a generated rationale with offset 0;
+- deterministic: the same documents, corpus and state give the same drafts;
+- a corpus-wide detector also has ``summarize(file_docs) -> partial`` (map,
+  per file) and ``combine(partials, corpus) -> DetectorState`` (reduce); its
+  ``detect`` then receives that state (others receive ``None``). Counters in
+  the state (``edges_capped``: candidates a cap refused) are reported by the run.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections import defaultdict
+from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+
+import attrs
+
+from xerj_core.errors import PluginError
+from xerj_core.model import EdgeDraft, Evidence, SourceDocument
+from xerj_core.plugins import collect_registrations
+from xerj_core.text import slugify
+
+__all__ = [
+    "Corpus",
+    "DetectionResult",
+    "Detector",
+    "DetectorState",
+    "QUOTE_MAX",
+    "collect_detectors",
+    "combine",
+    "detect_file",
+    "is_corpus_wide",
+    "line_at",
+    "make_draft",
+    "mask_code",
+    "run_detectors",
+    "summarize",
+]
+
+QUOTE_MAX = 240
+_TAG = re.compile(r"(?P<name>[^@\s]+)@(?P<version>[1-9][0-9]*)")
+
+
+@attrs.frozen
+class DetectorState:
+    """What a corpus-wide detector's ``combine`` hands to every ``detect`` call.
+
+    ``data`` is the detector's own (picklable) payload; ``counters`` are reported
+    by the run and summed across detectors (``edges_capped``).
+    """
+
+    data: Any = None
+    counters: Mapping[str, int] = attrs.field(factory=dict)
+
+
+@runtime_checkable
+class Detector(Protocol):
+    """Proposes edges from the documents of one file, with the corpus for lookups."""
+
+    name: str
+    type: str
+    tag: str
+    weight: float
+    confidence: float
+
+    def detect(
+        self, file_docs: Sequence[SourceDocument], corpus: "Corpus", state: DetectorState | None
+    ) -> Iterable[EdgeDraft]:
+        """Drafts whose ``src`` is one of ``file_docs``; see the module docstring for the contract."""
+        ...
+
+
+def is_corpus_wide(detector: Detector) -> bool:
+    """True when ``detector`` needs a map → combine pass over the corpus before ``detect``."""
+    return callable(getattr(detector, "summarize", None)) and callable(getattr(detector, "combine", None))
+
+
+def edge_types(detector: Detector) -> tuple[str, ...]:
+    """Every edge type ``detector`` may emit (``types`` when it declares them, else ``(type,)``)."""
+    declared = getattr(detector, "types", None)
+    return tuple(declared) if declared else (detector.type,)
+
+
+def collect_detectors(pm) -> dict[str, Detector]:
+    """Every detector the plugins registered, keyed by name, in registration order.
+
+    Refuses with a ``PluginError`` naming the plugin: something that is not a
+    :class:`Detector`, a tag that is not ``<name>@<N>``, a weight or confidence
+    outside [0, 1], and a duplicate name.
+    """
+    found: dict[str, Detector] = {}
+    for plugin, (detector, *_rest) in collect_registrations(pm, "xerj_register_detectors"):
+        if not isinstance(detector, Detector):
+            raise PluginError(f"plugin {plugin!r} registered {detector!r}, which is not a Detector")
+        name = detector.name
+        if not isinstance(name, str) or not name or "@" in name:
+            raise PluginError(f"plugin {plugin!r} registered a detector with the invalid name {name!r}")
+        tag = detector.tag if isinstance(detector.tag, str) else ""
+        match = _TAG.fullmatch(tag)
+        if match is None or match.group("name") != name:
+            raise PluginError(
+                f"plugin {plugin!r} registered detector {name!r} with tag {detector.tag!r}; "
+                f"a detector tag must be versioned as {name}@N"
+            )
+        for attr in ("weight", "confidence"):
+            value = getattr(detector, attr)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise PluginError(f"plugin {plugin!r} registered detector {name!r} with {attr} {value!r}; expected 0..1")
+        if not all(isinstance(t, str) and t for t in edge_types(detector)):
+            raise PluginError(f"plugin {plugin!r} registered detector {name!r} with an empty edge type")
+        if name in found:
+            raise PluginError(f"plugin {plugin!r} registered detector {name!r}, which is already registered")
+        found[name] = detector
+    return found
+
+
+def line_at(text: str | bytes, offset: int) -> str:
+    """The full line of ``text`` holding UTF-8 byte ``offset``, trimmed and clipped to 240 characters.
+
+    Pass the encoded bytes when calling repeatedly on one text.
+    """
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    offset = max(0, min(offset, len(data)))
+    start = data.rfind(b"\n", 0, offset) + 1
+    end = data.find(b"\n", offset)
+    if end < 0:
+        end = len(data)
+    return data[start:end].decode("utf-8", "replace").strip()[:QUOTE_MAX]
+
+
+def clip(text: str) -> str:
+    """A generated rationale cut to the quote limit."""
+    return text[:QUOTE_MAX]
+
+
+_FENCE_LINE = re.compile(rb"^ {0,3}(`{3,}|~{3,})[^\n]*$", re.M)
+# single-line spans only: a stray backtick must not swallow the paragraphs after it
+_CODE_SPAN = re.compile(rb"(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
+
+
+def _blank(match: re.Match[bytes]) -> bytes:
+    return re.sub(rb"[^\n]", b" ", match.group(0))
+
+
+def mask_code(data: bytes) -> bytes:
+    """Markdown ``data`` with fenced blocks and inline code spans blanked to spaces (offsets kept).
+
+    Link detectors run on the masked bytes so an example inside code is not read
+    as a link, as note-taking tools render it.
+    """
+    if b"`" not in data and b"~~~" not in data:
+        return data
+    out = bytearray(data)
+    fence: bytes | None = None
+    fence_start = 0
+    for match in _FENCE_LINE.finditer(data):
+        marker = match.group(1)
+        if fence is None:
+            fence, fence_start = marker, match.start()
+        elif marker[:1] == fence[:1] and len(marker) >= len(fence) and not data[match.start() : match.end()].strip(b" `~"):
+            out[fence_start : match.end()] = re.sub(rb"[^\n]", b" ", data[fence_start : match.end()])
+            fence = None
+    if fence is not None:  # an unclosed fence runs to the end, as renderers treat it
+        out[fence_start:] = re.sub(rb"[^\n]", b" ", data[fence_start:])
+    masked = bytes(out)
+    return _CODE_SPAN.sub(_blank, masked) if b"`" in masked else masked
+
+
+class Corpus:
+    """Every document of one run, without text: the lookups detectors resolve targets with.
+
+    ``files`` maps each root-relative path to its documents, file card first (as
+    the format returned them). Name lookups are case-insensitive (keys are
+    lowercased). Picklable; build it once per run and share it.
+    """
+
+    def __init__(self, files: Mapping[str, Sequence[SourceDocument]]) -> None:
+        self._files: dict[str, tuple[SourceDocument, ...]] = {}
+        self._docs: dict[str, SourceDocument] = {}
+        self._folded: dict[str, list[str]] = defaultdict(list)
+        self._stems: dict[str, list[str]] = defaultdict(list)
+        self._names: dict[str, list[str]] = defaultdict(list)
+        self._noext: dict[str, list[str]] = defaultdict(list)
+        self._aliases: dict[str, list[str]] = defaultdict(list)
+        self._dirs: dict[str, list[str]] = defaultdict(list)
+        self._crates: dict[str, list[str]] = defaultdict(list)
+        self._message_ids: dict[str, str] = {}
+        for path in sorted(files):
+            docs = tuple(attrs.evolve(doc, text="") if doc.text else doc for doc in files[path])
+            if not docs:
+                continue
+            self._files[path] = docs
+            for doc in docs:
+                self._docs.setdefault(doc.doc_id, doc)
+                message_id = doc.fields.get("message_id")
+                if isinstance(message_id, str) and message_id:
+                    current = self._message_ids.get(message_id)
+                    if current is None or doc.doc_id < current:
+                        self._message_ids[message_id] = doc.doc_id
+            directory, name = posixpath.split(path)
+            dot = name.rfind(".")
+            base = name[:dot] if dot > 0 else name
+            self._folded[path.lower()].append(path)
+            self._stems[base.lower()].append(path)
+            self._names[name.lower()].append(path)
+            self._noext[posixpath.join(directory, base).lower()].append(path)
+            self._dirs[directory].append(path)
+            card = docs[0]
+            for alias in card.fields.get("aliases") or ():
+                if isinstance(alias, str) and alias.strip():
+                    self._aliases[alias.strip().lower()].append(path)
+            if name == "Cargo.toml":
+                crate = card.fields.get("crate")
+                for crate_name in {crate, posixpath.basename(directory)}:
+                    if isinstance(crate_name, str) and crate_name:
+                        self._crates[crate_name].append(path)
+        self.paths: tuple[str, ...] = tuple(self._files)
+        self._next_sibling: dict[str, str] = {}
+        for siblings in self._dirs.values():
+            for here, after in zip(siblings, siblings[1:]):
+                self._next_sibling[here] = after
+
+    @classmethod
+    def from_documents(cls, docs: Iterable[SourceDocument]) -> "Corpus":
+        """A corpus from a flat stream of documents, grouped by ``ax_path`` in stream order."""
+        return cls(group_by_file(docs))
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._files
+
+    def documents(self, path: str) -> tuple[SourceDocument, ...]:
+        """The documents of the file at ``path`` (text dropped), card first; ``()`` when absent."""
+        return self._files.get(path, ())
+
+    def card(self, path: str) -> SourceDocument | None:
+        docs = self._files.get(path)
+        return docs[0] if docs else None
+
+    def document(self, doc_id: str) -> SourceDocument | None:
+        return self._docs.get(doc_id)
+
+    def mtime(self, path: str) -> int:
+        """The file's mtime in epoch ms (what its edges carry as ``valid_at``)."""
+        return self._files[path][0].mtime_ms
+
+    def lookup_path(self, path: str) -> str | None:
+        """``path`` itself when it is a corpus file, else its single case-insensitive match, else ``None``."""
+        if path in self._files:
+            return path
+        matches = self._folded.get(path.lower(), ())
+        return matches[0] if len(matches) == 1 else None
+
+    def by_stem(self, stem: str) -> tuple[str, ...]:
+        """Files whose name without extension is ``stem`` (case-insensitive)."""
+        return tuple(self._stems.get(stem.lower(), ()))
+
+    def by_file_name(self, name: str) -> tuple[str, ...]:
+        """Files whose name (with extension) is ``name`` (case-insensitive)."""
+        return tuple(self._names.get(name.lower(), ()))
+
+    def by_path_without_extension(self, path: str) -> tuple[str, ...]:
+        """Files whose root-relative path minus extension is ``path`` (case-insensitive)."""
+        return tuple(self._noext.get(path.lower(), ()))
+
+    def by_alias(self, alias: str) -> tuple[str, ...]:
+        """Files whose card lists ``alias`` in ``fields["aliases"]`` (case-insensitive)."""
+        return tuple(self._aliases.get(alias.strip().lower(), ()))
+
+    def by_message_id(self, message_id: str) -> SourceDocument | None:
+        """The message document with this ``<id>`` (the smallest doc id when several carry it)."""
+        doc_id = self._message_ids.get(message_id)
+        return self._docs[doc_id] if doc_id is not None else None
+
+    def directory(self, directory: str) -> tuple[str, ...]:
+        """Files directly inside ``directory`` (``""`` is the root), in path order."""
+        return tuple(self._dirs.get(directory, ()))
+
+    def next_sibling(self, path: str) -> str | None:
+        """The file after ``path`` in its directory, in path order (``None`` for the last)."""
+        return self._next_sibling.get(path)
+
+    def crate_manifests(self, name: str) -> tuple[str, ...]:
+        """``Cargo.toml`` paths of crates whose package or directory name is ``name`` (case-sensitive)."""
+        return tuple(self._crates.get(name, ()))
+
+    @property
+    def crate_names(self) -> frozenset[str]:
+        return frozenset(self._crates)
+
+    def section(self, path: str, heading: str) -> SourceDocument | None:
+        """The document of ``path`` whose anchor or label matches ``heading`` (case-insensitive), if any."""
+        wanted = heading.strip().lower()
+        slug = slugify(heading)
+        for doc in self._files.get(path, ())[1:]:
+            if doc.section.lower() == wanted or (slug and doc.fields.get("anchor") == slug):
+                return doc
+        return None
+
+    def nearest(self, candidates: Iterable[str], from_path: str) -> str | None:
+        """The candidate whose folder is fewest steps from ``from_path``'s folder; ties by path."""
+        origin = _parts(posixpath.dirname(from_path))
+        best: tuple[int, str] | None = None
+        for candidate in candidates:
+            target = _parts(posixpath.dirname(candidate))
+            common = 0
+            for a, b in zip(origin, target):
+                if a != b:
+                    break
+                common += 1
+            key = (len(origin) + len(target) - 2 * common, candidate)
+            if best is None or key < best:
+                best = key
+        return best[1] if best is not None else None
+
+
+def _parts(directory: str) -> list[str]:
+    return directory.split("/") if directory else []
+
+
+def group_by_file(docs: Iterable[SourceDocument]) -> dict[str, list[SourceDocument]]:
+    """``{ax_path: [docs...]}`` in stream order."""
+    files: dict[str, list[SourceDocument]] = {}
+    for doc in docs:
+        files.setdefault(doc.ax_path, []).append(doc)
+    return files
+
+
+def make_draft(
+    detector: Detector,
+    src: SourceDocument,
+    dst: SourceDocument,
+    *,
+    quote: str,
+    offset: int = 0,
+    type: str | None = None,
+    weight: float | None = None,
+    confidence: float | None = None,
+) -> EdgeDraft:
+    """A draft from ``src`` to ``dst`` with the detector's defaults, ``valid_at`` = the source file's mtime."""
+    return EdgeDraft(
+        src=src.doc_id,
+        dst=dst.doc_id,
+        type=type or detector.type,
+        detector=detector.tag,
+        weight=detector.weight if weight is None else weight,
+        confidence=detector.confidence if confidence is None else confidence,
+        valid_at=src.mtime_ms,
+        evidence=Evidence(quote=quote, source=src.ax_path, offset=offset),
+        src_format=src.format,
+        dst_format=dst.format,
+    )
+
+
+@attrs.frozen
+class DetectionResult:
+    """The drafts of one run (sorted by ``(src, type, dst)``) and the run's counters."""
+
+    edges: tuple[EdgeDraft, ...]
+    counters: Mapping[str, int]
+
+
+def summarize(detectors: Iterable[Detector], file_docs: Sequence[SourceDocument]) -> dict[str, Any]:
+    """Map step for one file: ``{detector name: partial}`` for every corpus-wide detector."""
+    return {d.name: d.summarize(file_docs) for d in detectors if is_corpus_wide(d)}  # type: ignore[attr-defined]
+
+
+def combine(
+    detectors: Iterable[Detector], partials: Iterable[Mapping[str, Any]], corpus: Corpus
+) -> dict[str, DetectorState]:
+    """Combine step: fold every file's ``summarize`` output into one state per corpus-wide detector."""
+    wide = [d for d in detectors if is_corpus_wide(d)]
+    per_detector: dict[str, list[Any]] = {d.name: [] for d in wide}
+    for partial in partials:
+        for name, value in partial.items():
+            if name in per_detector:
+                per_detector[name].append(value)
+    states = {}
+    for d in wide:
+        state = d.combine(per_detector[d.name], corpus)  # type: ignore[attr-defined]
+        if not isinstance(state, DetectorState):
+            raise PluginError(f"detector {d.name!r}: combine() must return a DetectorState, got {type(state).__name__}")
+        states[d.name] = state
+    return states
+
+
+def _check(detector: Detector, draft: EdgeDraft, sources: set[str], corpus: Corpus) -> None:
+    problem = None
+    if not isinstance(draft, EdgeDraft):
+        problem = f"yielded {draft!r}, which is not an EdgeDraft"
+    elif draft.src == draft.dst:
+        problem = f"proposed a self-edge on {draft.src!r}"
+    elif draft.src not in sources:
+        problem = f"proposed an edge from {draft.src!r}, which is not a document of the file being read"
+    elif corpus.document(draft.dst) is None:
+        problem = f"proposed an edge to {draft.dst!r}, which is not a document of the corpus"
+    elif draft.detector != detector.tag:
+        problem = f"tagged an edge {draft.detector!r} instead of {detector.tag!r}"
+    elif draft.evidence is None or not draft.evidence.quote:
+        problem = f"proposed an edge {draft.src!r} -> {draft.dst!r} without evidence"
+    elif draft.type not in edge_types(detector):
+        problem = f"proposed an edge of undeclared type {draft.type!r}"
+    if problem is not None:
+        raise PluginError(f"detector {detector.name!r} {problem}")
+
+
+def detect_file(
+    detectors: Iterable[Detector],
+    file_docs: Sequence[SourceDocument],
+    corpus: Corpus,
+    states: Mapping[str, DetectorState] | None = None,
+) -> list[EdgeDraft]:
+    """Map step: every detector over one file's documents; checked, one draft per claim, sorted.
+
+    A draft that breaks the contract (self-edge, unknown endpoint, missing
+    evidence, wrong tag) raises ``PluginError`` naming the detector.
+    """
+    states = states or {}
+    sources = {doc.doc_id for doc in file_docs}
+    seen: set[tuple[str, str, str]] = set()
+    drafts: list[EdgeDraft] = []
+    for detector in detectors:
+        for draft in detector.detect(file_docs, corpus, states.get(detector.name)):
+            _check(detector, draft, sources, corpus)
+            claim = (draft.src, draft.type, draft.dst)
+            if claim not in seen:
+                seen.add(claim)
+                drafts.append(draft)
+    drafts.sort(key=lambda d: (d.src, d.type, d.dst))
+    return drafts
+
+
+def run_detectors(
+    detectors: Mapping[str, Detector] | Iterable[Detector],
+    files: Mapping[str, Sequence[SourceDocument]],
+    corpus: Corpus | None = None,
+) -> DetectionResult:
+    """Run every detector over every file in process: summarize → combine → detect, sorted output."""
+    chosen = list(detectors.values()) if isinstance(detectors, Mapping) else list(detectors)
+    corpus = corpus if corpus is not None else Corpus(files)
+    ordered = [path for path in sorted(files) if files[path]]
+    states = combine(chosen, (summarize(chosen, files[path]) for path in ordered), corpus)
+    edges: list[EdgeDraft] = []
+    for path in ordered:
+        # a draft's src belongs to its file, so files never duplicate each other's claims
+        edges.extend(detect_file(chosen, files[path], corpus, states))
+    edges.sort(key=lambda d: (d.src, d.type, d.dst))
+    counters: dict[str, int] = {}
+    for state in states.values():
+        for key, value in state.counters.items():
+            counters[key] = counters.get(key, 0) + int(value)
+    return DetectionResult(edges=tuple(edges), counters=counters)

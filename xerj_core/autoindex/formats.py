@@ -1,0 +1,177 @@
+"""Document formats: the protocol a format plugin satisfies, the registry, and sniffing.
+
+A format turns the bytes of one file into :class:`~xerj_core.model.SourceDocument`
+records. It never touches storage: the autoindex pipeline walks the folder,
+reads each file, and calls, per file::
+
+    formats = collect_formats(pm)                     # once per run
+    docs = parse_file(formats, rel_path, data, mtime_ms)
+    # -> None                 no format accepts the file: skip it silently
+    # -> list[SourceDocument] the documents, file card first
+    # raises FormatError      the file is unreadable: report (path, reason), go on
+
+``rel_path`` is the root-relative path with ``/`` separators (it becomes
+``ax_path``), ``data`` the file's bytes and ``mtime_ms`` its modification time in
+epoch milliseconds (``stat().st_mtime_ns // 1_000_000``).
+
+The contract every format keeps (``xerj_core.testing.AbstractFormatTests``
+checks it):
+
+- ``parse`` is a pure function of its arguments: the same bytes, path and mtime
+  give equal documents in the same order.
+- The first document is the file card and its ``doc_id`` is ``rel_path``;
+  every other ``doc_id`` starts with ``rel_path + "#"`` and ids are unique.
+- Every document carries ``ax_path == rel_path``, ``mtime_ms``, ``format ==
+  fmt.name`` and a ``dataset`` (usually ``fmt.dataset``); ``kind`` says what it
+  is (``file``, ``section``, ``message``, ``attachment``, ``page``, ...) and
+  ``section`` labels it within the file (empty for a file card).
+- Documents after the card come in reading order; sections and pages number
+  themselves from 1 in ``fields["ordinal"]``.
+- Unparseable input raises :class:`FormatError` with a reason a person can
+  act on; nothing else escapes (``parse_file`` wraps a plugin's stray exception
+  into a ``FormatError`` naming the format).
+
+Fields the detectors read when present: ``aliases`` (list of str, on a card),
+``message_id``/``in_reply_to``/``references`` (on a message), ``parent`` and
+``filename`` (on an attachment), ``links`` (list of ``{"href", "offset"}`` on an
+HTML document, offsets being UTF-8 byte offsets into its text), ``crate`` (the
+package name, on a ``Cargo.toml`` card).
+
+Sniffing is deterministic: formats are tried in descending ``priority`` (an
+optional integer attribute, 0 when absent), ties by ``name``; the first whose
+``accepts(rel_path, head)`` is true wins. ``head`` is the file's first
+:data:`SNIFF_BYTES` bytes. Built-ins use priority 10 for extension matches and 0
+for the plain-text fallback, so a plugin with priority above 10 overrides them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping, Protocol, runtime_checkable
+
+from xerj_core.errors import FormatError, PluginError
+from xerj_core.model import SourceDocument
+from xerj_core.plugins import collect_registrations
+
+__all__ = [
+    "Format",
+    "FormatError",
+    "SNIFF_BYTES",
+    "collect_formats",
+    "decode_utf8",
+    "parse_file",
+    "sniff",
+]
+
+SNIFF_BYTES = 1024
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9_.\-]*")
+
+
+@runtime_checkable
+class Format(Protocol):
+    """Parses one kind of file into documents."""
+
+    name: str
+    dataset: str
+
+    def accepts(self, rel_path: str, head: bytes) -> bool:
+        """True when this format should parse the file at ``rel_path`` whose first bytes are ``head``."""
+        ...
+
+    def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
+        """The file's documents, file card first; raise :class:`FormatError` on unparseable input."""
+        ...
+
+
+def collect_formats(pm) -> dict[str, Format]:
+    """Every format the plugins registered, keyed by name.
+
+    Refuses (``PluginError`` naming the plugin) something that is not a
+    :class:`Format`, a name or dataset outside ``[a-z0-9][a-z0-9_.-]*``, a
+    non-integer ``priority`` and a duplicate name.
+    """
+    found: dict[str, Format] = {}
+    for plugin, (fmt, *_rest) in collect_registrations(pm, "xerj_register_formats"):
+        if not isinstance(fmt, Format):
+            raise PluginError(f"plugin {plugin!r} registered {fmt!r}, which is not a Format")
+        for attr in ("name", "dataset"):
+            value = getattr(fmt, attr)
+            if not isinstance(value, str) or not _NAME.fullmatch(value):
+                raise PluginError(
+                    f"plugin {plugin!r} registered a format with {attr} {value!r}; "
+                    "expected lowercase [a-z0-9_.-], starting with a letter or digit"
+                )
+        priority = getattr(fmt, "priority", 0)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise PluginError(f"plugin {plugin!r} registered format {fmt.name!r} with a non-integer priority")
+        if fmt.name in found:
+            raise PluginError(f"plugin {plugin!r} registered format {fmt.name!r}, which is already registered")
+        found[fmt.name] = fmt
+    return found
+
+
+def _ordered(formats: Mapping[str, Format] | Iterable[Format]) -> list[Format]:
+    items = formats.values() if isinstance(formats, Mapping) else formats
+    return sorted(items, key=lambda f: (-getattr(f, "priority", 0), f.name))
+
+
+def sniff(formats: Mapping[str, Format] | Iterable[Format], rel_path: str, head: bytes) -> Format | None:
+    """The one format that parses ``rel_path`` (highest priority, then name), or ``None``."""
+    for fmt in _ordered(formats):
+        if fmt.accepts(rel_path, head):
+            return fmt
+    return None
+
+
+def parse_file(
+    formats: Mapping[str, Format] | Iterable[Format], rel_path: str, data: bytes, mtime_ms: int
+) -> list[SourceDocument] | None:
+    """Sniff and parse one file: ``None`` when no format accepts it, else its documents.
+
+    Every failure surfaces as :class:`FormatError` with ``path`` set, so the
+    pipeline reports it per file and carries on.
+    """
+    fmt = sniff(formats, rel_path, data[:SNIFF_BYTES])
+    if fmt is None:
+        return None
+    try:
+        return list(fmt.parse(rel_path, data, mtime_ms))
+    except FormatError as exc:
+        if exc.path is None:
+            raise FormatError(exc.reason, path=rel_path) from exc
+        raise
+    except Exception as exc:  # a plugin bug must not end the run; report it against the file
+        raise FormatError(f"format {fmt.name!r} failed: {type(exc).__name__}: {exc}", path=rel_path) from exc
+
+
+def decode_utf8(data: bytes, rel_path: str | None = None) -> str:
+    """``data`` as text (a UTF-8 BOM dropped, CRLF/CR made LF); ``FormatError`` naming the bad byte otherwise."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise FormatError(
+            f"not valid UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}", path=rel_path
+        ) from None
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def extension(rel_path: str) -> str:
+    """The lowercased extension of ``rel_path`` with its dot (``.md``), or ``""``."""
+    name = rel_path.rsplit("/", 1)[-1]
+    dot = name.rfind(".")
+    return name[dot:].lower() if dot > 0 else ""
+
+
+def file_name(rel_path: str) -> str:
+    """The last path component of ``rel_path``."""
+    return rel_path.rsplit("/", 1)[-1]
+
+
+def stem(rel_path: str) -> str:
+    """The file name without its extension."""
+    name = file_name(rel_path)
+    dot = name.rfind(".")
+    return name[:dot] if dot > 0 else name
