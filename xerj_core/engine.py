@@ -15,6 +15,13 @@ from xerj_core.store import Store
 log = logging.getLogger(__name__)
 
 
+def default_data_dir() -> Path:
+    """The platform's user data directory for xerj (``~/.local/share/xerj`` on Linux)."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("xerj"))
+
+
 @attrs.define
 class EngineConfig:
     """Settings an operator chooses; surfaces pass them in, nothing reads the environment behind them."""

@@ -1,0 +1,167 @@
+"""``xerj autoindex`` and ``xerj brain``: the main job, from the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import click
+
+from xerj_core.engine import Engine, default_data_dir
+from xerj_core.errors import XerjError
+from xerj_core.hookspecs import hookimpl
+from xerj_core.text import derive_brain_name
+
+
+class _Ticker:
+    """A one-line live count on a terminal (files, documents, edges); silent elsewhere."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.counts = {"files": 0, "documents": 0, "edges": 0}
+        self._last = 0.0
+
+    def __call__(self, event: str, count: int) -> None:
+        self.counts[event] = self.counts.get(event, 0) + count
+        now = time.monotonic()
+        if self.enabled and now - self._last > 0.1:
+            self._last = now
+            click.echo("\r" + "  ".join(f"{k} {v:,}" for k, v in self.counts.items()), nl=False, err=True)
+
+    def close(self) -> None:
+        if self.enabled:
+            click.echo("\r" + " " * 60 + "\r", nl=False, err=True)
+
+
+def _check_brain(folder: str, brain: str | None) -> str:
+    from xerj_core.graph.service import validate_brain_name
+
+    name = brain if brain is not None else derive_brain_name(Path(folder).resolve())
+    try:
+        validate_brain_name(name)
+    except XerjError as exc:
+        raise click.BadParameter(exc.reason, param_hint="--brain") from None
+    return name
+
+
+def _print_summary(summary, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(summary.to_json(), indent=2, sort_keys=True))
+        return
+    s = summary
+    click.echo(f"{s.root} → brain '{s.brain}'")
+    click.echo(f"  files: {s.files_seen} seen, {s.files_indexed} indexed, {s.files_unchanged} unchanged, "
+               f"{s.files_removed} removed, {len(s.files_failed)} failed")
+    click.echo(f"  documents written: {s.documents}  (datasets: {', '.join(s.datasets) or 'none'})")
+    if s.graph:
+        by_type = ", ".join(f"{t} {n}" for t, n in sorted(s.edges_by_type.items())) or "none"
+        click.echo(f"  edges written: {s.edges_written} ({by_type})")
+        click.echo(f"  edges_capped: {s.edges_capped}   invalidated by reconcile: {s.edges_invalidated}   "
+                   f"suppressed by a person's rejection: {s.claims_suppressed}")
+    for failure in s.files_failed:
+        click.echo(f"  ! {failure['path']}: {failure['reason']}")
+    click.echo(f"  elapsed: {s.elapsed_s:.2f}s")
+
+
+def _run_once(engine: Engine, folder: str, brain: str, graph: bool, as_json: bool):
+    from xerj_core.autoindex.pipeline import run
+
+    ticker = _Ticker(enabled=sys.stderr.isatty() and not as_json)
+    try:
+        summary = run(engine, folder, brain=brain, graph=graph, progress=ticker)
+    finally:
+        ticker.close()
+    _print_summary(summary, as_json)
+    return summary
+
+
+@click.command("autoindex")
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.option("--brain", default=None, help="Second-brain name; edges land in .xerj-memory-<NAME>-edges "
+              "(default: folder name slug).")
+@click.option("--no-graph", is_flag=True, help="Skip relationship detection: no edges are written.")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Data directory.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--watch", is_flag=True, help="Keep the brain current as files change (polls the folder).")
+@click.option("--interval", type=float, default=2.0, show_default=True, help="Seconds between --watch polls.")
+@click.pass_obj
+def autoindex_command(pm, folder, brain, no_graph, data_dir, as_json, watch, interval) -> None:
+    """Index FOLDER and detect the relationships between its documents."""
+    if not Path(folder).is_dir():
+        raise click.BadParameter(f"folder '{folder}' does not exist or is not a directory", param_hint="FOLDER")
+    name = _check_brain(folder, brain)
+    with Engine(data_dir or default_data_dir(), pm) as engine:
+        try:
+            _run_once(engine, folder, name, not no_graph, as_json)
+            while watch:
+                time.sleep(interval)
+                summary = _run_once_quiet(engine, folder, name, not no_graph)
+                if summary.files_indexed or summary.files_removed or summary.files_failed:
+                    _print_summary(summary, as_json)
+        except XerjError as exc:
+            raise click.ClickException(exc.reason) from None
+        except KeyboardInterrupt:
+            click.echo("stopped; every file written so far is complete", err=True)
+
+
+def _run_once_quiet(engine: Engine, folder: str, brain: str, graph: bool):
+    from xerj_core.autoindex.pipeline import run
+
+    return run(engine, folder, brain=brain, graph=graph)
+
+
+def _server_answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return response.status == 200 and "xerj" in response.read(4096).decode("utf-8", "replace").lower()
+    except OSError:
+        return False
+
+
+@click.command("brain")
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.option("--brain", default=None, help="Second-brain name (default: the folder's name).")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Data directory.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=9200, show_default=True)
+@click.pass_obj
+def brain_command(pm, folder, brain, data_dir, host, port) -> None:
+    """Index FOLDER with graph detection on, then serve it (or attach to the server already running)."""
+    if not Path(folder).is_dir():
+        raise click.BadParameter(f"folder '{folder}' does not exist or is not a directory", param_hint="FOLDER")
+    name = _check_brain(folder, brain)
+    data = Path(data_dir or default_data_dir())
+    base = f"http://{host}:{port}"
+    with Engine(data, pm) as engine:
+        try:
+            summary = _run_once(engine, folder, name, True, False)
+        except XerjError as exc:
+            raise click.ClickException(exc.reason) from None
+    click.echo("")
+    click.echo(f"brain '{name}' is ready. Look at it:")
+    click.echo(f"  overview: {base}/_graph/{name}/overview")
+    first = next(iter(summary.datasets), None)
+    click.echo(f"  ego:      {base}/_graph/{name}/ego?node=<document id>&hops=2&include_nodes=true")
+    if first:
+        click.echo(f"  search:   {base}/{first}/_search?q=<words>")
+    if _server_answers(base + "/"):
+        click.echo(f"attached to the server already running at {base}")
+        return
+    click.echo(f"serving {data} at {base} (Ctrl-C to stop)")
+    sys.stdout.flush()
+    argv = [sys.executable, "-m", "xerj_core", "serve", "--data-dir", str(data), "--host", host,
+            "--port", str(port), "--insecure"]
+    os.execv(sys.executable, argv)
+
+
+@hookimpl
+def xerj_register_commands(cli: click.Group) -> None:
+    cli.add_command(autoindex_command)
+    cli.add_command(brain_command)
+
+
+__all__ = ["autoindex_command", "brain_command"]

@@ -1,0 +1,86 @@
+"""Walking a folder: every regular file once, in path order, with the ones it could not read reported."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+import attrs
+
+# Larger files are reported and skipped: a second brain indexes what people write, not disk images.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
+@attrs.frozen
+class FileEntry:
+    """A regular file under the root: its root-relative path (``/`` separators) and what stat said."""
+
+    rel_path: str
+    path: Path
+    mtime_ns: int
+    size: int
+
+    @property
+    def mtime_ms(self) -> int:
+        return self.mtime_ns // 1_000_000
+
+
+@attrs.frozen
+class Skipped:
+    """A path the walk could not take, and why, for the run summary."""
+
+    rel_path: str
+    reason: str
+
+
+def walk(root: Path) -> Iterator[FileEntry | Skipped]:
+    """Yield every file under ``root`` in path order, and a :class:`Skipped` for what cannot be read.
+
+    Hidden entries (a leading ``.``: ``.git``, ``.obsidian``) are not part of a
+    corpus. Symbolic links are followed, but a directory reached twice (a link
+    loop, or two links to one place) is walked once and reported the second time.
+    """
+    visited: set[tuple[int, int]] = set()
+    stack: list[tuple[Path, str]] = [(root, "")]
+    while stack:
+        directory, rel_dir = stack.pop()
+        try:
+            info = directory.stat()
+        except OSError as exc:
+            yield Skipped(rel_dir or ".", f"unreadable directory: {exc.strerror or exc}")
+            continue
+        key = (info.st_dev, info.st_ino)
+        if key in visited:
+            yield Skipped(rel_dir, "symlink loop: this directory was already walked")
+            continue
+        visited.add(key)
+        try:
+            with os.scandir(directory) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            yield Skipped(rel_dir or ".", f"unreadable directory: {exc.strerror or exc}")
+            continue
+        subdirs = []
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                if entry.is_dir():
+                    subdirs.append((Path(entry.path), rel))
+                    continue
+                if not entry.is_file():
+                    reason = "broken symbolic link" if entry.is_symlink() else "not a regular file"
+                    yield Skipped(rel, reason)
+                    continue
+                stat = entry.stat()
+            except OSError as exc:
+                yield Skipped(rel, f"unreadable: {exc.strerror or exc}")
+                continue
+            if stat.st_size > MAX_FILE_BYTES:
+                yield Skipped(rel, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+                continue
+            yield FileEntry(rel, Path(entry.path), stat.st_mtime_ns, stat.st_size)
+        # Reversed onto the stack so directories come out in path order.
+        stack.extend(reversed(subdirs))
