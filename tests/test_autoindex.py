@@ -1,0 +1,266 @@
+"""The main job end to end: autoindex over real and generated folders, reconcile, rejections, bad input."""
+
+from __future__ import annotations
+
+import json
+import mailbox
+import os
+import shutil
+from email.message import EmailMessage
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from xerj_core.autoindex import pipeline
+from xerj_core.autoindex.pipeline import run
+from xerj_core.cli import build_cli
+from xerj_core.engine import Engine, EngineConfig
+from xerj_core.errors import IllegalArgument
+from xerj_core.plugins import get_plugin_manager
+
+from .conftest import CORPORA
+
+FOAM = CORPORA / "foam-docs"
+pytestmark = pytest.mark.skipif(not FOAM.is_dir(), reason="shared/corpora/foam-docs is not beside the checkout")
+
+
+def copy_corpus(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, copy_function=shutil.copy2)  # copy2 keeps mtimes: valid_at must not move
+    return dst
+
+
+def edges_of(engine, brain: str) -> dict[str, dict]:
+    """Every edge document of ``brain`` (meta and rejection records excluded), by edge id."""
+    index = f".xerj-memory-{brain}-edges"
+    found = {}
+    with engine.store.reader(index) as r:
+        for row in r.live_rows():
+            doc_id, source, _version = r.document(int(row))
+            if "src" in source and "dst" in source:
+                found[doc_id] = source
+    return found
+
+
+def live(edges: dict[str, dict]) -> dict[str, dict]:
+    return {k: e for k, e in edges.items() if "invalid_at" not in e}
+
+
+@pytest.fixture
+def foam(tmp_path):
+    return copy_corpus(FOAM, tmp_path / "foam-docs")
+
+
+def test_foam_vault_becomes_a_brain(engine, foam):
+    summary = run(engine, foam)
+    assert summary.brain == "foam-docs"
+    assert summary.files_seen == 87 and summary.files_indexed >= 86 and not summary.files_failed
+    edges = edges_of(engine, "foam-docs")
+    assert edges and summary.edges_written == len(edges)
+    by_type: dict[str, int] = {}
+    for edge in edges.values():
+        by_type[edge["type"]] = by_type.get(edge["type"], 0) + 1
+        assert edge["evidence"]["quote"] and edge["evidence"]["source"] == edge["src_file"]
+        assert edge["src"] != edge["dst"]
+    assert by_type == summary.edges_by_type
+    assert by_type["wikilink"] >= 150 and by_type["sequence"] > 0 and by_type["same_dir"] > 0
+    # Every endpoint is a document of the corpus.
+    with engine.store.reader("ax-notes") as notes:
+        for edge in edges.values():
+            assert notes.row_of(edge["src"]) is not None and notes.row_of(edge["dst"]) is not None
+    meta = engine.store.get(".xerj-memory-foam-docs-edges", "__xerj-brain-meta")[0]
+    assert meta["nodes_index"] == "ax-notes"
+    catalog = engine.store.get("autoindex-catalog", "ax-notes")[0]
+    assert catalog["documents"] == engine.store.count("ax-notes")
+
+
+def test_two_runs_on_two_data_dirs_give_the_same_edge_ids(tmp_path, foam, pm):
+    ids = []
+    for name in ("one", "two"):
+        with Engine(tmp_path / name, pm) as eng:
+            run(eng, foam)
+            ids.append(sorted(edges_of(eng, "foam-docs")))
+    assert ids[0] == ids[1]
+
+
+def test_no_change_rerun_writes_nothing(engine, foam):
+    run(engine, foam)
+    before = edges_of(engine, "foam-docs")
+    again = run(engine, foam)
+    assert again.files_unchanged == again.files_seen and again.files_indexed == 0
+    assert again.edges_written == 0 and again.edges_invalidated == 0
+    assert edges_of(engine, "foam-docs") == before  # byte-identical, created_at included
+
+
+def test_touching_a_file_invalidates_only_its_prior_edges(engine, foam):
+    run(engine, foam)
+    before = live(edges_of(engine, "foam-docs"))
+    target = "user/features/wikilinks.md"
+    taught = {k for k, e in before.items() if e["src_file"] == target}
+    assert taught
+    stat = (foam / target).stat()
+    os.utime(foam / target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    summary = run(engine, foam)
+    assert summary.files_indexed == 1
+    after = edges_of(engine, "foam-docs")
+    invalidated = {k for k, e in after.items() if "invalid_at" in e and k in before}
+    assert invalidated == taught
+    assert summary.edges_invalidated == len(taught)
+    fresh = {k for k, e in live(after).items() if k not in before}
+    assert fresh and all(after[k]["src_file"] == target for k in fresh)
+
+
+def test_removed_file_retires_what_it_taught(engine, foam):
+    run(engine, foam)
+    before = live(edges_of(engine, "foam-docs"))
+    target = "user/features/tags.md"
+    (foam / target).unlink()
+    summary = run(engine, foam)
+    assert summary.files_removed == 1
+    after = edges_of(engine, "foam-docs")
+    for key, edge in before.items():
+        if edge["src_file"] == target:
+            assert "invalid_at" in after[key]
+    assert engine.store.get("ax-notes", target) is None
+
+
+def test_a_rejected_claim_stays_rejected_after_its_file_is_saved_again(engine, foam):
+    run(engine, foam)
+    edges = live(edges_of(engine, "foam-docs"))
+    edge_id, edge = next((k, e) for k, e in sorted(edges.items()) if e["type"] == "wikilink")
+    engine.graph.unlink("foam-docs", edge_id)
+    path = foam / edge["src_file"]
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 7_000_000_000))
+    summary = run(engine, foam)
+    assert summary.claims_suppressed >= 1
+    same_claim = [e for e in edges_of(engine, "foam-docs").values()
+                  if (e["src"], e["type"], e["dst"]) == (edge["src"], edge["type"], edge["dst"])]
+    assert len(same_claim) == 2 and all("invalid_at" in e for e in same_claim)
+
+
+def test_small_folder_has_no_shared_term_edges(engine, tmp_path):
+    folder = tmp_path / "small"
+    folder.mkdir()
+    for i in range(8):
+        (folder / f"note{i}.md").write_text(f"# Note {i}\n\nfermentation lactobacillus sourdough kimchi {i}\n")
+    summary = run(engine, folder)
+    assert summary.edges_by_type.get("shared_term", 0) == 0
+    assert summary.edges_by_type.get("same_dir", 0) == 7  # a chain, never a clique
+
+
+def test_email_thread_from_a_generated_mbox(engine, tmp_path):
+    folder = tmp_path / "mail"
+    folder.mkdir()
+    box = mailbox.mbox(folder / "thread.mbox")
+    first = EmailMessage()
+    first["Message-ID"] = "<root@example.org>"
+    first["Subject"] = "Sourdough starter"
+    first["From"] = "a@example.org"
+    first.set_content("How do I feed a starter?")
+    reply = EmailMessage()
+    reply["Message-ID"] = "<reply@example.org>"
+    reply["In-Reply-To"] = "<root@example.org>"
+    reply["References"] = "<root@example.org>"
+    reply["Subject"] = "Re: Sourdough starter"
+    reply["From"] = "b@example.org"
+    reply.set_content("Flour and water, daily.")
+    reply.add_attachment(b"feeding schedule", maintype="text", subtype="plain", filename="schedule.txt")
+    box.add(first)
+    box.add(reply)
+    box.flush()
+    summary = run(engine, folder, brain="mail")
+    edges = edges_of(engine, "mail")
+    thread = [e for e in edges.values() if e["detector"].startswith("emailthread@")]
+    assert thread, summary.to_json()
+    assert "ax-mail" in summary.datasets
+
+
+def test_bad_input_is_reported_and_nothing_is_lost(engine, tmp_path, monkeypatch):
+    folder = tmp_path / "messy"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "good.md").write_text("# Good\n\nSee [[other]].\n")
+    (folder / "other.md").write_text("# Other\n")
+    (folder / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    (folder / "broken.eml").write_bytes(b"\xff\xfe not an email at all \x00\x01")
+    (folder / "sub" / "loop").symlink_to(folder, target_is_directory=True)
+    (folder / "dangling.md").symlink_to(folder / "nowhere.md")
+    summary = run(engine, folder, brain="messy")
+    reasons = {f["path"]: f["reason"] for f in summary.files_failed}
+    assert "UTF-8" in reasons["latin1.txt"]
+    assert "symlink loop" in reasons["sub/loop"]
+    assert "dangling.md" in reasons
+    assert engine.store.get("ax-notes", "good.md") is not None
+    # A file that later becomes unreadable keeps what was indexed for it.
+    real_read = Path.read_bytes
+
+    def flaky(self):
+        if self.name == "good.md":
+            raise PermissionError(13, "Permission denied")
+        return real_read(self)
+
+    monkeypatch.setattr(Path, "read_bytes", flaky)
+    os.utime(folder / "good.md", ns=(0, 10**18))
+    again = run(engine, folder, brain="messy")
+    assert any(f["path"] == "good.md" and "Permission denied" in f["reason"] for f in again.files_failed)
+    assert engine.store.get("ax-notes", "good.md") is not None
+    assert again.files_removed == 0
+
+
+def test_missing_folder_and_bad_brain_name_fail_before_any_work(engine, tmp_path):
+    with pytest.raises(IllegalArgument):
+        run(engine, tmp_path / "does-not-exist")
+    folder = tmp_path / "x"
+    folder.mkdir()
+    runner = CliRunner()
+    cli = build_cli(get_plugin_manager())
+    result = runner.invoke(cli, ["autoindex", str(folder), "--brain", "Bad..Name", "--data-dir", str(tmp_path / "d")])
+    assert result.exit_code != 0 and "brain" in result.output.lower()
+    assert not (tmp_path / "d").exists()
+    result = runner.invoke(cli, ["autoindex", str(tmp_path / "nope"), "--data-dir", str(tmp_path / "d")])
+    assert result.exit_code != 0 and "does not exist" in result.output
+
+
+def test_an_interrupted_run_leaves_whole_files_and_the_next_run_finishes(tmp_path, foam, pm, monkeypatch):
+    monkeypatch.setattr(pipeline, "BATCH_FILES", 10)
+    calls = {"n": 0}
+    real = pipeline._detect_and_reconcile
+
+    def interrupted(*args, **kwargs):
+        calls["n"] += 1
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "_detect_and_reconcile", interrupted)
+    with Engine(tmp_path / "data", pm, config=EngineConfig(tail_rows=8)) as eng:
+        with pytest.raises(KeyboardInterrupt):
+            run(eng, foam)
+        monkeypatch.setattr(pipeline, "_detect_and_reconcile", real)
+        summary = run(eng, foam)  # nothing changed on disk, but the last run never finished its edges
+        assert summary.files_unchanged == summary.files_seen
+        assert summary.edges_written > 0
+        with Engine(tmp_path / "fresh", pm) as clean:
+            run(clean, foam)
+            assert sorted(live(edges_of(eng, "foam-docs"))) == sorted(live(edges_of(clean, "foam-docs")))
+
+
+def test_cli_autoindex_json_summary(tmp_path, foam):
+    result = CliRunner().invoke(build_cli(get_plugin_manager()),
+                                ["autoindex", str(foam), "--json", "--data-dir", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["brain"] == "foam-docs" and summary["edges_written"] > 0
+    assert {"files_seen", "files_indexed", "files_unchanged", "files_removed", "files_failed", "documents",
+            "edges_by_type", "edges_capped", "edges_invalidated", "claims_suppressed", "elapsed_s"} <= set(summary)
+
+
+def test_disabling_a_detector_plugin(tmp_path, foam, monkeypatch):
+    monkeypatch.setenv("XERJ_DISABLE_PLUGINS", "samedir")
+    with Engine(tmp_path / "d", get_plugin_manager()) as eng:
+        summary = run(eng, foam)
+    assert "same_dir" not in summary.edges_by_type and summary.edges_by_type["wikilink"] > 0
+
+
+def test_no_graph_writes_documents_only(engine, foam):
+    summary = run(engine, foam, graph=False)
+    assert summary.documents > 0 and summary.edges_written == 0
+    assert not engine.store.exists(".xerj-memory-foam-docs-edges")
