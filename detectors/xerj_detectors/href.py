@@ -3,7 +3,8 @@
 The HTML format records each link with the byte offset of its anchor text
 (``fields["links"]``); a relative or ``/``-rooted href that names a corpus
 file (a folder: its ``index.html``) becomes an edge whose evidence is the line
-of page text holding the anchor. Query strings are dropped; ``#fragment``
+of page text holding the anchor (an anchor with no text, such as an image
+link, gets the rationale ``"<file> links to <href>"`` at offset 0). Query strings are dropped; ``#fragment``
 picks a section of the target when it has one.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from xerj_core.autoindex.detect import Corpus, DetectorState, line_at, make_draft
+from xerj_core.autoindex.detect import Corpus, DetectorState, clip, line_at, make_draft
 from xerj_core.hookspecs import hookimpl
 from xerj_core.model import EdgeDraft, SourceDocument
 from xerj_detectors._resolve import resolve_relative
@@ -43,8 +44,11 @@ class HrefDetector:
                 if dst is None or dst.doc_id == doc.doc_id or dst.doc_id in seen:
                     continue
                 seen.add(dst.doc_id)
-                quote = line_at(data, offset) or href
-                yield make_draft(self, doc, dst, quote=quote, offset=offset)
+                quote = line_at(data, offset)
+                if quote:
+                    yield make_draft(self, doc, dst, quote=quote, offset=offset)
+                else:  # an anchor without text (an image link): say what was read, as a rationale
+                    yield make_draft(self, doc, dst, quote=clip(f"{doc.ax_path} links to {href}"), offset=0)
 
 
 @hookimpl

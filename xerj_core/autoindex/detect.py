@@ -136,6 +136,7 @@ def collect_detectors(pm) -> dict[str, Detector]:
     outside [0, 1], and a duplicate name.
     """
     found: dict[str, Detector] = {}
+    owner: dict[str, str] = {}
     for plugin, (detector, *_rest) in collect_registrations(pm, "xerj_register_detectors"):
         if not isinstance(detector, Detector):
             raise PluginError(f"plugin {plugin!r} registered {detector!r}, which is not a Detector")
@@ -156,8 +157,11 @@ def collect_detectors(pm) -> dict[str, Detector]:
         if not all(isinstance(t, str) and t for t in edge_types(detector)):
             raise PluginError(f"plugin {plugin!r} registered detector {name!r} with an empty edge type")
         if name in found:
-            raise PluginError(f"plugin {plugin!r} registered detector {name!r}, which is already registered")
+            raise PluginError(
+                f"plugin {plugin!r} registered detector {name!r}, which is already registered by plugin {owner[name]!r}"
+            )
         found[name] = detector
+        owner[name] = plugin
     return found
 
 

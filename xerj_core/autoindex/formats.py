@@ -92,6 +92,7 @@ def collect_formats(pm) -> dict[str, Format]:
     non-integer ``priority`` and a duplicate name.
     """
     found: dict[str, Format] = {}
+    owner: dict[str, str] = {}
     for plugin, (fmt, *_rest) in collect_registrations(pm, "xerj_register_formats"):
         if not isinstance(fmt, Format):
             raise PluginError(f"plugin {plugin!r} registered {fmt!r}, which is not a Format")
@@ -106,8 +107,11 @@ def collect_formats(pm) -> dict[str, Format]:
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise PluginError(f"plugin {plugin!r} registered format {fmt.name!r} with a non-integer priority")
         if fmt.name in found:
-            raise PluginError(f"plugin {plugin!r} registered format {fmt.name!r}, which is already registered")
+            raise PluginError(
+                f"plugin {plugin!r} registered format {fmt.name!r}, which is already registered by plugin {owner[fmt.name]!r}"
+            )
         found[fmt.name] = fmt
+        owner[fmt.name] = plugin
     return found
 
 

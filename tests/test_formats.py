@@ -1,0 +1,606 @@
+"""Document formats: the conformance suite for every built-in, their parsing rules, sniffing and the registry."""
+
+from __future__ import annotations
+
+import mailbox
+from email.message import EmailMessage
+from pathlib import Path
+
+import pytest
+
+from xerj_core import hookimpl
+from xerj_core.autoindex import formats as formats_module
+from xerj_core.autoindex.builtin_formats import code, email, html, markdown, pdf, text
+from xerj_core.autoindex.detect import line_at
+from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file, sniff
+from xerj_core.errors import PluginError
+from xerj_core.plugins import get_plugin_manager
+from xerj_core.testing.formats import AbstractFormatTests
+from xerj_core.text import derive_brain_name, is_valid_brain_name, slugify, tokenize
+
+FOAM = Path(__file__).parents[1].parent / "shared/corpora/foam-docs"
+MTIME = 1_700_000_000_000
+
+
+# -- sample builders ---------------------------------------------------------
+
+
+def make_pdf(pages: list[str], title: str | None = None) -> bytes:
+    """A small valid PDF with one line of Helvetica text per page (no PDF library needed)."""
+    objects: dict[int, bytes] = {
+        1: b"<< /Type /Catalog /Pages 2 0 R >>",
+        3: b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    }
+    kids = []
+    for index, line in enumerate(pages):
+        page, content = 4 + 2 * index, 5 + 2 * index
+        kids.append(f"{page} 0 R")
+        stream = f"BT /F1 12 Tf 72 720 Td ({line}) Tj ET".encode("latin-1")
+        objects[page] = (
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % content
+        )
+        objects[content] = b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream)
+    objects[2] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(pages)} >>".encode()
+    info = None
+    if title is not None:
+        info = max(objects) + 1
+        objects[info] = f"<< /Title ({title}) >>".encode("latin-1")
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = {}
+    for number in sorted(objects):
+        offsets[number] = len(out)
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, objects[number])
+    xref = len(out)
+    size = max(objects) + 1
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % size
+    out += b"".join(b"%010d 00000 n \n" % offsets[n] for n in range(1, size))
+    trailer = b"<< /Size %d /Root 1 0 R%s >>" % (size, b" /Info %d 0 R" % info if info else b"")
+    out += b"trailer\n%s\nstartxref\n%d\n%%%%EOF\n" % (trailer, xref)
+    return bytes(out)
+
+
+def make_message(subject, msgid, *, body="Hello.", in_reply_to=None, references=(), attachments=()):
+    msg = EmailMessage()
+    msg["From"] = "Ada <ada@example.org>"
+    msg["To"] = "Bob <bob@example.org>"
+    msg["Subject"] = subject
+    msg["Date"] = "Mon, 06 Jan 2025 10:00:00 +0000"
+    msg["Message-ID"] = msgid
+    if in_reply_to:
+        msg["In-Reply-To"] = in_reply_to
+    if references:
+        msg["References"] = " ".join(references)
+    msg.set_content(body)
+    for filename, payload, maintype, subtype in attachments:
+        if maintype == "text":
+            msg.add_attachment(payload, subtype=subtype, filename=filename)
+        else:
+            msg.add_attachment(payload, maintype=maintype, subtype=subtype, filename=filename)
+    return msg
+
+
+def make_mbox(tmp_path: Path, messages) -> bytes:
+    path = tmp_path / "box.mbox"
+    box = mailbox.mbox(str(path))
+    for msg in messages:
+        box.add(msg)
+    box.flush()
+    box.close()
+    return path.read_bytes()
+
+
+NOTE = b"""---
+title: Sourdough basics
+aliases: [levain, "wild yeast"]
+tags:
+  - baking
+  - fermentation
+---
+A preamble before any heading.
+
+# Starter
+
+Feed it daily.
+
+```
+# not a heading, inside a fence
+```
+
+## Proofing ##
+
+Long and cool.
+
+## Proofing
+
+A second section with the same heading.
+"""
+
+
+# -- the conformance suite for each built-in -----------------------------------
+
+
+class TestMarkdownConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return markdown.MarkdownFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"notes/sourdough.md": NOTE, "index.md": b"# Home\n\nSee [[notes/sourdough]].\n", "empty.md": b""}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"latin1.md": "# Caf\u00e9\n".encode("latin-1")}
+
+    @pytest.fixture
+    def plugin(self):
+        return markdown
+
+
+class TestTextConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return text.TextFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"todo.txt": b"buy flour\nfeed starter\n", "LICENSE": b"Permission is hereby granted.\n"}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"bad.txt": b"ok then \xff\xfe broken"}
+
+    @pytest.fixture
+    def plugin(self):
+        return text
+
+
+class TestHtmlConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return html.HtmlFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        page = b"<html><head><title>Recipes</title></head><body><p>See <a href='bread.html'>bread</a>.</p></body></html>"
+        return {"site/index.html": page, "site/bread.htm": b"<h1>Bread</h1><p>Flour, water, salt.</p>"}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"bad.html": b"<p>caf\xe9</p>"}
+
+    @pytest.fixture
+    def plugin(self):
+        return html
+
+
+class TestEmailConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return email.EmailFormat()
+
+    @pytest.fixture
+    def sample_files(self, tmp_path):
+        first = make_message("Lunch?", "<1@example.org>", attachments=[("menu.txt", "soup\nbread\n", "text", "plain")])
+        reply = make_message("Re: Lunch?", "<2@example.org>", in_reply_to="<1@example.org>")
+        return {
+            "mail/lunch.eml": bytes(first),
+            "mail/box.mbox": make_mbox(tmp_path, [first, reply]),
+        }
+
+    @pytest.fixture
+    def bad_files(self):
+        return {
+            "broken.eml": b"this is not an email at all\nno headers here\n",
+            "broken.mbox": b"Subject: missing separator\n\nbody\n",
+        }
+
+    @pytest.fixture
+    def plugin(self):
+        return email
+
+
+class TestPdfConformance(AbstractFormatTests):
+    @pytest.fixture(autouse=True)
+    def _needs_pypdf(self):
+        pytest.importorskip("pypdf")
+
+    @pytest.fixture
+    def fmt(self):
+        return pdf.PdfFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"papers/study.pdf": make_pdf(["First page text", "Second page text"], title="A Study")}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"papers/broken.pdf": b"%PDF-1.4\n1 0 obj garbage", "papers/fake.pdf": b"not a pdf at all"}
+
+    @pytest.fixture
+    def plugin(self):
+        return pdf
+
+
+class TestCodeConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return code.CodeFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {
+            "crates/xerj-api/Cargo.toml": b'[package]\nname = "xerj-api"\nversion = "0.1.0"\n\n[dependencies]\nserde = "1"\n',
+            "tool/main.py": b'"""A tool."""\nimport os\n\n\n@decorator\ndef run():\n    return 1\n\n\nclass Thing:\n    pass\n',
+            "src/lib.rs": b"pub fn add(a: i32, b: i32) -> i32 { a + b }\n",
+        }
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"Cargo.toml": b"[package\nname = ", "x.py": b"caf\xe9 = 1\n"}
+
+    @pytest.fixture
+    def plugin(self):
+        return code
+
+
+# -- markdown ------------------------------------------------------------------
+
+
+def test_markdown_card_and_sections():
+    docs = markdown.MarkdownFormat().parse("notes/sourdough.md", NOTE, MTIME)
+    card, *sections = docs
+    assert card.doc_id == "notes/sourdough.md" and card.kind == "file" and card.section == ""
+    assert card.title == "Sourdough basics"
+    assert card.fields["aliases"] == ["levain", "wild yeast"]
+    assert card.fields["tags"] == ["baking", "fermentation"]
+    assert card.text == "A preamble before any heading."
+    assert [s.section for s in sections] == ["Starter", "Proofing", "Proofing"]
+    assert [s.doc_id for s in sections] == [
+        "notes/sourdough.md#starter",
+        "notes/sourdough.md#proofing",
+        "notes/sourdough.md#proofing-1",
+    ]
+    assert [s.fields["ordinal"] for s in sections] == [1, 2, 3]
+    assert [s.fields["level"] for s in sections] == [1, 2, 2]
+    assert "# not a heading" in sections[0].text  # fenced code stays in its section
+    assert sections[1].text.startswith("## Proofing ##")
+    assert all(s.kind == "section" and s.title == "Sourdough basics" and s.dataset == "ax-notes" for s in sections)
+
+
+def test_markdown_title_falls_back_to_first_h1_then_file_name():
+    fmt = markdown.MarkdownFormat()
+    assert fmt.parse("a.md", b"intro\n\n## Two\n\n# One\n", MTIME)[0].title == "One"
+    assert fmt.parse("dir/my-note.md", b"no headings here\n", MTIME)[0].title == "my-note"
+
+
+def test_markdown_front_matter_alias_string_and_unterminated_block():
+    fmt = markdown.MarkdownFormat()
+    card = fmt.parse("a.md", b"---\nalias: one, two\n---\nbody\n", MTIME)[0]
+    assert card.fields["aliases"] == ["one", "two"] and card.text == "body"
+    card = fmt.parse("b.md", b"---\ntitle: never closed\nbody\n", MTIME)[0]
+    assert "aliases" not in card.fields and card.title == "b" and card.text.startswith("---")
+
+
+def test_markdown_crlf_and_bom_are_normalised():
+    docs = markdown.MarkdownFormat().parse("w.md", b"\xef\xbb\xbf# Title\r\n\r\nline\r\n", MTIME)
+    assert docs[1].text == "# Title\n\nline"
+
+
+def test_non_utf8_text_is_a_format_error_with_a_reason():
+    with pytest.raises(FormatError) as caught:
+        markdown.MarkdownFormat().parse("bad.md", b"fine\n\xc3\x28 broken", MTIME)
+    assert "UTF-8" in caught.value.reason and "offset 5" in caught.value.reason
+    with pytest.raises(FormatError) as caught:
+        parse_file([text.TextFormat()], "bad.txt", b"\xff", MTIME)
+    assert caught.value.path == "bad.txt" and caught.value.to_body()["error"]["path"] == "bad.txt"
+
+
+# -- text, html ------------------------------------------------------------------
+
+
+def test_text_sniffs_extensionless_text_but_not_binary():
+    fmt = text.TextFormat()
+    assert fmt.accepts("LICENSE", b"MIT License\n")
+    assert not fmt.accepts("blob", b"\x00\x01binary")
+    assert not fmt.accepts(".hidden", b"text")
+    assert fmt.accepts("README", "caf\u00e9".encode()[:-1])  # a character cut by the sniff window
+
+
+def test_html_title_text_and_link_offsets():
+    page = (
+        "<!doctype html><html><head><title>Bread  notes</title><style>p{}</style></head>"
+        "<body><h1>Bread</h1><script>var x = 1;</script>"
+        "<p>Start   with the <a href='starter.html#feeding'>starter</a> and\nflour.</p>"
+        "<ul><li>Then <a href=\"/docs/proof.html\">proof</a></li></ul>"
+        "<pre>keep\n  this</pre><p>caf&eacute;</p></body></html>"
+    ).encode()
+    doc = html.HtmlFormat().parse("site/bread.html", page, MTIME)[0]
+    assert doc.title == "Bread notes"
+    assert doc.text == "Bread\nStart with the starter and flour.\nThen proof\nkeep\n  this\ncafé"
+    hrefs = [link["href"] for link in doc.fields["links"]]
+    assert hrefs == ["starter.html#feeding", "/docs/proof.html"]
+    quotes = [line_at(doc.text, link["offset"]) for link in doc.fields["links"]]
+    assert quotes == ["Start with the starter and flour.", "Then proof"]
+    assert "var x" not in doc.text
+
+
+def test_html_declared_charset_is_honoured():
+    page = b'<html><head><meta charset="iso-8859-1"><title>Caf\xe9</title></head><body>cr\xe8me</body></html>'
+    doc = html.HtmlFormat().parse("p.html", page, MTIME)[0]
+    assert doc.title == "Café" and doc.text == "crème"
+
+
+# -- email -------------------------------------------------------------------------
+
+
+def test_eml_is_one_message_card_with_attachments():
+    msg = make_message(
+        "Plans", "<p@x>", body="See attached.", references=["<a@x>"],
+        attachments=[("plan.txt", "step one\n", "text", "plain"), ("photo.jpg", b"\xff\xd8\xff", "image", "jpeg")],
+    )
+    docs = email.EmailFormat().parse("mail/plans.eml", bytes(msg), MTIME)
+    card, first, second = docs
+    assert card.doc_id == "mail/plans.eml" and card.kind == "message" and card.title == "Plans"
+    assert card.text == "See attached."
+    assert card.fields["message_id"] == "<p@x>" and card.fields["references"] == ["<a@x>"]
+    assert card.fields["attachments"] == ["mail/plans.eml#att-1", "mail/plans.eml#att-2"]
+    assert card.fields["date_ms"] == 1736157600000
+    assert (first.kind, first.title, first.text, first.fields["parent"]) == ("attachment", "plan.txt", "step one", card.doc_id)
+    assert (second.title, second.text, second.fields["content_type"], second.fields["size"]) == ("photo.jpg", "", "image/jpeg", 3)
+    assert all(d.dataset == "ax-mail" for d in docs)
+
+
+def test_mbox_messages_in_order_with_thread_headers(tmp_path):
+    first = make_message("Lunch?", "<1@x>", body="From the kitchen: soup.")
+    reply = make_message("Re: Lunch?", "<2@x>", in_reply_to="<1@x>", references=["<1@x>"])
+    docs = email.EmailFormat().parse("box.mbox", make_mbox(tmp_path, [first, reply]), MTIME)
+    card, one, two = docs
+    assert card.kind == "file" and card.fields["messages"] == 2
+    assert [one.doc_id, two.doc_id] == ["box.mbox#msg-1", "box.mbox#msg-2"]
+    assert one.text == "From the kitchen: soup."  # the mbox ">From" escape is undone
+    assert (two.section, two.fields["in_reply_to"], two.fields["references"]) == ("Re: Lunch?", "<1@x>", ["<1@x>"])
+
+
+def test_malformed_email_is_a_format_error_with_a_reason(tmp_path):
+    fmt = email.EmailFormat()
+    with pytest.raises(FormatError) as caught:
+        fmt.parse("x.eml", b"just some words\n", MTIME)
+    assert "no From, To, Subject, Date or Message-ID" in caught.value.reason
+    with pytest.raises(FormatError) as caught:
+        fmt.parse("x.mbox", b"Subject: hi\n\nbody\n", MTIME)
+    assert "From " in caught.value.reason
+    good = bytes(make_message("ok", "<ok@x>"))
+    with pytest.raises(FormatError) as caught:
+        fmt.parse("y.mbox", b"From a@x Mon Jan 1 00:00:00 2024\n" + good + b"\nFrom b@x Mon Jan 1 00:00:00 2024\nnonsense\n", MTIME)
+    assert "message 2" in caught.value.reason
+
+
+def test_extensionless_mbox_is_sniffed_as_email(tmp_path):
+    data = make_mbox(tmp_path, [make_message("hi", "<h@x>")])
+    assert email.EmailFormat().accepts("Inbox", data[:1024])
+
+
+# -- pdf ---------------------------------------------------------------------------
+
+
+def test_pdf_pages_become_documents():
+    pytest.importorskip("pypdf")
+    docs = pdf.PdfFormat().parse("p/study.pdf", make_pdf(["Alpha words", "Beta words"], title="Study"), MTIME)
+    card, one, two = docs
+    assert (card.title, card.kind, card.fields["pages"]) == ("Study", "file", 2)
+    assert [(d.doc_id, d.section, d.kind, d.text) for d in (one, two)] == [
+        ("p/study.pdf#page-1", "page 1", "page", "Alpha words"),
+        ("p/study.pdf#page-2", "page 2", "page", "Beta words"),
+    ]
+
+
+def test_pdf_without_the_extra_names_it(monkeypatch):
+    monkeypatch.setattr(pdf, "_load_pypdf", lambda: None)
+    with pytest.raises(FormatError) as caught:
+        pdf.PdfFormat().parse("p.pdf", make_pdf(["x"]), MTIME)
+    assert "pdf extra" in caught.value.reason and "xerj[pdf]" in caught.value.reason
+
+
+def test_malformed_pdf_is_a_format_error():
+    pytest.importorskip("pypdf")
+    with pytest.raises(FormatError) as caught:
+        pdf.PdfFormat().parse("p.pdf", make_pdf(["x"])[:60], MTIME)
+    assert caught.value.reason.startswith("malformed PDF")
+
+
+# -- code --------------------------------------------------------------------------
+
+
+def test_cargo_manifest_and_python_sections():
+    fmt = code.CodeFormat()
+    manifest = fmt.parse("crates/api/Cargo.toml", b'[package]\nname = "xerj-api"\n[dependencies]\nserde = "1"\n', MTIME)[0]
+    assert (manifest.title, manifest.fields["crate"], manifest.fields["crate_dir"]) == ("xerj-api", "xerj-api", "crates/api")
+    assert manifest.fields["dependencies"] == ["serde"]
+    workspace = fmt.parse("Cargo.toml", b'[workspace]\nmembers = ["crates/*"]\n', MTIME)[0]
+    assert workspace.title == "workspace ." and workspace.fields["members"] == ["crates/*"]
+    source = b'"""Doc."""\nimport os\nfrom a.b import c\n\n@dec\ndef run():\n    pass\n\nX = 1\n\nclass Run:\n    pass\n'
+    card, run, klass = fmt.parse("pkg/mod.py", source, MTIME)
+    assert card.text == '"""Doc."""\nimport os\nfrom a.b import c\n\n\nX = 1' and card.fields["imports"] == ["a.b", "os"]
+    assert (run.doc_id, run.section, run.text) == ("pkg/mod.py#run", "def run", "@dec\ndef run():\n    pass")
+    assert (klass.doc_id, klass.section, klass.fields["line"]) == ("pkg/mod.py#run-1", "class Run", 11)
+    broken = fmt.parse("pkg/broken.py", b"def (:\n", MTIME)
+    assert len(broken) == 1 and broken[0].text == "def (:"
+
+
+def test_malformed_cargo_manifest_is_a_format_error():
+    with pytest.raises(FormatError) as caught:
+        code.CodeFormat().parse("Cargo.toml", b"[package\n", MTIME)
+    assert caught.value.reason.startswith("malformed Cargo.toml")
+
+
+# -- sniffing, registry, hook ------------------------------------------------------------
+
+
+BUILTINS = [markdown.MarkdownFormat(), text.TextFormat(), html.HtmlFormat(), email.EmailFormat(), pdf.PdfFormat(), code.CodeFormat()]
+
+
+@pytest.mark.parametrize(
+    ("path", "head", "expected"),
+    [
+        ("a.md", b"# x", "markdown"),
+        ("a.MD", b"# x", "markdown"),
+        ("notes.txt", b"x", "text"),
+        ("README", b"plain words", "text"),
+        ("page.htm", b"<p>", "html"),
+        ("page", b"  <!DOCTYPE html><html>", "html"),
+        ("m.eml", b"From: a", "email"),
+        ("Inbox", b"From a@b Sat Jan  1 00:00:00 2000\nSubject: x\n", "email"),
+        ("doc.pdf", b"%PDF-1.7", "pdf"),
+        ("scan", b"%PDF-1.7", "pdf"),
+        ("Cargo.toml", b"[package]", "code"),
+        ("x.py", b"import os", "code"),
+        ("image.png", b"\x89PNG\r\n", None),
+        ("blob", b"\x00\x00", None),
+    ],
+)
+def test_sniff_chooses_one_format(path, head, expected):
+    chosen = sniff(BUILTINS, path, head)
+    assert (chosen.name if chosen else None) == expected
+    assert sniff(list(reversed(BUILTINS)), path, head) is chosen
+
+
+def test_sniff_prefers_higher_priority_then_name():
+    class Loud:
+        name, dataset, priority = "loud", "ax-loud", 50
+
+        def accepts(self, rel_path, head):
+            return rel_path.endswith(".md")
+
+        def parse(self, rel_path, data, mtime_ms):
+            return []
+
+    assert sniff([*BUILTINS, Loud()], "a.md", b"").name == "loud"
+    assert sniff([*BUILTINS, Loud()], "a.txt", b"").name == "text"
+
+
+def test_parse_file_skips_unknown_and_wraps_plugin_bugs():
+    assert parse_file(BUILTINS, "image.png", b"\x89PNG", MTIME) is None
+
+    class Buggy:
+        name, dataset = "buggy", "ax-buggy"
+
+        def accepts(self, rel_path, head):
+            return True
+
+        def parse(self, rel_path, data, mtime_ms):
+            raise KeyError("oops")
+
+    with pytest.raises(FormatError) as caught:
+        parse_file([Buggy()], "a.bug", b"", MTIME)
+    assert caught.value.path == "a.bug" and "buggy" in caught.value.reason and "KeyError" in caught.value.reason
+
+
+def test_hook_xerj_register_formats():
+    class Csv:
+        name, dataset = "csv", "ax-tables"
+
+        def accepts(self, rel_path, head):
+            return rel_path.endswith(".csv")
+
+        def parse(self, rel_path, data, mtime_ms):
+            return []
+
+    class CsvPlugin:
+        @hookimpl
+        def xerj_register_formats(self, register):
+            register(Csv())
+
+    pm = get_plugin_manager(load_entrypoints=False, extra_plugins=[("format_csv", CsvPlugin())])
+    found = collect_formats(pm)
+    assert list(found) == ["csv"] and isinstance(found["csv"], Csv)
+
+
+def _pm_with(*registrations):
+    plugins = []
+    for index, fmt in enumerate(registrations):
+        class Plugin:
+            @hookimpl
+            def xerj_register_formats(self, register, _fmt=fmt):
+                register(_fmt)
+
+        plugins.append((f"plugin_{index}", Plugin()))
+    return get_plugin_manager(load_entrypoints=False, extra_plugins=plugins)
+
+
+def test_collect_formats_refuses_duplicates_and_bad_names():
+    with pytest.raises(PluginError, match="'markdown', which is already registered by plugin 'plugin_[01]'"):
+        collect_formats(_pm_with(markdown.MarkdownFormat(), markdown.MarkdownFormat()))
+
+    class Shouting(text.TextFormat):
+        dataset = "AX-Notes"
+
+    with pytest.raises(PluginError, match="plugin_0.*dataset"):
+        collect_formats(_pm_with(Shouting()))
+    with pytest.raises(PluginError, match="not a Format"):
+        collect_formats(_pm_with(object()))
+
+
+def test_installed_builtin_formats_are_collected():
+    found = collect_formats(get_plugin_manager())
+    assert {"markdown", "text", "html", "email", "pdf", "code"} <= set(found)
+    assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
+
+
+# -- the real vault ----------------------------------------------------------------------
+
+
+def test_every_foam_file_parses():
+    files = sorted(p for p in FOAM.rglob("*") if p.is_file())
+    assert len([p for p in files if p.suffix == ".md"]) == 86
+    parsed = {}
+    for path in files:
+        rel = path.relative_to(FOAM).as_posix()
+        parsed[rel] = parse_file(BUILTINS, rel, path.read_bytes(), MTIME)
+    assert all(docs for docs in parsed.values())
+    assert parsed["LICENSE"][0].format == "text"
+    index = parsed["index.md"]
+    assert index[0].title == "What is Foam?" and index[1].section == "What is Foam?"
+    assert sum(len(docs) for docs in parsed.values()) > 500
+
+
+# -- text helpers ------------------------------------------------------------------------
+
+
+def test_tokenize_is_lowercase_unicode_words():
+    assert tokenize("Hello, Wörld_1 — naïve café!") == ["hello", "wörld_1", "naïve", "café"]
+    assert tokenize("") == []
+
+
+def test_slugify_like_forge_anchors():
+    assert slugify("Key Features") == "key-features"
+    assert slugify("What is Foam?") == "what-is-foam"
+    assert slugify("Über uns") == "über-uns"
+    assert slugify("!!!") == ""
+
+
+@pytest.mark.parametrize(
+    ("folder", "expected"),
+    [
+        ("/home/me/foam-docs", "foam-docs"),
+        ("/home/me/My Notes/", "my-notes"),
+        ("/x/Café Crème", "cafe-creme"),
+        ("/x/a..b", "a.b"),
+        ("/x/-._lead", "lead"),
+        ("/x/project-edges", "project"),
+        ("/x/日本", "brain"),
+        ("/", "brain"),
+    ],
+)
+def test_derive_brain_name(folder, expected):
+    name = derive_brain_name(folder)
+    assert name == expected and is_valid_brain_name(name)
+
+
+def test_brain_name_is_cut_to_the_limit():
+    assert len(derive_brain_name("/x/" + "a" * 300)) == 200
+
+
+def test_formats_module_exports_the_error():
+    assert formats_module.FormatError is FormatError

@@ -1,0 +1,204 @@
+"""The conformance suite every detector passes: subclass ``AbstractDetectorTests``, provide two fixtures.
+
+Usage, in a plugin's own tests::
+
+    from xerj_core.testing.detectors import AbstractDetectorTests
+
+    class TestMyDetector(AbstractDetectorTests):
+        @pytest.fixture
+        def detector(self):
+            return MyDetector()
+
+        @pytest.fixture
+        def corpus_files(self):
+            # {root-relative path: [SourceDocument, ...] (card first)}, as formats parse them;
+            # the detector must fire at least once on it
+            return parse_files({"a.md": b"...", "b.md": b"..."})
+
+        @pytest.fixture
+        def plugin(self):  # optional: the object whose hookimpl registers the detector
+            return my_plugin_module
+
+:func:`parse_files` builds ``corpus_files`` from bytes with the built-in formats.
+The mixin's name does not start with ``Test``, so pytest collects it only
+through a subclass.
+
+The contract checked here: the protocol's attributes, a tag ``name@N``, weight
+and confidence in [0, 1]; it fires on the sample; two runs give identical
+drafts, whatever order the files come in; every draft carries the tag, a
+declared type, ``valid_at`` equal to its source file's mtime, and evidence
+(``source`` the source file, a non-empty quote of at most 240 characters, an
+offset inside the source text where the quote is that offset's line, or offset
+0 with a quote or rationale); no self-edges; ``src`` is a document of the file
+being read and ``dst`` a document of the corpus; one draft per ``(src, type,
+dst)``; an empty corpus gives nothing; and, with ``plugin``, the hook registers
+a detector the core accepts.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import attrs
+import pytest
+
+from xerj_core.autoindex.detect import (
+    QUOTE_MAX,
+    Corpus,
+    Detector,
+    collect_detectors,
+    combine,
+    edge_types,
+    is_corpus_wide,
+    line_at,
+    run_detectors,
+    summarize,
+)
+from xerj_core.model import SourceDocument
+from xerj_core.plugins import get_plugin_manager
+
+__all__ = ["AbstractDetectorTests", "DEFAULT_MTIME_MS", "parse_files"]
+
+DEFAULT_MTIME_MS = 1_700_000_000_000
+
+
+def parse_files(
+    files: Mapping[str, bytes], mtime_ms: int | Mapping[str, int] = DEFAULT_MTIME_MS
+) -> dict[str, list[SourceDocument]]:
+    """Parse ``{rel_path: bytes}`` with the built-in formats into ``{rel_path: documents}``.
+
+    ``mtime_ms`` is one mtime for every file or a mapping per path. Files no
+    format accepts are left out; a file that fails to parse raises.
+    """
+    from xerj_core.autoindex.builtin_formats import code, email, html, markdown, pdf, text
+    from xerj_core.autoindex.formats import parse_file
+
+    formats = [
+        markdown.MarkdownFormat(), text.TextFormat(), html.HtmlFormat(),
+        email.EmailFormat(), pdf.PdfFormat(), code.CodeFormat(),
+    ]
+    parsed: dict[str, list[SourceDocument]] = {}
+    for path in sorted(files):
+        mtime = mtime_ms[path] if isinstance(mtime_ms, Mapping) else mtime_ms
+        docs = parse_file(formats, path, files[path], mtime)
+        if docs:
+            parsed[path] = docs
+    return parsed
+
+
+class AbstractDetectorTests:
+    """Contract tests for a :class:`~xerj_core.autoindex.detect.Detector`."""
+
+    @pytest.fixture
+    def detector(self) -> Detector:
+        raise NotImplementedError("override the `detector` fixture to return the detector under test")
+
+    @pytest.fixture
+    def corpus_files(self) -> dict[str, list[SourceDocument]]:
+        raise NotImplementedError(
+            "override the `corpus_files` fixture: {path: [documents, card first]} on which the detector fires"
+        )
+
+    @pytest.fixture
+    def plugin(self) -> object | None:
+        return None
+
+    @pytest.fixture
+    def edges(self, detector, corpus_files):
+        return run_detectors([detector], corpus_files).edges
+
+    # -- identity --------------------------------------------------------
+
+    def test_satisfies_protocol(self, detector):
+        assert isinstance(detector, Detector)
+        assert callable(detector.detect)
+
+    def test_tag_is_versioned(self, detector):
+        name, _, version = detector.tag.partition("@")
+        assert name == detector.name and version.isdigit() and int(version) >= 1
+
+    def test_weight_and_confidence_in_range(self, detector):
+        for value in (detector.weight, detector.confidence):
+            assert isinstance(value, (int, float)) and not isinstance(value, bool)
+            assert 0.0 <= value <= 1.0
+
+    def test_registers_through_its_hook(self, detector, plugin):
+        if plugin is None:
+            pytest.skip("no `plugin` fixture: the hook registration is not checked")
+        pm = get_plugin_manager(load_entrypoints=False, extra_plugins=[(detector.name, plugin)])
+        collected = collect_detectors(pm)
+        assert detector.name in collected
+        assert collected[detector.name].tag == detector.tag
+
+    # -- behaviour on the sample -----------------------------------------
+
+    def test_fires_on_the_sample(self, edges):
+        assert edges, "the sample corpus should give the detector something to find"
+
+    def test_deterministic(self, detector, corpus_files, edges):
+        again = run_detectors([detector], corpus_files, Corpus(corpus_files)).edges
+        assert again == edges
+        shuffled = dict(reversed(list(corpus_files.items())))
+        assert run_detectors([detector], shuffled, Corpus(shuffled)).edges == edges
+
+    def test_every_edge_carries_the_versioned_tag_and_a_declared_type(self, detector, edges):
+        for edge in edges:
+            assert edge.detector == detector.tag
+            assert edge.type in edge_types(detector)
+
+    def test_evidence_on_every_edge(self, corpus_files, edges):
+        docs = {doc.doc_id: doc for file_docs in corpus_files.values() for doc in file_docs}
+        for edge in edges:
+            evidence = edge.evidence
+            assert evidence is not None, f"{edge.src} -> {edge.dst} has no evidence"
+            source = docs[edge.src]
+            assert evidence.source == source.ax_path
+            assert evidence.quote and evidence.quote == evidence.quote.strip()
+            assert len(evidence.quote) <= QUOTE_MAX
+            text = source.text.encode("utf-8")
+            assert 0 <= evidence.offset <= len(text)
+            if evidence.offset:
+                assert evidence.quote == line_at(text, evidence.offset)
+
+    def test_no_self_edges(self, edges):
+        assert all(edge.src != edge.dst for edge in edges)
+
+    def test_ids_resolve_to_documents_of_the_corpus(self, corpus_files, edges):
+        owner = {doc.doc_id: path for path, file_docs in corpus_files.items() for doc in file_docs}
+        for edge in edges:
+            assert edge.src in owner and edge.dst in owner
+            assert owner[edge.src] == edge.evidence.source
+
+    def test_valid_at_is_the_source_file_mtime(self, corpus_files, edges):
+        for edge in edges:
+            assert edge.valid_at == corpus_files[edge.evidence.source][0].mtime_ms
+
+    def test_one_draft_per_claim_from_detect_itself(self, detector, corpus_files):
+        corpus = Corpus(corpus_files)
+        detectors = [detector]
+        states = combine(detectors, (summarize(detectors, corpus_files[p]) for p in sorted(corpus_files)), corpus)
+        for path in sorted(corpus_files):
+            drafts = list(detector.detect(corpus_files[path], corpus, states.get(detector.name)))
+            claims = [(d.src, d.type, d.dst) for d in drafts]
+            assert len(claims) == len(set(claims)), f"{path}: the same claim was proposed twice"
+
+    def test_corpus_wide_detector_summarizes_every_file(self, detector, corpus_files):
+        if not is_corpus_wide(detector):
+            pytest.skip("not a corpus-wide detector")
+        partials = [detector.summarize(corpus_files[p]) for p in sorted(corpus_files)]
+        assert partials == [detector.summarize(corpus_files[p]) for p in sorted(corpus_files)]
+
+    def test_empty_corpus_gives_nothing(self, detector):
+        assert run_detectors([detector], {}).edges == ()
+
+    def test_mtime_moves_valid_at_and_nothing_else(self, detector, corpus_files, edges):
+        shifted = {
+            path: [_with_mtime(doc, doc.mtime_ms + 1000) for doc in docs] for path, docs in corpus_files.items()
+        }
+        moved = run_detectors([detector], shifted).edges
+        assert [(e.src, e.type, e.dst, e.evidence) for e in moved] == [(e.src, e.type, e.dst, e.evidence) for e in edges]
+        assert all(m.valid_at == e.valid_at + 1000 for m, e in zip(moved, edges))
+
+
+def _with_mtime(doc: SourceDocument, mtime_ms: int) -> SourceDocument:
+    return attrs.evolve(doc, mtime_ms=mtime_ms)
