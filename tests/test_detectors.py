@@ -1,0 +1,702 @@
+"""Detectors: the conformance suite for each built-in, the real Foam vault, and each detector's rules."""
+
+from __future__ import annotations
+
+import json
+import mailbox
+import posixpath
+import re
+import time
+from collections import Counter, defaultdict
+from email.message import EmailMessage
+from pathlib import Path
+
+import pytest
+
+from xerj_core import hookimpl
+from xerj_core.autoindex.detect import (
+    QUOTE_MAX,
+    Corpus,
+    DetectorState,
+    collect_detectors,
+    line_at,
+    make_draft,
+    mask_code,
+    run_detectors,
+)
+from xerj_core.autoindex.formats import collect_formats, parse_file
+from xerj_core.errors import PluginError
+from xerj_core.plugins import get_plugin_manager
+from xerj_core.testing.detectors import AbstractDetectorTests, parse_files
+from xerj_detectors import (
+    cratecite,
+    emailthread,
+    href,
+    mdlink,
+    pathcite,
+    samedir,
+    sequence,
+    sharedterm,
+    wikilink,
+)
+
+FOAM = Path(__file__).parents[1].parent / "shared/corpora/foam-docs"
+NINE = ("wikilink", "mdlink", "href", "pathcite", "cratecite", "sequence", "samedir", "sharedterm", "emailthread")
+ALL = [
+    wikilink.WikilinkDetector(), mdlink.MdlinkDetector(), href.HrefDetector(), pathcite.PathciteDetector(),
+    cratecite.CrateciteDetector(), sequence.SequenceDetector(), samedir.SamedirDetector(),
+    sharedterm.SharedtermDetector(), emailthread.EmailthreadDetector(),
+]
+
+
+# -- corpora ---------------------------------------------------------------------------
+
+
+def message(subject, msgid, *, in_reply_to=None, references=(), attachment=None):
+    msg = EmailMessage()
+    msg["From"] = "ada@example.org"
+    msg["To"] = "bob@example.org"
+    msg["Subject"] = subject
+    msg["Date"] = "Mon, 06 Jan 2025 10:00:00 +0000"
+    msg["Message-ID"] = msgid
+    if in_reply_to:
+        msg["In-Reply-To"] = in_reply_to
+    if references:
+        msg["References"] = " ".join(references)
+    msg.set_content(f"About {subject}.")
+    if attachment:
+        msg.add_attachment(attachment[1], filename=attachment[0])
+    return msg
+
+
+def mbox_bytes(tmp_path, messages) -> bytes:
+    path = tmp_path / "thread.mbox"
+    box = mailbox.mbox(str(path))
+    for msg in messages:
+        box.add(msg)
+    box.close()
+    return path.read_bytes()
+
+
+def filler(index: int, words: str = "") -> bytes:
+    """A note of words only it uses (so they are never distinctive across files), plus ``words``."""
+    own = " ".join(f"w{index}x{k}" for k in range(6))
+    return f"# Note {index}\n\n{own} {words}\n".encode()
+
+
+def vocabulary_corpus(extra: dict[int, str], size: int = 30) -> dict[str, bytes]:
+    return {f"notes/n{i:03d}.md": filler(i, extra.get(i, "")) for i in range(size)}
+
+
+@pytest.fixture(scope="module")
+def foam_files():
+    formats = collect_formats(get_plugin_manager())
+    files = {}
+    for path in sorted(p for p in FOAM.rglob("*") if p.is_file()):
+        rel = path.relative_to(FOAM).as_posix()
+        docs = parse_file(formats, rel, path.read_bytes(), path.stat().st_mtime_ns // 1_000_000)
+        if docs:
+            files[rel] = docs
+    return files
+
+
+@pytest.fixture(scope="module")
+def foam_result(foam_files):
+    return run_detectors(ALL, foam_files)
+
+
+def edges_of(result, edge_type):
+    return [e for e in result.edges if e.type == edge_type]
+
+
+# -- the conformance suite for each built-in -----------------------------------------------
+
+
+class TestWikilinkConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return wikilink.WikilinkDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return wikilink
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files({
+            "a.md": b"# A\n\nSee [[b]], [[B#Part|the part]] and ![[sub/c.md]].\n\n`[[b]]` in code.\n",
+            "b.md": b"# B\n\n## Part\n\nBack to [[a]].\n",
+            "sub/c.md": "# C\n\nUnicode \u00e9 before [[A]].\n".encode(),
+        })
+
+
+class TestMdlinkConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return mdlink.MdlinkDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return mdlink
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files({
+            "a.md": b"# A\n\nRead [b](b.md), [the part](sub/c.md#part) and [web](https://x.org/b.md).\n\n[ref]: b.md\n",
+            "b.md": b"# B\n\nUp: [a](/a.md \"title\").\n",
+            "sub/c.md": b"# C\n\n## Part\n\n[back](../a.md)\n",
+        })
+
+
+class TestHrefConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return href.HrefDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return href
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files({
+            "site/index.html": b"<p>Go to <a href='bread.html'>bread</a></p><p><a href='/site/img/'><img></a></p>",
+            "site/bread.html": b"<p>Home is <a href=\"index.html?x=1\">here</a> and <a href='http://x.org/'>away</a>.</p>",
+            "site/img/index.html": b"<p>pictures</p>",
+        })
+
+
+class TestPathciteConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return pathcite.PathciteDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return pathcite
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files({
+            "README.md": b"# Readme\n\nStart with `docs/setup.md`, then notes.txt.\n",
+            "notes.txt": b"Setup is in docs/setup.md; see also https://x.org/docs/setup.md.\n",
+            "docs/setup.md": b"# Setup\n\nBack to ../README.md please.\n",
+        })
+
+
+class TestCrateciteConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return cratecite.CrateciteDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return cratecite
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files({
+            "crates/xerj-api/Cargo.toml": b'[package]\nname = "xerj-api"\n',
+            "crates/store/Cargo.toml": b'[package]\nname = "xerj-storage"\n',
+            "ARCH.md": b"# Architecture\n\nxerj-api calls the store crate (xerj_storage).\n",
+            "crates/xerj-api/src/lib.rs": b"// xerj-api: code never cites\n",
+        })
+
+
+class TestSequenceConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return sequence.SequenceDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return sequence
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files({"guide.md": b"intro\n# One\n\ntext\n## Two\n\nmore\n# Three\n", "single.md": b"no sections\n"})
+
+
+class TestSamedirConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return samedir.SamedirDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return samedir
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files({"d/a.md": b"a", "d/b.md": b"b", "d/c.txt": b"c", "e/x.md": b"x", "top.md": b"t"})
+
+
+class TestSharedtermConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return sharedterm.SharedtermDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return sharedterm
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files(vocabulary_corpus({3: "ferments lactobacillus", 17: "lactobacillus ferments cabbage"}))
+
+
+class TestEmailthreadConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return emailthread.EmailthreadDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return emailthread
+
+    @pytest.fixture
+    def corpus_files(self, tmp_path):
+        root = message("Lunch?", "<1@x>", attachment=("menu.txt", "soup"))
+        reply = message("Re: Lunch?", "<2@x>", in_reply_to="<1@x>")
+        return parse_files({"mail/thread.mbox": mbox_bytes(tmp_path, [root, reply]),
+                            "mail/late.eml": bytes(message("Re: Re", "<3@x>", in_reply_to="<2@x>"))})
+
+
+# -- the real vault -------------------------------------------------------------------------
+
+
+def _dir_parts(path: str) -> list[str]:
+    directory = posixpath.dirname(path)
+    return directory.split("/") if directory else []
+
+
+def _steps(a: str, b: str) -> int:
+    x, y = _dir_parts(a), _dir_parts(b)
+    common = 0
+    while common < min(len(x), len(y)) and x[common] == y[common]:
+        common += 1
+    return len(x) + len(y) - 2 * common
+
+
+def _strip_code(text: str) -> str:
+    kept, fenced = [], False
+    for line in text.split("\n"):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+            continue
+        if not fenced:
+            kept.append(re.sub(r"``[^`]*``|`[^`]*`", "", line))
+    return "\n".join(kept)
+
+
+def expected_wikilink_pairs(root: Path) -> set[tuple[str, str]]:
+    """An independent reading of the vault: (linking file, linked file) for every resolvable [[link]]."""
+    paths = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    pairs = set()
+    for src in paths:
+        if not src.endswith(".md"):
+            continue
+        body = (root / src).read_text(encoding="utf-8")
+        if body.startswith("---\n"):
+            body = body[body.index("\n---", 3) + 4 :]
+        for inner in re.findall(r"\[\[([^\[\]\n]+?)\]\]", _strip_code(body)):
+            target = inner.split("|")[0].rstrip("\\").split("#")[0].strip().lower()
+            if not target:
+                continue
+            if target.endswith(".md"):
+                target = target[:-3]
+            if "/" in target:
+                found = [p for p in paths if p.lower().rsplit(".", 1)[0] == target]
+                found = found or [p for p in paths if p.lower().rsplit(".", 1)[0].endswith("/" + target)]
+            else:
+                found = [p for p in paths if posixpath.basename(p).lower().rsplit(".", 1)[0] == target]
+                found = found or [p for p in paths if posixpath.basename(p).lower() == target]
+            if found:
+                pairs.add((src, min(found, key=lambda p: (_steps(src, p), p))))
+    return pairs
+
+
+def test_foam_wikilinks_match_an_independent_resolution(foam_files, foam_result):
+    corpus = Corpus(foam_files)
+    found = {(e.evidence.source, corpus.document(e.dst).ax_path) for e in edges_of(foam_result, "wikilink")}
+    expected = expected_wikilink_pairs(FOAM)
+    assert len(expected) > 100
+    assert found == expected
+
+
+def test_foam_every_edge_has_evidence_and_provenance(foam_files, foam_result):
+    docs = {d.doc_id: d for file_docs in foam_files.values() for d in file_docs}
+    assert len(foam_result.edges) > 1000
+    for edge in foam_result.edges:
+        assert edge.src != edge.dst and edge.dst in docs
+        source = docs[edge.src]
+        assert edge.evidence.source == source.ax_path
+        assert edge.valid_at == foam_files[source.ax_path][0].mtime_ms
+        assert 0 < len(edge.evidence.quote) <= QUOTE_MAX
+        if edge.evidence.offset:
+            assert edge.evidence.quote == line_at(source.text, edge.evidence.offset)
+        if edge.type in ("wikilink", "mdlink"):
+            assert edge.evidence.offset > 0 or source.text.startswith(("[", "!"))
+    types = Counter(e.type for e in foam_result.edges)
+    assert {"wikilink", "mdlink", "sequence", "same_dir", "shared_term"} <= set(types)
+
+
+def test_foam_tags_weights_and_confidences_follow_the_table(foam_result):
+    table = {
+        "wikilink": ("wikilink@2", 1.0, 0.95), "mdlink": ("mdlink@2", 0.9, 0.9), "href": ("href@2", 0.7, 0.85),
+        "pathcite": ("pathcite@1", 0.6, 0.7), "cratecite": ("cratecite@1", 0.5, 0.6),
+        "sequence": ("sequence@2", 0.8, 0.99), "same_dir": ("samedir@2", 0.3, 0.4),
+        "shared_term": ("sharedterm@1", 0.45, 0.5),
+    }
+    for edge in foam_result.edges:
+        assert (edge.detector, edge.weight, edge.confidence) == table[edge.type]
+    by_name = {d.name: d for d in ALL}
+    for name, edge_type in [("wikilink", "wikilink"), ("samedir", "same_dir"), ("sharedterm", "shared_term")]:
+        assert by_name[name].type == edge_type
+
+
+def _serialise(edges) -> bytes:
+    rows = [
+        {"src": e.src, "dst": e.dst, "type": e.type, "detector": e.detector, "weight": e.weight,
+         "confidence": e.confidence, "valid_at": e.valid_at, "evidence": e.evidence.to_json()}
+        for e in edges
+    ]
+    return json.dumps(rows, sort_keys=True, ensure_ascii=False).encode()
+
+
+def test_foam_run_twice_is_byte_identical(foam_files, foam_result):
+    formats = collect_formats(get_plugin_manager())
+    again = {}
+    for rel in reversed(list(foam_files)):
+        path = FOAM / rel
+        again[rel] = parse_file(formats, rel, path.read_bytes(), path.stat().st_mtime_ns // 1_000_000)
+    assert _serialise(run_detectors(ALL, again).edges) == _serialise(foam_result.edges)
+
+
+def test_foam_samedir_is_a_chain_in_path_order(foam_files, foam_result):
+    same_dir = edges_of(foam_result, "same_dir")
+    by_dir = defaultdict(list)
+    for path in foam_files:
+        by_dir[posixpath.dirname(path)].append(path)
+    assert len(same_dir) == sum(len(v) - 1 for v in by_dir.values())
+    out_degree = Counter(e.src for e in same_dir)
+    in_degree = Counter(e.dst for e in same_dir)
+    assert max(out_degree.values()) == 1 and max(in_degree.values()) == 1
+    chain = {e.src: e.dst for e in same_dir}
+    for directory, paths in by_dir.items():
+        ordered = sorted(paths)
+        assert [chain.get(p) for p in ordered] == ordered[1:] + [None]
+    edge = next(e for e in same_dir if e.src == "user/features/backlinking.md")
+    assert edge.dst == "user/features/block-anchors.md"
+    assert edge.evidence.quote == "backlinking.md and block-anchors.md share directory user/features"
+    assert edge.evidence.offset == 0
+
+
+def test_foam_sequence_follows_reading_order(foam_files, foam_result):
+    index = [d.doc_id for d in foam_files["index.md"]]
+    seq = {e.src: e for e in edges_of(foam_result, "sequence") if e.evidence.source == "index.md"}
+    walked, at = [index[0]], index[0]
+    while at in seq:
+        at = seq[at].dst
+        walked.append(at)
+    assert walked == index
+    assert seq["index.md"].evidence.quote == "What is Foam? opens index.md"
+    assert seq["index.md#what-is-foam"].evidence.quote == "What is Foam? precedes Key Features of index.md"
+    assert all(e.evidence.offset == 0 for e in seq.values())
+
+
+def test_foam_shared_terms_respect_the_cap_and_name_their_terms(foam_result):
+    shared = edges_of(foam_result, "shared_term")
+    degree = Counter([e.src for e in shared] + [e.dst for e in shared])
+    assert shared and max(degree.values()) <= 5
+    assert foam_result.counters["edges_capped"] > 0
+    for edge in shared:
+        assert "#" not in edge.src and "#" not in edge.dst  # file cards only
+        assert edge.src < edge.dst
+        assert re.fullmatch(rf"{re.escape(edge.src)} and {re.escape(edge.dst)} share \d+ distinctive terms: .+",
+                            edge.evidence.quote)
+
+
+def test_xerj_disable_plugins_turns_sharedterm_off(monkeypatch):
+    monkeypatch.setenv("XERJ_DISABLE_PLUGINS", "sharedterm")
+    names = set(collect_detectors(get_plugin_manager()))
+    assert "sharedterm" not in names
+    assert set(NINE) - {"sharedterm"} <= names
+
+
+def test_installed_detectors_are_the_nine():
+    assert set(NINE) <= set(collect_detectors(get_plugin_manager()))
+
+
+def test_detection_is_fast_enough():
+    """Parse + detect well above 500 files/s on one core, so the pipeline has room for storage."""
+    files = {}
+    for i in range(1000):
+        body = f"# Note {i}\n\nLinks to [[n{(i * 7) % 1000}]] and [next](n{(i + 1) % 1000}.md).\n\n"
+        body += f"## Detail\n\nWords w{i} w{i % 37} shared{i % 50} topic{i % 23} and more prose here.\n"
+        files[f"d{i % 20}/n{i}.md"] = body.encode()
+    formats = collect_formats(get_plugin_manager())
+    started = time.perf_counter()
+    parsed = {p: parse_file(formats, p, data, 1) for p, data in files.items()}
+    result = run_detectors(ALL, parsed)
+    elapsed = time.perf_counter() - started
+    assert result.edges and elapsed < 1.0, f"1000 files took {elapsed:.2f}s"
+
+
+# -- wikilink rules ----------------------------------------------------------------------------
+
+
+def run(detector, files, mtime=1000):
+    return run_detectors([detector], parse_files(files, mtime)).edges
+
+
+def test_wikilink_resolution_rules():
+    files = {
+        "a/x/note.md": "---\ntitle: N\n---\n# Note\n\n[[todo]] [[Sourdough]] [[levain|bread]] [[b/todo]] "
+                       "[[Missing]] [[sour#Proofing]] [[#Note]] [[../../c]] ![[pic.png]]\n".encode(),
+        "a/todo.md": b"# a todo",
+        "b/todo.md": b"# b todo",
+        "c.md": b"c",
+        "a/x/pic.png.md": b"not the image",
+        "bake/sourdough.md": b"---\naliases: [levain]\n---\n# Sourdough\n\n## Proofing\n",
+        "sour.md": b"# Sour\n\n## Proofing\n",
+    }
+    dsts = {e.dst for e in run(wikilink.WikilinkDetector(), files) if e.src.startswith("a/x/note.md")}
+    assert dsts == {
+        "a/todo.md",  # nearest of two todo.md
+        "bake/sourdough.md",  # by name, case-insensitive
+        "b/todo.md",  # by path
+        "sour.md#proofing",  # heading → section
+        "c.md",  # relative path
+        "a/x/pic.png.md",  # name without the note extension
+    } | ({"a/x/note.md#note"} - {"a/x/note.md#note"})  # [[#Note]] from inside #note itself is no edge
+    alias = run(wikilink.WikilinkDetector(), {"n.md": b"[[levain]]", "s.md": b"---\naliases: [levain]\n---\n"})
+    assert [(e.src, e.dst) for e in alias] == [("n.md", "s.md")]
+
+
+def test_wikilink_skips_code_and_quotes_the_full_line():
+    files = {"a.md": "# A\n\n```\n[[b]]\n```\nInline `[[b]]` skipped.\n  Real one: [[b]] here é.  \n".encode(),
+             "b.md": b"b"}
+    (edge,) = run(wikilink.WikilinkDetector(), files)
+    section_text = "# A\n\n```\n[[b]]\n```\nInline `[[b]]` skipped.\n  Real one: [[b]] here é."
+    assert edge.evidence.quote == "Real one: [[b]] here é."
+    assert edge.evidence.offset == section_text.encode().index(b"Real one: [[b]]") + len("Real one: ")
+
+
+def test_mask_code_keeps_offsets():
+    data = "a `x` b\n```py\ncode [[y]]\n```\nafter ``z`` é".encode()
+    masked = mask_code(data)
+    assert len(masked) == len(data)
+    assert b"[[y]]" not in masked and b"`x`" not in masked and masked.endswith(("after" + " " * 7 + "é").encode())
+
+
+# -- other link detectors ------------------------------------------------------------------------
+
+
+def test_mdlink_resolves_relative_rooted_and_fragment_links():
+    files = {
+        "docs/guide.md": b"# Guide\n\n[a](../a.md) [b](/b.md) [c](sub/c.md#part-two) [x](https://e.org/a.md) "
+                         b"[d](sub/) [n](a) ![img](pic.png)\n\n```\n[code](b.md)\n```\n",
+        "a.md": b"a", "b.md": b"b", "docs/sub/c.md": b"# C\n\n## Part two\n", "docs/sub/index.md": b"i",
+    }
+    dsts = {e.dst for e in run(mdlink.MdlinkDetector(), files)}
+    assert dsts == {"a.md", "b.md", "docs/sub/c.md#part-two", "docs/sub/index.md"}
+
+
+def test_href_only_reads_html():
+    files = {"p.html": b'<p><a href="q.html">q</a></p>', "q.html": b"<p>q</p>", "n.md": b'<a href="q.html">q</a>'}
+    assert [(e.src, e.dst, e.evidence.quote) for e in run(href.HrefDetector(), files)] == [("p.html", "q.html", "q")]
+
+
+def test_pathcite_and_cratecite():
+    files = {
+        "README.md": b"# R\n\nSee `src/setup.md` and [link](src/setup.md) and http://x.org/src/setup.md.\n",
+        "src/setup.md": b"setup",
+        "crates/xerj-api/Cargo.toml": b'[package]\nname = "xerj-api"\n',
+        "notes.md": b"The xerj-api crate and xerj_api module; not xerj-apis.\n",
+    }
+    cites = run(pathcite.PathciteDetector(), files)
+    assert [(e.src, e.dst, e.evidence.quote) for e in cites] == [
+        ("README.md#r", "src/setup.md", "See `src/setup.md` and [link](src/setup.md) and http://x.org/src/setup.md.")
+    ]
+    crates = run(cratecite.CrateciteDetector(), files)
+    assert [(e.src, e.dst, e.evidence.offset) for e in crates] == [("notes.md", "crates/xerj-api/Cargo.toml", 4)]
+
+
+# -- sharedterm rules ------------------------------------------------------------------------------
+
+
+def test_sharedterm_ten_documents_or_fewer_make_no_edges():
+    files = {f"small/n{i}.md": b"lactobacillus ferments cabbage kimchi sourdough" for i in range(10)}
+    result = run_detectors([sharedterm.SharedtermDetector()], parse_files(files))
+    assert result.edges == () and result.counters == {"edges_capped": 0}
+
+
+def test_sharedterm_needs_two_word_families_and_names_terms_rarest_first():
+    extra = {
+        1: "lactobacillus ferments",  # two families → linked
+        2: "lactobacillus ferments cabbage",
+        3: "cabbage brine",
+        5: "trajectory trajectories",  # one family twice → not linked
+        6: "trajectory trajectories",
+        7: "8080 8080",  # numbers are not terms
+        8: "8080",
+    }
+    edges = run(sharedterm.SharedtermDetector(), vocabulary_corpus(extra))
+    assert [(e.src, e.dst) for e in edges] == [("notes/n001.md", "notes/n002.md")]
+    assert edges[0].evidence.quote == "notes/n001.md and notes/n002.md share 2 distinctive terms: ferments, lactobacillus"
+    assert edges[0].evidence.offset == 0 and edges[0].type == "shared_term"
+
+
+def test_sharedterm_terms_in_over_ten_percent_are_ignored():
+    # 30 files: a term in 3 is at the limit (10%), a term in 4 is the corpus's own vocabulary
+    extra = {i: "common1 common2" for i in range(4)}
+    extra.update({10: "rare1 rare2", 11: "rare1 rare2", 12: "rare1 rare2"})
+    pairs = {(e.src, e.dst) for e in run(sharedterm.SharedtermDetector(), vocabulary_corpus(extra))}
+    assert pairs == {("notes/n010.md", "notes/n011.md"), ("notes/n010.md", "notes/n012.md"),
+                     ("notes/n011.md", "notes/n012.md")}
+
+
+def test_sharedterm_caps_links_per_document_and_counts_the_refused():
+    extra = {i: "hubword1 hubword2" for i in range(10)}  # 10 of 130 files: 45 candidate pairs
+    result = run_detectors([sharedterm.SharedtermDetector()], parse_files(vocabulary_corpus(extra, size=130)))
+    degree = Counter([e.src for e in result.edges] + [e.dst for e in result.edges])
+    assert max(degree.values()) == 5
+    assert len(result.edges) + result.counters["edges_capped"] == 45
+
+
+def test_sharedterm_map_combine_detect_matches_the_in_process_run():
+    files = parse_files(vocabulary_corpus({1: "alpha beta gamma", 2: "alpha beta", 3: "beta gamma"}))
+    detector = sharedterm.SharedtermDetector()
+    corpus = Corpus(files)
+    partials = [detector.summarize(files[p]) for p in reversed(sorted(files))]  # any order
+    state = detector.combine(partials, corpus)
+    assert isinstance(state, DetectorState)
+    drafts = sorted((d for p in files for d in detector.detect(files[p], corpus, state)), key=lambda d: (d.src, d.dst))
+    assert tuple(drafts) == run_detectors([detector], files).edges
+    assert sharedterm.family("trajectories") == sharedterm.family("trajectory") == "trajectory"
+    assert sharedterm.family("boxes") == "box" and sharedterm.family("glass") == "glass"
+
+
+# -- emailthread ---------------------------------------------------------------------------------------
+
+
+def test_mbox_thread_and_attachments(tmp_path):
+    root = message("Lunch?", "<1@x>", attachment=("menu.txt", "soup"))
+    reply = message("Re: Lunch?", "<2@x>", in_reply_to="<1@x>", references=["<1@x>"])
+    by_references = message("Re: Re: Lunch?", "<3@x>", references=["<1@x>", "<2@x>", "<gone@x>"])
+    orphan = message("Re: elsewhere", "<4@x>", in_reply_to="<unknown@x>")
+    files = {
+        "mail/thread.mbox": mbox_bytes(tmp_path, [root, reply, by_references, orphan]),
+        "mail/later.eml": bytes(message("Re: Lunch? (late)", "<5@x>", in_reply_to="<1@x>")),
+    }
+    edges = run(emailthread.EmailthreadDetector(), files)
+    got = [(e.src, e.type, e.dst, e.evidence.quote) for e in edges]
+    assert got == [
+        ("mail/later.eml", "email_thread", "mail/thread.mbox#msg-1", "Re: Lunch? (late) replies to Lunch? (In-Reply-To <1@x>)"),
+        ("mail/thread.mbox#msg-1", "email_attachment", "mail/thread.mbox#msg-1.att-1", "Lunch? carries attachment menu.txt"),
+        ("mail/thread.mbox#msg-2", "email_thread", "mail/thread.mbox#msg-1", "Re: Lunch? replies to Lunch? (In-Reply-To <1@x>)"),
+        ("mail/thread.mbox#msg-3", "email_thread", "mail/thread.mbox#msg-2", "Re: Re: Lunch? replies to Re: Lunch? (References <2@x>)"),
+    ]
+    assert all(e.detector == "emailthread@1" and e.weight == 0.8 and e.evidence.offset == 0 for e in edges)
+    assert [e.confidence for e in edges] == [0.95, 0.99, 0.95, 0.95]
+    assert edges[0].valid_at == 1000 and edges[0].evidence.source == "mail/later.eml"
+
+
+# -- line_at, the registry, the runner's checks ----------------------------------------------------------
+
+
+def test_line_at_returns_the_trimmed_line_clipped_to_240_characters():
+    text = "first line\n   second line with é   \nthird"
+    offset = text.encode().index("é".encode())
+    assert line_at(text, offset) == "second line with é"
+    assert line_at(text, 0) == "first line"
+    assert line_at(text, len("first line")) == "first line"  # the newline belongs to the line it ends
+    assert line_at(text, 10_000) == "third"
+    long = "x" * 300 + "\n"
+    assert line_at(long, 5) == "x" * 240
+    assert line_at(text.encode(), offset) == "second line with é"
+
+
+def _detector_pm(*detectors):
+    plugins = []
+    for index, detector in enumerate(detectors):
+        class Plugin:
+            @hookimpl
+            def xerj_register_detectors(self, register, _detector=detector):
+                register(_detector)
+
+        plugins.append((f"plugin_{index}", Plugin()))
+    return get_plugin_manager(load_entrypoints=False, extra_plugins=plugins)
+
+
+class Fake:
+    name, type, tag, weight, confidence = "fake", "fake", "fake@1", 0.5, 0.5
+
+    def __init__(self, **overrides):
+        for key, value in overrides.items():
+            setattr(self, key, value)
+
+    def detect(self, file_docs, corpus, state):
+        for a, b in zip(corpus.paths, corpus.paths[1:]):
+            if a == file_docs[0].ax_path:
+                yield make_draft(self, file_docs[0], corpus.card(b), quote=f"{a} before {b}")
+
+
+def test_hook_xerj_register_detectors():
+    found = collect_detectors(_detector_pm(Fake()))
+    assert list(found) == ["fake"]
+    edges = run_detectors(found, parse_files({"a.md": b"a", "b.md": b"b"})).edges
+    assert [(e.src, e.dst, e.detector) for e in edges] == [("a.md", "b.md", "fake@1")]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"tag": "fake"}, "plugin_0.*'fake' with tag 'fake'.*fake@N"),
+        ({"tag": "other@1"}, "must be versioned as fake@N"),
+        ({"tag": "fake@0"}, "fake@N"),
+        ({"weight": 1.5}, "plugin_0.*weight 1.5"),
+        ({"confidence": -0.1}, "confidence"),
+    ],
+)
+def test_collect_detectors_refuses_a_bad_detector_naming_the_plugin(overrides, message):
+    with pytest.raises(PluginError, match=message):
+        collect_detectors(_detector_pm(Fake(**overrides)))
+
+
+def test_collect_detectors_refuses_a_duplicate_name():
+    with pytest.raises(PluginError, match="'fake', which is already registered by plugin 'plugin_[01]'"):
+        collect_detectors(_detector_pm(Fake(), Fake()))
+    with pytest.raises(PluginError, match="not a Detector"):
+        collect_detectors(_detector_pm(object()))
+
+
+def test_the_runner_refuses_a_contract_breach_naming_the_detector():
+    class SelfLinker(Fake):
+        def detect(self, file_docs, corpus, state):
+            yield make_draft(self, file_docs[0], file_docs[0], quote="me")
+
+    class Mute(Fake):
+        def detect(self, file_docs, corpus, state):
+            yield make_draft(self, file_docs[0], corpus.card("b.md"), quote="")
+
+    files = parse_files({"a.md": b"a", "b.md": b"b"})
+    with pytest.raises(PluginError, match="'fake' proposed a self-edge"):
+        run_detectors([SelfLinker()], files)
+    with pytest.raises(PluginError, match="without evidence"):
+        run_detectors([Mute()], files)
+
+
+def test_corpus_lookups():
+    files = parse_files({"A/Note.md": b"---\naliases: [Other Name]\n---\n# Head\n", "b/note.txt": b"x", "m.eml": bytes(message("s", "<m@x>"))})
+    corpus = Corpus(files)
+    assert corpus.paths == ("A/Note.md", "b/note.txt", "m.eml") and len(corpus) == 3
+    assert corpus.lookup_path("a/note.md") == "A/Note.md" and corpus.lookup_path("nope.md") is None
+    assert corpus.by_stem("NOTE") == ("A/Note.md", "b/note.txt")
+    assert corpus.by_alias("other name") == ("A/Note.md",)
+    assert corpus.by_message_id("<m@x>").doc_id == "m.eml"
+    assert corpus.section("A/Note.md", "head").doc_id == "A/Note.md#head"
+    assert corpus.nearest(["b/note.txt", "A/Note.md"], "A/x.md") == "A/Note.md"
+    assert corpus.document("A/Note.md#head").text == ""  # the corpus carries no text
+    assert corpus.mtime("m.eml") == files["m.eml"][0].mtime_ms
