@@ -700,3 +700,21 @@ def test_corpus_lookups():
     assert corpus.nearest(["b/note.txt", "A/Note.md"], "A/x.md") == "A/Note.md"
     assert corpus.document("A/Note.md#head").text == ""  # the corpus carries no text
     assert corpus.mtime("m.eml") == files["m.eml"][0].mtime_ms
+
+
+# -- the example third-party plugin (contrib/xerj-detect-hashtag, pip-installed by CI) ----------------------
+
+
+def test_contrib_hashtag_plugin_is_listed_and_its_edges_are_emitted():
+    pytest.importorskip("xerj_detect_hashtag")
+    from click.testing import CliRunner
+
+    from xerj_core.cli import build_cli
+
+    pm = get_plugin_manager()
+    listed = json.loads(CliRunner().invoke(build_cli(pm), ["plugins"]).output)
+    assert {"name": "hashtag", "version": "0.1.0", "hooks": ["xerj_register_detectors"]} in listed
+    detectors = collect_detectors(pm)
+    files = parse_files({"a.md": b"# A\n\nday one #bread\n", "b.md": b"# B\n\nday two #bread\n"})
+    hashtag = [e for e in run_detectors(detectors, files).edges if e.type == "hashtag"]
+    assert [(e.src, e.dst, e.evidence.quote) for e in hashtag] == [("a.md#a", "b.md", "day one #bread")]
