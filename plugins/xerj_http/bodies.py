@@ -1,0 +1,103 @@
+"""Request bodies and query strings: read once, parse once, refuse clearly (invalid JSON names its parse error)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+import orjson
+
+from xerj_core.errors import IllegalArgument, InvalidJson, ParsingError
+from xerj_http.errors import PayloadTooLarge
+
+MAX_BODY_BYTES = 100 * 1024 * 1024  # Elasticsearch's default http.max_content_length
+_MISSING = object()
+
+
+def raw_body(req: falcon.Request) -> bytes:
+    """The request body as bytes, read from the stream at most once per request."""
+    ctx = req.context
+    found = ctx.get("raw_body")
+    if found is not None:
+        return found
+    length = req.content_length
+    if length is not None and length > MAX_BODY_BYTES:
+        raise PayloadTooLarge(f"request body of {length} bytes exceeds the limit of {MAX_BODY_BYTES}")
+    data = req.bounded_stream.read(MAX_BODY_BYTES + 1) if length is None else req.bounded_stream.read()
+    if len(data) > MAX_BODY_BYTES:
+        raise PayloadTooLarge(f"request body exceeds the limit of {MAX_BODY_BYTES} bytes")
+    ctx.raw_body = data
+    return data
+
+
+def parse_json(data: bytes | str, what: str = "request body") -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidJson(f"failed to parse {what}: {exc}") from None
+
+
+def json_body(req: falcon.Request, *, required: bool = False) -> dict[str, Any]:
+    """The body as a JSON object; ``{}`` when empty and not ``required``. Parsed once per request."""
+    ctx = req.context
+    found = ctx.get("json_body", _MISSING)
+    if found is not _MISSING:
+        return found
+    data = raw_body(req)
+    if not data.strip():
+        if required:
+            raise ParsingError("request body is required")
+        body: Any = {}
+    else:
+        body = parse_json(data)
+        if not isinstance(body, dict):
+            raise ParsingError(f"request body must be a JSON object, not {_json_kind(body)}")
+    ctx.json_body = body
+    return body
+
+
+def ndjson_lines(data: bytes) -> list[tuple[int, bytes]]:
+    """Non-blank lines of an NDJSON body with their 1-based line numbers."""
+    return [(n, line) for n, line in enumerate(data.split(b"\n"), 1) if line.strip()]
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "a number"
+
+
+def query_params(req: falcon.Request) -> dict[str, str]:
+    """Query-string values as single strings; a parameter given twice is refused rather than guessed at."""
+    out: dict[str, str] = {}
+    for key, value in req.params.items():
+        if isinstance(value, list):
+            raise IllegalArgument(f"request parameter [{key}] was given more than once")
+        out[key] = value
+    return out
+
+
+def bool_param(req: falcon.Request, name: str, default: bool = False) -> bool:
+    """ES booleans in the query string: absent → default, ``?x`` or ``x=true`` → True, ``x=false`` → False."""
+    value = req.params.get(name)
+    if value is None:
+        return default
+    if isinstance(value, list):
+        raise IllegalArgument(f"request parameter [{name}] was given more than once")
+    if value in ("", "true"):
+        return True
+    if value == "false":
+        return False
+    raise IllegalArgument(f"Failed to parse value [{value}] as only [true] or [false] are allowed for [{name}]")
+
+
+def refuse_unknown(body: dict[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise ParsingError(f"unknown field [{unknown[0]}] in {where}; allowed fields are {sorted(allowed)}")

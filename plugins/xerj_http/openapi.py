@@ -1,0 +1,341 @@
+"""The OpenAPI 3 document of every route xerj's HTTP plugin serves (``GET /_xerj/openapi.json``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xerj_core import __version__
+
+JSON = "application/json"
+NDJSON = "application/x-ndjson"
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(properties: dict[str, Any] | None = None, *, required: list[str] | None = None,
+         extra: bool = True) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties or {}, "additionalProperties": extra}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+STRING = {"type": "string"}
+NAME = {"type": "string", "minLength": 1}
+INT = {"type": "integer"}
+BOOL = {"type": "boolean"}
+NUMBER = {"type": "number"}
+ANY_OBJECT = {"type": "object", "additionalProperties": True}
+TIME = {"oneOf": [{"type": "integer"}, {"type": "string"}]}
+
+SHARDS = _obj({"total": INT, "successful": INT, "failed": INT})
+
+SCHEMAS: dict[str, Any] = {
+    "Error": _obj({
+        "error": _obj({"type": STRING, "reason": STRING, "root_cause": {"type": "array", "items": ANY_OBJECT}},
+                      required=["type", "reason"]),
+        "status": INT,
+    }, required=["error", "status"]),
+    "Acknowledged": _obj({"acknowledged": BOOL, "shards_acknowledged": BOOL, "index": STRING},
+                         required=["acknowledged"]),
+    "ClusterInfo": _obj({
+        "name": STRING, "cluster_name": STRING, "cluster_uuid": STRING,
+        "version": _obj({"number": STRING, "build_flavor": STRING, "xerj_version": STRING}, required=["number"]),
+        "tagline": STRING,
+    }, required=["name", "cluster_name", "version", "tagline"]),
+    "WriteResult": _obj({
+        "_index": STRING, "_id": STRING, "_version": INT,
+        "result": {"type": "string", "enum": ["created", "updated", "deleted", "not_found", "noop"]},
+        "_shards": SHARDS, "_seq_no": INT, "_primary_term": INT,
+    }, required=["_index", "_id", "_version", "result"]),
+    "GetResult": _obj({"_index": STRING, "_id": STRING, "_version": INT, "found": BOOL, "_source": ANY_OBJECT},
+                      required=["_index", "_id", "found"]),
+    "IndexCreate": _obj({"mappings": ANY_OBJECT, "settings": ANY_OBJECT}, extra=False),
+    "Mapping": _obj({"properties": ANY_OBJECT, "dynamic": {"oneOf": [BOOL, STRING]}}),
+    "IndexDescriptions": {"type": "object", "additionalProperties": _obj(
+        {"aliases": ANY_OBJECT, "mappings": ANY_OBJECT, "settings": ANY_OBJECT})},
+    "Mappings": {"type": "object", "additionalProperties": _obj({"mappings": ANY_OBJECT}, required=["mappings"])},
+    "Document": ANY_OBJECT,
+    "UpdateBody": _obj({"doc": ANY_OBJECT, "upsert": ANY_OBJECT, "doc_as_upsert": BOOL, "detect_noop": BOOL,
+                        "_source": BOOL}, required=["doc"], extra=False),
+    "BulkBody": {"type": "array", "items": ANY_OBJECT,
+                 "description": "NDJSON: an action line ({index|create|update|delete: {_index, _id}}) followed, "
+                                "except for delete, by a source line."},
+    "BulkResponse": _obj({"took": INT, "errors": BOOL, "items": {"type": "array", "items": ANY_OBJECT}},
+                         required=["took", "errors", "items"]),
+    "MgetBody": _obj({
+        "docs": {"type": "array", "items": _obj({"_index": STRING, "_id": STRING, "_source": {}},
+                                                required=["_id"])},
+        "ids": {"type": "array", "items": STRING},
+    }, extra=False),
+    "MgetResponse": _obj({"docs": {"type": "array", "items": ANY_OBJECT}}, required=["docs"]),
+    "SearchBody": _obj({"query": ANY_OBJECT, "size": {"type": "integer", "minimum": 0, "maximum": 10000},
+                        "from": {"type": "integer", "minimum": 0, "maximum": 10000}, "sort": {},
+                        "_source": {}, "aggs": ANY_OBJECT, "knn": {}, "track_total_hits": {}}),
+    "SearchResponse": _obj({"took": INT, "timed_out": BOOL, "hits": _obj({
+        "total": ANY_OBJECT, "max_score": {"type": "number", "nullable": True},
+        "hits": {"type": "array", "items": ANY_OBJECT}}, required=["hits"]), "aggregations": ANY_OBJECT},
+        required=["hits"]),
+    "CountBody": _obj({"query": ANY_OBJECT}),
+    "CountResponse": _obj({"count": INT, "_shards": SHARDS}, required=["count"]),
+    "MsearchBody": {"type": "array", "items": ANY_OBJECT,
+                    "description": "NDJSON: header line ({index?}) and search body line, repeated."},
+    "MsearchResponse": _obj({"took": INT, "responses": {"type": "array", "items": ANY_OBJECT}},
+                            required=["responses"]),
+    "CatIndex": _obj({"health": STRING, "status": STRING, "index": STRING, "uuid": STRING, "pri": STRING,
+                      "rep": STRING, "docs.count": STRING, "docs.deleted": STRING}),
+    "Shards": _obj({"_shards": SHARDS}, required=["_shards"]),
+    # -- the second brain
+    "LinkBody": _obj({
+        "src": NAME, "dst": NAME, "type": NAME, "weight": NUMBER, "confidence": NUMBER,
+        "valid_at": TIME, "created_at": TIME, "detector": STRING,
+        "evidence": _obj({"quote": STRING, "source": STRING, "offset": INT}),
+    }, required=["src", "dst", "type"], extra=False),
+    "LinkResult": _obj({"brain": STRING, "edge_id": STRING, "created": BOOL, "edge": ANY_OBJECT},
+                       required=["brain", "edge_id", "created", "edge"]),
+    "UnlinkResult": _obj({"brain": STRING, "edge_id": STRING, "invalidated": BOOL, "already_invalid_at": INT},
+                         required=["brain", "edge_id", "invalidated"]),
+    "Ego": _obj({
+        "brain": STRING, "contract": STRING, "seeds": {"type": "array", "items": STRING}, "node": STRING,
+        "as_of": INT, "hops": INT, "direction": STRING,
+        "edges": {"type": "array", "items": ANY_OBJECT}, "neighbors": {"type": "array", "items": {}},
+        "nodes": {}, "not_shown": ANY_OBJECT,
+    }, required=["brain", "contract", "seeds", "hops", "edges", "not_shown"]),
+    "Overview": _obj({
+        "brain": STRING, "contract": STRING, "exists": BOOL, "as_of": INT, "nodes_index": STRING,
+        "nodes": ANY_OBJECT, "embedder": STRING, "edges": ANY_OBJECT, "types": {}, "detectors": {},
+        "hubs": ANY_OBJECT, "created_over_time": {}, "not_shown": ANY_OBJECT,
+    }, required=["brain", "contract", "exists"]),
+    "OverviewMissing": _obj({"brain": STRING, "contract": STRING, "exists": {"type": "boolean", "enum": [False]}},
+                            required=["brain", "contract", "exists"]),
+    # -- agent memory
+    "MemoryStore": _obj({"text": STRING, "vector": {"type": "array", "items": NUMBER}, "metadata": ANY_OBJECT,
+                         "dedup": BOOL, "dedup_threshold": NUMBER}, extra=False),
+    "MemoryRecall": _obj({
+        "query": STRING, "vector": {"type": "array", "items": NUMBER}, "k": {"type": "integer", "minimum": 1,
+                                                                            "maximum": 1000},
+        "semantic": BOOL, "hybrid": BOOL, "fusion": STRING, "filter": ANY_OBJECT, "recency_weight": NUMBER,
+        "as_of": TIME,
+        "graph": _obj({"mode": STRING, "seeds": {"type": "array", "items": STRING}, "hops": INT,
+                       "types": {"type": "array", "items": STRING}, "weight": NUMBER, "as_of": TIME,
+                       "min_confidence": NUMBER}, required=["mode"]),
+    }, extra=False),
+    "MemoryResult": ANY_OBJECT,
+}
+
+
+def _param(name: str, where: str, schema: dict[str, Any], *, required: bool = False,
+           description: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "in": where, "required": required or where == "path", "schema": schema}
+    if description:
+        out["description"] = description
+    return out
+
+
+def path(name: str) -> dict[str, Any]:
+    return _param(name, "path", NAME)
+
+
+def query(name: str, schema: dict[str, Any], description: str | None = None) -> dict[str, Any]:
+    return _param(name, "query", schema, description=description)
+
+
+def json_response(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {JSON: {"schema": schema}}}
+
+
+ERROR = json_response(ref("Error"), "An ES-shaped error body with its status.")
+EMPTY = {"description": "No body (HEAD)."}
+
+
+def op(summary: str, responses: dict[str, Any], *, params: list[dict[str, Any]] | None = None,
+       body: dict[str, Any] | None = None, body_required: bool = False, media: str = JSON) -> dict[str, Any]:
+    out: dict[str, Any] = {"summary": summary, "responses": {**responses, "default": ERROR}}
+    if params:
+        out["parameters"] = params
+    if body is not None:
+        out["requestBody"] = {"required": body_required, "content": {media: {"schema": body}}}
+    return out
+
+
+def ok(schema_name: str, description: str = "OK") -> dict[str, Any]:
+    return {"200": json_response(ref(schema_name), description)}
+
+
+IGNORE_UNAVAILABLE = query("ignore_unavailable", BOOL)
+EXPAND = query("expand_wildcards", {"type": "string", "enum": ["open", "hidden", "all", "none", "closed"]})
+SEARCH_PARAMS = [query("q", STRING, "query-string query"), query("size", {"type": "integer", "minimum": 0,
+                                                                           "maximum": 10000}),
+                 query("from", {"type": "integer", "minimum": 0, "maximum": 10000})]
+
+
+def _search_ops(with_index: bool) -> dict[str, Any]:
+    params = [path("index")] if with_index else []
+    search = op("Search", ok("SearchResponse"), params=params + SEARCH_PARAMS, body=ref("SearchBody"))
+    return {"get": search, "post": search}
+
+
+def _count_ops(with_index: bool) -> dict[str, Any]:
+    params = [path("index")] if with_index else []
+    count = op("Count matching documents", ok("CountResponse"), params=params or None, body=ref("CountBody"))
+    return {"get": count, "post": count}
+
+
+def _bulk_ops(with_index: bool) -> dict[str, Any]:
+    params = [path("index")] if with_index else None
+    bulk = op("Index, create, update and delete documents in one request", ok("BulkResponse"), params=params,
+              body=ref("BulkBody"), body_required=True, media=NDJSON)
+    return {"post": bulk, "put": bulk}
+
+
+def _mget_ops(with_index: bool) -> dict[str, Any]:
+    params = [path("index")] if with_index else None
+    mget = op("Get several documents", ok("MgetResponse"), params=params, body=ref("MgetBody"),
+              body_required=True)
+    return {"get": mget, "post": mget}
+
+
+def _msearch_ops(with_index: bool) -> dict[str, Any]:
+    params = [path("index")] if with_index else None
+    msearch = op("Run several searches", ok("MsearchResponse"), params=params, body=ref("MsearchBody"),
+                 body_required=True, media=NDJSON)
+    return {"get": msearch, "post": msearch}
+
+
+def _refresh_ops(with_index: bool) -> dict[str, Any]:
+    params = [path("index")] if with_index else []
+    refresh = op("Accepted and answered at once: every committed write is already visible", ok("Shards"),
+                 params=params + [EXPAND])
+    return {"get": refresh, "post": refresh}
+
+
+def _cat_ops(with_index: bool) -> dict[str, Any]:
+    params = ([path("index")] if with_index else []) + [
+        query("format", {"type": "string", "enum": ["json", "text"]}), query("v", BOOL),
+        query("h", STRING), query("s", STRING), EXPAND]
+    responses = {"200": {"description": "One row per index", "content": {
+        JSON: {"schema": {"type": "array", "items": ref("CatIndex")}},
+        "text/plain": {"schema": STRING}}}}
+    return {"get": op("List indices", responses, params=params)}
+
+
+def paths() -> dict[str, Any]:
+    doc_params = [path("index"), path("id")]
+    get_result = {"200": json_response(ref("GetResult"), "Found"),
+                  "404": json_response({"anyOf": [ref("GetResult"), ref("Error")]},
+                                       "No such document (found: false) or no such index")}
+    write = {"200": json_response(ref("WriteResult"), "Updated"),
+             "201": json_response(ref("WriteResult"), "Created")}
+    put_doc = op("Index a document under an id", write, params=doc_params + [
+        query("op_type", {"type": "string", "enum": ["index", "create"]}), query("refresh", STRING)],
+        body=ref("Document"), body_required=True)
+    create_doc = op("Index a document only if its id is new", {"201": write["201"]}, params=doc_params,
+                    body=ref("Document"), body_required=True)
+    return {
+        "/": {
+            "get": op("Cluster information", ok("ClusterInfo")),
+            "head": op("Ping", {"200": EMPTY}),
+        },
+        "/_xerj/openapi.json": {"get": op("This document", {"200": json_response(ANY_OBJECT, "OpenAPI 3")})},
+        "/_cat/indices": _cat_ops(False),
+        "/_cat/indices/{index}": _cat_ops(True),
+        "/_refresh": _refresh_ops(False),
+        "/{index}/_refresh": _refresh_ops(True),
+        "/{index}": {
+            "put": op("Create an index", ok("Acknowledged"), params=[path("index")], body=ref("IndexCreate")),
+            "get": op("Describe indices", ok("IndexDescriptions"),
+                      params=[path("index"), IGNORE_UNAVAILABLE, EXPAND]),
+            "head": op("Whether indices exist", {"200": EMPTY, "404": EMPTY}, params=[path("index")]),
+            "delete": op("Delete indices", ok("Acknowledged"), params=[path("index"), IGNORE_UNAVAILABLE]),
+        },
+        "/{index}/_mapping": {
+            "get": op("Get mappings", ok("Mappings"), params=[path("index"), EXPAND]),
+            "put": op("Add fields to mappings", ok("Acknowledged"), params=[path("index")], body=ref("Mapping"),
+                      body_required=True),
+        },
+        "/{index}/_doc": {
+            "post": op("Index a document under a generated id", {"201": write["201"]}, params=[path("index")],
+                       body=ref("Document"), body_required=True),
+        },
+        "/{index}/_doc/{id}": {
+            "put": put_doc,
+            "post": put_doc,
+            "get": op("Get a document", get_result, params=doc_params + [query("_source", STRING)]),
+            "head": op("Whether a document exists", {"200": EMPTY, "404": EMPTY}, params=doc_params),
+            "delete": op("Delete a document", {
+                "200": json_response(ref("WriteResult"), "Deleted"),
+                "404": json_response({"anyOf": [ref("WriteResult"), ref("Error")]},
+                                     "No such document (result: not_found) or no such index")},
+                params=doc_params),
+        },
+        "/{index}/_create/{id}": {"put": create_doc, "post": create_doc},
+        "/{index}/_update/{id}": {
+            "post": op("Merge a partial document", write, params=doc_params, body=ref("UpdateBody"),
+                       body_required=True),
+        },
+        "/_bulk": _bulk_ops(False),
+        "/{index}/_bulk": _bulk_ops(True),
+        "/_mget": _mget_ops(False),
+        "/{index}/_mget": _mget_ops(True),
+        "/_search": _search_ops(False),
+        "/{index}/_search": _search_ops(True),
+        "/_count": _count_ops(False),
+        "/{index}/_count": _count_ops(True),
+        "/_msearch": _msearch_ops(False),
+        "/{index}/_msearch": _msearch_ops(True),
+        "/_graph/{brain}/link": {
+            "post": op("Assert an edge", {"200": json_response(ref("LinkResult"), "Re-asserted"),
+                                          "201": json_response(ref("LinkResult"), "Created")},
+                       params=[path("brain")], body=ref("LinkBody"), body_required=True),
+        },
+        "/_graph/{brain}/link/{edge_id}": {
+            "delete": op("Retire an edge", ok("UnlinkResult"), params=[path("brain"), path("edge_id"),
+                                                                        query("invalid_at", STRING)]),
+        },
+        "/_graph/{brain}/ego": {
+            "get": op("The bounded neighbourhood of a node or of seeds", ok("Ego"), params=[
+                path("brain"), query("node", STRING), query("nodes", STRING, "comma-separated seed ids"),
+                query("hops", INT, "1 or 2"), query("direction", {"type": "string", "enum": ["out", "in", "both"]}),
+                query("types", STRING), query("limit", INT), query("as_of", STRING),
+                query("include_expired", BOOL), query("include_nodes", BOOL), query("nodes_index", STRING),
+                query("include_evidence", BOOL), query("min_confidence", NUMBER), query("trust", STRING)]),
+        },
+        "/_graph/{brain}/overview": {
+            "get": op("Brain totals and breakdowns", {
+                **ok("Overview"), "404": json_response(ref("OverviewMissing"), "No such brain")},
+                params=[path("brain"), query("as_of", STRING), query("top", INT),
+                        query("histogram_interval", STRING, "day or hour")]),
+        },
+        "/_memory/{namespace}": {
+            "post": op("Store a memory", {"200": json_response(ref("MemoryResult"), "Deduplicated"),
+                                          "201": json_response(ref("MemoryResult"), "Stored")},
+                       params=[path("namespace")], body=ref("MemoryStore"), body_required=True),
+            "get": op("List memories, newest first", ok("MemoryResult"),
+                      params=[path("namespace"), query("size", INT), query("from", INT)]),
+            "delete": op("Drop the namespace", ok("MemoryResult"), params=[path("namespace")]),
+        },
+        "/_memory/{namespace}/_recall": {
+            "post": op("Recall memories", ok("MemoryResult"), params=[path("namespace")],
+                       body=ref("MemoryRecall"), body_required=True),
+        },
+        "/_memory/{namespace}/{id}": {
+            "delete": op("Forget one memory (retire it; purge=true erases it)", ok("MemoryResult"),
+                         params=[path("namespace"), path("id"), query("purge", BOOL)]),
+        },
+    }
+
+
+def document() -> dict[str, Any]:
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "xerj",
+            "version": __version__,
+            "description": "A local second brain and agent memory: Elasticsearch-compatible index, document and "
+                           "search routes, the second brain under /_graph and agent memory under /_memory.",
+        },
+        "paths": paths(),
+        "components": {"schemas": SCHEMAS},
+    }

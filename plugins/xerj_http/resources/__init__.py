@@ -1,0 +1,1 @@
+"""Thin Falcon resources over the engine: parse the request, call one engine API, shape the answer."""

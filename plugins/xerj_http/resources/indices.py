@@ -1,0 +1,92 @@
+"""Index routes: ``PUT|GET|HEAD|DELETE /{index}`` and ``GET|PUT /{index}/_mapping``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from xerj_core.errors import IndexNotFound, ParsingError
+from xerj_core.query.resolve import resolve_indices
+from xerj_http.bodies import bool_param, json_body, refuse_unknown
+from xerj_http.resources.common import concrete_names, send
+
+_CREATE_FIELDS = {"mappings", "settings", "aliases"}
+
+
+def index_settings(info: Any) -> dict[str, Any]:
+    return {"index": {"creation_date": str(info.created), "uuid": info.uuid, "number_of_shards": "1",
+                      "number_of_replicas": "0", "provided_name": info.name}}
+
+
+class Index:
+    ops = {
+        "PUT": ("indices.create", "manage"),
+        "GET": ("indices.get", "read"),
+        "HEAD": ("indices.exists", "read"),
+        "DELETE": ("indices.delete", "manage"),
+    }
+
+    def __init__(self, engine: Any) -> None:
+        self.store = engine.store
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, index: str) -> None:
+        body = json_body(req)
+        refuse_unknown(body, _CREATE_FIELDS, "a create index request")
+        if body.get("aliases"):
+            raise ParsingError("index aliases are not supported")
+        settings = body.get("settings")
+        if settings is not None and not isinstance(settings, dict):
+            raise ParsingError("[settings] must be an object")
+        self.store.create_index(index, body.get("mappings"), settings)
+        send(resp, {"acknowledged": True, "shards_acknowledged": True, "index": index})
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, index: str) -> None:
+        out = {}
+        for name in self._resolve(req, index):
+            info = self.store.index_info(name)
+            out[name] = {"aliases": {}, "mappings": info.mapping, "settings": index_settings(info)}
+        send(resp, out)
+
+    def on_head(self, req: falcon.Request, resp: falcon.Response, index: str) -> None:
+        try:
+            found = self._resolve(req, index)
+        except IndexNotFound:
+            found = []
+        resp.status = 200 if found else 404
+        resp.content_type = falcon.MEDIA_JSON
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, index: str) -> None:
+        names = concrete_names(index, "index deletion")
+        missing = [n for n in names if not self.store.exists(n)]
+        if missing and not bool_param(req, "ignore_unavailable"):
+            raise IndexNotFound(missing[0])
+        for name in names:
+            if name not in missing:
+                self.store.delete_index(name)
+        send(resp, {"acknowledged": True})
+
+    def _resolve(self, req: falcon.Request, index: str) -> list[str]:
+        return resolve_indices(self.store, index, ignore_unavailable=bool_param(req, "ignore_unavailable"),
+                               expand_wildcards=req.get_param("expand_wildcards") or "open")
+
+
+class IndexMapping:
+    ops = {"GET": ("indices.get_mapping", "read"), "PUT": ("indices.put_mapping", "manage"),
+           "POST": ("indices.put_mapping", "manage")}
+
+    def __init__(self, engine: Any) -> None:
+        self.store = engine.store
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, index: str | None = None) -> None:
+        names = resolve_indices(self.store, index, expand_wildcards=req.get_param("expand_wildcards") or "open")
+        send(resp, {name: {"mappings": self.store.get_mapping(name)} for name in names})
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, index: str) -> None:
+        body = json_body(req, required=True)
+        names = resolve_indices(self.store, index)
+        for name in names:
+            self.store.put_mapping(name, body)
+        send(resp, {"acknowledged": True})
+
+    on_post = on_put

@@ -1,0 +1,54 @@
+"""Agent-memory routes under ``/_memory/{namespace}``: store, list, drop, recall and forget, over ``engine.memory``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from xerj_http.bodies import bool_param, json_body, query_params
+from xerj_http.resources.common import send
+
+
+class Namespace:
+    """``POST`` stores a memory, ``GET`` lists them newest first, ``DELETE`` drops the namespace."""
+
+    ops = {"POST": ("memory.store", "write"), "GET": ("memory.list", "read"), "DELETE": ("memory.drop", "manage")}
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
+        status, body = self.engine.memory.store(namespace, json_body(req, required=True))
+        send(resp, body, status)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
+        send(resp, self.engine.memory.list(namespace, query_params(req)))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
+        send(resp, self.engine.memory.drop(namespace))
+
+
+class Recall:
+    """``POST /_memory/{namespace}/_recall``: exactly one of ``query`` or ``vector``; optional ``graph``."""
+
+    ops = {"POST": ("memory.recall", "read")}
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
+        send(resp, self.engine.memory.recall(namespace, json_body(req, required=True)))
+
+
+class Memory:
+    """``DELETE /_memory/{namespace}/{id}``: forget one memory (retired; ``?purge=true`` erases it)."""
+
+    ops = {"DELETE": ("memory.forget", "write")}
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, namespace: str, id: str) -> None:
+        purge = bool_param(req, "purge")
+        send(resp, self.engine.memory.forget(namespace, id, purge=purge))

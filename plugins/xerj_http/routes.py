@@ -1,0 +1,55 @@
+"""Every route xerj itself serves, added to an app through ``xerj_register_routes`` like any plugin's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from xerj_http.resources import cluster, documents, graph, indices, memory, search
+
+# (template, resource factory). The OpenAPI document lists the same templates; a test holds them equal.
+ROUTES: list[tuple[str, Any]] = [
+    ("/", cluster.Root),
+    ("/_xerj/openapi.json", lambda engine: cluster.OpenApiDocument()),
+    ("/_cat/indices", cluster.CatIndices),
+    ("/_cat/indices/{index}", cluster.CatIndices),
+    ("/_refresh", cluster.Refresh),
+    ("/{index}/_refresh", cluster.Refresh),
+    # ES-compatible index and document routes
+    ("/{index}", indices.Index),
+    ("/{index}/_mapping", indices.IndexMapping),
+    ("/{index}/_doc", documents.DocAutoId),
+    ("/{index}/_doc/{id}", documents.Doc),
+    ("/{index}/_create/{id}", documents.DocCreate),
+    ("/{index}/_update/{id}", documents.DocUpdate),
+    ("/_bulk", documents.Bulk),
+    ("/{index}/_bulk", documents.Bulk),
+    ("/_mget", documents.MultiGet),
+    ("/{index}/_mget", documents.MultiGet),
+    ("/_search", search.Search),
+    ("/{index}/_search", search.Search),
+    ("/_count", search.Count),
+    ("/{index}/_count", search.Count),
+    ("/_msearch", search.MultiSearch),
+    ("/{index}/_msearch", search.MultiSearch),
+    # the second brain
+    ("/_graph/{brain}/link", graph.Link),
+    ("/_graph/{brain}/link/{edge_id}", graph.Unlink),
+    ("/_graph/{brain}/ego", graph.Ego),
+    ("/_graph/{brain}/overview", graph.Overview),
+    # agent memory
+    ("/_memory/{namespace}", memory.Namespace),
+    ("/_memory/{namespace}/_recall", memory.Recall),
+    ("/_memory/{namespace}/{id}", memory.Memory),
+]
+
+
+def add_routes(app: falcon.App, engine: Any) -> None:
+    """Add every built-in route; resources that serve several templates are shared between them."""
+    made: dict[Any, Any] = {}
+    for template, factory in ROUTES:
+        resource = made.get(factory)
+        if resource is None:
+            resource = made[factory] = factory(engine)
+        app.add_route(template, resource)

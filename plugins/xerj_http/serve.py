@@ -1,0 +1,126 @@
+"""``xerj serve``: the Falcon app under gunicorn sync workers, one Engine opened per worker after fork."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+import platformdirs
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - platforms without affinity
+        return max(1, os.cpu_count() or 1)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` names is a loopback address."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+
+
+def bind_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+def _gunicorn_application(options: dict[str, Any], load: Callable[[], Any]):
+    from gunicorn.app.base import BaseApplication
+
+    class XerjGunicorn(BaseApplication):
+        """gunicorn driven from code; ``load`` runs in each worker after the fork (no preload)."""
+
+        def load_config(self) -> None:
+            for key, value in options.items():
+                self.cfg.set(key, value)
+
+        def load(self) -> Any:
+            return load()
+
+    return XerjGunicorn()
+
+
+def run_server(app_factory: Callable[[], tuple[Any, Callable[[], None]]], *, host: str, port: int, workers: int,
+               extra: dict[str, Any] | None = None) -> None:
+    """Serve the WSGI app ``app_factory()`` builds (in each worker) under gunicorn sync workers.
+
+    ``app_factory`` returns ``(app, close)``; ``close`` runs when the worker exits.
+    SIGTERM is gunicorn's graceful shutdown: workers finish their request and exit.
+    """
+    closers: list[Callable[[], None]] = []
+
+    def load() -> Any:
+        app, close = app_factory()
+        closers.append(close)
+        return app
+
+    def on_exit() -> None:
+        while closers:
+            closers.pop()()
+
+    options = {
+        "bind": [bind_address(host, port)],
+        "workers": workers,
+        "worker_class": "sync",
+        "preload_app": False,  # the Engine (an LMDB handle) must be opened after the fork
+        "graceful_timeout": 10,
+        "timeout": 60,
+        "accesslog": None,
+        "loglevel": "warning",
+        "proc_name": "xerj",
+        "worker_exit": lambda server, worker: on_exit(),
+        **(extra or {}),
+    }
+    _gunicorn_application(options, load).run()
+
+
+@click.command("serve")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=lambda: platformdirs.user_data_dir("xerj"), show_default="the user data directory",
+              help="Where the indices live.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=9200, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
+@click.option("--workers", type=click.IntRange(1, 256), default=default_workers, show_default="CPU count",
+              help="gunicorn worker processes.")
+@click.option("--insecure", is_flag=True, help="Open mode: no credentials, every caller is a superuser.")
+@click.option("--allow-cleartext-bind", is_flag=True,
+              help="Allow a cleartext (non-TLS) bind on a non-loopback address.")
+def serve_command(data_dir: Path, host: str, port: int, workers: int, insecure: bool,
+                  allow_cleartext_bind: bool) -> None:
+    """Serve the HTTP API (Elasticsearch-compatible routes, /_graph, /_memory) under gunicorn."""
+    if not is_loopback(host) and not allow_cleartext_bind:
+        raise click.UsageError(
+            f"refusing a cleartext bind on the non-loopback address {host}: anyone who can reach it reads "
+            f"and writes every index. Bind 127.0.0.1, or pass --allow-cleartext-bind to accept that.")
+    data_dir = Path(data_dir).expanduser()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    why = "--insecure" if insecure else "no authentication backend is configured yet"
+    click.echo(f"xerj: running in OPEN MODE ({why}): no credential is checked and every caller is a "
+               f"superuser over every index, brain and memory namespace.", err=True)
+    click.echo(f"xerj: serving {data_dir} on http://{bind_address(host, port)} with {workers} worker(s)",
+               err=True)
+
+    def app_factory():
+        from xerj_core.engine import Engine
+        from xerj_core.plugins import get_plugin_manager
+        from xerj_http.app import create_app
+
+        pm = get_plugin_manager()
+        engine = Engine(data_dir, pm)
+        return create_app(engine, pm), engine.close
+
+    sys.stdout.flush()
+    run_server(app_factory, host=host, port=port, workers=workers)

@@ -1,0 +1,278 @@
+"""Every index a request touches, from its path and its body: the one function authorization will trust.
+
+``resolve_targets(req)`` is the only place that turns a request into index
+names. It reads the route parameters Falcon matched (already percent-decoded,
+so ``/%2Exerj-memory-x-edges/_search`` and ``/.xerj-memory-x-edges/_search``
+name the same index) and, for the verbs that carry index names in their body
+(``_bulk``, ``_mget``, ``_msearch``), the parsed body, through the same parsers
+the resources use. Concrete names are kept whether or not they exist
+(authorization runs before any existence check); wildcards expand through
+:func:`xerj_core.query.resolve.resolve_indices`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import attrs
+import falcon
+
+from xerj_core.errors import IllegalArgument, ParsingError, XerjError
+from xerj_core.query.resolve import resolve_indices
+from xerj_core.store import BulkOp
+from xerj_http.bodies import json_body, ndjson_lines, parse_json, raw_body
+
+MEMORY_PREFIX = ".xerj-memory-"
+# The reserved id of a brain's meta document (a contract string of the spec).
+BRAIN_META_ID = "__xerj-brain-meta"
+
+_BULK_ACTIONS = ("index", "create", "update", "delete")
+_BULK_META = {"_index", "_id", "routing", "pipeline", "require_alias", "retry_on_conflict", "version",
+              "version_type", "dynamic_templates", "_source", "if_seq_no", "if_primary_term"}
+
+
+def brain_edges_index(brain: str) -> str:
+    return f"{MEMORY_PREFIX}{brain}-edges"
+
+
+def memory_index(namespace: str) -> str:
+    return f"{MEMORY_PREFIX}{namespace}"
+
+
+# -- bodies that name indices ------------------------------------------------------------------
+
+
+@attrs.frozen
+class BulkLine:
+    """One parsed bulk item: the op for the store, or the error the item already has."""
+
+    op: BulkOp
+    error: XerjError | None = None
+
+
+def parse_bulk(req: falcon.Request, default_index: str | None) -> list[BulkLine]:
+    """The NDJSON bulk body as items; a malformed action line refuses the whole request (as ES does)."""
+    cached = req.context.get("bulk_lines")
+    if cached is not None:
+        return cached
+    lines = ndjson_lines(raw_body(req))
+    items: list[BulkLine] = []
+    i = 0
+    while i < len(lines):
+        number, line = lines[i]
+        action_line = parse_json(line, f"bulk action line [{number}]")
+        if not isinstance(action_line, dict) or len(action_line) != 1:
+            raise IllegalArgument(f"Malformed action/metadata line [{number}], expected an object with one "
+                                  f"of {list(_BULK_ACTIONS)}")
+        ((action, meta),) = action_line.items()
+        if action not in _BULK_ACTIONS:
+            raise IllegalArgument(f"Malformed action/metadata line [{number}], expected one of "
+                                  f"{list(_BULK_ACTIONS)} but found [{action}]")
+        if not isinstance(meta, dict):
+            raise IllegalArgument(f"Malformed action/metadata line [{number}], [{action}] must be an object")
+        unknown = sorted(set(meta) - _BULK_META)
+        if unknown:
+            raise IllegalArgument(f"Action/metadata line [{number}] contains an unknown parameter [{unknown[0]}]")
+        for field in ("if_seq_no", "if_primary_term"):
+            if field in meta:
+                raise IllegalArgument(f"[{field}] is not supported on bulk line [{number}]")
+        index = meta.get("_index", default_index)
+        if not isinstance(index, str) or not index:
+            raise IllegalArgument(f"Validation Failed: 1: index is missing for bulk line [{number}];")
+        doc_id = meta.get("_id")
+        if doc_id is not None and not isinstance(doc_id, str):
+            doc_id = str(doc_id)
+        i += 1
+        if action == "delete":
+            items.append(BulkLine(BulkOp("delete", index, doc_id)))
+            continue
+        if i >= len(lines):
+            raise IllegalArgument(f"The bulk request must be terminated by a newline and action [{action}] on "
+                                  f"line [{number}] needs a source line")
+        source_number, source_line = lines[i]
+        i += 1
+        try:
+            doc = parse_json(source_line, f"bulk source line [{source_number}]")
+        except XerjError as exc:
+            items.append(BulkLine(BulkOp(action, index, doc_id), error=_mapper_error(exc)))
+            continue
+        if action == "update":
+            if not isinstance(doc, dict) or "script" in doc:
+                reason = ("script updates are not supported" if isinstance(doc, dict)
+                          else "update source must be an object")
+                items.append(BulkLine(BulkOp(action, index, doc_id), error=IllegalArgument(reason)))
+                continue
+            if doc.get("doc_as_upsert") and "upsert" not in doc:
+                doc = {**doc, "upsert": doc.get("doc")}
+        items.append(BulkLine(BulkOp(action, index, doc_id, doc)))
+    req.context.bulk_lines = items
+    return items
+
+
+def _mapper_error(exc: XerjError) -> XerjError:
+    from xerj_core.errors import MapperParsingError
+
+    return MapperParsingError(f"failed to parse: {exc.reason}")
+
+
+def parse_mget(req: falcon.Request, default_index: str | None) -> list[tuple[str | None, str, Any]]:
+    """``(index, id, _source spec)`` per requested document, from ``docs`` or ``ids``."""
+    body = json_body(req, required=True)
+    unknown = sorted(set(body) - {"docs", "ids"})
+    if unknown:
+        raise ParsingError(f"unknown key [{unknown[0]}] for a mget request; expected [docs] or [ids]")
+    wanted: list[tuple[str | None, str, Any]] = []
+    if "docs" in body:
+        docs = body["docs"]
+        if not isinstance(docs, list):
+            raise ParsingError("[docs] must be an array")
+        for n, doc in enumerate(docs):
+            if not isinstance(doc, dict) or "_id" not in doc:
+                raise ParsingError(f"[docs][{n}] must be an object with an [_id]")
+            index = doc.get("_index", default_index)
+            if index is not None and not isinstance(index, str):
+                raise ParsingError(f"[docs][{n}][_index] must be a string")
+            wanted.append((index, str(doc["_id"]), doc.get("_source")))
+    if "ids" in body:
+        ids = body["ids"]
+        if not isinstance(ids, list):
+            raise ParsingError("[ids] must be an array")
+        wanted.extend((default_index, str(i), None) for i in ids)
+    if not wanted:
+        raise IllegalArgument("Validation Failed: 1: no documents to get;")
+    return wanted
+
+
+def parse_msearch(req: falcon.Request) -> list[tuple[Any, Any]]:
+    """``(header, body)`` pairs of an NDJSON multi-search."""
+    lines = ndjson_lines(raw_body(req))
+    if len(lines) % 2:
+        raise IllegalArgument("msearch body must alternate header and search lines and end with a search line")
+    pairs = []
+    for k in range(0, len(lines), 2):
+        (hn, header), (bn, body) = lines[k], lines[k + 1]
+        head = parse_json(header, f"msearch header line [{hn}]")
+        search = parse_json(body, f"msearch body line [{bn}]")
+        if not isinstance(head, dict):
+            raise ParsingError(f"msearch header line [{hn}] must be an object")
+        if not isinstance(search, dict):
+            raise ParsingError(f"msearch body line [{bn}] must be an object")
+        pairs.append((head, search))
+    return pairs
+
+
+def msearch_expression(header: dict[str, Any], default_index: str | None) -> str | None:
+    index = header.get("index", default_index)
+    if isinstance(index, list):
+        index = ",".join(str(i) for i in index)
+    return index
+
+
+# -- expressions -------------------------------------------------------------------------------
+
+
+def _is_pattern(part: str) -> bool:
+    return "*" in part or part == "_all"
+
+
+def expression_targets(store: Any, expression: str | None, *, expand_wildcards: str = "open") -> list[str]:
+    """Names an index expression touches: each concrete name as written, each wildcard expanded."""
+    parts = [p.strip() for p in (expression or "").split(",") if p.strip()]
+    concrete = [p for n, p in enumerate(parts) if not _is_pattern(p) and not (n > 0 and p.startswith("-"))]
+    if concrete and len(concrete) == len(parts):
+        return concrete
+    try:
+        expanded = resolve_indices(store, expression, ignore_unavailable=True, expand_wildcards=expand_wildcards)
+    except XerjError:
+        expanded = []
+    return list(dict.fromkeys([*concrete, *expanded]))
+
+
+def _nodes_indices(store: Any, brain: str, override: str | None) -> list[str]:
+    """The nodes index (or indices) a brain's ego hydration and overview read."""
+    if override:
+        return expression_targets(store, override)
+    nodes_index = None
+    try:
+        found = store.get(brain_edges_index(brain), BRAIN_META_ID)
+    except XerjError:
+        found = None
+    if found is not None:
+        nodes_index = found[0].get("nodes_index")
+    if isinstance(nodes_index, str) and nodes_index:
+        return expression_targets(store, nodes_index)
+    return [memory_index(brain)]
+
+
+def _truthy(value: Any) -> bool:
+    return value in ("", "true", True)
+
+
+def resolve_targets(req: falcon.Request) -> list[str]:
+    """Every index ``req`` touches, from the matched route's parameters and the body.
+
+    Needs ``req.context.engine`` and ``req.context.params`` (the route
+    parameters, set once Falcon has routed the request); an unrouted request
+    touches nothing. Parameter names carry meaning for every route, ours and
+    plugins': ``index`` is an index expression, ``brain`` a second brain,
+    ``namespace`` an agent-memory namespace. A body that does not parse adds
+    nothing here: the resource refuses it with the same parser before any
+    index is touched.
+    """
+    ctx = req.context
+    params = ctx.get("params")
+    if params is None:
+        return []
+    store = ctx.engine.store
+    template = req.uri_template or ""
+    qs = req.params
+    expand_wildcards = qs.get("expand_wildcards", "open")
+    if not isinstance(expand_wildcards, str):
+        expand_wildcards = "open"
+    found: dict[str, None] = {}
+
+    def add(names: Iterable[str]) -> None:
+        for name in names:
+            found.setdefault(name, None)
+
+    index_expr = params.get("index")
+    if index_expr is not None:
+        add(expression_targets(store, index_expr, expand_wildcards=expand_wildcards))
+    elif template in _FAN_OUT:
+        add(expression_targets(store, "_all", expand_wildcards=expand_wildcards))
+
+    brain = params.get("brain")
+    if brain is not None:
+        add([brain_edges_index(brain)])
+        if template.endswith("/ego") and _truthy(qs.get("include_nodes")):
+            override = qs.get("nodes_index")
+            add(_nodes_indices(store, brain, override if isinstance(override, str) else None))
+        elif template.endswith("/overview"):
+            add(_nodes_indices(store, brain, None))
+
+    namespace = params.get("namespace")
+    if namespace is not None:
+        add([memory_index(namespace)])
+        if template.endswith("/_recall"):
+            try:
+                if "graph" in json_body(req):
+                    add([brain_edges_index(namespace)])
+            except XerjError:
+                pass
+
+    try:
+        if template.endswith("/_bulk"):
+            add(line.op.index for line in parse_bulk(req, index_expr))
+        elif template.endswith("/_mget"):
+            add(index for index, _id, _src in parse_mget(req, index_expr) if index)
+        elif template.endswith("/_msearch"):
+            for header, _body in parse_msearch(req):
+                add(expression_targets(store, msearch_expression(header, index_expr)
+                                       or "_all", expand_wildcards=expand_wildcards))
+    except XerjError:
+        pass
+    return list(found)
+
+
+# Routes without an index in the path that reach every index.
+_FAN_OUT = {"/_search", "/_count", "/_cat/indices", "/_refresh"}
