@@ -718,3 +718,37 @@ def test_contrib_hashtag_plugin_is_listed_and_its_edges_are_emitted():
     files = parse_files({"a.md": b"# A\n\nday one #bread\n", "b.md": b"# B\n\nday two #bread\n"})
     hashtag = [e for e in run_detectors(detectors, files).edges if e.type == "hashtag"]
     assert [(e.src, e.dst, e.evidence.quote) for e in hashtag] == [("a.md#a", "b.md", "day one #bread")]
+
+
+_EDGE_DIGEST = """
+import hashlib, json, sys
+from pathlib import Path
+from xerj_core.autoindex.detect import collect_detectors, run_detectors
+from xerj_core.autoindex.formats import collect_formats, parse_file
+from xerj_core.plugins import get_plugin_manager
+root = Path(sys.argv[1])
+pm = get_plugin_manager()
+formats = collect_formats(pm)
+files = {}
+for p in sorted(q for q in root.rglob("*") if q.is_file()):
+    rel = p.relative_to(root).as_posix()
+    files[rel] = parse_file(formats, rel, p.read_bytes(), p.stat().st_mtime_ns // 1_000_000)
+edges = run_detectors(collect_detectors(pm), {k: v for k, v in files.items() if v}).edges
+rows = [[e.src, e.dst, e.type, e.detector, e.weight, e.confidence, e.valid_at, e.evidence.to_json()] for e in edges]
+print(len(rows), hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode()).hexdigest())
+"""
+
+
+def test_edge_set_does_not_depend_on_the_hash_seed():
+    """Separate processes (different str hashing) must produce the byte-identical edge set."""
+    import os
+    import subprocess
+    import sys
+
+    digests = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", _EDGE_DIGEST, str(FOAM)], env=env, capture_output=True,
+                             text=True, check=True).stdout
+        digests.add(out.strip())
+    assert len(digests) == 1, digests

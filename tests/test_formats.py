@@ -604,3 +604,27 @@ def test_brain_name_is_cut_to_the_limit():
 
 def test_formats_module_exports_the_error():
     assert formats_module.FormatError is FormatError
+
+
+# -- bad input never escapes as anything but FormatError ----------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+FUZZ_PATHS = ["n.md", "t.txt", "README", "p.html", "m.eml", "b.mbox", "d.pdf", "Cargo.toml", "m.py", "l.rs"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.sampled_from(FUZZ_PATHS), data=st.binary(max_size=400) | st.text(max_size=200).map(str.encode))
+def test_any_bytes_parse_or_raise_format_error(path, data):
+    # the format itself, not parse_file (which would wrap a stray exception): only FormatError may escape
+    for prefix in (b"", b"From x\n", b"%PDF-1.4\n", b"---\n", b"<html>"):
+        fmt = sniff(BUILTINS, path, (prefix + data)[:1024])
+        if fmt is None:
+            continue
+        try:
+            docs = fmt.parse(path, prefix + data, MTIME)
+        except FormatError as exc:
+            assert exc.reason
+        else:
+            assert docs[0].doc_id == path

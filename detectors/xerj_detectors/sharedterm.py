@@ -112,7 +112,8 @@ class SharedtermDetector:
                 if len(best) < MIN_FAMILIES:
                     continue
                 ordered = tuple(sorted(shared, key=lambda t: (df[t], t)))
-                candidates.append((-sum(best.values()), index, other, ordered))
+                # fsum is exact, so the score never depends on set iteration order (hash seed)
+                candidates.append((-math.fsum(best.values()), index, other, ordered))
         candidates.sort()
 
         degree = [0] * total
