@@ -12,10 +12,11 @@ records; it never touches storage. The pipeline that walks a folder calls::
 ``run_detectors`` is the in-process composition of three steps a distributed
 executor can run itself (ARCHITECTURE.md, "Executors")::
 
-    # map    (per file batch):  partials = summarize(detectors, batch)
-    # combine (once):           states = combine(detectors, all_partials, corpus)
-    # broadcast corpus + states, then map (per file batch):
-    #                           edges = detect_file(detectors, docs, corpus, states)
+    # map, per file (in batches):  partial = summarize(detectors, file_docs)
+    # combine, once:                states = combine(detectors, partials, corpus)
+    # broadcast corpus + states, then map, per file (in batches):
+    #                               drafts = detect_file(detectors, file_docs, corpus, states)
+    # finally sort all drafts by (src, type, dst): that is ``result.edges``
 
 Everything handed between the steps (``Corpus``, partials, states, drafts) is
 plain picklable data. The :class:`Corpus` holds every document of the run
@@ -51,6 +52,10 @@ The contract every detector keeps (``xerj_core.testing.AbstractDetectorTests``):
   per file) and ``combine(partials, corpus) -> DetectorState`` (reduce); its
   ``detect`` then receives that state (others receive ``None``). Counters in
   the state (``edges_capped``: candidates a cap refused) are reported by the run.
+
+``detect_file`` checks every draft against the contract and raises
+``PluginError`` naming the detector on a breach; a parse problem never reaches
+this module (formats raise ``FormatError`` per file, see ``formats.py``).
 """
 
 from __future__ import annotations
@@ -73,9 +78,12 @@ __all__ = [
     "Detector",
     "DetectorState",
     "QUOTE_MAX",
+    "clip",
     "collect_detectors",
     "combine",
     "detect_file",
+    "edge_types",
+    "group_by_file",
     "is_corpus_wide",
     "line_at",
     "make_draft",
