@@ -233,6 +233,8 @@ def paths() -> dict[str, Any]:
         body=ref("Document"), body_required=True)
     create_doc = op("Index a document only if its id is new", {"201": write["201"]}, params=doc_params,
                     body=ref("Document"), body_required=True)
+    put_mapping = op("Add fields to mappings", ok("Acknowledged"), params=[path("index")], body=ref("Mapping"),
+                     body_required=True)
     return {
         "/": {
             "get": op("Cluster information", ok("ClusterInfo")),
@@ -252,8 +254,8 @@ def paths() -> dict[str, Any]:
         },
         "/{index}/_mapping": {
             "get": op("Get mappings", ok("Mappings"), params=[path("index"), EXPAND]),
-            "put": op("Add fields to mappings", ok("Acknowledged"), params=[path("index")], body=ref("Mapping"),
-                      body_required=True),
+            "put": put_mapping,
+            "post": put_mapping,
         },
         "/{index}/_doc": {
             "post": op("Index a document under a generated id", {"201": write["201"]}, params=[path("index")],
@@ -313,7 +315,8 @@ def paths() -> dict[str, Any]:
                                           "201": json_response(ref("MemoryResult"), "Stored")},
                        params=[path("namespace")], body=ref("MemoryStore"), body_required=True),
             "get": op("List memories, newest first", ok("MemoryResult"),
-                      params=[path("namespace"), query("size", INT), query("from", INT)]),
+                      params=[path("namespace"), query("size", INT), query("from", INT),
+                              query("include_forgotten", BOOL)]),
             "delete": op("Drop the namespace", ok("MemoryResult"), params=[path("namespace")]),
         },
         "/_memory/{namespace}/_recall": {

@@ -18,25 +18,14 @@ import attrs
 import falcon
 
 from xerj_core.errors import IllegalArgument, ParsingError, XerjError
+from xerj_core.graph.brain import META_ID, edges_index, nodes_index
 from xerj_core.query.resolve import resolve_indices
 from xerj_core.store import BulkOp
 from xerj_http.bodies import json_body, ndjson_lines, parse_json, raw_body
 
-MEMORY_PREFIX = ".xerj-memory-"
-# The reserved id of a brain's meta document (a contract string of the spec).
-BRAIN_META_ID = "__xerj-brain-meta"
-
 _BULK_ACTIONS = ("index", "create", "update", "delete")
 _BULK_META = {"_index", "_id", "routing", "pipeline", "require_alias", "retry_on_conflict", "version",
               "version_type", "dynamic_templates", "_source", "if_seq_no", "if_primary_term"}
-
-
-def brain_edges_index(brain: str) -> str:
-    return f"{MEMORY_PREFIX}{brain}-edges"
-
-
-def memory_index(namespace: str) -> str:
-    return f"{MEMORY_PREFIX}{namespace}"
 
 
 # -- bodies that name indices ------------------------------------------------------------------
@@ -188,24 +177,31 @@ def expression_targets(store: Any, expression: str | None, *, expand_wildcards: 
     return list(dict.fromkeys([*concrete, *expanded]))
 
 
-def _nodes_indices(store: Any, brain: str, override: str | None) -> list[str]:
-    """The nodes index (or indices) a brain's ego hydration and overview read."""
-    if override:
-        return expression_targets(store, override)
-    nodes_index = None
+def _nodes_indices(store: Any, brain: str, override: Any) -> list[str]:
+    """The nodes indices a brain's ego hydration and overview read: ``nodes_index=``, else the meta document's.
+
+    Both are comma lists of concrete names (the graph service opens each name as
+    written, it never expands a wildcard), and each name is a target of its own.
+    """
+    if isinstance(override, str) and override.strip():
+        return [name.strip() for name in override.split(",") if name.strip()]
+    listed = None
     try:
-        found = store.get(brain_edges_index(brain), BRAIN_META_ID)
+        found = store.get(edges_index(brain), META_ID)
     except XerjError:
         found = None
     if found is not None:
-        nodes_index = found[0].get("nodes_index")
-    if isinstance(nodes_index, str) and nodes_index:
-        return expression_targets(store, nodes_index)
-    return [memory_index(brain)]
+        listed = found[0].get("nodes_index")
+    if isinstance(listed, str) and listed:
+        return [name for name in listed.split(",") if name]
+    return [nodes_index(brain)]
 
 
-def _truthy(value: Any) -> bool:
-    return value in ("", "true", True)
+def _maybe_true(value: Any) -> bool:
+    """Whether a flag may read as true to the service: anything present but a plain false counts."""
+    if value is None:
+        return False
+    return not (isinstance(value, str) and value.strip().lower() in ("false", "0"))
 
 
 def resolve_targets(req: falcon.Request) -> list[str]:
@@ -243,20 +239,19 @@ def resolve_targets(req: falcon.Request) -> list[str]:
 
     brain = params.get("brain")
     if brain is not None:
-        add([brain_edges_index(brain)])
-        if template.endswith("/ego") and _truthy(qs.get("include_nodes")):
-            override = qs.get("nodes_index")
-            add(_nodes_indices(store, brain, override if isinstance(override, str) else None))
+        add([edges_index(brain)])
+        if template.endswith("/ego") and _maybe_true(qs.get("include_nodes")):
+            add(_nodes_indices(store, brain, qs.get("nodes_index")))
         elif template.endswith("/overview"):
             add(_nodes_indices(store, brain, None))
 
     namespace = params.get("namespace")
     if namespace is not None:
-        add([memory_index(namespace)])
+        add([nodes_index(namespace)])
         if template.endswith("/_recall"):
             try:
                 if "graph" in json_body(req):
-                    add([brain_edges_index(namespace)])
+                    add([edges_index(namespace)])
             except XerjError:
                 pass
 
