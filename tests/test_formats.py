@@ -628,3 +628,9 @@ def test_any_bytes_parse_or_raise_format_error(path, data):
             assert exc.reason
         else:
             assert docs[0].doc_id == path
+
+
+@pytest.mark.parametrize("markup", [b"<![\x00", b"a<![ bogus >b", b"x<!", b"<![CDATA[x]]>y"])
+def test_html_survives_malformed_declarations(markup):
+    (doc,) = html.HtmlFormat().parse("p.html", markup, MTIME)
+    assert "<![ bogus" not in doc.text

@@ -48,6 +48,14 @@ class _Extractor(HTMLParser):
         self.h1: list[str] | None = None
         self.links: list[dict[str, object]] = []
 
+    def parse_marked_section(self, i: int, report: int = 1) -> int:
+        # the standard parser asserts on a malformed "<![...": skip it to its ">" as browsers do
+        try:
+            return super().parse_marked_section(i, report)
+        except AssertionError:
+            end = self.rawdata.find(">", i + 3)
+            return -1 if end < 0 else end + 1
+
     def _emit(self, piece: str) -> None:
         self.parts.append(piece)
         self.nbytes += len(piece.encode("utf-8"))
@@ -150,8 +158,11 @@ def _decode(data: bytes, rel_path: str) -> str:
 def extract(markup: str) -> tuple[str, str, str, list[dict[str, object]]]:
     """``(title, first h1, text, links)`` of an HTML string."""
     parser = _Extractor()
-    parser.feed(markup)
-    parser.close()
+    try:
+        parser.feed(markup)
+        parser.close()
+    except AssertionError as exc:  # the standard parser signals what it cannot read by asserting
+        raise FormatError(f"malformed HTML: {exc}") from None
     text = "".join(parser.parts).rstrip()
     limit = len(text.encode("utf-8"))
     links = [{"href": link["href"], "offset": min(int(link["offset"]), limit)} for link in parser.links]
