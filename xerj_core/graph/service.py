@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Ty
 import numpy as np
 
 from xerj_core.errors import GraphError, GraphNotFound, IndexNotFound, XerjError
-from xerj_core.graph.brain import (CONTRACT, EDGE_MAPPING, META_ID, META_VERSION, TRUST_APPROVED,
+from xerj_core.graph.brain import (CONTRACT, EDGE_MAPPING, HOPS_CAP_REASON, META_ID, META_VERSION, TRUST_APPROVED,
                                    TRUST_ASSERTED, TRUST_REJECTED, TRUST_STATES, edges_index, hops_refusal,
                                    nodes_index, now_ms, parse_instant, rejection_id, validate_brain_name)
 from xerj_core.graph.edges import draft_document, is_edge, is_retired, link_document
@@ -127,6 +127,10 @@ class GraphService:
         self.engine = engine
         self.store = engine.store
         self.views = ViewCache()
+        # The contract's bounds; instance attributes so a test can shrink them.
+        self.max_seeds = MAX_SEEDS
+        self.frontier_cap = FRONTIER_CAP
+        self.edge_cap = EDGE_CAP
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -372,7 +376,7 @@ class GraphService:
                   counters: dict[str, int]) -> list[HopEdges]:
         seed_ords = self._ordinals(reader, "src", seeds)
         return expand(self._graph(reader), seed_ords, hops=hops, direction=direction, filters=filters,
-                      counters=counters, frontier_cap=FRONTIER_CAP, edge_cap=EDGE_CAP)
+                      counters=counters, frontier_cap=self.frontier_cap, edge_cap=self.edge_cap)
 
     def _filters(self, reader: IndexReader, *, as_of: int, include_expired: bool = False,
                  types: list[str] | None = None, trust: list[str] | None = None,
@@ -417,9 +421,9 @@ class GraphService:
         validate_brain_name(brain)
 
         counters = new_counters()
-        if len(seeds) > MAX_SEEDS:
-            counters["frontier_clipped"] += len(seeds) - MAX_SEEDS
-            seeds = seeds[:MAX_SEEDS]
+        if len(seeds) > self.max_seeds:
+            counters["frontier_clipped"] += len(seeds) - self.max_seeds
+            seeds = seeds[:self.max_seeds]
         with self.store.read_txn() as raw:
             try:
                 reader = self.store.open_reader(raw, edges_index(brain))
@@ -568,9 +572,9 @@ class GraphService:
         seed_list = list(dict.fromkeys(s for s in seeds if isinstance(s, str) and s))
         counters: dict[str, Any] = new_counters()
         counters.update(reachable_clipped=0, no_edges_index=False)
-        if len(seed_list) > FRONTIER_CAP:
-            counters["frontier_clipped"] += len(seed_list) - FRONTIER_CAP
-            seed_list = seed_list[:FRONTIER_CAP]
+        if len(seed_list) > self.frontier_cap:
+            counters["frontier_clipped"] += len(seed_list) - self.frontier_cap
+            seed_list = seed_list[:self.frontier_cap]
         best: dict[str, dict[str, Any]] = {s: {"hop": 0, "proximity": 1.0} for s in seed_list}
         with self.store.read_txn() as raw:
             try:

@@ -1,0 +1,134 @@
+"""Rejections that last: a person's unlink is keyed on the claim, so re-detection cannot bring it back live."""
+
+from __future__ import annotations
+
+from xerj_core.engine import Engine, EngineConfig
+from xerj_core.graph.brain import edge_id, rejection_id
+from xerj_core.model import EdgeDraft, Evidence
+
+EDGES = ".xerj-memory-notes-edges"
+T1 = 1_767_225_600_000  # 2026-01-01: a.md's mtime when first read
+T2 = T1 + 86_400_000  # a.md saved again
+T3 = T2 + 86_400_000
+LATER = T3 + 365 * 86_400_000
+
+
+def draft(valid_at: int, src: str = "a.md", dst: str = "b.md") -> EdgeDraft:
+    return EdgeDraft(src, dst, "wikilink", "wikilink@2", 1.0, 0.95, valid_at,
+                     Evidence(f"see [[{dst}]]", src, 10))
+
+
+def live_ids(engine, node="a.md", **extra):
+    body = engine.graph.ego("notes", {"node": node, "as_of": LATER, **extra})
+    return [e["edge_id"] for e in body["edges"]], body
+
+
+def test_rejection_survives_a_re_save_and_a_link_reinstates_it(engine):
+    engine.graph.write_edges("notes", [draft(T1)], created_at=T1)
+    first = edge_id("a.md", "wikilink", "b.md", T1)
+    assert live_ids(engine)[0] == [first]
+
+    unlinked = engine.graph.unlink("notes", first, invalid_at=T1 + 1000)
+    rid = rejection_id("a.md", "wikilink", "b.md")
+    assert unlinked["rejection"] == rid
+    rejection = engine.store.get(EDGES, rid)[0]
+    assert (rejection["claim_src"], rejection["claim_type"], rejection["claim_dst"]) == ("a.md", "wikilink", "b.md")
+    assert "src" not in rejection and "lifted_at" not in rejection
+
+    # The file is saved again: same claim, new mtime, new identity. It is stored, but already retired.
+    summary = engine.graph.write_edges("notes", [draft(T2)], created_at=T2)
+    assert summary["suppressed"] == 1 and summary["created"] == 1
+    second = edge_id("a.md", "wikilink", "b.md", T2)
+    stored = engine.store.get(EDGES, second)[0]
+    assert stored["invalid_at"] == stored["valid_at"] == T2
+    assert stored["trust"] == "rejected" and stored["rejection"] == rid and stored["expired_at"] >= T2
+    ids, body = live_ids(engine)
+    assert ids == [] and body["not_shown"]["expired_excluded"] == 2
+    # Never live, at any instant.
+    for as_of in (T1 + 1000, T2, T2 + 1, LATER):
+        assert engine.graph.ego("notes", {"node": "a.md", "as_of": as_of})["edges"] == []
+    assert sorted(live_ids(engine, include_expired="true")[0]) == sorted([first, second])
+    _, overview = engine.graph.overview("notes", {"as_of": LATER})
+    assert overview["edges"] == {"total": 2, "live": 0, "invalidated": 2}
+    reach, _ = engine.graph.reachable("notes", ["a.md"], hops=1, as_of=LATER)
+    assert reach == {"a.md": {"hop": 0, "proximity": 1.0}}
+
+    # Re-detecting the very same id the person retired leaves their record alone.
+    before = engine.store.get(EDGES, first)[0]
+    assert engine.graph.write_edges("notes", [draft(T1)], created_at=T3)["suppressed"] == 1
+    assert engine.store.get(EDGES, first)[0] == before
+
+    # A person changing their mind: an explicit link lifts the rejection and says so.
+    created, linked = engine.graph.link("notes", {"src": "a.md", "dst": "b.md", "type": "wikilink", "valid_at": T3})
+    assert created and linked["reinstated"] is True and linked["edge"]["trust"] == "asserted"
+    lifted = engine.store.get(EDGES, rid)[0]
+    assert lifted["lifted_by"] == linked["edge_id"] and isinstance(lifted["lifted_at"], int)
+    assert live_ids(engine)[0] == [linked["edge_id"]]
+    # ... and later detections of the claim are live again.
+    engine.graph.write_edges("notes", [draft(T3 + 5)], created_at=T3 + 5)
+    assert sorted(live_ids(engine)[0]) == sorted([linked["edge_id"], edge_id("a.md", "wikilink", "b.md", T3 + 5)])
+    again = engine.graph.link("notes", {"src": "a.md", "dst": "b.md", "type": "wikilink", "valid_at": T3})
+    assert "reinstated" not in again[1]
+
+
+def test_rejection_is_per_claim(engine):
+    engine.graph.write_edges("notes", [draft(T1), draft(T1, dst="c.md")], created_at=T1)
+    engine.graph.unlink("notes", edge_id("a.md", "wikilink", "b.md", T1))
+    summary = engine.graph.write_edges("notes", [draft(T2), draft(T2, dst="c.md"), draft(T2, src="b.md", dst="a.md")],
+                                       created_at=T2)
+    assert summary["suppressed"] == 1 and summary["written"] == 3
+    assert sorted(live_ids(engine)[0]) == sorted([edge_id("a.md", "wikilink", "c.md", T1),
+                                                  edge_id("a.md", "wikilink", "c.md", T2),
+                                                  edge_id("b.md", "wikilink", "a.md", T2)])
+
+
+def test_machine_link_of_a_rejected_claim_is_suppressed(engine):
+    _, body = engine.graph.link("notes", {"src": "a.md", "dst": "b.md", "type": "t", "valid_at": T1})
+    engine.graph.unlink("notes", body["edge_id"])
+    created, machine = engine.graph.link("notes", {"src": "a.md", "dst": "b.md", "type": "t", "valid_at": T2},
+                                         machine=True)
+    assert created and machine["suppressed"] is True and "reinstated" not in machine
+    assert machine["edge"]["invalid_at"] == T2 and machine["edge"]["trust"] == "rejected"
+
+
+def test_rejection_is_durable_across_processes(tmp_path):
+    with Engine(tmp_path / "data", config=EngineConfig(tail_rows=8)) as first:
+        first.graph.write_edges("notes", [draft(T1)], created_at=T1)
+        first.graph.unlink("notes", edge_id("a.md", "wikilink", "b.md", T1))
+    with Engine(tmp_path / "data", config=EngineConfig(tail_rows=8)) as second:
+        assert second.graph.write_edges("notes", [draft(T2)], created_at=T2)["suppressed"] == 1
+        assert live_ids(second)[0] == []
+
+
+def test_reconcile_is_not_a_rejection(engine):
+    engine.graph.write_edges("notes", [draft(T1)], created_at=T1)
+    assert engine.graph.invalidate_edges("notes", src_file="a.md", at=T2) == 1
+    assert engine.store.get(EDGES, rejection_id("a.md", "wikilink", "b.md")) is None
+    assert engine.graph.write_edges("notes", [draft(T2)], created_at=T2)["suppressed"] == 0
+    assert live_ids(engine)[0] == [edge_id("a.md", "wikilink", "b.md", T2)]
+
+
+def test_detector_re_finding_a_persons_edge_keeps_their_trust(engine):
+    engine.graph.link("notes", {"src": "a.md", "dst": "b.md", "type": "wikilink", "valid_at": T1})
+    engine.graph.write_edges("notes", [draft(T1)], created_at=T2)
+    assert engine.store.get(EDGES, edge_id("a.md", "wikilink", "b.md", T1))[0]["trust"] == "asserted"
+
+
+def test_trust_and_confidence_filters(engine):
+    engine.graph.write_edges("notes", [draft(T1, dst="b.md"),
+                                       EdgeDraft("a.md", "c.md", "shared_term", "sharedterm@1", 0.45, 0.5, T1)],
+                             created_at=T1)
+    engine.graph.link("notes", {"src": "a.md", "dst": "d.md", "type": "t", "valid_at": T1, "confidence": 0.7})
+    assert len(live_ids(engine)[0]) == 3
+    ids, body = live_ids(engine, trust="asserted")
+    assert ids == [edge_id("a.md", "t", "d.md", T1)] and body["not_shown"]["trust_filtered"] == 2
+    ids, body = live_ids(engine, trust="detected,approved")
+    assert len(ids) == 2
+    ids, body = live_ids(engine, min_confidence="0.7")
+    assert sorted(ids) == sorted([edge_id("a.md", "t", "d.md", T1), edge_id("a.md", "wikilink", "b.md", T1)])
+    assert body["not_shown"]["confidence_filtered"] == 1
+    ids, body = live_ids(engine, min_confidence=0.96)
+    assert ids == [] and body["not_shown"]["confidence_filtered"] == 3
+    reach, not_shown = engine.graph.reachable("notes", ["a.md"], hops=1, as_of=LATER, min_confidence=0.6)
+    assert set(reach) == {"a.md", "b.md", "d.md"} and not_shown["confidence_filtered"] == 1
+    assert abs(reach["b.md"]["proximity"] - 0.5 * 0.95) < 1e-6
