@@ -187,6 +187,9 @@ class IndexReader:
     def memo(self, key: Any, build: Callable[[], Any]) -> Any:
         """Cache ``build()`` for this generation of the index (derived data such as BM25 statistics)."""
         memo = self.cache.memo
+        # Keyed by generation too: a reader opened before a write may run after the cache
+        # moved on, and must not leave its older snapshot's data under the newer generation.
+        key = (self.state.generation, key)
         if key not in memo:
             memo[key] = build()
         return memo[key]

@@ -1,0 +1,493 @@
+"""Aggregations on doc-values columns: terms, date_histogram and the value_count, cardinality, min, max, sum, avg metrics.
+
+Every aggregation runs over a list of ``(reader, mask)`` contexts (one per
+index a search touched) so a multi-index search merges exactly: bucket keys
+are compared as values, never as per-index ordinals. Counts are exact (one
+shard per index), so ``doc_count_error_upper_bound`` is always 0.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Sequence
+
+import attrs
+import numpy as np
+
+from xerj_core.errors import IllegalArgument, ParsingError
+from xerj_core.query.dsl import as_int
+from xerj_core.query.evaluate import keyword_mask
+from xerj_core.query.fielddata import (is_date, is_keyword, is_numeric, key_as_string, keyword_pairs, keyword_ranks,
+                                       render_value, require_doc_values)
+from xerj_core.query.values import date_value, floor_unit, format_date
+from xerj_core.store.columns import KIND_F32, column_kind
+
+MAX_BUCKETS = 65_536
+Context = tuple[Any, np.ndarray]  # (IndexReader, live mask of the matched rows)
+
+_BUCKET_KINDS = {"terms", "date_histogram"}
+_METRIC_KINDS = {"value_count", "cardinality", "min", "max", "sum", "avg"}
+_NAME_FORBIDDEN = re.compile(r"[\[\]>]")
+
+
+@attrs.frozen
+class AggSpec:
+    name: str
+    kind: str
+    params: dict[str, Any] = attrs.field(eq=False)
+    subs: tuple["AggSpec", ...] = ()
+    meta: Any = None
+
+
+# -- parsing ---------------------------------------------------------------------------------------
+
+def parse_aggs(body: Any, where: str = "aggregations") -> tuple[AggSpec, ...]:
+    """Parse an ES ``aggs`` object; unknown types and malformed definitions are parsing_exceptions."""
+    if not isinstance(body, dict):
+        raise ParsingError(f"[{where}] must be an object of named aggregations")
+    specs = []
+    for name, definition in body.items():
+        if not isinstance(name, str) or not name or _NAME_FORBIDDEN.search(name):
+            raise ParsingError(f"Invalid aggregation name [{name}]. Aggregation names can contain any character "
+                               f"except '[', ']', and '>'")
+        if not isinstance(definition, dict):
+            raise ParsingError(f"Expected [START_OBJECT] under [{name}], but got a [{type(definition).__name__}]")
+        kinds = [k for k in definition if k not in ("aggs", "aggregations", "meta")]
+        if not kinds:
+            raise ParsingError(f"Missing definition for aggregation [{name}]")
+        if len(kinds) > 1:
+            raise ParsingError(f"Found two aggregation type definitions in [{name}]: [{kinds[0]}] and [{kinds[1]}]")
+        kind = kinds[0]
+        if kind not in _BUCKET_KINDS | _METRIC_KINDS:
+            raise ParsingError(f"Unknown aggregation type [{kind}] in [{name}]; supported: "
+                               f"[{', '.join(sorted(_BUCKET_KINDS | _METRIC_KINDS))}]")
+        if "aggs" in definition and "aggregations" in definition:
+            raise ParsingError(f"Found two sub aggregation definitions under [{name}]")
+        sub_body = definition.get("aggs", definition.get("aggregations"))
+        subs = parse_aggs(sub_body, f"{name}.aggs") if sub_body is not None else ()
+        if subs and kind in _METRIC_KINDS:
+            raise ParsingError(f"Aggregator [{name}] of type [{kind}] cannot accept sub-aggregations")
+        params = definition[kind]
+        if not isinstance(params, dict):
+            raise ParsingError(f"Expected [START_OBJECT] under [{kind}] in [{name}]")
+        specs.append(AggSpec(name, kind, _PARAM_PARSERS[kind](name, params), subs, definition.get("meta")))
+    return tuple(specs)
+
+
+def _field(name: str, kind: str, params: dict[str, Any], allowed: set[str]) -> str:
+    for key in params:
+        if key not in allowed:
+            raise ParsingError(f"[{kind}] unknown field [{key}] in aggregation [{name}]")
+    field = params.get("field")
+    if not isinstance(field, str) or not field:
+        raise ParsingError(f"[{kind}] aggregation [{name}] requires a [field]")
+    return field
+
+
+def _parse_order(name: str, value: Any) -> tuple[tuple[str, bool], ...]:
+    """``({"_count": "desc"}, ...)`` as ``(("_count", descending), ...)``."""
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items:
+        if not isinstance(item, dict) or len(item) != 1:
+            raise ParsingError(f"[order] of aggregation [{name}] must be an object such as {{\"_count\": \"desc\"}}")
+        (key, direction), = item.items()
+        if key not in ("_count", "_key"):
+            raise ParsingError(f"[order] of aggregation [{name}] supports only [_count] and [_key], got [{key}]")
+        if str(direction).lower() not in ("asc", "desc"):
+            raise ParsingError(f"Unknown order direction [{direction}] in aggregation [{name}]")
+        out.append((key, str(direction).lower() == "desc"))
+    return tuple(out)
+
+
+def _terms_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    field = _field(name, "terms", params, {"field", "size", "shard_size", "min_doc_count", "order",
+                                           "show_term_doc_count_error"})
+    size = as_int(params.get("size", 10), "terms.size")
+    if size < 1:
+        raise IllegalArgument(f"[size] must be greater than 0. Found [{size}] in [{name}]")
+    min_doc_count = as_int(params.get("min_doc_count", 1), "terms.min_doc_count")
+    if min_doc_count < 0:
+        raise IllegalArgument(f"[min_doc_count] must be greater than or equal to 0 in [{name}]")
+    order = _parse_order(name, params["order"]) if "order" in params else (("_count", True),)
+    return {"field": field, "size": size, "min_doc_count": min_doc_count, "order": order}
+
+
+_CALENDAR = {"minute": "m", "1m": "m", "hour": "h", "1h": "h", "day": "d", "1d": "d", "week": "w", "1w": "w",
+             "month": "M", "1M": "M", "quarter": "q", "1q": "q", "year": "y", "1y": "y"}
+_FIXED = re.compile(r"^(\d+)(ms|s|m|h|d)$")
+_FIXED_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _histogram_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    field = _field(name, "date_histogram", params, {"field", "fixed_interval", "calendar_interval", "interval",
+                                                    "min_doc_count", "extended_bounds", "order", "time_zone",
+                                                    "keyed"})
+    if "interval" in params:
+        raise IllegalArgument(f"[interval] on [date_histogram] is not supported; use [fixed_interval] or "
+                              f"[calendar_interval] in [{name}]")
+    fixed, calendar = params.get("fixed_interval"), params.get("calendar_interval")
+    if fixed is not None and calendar is not None:
+        raise IllegalArgument(f"Cannot use [fixed_interval] with [calendar_interval] configuration option in [{name}]")
+    if fixed is None and calendar is None:
+        raise IllegalArgument(f"Required one of fields [fixed_interval, calendar_interval], but none were "
+                              f"specified in [{name}]")
+    if calendar is not None:
+        unit = _CALENDAR.get(str(calendar))
+        if unit is None:
+            raise IllegalArgument(f"The supplied interval [{calendar}] could not be parsed as a calendar interval")
+        step = None
+    else:
+        found = _FIXED.match(str(fixed))
+        if found is None or int(found.group(1)) < 1:
+            raise IllegalArgument(f"failed to parse setting [date_histogram.fixedInterval] with value [{fixed}] "
+                                  f"as a time value")
+        unit, step = None, int(found.group(1)) * _FIXED_MS[found.group(2)]
+    tz = params.get("time_zone")
+    if tz is not None and str(tz).upper() not in ("UTC", "Z", "+00:00", "ETC/UTC", "GMT"):
+        raise IllegalArgument(f"only the UTC [time_zone] is supported by [date_histogram], got [{tz}]")
+    if params.get("keyed"):
+        raise IllegalArgument(f"[keyed] date_histogram responses are not supported in [{name}]")
+    min_doc_count = as_int(params.get("min_doc_count", 0), "date_histogram.min_doc_count")
+    if min_doc_count < 0:
+        raise IllegalArgument(f"[min_doc_count] must be greater than or equal to 0 in [{name}]")
+    bounds = params.get("extended_bounds")
+    if bounds is not None and not isinstance(bounds, dict):
+        raise ParsingError(f"[extended_bounds] of [{name}] must be an object with [min] and [max]")
+    order = _parse_order(name, params["order"]) if "order" in params else (("_key", False),)
+    return {"field": field, "unit": unit, "step": step, "min_doc_count": min_doc_count,
+            "extended_bounds": bounds, "order": order}
+
+
+def _metric_params(kind: str) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    def parse(name: str, params: dict[str, Any]) -> dict[str, Any]:
+        allowed = {"field", "precision_threshold"} if kind == "cardinality" else {"field"}
+        return {"field": _field(name, kind, params, allowed)}
+
+    return parse
+
+
+_PARAM_PARSERS = {"terms": _terms_params, "date_histogram": _histogram_params,
+                  **{kind: _metric_params(kind) for kind in _METRIC_KINDS}}
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+def run_aggs(specs: Sequence[AggSpec], contexts: Sequence[Context]) -> dict[str, Any]:
+    """The ``aggregations`` object of a response for ``specs`` over ``contexts``."""
+    out = {}
+    for spec in specs:
+        result = _RUNNERS[spec.kind](spec, contexts)
+        if spec.meta is not None:
+            result = {"meta": spec.meta, **result}
+        out[spec.name] = result
+    return out
+
+
+def aggregate(reader, body: Any, mask: np.ndarray | None = None) -> dict[str, Any]:
+    """Run an ES ``aggs`` body over the rows of ``reader`` selected by ``mask`` (all live rows when None)."""
+    specs = parse_aggs(body)
+    mask = reader.live.copy() if mask is None else mask & reader.live
+    return run_aggs(specs, [(reader, mask)])
+
+
+def _spec_for(reader, field: str, what: str):
+    return require_doc_values(reader, field, what)
+
+
+def _merge_counts(parts: list[tuple[list[Any], np.ndarray]]) -> tuple[list[Any], np.ndarray]:
+    if len(parts) == 1:
+        return parts[0]
+    merged: dict[Any, int] = {}
+    for keys, counts in parts:
+        for key, count in zip(keys, counts.tolist()):
+            merged[key] = merged.get(key, 0) + count
+    return list(merged), np.array(list(merged.values()), np.int64)
+
+
+def _ordered(keys: list[Any], counts: np.ndarray, order: tuple[tuple[str, bool], ...],
+             key_sort: np.ndarray | None = None) -> np.ndarray:
+    """Indices of buckets in response order; ``key_sort`` (ranks) replaces the keys for comparison when given."""
+    if not keys:
+        return np.empty(0, np.int64)
+    if key_sort is None:
+        try:
+            key_sort = np.array(keys)
+        except (TypeError, ValueError):  # pragma: no cover - mixed key types never come from one field type
+            key_sort = np.array([str(k) for k in keys])
+        if key_sort.dtype == object:
+            key_sort = np.array([str(k) for k in keys])
+    columns = []
+    for criterion, descending in order:
+        values = counts if criterion == "_count" else key_sort
+        if descending:
+            if values.dtype.kind in "iufb":
+                values = -values.astype(np.float64) if values.dtype.kind == "f" else -values.astype(np.int64)
+            else:
+                ranks = np.unique(values, return_inverse=True)[1]
+                values = -ranks
+        columns.append(values)
+    if all(c != "_key" for c, _ in order):
+        columns.append(key_sort)  # ties on count go to the smaller key, as in ES
+    return np.lexsort(tuple(reversed(columns)))
+
+
+def _terms_parts(spec: AggSpec, reader, mask: np.ndarray, field: str):
+    """``(keys, counts, key_sort, field_spec)`` of one index; key_sort are keyword ranks, else None."""
+    field_spec = _spec_for(reader, field, "aggregations")
+    if field_spec is None:
+        return [], np.empty(0, np.int64), None, None
+    column = reader.column(field)
+    if is_keyword(field_spec):
+        dictionary = reader.field_dictionary(field)
+        size = len(dictionary.terms)
+        _rows, ords = keyword_pairs(column, mask, size)
+        counts = np.bincount(ords, minlength=size) if size else np.empty(0, np.int64)
+        if spec.params["min_doc_count"] == 0:
+            _live_rows, live_ords = keyword_pairs(column, reader.live, size)
+            present = np.zeros(size, bool)
+            present[live_ords] = True
+            chosen = np.flatnonzero(present)
+        else:
+            chosen = np.flatnonzero(counts >= spec.params["min_doc_count"])
+        terms = dictionary.terms
+        ranks = keyword_ranks(reader, field)
+        return [terms[i] for i in chosen.tolist()], counts[chosen].astype(np.int64), ranks[chosen], field_spec
+    selected = mask & column.present
+    values, counts = np.unique(column.values[selected], return_counts=True)
+    if spec.params["min_doc_count"] == 0:
+        every = np.unique(column.values[reader.live & column.present])
+        full = np.zeros(len(every), np.int64)
+        full[np.searchsorted(every, values)] = counts
+        values, counts = every, full
+    else:
+        keep = counts >= spec.params["min_doc_count"]
+        values, counts = values[keep], counts[keep]
+    return [render_value(field_spec, v) for v in values.tolist()], counts.astype(np.int64), None, field_spec
+
+
+def _run_terms(spec: AggSpec, contexts: Sequence[Context]) -> dict[str, Any]:
+    field = spec.params["field"]
+    parts = [_terms_parts(spec, reader, mask, field) for reader, mask in contexts]
+    field_spec = next((p[3] for p in parts if p[3] is not None), None)
+    if len(parts) == 1:
+        keys, counts, key_sort, _ = parts[0]
+    else:
+        keys, counts = _merge_counts([(p[0], p[1]) for p in parts if p[3] is not None] or [([], np.empty(0, np.int64))])
+        keys_order = sorted(range(len(keys)), key=lambda i: (type(keys[i]).__name__, keys[i]))
+        key_sort = np.empty(len(keys), np.int64)
+        key_sort[np.array(keys_order, np.int64)] = np.arange(len(keys))
+        if spec.params["min_doc_count"] > 1:
+            keep = counts >= spec.params["min_doc_count"]
+            keys = [k for k, kept in zip(keys, keep.tolist()) if kept]
+            counts, key_sort = counts[keep], key_sort[keep]
+    total = int(counts.sum()) if len(counts) else 0
+    order = _ordered(keys, counts, spec.params["order"], key_sort)[: spec.params["size"]]
+    buckets = []
+    shown = 0
+    for i in order.tolist():
+        key, count = keys[i], int(counts[i])
+        shown += count
+        bucket: dict[str, Any] = {"key": key}
+        as_string = key_as_string(field_spec, key) if field_spec is not None else None
+        if as_string is not None:
+            bucket["key_as_string"] = as_string
+        bucket["doc_count"] = count
+        if spec.subs:
+            bucket.update(run_aggs(spec.subs, [(r, m & _term_bucket_mask(r, field, key)) for r, m in contexts]))
+        buckets.append(bucket)
+    return {"doc_count_error_upper_bound": 0, "sum_other_doc_count": total - shown, "buckets": buckets}
+
+
+def _term_bucket_mask(reader, field: str, key: Any) -> np.ndarray:
+    field_spec = reader.mapping.fields.get(field)
+    if field_spec is None:
+        return np.zeros(reader.n_rows, bool)
+    column = reader.column(field)
+    if is_keyword(field_spec):
+        return keyword_mask(column, reader.field_dictionary(field).lookup([key]))
+    value = np.float32(key) if column_kind(field_spec) == KIND_F32 else key
+    return column.present & (column.values == value)
+
+
+def _bucket_keys(values: np.ndarray, unit: str | None, step: int | None) -> np.ndarray:
+    if step is not None:
+        return values // step * step
+    if unit in ("m", "h", "d"):
+        size = {"m": 60_000, "h": 3_600_000, "d": 86_400_000}[unit]
+        return values // size * size
+    if unit == "w":
+        week, shift = 7 * 86_400_000, 3 * 86_400_000
+        return (values + shift) // week * week - shift
+    months = values.astype("datetime64[ms]").astype("datetime64[M]")
+    if unit == "q":
+        months = (months.astype(np.int64) // 3 * 3).astype("datetime64[M]")
+    elif unit == "y":
+        months = months.astype("datetime64[Y]").astype("datetime64[M]")
+    return months.astype("datetime64[ms]").astype(np.int64)
+
+
+def _next_key(key: int, unit: str | None, step: int | None) -> int:
+    if step is not None:
+        return key + step
+    if unit in ("m", "h", "d", "w"):
+        return key + {"m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}[unit]
+    months = {"M": 1, "q": 3, "y": 12}[unit]
+    moment = np.datetime64(key, "ms").astype("datetime64[M]") + np.timedelta64(months, "M")
+    return int(moment.astype("datetime64[ms]").astype(np.int64))
+
+
+def _run_date_histogram(spec: AggSpec, contexts: Sequence[Context]) -> dict[str, Any]:
+    p = spec.params
+    field, unit, step = p["field"], p["unit"], p["step"]
+    merged: dict[int, int] = {}
+    per_reader_keys = []
+    for reader, mask in contexts:
+        field_spec = _spec_for(reader, field, "aggregations")
+        if field_spec is None:
+            per_reader_keys.append(None)
+            continue
+        if not is_date(field_spec):
+            raise IllegalArgument(f"Field [{field}] of type [{field_spec.type}] is not supported for aggregation "
+                                  f"[date_histogram]")
+        column = reader.column(field)
+        values = column.values.astype(np.int64)
+        keys = np.zeros(reader.n_rows, np.int64)
+        present = column.present
+        keys[present] = _bucket_keys(values[present], unit, step)
+        per_reader_keys.append(keys)
+        selected = keys[mask & present]
+        uniq, counts = np.unique(selected, return_counts=True)
+        for key, count in zip(uniq.tolist(), counts.tolist()):
+            merged[key] = merged.get(key, 0) + count
+    keys_sorted = sorted(merged)
+    if p["min_doc_count"] == 0:
+        low = keys_sorted[0] if keys_sorted else None
+        high = keys_sorted[-1] if keys_sorted else None
+        bounds = p["extended_bounds"]
+        if bounds:
+            if bounds.get("min") is not None:
+                bmin = int(_bucket_keys(np.array([date_value(bounds["min"], field)], np.int64), unit, step)[0])
+                low = bmin if low is None else min(low, bmin)
+            if bounds.get("max") is not None:
+                bmax = int(_bucket_keys(np.array([date_value(bounds["max"], field)], np.int64), unit, step)[0])
+                high = bmax if high is None else max(high, bmax)
+        filled = []
+        if low is not None and high is not None:
+            key = low
+            while key <= high:
+                filled.append(key)
+                if len(filled) > MAX_BUCKETS:
+                    raise IllegalArgument(f"Trying to create too many buckets. Must be less than or equal to: "
+                                          f"[{MAX_BUCKETS}] in aggregation [{spec.name}]")
+                key = _next_key(key, unit, step)
+        keys_sorted = filled
+    else:
+        keys_sorted = [k for k in keys_sorted if merged[k] >= p["min_doc_count"]]
+    if len(keys_sorted) > MAX_BUCKETS:
+        raise IllegalArgument(f"Trying to create too many buckets. Must be less than or equal to: [{MAX_BUCKETS}] "
+                              f"in aggregation [{spec.name}]")
+    counts = np.array([merged.get(k, 0) for k in keys_sorted], np.int64)
+    order = _ordered(keys_sorted, counts, p["order"], np.array(keys_sorted, np.int64))
+    buckets = []
+    for i in order.tolist():
+        key = keys_sorted[i]
+        bucket: dict[str, Any] = {"key_as_string": format_date(key), "key": key, "doc_count": int(counts[i])}
+        if spec.subs:
+            bucket.update(run_aggs(spec.subs, [
+                (r, (m & (k == key)) if k is not None else np.zeros(r.n_rows, bool))
+                for (r, m), k in zip(contexts, per_reader_keys)]))
+        buckets.append(bucket)
+    return {"buckets": buckets}
+
+
+def _numeric_values(spec: AggSpec, reader, mask: np.ndarray):
+    field = spec.params["field"]
+    field_spec = _spec_for(reader, field, "aggregations")
+    if field_spec is None:
+        return None, None
+    if not is_numeric(field_spec):
+        raise IllegalArgument(f"Field [{field}] of type [{field_spec.type}] is not supported for aggregation "
+                              f"[{spec.kind}]")
+    column = reader.column(field)
+    return field_spec, column.values[mask & column.present]
+
+
+def _run_min_max(spec: AggSpec, contexts: Sequence[Context]) -> dict[str, Any]:
+    best = None
+    field_spec = None
+    for reader, mask in contexts:
+        fs, values = _numeric_values(spec, reader, mask)
+        if fs is None:
+            continue
+        field_spec = fs
+        if len(values):
+            found = values.min() if spec.kind == "min" else values.max()
+            found = float(found)
+            best = found if best is None else (min(best, found) if spec.kind == "min" else max(best, found))
+    out: dict[str, Any] = {"value": best}
+    if best is not None and field_spec is not None and is_date(field_spec):
+        out["value_as_string"] = format_date(int(best))
+    return out
+
+
+def _run_sum_avg(spec: AggSpec, contexts: Sequence[Context]) -> dict[str, Any]:
+    total, count = 0.0, 0
+    for reader, mask in contexts:
+        fs, values = _numeric_values(spec, reader, mask)
+        if fs is None:
+            continue
+        total += float(values.astype(np.float64).sum())
+        count += len(values)
+    if spec.kind == "sum":
+        return {"value": total}
+    return {"value": total / count if count else None}
+
+
+def _distinct(spec: AggSpec, reader, mask: np.ndarray) -> tuple[Any, int]:
+    """``(distinct values as a set or array, value count)`` of the masked rows of one index."""
+    field = spec.params["field"]
+    field_spec = _spec_for(reader, field, "aggregations")
+    if field_spec is None:
+        return None, 0
+    column = reader.column(field)
+    if is_keyword(field_spec):
+        dictionary = reader.field_dictionary(field)
+        _rows, ords = keyword_pairs(column, mask, len(dictionary.terms))
+        return np.unique(ords), len(ords)
+    values = column.values[mask & column.present]
+    return np.unique(values), len(values)
+
+
+def _run_value_count(spec: AggSpec, contexts: Sequence[Context]) -> dict[str, Any]:
+    return {"value": sum(_distinct(spec, reader, mask)[1] for reader, mask in contexts)}
+
+
+def _run_cardinality(spec: AggSpec, contexts: Sequence[Context]) -> dict[str, Any]:
+    if len(contexts) == 1:
+        found, _ = _distinct(spec, *contexts[0])
+        return {"value": 0 if found is None else int(len(found))}
+    seen: set[Any] = set()
+    for reader, mask in contexts:
+        found, _ = _distinct(spec, reader, mask)
+        if found is None:
+            continue
+        field_spec = reader.mapping.fields[spec.params["field"]]
+        if is_keyword(field_spec):
+            terms = reader.field_dictionary(spec.params["field"]).terms
+            seen.update(terms[i] for i in found.tolist())
+        else:
+            seen.update(render_value(field_spec, v) for v in found.tolist())
+    return {"value": len(seen)}
+
+
+_RUNNERS: dict[str, Callable[[AggSpec, Sequence[Context]], dict[str, Any]]] = {
+    "terms": _run_terms,
+    "date_histogram": _run_date_histogram,
+    "value_count": _run_value_count,
+    "cardinality": _run_cardinality,
+    "min": _run_min_max,
+    "max": _run_min_max,
+    "sum": _run_sum_avg,
+    "avg": _run_sum_avg,
+}

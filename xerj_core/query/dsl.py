@@ -1,0 +1,604 @@
+"""The query DSL subset: ES JSON query clauses parsed into a small tree of frozen attrs nodes.
+
+Parsing checks shapes only (unknown query types, malformed clauses, bad
+parameter values); what depends on the mapping (a ``knn`` on a field that is
+not a ``dense_vector``, a ``range`` on a ``text`` field) is checked when a node
+meets an index, in :mod:`xerj_core.query.evaluate`. Every refusal is a
+:class:`~xerj_core.errors.ParsingError` (``parsing_exception``) or an
+:class:`~xerj_core.errors.IllegalArgument` (``illegal_argument_exception``)
+whose reason names the clause; nothing malformed is ever read as match-all.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable, Union
+
+import attrs
+
+from xerj_core.errors import IllegalArgument, ParsingError
+
+MAX_NUM_CANDIDATES = 10_000
+DEFAULT_RANK_CONSTANT = 60
+DEFAULT_RANK_WINDOW = 100
+FUSIONS = ("rrf", "linear")
+NORMALIZERS = ("none", "minmax", "l2_norm")
+
+
+@attrs.frozen
+class MatchAll:
+    boost: float = 1.0
+
+
+@attrs.frozen
+class MatchNone:
+    pass
+
+
+@attrs.frozen
+class Match:
+    """Analyzed full-text match on one field: one BM25 term clause per query token (repeats count)."""
+
+    field: str
+    query: Any
+    operator: str = "or"
+    minimum_should_match: str | None = None
+    zero_terms_query: str = "none"
+    boost: float = 1.0
+
+
+@attrs.frozen
+class MultiMatch:
+    """``match`` over several fields; ``fields`` holds ``(pattern, boost)``, None meaning every text field."""
+
+    query: Any
+    fields: tuple[tuple[str, float], ...] | None = None
+    type: str = "best_fields"
+    operator: str = "or"
+    minimum_should_match: str | None = None
+    tie_breaker: float | None = None
+    boost: float = 1.0
+
+
+@attrs.frozen
+class Term:
+    field: str
+    value: Any
+    case_insensitive: bool = False
+    boost: float = 1.0
+
+
+@attrs.frozen
+class Terms:
+    field: str
+    values: tuple[Any, ...]
+    boost: float = 1.0
+
+
+@attrs.frozen
+class Ids:
+    values: tuple[str, ...]
+    boost: float = 1.0
+
+
+@attrs.frozen
+class Exists:
+    field: str
+    boost: float = 1.0
+
+
+@attrs.frozen
+class Range:
+    field: str
+    gt: Any = None
+    gte: Any = None
+    lt: Any = None
+    lte: Any = None
+    format: str | None = None
+    boost: float = 1.0
+
+
+@attrs.frozen
+class Bool:
+    must: tuple["Node", ...] = ()
+    filter: tuple["Node", ...] = ()
+    should: tuple["Node", ...] = ()
+    must_not: tuple["Node", ...] = ()
+    minimum_should_match: str | None = None
+    boost: float = 1.0
+
+
+@attrs.frozen
+class ConstantScore:
+    filter: "Node"
+    boost: float = 1.0
+
+
+@attrs.frozen
+class Knn:
+    """Exact nearest neighbours on a ``dense_vector`` field, among rows matching ``filter``.
+
+    ``vector`` is None until a ``query_vector_builder`` (``builder`` =
+    ``(model_id, model_text)``) has been embedded by the service. ``k`` None in a
+    query clause means "as many as the request needs" (the evaluator's default).
+    """
+
+    field: str
+    vector: tuple[float, ...] | None
+    k: int | None = None
+    num_candidates: int | None = None
+    filter: tuple["Node", ...] = ()
+    similarity: float | None = None
+    boost: float = 1.0
+    builder: tuple[str, str] | None = None
+
+
+@attrs.frozen
+class Hybrid:
+    """Fusion of several ranked legs (a lexical query, a ``knn``, ...) into one ranking.
+
+    ``fusion`` is ``rrf`` (reciprocal rank: sum of ``weight / (rank_constant +
+    rank)``) or ``linear`` (sum of ``weight * normalized score``; ``normalizers``
+    per leg). Each leg contributes its top ``rank_window_size`` hits.
+    """
+
+    legs: tuple["Node", ...]
+    fusion: str = "rrf"
+    rank_constant: int = DEFAULT_RANK_CONSTANT
+    rank_window_size: int = DEFAULT_RANK_WINDOW
+    weights: tuple[float, ...] | None = None
+    normalizers: tuple[str, ...] | None = None
+
+
+Node = Union[MatchAll, MatchNone, Match, MultiMatch, Term, Terms, Ids, Exists, Range, Bool, ConstantScore, Knn, Hybrid]
+
+
+# -- value helpers ------------------------------------------------------------------------------
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, dict):
+        return "START_OBJECT"
+    if isinstance(value, list):
+        return "START_ARRAY"
+    if isinstance(value, bool):
+        return "VALUE_BOOLEAN"
+    if isinstance(value, (int, float)):
+        return "VALUE_NUMBER"
+    if value is None:
+        return "VALUE_NULL"
+    return "VALUE_STRING"
+
+
+def as_float(value: Any, what: str) -> float:
+    if isinstance(value, bool) or value is None:
+        raise ParsingError(f"[{what}] must be a number, got [{value!r}]")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ParsingError(f"[{what}] must be a number, got [{value!r}]") from None
+    if not math.isfinite(number):
+        raise ParsingError(f"[{what}] must be a finite number, got [{value!r}]")
+    return number
+
+
+def as_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or value is None:
+        raise ParsingError(f"[{what}] must be an integer, got [{value!r}]")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ParsingError(f"[{what}] must be an integer, got [{value!r}]")
+        return int(value)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ParsingError(f"[{what}] must be an integer, got [{value!r}]") from None
+
+
+def as_bool(value: Any, what: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    raise ParsingError(f"[{what}] must be a boolean, got [{value!r}]")
+
+
+def _scalar(value: Any, what: str) -> Any:
+    if isinstance(value, (dict, list)) or value is None:
+        raise ParsingError(f"[{what}] expects a value, got [{_type_name(value)}]")
+    return value
+
+
+_MSM = re.compile(r"^-?\d+%?$")
+
+
+def _msm_spec(value: Any, what: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ParsingError(f"[{what}] [minimum_should_match] must be an integer or a percentage, got [{value!r}]")
+    spec = str(value).strip()
+    if not _MSM.match(spec):
+        raise ParsingError(f"[{what}] unsupported [minimum_should_match] [{value}]: use an integer or a percentage")
+    return spec
+
+
+def minimum_should_match(spec: str | None, optional_clauses: int, default: int) -> int:
+    """How many optional clauses must match under an ES ``minimum_should_match`` spec (never below 0)."""
+    if spec is None:
+        return default
+    if spec.endswith("%"):
+        computed = optional_clauses * int(spec[:-1]) / 100.0
+        result = optional_clauses + math.trunc(computed) if computed < 0 else math.trunc(computed)
+    else:
+        count = int(spec)
+        result = optional_clauses + count if count < 0 else count
+    return max(result, 0)
+
+
+def _check_keys(body: dict[str, Any], allowed: set[str], query: str) -> None:
+    for key in body:
+        if key not in allowed:
+            raise ParsingError(f"[{query}] query does not support [{key}]")
+
+
+def _single_field(body: Any, query: str, extra: set[str] = frozenset()) -> tuple[str, Any, dict[str, Any]]:
+    """``(field, value, other_keys)`` of a one-field query body such as ``{"title": "x"}``."""
+    if not isinstance(body, dict):
+        raise ParsingError(f"[{query}] query malformed, no start_object after query name")
+    fields = [k for k in body if k not in extra]
+    others = {k: v for k, v in body.items() if k in extra}
+    if not fields:
+        raise ParsingError(f"[{query}] query malformed, no field specified")
+    if len(fields) > 1:
+        raise ParsingError(f"[{query}] query doesn't support multiple fields, found [{fields[0]}] and [{fields[1]}]")
+    return fields[0], body[fields[0]], others
+
+
+def _clauses(value: Any, where: str) -> tuple[Node, ...]:
+    items = value if isinstance(value, list) else [value]
+    return tuple(parse_query(item, where=where) for item in items)
+
+
+# -- parsers -------------------------------------------------------------------------------------
+
+def _match_all(body: Any) -> Node:
+    if not isinstance(body, dict):
+        raise ParsingError("[match_all] query malformed, no start_object after query name")
+    _check_keys(body, {"boost", "_name"}, "match_all")
+    return MatchAll(boost=as_float(body.get("boost", 1.0), "match_all.boost"))
+
+
+def _match_none(body: Any) -> Node:
+    if not isinstance(body, dict):
+        raise ParsingError("[match_none] query malformed, no start_object after query name")
+    _check_keys(body, {"boost", "_name"}, "match_none")
+    return MatchNone()
+
+
+def _operator(value: Any, query: str) -> str:
+    op = str(value).lower()
+    if op not in ("or", "and"):
+        raise ParsingError(f"[{query}] unknown operator [{value}], expected [or] or [and]")
+    return op
+
+
+def _match(body: Any) -> Node:
+    field, value, _ = _single_field(body, "match")
+    if not isinstance(value, dict):
+        return Match(field, _scalar(value, "match"))
+    _check_keys(value, {"query", "operator", "minimum_should_match", "boost", "zero_terms_query", "_name",
+                        "lenient"}, "match")
+    if "query" not in value:
+        raise ParsingError(f"[match] requires query value for field [{field}]")
+    zero = str(value.get("zero_terms_query", "none")).lower()
+    if zero not in ("none", "all"):
+        raise ParsingError(f"[match] unsupported zero_terms_query value [{zero}]")
+    return Match(
+        field,
+        _scalar(value["query"], "match.query"),
+        operator=_operator(value.get("operator", "or"), "match"),
+        minimum_should_match=_msm_spec(value.get("minimum_should_match"), "match"),
+        zero_terms_query=zero,
+        boost=as_float(value.get("boost", 1.0), "match.boost"),
+    )
+
+
+def parse_field_patterns(fields: Any, query: str) -> tuple[tuple[str, float], ...]:
+    """``["title^2", "body"]`` as ``(("title", 2.0), ("body", 1.0))``; patterns may hold ``*``."""
+    if isinstance(fields, str):
+        fields = [fields]
+    if not isinstance(fields, list) or not all(isinstance(f, str) and f for f in fields):
+        raise ParsingError(f"[{query}] [fields] must be a list of field names")
+    out = []
+    for spec in fields:
+        name, _, boost = spec.partition("^")
+        out.append((name, as_float(boost, f"{query}.fields boost") if boost else 1.0))
+    return tuple(out)
+
+
+def _multi_match(body: Any) -> Node:
+    if not isinstance(body, dict):
+        raise ParsingError("[multi_match] query malformed, no start_object after query name")
+    _check_keys(body, {"query", "fields", "type", "operator", "minimum_should_match", "tie_breaker", "boost",
+                       "_name", "lenient"}, "multi_match")
+    if "query" not in body:
+        raise ParsingError("[multi_match] requires query value")
+    kind = str(body.get("type", "best_fields")).lower()
+    if kind not in ("best_fields", "most_fields"):
+        raise ParsingError(f"[multi_match] query type [{kind}] is not supported; use [best_fields] or [most_fields]")
+    fields = parse_field_patterns(body["fields"], "multi_match") if body.get("fields") is not None else None
+    tie = body.get("tie_breaker")
+    return MultiMatch(
+        query=_scalar(body["query"], "multi_match.query"),
+        fields=fields,
+        type=kind,
+        operator=_operator(body.get("operator", "or"), "multi_match"),
+        minimum_should_match=_msm_spec(body.get("minimum_should_match"), "multi_match"),
+        tie_breaker=None if tie is None else as_float(tie, "multi_match.tie_breaker"),
+        boost=as_float(body.get("boost", 1.0), "multi_match.boost"),
+    )
+
+
+def _term(body: Any) -> Node:
+    field, value, _ = _single_field(body, "term")
+    if not isinstance(value, dict):
+        return Term(field, _scalar(value, "term"))
+    _check_keys(value, {"value", "boost", "case_insensitive", "_name"}, "term")
+    if "value" not in value:
+        raise ParsingError("[term] query requires a [value]")
+    return Term(field, _scalar(value["value"], "term.value"),
+                case_insensitive=as_bool(value.get("case_insensitive", False), "term.case_insensitive"),
+                boost=as_float(value.get("boost", 1.0), "term.boost"))
+
+
+def _terms(body: Any) -> Node:
+    field, values, others = _single_field(body, "terms", extra={"boost", "_name"})
+    if isinstance(values, dict):
+        raise ParsingError("[terms] query lookup is not supported; give the values as an array")
+    if not isinstance(values, list):
+        raise ParsingError(f"[terms] query does not support [{field}] with a [{_type_name(values)}]; expected an array")
+    return Terms(field, tuple(_scalar(v, "terms") for v in values),
+                 boost=as_float(others.get("boost", 1.0), "terms.boost"))
+
+
+def _ids(body: Any) -> Node:
+    if not isinstance(body, dict):
+        raise ParsingError("[ids] query malformed, no start_object after query name")
+    _check_keys(body, {"values", "boost", "_name"}, "ids")
+    values = body.get("values", [])
+    if not isinstance(values, list):
+        raise ParsingError("[ids] [values] must be an array")
+    return Ids(tuple(str(_scalar(v, "ids.values")) for v in values), boost=as_float(body.get("boost", 1.0), "ids.boost"))
+
+
+def _exists(body: Any) -> Node:
+    if not isinstance(body, dict):
+        raise ParsingError("[exists] query malformed, no start_object after query name")
+    _check_keys(body, {"field", "boost", "_name"}, "exists")
+    field = body.get("field")
+    if not isinstance(field, str) or not field:
+        raise ParsingError("[exists] must be provided with a [field]")
+    return Exists(field, boost=as_float(body.get("boost", 1.0), "exists.boost"))
+
+
+def _range(body: Any) -> Node:
+    field, value, _ = _single_field(body, "range")
+    if not isinstance(value, dict):
+        raise ParsingError(f"[range] query malformed, [{field}] must be an object")
+    _check_keys(value, {"gt", "gte", "lt", "lte", "format", "boost", "_name", "time_zone", "relation"}, "range")
+    tz = value.get("time_zone")
+    if tz is not None and str(tz).upper() not in ("UTC", "Z", "+00:00", "00:00", "ETC/UTC", "GMT"):
+        raise ParsingError(f"[range] only the UTC [time_zone] is supported, got [{tz}]")
+    relation = value.get("relation")
+    if relation is not None and str(relation).lower() != "intersects":
+        raise ParsingError(f"[range] [relation] [{relation}] is only meaningful on range fields")
+    bounds = {}
+    for key in ("gt", "gte", "lt", "lte"):
+        if value.get(key) is not None:
+            bounds[key] = _scalar(value[key], f"range.{key}")
+    fmt = value.get("format")
+    return Range(field, format=None if fmt is None else str(fmt), boost=as_float(value.get("boost", 1.0), "range.boost"),
+                 **bounds)
+
+
+def _bool(body: Any) -> Node:
+    if not isinstance(body, dict):
+        raise ParsingError("[bool] query malformed, no start_object after query name")
+    _check_keys(body, {"must", "filter", "should", "must_not", "minimum_should_match", "boost", "_name",
+                       "adjust_pure_negative"}, "bool")
+    return Bool(
+        must=_clauses(body.get("must", []), "bool.must"),
+        filter=_clauses(body.get("filter", []), "bool.filter"),
+        should=_clauses(body.get("should", []), "bool.should"),
+        must_not=_clauses(body.get("must_not", []), "bool.must_not"),
+        minimum_should_match=_msm_spec(body.get("minimum_should_match"), "bool"),
+        boost=as_float(body.get("boost", 1.0), "bool.boost"),
+    )
+
+
+def _constant_score(body: Any) -> Node:
+    if not isinstance(body, dict):
+        raise ParsingError("[constant_score] query malformed, no start_object after query name")
+    _check_keys(body, {"filter", "boost", "_name"}, "constant_score")
+    if "filter" not in body:
+        raise ParsingError("[constant_score] requires a 'filter' element")
+    return ConstantScore(parse_query(body["filter"], where="constant_score.filter"),
+                         boost=as_float(body.get("boost", 1.0), "constant_score.boost"))
+
+
+def parse_knn(body: Any, *, where: str = "knn", top_level: bool = False) -> Knn:
+    """A ``knn`` clause (top-level section, retriever or query); checks shapes and bounds, not the mapping."""
+    if not isinstance(body, dict):
+        raise ParsingError(f"[{where}] malformed, expected an object")
+    _check_keys(body, {"field", "query_vector", "query_vector_builder", "k", "num_candidates", "filter",
+                       "similarity", "boost", "_name"}, "knn")
+    field = body.get("field")
+    if not isinstance(field, str) or not field:
+        raise ParsingError(f"[{where}] requires a [field]")
+    vector = body.get("query_vector")
+    builder = body.get("query_vector_builder")
+    if (vector is None) == (builder is None):
+        raise IllegalArgument(f"[{where}] requires exactly one of [query_vector] or [query_vector_builder]")
+    parsed_vector = None
+    parsed_builder = None
+    if vector is not None:
+        if not isinstance(vector, list) or not vector:
+            raise ParsingError(f"[{where}] [query_vector] must be a non-empty array of numbers")
+        parsed_vector = tuple(as_float(x, f"{where}.query_vector") for x in vector)
+    else:
+        embed = builder.get("text_embedding") if isinstance(builder, dict) else None
+        if not isinstance(embed, dict) or len(builder) != 1:
+            raise ParsingError(f"[{where}] [query_vector_builder] supports only [text_embedding]")
+        model, text = embed.get("model_id"), embed.get("model_text")
+        if not isinstance(model, str) or not isinstance(text, str):
+            raise ParsingError(f"[{where}] [text_embedding] requires [model_id] and [model_text] strings")
+        parsed_builder = (model, text)
+    k = body.get("k")
+    k = None if k is None else as_int(k, f"{where}.k")
+    nc = body.get("num_candidates")
+    nc = None if nc is None else as_int(nc, f"{where}.num_candidates")
+    if k is not None and k < 1:
+        raise IllegalArgument(f"[k] must be greater than 0 in [{where}]")
+    if nc is not None:
+        if nc < 1:
+            raise IllegalArgument(f"[num_candidates] must be greater than 0 in [{where}]")
+        if nc > MAX_NUM_CANDIDATES:
+            raise IllegalArgument(f"[num_candidates] cannot exceed [{MAX_NUM_CANDIDATES}]")
+        if k is not None and nc < k:
+            raise IllegalArgument("[num_candidates] cannot be less than [k]")
+    if top_level and k is not None and k > MAX_NUM_CANDIDATES:
+        raise IllegalArgument(f"[k] cannot exceed [{MAX_NUM_CANDIDATES}]")
+    filters = _clauses(body["filter"], f"{where}.filter") if body.get("filter") is not None else ()
+    similarity = body.get("similarity")
+    return Knn(field=field, vector=parsed_vector, k=k, num_candidates=nc, filter=filters,
+               similarity=None if similarity is None else as_float(similarity, f"{where}.similarity"),
+               boost=as_float(body.get("boost", 1.0), f"{where}.boost"), builder=parsed_builder)
+
+
+def _knn(body: Any) -> Node:
+    return parse_knn(body, where="knn")
+
+
+def parse_fusion_options(body: dict[str, Any], legs: int, where: str) -> dict[str, Any]:
+    """The shared fusion parameters of ``hybrid`` and the retrievers, validated."""
+    fusion = str(body.get("fusion", "rrf")).lower()
+    if fusion not in FUSIONS:
+        raise IllegalArgument(f"[{where}] unsupported fusion [{body.get('fusion')}]; supported: [rrf, linear]")
+    rank_constant = as_int(body.get("rank_constant", DEFAULT_RANK_CONSTANT), f"{where}.rank_constant")
+    if rank_constant < 1:
+        raise IllegalArgument(f"[rank_constant] must be greater than or equal to [1] for [{where}]")
+    window = as_int(body.get("rank_window_size", body.get("window_size", DEFAULT_RANK_WINDOW)),
+                    f"{where}.rank_window_size")
+    if window < 1:
+        raise IllegalArgument(f"[rank_window_size] must be greater than or equal to [1] for [{where}]")
+    weights = body.get("weights")
+    if weights is not None:
+        if not isinstance(weights, list) or len(weights) != legs:
+            raise IllegalArgument(f"[{where}] [weights] must be an array with one number per leg ({legs})")
+        weights = tuple(as_float(w, f"{where}.weights") for w in weights)
+        if any(w < 0 for w in weights):
+            raise IllegalArgument(f"[{where}] [weights] must not be negative")
+    normalizer = body.get("normalizer")
+    normalizers = None
+    if normalizer is not None:
+        normalizer = _normalizer(normalizer, where)
+        normalizers = (normalizer,) * legs
+    return {"fusion": fusion, "rank_constant": rank_constant, "rank_window_size": window, "weights": weights,
+            "normalizers": normalizers}
+
+
+def _normalizer(value: Any, where: str) -> str:
+    name = str(value).lower().replace("min_max", "minmax")
+    if name not in NORMALIZERS:
+        raise IllegalArgument(f"[{where}] unknown normalizer [{value}]; supported: [none, minmax, l2_norm]")
+    return name
+
+
+def _hybrid(body: Any) -> Node:
+    if not isinstance(body, dict):
+        raise ParsingError("[hybrid] query malformed, no start_object after query name")
+    _check_keys(body, {"queries", "fusion", "rank_constant", "rank_window_size", "window_size", "weights",
+                       "normalizer"}, "hybrid")
+    queries = body.get("queries")
+    if not isinstance(queries, list) or len(queries) < 1:
+        raise ParsingError("[hybrid] requires [queries]: an array of at least one query")
+    legs = tuple(parse_query(q, where="hybrid.queries") for q in queries)
+    options = parse_fusion_options(body, len(legs), "hybrid")
+    if options["normalizers"] is None and options["fusion"] == "linear":
+        options["normalizers"] = ("minmax",) * len(legs)
+    return Hybrid(legs=legs, **options)
+
+
+_PARSERS: dict[str, Callable[[Any], Node]] = {
+    "match_all": _match_all,
+    "match_none": _match_none,
+    "match": _match,
+    "multi_match": _multi_match,
+    "term": _term,
+    "terms": _terms,
+    "ids": _ids,
+    "exists": _exists,
+    "range": _range,
+    "bool": _bool,
+    "constant_score": _constant_score,
+    "knn": _knn,
+    "hybrid": _hybrid,
+}
+
+QUERY_TYPES = tuple(_PARSERS)
+
+
+def parse_query(obj: Any, *, where: str = "query", top_level: bool = False) -> Node:
+    """Parse one ES query clause (``{"match": {...}}``) into a node, or raise a parsing_exception.
+
+    ``hybrid`` is accepted only when ``top_level`` is true: fusion ranks a whole
+    request, it is not a clause with a per-document score.
+    """
+    if not isinstance(obj, dict):
+        raise ParsingError(f"[{where}] query malformed, must start with start_object")
+    if not obj:
+        raise ParsingError(f"[{where}] query malformed, empty clause found")
+    kinds = list(obj)
+    if len(kinds) > 1:
+        raise ParsingError(f"[{kinds[0]}] malformed query, expected [END_OBJECT] but found [FIELD_NAME]")
+    kind = kinds[0]
+    parser = _PARSERS.get(kind)
+    if parser is None:
+        raise ParsingError(f"unknown query [{kind}]")
+    node = parser(obj[kind])
+    if isinstance(node, Hybrid) and not top_level:
+        raise ParsingError("[hybrid] query must be the top-level query of a request")
+    return node
+
+
+def transform(node: Node, fn: Callable[[Node], Node]) -> Node:
+    """A copy of the tree with ``fn`` applied to every node, children first."""
+    if isinstance(node, Bool):
+        node = attrs.evolve(node, must=tuple(transform(c, fn) for c in node.must),
+                            filter=tuple(transform(c, fn) for c in node.filter),
+                            should=tuple(transform(c, fn) for c in node.should),
+                            must_not=tuple(transform(c, fn) for c in node.must_not))
+    elif isinstance(node, ConstantScore):
+        node = attrs.evolve(node, filter=transform(node.filter, fn))
+    elif isinstance(node, Knn):
+        node = attrs.evolve(node, filter=tuple(transform(c, fn) for c in node.filter))
+    elif isinstance(node, Hybrid):
+        node = attrs.evolve(node, legs=tuple(transform(c, fn) for c in node.legs))
+    return fn(node)
+
+
+def walk(node: Node):
+    """Every node of a tree, parents first."""
+    yield node
+    if isinstance(node, Bool):
+        for child in (*node.must, *node.filter, *node.should, *node.must_not):
+            yield from walk(child)
+    elif isinstance(node, ConstantScore):
+        yield from walk(node.filter)
+    elif isinstance(node, Knn):
+        for child in node.filter:
+            yield from walk(child)
+    elif isinstance(node, Hybrid):
+        for child in node.legs:
+            yield from walk(child)

@@ -1,0 +1,362 @@
+"""Query nodes evaluated over one index snapshot: dense per-row match masks and scores from columns and postings.
+
+Filters read doc-values columns (keyword ordinals, numbers, dates, presence
+masks) and postings; ``_source`` is never parsed. A node's result is
+``(mask, scores)``: both dense over ``reader.n_rows``; ``scores`` is None in
+filter context and otherwise zero outside ``mask``. Masks of individual nodes
+may include dead rows; :meth:`Evaluator.evaluate` intersects with the live mask
+once at the top (``knn`` restricts itself to live rows before ranking).
+
+Scoring follows ES: ``match``/``term`` on text fields score BM25; ``bool`` sums
+its ``must`` and matching ``should`` clauses; ``filter``/``must_not`` never
+score; ``match_all`` scores 1; the other term-level queries (``term`` on
+non-text fields, ``terms``, ``ids``, ``exists``, ``range``) and
+``constant_score`` score their boost; ``knn`` scores the similarity transform.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from xerj_core.errors import IllegalArgument, ParsingError
+from xerj_core.query import bm25, dsl, knn
+from xerj_core.query.dsl import Node
+from xerj_core.query.ranking import top_k
+from xerj_core.query.values import range_operand, term_operand
+from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
+
+Result = tuple[np.ndarray, "np.ndarray | None"]
+
+
+def keyword_mask(column, ords: np.ndarray) -> np.ndarray:
+    """Rows of a keyword column holding any of ``ords`` (first value or any extra value of a multi-valued row)."""
+    if len(ords) == 0:
+        return np.zeros(len(column), bool)
+    mask = column.values == ords[0] if len(ords) == 1 else np.isin(column.values, ords)
+    if len(column.extra_rows):
+        hits = np.isin(column.extra_ords, ords)
+        if hits.any():
+            mask[column.extra_rows[hits]] = True
+    return mask
+
+
+def _boosted(mask: np.ndarray, boost: float, scoring: bool) -> Result:
+    if not scoring:
+        return mask, None
+    return mask, mask * float(boost)
+
+
+class Evaluator:
+    """Evaluates parsed query nodes against one :class:`~xerj_core.store.IndexReader`.
+
+    ``default_knn_k`` is how many neighbours a ``knn`` query clause without
+    ``k``/``num_candidates`` keeps (the service passes what the page needs).
+    """
+
+    def __init__(self, reader, *, default_knn_k: int = 10) -> None:
+        self.reader = reader
+        self.n = reader.n_rows
+        self.default_knn_k = default_knn_k
+        self._handlers: dict[type, Callable[[Any, bool], Result]] = {
+            dsl.MatchAll: self._match_all,
+            dsl.MatchNone: self._match_none,
+            dsl.Match: self._match,
+            dsl.MultiMatch: self._multi_match,
+            dsl.Term: self._term,
+            dsl.Terms: self._terms,
+            dsl.Ids: self._ids,
+            dsl.Exists: self._exists,
+            dsl.Range: self._range,
+            dsl.Bool: self._bool,
+            dsl.ConstantScore: self._constant_score,
+            dsl.Knn: self._knn,
+        }
+
+    # -- entry points --------------------------------------------------------------------------
+
+    def evaluate(self, node: Node, *, scoring: bool = True) -> Result:
+        """``(mask, scores)`` of ``node`` restricted to live rows."""
+        mask, scores = self.matches(node, scoring)
+        mask = mask & self.reader.live
+        if scores is not None:
+            scores = scores * mask
+        return mask, scores
+
+    def matches(self, node: Node, scoring: bool = True) -> Result:
+        handler = self._handlers.get(type(node))
+        if handler is None:
+            if isinstance(node, dsl.Hybrid):
+                raise ParsingError("[hybrid] query must be the top-level query of a request")
+            raise ParsingError(f"unknown query [{type(node).__name__}]")
+        return handler(node, scoring)
+
+    def filter(self, nodes) -> np.ndarray:
+        """Rows matching every node of ``nodes`` (filter context), not yet restricted to live rows."""
+        mask = np.ones(self.n, bool)
+        for node in nodes:
+            mask &= self.matches(node, False)[0]
+        return mask
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _none(self, scoring: bool) -> Result:
+        return np.zeros(self.n, bool), (np.zeros(self.n, np.float64) if scoring else None)
+
+    def _spec(self, field: str):
+        return self.reader.mapping.fields.get(field)
+
+    def _keyword_ords(self, field: str, values, case_insensitive: bool = False) -> np.ndarray:
+        dictionary = self.reader.field_dictionary(field)
+        if case_insensitive:
+            wanted = {str(v).lower() for v in values}
+            return np.array([i for i, t in enumerate(dictionary.terms) if t.lower() in wanted], np.int64)
+        return dictionary.lookup(values)
+
+    # -- leaves --------------------------------------------------------------------------------
+
+    def _match_all(self, node: dsl.MatchAll, scoring: bool) -> Result:
+        return _boosted(np.ones(self.n, bool), node.boost, scoring)
+
+    def _match_none(self, node: dsl.MatchNone, scoring: bool) -> Result:
+        return self._none(scoring)
+
+    def _match(self, node: dsl.Match, scoring: bool) -> Result:
+        spec = self._spec(node.field)
+        if spec is None:
+            return self._none(scoring)
+        kind = column_kind(spec)
+        if kind == KIND_LEN:
+            if not bm25.query_terms(node.query):
+                if node.zero_terms_query == "all":
+                    return _boosted(np.ones(self.n, bool), node.boost, scoring)
+                return self._none(scoring)
+            mask, scores = bm25.match_text(self.reader, node.field, node.query, operator=node.operator,
+                                           minimum_should_match=node.minimum_should_match, scoring=scoring)
+            if scores is not None and node.boost != 1.0:
+                scores = scores * node.boost
+            return mask, scores
+        if kind == KIND_VEC:
+            raise IllegalArgument(f"field [{node.field}] of type [dense_vector] does not support [match] queries; "
+                                  f"use [knn]")
+        return self._term(dsl.Term(node.field, node.query, boost=node.boost), scoring)
+
+    def _expand_fields(self, patterns) -> list[tuple[str, float]]:
+        fields = self.reader.mapping.fields
+        if patterns is None:
+            return [(path, 1.0) for path, spec in fields.items() if column_kind(spec) == KIND_LEN]
+        out: dict[str, float] = {}
+        for pattern, boost in patterns:
+            if "*" in pattern:
+                import fnmatch
+
+                for path, spec in fields.items():
+                    if fnmatch.fnmatchcase(path, pattern) and column_kind(spec) in (KIND_LEN, KIND_ORD):
+                        out.setdefault(path, boost)
+            elif pattern in fields:
+                out.setdefault(pattern, boost)
+        return list(out.items())
+
+    def _multi_match(self, node: dsl.MultiMatch, scoring: bool) -> Result:
+        fields = self._expand_fields(node.fields)
+        if not fields:
+            return self._none(scoring)
+        mask = np.zeros(self.n, bool)
+        total = best = None
+        for field, field_boost in fields:
+            m, s = self._match(dsl.Match(field, node.query, operator=node.operator,
+                                         minimum_should_match=node.minimum_should_match, boost=field_boost), scoring)
+            mask |= m
+            if scoring:
+                total = s if total is None else total + s
+                best = s if best is None else np.maximum(best, s)
+        if not scoring:
+            return mask, None
+        if node.type == "most_fields":
+            scores = total
+        else:
+            tie = node.tie_breaker or 0.0
+            scores = best + tie * (total - best) if tie else best
+        return mask, scores * node.boost if node.boost != 1.0 else scores
+
+    def _term(self, node: dsl.Term, scoring: bool) -> Result:
+        spec = self._spec(node.field)
+        if spec is None:
+            return self._none(scoring)
+        kind = column_kind(spec)
+        if kind == KIND_LEN:
+            rows, weights = bm25.term_weights(self.reader, node.field, str(node.value))
+            mask = np.zeros(self.n, bool)
+            mask[rows] = True
+            if not scoring:
+                return mask, None
+            scores = np.zeros(self.n, np.float64)
+            scores[rows] = weights * node.boost
+            return mask, scores
+        if kind == KIND_VEC:
+            raise IllegalArgument(f"field [{node.field}] of type [dense_vector] does not support [term] queries")
+        return _boosted(self._equal_mask(spec, [node.value], node.case_insensitive), node.boost, scoring)
+
+    def _equal_mask(self, spec, values, case_insensitive: bool = False) -> np.ndarray:
+        kind = column_kind(spec)
+        column = self.reader.column(spec.path)
+        if kind == KIND_ORD:
+            operands = [term_operand(spec, v) for v in values]
+            return keyword_mask(column, self._keyword_ords(spec.path, operands, case_insensitive))
+        operands = [o for o in (term_operand(spec, v) for v in values) if o is not None]
+        if not operands:
+            return np.zeros(self.n, bool)
+        if len(operands) == 1:
+            return (column.values == operands[0]) & column.present
+        return np.isin(column.values, np.array(operands, column.values.dtype)) & column.present
+
+    def _terms(self, node: dsl.Terms, scoring: bool) -> Result:
+        spec = self._spec(node.field)
+        if spec is None or not node.values:
+            return self._none(scoring)
+        kind = column_kind(spec)
+        if kind == KIND_LEN:
+            mask = np.zeros(self.n, bool)
+            for value in node.values:
+                mask[bm25.term_weights(self.reader, node.field, str(value))[0]] = True
+            return _boosted(mask, node.boost, scoring)
+        if kind == KIND_VEC:
+            raise IllegalArgument(f"field [{node.field}] of type [dense_vector] does not support [terms] queries")
+        return _boosted(self._equal_mask(spec, node.values), node.boost, scoring)
+
+    def _ids(self, node: dsl.Ids, scoring: bool) -> Result:
+        mask = np.zeros(self.n, bool)
+        rows = [row for row in self.reader.rows_of(node.values).values() if row < self.n]
+        mask[np.array(rows, np.int64)] = True
+        return _boosted(mask, node.boost, scoring)
+
+    def _exists(self, node: dsl.Exists, scoring: bool) -> Result:
+        fields = self.reader.mapping.fields
+        if node.field in fields:
+            mask = self.reader.column(node.field).present.copy()
+        else:
+            prefix = node.field + "."
+            mask = np.zeros(self.n, bool)
+            for path, spec in fields.items():
+                if path.startswith(prefix) and spec.source_path is None:
+                    mask |= self.reader.column(path).present
+        return _boosted(mask, node.boost, scoring)
+
+    def _range(self, node: dsl.Range, scoring: bool) -> Result:
+        spec = self._spec(node.field)
+        if spec is None:
+            return self._none(scoring)
+        kind = column_kind(spec)
+        if kind == KIND_LEN:
+            raise IllegalArgument(f"field [{node.field}] of type [text] does not support range queries; "
+                                  f"use a keyword, numeric or date field")
+        if kind == KIND_VEC:
+            raise IllegalArgument(f"field [{node.field}] of type [dense_vector] does not support range queries")
+        bounds = {}
+        for op in ("gt", "gte", "lt", "lte"):
+            value = getattr(node, op)
+            if value is not None:
+                bounds[op] = range_operand(spec, value, round_up=op in ("gt", "lte"), fmt=node.format)
+        column = self.reader.column(node.field)
+        if kind == KIND_ORD:
+            terms = self.reader.field_dictionary(node.field).terms
+            ords = np.array([i for i, t in enumerate(terms) if _in_bounds(t, bounds)], np.int64)
+            return _boosted(keyword_mask(column, ords), node.boost, scoring)
+        mask = column.present.copy()
+        values = column.values
+        if "gt" in bounds:
+            mask &= values > bounds["gt"]
+        if "gte" in bounds:
+            mask &= values >= bounds["gte"]
+        if "lt" in bounds:
+            mask &= values < bounds["lt"]
+        if "lte" in bounds:
+            mask &= values <= bounds["lte"]
+        return _boosted(mask, node.boost, scoring)
+
+    # -- compound ------------------------------------------------------------------------------
+
+    def _bool(self, node: dsl.Bool, scoring: bool) -> Result:
+        mask = np.ones(self.n, bool)
+        scores = np.zeros(self.n, np.float64) if scoring else None
+        for clause in node.must:
+            m, s = self.matches(clause, scoring)
+            mask &= m
+            if scoring:
+                scores += s
+        for clause in node.filter:
+            mask &= self.matches(clause, False)[0]
+        for clause in node.must_not:
+            mask &= ~self.matches(clause, False)[0]
+        if node.should:
+            default = 0 if (node.must or node.filter) else 1
+            required = dsl.minimum_should_match(node.minimum_should_match, len(node.should), default)
+            if required > len(node.should):
+                return self._none(scoring)
+            counts = np.zeros(self.n, np.int32) if required > 0 else None
+            for clause in node.should:
+                m, s = self.matches(clause, scoring)
+                if counts is not None:
+                    counts += m
+                if scoring:
+                    scores += s
+            if counts is not None:
+                mask &= counts >= required
+        elif node.minimum_should_match is not None and dsl.minimum_should_match(node.minimum_should_match, 0, 0) > 0:
+            return self._none(scoring)
+        if not scoring:
+            return mask, None
+        if not (node.must or node.should):
+            # Only filter / must_not clauses (or none at all): ES scores the empty bool 1, a pure filter 0.
+            scores = mask * (1.0 if not (node.filter or node.must_not) else 0.0)
+        scores *= mask
+        if node.boost != 1.0:
+            scores *= node.boost
+        return mask, scores
+
+    def _constant_score(self, node: dsl.ConstantScore, scoring: bool) -> Result:
+        return _boosted(self.matches(node.filter, False)[0], node.boost, scoring)
+
+    def _knn(self, node: dsl.Knn, scoring: bool) -> Result:
+        if node.vector is None:
+            raise IllegalArgument(f"[knn] on field [{node.field}] has no query vector")
+        k = node.k or node.num_candidates or self.default_knn_k
+        candidates = self.filter(node.filter) if node.filter else None
+        mask, scores = knn.knn_scores(self.reader, node.field, node.vector, candidates,
+                                      min_similarity=node.similarity)
+        ranked = top_k(scores, mask, k)
+        out = np.zeros(self.n, bool)
+        out[ranked.rows] = True
+        if not scoring:
+            return out, None
+        result = np.zeros(self.n, np.float64)
+        result[ranked.rows] = ranked.scores * node.boost
+        return out, result
+
+
+def _in_bounds(term: str, bounds: dict[str, Any]) -> bool:
+    if "gt" in bounds and not term > bounds["gt"]:
+        return False
+    if "gte" in bounds and not term >= bounds["gte"]:
+        return False
+    if "lt" in bounds and not term < bounds["lt"]:
+        return False
+    if "lte" in bounds and not term <= bounds["lte"]:
+        return False
+    return True
+
+
+def filter_mask(reader, clause: Any = None) -> np.ndarray:
+    """Live rows of ``reader`` matching ``clause`` in filter context, as a bool array over ``reader.n_rows``.
+
+    ``clause`` is an ES query dict (``{"term": {"kind": "note"}}``, a ``bool`` of
+    filters, ...), an already parsed node, a list of either (all must match),
+    or None (every live row). Evaluated on columns only; raises the same
+    parsing/illegal-argument errors as a search.
+    """
+    if clause is None:
+        return reader.live.copy()
+    clauses = clause if isinstance(clause, list) else [clause]
+    nodes = [c if not isinstance(c, dict) else dsl.parse_query(c, where="filter") for c in clauses]
+    return Evaluator(reader).filter(nodes) & reader.live

@@ -1,0 +1,147 @@
+"""Exact k-nearest-neighbour search over ``dense_vector`` columns with numpy, filters applied before ranking.
+
+Scores follow Elasticsearch's transforms of the field's ``similarity`` so they
+are positive and comparable with its responses: cosine (the default)
+``(1 + cos) / 2``, dot_product ``(1 + dot) / 2``, l2_norm ``1 / (1 + d²)``,
+max_inner_product ``1 / (1 - dot)`` below zero and ``dot + 1`` otherwise.
+Per-row inverse norms are cached with each immutable sealed segment, so a
+query is one matrix-vector product per segment plus a top-k.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from xerj_core.errors import IllegalArgument
+from xerj_core.query.ranking import Ranked, top_k
+
+SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
+# Below this share of a part's rows passing the filter, gather those rows instead of scoring all.
+_GATHER_BELOW = 0.25
+
+
+def vector_spec(reader, field: str, dims: int | None = None):
+    """The ``dense_vector`` FieldSpec of ``field``; IllegalArgument when it is unmapped, another type, or ``dims`` differ."""
+    spec = reader.mapping.fields.get(field)
+    if spec is None:
+        raise IllegalArgument(f"[knn] field [{field}] does not exist in the mapping of [{reader.name}]; "
+                              f"[knn] needs a [dense_vector] field")
+    if spec.type != "dense_vector":
+        raise IllegalArgument(f"[knn] queries are only supported on [dense_vector] fields; "
+                              f"[{field}] is of type [{spec.type}]")
+    if dims is not None and dims != spec.dims:
+        raise IllegalArgument(f"the query vector has a different number of dimensions [{dims}] than the document "
+                              f"vectors [{spec.dims}] of field [{field}]")
+    return spec
+
+
+def similarity_of(spec) -> str:
+    name = str(spec.params.get("similarity", "cosine")).lower()
+    if name not in SIMILARITIES:
+        raise IllegalArgument(f"unsupported [similarity] [{name}] on field [{spec.path}]")
+    return name
+
+
+def _norms(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row ``(1/|v|, |v|²)`` as float32; zero vectors get an inverse norm of 0."""
+    squared = np.einsum("ij,ij->i", values, values, dtype=np.float32)
+    norms = np.sqrt(squared)
+    inverse = np.zeros_like(norms)
+    np.divide(1.0, norms, out=inverse, where=norms > 0)
+    return inverse, squared
+
+
+def _parts(reader, field: str):
+    """``(start, end, values, present, inverse_norms, squared_norms)`` per stored part of ``field``."""
+    key = ("knn-norms", field)
+    for seg in reader.segments:
+        column = reader.segment_column(seg, field)
+        if column is None:
+            continue
+        norms = seg.derived.get(key)
+        if norms is None:
+            with seg.lock:
+                norms = seg.derived.get(key)
+                if norms is None:
+                    norms = seg.derived[key] = _norms(column.values)
+        yield seg.start, seg.end, column.values, column.present, norms[0], norms[1]
+    if reader.tail_count:
+        column = reader.tail_column(field)
+        norms = reader.memo(("knn-tail-norms", field), lambda: _norms(column.values))
+        yield reader.tail_start, reader.n_rows, column.values, column.present, norms[0], norms[1]
+
+
+def knn_scores(reader, field: str, vector: Sequence[float] | np.ndarray, candidates: np.ndarray | None = None, *,
+               min_similarity: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(mask, scores)`` dense over rows: rows holding a vector (and in ``candidates``), and their scores.
+
+    Only live rows in ``candidates`` (bool over rows; all live rows when None)
+    are scored, so rows it excludes are never ranked. ``min_similarity`` keeps rows whose raw
+    similarity reaches it (for l2_norm: whose distance is at most it), like
+    ES's ``similarity`` option.
+    """
+    query = np.asarray(vector, np.float32)
+    spec = vector_spec(reader, field, len(query))
+    metric = similarity_of(spec)
+    n = reader.n_rows
+    raw = np.zeros(n, np.float32)
+    mask = np.zeros(n, bool)
+    query_norm = float(np.sqrt(np.dot(query, query)))
+    query_sq = query_norm * query_norm
+    if metric == "cosine" and query_norm == 0:
+        raise IllegalArgument("the [cosine] similarity does not support a query vector with zero magnitude")
+    candidates = reader.live if candidates is None else candidates & reader.live
+    for start, end, values, present, inverse, squared in _parts(reader, field):
+        wanted = present & candidates[start:end]
+        count = int(np.count_nonzero(wanted))
+        if count == 0:
+            continue
+        mask[start:end] = wanted
+        if count < _GATHER_BELOW * (end - start):
+            local = np.flatnonzero(wanted)
+            dots = values[local] @ query
+            raw[start + local] = _raw(metric, dots, inverse[local], squared[local], query_norm, query_sq)
+        else:
+            dots = values @ query
+            raw[start:end] = _raw(metric, dots, inverse, squared, query_norm, query_sq)
+    if min_similarity is not None:
+        mask &= (raw <= min_similarity) if metric == "l2_norm" else (raw >= min_similarity)
+    scores = _score(metric, raw.astype(np.float64))
+    scores *= mask
+    return mask, scores
+
+
+def _raw(metric: str, dots: np.ndarray, inverse: np.ndarray, squared: np.ndarray, query_norm: float,
+         query_sq: float) -> np.ndarray:
+    """The raw similarity: cosine, dot product, or (for l2_norm) the euclidean distance."""
+    if metric == "cosine":
+        out = dots * inverse
+        out *= 1.0 / query_norm
+        return out
+    if metric == "l2_norm":
+        return np.sqrt(np.maximum(squared - 2.0 * dots + query_sq, 0.0))
+    return dots
+
+
+def _score(metric: str, raw: np.ndarray) -> np.ndarray:
+    if metric in ("cosine", "dot_product"):
+        return (1.0 + raw) / 2.0
+    if metric == "l2_norm":
+        return 1.0 / (1.0 + raw * raw)
+    return np.where(raw < 0, 1.0 / (1.0 - np.minimum(raw, 0.0)), raw + 1.0)
+
+
+def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
+            filter_mask: np.ndarray | None = None, *, min_similarity: float | None = None) -> Ranked:
+    """The ``k`` live rows of ``reader`` nearest to ``vector`` in ``field``, exactly, best first.
+
+    ``filter_mask`` (bool over ``reader.n_rows``) is applied before ranking, so
+    the result holds ``k`` matching rows whenever that many exist (no
+    post-filtering shortfall). Errors: unmapped or non-``dense_vector`` field,
+    or a vector of the wrong dimension (``IllegalArgument``).
+    """
+    candidates = reader.live if filter_mask is None else reader.live & filter_mask
+    mask, scores = knn_scores(reader, field, vector, candidates, min_similarity=min_similarity)
+    return top_k(scores, mask, k)

@@ -1,0 +1,395 @@
+"""SearchService: the ES ``_search`` / ``_count`` surface and the engine-level ranking calls other modules use.
+
+Two layers, both documented here:
+
+* **ES-shaped**: :meth:`SearchService.search` and :meth:`SearchService.count`
+  take an index expression, a JSON body and URL parameters and return the ES
+  response shapes. Every index a request names is resolved by the one
+  function :func:`~xerj_core.query.resolve.resolve_indices`, and all of them are
+  read in one LMDB snapshot, so a committed write is visible to the very next
+  search with no refresh.
+* **Engine-level** (agent-memory recall, the graph overview): work on an open
+  :class:`~xerj_core.store.IndexReader` and numpy masks, and return
+  :class:`~xerj_core.query.ranking.Ranked` rows (best first) or plain dicts::
+
+      with engine.store.reader(index) as reader:
+          allowed = search.filter_mask(reader, {"term": {"kind": "note"}})
+          lexical = search.bm25_top(reader, ["title", "text"], "fermentation", 50, allowed)
+          semantic = search.knn_top(reader, "embedding", vector, 50, allowed)
+          fused = search.fuse([lexical, semantic], method="rrf", k=10)
+          hits = search.hits(reader, fused)
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import attrs
+import numpy as np
+
+from xerj_core.errors import IllegalArgument
+from xerj_core.query import aggs as aggs_module
+from xerj_core.query import bm25, dsl, fusion, knn
+from xerj_core.query.evaluate import Evaluator
+from xerj_core.query.evaluate import filter_mask as _filter_mask
+from xerj_core.query.ranking import Ranked, rank_all, top_k
+from xerj_core.query.request import (SearchRequest, SourceFilter, parse_count_request, parse_search_request)
+from xerj_core.query.resolve import resolve_indices
+from xerj_core.query.results import filter_source, merge_key, sort_rows
+
+_ROW_BITS = 40  # a row of index i in a multi-index ranking is keyed as (i << 40) | row
+_ROW_MASK = (1 << _ROW_BITS) - 1
+
+
+def _shards(count: int) -> dict[str, int]:
+    return {"total": count, "successful": count, "skipped": 0, "failed": 0}
+
+
+def _keyed(ranked: Ranked, index: int) -> Ranked:
+    return Ranked(ranked.rows + (index << _ROW_BITS), ranked.scores)
+
+
+def _merge(parts: list[Ranked], k: int) -> Ranked:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return Ranked.empty()
+    if len(parts) == 1:
+        return parts[0].head(k)
+    return rank_all(np.concatenate([p.rows for p in parts]), np.concatenate([p.scores for p in parts])).head(k)
+
+
+class SearchService:
+    """Search over the engine's store; built once per Engine (``engine.search``)."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        self.store = engine.store
+
+    # -- ES surface ------------------------------------------------------------------------------
+
+    def resolve(self, index_expr: str | None, *, ignore_unavailable: bool = False, allow_no_indices: bool = True,
+                expand_wildcards: str = "open") -> list[str]:
+        """The index names an expression names (see :func:`~xerj_core.query.resolve.resolve_indices`)."""
+        return resolve_indices(self.store, index_expr, ignore_unavailable=ignore_unavailable,
+                               allow_no_indices=allow_no_indices, expand_wildcards=expand_wildcards)
+
+    def search(self, index_expr: str | None, body: dict | None, *, params: dict | None = None) -> dict:
+        """Run an ES ``_search`` and return its response body.
+
+        ``index_expr`` is a comma list with wildcards (None = every visible
+        index); ``body`` the JSON request (``query``, ``knn``, ``retriever``,
+        ``rank``, ``from``, ``size``, ``sort``, ``_source``, ``track_total_hits``,
+        ``aggs``, ``post_filter``, ``min_score``, ``track_scores``, ``version``);
+        ``params`` the URL parameters (``q``, ``df``, ``default_operator``,
+        ``size``, ``from``, ``sort``, ``_source``, ``_source_includes``,
+        ``_source_excludes``, ``track_total_hits``, ``rest_total_hits_as_int``,
+        ``ignore_unavailable``, ``allow_no_indices``, ``expand_wildcards``), which
+        win over the body. Bad input raises ParsingError / IllegalArgument /
+        IndexNotFound; it never degrades to match-all.
+        """
+        started = time.perf_counter()
+        request = self._with_vectors(parse_search_request(body, params))
+        names = resolve_indices(self.store, index_expr, ignore_unavailable=request.ignore_unavailable,
+                                allow_no_indices=request.allow_no_indices, expand_wildcards=request.expand_wildcards)
+        with self.store.read_txn() as raw:
+            readers = [self.store.open_reader(raw, name) for name in names]
+            if request.hybrid is not None:
+                page, total, max_score, contexts = self._fused_search(request, readers)
+            else:
+                page, total, max_score, contexts = self._ranked_search(request, readers)
+            hits = [self._render_hit(readers[i], row, score, sort_values, request)
+                    for i, row, score, sort_values in page]
+            aggregations = aggs_module.run_aggs(request.aggs, contexts) if request.aggs else None
+        response: dict[str, Any] = {
+            "took": int((time.perf_counter() - started) * 1000),
+            "timed_out": False,
+            "_shards": _shards(len(readers)),
+            "hits": {},
+        }
+        total_body = _total(total, request)
+        if total_body is not None:
+            response["hits"]["total"] = total_body
+        response["hits"]["max_score"] = max_score
+        response["hits"]["hits"] = hits
+        if aggregations is not None:
+            response["aggregations"] = aggregations
+        return response
+
+    def count(self, index_expr: str | None, body: dict | None = None, *, params: dict | None = None) -> dict:
+        """Run an ES ``_count``: ``{"count": n, "_shards": ...}``; the body may hold only ``query``."""
+        request = self._with_vectors(parse_count_request(body, params))
+        names = resolve_indices(self.store, index_expr, ignore_unavailable=request.ignore_unavailable,
+                                allow_no_indices=request.allow_no_indices, expand_wildcards=request.expand_wildcards)
+        count = 0
+        with self.store.read_txn() as raw:
+            for name in names:
+                reader = self.store.open_reader(raw, name)
+                if request.query is None:
+                    count += reader.doc_count
+                    continue
+                scoring = request.min_score is not None
+                mask, scores = Evaluator(reader).evaluate(request.query, scoring=scoring)
+                if scoring:
+                    mask &= scores >= request.min_score
+                count += int(np.count_nonzero(mask))
+        return {"count": count, "_shards": _shards(len(names))}
+
+    # -- engine-level calls ----------------------------------------------------------------------
+
+    def bm25_top(self, reader, field_or_fields: str | Sequence[str], query_text: str, k: int,
+                 filter_mask: np.ndarray | None = None, *, operator: str = "or",
+                 minimum_should_match: str | None = None, combine: str = "best_fields",
+                 tie_breaker: float = 0.0) -> Ranked:
+        """The ``k`` best live rows for BM25 ``query_text`` over one or several text fields.
+
+        Scores are Elasticsearch's (k1 1.2, b 0.75); with several fields a row
+        gets its best field's score (``combine="most_fields"`` sums them). The
+        query is tokenized like the documents (lowercase Unicode words, no
+        stemming); ``operator="and"`` requires every token. ``filter_mask`` is a
+        bool array over ``reader.n_rows`` applied before ranking. See
+        :func:`xerj_core.query.bm25.bm25_top`.
+        """
+        return bm25.bm25_top(reader, field_or_fields, query_text, k, filter_mask, operator=operator,
+                             minimum_should_match=minimum_should_match, tie_breaker=tie_breaker, combine=combine)
+
+    def knn_top(self, reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
+                filter_mask: np.ndarray | None = None, *, min_similarity: float | None = None) -> Ranked:
+        """The ``k`` live rows nearest to ``vector`` in the ``dense_vector`` ``field``, exact, filter applied first.
+
+        Scores use the field's similarity (cosine by default: ``(1 + cos) / 2``).
+        Raises IllegalArgument for an unmapped / non-vector field or a wrong
+        dimension. See :func:`xerj_core.query.knn.knn_top`.
+        """
+        return knn.knn_top(reader, field, vector, k, filter_mask, min_similarity=min_similarity)
+
+    def filter_mask(self, reader, clause: Any = None) -> np.ndarray:
+        """Live rows matching an ES query clause in filter context (bool over ``reader.n_rows``).
+
+        ``clause`` is a query dict, a parsed node, a list of them (all must
+        match), or None for every live row. Evaluated on doc-values columns only.
+        """
+        return _filter_mask(reader, clause)
+
+    def aggregate(self, reader, aggs_body: dict, mask: np.ndarray | None = None) -> dict:
+        """An ES ``aggs`` body run over ``mask``'s rows (all live rows when None); returns the ``aggregations`` object.
+
+        Supported: ``terms`` (``size``, ``min_doc_count``, ``order``), ``date_histogram``
+        (``fixed_interval`` / ``calendar_interval``, ``min_doc_count``, ``extended_bounds``),
+        ``value_count``, ``cardinality``, ``min``, ``max``, ``sum``, ``avg``; bucket aggregations
+        accept sub-aggregations.
+        """
+        return aggs_module.aggregate(reader, aggs_body, mask)
+
+    def evaluate(self, reader, query: Any, *, scoring: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(mask, scores)`` of an ES query (dict or parsed node) over ``reader``'s live rows, dense over rows."""
+        node = dsl.parse_query(query) if isinstance(query, dict) else query
+        return Evaluator(reader).evaluate(self._with_vectors_node(node), scoring=scoring)
+
+    def top(self, reader, query: Any, k: int, filter_mask: np.ndarray | None = None) -> Ranked:
+        """The ``k`` best live rows of any ES query (dict or node), optionally within ``filter_mask``."""
+        mask, scores = self.evaluate(reader, query)
+        if filter_mask is not None:
+            mask = mask & filter_mask
+        return top_k(scores, mask, k)
+
+    @staticmethod
+    def fuse(rankings: Sequence[Ranked], *, method: str = "rrf", rank_constant: int = dsl.DEFAULT_RANK_CONSTANT,
+             weights: Sequence[float] | None = None, normalizers: Sequence[str] | str | None = None,
+             window: int | None = None, k: int | None = None) -> Ranked:
+        """Fuse rankings of the same reader: ``rrf`` (default, rank constant 60) or ``linear``.
+
+        See :func:`xerj_core.query.fusion.fuse`; an unknown method (``learned``)
+        is an IllegalArgument, never a silent substitute.
+        """
+        return fusion.fuse(rankings, method=method, rank_constant=rank_constant, weights=weights,
+                           normalizers=normalizers, window=window, k=k)
+
+    @staticmethod
+    def hits(reader, ranked: Ranked, *, source: bool | SourceFilter = True) -> list[dict]:
+        """ES-shaped hits (``_index``, ``_id``, ``_score``, ``_source``) of ``ranked`` rows of ``reader``."""
+        spec = source if isinstance(source, SourceFilter) else SourceFilter(enabled=bool(source))
+        out = []
+        for row, score in ranked.pairs():
+            found = reader.document(row)
+            if found is None:
+                continue
+            hit = {"_index": reader.name, "_id": found[0], "_score": score}
+            if spec.enabled:
+                hit["_source"] = filter_source(found[1], spec)
+            out.append(hit)
+        return out
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _with_vectors_node(self, node):
+        def embed(item):
+            if isinstance(item, dsl.Knn) and item.vector is None and item.builder is not None:
+                from xerj_core.embedding import get_embedder
+
+                model, text = item.builder
+                embedder = get_embedder(self.engine.embedders, model)
+                vector = np.asarray(embedder.embed([text]), np.float32)[0]
+                return attrs.evolve(item, vector=tuple(float(x) for x in vector))
+            return item
+
+        return None if node is None else dsl.transform(node, embed)
+
+    def _with_vectors(self, request: SearchRequest) -> SearchRequest:
+        nodes = [request.query, request.hybrid, request.post_filter, *request.knn]
+        if not any(isinstance(n, dsl.Knn) and n.builder is not None
+                   for node in nodes if node is not None for n in dsl.walk(node)):
+            return request
+        return attrs.evolve(
+            request, query=self._with_vectors_node(request.query), hybrid=self._with_vectors_node(request.hybrid),
+            post_filter=self._with_vectors_node(request.post_filter),
+            knn=tuple(self._with_vectors_node(n) for n in request.knn))
+
+    def _top_level_knn(self, request: SearchRequest, readers) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """Per reader ``(mask, scores)`` of the top-level ``knn`` sections, each ranked across all indices."""
+        if not request.knn:
+            return None
+        parts = [(np.zeros(r.n_rows, bool), np.zeros(r.n_rows, np.float64)) for r in readers]
+        for node in request.knn:
+            ranked = self._knn_global(node, readers, node.k or max(request.size, 1))
+            for key, score in ranked.pairs():
+                index, row = key >> _ROW_BITS, key & _ROW_MASK
+                parts[index][0][row] = True
+                parts[index][1][row] += score * node.boost
+        return parts
+
+    def _knn_global(self, node: dsl.Knn, readers, k: int) -> Ranked:
+        if node.vector is None:
+            raise IllegalArgument(f"[knn] on field [{node.field}] has no query vector")
+        ranked = []
+        for index, reader in enumerate(readers):
+            candidates = Evaluator(reader).filter(node.filter) if node.filter else None
+            mask, scores = knn.knn_scores(reader, node.field, node.vector, candidates, min_similarity=node.similarity)
+            ranked.append(_keyed(top_k(scores, mask, k), index))
+        return _merge(ranked, k)
+
+    def _ranked_search(self, request: SearchRequest, readers):
+        sort = request.sort
+        need_scores = (sort is None or any(key.field == "_score" for key in sort) or request.track_scores
+                       or request.min_score is not None)
+        knn_parts = self._top_level_knn(request, readers)
+        total = 0
+        max_score = None
+        contexts = []
+        candidates: list[tuple[Any, int, int, float | None, list | None]] = []
+        window = request.window
+        for index, reader in enumerate(readers):
+            evaluator = Evaluator(reader, default_knn_k=max(window, 1))
+            if request.query is not None:
+                mask, scores = evaluator.evaluate(request.query, scoring=need_scores)
+            elif knn_parts is not None:
+                mask, scores = np.zeros(reader.n_rows, bool), np.zeros(reader.n_rows, np.float64)
+            else:
+                mask = reader.live.copy()
+                scores = mask.astype(np.float64) if need_scores else None
+            if knn_parts is not None:
+                kmask, kscores = knn_parts[index]
+                mask = mask | kmask
+                if scores is None:
+                    scores = np.zeros(reader.n_rows, np.float64)
+                scores = scores + kscores
+            if request.min_score is not None:
+                mask &= scores >= request.min_score
+            contexts.append((reader, mask))
+            if request.post_filter is not None:
+                mask = mask & evaluator.filter([request.post_filter])
+            matched = int(np.count_nonzero(mask))
+            total += matched
+            if matched and scores is not None and (sort is None or request.track_scores
+                                                   or any(k.field == "_score" for k in sort)):
+                best = float((scores * mask).max())
+                max_score = best if max_score is None else max(max_score, best)
+            if window == 0 or matched == 0:
+                continue
+            if sort is None:
+                ranked = top_k(scores, mask, window)
+                for row, score in ranked.pairs():
+                    candidates.append(((-score, index, row), index, row, score, None))
+            else:
+                rows, sort_values = sort_rows(reader, np.flatnonzero(mask), scores, sort, window)
+                show_scores = scores is not None and (request.track_scores or any(k.field == "_score" for k in sort))
+                for row, values in zip(rows.tolist(), sort_values):
+                    score = float(scores[row]) if show_scores else None
+                    candidates.append(((merge_key(sort, values), index, row), index, row, score, values))
+        if len(readers) > 1:
+            candidates.sort(key=lambda c: c[0])
+        elif sort is None:
+            pass  # one index: already ordered by top_k
+        page = [(index, row, score, values) for _key, index, row, score, values in
+                candidates[request.from_:request.from_ + request.size]]
+        if sort is not None and not (request.track_scores or any(k.field == "_score" for k in sort)):
+            max_score = None
+        if request.size == 0:
+            max_score = None
+        return page, total, max_score, contexts
+
+    def _rank_leg(self, node, readers, window: int) -> tuple[Ranked, list[np.ndarray]]:
+        """A leg's global ranking (keys ``index << 40 | row``, top ``window``) and its per-reader matches."""
+        if isinstance(node, dsl.Hybrid):
+            legs = [self._rank_leg(leg, readers, node.rank_window_size) for leg in node.legs]
+            fused = fusion.fuse([ranking for ranking, _ in legs], method=node.fusion,
+                                rank_constant=node.rank_constant, weights=node.weights,
+                                normalizers=node.normalizers or "none", window=node.rank_window_size)
+            masks = [np.logical_or.reduce([leg_masks[i] for _, leg_masks in legs]) for i in range(len(readers))]
+            return fused.head(window), masks
+        if isinstance(node, dsl.Knn):
+            k = min(node.k or node.num_candidates or window, max(window, 1))
+            ranked = self._knn_global(node, readers, k)
+            masks = [np.zeros(r.n_rows, bool) for r in readers]
+            for key in ranked.rows.tolist():
+                masks[key >> _ROW_BITS][key & _ROW_MASK] = True
+            return ranked, masks
+        parts, masks = [], []
+        for index, reader in enumerate(readers):
+            mask, scores = Evaluator(reader, default_knn_k=window).evaluate(node)
+            masks.append(mask)
+            parts.append(_keyed(top_k(scores, mask, window), index))
+        return _merge(parts, window), masks
+
+    def _fused_search(self, request: SearchRequest, readers):
+        hybrid = request.hybrid
+        ranked, masks = self._rank_leg(hybrid, readers, hybrid.rank_window_size)
+        contexts = [(reader, masks[i]) for i, reader in enumerate(readers)]
+        keep = np.ones(len(ranked), bool)
+        if request.post_filter is not None:
+            post = [Evaluator(r).filter([request.post_filter]) & r.live for r in readers]
+            masks = [m & p for m, p in zip(masks, post)]
+            keep &= np.array([bool(post[k >> _ROW_BITS][k & _ROW_MASK]) for k in ranked.rows.tolist()], bool)
+        if request.min_score is not None:
+            keep &= ranked.scores >= request.min_score
+        ranked = Ranked(ranked.rows[keep], ranked.scores[keep])
+        total = len(ranked) if request.min_score is not None else sum(int(np.count_nonzero(m)) for m in masks)
+        page = [(key >> _ROW_BITS, key & _ROW_MASK, score, None)
+                for key, score in ranked.pairs()[request.from_:request.from_ + request.size]]
+        max_score = float(ranked.scores[0]) if len(ranked) and request.size else None
+        return page, total, max_score, contexts
+
+    @staticmethod
+    def _render_hit(reader, row: int, score: float | None, sort_values: list | None,
+                    request: SearchRequest) -> dict:
+        found = reader.document(row)
+        doc_id, source, version = found if found is not None else (reader.id_of(row), None, None)
+        hit: dict[str, Any] = {"_index": reader.name, "_id": doc_id, "_score": score}
+        if request.version:
+            hit["_version"] = version
+        if request.source.enabled and source is not None:
+            hit["_source"] = filter_source(source, request.source)
+        if sort_values is not None:
+            hit["sort"] = sort_values
+        return hit
+
+
+def _total(total: int, request: SearchRequest) -> Any:
+    track = request.track_total_hits
+    if track is False:
+        return None
+    if track is True or total <= track:
+        body = {"value": total, "relation": "eq"}
+    else:
+        body = {"value": int(track), "relation": "gte"}
+    return body["value"] if request.total_as_int else body
