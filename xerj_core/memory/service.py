@@ -1,0 +1,395 @@
+"""The agent-memory API: store, list, forget, drop and recall over one reserved index per namespace.
+
+``MemoryService(engine)`` is what every surface calls (``engine.memory``).
+
+Refusals. Every refusal of a request is a :class:`~xerj_core.errors.GraphError`
+(HTTP 400, body ``{"error": {"type": "graph_error", "reason": ...}, "status": 400}``)
+whose reason names the offending field — the same family the graph API uses,
+so the memory and graph contracts refuse in one shape, and the hop cap
+sentence reaches a recall's ``graph`` block verbatim. A namespace or memory
+that does not exist is a :class:`~xerj_core.errors.GraphNotFound` (404, same
+body shape). Nothing else is raised on purpose.
+
+Beyond the reference:
+
+* forgetting retires a memory (``forgotten_at`` is stamped, the document stays),
+  so ``as_of`` recall still finds what was remembered at an instant before the
+  forgetting; ``purge`` removes it for good when a person needs erasure;
+* recall takes ``as_of``: what was remembered then (``stored_at <= as_of`` and
+  not forgotten by then);
+* graph proximity is multiplied by edge ``confidence``, and ``min_confidence``
+  drops weaker edges from the expansion.
+
+Dropping a namespace deletes its memory index only; the brain's edges index
+(``.xerj-memory-{ns}-edges``) is the graph's and is left alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from xerj_core.embedding import get_embedder
+from xerj_core.errors import GraphError, GraphNotFound, IndexNotFound, MapperParsingError, XerjError
+from xerj_core.graph.brain import now_ms
+from xerj_core.memory import requests as rq
+from xerj_core.memory.namespace import (EMBEDDER_PARAM, FORGOTTEN_AT, METADATA, STORED_AT, TEXT_FIELD,
+                                        TEXT_VECTOR_FIELD, VECTOR_FIELD, memory_index, namespace_mapping,
+                                        validate_namespace, vector_mapping)
+from xerj_core.memory.graphrecall import BLEND_SEEDS, Expansion, expand_graph
+from xerj_core.memory.rerank import blend_graph, blend_recency
+from xerj_core.memory.rerank import overfetch as rerank_overfetch
+from xerj_core.query.bm25 import bm25_top
+from xerj_core.query.evaluate import filter_mask
+from xerj_core.query.fusion import fuse
+from xerj_core.query.knn import knn_top
+from xerj_core.query.ranking import Ranked
+from xerj_core.store import ABSENT_INT, IndexReader
+
+# Stored embeddings are rounded to this many decimals in ``_source``: float32 carries about seven
+# significant digits, and the shorter JSON halves the bytes every memory costs on disk.
+_VECTOR_DECIMALS = 6
+# Reciprocal rank fusion's rank constant for hybrid recall.
+RANK_CONSTANT = 60
+
+
+def _rounded(vector: np.ndarray) -> list[float]:
+    return np.round(vector.astype(np.float64), _VECTOR_DECIMALS).tolist()
+
+
+class MemoryService:
+    """Agent memory over the engine's store, search engine and graph."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        # Server time in epoch-ms; tests replace it to pin instants.
+        self.clock = now_ms
+
+    # -- namespaces ----------------------------------------------------------------------------
+
+    def _index(self, ns: Any) -> str:
+        return memory_index(validate_namespace(ns))
+
+    def _missing(self, ns: str) -> GraphNotFound:
+        return GraphNotFound(f"no memory namespace [{ns}]: nothing has been stored in it")
+
+    def _embedder_for(self, reader: IndexReader | None):
+        """The embedder a namespace was created with (the configured one for a namespace not yet created)."""
+        embedder_id = self.engine.config.embedder
+        if reader is not None:
+            spec = reader.field(TEXT_VECTOR_FIELD)
+            if spec is not None:
+                embedder_id = spec.params.get(EMBEDDER_PARAM, embedder_id)
+        try:
+            return get_embedder(self.engine.embedders, embedder_id)
+        except XerjError as exc:
+            raise GraphError(f"the namespace's embedder is unavailable: {exc.reason}") from None
+
+    def _embed(self, embedder, text: str) -> np.ndarray:
+        try:
+            return np.asarray(embedder.embed([text]), np.float32)[0]
+        except XerjError as exc:
+            raise GraphError(f"embedder [{embedder.id}] failed: {exc.reason}") from None
+
+    # -- store ---------------------------------------------------------------------------------
+
+    def store(self, ns: str, body: Any) -> tuple[int, dict[str, Any]]:
+        """Store one memory; ``(201, created)`` or ``(200, deduplicated)``."""
+        index = self._index(ns)
+        request = rq.parse_store(body)
+        store = self.engine.store
+        with store.read_txn() as raw:
+            try:
+                reader = store.open_reader(raw, index)
+            except IndexNotFound:
+                reader = None
+            embedder = self._embedder_for(reader)
+            if reader is not None:
+                self._check_vector_dims(ns, reader, request.vector)
+            text_vector = self._embed(embedder, request.text) if request.text is not None else None
+            if request.dedup and reader is not None:
+                duplicate = self._dedup_probe(reader, request, text_vector)
+                if duplicate is not None:
+                    return 200, {"created": False, "deduplicated": True, "_id": duplicate, "namespace": ns}
+        stored_at = self.clock()
+        doc: dict[str, Any] = {}
+        if request.text is not None:
+            doc[TEXT_FIELD] = request.text
+        doc[STORED_AT] = stored_at
+        if request.metadata is not None:
+            doc[METADATA] = request.metadata
+        if request.vector is not None:
+            doc[VECTOR_FIELD] = list(request.vector)
+        if text_vector is not None:
+            doc[TEXT_VECTOR_FIELD] = _rounded(text_vector)
+
+        def write(txn):
+            if not txn.exists(index):
+                txn.create_index(index, namespace_mapping(embedder.id, embedder.dims))
+            target = txn.index(index)
+            spec = target.mapping.fields.get(TEXT_VECTOR_FIELD)
+            if spec is None:
+                # An index made through the generic document API: give it the memory fields first.
+                try:
+                    txn.put_mapping(index, namespace_mapping(embedder.id, embedder.dims))
+                except MapperParsingError as exc:
+                    raise GraphError(f"index [{index}] was not created by the memory API and its mapping "
+                                     f"cannot hold memories: {exc.reason}") from None
+            elif spec.params.get(EMBEDDER_PARAM) != embedder.id:
+                # Another writer created the namespace with another embedder between our read and this write.
+                raise GraphError(f"namespace [{ns}] changed embedder while storing; retry the store")
+            if request.vector is not None:
+                vspec = target.mapping.fields.get(VECTOR_FIELD)
+                if vspec is None:
+                    txn.put_mapping(index, vector_mapping(len(request.vector)))
+                elif vspec.dims != len(request.vector):
+                    raise _dims_refusal(ns, vspec.dims, len(request.vector))
+            return txn.put(index, doc)
+
+        try:
+            result = store.transact(write)
+        except MapperParsingError as exc:
+            # Only metadata is mapped dynamically, so a mapping conflict is a metadata value of the wrong kind.
+            raise GraphError(f"[metadata] does not fit the namespace's mapping: {exc.reason}") from None
+        return 201, {"_id": result.doc_id, "created": True, "namespace": ns, "stored_at": stored_at}
+
+    def _check_vector_dims(self, ns: str, reader: IndexReader, vector: tuple[float, ...] | None) -> None:
+        if vector is None:
+            return
+        spec = reader.field(VECTOR_FIELD)
+        if spec is not None and spec.dims != len(vector):
+            raise _dims_refusal(ns, spec.dims, len(vector))
+
+    def _dedup_probe(self, reader: IndexReader, request: rq.StoreRequest,
+                     text_vector: np.ndarray | None) -> str | None:
+        """The id of the nearest current memory when its cosine reaches the threshold; errors mean "none"."""
+        try:
+            if request.vector is not None and reader.field(VECTOR_FIELD) is not None:
+                field, probe = VECTOR_FIELD, np.asarray(request.vector, np.float32)
+            elif text_vector is not None:
+                field, probe = TEXT_VECTOR_FIELD, text_vector
+            else:
+                return None
+            if not np.any(probe):
+                return None
+            found = knn_top(reader, field, probe, 1, self._current_mask(reader, None))
+            if not len(found):
+                return None
+            # Both vector fields use cosine similarity, scored (1 + cos) / 2.
+            row, cosine = int(found.rows[0]), 2.0 * float(found.scores[0]) - 1.0
+            if cosine >= request.dedup_threshold - 1e-6:
+                return reader.id_of(row)
+        except Exception:  # noqa: BLE001 - by contract a failed probe never blocks the write
+            return None
+        return None
+
+    # -- list / forget / drop ------------------------------------------------------------------
+
+    def list(self, ns: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Memories newest first (``size``, ``from``); forgotten ones only with ``include_forgotten``."""
+        index = self._index(ns)
+        request = rq.parse_list(params)
+        try:
+            with self.engine.store.reader(index) as reader:
+                live = reader.live.copy()
+                if not request.include_forgotten:
+                    live &= ~_dates(reader, FORGOTTEN_AT)[1]
+                rows = np.flatnonzero(live)
+                stored = _dates(reader, STORED_AT)[0][rows]
+                order = np.lexsort((-rows, -stored))
+                page = rows[order][request.offset: request.offset + request.size]
+                memories = [self._memory_json(reader, int(row)) for row in page]
+        except IndexNotFound:
+            raise self._missing(ns) from None
+        return {"namespace": ns, "total": int(rows.size), "from": request.offset, "size": request.size,
+                "memories": [m for m in memories if m is not None]}
+
+    def _memory_json(self, reader: IndexReader, row: int) -> dict[str, Any] | None:
+        found = reader.document(row)
+        if found is None:
+            return None
+        doc_id, source, _version = found
+        return _public(doc_id, source)
+
+    def forget(self, ns: str, memory_id: str, *, purge: bool = False) -> dict[str, Any]:
+        """Retire one memory (stamp ``forgotten_at``), or with ``purge`` delete it for good."""
+        index = self._index(ns)
+        if not isinstance(memory_id, str) or not memory_id:
+            raise GraphError("[memory_id] must be a non-empty string")
+        at = self.clock()
+
+        def write(txn):
+            if not txn.exists(index):
+                raise self._missing(ns)
+            target = txn.index(index)
+            found = target.get(memory_id)
+            if found is None:
+                raise GraphNotFound(f"no memory [{memory_id}] in namespace [{ns}]")
+            source = found[0]
+            if purge:
+                target.delete(memory_id)
+                return {"_id": memory_id, "namespace": ns, "purged": True}
+            if source.get(FORGOTTEN_AT) is not None:
+                return {"_id": memory_id, "namespace": ns, "forgotten": False,
+                        "already_forgotten_at": source[FORGOTTEN_AT]}
+            target.put({**source, FORGOTTEN_AT: at}, memory_id)
+            return {"_id": memory_id, "namespace": ns, "forgotten": True, "forgotten_at": at}
+
+        return self.engine.store.transact(write)
+
+    def drop(self, ns: str) -> dict[str, Any]:
+        """Delete the namespace's memory index (the brain's edges index is left alone)."""
+        index = self._index(ns)
+
+        def write(txn) -> bool:
+            if not txn.exists(index):
+                return False
+            txn.delete_index(index)
+            return True
+
+        existed = self.engine.store.transact(write)
+        return {"acknowledged": True, "namespace": ns, "dropped": existed}
+
+    # -- recall --------------------------------------------------------------------------------
+
+    def recall(self, ns: str, body: Any) -> dict[str, Any]:
+        """Recall up to ``k`` memories by words, by vectors or both, optionally pulled toward the graph."""
+        index = self._index(ns)
+        request = rq.parse_recall(body)
+        graph = request.graph
+        graph_as_of = None
+        if graph is not None:
+            graph_as_of = graph.as_of if graph.as_of is not None else \
+                request.as_of if request.as_of is not None else self.clock()
+        store = self.engine.store
+        with store.read_txn() as raw:
+            try:
+                reader = store.open_reader(raw, index)
+            except IndexNotFound:
+                raise self._missing(ns) from None
+            mask = self._current_mask(reader, request.as_of)
+            if request.filter is not None:
+                mask &= self._filter_mask(reader, request.filter)
+            report = None
+            if graph is not None and graph.mode == "restrict":
+                expansion = self._expand(ns, graph.seeds, graph, graph_as_of)
+                report = expansion.report(graph, graph.seeds, graph_as_of)
+                if not expansion.no_edges_index:
+                    mask &= self._rows_mask(reader, expansion.ids())
+            rerank = request.recency_weight > 0 or (graph is not None and graph.mode == "blend")
+            fetch = rerank_overfetch(request.k) if rerank else request.k
+            ranked = self._rank(ns, reader, request, mask, fetch)
+            if request.recency_weight > 0 and len(ranked):
+                ranked = blend_recency(ranked, _dates(reader, STORED_AT)[0][ranked.rows], request.recency_weight)
+            ids = [reader.id_of(int(row)) for row in ranked.rows]
+            proximities = None
+            if graph is not None and graph.mode == "blend":
+                seeds = graph.seeds if graph.seeds is not None else tuple(i for i in ids[:BLEND_SEEDS] if i)
+                expansion = self._expand(ns, seeds, graph, graph_as_of)
+                report = expansion.report(graph, seeds, graph_as_of)
+                proximities = np.array([expansion.proximity(i) if i else 0.0 for i in ids], np.float64)
+                blended = blend_graph(ranked, proximities, graph.weight)
+                position = {int(r): n for n, r in enumerate(ranked.rows)}
+                order = [position[int(r)] for r in blended.rows]
+                ids = [ids[n] for n in order]
+                proximities = proximities[order]
+                ranked = blended
+            hits = []
+            for n, row in enumerate(ranked.rows[: request.k].tolist()):
+                found = reader.document(row)
+                if found is None:
+                    continue
+                hit = _public(found[0], found[1])
+                hit["_score"] = float(ranked.scores[n])
+                if proximities is not None:
+                    hit["graph_proximity"] = float(proximities[n])
+                hits.append({"_id": hit.pop("_id"), "_score": hit.pop("_score"), **hit})
+        response: dict[str, Any] = {"namespace": ns, "mode": request.mode, "k": request.k, "hits": hits}
+        if request.mode == "hybrid":
+            response["fusion"] = request.fusion
+        if request.as_of is not None:
+            response["as_of"] = request.as_of
+        if report is not None:
+            response["graph"] = report
+        return response
+
+    def _rank(self, ns: str, reader: IndexReader, request: rq.RecallRequest, mask: np.ndarray, fetch: int) -> Ranked:
+        if request.mode == "vector":
+            spec = reader.field(VECTOR_FIELD)
+            if spec is None:
+                raise GraphError(f"[vector] recall needs memories stored with a [vector]; namespace [{ns}] has none")
+            if spec.dims != len(request.vector):
+                raise _dims_refusal(ns, spec.dims, len(request.vector))
+            return knn_top(reader, VECTOR_FIELD, np.asarray(request.vector, np.float32), fetch, mask)
+        if request.mode == "bm25":
+            return bm25_top(reader, TEXT_FIELD, request.query, fetch, mask)
+        semantic = self._semantic(reader, request.query, fetch, mask)
+        if request.mode == "semantic":
+            return semantic
+        lexical = bm25_top(reader, TEXT_FIELD, request.query, fetch, mask)
+        return fuse([lexical, semantic], method=request.fusion, rank_constant=RANK_CONSTANT, window=fetch, k=fetch)
+
+    def _semantic(self, reader: IndexReader, query: str, fetch: int, mask: np.ndarray) -> Ranked:
+        if reader.field(TEXT_VECTOR_FIELD) is None:
+            return Ranked.empty()
+        embedded = self._embed(self._embedder_for(reader), query)
+        if not np.any(embedded):
+            # A query with no features is near nothing; ranking every memory at cosine 0 would be noise.
+            return Ranked.empty()
+        return knn_top(reader, TEXT_VECTOR_FIELD, embedded, fetch, mask)
+
+    def _filter_mask(self, reader: IndexReader, clause: dict[str, Any]) -> np.ndarray:
+        try:
+            return filter_mask(reader, clause)
+        except XerjError as exc:
+            raise GraphError(f"[filter] {exc.reason}") from None
+
+    def _rows_mask(self, reader: IndexReader, ids: list[str]) -> np.ndarray:
+        mask = np.zeros(reader.n_rows, bool)
+        rows = list(reader.rows_of(ids).values())
+        if rows:
+            mask[np.array(rows, np.int64)] = True
+        return mask
+
+    def _expand(self, ns: str, seeds: tuple[str, ...], graph: rq.GraphOptions, as_of: int) -> Expansion:
+        return expand_graph(self.engine, ns, seeds, graph, as_of)
+
+    # -- shared reads --------------------------------------------------------------------------
+
+    def _current_mask(self, reader: IndexReader, as_of: int | None) -> np.ndarray:
+        """Live rows remembered now (not forgotten), or at ``as_of`` (stored by then, not yet forgotten)."""
+        mask = reader.live.copy()
+        forgotten, forgotten_present = _dates(reader, FORGOTTEN_AT)
+        if as_of is None:
+            mask &= ~forgotten_present
+        else:
+            mask &= _dates(reader, STORED_AT)[0] <= as_of
+            # An absent forgotten_at sits at int64 max in the column, so one comparison covers both cases.
+            mask &= forgotten > as_of
+        return mask
+
+
+def _dates(reader: IndexReader, path: str) -> tuple[np.ndarray, np.ndarray]:
+    """A date column's values and presence over every row (absent everywhere when the field is unmapped)."""
+    if reader.field(path) is None:
+        return np.full(reader.n_rows, ABSENT_INT, np.int64), np.zeros(reader.n_rows, bool)
+    column = reader.column(path)
+    return column.values, column.present
+
+
+def _dims_refusal(ns: str, expected: int, got: int) -> GraphError:
+    return GraphError(f"[vector] has {got} dimensions but namespace [{ns}] holds {expected}-dimensional "
+                      f"vectors; a vector is never truncated or padded")
+
+
+def _public(doc_id: str, source: dict[str, Any]) -> dict[str, Any]:
+    """A memory as the API shows it: no stored embeddings."""
+    out: dict[str, Any] = {"_id": doc_id}
+    if TEXT_FIELD in source:
+        out[TEXT_FIELD] = source[TEXT_FIELD]
+    out[METADATA] = source.get(METADATA, {})
+    out[STORED_AT] = source.get(STORED_AT)
+    if source.get(FORGOTTEN_AT) is not None:
+        out[FORGOTTEN_AT] = source[FORGOTTEN_AT]
+    return out
