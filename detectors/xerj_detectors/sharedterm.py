@@ -10,6 +10,14 @@ letter (at most 40 characters), compared as exact strings: no stemming.
 - Two files become a candidate when they share terms from at least two word
   families; singular and plural (``trajectory``/``trajectories``,
   ``box``/``boxes``) are one family.
+- Candidates are found, not enumerated: each file looks up the other files
+  holding its 32 rarest distinctive terms (through posting lists no longer
+  than ``max(16, sqrt(N))``, so a term shared by many files seeds nothing on
+  its own), and scores exactly the (at most 16) files holding two or more of
+  them, those met most often first. A scored pair is judged and named on *all*
+  its common distinctive terms, however frequent. Pairs whose common words are
+  all middling are not found: they are the weakest evidence, and leaving them
+  out keeps the search linear in the size of the corpus.
 - Candidates are ranked by the summed rarity (``log(N/df)``, one term per
   family) of what they share, and accepted greedily while both files have
   fewer than 5 ``shared_term`` links; every refused candidate is counted as
@@ -21,15 +29,14 @@ rationale (offset 0) names the shared terms rarest first:
 
 Executors: ``summarize`` (map, per file) yields the file's term set;
 ``combine`` counts document frequencies, builds an inverted index over the
-distinctive terms only, scores candidate pairs through it and applies the
-cap; ``detect`` (map, per file, with the state broadcast) emits the file's
-accepted edges. No step compares every file with every other.
+rare distinctive terms only, scores candidate pairs found through it and
+applies the cap; ``detect`` (map, per file, with the state broadcast) emits
+the file's accepted edges. No step compares every file with every other.
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
@@ -43,6 +50,12 @@ MIN_FAMILIES = 2
 MAX_LINKS = 5
 MIN_TERM = 3
 MAX_TERM = 40
+# candidate search (see the module docstring): how many of a file's rarest terms seed it, the longest
+# posting list a seed may have (at least this, else the square root of the corpus size), and how many
+# of the files found through them are scored exactly
+SIGNATURE_TERMS = 32
+SEED_MIN_DF = 16
+CANDIDATES_PER_FILE = 16
 
 
 def family(term: str) -> str:
@@ -86,46 +99,53 @@ class SharedtermDetector:
         for _, terms in units:
             df.update(terms)
         # df <= 10% of the files, in integers so no rounding decides a borderline term
-        distinctive = [
-            sorted(t for t in terms if df[t] >= 2 and df[t] * 100 <= total * MAX_SHARE_PERCENT) for _, terms in units
-        ]
+        allowed = {t for t, n in df.items() if n >= 2 and n * 100 <= total * MAX_SHARE_PERCENT}
+        distinctive = [terms & allowed for _, terms in units]
+        seed_df = max(SEED_MIN_DF, math.isqrt(total))
+        seedable = {t for t in allowed if df[t] <= seed_df}
         postings: dict[str, list[int]] = defaultdict(list)
         for index, terms in enumerate(distinctive):
-            for term in terms:
+            for term in terms & seedable:
                 postings[term].append(index)
-        rarity = {term: math.log(total / df[term]) for term in postings}
+        rarity = {term: math.log(total / df[term]) for term in allowed}
+        families = {term: family(term) for term in allowed}
 
-        candidates: list[tuple[float, int, int, tuple[str, ...]]] = []
+        pairs: dict[tuple[int, int], tuple[float, tuple[str, ...]]] = {}
         for index, terms in enumerate(distinctive):
-            overlap: Counter[int] = Counter()
-            for term in terms:
-                docs = postings[term]
-                overlap.update(docs[bisect_right(docs, index) :])
-            for other, count in overlap.items():
-                if count < MIN_FAMILIES:
+            # seed candidates from the file's rarest terms only, through short posting lists
+            seeds = sorted(terms & seedable, key=lambda t: (df[t], t))[:SIGNATURE_TERMS]
+            hits: Counter[int] = Counter()
+            for term in seeds:
+                hits.update(postings[term])
+            hits.pop(index, None)
+            ranked = sorted((other for other, count in hits.items() if count >= MIN_FAMILIES),
+                            key=lambda other: (-hits[other], other))
+            for other in ranked[:CANDIDATES_PER_FILE]:
+                key = (index, other) if index < other else (other, index)
+                if key in pairs:
                     continue
-                shared = set(terms).intersection(distinctive[other])
+                shared = terms & distinctive[other]
                 best: dict[str, float] = {}
                 for term in shared:
-                    key = family(term)
-                    best[key] = max(best.get(key, 0.0), rarity[term])
+                    name = families[term]
+                    if rarity[term] > best.get(name, -1.0):
+                        best[name] = rarity[term]
                 if len(best) < MIN_FAMILIES:
                     continue
-                ordered = tuple(sorted(shared, key=lambda t: (df[t], t)))
                 # fsum is exact, so the score never depends on set iteration order (hash seed)
-                candidates.append((-math.fsum(best.values()), index, other, ordered))
-        candidates.sort()
+                pairs[key] = (math.fsum(best.values()), tuple(sorted(shared, key=lambda t: (df[t], t))))
+        candidates = sorted(pairs.items(), key=lambda item: (-item[1][0], item[0]))
 
         degree = [0] * total
         accepted: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
         capped = 0
-        for _, a, b, terms in candidates:
+        for (a, b), (_, shared_terms) in candidates:
             if degree[a] >= MAX_LINKS or degree[b] >= MAX_LINKS:
                 capped += 1
                 continue
             degree[a] += 1
             degree[b] += 1
-            accepted[units[a][0]].append((units[b][0], terms))
+            accepted[units[a][0]].append((units[b][0], shared_terms))
         for links in accepted.values():
             links.sort()
         return DetectorState(data=dict(accepted), counters={"edges_capped": capped})
