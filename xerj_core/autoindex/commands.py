@@ -38,7 +38,7 @@ class _Ticker:
 
 
 def _check_brain(folder: str, brain: str | None) -> str:
-    from xerj_core.graph.service import validate_brain_name
+    from xerj_core.graph.brain import validate_brain_name
 
     name = brain if brain is not None else derive_brain_name(Path(folder).resolve())
     try:

@@ -12,7 +12,8 @@ import xxhash
 from xerj_core.autoindex.detect import Corpus, collect_detectors, run_detectors
 from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file
 from xerj_core.autoindex.walk import FileEntry, Skipped, walk
-from xerj_core.errors import IllegalArgument
+from xerj_core.errors import IllegalArgument, IndexNotFound
+from xerj_core.graph.brain import TRUST_REJECTED, edge_id, edges_index, validate_brain_name
 from xerj_core.model import SourceDocument
 from xerj_core.store import BulkOp, Store
 from xerj_core.text import derive_brain_name
@@ -124,8 +125,6 @@ def run(engine: Any, folder: str | Path, *, brain: str | None = None, graph: boo
     root = Path(folder)
     if not root.is_dir():
         raise IllegalArgument(f"folder [{folder}] does not exist or is not a directory")
-    from xerj_core.graph.service import validate_brain_name
-
     brain_name = brain if brain is not None else derive_brain_name(root.resolve())
     validate_brain_name(brain_name)
     summary = RunSummary(root=str(root.resolve()), brain=brain_name, graph=graph)
@@ -169,7 +168,7 @@ def run(engine: Any, folder: str | Path, *, brain: str | None = None, graph: boo
     summary.files_indexed = sum(1 for p in changed if p.docs)
     datasets = _datasets_of_brain(store, brain_name)
     summary.datasets = datasets
-    if graph and (dirty or not engine.graph.brain_exists(brain_name)):
+    if graph and (dirty or not store.exists(edges_index(brain_name))):
         current = {p.entry.rel_path: list(p.docs) for p in changed if p.docs}
         for entry in unchanged:
             parsed = _read_and_parse(formats, entry, summary)
@@ -294,22 +293,50 @@ def _detect_and_reconcile(engine: Any, brain: str, files: dict[str, list[SourceD
     An edge already standing under the same id is left alone, so a re-run over
     unchanged files rewrites nothing. A claim a person rejected is stored retired.
     """
-    from xerj_core.graph.identity import edge_id
-
     detectors = collect_detectors(engine.pm)
     result = run_detectors(detectors, files, Corpus(files))
     summary.edges_capped = int(result.counters.get("edges_capped", 0))
     wanted = {edge_id(d.src, d.type, d.dst, d.valid_at): d for d in result.edges}
-    standing = engine.graph.machine_edge_states(brain)
-    stale = sorted(eid for eid, state in standing.items() if state.live and eid not in wanted)
-    fresh = [d for eid, d in wanted.items() if eid not in standing or not standing[eid].settled]
+    live, settled = _standing_edges(engine.store, brain)
+    stale = sorted(eid for eid in live if eid not in wanted)
+    fresh = [d for eid, d in wanted.items() if eid not in settled]
     if stale:
         summary.edges_invalidated = engine.graph.invalidate_edges(brain, edge_ids=stale, at=now_ms)
     written = engine.graph.write_edges(brain, fresh, created_at=now_ms, nodes_index=",".join(datasets) or None)
-    for edge_type, count in written.written_by_type.items():
-        summary.edges_by_type[edge_type] = summary.edges_by_type.get(edge_type, 0) + count
-    summary.claims_suppressed = written.suppressed
+    for draft in fresh:
+        summary.edges_by_type[draft.type] = summary.edges_by_type.get(draft.type, 0) + 1
+    summary.claims_suppressed = int(written.get("suppressed", 0))
     progress("edges", len(fresh))
+
+
+def _standing_edges(store: Store, brain: str) -> tuple[set[str], set[str]]:
+    """``(live ids, settled ids)`` of the brain's edges, read off the columns.
+
+    Settled edges need no write: they are live, or retired because a person
+    rejected their claim. An edge retired by an earlier reconcile is not settled:
+    if the corpus teaches it again, it is asserted again.
+    """
+    import numpy as np
+
+    try:
+        with store.reader(edges_index(brain)) as reader:
+            if reader.field("src") is None:
+                return set(), set()
+            invalid = reader.column("invalid_at")
+            edges = reader.live & reader.column("src").present
+            live_rows = np.flatnonzero(edges & ~invalid.present)
+            rejected_rows = np.empty(0, np.int64)
+            trust_ord = reader.field_dictionary("trust").ordinal(TRUST_REJECTED)
+            if trust_ord is not None:
+                trust = reader.column("trust")
+                rejected_rows = np.flatnonzero(edges & trust.present & (trust.values == trust_ord))
+            live = {reader.id_of(int(row)) for row in live_rows}
+            rejected = {reader.id_of(int(row)) for row in rejected_rows}
+    except IndexNotFound:
+        return set(), set()
+    live.discard(None)
+    rejected.discard(None)
+    return live, live | rejected
 
 
 def _update_catalog(store: Store, brain: str, root: str, datasets: list[str], now_ms: int) -> None:
