@@ -60,7 +60,7 @@ SCHEMAS: dict[str, Any] = {
     "Document": ANY_OBJECT,
     "UpdateBody": _obj({"doc": ANY_OBJECT, "upsert": ANY_OBJECT, "doc_as_upsert": BOOL, "detect_noop": BOOL,
                         "_source": BOOL}, required=["doc"], extra=False),
-    "BulkBody": {"type": "array", "items": ANY_OBJECT,
+    "BulkBody": {"type": "array", "items": ANY_OBJECT, "maxItems": 8,
                  "description": "NDJSON: an action line ({index|create|update|delete: {_index, _id}}) followed, "
                                 "except for delete, by a source line."},
     "BulkResponse": _obj({"took": INT, "errors": BOOL, "items": {"type": "array", "items": ANY_OBJECT}},
@@ -80,7 +80,7 @@ SCHEMAS: dict[str, Any] = {
         required=["hits"]),
     "CountBody": _obj({"query": ANY_OBJECT}),
     "CountResponse": _obj({"count": INT, "_shards": SHARDS}, required=["count"]),
-    "MsearchBody": {"type": "array", "items": ANY_OBJECT,
+    "MsearchBody": {"type": "array", "items": ANY_OBJECT, "maxItems": 8,
                     "description": "NDJSON: header line ({index?}) and search body line, repeated."},
     "MsearchResponse": _obj({"took": INT, "responses": {"type": "array", "items": ANY_OBJECT}},
                             required=["responses"]),

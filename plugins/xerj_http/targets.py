@@ -22,6 +22,7 @@ from xerj_core.graph.brain import META_ID, edges_index, nodes_index
 from xerj_core.query.resolve import resolve_indices
 from xerj_core.store import BulkOp
 from xerj_http.bodies import json_body, ndjson_lines, parse_json, raw_body
+from xerj_http.resources.common import storable_id
 
 _BULK_ACTIONS = ("index", "create", "update", "delete")
 _BULK_META = {"_index", "_id", "routing", "pipeline", "require_alias", "retry_on_conflict", "version",
@@ -72,6 +73,13 @@ def parse_bulk(req: falcon.Request, default_index: str | None) -> list[BulkLine]
         if doc_id is not None and not isinstance(doc_id, str):
             doc_id = str(doc_id)
         i += 1
+        try:
+            storable_id(doc_id)
+        except XerjError as exc:
+            if action != "delete":
+                i += 1
+            items.append(BulkLine(BulkOp(action, index, doc_id), error=exc))
+            continue
         if action == "delete":
             items.append(BulkLine(BulkOp("delete", index, doc_id)))
             continue

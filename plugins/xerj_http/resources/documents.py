@@ -8,8 +8,9 @@ from typing import Any
 import falcon
 
 from xerj_core.errors import IllegalArgument, IndexNotFound, ParsingError, XerjError
+from xerj_core.store import validate_index_name
 from xerj_http.bodies import json_body, refuse_unknown
-from xerj_http.resources.common import no_unsupported, send, write_result, write_status
+from xerj_http.resources.common import no_unsupported, send, storable_id, write_result, write_status
 from xerj_http.targets import BulkLine, parse_bulk, parse_mget
 
 _OCC = ("if_seq_no", "if_primary_term", "version", "version_type")
@@ -65,7 +66,8 @@ class Doc:
         op_type = req.get_param("op_type") or "index"
         if op_type not in ("index", "create"):
             raise IllegalArgument(f"opType must be 'create' or 'index', found: [{op_type}]")
-        result = self.store.put(_single_index(index), json_body(req, required=True), id, op_type=op_type)
+        result = self.store.put(_single_index(index), json_body(req, required=True), storable_id(id),
+                                op_type=op_type)
         send(resp, write_result(result), write_status(result))
 
     on_post = on_put
@@ -111,7 +113,8 @@ class DocCreate:
         self.store = engine.store
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, index: str, id: str) -> None:
-        result = self.store.put(_single_index(index), json_body(req, required=True), id, op_type="create")
+        result = self.store.put(_single_index(index), json_body(req, required=True), storable_id(id),
+                                op_type="create")
         send(resp, write_result(result), 201)
 
     on_post = on_put
@@ -137,7 +140,7 @@ class DocUpdate:
         upsert = body.get("upsert")
         if body.get("doc_as_upsert") is True and upsert is None:
             upsert = doc
-        result = self.store.update(_single_index(index), id, doc, upsert=upsert)
+        result = self.store.update(_single_index(index), storable_id(id), doc, upsert=upsert)
         out = write_result(result)
         if body.get("_source"):
             found = self.store.get(result.index, id)
@@ -204,7 +207,7 @@ class MultiGet:
             if doc_index is None:
                 raise IllegalArgument("Validation Failed: 1: index is missing for doc 0;")
             try:
-                found = self.store.get(doc_index, doc_id)
+                found = self.store.get(validate_index_name(doc_index), doc_id)
             except XerjError as exc:
                 cause = exc.to_body()["error"]
                 cause.pop("root_cause", None)
