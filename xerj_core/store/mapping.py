@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime, timezone
-from typing import Any, Iterator
+from typing import Any
 
 import attrs
 
@@ -172,21 +172,32 @@ class Mapping:
         return self._subfields.get(path, ())
 
 
-def flatten(doc: dict[str, Any], mapping: Mapping) -> Iterator[tuple[str, Any]]:
-    """Yield ``(dotted_path, value)`` for each leaf value; arrays yield one pair per element.
+_SCALARS = (str, int, float, bool)
 
-    A ``dense_vector`` field's list is one value; an object array flattens like ES does.
+
+def flatten(doc: dict[str, Any], mapping: Mapping) -> list[tuple[str, Any]]:
+    """``(dotted_path, value)`` for each leaf value; arrays give one pair per element.
+
+    A ``dense_vector`` field's list is one value; an object array flattens like
+    ES does. This runs once per written document, so scalars take a short path.
     """
-    stack: list[tuple[str, Any]] = [("", doc)]
+    out: list[tuple[str, Any]] = []
+    fields = mapping.fields
+    stack: list[tuple[str, dict[str, Any]]] = [("", doc)]
     while stack:
         prefix, obj = stack.pop()
         for key, value in obj.items():
-            if not isinstance(key, str) or not key:
+            if not key or not isinstance(key, str):
                 raise MapperParsingError("field name cannot be an empty string")
-            path = f"{prefix}{key}"
-            spec = mapping.fields.get(path)
+            path = prefix + key if prefix else key
+            if type(value) in _SCALARS:
+                out.append((path, value))
+                continue
+            if value is None:
+                continue
+            spec = fields.get(path)
             if spec is not None and spec.type == "dense_vector":
-                yield path, value
+                out.append((path, value))
                 continue
             for item in (value if isinstance(value, list) else (value,)):
                 if isinstance(item, dict):
@@ -194,11 +205,12 @@ def flatten(doc: dict[str, Any], mapping: Mapping) -> Iterator[tuple[str, Any]]:
                         raise MapperParsingError(
                             f"failed to parse field [{path}] of type [{spec.type}]: found an object"
                         )
-                    stack.append((f"{path}.", item))
+                    stack.append((path + ".", item))
                 elif isinstance(item, list):
                     raise MapperParsingError(f"failed to parse field [{path}]: nested arrays are not supported")
                 elif item is not None:
-                    yield path, item
+                    out.append((path, item))
+    return out
 
 
 def infer_spec(path: str, value: Any) -> FieldSpec:
@@ -253,6 +265,8 @@ def parse_date(value: Any, path: str) -> int:
 def coerce(spec: FieldSpec, value: Any) -> Any:
     """The column value for ``value`` under ``spec``, or MapperParsingError naming the field."""
     ftype = spec.type
+    if type(value) is str and (ftype == "keyword" or ftype == "text"):
+        return value
     try:
         if ftype == "keyword":
             if isinstance(value, bool):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import os
 import time
-from collections import Counter
 from typing import Any, Iterable
 
 import attrs
@@ -23,6 +22,8 @@ from xerj_core.store.names import validate_index_name
 from xerj_core.text import tokenize
 
 MAX_ID_BYTES = 512
+# Column kinds of the common types, looked up once per value on the write path.
+_KINDS = {"keyword": KIND_ORD, "text": KIND_LEN}
 
 
 @attrs.frozen
@@ -79,7 +80,9 @@ class IndexWrite:
     # -- dictionaries --------------------------------------------------------------------------
 
     def ordinal(self, name: str, term: str) -> int:
-        cache = self.dict_cache.setdefault(name, {})
+        cache = self.dict_cache.get(name)
+        if cache is None:
+            cache = self.dict_cache[name] = {}
         found = cache.get(term)
         if found is not None:
             return found
@@ -110,10 +113,12 @@ class IndexWrite:
         if not isinstance(doc, dict):
             raise MapperParsingError("failed to parse: the document must be a JSON object")
         mapping = self.mapping
+        fields = mapping.fields
+        subfields_of = mapping.subfields_of
         added: dict[str, FieldSpec] = {}
         values: dict[str, list[Any]] = {}
         for path, value in flatten(doc, mapping):
-            spec = mapping.fields.get(path) or added.get(path)
+            spec = fields.get(path) or added.get(path)
             if spec is None:
                 if path in mapping.objects:
                     raise MapperParsingError(f"object mapping for [{path}] tried to parse a value as an object")
@@ -125,8 +130,13 @@ class IndexWrite:
                 for new in dynamic_specs(path, value):
                     added[new.path] = new
                 spec = added[path]
-            values.setdefault(path, []).append(coerce(spec, value))
-            for sub in self._subfields(path, added):
+            found = values.get(path)
+            if found is None:
+                values[path] = [coerce(spec, value)]
+            else:
+                found.append(coerce(spec, value))
+            subs = self._subfields(path, added) if added else subfields_of(path)
+            for sub in subs:
                 ignore_above = sub.params.get("ignore_above")
                 if ignore_above is not None and isinstance(value, str) and len(value) > ignore_above:
                     continue
@@ -140,17 +150,22 @@ class IndexWrite:
             self.mapping_changed = True
         columns: dict[str, Any] = {}
         terms: dict[str, dict[str, int]] = {}
+        ordinal = self.ordinal
         for path, vals in values.items():
-            spec = mapping.fields[path]
-            kind = column_kind(spec)
+            spec = fields[path]
+            kind = _KINDS.get(spec.type)
+            if kind is None:
+                kind = column_kind(spec)
             if kind == KIND_ORD:
-                columns[path] = [self.ordinal(spec.dictionary_name, v) for v in vals]
+                name = spec.dictionary_name
+                columns[path] = [ordinal(name, v) for v in vals]
             elif kind == KIND_LEN:
-                tokens = [t for v in vals for t in tokenize(v)]
+                tokens = tokenize(vals[0]) if len(vals) == 1 else [t for v in vals for t in tokenize(v)]
                 columns[path] = len(tokens)
-                terms[path] = dict(Counter(tokens))
-            elif kind == KIND_VEC:
-                columns[path] = vals[0]
+                freqs: dict[str, int] = {}
+                for token in tokens:
+                    freqs[token] = freqs.get(token, 0) + 1
+                terms[path] = freqs
             else:
                 columns[path] = vals[0]
         return {"c": columns, "t": terms}
