@@ -1,0 +1,260 @@
+"""The hop engine against a brute-force evaluation over the stored documents, on generated edge sets.
+
+The store runs with an 8-row tail, so every generated graph spreads over sealed
+segments (CSR offsets) and the scanned tail, with overwritten rows in both.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from xerj_core.engine import Engine, EngineConfig
+from xerj_core.graph.edges import is_edge
+from xerj_core.model import EdgeDraft
+from xerj_core.store import Store
+
+T0 = 1_767_225_600_000
+NODES = [f"n{i}" for i in range(7)]
+TYPES = ["cites", "relates_to", "same_dir"]
+EDGES = ".xerj-memory-b-edges"
+INSTANTS = [T0 + k * 1000 for k in range(4)]
+WEIGHTS = [0.0, 0.5, 0.7, 1.0]
+
+write_op = st.one_of(
+    st.tuples(st.just("link"), st.sampled_from(NODES), st.sampled_from(NODES), st.sampled_from(TYPES),
+              st.sampled_from(INSTANTS), st.sampled_from(WEIGHTS), st.sampled_from(WEIGHTS)),
+    st.tuples(st.just("detect"), st.sampled_from(NODES), st.sampled_from(NODES), st.sampled_from(TYPES),
+              st.sampled_from(INSTANTS), st.sampled_from(WEIGHTS), st.sampled_from(WEIGHTS)),
+    st.tuples(st.just("unlink"), st.integers(0, 50), st.sampled_from([None, *INSTANTS])),
+    st.tuples(st.just("reconcile"), st.integers(0, 50), st.sampled_from(INSTANTS)),
+)
+
+query = st.fixed_dictionaries({
+    "seeds": st.lists(st.sampled_from(NODES + ["ghost"]), min_size=1, max_size=4),
+    "hops": st.sampled_from([1, 2]),
+    "direction": st.sampled_from(["out", "in", "both"]),
+    "types": st.none() | st.lists(st.sampled_from(TYPES + ["unused"]), min_size=1, max_size=2),
+    "trust": st.none() | st.lists(st.sampled_from(["detected", "asserted", "rejected"]), min_size=1, max_size=2),
+    "min_confidence": st.none() | st.sampled_from([0.25, 0.7, 1.0]),
+    "as_of": st.sampled_from([T0 - 1, *INSTANTS, T0 + 10**12]),
+    "include_expired": st.booleans(),
+    "limit": st.integers(1, 14),
+    "max_seeds": st.sampled_from([2, 64]),
+    "frontier_cap": st.sampled_from([1, 2, 4096]),
+    "edge_cap": st.sampled_from([3, 100_000]),
+})
+
+
+def apply(engine: Engine, op: tuple, ids: list[str]) -> None:
+    graph = engine.graph
+    kind = op[0]
+    if kind in ("link", "detect"):
+        _, src, dst, type_, valid_at, weight, confidence = op
+        if src == dst:
+            return
+        if kind == "link":
+            _, body = graph.link("b", {"src": src, "dst": dst, "type": type_, "valid_at": valid_at,
+                                       "weight": weight, "confidence": confidence,
+                                       "evidence": {"quote": f"{src} {dst}", "source": f"{src}.md"}})
+            ids.append(body["edge_id"])
+        else:
+            graph.write_edges("b", [EdgeDraft(src, dst, type_, "d@1", weight, confidence, valid_at)],
+                              created_at=valid_at)
+    elif ids:
+        target = ids[op[1] % len(ids)]
+        if kind == "unlink":
+            graph.unlink("b", target, invalid_at=op[2])
+        else:
+            graph.invalidate_edges("b", edge_ids=[target], at=op[2])
+
+
+def stored_edges(store: Store) -> tuple[dict[str, tuple[dict, int]], int, object]:
+    with store.reader(EDGES) as reader:
+        docs = {}
+        for row in reader.live_rows():
+            doc_id, source, _ = reader.document(int(row))
+            if is_edge(source):
+                docs[doc_id] = (source, int(row))
+        return docs, reader.tail_count, reader.field_dictionary("src")
+
+
+def brute_ego(docs, tail_count, dictionary, q) -> dict:
+    """The ego contract evaluated one document at a time."""
+    counters = dict.fromkeys(["edges_clipped", "frontier_clipped", "expired_excluded", "type_filtered",
+                              "trust_filtered", "confidence_filtered", "memtable_docs_scanned"], 0)
+    seeds = list(dict.fromkeys(q["seeds"]))
+    if len(seeds) > q["max_seeds"]:
+        counters["frontier_clipped"] += len(seeds) - q["max_seeds"]
+        seeds = seeds[: q["max_seeds"]]
+    frontier = {s for s in seeds if dictionary.ordinal(s) is not None}
+    visited = set(frontier)
+    seen: set[str] = set()
+    kept_total = 0
+    found = []
+    f32 = np.float32
+    for hop in range(1, q["hops"] + 1):
+        if not frontier:
+            break
+        counters["memtable_docs_scanned"] += tail_count
+        candidates = []
+        for eid, (doc, row) in docs.items():
+            if eid in seen:
+                continue
+            out = q["direction"] in ("out", "both") and doc["src"] in frontier
+            into = q["direction"] in ("in", "both") and doc["dst"] in frontier
+            if out or into:
+                candidates.append((eid, doc, row, out))
+        seen |= {c[0] for c in candidates}
+        kept = []
+        for eid, doc, row, out in candidates:
+            visible = doc["valid_at"] <= q["as_of"]
+            if not q["include_expired"]:
+                visible &= doc.get("invalid_at") is None or doc["invalid_at"] > q["as_of"]
+            if not visible:
+                counters["expired_excluded"] += 1
+            elif q["types"] is not None and doc["type"] not in q["types"]:
+                counters["type_filtered"] += 1
+            elif q["trust"] is not None and doc["trust"] not in q["trust"]:
+                counters["trust_filtered"] += 1
+            elif q["min_confidence"] is not None and f32(doc["confidence"]) < f32(q["min_confidence"]):
+                counters["confidence_filtered"] += 1
+            else:
+                kept.append((eid, doc, row, out))
+        kept.sort(key=lambda k: (-f32(k[1]["weight"]), -k[1]["valid_at"], -k[2]))
+        room = max(0, q["edge_cap"] - kept_total)
+        if len(kept) > room:
+            counters["edges_clipped"] += len(kept) - room
+            kept = kept[:room]
+        kept_total += len(kept)
+        found.extend((eid, doc, hop, out) for eid, doc, _, out in kept)
+        if hop == q["hops"]:
+            break
+        nxt: list[str] = []
+        for _, doc, _, out in kept:
+            other = doc["dst"] if out else doc["src"]
+            if other not in visited and other not in nxt:
+                nxt.append(other)
+        if len(nxt) > q["frontier_cap"]:
+            counters["frontier_clipped"] += len(nxt) - q["frontier_cap"]
+            nxt = nxt[: q["frontier_cap"]]
+        frontier = set(nxt)
+        visited |= frontier
+    if len(found) > q["limit"]:
+        counters["edges_clipped"] += len(found) - q["limit"]
+    returned = found[: q["limit"]]
+    neighbors: list[str] = []
+    for _, doc, _, out in returned:
+        other = doc["dst"] if out else doc["src"]
+        if other not in seeds and other not in neighbors:
+            neighbors.append(other)
+    return {"seeds": seeds, "edges": [(eid, hop, "out" if out else "in") for eid, _, hop, out in returned],
+            "neighbors": neighbors, "counters": counters}
+
+
+def run_query(engine: Engine, q: dict) -> dict:
+    graph = engine.graph
+    graph.max_seeds, graph.frontier_cap, graph.edge_cap = q["max_seeds"], q["frontier_cap"], q["edge_cap"]
+    params = {"nodes": ",".join(q["seeds"]), "hops": str(q["hops"]), "direction": q["direction"],
+              "as_of": str(q["as_of"]), "include_expired": "true" if q["include_expired"] else "false",
+              "limit": str(q["limit"])}
+    if q["types"] is not None:
+        params["types"] = ",".join(q["types"])
+    if q["trust"] is not None:
+        params["trust"] = ",".join(q["trust"])
+    if q["min_confidence"] is not None:
+        params["min_confidence"] = str(q["min_confidence"])
+    return graph.ego("b", params)
+
+
+def check(engine: Engine, q: dict) -> None:
+    docs, tail_count, dictionary = stored_edges(engine.store)
+    expected = brute_ego(docs, tail_count, dictionary, q)
+    got = run_query(engine, q)
+    assert got["seeds"] == expected["seeds"]
+    assert [(e["edge_id"], e["hop"], e["direction"]) for e in got["edges"]] == expected["edges"]
+    assert got["neighbors"] == expected["neighbors"]
+    for name, value in expected["counters"].items():
+        assert got["not_shown"][name] == value, name
+    assert got["not_shown"]["segments_without_columns"] == 0
+    for edge in got["edges"]:
+        doc = docs[edge["edge_id"]][0]
+        assert (edge["src"], edge["dst"], edge["type"], edge["trust"]) == (doc["src"], doc["dst"], doc["type"],
+                                                                             doc["trust"])
+        assert (edge["valid_at"], edge["invalid_at"], edge["expired_at"]) == (
+            doc["valid_at"], doc.get("invalid_at"), doc.get("expired_at"))
+        assert edge["weight"] == doc["weight"] and edge["confidence"] == doc["confidence"]
+        assert edge["evidence"] == doc.get("evidence")
+
+
+@settings(max_examples=70, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(write_op, min_size=1, max_size=40), queries=st.lists(query, min_size=2, max_size=6))
+def test_ego_matches_brute_force(ops, queries):
+    with tempfile.TemporaryDirectory() as tmp:
+        with Engine(Path(tmp) / "data", config=EngineConfig(tail_rows=8)) as engine:
+            ids: list[str] = []
+            half = len(ops) // 2
+            for op in ops[:half]:
+                apply(engine, op, ids)
+            if engine.store.exists(EDGES):
+                check(engine, queries[0])  # warms the caches before more writes seal and merge segments
+            for op in ops[half:]:
+                apply(engine, op, ids)
+            if not engine.store.exists(EDGES):
+                return
+            for q in queries[1:]:
+                check(engine, q)
+
+
+@settings(max_examples=25, deadline=None)
+@given(ops=st.lists(write_op, min_size=1, max_size=30), seeds=st.lists(st.sampled_from(NODES), min_size=1,
+                                                                         max_size=3),
+       hops=st.sampled_from([1, 2]), as_of=st.sampled_from(INSTANTS))
+def test_reachable_matches_brute_force(ops, seeds, hops, as_of):
+    with tempfile.TemporaryDirectory() as tmp:
+        with Engine(Path(tmp) / "data", config=EngineConfig(tail_rows=8)) as engine:
+            ids: list[str] = []
+            for op in ops:
+                apply(engine, op, ids)
+            if not engine.store.exists(EDGES):
+                return
+            docs, _, _ = stored_edges(engine.store)
+            reach, not_shown = engine.graph.reachable("b", seeds, hops=hops, as_of=as_of)
+            expected = {s: (0, 1.0) for s in seeds}
+            frontier, f32 = set(seeds), np.float32
+            for hop in range(1, hops + 1):
+                nxt = set()
+                for doc, _ in docs.values():
+                    live = doc["valid_at"] <= as_of and (doc.get("invalid_at") is None or doc["invalid_at"] > as_of)
+                    for near, far in ((doc["src"], doc["dst"]), (doc["dst"], doc["src"])):
+                        if live and near in frontier:
+                            prox = 0.5 ** hop * float(f32(doc["weight"])) * float(f32(doc["confidence"]))
+                            best = expected.get(far)
+                            if best is None:
+                                expected[far] = (hop, prox)
+                                nxt.add(far)
+                            elif prox > best[1]:
+                                expected[far] = (best[0], prox)
+                frontier = nxt
+            assert set(reach) == set(expected)
+            for node, (hop, prox) in expected.items():
+                assert reach[node]["hop"] == hop and reach[node]["proximity"] == pytest.approx(prox)
+
+
+def test_segments_without_hop_columns_are_skipped_and_counted(engine):
+    old_mapping = {"properties": {f: {"type": "keyword", "dictionary": "nodes"} for f in ("src", "dst")}
+                   | {"type": {"type": "keyword"}, "weight": {"type": "float"}, "confidence": {"type": "float"},
+                      "valid_at": {"type": "date"}, "invalid_at": {"type": "date"}}}
+    engine.store.create_index(EDGES, old_mapping)
+    for i in range(8):  # one sealed segment written before the index knew about trust
+        engine.store.put(EDGES, {"src": "a", "dst": f"old{i}", "type": "t", "weight": 1.0, "confidence": 1.0,
+                                 "valid_at": T0})
+    engine.graph.link("b", {"src": "a", "dst": "new", "type": "t", "valid_at": T0})
+    body = engine.graph.ego("b", {"node": "a", "as_of": T0})
+    assert [e["dst"] for e in body["edges"]] == ["new"]
+    assert body["not_shown"]["segments_without_columns"] == 1
