@@ -20,7 +20,12 @@ from xerj_core.hookspecs import hookimpl
 from xerj_core.model import EdgeDraft, SourceDocument
 from xerj_detectors._resolve import within_root
 
-_PATH = re.compile(rb"(?<![\w./\\@:%~\-])((?:\.{1,2}/)*(?:[\w\-][\w.\-]*/)*[\w\-][\w.\-]*\.[A-Za-z][A-Za-z0-9]{0,7})(?![\w/\-])")
+# A scan anchored on extensions (".md" followed by no word character) is linear; the token around
+# each one is then widened by hand and checked against the full shape of a path.
+_EXTENSION = re.compile(rb"\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/\-])")
+_PATH = re.compile(rb"(?:\.{1,2}/)*(?:[\w\-][\w.\-]*/)*[\w\-][\w.\-]*\.[A-Za-z][A-Za-z0-9]{0,7}")
+_TOKEN_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./-")
+_NOT_AFTER = frozenset(b"\\@:%~")
 _NOT_PROSE = re.compile(
     rb"[A-Za-z][A-Za-z0-9+.\-]*://[^\s<>)\]]*"  # URLs
     rb"|\]\([^)\n]*\)"  # Markdown link destinations
@@ -63,17 +68,34 @@ class PathciteDetector:
             if doc.format == "code" or "." not in doc.text:
                 continue
             data = doc.text.encode("utf-8")
-            scanned = _NOT_PROSE.sub(_blank, data)
+            scanned = _NOT_PROSE.sub(_blank, data) if _may_hold_links(data) else data
             seen: set[str] = set()
-            for match in _PATH.finditer(scanned):
-                path = resolve_cited_path(corpus, doc.ax_path, match.group(1).decode("utf-8", "replace"))
+            for start, cited in _cited_paths(scanned):
+                path = resolve_cited_path(corpus, doc.ax_path, cited)
                 if path is None or path == doc.ax_path:
                     continue
                 dst = corpus.card(path)
                 if dst is None or dst.doc_id == doc.doc_id or dst.doc_id in seen:
                     continue
                 seen.add(dst.doc_id)
-                yield make_draft(self, doc, dst, quote=line_at(data, match.start(1)), offset=match.start(1))
+                yield make_draft(self, doc, dst, quote=line_at(data, start), offset=start)
+
+
+def _may_hold_links(data: bytes) -> bool:
+    return b"://" in data or b"](" in data or b"[[" in data or b"]:" in data
+
+
+def _cited_paths(data: bytes) -> Iterable[tuple[int, str]]:
+    """``(byte offset, token)`` for every path-shaped token, in order."""
+    for match in _EXTENSION.finditer(data):
+        start = match.start()
+        while start and data[start - 1] in _TOKEN_BYTES:
+            start -= 1
+        if start and data[start - 1] in _NOT_AFTER:
+            continue
+        token = data[start : match.end()]
+        if _PATH.fullmatch(token):
+            yield start, token.decode("ascii")
 
 
 @hookimpl

@@ -18,8 +18,8 @@ letter (at most 40 characters), compared as exact strings: no stemming.
   its common distinctive terms, however frequent. Pairs whose common words are
   all middling are not found: they are the weakest evidence, and leaving them
   out keeps the search linear in the size of the corpus.
-- Candidates are ranked by the summed rarity (``log(N/df)``, one term per
-  family) of what they share, and accepted greedily while both files have
+- Candidates are ranked by the summed rarity (``log(N/df)``) of the terms
+  they share, and accepted greedily while both files have
   fewer than 5 ``shared_term`` links; every refused candidate is counted as
   ``edges_capped``.
 
@@ -37,6 +37,7 @@ the file's accepted edges. No step compares every file with every other.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
@@ -56,6 +57,7 @@ MAX_TERM = 40
 SIGNATURE_TERMS = 32
 SEED_MIN_DF = 16
 CANDIDATES_PER_FILE = 16
+_LETTER = re.compile(r"[^\W\d_]")
 
 
 def family(term: str) -> str:
@@ -75,9 +77,8 @@ def file_terms(file_docs: Sequence[SourceDocument]) -> frozenset[str]:
     for doc in file_docs:
         if doc.text:
             words.update(tokenize(doc.text))
-    return frozenset(
-        w for w in words if MIN_TERM <= len(w) <= MAX_TERM and not w.isdigit() and any(c.isalpha() for c in w)
-    )
+    has_letter = _LETTER.search
+    return frozenset(w for w in words if MIN_TERM <= len(w) <= MAX_TERM and has_letter(w))
 
 
 class SharedtermDetector:
@@ -109,31 +110,27 @@ class SharedtermDetector:
                 postings[term].append(index)
         rarity = {term: math.log(total / df[term]) for term in allowed}
         families = {term: family(term) for term in allowed}
+        # one global order, rarest first, so per-file sorts use a C-level key
+        rank = {term: i for i, term in enumerate(sorted(allowed, key=lambda t: (df[t], t)))}.__getitem__
 
-        pairs: dict[tuple[int, int], tuple[float, tuple[str, ...]]] = {}
+        pairs: dict[tuple[int, int], tuple[float, frozenset[str]]] = {}
         for index, terms in enumerate(distinctive):
             # seed candidates from the file's rarest terms only, through short posting lists
-            seeds = sorted(terms & seedable, key=lambda t: (df[t], t))[:SIGNATURE_TERMS]
+            seeds = sorted(terms & seedable, key=rank)[:SIGNATURE_TERMS]
             hits: Counter[int] = Counter()
             for term in seeds:
                 hits.update(postings[term])
             hits.pop(index, None)
-            ranked = sorted((other for other, count in hits.items() if count >= MIN_FAMILIES),
-                            key=lambda other: (-hits[other], other))
-            for other in ranked[:CANDIDATES_PER_FILE]:
+            ranked = sorted((-count, other) for other, count in hits.items() if count >= MIN_FAMILIES)
+            for _, other in ranked[:CANDIDATES_PER_FILE]:
                 key = (index, other) if index < other else (other, index)
                 if key in pairs:
                     continue
                 shared = terms & distinctive[other]
-                best: dict[str, float] = {}
-                for term in shared:
-                    name = families[term]
-                    if rarity[term] > best.get(name, -1.0):
-                        best[name] = rarity[term]
-                if len(best) < MIN_FAMILIES:
+                if len(shared) < MIN_FAMILIES or len(set(map(families.__getitem__, shared))) < MIN_FAMILIES:
                     continue
                 # fsum is exact, so the score never depends on set iteration order (hash seed)
-                pairs[key] = (math.fsum(best.values()), tuple(sorted(shared, key=lambda t: (df[t], t))))
+                pairs[key] = (math.fsum(map(rarity.__getitem__, shared)), shared)
         candidates = sorted(pairs.items(), key=lambda item: (-item[1][0], item[0]))
 
         degree = [0] * total
@@ -145,7 +142,7 @@ class SharedtermDetector:
                 continue
             degree[a] += 1
             degree[b] += 1
-            accepted[units[a][0]].append((units[b][0], shared_terms))
+            accepted[units[a][0]].append((units[b][0], tuple(sorted(shared_terms, key=rank))))
         for links in accepted.values():
             links.sort()
         return DetectorState(data=dict(accepted), counters={"edges_capped": capped})

@@ -60,6 +60,7 @@ this module (formats raise ``FormatError`` per file, see ``formats.py``).
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from collections import defaultdict
@@ -205,10 +206,16 @@ def mask_code(data: bytes) -> bytes:
     """Markdown ``data`` with fenced blocks and inline code spans blanked to spaces (offsets kept).
 
     Link detectors run on the masked bytes so an example inside code is not read
-    as a link, as note-taking tools render it.
+    as a link, as note-taking tools render it. Several detectors mask the same
+    section one after another, so recent results are cached.
     """
     if b"`" not in data and b"~~~" not in data:
         return data
+    return _mask_code(data)
+
+
+@functools.lru_cache(maxsize=256)
+def _mask_code(data: bytes) -> bytes:
     out = bytearray(data)
     fence: bytes | None = None
     fence_start = 0
@@ -222,7 +229,11 @@ def mask_code(data: bytes) -> bytes:
     if fence is not None:  # an unclosed fence runs to the end, as renderers treat it
         out[fence_start:] = re.sub(rb"[^\n]", b" ", data[fence_start:])
     masked = bytes(out)
-    return _CODE_SPAN.sub(_blank, masked) if b"`" in masked else masked
+    return _CODE_SPAN.sub(_blank_span, masked) if b"`" in masked else masked
+
+
+def _blank_span(match: re.Match[bytes]) -> bytes:
+    return b" " * (match.end() - match.start())  # spans are single-line
 
 
 class Corpus:
@@ -244,6 +255,7 @@ class Corpus:
         self._dirs: dict[str, list[str]] = defaultdict(list)
         self._crates: dict[str, list[str]] = defaultdict(list)
         self._message_ids: dict[str, str] = {}
+        self._dir_parts: dict[str, tuple[str, ...]] = {}
         for path in sorted(files):
             docs = tuple(attrs.evolve(doc, text="") if doc.text else doc for doc in files[path])
             if not docs:
@@ -264,6 +276,7 @@ class Corpus:
             self._names[name.lower()].append(path)
             self._noext[posixpath.join(directory, base).lower()].append(path)
             self._dirs[directory].append(path)
+            self._dir_parts[path] = _parts(directory)
             card = docs[0]
             for alias in card.fields.get("aliases") or ():
                 if isinstance(alias, str) and alias.strip():
@@ -360,10 +373,14 @@ class Corpus:
 
     def nearest(self, candidates: Iterable[str], from_path: str) -> str | None:
         """The candidate whose folder is fewest steps from ``from_path``'s folder; ties by path."""
-        origin = _parts(posixpath.dirname(from_path))
+        if isinstance(candidates, (tuple, list)) and len(candidates) < 2:
+            return candidates[0] if candidates else None
+        origin = self._dir_parts.get(from_path) or _parts(posixpath.dirname(from_path))
         best: tuple[int, str] | None = None
         for candidate in candidates:
-            target = _parts(posixpath.dirname(candidate))
+            target = self._dir_parts.get(candidate)
+            if target is None:
+                target = _parts(posixpath.dirname(candidate))
             common = 0
             for a, b in zip(origin, target):
                 if a != b:
@@ -375,8 +392,8 @@ class Corpus:
         return best[1] if best is not None else None
 
 
-def _parts(directory: str) -> list[str]:
-    return directory.split("/") if directory else []
+def _parts(directory: str) -> tuple[str, ...]:
+    return tuple(directory.split("/")) if directory else ()
 
 
 def group_by_file(docs: Iterable[SourceDocument]) -> dict[str, list[SourceDocument]]:
