@@ -752,3 +752,26 @@ def test_edge_set_does_not_depend_on_the_hash_seed():
                              text=True, check=True).stdout
         digests.add(out.strip())
     assert len(digests) == 1, digests
+
+
+def test_executor_steps_are_picklable_and_match_the_in_process_run(tmp_path):
+    """map → combine → broadcast → map, with every hand-over pickled as a process pool would."""
+    import pickle
+
+    from xerj_core.autoindex.detect import combine, detect_file, group_by_file, summarize
+
+    files = parse_files({
+        **{k: v for k, v in vocabulary_corpus({1: "alpha beta", 2: "alpha beta"}).items()},
+        "notes/links.md": b"# L\n\n[[n001]] and [two](n002.md)\n",
+        "mail/t.mbox": mbox_bytes(tmp_path, [message("a", "<a@x>"), message("Re: a", "<b@x>", in_reply_to="<a@x>")]),
+    })
+    detectors = pickle.loads(pickle.dumps(ALL))
+    corpus = Corpus.from_documents(d for docs in files.values() for d in docs)
+    assert group_by_file(d for docs in files.values() for d in docs) == files
+    partials = [pickle.loads(pickle.dumps(summarize(detectors, files[p]))) for p in files]
+    states = pickle.loads(pickle.dumps(combine(detectors, partials, corpus)))
+    shipped = pickle.loads(pickle.dumps(corpus))
+    drafts = sorted((d for p in files for d in detect_file(detectors, files[p], shipped, states)),
+                    key=lambda d: (d.src, d.type, d.dst))
+    assert tuple(drafts) == run_detectors(ALL, files).edges
+    assert {"shared_term", "wikilink", "mdlink", "email_thread", "sequence", "same_dir"} <= {d.type for d in drafts}

@@ -136,7 +136,10 @@ def parse_file(
     Every failure surfaces as :class:`FormatError` with ``path`` set, so the
     pipeline reports it per file and carries on.
     """
-    fmt = sniff(formats, rel_path, data[:SNIFF_BYTES])
+    try:
+        fmt = sniff(formats, rel_path, data[:SNIFF_BYTES])
+    except Exception as exc:  # a plugin's accepts() failing is that file's problem, not the run's
+        raise FormatError(f"sniffing failed: {type(exc).__name__}: {exc}", path=rel_path) from exc
     if fmt is None:
         return None
     try:
