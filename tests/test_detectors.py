@@ -775,3 +775,20 @@ def test_executor_steps_are_picklable_and_match_the_in_process_run(tmp_path):
                     key=lambda d: (d.src, d.type, d.dst))
     assert tuple(drafts) == run_detectors(ALL, files).edges
     assert {"shared_term", "wikilink", "mdlink", "email_thread", "sequence", "same_dir"} <= {d.type for d in drafts}
+
+
+class TestInstalledHashtagConformance(AbstractDetectorTests):
+    """The pip-installed contrib plugin, held to the same suite here since CI collects only tests/."""
+
+    @pytest.fixture
+    def plugin(self):
+        return pytest.importorskip("xerj_detect_hashtag")
+
+    @pytest.fixture
+    def detector(self, plugin):
+        return plugin.HashtagDetector()
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files({"a.md": b"# A\n\n#bread day\n", "b/b.md": b"more #bread", "c.txt": b"#bread #oven",
+                            "d.md": b"#oven"})
