@@ -1,0 +1,362 @@
+"""HTTP benchmark: `xerj serve` against a bare Falcon app under the same gunicorn settings, in one run.
+
+Measures requests/s, p50 and p99 for ``GET /`` on both servers (alternating rounds), and on
+xerj for a 2-hop ego, a BM25 recall and a single link (each request asserts a new edge).
+Prints the ratios the HTTP issue sets as targets: xerj ``GET /`` throughput against the
+bare app (≥ 0.90) and ego p50 against xerj ``GET /`` p50 (≤ 2.0).
+
+The load client is ``wrk`` when it is installed (``apt-get install wrk``), else a Python
+client (several processes, a new connection per request, as gunicorn's sync workers close
+each one). Everything runs on loopback and stops by itself.
+
+Run: python tests/bench/bench_http.py [--workers 2] [--duration 5] [--connections 4] [--client auto]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import multiprocessing
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import orjson
+
+HERE = Path(__file__).resolve()
+BRAIN = "bench"  # the graph for ego, and the memory namespace for recall
+LINK_BRAIN = "links"  # a separate brain that the link benchmark grows
+T0 = 1_700_000_000_000
+
+
+# -- servers ---------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bare_server(port: int, workers: int, body_file: str) -> None:
+    """A Falcon app with one route returning constant JSON, served by xerj's own gunicorn runner."""
+    import falcon
+
+    from xerj_http.serve import run_server
+
+    body = Path(body_file).read_bytes()
+
+    class Constant:
+        def on_get(self, req, resp):
+            resp.content_type = falcon.MEDIA_JSON
+            resp.data = body
+
+    def factory():
+        app = falcon.App()
+        app.add_route("/", Constant())
+        return app, lambda: None
+
+    run_server(factory, host="127.0.0.1", port=port, workers=workers)
+
+
+def wait_ready(port: int, proc: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{what} exited with {proc.returncode}")
+        try:
+            if get(port, "/")[0] == 200:
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"{what} did not start")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def get(port: int, path: str, method: str = "GET", body: bytes | None = None) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+# -- data ------------------------------------------------------------------------------------------
+
+
+def seed(data_dir: Path, nodes: int, degree: int, memories: int) -> None:
+    """A graph of ``nodes`` × ``degree`` edges and ``memories`` memories, written before the server starts."""
+    from xerj_core.engine import Engine
+    from xerj_core.model import EdgeDraft
+    from xerj_core.plugins import get_plugin_manager
+    from xerj_core.store import Store
+
+    rng = random.Random(7)
+    pm = get_plugin_manager()
+    # Seeding only: no fsync per transaction (the server opens the directory with its defaults).
+    with Engine(data_dir, pm, store=Store(data_dir, sync=False)) as engine:
+        drafts = [EdgeDraft(f"n{i}", f"n{rng.randrange(nodes)}", "relates_to", "bench@1", 1.0, 1.0, T0)
+                  for i in range(nodes) for _ in range(degree)]
+        for start in range(0, len(drafts), 20_000):
+            engine.graph.write_edges(BRAIN, drafts[start:start + 20_000], created_at=T0)
+        vocabulary = [f"w{n}" for n in range(5000)]
+        weights = [1 / (rank + 1) for rank in range(len(vocabulary))]  # Zipfian
+        for _ in range(memories):
+            words = rng.choices(vocabulary, weights, k=24)
+            engine.memory.store(BRAIN, {"text": " ".join(words)})
+
+
+# -- load clients ----------------------------------------------------------------------------------
+
+
+class Request:
+    def __init__(self, path: str, method: str = "GET", body: bytes | None = None, unique_link: bool = False):
+        self.path, self.method, self.body, self.unique_link = path, method, body, unique_link
+
+
+def _unit_ms(value: str, unit: str) -> float:
+    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4}[unit]
+
+
+WRK_LINK = textwrap.dedent("""
+    local counter = 1
+    function setup(thread)
+      thread:set("tid", counter)
+      counter = counter + 1
+    end
+    local n = 0
+    request = function()
+      n = n + 1
+      local body = string.format('{"src":"w%d-%d","dst":"n%d","type":"relates_to"}', tid, n, n % 997)
+      return wrk.format("POST", "/_graph/LINK_BRAIN/link", {["Content-Type"] = "application/json"}, body)
+    end
+""").replace("LINK_BRAIN", LINK_BRAIN)
+
+
+def run_wrk(port: int, req: Request, duration: float, connections: int, threads: int) -> dict:
+    script = None
+    if req.method != "GET":
+        if req.unique_link:
+            text = WRK_LINK
+        else:
+            text = (f'wrk.method = "{req.method}"\nwrk.body = [[{req.body.decode()}]]\n'
+                    f'wrk.headers["Content-Type"] = "application/json"\n')
+        fd, script = tempfile.mkstemp(suffix=".lua")
+        os.write(fd, text.encode())
+        os.close(fd)
+    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(duration))}s", "--latency", "--timeout", "10s"]
+    if script:
+        cmd += ["-s", script]
+    cmd.append(f"http://127.0.0.1:{port}{req.path}")
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    if script:
+        os.unlink(script)
+    pct = {p: _unit_ms(v, u) for p, v, u in re.findall(r"^\s+(\d+)%\s+([\d.]+)(us|ms|s|m)\s*$", out, re.M)}
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    socket_errors = sum(int(x) for x in errors.groups()[0:1] + errors.groups()[2:]) if errors else 0
+    return {"rps": rps, "p50": pct["50"], "p99": pct["99"], "non2xx": int(bad.group(1)) if bad else 0,
+            "socket_errors": socket_errors}
+
+
+def _python_worker(args: tuple) -> tuple[list[float], int]:
+    port, method, path, body, unique, deadline, wid = args
+    latencies, bad, n = [], 0, 0
+    while time.monotonic() < deadline:
+        n += 1
+        if unique:
+            body = orjson.dumps({"src": f"p{wid}-{n}", "dst": f"n{n % 997}", "type": "relates_to"})
+        started = time.perf_counter()
+        status, _ = get(port, path, method, body)
+        latencies.append((time.perf_counter() - started) * 1000)
+        bad += not 200 <= status < 300
+    return latencies, bad
+
+
+def run_python(port: int, req: Request, duration: float, connections: int, threads: int) -> dict:
+    deadline = time.monotonic() + duration
+    jobs = [(port, req.method, req.path, req.body, req.unique_link, deadline, w) for w in range(connections)]
+    started = time.monotonic()
+    with multiprocessing.Pool(connections) as pool:
+        results = pool.map(_python_worker, jobs)
+    elapsed = time.monotonic() - started
+    latencies = sorted(x for lat, _ in results for x in lat)
+    q = statistics.quantiles(latencies, n=100)
+    return {"rps": len(latencies) / elapsed, "p50": q[49], "p99": q[98], "non2xx": sum(b for _, b in results),
+            "socket_errors": 0}
+
+
+# -- the run ---------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds per measurement")
+    parser.add_argument("--connections", type=int, default=None, help="default: one per worker")
+    parser.add_argument("--threads", type=int, default=1, help="wrk threads")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating GET / rounds, bare and xerj")
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--degree", type=int, default=5)
+    parser.add_argument("--memories", type=int, default=2000)
+    parser.add_argument("--client", choices=["auto", "wrk", "python"], default="auto")
+    parser.add_argument("--bare-server", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--body-file", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.bare_server:
+        bare_server(args.port, args.workers, args.body_file)
+        return
+
+    args.connections = args.connections or args.workers
+    client = args.client if args.client != "auto" else ("wrk" if shutil.which("wrk") else "python")
+    load = run_wrk if client == "wrk" else run_python
+    print(f"client {client}; {args.workers} gunicorn sync workers per server; {args.connections} connections; "
+          f"{args.duration:g}s per measurement; {os.cpu_count()} CPUs")
+    with tempfile.TemporaryDirectory(prefix="xerj-bench-http-") as tmp:
+        data = Path(tmp) / "data"
+        started = time.perf_counter()
+        seed(data, args.nodes, args.degree, args.memories)
+        print(f"seeded {args.nodes * args.degree} edges over {args.nodes} nodes and {args.memories} memories "
+              f"in {time.perf_counter() - started:.1f}s")
+
+        in_process = wsgi_costs(data)
+        xerj_port, bare_port = free_port(), free_port()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        xerj = subprocess.Popen([sys.executable, "-c", "from xerj_core.cli import main; main()", "serve",
+                                 "--data-dir", str(data), "--port", str(xerj_port), "--workers", str(args.workers)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        bare = None
+        try:
+            wait_ready(xerj_port, xerj, "xerj serve")
+            body_file = Path(tmp) / "root.json"
+            body_file.write_bytes(get(xerj_port, "/")[1])  # the bare app returns a body of the same size
+            bare = subprocess.Popen([sys.executable, str(HERE), "--bare-server", "--port", str(bare_port),
+                                     "--workers", str(args.workers), "--body-file", str(body_file)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            wait_ready(bare_port, bare, "bare app")
+
+            ego = Request(f"/_graph/{BRAIN}/ego?node=n1&hops=2&as_of={T0 + 1}")
+            status, ego_body = get(xerj_port, ego.path)
+            ego_json = orjson.loads(ego_body)
+            assert status == 200, ego_body[:300]
+            recall = Request(f"/_memory/{BRAIN}/_recall", "POST", orjson.dumps({"query": "w3 w17 w250", "k": 10}))
+            status, recall_body = get(xerj_port, recall.path, "POST", recall.body)
+            assert status == 200 and orjson.loads(recall_body)["hits"], recall_body[:300]
+            link = Request(f"/_graph/{LINK_BRAIN}/link", "POST", unique_link=True)
+            print(f"ego returns {len(ego_json['edges'])} edges (not_shown {ego_json['not_shown']['edges_clipped']} "
+                  f"clipped); recall returns {len(orjson.loads(recall_body)['hits'])} hits")
+
+            def measure(port: int, req: Request) -> dict:
+                load(port, req, min(1.0, args.duration), args.connections, args.threads)  # warm-up
+                return load(port, req, args.duration, args.connections, args.threads)
+
+            root = Request("/")
+            bare_rounds, xerj_rounds = [], []
+            for _ in range(args.rounds):
+                bare_rounds.append(measure(bare_port, root))
+                xerj_rounds.append(measure(xerj_port, root))
+            results = {
+                "bare GET /": _median(bare_rounds),
+                "xerj GET /": _median(xerj_rounds),
+                "xerj ego 2-hop": measure(xerj_port, ego),
+                "xerj recall BM25": measure(xerj_port, recall),
+                "xerj link": measure(xerj_port, link),
+            }
+        finally:
+            stop(xerj)
+            if bare is not None:
+                stop(bare)
+
+    print(f"\n{'':18} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}")
+    for name, r in results.items():
+        print(f"{name:18} {r['rps']:9.0f} {r['p50']:8.2f} {r['p99']:8.2f} {int(r['non2xx'] + r['socket_errors']):8d}")
+    for name, rounds in (("bare GET /", bare_rounds), ("xerj GET /", xerj_rounds)):
+        print(f"  {name} rounds req/s: " + ", ".join(f"{r['rps']:.0f}" for r in rounds))
+    print("\nin process (WSGI call, no network), median µs: " +
+          ", ".join(f"{name} {value:.1f}" for name, value in in_process.items()))
+    root_ratio = results["xerj GET /"]["rps"] / results["bare GET /"]["rps"]
+    ego_ratio = results["xerj ego 2-hop"]["p50"] / results["xerj GET /"]["p50"]
+    print(f"\nxerj GET / throughput / bare app: {root_ratio:.3f}  (target >= 0.90)")
+    print(f"ego 2-hop p50 / xerj GET / p50:   {ego_ratio:.3f}  (target <= 2.0)")
+    print(f"recall p50 / xerj GET / p50:      {results['xerj recall BM25']['p50'] / results['xerj GET /']['p50']:.3f}")
+    print(f"link p50 / xerj GET / p50:        {results['xerj link']['p50'] / results['xerj GET /']['p50']:.3f}")
+
+
+def wsgi_costs(data: Path, calls: int = 3000) -> dict[str, float]:
+    """The cost of one WSGI call with no network: the HTTP layer's own overhead, free of loopback noise."""
+    import falcon
+    from falcon.testing import create_environ
+
+    from xerj_core.engine import Engine
+    from xerj_core.plugins import get_plugin_manager
+    from xerj_http import create_app
+
+    def timed(app, path: str, query: str = "") -> float:
+        environ = create_environ(path=path, query_string=query)
+
+        def start_response(status, headers, exc_info=None):
+            return None
+
+        samples = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            b"".join(app(dict(environ), start_response))
+            samples.append(time.perf_counter() - started)
+        return statistics.median(samples) * 1e6
+
+    body = b'{"constant": true}'
+
+    class Constant:
+        def on_get(self, req, resp):
+            resp.content_type = falcon.MEDIA_JSON
+            resp.data = body
+
+    bare = falcon.App()
+    bare.add_route("/", Constant())
+    pm = get_plugin_manager()
+    with Engine(data, pm) as engine:
+        app = create_app(engine, pm)
+        return {"bare GET /": timed(bare, "/"), "xerj GET /": timed(app, "/"),
+                "xerj ego 2-hop": timed(app, f"/_graph/{BRAIN}/ego", f"node=n1&hops=2&as_of={T0 + 1}"),
+                "engine ego 2-hop": _engine_ego(engine, calls)}
+
+
+def _engine_ego(engine, calls: int) -> float:
+    params = {"node": "n1", "hops": "2", "as_of": str(T0 + 1)}
+    samples = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        engine.graph.ego(BRAIN, params)
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples) * 1e6
+
+
+def _median(rounds: list[dict]) -> dict:
+    return {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+
+
+if __name__ == "__main__":
+    main()
