@@ -113,16 +113,7 @@ class MemoryService:
                 if duplicate is not None:
                     return 200, {"created": False, "deduplicated": True, "_id": duplicate, "namespace": ns}
         stored_at = self.clock()
-        doc: dict[str, Any] = {}
-        if request.text is not None:
-            doc[TEXT_FIELD] = request.text
-        doc[STORED_AT] = stored_at
-        if request.metadata is not None:
-            doc[METADATA] = request.metadata
-        if request.vector is not None:
-            doc[VECTOR_FIELD] = list(request.vector)
-        if text_vector is not None:
-            doc[TEXT_VECTOR_FIELD] = _rounded(text_vector)
+        doc = memory_document(request, stored_at, text_vector)
 
         def write(txn):
             if not txn.exists(index):
@@ -142,7 +133,10 @@ class MemoryService:
             if request.vector is not None:
                 vspec = target.mapping.fields.get(VECTOR_FIELD)
                 if vspec is None:
-                    txn.put_mapping(index, vector_mapping(len(request.vector)))
+                    try:
+                        txn.put_mapping(index, vector_mapping(len(request.vector)))
+                    except MapperParsingError as exc:
+                        raise GraphError(f"[vector] cannot be added to index [{index}]: {exc.reason}") from None
                 elif vspec.dims != len(request.vector):
                     raise _dims_refusal(ns, vspec.dims, len(request.vector))
             return txn.put(index, doc)
@@ -368,6 +362,21 @@ class MemoryService:
             # An absent forgotten_at sits at int64 max in the column, so one comparison covers both cases.
             mask &= forgotten > as_of
         return mask
+
+
+def memory_document(request: rq.StoreRequest, stored_at: int, text_vector: np.ndarray | None) -> dict[str, Any]:
+    """The stored document of a memory: what the agent sent, ``stored_at``, and the embedding of its text."""
+    doc: dict[str, Any] = {}
+    if request.text is not None:
+        doc[TEXT_FIELD] = request.text
+    doc[STORED_AT] = stored_at
+    if request.metadata is not None:
+        doc[METADATA] = request.metadata
+    if request.vector is not None:
+        doc[VECTOR_FIELD] = list(request.vector)
+    if text_vector is not None:
+        doc[TEXT_VECTOR_FIELD] = _rounded(text_vector)
+    return doc
 
 
 def _dates(reader: IndexReader, path: str) -> tuple[np.ndarray, np.ndarray]:
