@@ -143,9 +143,32 @@ def test_filter_is_a_bool_filter_over_dynamic_metadata(memory, notes):
     assert narrowed[0]["_score"] == pytest.approx(plain[notes[1]])
 
 
+def test_a_filter_array_means_all_of_them(memory, notes):
+    result = memory.recall("notes", {"query": "starter fermentation", "filter": [
+        {"term": {"metadata.tag": "food"}}, {"range": {"metadata.n": {"gte": 1}}}]})
+    assert set(ids(result)) == {notes[1], notes[3]}
+
+
+def test_a_namespace_keeps_the_neural_embedder_it_was_created_with(engine):
+    from xerj_embedders.neural import MiniLMEmbedder
+
+    if not MiniLMEmbedder.available():
+        pytest.skip("the neural extra is not installed")
+    engine.config.embedder = "minilm-l6-v2-int8"
+    memory = engine.memory
+    bread = memory.store("neural", {"text": "I baked a loaf of sourdough this morning"})[1]["_id"]
+    memory.store("neural", {"text": "The quarterly tax filing is due next week"})
+    mapping = engine.store.get_mapping(".xerj-memory-neural")["properties"]["text_vector"]
+    assert mapping["embedder"] == "minilm-l6-v2-int8" and mapping["dims"] == 384
+    engine.config.embedder = "lexical-feature-hash"
+    # No shared word with the bread memory: only a model relates them.
+    assert ids(memory.recall("neural", {"query": "fresh bakery goods", "semantic": True, "k": 1})) == [bread]
+
+
 def test_a_malformed_filter_is_refused_naming_filter(memory, notes):
     assert refusal(memory.recall, "notes", {"query": "x", "filter": {"nonsense": {}}}).reason.startswith("[filter]")
     assert "[filter]" in refusal(memory.recall, "notes", {"query": "x", "filter": [1]}).reason
+    assert "[filter]" in refusal(memory.recall, "notes", {"query": "x", "filter": []}).reason
 
 
 def test_recency_weight_blends_normalised_score_and_recency(memory, notes):

@@ -79,7 +79,7 @@ class RecallRequest:
     vector: tuple[float, ...] | None
     k: int
     fusion: str
-    filter: dict[str, Any] | None
+    filter: dict[str, Any] | list[dict[str, Any]] | None
     recency_weight: float
     as_of: int | None
     graph: GraphOptions | None
@@ -262,8 +262,10 @@ def parse_recall(body: Any) -> RecallRequest:
     mode = "vector" if has_vector else "hybrid" if hybrid else "semantic" if semantic else "bm25"
     k = _int(body["k"], "k", 1, MAX_K) if body.get("k") is not None else DEFAULT_K
     flt = body.get("filter")
-    if flt is not None and not isinstance(flt, dict):
-        raise GraphError("[filter] must be a query clause object, e.g. {\"term\": {\"metadata.tag\": \"x\"}}")
+    if flt is not None and not (isinstance(flt, dict) or (isinstance(flt, list) and flt
+                                                          and all(isinstance(c, dict) for c in flt))):
+        raise GraphError("[filter] must be a query clause object (or an array of them, all of which must match), "
+                         "e.g. {\"term\": {\"metadata.tag\": \"x\"}}")
     recency = _unit_interval(body["recency_weight"], "recency_weight") \
         if body.get("recency_weight") is not None else 0.0
     as_of = parse_instant(body["as_of"], "as_of") if body.get("as_of") is not None else None

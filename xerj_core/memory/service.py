@@ -273,7 +273,12 @@ class MemoryService:
                     mask &= self._rows_mask(reader, expansion.ids())
             rerank = request.recency_weight > 0 or (graph is not None and graph.mode == "blend")
             fetch = rerank_overfetch(request.k) if rerank else request.k
-            ranked = self._rank(ns, reader, request, mask, fetch)
+            try:
+                ranked = self._rank(ns, reader, request, mask, fetch)
+            except GraphError:
+                raise
+            except XerjError as exc:  # a ranking refusal from below is still a refusal of this recall
+                raise GraphError(exc.reason) from None
             if request.recency_weight > 0 and len(ranked):
                 ranked = blend_recency(ranked, _dates(reader, STORED_AT)[0][ranked.rows], request.recency_weight)
             ids = [reader.id_of(int(row)) for row in ranked.rows]
@@ -333,7 +338,7 @@ class MemoryService:
             return Ranked.empty()
         return knn_top(reader, TEXT_VECTOR_FIELD, embedded, fetch, mask)
 
-    def _filter_mask(self, reader: IndexReader, clause: dict[str, Any]) -> np.ndarray:
+    def _filter_mask(self, reader: IndexReader, clause: Any) -> np.ndarray:
         try:
             return filter_mask(reader, clause)
         except XerjError as exc:
