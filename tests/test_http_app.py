@@ -12,7 +12,7 @@ from xerj_core import hookimpl
 from xerj_core.errors import GraphError, XerjError
 from xerj_http import create_app, resolve_targets
 from xerj_http.errors import Forbidden
-from xerj_http.middleware import OPEN_MODE_PRINCIPAL, Authorize
+from xerj_http.middleware import OPEN_MODE_PRINCIPAL
 from xerj_http.openapi import document
 from xerj_http.routes import ROUTES
 
@@ -92,12 +92,8 @@ def test_authorize_slot_runs_before_the_resource_and_can_refuse(engine, pm):
         if any(t.startswith(".xerj-memory-") for t in targets):
             raise Forbidden(f"action [{op}] is unauthorized for user [{principal.name}] on {list(targets)}")
 
-    app = create_app(engine, pm)
-    # Swap the policy of the real authorize slot: the slot, not the resource, decides.
-    for component in app._unprepared_middleware:
-        if isinstance(component, Authorize):
-            component.policy = deny_reserved
-    c = TestClient(app)
+    # The authorize slot, not the resource, decides.
+    c = TestClient(create_app(engine, pm, policy=deny_reserved))
     refused = c.simulate_post("/_graph/bob/link", json={"src": "a", "dst": "b", "type": "t"})
     assert refused.status_code == 403 and error_type(refused) == "security_exception"
     assert calls[-1] == ("open-mode", "graph.link", "write", [".xerj-memory-bob-edges"])
@@ -111,20 +107,10 @@ def test_authorize_slot_runs_before_the_resource_and_can_refuse(engine, pm):
 def _targets(engine, pm, method, path, *, body=None, params=None):
     captured = []
 
-    class Capture:
-        @hookimpl
-        def xerj_audit_event(self, event):
-            pass
-
-    app = create_app(engine, pm)
-
     def policy(principal, op, privilege, targets):
         captured.append(list(targets))
 
-    for component in app._unprepared_middleware:
-        if isinstance(component, Authorize):
-            component.policy = policy
-    TestClient(app).simulate_request(method, path, body=body, params=params)
+    TestClient(create_app(engine, pm, policy=policy)).simulate_request(method, path, body=body, params=params)
     return captured[-1] if captured else None
 
 
@@ -137,8 +123,8 @@ def test_percent_encoded_paths_resolve_to_the_plain_index(engine, pm):
 
 
 def test_targets_come_from_bodies(engine, pm):
-    bulk = ndjson({"index": {"_index": "a", "_id": "1"}}, {"x": 1}, {"delete": {"_index": ".xerj-memory-n", "_id": "2"}},
-                  {"create": {"_id": "3"}}, {"x": 2})
+    bulk = ndjson({"index": {"_index": "a", "_id": "1"}}, {"x": 1},
+                  {"delete": {"_index": ".xerj-memory-n", "_id": "2"}}, {"create": {"_id": "3"}}, {"x": 2})
     assert _targets(engine, pm, "POST", "/_bulk", body=bulk.replace(b'{"create":{"_id":"3"}}\n{"x":2}\n', b"")) == \
         ["a", ".xerj-memory-n"]
     assert _targets(engine, pm, "POST", "/dflt/_bulk", body=bulk) == ["dflt", "a", ".xerj-memory-n"]
@@ -241,15 +227,10 @@ def test_audit_event_per_request_names_the_resource_from_route_params(client, au
 
 
 def test_audit_outcome_denied_for_security_refusals(engine, pm, audit_log):
-    app = create_app(engine, pm)
-
     def deny(principal, op, privilege, targets):
         raise Forbidden("no")
 
-    for component in app._unprepared_middleware:
-        if isinstance(component, Authorize):
-            component.policy = deny
-    TestClient(app).simulate_get("/books/_search")
+    TestClient(create_app(engine, pm, policy=deny)).simulate_get("/books/_search")
     assert audit_log[-1]["outcome"] == "denied" and audit_log[-1]["resource"] == "books"
 
 
