@@ -16,6 +16,7 @@ import re
 from typing import Any, Callable, Union
 
 import attrs
+import numpy as np
 
 from xerj_core.errors import IllegalArgument, ParsingError
 
@@ -228,7 +229,8 @@ def minimum_should_match(spec: str | None, optional_clauses: int, default: int) 
     if spec is None:
         return default
     if spec.endswith("%"):
-        computed = optional_clauses * int(spec[:-1]) / 100.0
+        # Single-precision, like the reference implementation, so rounding edges agree.
+        computed = float(np.float32(optional_clauses * int(spec[:-1])) * np.float32(0.01))
         result = optional_clauses + math.trunc(computed) if computed < 0 else math.trunc(computed)
     else:
         count = int(spec)

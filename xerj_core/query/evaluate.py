@@ -278,6 +278,9 @@ class Evaluator:
     # -- compound ------------------------------------------------------------------------------
 
     def _bool(self, node: dsl.Bool, scoring: bool) -> Result:
+        if not (node.must or node.filter or node.should or node.must_not):
+            # ES turns a bool without clauses into match_all, whatever its minimum_should_match.
+            return _boosted(np.ones(self.n, bool), node.boost, scoring)
         mask = np.ones(self.n, bool)
         scores = np.zeros(self.n, np.float64) if scoring else None
         for clause in node.must:

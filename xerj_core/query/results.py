@@ -39,7 +39,9 @@ def _sort_columns(reader, rows: np.ndarray, scores: np.ndarray | None, key: Sort
         ranks, order_of_rank = keyword_order(reader, key.field)
         terms = reader.field_dictionary(key.field).terms
         use_max = key.mode == "max" or (key.mode is None and key.descending)
-        per_row = np.where(column.present, ranks[np.maximum(column.values, 0)], -1).astype(np.int64)
+        per_row = np.full(len(column.values), -1, np.int64)
+        if len(ranks):
+            per_row = np.where(column.present, ranks[np.maximum(column.values, 0)], -1).astype(np.int64)
         if len(column.extra_rows):
             extra = ranks[column.extra_ords]
             if use_max:
