@@ -81,10 +81,8 @@ def resolve_indices(store, expression: str | Iterable[str] | None, *, ignore_una
     for position, part in enumerate(parts):
         if part.startswith("-") and position > 0:
             target = part[1:]
-            if "*" in target:
-                drop = set(expand_pattern(target)) if expand else {n for n in result if _pattern(target).fullmatch(n)}
-            else:
-                drop = {target}
+            matcher = _pattern(target)
+            drop = {n for n in result if matcher.fullmatch(n)}
             for name in drop:
                 result.pop(name, None)
             continue

@@ -161,7 +161,7 @@ def _filter(obj: dict[str, Any], prefix: str, includes: Sequence[str], excludes:
         here = included or _matches(path, includes)
         if isinstance(value, dict):
             sub = _filter(value, path + ".", includes, excludes, here)
-            if sub or (here and not value):
+            if sub or here:  # an object the filter reaches stays, even emptied by excludes (as ES does)
                 out[key] = sub
         elif isinstance(value, list) and any(isinstance(v, dict) for v in value):
             items = []
@@ -172,7 +172,7 @@ def _filter(obj: dict[str, Any], prefix: str, includes: Sequence[str], excludes:
                         items.append(sub)
                 elif here:
                     items.append(item)
-            if items or (here and not value):
+            if items or here:
                 out[key] = items
         elif here:
             out[key] = value

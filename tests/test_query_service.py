@@ -1,0 +1,369 @@
+"""SearchService: ES response shapes, paging, sorting, _source, totals, counts, several indices, fusion, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xerj_core.errors import IllegalArgument, IndexNotFound, ParsingError
+from xerj_core.query import fusion
+from xerj_core.query.ranking import Ranked, top_k
+from xerj_core.query.service import SearchService
+from xerj_core.query.values import date_value, format_date
+from xerj_core.store import Store
+
+DAY = 86_400_000
+T0 = 1_704_067_200_000  # 2024-01-01T00:00:00Z
+
+BOOKS = [
+    {"title": "Dune", "text": "desert planet spice and sand worms", "genre": "scifi", "year": 1965, "rating": 4.5,
+     "published": "1965-08-01T00:00:00Z", "vec": [1.0, 0.0, 0.0], "meta": {"pages": 412, "lang": "en"}},
+    {"title": "Solaris", "text": "an ocean planet that thinks", "genre": "scifi", "year": 1961, "rating": 4.0,
+     "published": "1961-06-01T00:00:00Z", "vec": [0.9, 0.1, 0.0], "meta": {"pages": 204, "lang": "pl"}},
+    {"title": "Emma", "text": "a comedy of manners in a village", "genre": "classic", "year": 1815, "rating": 3.5,
+     "published": "1815-12-23T00:00:00Z", "vec": [0.0, 1.0, 0.0], "meta": {"pages": 474, "lang": "en"}},
+    {"title": "Ubik", "text": "reality decays, spray cans of ubik", "genre": ["scifi", "classic"], "year": 1969,
+     "published": "1969-05-01T00:00:00Z", "vec": [0.7, 0.0, 0.7]},
+    {"title": "Walden", "text": "a cabin by the pond, living simply", "genre": "essay", "rating": 4.2,
+     "vec": [0.0, 0.2, 0.9]},
+]
+MAPPING = {"properties": {"genre": {"type": "keyword"}, "vec": {"type": "dense_vector", "dims": 3}}}
+
+
+class FakeEngine:
+    def __init__(self, store, embedders=None):
+        self.store, self.pm, self.embedders = store, None, embedders or {}
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store(tmp_path / "data", tail_rows=2) as s:
+        s.create_index("books", MAPPING)
+        for i, doc in enumerate(BOOKS):
+            s.put("books", doc, f"b{i}")
+        yield s
+
+
+@pytest.fixture
+def search(store):
+    return SearchService(FakeEngine(store))
+
+
+def ids(response):
+    return [h["_id"] for h in response["hits"]["hits"]]
+
+
+def test_response_shape(search):
+    response = search.search("books", {"query": {"match": {"text": "planet"}}})
+    assert set(response) == {"took", "timed_out", "_shards", "hits"}
+    assert response["timed_out"] is False
+    assert response["_shards"] == {"total": 1, "successful": 1, "skipped": 0, "failed": 0}
+    assert response["hits"]["total"] == {"value": 2, "relation": "eq"}
+    hit = response["hits"]["hits"][0]
+    assert list(hit) == ["_index", "_id", "_score", "_source"]
+    assert hit["_index"] == "books" and hit["_source"]["title"] in ("Dune", "Solaris")
+    assert response["hits"]["max_score"] == hit["_score"]
+
+
+def test_match_all_paging_and_window(search):
+    every = ids(search.search("books", {"size": 10}))
+    assert every == ["b0", "b1", "b2", "b3", "b4"]  # equal scores: append order
+    assert ids(search.search("books", {"from": 2, "size": 2})) == ["b2", "b3"]
+    assert ids(search.search("books", None, params={"from": "4", "size": "5"})) == ["b4"]
+    with pytest.raises(IllegalArgument, match="Result window is too large"):
+        search.search("books", {"from": 9_999, "size": 2})
+    with pytest.raises(IllegalArgument):
+        search.search("books", {"size": -1})
+
+
+def test_sort_on_fields_and_score(search):
+    response = search.search("books", {"sort": [{"year": "desc"}]})
+    assert ids(response) == ["b3", "b0", "b1", "b2", "b4"]  # Walden has no year: last
+    assert [h["sort"] for h in response["hits"]["hits"]] == [[1969], [1965], [1961], [1815], [None]]
+    assert response["hits"]["max_score"] is None and response["hits"]["hits"][0]["_score"] is None
+    first = search.search("books", {"sort": [{"year": {"order": "asc", "missing": "_first"}}]})
+    assert ids(first)[0] == "b4"
+    by_title = search.search("books", {"sort": ["title.keyword"]})
+    assert [h["sort"][0] for h in by_title["hits"]["hits"]] == ["Dune", "Emma", "Solaris", "Ubik", "Walden"]
+    by_date = search.search("books", None, params={"sort": "published:asc", "size": "2"})
+    assert [h["sort"][0] for h in by_date["hits"]["hits"]] == [date_value("1815-12-23T00:00:00Z", "p"),
+                                                             date_value("1961-06-01T00:00:00Z", "p")]
+    mixed = search.search("books", {"query": {"match": {"text": "planet ubik"}},
+                                    "sort": [{"genre": "asc"}, "_score"]})
+    assert ids(mixed)[0] == "b3"  # genre min of [scifi, classic] is "classic"
+    assert all(h["_score"] is not None for h in mixed["hits"]["hits"])
+    tracked = search.search("books", {"sort": [{"rating": "desc"}], "track_scores": True})
+    assert tracked["hits"]["max_score"] == 1.0
+    with pytest.raises(IllegalArgument, match="Text fields"):
+        search.search("books", {"sort": ["title"]})
+    with pytest.raises(IllegalArgument, match="No mapping found"):
+        search.search("books", {"sort": ["nope"]})
+    assert len(ids(search.search("books", {"sort": [{"nope": {"unmapped_type": "long"}}]}))) == 5
+
+
+def test_source_filtering(search):
+    def source(body=None, params=None):
+        return search.search("books", {"query": {"ids": {"values": ["b0"]}}, **(body or {})},
+                             params=params)["hits"]["hits"][0].get("_source")
+
+    assert source({"_source": False}) is None
+    assert source({"_source": "title"}) == {"title": "Dune"}
+    assert source({"_source": ["meta.lang", "year"]}) == {"year": 1965, "meta": {"lang": "en"}}
+    assert source({"_source": ["meta"]}) == {"meta": {"pages": 412, "lang": "en"}}
+    assert source({"_source": {"includes": ["*"], "excludes": ["meta", "vec", "text"]}}) == {
+        "title": "Dune", "genre": "scifi", "year": 1965, "rating": 4.5, "published": "1965-08-01T00:00:00Z"}
+    assert source({"_source": {"excludes": ["meta.*"]}})["meta"] == {}
+    assert source(params={"_source": "false"}) is None
+    assert source(params={"_source_includes": "title,year"}) == {"title": "Dune", "year": 1965}
+    assert source(params={"_source_excludes": "vec,text,meta,published"}) == {
+        "title": "Dune", "genre": "scifi", "year": 1965, "rating": 4.5}
+
+
+def test_track_total_hits(search):
+    assert search.search("books", {"track_total_hits": 3})["hits"]["total"] == {"value": 3, "relation": "gte"}
+    assert search.search("books", {"track_total_hits": 5})["hits"]["total"] == {"value": 5, "relation": "eq"}
+    assert "total" not in search.search("books", {"track_total_hits": False})["hits"]
+    assert search.search("books", None, params={"track_total_hits": "true"})["hits"]["total"]["value"] == 5
+    assert search.search("books", None, params={"rest_total_hits_as_int": "true"})["hits"]["total"] == 5
+
+
+def test_count(search):
+    assert search.count("books", None) == {"count": 5, "_shards": {"total": 1, "successful": 1, "skipped": 0,
+                                                                   "failed": 0}}
+    assert search.count("books", {"query": {"range": {"year": {"gte": 1900}}}})["count"] == 3
+    assert search.count("books", None, params={"q": "genre:classic"})["count"] == 2
+    with pytest.raises(ParsingError):
+        search.count("books", {"size": 3})
+
+
+def test_query_string_parameter(search):
+    assert ids(search.search("books", None, params={"q": "title:dune"})) == ["b0"]
+    assert set(ids(search.search("books", None, params={"q": "planet"}))) == {"b0", "b1"}
+    assert ids(search.search("books", None, params={"q": "planet -title:dune"})) == ["b1"]
+    assert set(ids(search.search("books", None, params={"q": "rating:*"}))) == {"b0", "b1", "b2", "b4"}
+    assert ids(search.search("books", None, params={"q": "text:\"ocean planet\""})) == ["b1"]
+    with pytest.raises(IllegalArgument):
+        search.search("books", {"query": {"match_all": {}}}, params={"q": "x"})
+    with pytest.raises(IllegalArgument, match="unrecognized parameter"):
+        search.search("books", None, params={"qq": "x"})
+
+
+def test_dates_ranges_and_date_math(search):
+    def count(bounds):
+        return search.count("books", {"query": {"range": {"published": bounds}}})["count"]
+
+    assert count({"gte": "1961-06-01T00:00:00Z", "lt": "1966-01-01T00:00:00Z"}) == 2
+    assert count({"gte": date_value("1961-06-01T00:00:00Z", "p")}) == 3  # epoch-ms operand
+    assert count({"lte": "1961-06-01"}) == 2  # a date-only upper bound includes the whole day
+    assert count({"gt": "1961-06-01"}) == 2
+    assert count({"gte": "now-100y/y"}) == 0 or count({"gte": "now-100y/y"}) >= 0
+    assert count({"lt": "now"}) == 4
+    assert date_value("2024-01-31T10:00:00Z||+1M/d", "p") == date_value("2024-02-29T00:00:00Z", "p")
+    assert date_value("2024-03-10T10:00:00Z||/w", "p") == date_value("2024-03-04T00:00:00Z", "p")
+    assert date_value("2024-03-10T10:00:00Z||/M", "p", round_up=True) == date_value("2024-03-31T23:59:59.999Z", "p")
+    assert format_date(T0 + 1) == "2024-01-01T00:00:00.001Z"
+
+
+def test_writes_visible_at_once_and_deletes_vanish(store, search):
+    assert search.count("books", {"query": {"match": {"text": "moon"}}})["count"] == 0
+    store.put("books", {"title": "Moon", "text": "the moon is a harsh mistress"}, "m1")
+    response = search.search("books", {"query": {"match": {"text": "moon"}}})
+    assert ids(response) == ["m1"]
+    store.delete("books", "b1")
+    assert "b1" not in ids(search.search("books", {"size": 100}))
+    assert search.count("books", None)["count"] == 5
+    assert search.search("books", {"query": {"match": {"text": "planet"}}})["hits"]["total"]["value"] == 1
+    aggs = search.search("books", {"size": 0, "aggs": {"g": {"terms": {"field": "genre"}}}})["aggregations"]
+    assert {b["key"]: b["doc_count"] for b in aggs["g"]["buckets"]} == {"scifi": 2, "classic": 2, "essay": 1}
+
+
+def test_several_indices(store, search):
+    store.put("films", {"title": "Dune", "text": "desert planet film", "year": 2021}, "f1")
+    store.put(".private", {"title": "Dune", "text": "planet"}, "p1")
+    response = search.search("books,films", {"query": {"match": {"text": "planet"}}})
+    assert {(h["_index"], h["_id"]) for h in response["hits"]["hits"]} == {("books", "b0"), ("books", "b1"),
+                                                                          ("films", "f1")}
+    assert response["_shards"]["total"] == 2
+    scores = [h["_score"] for h in response["hits"]["hits"]]
+    assert scores == sorted(scores, reverse=True)
+    everywhere = search.search(None, {"query": {"match": {"title": "dune"}}})
+    assert {h["_index"] for h in everywhere["hits"]["hits"]} == {"books", "films"}
+    dotted = search.search(".*", {"query": {"match": {"title": "dune"}}})
+    assert ids(dotted) == ["p1"]
+    sorted_across = search.search("books,films", {"sort": [{"year": "desc"}], "size": 3})
+    assert [h["sort"][0] for h in sorted_across["hits"]["hits"]] == [2021, 1969, 1965]
+    aggs = search.search("b*,f*", {"size": 0, "aggs": {"years": {"max": {"field": "year"}},
+                                                       "t": {"terms": {"field": "title.keyword", "size": 1}}}})
+    assert aggs["aggregations"]["years"]["value"] == 2021.0
+    assert aggs["aggregations"]["t"]["buckets"] == [{"key": "Dune", "doc_count": 2}]
+    assert aggs["aggregations"]["t"]["sum_other_doc_count"] == 4
+    with pytest.raises(IndexNotFound):
+        search.search("books,nope", None)
+    assert search.search("books,nope", None, params={"ignore_unavailable": "true"})["hits"]["total"]["value"] == 5
+    assert search.search("nothing*", None)["hits"]["total"]["value"] == 0
+
+
+def test_knn_top_level_with_query_and_filter(search):
+    knn = {"field": "vec", "query_vector": [1.0, 0.0, 0.0], "k": 2, "num_candidates": 10}
+    response = search.search("books", {"knn": knn})
+    assert ids(response) == ["b0", "b1"]
+    assert response["hits"]["hits"][0]["_score"] == pytest.approx(1.0)
+    filtered = search.search("books", {"knn": {**knn, "filter": {"term": {"genre": "classic"}}}})
+    assert ids(filtered) == ["b3", "b2"]  # pre-filtered: both classics, though others are nearer
+    combined = search.search("books", {"knn": {**knn, "k": 1}, "query": {"match": {"text": "pond"}}})
+    assert set(ids(combined)) == {"b0", "b4"}  # union of the two, scores summed
+
+
+def test_hybrid_fusion_forms(search):
+    lexical = {"match": {"text": "planet cabin"}}
+    vector = {"knn": {"field": "vec", "query_vector": [0.0, 0.1, 1.0], "k": 3}}
+    rrf = search.search("books", {"query": {"hybrid": {"queries": [lexical, vector]}}})
+    retriever = search.search("books", {"retriever": {"rrf": {"retrievers": [
+        {"standard": {"query": lexical}}, {"knn": vector["knn"]}], "rank_constant": 60}}})
+    assert ids(rrf) == ids(retriever)
+    assert rrf["hits"]["hits"][0]["_id"] == "b4"  # first in both legs
+    assert rrf["hits"]["hits"][0]["_score"] == pytest.approx(2 / 61)
+    linear = search.search("books", {"query": {"hybrid": {"queries": [lexical, vector], "fusion": "linear",
+                                                          "weights": [0.0, 1.0]}}})
+    assert ids(linear)[0] == "b4"
+    rank = search.search("books", {"query": lexical, "knn": vector["knn"], "rank": {"rrf": {}}})
+    assert ids(rank) == ids(rrf)
+    with pytest.raises(IllegalArgument, match="unsupported fusion"):
+        search.search("books", {"query": {"hybrid": {"queries": [lexical, vector], "fusion": "learned"}}})
+    with pytest.raises(IllegalArgument):
+        search.search("books", {"query": {"hybrid": {"queries": [lexical]}}, "sort": ["year"]})
+    with pytest.raises(ParsingError):
+        search.search("books", {"query": {"bool": {"must": {"hybrid": {"queries": [lexical]}}}}})
+
+
+def test_query_vector_builder_uses_a_registered_embedder(store):
+    class Embedder:
+        id, dims = "fake", 3
+
+        def embed(self, texts):
+            return np.array([[1.0, 0.0, 0.0] for _ in texts], np.float32)
+
+    search = SearchService(FakeEngine(store, {"fake": Embedder()}))
+    knn = {"field": "vec", "k": 1, "query_vector_builder": {"text_embedding": {"model_id": "fake",
+                                                                               "model_text": "spice"}}}
+    assert ids(search.search("books", {"knn": knn})) == ["b0"]
+    with pytest.raises(IllegalArgument, match="unknown embedder"):
+        search.search("books", {"knn": {**knn, "query_vector_builder": {"text_embedding": {
+            "model_id": "nope", "model_text": "x"}}}})
+
+
+@pytest.mark.parametrize("body, error, reason", [
+    ({"query": {"fuzzy": {"title": "dune"}}}, ParsingError, "unknown query [fuzzy]"),
+    ({"query": {}}, ParsingError, "empty clause"),
+    ({"query": "dune"}, ParsingError, "must start with start_object"),
+    ({"query": {"match_all": {}, "term": {"a": 1}}}, ParsingError, "malformed query"),
+    ({"query": {"term": {"a": 1, "b": 2}}}, ParsingError, "doesn't support multiple fields"),
+    ({"query": {"bool": {"must": 3}}}, ParsingError, "must start with start_object"),
+    ({"query": {"bool": {"shuold": []}}}, ParsingError, "does not support [shuold]"),
+    ({"query": {"match": {"text": {"operator": "and"}}}}, ParsingError, "requires query"),
+    ({"query": {"match": {"text": {"query": "x", "operator": "xor"}}}}, ParsingError, "unknown operator"),
+    ({"query": {"range": {"title": {"gte": "a"}}}}, IllegalArgument, "does not support range queries"),
+    ({"query": {"range": {"year": {"gte": "soon"}}}}, IllegalArgument, "For input string"),
+    ({"query": {"range": {"published": {"gte": "yesterday"}}}}, IllegalArgument, "failed to parse date"),
+    ({"query": {"term": {"year": "x"}}}, IllegalArgument, "cannot use"),
+    ({"query": {"terms": {"genre": "scifi"}}}, ParsingError, "expected an array"),
+    ({"knn": {"field": "year", "query_vector": [1.0], "k": 1}}, IllegalArgument, "only supported on [dense_vector]"),
+    ({"knn": {"field": "vec", "query_vector": [1.0, 2.0], "k": 1}}, IllegalArgument, "different number of dim"),
+    ({"knn": {"field": "nope", "query_vector": [1.0], "k": 1}}, IllegalArgument, "does not exist"),
+    ({"knn": {"field": "vec", "query_vector": [1.0, 0, 0], "k": 5, "num_candidates": 2}}, IllegalArgument,
+     "cannot be less than [k]"),
+    ({"knn": {"field": "vec", "query_vector": [1.0, 0, 0], "k": 0}}, IllegalArgument, "greater than 0"),
+    ({"knn": {"field": "vec", "query_vector": [0.0, 0, 0], "k": 1}}, IllegalArgument, "zero magnitude"),
+    ({"query": {"knn": {"field": "vec", "k": 1}}}, IllegalArgument, "exactly one of"),
+    ({"aggs": {"a": {"histogramm": {"field": "year"}}}}, ParsingError, "Unknown aggregation type"),
+    ({"aggs": {"a": {"terms": {}}}}, ParsingError, "requires a [field]"),
+    ({"aggs": {"a": {"terms": {"field": "text"}}}}, IllegalArgument, "Text fields"),
+    ({"aggs": {"a": {"min": {"field": "genre"}}}}, IllegalArgument, "not supported for aggregation"),
+    ({"aggs": {"a": {"date_histogram": {"field": "published"}}}}, IllegalArgument, "Required one of"),
+    ({"aggs": {"a": {"date_histogram": {"field": "published", "calendar_interval": "fortnight"}}}},
+     IllegalArgument, "could not be parsed"),
+    ({"aggs": {"a": {"max": {"field": "year"}, "aggs": {"b": {"min": {"field": "year"}}}}}}, ParsingError,
+     "cannot accept sub-aggregations"),
+    ({"aggs": {"a[0]": {"max": {"field": "year"}}}}, ParsingError, "Invalid aggregation name"),
+    ({"highlight": {"fields": {"text": {}}}}, IllegalArgument, "not supported"),
+    ({"querry": {}}, ParsingError, "Unknown key"),
+    ({"sort": [{"year": "up"}]}, ParsingError, "unknown order"),
+])
+def test_bad_input_is_a_clear_error(search, body, error, reason):
+    with pytest.raises(error) as caught:
+        search.search("books", body)
+    assert reason in caught.value.reason
+    assert caught.value.to_body()["status"] == 400
+
+
+def test_aggregation_shapes(search):
+    response = search.search("books", {"size": 0, "aggs": {
+        "genres": {"terms": {"field": "genre", "size": 2, "order": {"_key": "asc"}},
+                   "aggs": {"best": {"max": {"field": "rating"}}}},
+        "decades": {"date_histogram": {"field": "published", "calendar_interval": "year", "min_doc_count": 1}},
+        "years": {"terms": {"field": "year"}},
+        "n": {"value_count": {"field": "genre"}},
+        "c": {"cardinality": {"field": "genre"}},
+        "avg": {"avg": {"field": "rating"}},
+        "lo": {"min": {"field": "published"}, "meta": {"note": "kept"}},
+    }})
+    aggs = response["aggregations"]
+    assert response["hits"]["hits"] == [] and response["hits"]["max_score"] is None
+    assert aggs["genres"]["buckets"] == [{"key": "classic", "doc_count": 2, "best": {"value": 3.5}},
+                                         {"key": "essay", "doc_count": 1, "best": {"value": pytest.approx(4.2)}}]
+    assert aggs["genres"]["sum_other_doc_count"] == 3
+    assert [b["key_as_string"] for b in aggs["decades"]["buckets"]] == [
+        "1815-01-01T00:00:00.000Z", "1961-01-01T00:00:00.000Z", "1965-01-01T00:00:00.000Z",
+        "1969-01-01T00:00:00.000Z"]
+    assert aggs["years"]["buckets"][0] == {"key": 1815, "doc_count": 1}
+    assert aggs["n"] == {"value": 6} and aggs["c"] == {"value": 3}
+    assert aggs["avg"]["value"] == pytest.approx((4.5 + 4.0 + 3.5 + 4.2) / 4, abs=1e-6)
+    assert aggs["lo"] == {"meta": {"note": "kept"}, "value": float(date_value("1815-12-23T00:00:00Z", "p")),
+                          "value_as_string": "1815-12-23T00:00:00.000Z"}
+
+
+def test_engine_level_calls(store, search):
+    with store.reader("books") as reader:
+        scifi = search.filter_mask(reader, {"term": {"genre": "scifi"}})
+        assert {reader.id_of(int(r)) for r in np.flatnonzero(scifi)} == {"b0", "b1", "b3"}
+        lexical = search.bm25_top(reader, "text", "planet ocean", 5, scifi)
+        semantic = search.knn_top(reader, "vec", [1.0, 0.0, 0.0], 2, scifi)
+        assert [reader.id_of(r) for r in lexical.rows.tolist()] == ["b1", "b0"]
+        assert [reader.id_of(r) for r in semantic.rows.tolist()] == ["b0", "b1"]
+        fused = search.fuse([lexical, semantic], k=1)
+        assert len(fused) == 1
+        hits = search.hits(reader, fused)
+        assert hits[0]["_index"] == "books" and "_source" in hits[0]
+        aggs = search.aggregate(reader, {"g": {"terms": {"field": "genre"}}}, scifi)
+        assert aggs["g"]["buckets"][0] == {"key": "scifi", "doc_count": 3}
+        mask, scores = search.evaluate(reader, {"match": {"text": "planet"}})
+        assert mask.sum() == 2 and scores[mask].min() > 0
+        assert len(search.top(reader, {"match_all": {}}, 3)) == 3
+
+
+def test_fusion_rules():
+    a = Ranked(np.array([1, 2, 3]), np.array([3.0, 2.0, 1.0]))
+    b = Ranked(np.array([3, 4]), np.array([0.9, 0.8]))
+    rrf = fusion.fuse([a, b], rank_constant=60)
+    assert rrf.rows.tolist()[0] == 3  # in both legs
+    assert rrf.scores[0] == pytest.approx(1 / 63 + 1 / 61)
+    linear = fusion.fuse([a, b], method="linear", weights=[1.0, 2.0])
+    assert dict(linear.pairs())[3] == pytest.approx(0.0 + 2.0)
+    assert fusion.fuse([a, b], window=1).rows.tolist() == [1, 3]
+    with pytest.raises(IllegalArgument):
+        fusion.fuse([a, b], method="learned")
+    assert fusion.fuse_legs([a, b], "linear", 2).rows.tolist() == [1, 3]  # both 1.0 after min-max: lower row first
+
+
+def test_top_k_matches_a_full_sort():
+    rng = np.random.default_rng(3)
+    for n in (10, 5_000, 50_000):
+        scores = np.round(rng.random(n) * 20) / 4  # many ties
+        mask = rng.random(n) < 0.7
+        for k in (1, 10, 100):
+            got = top_k(scores, mask, k)
+            rows = np.flatnonzero(mask)
+            order = np.lexsort((rows, -scores[rows]))[:k]
+            assert got.rows.tolist() == rows[order].tolist()
+    zeros = np.zeros(20_000)
+    assert top_k(zeros, np.ones(20_000, bool), 3).rows.tolist() == [0, 1, 2]
