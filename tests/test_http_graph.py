@@ -6,9 +6,7 @@ import re
 
 import pytest
 
-pytest.importorskip("xerj_core.graph.service")
-
-from .http_helpers import audit_log, client, error_type  # noqa: E402,F401  (fixtures)
+from .http_helpers import audit_log, client, error_type  # noqa: F401  (fixtures)
 
 HOPS_SENTENCE = (
     "hops is capped at 2: XERJ's second brain is a relationship layer over documents, not a graph database "

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("xerj_core.memory.service")
-
-from .http_helpers import audit_log, client, error_type  # noqa: E402,F401  (fixtures)
-from .test_http_graph import HOPS_SENTENCE, assert_graph_error  # noqa: E402
+from .http_helpers import audit_log, client, error_type  # noqa: F401  (fixtures)
+from .test_http_graph import HOPS_SENTENCE, assert_graph_error
 
 
 def store(client, ns="agent", **body):

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("xerj_core.query.service")
-
-from .http_helpers import client, error_type, ndjson  # noqa: E402,F401  (fixtures)
+from .http_helpers import client, error_type, ndjson  # noqa: F401  (fixtures)
 
 
 @pytest.fixture

@@ -119,7 +119,6 @@ def test_opensearch_client_documents(server):
 
 
 def test_opensearch_client_search(server):
-    pytest.importorskip("xerj_core.query.service")
     from opensearchpy import OpenSearch, helpers
 
     client = OpenSearch(hosts=[{"host": "127.0.0.1", "port": server.port}], use_ssl=False, timeout=10)
