@@ -1,18 +1,18 @@
 """The hop engine: frontier → rows → bitemporal mask → type mask → next frontier, on doc-values columns only.
 
-Sealed segments are immutable, so each gets CSR offsets over its rows sorted by
-``src`` ordinal and by ``dst`` ordinal once per process (cached on the segment).
-The per-segment offsets are merged into one view of every sealed row, rebuilt
-only when the segment layout changes; a hop over it is an offsets lookup and a
-gather. The small mutable tail is scanned, and counted. ``_source`` is never
-read here: a segment sealed without a column the hop needs is skipped and
-counted.
+Sealed segments are immutable, so each gets its rows grouped by ``src``
+ordinal and by ``dst`` ordinal once per process (cached on the segment). Those
+per-segment groupings are merged into one CSR per direction over every sealed
+row, with the hop columns laid out in CSR order, rebuilt only when the segment
+layout changes. A hop is then an offsets lookup and a gather of contiguous
+runs. The small mutable tail is scanned, and counted. ``_source`` is never
+read: a segment sealed without a column the hop needs is skipped and counted.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 import numpy as np
@@ -21,9 +21,16 @@ from xerj_core.store import ABSENT_INT, IndexReader, Segment
 
 # The columns a hop reads; a sealed segment lacking any of them is skipped (and counted).
 HOP_FIELDS = ("src", "dst", "type", "trust", "valid_at", "invalid_at", "weight", "confidence")
-_INT_FIELDS = ("src", "dst", "type", "trust")
+# What a candidate edge carries through the masks (``near`` is the frontier end, ``other`` the far end).
+_CARRIED = ("row", "near", "other", "out", "type", "trust", "valid_at", "invalid_at", "weight", "confidence")
+# The node CSR's columns (``near`` is implied by the run a position lies in).
+_STORED = {"row": np.int32, "other": np.int32, "out": np.bool_, "type": np.int32, "trust": np.int32,
+           "valid_at": np.int64, "invalid_at": np.int64, "weight": np.float32, "confidence": np.float32}
+_EMPTY = np.empty(0, np.int64)
 _CSR_KEY = ("xerj.graph", "csr", 1)
 _NO_COLUMNS = "no-columns"
+# Membership tests against a sorted id set switch from binary search to a bitmap past this many values.
+_BITMAP_AT = 2048
 
 FRONTIER_CAP = 4096
 EDGE_CAP = 100_000
@@ -32,9 +39,37 @@ OUT, IN, BOTH = "out", "in", "both"
 DIRECTIONS = (OUT, IN, BOTH)
 
 
+def member(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """``values[i] in ids`` for a sorted, unique int ``ids`` (np.isin without its fixed cost)."""
+    if not ids.size or not values.size:
+        return np.zeros(values.size, bool)
+    if ids.size == 1:
+        return values == ids[0]
+    if values.size > _BITMAP_AT:
+        top = int(ids[-1]) + 1
+        bitmap = np.zeros(top, bool)
+        bitmap[ids] = True
+        inside = (values >= 0) & (values < top)
+        found = np.zeros(values.size, bool)
+        found[inside] = bitmap[values[inside]]
+        return found
+    at = np.searchsorted(ids, values)
+    at[at == ids.size] = 0
+    return ids[at] == values
+
+
+def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(s, s + n)`` for each start and length."""
+    total = int(lengths.sum())
+    if starts.size == 1:
+        return np.arange(starts[0], starts[0] + total)
+    ends = np.cumsum(lengths)
+    return np.arange(total) + np.repeat(starts - (ends - lengths), lengths)
+
+
 @attrs.frozen
 class SegmentCSR:
-    """Rows of one sealed segment (relative to its start) grouped by src and by dst ordinal."""
+    """One sealed segment's edge rows (relative to its start) grouped by src and by dst ordinal."""
 
     out_order: np.ndarray
     out_off: np.ndarray
@@ -42,7 +77,7 @@ class SegmentCSR:
     in_off: np.ndarray
 
 
-def _csr(keys: np.ndarray, local_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _group(keys: np.ndarray, local_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order = local_rows[np.argsort(keys, kind="stable")]
     size = int(keys.max()) + 1 if keys.size else 0
     offsets = np.zeros(size + 1, np.int64)
@@ -51,106 +86,121 @@ def _csr(keys: np.ndarray, local_rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def segment_csr(reader: IndexReader, segment: Segment) -> SegmentCSR | None:
-    """The segment's CSR offsets, built once per process; None when it lacks a hop column."""
+    """The segment's grouping, built once per process; None when the segment lacks a hop column."""
     found = segment.derived.get(_CSR_KEY)
     if found is None:
-        columns = [reader.segment_column(segment, f) for f in ("src", "dst")]
-        if any(reader.segment_column(segment, f) is None for f in HOP_FIELDS):
+        if any(f not in segment.fields for f in HOP_FIELDS):
             found = _NO_COLUMNS
         else:
-            src, dst = columns
-            local = np.flatnonzero(src.present & dst.present).astype(np.int32)
-            out_order, out_off = _csr(src.values[local], local)
-            in_order, in_off = _csr(dst.values[local], local)
-            found = SegmentCSR(out_order, out_off, in_order, in_off)
+            src, dst = reader.segment_column(segment, "src"), reader.segment_column(segment, "dst")
+            if src is None or dst is None:
+                found = _NO_COLUMNS
+            else:
+                local = np.flatnonzero(src.present & dst.present).astype(np.int32)
+                out_order, out_off = _group(src.values[local], local)
+                in_order, in_off = _group(dst.values[local], local)
+                found = SegmentCSR(out_order, out_off, in_order, in_off)
         with segment.lock:
             found = segment.derived.setdefault(_CSR_KEY, found)
     return None if found is _NO_COLUMNS else found
 
 
-def _merge(parts: list[tuple[int, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """One CSR over all sealed rows from per-segment CSRs (absolute rows, ascending within an ordinal)."""
-    width = max((len(off) - 1 for _, _, off in parts), default=0)
-    totals = np.zeros(width, np.int64)
-    for _, _, off in parts:
-        totals[: len(off) - 1] += np.diff(off)
-    offsets = np.zeros(width + 1, np.int64)
-    np.cumsum(totals, out=offsets[1:])
-    order = np.empty(int(offsets[-1]), np.int32)
-    cursor = offsets[:-1].copy()
-    for start, local_order, off in parts:
-        counts = np.diff(off)
-        n = len(counts)
-        if not local_order.size:
-            continue
-        ordinals = np.repeat(np.arange(n), counts)
-        dest = cursor[ordinals] + (np.arange(local_order.size) - off[ordinals])
-        order[dest] = local_order + start
-        cursor[:n] += counts
-    return order, offsets
+class NodeCSR:
+    """Every sealed edge grouped by node: the node's out-edges (it is src), then its in-edges (it is dst).
+
+    ``offsets[n]`` starts node ``n``'s group, ``split[n]`` starts its in-edges,
+    ``offsets[n + 1]`` ends it; the hop columns are laid out in that order, so
+    any direction is one run of positions per frontier node.
+    """
+
+    def __init__(self, groups: list[tuple[int, SegmentCSR, Callable[[str], np.ndarray]]]) -> None:
+        """``groups``: per run of rows, its first row, its grouping, and its hop columns by name."""
+        width = max((max(len(c.out_off), len(c.in_off)) - 1 for _, c, _ in groups), default=0)
+        outs = np.zeros(width, np.int64)
+        ins = np.zeros(width, np.int64)
+        for _, csr, _ in groups:
+            outs[: len(csr.out_off) - 1] += np.diff(csr.out_off)
+            ins[: len(csr.in_off) - 1] += np.diff(csr.in_off)
+        self.offsets = np.zeros(width + 1, np.int64)
+        np.cumsum(outs + ins, out=self.offsets[1:])
+        self.split = self.offsets[:-1] + outs
+        total = int(self.offsets[-1])
+        self.cols = {f: np.empty(total, _STORED[f]) for f in _STORED}
+        out_cursor, in_cursor = self.offsets[:-1].copy(), self.split.copy()
+        for start, csr, column in groups:
+            for out, order, off, cursor in ((True, csr.out_order, csr.out_off, out_cursor),
+                                            (False, csr.in_order, csr.in_off, in_cursor)):
+                if not order.size:
+                    continue
+                counts = np.diff(off)
+                ordinals = np.repeat(np.arange(counts.size), counts)
+                dest = cursor[ordinals] + (np.arange(order.size) - off[ordinals])
+                cursor[: counts.size] += counts
+                self.cols["row"][dest] = order + start
+                self.cols["out"][dest] = out
+                self.cols["other"][dest] = column("dst" if out else "src")[order]
+                for f in ("type", "trust", "valid_at", "invalid_at", "weight", "confidence"):
+                    self.cols[f][dest] = column(f)[order]
+
+    def candidates(self, frontier: np.ndarray, direction: str) -> list["Part"]:
+        positions = self.lookup(frontier, direction)
+        return [Part(self.cols, positions, self.offsets)] if positions.size else []
+
+    def lookup(self, frontier: np.ndarray, direction: str) -> np.ndarray:
+        """Positions of the edges touching the sorted ``frontier`` in ``direction``."""
+        usable = frontier[: np.searchsorted(frontier, self.split.size)]
+        if not usable.size:
+            return _EMPTY
+        starts = self.split[usable] if direction == IN else self.offsets[usable]
+        ends = self.split[usable] if direction == OUT else self.offsets[usable + 1]
+        return ranges(starts, ends - starts)
 
 
 class SealedView:
-    """Hop columns and merged CSR offsets over every sealed segment of one edges index."""
+    """The node CSR over every sealed segment of one edges index."""
 
     def __init__(self, reader: IndexReader) -> None:
         self.segments = tuple(reader.segments)
-        self.rows = self.segments[-1].end if self.segments else 0
-        self.cols: dict[str, np.ndarray] = {
-            f: np.full(self.rows, -1 if f in _INT_FIELDS else ABSENT_INT if f.endswith("_at") else np.nan,
-                       np.int32 if f in _INT_FIELDS else np.int64 if f.endswith("_at") else np.float32)
-            for f in HOP_FIELDS
-        }
         self.skipped = 0
-        outs, ins = [], []
+        usable: list[tuple[Segment, SegmentCSR]] = []
         for seg in self.segments:
             csr = segment_csr(reader, seg)
             if csr is None:
                 self.skipped += 1
-                continue
+            else:
+                usable.append((seg, csr))
+        self.csr = NodeCSR([(seg.start, csr, _segment_columns(reader, seg)) for seg, csr in usable])
+        for seg, _ in usable:
+            # The merged copy is what hops read; the store's per-segment decode would only double the memory.
             for f in HOP_FIELDS:
-                self.cols[f][seg.start:seg.end] = reader.segment_column(seg, f).values
-            outs.append((seg.start, csr.out_order, csr.out_off))
-            ins.append((seg.start, csr.in_order, csr.in_off))
-        self.out_order, self.out_off = _merge(outs)
-        self.in_order, self.in_off = _merge(ins)
+                seg.columns.pop(f, None)
 
-    def rows_from(self, frontier: np.ndarray, out: bool) -> np.ndarray:
-        """Absolute rows whose src (out) or dst (in) ordinal is in the sorted ``frontier``."""
-        order, off = (self.out_order, self.out_off) if out else (self.in_order, self.in_off)
-        usable = frontier[: np.searchsorted(frontier, len(off) - 1)]
-        if not usable.size:
-            return np.empty(0, np.int64)
-        starts = off[usable]
-        lengths = off[usable + 1] - starts
-        if usable.size == 1:
-            return order[starts[0]: starts[0] + lengths[0]].astype(np.int64)
-        total = int(lengths.sum())
-        if not total:
-            return np.empty(0, np.int64)
-        ends = np.cumsum(lengths)
-        positions = np.arange(total) + np.repeat(starts - (ends - lengths), lengths)
-        return order[positions].astype(np.int64)
+    def candidates(self, frontier: np.ndarray, direction: str) -> list["Part"]:
+        return self.csr.candidates(frontier, direction)
+
+
+def _segment_columns(reader: IndexReader, segment: Segment) -> Callable[[str], np.ndarray]:
+    return lambda field: reader.segment_column(segment, field).values
 
 
 class TailView:
-    """The hop columns of the mutable tail, rebuilt per index generation."""
+    """The mutable tail, scanned once per index generation into the same node grouping as the sealed rows."""
 
     def __init__(self, reader: IndexReader) -> None:
         self.start = reader.tail_start
         self.count = reader.tail_count
         self.scannable = all(reader.field(f) is not None for f in HOP_FIELDS)
-        self.cols: dict[str, np.ndarray] = {}
+        self.csr: NodeCSR | None = None
         if self.scannable and self.count:
-            self.cols = {f: reader.tail_column(f).values for f in HOP_FIELDS}
+            cols = {f: reader.tail_column(f).values for f in HOP_FIELDS}
+            src, dst = cols["src"], cols["dst"]
+            local = np.flatnonzero((src >= 0) & (dst >= 0)).astype(np.int32)
+            out_order, out_off = _group(src[local], local)
+            in_order, in_off = _group(dst[local], local)
+            self.csr = NodeCSR([(self.start, SegmentCSR(out_order, out_off, in_order, in_off), cols.__getitem__)])
 
-    def rows_from(self, frontier: np.ndarray, out: bool) -> np.ndarray:
-        if not self.cols:
-            return np.empty(0, np.int64)
-        keys = self.cols["src" if out else "dst"]
-        hit = keys == frontier[0] if frontier.size == 1 else np.isin(keys, frontier)
-        hit &= (self.cols["src"] >= 0) & (self.cols["dst"] >= 0)
-        return np.flatnonzero(hit) + self.start
+    def candidates(self, frontier: np.ndarray, direction: str) -> list["Part"]:
+        return self.csr.candidates(frontier, direction) if self.csr is not None else []
 
 
 class ViewCache:
@@ -168,6 +218,7 @@ class ViewCache:
         with self._lock:
             view = self._views.get(key)
             if view is None or view.segments != tuple(reader.segments):
+                self._views.pop(key, None)  # let the old view go before the new one is built
                 view = self._views[key] = SealedView(reader)
         return view
 
@@ -189,34 +240,79 @@ class GraphView:
     def segments_without_columns(self) -> int:
         return self.sealed.skipped + (1 if self.tail.count and not self.tail.scannable else 0)
 
-    def gather(self, rows: np.ndarray) -> dict[str, np.ndarray]:
-        """Hop columns at sorted absolute ``rows`` (sealed ones first, then tail ones)."""
-        split = int(np.searchsorted(rows, self.tail.start))
-        if split == rows.size:
-            return {f: col[rows] for f, col in self.sealed.cols.items()}
-        tail_rows = rows[split:] - self.tail.start
-        if split == 0:
-            return {f: col[tail_rows] for f, col in self.tail.cols.items()}
-        head = rows[:split]
-        return {f: np.concatenate((self.sealed.cols[f][head], self.tail.cols[f][tail_rows])) for f in HOP_FIELDS}
 
-
-@attrs.define
 class HopEdges:
-    """The edges kept at one hop, in rank order: weight desc, valid_at desc, newest write first."""
+    """The edges one hop kept, as indices into their sources' columns; a column is gathered when first asked for.
 
-    hop: int
-    rows: np.ndarray
-    out: np.ndarray
-    cols: dict[str, np.ndarray]
+    ``order`` ranks them: weight desc, valid_at desc, then the newest write first.
+    """
+
+    def __init__(self, hop: int, parts: list["Part"]) -> None:
+        self.hop = hop
+        self.parts = parts
+        self._cols: dict[str, np.ndarray] = {}
+        self._rank: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return int(self.rows.size)
+        return sum(int(p.idx.size) for p in self.parts)
+
+    def column(self, field: str) -> np.ndarray:
+        found = self._cols.get(field)
+        if found is None:
+            if len(self.parts) == 1:
+                found = self.parts[0].get(field)
+            else:
+                found = np.concatenate([p.get(field) for p in self.parts])
+            self._cols[field] = found
+        return found
+
+    @property
+    def out(self) -> np.ndarray:
+        return self.column("out")
 
     @property
     def others(self) -> np.ndarray:
-        """The far endpoint of each edge (dst when followed out, src when followed in)."""
-        return np.where(self.out, self.cols["dst"], self.cols["src"])
+        return self.column("other")
+
+    @property
+    def src(self) -> np.ndarray:
+        return np.where(self.out, self.column("near"), self.others)
+
+    @property
+    def dst(self) -> np.ndarray:
+        return np.where(self.out, self.others, self.column("near"))
+
+    def order(self, k: int | None = None) -> np.ndarray:
+        """Indices of the best ``k`` edges (all when None), best first."""
+        n = len(self)
+        row, valid, weight = self.column("row"), self.column("valid_at"), self.column("weight")
+        if k is None or k >= n or self._rank is not None:
+            if self._rank is None:
+                self._rank = np.lexsort((-row.astype(np.int64), -valid, -weight))
+            return self._rank[:k]
+        if k <= 0:
+            return _EMPTY
+        threshold = np.partition(weight, n - k)[n - k]  # the k-th largest weight
+        pick = np.flatnonzero(weight >= threshold)
+        local = np.lexsort((-row[pick].astype(np.int64), -valid[pick], -weight[pick]))
+        return pick[local[:k]]
+
+    def take(self, idx: np.ndarray) -> "HopEdges":
+        """The edges at ``idx`` (positions in this hop's concatenated order), still gathered lazily."""
+        if len(self.parts) == 1:
+            part = self.parts[0]
+            return HopEdges(self.hop, [Part(part.cols, part.idx[idx], part.offsets)])
+        return HopEdges(self.hop, [Part(_Columns(self), idx)])
+
+
+class _Columns:
+    """A hop's concatenated columns as a mapping, for a selection of several parts."""
+
+    def __init__(self, edges: HopEdges) -> None:
+        self.edges = edges
+
+    def __getitem__(self, field: str) -> np.ndarray:
+        return self.edges.column(field)
 
 
 @attrs.define
@@ -234,87 +330,130 @@ def new_counters() -> dict[str, int]:
             "memtable_docs_scanned": 0}
 
 
-def _take(cols: dict[str, np.ndarray], keep: np.ndarray) -> dict[str, np.ndarray]:
-    return {f: a[keep] for f, a in cols.items()}
+@attrs.define
+class Part:
+    """Candidate edges from one source: indices into its columns.
+
+    For the sealed node CSR (``offsets`` given) an index's near end is the node
+    whose run holds it; the tail's columns name their near end directly.
+    """
+
+    cols: Any
+    idx: np.ndarray
+    offsets: np.ndarray | None = None
+
+    def get(self, field: str) -> np.ndarray:
+        if field == "near" and self.offsets is not None:
+            return np.searchsorted(self.offsets, self.idx, side="right") - 1
+        return self.cols[field][self.idx]
+
+    def keep(self, mask: np.ndarray) -> None:
+        self.idx = self.idx[mask]
+
+
+def _count_out(keep: np.ndarray, passed: np.ndarray) -> int:
+    """How many edges still kept fail this mask (each withheld edge is counted by its first mask)."""
+    return int(np.count_nonzero(keep) - np.count_nonzero(keep & passed))
+
+
+def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndarray, direction: str,
+            filters: Filters, counters: dict[str, int]) -> None:
+    """Keep the live edges no earlier hop met that pass the bitemporal, type, trust and confidence masks.
+
+    An earlier hop met exactly the edges whose far end lies in an earlier
+    frontier (``previous``); with ``both``, an edge joining two frontier nodes
+    is met once, as ``out``. Dead (overwritten) rows are not edges and are not counted.
+    """
+    keep = view.live[part.get("row")]
+    if direction == BOTH:
+        other = part.get("other")
+        met = member(other, previous)
+        met |= member(other, frontier) & ~part.get("out")
+        keep &= ~met
+    passed = part.get("valid_at") <= filters.as_of
+    if not filters.include_expired:
+        passed &= part.get("invalid_at") > filters.as_of
+    counters["expired_excluded"] += _count_out(keep, passed)
+    keep &= passed
+    for name, field, allowed in (("type_filtered", "type", filters.type_ords),
+                                 ("trust_filtered", "trust", filters.trust_ords)):
+        if allowed is not None:
+            passed = member(part.get(field), allowed)
+            counters[name] += _count_out(keep, passed)
+            keep &= passed
+    if filters.min_confidence is not None:
+        passed = part.get("confidence") >= np.float32(filters.min_confidence)
+        counters["confidence_filtered"] += _count_out(keep, passed)
+        keep &= passed
+    if not keep.all():
+        part.keep(keep)
 
 
 def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, filters: Filters,
            counters: dict[str, int], frontier_cap: int = FRONTIER_CAP, edge_cap: int = EDGE_CAP) -> list[HopEdges]:
-    """Up to ``hops`` hops from ``seeds`` (node ordinals); each hop's kept edges in rank order.
+    """Up to ``hops`` hops from ``seeds`` (node ordinals); the edges each hop kept.
 
     An edge is met once: the hop that first reaches it owns it (and its
-    counters). The next frontier is the far endpoints not yet visited, in the
-    rank order of the edges that reached them, clipped at ``frontier_cap``.
-    Past ``edge_cap`` kept edges the rest are counted in ``edges_clipped``.
+    counters). The next frontier is the far ends not yet visited, clipped at
+    ``frontier_cap`` in the rank order of the edges that reached them. Past
+    ``edge_cap`` kept edges the rest are counted in ``edges_clipped``.
     """
     counters["segments_without_columns"] += view.segments_without_columns
-    frontier = np.unique(np.asarray(seeds, np.int64))
+    frontier = np.asarray(seeds, np.int64)
+    if frontier.size > 1 and not np.all(frontier[1:] > frontier[:-1]):
+        frontier = np.unique(frontier)
     frontier = frontier[frontier >= 0]
-    visited = frontier
-    seen = np.empty(0, np.int64)
+    if filters.type_ords is not None:
+        filters = attrs.evolve(filters, type_ords=np.unique(filters.type_ords))
+    if filters.trust_ords is not None:
+        filters = attrs.evolve(filters, trust_ords=np.unique(filters.trust_ords))
+    previous = np.empty(0, np.int64)
     result: list[HopEdges] = []
     kept_total = 0
-    as_of = filters.as_of
     for hop in range(1, hops + 1):
         if not frontier.size:
             break
-        found, outs = [], []
-        for out in ((True,) if direction == OUT else (False,) if direction == IN else (True, False)):
-            for part in (view.sealed.rows_from(frontier, out), view.tail.rows_from(frontier, out)):
-                if part.size:
-                    found.append(part)
-                    outs.append(np.full(part.size, out))
-        if view.tail.cols:
+        if view.tail.csr is not None:
             counters["memtable_docs_scanned"] += view.tail.count
-        if not found:
+        parts = view.sealed.candidates(frontier, direction) + view.tail.candidates(frontier, direction)
+        for part in parts:
+            _screen(view, part, frontier, previous, direction, filters, counters)
+        parts = [p for p in parts if p.idx.size]
+        if not parts:
             break
-        rows = np.concatenate(found)
-        out_flags = np.concatenate(outs)
-        rows, first = np.unique(rows, return_index=True)  # an edge met both ways counts as "out"
-        out_flags = out_flags[first]
-        if seen.size:
-            fresh = ~np.isin(rows, seen, assume_unique=True)
-            rows, out_flags = rows[fresh], out_flags[fresh]
-        seen = np.union1d(seen, rows) if hop < hops else seen
-        alive = view.live[rows]
-        rows, out_flags = rows[alive], out_flags[alive]
-        cols = view.gather(rows)
-        keep = cols["valid_at"] <= as_of
-        if not filters.include_expired:
-            keep &= cols["invalid_at"] > as_of
-        counters["expired_excluded"] += int(keep.size - np.count_nonzero(keep))
-        for name, field, allowed in (("type_filtered", "type", filters.type_ords),
-                                     ("trust_filtered", "trust", filters.trust_ords)):
-            if allowed is not None:
-                passed = np.isin(cols[field], allowed)
-                counters[name] += int(np.count_nonzero(keep & ~passed))
-                keep &= passed
-        if filters.min_confidence is not None:
-            passed = cols["confidence"] >= np.float32(filters.min_confidence)
-            counters["confidence_filtered"] += int(np.count_nonzero(keep & ~passed))
-            keep &= passed
-        rows, out_flags, cols = rows[keep], out_flags[keep], _take(cols, keep)
-        rank = np.lexsort((-rows, -cols["valid_at"], -cols["weight"]))
+        edges = HopEdges(hop, parts)
         room = max(0, edge_cap - kept_total)
-        if rank.size > room:
-            counters["edges_clipped"] += int(rank.size - room)
-            rank = rank[:room]
-        edges = HopEdges(hop, rows[rank], out_flags[rank], _take(cols, rank))
+        if len(edges) > room:
+            counters["edges_clipped"] += len(edges) - room
+            edges = edges.take(edges.order(room))
         kept_total += len(edges)
         result.append(edges)
-        if hop < hops:
-            others = edges.others
-            others = others[~np.isin(others, visited)]
-            unique, first_at = np.unique(others, return_index=True)
-            nxt = unique[np.argsort(first_at, kind="stable")]
-            if nxt.size > frontier_cap:
-                counters["frontier_clipped"] += int(nxt.size - frontier_cap)
-                nxt = nxt[:frontier_cap]
-            frontier = np.sort(nxt)
-            visited = np.union1d(visited, frontier)
+        if hop == hops:
+            break
+        visited = np.union1d(previous, frontier)
+        others = edges.others
+        nxt = np.unique(others[~member(others, visited)])
+        if nxt.size > frontier_cap:
+            # Keep the far ends of the best edges: first occurrence in rank order.
+            ranked = others[edges.order()]
+            ranked = ranked[~member(ranked, visited)]
+            unique, first_at = np.unique(ranked, return_index=True)
+            counters["frontier_clipped"] += int(nxt.size - frontier_cap)
+            nxt = np.sort(unique[np.argsort(first_at, kind="stable")][:frontier_cap])
+        previous, frontier = visited, nxt
     return result
 
 
-def shortest_float(value: Any) -> float:
+_SHORTEST: dict[float, float] = {}
+
+
+def shortest_float(value: float) -> float:
     """A float32 column value as the shortest decimal that reads back to it (0.9, not 0.8999999761)."""
-    return float(str(np.float32(value))) if np.isfinite(value) else float(value)
+    found = _SHORTEST.get(value)
+    if found is None:
+        found = float(str(np.float32(value))) if np.isfinite(value) else float(value)
+        if len(_SHORTEST) > 65536:  # weights repeat (a detector has one); bound the memo all the same
+            _SHORTEST.clear()
+        _SHORTEST[value] = found
+    return found
+

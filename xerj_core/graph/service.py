@@ -36,6 +36,9 @@ MAX_TOP = 50
 EGO_PARAMS = frozenset({"node", "nodes", "hops", "direction", "types", "limit", "as_of", "include_expired",
                         "include_nodes", "nodes_index", "include_evidence", "trust", "min_confidence"})
 OVERVIEW_PARAMS = frozenset({"as_of", "top", "histogram_interval"})
+# Stored on an edge for the writers' sake, not part of an ego edge.
+_STORAGE_ONLY = ("schema_version", "src_file", "src_format", "dst_format")
+_NULL_WHEN_UNSET = ("invalid_at", "expired_at", "evidence")
 # Elasticsearch's response-formatting parameters ride along on any request; they change nothing here.
 _IGNORED_PARAMS = frozenset({"pretty", "human", "error_trace", "filter_path", "format"})
 
@@ -453,51 +456,51 @@ class GraphService:
         total = sum(len(h) for h in found)
         if total > limit:
             counters["edges_clipped"] += total - limit
-        node_terms = reader.field_dictionary("src").terms if found else []
-        type_terms = reader.field_dictionary("type").terms if found else []
-        trust_terms = reader.field_dictionary("trust").terms if found else []
+        lookup = total and not include_evidence
+        node_terms = reader.field_dictionary("src").terms if lookup else []
+        type_terms = reader.field_dictionary("type").terms if lookup else []
+        trust_terms = reader.field_dictionary("trust").terms if lookup else []
         edges: list[dict[str, Any]] = []
         neighbors: dict[str, None] = {}
         seed_set = set(seeds)
         for hop_edges in found:
-            take = min(len(hop_edges), limit - len(edges))
-            if take <= 0:
+            room = limit - len(edges)
+            if room <= 0:
                 break
-            cols = hop_edges.cols
-            for i in range(take):
-                row = int(hop_edges.rows[i])
-                out = bool(hop_edges.out[i])
-                src, dst = node_terms[cols["src"][i]], node_terms[cols["dst"][i]]
-                if include_evidence:
-                    doc = reader.document(row)
-                    source = doc[1] if doc is not None else {}
-                    edge_id = doc[0] if doc is not None else None
-                else:
-                    source, edge_id = None, reader.id_of(row)
-                invalid = int(cols["invalid_at"][i])
-                trust = int(cols["trust"][i])
-                edge = {
-                    "edge_id": edge_id,
-                    "src": src,
-                    "dst": dst,
-                    "type": type_terms[cols["type"][i]] if cols["type"][i] >= 0 else None,
-                    "weight": source["weight"] if source and "weight" in source else shortest_float(cols["weight"][i]),
-                    "hop": hop_edges.hop,
-                    "direction": "out" if out else "in",
-                    "valid_at": int(cols["valid_at"][i]),
-                    "invalid_at": None if invalid == ABSENT_INT else invalid,
-                    "trust": trust_terms[trust] if trust >= 0 else None,
-                }
-                if source is not None:
-                    edge["evidence"] = source.get("evidence")
-                    edge["detector"] = source.get("detector")
-                    edge["confidence"] = source.get("confidence")
-                    edge["created_at"] = source.get("created_at")
-                    edge["expired_at"] = source.get("expired_at")
-                edges.append(edge)
-                other = dst if out else src
-                if other not in seed_set:
-                    neighbors[other] = None
+            chosen = hop_edges.take(hop_edges.order(room))
+            hop, column = chosen.hop, chosen.column
+            rows, outs = column("row").tolist(), column("out").tolist()
+            if include_evidence:
+                # The stored document carries every field; the columns only chose which ones to read.
+                for row, out in zip(rows, outs):
+                    found_doc = reader.document(row)
+                    if found_doc is None:
+                        continue
+                    edge = found_doc[1]  # decoded for this response alone, so it is ours to reshape
+                    for private in _STORAGE_ONLY:
+                        edge.pop(private, None)
+                    edge["edge_id"] = found_doc[0]
+                    edge["hop"] = hop
+                    edge["direction"] = "out" if out else "in"
+                    for optional in _NULL_WHEN_UNSET:
+                        edge.setdefault(optional, None)
+                    edges.append(edge)
+            else:
+                for row, out, src, dst, type_ord, trust_ord, valid, invalid, weight in zip(
+                        rows, outs, chosen.src.tolist(), chosen.dst.tolist(), column("type").tolist(),
+                        column("trust").tolist(), column("valid_at").tolist(), column("invalid_at").tolist(),
+                        column("weight").tolist()):
+                    edges.append({
+                        "edge_id": reader.id_of(row), "src": node_terms[src], "dst": node_terms[dst],
+                        "type": type_terms[type_ord] if type_ord >= 0 else None, "weight": shortest_float(weight),
+                        "hop": hop, "direction": "out" if out else "in", "valid_at": valid,
+                        "invalid_at": None if invalid == ABSENT_INT else invalid,
+                        "trust": trust_terms[trust_ord] if trust_ord >= 0 else None,
+                    })
+        for edge in edges:
+            other = edge["dst"] if edge["direction"] == "out" else edge["src"]
+            if other not in seed_set:
+                neighbors[other] = None
         return edges, list(neighbors)
 
     def _hydrate_nodes(self, raw: Any, indices: list[str], ids: list[str]) -> tuple[dict[str, Any], list[str]]:
@@ -589,9 +592,8 @@ class GraphService:
             for hop_edges in found:
                 if not len(hop_edges):
                     continue
-                cols = hop_edges.cols
-                proximity = (0.5 ** hop_edges.hop) * np.clip(cols["weight"], 0, 1).astype(np.float64) \
-                    * np.clip(cols["confidence"], 0, 1).astype(np.float64)
+                proximity = (0.5 ** hop_edges.hop) * np.clip(hop_edges.column("weight"), 0, 1).astype(np.float64) \
+                    * np.clip(hop_edges.column("confidence"), 0, 1).astype(np.float64)
                 others = hop_edges.others
                 order = np.lexsort((-proximity, others))
                 others, proximity = others[order], proximity[order]
