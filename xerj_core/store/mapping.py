@@ -160,6 +160,10 @@ class Mapping:
             body["dynamic"] = self.dynamic if self.dynamic != "false" else False
         return body
 
+    def has_multi_fields(self) -> bool:
+        self.subfields_of("")
+        return bool(self._subfields)
+
     def subfields_of(self, path: str) -> tuple[FieldSpec, ...]:
         """Multi-fields fed from ``path`` (``title.keyword`` for ``title``); cached until the mapping grows."""
         if self._subfields is None or self._subfields_size != len(self.fields):

@@ -24,6 +24,7 @@ from xerj_core.text import tokenize
 MAX_ID_BYTES = 512
 # Column kinds of the common types, looked up once per value on the write path.
 _KINDS = {"keyword": KIND_ORD, "text": KIND_LEN}
+_STRING_TYPES = frozenset(("keyword", "text"))
 
 
 @attrs.frozen
@@ -114,7 +115,7 @@ class IndexWrite:
             raise MapperParsingError("failed to parse: the document must be a JSON object")
         mapping = self.mapping
         fields = mapping.fields
-        subfields_of = mapping.subfields_of
+        multi_fields = mapping.has_multi_fields()
         added: dict[str, FieldSpec] = {}
         values: dict[str, list[Any]] = {}
         for path, value in flatten(doc, mapping):
@@ -130,13 +131,15 @@ class IndexWrite:
                 for new in dynamic_specs(path, value):
                     added[new.path] = new
                 spec = added[path]
+            coerced = value if type(value) is str and spec.type in _STRING_TYPES else coerce(spec, value)
             found = values.get(path)
             if found is None:
-                values[path] = [coerce(spec, value)]
+                values[path] = [coerced]
             else:
-                found.append(coerce(spec, value))
-            subs = self._subfields(path, added) if added else subfields_of(path)
-            for sub in subs:
+                found.append(coerced)
+            if not (multi_fields or added):
+                continue
+            for sub in self._subfields(path, added):
                 ignore_above = sub.params.get("ignore_above")
                 if ignore_above is not None and isinstance(value, str) and len(value) > ignore_above:
                     continue
@@ -150,15 +153,20 @@ class IndexWrite:
             self.mapping_changed = True
         columns: dict[str, Any] = {}
         terms: dict[str, dict[str, int]] = {}
-        ordinal = self.ordinal
+        ordinal, dict_cache = self.ordinal, self.dict_cache
         for path, vals in values.items():
             spec = fields[path]
             kind = _KINDS.get(spec.type)
             if kind is None:
                 kind = column_kind(spec)
             if kind == KIND_ORD:
-                name = spec.dictionary_name
-                columns[path] = [ordinal(name, v) for v in vals]
+                name = spec.dictionary or path
+                cache = dict_cache.get(name) or {}
+                ords = []
+                for v in vals:
+                    known = cache.get(v)
+                    ords.append(ordinal(name, v) if known is None else known)
+                columns[path] = ords
             elif kind == KIND_LEN:
                 tokens = tokenize(vals[0]) if len(vals) == 1 else [t for v in vals for t in tokenize(v)]
                 columns[path] = len(tokens)
