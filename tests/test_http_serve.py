@@ -93,6 +93,14 @@ def test_starts_in_open_mode_and_says_so(server):
     assert "OPEN MODE" in log and "every caller is a superuser" in log
 
 
+def test_only_workers_open_the_data_directory(server):
+    """The master never maps LMDB: each worker opens its Engine after the fork."""
+    request(server.port, "GET", "/_cat/indices")
+    assert "data.mdb" not in Path(f"/proc/{server.proc.pid}/maps").read_text()
+    for pid in server.workers():
+        assert "data.mdb" in Path(f"/proc/{pid}/maps").read_text()
+
+
 def test_opensearch_client_documents(server):
     from opensearchpy import OpenSearch, helpers
 
