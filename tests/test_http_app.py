@@ -5,8 +5,11 @@ from __future__ import annotations
 import logging
 
 import falcon
+import orjson
 import pytest
 from falcon.testing import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from xerj_core import hookimpl
 from xerj_core.errors import GraphError, XerjError
@@ -254,3 +257,22 @@ def test_openapi_document_covers_every_route(client):
         responders = {name[3:] for name in dir(resource_factory) if name.startswith("on_")}
         if isinstance(resource_factory, type):
             assert documented == responders, template
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                       max_size=3), max_leaves=6)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=JSON_VALUES, doc_id=JSON_VALUES, source=JSON_VALUES)
+def test_index_names_in_bodies_of_any_json_shape_never_cause_a_5xx(client, name, doc_id, source):
+    bodies = {
+        "/_bulk": ndjson({"index": {"_index": name, "_id": doc_id}}, source),
+        "/_mget": orjson.dumps({"docs": [{"_index": name, "_id": doc_id, "_source": source}]}),
+        "/_msearch": ndjson({"index": name}, source if isinstance(source, dict) else {}),
+        "/_memory/agent/_recall": orjson.dumps({"query": "x", "graph": source}),
+    }
+    for path, body in bodies.items():
+        result = client.simulate_post(path, body=body)
+        assert result.status_code < 500, (path, body, result.text)

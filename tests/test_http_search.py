@@ -69,6 +69,9 @@ def test_msearch(books):
     assert [h["_id"] for h in scoped.json["responses"][0]["hits"]["hits"]] == ["2"]
     odd = books.simulate_post("/_msearch", body=ndjson({"index": "books"}))
     assert odd.status_code == 400
+    for bad in (ndjson({"index": 5}, {}), ndjson({"index": ["books", 5]}, {}), b""):
+        refused = books.simulate_post("/_msearch", body=bad)
+        assert refused.status_code == 400 and refused.json["status"] == 400
 
 
 def test_a_write_is_searchable_at_once_and_a_delete_disappears(books):

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 import attrs
 import falcon
 
-from xerj_core.errors import IllegalArgument, ParsingError, XerjError
+from xerj_core.errors import IllegalArgument, MapperParsingError, ParsingError, XerjError
 from xerj_core.graph.brain import META_ID, edges_index, nodes_index
 from xerj_core.query.resolve import resolve_indices
 from xerj_core.store import BulkOp
@@ -107,8 +107,6 @@ def parse_bulk(req: falcon.Request, default_index: str | None) -> list[BulkLine]
 
 
 def _mapper_error(exc: XerjError) -> XerjError:
-    from xerj_core.errors import MapperParsingError
-
     return MapperParsingError(f"failed to parse: {exc.reason}")
 
 
@@ -154,14 +152,20 @@ def parse_msearch(req: falcon.Request) -> list[tuple[Any, Any]]:
             raise ParsingError(f"msearch header line [{hn}] must be an object")
         if not isinstance(search, dict):
             raise ParsingError(f"msearch body line [{bn}] must be an object")
+        index = head.get("index")
+        if index is not None and not (isinstance(index, str) or (
+                isinstance(index, list) and all(isinstance(name, str) for name in index))):
+            raise ParsingError(f"[index] on msearch header line [{hn}] must be a string or an array of strings")
         pairs.append((head, search))
+    if not pairs:
+        raise IllegalArgument("Validation Failed: 1: no requests added;")
     return pairs
 
 
 def msearch_expression(header: dict[str, Any], default_index: str | None) -> str | None:
     index = header.get("index", default_index)
     if isinstance(index, list):
-        index = ",".join(str(i) for i in index)
+        index = ",".join(index)
     return index
 
 
