@@ -397,8 +397,10 @@ def test_overview(engine):
     assert body["hubs"]["in"][0] == {"key": "n2", "doc_count": 2}
     assert [b["doc_count"] for b in body["created_over_time"]] == [10, 1]
     _, hourly = engine.graph.overview("notes", {"as_of": JAN + 100, "histogram_interval": "hour"})
-    assert [(b["key"], b["doc_count"]) for b in hourly["created_over_time"]] == [
+    timeline = hourly["created_over_time"]
+    assert [(b["key"], b["doc_count"]) for b in timeline if b["doc_count"]] == [
         (JAN, 9), (JAN + 2 * hour, 1), (JAN + 30 * hour, 1)]
+    assert len(timeline) == 31 and [b["key"] for b in timeline] == [JAN + i * hour for i in range(31)]
     assert hourly["created_over_time"][0]["key_as_string"] == "2026-01-01T00:00:00.000Z"
     _, early = engine.graph.overview("notes", {"as_of": JAN + 5, "top": 100})
     assert early["edges"] == {"total": 11, "live": 8, "invalidated": 3}
@@ -485,3 +487,14 @@ def test_module_constants_are_on_the_service_module():
     assert graph_service.edges_index("x") == ".xerj-memory-x-edges"
     assert graph_service.nodes_index("x") == ".xerj-memory-x"
     assert graph_service.validate_brain_name("x") == "x"
+
+
+def test_overview_timeline_too_long_for_empty_buckets(engine):
+    decade = 10 * 365 * 86_400_000
+    engine.graph.link("notes", {"src": "a", "dst": "b", "type": "t", "valid_at": JAN, "created_at": JAN})
+    engine.graph.link("notes", {"src": "a", "dst": "c", "type": "t", "valid_at": JAN, "created_at": JAN + decade})
+    _, daily = engine.graph.overview("notes", {"as_of": JAN})
+    assert len(daily["created_over_time"]) == 3651 and "created_over_time_empty_buckets_omitted" not in daily["not_shown"]
+    _, hourly = engine.graph.overview("notes", {"as_of": JAN, "histogram_interval": "hour"})
+    assert [b["key"] for b in hourly["created_over_time"]] == [JAN, JAN + decade]
+    assert hourly["not_shown"]["created_over_time_empty_buckets_omitted"] is True

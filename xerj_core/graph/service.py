@@ -547,7 +547,7 @@ class GraphService:
                     total_nodes += self.store.open_reader(raw, name).doc_count
                 except IndexNotFound:
                     continue
-            stats = edge_stats(reader, as_of=as_of, top=top, interval=interval)
+            stats = edge_stats(self.engine.search, reader, as_of=as_of, top=top, interval=interval)
         body = {"brain": brain, "contract": CONTRACT, "exists": True, "as_of": as_of, "nodes_index": index_list,
                 "nodes": {"total": total_nodes}, "embedder": self.engine.config.embedder, **stats}
         return True, body

@@ -1,4 +1,4 @@
-"""The overview's aggregations (terms with their unlisted tail, a date histogram) computed on columns with numpy."""
+"""The overview's breakdowns: edge masks on columns, then the search engine's terms and date_histogram aggregations."""
 
 from __future__ import annotations
 
@@ -6,85 +6,77 @@ from typing import Any
 
 import numpy as np
 
-from xerj_core.graph.brain import iso_ms
-from xerj_core.store import ABSENT_INT, IndexReader
+from xerj_core.errors import IllegalArgument
+from xerj_core.store import IndexReader
 
-INTERVALS = {"day": 86_400_000, "hour": 3_600_000}
-
-
-def top_terms(ordinals: np.ndarray, terms: list[str], size: int) -> tuple[list[dict[str, Any]], int]:
-    """The ``size`` most frequent terms (count desc, then term asc) and the count of rows left unlisted."""
-    if not ordinals.size:
-        return [], 0
-    counts = np.bincount(ordinals, minlength=len(terms))
-    nonzero = np.flatnonzero(counts)
-    if nonzero.size > size:
-        # Only terms at least as frequent as the size-th one can be listed; ties resolve on the term.
-        threshold = np.partition(counts[nonzero], nonzero.size - size)[nonzero.size - size]
-        nonzero = nonzero[counts[nonzero] >= threshold]
-    ranked = sorted(((-int(counts[o]), terms[o]) for o in nonzero))[:size]
-    buckets = [{"key": term, "doc_count": -neg} for neg, term in ranked]
-    return buckets, int(ordinals.size) - sum(b["doc_count"] for b in buckets)
+INTERVALS = ("day", "hour")
 
 
-def date_histogram(values: np.ndarray, interval: str) -> list[dict[str, Any]]:
-    """Non-empty UTC buckets of epoch-ms ``values``, oldest first."""
-    if not values.size:
-        return []
-    step = INTERVALS[interval]
-    keys, counts = np.unique(values // step * step, return_counts=True)
-    return [{"key": int(k), "key_as_string": iso_ms(int(k)), "doc_count": int(c)} for k, c in zip(keys, counts)]
+def _present(reader: IndexReader, path: str) -> np.ndarray:
+    if reader.field(path) is None:
+        return np.zeros(reader.n_rows, bool)
+    return reader.column(path).present
 
 
-def _column(reader: IndexReader, path: str):
-    return reader.column(path) if reader.field(path) is not None else None
+def edge_masks(reader: IndexReader, as_of: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows that are edges (live rows with ``src`` and ``dst``: never the meta or a rejection), and those visible at ``as_of``."""
+    edges = reader.live & _present(reader, "src") & _present(reader, "dst")
+    visible = edges.copy()
+    if reader.field("valid_at") is None:
+        visible[:] = False
+    else:
+        visible &= reader.column("valid_at").values <= as_of
+    if reader.field("invalid_at") is not None:
+        visible &= reader.column("invalid_at").values > as_of  # absent is int64 max: still valid
+    return edges, visible
 
 
-def edge_stats(reader: IndexReader, *, as_of: int, top: int, interval: str) -> dict[str, Any]:
-    """Totals and breakdowns of an edges index.
+def edge_stats(search: Any, reader: IndexReader, *, as_of: int, top: int, interval: str) -> dict[str, Any]:
+    """Totals and breakdowns of an edges index, through ``search.aggregate`` (the query engine's aggregations).
 
     ``total`` counts every edge ever asserted (each edge id once, as last
-    written); ``live`` those visible at ``as_of``. ``types``, ``detectors`` and
-    ``created_over_time`` describe every asserted edge, so retiring one does not
-    erase it; ``hubs`` describe the graph as it stood at ``as_of``.
+    written); ``live`` those visible at ``as_of``; ``invalidated`` the rest.
+    ``types``, ``detectors`` and ``created_over_time`` describe every asserted
+    edge, so retiring one does not erase it; ``hubs`` describe the graph as it
+    stood at ``as_of``. Each ``*_not_listed`` counts the edges in the unlisted tail.
     """
-    src, dst = _column(reader, "src"), _column(reader, "dst")
-    if src is None or dst is None:
-        edges = np.zeros(reader.n_rows, bool)
-    else:
-        edges = reader.live & src.present & dst.present
-    rows = np.flatnonzero(edges)
-    valid, invalid = _column(reader, "valid_at"), _column(reader, "invalid_at")
-    visible = np.zeros(rows.size, bool)
-    if valid is not None:
-        visible = valid.values[rows] <= as_of
-        if invalid is not None:
-            visible &= invalid.values[rows] > as_of
-    live_rows = rows[visible]
+    edges, visible = edge_masks(reader, as_of)
+    terms = {"size": top}
+    everything = search.aggregate(reader, {
+        "types": {"terms": {"field": "type", **terms}},
+        "detectors": {"terms": {"field": "detector", **terms}},
+    }, edges)
+    at_as_of = search.aggregate(reader, {
+        "hubs_out": {"terms": {"field": "src", **terms}},
+        "hubs_in": {"terms": {"field": "dst", **terms}},
+    }, visible)
+    sparse = False
+    try:
+        timeline = search.aggregate(reader, {"t": {"date_histogram": {"field": "created_at",
+                                                                      "calendar_interval": interval}}}, edges)
+    except IllegalArgument:
+        # Too long a span to list every empty bucket: list the non-empty ones and say so.
+        sparse = True
+        timeline = search.aggregate(reader, {"t": {"date_histogram": {"field": "created_at", "min_doc_count": 1,
+                                                                      "calendar_interval": interval}}}, edges)
 
-    def terms_of(path: str, at: np.ndarray) -> tuple[list[dict[str, Any]], int]:
-        column = _column(reader, path)
-        if column is None:
-            return [], 0
-        ordinals = column.values[at]
-        ordinals = ordinals[ordinals >= 0]
-        return top_terms(ordinals.astype(np.int64), reader.field_dictionary(path).terms, top)
+    def buckets(agg: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"key": b["key"], "doc_count": b["doc_count"]} for b in agg["buckets"]]
 
-    types, types_rest = terms_of("type", rows)
-    detectors, detectors_rest = terms_of("detector", rows)
-    hubs_out, out_rest = terms_of("src", live_rows)
-    hubs_in, in_rest = terms_of("dst", live_rows)
-    created = _column(reader, "created_at")
-    stamps = np.empty(0, np.int64)
-    if created is not None:
-        stamps = created.values[rows]
-        stamps = stamps[stamps != ABSENT_INT]
+    not_shown: dict[str, Any] = {
+        "types_not_listed": everything["types"]["sum_other_doc_count"],
+        "detectors_not_listed": everything["detectors"]["sum_other_doc_count"],
+        "hubs_out_not_listed": at_as_of["hubs_out"]["sum_other_doc_count"],
+        "hubs_in_not_listed": at_as_of["hubs_in"]["sum_other_doc_count"],
+    }
+    if sparse:
+        not_shown["created_over_time_empty_buckets_omitted"] = True
+    total, live = int(np.count_nonzero(edges)), int(np.count_nonzero(visible))
     return {
-        "edges": {"total": int(rows.size), "live": int(live_rows.size), "invalidated": int(rows.size - live_rows.size)},
-        "types": types,
-        "detectors": detectors,
-        "hubs": {"out": hubs_out, "in": hubs_in},
-        "created_over_time": date_histogram(stamps, interval),
-        "not_shown": {"types_not_listed": types_rest, "detectors_not_listed": detectors_rest,
-                      "hubs_out_not_listed": out_rest, "hubs_in_not_listed": in_rest},
+        "edges": {"total": total, "live": live, "invalidated": total - live},
+        "types": buckets(everything["types"]),
+        "detectors": buckets(everything["detectors"]),
+        "hubs": {"out": buckets(at_as_of["hubs_out"]), "in": buckets(at_as_of["hubs_in"])},
+        "created_over_time": timeline["t"]["buckets"],
+        "not_shown": not_shown,
     }
