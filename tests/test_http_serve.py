@@ -63,6 +63,19 @@ class Server:
                 self.stop()
                 raise RuntimeError(f"xerj serve did not start:\n{log.read_text()}")
             time.sleep(0.1)
+        # One worker answering is not all of them: wait until every worker has opened its engine.
+        while not (len(self.workers()) == workers and all(self.maps_data(pid) for pid in self.workers())):
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"xerj serve workers did not all start:\n{log.read_text()}")
+            time.sleep(0.1)
+
+    @staticmethod
+    def maps_data(pid: int) -> bool:
+        try:
+            return "data.mdb" in Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            return False
 
     def workers(self) -> list[int]:
         children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
@@ -96,9 +109,8 @@ def test_starts_in_open_mode_and_says_so(server):
 def test_only_workers_open_the_data_directory(server):
     """The master never maps LMDB: each worker opens its Engine after the fork."""
     request(server.port, "GET", "/_cat/indices")
-    assert "data.mdb" not in Path(f"/proc/{server.proc.pid}/maps").read_text()
-    for pid in server.workers():
-        assert "data.mdb" in Path(f"/proc/{pid}/maps").read_text()
+    assert not server.maps_data(server.proc.pid)
+    assert all(server.maps_data(pid) for pid in server.workers())
 
 
 def test_opensearch_client_documents(server):
