@@ -258,3 +258,14 @@ def test_segments_without_hop_columns_are_skipped_and_counted(engine):
     body = engine.graph.ego("b", {"node": "a", "as_of": T0})
     assert [e["dst"] for e in body["edges"]] == ["new"]
     assert body["not_shown"]["segments_without_columns"] == 1
+
+
+def test_a_recreated_brain_never_reads_the_old_view(engine):
+    for i in range(20):
+        engine.graph.link("b", {"src": "a", "dst": f"old{i}", "type": "t", "valid_at": T0})
+    assert len(engine.graph.ego("b", {"node": "a", "as_of": T0, "limit": 100})["edges"]) == 20
+    engine.store.delete_index(EDGES)
+    for i in range(20):
+        engine.graph.link("b", {"src": "a", "dst": f"new{i}", "type": "t", "valid_at": T0})
+    body = engine.graph.ego("b", {"node": "a", "as_of": T0, "limit": 100})
+    assert sorted(e["dst"] for e in body["edges"]) == sorted(f"new{i}" for i in range(20))

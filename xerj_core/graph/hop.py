@@ -2,11 +2,13 @@
 
 Sealed segments are immutable, so each gets its rows grouped by ``src``
 ordinal and by ``dst`` ordinal once per process (cached on the segment). Those
-per-segment groupings are merged into one CSR per direction over every sealed
-row, with the hop columns laid out in CSR order, rebuilt only when the segment
-layout changes. A hop is then an offsets lookup and a gather of contiguous
-runs. The small mutable tail is scanned, and counted. ``_source`` is never
-read: a segment sealed without a column the hop needs is skipped and counted.
+groupings are merged into one CSR keyed by node (its out-edges, then its
+in-edges) over every sealed row, with the hop columns laid out in that order;
+the merge is redone only when the segment layout changes. A hop is then an
+offsets lookup and a gather of contiguous runs. The small mutable tail is
+scanned once per index generation into the same shape, and its rows are
+counted on every hop that consults it. ``_source`` is never read: a segment
+sealed without a column the hop needs is skipped and counted.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ class SegmentCSR:
 def _group(keys: np.ndarray, local_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order = local_rows[np.argsort(keys, kind="stable")]
     size = int(keys.max()) + 1 if keys.size else 0
-    offsets = np.zeros(size + 1, np.int64)
+    offsets = np.zeros(size + 1, np.int32)  # a segment holds fewer than 2**31 rows
     np.cumsum(np.bincount(keys, minlength=size), out=offsets[1:])
     return order.astype(np.int32), offsets
 
@@ -125,7 +127,9 @@ class NodeCSR:
         np.cumsum(outs + ins, out=self.offsets[1:])
         self.split = self.offsets[:-1] + outs
         total = int(self.offsets[-1])
-        self.cols = {f: np.empty(total, _STORED[f]) for f in _STORED}
+        narrow = {f: _ordinal_dtype(max((int(column(f).max(initial=-1)) for _, _, column in groups), default=-1))
+                  for f in ("type", "trust")}
+        self.cols = {f: np.empty(total, narrow.get(f, dtype)) for f, dtype in _STORED.items()}
         out_cursor, in_cursor = self.offsets[:-1].copy(), self.split.copy()
         for start, csr, column in groups:
             for out, order, off, cursor in ((True, csr.out_order, csr.out_off, out_cursor),
@@ -179,6 +183,11 @@ class SealedView:
         return self.csr.candidates(frontier, direction)
 
 
+def _ordinal_dtype(largest: int) -> type:
+    """The narrowest signed type holding ordinals up to ``largest`` (and -1 for absent)."""
+    return np.int8 if largest < 2**7 else np.int16 if largest < 2**15 else np.int32
+
+
 def _segment_columns(reader: IndexReader, segment: Segment) -> Callable[[str], np.ndarray]:
     return lambda field: reader.segment_column(segment, field).values
 
@@ -204,22 +213,32 @@ class TailView:
 
 
 class ViewCache:
-    """Sealed views per edges index (by uuid), kept while the segment layout is unchanged."""
+    """One sealed view per edges index, kept while its segment layout is unchanged.
+
+    Keyed by index name and checked against the index's uuid, so a dropped and
+    recreated brain never reads the old one's view.
+    """
 
     def __init__(self) -> None:
-        self._views: dict[str, SealedView] = {}
+        self._views: dict[str, tuple[str, SealedView]] = {}
         self._lock = threading.Lock()
 
+    def _current(self, reader: IndexReader) -> SealedView | None:
+        found = self._views.get(reader.name)
+        if found is not None and found[0] == reader.meta["uuid"] and found[1].segments == tuple(reader.segments):
+            return found[1]
+        return None
+
     def sealed(self, reader: IndexReader) -> SealedView:
-        key = reader.meta["uuid"]
-        view = self._views.get(key)
-        if view is not None and view.segments == tuple(reader.segments):
+        view = self._current(reader)
+        if view is not None:
             return view
         with self._lock:
-            view = self._views.get(key)
-            if view is None or view.segments != tuple(reader.segments):
-                self._views.pop(key, None)  # let the old view go before the new one is built
-                view = self._views[key] = SealedView(reader)
+            view = self._current(reader)
+            if view is None:
+                self._views.pop(reader.name, None)  # let the old view go before the new one is built
+                view = SealedView(reader)
+                self._views[reader.name] = (reader.meta["uuid"], view)
         return view
 
     def graph(self, reader: IndexReader) -> "GraphView":
