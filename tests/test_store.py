@@ -205,3 +205,21 @@ def test_map_grows_on_demand(tmp_path):
         store.bulk([BulkOp("index", "grow", str(i), {"text": big, "n": i}) for i in range(300)])
         assert store.count("grow") == 300
         assert store.env.env.info()["map_size"] > 1 << 20
+
+
+def test_a_value_and_an_object_on_one_path_is_refused_whole(store):
+    with pytest.raises(MapperParsingError):
+        store.put("clash", {"a": 1, "a.b": 2})
+    with pytest.raises(MapperParsingError):
+        store.put("clash", {"a": {"b": 1}, "a.b.c": 2})
+    store.put("clash", {"x": 1}, "ok")
+    assert set(store.get_mapping("clash")["properties"]) == {"x"}
+
+
+def test_ids_and_names_at_the_limits(store):
+    with pytest.raises(MapperParsingError):
+        store.put("ids", {"a": 1}, "x" * 508)
+    assert store.put("ids", {"a": 1}, "x" * 507).result == "created"
+    with pytest.raises(IndexNotFound):
+        store.get("", "x")
+    assert not store.exists("")

@@ -134,6 +134,26 @@ class Mapping:
         if existing is None:
             self.fields[spec.path] = spec
 
+    def add_dynamic(self, specs: list[FieldSpec]) -> None:
+        """Add fields a document introduced, all or none: a path cannot be both a value and an object."""
+        new_paths = {spec.path: spec for spec in specs if spec.source_path is None}
+        for path in new_paths:
+            parts = path.split(".")
+            for i in range(1, len(parts)):
+                parent = ".".join(parts[:i])
+                holder = self.fields.get(parent) or new_paths.get(parent)
+                if holder is not None:
+                    raise MapperParsingError(
+                        f"Could not dynamically add mapping for field [{path}]. Existing mapping for "
+                        f"[{parent}] must be of type object but found [{holder.type}]")
+            if path in self.objects:
+                raise MapperParsingError(f"can't merge a non object mapping [{path}] with an object mapping")
+        for spec in specs:
+            self.add_field(spec)
+            if spec.source_path is None:
+                parts = spec.path.split(".")
+                self.objects.update(".".join(parts[:i]) for i in range(1, len(parts)))
+
     def to_es(self) -> dict[str, Any]:
         """Render back to ES's nested ``properties`` form (multi-fields under ``fields``)."""
         root: dict[str, Any] = {}

@@ -160,7 +160,7 @@ class Store:
     def open_reader(self, raw: Any, index: str) -> IndexReader:
         """A reader of ``index`` inside an already open read transaction (for multi-index reads)."""
         dbs = self.env.dbs
-        blob = raw.get(index.encode(), db=dbs["indices"])
+        blob = raw.get(index.encode(), db=dbs["indices"]) if index else None
         if blob is None:
             raise IndexNotFound(index)
         meta = orjson.loads(blob)
@@ -176,6 +176,8 @@ class Store:
         return IndexReader(index, meta, raw, dbs, state, cache)
 
     def exists(self, index: str) -> bool:
+        if not index:
+            return False
         with self.read_txn() as raw:
             return raw.get(index.encode(), db=self.env.dbs["indices"]) is not None
 

@@ -21,7 +21,8 @@ from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, f
 from xerj_core.store.names import validate_index_name
 from xerj_core.text import tokenize
 
-MAX_ID_BYTES = 512
+# ES allows 512 bytes; an LMDB key holds 511 and ours spends 4 on the index number.
+MAX_ID_BYTES = 507
 # Column kinds of the common types, looked up once per value on the write path.
 _KINDS = {"keyword": KIND_ORD, "text": KIND_LEN}
 _STRING_TYPES = frozenset(("keyword", "text"))
@@ -144,12 +145,8 @@ class IndexWrite:
                 if ignore_above is not None and isinstance(value, str) and len(value) > ignore_above:
                     continue
                 values.setdefault(sub.path, []).append(coerce(sub, value))
-        for spec in added.values():
-            mapping.add_field(spec)
-            parts = spec.path.split(".")
-            for i in range(1, len(parts) if spec.source_path is None else 0):
-                mapping.objects.add(".".join(parts[:i]))
         if added:
+            mapping.add_dynamic(list(added.values()))
             self.mapping_changed = True
         columns: dict[str, Any] = {}
         terms: dict[str, dict[str, int]] = {}
@@ -385,6 +382,10 @@ class WriteTxn:
         found = self._open.get(name)
         if found is not None:
             return found
+        if not name:
+            if create:
+                validate_index_name(name)  # raises: an index needs a name
+            raise IndexNotFound(name)
         blob = self.raw.get(name.encode(), db=self.dbs["indices"])
         if blob is None:
             if not create:
@@ -395,6 +396,8 @@ class WriteTxn:
         return found
 
     def exists(self, name: str) -> bool:
+        if not name:
+            return False
         return name in self._open or self.raw.get(name.encode(), db=self.dbs["indices"]) is not None
 
     def create_index(self, name: str, mapping: Any = None, settings: dict[str, Any] | None = None) -> IndexWrite:
