@@ -116,9 +116,8 @@ class Column:
         present = np.fromiter((v is not None for v in rows), bool, n)
         if kind == KIND_VEC:
             values = np.zeros((n, spec.dims or 0), np.float32)
-            for i, v in enumerate(rows):
-                if v is not None:
-                    values[i] = v
+            if present.any():
+                values[present] = np.array([v for v in rows if v is not None], np.float32)
             return cls(kind, values, present)
         if kind == KIND_ORD:
             values = np.full(n, NO_ORD, np.int32)
