@@ -1,0 +1,99 @@
+"""The main job as a person runs it: `xerj brain` serving a folder, `xerj autoindex --watch` following edits."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from xerj_core.store import Store
+
+XERJ = [sys.executable, "-m", "xerj_core"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(predicate, timeout: float = 30.0, every: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(every)
+    raise AssertionError("condition not met in time")
+
+
+def get_json(url: str):
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return json.loads(response.read())
+    except OSError:
+        return None
+
+
+def make_notes(folder: Path) -> None:
+    folder.mkdir()
+    (folder / "alpha.md").write_text("# Alpha\n\nSee [[beta]] for the rest.\n")
+    (folder / "beta.md").write_text("# Beta\n\nThe rest.\n")
+
+
+def test_xerj_brain_indexes_then_serves_the_folder(tmp_path):
+    notes = tmp_path / "my notes"
+    make_notes(notes)
+    port = free_port()
+    proc = subprocess.Popen([*XERJ, "brain", str(notes), "--data-dir", str(tmp_path / "data"), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        overview = wait_for(lambda: get_json(f"http://127.0.0.1:{port}/_graph/my-notes/overview"))
+        assert overview["exists"] and overview["edges"]["live"] >= 1
+        ego = get_json(f"http://127.0.0.1:{port}/_graph/my-notes/ego?node=alpha.md&hops=2")
+        # The link sits in the section under "# Alpha", one sequence hop from the file card.
+        assert any(e["dst"] == "beta.md" and e["type"] == "wikilink" for e in ego["edges"])
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output = proc.communicate(timeout=30)[0]
+    assert "brain 'my-notes' is ready" in output
+    assert f"http://127.0.0.1:{port}/_graph/my-notes/overview" in output
+
+
+def test_autoindex_watch_follows_edits(tmp_path):
+    notes = tmp_path / "watched"
+    make_notes(notes)
+    data = tmp_path / "data"
+    proc = subprocess.Popen([*XERJ, "autoindex", str(notes), "--watch", "--interval", "0.2", "--data-dir", str(data)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def live_claims():
+        if not (data / "data.mdb").exists():
+            return None
+        with Store(data) as store:
+            if not store.exists(".xerj-memory-watched-edges"):
+                return None
+            with store.reader(".xerj-memory-watched-edges") as r:
+                claims = set()
+                for row in r.live_rows():
+                    source = r.document(int(row))[1]
+                    if "src" in source and "invalid_at" not in source:
+                        claims.add((source["src"].split("#")[0], source["type"], source["dst"]))
+                return claims
+
+    try:
+        assert ("alpha.md", "wikilink", "beta.md") in wait_for(live_claims)
+        (notes / "gamma.md").write_text("# Gamma\n\nBack to [[alpha]].\n")
+        wait_for(lambda: ("gamma.md", "wikilink", "alpha.md") in (live_claims() or set()))
+        (notes / "alpha.md").write_text("# Alpha\n\nNo links any more.\n")
+        os.utime(notes / "alpha.md", ns=(time.time_ns(), time.time_ns() + 2_000_000_000))
+        wait_for(lambda: ("alpha.md", "wikilink", "beta.md") not in (live_claims() or {("alpha.md", "wikilink", "beta.md")}))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
