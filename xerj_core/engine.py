@@ -39,10 +39,13 @@ class Engine:
 
     def __init__(self, data_dir: str | Path, pm: XerjPluginManager | None = None, *,
                  config: EngineConfig | None = None, store: Store | None = None) -> None:
-        self.data_dir = Path(data_dir)
+        """``data_dir`` is a folder (LMDB) or a backend URL such as ``lmdb:///srv/xerj``."""
+        from xerj_core.store.backends import open_store, split_target
+
+        self.data_dir = Path(split_target(data_dir)[1])
         self.pm = pm if pm is not None else get_plugin_manager()
         self.config = config or EngineConfig()
-        self.store = store if store is not None else Store(self.data_dir, tail_rows=self.config.tail_rows)
+        self.store = store if store is not None else open_store(data_dir, self.pm, tail_rows=self.config.tail_rows)
         self.store.listeners.append(self._documents_written)
 
     def close(self) -> None:

@@ -1,0 +1,62 @@
+"""Storage backends are chosen by URL through the xerj_register_storage_backends hook."""
+
+from __future__ import annotations
+
+import pytest
+
+from xerj_core import hookimpl
+from xerj_core.engine import Engine
+from xerj_core.errors import IllegalArgument, PluginError
+from xerj_core.store import Store
+from xerj_core.store.backends import collect_backends, open_store
+
+
+def test_lmdb_is_a_registered_backend_and_a_bare_path_means_lmdb(tmp_path, pm):
+    assert "lmdb" in collect_backends(pm)
+    with Engine(f"lmdb://{tmp_path}/url", pm) as engine:
+        engine.store.put("docs", {"a": 1}, "1")
+        assert engine.data_dir == tmp_path / "url"
+    with Engine(tmp_path / "url", pm) as engine:
+        assert engine.store.count("docs") == 1
+
+
+def test_unknown_scheme_is_a_clear_error(tmp_path, pm):
+    with pytest.raises(IllegalArgument, match="no storage backend for \\[postgresql://\\]"):
+        open_store("postgresql://localhost/xerj", pm)
+
+
+def test_a_plugin_adds_a_scheme(tmp_path, pm):
+    opened = []
+
+    class Memoryish:
+        @hookimpl
+        def xerj_register_storage_backends(self, register):
+            def opener(url, **options):
+                opened.append(url)
+                return Store(tmp_path / "elsewhere", **options)
+
+            register("fake", opener)
+
+    plugin = Memoryish()
+    pm.register(plugin, name="fake-backend")
+    try:
+        with Engine("fake://server/db", pm) as engine:
+            engine.store.put("x", {"y": 1})
+        assert opened == ["fake://server/db"]
+    finally:
+        pm.unregister(plugin)
+
+
+def test_a_scheme_registered_twice_names_the_plugin(pm):
+    class Again:
+        @hookimpl
+        def xerj_register_storage_backends(self, register):
+            register("lmdb", lambda url, **o: None)
+
+    plugin = Again()
+    pm.register(plugin, name="again")
+    try:
+        with pytest.raises(PluginError, match="again"):
+            collect_backends(pm)
+    finally:
+        pm.unregister(plugin)
