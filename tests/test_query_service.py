@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -367,3 +369,17 @@ def test_top_k_matches_a_full_sort():
             assert got.rows.tolist() == rows[order].tolist()
     zeros = np.zeros(20_000)
     assert top_k(zeros, np.ones(20_000, bool), 3).rows.tolist() == [0, 1, 2]
+
+
+def test_searches_release_their_read_slots(store, search):
+    """No reference cycle may keep a reader (and its LMDB reader slot) alive after a search returns."""
+    gc.disable()
+    try:
+        for _ in range(300):  # more than the environment's 256 reader slots
+            search.search("books", {"query": {"bool": {"must": {"match": {"text": "planet"}}}}, "sort": ["_score"],
+                                    "aggs": {"g": {"terms": {"field": "genre"}}}})
+            search.search("books", {"query": {"hybrid": {"queries": [{"match": {"text": "planet"}}, {"knn": {
+                "field": "vec", "query_vector": [1.0, 0.0, 0.0], "k": 2}}]}}})
+            search.count("books", {"query": {"term": {"genre": "scifi"}}})
+    finally:
+        gc.enable()

@@ -28,6 +28,7 @@ import attrs
 import numpy as np
 
 from xerj_core.errors import IllegalArgument
+from xerj_core.query.postings import term_postings, text_lengths
 from xerj_core.query.ranking import Ranked, select_top, top_k
 from xerj_core.store.columns import KIND_LEN, column_kind
 from xerj_core.text import tokenize
@@ -92,13 +93,15 @@ def field_stats(reader, field: str) -> FieldStats:
     """``field``'s :class:`FieldStats` for the reader's generation (memoised until the next write)."""
 
     def build() -> FieldStats:
-        lengths = reader.column(field).values
+        lengths = text_lengths(reader, field)
         live = reader.live
-        with_tokens = live & (lengths > 0)
-        doc_count = int(np.count_nonzero(with_tokens))
-        total = int(np.dot(lengths.astype(np.int64), with_tokens))
+        doc_count = int(np.count_nonzero(live & (lengths > 0)))
+        # Dead rows are few: subtracting theirs is cheaper than a masked sum over every row.
+        total = int(lengths.sum(dtype=np.int64))
+        if reader.doc_count != reader.n_rows:
+            total -= int(lengths[~live].sum(dtype=np.int64))
         avgdl = total / doc_count if doc_count else 1.0
-        norm = K1 * (1.0 - B + B * (lengths.astype(np.float64) / avgdl))
+        norm = K1 * (1.0 - B) + (K1 * B / avgdl) * lengths
         return FieldStats(doc_count, avgdl, norm)
 
     return reader.memo(("bm25-stats", field), build)
@@ -114,7 +117,7 @@ def term_weights(reader, field: str, term: str) -> tuple[np.ndarray, np.ndarray]
     found = cache.get(term)
     if found is not None:
         return found
-    rows, tfs = reader.postings(field, term)
+    rows, tfs = term_postings(reader, field, term)
     if len(rows) and reader.doc_count != reader.n_rows:
         keep = reader.live[rows]
         if not keep.all():

@@ -59,38 +59,25 @@ class Evaluator:
         self.reader = reader
         self.n = reader.n_rows
         self.default_knn_k = default_knn_k
-        self._handlers: dict[type, Callable[[Any, bool], Result]] = {
-            dsl.MatchAll: self._match_all,
-            dsl.MatchNone: self._match_none,
-            dsl.Match: self._match,
-            dsl.MultiMatch: self._multi_match,
-            dsl.Term: self._term,
-            dsl.Terms: self._terms,
-            dsl.Ids: self._ids,
-            dsl.Exists: self._exists,
-            dsl.Range: self._range,
-            dsl.Bool: self._bool,
-            dsl.ConstantScore: self._constant_score,
-            dsl.Knn: self._knn,
-        }
 
     # -- entry points --------------------------------------------------------------------------
 
     def evaluate(self, node: Node, *, scoring: bool = True) -> Result:
         """``(mask, scores)`` of ``node`` restricted to live rows."""
         mask, scores = self.matches(node, scoring)
-        mask = mask & self.reader.live
-        if scores is not None:
-            scores = scores * mask
+        if self.reader.doc_count != self.n:  # without dead rows every mask is already live-only
+            mask = mask & self.reader.live
+            if scores is not None:
+                scores = scores * mask
         return mask, scores
 
     def matches(self, node: Node, scoring: bool = True) -> Result:
-        handler = self._handlers.get(type(node))
+        handler = _HANDLERS.get(type(node))
         if handler is None:
             if isinstance(node, dsl.Hybrid):
                 raise ParsingError("[hybrid] query must be the top-level query of a request")
             raise ParsingError(f"unknown query [{type(node).__name__}]")
-        return handler(node, scoring)
+        return handler(self, node, scoring)
 
     def filter(self, nodes) -> np.ndarray:
         """Rows matching every node of ``nodes`` (filter context), not yet restricted to live rows."""
@@ -336,6 +323,24 @@ class Evaluator:
         result = np.zeros(self.n, np.float64)
         result[ranked.rows] = ranked.scores * node.boost
         return out, result
+
+
+# Dispatch by node type through the class, not a per-instance dict of bound methods: that would be a
+# reference cycle keeping the reader (and its LMDB read slot) alive until a garbage collection.
+_HANDLERS: dict[type, Callable[[Evaluator, Any, bool], Result]] = {
+    dsl.MatchAll: Evaluator._match_all,
+    dsl.MatchNone: Evaluator._match_none,
+    dsl.Match: Evaluator._match,
+    dsl.MultiMatch: Evaluator._multi_match,
+    dsl.Term: Evaluator._term,
+    dsl.Terms: Evaluator._terms,
+    dsl.Ids: Evaluator._ids,
+    dsl.Exists: Evaluator._exists,
+    dsl.Range: Evaluator._range,
+    dsl.Bool: Evaluator._bool,
+    dsl.ConstantScore: Evaluator._constant_score,
+    dsl.Knn: Evaluator._knn,
+}
 
 
 def _in_bounds(term: str, bounds: dict[str, Any]) -> bool:

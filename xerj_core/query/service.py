@@ -302,7 +302,8 @@ class SearchService:
             total += matched
             if matched and scores is not None and (sort is None or request.track_scores
                                                    or any(k.field == "_score" for k in sort)):
-                best = float((scores * mask).max())
+                # Scores are zero outside the query's mask; only a post_filter narrows it further.
+                best = float((scores * mask).max() if request.post_filter is not None else scores.max())
                 max_score = best if max_score is None else max(max_score, best)
             if window == 0 or matched == 0:
                 continue
