@@ -383,3 +383,12 @@ def test_searches_release_their_read_slots(store, search):
             search.count("books", {"query": {"term": {"genre": "scifi"}}})
     finally:
         gc.enable()
+
+
+def test_typed_keys(search):
+    body = {"size": 0, "aggs": {"g": {"terms": {"field": "genre"}, "aggs": {"y": {"max": {"field": "year"}}}},
+                                "y": {"terms": {"field": "year"}}, "r": {"terms": {"field": "rating"}},
+                                "h": {"date_histogram": {"field": "published", "calendar_interval": "day"}}}}
+    aggs = search.search("books", body, params={"typed_keys": "true"})["aggregations"]
+    assert set(aggs) == {"sterms#g", "lterms#y", "dterms#r", "date_histogram#h"}
+    assert "max#y" in aggs["sterms#g"]["buckets"][0]

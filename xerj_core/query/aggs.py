@@ -20,7 +20,7 @@ from xerj_core.query.evaluate import keyword_mask
 from xerj_core.query.fielddata import (is_date, is_keyword, is_numeric, key_as_string, keyword_pairs, keyword_ranks,
                                        render_value, require_doc_values)
 from xerj_core.query.values import date_value, floor_unit, format_date
-from xerj_core.store.columns import KIND_F32, column_kind
+from xerj_core.store.columns import KIND_F32, KIND_F64, column_kind
 
 MAX_BUCKETS = 65_536
 Context = tuple[Any, np.ndarray]  # (IndexReader, live mask of the matched rows)
@@ -173,15 +173,31 @@ _PARAM_PARSERS = {"terms": _terms_params, "date_histogram": _histogram_params,
 
 # -- running ---------------------------------------------------------------------------------------
 
-def run_aggs(specs: Sequence[AggSpec], contexts: Sequence[Context]) -> dict[str, Any]:
-    """The ``aggregations`` object of a response for ``specs`` over ``contexts``."""
+def run_aggs(specs: Sequence[AggSpec], contexts: Sequence[Context], *, typed_keys: bool = False) -> dict[str, Any]:
+    """The ``aggregations`` object of a response for ``specs`` over ``contexts``.
+
+    With ``typed_keys`` each name is prefixed with its result type (``sterms#by_tag``),
+    as ES does for clients that parse responses by type.
+    """
     out = {}
     for spec in specs:
-        result = _RUNNERS[spec.kind](spec, contexts)
+        result = _RUNNERS[spec.kind](spec, contexts, typed_keys)
         if spec.meta is not None:
             result = {"meta": spec.meta, **result}
-        out[spec.name] = result
+        out[f"{_type_prefix(spec, contexts)}#{spec.name}" if typed_keys else spec.name] = result
     return out
+
+
+def _type_prefix(spec: AggSpec, contexts: Sequence[Context]) -> str:
+    if spec.kind != "terms":
+        return spec.kind
+    for reader, _mask in contexts:
+        field_spec = reader.mapping.fields.get(spec.params["field"])
+        if field_spec is not None:
+            if is_keyword(field_spec):
+                return "sterms"
+            return "dterms" if column_kind(field_spec) in (KIND_F32, KIND_F64) else "lterms"
+    return "sterms"
 
 
 def aggregate(reader, body: Any, mask: np.ndarray | None = None) -> dict[str, Any]:
@@ -266,7 +282,7 @@ def _terms_parts(spec: AggSpec, reader, mask: np.ndarray, field: str):
     return [render_value(field_spec, v) for v in values.tolist()], counts.astype(np.int64), None, field_spec
 
 
-def _run_terms(spec: AggSpec, contexts: Sequence[Context]) -> dict[str, Any]:
+def _run_terms(spec: AggSpec, contexts: Sequence[Context], typed_keys: bool = False) -> dict[str, Any]:
     field = spec.params["field"]
     parts = [_terms_parts(spec, reader, mask, field) for reader, mask in contexts]
     field_spec = next((p[3] for p in parts if p[3] is not None), None)
@@ -294,7 +310,8 @@ def _run_terms(spec: AggSpec, contexts: Sequence[Context]) -> dict[str, Any]:
             bucket["key_as_string"] = as_string
         bucket["doc_count"] = count
         if spec.subs:
-            bucket.update(run_aggs(spec.subs, [(r, m & _term_bucket_mask(r, field, key)) for r, m in contexts]))
+            bucket.update(run_aggs(spec.subs, [(r, m & _term_bucket_mask(r, field, key)) for r, m in contexts],
+                                   typed_keys=typed_keys))
         buckets.append(bucket)
     return {"doc_count_error_upper_bound": 0, "sum_other_doc_count": total - shown, "buckets": buckets}
 
@@ -337,7 +354,7 @@ def _next_key(key: int, unit: str | None, step: int | None) -> int:
     return int(moment.astype("datetime64[ms]").astype(np.int64))
 
 
-def _run_date_histogram(spec: AggSpec, contexts: Sequence[Context]) -> dict[str, Any]:
+def _run_date_histogram(spec: AggSpec, contexts: Sequence[Context], typed_keys: bool = False) -> dict[str, Any]:
     p = spec.params
     field, unit, step = p["field"], p["unit"], p["step"]
     merged: dict[int, int] = {}
@@ -396,7 +413,7 @@ def _run_date_histogram(spec: AggSpec, contexts: Sequence[Context]) -> dict[str,
         if spec.subs:
             bucket.update(run_aggs(spec.subs, [
                 (r, (m & (k == key)) if k is not None else np.zeros(r.n_rows, bool))
-                for (r, m), k in zip(contexts, per_reader_keys)]))
+                for (r, m), k in zip(contexts, per_reader_keys)], typed_keys=typed_keys))
         buckets.append(bucket)
     return {"buckets": buckets}
 
@@ -413,7 +430,7 @@ def _numeric_values(spec: AggSpec, reader, mask: np.ndarray):
     return field_spec, column.values[mask & column.present]
 
 
-def _run_min_max(spec: AggSpec, contexts: Sequence[Context]) -> dict[str, Any]:
+def _run_min_max(spec: AggSpec, contexts: Sequence[Context], typed_keys: bool = False) -> dict[str, Any]:
     best = None
     field_spec = None
     for reader, mask in contexts:
@@ -431,7 +448,7 @@ def _run_min_max(spec: AggSpec, contexts: Sequence[Context]) -> dict[str, Any]:
     return out
 
 
-def _run_sum_avg(spec: AggSpec, contexts: Sequence[Context]) -> dict[str, Any]:
+def _run_sum_avg(spec: AggSpec, contexts: Sequence[Context], typed_keys: bool = False) -> dict[str, Any]:
     total, count = 0.0, 0
     for reader, mask in contexts:
         fs, values = _numeric_values(spec, reader, mask)
@@ -459,11 +476,11 @@ def _distinct(spec: AggSpec, reader, mask: np.ndarray) -> tuple[Any, int]:
     return np.unique(values), len(values)
 
 
-def _run_value_count(spec: AggSpec, contexts: Sequence[Context]) -> dict[str, Any]:
+def _run_value_count(spec: AggSpec, contexts: Sequence[Context], typed_keys: bool = False) -> dict[str, Any]:
     return {"value": sum(_distinct(spec, reader, mask)[1] for reader, mask in contexts)}
 
 
-def _run_cardinality(spec: AggSpec, contexts: Sequence[Context]) -> dict[str, Any]:
+def _run_cardinality(spec: AggSpec, contexts: Sequence[Context], typed_keys: bool = False) -> dict[str, Any]:
     if len(contexts) == 1:
         found, _ = _distinct(spec, *contexts[0])
         return {"value": 0 if found is None else int(len(found))}
@@ -481,7 +498,7 @@ def _run_cardinality(spec: AggSpec, contexts: Sequence[Context]) -> dict[str, An
     return {"value": len(seen)}
 
 
-_RUNNERS: dict[str, Callable[[AggSpec, Sequence[Context]], dict[str, Any]]] = {
+_RUNNERS: dict[str, Callable[[AggSpec, Sequence[Context], bool], dict[str, Any]]] = {
     "terms": _run_terms,
     "date_histogram": _run_date_histogram,
     "value_count": _run_value_count,

@@ -28,7 +28,7 @@ _IGNORED_PARAMS = {"timeout", "request_cache", "preference", "routing", "search_
 _SEARCH_PARAMS = {"q", "df", "default_operator", "size", "from", "sort", "_source", "_source_includes",
                   "_source_excludes", "track_total_hits", "ignore_unavailable", "allow_no_indices",
                   "expand_wildcards", "version", "track_scores", "rest_total_hits_as_int", "min_score",
-                  "lenient", "analyze_wildcard"}
+                  "lenient", "analyze_wildcard", "typed_keys"}
 
 
 @attrs.frozen
@@ -58,6 +58,7 @@ class SearchRequest:
     source: SourceFilter = SourceFilter()
     track_total_hits: bool | int = DEFAULT_TRACK_TOTAL_HITS
     total_as_int: bool = False
+    typed_keys: bool = False
     aggs: tuple[AggSpec, ...] = ()
     post_filter: Node | None = None
     min_score: float | None = None
@@ -387,6 +388,7 @@ def parse_search_request(body: Any, params: dict[str, Any] | None = None) -> Sea
     out["track_scores"] = _bool_param(params, "track_scores", out.get("track_scores", False))
     out["version"] = _bool_param(params, "version", out.get("version", False))
     out["total_as_int"] = _bool_param(params, "rest_total_hits_as_int", False)
+    out["typed_keys"] = _bool_param(params, "typed_keys", False)
     out["ignore_unavailable"] = _bool_param(params, "ignore_unavailable", False)
     out["allow_no_indices"] = _bool_param(params, "allow_no_indices", True)
     out["expand_wildcards"] = str(params.get("expand_wildcards") or "open")

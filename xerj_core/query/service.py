@@ -100,7 +100,8 @@ class SearchService:
                 page, total, max_score, contexts = self._ranked_search(request, readers)
             hits = [self._render_hit(readers[i], row, score, sort_values, request)
                     for i, row, score, sort_values in page]
-            aggregations = aggs_module.run_aggs(request.aggs, contexts) if request.aggs else None
+            aggregations = (aggs_module.run_aggs(request.aggs, contexts, typed_keys=request.typed_keys)
+                            if request.aggs else None)
         response: dict[str, Any] = {
             "took": int((time.perf_counter() - started) * 1000),
             "timed_out": False,
