@@ -192,7 +192,7 @@ def check(engine: Engine, q: dict) -> None:
         assert edge["evidence"] == doc.get("evidence")
 
 
-@settings(max_examples=70, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(write_op, min_size=1, max_size=40), queries=st.lists(query, min_size=2, max_size=6))
 def test_ego_matches_brute_force(ops, queries):
     with tempfile.TemporaryDirectory() as tmp:
@@ -211,7 +211,7 @@ def test_ego_matches_brute_force(ops, queries):
                 check(engine, q)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(ops=st.lists(write_op, min_size=1, max_size=30), seeds=st.lists(st.sampled_from(NODES), min_size=1,
                                                                          max_size=3),
        hops=st.sampled_from([1, 2]), as_of=st.sampled_from(INSTANTS))

@@ -27,7 +27,7 @@ import orjson
 
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.graph.brain import edge_id, edges_index
-from xerj_core.graph.hop import Filters, expand, new_counters
+from xerj_core.graph.hop import Filters, expand, new_counters, unique_ids
 from xerj_core.model import EdgeDraft, Evidence
 
 BRAIN = "bench"
@@ -35,14 +35,6 @@ TYPES = ["wikilink", "mdlink", "sequence", "same_dir", "shared_term"]
 T0 = 1_735_689_600_000  # 2025-01-01
 YEAR = 365 * 86_400_000
 BATCH = 10_000
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def p50(samples: list[float]) -> float:
@@ -83,6 +75,23 @@ class Corpus:
 
 # -- ingest --------------------------------------------------------------------------------------
 
+def retirement_plan(corpus: Corpus) -> list[tuple[int, np.ndarray]]:
+    """The retired edges grouped into 20 instants (so invalidate_edges runs in a few large transactions).
+
+    Each retired edge's invalid_at becomes its group's instant, in the corpus too.
+    """
+    retired = np.flatnonzero(corpus.retired)
+    buckets = np.linspace(0, 2 * YEAR + 1, 21).astype(np.int64)
+    drawn = corpus.invalid_at[retired] - T0
+    plan = []
+    for lo, hi in zip(buckets[:-1], buckets[1:]):
+        chosen = retired[(drawn >= lo) & (drawn < hi)]
+        corpus.invalid_at[chosen] = T0 + hi
+        plan.append((int(T0 + hi), chosen))
+    corpus.invalid_at[~corpus.retired] = np.iinfo(np.int64).max
+    return plan
+
+
 def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
     """Edges/s through write_edges, and the seconds spent retiring 10% through invalidate_edges."""
     start = time.perf_counter()
@@ -91,18 +100,10 @@ def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
         engine.graph.write_edges(BRAIN, drafts, created_at=T0 + YEAR)
     rate = corpus.size / (time.perf_counter() - start)
     start = time.perf_counter()
-    retired = np.flatnonzero(corpus.retired)
-    # Group the retirements into 20 instants so invalidate_edges runs in a few large transactions.
-    buckets = np.linspace(0, 2 * YEAR + 1, 21).astype(np.int64)
-    drawn = corpus.invalid_at[retired] - T0
-    for lo, hi in zip(buckets[:-1], buckets[1:]):
-        chosen = retired[(drawn >= lo) & (drawn < hi)]
-        at = int(T0 + hi)
-        corpus.invalid_at[chosen] = at
+    for at, chosen in retirement_plan(corpus):
         for part in range(0, chosen.size, BATCH):
             engine.graph.invalidate_edges(BRAIN, edge_ids=[corpus.edge_id(int(i)) for i in chosen[part:part + BATCH]],
                                           at=at)
-    corpus.invalid_at[~corpus.retired] = np.iinfo(np.int64).max
     return rate, time.perf_counter() - start
 
 
@@ -129,37 +130,34 @@ def raw_lmdb_rate(path: Path, corpus: Corpus, limit: int) -> float:
 
 # -- queries -------------------------------------------------------------------------------------
 
-def ego_times(engine: Engine, corpus: Corpus, seeds: list[int]) -> tuple[list[float], list[dict]]:
-    params = {"hops": "2", "direction": "both", "as_of": str(corpus.as_of), "limit": "100",
-              "include_evidence": "true"}
-    engine.graph.ego(BRAIN, {**params, "node": corpus.node(seeds[0])})  # warm the per-process caches
-    times, bodies = [], []
-    for s in seeds:
-        t = time.perf_counter()
-        body = engine.graph.ego(BRAIN, {**params, "node": corpus.node(s)})
-        times.append(time.perf_counter() - t)
-        bodies.append(body)
-    return times, bodies
+def ego_runner(engine: Engine, corpus: Corpus):
+    params = {"hops": "2", "direction": "both", "as_of": str(corpus.as_of), "limit": "100", "include_evidence": "true"}
+    return lambda node: engine.graph.ego(BRAIN, {**params, "node": node})
 
 
 def frontier_hop_times(engine: Engine, corpus: Corpus, repeats: int) -> dict[str, float]:
+    """One hop from 4096 random nodes: rows, the bitemporal mask, and the next frontier (its far ends)."""
     rng = np.random.default_rng(5)
-    store = engine.store
     out = {}
-    with store.reader(edges_index(BRAIN)) as reader:
+    with engine.store.reader(edges_index(BRAIN)) as reader:
         view = engine.graph.views.graph(reader)
         dictionary = reader.field_dictionary("src")
-        frontiers = [dictionary.lookup(corpus.node(int(i)) for i in rng.choice(corpus.n_nodes, 4096, replace=False))
+        frontiers = [np.sort(dictionary.lookup(corpus.node(int(i))
+                                               for i in rng.choice(corpus.n_nodes, 4096, replace=False)))
                      for _ in range(repeats)]
         filters = Filters(as_of=corpus.as_of)
         for direction in ("out", "both"):
-            times = []
+            times, kept, reached = [], [], []
             for frontier in frontiers:
                 t = time.perf_counter()
                 found = expand(view, frontier, hops=1, direction=direction, filters=filters, counters=new_counters())
+                next_frontier = unique_ids(found[0].others)
                 times.append(time.perf_counter() - t)
+                kept.append(len(found[0]))
+                reached.append(next_frontier.size)
             out[direction] = p50(times)
-            out[direction + "_edges"] = float(np.mean([len(found[0])]))
+            out[direction + "_edges"] = float(np.mean(kept))
+            out[direction + "_next"] = float(np.mean(reached))
     return out
 
 
@@ -250,72 +248,77 @@ SELECT e.edge_id, e.evidence FROM found f JOIN edges e ON e.rowid = f.r
 """
 
 
-def sqlite_times(db: sqlite3.Connection, corpus: Corpus, seeds: list[int]) -> tuple[list[float], list[list], float]:
-    times, results = [], []
+def sqlite_single_statement(db: sqlite3.Connection, corpus: Corpus, seeds: list[int]) -> float:
+    times = []
     for s in seeds:
-        t = time.perf_counter()
-        results.append(sqlite_ego(db, corpus.node(s), corpus.as_of))
-        times.append(time.perf_counter() - t)
-    single = []
-    for s in seeds[:20]:
         t = time.perf_counter()
         rows = db.execute(SQL_2HOP, {"n": corpus.node(s), "t": corpus.as_of}).fetchall()
         [orjson.loads(r[1]) for r in rows]
-        single.append(time.perf_counter() - t)
-    return times, results, p50(single)
+        times.append(time.perf_counter() - t)
+    return p50(times)
 
 
-def networkx_times(corpus: Corpus, seeds: list[int]) -> tuple[list[float], float]:
+def interleaved(contenders: dict, corpus: Corpus, seeds: list[int], passes: int = 2) -> dict[str, list[list[float]]]:
+    """Time every contender on every seed, alternating query by query so load on the machine hits all alike."""
+    times: dict[str, list[list[float]]] = {name: [] for name in contenders}
+    for _ in range(passes):
+        for name in contenders:
+            times[name].append([])
+        for s in seeds:
+            node = corpus.node(s)
+            for name, run in contenders.items():
+                t = time.perf_counter()
+                run(node)
+                times[name][-1].append(time.perf_counter() - t)
+    return times
+
+
+def build_networkx(corpus: Corpus):
     import networkx as nx
 
-    start = time.perf_counter()
     graph = nx.MultiDiGraph()
     for i in range(corpus.size):
         d = corpus.draft(i)
         graph.add_edge(d.src, d.dst, key=corpus.edge_id(i), type=d.type, weight=d.weight, valid_at=d.valid_at,
-                       invalid_at=int(corpus.invalid_at[i]) if corpus.retired[i] else None, evidence=d.evidence.to_json(),
-                       detector=d.detector, confidence=d.confidence, created_at=T0 + YEAR)
-    build = time.perf_counter() - start
-    t_as_of = corpus.as_of
+                       invalid_at=int(corpus.invalid_at[i]) if corpus.retired[i] else None,
+                       evidence=d.evidence.to_json(), detector=d.detector, confidence=d.confidence,
+                       created_at=T0 + YEAR, trust="detected")
+    return graph
+
+
+def networkx_ego(graph, seed: str, as_of: int) -> list[dict]:
+    """The same 2-hop over networkx's adjacency dicts."""
 
     def visible(data: dict) -> bool:
-        return data["valid_at"] <= t_as_of and (data["invalid_at"] is None or data["invalid_at"] > t_as_of)
+        return data["valid_at"] <= as_of and (data["invalid_at"] is None or data["invalid_at"] > as_of)
 
-    times = []
-    for s in seeds:
-        t = time.perf_counter()
-        seed = corpus.node(s)
-        found, seen = [], set()
-        frontier = {seed}
-        visited = {seed}
-        for hop in (1, 2):
-            nxt = set()
-            hop_edges = []
-            for node in frontier:
-                for u, v, key, data in graph.out_edges(node, keys=True, data=True):
-                    if key not in seen and visible(data):
-                        seen.add(key)
-                        hop_edges.append((key, u, v, data, "out"))
-                for u, v, key, data in graph.in_edges(node, keys=True, data=True):
-                    if key not in seen and visible(data):
-                        seen.add(key)
-                        hop_edges.append((key, u, v, data, "in"))
-            hop_edges.sort(key=lambda e: (-e[3]["weight"], -e[3]["valid_at"]))
-            for key, u, v, data, direction in hop_edges:
-                found.append((key, u, v, data, direction, hop))
-                other = v if direction == "out" else u
-                if other not in visited:
-                    nxt.add(other)
-            visited |= nxt
-            frontier = nxt
-        edges = [{"edge_id": key, "src": u, "dst": v, "type": data["type"], "weight": data["weight"], "hop": hop,
-                  "direction": direction, "valid_at": data["valid_at"], "invalid_at": data["invalid_at"],
-                  "evidence": data["evidence"], "detector": data["detector"], "confidence": data["confidence"],
-                  "created_at": data["created_at"]}
-                 for key, u, v, data, direction, hop in found[:100]]
-        times.append(time.perf_counter() - t)
-        assert len(edges) <= 100
-    return times, build
+    found, seen = [], set()
+    frontier, visited = {seed}, {seed}
+    for hop in (1, 2):
+        hop_edges = []
+        for node in frontier:
+            for u, v, key, data in graph.out_edges(node, keys=True, data=True):
+                if key not in seen and visible(data):
+                    seen.add(key)
+                    hop_edges.append((key, u, v, data, "out"))
+            for u, v, key, data in graph.in_edges(node, keys=True, data=True):
+                if key not in seen and visible(data):
+                    seen.add(key)
+                    hop_edges.append((key, u, v, data, "in"))
+        hop_edges.sort(key=lambda e: (-e[3]["weight"], -e[3]["valid_at"]))
+        nxt = set()
+        for key, u, v, data, direction in hop_edges:
+            found.append((key, u, v, data, direction, hop))
+            other = v if direction == "out" else u
+            if other not in visited:
+                nxt.add(other)
+        visited |= nxt
+        frontier = nxt
+    return [{"edge_id": key, "src": u, "dst": v, "type": data["type"], "weight": data["weight"], "hop": hop,
+             "direction": direction, "valid_at": data["valid_at"], "invalid_at": data["invalid_at"],
+             "trust": data["trust"], "evidence": data["evidence"], "detector": data["detector"],
+             "confidence": data["confidence"], "created_at": data["created_at"], "expired_at": None}
+            for key, u, v, data, direction, hop in found[:100]]
 
 
 RSS_CHILD = """
@@ -326,23 +329,27 @@ from xerj_core.engine import Engine
 from xerj_core.graph.brain import edges_index
 
 def rss():
+    found = {{}}
     for line in open('/proc/self/status'):
-        if line.startswith('VmRSS:'):
-            return int(line.split()[1]) / 1024
+        if line.startswith(('VmRSS:', 'RssAnon:', 'RssFile:')):
+            key, value = line.split(':')
+            found[key] = int(value.split()[0]) / 1024
+    return found
 
-base = rss()
+base = rss()['VmRSS']
 with Engine({data!r}) as engine:
     engine.graph.ego({brain!r}, {{'node': {seed!r}, 'hops': 2, 'as_of': {as_of}}})
     engine.graph.reachable({brain!r}, [{seed!r}], hops=2, as_of={as_of})
-    print(base, rss())
+    now = rss()
+    print(now['RssAnon'], now['RssFile'], base)
 """
 
 
-def serving_rss(data: Path, corpus: Corpus) -> tuple[float, float]:
+def serving_rss(data: Path, corpus: Corpus) -> tuple[float, float, float]:
     repo = str(Path(__file__).resolve().parents[2])
     code = RSS_CHILD.format(repo=repo, data=str(data), brain=BRAIN, seed=corpus.node(1), as_of=corpus.as_of)
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
-    return float(out[0]), float(out[1])
+    return float(out[0]), float(out[1]), float(out[2])
 
 
 def main() -> None:
@@ -351,62 +358,77 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--raw-sample", type=int, default=200_000, help="edges in the raw lmdb put loop")
     parser.add_argument("--skip-networkx", action="store_true")
-    parser.add_argument("--data", type=Path, default=None, help="keep the data directory here")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="keep the data directory here; when it already holds the brain, ingest is skipped")
     args = parser.parse_args()
 
     corpus = Corpus(args.edges)
     rng = np.random.default_rng(3)
     seeds = [int(s) for s in rng.integers(0, corpus.n_nodes, args.queries)]
     print(f"graph: {corpus.size:,} edges over {corpus.n_nodes:,} nodes, out-degree 10, "
-          f"{int(corpus.retired.sum()):,} retired; as_of {corpus.as_of}")
+          f"{int(corpus.retired.sum()):,} retired; as_of {corpus.as_of}; {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data or Path(tmp) / "data"
-        raw = raw_lmdb_rate(Path(tmp) / "raw", corpus, args.raw_sample)
         with Engine(data, config=EngineConfig()) as engine:
-            rate, retire_seconds = ingest(engine, corpus)
-            print(f"ingest: write_edges {rate:,.0f} edges/s; raw lmdb put loop (same docs, {BATCH:,}/txn) "
-                  f"{raw:,.0f} docs/s; ratio {rate / raw:.3f} (target: >= 150,000 edges/s)")
-            print(f"retire 10% through invalidate_edges: {retire_seconds:.1f} s")
-            gc.collect()
-
-            times, bodies = ego_times(engine, corpus, seeds)
-            ego_p50 = p50(times)
-            returned = statistics.mean(len(b["edges"]) for b in bodies)
-            print(f"ego 2-hop both as_of limit 100 with evidence: p50 {ego_p50 * 1e3:.3f} ms, "
-                  f"p90 {np.percentile(times, 90) * 1e3:.3f} ms (mean {returned:.0f} edges returned, "
-                  f"mean clipped {statistics.mean(b['not_shown']['edges_clipped'] for b in bodies):.0f})")
-            cold = {k: v for k, v in bodies[0]["not_shown"].items() if k != "dangling_ids"}
-            print(f"  not_shown of the first query: {json.dumps(cold)}")
-
-            hop = frontier_hop_times(engine, corpus, repeats=30)
-            print(f"one hop over a 4096-id frontier: out p50 {hop['out'] * 1e3:.3f} ms ({hop['out_edges']:.0f} "
-                  f"edges kept), both p50 {hop['both'] * 1e3:.3f} ms ({hop['both_edges']:.0f} edges kept) "
-                  f"(target: <= 1 ms)")
-
-        base, serving = serving_rss(data, corpus)
-        print(f"RSS of a serving process holding {corpus.size:,} edges (after ego + reachable): {serving:.0f} MB "
-              f"(interpreter + imports alone: {base:.0f} MB) (target: <= 200 MB)")
-
-        db = build_sqlite(corpus)
-        sq_times, sq_results, single = sqlite_times(db, corpus, seeds)
-        sq_p50 = p50(sq_times)
-        # Both rank by weight then valid_at; they may differ only on exact ties, so compare hop-1 edge sets.
-        agree = sum(1 for body, rows in zip(bodies, sq_results)
-                    if {e["edge_id"] for e in body["edges"] if e["hop"] == 1}
-                    == {r["edge_id"] for r in rows if r["hop"] == 1})
-        print(f"sqlite in memory, covering indexes (src,dst,valid_at,invalid_at,type,weight) and (dst,src,...), "
-              f"same 2-hop with the bitemporal filter: p50 {sq_p50 * 1e3:.3f} ms (as one CTE statement: "
-              f"{single * 1e3:.1f} ms); xerj/sqlite ratio {ego_p50 / sq_p50:.2f} (target: <= 0.5); "
-              f"hop-1 edge sets agree on {agree}/{len(seeds)} queries")
-        db.close()
-        del db, sq_results
+            if engine.store.exists(edges_index(BRAIN)):
+                retirement_plan(corpus)
+                print(f"ingest: skipped, reusing {data}")
+            else:
+                raw = raw_lmdb_rate(Path(tmp) / "raw", corpus, args.raw_sample)
+                rate, retire_seconds = ingest(engine, corpus)
+                print(f"ingest: write_edges {rate:,.0f} edges/s; raw lmdb put loop (same docs, {BATCH:,}/txn) "
+                      f"{raw:,.0f} docs/s; ratio {rate / raw:.3f} (target: >= 150,000 edges/s)")
+                print(f"retire 10% through invalidate_edges: {retire_seconds:.1f} s")
         gc.collect()
 
-        if not args.skip_networkx:
-            nx_times, build = networkx_times(corpus, seeds)
-            nx_p50 = p50(nx_times)
-            print(f"networkx MultiDiGraph (built in {build:.1f} s) same 2-hop: p50 {nx_p50 * 1e3:.3f} ms; "
-                  f"xerj/networkx ratio {ego_p50 / nx_p50:.2f}")
+        anon, mapped, base = serving_rss(data, corpus)
+        print(f"RSS of a serving process holding {corpus.size:,} edges (after ego + reachable): "
+              f"{anon + mapped:.0f} MB = {anon:.0f} MB private (RssAnon) + {mapped:.0f} MB of the data file mapped "
+              f"from the page cache (RssFile); interpreter + imports alone {base:.0f} MB (target: <= 200 MB)")
+
+        with Engine(data, config=EngineConfig()) as engine:
+            ego = ego_runner(engine, corpus)
+            first = ego(corpus.node(seeds[0]))  # builds the per-process views, as a server's first request would
+            cold = {k: v for k, v in first["not_shown"].items() if k != "dangling_ids"}
+            print(f"  not_shown of one ego: {json.dumps(cold)}")
+
+            hop = frontier_hop_times(engine, corpus, repeats=30)
+            print(f"one hop over a 4096-id frontier (rows, bitemporal mask, next frontier): out p50 "
+                  f"{hop['out'] * 1e3:.3f} ms ({hop['out_edges']:.0f} edges kept, {hop['out_next']:.0f} next ids), "
+                  f"both p50 {hop['both'] * 1e3:.3f} ms ({hop['both_edges']:.0f} edges, {hop['both_next']:.0f} next "
+                  f"ids) (target: <= 1 ms)")
+
+            start = time.perf_counter()
+            db = build_sqlite(corpus)
+            print(f"sqlite: in memory, covering indexes (src,dst,valid_at,invalid_at,type,weight) and "
+                  f"(dst,src,...), built in {time.perf_counter() - start:.1f} s")
+            contenders = {"xerj": ego, "sqlite": lambda node: sqlite_ego(db, node, corpus.as_of)}
+            if not args.skip_networkx:
+                start = time.perf_counter()
+                graph = build_networkx(corpus)
+                print(f"networkx: MultiDiGraph built in {time.perf_counter() - start:.1f} s")
+                contenders["networkx"] = lambda node: networkx_ego(graph, node, corpus.as_of)
+
+            bodies = [ego(corpus.node(s)) for s in seeds]
+            rows = [sqlite_ego(db, corpus.node(s), corpus.as_of) for s in seeds]
+            agree = sum(1 for body, found in zip(bodies, rows)
+                        if {e["edge_id"] for e in body["edges"] if e["hop"] == 1}
+                        == {r["edge_id"] for r in found if r["hop"] == 1})
+            print(f"  hop-1 edge sets of xerj and sqlite agree on {agree}/{len(seeds)} seeds; mean edges returned "
+                  f"{statistics.mean(len(b['edges']) for b in bodies):.0f}, mean clipped "
+                  f"{statistics.mean(b['not_shown']['edges_clipped'] for b in bodies):.0f}")
+
+            times = interleaved(contenders, corpus, seeds)
+            for label, index in (("first pass (pages cold in this process)", 0), ("second pass (warm)", 1)):
+                figures = {name: p50(t[index]) for name, t in times.items()}
+                line = ", ".join(f"{name} p50 {value * 1e3:.3f} ms" for name, value in figures.items())
+                ratios = ", ".join(f"xerj/{name} {figures['xerj'] / value:.2f}" for name, value in figures.items()
+                                   if name != "xerj")
+                print(f"2-hop ego (both, as_of, limit 100, with evidence), {label}: {line}; {ratios} "
+                      f"(target: xerj/sqlite <= 0.5)")
+            print(f"  xerj p90 (warm) {np.percentile(times['xerj'][1], 90) * 1e3:.3f} ms; sqlite as one CTE "
+                  f"statement instead: p50 {sqlite_single_statement(db, corpus, seeds[:20]) * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ sealed without a column the hop needs is skipped and counted.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import threading
 from typing import Any, Callable
 
@@ -25,8 +27,8 @@ from xerj_core.store import ABSENT_INT, IndexReader, Segment
 HOP_FIELDS = ("src", "dst", "type", "trust", "valid_at", "invalid_at", "weight", "confidence")
 # What a candidate edge carries through the masks (``near`` is the frontier end, ``other`` the far end).
 _CARRIED = ("row", "near", "other", "out", "type", "trust", "valid_at", "invalid_at", "weight", "confidence")
-# The node CSR's columns (``near`` is implied by the run a position lies in).
-_STORED = {"row": np.int32, "other": np.int32, "out": np.bool_, "type": np.int32, "trust": np.int32,
+# An edge table's columns, one entry per edge.
+_STORED = {"row": np.int32, "src": np.int32, "dst": np.int32, "type": np.int32, "trust": np.int32,
            "valid_at": np.int64, "invalid_at": np.int64, "weight": np.float32, "confidence": np.float32}
 _EMPTY = np.empty(0, np.int64)
 _CSR_KEY = ("xerj.graph", "csr", 1)
@@ -60,9 +62,19 @@ def member(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return ids[at] == values
 
 
-def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def unique_ids(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct non-negative ids in ``values`` (a bitmap pass when there are many)."""
+    if values.size <= _BITMAP_AT:
+        return np.unique(values).astype(np.int64)
+    seen = np.zeros(int(values.max()) + 1, bool)
+    seen[values] = True
+    return np.flatnonzero(seen)
+
+
+def ranges(starts: np.ndarray, lengths: np.ndarray, total: int | None = None) -> np.ndarray:
     """The concatenation of ``arange(s, s + n)`` for each start and length."""
-    total = int(lengths.sum())
+    if total is None:
+        total = int(lengths.sum())
     if starts.size == 1:
         return np.arange(starts[0], starts[0] + total)
     ends = np.cumsum(lengths)
@@ -107,12 +119,13 @@ def segment_csr(reader: IndexReader, segment: Segment) -> SegmentCSR | None:
     return None if found is _NO_COLUMNS else found
 
 
-class NodeCSR:
-    """Every sealed edge grouped by node: the node's out-edges (it is src), then its in-edges (it is dst).
+class EdgeTable:
+    """Edges of some runs of rows, grouped for hops.
 
-    ``offsets[n]`` starts node ``n``'s group, ``split[n]`` starts its in-edges,
-    ``offsets[n + 1]`` ends it; the hop columns are laid out in that order, so
-    any direction is one run of positions per frontier node.
+    The hop columns are stored once per edge, ordered by ``src`` ordinal, so a
+    node's out-edges are the positions ``out_off[n]:out_off[n + 1]``; its
+    in-edges are ``in_perm[in_off[n]:in_off[n + 1]]``. A hop in any direction is
+    an offsets lookup and a gather.
     """
 
     def __init__(self, groups: list[tuple[int, SegmentCSR, Callable[[str], np.ndarray]]]) -> None:
@@ -123,41 +136,59 @@ class NodeCSR:
         for _, csr, _ in groups:
             outs[: len(csr.out_off) - 1] += np.diff(csr.out_off)
             ins[: len(csr.in_off) - 1] += np.diff(csr.in_off)
-        self.offsets = np.zeros(width + 1, np.int64)
-        np.cumsum(outs + ins, out=self.offsets[1:])
-        self.split = self.offsets[:-1] + outs
-        total = int(self.offsets[-1])
+        self.out_off = np.zeros(width + 1, np.int64)
+        self.in_off = np.zeros(width + 1, np.int64)
+        np.cumsum(outs, out=self.out_off[1:])
+        np.cumsum(ins, out=self.in_off[1:])
+        total = int(self.out_off[-1])
         narrow = {f: _ordinal_dtype(max((int(column(f).max(initial=-1)) for _, _, column in groups), default=-1))
                   for f in ("type", "trust")}
         self.cols = {f: np.empty(total, narrow.get(f, dtype)) for f, dtype in _STORED.items()}
-        out_cursor, in_cursor = self.offsets[:-1].copy(), self.split.copy()
+        self.in_perm = np.empty(total, np.int32)
+        out_cursor, in_cursor = self.out_off[:-1].copy(), self.in_off[:-1].copy()
         for start, csr, column in groups:
-            for out, order, off, cursor in ((True, csr.out_order, csr.out_off, out_cursor),
-                                            (False, csr.in_order, csr.in_off, in_cursor)):
-                if not order.size:
-                    continue
-                counts = np.diff(off)
-                ordinals = np.repeat(np.arange(counts.size), counts)
-                dest = cursor[ordinals] + (np.arange(order.size) - off[ordinals])
-                cursor[: counts.size] += counts
-                self.cols["row"][dest] = order + start
-                self.cols["out"][dest] = out
-                self.cols["other"][dest] = column("dst" if out else "src")[order]
-                for f in ("type", "trust", "valid_at", "invalid_at", "weight", "confidence"):
-                    self.cols[f][dest] = column(f)[order]
+            if not csr.out_order.size:
+                continue
+            dest = _placement(csr.out_order, csr.out_off, out_cursor)
+            self.cols["row"][dest] = csr.out_order + start
+            for f in _STORED:
+                if f != "row":
+                    self.cols[f][dest] = column(f)[csr.out_order]
+            position = np.empty(int(csr.out_order.max()) + 1, np.int64)  # local row → its stored position
+            position[csr.out_order] = dest
+            self.in_perm[_placement(csr.in_order, csr.in_off, in_cursor)] = position[csr.in_order]
 
     def candidates(self, frontier: np.ndarray, direction: str) -> list["Part"]:
-        positions = self.lookup(frontier, direction)
-        return [Part(self.cols, positions, self.offsets)] if positions.size else []
-
-    def lookup(self, frontier: np.ndarray, direction: str) -> np.ndarray:
-        """Positions of the edges touching the sorted ``frontier`` in ``direction``."""
-        usable = frontier[: np.searchsorted(frontier, self.split.size)]
+        """The edges touching the sorted ``frontier`` in ``direction`` (out-edges first), as one part."""
+        usable = frontier[: np.searchsorted(frontier, self.out_off.size - 1)]
         if not usable.size:
-            return _EMPTY
-        starts = self.split[usable] if direction == IN else self.offsets[usable]
-        ends = self.split[usable] if direction == OUT else self.offsets[usable + 1]
-        return ranges(starts, ends - starts)
+            return []
+        runs = []
+        if direction != IN:
+            starts = self.out_off[usable]
+            runs.append((starts, self.out_off[usable + 1] - starts, None))
+        if direction != OUT:
+            starts = self.in_off[usable]
+            runs.append((starts, self.in_off[usable + 1] - starts, self.in_perm))
+        sizes = [int(lengths.sum()) for _, lengths, _ in runs]
+        if not any(sizes):
+            return []
+        found = [ranges(starts, lengths, size) if perm is None else perm[ranges(starts, lengths, size)]
+                 for (starts, lengths, perm), size in zip(runs, sizes) if size]
+        if len(found) == 1:
+            return [Part(self.cols, found[0], direction == OUT or (direction == BOTH and sizes[0] > 0))]
+        out = np.zeros(sizes[0] + sizes[1], bool)
+        out[: sizes[0]] = True
+        return [Part(self.cols, np.concatenate(found), out)]
+
+
+def _placement(order: np.ndarray, off: np.ndarray, cursor: np.ndarray) -> np.ndarray:
+    """Where each row of one grouping lands among all groupings' rows (advancing ``cursor`` per ordinal)."""
+    counts = np.diff(off)
+    ordinals = np.repeat(np.arange(counts.size), counts)
+    dest = cursor[ordinals] + (np.arange(order.size) - off[ordinals])
+    cursor[: counts.size] += counts
+    return dest
 
 
 class SealedView:
@@ -173,14 +204,31 @@ class SealedView:
                 self.skipped += 1
             else:
                 usable.append((seg, csr))
-        self.csr = NodeCSR([(seg.start, csr, _segment_columns(reader, seg)) for seg, csr in usable])
+        self.table = EdgeTable([(seg.start, csr, _segment_columns(reader, seg)) for seg, csr in usable])
         for seg, _ in usable:
             # The merged copy is what hops read; the store's per-segment decode would only double the memory.
             for f in HOP_FIELDS:
                 seg.columns.pop(f, None)
 
     def candidates(self, frontier: np.ndarray, direction: str) -> list["Part"]:
-        return self.csr.candidates(frontier, direction)
+        return self.table.candidates(frontier, direction)
+
+
+def _release_freed_memory() -> None:
+    """Hand the building's transient buffers back to the OS (glibc keeps freed heap otherwise)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _load_libc() -> Any:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None
+    except OSError:  # pragma: no cover - not glibc
+        return None
+
+
+_LIBC = _load_libc()
 
 
 def _ordinal_dtype(largest: int) -> type:
@@ -199,17 +247,18 @@ class TailView:
         self.start = reader.tail_start
         self.count = reader.tail_count
         self.scannable = all(reader.field(f) is not None for f in HOP_FIELDS)
-        self.csr: NodeCSR | None = None
+        self.table: EdgeTable | None = None
         if self.scannable and self.count:
             cols = {f: reader.tail_column(f).values for f in HOP_FIELDS}
             src, dst = cols["src"], cols["dst"]
             local = np.flatnonzero((src >= 0) & (dst >= 0)).astype(np.int32)
             out_order, out_off = _group(src[local], local)
             in_order, in_off = _group(dst[local], local)
-            self.csr = NodeCSR([(self.start, SegmentCSR(out_order, out_off, in_order, in_off), cols.__getitem__)])
+            grouping = SegmentCSR(out_order, out_off, in_order, in_off)
+            self.table = EdgeTable([(self.start, grouping, cols.__getitem__)])
 
     def candidates(self, frontier: np.ndarray, direction: str) -> list["Part"]:
-        return self.csr.candidates(frontier, direction) if self.csr is not None else []
+        return self.table.candidates(frontier, direction) if self.table is not None else []
 
 
 class ViewCache:
@@ -239,6 +288,7 @@ class ViewCache:
                 self._views.pop(reader.name, None)  # let the old view go before the new one is built
                 view = SealedView(reader)
                 self._views[reader.name] = (reader.meta["uuid"], view)
+                _release_freed_memory()
         return view
 
     def graph(self, reader: IndexReader) -> "GraphView":
@@ -320,8 +370,9 @@ class HopEdges:
         """The edges at ``idx`` (positions in this hop's concatenated order), still gathered lazily."""
         if len(self.parts) == 1:
             part = self.parts[0]
-            return HopEdges(self.hop, [Part(part.cols, part.idx[idx], part.offsets)])
-        return HopEdges(self.hop, [Part(_Columns(self), idx)])
+            return HopEdges(self.hop, [Part(part.cols, part.idx[idx], part.out if isinstance(part.out, bool)
+                                            else part.out[idx])])
+        return HopEdges(self.hop, [Part(_Columns(self), idx, self.out[idx])])
 
 
 class _Columns:
@@ -332,6 +383,9 @@ class _Columns:
 
     def __getitem__(self, field: str) -> np.ndarray:
         return self.edges.column(field)
+
+    def __contains__(self, field: str) -> bool:
+        return field in _CARRIED
 
 
 @attrs.define
@@ -351,23 +405,29 @@ def new_counters() -> dict[str, int]:
 
 @attrs.define
 class Part:
-    """Candidate edges from one source: indices into its columns.
-
-    For the sealed node CSR (``offsets`` given) an index's near end is the node
-    whose run holds it; the tail's columns name their near end directly.
-    """
+    """Candidate edges: indices into an edge table's columns, and whether each was followed out (src → dst)."""
 
     cols: Any
     idx: np.ndarray
-    offsets: np.ndarray | None = None
+    out: bool | np.ndarray
 
     def get(self, field: str) -> np.ndarray:
-        if field == "near" and self.offsets is not None:
-            return np.searchsorted(self.offsets, self.idx, side="right") - 1
-        return self.cols[field][self.idx]
+        cols, idx, out = self.cols, self.idx, self.out
+        if field == "out":
+            return np.full(idx.size, out) if isinstance(out, bool) else out
+        if field in ("other", "near"):
+            if "out" in cols:  # a selection already carries its ends
+                return cols[field][idx]
+            far, close = ("dst", "src") if field == "other" else ("src", "dst")
+            if isinstance(out, bool):
+                return cols[far if out else close][idx]
+            return np.where(out, cols[far][idx], cols[close][idx])
+        return cols[field][idx]
 
     def keep(self, mask: np.ndarray) -> None:
         self.idx = self.idx[mask]
+        if not isinstance(self.out, bool):
+            self.out = self.out[mask]
 
 
 def _count_out(keep: np.ndarray, passed: np.ndarray) -> int:
@@ -386,8 +446,13 @@ def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndar
     keep = view.live[part.get("row")]
     if direction == BOTH:
         other = part.get("other")
-        met = member(other, previous)
-        met |= member(other, frontier) & ~part.get("out")
+        met = member(other, frontier)
+        if not isinstance(part.out, bool):
+            met &= ~part.out
+        elif part.out:
+            met[:] = False
+        if previous.size:
+            met |= member(other, previous)
         keep &= ~met
     passed = part.get("valid_at") <= filters.as_of
     if not filters.include_expired:
@@ -432,7 +497,7 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
     for hop in range(1, hops + 1):
         if not frontier.size:
             break
-        if view.tail.csr is not None:
+        if view.tail.table is not None:
             counters["memtable_docs_scanned"] += view.tail.count
         parts = view.sealed.candidates(frontier, direction) + view.tail.candidates(frontier, direction)
         for part in parts:
@@ -451,7 +516,7 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
             break
         visited = np.union1d(previous, frontier)
         others = edges.others
-        nxt = np.unique(others[~member(others, visited)])
+        nxt = unique_ids(others[~member(others, visited)])
         if nxt.size > frontier_cap:
             # Keep the far ends of the best edges: first occurrence in rank order.
             ranked = others[edges.order()]

@@ -36,9 +36,6 @@ MAX_TOP = 50
 EGO_PARAMS = frozenset({"node", "nodes", "hops", "direction", "types", "limit", "as_of", "include_expired",
                         "include_nodes", "nodes_index", "include_evidence", "trust", "min_confidence"})
 OVERVIEW_PARAMS = frozenset({"as_of", "top", "histogram_interval"})
-# Stored on an edge for the writers' sake, not part of an ego edge.
-_STORAGE_ONLY = ("schema_version", "src_file", "src_format", "dst_format")
-_NULL_WHEN_UNSET = ("invalid_at", "expired_at", "evidence")
 # Elasticsearch's response-formatting parameters ride along on any request; they change nothing here.
 _IGNORED_PARAMS = frozenset({"pretty", "human", "error_trace", "filter_path", "format"})
 
@@ -472,18 +469,24 @@ class GraphService:
             rows, outs = column("row").tolist(), column("out").tolist()
             if include_evidence:
                 # The stored document carries every field; the columns only chose which ones to read.
+                document = reader.document
                 for row, out in zip(rows, outs):
-                    found_doc = reader.document(row)
+                    found_doc = document(row)
                     if found_doc is None:
                         continue
                     edge = found_doc[1]  # decoded for this response alone, so it is ours to reshape
-                    for private in _STORAGE_ONLY:
-                        edge.pop(private, None)
+                    pop = edge.pop
+                    pop("schema_version", None), pop("src_file", None)
+                    pop("src_format", None), pop("dst_format", None)
                     edge["edge_id"] = found_doc[0]
                     edge["hop"] = hop
                     edge["direction"] = "out" if out else "in"
-                    for optional in _NULL_WHEN_UNSET:
-                        edge.setdefault(optional, None)
+                    if "invalid_at" not in edge:
+                        edge["invalid_at"] = None
+                    if "expired_at" not in edge:
+                        edge["expired_at"] = None
+                    if "evidence" not in edge:
+                        edge["evidence"] = None
                     edges.append(edge)
             else:
                 for row, out, src, dst, type_ord, trust_ord, valid, invalid, weight in zip(
