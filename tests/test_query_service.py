@@ -199,6 +199,9 @@ def test_several_indices(store, search):
     assert aggs["aggregations"]["years"]["value"] == 2021.0
     assert aggs["aggregations"]["t"]["buckets"] == [{"key": "Dune", "doc_count": 2}]
     assert aggs["aggregations"]["t"]["sum_other_doc_count"] == 4
+    merged = search.search("books,films", {"size": 0, "aggs": {"t": {"terms": {"field": "title.keyword",
+                                                                               "min_doc_count": 2}}}})
+    assert merged["aggregations"]["t"]["buckets"] == [{"key": "Dune", "doc_count": 2}]  # 1 + 1 across indices
     with pytest.raises(IndexNotFound):
         search.search("books,nope", None)
     assert search.search("books,nope", None, params={"ignore_unavailable": "true"})["hits"]["total"]["value"] == 5

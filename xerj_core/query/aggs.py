@@ -211,99 +211,102 @@ def _spec_for(reader, field: str, what: str):
     return require_doc_values(reader, field, what)
 
 
-def _merge_counts(parts: list[tuple[list[Any], np.ndarray]]) -> tuple[list[Any], np.ndarray]:
-    if len(parts) == 1:
-        return parts[0]
-    merged: dict[Any, int] = {}
-    for keys, counts in parts:
-        for key, count in zip(keys, counts.tolist()):
-            merged[key] = merged.get(key, 0) + count
-    return list(merged), np.array(list(merged.values()), np.int64)
+def _ordered(key_sort: np.ndarray, counts: np.ndarray, order: tuple[tuple[str, bool], ...],
+             limit: int) -> np.ndarray:
+    """Indices of the first ``limit`` buckets in response order.
 
-
-def _ordered(keys: list[Any], counts: np.ndarray, order: tuple[tuple[str, bool], ...],
-             key_sort: np.ndarray | None = None) -> np.ndarray:
-    """Indices of buckets in response order; ``key_sort`` (ranks) replaces the keys for comparison when given."""
-    if not keys:
+    ``key_sort`` orders keys (keyword ranks, numeric keys, or ranks of merged keys).
+    Ties on count go to the smaller key, as in ES. Under the default order only
+    buckets whose count reaches the ``limit``-th largest are sorted.
+    """
+    n = len(counts)
+    if n == 0:
         return np.empty(0, np.int64)
-    if key_sort is None:
-        try:
-            key_sort = np.array(keys)
-        except (TypeError, ValueError):  # pragma: no cover - mixed key types never come from one field type
-            key_sort = np.array([str(k) for k in keys])
-        if key_sort.dtype == object:
-            key_sort = np.array([str(k) for k in keys])
+    candidates = None
+    if order == (("_count", True),) and limit < n:
+        kth = np.partition(counts, n - limit)[n - limit]
+        candidates = np.flatnonzero(counts >= kth)
+        counts, key_sort = counts[candidates], key_sort[candidates]
     columns = []
     for criterion, descending in order:
         values = counts if criterion == "_count" else key_sort
-        if descending:
-            if values.dtype.kind in "iufb":
-                values = -values.astype(np.float64) if values.dtype.kind == "f" else -values.astype(np.int64)
-            else:
-                ranks = np.unique(values, return_inverse=True)[1]
-                values = -ranks
-        columns.append(values)
+        columns.append(-values.astype(np.float64 if values.dtype.kind == "f" else np.int64) if descending else values)
     if all(c != "_key" for c, _ in order):
-        columns.append(key_sort)  # ties on count go to the smaller key, as in ES
-    return np.lexsort(tuple(reversed(columns)))
+        columns.append(key_sort)
+    picked = np.lexsort(tuple(reversed(columns)))[:limit]
+    return picked if candidates is None else candidates[picked]
 
 
-def _terms_parts(spec: AggSpec, reader, mask: np.ndarray, field: str):
-    """``(keys, counts, key_sort, field_spec)`` of one index; key_sort are keyword ranks, else None."""
+def _terms_parts(spec: AggSpec, reader, mask: np.ndarray, field: str, min_doc_count: int):
+    """``(key_of, counts, key_sort, field_spec)`` of one index.
+
+    ``key_of(indices)`` renders the keys of the chosen buckets only (a big keyword
+    dictionary is never turned into a list of strings); ``key_sort`` orders them.
+    """
     field_spec = _spec_for(reader, field, "aggregations")
     if field_spec is None:
-        return [], np.empty(0, np.int64), None, None
+        return (lambda idx: []), np.empty(0, np.int64), np.empty(0, np.int64), None
     column = reader.column(field)
     if is_keyword(field_spec):
         dictionary = reader.field_dictionary(field)
         size = len(dictionary.terms)
         _rows, ords = keyword_pairs(column, mask, size)
         counts = np.bincount(ords, minlength=size) if size else np.empty(0, np.int64)
-        if spec.params["min_doc_count"] == 0:
+        if min_doc_count == 0:
             _live_rows, live_ords = keyword_pairs(column, reader.live, size)
             present = np.zeros(size, bool)
             present[live_ords] = True
             chosen = np.flatnonzero(present)
         else:
-            chosen = np.flatnonzero(counts >= spec.params["min_doc_count"])
+            chosen = np.flatnonzero(counts >= min_doc_count)
         terms = dictionary.terms
         ranks = keyword_ranks(reader, field)
-        return [terms[i] for i in chosen.tolist()], counts[chosen].astype(np.int64), ranks[chosen], field_spec
+        return ((lambda idx: [terms[i] for i in chosen[idx].tolist()]), counts[chosen].astype(np.int64),
+                ranks[chosen], field_spec)
     selected = mask & column.present
     values, counts = np.unique(column.values[selected], return_counts=True)
-    if spec.params["min_doc_count"] == 0:
+    if min_doc_count == 0:
         every = np.unique(column.values[reader.live & column.present])
         full = np.zeros(len(every), np.int64)
         full[np.searchsorted(every, values)] = counts
         values, counts = every, full
     else:
-        keep = counts >= spec.params["min_doc_count"]
+        keep = counts >= min_doc_count
         values, counts = values[keep], counts[keep]
-    return [render_value(field_spec, v) for v in values.tolist()], counts.astype(np.int64), None, field_spec
+    return ((lambda idx: [render_value(field_spec, v) for v in values[idx].tolist()]), counts.astype(np.int64),
+            values, field_spec)
 
 
 def _run_terms(spec: AggSpec, contexts: Sequence[Context], typed_keys: bool = False) -> dict[str, Any]:
     field = spec.params["field"]
-    parts = [_terms_parts(spec, reader, mask, field) for reader, mask in contexts]
-    field_spec = next((p[3] for p in parts if p[3] is not None), None)
-    if len(parts) == 1:
-        keys, counts, key_sort, _ = parts[0]
+    min_doc_count = spec.params["min_doc_count"]
+    size = spec.params["size"]
+    if len(contexts) == 1:
+        key_of, counts, key_sort, field_spec = _terms_parts(spec, *contexts[0], field, min_doc_count)
+        order = _ordered(key_sort, counts, spec.params["order"], size)
+        keys = key_of(order)
+        shown_counts = counts[order]
     else:
-        keys, counts = _merge_counts([(p[0], p[1]) for p in parts if p[3] is not None] or [([], np.empty(0, np.int64))])
-        keys_order = sorted(range(len(keys)), key=lambda i: (type(keys[i]).__name__, keys[i]))
-        key_sort = np.empty(len(keys), np.int64)
-        key_sort[np.array(keys_order, np.int64)] = np.arange(len(keys))
-        if spec.params["min_doc_count"] > 1:
-            keep = counts >= spec.params["min_doc_count"]
-            keys = [k for k, kept in zip(keys, keep.tolist()) if kept]
-            counts, key_sort = counts[keep], key_sort[keep]
+        # Keys are merged as values: the same term has different ordinals in different indices.
+        parts = [_terms_parts(spec, reader, mask, field, min(min_doc_count, 1)) for reader, mask in contexts]
+        field_spec = next((p[3] for p in parts if p[3] is not None), None)
+        merged: dict[Any, int] = {}
+        for key_of, part_counts, _, fs in parts:
+            if fs is None:
+                continue
+            for key, count in zip(key_of(np.arange(len(part_counts))), part_counts.tolist()):
+                merged[key] = merged.get(key, 0) + count
+        all_keys = [k for k, c in merged.items() if c >= min_doc_count]
+        counts = np.array([merged[k] for k in all_keys], np.int64)
+        positions = sorted(range(len(all_keys)), key=lambda i: (type(all_keys[i]).__name__, all_keys[i]))
+        key_sort = np.empty(len(all_keys), np.int64)
+        key_sort[np.array(positions, np.int64)] = np.arange(len(all_keys))
+        order = _ordered(key_sort, counts, spec.params["order"], size)
+        keys = [all_keys[i] for i in order.tolist()]
+        shown_counts = counts[order]
     total = int(counts.sum()) if len(counts) else 0
-    order = _ordered(keys, counts, spec.params["order"], key_sort)[: spec.params["size"]]
     buckets = []
-    shown = 0
-    for i in order.tolist():
-        key, count = keys[i], int(counts[i])
-        shown += count
+    for key, count in zip(keys, shown_counts.tolist()):
         bucket: dict[str, Any] = {"key": key}
         as_string = key_as_string(field_spec, key) if field_spec is not None else None
         if as_string is not None:
@@ -313,7 +316,8 @@ def _run_terms(spec: AggSpec, contexts: Sequence[Context], typed_keys: bool = Fa
             bucket.update(run_aggs(spec.subs, [(r, m & _term_bucket_mask(r, field, key)) for r, m in contexts],
                                    typed_keys=typed_keys))
         buckets.append(bucket)
-    return {"doc_count_error_upper_bound": 0, "sum_other_doc_count": total - shown, "buckets": buckets}
+    return {"doc_count_error_upper_bound": 0, "sum_other_doc_count": total - int(shown_counts.sum()),
+            "buckets": buckets}
 
 
 def _term_bucket_mask(reader, field: str, key: Any) -> np.ndarray:
@@ -405,7 +409,7 @@ def _run_date_histogram(spec: AggSpec, contexts: Sequence[Context], typed_keys: 
         raise IllegalArgument(f"Trying to create too many buckets. Must be less than or equal to: [{MAX_BUCKETS}] "
                               f"in aggregation [{spec.name}]")
     counts = np.array([merged.get(k, 0) for k in keys_sorted], np.int64)
-    order = _ordered(keys_sorted, counts, p["order"], np.array(keys_sorted, np.int64))
+    order = _ordered(np.array(keys_sorted, np.int64), counts, p["order"], len(keys_sorted))
     buckets = []
     for i in order.tolist():
         key = keys_sorted[i]
