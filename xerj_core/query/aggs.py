@@ -19,7 +19,7 @@ from xerj_core.query.dsl import as_int
 from xerj_core.query.evaluate import keyword_mask
 from xerj_core.query.fielddata import (is_date, is_keyword, is_numeric, key_as_string, keyword_pairs, keyword_ranks,
                                        render_value, require_doc_values)
-from xerj_core.query.values import date_value, floor_unit, format_date
+from xerj_core.query.values import date_value, format_date
 from xerj_core.store.columns import KIND_F32, KIND_F64, column_kind
 
 MAX_BUCKETS = 65_536

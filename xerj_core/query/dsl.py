@@ -157,7 +157,7 @@ Node = Union[MatchAll, MatchNone, Match, MultiMatch, Term, Terms, Ids, Exists, R
 
 # -- value helpers ------------------------------------------------------------------------------
 
-def _type_name(value: Any) -> str:
+def json_type_name(value: Any) -> str:
     if isinstance(value, dict):
         return "START_OBJECT"
     if isinstance(value, list):
@@ -206,7 +206,7 @@ def as_bool(value: Any, what: str) -> bool:
 
 def _scalar(value: Any, what: str) -> Any:
     if isinstance(value, (dict, list)) or value is None:
-        raise ParsingError(f"[{what}] expects a value, got [{_type_name(value)}]")
+        raise ParsingError(f"[{what}] expects a value, got [{json_type_name(value)}]")
     return value
 
 
@@ -359,7 +359,7 @@ def _terms(body: Any) -> Node:
     if isinstance(values, dict):
         raise ParsingError("[terms] query lookup is not supported; give the values as an array")
     if not isinstance(values, list):
-        raise ParsingError(f"[terms] query does not support [{field}] with a [{_type_name(values)}]; expected an array")
+        raise ParsingError(f"[terms] query does not support [{field}] with a [{json_type_name(values)}]; expected an array")
     return Terms(field, tuple(_scalar(v, "terms") for v in values),
                  boost=as_float(others.get("boost", 1.0), "terms.boost"))
 
@@ -504,13 +504,13 @@ def parse_fusion_options(body: dict[str, Any], legs: int, where: str) -> dict[st
     normalizer = body.get("normalizer")
     normalizers = None
     if normalizer is not None:
-        normalizer = _normalizer(normalizer, where)
+        normalizer = normalizer_name(normalizer, where)
         normalizers = (normalizer,) * legs
     return {"fusion": fusion, "rank_constant": rank_constant, "rank_window_size": window, "weights": weights,
             "normalizers": normalizers}
 
 
-def _normalizer(value: Any, where: str) -> str:
+def normalizer_name(value: Any, where: str) -> str:
     name = str(value).lower().replace("min_max", "minmax")
     if name not in NORMALIZERS:
         raise IllegalArgument(f"[{where}] unknown normalizer [{value}]; supported: [none, minmax, l2_norm]")

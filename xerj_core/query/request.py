@@ -270,7 +270,7 @@ def parse_retriever(body: Any, where: str = "retriever") -> Node:
                                                                                    "rank_window_size")} |
                                            {"fusion": kind}, len(legs), f"{where}.{kind}")
         options["weights"] = tuple(weights) if kind == "linear" else None
-        options["normalizers"] = tuple(dsl._normalizer(n, f"{where}.linear") for n in normalizers) \
+        options["normalizers"] = tuple(dsl.normalizer_name(n, f"{where}.linear") for n in normalizers) \
             if kind == "linear" else None
         if any(w < 0 for w in weights):
             raise IllegalArgument(f"[{where}.linear] weights must not be negative")
@@ -359,7 +359,7 @@ def parse_search_request(body: Any, params: dict[str, Any] | None = None) -> Sea
         elif key == "timeout":
             continue
         else:
-            raise ParsingError(f"Unknown key for a {dsl._type_name(value)} in [{key}].")
+            raise ParsingError(f"Unknown key for a {dsl.json_type_name(value)} in [{key}].")
 
     if "q" in params and params["q"] is not None:
         if "query" in out:
