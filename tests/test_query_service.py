@@ -395,3 +395,28 @@ def test_typed_keys(search):
     aggs = search.search("books", body, params={"typed_keys": "true"})["aggregations"]
     assert set(aggs) == {"sterms#g", "lterms#y", "dterms#r", "date_histogram#h"}
     assert "max#y" in aggs["sterms#g"]["buckets"][0]
+
+
+def test_post_filter_min_score_and_small_query_types(search):
+    body = {"query": {"match": {"text": "planet"}}, "post_filter": {"term": {"title.keyword": "Dune"}},
+            "aggs": {"g": {"terms": {"field": "genre"}}}}
+    response = search.search("books", body)
+    assert ids(response) == ["b0"] and response["hits"]["total"]["value"] == 1
+    assert response["aggregations"]["g"]["buckets"] == [{"key": "scifi", "doc_count": 2}]  # before post_filter
+    scores = [h["_score"] for h in search.search("books", {"query": {"match": {"text": "planet"}}})["hits"]["hits"]]
+    above = search.search("books", {"query": {"match": {"text": "planet"}}, "min_score": max(scores) - 1e-9})
+    assert len(ids(above)) == 1
+    constant = search.search("books", {"query": {"constant_score": {"filter": {"term": {"genre": "scifi"}},
+                                                                    "boost": 2.5}}})
+    assert {h["_score"] for h in constant["hits"]["hits"]} == {2.5} and len(ids(constant)) == 3
+    assert search.search("books", {"query": {"match_none": {}}})["hits"]["total"]["value"] == 0
+    every_text = search.search("books", {"query": {"multi_match": {"query": "pond worms"}}})
+    assert set(ids(every_text)) == {"b0", "b4"}
+    versioned = search.search("books", {"query": {"ids": {"values": ["b2"]}}, "version": True})
+    assert versioned["hits"]["hits"][0]["_version"] == 1
+    filtered_only = search.search("books", {"query": {"bool": {"filter": {"term": {"genre": "essay"}}}}})
+    assert filtered_only["hits"]["hits"][0]["_score"] == 0.0
+    nested = search.search("books", {"query": {"bool": {"should": [
+        {"match": {"text": "planet"}},
+        {"knn": {"field": "vec", "query_vector": [0.0, 1.0, 0.0], "k": 1}}]}}})
+    assert set(ids(nested)) == {"b0", "b1", "b2"}
