@@ -259,16 +259,18 @@ def sqlite_single_statement(db: sqlite3.Connection, corpus: Corpus, seeds: list[
 
 
 def interleaved(contenders: dict, corpus: Corpus, seeds: list[int], passes: int = 2) -> dict[str, list[list[float]]]:
-    """Time every contender on every seed, alternating query by query so load on the machine hits all alike."""
+    """Time every contender on every seed, alternating query by query (and rotating who goes first) so load on
+    the machine and cache pollution hit all alike."""
     times: dict[str, list[list[float]]] = {name: [] for name in contenders}
     for _ in range(passes):
         for name in contenders:
             times[name].append([])
-        for s in seeds:
+        names = list(contenders)
+        for i, s in enumerate(seeds):
             node = corpus.node(s)
-            for name, run in contenders.items():
+            for name in names[i % len(names):] + names[: i % len(names)]:  # rotate who runs first
                 t = time.perf_counter()
-                run(node)
+                contenders[name](node)
                 times[name][-1].append(time.perf_counter() - t)
     return times
 

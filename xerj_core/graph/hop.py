@@ -159,7 +159,7 @@ class EdgeTable:
             self.in_perm[_placement(csr.in_order, csr.in_off, in_cursor)] = position[csr.in_order]
 
     def candidates(self, frontier: np.ndarray, direction: str) -> list["Part"]:
-        """The edges touching the sorted ``frontier`` in ``direction`` (out-edges first), as one part."""
+        """The edges touching the sorted ``frontier`` in ``direction``: a part of out-edges, a part of in-edges."""
         usable = frontier[: np.searchsorted(frontier, self.out_off.size - 1)]
         if not usable.size:
             return []
@@ -170,16 +170,19 @@ class EdgeTable:
         if direction != OUT:
             starts = self.in_off[usable]
             runs.append((starts, self.in_off[usable + 1] - starts, self.in_perm))
-        sizes = [int(lengths.sum()) for _, lengths, _ in runs]
-        if not any(sizes):
-            return []
-        found = [ranges(starts, lengths, size) if perm is None else perm[ranges(starts, lengths, size)]
-                 for (starts, lengths, perm), size in zip(runs, sizes) if size]
-        if len(found) == 1:
-            return [Part(self.cols, found[0], direction == OUT or (direction == BOTH and sizes[0] > 0))]
-        out = np.zeros(sizes[0] + sizes[1], bool)
-        out[: sizes[0]] = True
-        return [Part(self.cols, np.concatenate(found), out)]
+        parts = []
+        for (starts, lengths, perm), out in zip(runs, (True, False) if direction == BOTH else (direction == OUT,)):
+            size = int(lengths.sum())
+            if not size:
+                continue
+            idx = ranges(starts, lengths, size)
+            if perm is not None:
+                idx = perm[idx]
+                if direction == BOTH:  # an in-edge from a frontier node is the out-edge already met
+                    idx = idx[~member(self.cols["src"][idx], frontier)]
+            if idx.size:
+                parts.append(Part(self.cols, idx, out))
+        return parts
 
 
 def _placement(order: np.ndarray, off: np.ndarray, cursor: np.ndarray) -> np.ndarray:
@@ -444,16 +447,8 @@ def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndar
     is met once, as ``out``. Dead (overwritten) rows are not edges and are not counted.
     """
     keep = view.live[part.get("row")]
-    if direction == BOTH:
-        other = part.get("other")
-        met = member(other, frontier)
-        if not isinstance(part.out, bool):
-            met &= ~part.out
-        elif part.out:
-            met[:] = False
-        if previous.size:
-            met |= member(other, previous)
-        keep &= ~met
+    if direction == BOTH and previous.size:
+        keep &= ~member(part.get("other"), previous)
     passed = part.get("valid_at") <= filters.as_of
     if not filters.include_expired:
         passed &= part.get("invalid_at") > filters.as_of
