@@ -436,7 +436,8 @@ class Recorder:
         self.calls.append((brain, [e["edge_id"] for e in edges]))
 
 
-def test_writers_notify_after_commit(engine):
+def test_hook_xerj_edges_written(engine):
+    """Every graph writer notifies after its commit, with the edges as stored; a no-op or a refusal says nothing."""
     recorder = Recorder()
     engine.pm.register(recorder)
     try:
@@ -444,9 +445,15 @@ def test_writers_notify_after_commit(engine):
         engine.graph.unlink("notes", body["edge_id"])
         engine.graph.unlink("notes", body["edge_id"])  # a no-op writes nothing and says nothing
         refusal(engine.graph.link, "notes", {"src": "a"})
+        from xerj_core.model import EdgeDraft
+        summary = engine.graph.write_edges("notes", [EdgeDraft("x", "y", "t", "d@1", 1.0, 1.0, JAN)], created_at=JAN)
+        engine.graph.invalidate_edges("notes", src_file=None, edge_ids=[edge_id("x", "t", "y", JAN)], at=JAN + 1)
     finally:
         engine.pm.unregister(recorder)
-    assert recorder.calls == [("notes", [body["edge_id"]]), ("notes", [body["edge_id"]])]
+    batch = edge_id("x", "t", "y", JAN)
+    assert summary["written"] == 1
+    assert recorder.calls == [("notes", [body["edge_id"]]), ("notes", [body["edge_id"]]), ("notes", [batch]),
+                              ("notes", [batch])]
 
 
 def test_write_edges_and_reconcile(engine):

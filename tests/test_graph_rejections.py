@@ -132,3 +132,17 @@ def test_trust_and_confidence_filters(engine):
     reach, not_shown = engine.graph.reachable("notes", ["a.md"], hops=1, as_of=LATER, min_confidence=0.6)
     assert set(reach) == {"a.md", "b.md", "d.md"} and not_shown["confidence_filtered"] == 1
     assert abs(reach["b.md"]["proximity"] - 0.5 * 0.95) < 1e-6
+
+
+def test_reachable_credits_both_ends_of_an_edge_inside_one_frontier(engine):
+    """s-a and s-b put a and b at hop 1; a-b is a 2-hop path to each of them, whichever way it points."""
+    for brain, (src, dst) in (("fwd", ("a", "b")), ("rev", ("b", "a"))):
+        engine.graph.link(brain, {"src": "s", "dst": "a", "type": "t", "valid_at": T1, "weight": 0.8,
+                                  "confidence": 0.5})
+        engine.graph.link(brain, {"src": "s", "dst": "b", "type": "t", "valid_at": T1, "weight": 0.2})
+        engine.graph.link(brain, {"src": src, "dst": dst, "type": "t", "valid_at": T1})
+        reach, _ = engine.graph.reachable(brain, ["s"], hops=2, as_of=LATER)
+        assert reach == {"s": {"hop": 0, "proximity": 1.0}, "a": {"hop": 1, "proximity": 0.25},
+                         "b": {"hop": 1, "proximity": 0.25}}
+        out_only, _ = engine.graph.reachable(brain, ["s"], hops=2, as_of=LATER, direction="out")
+        assert out_only[dst]["proximity"] == 0.25 and out_only[src]["proximity"] < 0.25

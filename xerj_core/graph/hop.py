@@ -319,9 +319,10 @@ class HopEdges:
     ``order`` ranks them: weight desc, valid_at desc, then the newest write first.
     """
 
-    def __init__(self, hop: int, parts: list["Part"]) -> None:
+    def __init__(self, hop: int, parts: list["Part"], frontier: np.ndarray = _EMPTY) -> None:
         self.hop = hop
         self.parts = parts
+        self.frontier = frontier  # the node ordinals this hop expanded from
         self._cols: dict[str, np.ndarray] = {}
         self._rank: np.ndarray | None = None
 
@@ -374,8 +375,8 @@ class HopEdges:
         if len(self.parts) == 1:
             part = self.parts[0]
             return HopEdges(self.hop, [Part(part.cols, part.idx[idx], part.out if isinstance(part.out, bool)
-                                            else part.out[idx])])
-        return HopEdges(self.hop, [Part(_Columns(self), idx, self.out[idx])])
+                                            else part.out[idx])], self.frontier)
+        return HopEdges(self.hop, [Part(_Columns(self), idx, self.out[idx])], self.frontier)
 
 
 class _Columns:
@@ -500,7 +501,7 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
         parts = [p for p in parts if p.idx.size]
         if not parts:
             break
-        edges = HopEdges(hop, parts)
+        edges = HopEdges(hop, parts, frontier)
         room = max(0, edge_cap - kept_total)
         if len(edges) > room:
             counters["edges_clipped"] += len(edges) - room

@@ -13,7 +13,7 @@ from xerj_core.graph.brain import (CONTRACT, EDGE_MAPPING, HOPS_CAP_REASON, META
                                    nodes_index, now_ms, parse_instant, rejection_id, validate_brain_name)
 from xerj_core.graph.edges import draft_document, is_edge, is_retired, link_document
 from xerj_core.graph.hop import (BOTH, DIRECTIONS, EDGE_CAP, FRONTIER_CAP, Filters, GraphView, HopEdges, ViewCache,
-                                 expand, new_counters, shortest_float)
+                                 expand, member, new_counters, shortest_float)
 from xerj_core.graph.stats import INTERVALS, edge_stats
 from xerj_core.model import EdgeDraft
 from xerj_core.store import ABSENT_INT, IndexReader
@@ -597,11 +597,17 @@ class GraphService:
                     continue
                 proximity = (0.5 ** hop_edges.hop) * np.clip(hop_edges.column("weight"), 0, 1).astype(np.float64) \
                     * np.clip(hop_edges.column("confidence"), 0, 1).astype(np.float64)
-                others = hop_edges.others
-                order = np.lexsort((-proximity, others))
-                others, proximity = others[order], proximity[order]
-                first = np.flatnonzero(np.r_[True, others[1:] != others[:-1]])
-                for ordinal, value in zip(others[first].tolist(), proximity[first].tolist()):
+                reached = hop_edges.others
+                if direction == BOTH:
+                    # An edge joining two nodes of the same frontier was met once, but it is a path to each end.
+                    same = member(reached, hop_edges.frontier)
+                    if same.any():
+                        reached = np.concatenate([reached, hop_edges.column("near")[same]])
+                        proximity = np.concatenate([proximity, proximity[same]])
+                order = np.lexsort((-proximity, reached))
+                reached, proximity = reached[order], proximity[order]
+                first = np.flatnonzero(np.r_[True, reached[1:] != reached[:-1]])
+                for ordinal, value in zip(reached[first].tolist(), proximity[first].tolist()):
                     node = terms[ordinal]
                     entry = best.get(node)
                     if entry is None:
