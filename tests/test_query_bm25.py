@@ -236,34 +236,3 @@ def test_agrees_with_bm25s_lucene_variant(store, corpus):
             got = {reader.id_of(r): s for r, s in ranked.pairs()}
             for position, doc_id in enumerate(ids):
                 assert got.get(doc_id, 0.0) == pytest.approx(float(expected[position]), abs=1e-4)
-
-
-def test_incremental_tail_postings_equal_the_stores(tmp_path):
-    """The query module's incremental tail index answers exactly what reader.postings does, across seals."""
-    from xerj_core.query.postings import term_postings, text_lengths
-
-    with Store(tmp_path / "data", tail_rows=8) as store:
-        for i in range(40):
-            store.put("t", {"text": f"w{i % 5} common " * (1 + i % 3)}, str(i % 23))  # overwrites leave dead rows
-            if i % 7 == 3:
-                store.delete("t", str(i % 11))
-            with store.reader("t") as reader:
-                for term in ("common", "w1", f"w{i % 5}", "absent"):
-                    rows, tfs = term_postings(reader, "text", term)
-                    want_rows, want_tfs = reader.postings("text", term)
-                    assert rows.tolist() == want_rows.tolist()
-                    assert tfs.tolist() == want_tfs.tolist()
-                assert text_lengths(reader, "text").tolist() == reader.column("text").values.tolist()
-
-
-def test_an_older_reader_does_not_see_later_tail_rows(tmp_path):
-    from xerj_core.query.postings import term_postings
-
-    with Store(tmp_path / "data", tail_rows=64) as store:
-        store.put("t", {"text": "apple"}, "a")
-        with store.read_txn() as old_txn:
-            old = store.open_reader(old_txn, "t")
-            store.put("t", {"text": "apple pie"}, "b")
-            with store.reader("t") as new:
-                assert term_postings(new, "text", "apple")[0].tolist() == [0, 1]
-            assert term_postings(old, "text", "apple")[0].tolist() == [0]

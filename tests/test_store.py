@@ -223,3 +223,45 @@ def test_ids_and_names_at_the_limits(store):
     with pytest.raises(IndexNotFound):
         store.get("", "x")
     assert not store.exists("")
+
+
+def test_tail_postings_and_columns_follow_every_write(tmp_path):
+    """The tail is indexed incrementally; what a reader sees equals a recount from the sources."""
+    with Store(tmp_path / "data", tail_rows=8) as store:
+        for i in range(40):
+            store.put("t", {"text": f"w{i % 5} common " * (1 + i % 3)}, str(i % 23))  # overwrites leave dead rows
+            if i % 7 == 3:
+                store.delete("t", str(i % 11))
+            with store.reader("t") as reader:
+                sources = {row: reader.document(int(row))[1] for row in reader.live_rows()}
+                for term in ("common", "w1", f"w{i % 5}", "absent"):
+                    rows, tfs = reader.postings("text", term)
+                    live = {int(r): int(t) for r, t in zip(rows, tfs) if reader.live[r]}
+                    want = {row: src["text"].split().count(term) for row, src in sources.items()
+                            if term in src["text"].split()}
+                    assert live == want
+                lengths = reader.column("text").values
+                assert {row: int(lengths[row]) for row in sources} == {
+                    row: len(src["text"].split()) for row, src in sources.items()}
+
+
+def test_an_older_reader_keeps_its_snapshot(tmp_path):
+    with Store(tmp_path / "data", tail_rows=64) as store:
+        store.put("t", {"text": "apple", "n": 1}, "a")
+        with store.read_txn() as old_txn:
+            old = store.open_reader(old_txn, "t")
+            store.put("t", {"text": "apple pie", "n": 2}, "b")
+            store.delete("t", "a")
+            with store.reader("t") as new:
+                assert new.postings("text", "apple")[0].tolist() == [0, 1]
+                assert new.live.tolist() == [False, True]
+            # The newer generation loaded into the shared cache changes nothing for the older reader.
+            assert old.postings("text", "apple")[0].tolist() == [0]
+            assert old.live.tolist() == [True]
+            assert old.column("n").values.tolist() == [1]
+        with store.read_txn() as older_txn:
+            store.put("t", {"n": 3}, "c")
+            with store.reader("t") as newest:
+                assert newest.doc_count == 2
+            behind = store.open_reader(older_txn, "t")  # a transaction older than the cache
+            assert behind.doc_count == 1 and behind.live.tolist() == [False, True]

@@ -28,7 +28,6 @@ import attrs
 import numpy as np
 
 from xerj_core.errors import IllegalArgument
-from xerj_core.query.postings import term_postings, text_lengths
 from xerj_core.query.ranking import Ranked, select_top, top_k
 from xerj_core.store.columns import KIND_LEN, column_kind
 from xerj_core.text import tokenize
@@ -93,7 +92,7 @@ def field_stats(reader, field: str) -> FieldStats:
     """``field``'s :class:`FieldStats` for the reader's generation (memoised until the next write)."""
 
     def build() -> FieldStats:
-        lengths = text_lengths(reader, field)
+        lengths = reader.column(field).values
         live = reader.live
         doc_count = int(np.count_nonzero(live & (lengths > 0)))
         # Dead rows are few: subtracting theirs is cheaper than a masked sum over every row.
@@ -117,7 +116,7 @@ def term_weights(reader, field: str, term: str) -> tuple[np.ndarray, np.ndarray]
     found = cache.get(term)
     if found is not None:
         return found
-    rows, tfs = term_postings(reader, field, term)
+    rows, tfs = reader.postings(field, term)
     if len(rows) and reader.doc_count != reader.n_rows:
         keep = reader.live[rows]
         if not keep.all():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import threading
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -10,7 +11,7 @@ import numpy as np
 import orjson
 
 from xerj_core.store import keys
-from xerj_core.store.columns import KIND_LEN, Column, build_postings, column_kind, decode_postings
+from xerj_core.store.columns import KIND_LEN, Column, column_kind, decode_postings
 from xerj_core.store.mapping import FieldSpec, Mapping
 
 
@@ -49,55 +50,178 @@ class Segment:
         self.lock = threading.Lock()
 
 
+class _GrowingColumn:
+    """A tail column filled incrementally: rows are only ever appended within one tail."""
+
+    __slots__ = ("spec", "kind", "values", "present", "extra_rows", "extra_ords", "count")
+
+    def __init__(self, spec: FieldSpec) -> None:
+        self.spec = spec
+        self.kind = column_kind(spec)
+        empty = Column.empty(self.kind, 0, spec.dims or 0)
+        self.values, self.present = empty.values, empty.present
+        self.extra_rows: list[int] = []
+        self.extra_ords: list[int] = []
+        self.count = 0
+
+    def extend(self, records: Sequence[dict[str, Any]]) -> None:
+        path = self.spec.path
+        fresh = Column.build(self.spec, self.kind, [rec["c"].get(path) for rec in records[self.count:]])
+        need = self.count + len(fresh)
+        if need > len(self.present):
+            # Grown into a new buffer: views handed out earlier keep the old one, unchanged.
+            capacity = max(need, 2 * len(self.present), 64)
+            grown = Column.empty(self.kind, capacity, self.spec.dims or 0)
+            grown.values[: self.count] = self.values[: self.count]
+            grown.present[: self.count] = self.present[: self.count]
+            self.values, self.present = grown.values, grown.present
+        self.values[self.count:need] = fresh.values
+        self.present[self.count:need] = fresh.present
+        self.extra_rows.extend((fresh.extra_rows + self.count).tolist())
+        self.extra_ords.extend(fresh.extra_ords.tolist())
+        self.count = need
+
+    def view(self, rows: int) -> Column:
+        extra_rows = np.array(self.extra_rows, np.int64)
+        keep = extra_rows < rows
+        return Column(self.kind, self.values[:rows], self.present[:rows], extra_rows[keep],
+                      np.array(self.extra_ords, np.int32)[keep])
+
+
+class Tail:
+    """The mutable tail of one index between two seals: records, postings and columns, all append-only.
+
+    Rows are only appended until the next seal replaces the whole tail, so a
+    reader that knows how many tail rows its snapshot holds can share this
+    object with newer readers: a write costs the next read only the new rows.
+    """
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.records: list[dict[str, Any]] = []
+        self._terms: dict[str, tuple[int, dict[str, tuple[list[int], list[int]]]]] = {}
+        self._columns: dict[str, _GrowingColumn] = {}
+        self.lock = threading.Lock()
+
+    def column(self, spec: FieldSpec, rows: int) -> Column:
+        with self.lock:
+            column = self._columns.get(spec.path)
+            if column is None or column.spec != spec:
+                column = self._columns[spec.path] = _GrowingColumn(spec)
+            if column.count < len(self.records):
+                column.extend(self.records)
+            return column.view(rows)
+
+    def postings(self, path: str, term: str, rows: int) -> tuple[np.ndarray, np.ndarray] | None:
+        with self.lock:
+            indexed, terms = self._terms.get(path, (0, {}))
+            for offset in range(indexed, len(self.records)):
+                found = self.records[offset]["t"].get(path)
+                if found:
+                    row = self.start + offset
+                    for word, tf in found.items():
+                        entry = terms.get(word)
+                        if entry is None:
+                            terms[word] = ([row], [tf])
+                        else:
+                            entry[0].append(row)
+                            entry[1].append(tf)
+            self._terms[path] = (len(self.records), terms)
+            entry = terms.get(term)
+            if entry is None:
+                return None
+            cut = bisect.bisect_left(entry[0], self.start + rows)
+            if not cut:
+                return None
+            return np.array(entry[0][:cut], np.int64), np.array(entry[1][:cut], np.float32)
+
+
+class Snapshot:
+    """What one generation of an index looks like; immutable, so a reader keeps it while newer ones load."""
+
+    __slots__ = ("generation", "mapping", "segments", "tail", "n_rows", "live")
+
+    def __init__(self, generation: int, mapping: Mapping, segments: tuple[Segment, ...], tail: Tail,
+                 n_rows: int, live: np.ndarray) -> None:
+        self.generation = generation
+        self.mapping = mapping
+        self.segments = segments
+        self.tail = tail
+        self.n_rows = n_rows
+        self.live = live
+
+
 class IndexCache:
-    """What a process knows about one index, valid for ``generation``."""
+    """What a process knows about one index: the newest snapshot, and what outlives generations.
+
+    Sealed segments and keyword dictionaries never change once read, so they
+    are shared by every generation; the tail is shared until the next seal.
+    """
 
     def __init__(self, ix: int) -> None:
         self.ix = ix
-        self.generation = -1
+        self.snapshot = Snapshot(-1, Mapping(), (), Tail(0), 0, np.zeros(0, bool))
         self.mapping_version = -1
-        self.mapping = Mapping()
-        self.segments: list[Segment] = []
-        self.tail_start = 0
-        self.tail_records: list[dict[str, Any]] = []
-        self.live = np.zeros(0, bool)
         self.dead_seq = 0
+        self._live = np.ones(0, bool)  # capacity buffer; snapshots hold views of a prefix
         self.dictionaries: dict[str, Dictionary] = {}
         self.memo: dict[Any, Any] = {}
         self.lock = threading.RLock()
 
-    def refresh(self, txn: lmdb.Transaction, dbs: dict[str, Any], state: keys.IndexState) -> None:
-        ix = self.ix
+    @property
+    def generation(self) -> int:
+        return self.snapshot.generation
+
+    def refresh(self, txn: lmdb.Transaction, dbs: dict[str, Any], state: keys.IndexState) -> Snapshot:
+        old = self.snapshot
+        mapping = old.mapping
         if state.mapping_version != self.mapping_version:
-            self.mapping = Mapping.from_es(orjson.loads(txn.get(keys.ix_key(ix), db=dbs["mappings"])))
+            mapping = Mapping.from_es(orjson.loads(txn.get(keys.ix_key(self.ix), db=dbs["mappings"])))
             self.mapping_version = state.mapping_version
-        self._refresh_segments(txn, dbs)
-        if state.sealed_rows != self.tail_start:
-            self.tail_start = state.sealed_rows
-            self.tail_records = []
-        have = self.tail_start + len(self.tail_records)
+        segments = self._read_segments(txn, dbs, old.segments)
+        tail = old.tail if old.tail.start == state.sealed_rows else Tail(state.sealed_rows)
+        have = tail.start + len(tail.records)
         if state.next_row > have:
             with txn.cursor(db=dbs["tail"]) as cur:
-                if cur.set_key(keys.row_key(ix, have)):
-                    for _ in range(state.next_row - have):
-                        self.tail_records.append(orjson.loads(cur.value()))
-                        cur.next()
-        if len(self.live) < state.next_row:
-            grown = np.ones(state.next_row, bool)
-            grown[: len(self.live)] = self.live
-            self.live = grown
+                if cur.set_key(keys.row_key(self.ix, have)):
+                    fresh = [orjson.loads(value) for _i, (_k, value) in zip(range(state.next_row - have), cur)]
+                    with tail.lock:
+                        tail.records.extend(fresh)
+        live = self._live
+        if len(live) < state.next_row:
+            grown = np.ones(max(state.next_row, 2 * len(live)), bool)
+            grown[: len(live)] = live
+            live = grown
         if state.dead_seq > self.dead_seq:
             with txn.cursor(db=dbs["dead"]) as cur:
-                cur.set_key(keys.row_key(ix, self.dead_seq))
+                cur.set_key(keys.row_key(self.ix, self.dead_seq))
                 dead = [keys.read_u64(v) for _i, (_k, v) in zip(range(state.dead_seq - self.dead_seq), cur)]
-            self.live[np.array(dead, np.int64)] = False
+            if live is self._live:
+                live = live.copy()  # older snapshots keep seeing these rows alive
+            live[np.array(dead, np.int64)] = False
             self.dead_seq = state.dead_seq
+        self._live = live
         self.memo = {}
-        self.generation = state.generation
+        self.snapshot = Snapshot(state.generation, mapping, segments, tail, state.next_row,
+                                 live[: state.next_row])
+        return self.snapshot
 
-    def _refresh_segments(self, txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
+    def snapshot_at(self, txn: lmdb.Transaction, dbs: dict[str, Any], state: keys.IndexState) -> Snapshot:
+        """The snapshot for ``state``: the cached one, the next one, or (for a transaction older than the
+        cache, which only concurrent threads produce) one built aside without moving the cache back."""
+        with self.lock:
+            if state.generation == self.snapshot.generation:
+                return self.snapshot
+            if state.generation > self.snapshot.generation:
+                return self.refresh(txn, dbs, state)
+            aside = IndexCache(self.ix)
+            aside.snapshot = Snapshot(-1, Mapping(), self.snapshot.segments, Tail(-1), 0, np.zeros(0, bool))
+            return aside.refresh(txn, dbs, state)
+
+    def _read_segments(self, txn: lmdb.Transaction, dbs: dict[str, Any],
+                       known_segments: tuple[Segment, ...]) -> tuple[Segment, ...]:
         prefix = keys.ix_key(self.ix)
-        known = {(s.start, s.end): s for s in self.segments}
+        known = {(s.start, s.end): s for s in known_segments}
         fresh = []
         with txn.cursor(db=dbs["segs"]) as cur:
             if cur.set_range(prefix):
@@ -108,7 +232,7 @@ class IndexCache:
                     meta = orjson.loads(value)
                     seg = known.get((start, meta["end"])) or Segment(start, meta["end"], meta["fields"])
                     fresh.append(seg)
-        self.segments = fresh
+        return tuple(fresh)
 
     def dictionary(self, txn: lmdb.Transaction, dbs: dict[str, Any], name: str) -> Dictionary:
         found = self.dictionaries.setdefault(name, Dictionary())
@@ -141,6 +265,7 @@ class IndexReader:
         self.dbs = dbs
         self.state = state
         self.cache = cache
+        self.snapshot = cache.snapshot_at(txn, dbs, state)
 
     # -- shape ---------------------------------------------------------------------------------
 
@@ -154,7 +279,7 @@ class IndexReader:
 
     @property
     def mapping(self) -> Mapping:
-        return self.cache.mapping
+        return self.snapshot.mapping
 
     @property
     def n_rows(self) -> int:
@@ -167,22 +292,22 @@ class IndexReader:
     @property
     def live(self) -> np.ndarray:
         """Boolean mask over every row ever written: False for deleted and overwritten rows."""
-        return self.cache.live[: self.state.next_row]
+        return self.snapshot.live
 
     @property
     def segments(self) -> list[Segment]:
-        return self.cache.segments
+        return self.snapshot.segments
 
     @property
     def tail_start(self) -> int:
-        return self.cache.tail_start
+        return self.snapshot.tail.start
 
     @property
     def tail_count(self) -> int:
-        return self.state.next_row - self.cache.tail_start
+        return self.state.next_row - self.snapshot.tail.start
 
     def field(self, path: str) -> FieldSpec | None:
-        return self.cache.mapping.fields.get(path)
+        return self.snapshot.mapping.fields.get(path)
 
     def memo(self, key: Any, build: Callable[[], Any]) -> Any:
         """Cache ``build()`` for this generation of the index (derived data such as BM25 statistics)."""
@@ -209,20 +334,18 @@ class IndexReader:
         return column
 
     def tail_column(self, path: str) -> Column:
-        spec = self.cache.mapping.fields[path]
-        return self.memo(("tail", path), lambda: Column.build(
-            spec, column_kind(spec), [rec["c"].get(path) for rec in self.cache.tail_records]))
+        return self.snapshot.tail.column(self.snapshot.mapping.fields[path], self.tail_count)
 
     def column_parts(self, path: str) -> Iterator[tuple[int, int, Column | None]]:
         """``(start, end, column)`` per sealed segment, then the tail; column None where a segment lacks it."""
-        for seg in self.cache.segments:
+        for seg in self.snapshot.segments:
             yield seg.start, seg.end, self.segment_column(seg, path)
         if self.tail_count:
-            yield self.cache.tail_start, self.state.next_row, self.tail_column(path)
+            yield self.tail_start, self.state.next_row, self.tail_column(path)
 
     def column(self, path: str) -> Column:
         """``path``'s column over all rows (segments lacking it read as absent)."""
-        spec = self.cache.mapping.fields.get(path)
+        spec = self.snapshot.mapping.fields.get(path)
         if spec is None:
             raise KeyError(path)
 
@@ -235,21 +358,21 @@ class IndexReader:
         return self.memo(("column", path), build)
 
     def segments_without(self, path: str) -> int:
-        return sum(1 for seg in self.cache.segments if path not in seg.fields)
+        return sum(1 for seg in self.snapshot.segments if path not in seg.fields)
 
     def dictionary(self, name: str) -> Dictionary:
         with self.cache.lock:
             return self.cache.dictionary(self.txn, self.dbs, name)
 
     def field_dictionary(self, path: str) -> Dictionary:
-        return self.dictionary(self.cache.mapping.fields[path].dictionary_name)
+        return self.dictionary(self.snapshot.mapping.fields[path].dictionary_name)
 
     # -- postings ------------------------------------------------------------------------------
 
     def postings(self, path: str, term: str) -> tuple[np.ndarray, np.ndarray]:
         """Rows (ascending, dead ones included) holding ``term`` in text field ``path``, and its frequencies."""
         parts = []
-        for seg in self.cache.segments:
+        for seg in self.snapshot.segments:
             key = (path, term)
             if key not in seg.postings:
                 blob = self.txn.get(keys.post_prefix(self.ix, seg.start, path) + term.encode(), db=self.dbs["post"])
@@ -258,10 +381,9 @@ class IndexReader:
             if found is not None:
                 parts.append(found)
         if self.tail_count:
-            tail = self.memo(("tailpost", path), lambda: build_postings(
-                self.cache.tail_start, (rec["t"].get(path) for rec in self.cache.tail_records)))
-            if term in tail:
-                parts.append(tail[term])
+            found = self.snapshot.tail.postings(path, term, self.tail_count)
+            if found is not None:
+                parts.append(found)
         if not parts:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         if len(parts) == 1:
@@ -269,7 +391,7 @@ class IndexReader:
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
     def text_fields(self) -> list[str]:
-        return [p for p, s in self.cache.mapping.fields.items() if column_kind(s) == KIND_LEN]
+        return [p for p, s in self.snapshot.mapping.fields.items() if column_kind(s) == KIND_LEN]
 
     # -- documents -----------------------------------------------------------------------------
 

@@ -170,9 +170,6 @@ class Store:
             cache = self._caches.get(ix)
             if cache is None:
                 cache = self._caches[ix] = IndexCache(ix)
-        with cache.lock:
-            if cache.generation != state.generation:
-                cache.refresh(raw, dbs, state)
         return IndexReader(index, meta, raw, dbs, state, cache)
 
     def exists(self, index: str) -> bool:
