@@ -5,6 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 
+def es_error_body(status: int, error_type: str, reason: str, **extra: Any) -> dict[str, Any]:
+    """Elasticsearch's error envelope: the cause twice (as root cause and as the error) and the status."""
+    cause = {"type": error_type, "reason": reason, **extra}
+    return {"error": {"root_cause": [cause], **cause}, "status": status}
+
+
 class XerjError(Exception):
     """Base of every error xerj raises on purpose; rendered as an ES-shaped body."""
 
@@ -17,8 +23,7 @@ class XerjError(Exception):
         self.extra = extra
 
     def to_body(self) -> dict[str, Any]:
-        cause = {"type": self.error_type, "reason": self.reason, **self.extra}
-        return {"error": {"root_cause": [cause], **cause}, "status": self.status}
+        return es_error_body(self.status, self.error_type, self.reason, **self.extra)
 
 
 class IllegalArgument(XerjError):

@@ -9,7 +9,7 @@ from typing import Any
 import falcon
 import orjson
 
-from xerj_core.errors import XerjError
+from xerj_core.errors import XerjError, es_error_body
 
 log = logging.getLogger("xerj_http")
 
@@ -29,11 +29,6 @@ class Unauthenticated(XerjError):
 class PayloadTooLarge(XerjError):
     status = 413
     error_type = "content_too_long_exception"
-
-
-def es_body(status: int, error_type: str, reason: str, **extra: Any) -> dict[str, Any]:
-    cause = {"type": error_type, "reason": reason, **extra}
-    return {"error": {"root_cause": [cause], **cause}, "status": status}
 
 
 def _remember(req: falcon.Request, error_type: str, reason: str) -> None:
@@ -64,7 +59,7 @@ def handle_unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception
     log.exception("unexpected error on %s %s (ref %s)", req.method, req.path, ref)
     reason = f"internal server error (ref {ref}); the server log has the details"
     _remember(req, "internal_server_error", reason)
-    _send(resp, 500, es_body(500, "internal_server_error", reason))
+    _send(resp, 500, es_error_body(500, "internal_server_error", reason))
 
 
 def _falcon_error_type(exc: falcon.HTTPError) -> str:
@@ -93,7 +88,7 @@ def serialize_falcon_error(req: falcon.Request, resp: falcon.Response, exc: falc
     error_type, reason = _falcon_error_type(exc), _falcon_reason(req, exc)
     _remember(req, error_type, reason)
     resp.content_type = falcon.MEDIA_JSON
-    resp.data = orjson.dumps(es_body(exc.status_code, error_type, reason))
+    resp.data = orjson.dumps(es_error_body(exc.status_code, error_type, reason))
 
 
 def install(app: falcon.App) -> None:
