@@ -15,7 +15,7 @@ import orjson
 from xerj_core.errors import (DocumentMissing, IndexAlreadyExists, IndexNotFound, MapperParsingError,
                               VersionConflict)
 from xerj_core.store import keys
-from xerj_core.store.columns import (KIND_LEN, KIND_ORD, KIND_VEC, Column, build_postings, column_kind,
+from xerj_core.store.columns import (KIND_LEN, KIND_ORD, Column, build_postings, column_kind,
                                      decode_postings, encode_postings)
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
 from xerj_core.store.names import validate_index_name
