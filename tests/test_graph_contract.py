@@ -7,8 +7,18 @@ import xxhash
 
 from xerj_core.errors import GraphError, GraphNotFound
 from xerj_core.graph import service as graph_service
-from xerj_core.graph.brain import (CONTRACT, EDGE_MAPPING, HOPS_CAP_REASON, META_ID, edge_id, edges_index,
-                                   nodes_index, parse_instant, rejection_id, validate_brain_name)
+from xerj_core.graph.brain import (
+    CONTRACT,
+    EDGE_MAPPING,
+    HOPS_CAP_REASON,
+    META_ID,
+    edge_id,
+    edges_index,
+    nodes_index,
+    parse_instant,
+    rejection_id,
+    validate_brain_name,
+)
 from xerj_core.hookspecs import hookimpl
 
 SENTENCE = ("hops is capped at 2: XERJ's second brain is a relationship layer over documents, not a graph "
@@ -501,7 +511,8 @@ def test_overview_timeline_too_long_for_empty_buckets(engine):
     engine.graph.link("notes", {"src": "a", "dst": "b", "type": "t", "valid_at": JAN, "created_at": JAN})
     engine.graph.link("notes", {"src": "a", "dst": "c", "type": "t", "valid_at": JAN, "created_at": JAN + decade})
     _, daily = engine.graph.overview("notes", {"as_of": JAN})
-    assert len(daily["created_over_time"]) == 3651 and "created_over_time_empty_buckets_omitted" not in daily["not_shown"]
+    assert len(daily["created_over_time"]) == 3651
+    assert "created_over_time_empty_buckets_omitted" not in daily["not_shown"]
     _, hourly = engine.graph.overview("notes", {"as_of": JAN, "histogram_interval": "hour"})
     assert [b["key"] for b in hourly["created_over_time"]] == [JAN, JAN + decade]
     assert hourly["not_shown"]["created_over_time_empty_buckets_omitted"] is True

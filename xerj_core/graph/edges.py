@@ -6,8 +6,15 @@ import math
 from typing import Any
 
 from xerj_core.errors import GraphError
-from xerj_core.graph.brain import (DEFAULT_DETECTOR, SCHEMA_VERSION, TRUST_ASSERTED, TRUST_DETECTED,
-                                   edge_id, now_ms, parse_instant)
+from xerj_core.graph.brain import (
+    DEFAULT_DETECTOR,
+    SCHEMA_VERSION,
+    TRUST_ASSERTED,
+    TRUST_DETECTED,
+    edge_id,
+    now_ms,
+    parse_instant,
+)
 from xerj_core.model import EdgeDraft
 
 LINK_FIELDS = ("src", "dst", "type", "weight", "confidence", "valid_at", "created_at", "detector", "evidence")

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import attrs
 import numpy as np
 
-from xerj_core.store import ABSENT_INT, IndexReader, Segment
+from xerj_core.store import IndexReader, Segment
 
 # The columns a hop reads; a sealed segment lacking any of them is skipped (and counted).
 HOP_FIELDS = ("src", "dst", "type", "trust", "valid_at", "invalid_at", "weight", "confidence")

@@ -8,12 +8,39 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Ty
 import numpy as np
 
 from xerj_core.errors import GraphError, GraphNotFound, IndexNotFound, XerjError
-from xerj_core.graph.brain import (CONTRACT, EDGE_MAPPING, HOPS_CAP_REASON, META_ID, META_VERSION, TRUST_APPROVED,
-                                   TRUST_ASSERTED, TRUST_REJECTED, TRUST_STATES, edges_index, hops_refusal,
-                                   nodes_index, now_ms, parse_instant, rejection_id, validate_brain_name)
+from xerj_core.graph.brain import (
+    CONTRACT,
+    EDGE_MAPPING,
+    HOPS_CAP_REASON,
+    META_ID,
+    META_VERSION,
+    TRUST_APPROVED,
+    TRUST_ASSERTED,
+    TRUST_REJECTED,
+    TRUST_STATES,
+    edges_index,
+    hops_refusal,
+    nodes_index,
+    now_ms,
+    parse_instant,
+    rejection_id,
+    validate_brain_name,
+)
 from xerj_core.graph.edges import draft_document, is_edge, is_retired, link_document
-from xerj_core.graph.hop import (BOTH, DIRECTIONS, EDGE_CAP, FRONTIER_CAP, Filters, GraphView, HopEdges, ViewCache,
-                                 expand, member, new_counters, shortest_float)
+from xerj_core.graph.hop import (
+    BOTH,
+    DIRECTIONS,
+    EDGE_CAP,
+    FRONTIER_CAP,
+    Filters,
+    GraphView,
+    HopEdges,
+    ViewCache,
+    expand,
+    member,
+    new_counters,
+    shortest_float,
+)
 from xerj_core.graph.stats import INTERVALS, edge_stats
 from xerj_core.model import EdgeDraft
 from xerj_core.store import ABSENT_INT, IndexReader
@@ -21,6 +48,8 @@ from xerj_core.store import ABSENT_INT, IndexReader
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.engine import Engine
     from xerj_core.store import WriteTxn
+
+__all__ = ["CONTRACT", "HOPS_CAP_REASON", "GraphService", "edges_index", "nodes_index", "validate_brain_name"]
 
 T = TypeVar("T")
 

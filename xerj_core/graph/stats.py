@@ -19,7 +19,8 @@ def _present(reader: IndexReader, path: str) -> np.ndarray:
 
 
 def edge_masks(reader: IndexReader, as_of: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows that are edges (live rows with ``src`` and ``dst``: never the meta or a rejection), and those visible at ``as_of``."""
+    """Rows that are edges (live, with ``src`` and ``dst``: never the meta or a rejection), and those visible
+    at ``as_of``."""
     edges = reader.live & _present(reader, "src") & _present(reader, "dst")
     visible = edges.copy()
     if reader.field("valid_at") is None:
