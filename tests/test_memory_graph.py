@@ -212,8 +212,6 @@ def test_blend_composes_with_recency(memory, small):
     assert all(0.0 <= h["graph_proximity"] <= 1.0 for h in result["hits"])
 
 
-@pytest.mark.xfail(reason="graph.reachable credits an edge between two nodes of the same hop to one endpoint "
-                          "only, chosen by the edge's stored direction (reported to the graph owner)")
 def test_blend_proximity_does_not_depend_on_an_edges_stored_direction(memory, engine):
     # s-a (0.8, 0.5) and s-b (0.2, 1) put a and b at hop 1; the a-b edge gives each a 2-hop path worth
     # 0.25 * 1 * 1, better than its own 1-hop edge. Max over paths says both are 0.25, whichever way a-b points.
