@@ -29,6 +29,13 @@ BOOL = {"type": "boolean"}
 NUMBER = {"type": "number"}
 ANY_OBJECT = {"type": "object", "additionalProperties": True}
 TIME = {"oneOf": [{"type": "integer"}, {"type": "string"}]}
+INSTANT = {"type": "integer", "minimum": -(2**53), "maximum": 2**53, "description": "epoch milliseconds"}
+LONG = {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1}
+STRINGS = {"type": "array", "items": STRING}
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {**schema, "nullable": True}
 
 SHARDS = _obj({"total": INT, "successful": INT, "failed": INT})
 
@@ -110,6 +117,48 @@ SCHEMAS: dict[str, Any] = {
     }, required=["brain", "contract", "exists"]),
     "OverviewMissing": _obj({"brain": STRING, "contract": STRING, "exists": {"type": "boolean", "enum": [False]}},
                             required=["brain", "contract", "exists"]),
+    # -- the machine writer (autoindex against a server)
+    "StandingEdges": _obj({"brain": STRING, "live": STRINGS, "rejected": STRINGS},
+                          required=["brain", "live", "rejected"]),
+    "Invalidation": _obj({"edge_ids": STRINGS, "at": INSTANT}, required=["edge_ids", "at"], extra=False),
+    "InvalidationResult": _obj({"brain": STRING, "invalidated": INT}, required=["brain", "invalidated"]),
+    "EdgeDraft": _obj({
+        "src": NAME, "dst": NAME, "type": NAME, "detector": NAME, "weight": NUMBER, "confidence": NUMBER,
+        "valid_at": INSTANT,
+        "evidence": nullable(_obj({"quote": STRING, "source": STRING, "offset": LONG}, required=["quote", "source"],
+                                  extra=False)),
+        "src_format": nullable(STRING), "dst_format": nullable(STRING),
+    }, required=["src", "dst", "type", "detector", "weight", "confidence", "valid_at"], extra=False),
+    "EdgeBatch": _obj({"created_at": INSTANT, "edges": {"type": "array", "items": ref("EdgeDraft")},
+                       "nodes_index": nullable(STRING)}, required=["created_at", "edges"], extra=False),
+    "EdgeWriteResult": _obj({"brain": STRING, "edges_index": STRING, "written": INT, "created": INT, "updated": INT,
+                             "suppressed": INT, "self_edges_skipped": INT},
+                            required=["brain", "written", "created", "updated", "suppressed"]),
+    "FileState": _obj({"mtime_ns": LONG, "size": LONG, "hash": STRING, "docs": STRINGS},
+                      required=["mtime_ns", "size"]),
+    "AutoindexState": _obj({
+        "brain": STRING, "files": {"type": "object", "additionalProperties": ref("FileState")},
+        "run": nullable(_obj({"dirty": BOOL, "detectors": nullable(STRINGS), "finished_at": nullable(INT)})),
+        "edges_index": BOOL,
+    }, required=["brain", "files", "run", "edges_index"]),
+    "FileBatch": _obj({
+        "indexed_at": INSTANT,
+        "files": {"type": "array", "items": _obj({
+            "path": NAME,
+            "stamp": nullable(_obj({"mtime_ns": LONG, "size": {**LONG, "minimum": 0}, "hash": STRING},
+                                   required=["mtime_ns", "size", "hash"], extra=False)),
+            "documents": {"type": "array", "items": _obj({"index": NAME, "id": NAME, "source": ANY_OBJECT},
+                                                         required=["index", "id", "source"], extra=False)},
+            "stale": {"type": "array", "items": STRING, "description": "dataset/id of documents the file no "
+                                                                       "longer yields"},
+        }, required=["path", "stamp"], extra=False)},
+    }, required=["indexed_at", "files"], extra=False),
+    "FileBatchResult": _obj({"brain": STRING, "files": INT, "documents": INT},
+                            required=["brain", "files", "documents"]),
+    "RunFinish": _obj({"root": NAME, "datasets": STRINGS, "detectors": STRINGS, "finished_at": INSTANT},
+                      required=["root", "datasets", "detectors", "finished_at"], extra=False),
+    "RunFinishResult": _obj({"brain": STRING, "acknowledged": BOOL, "datasets": STRINGS},
+                            required=["brain", "acknowledged"]),
     # -- agent memory
     "MemoryStore": _obj({"text": STRING, "vector": {"type": "array", "items": NUMBER}, "metadata": ANY_OBJECT,
                          "dedup": BOOL, "dedup_threshold": NUMBER}, extra=False),
@@ -309,6 +358,30 @@ def paths() -> dict[str, Any]:
                 **ok("Overview"), "404": json_response(ref("OverviewMissing"), "No such brain")},
                 params=[path("brain"), query("as_of", STRING), query("top", INT),
                         query("histogram_interval", STRING, "day or hour")]),
+        },
+        "/_graph/{brain}/_standing": {
+            "get": op("Ids of the live edges and of the edges a person rejected (for a reconcile)",
+                      ok("StandingEdges"), params=[path("brain")]),
+        },
+        "/_graph/{brain}/_invalidate": {
+            "post": op("Retire live edges as a reconcile does (no rejection is recorded)", ok("InvalidationResult"),
+                       params=[path("brain")], body=ref("Invalidation"), body_required=True),
+        },
+        "/_graph/{brain}/_detected": {
+            "post": op("Write detector drafts as a machine writer (a rejected claim is stored retired)",
+                       ok("EdgeWriteResult"), params=[path("brain")], body=ref("EdgeBatch"), body_required=True),
+        },
+        "/_xerj/autoindex/{brain}": {
+            "get": op("What an autoindex run reads first: file states, run marker, whether edges exist",
+                      ok("AutoindexState"), params=[path("brain")]),
+        },
+        "/_xerj/autoindex/{brain}/_batch": {
+            "post": op("Write whole files' documents and states in one transaction", ok("FileBatchResult"),
+                       params=[path("brain")], body=ref("FileBatch"), body_required=True),
+        },
+        "/_xerj/autoindex/{brain}/_finish": {
+            "post": op("Close a run: mark it clean and update the catalog, in one transaction",
+                       ok("RunFinishResult"), params=[path("brain")], body=ref("RunFinish"), body_required=True),
         },
         "/_memory/{namespace}": {
             "post": op("Store a memory", {"200": json_response(ref("MemoryResult"), "Deduplicated"),

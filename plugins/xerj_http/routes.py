@@ -6,7 +6,7 @@ from typing import Any
 
 import falcon
 
-from xerj_http.resources import cluster, documents, graph, indices, memory, search
+from xerj_http.resources import autoindex, cluster, documents, graph, indices, memory, search
 
 # (template, resource factory). The OpenAPI document lists the same templates; a test holds them equal.
 ROUTES: list[tuple[str, Any]] = [
@@ -38,6 +38,13 @@ ROUTES: list[tuple[str, Any]] = [
     ("/_graph/{brain}/link/{edge_id}", graph.Unlink),
     ("/_graph/{brain}/ego", graph.Ego),
     ("/_graph/{brain}/overview", graph.Overview),
+    # the machine writer (autoindex against a server)
+    ("/_graph/{brain}/_standing", graph.Standing),
+    ("/_graph/{brain}/_invalidate", graph.Invalidate),
+    ("/_graph/{brain}/_detected", graph.Detected),
+    ("/_xerj/autoindex/{brain}", autoindex.BrainState),
+    ("/_xerj/autoindex/{brain}/_batch", autoindex.FileBatch),
+    ("/_xerj/autoindex/{brain}/_finish", autoindex.RunFinish),
     # agent memory
     ("/_memory/{namespace}", memory.Namespace),
     ("/_memory/{namespace}/_recall", memory.Recall),

@@ -4,10 +4,10 @@
 names. It reads the route parameters Falcon matched (already percent-decoded,
 so ``/%2Exerj-memory-x-edges/_search`` and ``/.xerj-memory-x-edges/_search``
 name the same index) and, for the verbs that carry index names in their body
-(``_bulk``, ``_mget``, ``_msearch``), the parsed body, through the same parsers
-the resources use. Concrete names are kept whether or not they exist
-(authorization runs before any existence check); wildcards expand through
-:func:`xerj_core.query.resolve.resolve_indices`.
+(``_bulk``, ``_mget``, ``_msearch``, an autoindex ``_batch`` or ``_finish``),
+the parsed body, through the same parsers the resources use. Concrete names are
+kept whether or not they exist (authorization runs before any existence check);
+wildcards expand through :func:`xerj_core.query.resolve.resolve_indices`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from typing import Any, Iterable
 import attrs
 import falcon
 
+from xerj_core.autoindex import wire
+from xerj_core.autoindex.sink import CATALOG_INDEX, FILES_INDEX, split_ref
 from xerj_core.errors import IllegalArgument, MapperParsingError, ParsingError, XerjError
-from xerj_core.graph.brain import META_ID, edges_index, nodes_index
+from xerj_core.graph.brain import INSTANT_LIMIT, META_ID, edges_index, nodes_index
 from xerj_core.query.resolve import resolve_indices
-from xerj_core.store import BulkOp
+from xerj_core.store import BulkOp, validate_index_name
 from xerj_http.bodies import json_body, ndjson_lines, parse_json, raw_body
 from xerj_http.resources.common import storable_id
 
@@ -169,6 +171,72 @@ def msearch_expression(header: dict[str, Any], default_index: str | None) -> str
     return index
 
 
+def _dataset_name(name: str, where: str) -> str:
+    """A dataset an autoindex batch may write: a valid index name, neither hidden nor the catalog."""
+    validate_index_name(name)
+    if name.startswith(".") or name == CATALOG_INDEX:
+        raise IllegalArgument(f"[{where}] names [{name}]; an autoindex batch writes dataset indices only, "
+                              f"not hidden indices or [{CATALOG_INDEX}]")
+    return name
+
+
+def _instant(value: int, where: str) -> None:
+    if not -INSTANT_LIMIT <= value <= INSTANT_LIMIT:
+        raise IllegalArgument(f"[{where}] is out of range: {value} (epoch milliseconds within +/-2^53)")
+
+
+def parse_file_batch(req: falcon.Request) -> wire.FileBatch:
+    """The body of ``POST /_xerj/autoindex/{brain}/_batch``, every rule checked before any write."""
+    cached = req.context.get("file_batch")
+    if cached is not None:
+        return cached
+    batch = wire.structure(json_body(req, required=True), wire.FileBatch)
+    _instant(batch.indexed_at, "indexed_at")
+    for n, item in enumerate(batch.files):
+        where = f"files[{n}]"
+        if not item.path or "\x00" in item.path:
+            raise IllegalArgument(f"[{where}.path] must be a non-empty root-relative path without NUL")
+        if item.stamp is None and item.documents:
+            raise IllegalArgument(f"[{where}] has documents but no stamp; a file that left the corpus "
+                                  f"(stamp: null) has no documents")
+        if item.stamp is not None and item.stamp.size < 0:
+            raise IllegalArgument(f"[{where}.stamp.size] must not be negative")
+        for k, doc in enumerate(item.documents):
+            _dataset_name(doc.index, f"{where}.documents[{k}].index")
+            if not doc.id:
+                raise IllegalArgument(f"[{where}.documents[{k}].id] must not be empty")
+        for k, ref in enumerate(item.stale):
+            index, doc_id = split_ref(ref)
+            if not doc_id:
+                raise IllegalArgument(f"[{where}.stale[{k}]] must be [dataset/id], got [{ref[:80]}]")
+            _dataset_name(index, f"{where}.stale[{k}]")
+    req.context.file_batch = batch
+    return batch
+
+
+def file_batch_targets(batch: wire.FileBatch) -> list[str]:
+    names: dict[str, None] = {FILES_INDEX: None}
+    for item in batch.files:
+        names.update((doc.index, None) for doc in item.documents)
+        names.update((split_ref(ref)[0], None) for ref in item.stale)
+    return list(names)
+
+
+def parse_run_finish(req: falcon.Request) -> wire.RunFinish:
+    """The body of ``POST /_xerj/autoindex/{brain}/_finish``."""
+    cached = req.context.get("run_finish")
+    if cached is not None:
+        return cached
+    finish = wire.structure(json_body(req, required=True), wire.RunFinish)
+    _instant(finish.finished_at, "finished_at")
+    if not finish.root:
+        raise IllegalArgument("[root] must be the indexed folder's path")
+    for k, name in enumerate(finish.datasets):
+        _dataset_name(name, f"datasets[{k}]")
+    req.context.run_finish = finish
+    return finish
+
+
 # -- expressions -------------------------------------------------------------------------------
 
 
@@ -268,7 +336,13 @@ def resolve_targets(req: falcon.Request) -> list[str]:
                 pass
 
     try:
-        if template.endswith("/_bulk"):
+        if template.startswith("/_xerj/autoindex/"):
+            add([FILES_INDEX])
+            if template.endswith("/_batch"):
+                add(file_batch_targets(parse_file_batch(req)))
+            elif template.endswith("/_finish"):
+                add([CATALOG_INDEX, *parse_run_finish(req).datasets])
+        elif template.endswith("/_bulk"):
             add(line.op.index for line in parse_bulk(req, index_expr))
         elif template.endswith("/_mget"):
             add(index for index, _id, _src in parse_mget(req, index_expr) if index)

@@ -67,12 +67,13 @@ def _print_summary(summary, as_json: bool) -> None:
     click.echo(f"  elapsed: {s.elapsed_s:.2f}s")
 
 
-def _run_once(engine: Engine, folder: str, brain: str, graph: bool, as_json: bool):
+def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=None):
+    """One run into ``target`` (an engine, or a sink such as a RemoteSink), its summary printed."""
     from xerj_core.autoindex.pipeline import run
 
     ticker = _Ticker(enabled=sys.stderr.isatty() and not as_json)
     try:
-        summary = run(engine, folder, brain=brain, graph=graph, progress=ticker)
+        summary = run(target, folder, brain=brain, graph=graph, progress=ticker, pm=pm)
     finally:
         ticker.close()
     _print_summary(summary, as_json)
@@ -84,34 +85,58 @@ def _run_once(engine: Engine, folder: str, brain: str, graph: bool, as_json: boo
 @click.option("--brain", default=None, help="Second-brain name; edges land in .xerj-memory-<NAME>-edges "
               "(default: folder name slug).")
 @click.option("--no-graph", is_flag=True, help="Skip relationship detection: no edges are written.")
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Data directory.")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="Data directory to write into directly (no server needed).")
+@click.option("--url", default=None, metavar="URL",
+              help="A running xerj server (http://host:port) to write through instead; nothing is opened locally.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--watch", is_flag=True, help="Keep the brain current as files change (polls the folder).")
 @click.option("--interval", type=float, default=2.0, show_default=True, help="Seconds between --watch polls.")
 @click.pass_obj
-def autoindex_command(pm, folder, brain, no_graph, data_dir, as_json, watch, interval) -> None:
-    """Index FOLDER and detect the relationships between its documents."""
+def autoindex_command(pm, folder, brain, no_graph, data_dir, url, as_json, watch, interval) -> None:
+    """Index FOLDER and detect the relationships between its documents.
+
+    Embedded on a data directory (--data-dir, or the default one), or against a
+    running server (--url); parsing and detection run here either way.
+    """
+    if url is not None and data_dir is not None:
+        raise click.UsageError("--url and --data-dir are mutually exclusive: write through a running server "
+                               "or straight into a data directory, not both")
     if not Path(folder).is_dir():
         raise click.BadParameter(f"folder '{folder}' does not exist or is not a directory", param_hint="FOLDER")
     name = _check_brain(folder, brain)
-    with Engine(data_dir or default_data_dir(), pm) as engine:
+    if url is not None:
+        from xerj_core.autoindex.remote import RemoteSink
+
         try:
-            _run_once(engine, folder, name, not no_graph, as_json)
-            while watch:
-                time.sleep(interval)
-                summary = _run_once_quiet(engine, folder, name, not no_graph)
-                if summary.files_indexed or summary.files_removed or summary.files_failed:
-                    _print_summary(summary, as_json)
+            sink = RemoteSink(url)
         except XerjError as exc:
-            raise click.ClickException(exc.reason) from None
-        except KeyboardInterrupt:
-            click.echo("stopped; every file written so far is complete", err=True)
+            raise click.BadParameter(exc.reason, param_hint="--url") from None
+        _follow(sink, pm, folder, name, not no_graph, as_json, watch, interval)
+        return
+    with Engine(data_dir or default_data_dir(), pm) as engine:
+        _follow(engine, pm, folder, name, not no_graph, as_json, watch, interval)
 
 
-def _run_once_quiet(engine: Engine, folder: str, brain: str, graph: bool):
+def _follow(target, pm, folder: str, brain: str, graph: bool, as_json: bool, watch: bool, interval: float) -> None:
+    """A first run, then with ``watch`` one quiet run per poll, printing those that changed something."""
+    try:
+        _run_once(target, folder, brain, graph, as_json, pm)
+        while watch:
+            time.sleep(interval)
+            summary = _run_once_quiet(target, folder, brain, graph, pm)
+            if summary.files_indexed or summary.files_removed or summary.files_failed:
+                _print_summary(summary, as_json)
+    except XerjError as exc:
+        raise click.ClickException(exc.reason) from None
+    except KeyboardInterrupt:
+        click.echo("stopped; every file written so far is complete", err=True)
+
+
+def _run_once_quiet(target, folder: str, brain: str, graph: bool, pm=None):
     from xerj_core.autoindex.pipeline import run
 
-    return run(engine, folder, brain=brain, graph=graph)
+    return run(target, folder, brain=brain, graph=graph, pm=pm)
 
 
 def _server_answers(url: str) -> bool:

@@ -4,56 +4,38 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 import xxhash
 
 from xerj_core.autoindex.detect import Corpus, collect_detectors, run_detectors
 from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file
+from xerj_core.autoindex.sink import (
+    CATALOG_INDEX,
+    CATALOG_MAPPING,
+    DATASET_MAPPING,
+    FILES_INDEX,
+    FILES_MAPPING,
+    BrainSink,
+    FileStamp,
+    FileState,
+    FileWrite,
+    IndexedDocument,
+    LocalSink,
+    RunFinish,
+    RunState,
+    doc_ref,
+    file_state_id,
+    split_ref,
+)
 from xerj_core.autoindex.walk import FileEntry, Skipped, walk
-from xerj_core.errors import IllegalArgument, IndexNotFound
-from xerj_core.graph.brain import TRUST_REJECTED, edge_id, edges_index, validate_brain_name
+from xerj_core.errors import IllegalArgument
+from xerj_core.graph.brain import edge_id, validate_brain_name
 from xerj_core.model import SourceDocument
-from xerj_core.store import BulkOp, Store
+from xerj_core.plugins import get_plugin_manager
 from xerj_core.text import derive_brain_name
 
-# Where a run remembers each file it indexed (mtime, size, hash, the documents it produced).
-FILES_INDEX = ".xerj-autoindex-files"
-CATALOG_INDEX = "autoindex-catalog"
-
-DATASET_MAPPING = {
-    "properties": {
-        "ax_path": {"type": "keyword"},
-        "title": {"type": "text"},
-        "text": {"type": "text"},
-        "section": {"type": "keyword"},
-        "kind": {"type": "keyword"},
-        "mtime": {"type": "date", "format": "epoch_millis"},
-        "format": {"type": "keyword"},
-    }
-}
-FILES_MAPPING = {
-    "dynamic": False,
-    "properties": {
-        "brain": {"type": "keyword"},
-        "ax_path": {"type": "keyword"},
-        "mtime_ns": {"type": "long"},
-        "size": {"type": "long"},
-        "hash": {"type": "keyword"},
-        "docs": {"type": "keyword"},
-        "indexed_at": {"type": "date", "format": "epoch_millis"},
-    },
-}
-CATALOG_MAPPING = {
-    "properties": {
-        "dataset": {"type": "keyword"},
-        "roots": {"type": "keyword"},
-        "brains": {"type": "keyword"},
-        "documents": {"type": "long"},
-        "updated_at": {"type": "date", "format": "epoch_millis"},
-    }
-}
 # Files per write transaction: an interrupted run loses at most this batch, never half a file.
 BATCH_FILES = 256
 
@@ -102,36 +84,35 @@ def _noop(_event: str, _count: int) -> None:
     pass
 
 
-def file_state_id(brain: str, rel_path: str) -> str:
-    return f"{brain}/{rel_path}"
 
+def run(target: Any, folder: str | Path, *, brain: str | None = None, graph: bool = True,
+        progress: Progress = _noop, clock: Callable[[], int] | None = None, pm: Any = None) -> RunSummary:
+    """Index ``folder`` into ``target`` and, with ``graph``, detect and reconcile the brain's edges.
 
-def _run_state_id(brain: str) -> str:
-    # Not a path: a path never starts with a NUL.
-    return f"{brain}/\x00run"
-
-
-def run(engine: Any, folder: str | Path, *, brain: str | None = None, graph: bool = True,
-        progress: Progress = _noop, clock: Callable[[], int] | None = None) -> RunSummary:
-    """Index ``folder`` into ``engine`` and, with ``graph``, detect and reconcile the brain's edges.
-
-    Unchanged files (same mtime and size as last run) are not read again. A file
-    that cannot be read or parsed is reported in the summary and whatever was
-    indexed for it before stays. Documents are written a batch of whole files per
-    transaction, so an interrupted run leaves every file as it was or as it is now.
+    ``target`` is an engine (the run writes its store through a :class:`LocalSink`)
+    or any :class:`BrainSink`, such as a RemoteSink talking to a running server.
+    Formats and detectors come from ``pm`` (default: the engine's, else the
+    installed plugins): parsing and detection always run here, only storage is
+    behind the sink. Unchanged files (same mtime and size as last run) are not
+    read again. A file that cannot be read or parsed is reported in the summary
+    and whatever was indexed for it before stays. Documents are written a batch
+    of whole files per transaction, so an interrupted run leaves every file as
+    it was or as it is now.
     """
     started = time.perf_counter()
     now_ms = (clock or (lambda: int(time.time() * 1000)))()
+    sink = target if isinstance(target, BrainSink) else LocalSink(target)
+    if pm is None:
+        pm = getattr(target, "pm", None) or get_plugin_manager()
     root = Path(folder)
     if not root.is_dir():
         raise IllegalArgument(f"folder [{folder}] does not exist or is not a directory")
     brain_name = brain if brain is not None else derive_brain_name(root.resolve())
     validate_brain_name(brain_name)
     summary = RunSummary(root=str(root.resolve()), brain=brain_name, graph=graph)
-    store: Store = engine.store
-    formats = collect_formats(engine.pm)
-    _ensure_indices(store)
-    prior = _load_file_states(store, brain_name)
+    formats = collect_formats(pm)
+    state = sink.load(brain_name)
+    prior = state.files
 
     entries: list[FileEntry] = []
     for item in walk(root):
@@ -145,8 +126,8 @@ def run(engine: Any, folder: str | Path, *, brain: str | None = None, graph: boo
     changed: list[_Parsed] = []
     unchanged: list[FileEntry] = []
     for entry in entries:
-        state = prior.get(entry.rel_path)
-        if state is not None and state["mtime_ns"] == entry.mtime_ns and state["size"] == entry.size:
+        known = prior.get(entry.rel_path)
+        if known is not None and known.mtime_ns == entry.mtime_ns and known.size == entry.size:
             unchanged.append(entry)
             progress("files", 1)
             continue
@@ -161,24 +142,24 @@ def run(engine: Any, folder: str | Path, *, brain: str | None = None, graph: boo
     removed = sorted(path for path in prior if path not in seen_paths)
     summary.files_removed = len(removed)
 
-    tags = sorted(d.tag for d in collect_detectors(engine.pm).values()) if graph else []
-    dirty = bool(changed or removed) or _run_is_dirty(store, brain_name, tags)
+    detectors = collect_detectors(pm) if graph else {}
+    tags = sorted(d.tag for d in detectors.values())
+    dirty = bool(changed or removed) or _run_is_dirty(state.run, tags)
     if changed or removed:
-        _write_documents(store, brain_name, changed, removed, prior, now_ms, summary, progress)
+        _write_documents(sink, brain_name, changed, removed, prior, now_ms, summary, progress)
     summary.files_indexed = sum(1 for p in changed if p.docs)
-    datasets = _datasets_of_brain(store, brain_name)
+    datasets = _datasets_after(prior, changed, removed)
     summary.datasets = datasets
-    if graph and (dirty or not store.exists(edges_index(brain_name))):
+    if graph and (dirty or not state.edges_index):
         current = {p.entry.rel_path: list(p.docs) for p in changed if p.docs}
         for entry in unchanged:
             parsed = _read_and_parse(formats, entry, summary)
             if parsed is not None and parsed.docs:
                 current[entry.rel_path] = list(parsed.docs)
-        _detect_and_reconcile(engine, brain_name, current, datasets, now_ms, summary, progress)
+        _detect_and_reconcile(sink, detectors, brain_name, current, datasets, now_ms, summary, progress)
     if dirty:
-        store.put(FILES_INDEX, {"brain": brain_name, "dirty": False, "finished_at": now_ms, "detectors": tags},
-                  _run_state_id(brain_name))
-        _update_catalog(store, brain_name, summary.root, datasets, now_ms)
+        sink.finish(brain_name, RunFinish(root=summary.root, datasets=tuple(datasets), detectors=tuple(tags),
+                                          finished_at=now_ms))
     summary.elapsed_s = round(time.perf_counter() - started, 3)
     return summary
 
@@ -198,94 +179,49 @@ def _read_and_parse(formats: Mapping[str, Any], entry: FileEntry, summary: RunSu
     return _Parsed(entry, tuple(docs or ()), xxhash.xxh3_64_hexdigest(data))
 
 
-def _ensure_indices(store: Store) -> None:
-    def create(txn) -> None:
-        for name, mapping in ((FILES_INDEX, FILES_MAPPING), (CATALOG_INDEX, CATALOG_MAPPING)):
-            if not txn.exists(name):
-                txn.create_index(name, mapping)
-
-    store.transact(create)
-
-
-def _rows_of_brain(reader: Any, brain: str) -> Iterable[int]:
-    ordinal = reader.field_dictionary("brain").ordinal(brain)
-    if ordinal is None:
-        return []
-    column = reader.column("brain")
-    import numpy as np
-
-    return np.flatnonzero((column.values == ordinal) & column.present & reader.live).tolist()
-
-
-def _load_file_states(store: Store, brain: str) -> dict[str, dict[str, Any]]:
-    states = {}
-    with store.reader(FILES_INDEX) as reader:
-        for row in _rows_of_brain(reader, brain):
-            found = reader.document(row)
-            if found is not None and "ax_path" in found[1]:
-                states[found[1]["ax_path"]] = found[1]
-    return states
-
-
-def _run_is_dirty(store: Store, brain: str, detector_tags: list[str]) -> bool:
+def _run_is_dirty(state: RunState | None, detector_tags: list[str]) -> bool:
     """An interrupted run, or a different set of detectors than last time, means edges must be redone."""
-    found = store.get(FILES_INDEX, _run_state_id(brain))
-    if found is None:
+    if state is None:
         return False
-    state = found[0]
-    return bool(state.get("dirty")) or (bool(detector_tags) and state.get("detectors") != detector_tags)
+    return state.dirty or (bool(detector_tags) and state.detectors != tuple(detector_tags))
 
 
-def _datasets_of_brain(store: Store, brain: str) -> list[str]:
-    datasets: set[str] = set()
-    for state in _load_file_states(store, brain).values():
-        datasets.update(ref.split("/", 1)[0] for ref in state.get("docs", ()))
-    return sorted(datasets)
+def _datasets_after(prior: Mapping[str, FileState], changed: Sequence[_Parsed], removed: Sequence[str]) -> list[str]:
+    """The datasets the brain's files produce documents in once this run's writes are in."""
+    refs = {path: state.docs for path, state in prior.items()}
+    for parsed in changed:
+        refs[parsed.entry.rel_path] = tuple(doc_ref(doc.dataset, doc.doc_id) for doc in parsed.docs)
+    for path in removed:
+        refs.pop(path, None)
+    return sorted({split_ref(ref)[0] for docs in refs.values() for ref in docs})
 
 
-def _write_documents(store: Store, brain: str, changed: Sequence[_Parsed], removed: Sequence[str],
-                     prior: Mapping[str, dict[str, Any]], now_ms: int, summary: RunSummary,
-                     progress: Progress) -> None:
+def _file_write(rel_path: str, parsed: _Parsed | None, prior: Mapping[str, FileState]) -> FileWrite:
+    """One file's documents as parsed now and the ones it no longer yields (all of them once it is gone)."""
+    documents = tuple(IndexedDocument(doc.dataset, doc.doc_id, doc.to_source()) for doc in parsed.docs) \
+        if parsed is not None else ()
+    known = prior.get(rel_path)
+    now = {doc_ref(doc.index, doc.id) for doc in documents}
+    stale = tuple(sorted(set(known.docs if known is not None else ()) - now))
+    stamp = FileStamp(parsed.entry.mtime_ns, parsed.entry.size, parsed.digest) if parsed is not None else None
+    return FileWrite(path=rel_path, stamp=stamp, documents=documents, stale=stale)
+
+
+def _write_documents(sink: BrainSink, brain: str, changed: Sequence[_Parsed], removed: Sequence[str],
+                     prior: Mapping[str, FileState], now_ms: int, summary: RunSummary, progress: Progress) -> None:
     """Write changed files' documents and forget removed files, a batch of whole files per transaction."""
     work: list[tuple[str, _Parsed | None]] = [(p.entry.rel_path, p) for p in changed]
     work.extend((path, None) for path in removed)
     for start in range(0, len(work), BATCH_FILES):
-        batch = work[start:start + BATCH_FILES]
-
-        def apply(txn, batch=batch) -> int:
-            written = 0
-            txn.put(FILES_INDEX, {"brain": brain, "dirty": True}, _run_state_id(brain))
-            for rel_path, parsed in batch:
-                old_refs = set(prior.get(rel_path, {}).get("docs", ()))
-                new_refs: list[str] = []
-                if parsed is not None:
-                    for doc in parsed.docs:
-                        if not txn.exists(doc.dataset):
-                            txn.create_index(doc.dataset, DATASET_MAPPING)
-                        txn.put(doc.dataset, doc.to_source(), doc.doc_id)
-                        new_refs.append(f"{doc.dataset}/{doc.doc_id}")
-                        written += 1
-                for ref in sorted(old_refs - set(new_refs)):
-                    dataset, doc_id = ref.split("/", 1)
-                    if txn.exists(dataset):
-                        txn.delete(dataset, doc_id)
-                state_id = file_state_id(brain, rel_path)
-                if parsed is None:
-                    txn.delete(FILES_INDEX, state_id)
-                    continue
-                txn.put(FILES_INDEX, {
-                    "brain": brain, "ax_path": rel_path, "mtime_ns": parsed.entry.mtime_ns,
-                    "size": parsed.entry.size, "hash": parsed.digest, "docs": new_refs, "indexed_at": now_ms,
-                }, state_id)
-            return written
-
-        count = store.transact(apply)
+        batch = [_file_write(path, parsed, prior) for path, parsed in work[start:start + BATCH_FILES]]
+        count = sink.write_files(brain, batch, now_ms)
         summary.documents += count
         progress("documents", count)
 
 
-def _detect_and_reconcile(engine: Any, brain: str, files: dict[str, list[SourceDocument]],
-                          datasets: list[str], now_ms: int, summary: RunSummary, progress: Progress) -> None:
+def _detect_and_reconcile(sink: BrainSink, detectors: Mapping[str, Any], brain: str,
+                          files: dict[str, list[SourceDocument]], datasets: list[str], now_ms: int,
+                          summary: RunSummary, progress: Progress) -> None:
     """Run the detectors over the whole corpus and bring the brain's machine-written edges in line.
 
     Edges the corpus no longer teaches (a removed file, a changed file's old
@@ -293,62 +229,21 @@ def _detect_and_reconcile(engine: Any, brain: str, files: dict[str, list[SourceD
     An edge already standing under the same id is left alone, so a re-run over
     unchanged files rewrites nothing. A claim a person rejected is stored retired.
     """
-    detectors = collect_detectors(engine.pm)
     result = run_detectors(detectors, files, Corpus(files))
     summary.edges_capped = int(result.counters.get("edges_capped", 0))
     wanted = {edge_id(d.src, d.type, d.dst, d.valid_at): d for d in result.edges}
-    live, settled = _standing_edges(engine.store, brain)
-    stale = sorted(eid for eid in live if eid not in wanted)
+    standing = sink.standing_edges(brain)
+    settled = standing.settled
+    stale = sorted(eid for eid in standing.live if eid not in wanted)
     fresh = [d for eid, d in wanted.items() if eid not in settled]
     if stale:
-        summary.edges_invalidated = engine.graph.invalidate_edges(brain, edge_ids=stale, at=now_ms)
-    written = engine.graph.write_edges(brain, fresh, created_at=now_ms, nodes_index=",".join(datasets) or None)
+        summary.edges_invalidated = sink.invalidate_edges(brain, stale, now_ms)
+    written = sink.write_edges(brain, fresh, created_at=now_ms, nodes_index=",".join(datasets) or None)
     for draft in fresh:
         summary.edges_by_type[draft.type] = summary.edges_by_type.get(draft.type, 0) + 1
-    summary.claims_suppressed = int(written.get("suppressed", 0))
+    summary.claims_suppressed = written.suppressed
     progress("edges", len(fresh))
 
 
-def _standing_edges(store: Store, brain: str) -> tuple[set[str], set[str]]:
-    """``(live ids, settled ids)`` of the brain's edges, read off the columns.
-
-    Settled edges need no write: they are live, or retired because a person
-    rejected their claim. An edge retired by an earlier reconcile is not settled:
-    if the corpus teaches it again, it is asserted again.
-    """
-    import numpy as np
-
-    try:
-        with store.reader(edges_index(brain)) as reader:
-            if reader.field("src") is None:
-                return set(), set()
-            invalid = reader.column("invalid_at")
-            edges = reader.live & reader.column("src").present
-            live_rows = np.flatnonzero(edges & ~invalid.present)
-            rejected_rows = np.empty(0, np.int64)
-            trust_ord = reader.field_dictionary("trust").ordinal(TRUST_REJECTED)
-            if trust_ord is not None:
-                trust = reader.column("trust")
-                rejected_rows = np.flatnonzero(edges & trust.present & (trust.values == trust_ord))
-            live = {reader.id_of(int(row)) for row in live_rows}
-            rejected = {reader.id_of(int(row)) for row in rejected_rows}
-    except IndexNotFound:
-        return set(), set()
-    live.discard(None)
-    rejected.discard(None)
-    return live, live | rejected
-
-
-def _update_catalog(store: Store, brain: str, root: str, datasets: list[str], now_ms: int) -> None:
-    def apply(txn) -> None:
-        for dataset in datasets:
-            found = txn.get(CATALOG_INDEX, dataset) or {}
-            roots = sorted(set(found.get("roots", [])) | {root})
-            brains = sorted(set(found.get("brains", [])) | {brain})
-            count = 0
-            if txn.exists(dataset):
-                count = txn.index(dataset).state.live
-            txn.put(CATALOG_INDEX, {"dataset": dataset, "roots": roots, "brains": brains, "documents": count,
-                                    "updated_at": now_ms}, dataset)
-
-    store.transact(apply)
+__all__ = ["BATCH_FILES", "CATALOG_INDEX", "CATALOG_MAPPING", "DATASET_MAPPING", "FILES_INDEX", "FILES_MAPPING",
+           "RunSummary", "file_state_id", "run"]

@@ -1,4 +1,5 @@
-"""Second-brain routes under ``/_graph/{brain}``: link, unlink, ego and overview, over ``engine.graph``."""
+"""Second-brain routes under ``/_graph/{brain}``: link, unlink, ego and overview, over ``engine.graph``,
+and the machine writer's three (standing edge ids, reconcile invalidation, detected edges) for autoindex."""
 
 from __future__ import annotations
 
@@ -6,8 +7,13 @@ from typing import Any
 
 import falcon
 
+from xerj_core.autoindex import wire
+from xerj_core.errors import GraphError, XerjError
+from xerj_core.graph.brain import validate_brain_name
+from xerj_core.graph.standing import standing_edge_ids
+from xerj_core.store import validate_index_name
 from xerj_http.bodies import json_body, query_params
-from xerj_http.resources.common import send
+from xerj_http.resources.common import MAX_STORABLE_ID_BYTES, send
 
 
 class Link:
@@ -59,3 +65,61 @@ class Overview:
     def on_get(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
         exists, body = self.engine.graph.overview(brain, query_params(req))
         send(resp, body, 200 if exists else 404)
+
+
+class Standing:
+    """``GET /_graph/{brain}/_standing``: ids of the live edges and of those retired by a person's rejection."""
+
+    ops = {"GET": ("graph.standing", "read")}
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
+        validate_brain_name(brain)
+        live, rejected = standing_edge_ids(self.engine.store, brain)
+        send(resp, {"brain": brain, "live": sorted(live), "rejected": sorted(rejected)})
+
+
+class Invalidate:
+    """``POST /_graph/{brain}/_invalidate``: a reconcile retires live edges; no rejection is recorded."""
+
+    ops = {"POST": ("graph.invalidate", "write")}
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
+        body = wire.structure(json_body(req, required=True), wire.Invalidation, error=GraphError)
+        for n, edge_id in enumerate(body.edge_ids):
+            if not edge_id or len(edge_id.encode()) > MAX_STORABLE_ID_BYTES:
+                raise GraphError(f"[edge_ids[{n}]] is not an edge id: it must be 1 to "
+                                 f"{MAX_STORABLE_ID_BYTES} bytes long")
+        count = self.engine.graph.invalidate_edges(brain, edge_ids=list(body.edge_ids), at=body.at)
+        send(resp, {"brain": brain, "invalidated": count})
+
+
+class Detected:
+    """``POST /_graph/{brain}/_detected``: detector drafts written as a machine writer, in one transaction.
+
+    Never a person's link: a claim a person rejected is stored retired and
+    counted in ``suppressed``, whatever its ``valid_at``.
+    """
+
+    ops = {"POST": ("graph.detected", "write")}
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
+        body = wire.structure(json_body(req, required=True), wire.EdgeBatch, error=GraphError)
+        if body.nodes_index is not None:
+            names = body.nodes_index.split(",")
+            for name in names:
+                try:
+                    validate_index_name(name)
+                except XerjError as exc:
+                    raise GraphError(f"[nodes_index] must be a comma-separated list of index names: "
+                                     f"{exc.reason}") from None
+        send(resp, self.engine.graph.write_edges(brain, body.edges, created_at=body.created_at,
+                                                 nodes_index=body.nodes_index))

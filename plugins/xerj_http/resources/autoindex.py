@@ -1,0 +1,61 @@
+"""Autoindex routes under ``/_xerj/autoindex/{brain}``: what a remote run reads first, its batches, its close.
+
+They are a :class:`~xerj_core.autoindex.sink.LocalSink` behind HTTP, so a run
+against a server writes exactly what an embedded run writes, a batch of whole
+files per transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from xerj_core.autoindex import wire
+from xerj_core.autoindex.sink import LocalSink
+from xerj_core.graph.brain import validate_brain_name
+from xerj_http.resources.common import send
+from xerj_http.targets import parse_file_batch, parse_run_finish
+
+
+class BrainState:
+    """``GET /_xerj/autoindex/{brain}``: the brain's file states, run marker and whether it has edges yet."""
+
+    ops = {"GET": ("autoindex.state", "read")}
+
+    def __init__(self, engine: Any) -> None:
+        self.sink = LocalSink(engine)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
+        validate_brain_name(brain)
+        send(resp, {"brain": brain, **wire.unstructure(self.sink.load(brain))})
+
+
+class FileBatch:
+    """``POST /_xerj/autoindex/{brain}/_batch``: whole files' documents and states in one transaction."""
+
+    ops = {"POST": ("autoindex.batch", "write")}
+
+    def __init__(self, engine: Any) -> None:
+        self.sink = LocalSink(engine)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
+        validate_brain_name(brain)
+        batch = parse_file_batch(req)
+        written = self.sink.write_files(brain, batch.files, batch.indexed_at)
+        send(resp, {"brain": brain, "files": len(batch.files), "documents": written})
+
+
+class RunFinish:
+    """``POST /_xerj/autoindex/{brain}/_finish``: the run marker made clean and the catalog updated, at once."""
+
+    ops = {"POST": ("autoindex.finish", "write")}
+
+    def __init__(self, engine: Any) -> None:
+        self.sink = LocalSink(engine)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
+        validate_brain_name(brain)
+        finish = parse_run_finish(req)
+        self.sink.finish(brain, finish)
+        send(resp, {"brain": brain, "acknowledged": True, "datasets": list(finish.datasets)})

@@ -1,0 +1,319 @@
+"""Where an autoindex run keeps what it learns: the BrainSink protocol, its records, and LocalSink (embedded).
+
+A run reads and writes storage only through the few coarse, batched operations
+of :class:`BrainSink`. :class:`LocalSink` does them on an engine's store, each
+write one transaction; ``xerj_core.autoindex.remote.RemoteSink`` does the same
+against a running server, whose routes call a LocalSink of their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+
+import attrs
+import numpy as np
+
+from xerj_core.errors import IndexNotFound
+from xerj_core.graph.brain import edges_index
+from xerj_core.graph.standing import standing_edge_ids
+from xerj_core.model import EdgeDraft
+
+# Where a run remembers each file it indexed (mtime, size, hash, the documents it produced).
+FILES_INDEX = ".xerj-autoindex-files"
+CATALOG_INDEX = "autoindex-catalog"
+
+DATASET_MAPPING = {
+    "properties": {
+        "ax_path": {"type": "keyword"},
+        "title": {"type": "text"},
+        "text": {"type": "text"},
+        "section": {"type": "keyword"},
+        "kind": {"type": "keyword"},
+        "mtime": {"type": "date", "format": "epoch_millis"},
+        "format": {"type": "keyword"},
+    }
+}
+FILES_MAPPING = {
+    "dynamic": False,
+    "properties": {
+        "brain": {"type": "keyword"},
+        "ax_path": {"type": "keyword"},
+        "mtime_ns": {"type": "long"},
+        "size": {"type": "long"},
+        "hash": {"type": "keyword"},
+        "docs": {"type": "keyword"},
+        "indexed_at": {"type": "date", "format": "epoch_millis"},
+    },
+}
+CATALOG_MAPPING = {
+    "properties": {
+        "dataset": {"type": "keyword"},
+        "roots": {"type": "keyword"},
+        "brains": {"type": "keyword"},
+        "documents": {"type": "long"},
+        "updated_at": {"type": "date", "format": "epoch_millis"},
+    }
+}
+
+
+def file_state_id(brain: str, rel_path: str) -> str:
+    return f"{brain}/{rel_path}"
+
+
+def run_state_id(brain: str) -> str:
+    # Not a path: a path never starts with a NUL.
+    return f"{brain}/\x00run"
+
+
+def doc_ref(index: str, doc_id: str) -> str:
+    """How a file state names a document it produced: ``dataset/id`` (an index name holds no ``/``)."""
+    return f"{index}/{doc_id}"
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    index, _, doc_id = ref.partition("/")
+    return index, doc_id
+
+
+# -- records -----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class FileState:
+    """What the last run remembered of a file: its stamp and the documents (``dataset/id``) it produced."""
+
+    mtime_ns: int
+    size: int
+    hash: str = ""
+    docs: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class RunState:
+    """The brain's run marker: ``dirty`` while a run is writing, and the detector tags of the last finished run."""
+
+    dirty: bool = False
+    detectors: tuple[str, ...] | None = None
+    finished_at: int | None = None
+
+
+@attrs.frozen
+class BrainState:
+    """Everything a run reads before it starts: file states by root-relative path, the run marker, and
+    whether the brain has an edges index yet."""
+
+    files: dict[str, FileState] = attrs.field(factory=dict)
+    run: RunState | None = None
+    edges_index: bool = False
+
+
+@attrs.frozen
+class FileStamp:
+    """A file as the walk saw it now: modification time, size and content hash."""
+
+    mtime_ns: int
+    size: int
+    hash: str
+
+
+@attrs.frozen
+class IndexedDocument:
+    """One document to write: its dataset index, id and source."""
+
+    index: str
+    id: str
+    source: dict[str, Any]
+
+
+@attrs.frozen
+class FileWrite:
+    """One file's share of a batch.
+
+    ``stamp`` is None when the file left the corpus (its state is forgotten);
+    ``stale`` are the ``dataset/id`` refs it produced before and produces no more.
+    """
+
+    path: str
+    stamp: FileStamp | None
+    documents: tuple[IndexedDocument, ...] = ()
+    stale: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class StandingEdges:
+    """The brain's edges a reconcile compares against: ``live`` ones, and ``settled`` ones (live, or retired
+    under a person's rejection) that need no write."""
+
+    live: frozenset[str] = frozenset()
+    rejected: frozenset[str] = frozenset()
+
+    @property
+    def settled(self) -> frozenset[str]:
+        return self.live | self.rejected
+
+
+@attrs.frozen
+class EdgeWriteSummary:
+    """What a batch of edge drafts did (machine-writer semantics)."""
+
+    written: int = 0
+    created: int = 0
+    updated: int = 0
+    suppressed: int = 0
+    self_edges_skipped: int = 0
+
+    def __add__(self, other: "EdgeWriteSummary") -> "EdgeWriteSummary":
+        return EdgeWriteSummary(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other), strict=True)))
+
+
+@attrs.frozen
+class RunFinish:
+    """The close of a run: the run marker made clean, and the catalog entry of each dataset brought up to date."""
+
+    root: str
+    datasets: tuple[str, ...]
+    detectors: tuple[str, ...]
+    finished_at: int
+
+
+# -- the protocol ------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class BrainSink(Protocol):
+    """The storage operations of an autoindex run, coarse and batched. Each write is atomic."""
+
+    def load(self, brain: str) -> BrainState:
+        """The brain's file states, run marker and whether its edges index exists."""
+
+    def write_files(self, brain: str, files: Sequence[FileWrite], indexed_at: int) -> int:
+        """Write these files' documents and states (and mark the run dirty) in one transaction; returns how
+        many documents were written."""
+
+    def standing_edges(self, brain: str) -> StandingEdges:
+        """The ids of the brain's live edges and of its edges retired by a person's rejection."""
+
+    def invalidate_edges(self, brain: str, edge_ids: Sequence[str], at: int) -> int:
+        """Soft-invalidate these live edges (a reconcile, not a rejection); returns how many."""
+
+    def write_edges(self, brain: str, drafts: Sequence[EdgeDraft], *, created_at: int,
+                    nodes_index: str | None) -> EdgeWriteSummary:
+        """Write detector drafts as a machine writer: a claim a person rejected is stored retired."""
+
+    def finish(self, brain: str, finish: RunFinish) -> None:
+        """Mark the run clean and update the catalog, in one transaction."""
+
+
+# -- embedded ----------------------------------------------------------------------------------
+
+
+def _ensure_indices(txn: Any) -> None:
+    for name, mapping in ((FILES_INDEX, FILES_MAPPING), (CATALOG_INDEX, CATALOG_MAPPING)):
+        if not txn.exists(name):
+            txn.create_index(name, mapping)
+
+
+def _rows_of_brain(reader: Any, brain: str) -> Iterable[int]:
+    if reader.field("brain") is None:
+        return []
+    ordinal = reader.field_dictionary("brain").ordinal(brain)
+    if ordinal is None:
+        return []
+    column = reader.column("brain")
+    return np.flatnonzero((column.values == ordinal) & column.present & reader.live).tolist()
+
+
+def _file_state(source: Mapping[str, Any]) -> FileState:
+    return FileState(mtime_ns=source["mtime_ns"], size=source["size"], hash=source.get("hash") or "",
+                     docs=tuple(source.get("docs") or ()))
+
+
+def _run_state(source: Mapping[str, Any]) -> RunState:
+    detectors = source.get("detectors")
+    return RunState(dirty=bool(source.get("dirty")),
+                    detectors=tuple(detectors) if detectors is not None else None,
+                    finished_at=source.get("finished_at"))
+
+
+class LocalSink:
+    """A :class:`BrainSink` on an engine's store (the embedded mode, and what the server's routes call)."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.store = engine.store
+
+    def load(self, brain: str) -> BrainState:
+        files: dict[str, FileState] = {}
+        run = None
+        with self.store.read_txn() as raw:
+            try:
+                reader = self.store.open_reader(raw, FILES_INDEX)
+            except IndexNotFound:
+                reader = None
+            if reader is not None:
+                for row in _rows_of_brain(reader, brain):
+                    found = reader.document(row)
+                    if found is None:
+                        continue
+                    doc_id, source = found[0], found[1]
+                    if "ax_path" in source:
+                        files[source["ax_path"]] = _file_state(source)
+                    elif doc_id == run_state_id(brain):
+                        run = _run_state(source)
+        return BrainState(files=files, run=run, edges_index=self.store.exists(edges_index(brain)))
+
+    def write_files(self, brain: str, files: Sequence[FileWrite], indexed_at: int) -> int:
+        def apply(txn: Any) -> int:
+            _ensure_indices(txn)
+            written = 0
+            txn.put(FILES_INDEX, {"brain": brain, "dirty": True}, run_state_id(brain))
+            for item in files:
+                refs: list[str] = []
+                for doc in item.documents:
+                    if not txn.exists(doc.index):
+                        txn.create_index(doc.index, DATASET_MAPPING)
+                    txn.put(doc.index, doc.source, doc.id)
+                    refs.append(doc_ref(doc.index, doc.id))
+                    written += 1
+                for ref in item.stale:
+                    index, doc_id = split_ref(ref)
+                    if txn.exists(index):
+                        txn.delete(index, doc_id)
+                state_id = file_state_id(brain, item.path)
+                if item.stamp is None:
+                    txn.delete(FILES_INDEX, state_id)
+                    continue
+                txn.put(FILES_INDEX, {
+                    "brain": brain, "ax_path": item.path, "mtime_ns": item.stamp.mtime_ns,
+                    "size": item.stamp.size, "hash": item.stamp.hash, "docs": refs, "indexed_at": indexed_at,
+                }, state_id)
+            return written
+
+        return self.store.transact(apply)
+
+    def standing_edges(self, brain: str) -> StandingEdges:
+        live, rejected = standing_edge_ids(self.store, brain)
+        return StandingEdges(live=frozenset(live), rejected=frozenset(rejected))
+
+    def invalidate_edges(self, brain: str, edge_ids: Sequence[str], at: int) -> int:
+        return self.engine.graph.invalidate_edges(brain, edge_ids=list(edge_ids), at=at)
+
+    def write_edges(self, brain: str, drafts: Sequence[EdgeDraft], *, created_at: int,
+                    nodes_index: str | None) -> EdgeWriteSummary:
+        written = self.engine.graph.write_edges(brain, drafts, created_at=created_at, nodes_index=nodes_index)
+        return EdgeWriteSummary(**{f.name: int(written.get(f.name, 0)) for f in attrs.fields(EdgeWriteSummary)})
+
+    def finish(self, brain: str, finish: RunFinish) -> None:
+        def apply(txn: Any) -> None:
+            _ensure_indices(txn)
+            txn.put(FILES_INDEX, {"brain": brain, "dirty": False, "finished_at": finish.finished_at,
+                                  "detectors": list(finish.detectors)}, run_state_id(brain))
+            for dataset in finish.datasets:
+                found = txn.get(CATALOG_INDEX, dataset) or {}
+                roots = sorted(set(found.get("roots", [])) | {finish.root})
+                brains = sorted(set(found.get("brains", [])) | {brain})
+                count = txn.index(dataset).state.live if txn.exists(dataset) else 0
+                txn.put(CATALOG_INDEX, {"dataset": dataset, "roots": roots, "brains": brains, "documents": count,
+                                        "updated_at": finish.finished_at}, dataset)
+
+        self.store.transact(apply)
