@@ -67,13 +67,13 @@ def _print_summary(summary, as_json: bool) -> None:
     click.echo(f"  elapsed: {s.elapsed_s:.2f}s")
 
 
-def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=None):
+def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=None, workers: int | None = None):
     """One run into ``target`` (an engine, or a sink such as a RemoteSink), its summary printed."""
     from xerj_core.autoindex.pipeline import run
 
     ticker = _Ticker(enabled=sys.stderr.isatty() and not as_json)
     try:
-        summary = run(target, folder, brain=brain, graph=graph, progress=ticker, pm=pm)
+        summary = run(target, folder, brain=brain, graph=graph, progress=ticker, pm=pm, workers=workers)
     finally:
         ticker.close()
     _print_summary(summary, as_json)
@@ -92,8 +92,11 @@ def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=No
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--watch", is_flag=True, help="Keep the brain current as files change (polls the folder).")
 @click.option("--interval", type=float, default=2.0, show_default=True, help="Seconds between --watch polls.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Processes that parse and detect (default: the CPU count; 1 runs in this process). "
+              "Runs with few files to parse or detect stay in this process either way.")
 @click.pass_obj
-def autoindex_command(pm, folder, brain, no_graph, data_dir, url, as_json, watch, interval) -> None:
+def autoindex_command(pm, folder, brain, no_graph, data_dir, url, as_json, watch, interval, workers) -> None:
     """Index FOLDER and detect the relationships between its documents.
 
     Embedded on a data directory (--data-dir, or the default one), or against a
@@ -112,19 +115,20 @@ def autoindex_command(pm, folder, brain, no_graph, data_dir, url, as_json, watch
             sink = RemoteSink(url)
         except XerjError as exc:
             raise click.BadParameter(exc.reason, param_hint="--url") from None
-        _follow(sink, pm, folder, name, not no_graph, as_json, watch, interval)
+        _follow(sink, pm, folder, name, not no_graph, as_json, watch, interval, workers)
         return
     with Engine(data_dir or default_data_dir(), pm) as engine:
-        _follow(engine, pm, folder, name, not no_graph, as_json, watch, interval)
+        _follow(engine, pm, folder, name, not no_graph, as_json, watch, interval, workers)
 
 
-def _follow(target, pm, folder: str, brain: str, graph: bool, as_json: bool, watch: bool, interval: float) -> None:
+def _follow(target, pm, folder: str, brain: str, graph: bool, as_json: bool, watch: bool, interval: float,
+            workers: int | None = None) -> None:
     """A first run, then with ``watch`` one quiet run per poll, printing those that changed something."""
     try:
-        _run_once(target, folder, brain, graph, as_json, pm)
+        _run_once(target, folder, brain, graph, as_json, pm, workers)
         while watch:
             time.sleep(interval)
-            summary = _run_once_quiet(target, folder, brain, graph, pm)
+            summary = _run_once_quiet(target, folder, brain, graph, pm, workers)
             if summary.files_indexed or summary.files_removed or summary.files_failed:
                 _print_summary(summary, as_json)
     except XerjError as exc:
@@ -133,10 +137,10 @@ def _follow(target, pm, folder: str, brain: str, graph: bool, as_json: bool, wat
         click.echo("stopped; every file written so far is complete", err=True)
 
 
-def _run_once_quiet(target, folder: str, brain: str, graph: bool, pm=None):
+def _run_once_quiet(target, folder: str, brain: str, graph: bool, pm=None, workers: int | None = None):
     from xerj_core.autoindex.pipeline import run
 
-    return run(target, folder, brain=brain, graph=graph, pm=pm)
+    return run(target, folder, brain=brain, graph=graph, pm=pm, workers=workers)
 
 
 def _server_answers(url: str) -> bool:

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import attrs
-import xxhash
 
-from xerj_core.autoindex.detect import Corpus, collect_detectors, run_detectors
-from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file
+from xerj_core.autoindex.detect import Corpus, DetectionResult, collect_detectors, combine
+from xerj_core.autoindex.formats import collect_formats
+from xerj_core.autoindex.parallel import (
+    Broadcast,
+    InlineExecutor,
+    Plugins,
+    detect_batch,
+    open_pool,
+    parse_batch,
+    rebuilds_alike,
+)
 from xerj_core.autoindex.sink import (
     CATALOG_INDEX,
     CATALOG_MAPPING,
@@ -38,6 +48,11 @@ from xerj_core.text import derive_brain_name
 
 # Files per write transaction: an interrupted run loses at most this batch, never half a file.
 BATCH_FILES = 256
+# Files per executor task: small enough to spread over the workers and to stop soon on Ctrl-C.
+PARSE_BATCH_FILES = 64
+DETECT_BATCH_FILES = 512
+# Below this many files to parse or detect, a process pool costs more than it saves.
+POOL_MIN_FILES = 200
 
 
 @attrs.define
@@ -84,20 +99,34 @@ def _noop(_event: str, _count: int) -> None:
     pass
 
 
-
 def run(target: Any, folder: str | Path, *, brain: str | None = None, graph: bool = True,
-        progress: Progress = _noop, clock: Callable[[], int] | None = None, pm: Any = None) -> RunSummary:
+        progress: Progress = _noop, clock: Callable[[], int] | None = None, pm: Any = None,
+        executor: Executor | None = None, workers: int | None = None) -> RunSummary:
     """Index ``folder`` into ``target`` and, with ``graph``, detect and reconcile the brain's edges.
 
     ``target`` is an engine (the run writes its store through a :class:`LocalSink`)
     or any :class:`BrainSink`, such as a RemoteSink talking to a running server.
     Formats and detectors come from ``pm`` (default: the engine's, else the
-    installed plugins): parsing and detection always run here, only storage is
-    behind the sink. Unchanged files (same mtime and size as last run) are not
-    read again. A file that cannot be read or parsed is reported in the summary
-    and whatever was indexed for it before stays. Documents are written a batch
-    of whole files per transaction, so an interrupted run leaves every file as
-    it was or as it is now.
+    installed plugins): parsing and detection always run on this side, only
+    storage is behind the sink. Unchanged files (same mtime and size as last
+    run) are not read again unless detection needs their documents. A file that
+    cannot be read or parsed is reported in the summary and whatever was
+    indexed for it before stays. Documents are written a batch of whole files
+    per transaction, so an interrupted run leaves every file as it was or as it
+    is now.
+
+    Per-file work (reading and parsing, each detector's map steps) runs in
+    batches of files through ``executor``; writing stays in this process, and
+    detection overlaps the writes when both are needed. Without ``executor``
+    the run starts a spawned process pool of ``workers`` processes (default:
+    the CPU count) when it has at least :data:`POOL_MIN_FILES` files to parse
+    or detect, and shuts it down on every way out (Ctrl-C included); smaller
+    runs, ``workers=1``, and runs whose plugin manager has plugins registered
+    by hand (a test fixture's ``pm``: those exist in this process only, a
+    worker's ``get_plugin_manager()`` would not see them) run in this process.
+    An ``executor`` passed in is used as given and left running; its workers
+    load the installed plugins themselves and refuse a run whose formats or
+    detectors they do not have. Results do not depend on the executor.
     """
     started = time.perf_counter()
     now_ms = (clock or (lambda: int(time.time() * 1000)))()
@@ -121,42 +150,46 @@ def run(target: Any, folder: str | Path, *, brain: str | None = None, graph: boo
         else:
             entries.append(item)
     summary.files_seen = len(entries)
-    failed_paths = {f["path"] for f in summary.files_failed}
+    # a file that fails to parse now was walked, so only what the walk skipped can hide a removal
+    seen_paths = {e.rel_path for e in entries} | {f["path"] for f in summary.files_failed}
+    removed = sorted(path for path in prior if path not in seen_paths)
+    summary.files_removed = len(removed)
 
-    changed: list[_Parsed] = []
+    to_parse: list[FileEntry] = []
     unchanged: list[FileEntry] = []
     for entry in entries:
         known = prior.get(entry.rel_path)
         if known is not None and known.mtime_ns == entry.mtime_ns and known.size == entry.size:
             unchanged.append(entry)
-            progress("files", 1)
-            continue
-        parsed = _read_and_parse(formats, entry, summary)
-        progress("files", 1)
-        if parsed is not None:
-            changed.append(parsed)
-        elif entry.rel_path in prior:
-            failed_paths.add(entry.rel_path)  # keep what was indexed before
+        else:
+            to_parse.append(entry)
     summary.files_unchanged = len(unchanged)
-    seen_paths = {e.rel_path for e in entries} | failed_paths
-    removed = sorted(path for path in prior if path not in seen_paths)
-    summary.files_removed = len(removed)
+    progress("files", len(unchanged))
 
     detectors = collect_detectors(pm) if graph else {}
     tags = sorted(d.tag for d in detectors.values())
-    dirty = bool(changed or removed) or _run_is_dirty(state.run, tags)
-    if changed or removed:
-        _write_documents(sink, brain_name, changed, removed, prior, now_ms, summary, progress)
-    summary.files_indexed = sum(1 for p in changed if p.docs)
-    datasets = _datasets_after(prior, changed, removed)
-    summary.datasets = datasets
-    if graph and (dirty or not state.edges_index):
-        current = {p.entry.rel_path: list(p.docs) for p in changed if p.docs}
-        for entry in unchanged:
-            parsed = _read_and_parse(formats, entry, summary)
-            if parsed is not None and parsed.docs:
-                current[entry.rel_path] = list(parsed.docs)
-        _detect_and_reconcile(sink, detectors, brain_name, current, datasets, now_ms, summary, progress)
+    run_dirty = _run_is_dirty(state.run, tags)
+    # Whether edges get redone is known once every changed file is parsed (one may fail);
+    # when they may be, unchanged files are parsed for the corpus alongside.
+    may_detect = graph and bool(to_parse or removed or run_dirty or not state.edges_index)
+    runner = _Runner(executor, workers, Plugins(formats, tuple(detectors.values())), graph)
+    try:
+        forced = bool(removed) or run_dirty or not state.edges_index
+        runner.expect(len(to_parse) + (len(unchanged) if may_detect and forced else 0))
+        changed_parses = [runner.submit(parse_batch, batch, may_detect)
+                          for batch in _chunks(to_parse, PARSE_BATCH_FILES)]
+        detection = _Detection(runner, changed_parses, unchanged, forced=forced) if may_detect else None
+        changed = _write_documents(sink, brain_name, changed_parses, removed, prior, now_ms, summary,
+                                   progress, detection)
+        summary.files_indexed = sum(1 for p in changed if p.docs)
+        datasets = _datasets_after(prior, changed, removed)
+        summary.datasets = datasets
+        dirty = bool(changed or removed) or run_dirty
+        if detection is not None and detection.needed:
+            summary.files_failed.extend(detection.unchanged_failures())
+            _detect_and_reconcile(sink, detection, brain_name, datasets, now_ms, summary, progress)
+    finally:
+        runner.close()
     if dirty:
         sink.finish(brain_name, RunFinish(root=summary.root, datasets=tuple(datasets), detectors=tuple(tags),
                                           finished_at=now_ms))
@@ -164,19 +197,120 @@ def run(target: Any, folder: str | Path, *, brain: str | None = None, graph: boo
     return summary
 
 
-def _read_and_parse(formats: Mapping[str, Any], entry: FileEntry, summary: RunSummary) -> _Parsed | None:
-    try:
-        data = entry.path.read_bytes()
-    except OSError as exc:
-        summary.files_failed.append({"path": entry.rel_path, "reason": f"unreadable: {exc.strerror or exc}"})
-        return None
-    try:
-        docs = parse_file(formats, entry.rel_path, data, entry.mtime_ms)
-    except FormatError as exc:
-        summary.files_failed.append({"path": entry.rel_path, "reason": exc.reason})
-        return None
-    # A file no format accepts is not part of the corpus, but it is remembered so it is not re-read.
-    return _Parsed(entry, tuple(docs or ()), xxhash.xxh3_64_hexdigest(data))
+class _Runner:
+    """Where the run's per-file tasks go: the executor given, else this process until the work pays for a pool."""
+
+    def __init__(self, executor: Executor | None, workers: int | None, plugins: Plugins, graph: bool) -> None:
+        self.given = executor
+        self.workers = workers if workers is not None else (os.cpu_count() or 1)
+        self.plugins = plugins
+        self.ref = plugins.ref(graph)
+        self.graph = graph
+        self.pool: Executor | None = None
+        self.pool_allowed: bool | None = None
+        self.futures: list[Future] = []
+
+    def expect(self, work_files: int) -> None:
+        """Open a pool once the run has ``work_files`` files to parse or detect, if a pool pays and may be used."""
+        if self.given is not None or self.pool is not None or self.workers < 2 or work_files < POOL_MIN_FILES:
+            return
+        if self.pool_allowed is None:
+            self.pool_allowed = rebuilds_alike(self.plugins, self.graph)
+        if self.pool_allowed:
+            self.pool = open_pool(self.workers)
+
+    @property
+    def in_process(self) -> bool:
+        return isinstance(self.given or self.pool or _INLINE, InlineExecutor)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """``fn(plugins, *args)`` on the executor; tasks for another process name the plugins, not carry them."""
+        executor = self.given or self.pool or _INLINE
+        future = executor.submit(fn, self.plugins if self.in_process else self.ref, *args)
+        self.futures.append(future)
+        return future
+
+    def close(self) -> None:
+        """Cancel what is still queued; a pool of the run's own lets running batches end and reaps its workers."""
+        for future in self.futures:
+            future.cancel()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+_INLINE = InlineExecutor()
+
+
+def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    return [items[start:start + size] for start in range(0, len(items), size)]
+
+
+class _Detection:
+    """Detection over the whole corpus: started once every file is parsed, finished after the writes.
+
+    Map (each file's ``summarize``, done with its parse) → combine here → the
+    corpus and states broadcast with each detect batch → map (``detect_file``).
+    Unchanged files are parsed for the corpus once edges are known to be redone.
+    """
+
+    def __init__(self, runner: _Runner, changed: Sequence[Future], unchanged: Sequence[FileEntry], *,
+                 forced: bool) -> None:
+        self.runner = runner
+        self.changed = changed
+        self.unchanged_entries = unchanged
+        self.unchanged: list[Future] = []
+        self.needed = False
+        self.states: dict[str, Any] | None = None
+        self.batches: list[Future] = []
+        if forced:
+            self._need()
+
+    def _need(self) -> None:
+        if not self.needed:
+            self.needed = True
+            self.runner.expect(len(self.unchanged_entries))
+            self.unchanged = [self.runner.submit(parse_batch, batch, True)
+                              for batch in _chunks(self.unchanged_entries, PARSE_BATCH_FILES)]
+
+    def changed_parsed(self, future: Future) -> None:
+        """A batch of changed files is parsed: one that parsed means edges are redone."""
+        if any(o.failure is None for o in future.result()):
+            self._need()
+
+    def ready(self) -> bool:
+        return self.needed and all(f.done() for f in (*self.changed, *self.unchanged))
+
+    def unchanged_failures(self) -> list[dict[str, str]]:
+        return [{"path": o.entry.rel_path, "reason": o.failure}
+                for f in self.unchanged for o in f.result() if o.failure is not None]
+
+    def start(self) -> None:
+        if self.states is not None:
+            return
+        files: dict[str, tuple[SourceDocument, ...]] = {}
+        partials: dict[str, Any] = {}
+        for future in (*self.changed, *self.unchanged):
+            for outcome in future.result():
+                if outcome.docs:
+                    files[outcome.entry.rel_path] = outcome.docs
+                    partials[outcome.entry.rel_path] = outcome.partial or {}
+        corpus = Corpus(files)
+        ordered = sorted(files)
+        self.states = combine(self.runner.plugins.detectors, (partials[path] for path in ordered), corpus)
+        shared: Any = (corpus, self.states) if self.runner.in_process else Broadcast.pack(corpus, self.states)
+        work = [(path, files[path]) for path in ordered]
+        self.batches = [self.runner.submit(detect_batch, shared, batch)
+                        for batch in _chunks(work, DETECT_BATCH_FILES)]
+
+    def result(self) -> DetectionResult:
+        self.start()
+        edges = [draft for future in self.batches for draft in future.result()]
+        edges.sort(key=lambda d: (d.src, d.type, d.dst))
+        counters: dict[str, int] = {}
+        for detector_state in (self.states or {}).values():
+            for key, value in detector_state.counters.items():
+                counters[key] = counters.get(key, 0) + int(value)
+        return DetectionResult(edges=tuple(edges), counters=counters)
 
 
 def _run_is_dirty(state: RunState | None, detector_tags: list[str]) -> bool:
@@ -207,29 +341,58 @@ def _file_write(rel_path: str, parsed: _Parsed | None, prior: Mapping[str, FileS
     return FileWrite(path=rel_path, stamp=stamp, documents=documents, stale=stale)
 
 
-def _write_documents(sink: BrainSink, brain: str, changed: Sequence[_Parsed], removed: Sequence[str],
-                     prior: Mapping[str, FileState], now_ms: int, summary: RunSummary, progress: Progress) -> None:
-    """Write changed files' documents and forget removed files, a batch of whole files per transaction."""
-    work: list[tuple[str, _Parsed | None]] = [(p.entry.rel_path, p) for p in changed]
+def _write_documents(sink: BrainSink, brain: str, parses: Sequence[Future], removed: Sequence[str],
+                     prior: Mapping[str, FileState], now_ms: int, summary: RunSummary, progress: Progress,
+                     detection: _Detection | None) -> list[_Parsed]:
+    """Write changed files' documents as their parses come in, then forget removed files.
+
+    A batch of whole files per transaction. Between batches, once every file is
+    parsed and edges are to be redone, detection is started so the executor
+    works on it while the remaining batches are written. Returns the files
+    parsed now (failures are reported in ``summary``).
+    """
+    changed: list[_Parsed] = []
+    work: list[tuple[str, _Parsed | None]] = []
+
+    def flush(everything: bool) -> None:
+        while len(work) >= BATCH_FILES or (everything and work):
+            batch = [_file_write(path, parsed, prior) for path, parsed in work[:BATCH_FILES]]
+            del work[:BATCH_FILES]
+            count = sink.write_files(brain, batch, now_ms)
+            summary.documents += count
+            progress("documents", count)
+            if detection is not None and detection.ready():
+                detection.start()
+
+    for future in parses:
+        outcomes = future.result()
+        if detection is not None:
+            detection.changed_parsed(future)
+        for outcome in outcomes:
+            if outcome.failure is not None:
+                summary.files_failed.append({"path": outcome.entry.rel_path, "reason": outcome.failure})
+                continue
+            # A file no format accepts is not part of the corpus, but it is remembered so it is not re-read.
+            parsed = _Parsed(outcome.entry, outcome.docs, outcome.digest)
+            changed.append(parsed)
+            work.append((outcome.entry.rel_path, parsed))
+        progress("files", len(outcomes))
+        flush(everything=False)
     work.extend((path, None) for path in removed)
-    for start in range(0, len(work), BATCH_FILES):
-        batch = [_file_write(path, parsed, prior) for path, parsed in work[start:start + BATCH_FILES]]
-        count = sink.write_files(brain, batch, now_ms)
-        summary.documents += count
-        progress("documents", count)
+    flush(everything=True)
+    return changed
 
 
-def _detect_and_reconcile(sink: BrainSink, detectors: Mapping[str, Any], brain: str,
-                          files: dict[str, list[SourceDocument]], datasets: list[str], now_ms: int,
+def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, datasets: list[str], now_ms: int,
                           summary: RunSummary, progress: Progress) -> None:
-    """Run the detectors over the whole corpus and bring the brain's machine-written edges in line.
+    """Finish detection over the whole corpus and bring the brain's machine-written edges in line.
 
     Edges the corpus no longer teaches (a removed file, a changed file's old
     mtime, a link that went away) are soft-invalidated; new ones are written.
     An edge already standing under the same id is left alone, so a re-run over
     unchanged files rewrites nothing. A claim a person rejected is stored retired.
     """
-    result = run_detectors(detectors, files, Corpus(files))
+    result = detection.result()
     summary.edges_capped = int(result.counters.get("edges_capped", 0))
     wanted = {edge_id(d.src, d.type, d.dst, d.valid_at): d for d in result.edges}
     standing = sink.standing_edges(brain)
@@ -245,5 +408,6 @@ def _detect_and_reconcile(sink: BrainSink, detectors: Mapping[str, Any], brain: 
     progress("edges", len(fresh))
 
 
-__all__ = ["BATCH_FILES", "CATALOG_INDEX", "CATALOG_MAPPING", "DATASET_MAPPING", "FILES_INDEX", "FILES_MAPPING",
-           "RunSummary", "file_state_id", "run"]
+__all__ = ["BATCH_FILES", "CATALOG_INDEX", "CATALOG_MAPPING", "DATASET_MAPPING", "DETECT_BATCH_FILES",
+           "FILES_INDEX", "FILES_MAPPING", "PARSE_BATCH_FILES", "POOL_MIN_FILES", "RunSummary", "file_state_id",
+           "run"]

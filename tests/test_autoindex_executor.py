@@ -1,0 +1,248 @@
+"""Autoindex through an executor: a process pool gives the inline run's drafts, counters and documents."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from xerj_core.autoindex import pipeline
+from xerj_core.autoindex.parallel import InlineExecutor, parse_batch
+from xerj_core.autoindex.pipeline import run
+from xerj_core.autoindex.walk import FileEntry
+from xerj_core.cli import build_cli
+from xerj_core.engine import Engine
+from xerj_core.errors import PluginError
+from xerj_core.hookspecs import hookimpl
+from xerj_core.plugins import get_plugin_manager
+
+from .conftest import CORPORA
+
+FOAM = CORPORA / "foam-docs"
+CLOCK = lambda: 1_700_000_000_000  # noqa: E731  the same created_at on both sides of a comparison
+
+
+def generate(root: Path, notes: int, seed: int = 5) -> Path:
+    """A folder of linked notes over a Zipf-ish vocabulary (so shared_term fires), plus a few bad files."""
+    rng = random.Random(seed)
+    words = [f"term{i}" for i in range(400)]
+    weights = [1 / (k + 1) for k in range(len(words))]
+    for i in range(notes):
+        folder = root / f"topic-{i % 7}"
+        folder.mkdir(parents=True, exist_ok=True)
+        body = " ".join(rng.choices(words, weights=weights, k=30))
+        link = f"[[note-{rng.randrange(notes)}]]"
+        (folder / f"note-{i}.md").write_text(f"# Note {i}\n\n## Part\n{body} {link}\n\n## More\nSee {link}.\n")
+        os.utime(folder / f"note-{i}.md", ns=(1_600_000_000_000_000_000 + i, 1_600_000_000_000_000_000 + i))
+    (root / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    (root / "picture.bin").write_bytes(bytes(range(256)))
+    return root
+
+
+class Recorded:
+    """Captures each run's detection result (drafts and counters) as the pipeline computed it."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.results = []
+        real = pipeline._Detection.result
+
+        def result(detection):
+            found = real(detection)
+            self.results.append(found)
+            return found
+
+        monkeypatch.setattr(pipeline._Detection, "result", result)
+
+
+def comparable(summary) -> dict:
+    body = summary.to_json()
+    body.pop("elapsed_s")
+    body.pop("root")
+    return body
+
+
+def stored(engine, brain: str) -> dict:
+    edges = {}
+    with engine.store.reader(f".xerj-memory-{brain}-edges") as r:
+        for row in r.live_rows():
+            doc_id, source, _version = r.document(int(row))
+            if "src" in source:  # the brain's meta document carries the wall clock, as does expired_at
+                edges[doc_id] = {k: v for k, v in source.items() if k != "expired_at"}
+    return edges
+
+
+def run_both(tmp_path, folder: Path, monkeypatch, executor, steps=(lambda: None,)):
+    """Run inline and through ``executor`` into two data dirs, once per step; the summaries and detections."""
+    outcomes = []
+    for name, chosen in (("inline", InlineExecutor()), ("pooled", executor)):
+        work = tmp_path / f"{name}-folder"
+        shutil.copytree(folder, work, copy_function=shutil.copy2)
+        recorded = Recorded(monkeypatch)
+        monkeypatch.setattr(pipeline, "BATCH_FILES", 40)  # detection starts while documents are still written
+        summaries = []
+        with Engine(tmp_path / name, get_plugin_manager()) as eng:
+            for step in steps:
+                step(work)
+                summaries.append(comparable(run(eng, work, brain="b", clock=CLOCK, executor=chosen)))
+            edges = stored(eng, "b")
+            notes = eng.store.count("ax-notes")
+        outcomes.append((summaries, recorded.results, edges, notes))
+        monkeypatch.undo()
+    return outcomes
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with ProcessPoolExecutor(2) as executor:
+        yield executor
+
+
+@pytest.mark.skipif(not FOAM.is_dir(), reason="shared/corpora/foam-docs is not beside the checkout")
+def test_a_process_pool_gives_the_inline_drafts_on_the_foam_vault(tmp_path, monkeypatch, pool):
+    inline, pooled = run_both(tmp_path, FOAM, monkeypatch, pool, steps=(lambda work: None,))
+    assert inline[1] and inline[1][0].edges
+    assert pooled == inline  # same drafts in the same order, same counters, summaries and stored edges
+
+
+def test_a_process_pool_gives_the_inline_drafts_on_a_generated_corpus(tmp_path, monkeypatch, pool):
+    folder = generate(tmp_path / "gen", 260)
+
+    def nothing(work):
+        pass
+
+    def edit(work):
+        touched = work / "topic-3" / "note-3.md"
+        touched.write_text(touched.read_text() + "\nAlso [[note-10]].\n")
+        os.utime(touched, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))  # same valid_at both sides
+        (work / "topic-4" / "note-4.md").unlink()
+
+    inline, pooled = run_both(tmp_path, folder, monkeypatch, pool, steps=(nothing, nothing, edit))
+    summaries, results = inline[0], inline[1]
+    assert summaries[0]["files_failed"] == [{"path": "latin1.txt", "reason": summaries[0]["files_failed"][0]["reason"]}]
+    assert summaries[0]["edges_by_type"].get("shared_term") and summaries[0]["edges_by_type"].get("wikilink")
+    assert summaries[1]["edges_written"] == 0 and len(results) == 2  # the no-change re-run detects nothing
+    assert summaries[2]["files_indexed"] == 1 and summaries[2]["files_removed"] == 1
+    assert pooled == inline
+
+
+class Pools:
+    """Records the pools the pipeline opens, to check that every worker is gone afterwards."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.opened = []
+        real = pipeline.open_pool
+
+        def open_pool(workers):
+            pool = real(workers)
+            self.opened.append(pool)
+            return pool
+
+        monkeypatch.setattr(pipeline, "open_pool", open_pool)
+
+    def workers_left(self) -> list:
+        return [proc for pool in self.opened for proc in (pool._processes or {}).values() if proc.is_alive()]
+
+
+def test_the_default_pool_starts_for_a_large_run_and_leaves_no_process(tmp_path, monkeypatch):
+    folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 20)
+    pools = Pools(monkeypatch)
+    monkeypatch.setenv("XERJ_DISABLE_PLUGINS", "samedir")  # spawned workers inherit the environment
+    with Engine(tmp_path / "d", get_plugin_manager()) as eng:
+        summary = run(eng, folder, brain="b", workers=2)
+        assert len(pools.opened) == 1 and pools.opened[0]._max_workers == 2
+        assert "same_dir" not in summary.edges_by_type and summary.edges_by_type["wikilink"] > 0
+        # the bad file is parsed again, fails again: no detection, so no pool for the unchanged files
+        again = run(eng, folder, brain="b", workers=2)
+    assert len(pools.opened) == 1 and again.edges_written == 0 and again.files_failed
+    assert pools.workers_left() == []
+
+
+def test_small_runs_and_one_worker_stay_in_this_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "open_pool", lambda n: pytest.fail("no pool for this run"))
+    small = generate(tmp_path / "small", 20)
+    large = generate(tmp_path / "large", pipeline.POOL_MIN_FILES + 5)
+    with Engine(tmp_path / "d", get_plugin_manager()) as eng:
+        assert run(eng, small, brain="small", workers=2).edges_written > 0
+        assert run(eng, large, brain="large", workers=1).edges_written > 0
+
+
+class Marker:
+    """A detector that exists only in this process, registered by hand."""
+
+    name = "marker"
+    type = "marked"
+    tag = "marker@1"
+    weight = 0.5
+    confidence = 0.5
+
+    def detect(self, file_docs, corpus, state):
+        return ()
+
+
+class MarkerPlugin:
+    @hookimpl
+    def xerj_register_detectors(self, register):
+        register(Marker())
+
+
+def test_a_hand_registered_plugin_keeps_the_run_inline(tmp_path, monkeypatch, pool):
+    plugin = MarkerPlugin()
+    pm = get_plugin_manager()
+    pm.register(plugin, name="marker")
+    try:
+        folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 5)
+        monkeypatch.setattr(pipeline, "open_pool", lambda n: pytest.fail("a worker would not know 'marker'"))
+        with Engine(tmp_path / "d", pm) as eng:
+            assert run(eng, folder, brain="b", workers=2).edges_written > 0
+            os.utime(folder / "topic-1" / "note-1.md", ns=(0, 10**18))
+            # an executor given explicitly is used, and its workers refuse plugins they do not have
+            with pytest.raises(PluginError, match="other formats or detectors"):
+                run(eng, folder, brain="b", executor=pool)
+    finally:
+        pm.unregister(plugin)
+
+
+def test_ctrl_c_shuts_the_pool_down(tmp_path, monkeypatch):
+    folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 40)
+    monkeypatch.setattr(pipeline, "BATCH_FILES", 50)
+    pools = Pools(monkeypatch)
+    calls = {"n": 0}
+
+    class Interrupting(pipeline.LocalSink):
+        def write_files(self, brain, files, now_ms):
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise KeyboardInterrupt
+            return super().write_files(brain, files, now_ms)
+
+    with Engine(tmp_path / "d", get_plugin_manager()) as eng:
+        with pytest.raises(KeyboardInterrupt):
+            run(Interrupting(eng), folder, brain="b", workers=2, pm=eng.pm)
+        assert len(pools.opened) == 1 and pools.workers_left() == []
+        summary = run(eng, folder, brain="b", workers=2)  # the next run finishes the job
+        assert summary.files_unchanged == 50 and summary.edges_written > 0
+
+
+def test_parse_failures_are_outcomes_not_exceptions(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"\xff\xfe")
+    entries = [FileEntry("bad.txt", bad, 0, 2), FileEntry("gone.md", tmp_path / "gone.md", 0, 1)]
+    from xerj_core.autoindex.parallel import Plugins
+
+    outcomes = parse_batch(Plugins.from_manager(get_plugin_manager()), entries, True)
+    assert [o.entry.rel_path for o in outcomes] == ["bad.txt", "gone.md"]
+    assert "UTF-8" in outcomes[0].failure and outcomes[1].failure.startswith("unreadable:")
+
+
+def test_cli_workers_option(tmp_path):
+    folder = generate(tmp_path / "gen", 12)
+    cli = build_cli(get_plugin_manager())
+    result = CliRunner().invoke(cli, ["autoindex", str(folder), "--workers", "1", "--data-dir", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(cli, ["autoindex", str(folder), "--workers", "0", "--data-dir", str(tmp_path / "d")])
+    assert result.exit_code != 0 and "--workers" in result.output

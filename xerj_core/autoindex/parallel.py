@@ -1,0 +1,237 @@
+"""Autoindex's per-file work in batches of files, for any ``concurrent.futures.Executor``.
+
+The run's caller keeps storage (one writer); what runs here is pure: read and
+parse a batch of files (with each file's ``summarize`` partials when detection
+follows), and detect a batch of files against the corpus and the combined
+states. Every task is a module-level function over picklable arguments, so a
+spawned process pool (or, later, a cluster) can run it.
+
+A task does not carry detector or format objects. It carries a
+:class:`PluginsRef`, the fingerprint of the run's formats and detectors; the
+worker builds its own plugin manager once (``get_plugin_manager()``, which
+honours ``XERJ_DISABLE_PLUGINS`` / ``XERJ_LOAD_PLUGINS`` from the inherited
+environment) and refuses a task whose fingerprint its plugins do not match, so
+a worker never silently detects with other code than the run asked for. In
+process (:class:`InlineExecutor`) the run's own :class:`Plugins` travel instead.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import os
+import pickle
+import signal
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import attrs
+import xxhash
+
+from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, detect_file, summarize
+from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file
+from xerj_core.autoindex.walk import FileEntry
+from xerj_core.errors import PluginError
+from xerj_core.model import EdgeDraft, SourceDocument
+
+__all__ = [
+    "Broadcast",
+    "InlineExecutor",
+    "ParseOutcome",
+    "Plugins",
+    "PluginsRef",
+    "detect_batch",
+    "init_worker",
+    "open_pool",
+    "parse_batch",
+    "rebuilds_alike",
+]
+
+
+class InlineExecutor(cf.Executor):
+    """Runs each call when it is submitted, in this process: a small run pays for no pool.
+
+    An ordinary exception lands in the returned future, as a pool would report
+    it; ``KeyboardInterrupt`` and other ``BaseException`` propagate at once.
+    """
+
+    def __init__(self) -> None:
+        self._closed = False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future:
+        if self._closed:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+        future: cf.Future = cf.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._closed = True
+
+
+def _fingerprint_formats(formats: Mapping[str, Any]) -> tuple:
+    return tuple(sorted((name, getattr(fmt, "priority", 0), type(fmt).__module__, type(fmt).__qualname__)
+                        for name, fmt in formats.items()))
+
+
+def _fingerprint_detectors(detectors: Iterable[Any]) -> tuple:
+    # order matters: detect_file keeps the first detector's draft of a claim
+    return tuple((d.name, d.tag, type(d).__module__, type(d).__qualname__) for d in detectors)
+
+
+@attrs.frozen
+class PluginsRef:
+    """What a worker must hold to run a task: formats, and detectors unless ``detectors`` is ``None``."""
+
+    formats: tuple
+    detectors: tuple | None
+
+
+@attrs.frozen
+class Plugins:
+    """The formats and detectors of one run, as objects of this process."""
+
+    formats: Mapping[str, Any]
+    detectors: tuple[Any, ...]
+
+    def ref(self, with_detectors: bool) -> PluginsRef:
+        return PluginsRef(_fingerprint_formats(self.formats),
+                          _fingerprint_detectors(self.detectors) if with_detectors else None)
+
+    @classmethod
+    def from_manager(cls, pm: Any) -> "Plugins":
+        return cls(collect_formats(pm), tuple(collect_detectors(pm).values()))
+
+
+def rebuilds_alike(plugins: Plugins, with_detectors: bool) -> bool:
+    """True when ``get_plugin_manager()`` in a fresh process would give the formats and detectors of ``plugins``.
+
+    False for a plugin manager with plugins registered by hand (a test fixture's):
+    those exist only in this process, so the run must stay in it.
+    """
+    from xerj_core.plugins import get_plugin_manager
+
+    try:
+        fresh = Plugins.from_manager(get_plugin_manager())
+    except Exception:
+        return False
+    return _matches(fresh, plugins.ref(with_detectors))
+
+
+def _matches(plugins: Plugins, ref: PluginsRef) -> bool:
+    if _fingerprint_formats(plugins.formats) != ref.formats:
+        return False
+    return ref.detectors is None or _fingerprint_detectors(plugins.detectors) == ref.detectors
+
+
+# This process's plugins and the last broadcast it unpacked, when it works for a pool.
+_WORKER: dict[str, Any] = {}
+
+
+def init_worker() -> None:
+    """Pool initializer: load the plugins once, and leave Ctrl-C to the parent.
+
+    The parent turns Ctrl-C into cancelling what is queued and shutting the pool
+    down; a worker interrupted mid-batch would only break the pool under it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _worker_plugins()
+
+
+def _worker_plugins() -> Plugins:
+    plugins = _WORKER.get("plugins")
+    if plugins is None:
+        from xerj_core.plugins import get_plugin_manager
+
+        plugins = _WORKER["plugins"] = Plugins.from_manager(get_plugin_manager())
+    return plugins
+
+
+def _resolve(source: Plugins | PluginsRef) -> Plugins:
+    if isinstance(source, Plugins):
+        return source
+    plugins = _worker_plugins()
+    if not _matches(plugins, source):
+        raise PluginError(
+            f"worker process {os.getpid()} loads other formats or detectors than the run uses "
+            "(plugins registered by hand exist only in the process that registered them); "
+            "run inline, or give the run an executor whose workers load the same plugins"
+        )
+    return plugins
+
+
+@attrs.frozen
+class ParseOutcome:
+    """One file read and parsed: its documents (``()`` when no format takes it) or why it failed."""
+
+    entry: FileEntry
+    docs: tuple[SourceDocument, ...] = ()
+    digest: str = ""
+    failure: str | None = None
+    partial: Mapping[str, Any] | None = None
+
+
+def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with_partials: bool) -> list[ParseOutcome]:
+    """Read and parse each file of the batch; with ``with_partials``, also each file's ``summarize`` map output.
+
+    A file that cannot be read or parsed is an outcome with its reason, never an
+    exception: one bad file does not cost the batch.
+    """
+    plugins = _resolve(source)
+    outcomes = []
+    for entry in entries:
+        try:
+            data = entry.path.read_bytes()
+        except OSError as exc:
+            outcomes.append(ParseOutcome(entry, failure=f"unreadable: {exc.strerror or exc}"))
+            continue
+        try:
+            docs = tuple(parse_file(plugins.formats, entry.rel_path, data, entry.mtime_ms) or ())
+        except FormatError as exc:
+            outcomes.append(ParseOutcome(entry, failure=exc.reason))
+            continue
+        partial = summarize(plugins.detectors, list(docs)) if with_partials and docs else None
+        outcomes.append(ParseOutcome(entry, docs, xxhash.xxh3_64_hexdigest(data), partial=partial))
+    return outcomes
+
+
+@attrs.frozen
+class Broadcast:
+    """The corpus and the combined states, pickled once by the caller and unpacked once per worker."""
+
+    token: str
+    payload: bytes
+
+    @classmethod
+    def pack(cls, corpus: Corpus, states: Mapping[str, DetectorState]) -> "Broadcast":
+        payload = pickle.dumps((corpus, dict(states)), protocol=pickle.HIGHEST_PROTOCOL)
+        return cls(xxhash.xxh3_128_hexdigest(payload), payload)
+
+    def unpack(self) -> tuple[Corpus, Mapping[str, DetectorState]]:
+        cached = _WORKER.get("broadcast")
+        if cached is None or cached[0] != self.token:
+            cached = _WORKER["broadcast"] = (self.token, pickle.loads(self.payload))
+        return cached[1]
+
+
+def detect_batch(source: Plugins | PluginsRef, shared: Broadcast | tuple[Corpus, Mapping[str, DetectorState]],
+                 files: Sequence[tuple[str, Sequence[SourceDocument]]]) -> list[EdgeDraft]:
+    """Every detector over each file of the batch, with the run's corpus and states; drafts in file order."""
+    plugins = _resolve(source)
+    corpus, states = shared.unpack() if isinstance(shared, Broadcast) else shared
+    drafts: list[EdgeDraft] = []
+    for _path, docs in files:
+        drafts.extend(detect_file(plugins.detectors, list(docs), corpus, states))
+    return drafts
+
+
+def open_pool(workers: int) -> cf.ProcessPoolExecutor:
+    """A spawned process pool whose workers load the installed plugins once each.
+
+    Spawned, not forked: a worker never inherits the parent's open store or its
+    threads, and behaves the same on every platform.
+    """
+    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                  initializer=init_worker)
