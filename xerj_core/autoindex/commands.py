@@ -93,7 +93,8 @@ def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=No
 @click.option("--watch", is_flag=True, help="Keep the brain current as files change (polls the folder).")
 @click.option("--interval", type=float, default=2.0, show_default=True, help="Seconds between --watch polls.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Processes that parse and detect (default: the CPU count; 1 runs in this process). "
+              help="Processes that parse and detect (default: the CPU count on 4+ cores, else 1, "
+              "which runs in this process). "
               "Runs with few files to parse or detect stay in this process either way.")
 @click.pass_obj
 def autoindex_command(pm, folder, brain, no_graph, data_dir, url, as_json, watch, interval, workers) -> None:
