@@ -498,16 +498,14 @@ class GraphService:
             rows, outs = column("row").tolist(), column("out").tolist()
             if include_evidence:
                 # The stored document carries every field; the columns only chose which ones to read.
-                document = reader.document
-                for row, out in zip(rows, outs):
-                    found_doc = document(row)
-                    if found_doc is None:
-                        continue
-                    edge = found_doc[1]  # decoded for this response alone, so it is ours to reshape
+                direction_of = dict(zip(rows, outs))
+                for row, doc_id, edge, _version in reader.documents(rows):
+                    out = direction_of[row]
+                    # decoded for this response alone, so it is ours to reshape
                     pop = edge.pop
                     pop("schema_version", None), pop("src_file", None)
                     pop("src_format", None), pop("dst_format", None)
-                    edge["edge_id"] = found_doc[0]
+                    edge["edge_id"] = doc_id
                     edge["hop"] = hop
                     edge["direction"] = "out" if out else "in"
                     if "invalid_at" not in edge:

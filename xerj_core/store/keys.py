@@ -82,16 +82,16 @@ class IndexState:
         return cls(*_STATE.unpack(blob))
 
 
-_SRC_HEADER = struct.Struct(">QH")
+SRC_HEADER = struct.Struct(">QH")  # version, length of the _id
 
 
 def pack_source(version: int, doc_id: str, source_json: bytes) -> bytes:
     raw_id = doc_id.encode()
-    return _SRC_HEADER.pack(version, len(raw_id)) + raw_id + source_json
+    return SRC_HEADER.pack(version, len(raw_id)) + raw_id + source_json
 
 
 def unpack_source_header(blob: bytes) -> tuple[int, str, int]:
     """``(version, _id, offset of the JSON)`` of a stored source record."""
-    version, id_len = _SRC_HEADER.unpack_from(blob)
-    start = _SRC_HEADER.size
+    version, id_len = SRC_HEADER.unpack_from(blob)
+    start = SRC_HEADER.size
     return version, blob[start:start + id_len].decode(), start + id_len

@@ -415,6 +415,18 @@ class IndexReader:
         version, doc_id, offset = keys.unpack_source_header(blob)
         return doc_id, orjson.loads(blob[offset:]), version
 
+    def documents(self, rows: Iterable[int]) -> Iterator[tuple[int, str, dict[str, Any], int]]:
+        """``(row, _id, _source, _version)`` for each live row of ``rows``, in order (the hot path of ego)."""
+        get, db, prefix = self.txn.get, self.dbs["src"], keys.ix_key(self.ix)
+        pack_row, header, loads = keys.u64, keys.SRC_HEADER, orjson.loads
+        start = header.size
+        for row in rows:
+            blob = get(prefix + pack_row(row), db=db)
+            if blob is None:
+                continue
+            version, id_len = header.unpack_from(blob)
+            yield row, blob[start:start + id_len].decode(), loads(memoryview(blob)[start + id_len:]), version
+
     def id_of(self, row: int) -> str | None:
         blob = self.txn.get(keys.row_key(self.ix, row), db=self.dbs["src"])
         return None if blob is None else keys.unpack_source_header(blob)[1]
