@@ -126,6 +126,13 @@ def test_segment_layout_is_a_binary_counter():
     assert segment_layout(0, 4) == []
     assert segment_layout(4 * 5, 4) == [(0, 16), (16, 20)]
     assert segment_layout(4 * 7, 4) == [(0, 16), (16, 24), (24, 28)]
+    # Full segments stop merging: 11 tails of 4 rows with segments of at most 4 tails.
+    assert segment_layout(4 * 11, 4, max_tails=4) == [(0, 16), (16, 32), (32, 40), (40, 44)]
+    layouts = [segment_layout(4 * n, 4, max_tails=4) for n in range(40)]
+    for before, after in zip(layouts, layouts[1:]):
+        # one more tail never rewrites a full segment
+        assert [s for s in before if s[1] - s[0] == 16] == [s for s in after if s[1] - s[0] == 16][:len(
+            [s for s in before if s[1] - s[0] == 16])]
 
 
 def test_absent_is_distinct_from_every_value(store):
@@ -265,3 +272,24 @@ def test_an_older_reader_keeps_its_snapshot(tmp_path):
                 assert newest.doc_count == 2
             behind = store.open_reader(older_txn, "t")  # a transaction older than the cache
             assert behind.doc_count == 1 and behind.live.tolist() == [False, True]
+
+
+def test_full_segments_stop_merging_and_stay_correct(tmp_path, monkeypatch):
+    import xerj_core.store.write as write
+
+    monkeypatch.setattr(write, "MAX_SEGMENT_TAILS", 2)
+    with Store(tmp_path / "data", tail_rows=4) as store:
+        store.create_index("p", EDGE_LIKE)
+        expected = {}
+        for i in range(60):
+            doc = {"n": i, "src": "abcde"[i % 5], "evidence": {"quote": f"word{i % 3} shared"}}
+            store.put("p", doc, f"d{i % 40}")
+            expected[f"d{i % 40}"] = doc
+        with store.reader("p") as r:
+            sizes = [seg.end - seg.start for seg in r.segments]
+            assert max(sizes) == 8 and sizes.count(8) >= 6
+            for row in r.live_rows():
+                doc_id, source, _ = r.document(int(row))
+                assert source == expected[doc_id] and r.column("n").values[row] == source["n"]
+            rows, _tfs = r.postings("evidence.quote", "shared")
+            assert {r.id_of(int(x)) for x in rows if r.live[x]} == set(expected)

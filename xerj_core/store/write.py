@@ -44,15 +44,25 @@ def new_doc_id() -> str:
     return base64.urlsafe_b64encode(os.urandom(15)).decode()
 
 
-def segment_layout(sealed_rows: int, tail_rows: int) -> list[tuple[int, int]]:
+# The largest segment, in tails: merges stop growing here, so the write that seals a tail
+# rewrites at most this many rows (a bounded pause) instead of the whole index.
+MAX_SEGMENT_TAILS = 128
+
+
+def segment_layout(sealed_rows: int, tail_rows: int, max_tails: int | None = None) -> list[tuple[int, int]]:
     """Sealed segments for ``sealed_rows`` rows: power-of-two multiples of the tail size, largest first.
 
-    The layout is the binary representation of ``sealed_rows / tail_rows``, so
-    sealing one more tail merges exactly the segments a binary counter carries
-    into: each row is rewritten O(log n) times over the life of the index.
+    Below ``max_tails`` tails the layout is the binary representation of the
+    tail count, so sealing one more tail merges exactly the segments a binary
+    counter carries into (each row is rewritten O(log n) times). Full segments
+    of ``max_tails`` tails are never merged again.
     """
+    max_tails = max_tails or MAX_SEGMENT_TAILS
     units = sealed_rows // tail_rows
-    layout, start = [], 0
+    full, units = divmod(units, max_tails)
+    size = tail_rows * max_tails
+    layout = [(i * size, (i + 1) * size) for i in range(full)]
+    start = full * size
     for bit in range(units.bit_length() - 1, -1, -1):
         if units >> bit & 1:
             size = tail_rows << bit
