@@ -22,11 +22,6 @@ from xerj_core.autoindex.parallel import (
     rebuilds_alike,
 )
 from xerj_core.autoindex.sink import (
-    CATALOG_INDEX,
-    CATALOG_MAPPING,
-    DATASET_MAPPING,
-    FILES_INDEX,
-    FILES_MAPPING,
     BrainSink,
     FileStamp,
     FileState,
@@ -36,7 +31,6 @@ from xerj_core.autoindex.sink import (
     RunFinish,
     RunState,
     doc_ref,
-    file_state_id,
     split_ref,
 )
 from xerj_core.autoindex.walk import FileEntry, Skipped, walk
@@ -419,6 +413,4 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
     progress("edges", len(fresh))
 
 
-__all__ = ["BATCH_FILES", "CATALOG_INDEX", "CATALOG_MAPPING", "DATASET_MAPPING", "DETECT_BATCH_FILES",
-           "FILES_INDEX", "FILES_MAPPING", "PARSE_BATCH_FILES", "POOL_MIN_FILES", "RunSummary", "file_state_id",
-           "run"]
+__all__ = ["BATCH_FILES", "DETECT_BATCH_FILES", "PARSE_BATCH_FILES", "POOL_MIN_FILES", "RunSummary", "run"]

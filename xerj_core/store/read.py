@@ -32,9 +32,6 @@ class Dictionary:
         found = [o for o in (self.ordinals.get(t) for t in terms) if o is not None]
         return np.array(found, np.int64)
 
-    def term_array(self) -> np.ndarray:
-        return np.array(self.terms, dtype=object)
-
 
 class Segment:
     """A sealed, immutable run of rows; its columns and postings are decoded once per process."""
@@ -356,9 +353,6 @@ class IndexReader:
             return Column.concat(parts) if parts else Column.empty(kind, 0, spec.dims or 0)
 
         return self.memo(("column", path), build)
-
-    def segments_without(self, path: str) -> int:
-        return sum(1 for seg in self.snapshot.segments if path not in seg.fields)
 
     def dictionary(self, name: str) -> Dictionary:
         with self.cache.lock:
