@@ -86,7 +86,7 @@ class Engine:
     def graph(self):
         from xerj_core.graph.service import GraphService
 
-        return GraphService(self)
+        return GraphService(self.store, notify=self.notify, search=self.search, embedder=self.config.embedder)
 
     @cached_property
     def memory(self):

@@ -7,7 +7,8 @@ from typing import Any
 import falcon
 import orjson
 
-from xerj_core.errors import IllegalArgument, InvalidJson, ParsingError
+from xerj_core import params
+from xerj_core.errors import IllegalArgument, InvalidJson, ParsingError, XerjError
 from xerj_http.errors import PayloadTooLarge
 
 MAX_BODY_BYTES = 100 * 1024 * 1024  # Elasticsearch's default http.max_content_length
@@ -83,21 +84,20 @@ def query_params(req: falcon.Request) -> dict[str, str]:
     return out
 
 
-def bool_param(req: falcon.Request, name: str, default: bool = False) -> bool:
-    """ES booleans in the query string: absent → default, ``?x`` or ``x=true`` → True, ``x=false`` → False."""
+def bool_param(req: falcon.Request, name: str, default: bool = False, *,
+               error: type[XerjError] = IllegalArgument) -> bool:
+    """A query-string flag by :func:`xerj_core.params.flag`'s rule: absent → default, ``?x`` → True.
+
+    ``error`` is the route family's refusal (the memory routes pass ``GraphError``).
+    """
     value = req.params.get(name)
     if value is None:
         return default
     if isinstance(value, list):
-        raise IllegalArgument(f"request parameter [{name}] was given more than once")
-    if value in ("", "true"):
-        return True
-    if value == "false":
-        return False
-    raise IllegalArgument(f"Failed to parse value [{value}] as only [true] or [false] are allowed for [{name}]")
+        raise error(f"request parameter [{name}] was given more than once")
+    return params.flag(value, name, error, source=params.QUERY)
 
 
-def refuse_unknown(body: dict[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        raise ParsingError(f"unknown field [{unknown[0]}] in {where}; allowed fields are {sorted(allowed)}")
+def refuse_unknown(body: dict[str, Any], allowed: set[str], what: str) -> None:
+    """Refuse a body field outside ``allowed`` (``what`` names the request, as ES's parser does)."""
+    params.refuse_unknown(sorted(body), allowed, ParsingError, what=what, kind="field", ignored=frozenset())

@@ -20,7 +20,9 @@ import falcon
 from xerj_core.autoindex import wire
 from xerj_core.autoindex.sink import CATALOG_INDEX, FILES_INDEX, split_ref
 from xerj_core.errors import IllegalArgument, MapperParsingError, ParsingError, XerjError
-from xerj_core.graph.brain import INSTANT_LIMIT, META_ID, edges_index, nodes_index
+from xerj_core.graph.brain import META_ID, edges_index, nodes_index
+from xerj_core import params
+from xerj_core.params import INSTANT_LIMIT
 from xerj_core.query.resolve import resolve_indices
 from xerj_core.store import BulkOp, validate_index_name
 from xerj_http.bodies import json_body, ndjson_lines, parse_json, raw_body
@@ -277,11 +279,14 @@ def _nodes_indices(store: Any, brain: str, override: Any) -> list[str]:
     return [nodes_index(brain)]
 
 
-def _maybe_true(value: Any) -> bool:
-    """Whether a flag may read as true to the service: anything present but a plain false counts."""
+def _maybe_true(value: Any, name: str) -> bool:
+    """Whether a flag may read as true to the service; a malformed one counts (the service then refuses it)."""
     if value is None:
         return False
-    return not (isinstance(value, str) and value.strip().lower() in ("false", "0"))
+    try:
+        return params.flag(value, name, IllegalArgument, source=params.QUERY)
+    except XerjError:
+        return True
 
 
 def resolve_targets(req: falcon.Request) -> list[str]:
@@ -320,7 +325,7 @@ def resolve_targets(req: falcon.Request) -> list[str]:
     brain = params.get("brain")
     if brain is not None:
         add([edges_index(brain)])
-        if template.endswith("/ego") and _maybe_true(qs.get("include_nodes")):
+        if template.endswith("/ego") and _maybe_true(qs.get("include_nodes"), "include_nodes"):
             add(_nodes_indices(store, brain, qs.get("nodes_index")))
         elif template.endswith("/overview"):
             add(_nodes_indices(store, brain, None))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from datetime import datetime, timedelta, timezone
@@ -10,6 +9,7 @@ from typing import Any
 
 import xxhash
 
+from xerj_core import params
 from xerj_core.errors import GraphError
 from xerj_core.store.names import RESERVED_PREFIX
 
@@ -130,57 +130,16 @@ def hops_refusal(hops: Any, *, engine_level: bool) -> GraphError | None:
 
 # -- instants ----------------------------------------------------------------------------------
 
-# Instants are epoch milliseconds kept inside the range JSON numbers carry exactly; this also keeps
-# every stored date clear of the column's "absent" sentinel (int64 max).
-INSTANT_LIMIT = 2**53
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))")
-_INTEGER = re.compile(r"[+-]?\d+")
-
-
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
 def parse_instant(value: Any, field: str) -> int:
-    """Epoch milliseconds from an epoch-ms number (or a string of digits) or an RFC3339 string."""
-    ms: int | None = None
-    if isinstance(value, bool):
-        ms = None
-    elif isinstance(value, int):
-        ms = value
-    elif isinstance(value, float):
-        ms = int(value) if math.isfinite(value) else None
-    elif isinstance(value, str):
-        text = value.strip()
-        if _INTEGER.fullmatch(text):
-            ms = int(text)
-        else:
-            ms = _parse_rfc3339(text)
-    if ms is None:
-        raise GraphError(f"[{field}] must be an epoch-ms number or an RFC3339 string, got [{value!r:.80}]")
-    if not -INSTANT_LIMIT <= ms <= INSTANT_LIMIT:
-        raise GraphError(f"[{field}] is out of range: {ms} (epoch milliseconds within +/-2^53)")
-    return ms
+    """Epoch milliseconds from an epoch-ms number or RFC3339 string; the graph contract's refusal otherwise."""
+    return params.instant(value, field, GraphError)
 
 
-def _parse_rfc3339(text: str) -> int | None:
-    match = _RFC3339.fullmatch(text)
-    if match is None:
-        return None
-    year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = match.groups()
-    try:
-        moment = datetime(int(year), int(month), int(day), int(hour), int(minute), min(int(second), 59),
-                          tzinfo=timezone.utc)
-    except ValueError:
-        return None
-    if not zulu:
-        offset = timedelta(hours=int(off_h), minutes=int(off_m))
-        moment -= offset if sign == "+" else -offset
-    delta = moment - _EPOCH
-    millis = int((fraction or "0")[:3].ljust(3, "0"))
-    return (delta.days * 86_400 + delta.seconds) * 1000 + millis
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def iso_ms(ms: int) -> str:

@@ -15,16 +15,16 @@ from typing import Any, Mapping
 
 import attrs
 
+from xerj_core import params
 from xerj_core.errors import GraphError
-from xerj_core.graph.brain import hops_refusal, parse_instant
+from xerj_core.graph.brain import parse_instant
+from xerj_core.graph.requests import parse_hops
 
 STORE_FIELDS = ("text", "vector", "metadata", "dedup", "dedup_threshold")
 RECALL_FIELDS = ("query", "vector", "k", "semantic", "hybrid", "fusion", "filter", "recency_weight", "graph",
                  "as_of")
 GRAPH_FIELDS = ("mode", "seeds", "hops", "types", "weight", "as_of", "min_confidence")
 LIST_PARAMS = ("size", "from", "include_forgotten")
-# Parameters every ES-style route accepts and that do not change what is listed.
-GLOBAL_PARAMS = ("pretty", "human", "error_trace", "filter_path")
 
 DEFAULT_DEDUP_THRESHOLD = 0.95
 DEFAULT_K = 10
@@ -90,39 +90,24 @@ class RecallRequest:
 def _object(body: Any, what: str, allowed: tuple[str, ...]) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise GraphError(f"the {what} must be a JSON object")
-    unknown = [key for key in body if key not in allowed]
-    if unknown:
-        raise GraphError(f"unknown field [{unknown[0]}] in the {what}; expected one of: {', '.join(allowed)}")
+    params.refuse_unknown(body, allowed, GraphError, what=f"the {what}", kind="field", ignored=frozenset())
     return body
 
 
 def _bool(value: Any, field: str) -> bool:
-    if not isinstance(value, bool):
-        raise GraphError(f"[{field}] must be true or false, got [{value!r:.80}]")
-    return value
+    return params.flag(value, field, GraphError, source=params.JSON)
 
 
 def _number(value: Any, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise GraphError(f"[{field}] must be a finite number, got [{value!r:.80}]")
-    return float(value)
+    return params.number(value, field, GraphError, source=params.JSON)
 
 
 def _unit_interval(value: Any, field: str) -> float:
-    number = _number(value, field)
-    if not 0.0 <= number <= 1.0:
-        raise GraphError(f"[{field}] must be between 0 and 1, got [{value!r}]")
-    return number
+    return params.unit(value, field, GraphError, clamp=False, source=params.JSON)
 
 
 def _int(value: Any, field: str, low: int, high: int) -> int:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise GraphError(f"[{field}] must be an integer, got [{value!r:.80}]")
-    if not low <= value <= high:
-        raise GraphError(f"[{field}] must be between {low} and {high}, got [{value}]")
-    return value
+    return params.integer(value, field, GraphError, low, high, source=params.JSON)
 
 
 def parse_vector(value: Any, field: str = "vector") -> tuple[float, ...]:
@@ -170,37 +155,19 @@ def parse_store(body: Any) -> StoreRequest:
     return StoreRequest(text, vector, metadata, dedup, threshold)
 
 
-def _flag(value: Any, field: str) -> bool:
-    """A query-string boolean: ``true``/``false`` (or empty, meaning true) or a JSON bool."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("", "true", "false"):
-        return value.lower() != "false"
-    raise GraphError(f"[{field}] must be true or false, got [{value!r:.80}]")
+def parse_list(query: Mapping[str, Any] | None) -> ListRequest:
+    query = dict(query or {})
+    params.refuse_unknown(query, LIST_PARAMS, GraphError, what="listing memories")
+    def count(name: str, default: int) -> int:
+        value = query.get(name)
+        return default if value is None else params.integer(value, name, GraphError, 0, MAX_LIST_WINDOW,
+                                                            source=params.QUERY)
 
-
-def _param_int(value: Any, field: str, low: int, high: int) -> int:
-    if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise GraphError(f"[{field}] must be an integer, got [{value!r:.80}]") from None
-    return _int(value, field, low, high)
-
-
-def parse_list(params: Mapping[str, Any] | None) -> ListRequest:
-    params = dict(params or {})
-    unknown = [key for key in params if key not in LIST_PARAMS and key not in GLOBAL_PARAMS]
-    if unknown:
-        raise GraphError(f"unknown parameter [{unknown[0]}] for listing memories; expected one of: "
-                         f"{', '.join(LIST_PARAMS)}")
-    size = _param_int(params["size"], "size", 0, MAX_LIST_WINDOW) if params.get("size") is not None \
-        else DEFAULT_LIST_SIZE
-    offset = _param_int(params["from"], "from", 0, MAX_LIST_WINDOW) if params.get("from") is not None else 0
+    size, offset = count("size", DEFAULT_LIST_SIZE), count("from", 0)
     if offset + size > MAX_LIST_WINDOW:
         raise GraphError(f"[from] + [size] must be at most {MAX_LIST_WINDOW}, got [{offset + size}]")
-    include = _flag(params["include_forgotten"], "include_forgotten") \
-        if params.get("include_forgotten") is not None else False
+    include = params.flag(query["include_forgotten"], "include_forgotten", GraphError, source=params.QUERY) \
+        if query.get("include_forgotten") is not None else False
     return ListRequest(size, offset, include)
 
 
@@ -216,18 +183,12 @@ def parse_graph(body: Any) -> GraphOptions:
         raise GraphError("[graph.seeds] is required for mode \"restrict\": it names where the restriction starts")
     if mode == "blend" and seeds is not None and not seeds:
         raise GraphError("[graph.seeds] must not be empty; omit it to seed from the top base hits")
-    hops = body.get("hops", DEFAULT_GRAPH_HOPS)
-    if hops is None:
-        hops = DEFAULT_GRAPH_HOPS
-    if isinstance(hops, float) and hops.is_integer():
-        hops = int(hops)
-    refusal = hops_refusal(hops, engine_level=False)
-    if refusal is not None:
-        raise refusal
+    hops = body.get("hops")
+    hops = DEFAULT_GRAPH_HOPS if hops is None else parse_hops(hops, engine_level=False, source=params.JSON)
     types = _strings(body["types"], "graph.types") if body.get("types") is not None else None
     weight = DEFAULT_GRAPH_WEIGHT
     if body.get("weight") is not None:
-        weight = min(1.0, max(0.0, _number(body["weight"], "graph.weight")))
+        weight = params.unit(body["weight"], "graph.weight", GraphError, clamp=True, source=params.JSON)
     as_of = parse_instant(body["as_of"], "graph.as_of") if body.get("as_of") is not None else None
     min_confidence = None
     if body.get("min_confidence") is not None:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Union
 import attrs
 import numpy as np
 
+from xerj_core import params
 from xerj_core.errors import IllegalArgument, ParsingError
 
 MAX_NUM_CANDIDATES = 10_000
@@ -172,36 +173,15 @@ def json_type_name(value: Any) -> str:
 
 
 def as_float(value: Any, what: str) -> float:
-    if isinstance(value, bool) or value is None:
-        raise ParsingError(f"[{what}] must be a number, got [{value!r}]")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ParsingError(f"[{what}] must be a number, got [{value!r}]") from None
-    if not math.isfinite(number):
-        raise ParsingError(f"[{what}] must be a finite number, got [{value!r}]")
-    return number
+    return params.number(value, what, ParsingError, source=params.ES_BODY)
 
 
 def as_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or value is None:
-        raise ParsingError(f"[{what}] must be an integer, got [{value!r}]")
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise ParsingError(f"[{what}] must be an integer, got [{value!r}]")
-        return int(value)
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ParsingError(f"[{what}] must be an integer, got [{value!r}]") from None
+    return params.integer(value, what, ParsingError, source=params.ES_BODY)
 
 
 def as_bool(value: Any, what: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if value in ("true", "false"):
-        return value == "true"
-    raise ParsingError(f"[{what}] must be a boolean, got [{value!r}]")
+    return params.flag(value, what, ParsingError, source=params.ES_BODY)
 
 
 def _scalar(value: Any, what: str) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from xerj_core.errors import IllegalArgument, ParsingError
+from xerj_core.params import QUERY, flag, refuse_unknown
 from xerj_core.query import dsl
 from xerj_core.query.aggs import AggSpec, parse_aggs
 from xerj_core.query.dsl import Node, as_bool, as_float, as_int
@@ -293,21 +294,15 @@ def _with_filter(leg: Node, filters: tuple[Node, ...]) -> Node:
 
 # -- the request -----------------------------------------------------------------------------------
 
-def _params(params: dict[str, Any] | None, allowed: set[str]) -> dict[str, Any]:
-    params = dict(params or {})
-    for key in params:
-        if key not in allowed and key not in _IGNORED_PARAMS:
-            raise IllegalArgument(f"request contains unrecognized parameter: [{key}]")
-    return params
+def _params(query: dict[str, Any] | None, allowed: set[str], route: str) -> dict[str, Any]:
+    query = dict(query or {})
+    refuse_unknown(query, allowed, IllegalArgument, what=route, ignored=_IGNORED_PARAMS)
+    return query
 
 
-def _bool_param(params: dict[str, Any], name: str, default: bool) -> bool:
-    if name not in params or params[name] is None:
-        return default
-    value = params[name]
-    if value == "":
-        return True
-    return as_bool(value, name)
+def _bool_param(query: dict[str, Any], name: str, default: bool) -> bool:
+    value = query.get(name)
+    return default if value is None else flag(value, name, IllegalArgument, source=QUERY)
 
 
 def parse_search_request(body: Any, params: dict[str, Any] | None = None) -> SearchRequest:
@@ -316,7 +311,7 @@ def parse_search_request(body: Any, params: dict[str, Any] | None = None) -> Sea
         body = {}
     if not isinstance(body, dict):
         raise ParsingError("request body must be a JSON object")
-    params = _params(params, _SEARCH_PARAMS)
+    params = _params(params, _SEARCH_PARAMS, "_search")
     out: dict[str, Any] = {}
     for key, value in body.items():
         if key in _UNSUPPORTED_BODY:
@@ -455,7 +450,7 @@ def parse_count_request(body: Any, params: dict[str, Any] | None = None) -> Sear
         if key not in ("query",):
             raise ParsingError(f"request does not support [{key}]")
     params = _params(params, {"q", "df", "default_operator", "ignore_unavailable", "allow_no_indices",
-                              "expand_wildcards", "min_score", "lenient", "analyze_wildcard"})
+                              "expand_wildcards", "min_score", "lenient", "analyze_wildcard"}, "_count")
     query = dsl.parse_query(body["query"], where="query") if "query" in body else None
     if params.get("q") is not None:
         if query is not None:

@@ -131,7 +131,7 @@ class DocUpdate:
     def on_post(self, req: falcon.Request, resp: falcon.Response, index: str, id: str) -> None:
         no_unsupported(req, *_OCC)
         body = json_body(req, required=True)
-        refuse_unknown(body, _UPDATE_FIELDS, "an update request")
+        refuse_unknown(body, _UPDATE_FIELDS, "update")
         if "script" in body or "scripted_upsert" in body:
             raise IllegalArgument("script updates are not supported; send a partial [doc]")
         if "doc" not in body:

@@ -32,7 +32,7 @@ class Index:
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, index: str) -> None:
         body = json_body(req)
-        refuse_unknown(body, _CREATE_FIELDS, "a create index request")
+        refuse_unknown(body, _CREATE_FIELDS, "create_index")
         if body.get("aliases"):
             raise ParsingError("index aliases are not supported")
         settings = body.get("settings")

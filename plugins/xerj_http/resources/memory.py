@@ -6,6 +6,7 @@ from typing import Any
 
 import falcon
 
+from xerj_core.errors import GraphError
 from xerj_http.bodies import bool_param, json_body, query_params
 from xerj_http.resources.common import send
 
@@ -50,5 +51,5 @@ class Memory:
         self.engine = engine
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, namespace: str, id: str) -> None:
-        purge = bool_param(req, "purge")
+        purge = bool_param(req, "purge", error=GraphError)
         send(resp, self.engine.memory.forget(namespace, id, purge=purge))

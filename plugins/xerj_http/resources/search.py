@@ -36,7 +36,7 @@ class Count:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, index: str | None = None) -> None:
-        send(resp, self.engine.search.count(index, json_body(req)))
+        send(resp, self.engine.search.count(index, json_body(req), params=query_params(req)))
 
     on_get = on_post
 

@@ -1,0 +1,306 @@
+"""Reading a brain: ego (with its node hydration), overview and reachable, as bounded columnar hops."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+import numpy as np
+
+from xerj_core import params
+from xerj_core.errors import GraphError, GraphNotFound, IndexNotFound
+from xerj_core.graph.brain import CONTRACT, META_ID, edges_index, nodes_index, now_ms, validate_brain_name
+from xerj_core.graph.hop import (
+    BOTH,
+    Filters,
+    GraphView,
+    HopEdges,
+    ViewCache,
+    expand,
+    member,
+    new_counters,
+    shortest_float,
+)
+from xerj_core.graph.requests import (
+    EgoRequest,
+    OverviewRequest,
+    parse_direction,
+    parse_ego,
+    parse_hops,
+    parse_overview,
+    parse_trust,
+)
+from xerj_core.graph.stats import edge_stats
+from xerj_core.store import ABSENT_INT, IndexReader
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.query.service import SearchService
+    from xerj_core.store import Store
+
+MAX_DANGLING_IDS = 50
+PREVIEW_CHARS = 160
+REACHABLE_LIMIT = 10_000
+
+
+def _preview(source: dict[str, Any]) -> str | None:
+    for field in ("title", "text", "body"):
+        value = source.get(field)
+        if isinstance(value, str) and value:
+            return value[:PREVIEW_CHARS]
+    return None
+
+
+def hydrate_nodes(store: "Store", raw: Any, indices: list[str], ids: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """Ego's node summaries: ``({id: {index, title, preview, path}}, dangling ids)``, first index holding an id wins.
+
+    ``raw`` is the read transaction the edges were read in, so nodes and edges
+    come from one snapshot.
+    """
+    readers = []
+    for name in indices:
+        try:
+            readers.append((name, store.open_reader(raw, name)))
+        except IndexNotFound:
+            continue
+    nodes: dict[str, Any] = {}
+    dangling: list[str] = []
+    for node_id in dict.fromkeys(ids):
+        for name, reader in readers:
+            found = reader.get(node_id)
+            if found is not None:
+                source = found[0]
+                title = source.get("title")
+                path = source.get("ax_path")
+                nodes[node_id] = {"index": name, "title": title if isinstance(title, str) else None,
+                                  "preview": _preview(source), "path": path if isinstance(path, str) else None}
+                break
+        else:
+            dangling.append(node_id)
+    return nodes, dangling
+
+
+class GraphReading:
+    """The read half of :class:`~xerj_core.graph.service.GraphService`; each call reads one snapshot."""
+
+    store: "Store"
+    search: "SearchService"
+    embedder: str
+    views: ViewCache
+    max_seeds: int
+    frontier_cap: int
+    edge_cap: int
+
+    def _graph(self, reader: IndexReader) -> GraphView:
+        return self.views.graph(reader)
+
+    @staticmethod
+    def _meta_nodes_index(reader: IndexReader, brain: str) -> str:
+        meta = reader.get(META_ID)
+        found = meta[0].get("nodes_index") if meta is not None else None
+        return found if isinstance(found, str) and found else nodes_index(brain)
+
+    @staticmethod
+    def _ordinals(reader: IndexReader, field: str, terms: Iterable[str]) -> np.ndarray:
+        if reader.field(field) is None:
+            return np.empty(0, np.int64)
+        return reader.field_dictionary(field).lookup(terms)
+
+    def _run_hops(self, reader: IndexReader, seeds: list[str], *, hops: int, direction: str, filters: Filters,
+                  counters: dict[str, int]) -> list[HopEdges]:
+        seed_ords = self._ordinals(reader, "src", seeds)
+        return expand(self._graph(reader), seed_ords, hops=hops, direction=direction, filters=filters,
+                      counters=counters, frontier_cap=self.frontier_cap, edge_cap=self.edge_cap)
+
+    def _filters(self, reader: IndexReader, *, as_of: int, include_expired: bool = False,
+                 types: list[str] | None = None, trust: list[str] | None = None,
+                 min_confidence: float | None = None) -> Filters:
+        return Filters(
+            as_of=as_of, include_expired=include_expired,
+            type_ords=self._ordinals(reader, "type", types) if types else None,
+            trust_ords=self._ordinals(reader, "trust", trust) if trust else None,
+            min_confidence=min_confidence)
+
+    def ego(self, brain: str, query: Mapping[str, Any] | EgoRequest) -> dict[str, Any]:
+        """The bounded neighbourhood of ``node`` or of up to 64 ``nodes``; every bound reported in ``not_shown``."""
+        request = query if isinstance(query, EgoRequest) else parse_ego(query)
+        validate_brain_name(brain)
+        seeds = list(request.seeds)
+        counters = new_counters()
+        if len(seeds) > self.max_seeds:
+            counters["frontier_clipped"] += len(seeds) - self.max_seeds
+            seeds = seeds[:self.max_seeds]
+        with self.store.read_txn() as raw:
+            try:
+                reader = self.store.open_reader(raw, edges_index(brain))
+            except IndexNotFound:
+                raise GraphNotFound(f"brain '{brain}' does not exist: it has no edges index") from None
+            filters = self._filters(reader, as_of=request.as_of, include_expired=request.include_expired,
+                                    types=request.types, trust=request.trust,
+                                    min_confidence=request.min_confidence)
+            found = self._run_hops(reader, seeds, hops=request.hops, direction=request.direction, filters=filters,
+                                   counters=counters)
+            edges, neighbors = self._ego_edges(reader, found, seeds, request.limit, request.include_evidence,
+                                               counters)
+            response: dict[str, Any] = {"brain": brain, "contract": CONTRACT, "seeds": seeds}
+            if len(seeds) == 1:
+                response["node"] = seeds[0]
+            response.update({"as_of": request.as_of, "hops": request.hops, "direction": request.direction,
+                             "edges": edges, "neighbors": neighbors})
+            dangling: list[str] = []
+            if request.include_nodes:
+                index_list = request.nodes_index or self._meta_nodes_index(reader, brain)
+                response["nodes_index"] = index_list
+                response["nodes"], dangling = hydrate_nodes(self.store, raw, index_list.split(","),
+                                                            seeds + neighbors)
+        response["not_shown"] = {**counters, "dangling_nodes": len(dangling),
+                                 "dangling_ids": dangling[:MAX_DANGLING_IDS]}
+        return response
+
+    def _ego_edges(self, reader: IndexReader, found: list[HopEdges], seeds: list[str], limit: int,
+                   include_evidence: bool, counters: dict[str, int]) -> tuple[list[dict[str, Any]], list[str]]:
+        total = sum(len(h) for h in found)
+        if total > limit:
+            counters["edges_clipped"] += total - limit
+        lookup = total and not include_evidence
+        node_terms = reader.field_dictionary("src").terms if lookup else []
+        type_terms = reader.field_dictionary("type").terms if lookup else []
+        trust_terms = reader.field_dictionary("trust").terms if lookup else []
+        edges: list[dict[str, Any]] = []
+        neighbors: dict[str, None] = {}
+        seed_set = set(seeds)
+        for hop_edges in found:
+            room = limit - len(edges)
+            if room <= 0:
+                break
+            chosen = hop_edges.take(hop_edges.order(room))
+            hop, column = chosen.hop, chosen.column
+            rows, outs = column("row").tolist(), column("out").tolist()
+            if include_evidence:
+                # The stored document carries every field; the columns only chose which ones to read.
+                direction_of = dict(zip(rows, outs))
+                for row, doc_id, edge, _version in reader.documents(rows):
+                    out = direction_of[row]
+                    # decoded for this response alone, so it is ours to reshape
+                    pop = edge.pop
+                    pop("schema_version", None), pop("src_file", None)
+                    pop("src_format", None), pop("dst_format", None)
+                    edge["edge_id"] = doc_id
+                    edge["hop"] = hop
+                    edge["direction"] = "out" if out else "in"
+                    if "invalid_at" not in edge:
+                        edge["invalid_at"] = None
+                    if "expired_at" not in edge:
+                        edge["expired_at"] = None
+                    if "evidence" not in edge:
+                        edge["evidence"] = None
+                    edges.append(edge)
+            else:
+                for row, out, src, dst, type_ord, trust_ord, valid, invalid, weight in zip(
+                        rows, outs, chosen.src.tolist(), chosen.dst.tolist(), column("type").tolist(),
+                        column("trust").tolist(), column("valid_at").tolist(), column("invalid_at").tolist(),
+                        column("weight").tolist()):
+                    edges.append({
+                        "edge_id": reader.id_of(row), "src": node_terms[src], "dst": node_terms[dst],
+                        "type": type_terms[type_ord] if type_ord >= 0 else None, "weight": shortest_float(weight),
+                        "hop": hop, "direction": "out" if out else "in", "valid_at": valid,
+                        "invalid_at": None if invalid == ABSENT_INT else invalid,
+                        "trust": trust_terms[trust_ord] if trust_ord >= 0 else None,
+                    })
+        for edge in edges:
+            other = edge["dst"] if edge["direction"] == "out" else edge["src"]
+            if other not in seed_set:
+                neighbors[other] = None
+        return edges, list(neighbors)
+
+    def overview(self, brain: str, query: Mapping[str, Any] | OverviewRequest) -> tuple[bool, dict[str, Any]]:
+        """Brain-level totals and breakdowns: ``(exists, body)``; a missing brain is ``exists: false``."""
+        request = query if isinstance(query, OverviewRequest) else parse_overview(query)
+        validate_brain_name(brain)
+        with self.store.read_txn() as raw:
+            try:
+                reader = self.store.open_reader(raw, edges_index(brain))
+            except IndexNotFound:
+                return False, {"brain": brain, "contract": CONTRACT, "exists": False}
+            index_list = self._meta_nodes_index(reader, brain)
+            total_nodes = 0
+            for name in index_list.split(","):
+                try:
+                    total_nodes += self.store.open_reader(raw, name).doc_count
+                except IndexNotFound:
+                    continue
+            stats = edge_stats(self.search, reader, as_of=request.as_of, top=request.top,
+                               interval=request.interval)
+        body = {"brain": brain, "contract": CONTRACT, "exists": True, "as_of": request.as_of,
+                "nodes_index": index_list, "nodes": {"total": total_nodes}, "embedder": self.embedder, **stats}
+        return True, body
+
+    def reachable(self, brain: str, seeds: Iterable[str], *, hops: int, types: Iterable[str] | None = None,
+                  as_of: Any = None, min_confidence: float | None = None, limit: int = REACHABLE_LIMIT,
+                  direction: str = BOTH, trust: Iterable[str] | None = None
+                  ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+        """Nodes reachable from ``seeds`` within ``hops``: ``({id: {"hop", "proximity"}}, not_shown)``.
+
+        Proximity is 1.0 for a seed and otherwise the maximum over the edges
+        reaching the node of ``0.5**hop * clamp(weight, 0, 1) * confidence``.
+        At most ``limit`` ids are returned (closest first), the rest counted in
+        ``reachable_clipped``. A brain without an edges index yields the seeds
+        alone and ``no_edges_index: true``.
+        """
+        hops = parse_hops(hops, engine_level=True, source=params.JSON)
+        direction = parse_direction(direction)
+        validate_brain_name(brain)
+        when = params.instant(as_of, "as_of", GraphError) if as_of is not None else now_ms()
+        threshold = (params.unit(min_confidence, "min_confidence", GraphError, clamp=True,
+                                 source=params.JSON)
+                     if min_confidence is not None else None)
+        type_list = (params.names(types if isinstance(types, str) else list(types), "types", GraphError)
+                     if types is not None else None)
+        trust_list = parse_trust(trust if isinstance(trust, str) else list(trust)) if trust is not None else None
+        seed_list = list(dict.fromkeys(s for s in seeds if isinstance(s, str) and s))
+        counters: dict[str, Any] = new_counters()
+        counters.update(reachable_clipped=0, no_edges_index=False)
+        if len(seed_list) > self.frontier_cap:
+            counters["frontier_clipped"] += len(seed_list) - self.frontier_cap
+            seed_list = seed_list[:self.frontier_cap]
+        best: dict[str, dict[str, Any]] = {s: {"hop": 0, "proximity": 1.0} for s in seed_list}
+        with self.store.read_txn() as raw:
+            try:
+                reader = self.store.open_reader(raw, edges_index(brain))
+            except IndexNotFound:
+                counters["no_edges_index"] = True
+                return self._clip_reachable(best, limit, counters), counters
+            filters = self._filters(reader, as_of=when, types=type_list, trust=trust_list, min_confidence=threshold)
+            found = self._run_hops(reader, seed_list, hops=hops, direction=direction, filters=filters,
+                                   counters=counters)
+            terms = reader.field_dictionary("src").terms if found else []
+            for hop_edges in found:
+                if not len(hop_edges):
+                    continue
+                proximity = (0.5 ** hop_edges.hop) * np.clip(hop_edges.column("weight"), 0, 1).astype(np.float64) \
+                    * np.clip(hop_edges.column("confidence"), 0, 1).astype(np.float64)
+                reached = hop_edges.others
+                if direction == BOTH:
+                    # An edge joining two nodes of the same frontier was met once, but it is a path to each end.
+                    same = member(reached, hop_edges.frontier)
+                    if same.any():
+                        reached = np.concatenate([reached, hop_edges.column("near")[same]])
+                        proximity = np.concatenate([proximity, proximity[same]])
+                order = np.lexsort((-proximity, reached))
+                reached, proximity = reached[order], proximity[order]
+                first = np.flatnonzero(np.r_[True, reached[1:] != reached[:-1]])
+                for ordinal, value in zip(reached[first].tolist(), proximity[first].tolist()):
+                    node = terms[ordinal]
+                    entry = best.get(node)
+                    if entry is None:
+                        best[node] = {"hop": hop_edges.hop, "proximity": value}
+                    elif value > entry["proximity"]:
+                        entry["proximity"] = value
+        return self._clip_reachable(best, limit, counters), counters
+
+    @staticmethod
+    def _clip_reachable(best: dict[str, dict[str, Any]], limit: int, counters: dict[str, Any]
+                        ) -> dict[str, dict[str, Any]]:
+        if len(best) <= limit:
+            return best
+        counters["reachable_clipped"] += len(best) - limit
+        ranked = sorted(best.items(), key=lambda kv: (-kv[1]["proximity"], kv[1]["hop"], kv[0]))
+        return dict(ranked[:limit])

@@ -1,0 +1,267 @@
+"""Writing a brain's edges: a person's link and unlink, a detector batch, and the reconcile pass's invalidation."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
+
+import numpy as np
+
+from xerj_core.errors import GraphError, GraphNotFound, IndexNotFound, XerjError
+from xerj_core.graph.brain import (
+    EDGE_MAPPING,
+    META_ID,
+    META_VERSION,
+    TRUST_APPROVED,
+    TRUST_ASSERTED,
+    TRUST_REJECTED,
+    edges_index,
+    nodes_index,
+    now_ms,
+    parse_instant,
+    rejection_id,
+    validate_brain_name,
+)
+from xerj_core.graph.edges import draft_document, is_edge, is_retired, link_document
+from xerj_core.graph.requests import parse_link
+from xerj_core.model import EdgeDraft
+from xerj_core.store import IndexReader
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.store import Store, WriteTxn
+
+T = TypeVar("T")
+
+# How a committed write is announced: ``notify(hook_name, **kwargs)``, failures logged, never raised.
+Notify = Callable[..., None]
+
+
+def _missing_edge(edge_id: Any, brain: str) -> GraphNotFound:
+    return GraphNotFound(f"edge '{edge_id}' does not exist in brain '{brain}'")
+
+
+class EdgeWriting:
+    """The write half of :class:`~xerj_core.graph.service.GraphService`: every edge write is one transaction."""
+
+    store: "Store"
+    notify: Notify
+
+    def _transact(self, fn: Callable[["WriteTxn"], T]) -> T:
+        try:
+            return self.store.transact(fn)
+        except GraphError:
+            raise
+        except XerjError as exc:  # a store refusal of an edge write is still a graph refusal
+            raise GraphError(exc.reason) from exc
+
+    def _notify(self, brain: str, edges: list[dict[str, Any]]) -> None:
+        if edges:
+            self.notify("xerj_edges_written", brain=brain, edges=edges)
+
+    @staticmethod
+    def _open_edges(txn: "WriteTxn", brain: str, now: int, nodes: str | None = None) -> str:
+        """The brain's edges index in this transaction: created with the edge mapping and meta document."""
+        name = edges_index(brain)
+        fresh = not txn.exists(name)
+        target = txn.index(name, create=True, mapping=EDGE_MAPPING)
+        if not fresh:
+            src = target.mapping.fields.get("src")
+            if src is None or src.dictionary != "nodes" or "trust" not in target.mapping.fields:
+                txn.put_mapping(name, EDGE_MAPPING)
+        meta = None if fresh else txn.get(name, META_ID)
+        if meta is None:
+            txn.put(name, {"meta_version": META_VERSION, "brain": brain, "nodes_index": nodes or nodes_index(brain),
+                           "created_at": now}, META_ID)
+        elif nodes is not None and meta.get("nodes_index") != nodes:
+            txn.put(name, {**meta, "nodes_index": nodes}, META_ID)
+        return name
+
+    @staticmethod
+    def _active_rejection(txn: "WriteTxn", name: str, doc: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        rid = rejection_id(doc["src"], doc["type"], doc["dst"])
+        found = txn.get(name, rid)
+        return rid, (found if found is not None and found.get("lifted_at") is None else None)
+
+    @staticmethod
+    def _machine_put(txn: "WriteTxn", name: str, doc: dict[str, Any], rejection: str | None,
+                     now: int) -> tuple[dict[str, Any], bool, bool]:
+        """A machine writer's edge: ``(stored doc, created, suppressed)``.
+
+        Under an active rejection of its claim the edge is stored already retired
+        (never live); an edge already retired under that id is left as it is.
+        """
+        eid = doc["edge_id"]
+        existing = txn.get(name, eid)
+        if rejection is not None:
+            if existing is not None and is_retired(existing):
+                return existing, False, True
+            doc = {**doc, "invalid_at": doc["valid_at"], "expired_at": now, "trust": TRUST_REJECTED,
+                   "rejection": rejection}
+        elif existing is not None and not is_retired(existing) and existing.get("trust") in (TRUST_ASSERTED,
+                                                                                                TRUST_APPROVED):
+            doc = {**doc, "trust": existing["trust"]}  # a detector re-finding a person's edge keeps their word
+        txn.put(name, doc, eid)
+        return doc, existing is None, rejection is not None
+
+    def link(self, brain: str, body: Any, *, machine: bool = False) -> tuple[bool, dict[str, Any]]:
+        """Assert an edge: ``(created, {"brain", "edge_id", "created", "edge"})``.
+
+        ``created`` is False when the same ``(src, type, dst, valid_at)`` was
+        re-asserted. A person's link (the default) of a rejected claim lifts the
+        rejection and says ``reinstated: true``; a machine writer's (``machine=True``)
+        is stored retired and says ``suppressed: true``.
+        """
+        validate_brain_name(brain)
+        now = now_ms()
+        doc = link_document(parse_link(body, now=now), machine=machine)
+
+        def run(txn: "WriteTxn") -> tuple[dict[str, Any], bool, bool, bool]:
+            name = self._open_edges(txn, brain, now)
+            rid, rejection = self._active_rejection(txn, name, doc)
+            if machine:
+                stored, created, suppressed = self._machine_put(txn, name, doc, rid if rejection else None, now)
+                return stored, created, suppressed, False
+            created = txn.get(name, doc["edge_id"]) is None
+            if rejection is not None:
+                txn.put(name, {**rejection, "lifted_at": now, "lifted_by": doc["edge_id"]}, rid)
+            txn.put(name, doc, doc["edge_id"])
+            return doc, created, False, rejection is not None
+
+        stored, created, suppressed, reinstated = self._transact(run)
+        self._notify(brain, [stored])
+        response: dict[str, Any] = {"brain": brain, "edge_id": stored["edge_id"], "created": created, "edge": stored}
+        if reinstated:
+            response["reinstated"] = True
+        if suppressed:
+            response["suppressed"] = True
+        return created, response
+
+    def unlink(self, brain: str, edge_id: str, invalid_at: Any = None) -> dict[str, Any]:
+        """Retire an edge: the same document re-indexed with ``invalid_at`` and ``expired_at``.
+
+        A person's unlink is also a rejection of the claim ``(src, type, dst)``,
+        recorded in the same transaction, so a detector re-asserting the claim
+        later (under any ``valid_at``) cannot bring it back live.
+        """
+        validate_brain_name(brain)
+        when = parse_instant(invalid_at, "invalid_at") if invalid_at is not None else None
+        name = edges_index(brain)
+
+        def run(txn: "WriteTxn") -> dict[str, Any]:
+            doc = txn.get(name, edge_id) if isinstance(edge_id, str) and edge_id else None
+            if not is_edge(doc):
+                raise _missing_edge(edge_id, brain)
+            if is_retired(doc):
+                return {"brain": brain, "edge_id": edge_id, "invalidated": False,
+                        "already_invalid_at": doc["invalid_at"]}
+            now = now_ms()
+            rid = rejection_id(doc["src"], doc["type"], doc["dst"])
+            retired = {**doc, "invalid_at": now if when is None else when, "expired_at": now,
+                       "trust": TRUST_REJECTED, "rejection": rid}
+            txn.put(name, retired, edge_id)
+            txn.put(name, {"kind": "rejection", "claim_src": doc["src"], "claim_type": doc["type"],
+                           "claim_dst": doc["dst"], "rejected_at": now, "rejected_edge_id": edge_id}, rid)
+            return {"brain": brain, "edge_id": edge_id, "invalidated": True, "invalid_at": retired["invalid_at"],
+                    "expired_at": now, "rejection": rid, "edge": retired}
+
+        result = self._transact(run)
+        if result["invalidated"]:
+            self._notify(brain, [result["edge"]])
+        return result
+
+    def write_edges(self, brain: str, drafts: Sequence[EdgeDraft], *, created_at: Any,
+                    nodes_index: str | None = None) -> dict[str, Any]:
+        """Write a detector batch in one transaction (machine writer semantics) and summarise it.
+
+        Self-edges are skipped and counted; an edge whose claim a person rejected
+        is stored retired and counted in ``suppressed``.
+        """
+        validate_brain_name(brain)
+        created_ms = parse_instant(created_at, "created_at")
+        docs, self_edges = [], 0
+        for draft in drafts:
+            if draft.src == draft.dst:
+                self_edges += 1
+                continue
+            docs.append(draft_document(draft, created_at=created_ms))
+        summary = {"brain": brain, "edges_index": edges_index(brain), "written": 0, "created": 0, "updated": 0,
+                   "suppressed": 0, "self_edges_skipped": self_edges}
+        if not docs:
+            return summary
+
+        def run(txn: "WriteTxn") -> list[dict[str, Any]]:
+            now = now_ms()
+            name = self._open_edges(txn, brain, now, nodes_index)
+            rejections: dict[str, str | None] = {}
+            stored_docs = []
+            counts = {"written": 0, "created": 0, "updated": 0, "suppressed": 0}
+            for doc in docs:
+                claim = (doc["src"], doc["type"], doc["dst"])
+                key = "\0".join(claim)
+                if key not in rejections:
+                    rid, active = self._active_rejection(txn, name, doc)
+                    rejections[key] = rid if active is not None else None
+                stored, created, suppressed = self._machine_put(txn, name, doc, rejections[key], now)
+                counts["created" if created else "updated"] += 1
+                counts["suppressed"] += suppressed
+                counts["written"] += 1
+                stored_docs.append(stored)
+            summary.update(counts)
+            return stored_docs
+
+        written = self._transact(run)
+        self._notify(brain, written)
+        return summary
+
+    def _rows_for_file(self, reader: IndexReader, src_file: str) -> np.ndarray:
+        """Rows of live (never retired) edges taught by ``src_file``, found on columns."""
+        if reader.field("src_file") is None or reader.field("invalid_at") is None:
+            return np.empty(0, np.int64)
+        ordinal = reader.field_dictionary("src_file").ordinal(src_file)
+        if ordinal is None:
+            return np.empty(0, np.int64)
+        files, invalid = reader.column("src_file"), reader.column("invalid_at")
+        return np.flatnonzero(reader.live & files.present & (files.values == ordinal) & ~invalid.present)
+
+    def live_edge_ids_for_file(self, brain: str, src_file: str) -> list[str]:
+        """Ids of the edges taught by ``src_file`` that carry no ``invalid_at`` (for reconcile)."""
+        validate_brain_name(brain)
+        try:
+            with self.store.reader(edges_index(brain)) as reader:
+                return [i for i in (reader.id_of(int(r)) for r in self._rows_for_file(reader, src_file)) if i]
+        except IndexNotFound:
+            return []
+
+    def invalidate_edges(self, brain: str, *, src_file: str | None = None, edge_ids: Iterable[str] | None = None,
+                         at: Any) -> int:
+        """Soft-invalidate the live edges taught by ``src_file`` and/or listed in ``edge_ids``; returns how many.
+
+        This is the reconcile pass (a file left or changed), not a person's
+        judgement: no rejection is recorded and a later detection may bring the
+        claim back.
+        """
+        validate_brain_name(brain)
+        if src_file is None and edge_ids is None:
+            raise GraphError("invalidate_edges needs src_file or edge_ids")
+        when = parse_instant(at, "at")
+        name = edges_index(brain)
+        candidates = list(dict.fromkeys(edge_ids or ()))
+        if src_file is not None:
+            candidates.extend(i for i in self.live_edge_ids_for_file(brain, src_file) if i not in candidates)
+        if not candidates or not self.store.exists(name):
+            return 0
+
+        def run(txn: "WriteTxn") -> list[dict[str, Any]]:
+            now = now_ms()
+            retired = []
+            for eid in candidates:
+                doc = txn.get(name, eid)
+                if not is_edge(doc) or is_retired(doc):
+                    continue
+                doc = {**doc, "invalid_at": when, "expired_at": now}
+                txn.put(name, doc, eid)
+                retired.append(doc)
+            return retired
+
+        retired = self._transact(run)
+        self._notify(brain, retired)
+        return len(retired)
