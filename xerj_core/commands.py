@@ -7,11 +7,21 @@ import json
 import click
 
 from xerj_core.hookspecs import hookimpl
-from xerj_core.plugins import XerjPluginManager
+from xerj_core.plugins import XerjPluginManager, collect_registrations
+
+
+def _embedders_by_plugin(pm: XerjPluginManager) -> dict[str, list[dict]]:
+    """What each plugin's embedders declare: id, dims, license and source (nothing is loaded)."""
+    found: dict[str, list[dict]] = {}
+    for name, (embedder, *_rest) in collect_registrations(pm, "xerj_register_embedders"):
+        found.setdefault(name, []).append({key: getattr(embedder, key, None)
+                                           for key in ("id", "dims", "license", "source")})
+    return found
 
 
 def plugin_rows(pm: XerjPluginManager, *, include_builtins: bool, hook: str | None) -> list[dict]:
-    """One row per registered plugin: ``{name, version, hooks}``, sorted by name."""
+    """One row per registered plugin: ``{name, version, hooks}`` (and ``embedders`` for embedder plugins), by name."""
+    embedders = _embedders_by_plugin(pm)
     rows = []
     for plugin in pm.get_plugins():
         origin = pm.origin(plugin)
@@ -20,7 +30,10 @@ def plugin_rows(pm: XerjPluginManager, *, include_builtins: bool, hook: str | No
         hooks = sorted(h.name for h in pm.get_hookcallers(plugin) or ())
         if hook is not None and hook not in hooks:
             continue
-        rows.append({"name": origin.name, "version": origin.version, "hooks": hooks})
+        row = {"name": origin.name, "version": origin.version, "hooks": hooks}
+        if origin.name in embedders:
+            row["embedders"] = embedders[origin.name]
+        rows.append(row)
     return sorted(rows, key=lambda row: row["name"])
 
 

@@ -26,8 +26,13 @@ def default_data_dir() -> Path:
 class EngineConfig:
     """Settings an operator chooses; surfaces pass them in, nothing reads the environment behind them."""
 
-    embedder: str = "lexical-feature-hash"
+    # The embedder new memory namespaces get; None picks the best installed one
+    # (xerj_core.embedding.DEFAULT_PREFERENCE). A namespace keeps the one it was created with.
+    embedder: str | None = None
     tail_rows: int = 1024
+    # Where embedders find their model files, and whether they may fetch missing ones.
+    model_cache: Path | None = None
+    offline: bool = False
 
 
 class Engine:
@@ -72,9 +77,17 @@ class Engine:
 
     @cached_property
     def embedders(self) -> dict[str, Any]:
-        from xerj_core.embedding import collect_embedders
+        from xerj_core.embedding import EmbedderSettings, collect_embedders
 
-        return collect_embedders(self.pm)
+        settings = EmbedderSettings(model_cache=self.config.model_cache, offline=self.config.offline)
+        return collect_embedders(self.pm, settings)
+
+    @property
+    def default_embedder(self) -> str:
+        """The id of the embedder a new memory namespace gets (the configured one, checked, or the best installed)."""
+        from xerj_core.embedding import default_embedder_id
+
+        return default_embedder_id(self.embedders, self.config.embedder)
 
     @cached_property
     def search(self):
@@ -86,7 +99,8 @@ class Engine:
     def graph(self):
         from xerj_core.graph.service import GraphService
 
-        return GraphService(self.store, notify=self.notify, search=self.search, embedder=self.config.embedder)
+        return GraphService(self.store, notify=self.notify, search=self.search,
+                            embedder_of=lambda brain: self.memory.embedder_of(brain))
 
     @cached_property
     def memory(self):

@@ -64,6 +64,9 @@ class LexicalFeatureHashEmbedder:
     """Feature-hashing embedder: deterministic, dependency-light, no model to load."""
 
     id = EMBEDDER_ID
+    # No model: the code is all there is, and it is xerj's own.
+    license = "Apache-2.0"
+    source = "built in (xerj_embedders.lexical), no model file"
 
     def __init__(self, dims: int = DEFAULT_DIMS, char_ngram: int = DEFAULT_CHAR_NGRAM) -> None:
         if dims < 1:

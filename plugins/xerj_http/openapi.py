@@ -171,6 +171,9 @@ SCHEMAS: dict[str, Any] = {
                        "types": {"type": "array", "items": STRING}, "weight": NUMBER, "as_of": TIME,
                        "min_confidence": NUMBER}, required=["mode"]),
     }, extra=False),
+    "MemoryCreate": _obj({"embedder": STRING}, extra=False),
+    "MemoryReembed": _obj({"embedder": STRING, "batch_size": {"type": "integer", "minimum": 1, "maximum": 10000}},
+                          required=["embedder"], extra=False),
     "MemoryResult": ANY_OBJECT,
 }
 
@@ -384,6 +387,8 @@ def paths() -> dict[str, Any]:
                        ok("RunFinishResult"), params=[path("brain")], body=ref("RunFinish"), body_required=True),
         },
         "/_memory/{namespace}": {
+            "put": op("Create the namespace with a chosen embedder (refused once it holds memories)",
+                      ok("MemoryResult"), params=[path("namespace")], body=ref("MemoryCreate")),
             "post": op("Store a memory", {"200": json_response(ref("MemoryResult"), "Deduplicated"),
                                           "201": json_response(ref("MemoryResult"), "Stored")},
                        params=[path("namespace")], body=ref("MemoryStore"), body_required=True),
@@ -395,6 +400,10 @@ def paths() -> dict[str, Any]:
         "/_memory/{namespace}/_recall": {
             "post": op("Recall memories", ok("MemoryResult"), params=[path("namespace")],
                        body=ref("MemoryRecall"), body_required=True),
+        },
+        "/_memory/{namespace}/_reembed": {
+            "post": op("Re-embed every memory with another embedder, in place; resumable", ok("MemoryResult"),
+                       params=[path("namespace")], body=ref("MemoryReembed"), body_required=True),
         },
         "/_memory/{namespace}/{id}": {
             "delete": op("Forget one memory (retire it; purge=true erases it)", ok("MemoryResult"),

@@ -48,6 +48,7 @@ ROUTES: list[tuple[str, Any]] = [
     # agent memory
     ("/_memory/{namespace}", memory.Namespace),
     ("/_memory/{namespace}/_recall", memory.Recall),
+    ("/_memory/{namespace}/_reembed", memory.Reembed),
     ("/_memory/{namespace}/{id}", memory.Memory),
 ]
 

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import click
 import platformdirs
+from xerj_embedders.models import model_cache_option, offline_option
 
 
 def default_workers() -> int:
@@ -87,6 +88,21 @@ def run_server(app_factory: Callable[[], tuple[Any, Callable[[], None]]], *, hos
     _gunicorn_application(options, load).run()
 
 
+def _engine_config(embedder: str | None, model_cache: Path | None, offline: bool):
+    """The engine settings from the command line; an embedder id that is not installed stops here, named."""
+    from xerj_core.embedding import EmbedderSettings, collect_embedders, get_embedder
+    from xerj_core.engine import EngineConfig
+    from xerj_core.errors import XerjError
+    from xerj_core.plugins import get_plugin_manager
+
+    if embedder:
+        try:
+            get_embedder(collect_embedders(get_plugin_manager(), EmbedderSettings(model_cache, offline)), embedder)
+        except XerjError as exc:
+            raise click.BadParameter(exc.reason, param_hint="--embedder") from None
+    return EngineConfig(embedder=embedder or None, model_cache=model_cache, offline=offline)
+
+
 @click.command("serve")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
               default=lambda: platformdirs.user_data_dir("xerj"), show_default="the user data directory",
@@ -98,13 +114,19 @@ def run_server(app_factory: Callable[[], tuple[Any, Callable[[], None]]], *, hos
 @click.option("--insecure", is_flag=True, help="Open mode: no credentials, every caller is a superuser.")
 @click.option("--allow-cleartext-bind", is_flag=True,
               help="Allow a cleartext (non-TLS) bind on a non-loopback address.")
+@click.option("--embedder", default=None, envvar="XERJ_EMBEDDER", show_envvar=True,
+              help="Embedder id new memory namespaces get (default: the best installed; see `xerj models list`).")
+@model_cache_option
+@offline_option
 def serve_command(data_dir: Path, host: str, port: int, workers: int, insecure: bool,
-                  allow_cleartext_bind: bool) -> None:
+                  allow_cleartext_bind: bool, embedder: str | None, model_cache: Path | None,
+                  offline: bool) -> None:
     """Serve the HTTP API (Elasticsearch-compatible routes, /_graph, /_memory) under gunicorn."""
     if not is_loopback(host) and not allow_cleartext_bind:
         raise click.UsageError(
             f"refusing a cleartext bind on the non-loopback address {host}: anyone who can reach it reads "
             f"and writes every index. Bind 127.0.0.1, or pass --allow-cleartext-bind to accept that.")
+    config = _engine_config(embedder, model_cache, offline)
     data_dir = Path(data_dir).expanduser()
     data_dir.mkdir(parents=True, exist_ok=True)
     why = "--insecure" if insecure else "no authentication backend is configured yet"
@@ -119,7 +141,7 @@ def serve_command(data_dir: Path, host: str, port: int, workers: int, insecure: 
         from xerj_http.app import create_app
 
         pm = get_plugin_manager()
-        engine = Engine(data_dir, pm)
+        engine = Engine(data_dir, pm, config=config)
         return create_app(engine, pm), engine.close
 
     sys.stdout.flush()

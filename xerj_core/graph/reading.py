@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -83,7 +83,7 @@ class GraphReading:
 
     store: "Store"
     search: "SearchService"
-    embedder: str
+    embedder_of: Callable[[str], str | None]
     views: ViewCache
     max_seeds: int
     frontier_cap: int
@@ -230,7 +230,7 @@ class GraphReading:
             stats = edge_stats(self.search, reader, as_of=request.as_of, top=request.top,
                                interval=request.interval)
         body = {"brain": brain, "contract": CONTRACT, "exists": True, "as_of": request.as_of,
-                "nodes_index": index_list, "nodes": {"total": total_nodes}, "embedder": self.embedder, **stats}
+                "nodes_index": index_list, "nodes": {"total": total_nodes}, "embedder": self.embedder_of(brain), **stats}
         return True, body
 
     def reachable(self, brain: str, seeds: Iterable[str], *, hops: int, types: Iterable[str] | None = None,

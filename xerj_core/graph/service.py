@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from xerj_core.graph.hop import EDGE_CAP, FRONTIER_CAP, ViewCache
 from xerj_core.graph.reading import GraphReading
@@ -22,15 +22,16 @@ class GraphService(EdgeWriting, GraphReading):
 
     Its collaborators are named: the ``store`` it reads and writes, ``notify``
     to announce committed edge writes (``xerj_edges_written``), the ``search``
-    service whose aggregations build the overview, and the ``embedder`` id the
-    overview reports.
+    service whose aggregations build the overview, and ``embedder_of(brain)``, the
+    embedder id the overview reports (the one the brain's memory namespace uses).
     """
 
-    def __init__(self, store: "Store", *, notify: Notify, search: "SearchService", embedder: str) -> None:
+    def __init__(self, store: "Store", *, notify: Notify, search: "SearchService",
+                 embedder_of: Callable[[str], str | None]) -> None:
         self.store = store
         self.notify = notify
         self.search = search
-        self.embedder = embedder
+        self.embedder_of = embedder_of
         self.views = ViewCache()
         # The contract's bounds; instance attributes so a test can shrink them.
         self.max_seeds = MAX_SEEDS

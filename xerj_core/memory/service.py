@@ -33,9 +33,11 @@ import numpy as np
 from xerj_core.embedding import get_embedder
 from xerj_core.errors import GraphError, GraphNotFound, IndexNotFound, MapperParsingError, XerjError
 from xerj_core.graph.brain import now_ms
+from xerj_core.memory import embedders
 from xerj_core.memory import requests as rq
-from xerj_core.memory.namespace import (EMBEDDER_PARAM, FORGOTTEN_AT, METADATA, STORED_AT, TEXT_FIELD,
-                                        TEXT_VECTOR_FIELD, VECTOR_FIELD, memory_index, namespace_mapping,
+from xerj_core.memory.namespace import (FORGOTTEN_AT, METADATA, STORED_AT, TEXT_FIELD, TEXT_VECTOR_FIELD,
+                                        VECTOR_FIELD, active_text_vector, filling_text_vector, memory_index,
+                                        namespace_mapping, rounded, text_vector_fields,
                                         validate_namespace, vector_mapping)
 from xerj_core.memory.graphrecall import BLEND_SEEDS, Expansion, expand_graph
 from xerj_core.memory.rerank import blend_graph, blend_recency
@@ -47,15 +49,8 @@ from xerj_core.query.knn import knn_top
 from xerj_core.query.ranking import Ranked
 from xerj_core.store import ABSENT_INT, IndexReader
 
-# Stored embeddings are rounded to this many decimals in ``_source``: float32 carries about seven
-# significant digits, and the shorter JSON halves the bytes every memory costs on disk.
-_VECTOR_DECIMALS = 6
 # Reciprocal rank fusion's rank constant for hybrid recall.
 RANK_CONSTANT = 60
-
-
-def _rounded(vector: np.ndarray) -> list[float]:
-    return np.round(vector.astype(np.float64), _VECTOR_DECIMALS).tolist()
 
 
 class MemoryService:
@@ -75,22 +70,61 @@ class MemoryService:
         return GraphNotFound(f"no memory namespace [{ns}]: nothing has been stored in it")
 
     def _embedder_for(self, reader: IndexReader | None):
-        """The embedder a namespace was created with (the configured one for a namespace not yet created)."""
-        embedder_id = self.engine.config.embedder
-        if reader is not None:
-            spec = reader.field(TEXT_VECTOR_FIELD)
-            if spec is not None:
-                embedder_id = spec.params.get(EMBEDDER_PARAM, embedder_id)
+        """The embedder of the namespace's active text vectors (the default one for a namespace not yet created)."""
+        return self._embedder(self._embedder_id(reader))
+
+    def _embedder_id(self, reader: IndexReader | None) -> str:
+        """The id of the embedder a namespace stores and recalls with (the default for a new one)."""
+        field = active_text_vector(reader.mapping.fields) if reader is not None else None
+        if field is not None and field.embedder:
+            return field.embedder
+        try:
+            return self.engine.default_embedder
+        except XerjError as exc:
+            raise GraphError(f"the namespace's embedder is unavailable: {exc.reason}") from None
+
+    def _embedder(self, embedder_id: str):
         try:
             return get_embedder(self.engine.embedders, embedder_id)
         except XerjError as exc:
             raise GraphError(f"the namespace's embedder is unavailable: {exc.reason}") from None
 
+    def _vector_targets(self, fields: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """``(field, embedder id)`` a new memory's text is embedded into: the active generation and a filling one."""
+        return [(field.path, field.embedder) for field in (active_text_vector(fields), filling_text_vector(fields))
+                if field is not None and field.embedder]
+
     def _embed(self, embedder, text: str) -> np.ndarray:
+        return self._embed_many(embedder, [text])[0]
+
+    def _embed_many(self, embedder, texts: list[str]) -> np.ndarray:
         try:
-            return np.asarray(embedder.embed([text]), np.float32)[0]
+            return np.asarray(embedder.embed(texts), np.float32)
         except XerjError as exc:
             raise GraphError(f"embedder [{embedder.id}] failed: {exc.reason}") from None
+
+    # -- the namespace's embedder (xerj_core.memory.embedders) ------------------------------------
+
+    def create(self, ns: str, body: Any) -> dict[str, Any]:
+        """Create a namespace with a chosen embedder (``PUT /_memory/{ns}``); refused once it holds memories."""
+        return embedders.create(self, ns, body)
+
+    def embedder_of(self, ns: str) -> str | None:
+        """The id of the embedder namespace ``ns`` uses (the one a new namespace would get when it has none)."""
+        store = self.engine.store
+        with store.read_txn() as raw:
+            try:
+                reader = store.open_reader(raw, self._index(ns))
+            except IndexNotFound:
+                reader = None
+            try:
+                return self._embedder_id(reader)
+            except GraphError:
+                return self.engine.config.embedder
+
+    def reembed(self, ns: str, body: Any) -> dict[str, Any]:
+        """Re-embed every memory with another embedder, in place and resumably (``POST /_memory/{ns}/_reembed``)."""
+        return embedders.reembed(self, ns, body)
 
     # -- store ---------------------------------------------------------------------------------
 
@@ -105,30 +139,35 @@ class MemoryService:
             except IndexNotFound:
                 reader = None
             embedder = self._embedder_for(reader)
+            targets = self._vector_targets(reader.mapping.fields) if reader is not None else []
+            if not targets:
+                targets = [(TEXT_VECTOR_FIELD, embedder.id)]
             if reader is not None:
                 self._check_vector_dims(ns, reader, request.vector)
-            text_vector = self._embed(embedder, request.text) if request.text is not None else None
+            vectors = {path: self._embed(embedder if embedder_id == embedder.id else self._embedder(embedder_id),
+                                         request.text)
+                       for path, embedder_id in targets} if request.text is not None else {}
+            text_vector = vectors.get(targets[0][0])
             if request.dedup and reader is not None:
                 duplicate = self._dedup_probe(reader, request, text_vector)
                 if duplicate is not None:
                     return 200, {"created": False, "deduplicated": True, "_id": duplicate, "namespace": ns}
         stored_at = self.clock()
-        doc = memory_document(request, stored_at, text_vector)
+        doc = memory_document(request, stored_at, vectors)
 
         def write(txn):
             if not txn.exists(index):
                 txn.create_index(index, namespace_mapping(embedder.id, embedder.dims))
             target = txn.index(index)
-            spec = target.mapping.fields.get(TEXT_VECTOR_FIELD)
-            if spec is None:
+            if not text_vector_fields(target.mapping.fields):
                 # An index made through the generic document API: give it the memory fields first.
                 try:
                     txn.put_mapping(index, namespace_mapping(embedder.id, embedder.dims))
                 except MapperParsingError as exc:
                     raise GraphError(f"index [{index}] was not created by the memory API and its mapping "
                                      f"cannot hold memories: {exc.reason}") from None
-            elif spec.params.get(EMBEDDER_PARAM) != embedder.id:
-                # Another writer created the namespace with another embedder between our read and this write.
+            elif self._vector_targets(target.mapping.fields) != targets:
+                # Another writer created the namespace, or a re-embed moved it on, between our read and this write.
                 raise GraphError(f"namespace [{ns}] changed embedder while storing; retry the store")
             if request.vector is not None:
                 vspec = target.mapping.fields.get(VECTOR_FIELD)
@@ -162,7 +201,7 @@ class MemoryService:
             if request.vector is not None and reader.field(VECTOR_FIELD) is not None:
                 field, probe = VECTOR_FIELD, np.asarray(request.vector, np.float32)
             elif text_vector is not None:
-                field, probe = TEXT_VECTOR_FIELD, text_vector
+                field, probe = self._vector_targets(reader.mapping.fields)[0][0], text_vector
             else:
                 return None
             if not np.any(probe):
@@ -194,10 +233,11 @@ class MemoryService:
                 order = np.lexsort((-rows, -stored))
                 page = rows[order][request.offset: request.offset + request.size]
                 memories = [self._memory_json(reader, int(row)) for row in page]
+                about = embedders.report(self, reader.mapping.fields)
         except IndexNotFound:
             raise self._missing(ns) from None
-        return {"namespace": ns, "total": int(rows.size), "from": request.offset, "size": request.size,
-                "memories": [m for m in memories if m is not None]}
+        return {"namespace": ns, **about, "total": int(rows.size),
+                "from": request.offset, "size": request.size, "memories": [m for m in memories if m is not None]}
 
     def _memory_json(self, reader: IndexReader, row: int) -> dict[str, Any] | None:
         found = reader.document(row)
@@ -330,13 +370,14 @@ class MemoryService:
         return fuse([lexical, semantic], method=request.fusion, rank_constant=RANK_CONSTANT, window=fetch, k=fetch)
 
     def _semantic(self, reader: IndexReader, query: str, fetch: int, mask: np.ndarray) -> Ranked:
-        if reader.field(TEXT_VECTOR_FIELD) is None:
+        field = active_text_vector(reader.mapping.fields)
+        if field is None:
             return Ranked.empty()
         embedded = self._embed(self._embedder_for(reader), query)
         if not np.any(embedded):
             # A query with no features is near nothing; ranking every memory at cosine 0 would be noise.
             return Ranked.empty()
-        return knn_top(reader, TEXT_VECTOR_FIELD, embedded, fetch, mask)
+        return knn_top(reader, field.path, embedded, fetch, mask)
 
     def _filter_mask(self, reader: IndexReader, clause: Any) -> np.ndarray:
         try:
@@ -369,8 +410,8 @@ class MemoryService:
         return mask
 
 
-def memory_document(request: rq.StoreRequest, stored_at: int, text_vector: np.ndarray | None) -> dict[str, Any]:
-    """The stored document of a memory: what the agent sent, ``stored_at``, and the embedding of its text."""
+def memory_document(request: rq.StoreRequest, stored_at: int, vectors: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """The stored document of a memory: what the agent sent, ``stored_at``, and the embeddings of its text."""
     doc: dict[str, Any] = {}
     if request.text is not None:
         doc[TEXT_FIELD] = request.text
@@ -379,8 +420,8 @@ def memory_document(request: rq.StoreRequest, stored_at: int, text_vector: np.nd
         doc[METADATA] = request.metadata
     if request.vector is not None:
         doc[VECTOR_FIELD] = list(request.vector)
-    if text_vector is not None:
-        doc[TEXT_VECTOR_FIELD] = _rounded(text_vector)
+    for path, vector in vectors.items():
+        doc[path] = rounded(vector)
     return doc
 
 

@@ -446,6 +446,22 @@ class WriteTxn:
             target.mapping.dynamic = incoming.dynamic
         target.mapping_changed = True
 
+    def set_field_params(self, name: str, path: str, params: dict[str, Any]) -> None:
+        """Merge ``params`` into the mapped field ``path``'s parameters (a label such as an embedder id or a state).
+
+        Parameters are kept for the caller and never change how values are stored,
+        so the field's type, dims and dictionary cannot be set here.
+        """
+        structural = set(params) & {"type", "dims", "dictionary", "fields", "properties"}
+        if structural:
+            raise MapperParsingError(f"[{sorted(structural)}] of field [{path}] cannot be changed")
+        target = self.index(name)
+        spec = target.mapping.fields.get(path)
+        if spec is None:
+            raise MapperParsingError(f"no field [{path}] is mapped in index [{name}]")
+        target.mapping.fields[path] = attrs.evolve(spec, params={**spec.params, **params})
+        target.mapping_changed = True
+
     def put(self, index: str, doc: Any, doc_id: str | None = None, *, op_type: str = "index",
             auto_create: bool = True) -> WriteResult:
         return self.index(index, create=auto_create).put(doc, doc_id, op_type=op_type)

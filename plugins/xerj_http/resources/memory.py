@@ -1,4 +1,4 @@
-"""Agent-memory routes under ``/_memory/{namespace}``: store, list, drop, recall and forget, over ``engine.memory``."""
+"""Agent-memory routes under ``/_memory/{namespace}``: create, store, list, drop, recall, forget and re-embed, over ``engine.memory``."""
 
 from __future__ import annotations
 
@@ -12,12 +12,16 @@ from xerj_http.resources.common import send
 
 
 class Namespace:
-    """``POST`` stores a memory, ``GET`` lists them newest first, ``DELETE`` drops the namespace."""
+    """``PUT`` creates it with an embedder, ``POST`` stores a memory, ``GET`` lists them, ``DELETE`` drops it."""
 
-    ops = {"POST": ("memory.store", "write"), "GET": ("memory.list", "read"), "DELETE": ("memory.drop", "manage")}
+    ops = {"PUT": ("memory.create", "manage"), "POST": ("memory.store", "write"), "GET": ("memory.list", "read"),
+           "DELETE": ("memory.drop", "manage")}
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
+        send(resp, self.engine.memory.create(namespace, json_body(req, required=False)))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
         status, body = self.engine.memory.store(namespace, json_body(req, required=True))
@@ -40,6 +44,18 @@ class Recall:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
         send(resp, self.engine.memory.recall(namespace, json_body(req, required=True)))
+
+
+class Reembed:
+    """``POST /_memory/{namespace}/_reembed``: every memory re-embedded with ``embedder``, in place, resumably."""
+
+    ops = {"POST": ("memory.reembed", "manage")}
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
+        send(resp, self.engine.memory.reembed(namespace, json_body(req, required=True)))
 
 
 class Memory:
