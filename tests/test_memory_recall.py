@@ -149,20 +149,20 @@ def test_a_filter_array_means_all_of_them(memory, notes):
     assert set(ids(result)) == {notes[1], notes[3]}
 
 
-def test_a_namespace_keeps_the_neural_embedder_it_was_created_with(engine):
-    from xerj_embedders.neural import MiniLMEmbedder
+def test_a_namespace_keeps_the_semantic_embedder_it_was_created_with(engine):
+    from xerj_embedders.static import StaticEmbedder
 
-    if not MiniLMEmbedder.available():
-        pytest.skip("the neural extra is not installed")
-    engine.config.embedder = "minilm-l6-v2-int8"
+    if StaticEmbedder().unavailable():
+        pytest.skip("the semantic extra is not installed")
+    engine.config.embedder = "wordllama-l2-supercat-256"
     memory = engine.memory
-    bread = memory.store("neural", {"text": "I baked a loaf of sourdough this morning"})[1]["_id"]
-    memory.store("neural", {"text": "The quarterly tax filing is due next week"})
-    mapping = engine.store.get_mapping(".xerj-memory-neural")["properties"]["text_vector"]
-    assert mapping["embedder"] == "minilm-l6-v2-int8" and mapping["dims"] == 384
+    bread = memory.store("semantic", {"text": "I baked a loaf of sourdough this morning"})[1]["_id"]
+    memory.store("semantic", {"text": "The quarterly tax filing is due next week"})
+    mapping = engine.store.get_mapping(".xerj-memory-semantic")["properties"]["text_vector"]
+    assert mapping["embedder"] == "wordllama-l2-supercat-256" and mapping["dims"] == 256
     engine.config.embedder = "lexical-feature-hash"
     # No shared word with the bread memory: only a model relates them.
-    assert ids(memory.recall("neural", {"query": "fresh bakery goods", "semantic": True, "k": 1})) == [bread]
+    assert ids(memory.recall("semantic", {"query": "fresh bakery goods", "semantic": True, "k": 1})) == [bread]
 
 
 def test_a_malformed_filter_is_refused_naming_filter(memory, notes):

@@ -62,8 +62,10 @@ def test_index_is_created_lazily_with_the_memory_mapping(memory, engine):
     mapping = engine.store.get_mapping(".xerj-memory-agent")["properties"]
     assert mapping["text"] == {"type": "text"}
     assert mapping["stored_at"]["type"] == "date" and mapping["forgotten_at"]["type"] == "date"
-    assert mapping[TEXT_VECTOR_FIELD] == {"type": "dense_vector", "dims": 384, "similarity": "cosine",
-                                          "embedder": "lexical-feature-hash"}
+    # A new namespace gets the best installed embedder (the semantic static one when its extra is there).
+    default = engine.embedders[engine.default_embedder]
+    assert mapping[TEXT_VECTOR_FIELD] == {"type": "dense_vector", "dims": default.dims, "similarity": "cosine",
+                                          "embedder": default.id}
     assert "vector" not in mapping
     # metadata is mapped dynamically from what agents send
     assert mapping["metadata"]["properties"]["tag"]["type"] == "text"
@@ -80,7 +82,8 @@ def test_store_answers_created_with_server_time(memory, engine):
     assert source["text"] == "the starter needs feeding" and source["stored_at"] == T0
     assert source["metadata"] == {"topic": "bread"}
     stored = np.array(source[TEXT_VECTOR_FIELD])
-    assert stored.shape == (384,) and abs(np.linalg.norm(stored) - 1) < 1e-4
+    assert stored.shape == (engine.embedders[engine.default_embedder].dims,)
+    assert abs(np.linalg.norm(stored) - 1) < 1e-4
 
 
 def test_a_memory_is_recallable_by_the_very_next_call(memory):

@@ -75,7 +75,12 @@ def test_plugins_command_prints_json_rows(pm):
     runner = CliRunner()
     everything = json.loads(runner.invoke(build_cli(pm), ["plugins", "--all"]).output)
     assert any(row["name"] == "core_commands" for row in everything)
-    assert all(set(row) == {"name", "version", "hooks"} for row in everything)
+    assert all(set(row) - {"embedders"} == {"name", "version", "hooks"} for row in everything)
+    # Embedder plugins say what each embedder is and where its model comes from.
+    declared = [e for row in everything for e in row.get("embedders", ())]
+    assert {"lexical-feature-hash", "wordllama-l2-supercat-256"} <= {e["id"] for e in declared}
+    assert all("xerj_register_embedders" in row["hooks"] for row in everything if "embedders" in row)
+    assert all(isinstance(e["dims"], int) and e["license"] and e["source"] for e in declared)
     only = json.loads(runner.invoke(build_cli(pm), ["plugins", "--all", "--hook", "xerj_register_commands"]).output)
     assert only and all("xerj_register_commands" in row["hooks"] for row in only)
     third_party = json.loads(runner.invoke(build_cli(pm), ["plugins"]).output)

@@ -17,6 +17,7 @@ are class attributes an implementer may replace when its embedder covers
 another language or domain.
 
 The contract checked here: a non-empty string ``id``; a positive int ``dims``;
+non-empty ``license`` and ``source`` strings saying where the model comes from;
 ``embed`` returns ``(n, dims)`` float32 for any sequence of strings, zero rows
 included; every row of a text with content has unit L2 norm, and empty or
 whitespace-only text gives the zero row; the same text gives the identical
@@ -68,6 +69,10 @@ class AbstractEmbedderTests:
     def test_id_is_non_empty_string(self, embedder):
         assert isinstance(embedder.id, str)
         assert embedder.id.strip() == embedder.id != ""
+
+    def test_declares_license_and_source(self, embedder):
+        for declared in (embedder.license, embedder.source):
+            assert isinstance(declared, str) and declared.strip() == declared != ""
 
     def test_dims_is_positive_int(self, embedder):
         assert isinstance(embedder.dims, int) and not isinstance(embedder.dims, bool)
