@@ -396,7 +396,8 @@ def test_overview(engine):
     assert exists
     assert body["brain"] == "notes" and body["contract"] == CONTRACT and body["exists"] is True
     assert body["as_of"] == JAN + 100 and body["nodes_index"] == ".xerj-memory-notes"
-    assert body["nodes"] == {"total": 1} and body["embedder"] == "lexical-feature-hash"
+    # A nodes index that holds no memory vectors reports the embedder a new namespace would get.
+    assert body["nodes"] == {"total": 1} and body["embedder"] == engine.default_embedder
     assert body["edges"] == {"total": 11, "live": 10, "invalidated": 1}
     assert body["types"] == [{"key": "wikilink", "doc_count": 6}, {"key": "same_dir", "doc_count": 3}]
     assert body["not_shown"]["types_not_listed"] == 2
