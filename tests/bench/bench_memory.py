@@ -147,7 +147,8 @@ def load(engine: Engine, texts: list[str]) -> float:
         chunk = texts[lo: lo + LOAD_CHUNK]
         vectors = embedder.embed(chunk)
         docs = [memory_document(rq.StoreRequest(text, None, {"n": lo + i, "tag": f"t{(lo + i) % 7}"}, False, 0.95),
-                                base + (lo + i) * 1000, vectors[i]) for i, text in enumerate(chunk)]
+                                base + (lo + i) * 1000, {TEXT_VECTOR_FIELD: vectors[i]})
+                for i, text in enumerate(chunk)]
 
         def write(txn, docs=docs, lo=lo):
             for i, doc in enumerate(docs):
