@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Protocol, Sequence, runtime_checkable
+from typing import Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 import attrs
 import numpy as np
@@ -47,6 +47,26 @@ class EmbedderSettings:
 
     model_cache: Path | None = None
     offline: bool = False
+
+
+def embed_non_blank(texts: Sequence[str], dims: int, model: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+    """Rows for ``texts`` from ``model`` run on the non-blank ones only, L2-normalised; blank text gets the zero row.
+
+    A model would give whitespace a vector of its own; the protocol wants the
+    zero row, and normalising here holds whatever pooling the model uses.
+    """
+    out = np.zeros((len(texts), dims), dtype=np.float32)
+    wanted = [i for i, text in enumerate(texts) if text.strip()]
+    if not wanted:
+        return out
+    rows = np.asarray(model([texts[i] for i in wanted]), dtype=np.float32)
+    if rows.shape != (len(wanted), dims):
+        raise IllegalArgument(f"the model returned vectors of shape {rows.shape[1:]}, not the {dims} dimensions "
+                              f"its embedder is registered with")
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    np.divide(rows, norms, out=rows, where=norms > 0)
+    out[wanted] = rows
+    return out
 
 
 def default_model_cache() -> Path:

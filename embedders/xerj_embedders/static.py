@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from xerj_core import hookimpl
-from xerj_core.embedding import STATIC_EMBEDDER
+from xerj_core.embedding import STATIC_EMBEDDER, embed_non_blank
 from xerj_core.errors import IllegalArgument
 
 CONFIG = "l2_supercat"
@@ -111,16 +111,8 @@ class StaticEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` into an ``(n, 256)`` float32 array of unit rows (zero rows for blank text)."""
-        out = np.zeros((len(texts), DIMS), dtype=np.float32)
-        wanted = [i for i, text in enumerate(texts) if text.strip()]
-        if not wanted:
-            return out
-        pooled = self._loaded().embed([texts[i] for i in wanted], norm=False, batch_size=BATCH_SIZE)
-        pooled = np.asarray(pooled, dtype=np.float32)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        np.divide(pooled, norms, out=pooled, where=norms > 0)
-        out[wanted] = pooled
-        return out
+        return embed_non_blank(texts, DIMS, lambda batch: self._loaded().embed(batch, norm=False,
+                                                                                 batch_size=BATCH_SIZE))
 
 
 @hookimpl

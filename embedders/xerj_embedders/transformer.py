@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from xerj_core import hookimpl
-from xerj_core.embedding import EmbedderSettings, default_model_cache
+from xerj_core.embedding import EmbedderSettings, default_model_cache, embed_non_blank
 from xerj_core.errors import IllegalArgument
 
 EXTRA_HINT = "it needs the 'neural' extra: pip install 'xerj[neural]'"
@@ -132,19 +132,10 @@ class FastEmbedEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` into an ``(n, dims)`` float32 array of unit rows (zero rows for blank text)."""
-        out = np.zeros((len(texts), self.dims), dtype=np.float32)
-        wanted = [i for i, text in enumerate(texts) if text.strip()]
-        if not wanted:
-            return out
-        rows = np.asarray(list(self._loaded().embed([texts[i] for i in wanted], batch_size=BATCH_SIZE)),
-                          dtype=np.float32)
-        if rows.shape != (len(wanted), self.dims):
-            raise IllegalArgument(f"model [{self.id}] returned vectors of shape {rows.shape[1:]}, "
-                                  f"not the {self.dims} dimensions it is registered with", embedder=self.id)
-        norms = np.linalg.norm(rows, axis=1, keepdims=True)
-        np.divide(rows, norms, out=rows, where=norms > 0)
-        out[wanted] = rows
-        return out
+        def model(batch: list[str]) -> np.ndarray:
+            return np.asarray(list(self._loaded().embed(batch, batch_size=BATCH_SIZE)), dtype=np.float32)
+
+        return embed_non_blank(texts, self.dims, model)
 
 
 @hookimpl
