@@ -35,8 +35,10 @@ def xerj_register_embedders(register: Register) -> None:
     """Register text embedders by calling ``register(embedder)``.
 
     ``embedder`` satisfies :class:`xerj_core.embedding.Embedder`: a unique ``id``
-    (reported by the graph overview), a fixed ``dims`` and ``embed(texts)``
-    returning an ``(n, dims)`` float32 array of L2-normalised rows. Returns
+    (recorded by the memory namespaces it embeds), a fixed ``dims``, the
+    ``license`` and ``source`` of its model, and ``embed(texts)`` returning an
+    ``(n, dims)`` float32 array of L2-normalised rows. Optional
+    ``unavailable()`` and ``configure(settings)`` are described there. Returns
     nothing.
     """
 
