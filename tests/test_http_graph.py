@@ -131,7 +131,7 @@ def test_ego_refusals_and_missing_brain(client):
     assert twice.status_code == 400
 
 
-def test_overview_and_its_404_short_body(client):
+def test_overview_and_its_404_short_body(client, engine):
     link(client, valid_at=T0)
     edge_id = link(client, src="b", dst="c", valid_at=T0).json["edge_id"]
     client.simulate_delete(f"/_graph/notes/link/{edge_id}")
@@ -140,7 +140,8 @@ def test_overview_and_its_404_short_body(client):
     body = result.json
     assert body["exists"] is True and body["contract"] == "xerj-second-brain/1"
     assert body["edges"]["total"] == 2 and body["edges"]["live"] == 1 and body["edges"]["invalidated"] == 1
-    assert body["embedder"] == "lexical-feature-hash" and body["nodes_index"] == ".xerj-memory-notes"
+    # No memory has been stored in "notes": the overview names the embedder a new namespace would get.
+    assert body["embedder"] == engine.default_embedder and body["nodes_index"] == ".xerj-memory-notes"
     missing = client.simulate_get("/_graph/nobrain/overview")
     assert missing.status_code == 404
     assert missing.json == {"brain": "nobrain", "contract": "xerj-second-brain/1", "exists": False}
