@@ -18,7 +18,9 @@ from xerj_core.cli import build_cli
 from xerj_core.embedding import LEXICAL_EMBEDDER, STATIC_EMBEDDER
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.errors import GraphError
+from xerj_core.memory import requests as rq
 from xerj_core.memory.namespace import TEXT_VECTOR_FIELD, memory_index
+from xerj_core.memory.service import memory_document
 from xerj_embedders.static import StaticEmbedder
 
 from .http_helpers import client  # noqa: F401  (fixture)
@@ -296,8 +298,12 @@ def test_reembed_survives_kill_9_halfway_and_embeds_every_memory_exactly_once(tm
     texts = [f"memory {i}: the {['car', 'garden', 'budget', 'beach'][i % 4]} note number {i}" for i in range(n)]
     data = tmp_path / "data"
     with Engine(data, pm, config=EngineConfig(embedder=LEXICAL_EMBEDDER)) as engine:
-        for text in texts:
-            engine.memory.store("ns", {"text": text})
+        # The documents the memory API writes, in one transaction (storing them one call each only costs time).
+        engine.memory.create("ns", {})
+        vectors = engine.embedders[LEXICAL_EMBEDDER].embed(texts)
+        docs = [memory_document(rq.parse_store({"text": text}), 1_700_000_000_000 + i,
+                                {TEXT_VECTOR_FIELD: vectors[i]}) for i, text in enumerate(texts)]
+        engine.store.transact(lambda txn: [txn.put(memory_index("ns"), doc) for doc in docs])
     script = tmp_path / "reembed.py"
     script.write_text(REEMBED_SCRIPT)
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
