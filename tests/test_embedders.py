@@ -322,6 +322,9 @@ def test_models_pull_fills_the_cache_and_says_so(tiny_cache, no_network, tmp_pat
     listed = json.loads(CliRunner().invoke(cli, ["models", "list"]).output)
     tiny = next(row for row in listed if row["id"] == TINY)
     assert tiny["license"] == "MIT" and tiny["dims"] == TINY_DIMS and tiny["installed"] is True
+    assert tiny["cached"] is False  # the default cache, not the test's
+    listed = json.loads(CliRunner().invoke(cli, ["models", "list", "--model-cache", str(cache)]).output)
+    assert next(row for row in listed if row["id"] == TINY)["cached"] is True
     retired = next(row for row in listed if row["id"] == "minilm-l6-v2-int8")
     assert retired["installed"] is False and "sentence-transformers/all-MiniLM-L6-v2" in retired["unavailable"]
 

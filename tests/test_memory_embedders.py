@@ -347,3 +347,10 @@ def test_reembed_survives_kill_9_halfway_and_embeds_every_memory_exactly_once(tm
         expected = StaticEmbedder().embed([source["text"] for source in sources])
         np.testing.assert_allclose(np.array([source["text_vector_1"] for source in sources]), expected, atol=1e-6)
         assert sorted(source["text"] for source in sources) == sorted(texts)
+
+
+def test_reembed_gives_vectors_to_an_index_written_through_the_document_api(engine):
+    engine.store.put(memory_index("plain"), {"text": "written as a plain document", "stored_at": 1}, "d1")
+    done = engine.memory.reembed("plain", {"embedder": LEXICAL_EMBEDDER})
+    assert done["reembedded"] == 1 and engine.memory.list("plain")["embedder"] == LEXICAL_EMBEDDER
+    assert ids(engine.memory.recall("plain", {"query": "plain document", "semantic": True})) == ["d1"]

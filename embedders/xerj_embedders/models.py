@@ -39,9 +39,16 @@ def models_group() -> None:
 @model_cache_option
 @click.pass_obj
 def list_command(pm, model_cache: Path | None) -> None:
-    """Every embedder as JSON: id, dims, license, source, and whether it can run here."""
+    """Every embedder as JSON: id, dims, license, source, whether it can run here, and if its files are cached."""
     embedders = collect_embedders(pm, EmbedderSettings(model_cache=model_cache))
-    click.echo(json.dumps([describe(embedders[i]) for i in sorted(embedders)], indent=2))
+    rows = []
+    for embedder_id in sorted(embedders):
+        row = describe(embedders[embedder_id])
+        cached = getattr(embedders[embedder_id], "cached", None)
+        if cached is not None:
+            row["cached"] = cached()
+        rows.append(row)
+    click.echo(json.dumps(rows, indent=2))
 
 
 @models_group.command("pull")

@@ -79,6 +79,7 @@ class FastEmbedEmbedder:
         self.dims = dims
         self.license = license
         self.source = f"fastembed, model files from the hub repository {hub_source}"
+        self.hub_source = hub_source
         self.settings = EmbedderSettings()
         self._model: Any = None
         self._lock = threading.Lock()
@@ -95,6 +96,11 @@ class FastEmbedEmbedder:
 
     def unavailable(self) -> str | None:
         return None if fastembed_installed() else EXTRA_HINT
+
+    def cached(self) -> bool:
+        """Whether the model cache holds a snapshot of this model (the hub client's layout); nothing is loaded."""
+        snapshots = self.cache_dir / f"models--{self.hub_source.replace('/', '--')}" / "snapshots"
+        return snapshots.is_dir() and any(snapshots.iterdir())
 
     def pull_command(self) -> str:
         cache = f" --model-cache {self.cache_dir}" if self.settings.model_cache else ""

@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from xerj_core.embedding import describe, get_embedder
+from xerj_core.embedding import get_embedder, unavailable
 from xerj_core.errors import GraphError, XerjError
 from xerj_core.memory.namespace import (ABANDONED, ACTIVE, FILLING, RETIRED, STATE_PARAM, TEXT_FIELD,
                                         active_text_vector, filling_text_vector, generation_path,
@@ -82,12 +82,9 @@ def report(service, fields) -> dict[str, Any]:
     embedder_id = active.embedder if active is not None and active.embedder else service._embedder_id(None)
     body: dict[str, Any] = {"embedder": embedder_id}
     found = service.engine.embedders.get(embedder_id)
-    if found is None:
-        body["embedder_unavailable"] = "no installed plugin registers this embedder"
-    else:
-        why = describe(found).get("unavailable")
-        if why is not None:
-            body["embedder_unavailable"] = why
+    why = "no installed plugin registers this embedder" if found is None else unavailable(found)
+    if why is not None:
+        body["embedder_unavailable"] = why
     filling = filling_text_vector(fields)
     if filling is not None:
         body["reembed_unfinished"] = {"embedder": filling.embedder, "field": filling.path}
@@ -129,7 +126,8 @@ def create(service, ns: str, body: Any) -> dict[str, Any]:
 def _add_generation(txn, index: str, fields, embedder, state: str) -> str:
     generations = text_vector_fields(fields)
     path = generation_path(generations[-1].generation + 1 if generations else 0)
-    params = {} if path == generation_path(0) else {STATE_PARAM: state}
+    # The first generation needs no label to be active (namespaces of earlier builds carry none).
+    params = {} if path == generation_path(0) and state == ACTIVE else {STATE_PARAM: state}
     txn.put_mapping(index, {"properties": {path: text_vector_spec(embedder.id, embedder.dims, **params)}})
     return path
 
