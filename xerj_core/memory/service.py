@@ -144,9 +144,11 @@ class MemoryService:
                 targets = [(TEXT_VECTOR_FIELD, embedder.id)]
             if reader is not None:
                 self._check_vector_dims(ns, reader, request.vector)
-            vectors = {path: self._embed(embedder if embedder_id == embedder.id else self._embedder(embedder_id),
-                                         request.text)
-                       for path, embedder_id in targets} if request.text is not None else {}
+            # The active generation's vector, and a filling generation's while a re-embed runs.
+            vectors = {}
+            for path, embedder_id in targets if request.text is not None else ():
+                chosen = embedder if embedder_id == embedder.id else self._embedder(embedder_id)
+                vectors[path] = self._embed(chosen, request.text)
             text_vector = vectors.get(targets[0][0])
             if request.dedup and reader is not None:
                 duplicate = self._dedup_probe(reader, request, text_vector)
