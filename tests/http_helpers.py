@@ -28,10 +28,26 @@ def audit_log(pm):
         pm.unregister(recorder)
 
 
-@pytest.fixture
-def client(engine, pm):
-    """``falcon.testing.TestClient`` over ``create_app(engine, pm)``."""
-    return TestClient(create_app(engine, pm))
+def admin_headers(engine) -> dict[str, str]:
+    """The ``Authorization`` header of the admin key a secured app wrote into the data directory."""
+    return {"Authorization": "ApiKey " + (engine.data_dir / "admin.key").read_text().strip()}
+
+
+@pytest.fixture(params=["open", "secured"])
+def client(request, engine, pm):
+    """``falcon.testing.TestClient`` over ``create_app(engine, pm)``, once in open mode and once secured.
+
+    Secured, every request carries the admin key, so a suite that is not about
+    authorization runs unchanged through the authenticate and authorize slots.
+    ``client.mode`` says which; ``client.subject`` is who the audit log names.
+    """
+    secured = request.param == "secured"
+    app = create_app(engine, pm, insecure=not secured)
+    test_client = TestClient(app, headers=admin_headers(engine) if secured else None)
+    test_client.mode = request.param
+    test_client.subject = "xerj-admin" if secured else "open-mode"
+    yield test_client
+    app.close()
 
 
 def ndjson(*rows) -> bytes:

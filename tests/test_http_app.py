@@ -61,7 +61,7 @@ def probed(engine, pm):
     pm.register(plugin, name="routes-plugin")
     Probe.seen.clear()
     try:
-        yield TestClient(create_app(engine, pm))
+        yield TestClient(create_app(engine, pm, insecure=True))
     finally:
         pm.unregister(plugin)
 
@@ -96,7 +96,7 @@ def test_authorize_slot_runs_before_the_resource_and_can_refuse(engine, pm):
             raise Forbidden(f"action [{op}] is unauthorized for user [{principal.name}] on {list(targets)}")
 
     # The authorize slot, not the resource, decides.
-    c = TestClient(create_app(engine, pm, policy=deny_reserved))
+    c = TestClient(create_app(engine, pm, insecure=True, policy=deny_reserved))
     refused = c.simulate_post("/_graph/bob/link", json={"src": "a", "dst": "b", "type": "t"})
     assert refused.status_code == 403 and error_type(refused) == "security_exception"
     assert calls[-1] == ("open-mode", "graph.link", "write", [".xerj-memory-bob-edges"])
@@ -113,7 +113,7 @@ def _targets(engine, pm, method, path, *, body=None, params=None):
     def policy(principal, op, privilege, targets):
         captured.append(list(targets))
 
-    TestClient(create_app(engine, pm, policy=policy)).simulate_request(method, path, body=body, params=params)
+    TestClient(create_app(engine, pm, insecure=True, policy=policy)).simulate_request(method, path, body=body, params=params)
     return captured[-1] if captured else None
 
 
@@ -221,7 +221,7 @@ def test_audit_event_per_request_names_the_resource_from_route_params(client, au
     client.simulate_post("/_memory/agent-a/_recall", json={"query": "x"})
     client.simulate_get("/nowhere/at/all/x/y")
     put, get, recall, unrouted = audit_log[-4:]
-    assert put == {"op": "doc.index", "subject": "open-mode", "resource": "books/1", "outcome": "success",
+    assert put == {"op": "doc.index", "subject": client.subject, "resource": "books/1", "outcome": "success",
                    "note": "201"}
     assert get["op"] == "doc.get" and get["outcome"] == "failure" and get["resource"] == "books/404"
     assert recall["op"] == "memory.recall" and recall["resource"] == "_memory/agent-a"
@@ -233,7 +233,7 @@ def test_audit_outcome_denied_for_security_refusals(engine, pm, audit_log):
     def deny(principal, op, privilege, targets):
         raise Forbidden("no")
 
-    TestClient(create_app(engine, pm, policy=deny)).simulate_get("/books/_search")
+    TestClient(create_app(engine, pm, insecure=True, policy=deny)).simulate_get("/books/_search")
     assert audit_log[-1]["outcome"] == "denied" and audit_log[-1]["resource"] == "books"
 
 

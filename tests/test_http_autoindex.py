@@ -160,7 +160,7 @@ def test_graph_machine_routes_refuse_bad_bodies_in_the_graph_shape(client):
 
 def _targets(engine, pm, method, path, body=None):
     captured = []
-    app = create_app(engine, pm, policy=lambda principal, op, privilege, targets: captured.append(
+    app = create_app(engine, pm, insecure=True, policy=lambda principal, op, privilege, targets: captured.append(
         (op, privilege, list(targets))))
     TestClient(app).simulate_request(method, path, json=body)
     return captured[-1]

@@ -40,7 +40,7 @@ def app(tmp_path_factory):
     """One engine for every operation, so state left by one operation meets the next."""
     pm = get_plugin_manager()
     engine = Engine(tmp_path_factory.mktemp("openapi") / "data", pm, config=EngineConfig(tail_rows=8))
-    app = create_app(engine, pm)
+    app = create_app(engine, pm, insecure=True)
     seed = TestClient(app)
     seed.simulate_put("/books", json={"mappings": {"properties": {"title": {"type": "text"}}}})
     seed.simulate_post("/_bulk", body=ndjson({"index": {"_index": "books", "_id": "1"}}, {"title": "Dune"},
@@ -78,7 +78,7 @@ def test_a_violation_is_caught(engine, pm, monkeypatch):
     from xerj_http.resources import cluster
 
     monkeypatch.setattr(cluster.Root, "on_get", lambda self, req, resp: setattr(resp, "media", {"nope": 1}))
-    schema = schemathesis.openapi.from_wsgi("/_xerj/openapi.json", create_app(engine, pm))
+    schema = schemathesis.openapi.from_wsgi("/_xerj/openapi.json", create_app(engine, pm, insecure=True))
 
     @settings(max_examples=1, deadline=None, database=None)
     @given(case=schema["/"]["GET"].as_strategy())

@@ -57,9 +57,16 @@ def xerj_register_formats(register: Register) -> None:
 def xerj_register_auth_backends(register: Register) -> None:
     """Register authentication backends by calling ``register(backend)``.
 
-    ``backend`` has a unique ``name`` and ``authenticate(request_headers)``
-    returning a principal or ``None`` when the credential is not its kind.
-    Returns nothing.
+    ``backend`` has a unique ``name`` and ``open(data_dir)`` returning the
+    backend bound to one data directory. That object has ``name``,
+    ``authenticate(headers)`` and ``close()``: ``headers`` maps upper-case header
+    names to values; ``authenticate`` returns a
+    :class:`xerj_auth.principal.Principal`, returns ``None`` when the request
+    carries no credential of its kind, and raises an error with status 401 when
+    it carries one that does not verify. A secured server asks the backends in
+    registration order and the first principal wins. An opened backend may also
+    offer ``keys`` (mint, find, invalidate: the ``_security/api_key`` routes)
+    and ``ensure_admin_key(data_dir)``. Returns nothing.
     """
 
 

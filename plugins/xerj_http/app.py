@@ -2,32 +2,86 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import falcon
 
+from xerj_core.errors import PluginError
 from xerj_core.plugins import XerjPluginManager, collect_registrations
 from xerj_http import errors
-from xerj_http.middleware import Audit, Authenticate, Authorize, CompatHeaders, Policy, ResolveTargets, open_mode_policy
+from xerj_http.middleware import Audit, Authenticate, Authorize, CompatHeaders, Policy, ResolveTargets
 
 
-def create_app(engine: Any, pm: XerjPluginManager, *, policy: Policy = open_mode_policy) -> falcon.App:
+class XerjApp(falcon.App):
+    """A Falcon app that also holds the authentication backends it opened, closed with :meth:`close`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.open_mode = True
+        self.auth_backends: list[Any] = []
+        self.admin_key_path: Path | None = None
+
+    def close(self) -> None:
+        while self.auth_backends:
+            self.auth_backends.pop().close()
+
+
+def open_auth_backends(pm: XerjPluginManager, data_dir: Path) -> list[Any]:
+    """Every registered auth backend, opened on ``data_dir``, in registration order; names must be unique."""
+    opened: list[Any] = []
+    seen: dict[str, str] = {}
+    for plugin, (backend, *_rest) in collect_registrations(pm, "xerj_register_auth_backends"):
+        name = getattr(backend, "name", None)
+        if not isinstance(name, str) or not name or not callable(getattr(backend, "open", None)):
+            raise PluginError(f"plugin [{plugin}] registered an auth backend without a name or an open(data_dir)")
+        if name in seen:
+            raise PluginError(f"plugin [{plugin}] registered the auth backend [{name}] that plugin "
+                              f"[{seen[name]}] already registered")
+        seen[name] = plugin
+        opened.append(backend.open(data_dir))
+    return opened
+
+
+def ensure_admin_key(backends: list[Any], data_dir: Path) -> Path | None:
+    """``<data_dir>/admin.key``, minted by the first backend that can, or ``None`` when none can."""
+    for backend in backends:
+        ensure = getattr(backend, "ensure_admin_key", None)
+        if ensure is not None:
+            return ensure(data_dir)
+    return None
+
+
+def create_app(engine: Any, pm: XerjPluginManager, *, insecure: bool = False,
+               policy: Policy | None = None) -> XerjApp:
     """A WSGI app serving ``engine``; routes come from ``xerj_register_routes`` (ours included).
 
-    ``policy(principal, op, privilege, targets)`` is what the authorize slot asks;
-    it refuses by raising :class:`xerj_http.errors.Forbidden`. Open mode allows all.
+    Secured unless ``insecure``: every request needs a credential one of the
+    auth backends accepts, and ``<data_dir>/admin.key`` is minted if it is
+    missing. ``insecure`` is open mode: every caller is the superuser.
+    ``policy(principal, op, privilege, targets)``, when given, replaces the
+    reach rules in the authorize slot; it refuses by raising
+    :class:`xerj_http.errors.Forbidden`.
     """
-    backends = [args[0] for _plugin, args in collect_registrations(pm, "xerj_register_auth_backends")]
-    app = falcon.App(
+    backends = open_auth_backends(pm, engine.data_dir)
+    app = XerjApp(
         middleware=[
             CompatHeaders(),
-            Authenticate(backends),
+            Authenticate(backends, open_mode=insecure),
             ResolveTargets(engine),
             Authorize(policy),
             Audit(engine),
         ],
         cors_enable=False,
     )
+    app.open_mode = insecure
+    app.auth_backends = backends
+    if not insecure:
+        app.admin_key_path = ensure_admin_key(backends, engine.data_dir)
+        if app.admin_key_path is None:
+            app.close()
+            raise PluginError("a secured server needs an auth backend that can mint the admin key, and none is "
+                              "registered (is the auth_api_key plugin disabled?); pass --insecure for open mode")
     app.req_options.keep_blank_qs_values = True
     app.req_options.auto_parse_qs_csv = False
     app.req_options.strip_url_path_trailing_slash = True

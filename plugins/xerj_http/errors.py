@@ -22,8 +22,16 @@ class Forbidden(XerjError):
 
 
 class Unauthenticated(XerjError):
+    """No credential, or one no auth backend accepts; the response carries ``WWW-Authenticate: ApiKey``."""
+
     status = 401
     error_type = "security_exception"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, header={"WWW-Authenticate": CHALLENGE})
+
+
+CHALLENGE = "ApiKey"
 
 
 class PayloadTooLarge(XerjError):
@@ -48,6 +56,8 @@ def handle_xerj_error(req: falcon.Request, resp: falcon.Response, exc: XerjError
     if exc.status >= 500:
         log.error("%s %s failed: %s: %s", req.method, req.path, exc.error_type, exc.reason)
     _remember(req, exc.error_type, exc.reason)
+    if exc.status == 401:
+        resp.set_header("WWW-Authenticate", CHALLENGE)
     _send(resp, exc.status, exc.to_body())
 
 

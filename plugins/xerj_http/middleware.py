@@ -4,23 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-import attrs
 import falcon
 
-from xerj_http.targets import resolve_targets
+from xerj_auth.principal import OPEN_MODE_PRINCIPAL, Principal
+from xerj_core.errors import XerjError
+from xerj_core.query.resolve import resolve_indices
+from xerj_http.errors import Forbidden, Unauthenticated
+from xerj_http.targets import FAN_OUT_ROUTES, parse_msearch, resolve_targets
 
-
-@attrs.frozen
-class Principal:
-    """Who is calling. ``superuser`` reaches every index; ``grants`` will hold scoped privileges."""
-
-    name: str
-    superuser: bool
-    mode: str
-    grants: tuple[Any, ...] = ()
-
-
-OPEN_MODE_PRINCIPAL = Principal(name="open-mode", superuser=True, mode="open")
 
 # What each HTTP method does to its targets when a resource does not say otherwise.
 _DEFAULT_PRIVILEGE = {"GET": "read", "HEAD": "read", "OPTIONS": "read"}
@@ -47,19 +38,41 @@ class Authenticate:
     """Slot 1: who is calling. Puts a :class:`Principal` on ``req.context.principal``.
 
     Open mode resolves every caller to the superuser before any credential is
-    examined, so the backends registered through ``xerj_register_auth_backends``
-    are held but not consulted; a secured mode will ask them in turn.
+    examined. A secured app asks each opened backend (from
+    ``xerj_register_auth_backends``) in turn; the first principal wins, a
+    credential a backend refuses is a 401, and so is a request with none.
+    ``req.context.key_store`` is the first backend's key store, for the
+    ``_security`` routes.
     """
 
     def __init__(self, backends: Sequence[Any] = (), *, open_mode: bool = True) -> None:
         self.backends = list(backends)
         self.open_mode = open_mode
+        self.key_store = next((b.keys for b in self.backends if getattr(b, "keys", None) is not None), None)
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.key_store = self.key_store
         if self.open_mode:
             req.context.principal = OPEN_MODE_PRINCIPAL
             return
-        raise NotImplementedError("only open mode exists until the auth backends land")  # pragma: no cover
+        headers = req.headers
+        for backend in self.backends:
+            try:
+                principal = backend.authenticate(headers)
+            except XerjError as exc:
+                if exc.status != 401:
+                    raise
+                raise _unauthenticated(req) from None
+            if principal is not None:
+                req.context.principal = principal
+                return
+        raise _unauthenticated(req)
+
+
+def _unauthenticated(req: falcon.Request) -> Unauthenticated:
+    # One answer for no credential, a malformed one, and an unknown, invalidated or expired key,
+    # so a caller cannot tell which of its keys ever existed.
+    return Unauthenticated(f"missing authentication credentials for REST request [{req.path}]")
 
 
 class ResolveTargets:
@@ -77,22 +90,155 @@ class ResolveTargets:
 
 Policy = Callable[[Principal, str, str, Sequence[str]], None]
 
+# ES's names for the actions whose ES counterpart is well known; the others are named after xerj's op.
+_ES_ACTIONS = {
+    "search": "indices:data/read/search", "msearch": "indices:data/read/msearch",
+    "count": "indices:data/read/search", "doc.get": "indices:data/read/get", "mget": "indices:data/read/mget",
+    "doc.index": "indices:data/write/index", "doc.create": "indices:data/write/index",
+    "doc.update": "indices:data/write/update", "doc.delete": "indices:data/write/delete",
+    "bulk": "indices:data/write/bulk", "indices.create": "indices:admin/create",
+    "indices.delete": "indices:admin/delete", "indices.get": "indices:admin/get",
+    "indices.exists": "indices:admin/get", "indices.get_mapping": "indices:admin/mappings/get",
+    "indices.put_mapping": "indices:admin/mapping/put", "indices.refresh": "indices:admin/refresh",
+    "cat.indices": "indices:monitor/stats",
+}
+_ACTION_PREFIX = {"read": "indices:data/read/", "write": "indices:data/write/", "manage": "indices:admin/"}
+
+
+def action_name(op: str, privilege: str) -> str:
+    known = _ES_ACTIONS.get(op)
+    if known is not None:
+        return known
+    return _ACTION_PREFIX.get(privilege, "indices:monitor/") + op.replace(".", "/")
+
+
+def index_privilege(privilege: str) -> str:
+    """The index privilege a route's privilege needs on its targets (``monitor`` routes list what you may read)."""
+    return "read" if privilege == "monitor" else privilege
+
+
+def refusal(principal: Principal, op: str, privilege: str, indices: Sequence[str]) -> Forbidden:
+    """The ES-shaped 403 naming the action, the caller, the indices and the privileges that would grant it."""
+    needed = index_privilege(privilege)
+    who = (f"API key id [{principal.key_id}] of user [{principal.name}]" if principal.key_id
+           else f"user [{principal.name}]")
+    return Forbidden(f"action [{action_name(op, privilege)}] is unauthorized for {who} on indices "
+                     f"[{','.join(indices)}], this action is granted by the index privileges [{needed},all]")
+
+
+def index_policy(principal: Principal, op: str, privilege: str, targets: Sequence[str]) -> None:
+    """The reach rules: every target needs the route's privilege (see :meth:`Principal.may`)."""
+    if principal.superuser:
+        return
+    needed = index_privilege(privilege)
+    refused = [name for name in targets if not principal.may(needed, name)]
+    if refused:
+        raise refusal(principal, op, privilege, refused)
+
 
 def open_mode_policy(principal: Principal, op: str, privilege: str, targets: Sequence[str]) -> None:
-    """Open mode: everything is allowed. A real policy raises :class:`xerj_http.errors.Forbidden`."""
+    """Allows everything; kept for callers that want an app with no authorization at all."""
+
+
+# An expression that names no index at all (every index, then every index removed): what a
+# fan-out narrows to when the caller may read none of the indices its wildcards matched.
+NO_INDICES = "*,-*"
+
+
+def _is_pattern(part: str) -> bool:
+    return "*" in part or part == "_all"
+
+
+def narrow_expression(store: Any, expression: str | None, allowed: Callable[[str], bool],
+                      expand_wildcards: str) -> tuple[str, list[str], list[str]]:
+    """``(rewritten, explicit, expanded)`` of an index expression for a caller limited to ``allowed``.
+
+    Wildcards (and ``_all``, and no expression at all) expand only to names
+    ``allowed`` admits; concrete names stay as written so that authorization
+    refuses an ungranted one rather than hiding it. ``rewritten`` is a comma
+    list of concrete names the resource resolves exactly as before.
+    """
+    parts = [p.strip() for p in (expression or "").split(",") if p.strip()] or ["_all"]
+    explicit = [p for n, p in enumerate(parts) if not _is_pattern(p) and not (n > 0 and p.startswith("-"))]
+    if len(explicit) == len(parts):
+        return expression or "", explicit, []
+    try:
+        kept = resolve_indices(store, ",".join(parts), ignore_unavailable=True, expand_wildcards=expand_wildcards,
+                               allowed=allowed)
+    except XerjError:
+        kept = []
+    expanded = [name for name in kept if name not in explicit]
+    # A concrete name that does not exist stays in the list so the resource still answers 404 for it.
+    rewritten = list(dict.fromkeys([*kept, *(n for n in explicit if n not in kept and not store.exists(n))]))
+    return ",".join(rewritten) or NO_INDICES, explicit, expanded
 
 
 class Authorize:
-    """Slot 3: may this principal exercise ``privilege`` on every target? Runs before any existence check."""
+    """Slot 3: may this principal exercise ``privilege`` on every target? Runs before any existence check.
 
-    def __init__(self, policy: Policy = open_mode_policy) -> None:
+    A superuser passes. For anyone else, a read that fans out (``/_search``,
+    ``_cat/indices``, ``*``, ``_all``, a wildcard in a comma list or an
+    ``_msearch`` header) is narrowed to the indices the caller may read before
+    the resource runs; every name the request gives explicitly must be granted,
+    or the request is a 403 naming it.
+    """
+
+    def __init__(self, policy: Policy | None = None) -> None:
         self.policy = policy
 
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict) -> None:
         ctx = req.context
         op, privilege = operation(resource, req.method, req.uri_template)
         ctx.op, ctx.privilege = op, privilege
-        self.policy(ctx.principal, op, privilege, ctx.targets)
+        principal = ctx.principal
+        if self.policy is not None:
+            self.policy(principal, op, privilege, ctx.targets)
+            return
+        if principal.superuser:
+            return
+        needed = index_privilege(privilege)
+        targets = ctx.targets
+        if needed == "read":
+            expanded = self._narrow(req, params, principal)
+            if expanded:
+                targets = [name for name in targets if name not in expanded]
+        index_policy(principal, op, privilege, targets)
+
+    @staticmethod
+    def _narrow(req: falcon.Request, params: dict, principal: Principal) -> set[str]:
+        """Rewrite this read's index expressions to what ``principal`` may read; the names that came from wildcards."""
+        ctx = req.context
+        store = ctx.engine.store
+        expand = req.params.get("expand_wildcards", "open")
+        if not isinstance(expand, str):
+            expand = "open"
+
+        def allowed(name: str) -> bool:
+            return principal.may("read", name)
+
+        template = req.uri_template or ""
+        expanded: set[str] = set()
+        explicit: set[str] = set()
+        if "index" in params or template in FAN_OUT_ROUTES:
+            rewritten, named, found = narrow_expression(store, params.get("index"), allowed, expand)
+            explicit.update(named)
+            if found or rewritten == NO_INDICES:
+                params["index"] = rewritten
+                expanded.update(found)
+        if template.endswith("/_msearch"):
+            try:
+                pairs = parse_msearch(req)
+            except XerjError:
+                pairs = []
+            for header, _body in pairs:
+                expression = header.get("index", params.get("index"))
+                if isinstance(expression, list):
+                    expression = ",".join(expression)
+                rewritten, named, found = narrow_expression(store, expression, allowed, expand)
+                explicit.update(named)
+                header["index"] = rewritten
+                expanded.update(found)
+        return expanded - explicit
 
 
 def outcome_of(status: int) -> str:

@@ -39,7 +39,37 @@ def nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 SHARDS = _obj({"total": INT, "successful": INT, "failed": INT})
 
+_INDEX_GRANT = _obj({"names": {"type": "array", "items": NAME, "minItems": 1},
+                     "privileges": {"type": "array", "minItems": 1,
+                                    "items": {"type": "string", "enum": ["read", "write", "manage", "all"]}},
+                     "allow_restricted_indices": BOOL}, required=["names", "privileges"], extra=False)
+_SECURITY_SCHEMAS: dict[str, Any] = {
+    "ApiKeyCreate": _obj({
+        "name": NAME,
+        "expiration": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h|d)$"},
+        "role_descriptors": {"type": "object", "additionalProperties": _obj(
+            {"indices": {"type": "array", "items": _INDEX_GRANT}, "cluster": STRINGS, "metadata": ANY_OBJECT},
+            extra=False)},
+        "metadata": ANY_OBJECT,
+    }, required=["name"], extra=False),
+    "ApiKeyCreated": _obj({"id": STRING, "name": STRING, "api_key": STRING, "encoded": STRING, "expiration": INT},
+                          required=["id", "name", "api_key", "encoded"]),
+    "ApiKeys": _obj({"api_keys": {"type": "array", "items": _obj({
+        "id": STRING, "name": STRING, "creation": INT, "expiration": INT, "invalidated": BOOL,
+        "invalidation": INT, "username": STRING, "realm": STRING, "metadata": ANY_OBJECT,
+        "role_descriptors": ANY_OBJECT}, required=["id", "name", "creation", "invalidated"])}},
+        required=["api_keys"]),
+    "ApiKeyInvalidate": _obj({"ids": STRINGS, "id": STRING, "name": NAME}, extra=False),
+    "ApiKeysInvalidated": _obj({"invalidated_api_keys": STRINGS, "previously_invalidated_api_keys": STRINGS,
+                                "error_count": INT},
+                               required=["invalidated_api_keys", "previously_invalidated_api_keys", "error_count"]),
+    "Authenticated": _obj({"username": STRING, "roles": STRINGS, "authentication_type": STRING,
+                           "api_key": _obj({"id": STRING, "name": STRING})},
+                          required=["username", "roles", "authentication_type"]),
+}
+
 SCHEMAS: dict[str, Any] = {
+    **_SECURITY_SCHEMAS,
     "Error": _obj({
         "error": _obj({"type": STRING, "reason": STRING, "root_cause": {"type": "array", "items": ANY_OBJECT}},
                       required=["type", "reason"]),
@@ -273,6 +303,18 @@ def _cat_ops(with_index: bool) -> dict[str, Any]:
     return {"get": op("List indices", responses, params=params)}
 
 
+def _api_key_ops() -> dict[str, Any]:
+    create = op("Mint an API key (superuser only); the only time its secret is shown", ok("ApiKeyCreated"),
+                body=ref("ApiKeyCreate"), body_required=True)
+    return {
+        "post": create, "put": create,
+        "get": op("List API keys (a non-superuser sees its own)", ok("ApiKeys"),
+                  params=[query("id", STRING), query("name", STRING, "* wildcards"), query("active_only", BOOL)]),
+        "delete": op("Invalidate API keys by id or by name (superuser only)", ok("ApiKeysInvalidated"),
+                     body=ref("ApiKeyInvalidate"), body_required=True),
+    }
+
+
 def paths() -> dict[str, Any]:
     doc_params = [path("index"), path("id")]
     get_result = {"200": json_response(ref("GetResult"), "Found"),
@@ -293,6 +335,10 @@ def paths() -> dict[str, Any]:
             "head": op("Ping", {"200": EMPTY}),
         },
         "/_xerj/openapi.json": {"get": op("This document", {"200": json_response(ANY_OBJECT, "OpenAPI 3")})},
+        "/_security/api_key": _api_key_ops(),
+        "/_security/_authenticate": {
+            "get": op("Who the credential says you are", ok("Authenticated")),
+        },
         "/_cat/indices": _cat_ops(False),
         "/_cat/indices/{index}": _cat_ops(True),
         "/_refresh": _refresh_ops(False),

@@ -6,7 +6,7 @@ from typing import Any
 
 import falcon
 
-from xerj_http.resources import autoindex, cluster, documents, graph, indices, memory, search
+from xerj_http.resources import autoindex, cluster, documents, graph, indices, memory, search, security
 
 # (template, resource factory). The OpenAPI document lists the same templates; a test holds them equal.
 ROUTES: list[tuple[str, Any]] = [
@@ -15,6 +15,9 @@ ROUTES: list[tuple[str, Any]] = [
     ("/_cat/indices", cluster.CatIndices),
     ("/_cat/indices/{index}", cluster.CatIndices),
     ("/_refresh", cluster.Refresh),
+    # API keys and who-am-I, in Elasticsearch's shapes
+    ("/_security/api_key", security.ApiKeys),
+    ("/_security/_authenticate", security.Authenticate),
     ("/{index}/_refresh", cluster.Refresh),
     # ES-compatible index and document routes
     ("/{index}", indices.Index),

@@ -103,6 +103,27 @@ def _engine_config(embedder: str | None, model_cache: Path | None, offline: bool
     return EngineConfig(embedder=embedder or None, model_cache=model_cache, offline=offline)
 
 
+def prepare_admin_key(data_dir: Path) -> Path:
+    """Mint ``<data_dir>/admin.key`` if needed, in the master before any worker forks; its path.
+
+    The backends are closed again before the fork: an LMDB handle must not
+    cross it, and each worker opens its own.
+    """
+    from xerj_core.plugins import get_plugin_manager
+    from xerj_http.app import ensure_admin_key, open_auth_backends
+
+    backends = open_auth_backends(get_plugin_manager(), data_dir)
+    try:
+        path = ensure_admin_key(backends, data_dir)
+    finally:
+        for backend in backends:
+            backend.close()
+    if path is None:
+        raise click.UsageError("no installed auth backend can mint the admin key (is the auth_api_key plugin "
+                               "disabled?); pass --insecure for open mode")
+    return path
+
+
 @click.command("serve")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
               default=lambda: platformdirs.user_data_dir("xerj"), show_default="the user data directory",
@@ -111,7 +132,9 @@ def _engine_config(embedder: str | None, model_cache: Path | None, offline: bool
 @click.option("--port", default=9200, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
 @click.option("--workers", type=click.IntRange(1, 256), default=default_workers, show_default="CPU count",
               help="gunicorn worker processes.")
-@click.option("--insecure", is_flag=True, help="Open mode: no credentials, every caller is a superuser.")
+@click.option("--insecure", is_flag=True, envvar="XERJ_INSECURE",
+              help="Open mode: no credentials, every caller is a superuser (also XERJ_INSECURE=1). "
+                   "Without it the server is secured: every request needs an API key.")
 @click.option("--allow-cleartext-bind", is_flag=True,
               help="Allow a cleartext (non-TLS) bind on a non-loopback address.")
 @click.option("--embedder", default=None, envvar="XERJ_EMBEDDER", show_envvar=True,
@@ -129,9 +152,13 @@ def serve_command(data_dir: Path, host: str, port: int, workers: int, insecure: 
     config = _engine_config(embedder, model_cache, offline)
     data_dir = Path(data_dir).expanduser()
     data_dir.mkdir(parents=True, exist_ok=True)
-    why = "--insecure" if insecure else "no authentication backend is configured yet"
-    click.echo(f"xerj: running in OPEN MODE ({why}): no credential is checked and every caller is a "
-               f"superuser over every index, brain and memory namespace.", err=True)
+    if insecure:
+        click.echo("xerj: running in OPEN MODE (--insecure): no credential is checked and every caller is a "
+                   "superuser over every index, brain and memory namespace.", err=True)
+    else:
+        admin_key = prepare_admin_key(data_dir)
+        click.echo(f"xerj: secured: every request needs an API key (Authorization: ApiKey ...); the admin key "
+                   f"is in {admin_key} (readable by you only)", err=True)
     click.echo(f"xerj: serving {data_dir} on http://{bind_address(host, port)} with {workers} worker(s)",
                err=True)
 
@@ -142,7 +169,13 @@ def serve_command(data_dir: Path, host: str, port: int, workers: int, insecure: 
 
         pm = get_plugin_manager()
         engine = Engine(data_dir, pm, config=config)
-        return create_app(engine, pm), engine.close
+        app = create_app(engine, pm, insecure=insecure)
+
+        def close() -> None:
+            app.close()
+            engine.close()
+
+        return app, close
 
     sys.stdout.flush()
     run_server(app_factory, host=host, port=port, workers=workers)

@@ -143,7 +143,11 @@ def parse_mget(req: falcon.Request, default_index: str | None) -> list[tuple[str
 
 
 def parse_msearch(req: falcon.Request) -> list[tuple[Any, Any]]:
-    """``(header, body)`` pairs of an NDJSON multi-search."""
+    """``(header, body)`` pairs of an NDJSON multi-search (parsed once per request; authorization may narrow
+    a header's ``index`` before the resource reads it)."""
+    cached = req.context.get("msearch_pairs")
+    if cached is not None:
+        return cached
     lines = ndjson_lines(raw_body(req))
     if len(lines) % 2:
         raise IllegalArgument("msearch body must alternate header and search lines and end with a search line")
@@ -163,6 +167,7 @@ def parse_msearch(req: falcon.Request) -> list[tuple[Any, Any]]:
         pairs.append((head, search))
     if not pairs:
         raise IllegalArgument("Validation Failed: 1: no requests added;")
+    req.context.msearch_pairs = pairs
     return pairs
 
 
@@ -319,7 +324,7 @@ def resolve_targets(req: falcon.Request) -> list[str]:
     index_expr = params.get("index")
     if index_expr is not None:
         add(expression_targets(store, index_expr, expand_wildcards=expand_wildcards))
-    elif template in _FAN_OUT:
+    elif template in FAN_OUT_ROUTES:
         add(expression_targets(store, "_all", expand_wildcards=expand_wildcards))
 
     brain = params.get("brain")
@@ -361,4 +366,4 @@ def resolve_targets(req: falcon.Request) -> list[str]:
 
 
 # Routes without an index in the path that reach every index.
-_FAN_OUT = {"/_search", "/_count", "/_cat/indices", "/_refresh"}
+FAN_OUT_ROUTES = {"/_search", "/_count", "/_cat/indices", "/_refresh"}

@@ -39,17 +39,26 @@ def cluster_info(engine: Any) -> dict[str, Any]:
     }
 
 
+OPEN_MODE_WARNING = ("OPEN MODE: no credential is checked and every caller is a superuser over every index, "
+                     "brain and memory namespace")
+
+
 class Root:
-    """``GET /`` (cluster info) and ``HEAD /`` (ping). The body is built once per app."""
+    """``GET /`` (cluster info, saying whether the server is in open mode) and ``HEAD /`` (ping).
+
+    Both bodies are built once per app; the principal's mode picks one.
+    """
 
     ops = {"GET": ("cluster.info", "monitor"), "HEAD": ("cluster.ping", "monitor")}
 
     def __init__(self, engine: Any) -> None:
-        self.body = orjson.dumps(cluster_info(engine))
+        info = cluster_info(engine)
+        self.body = orjson.dumps({**info, "xerj_mode": "secured"})
+        self.open_body = orjson.dumps({**info, "xerj_mode": "open", "xerj_warning": OPEN_MODE_WARNING})
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.content_type = falcon.MEDIA_JSON
-        resp.data = self.body
+        resp.data = self.open_body if req.context.principal.mode == "open" else self.body
 
     def on_head(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.content_type = falcon.MEDIA_JSON

@@ -1,0 +1,12 @@
+"""The built-in auth plugin: registers the API-key backend through ``xerj_register_auth_backends``."""
+
+from __future__ import annotations
+
+from xerj_core.hookspecs import Register, hookimpl
+
+
+@hookimpl
+def xerj_register_auth_backends(register: Register) -> None:
+    from xerj_auth.backend import ApiKeyBackend
+
+    register(ApiKeyBackend())
