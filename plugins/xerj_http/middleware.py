@@ -6,7 +6,7 @@ from typing import Any, Callable, Sequence
 
 import falcon
 
-from xerj_auth.principal import OPEN_MODE_PRINCIPAL, Principal
+from xerj_auth.principal import OPEN_MODE_PRINCIPAL, RESERVED_PREFIX, Principal
 from xerj_core.errors import XerjError
 from xerj_core.query.resolve import resolve_indices
 from xerj_http.errors import Forbidden, Unauthenticated
@@ -151,26 +151,28 @@ def _is_pattern(part: str) -> bool:
 
 def narrow_expression(store: Any, expression: str | None, allowed: Callable[[str], bool],
                       expand_wildcards: str) -> tuple[str, list[str], list[str]]:
-    """``(rewritten, explicit, expanded)`` of an index expression for a caller limited to ``allowed``.
+    """``(rewritten, explicit, matched)`` of an index expression for a caller limited to ``allowed``.
 
     Wildcards (and ``_all``, and no expression at all) expand only to names
     ``allowed`` admits; concrete names stay as written so that authorization
     refuses an ungranted one rather than hiding it. ``rewritten`` is a comma
-    list of concrete names the resource resolves exactly as before.
+    list of concrete names the resource resolves exactly as before; ``matched``
+    is every name a wildcard matched, admitted or not (none of them is refused).
     """
     parts = [p.strip() for p in (expression or "").split(",") if p.strip()] or ["_all"]
     explicit = [p for n, p in enumerate(parts) if not _is_pattern(p) and not (n > 0 and p.startswith("-"))]
     if len(explicit) == len(parts):
         return expression or "", explicit, []
+    expression = ",".join(parts)
     try:
-        kept = resolve_indices(store, ",".join(parts), ignore_unavailable=True, expand_wildcards=expand_wildcards,
+        kept = resolve_indices(store, expression, ignore_unavailable=True, expand_wildcards=expand_wildcards,
                                allowed=allowed)
+        matched = resolve_indices(store, expression, ignore_unavailable=True, expand_wildcards=expand_wildcards)
     except XerjError:
-        kept = []
-    expanded = [name for name in kept if name not in explicit]
+        kept, matched = [], []
     # A concrete name that does not exist stays in the list so the resource still answers 404 for it.
     rewritten = list(dict.fromkeys([*kept, *(n for n in explicit if n not in kept and not store.exists(n))]))
-    return ",".join(rewritten) or NO_INDICES, explicit, expanded
+    return ",".join(rewritten) or NO_INDICES, explicit, [name for name in matched if name not in explicit]
 
 
 class Authorize:
@@ -202,6 +204,12 @@ class Authorize:
             expanded = self._narrow(req, params, principal)
             if expanded:
                 targets = [name for name in targets if name not in expanded]
+        if "brain" in params:
+            # A brain refused as a whole is named alone: listing the nodes indices its meta document
+            # names would tell a stranger about a brain that is not theirs, and a missing brain has none.
+            edges = f"{RESERVED_PREFIX}{params['brain']}-edges"
+            if not principal.may(index_privilege(privilege), edges):
+                raise refusal(principal, op, privilege, [edges])
         index_policy(principal, op, privilege, targets)
 
     @staticmethod
@@ -220,11 +228,12 @@ class Authorize:
         expanded: set[str] = set()
         explicit: set[str] = set()
         if "index" in params or template in FAN_OUT_ROUTES:
-            rewritten, named, found = narrow_expression(store, params.get("index"), allowed, expand)
+            expression = params.get("index")
+            rewritten, named, found = narrow_expression(store, expression, allowed, expand)
             explicit.update(named)
-            if found or rewritten == NO_INDICES:
+            if rewritten != (expression or ""):
                 params["index"] = rewritten
-                expanded.update(found)
+            expanded.update(found)
         if template.endswith("/_msearch"):
             try:
                 pairs = parse_msearch(req)
