@@ -29,12 +29,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def request(port: int, method: str, path: str, body=None, timeout: float = 10.0):
+def request(port: int, method: str, path: str, body=None, timeout: float = 10.0, headers=None):
     """One request on a new connection; ``(status, parsed JSON or text)``."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+        sent = {"Content-Type": "application/json"} if data else {}
+        conn.request(method, path, body=data, headers={**sent, **(headers or {})})
         resp = conn.getresponse()
         raw = resp.read()
         if resp.getheader("Content-Type", "").startswith("application/json") and raw:
@@ -45,17 +46,24 @@ def request(port: int, method: str, path: str, body=None, timeout: float = 10.0)
 
 
 class Server:
-    def __init__(self, data_dir: Path, log: Path, workers: int) -> None:
+    """``xerj serve`` in a subprocess: open mode (``--insecure``) unless ``insecure=False``, then
+    ``headers`` carries the admin key the server wrote into ``data_dir``."""
+
+    def __init__(self, data_dir: Path, log: Path, workers: int, *, insecure: bool = True) -> None:
         self.port = free_port()
         self.log_path = log
         self.log = open(log, "wb")
         self.proc = subprocess.Popen(
-            [*SERVE, "--data-dir", str(data_dir), "--port", str(self.port), "--workers", str(workers), "--insecure"],
+            [*SERVE, "--data-dir", str(data_dir), "--port", str(self.port), "--workers", str(workers),
+             *(["--insecure"] if insecure else [])],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.headers: dict[str, str] = {}
         deadline = time.monotonic() + 30
         while True:
             try:
-                if request(self.port, "GET", "/", timeout=2)[0] == 200:
+                if not insecure and not self.headers and (data_dir / "admin.key").exists():
+                    self.headers = {"Authorization": "ApiKey " + (data_dir / "admin.key").read_text().strip()}
+                if request(self.port, "GET", "/", timeout=2, headers=self.headers)[0] == 200:
                     break
             except OSError:
                 pass

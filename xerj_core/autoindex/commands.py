@@ -6,11 +6,14 @@ import json
 import os
 import sys
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import click
 
+from xerj_core.credentials import ADMIN_KEY_FILE, api_key_for, authorization_header
 from xerj_core.engine import Engine, default_data_dir
 from xerj_core.errors import XerjError
 from xerj_core.hookspecs import hookimpl
@@ -89,6 +92,9 @@ def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=No
               help="Data directory to write into directly (no server needed).")
 @click.option("--url", default=None, metavar="URL",
               help="A running xerj server (http://host:port) to write through instead; nothing is opened locally.")
+@click.option("--api-key", default=None, metavar="KEY",
+              help="API key for a secured --url server (the encoded form); else XERJ_API_KEY, else the "
+                   "default data directory's admin.key when the server is on this machine.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--watch", is_flag=True, help="Keep the brain current as files change (polls the folder).")
 @click.option("--interval", type=float, default=2.0, show_default=True, help="Seconds between --watch polls.")
@@ -97,7 +103,8 @@ def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=No
               "which runs in this process). "
               "Runs with few files to parse or detect stay in this process either way.")
 @click.pass_obj
-def autoindex_command(pm, folder, brain, no_graph, data_dir, url, as_json, watch, interval, workers) -> None:
+def autoindex_command(pm, folder, brain, no_graph, data_dir, url, api_key, as_json, watch, interval,
+                      workers) -> None:
     """Index FOLDER and detect the relationships between its documents.
 
     Embedded on a data directory (--data-dir, or the default one), or against a
@@ -113,7 +120,7 @@ def autoindex_command(pm, folder, brain, no_graph, data_dir, url, as_json, watch
         from xerj_core.autoindex.remote import RemoteSink
 
         try:
-            sink = RemoteSink(url)
+            sink = RemoteSink(url, api_key=api_key_for(api_key, default_data_dir() if _is_local(url) else None))
         except XerjError as exc:
             raise click.BadParameter(exc.reason, param_hint="--url") from None
         _follow(sink, pm, folder, name, not no_graph, as_json, watch, interval, workers)
@@ -144,10 +151,29 @@ def _run_once_quiet(target, folder: str, brain: str, graph: bool, pm=None, worke
     return run(target, folder, brain=brain, graph=graph, pm=pm, workers=workers)
 
 
-def _server_answers(url: str) -> bool:
+def _is_local(url: str) -> bool:
+    """Whether ``url`` is a server on this machine, whose default data directory's admin key may be ours."""
     try:
-        with urllib.request.urlopen(url, timeout=1) as response:
+        from xerj_http.serve import is_loopback
+        host = urllib.parse.urlsplit(url).hostname
+    except (ImportError, ValueError):
+        return False
+    return bool(host) and is_loopback(host)
+
+
+def _server_answers(url: str, api_key: str | None) -> bool:
+    """Whether a xerj server answers ``url`` with ``api_key``; a secured one refusing the key is an error."""
+    request = urllib.request.Request(url, headers=authorization_header(api_key))
+    try:
+        with urllib.request.urlopen(request, timeout=1) as response:
             return response.status == 200 and "xerj" in response.read(4096).decode("utf-8", "replace").lower()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 401:
+            raise click.ClickException(
+                f"the xerj server at {url} is secured and refused the API key "
+                f"({'none was found' if api_key is None else 'the one given'}): pass --api-key or set "
+                f"XERJ_API_KEY") from None
+        return False
     except OSError:
         return False
 
@@ -158,8 +184,13 @@ def _server_answers(url: str) -> bool:
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Data directory.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=9200, show_default=True)
+@click.option("--api-key", default=None, metavar="KEY",
+              help="API key for attaching to a secured server; else XERJ_API_KEY, else the data directory's "
+                   "admin.key.")
+@click.option("--insecure", is_flag=True, envvar="XERJ_INSECURE",
+              help="Serve in open mode (no credentials) when no server is running (also XERJ_INSECURE=1).")
 @click.pass_obj
-def brain_command(pm, folder, brain, data_dir, host, port) -> None:
+def brain_command(pm, folder, brain, data_dir, host, port, api_key, insecure) -> None:
     """Index FOLDER with graph detection on, then serve it (or attach to the server already running)."""
     if not Path(folder).is_dir():
         raise click.BadParameter(f"folder '{folder}' does not exist or is not a directory", param_hint="FOLDER")
@@ -178,13 +209,15 @@ def brain_command(pm, folder, brain, data_dir, host, port) -> None:
     click.echo(f"  ego:      {base}/_graph/{name}/ego?node=<document id>&hops=2&include_nodes=true")
     if first:
         click.echo(f"  search:   {base}/{first}/_search?q=<words>")
-    if _server_answers(base + "/"):
+    if _server_answers(base + "/", api_key_for(api_key, data)):
         click.echo(f"attached to the server already running at {base}")
         return
     click.echo(f"serving {data} at {base} (Ctrl-C to stop)")
+    if not insecure:
+        click.echo(f"  it is secured: send Authorization: ApiKey $(cat {data / ADMIN_KEY_FILE})")
     sys.stdout.flush()
     argv = [sys.executable, "-m", "xerj_core", "serve", "--data-dir", str(data), "--host", host,
-            "--port", str(port), "--insecure"]
+            "--port", str(port), *(["--insecure"] if insecure else [])]
     os.execv(sys.executable, argv)
 
 

@@ -18,6 +18,7 @@ import orjson
 
 from xerj_core.autoindex import wire
 from xerj_core.autoindex.sink import BrainState, EdgeWriteSummary, FileWrite, RunFinish, StandingEdges
+from xerj_core.credentials import authorization_header
 from xerj_core.errors import IllegalArgument, ParsingError, XerjError
 from xerj_core.model import EdgeDraft
 
@@ -46,7 +47,7 @@ def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
 class RemoteSink:
     """A :class:`~xerj_core.autoindex.sink.BrainSink` on the xerj server at ``url`` (``http://host:port``)."""
 
-    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT_S, api_key: str | None = None) -> None:
         parts = urllib.parse.urlsplit(url.strip()) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname \
                 or parts.query or parts.fragment:
@@ -57,6 +58,9 @@ class RemoteSink:
             raise IllegalArgument(f"[{url}] is not a server URL: its port is not a number from 0 to 65535") from None
         self.url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
         self.timeout = timeout
+        # Sent on every request; a secured server answers 401 without it.
+        self.headers = {"Accept": "application/json", "Content-Type": "application/json",
+                        **authorization_header(api_key)}
 
     def __repr__(self) -> str:
         return f"RemoteSink({self.url!r})"
@@ -67,8 +71,7 @@ class RemoteSink:
         return "/" + "/".join(urllib.parse.quote(segment, safe="") for segment in segments)
 
     def _call(self, method: str, path: str, body: bytes | None = None) -> Any:
-        request = urllib.request.Request(self.url + path, data=body, method=method,
-                                         headers={"Accept": "application/json", "Content-Type": "application/json"})
+        request = urllib.request.Request(self.url + path, data=body, method=method, headers=self.headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 raw = response.read()
@@ -97,6 +100,9 @@ class RemoteSink:
             kind = error.get("type") if isinstance(error.get("type"), str) else "error"
             hint = " (no such route there: check the URL, or the server is a xerj without autoindex routes)" \
                 if kind == "resource_not_found_exception" else ""
+            if exc.code == 401:
+                hint = " (the server is secured: pass --api-key, set XERJ_API_KEY, or run where its data " \
+                       "directory's admin.key can be read)"
             refused = RemoteError(f"the xerj server at {self.url} refused {method} {path}: {kind}: "
                                   f"{error['reason']}{hint}")
             refused.error_type = kind
