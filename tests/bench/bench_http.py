@@ -5,6 +5,12 @@ xerj for a 2-hop ego, a BM25 recall and a single link (each request asserts a ne
 Prints the ratios the HTTP issue sets as targets: xerj ``GET /`` throughput against the
 bare app (≥ 0.90) and ego p50 against xerj ``GET /`` p50 (≤ 2.0).
 
+Secured mode against open mode, in the same run: a second ``xerj serve`` on the same data
+directory without ``--insecure``, called with an API key scoped to the benchmark brain, for
+``GET /``, a search and a 2-hop ego (paired rounds, alternating which server goes first).
+The target is secured p50 / open p50 ≤ 1.10 on each. The in-process WSGI costs are printed
+for both modes too: they show the authentication and authorization cost free of loopback noise.
+
 The load client is ``wrk`` when it is installed (``apt-get install wrk``), else a Python
 client (several processes, a new connection per request, as gunicorn's sync workers close
 each one). Everything runs on loopback and stops by itself.
@@ -92,10 +98,12 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-def get(port: int, path: str, method: str = "GET", body: bytes | None = None) -> tuple[int, bytes]:
+def get(port: int, path: str, method: str = "GET", body: bytes | None = None,
+        headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        conn.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
+        sent = {"Content-Type": "application/json"} if body else {}
+        conn.request(method, path, body=body, headers={**sent, **(headers or {})})
         resp = conn.getresponse()
         return resp.status, resp.read()
     finally:
@@ -131,8 +139,13 @@ def seed(data_dir: Path, nodes: int, degree: int, memories: int) -> None:
 
 
 class Request:
-    def __init__(self, path: str, method: str = "GET", body: bytes | None = None, unique_link: bool = False):
+    def __init__(self, path: str, method: str = "GET", body: bytes | None = None, unique_link: bool = False,
+                 headers: dict[str, str] | None = None):
         self.path, self.method, self.body, self.unique_link = path, method, body, unique_link
+        self.headers = headers or {}
+
+    def with_headers(self, headers: dict[str, str]) -> "Request":
+        return Request(self.path, self.method, self.body, self.unique_link, headers)
 
 
 def _unit_ms(value: str, unit: str) -> float:
@@ -166,6 +179,8 @@ def run_wrk(port: int, req: Request, duration: float, connections: int, threads:
         os.write(fd, text.encode())
         os.close(fd)
     cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(duration))}s", "--latency", "--timeout", "10s"]
+    for name, value in req.headers.items():
+        cmd += ["-H", f"{name}: {value}"]
     if script:
         cmd += ["-s", script]
     cmd.append(f"http://127.0.0.1:{port}{req.path}")
@@ -182,14 +197,14 @@ def run_wrk(port: int, req: Request, duration: float, connections: int, threads:
 
 
 def _python_worker(args: tuple) -> tuple[list[float], int]:
-    port, method, path, body, unique, deadline, wid = args
+    port, method, path, body, unique, deadline, wid, headers = args
     latencies, bad, n = [], 0, 0
     while time.monotonic() < deadline:
         n += 1
         if unique:
             body = orjson.dumps({"src": f"p{wid}-{n}", "dst": f"n{n % 997}", "type": "relates_to"})
         started = time.perf_counter()
-        status, _ = get(port, path, method, body)
+        status, _ = get(port, path, method, body, headers)
         latencies.append((time.perf_counter() - started) * 1000)
         bad += not 200 <= status < 300
     return latencies, bad
@@ -197,7 +212,8 @@ def _python_worker(args: tuple) -> tuple[list[float], int]:
 
 def run_python(port: int, req: Request, duration: float, connections: int, threads: int) -> dict:
     deadline = time.monotonic() + duration
-    jobs = [(port, req.method, req.path, req.body, req.unique_link, deadline, w) for w in range(connections)]
+    jobs = [(port, req.method, req.path, req.body, req.unique_link, deadline, w, req.headers)
+            for w in range(connections)]
     started = time.monotonic()
     with multiprocessing.Pool(connections) as pool:
         results = pool.map(_python_worker, jobs)
@@ -218,6 +234,8 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=None, help="default: one per worker")
     parser.add_argument("--threads", type=int, default=1, help="wrk threads")
     parser.add_argument("--rounds", type=int, default=8, help="paired GET / rounds, bare and xerj")
+    parser.add_argument("--secured-rounds", type=int, default=4,
+                        help="paired rounds per route, secured and open xerj (0 skips them)")
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--degree", type=int, default=5)
     parser.add_argument("--memories", type=int, default=2000)
@@ -243,12 +261,13 @@ def main() -> None:
               f"in {time.perf_counter() - started:.1f}s")
 
         in_process = wsgi_costs(data)
-        xerj_port, bare_port = free_port(), free_port()
+        xerj_port, bare_port, secured_port = free_port(), free_port(), free_port()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        xerj = subprocess.Popen([sys.executable, "-c", "from xerj_core.cli import main; main()", "serve",
-                                 "--data-dir", str(data), "--port", str(xerj_port), "--workers", str(args.workers)],
+        serve = [sys.executable, "-c", "from xerj_core.cli import main; main()", "serve", "--data-dir", str(data),
+                 "--workers", str(args.workers)]
+        xerj = subprocess.Popen([*serve, "--port", str(xerj_port), "--insecure"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        bare = None
+        bare = secured = None
         try:
             wait_ready(xerj_port, xerj, "xerj serve")
             body_file = Path(tmp) / "root.json"
@@ -288,10 +307,31 @@ def main() -> None:
                 "xerj recall BM25": measure(xerj_port, recall),
                 "xerj link": measure(xerj_port, link),
             }
+            stop(bare)
+            bare = None
+            secured_results = {}
+            if args.secured_rounds:
+                secured = subprocess.Popen([*serve, "--port", str(secured_port)], stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL, env=env)
+                key = scoped_key(data, secured_port, secured)
+                search = Request(f"/.xerj-memory-{BRAIN}/_search", "POST",
+                                 orjson.dumps({"query": {"match": {"text": "w3 w17 w250"}}, "size": 10}))
+                for name, req in (("GET /", root), ("search", search), ("ego 2-hop", ego)):
+                    secured_req = req.with_headers(key)
+                    assert get(secured_port, req.path, req.method, req.body, key)[0] == 200
+                    pairs = []
+                    for n in range(args.secured_rounds):
+                        order = [(xerj_port, req), (secured_port, secured_req)]
+                        if n % 2:
+                            order = order[::-1]
+                        measured = {port: measure(port, r) for port, r in order}
+                        pairs.append((measured[xerj_port], measured[secured_port]))
+                    secured_results[name] = pairs
         finally:
             stop(xerj)
-            if bare is not None:
-                stop(bare)
+            for proc in (bare, secured):
+                if proc is not None:
+                    stop(proc)
 
     print(f"\n{'':18} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}")
     for name, r in results.items():
@@ -306,6 +346,40 @@ def main() -> None:
     print(f"ego 2-hop p50 / xerj GET / p50:   {ego_ratio:.3f}  (target <= 2.0)")
     print(f"recall p50 / xerj GET / p50:      {results['xerj recall BM25']['p50'] / results['xerj GET /']['p50']:.3f}")
     print(f"link p50 / xerj GET / p50:        {results['xerj link']['p50'] / results['xerj GET /']['p50']:.3f}")
+    if secured_results:
+        print("\nsecured (scoped API key) against open mode, paired rounds, p50 ms:")
+        for name, pairs in secured_results.items():
+            ratio = statistics.median(s["p50"] / o["p50"] for o, s in pairs)
+            opened = statistics.median(o["p50"] for o, _ in pairs)
+            closed = statistics.median(s["p50"] for _, s in pairs)
+            bad = sum(int(s["non2xx"] + s["socket_errors"]) for _, s in pairs)
+            print(f"  {name:10} open {opened:7.2f}  secured {closed:7.2f}  secured/open {ratio:.3f}  "
+                  f"(target <= 1.10; non-2xx {bad})")
+
+
+def scoped_key(data: Path, port: int, proc: subprocess.Popen) -> dict[str, str]:
+    """Wait for the secured server, then mint (as its admin) a key that reads the benchmark brain only."""
+    deadline = time.monotonic() + 60
+    admin_file = data / "admin.key"
+    while not admin_file.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("secured xerj serve did not start")
+        time.sleep(0.1)
+    admin = {"Authorization": "ApiKey " + admin_file.read_text().strip()}
+    while True:
+        try:
+            if get(port, "/", headers=admin)[0] == 200:
+                break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("secured xerj serve did not start")
+        time.sleep(0.1)
+    body = orjson.dumps({"name": "bench", "role_descriptors": {"bench": {"indices": [
+        {"names": [f".xerj-memory-{BRAIN}-edges", f".xerj-memory-{BRAIN}"], "privileges": ["read"]}]}}})
+    status, minted = get(port, "/_security/api_key", "POST", body, admin)
+    assert status == 200, minted
+    return {"Authorization": "ApiKey " + orjson.loads(minted)["encoded"]}
 
 
 def wsgi_costs(data: Path, calls: int = 3000) -> dict[str, float]:
@@ -317,8 +391,8 @@ def wsgi_costs(data: Path, calls: int = 3000) -> dict[str, float]:
     from xerj_core.plugins import get_plugin_manager
     from xerj_http import create_app
 
-    def timed(app, path: str, query: str = "") -> float:
-        environ = create_environ(path=path, query_string=query)
+    def timed(app, path: str, query: str = "", headers: dict[str, str] | None = None) -> float:
+        environ = create_environ(path=path, query_string=query, headers=headers)
 
         def start_response(status, headers, exc_info=None):
             return None
@@ -340,11 +414,21 @@ def wsgi_costs(data: Path, calls: int = 3000) -> dict[str, float]:
     bare = falcon.App()
     bare.add_route("/", Constant())
     pm = get_plugin_manager()
+    ego = (f"/_graph/{BRAIN}/ego", f"node=n1&hops=2&as_of={T0 + 1}")
     with Engine(data, pm) as engine:
-        app = create_app(engine, pm)
-        return {"bare GET /": timed(bare, "/"), "xerj GET /": timed(app, "/"),
-                "xerj ego 2-hop": timed(app, f"/_graph/{BRAIN}/ego", f"node=n1&hops=2&as_of={T0 + 1}"),
-                "engine ego 2-hop": _engine_ego(engine, calls)}
+        app = create_app(engine, pm, insecure=True)
+        secured = create_app(engine, pm)
+        key = secured.auth_backends[0].keys.mint("bench-in-process", role_descriptors={"bench": {"indices": [
+            {"names": [f".xerj-memory-{BRAIN}-edges"], "privileges": ["read"]}]}})
+        auth = {"Authorization": "ApiKey " + key["encoded"]}
+        try:
+            return {"bare GET /": timed(bare, "/"), "xerj GET /": timed(app, "/"),
+                    "secured GET /": timed(secured, "/", headers=auth),
+                    "xerj ego 2-hop": timed(app, *ego), "secured ego 2-hop": timed(secured, *ego, headers=auth),
+                    "engine ego 2-hop": _engine_ego(engine, calls)}
+        finally:
+            secured.close()
+            app.close()
 
 
 def _engine_ego(engine, calls: int) -> float:
