@@ -33,9 +33,9 @@ def wait_for(predicate, timeout: float = 30.0, every: float = 0.2):
     raise AssertionError("condition not met in time")
 
 
-def get_json(url: str):
+def get_json(url: str, headers: dict[str, str] | None = None):
     try:
-        with urllib.request.urlopen(url, timeout=2) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=2) as response:
             return json.loads(response.read())
     except OSError:
         return None
@@ -53,10 +53,17 @@ def test_xerj_brain_indexes_then_serves_the_folder(tmp_path):
     port = free_port()
     proc = subprocess.Popen([*XERJ, "brain", str(notes), "--data-dir", str(tmp_path / "data"), "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    admin_key = tmp_path / "data" / "admin.key"
+
+    def auth() -> dict[str, str]:
+        # The server it starts is secured; the admin key appears once that server has started.
+        return {"Authorization": "ApiKey " + admin_key.read_text().strip()} if admin_key.exists() else {}
+
     try:
-        overview = wait_for(lambda: get_json(f"http://127.0.0.1:{port}/_graph/my-notes/overview"))
+        overview = wait_for(lambda: get_json(f"http://127.0.0.1:{port}/_graph/my-notes/overview", auth()))
         assert overview["exists"] and overview["edges"]["live"] >= 1
-        ego = get_json(f"http://127.0.0.1:{port}/_graph/my-notes/ego?node=alpha.md&hops=2")
+        assert get_json(f"http://127.0.0.1:{port}/_graph/my-notes/overview") is None  # 401 without the key
+        ego = get_json(f"http://127.0.0.1:{port}/_graph/my-notes/ego?node=alpha.md&hops=2", auth())
         # The link sits in the section under "# Alpha", one sequence hop from the file card.
         assert any(e["dst"] == "beta.md" and e["type"] == "wikilink" for e in ego["edges"])
     finally:
@@ -64,6 +71,7 @@ def test_xerj_brain_indexes_then_serves_the_folder(tmp_path):
         output = proc.communicate(timeout=30)[0]
     assert "brain 'my-notes' is ready" in output
     assert f"http://127.0.0.1:{port}/_graph/my-notes/overview" in output
+    assert str(admin_key) in output and admin_key.read_text().strip() not in output
 
 
 def test_autoindex_watch_follows_edits(tmp_path):

@@ -13,6 +13,7 @@ import orjson
 from xerj_core.store import keys
 from xerj_core.store.columns import KIND_LEN, Column, column_kind, decode_postings
 from xerj_core.store.mapping import FieldSpec, Mapping
+from xerj_core.store.scope import SCOPE_FIELD, scope_of
 
 
 class Dictionary:
@@ -263,6 +264,9 @@ class IndexReader:
         self.state = state
         self.cache = cache
         self.snapshot = cache.snapshot_at(txn, dbs, state)
+        # A reserved index shows only the rows of its own tenant (xerj_core.store.scope).
+        scope = scope_of(name)
+        self.scope = scope if scope is not None and SCOPE_FIELD in self.snapshot.mapping.fields else None
 
     # -- shape ---------------------------------------------------------------------------------
 
@@ -284,12 +288,27 @@ class IndexReader:
 
     @property
     def doc_count(self) -> int:
-        return self.state.live
+        if self.scope is None:
+            return self.state.live
+        return self.memo("scoped-count", lambda: int(np.count_nonzero(self.live)))
 
     @property
     def live(self) -> np.ndarray:
-        """Boolean mask over every row ever written: False for deleted and overwritten rows."""
-        return self.snapshot.live
+        """Boolean mask over every row ever written: False for deleted and overwritten rows, and in a
+        reserved index for rows whose scope is not the index's own tenant."""
+        if self.scope is None:
+            return self.snapshot.live
+        return self.memo("scoped-live", self._scoped_live)
+
+    def _scoped_live(self) -> np.ndarray:
+        column = self.column(SCOPE_FIELD)
+        ordinal = self.field_dictionary(SCOPE_FIELD).ordinal(self.scope)
+        if ordinal is None:
+            return np.zeros_like(self.snapshot.live)
+        return self.snapshot.live & column.present & (column.values == ordinal)
+
+    def _visible(self, row: int) -> bool:
+        return self.scope is None or bool(self.live[row])
 
     @property
     def segments(self) -> list[Segment]:
@@ -404,7 +423,7 @@ class IndexReader:
     def document(self, row: int) -> tuple[str, dict[str, Any], int] | None:
         """``(_id, _source, _version)`` of a live row, else None."""
         blob = self.txn.get(keys.row_key(self.ix, row), db=self.dbs["src"])
-        if blob is None:
+        if blob is None or not self._visible(row):
             return None
         version, doc_id, offset = keys.unpack_source_header(blob)
         return doc_id, orjson.loads(blob[offset:]), version
@@ -414,16 +433,17 @@ class IndexReader:
         get, db, prefix = self.txn.get, self.dbs["src"], keys.ix_key(self.ix)
         pack_row, header, loads = keys.u64, keys.SRC_HEADER, orjson.loads
         start = header.size
+        visible = None if self.scope is None else self.live
         for row in rows:
             blob = get(prefix + pack_row(row), db=db)
-            if blob is None:
+            if blob is None or (visible is not None and not visible[row]):
                 continue
             version, id_len = header.unpack_from(blob)
             yield row, blob[start:start + id_len].decode(), loads(memoryview(blob)[start + id_len:]), version
 
     def id_of(self, row: int) -> str | None:
         blob = self.txn.get(keys.row_key(self.ix, row), db=self.dbs["src"])
-        return None if blob is None else keys.unpack_source_header(blob)[1]
+        return None if blob is None or not self._visible(row) else keys.unpack_source_header(blob)[1]
 
     def get(self, doc_id: str) -> tuple[dict[str, Any], int] | None:
         row = self.row_of(doc_id)

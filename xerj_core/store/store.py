@@ -14,6 +14,7 @@ from xerj_core.errors import IndexNotFound, XerjError
 from xerj_core.store import env as envs
 from xerj_core.store import keys
 from xerj_core.store.read import IndexCache, IndexReader
+from xerj_core.store.scope import SCOPE_FIELD, public_mapping, scope_of
 from xerj_core.store.write import WriteResult, WriteTxn
 
 T = TypeVar("T")
@@ -66,6 +67,29 @@ class Store:
         self._caches: dict[int, IndexCache] = {}
         self._caches_lock = threading.Lock()
         self.listeners: list[Callable[[str, list[str], list[str]], None]] = []
+        self.migrate_scopes()
+
+    def migrate_scopes(self) -> list[str]:
+        """Give reserved indices written before row scopes existed their scope (one transaction); their names.
+
+        Opening such an index for writing migrates it (``IndexWrite``); this does
+        it for every one at start, so readers never meet an unmigrated index.
+        """
+        pending = []
+        reserved = [name for name in self.index_names() if scope_of(name) is not None]
+        if not reserved:
+            return pending
+        with self.read_txn() as raw:
+            for name in reserved:
+                reader = self.open_reader(raw, name)
+                if SCOPE_FIELD not in reader.mapping.fields:
+                    pending.append(name)
+        if pending:
+            def run(txn: WriteTxn) -> None:
+                for name in pending:
+                    txn.index(name)
+            self.transact(run)
+        return pending
 
     def close(self) -> None:
         envs.release(self.env)
@@ -186,11 +210,11 @@ class Store:
     def index_info(self, index: str) -> IndexInfo:
         with self.reader(index) as r:
             return IndexInfo(index, r.meta["uuid"], r.meta["created"], r.doc_count,
-                             r.n_rows - r.doc_count, r.mapping.to_es())
+                             r.n_rows - r.doc_count, public_mapping(r.mapping.to_es()))
 
     def get_mapping(self, index: str) -> dict[str, Any]:
         with self.reader(index) as r:
-            return r.mapping.to_es()
+            return public_mapping(r.mapping.to_es())
 
     def get(self, index: str, doc_id: str) -> tuple[dict[str, Any], int] | None:
         """``(_source, _version)`` or None; raises IndexNotFound for a missing index."""

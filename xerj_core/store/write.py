@@ -19,6 +19,7 @@ from xerj_core.store.columns import (KIND_LEN, KIND_ORD, Column, build_postings,
                                      decode_postings, encode_postings)
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
 from xerj_core.store.names import validate_index_name
+from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, refuse_in_mapping, scope_of
 from xerj_core.text import tokenize
 
 # ES allows 512 bytes; an LMDB key holds 511 and ours spends 4 on the index number.
@@ -83,11 +84,40 @@ class IndexWrite:
         self.state = keys.IndexState.unpack(txn.raw.get(keys.ix_key(ix), db=db["state"]))
         self.mapping = Mapping.from_es(orjson.loads(txn.raw.get(keys.ix_key(ix), db=db["mappings"])))
         self.mapping_changed = False
+        # A reserved index's rows carry their tenant (see xerj_core.store.scope).
+        self.scope = scope_of(name)
+        if self.scope is not None and SCOPE_FIELD not in self.mapping.fields:
+            self._migrate_scope()
         self.pending: list[tuple[int, dict[str, Any]]] = []
         self.dict_cache: dict[str, dict[str, int]] = {}
         self.dict_size: dict[str, int] = {}
         self.put_ids: list[str] = []
         self.deleted_ids: list[str] = []
+
+    def _migrate_scope(self) -> None:
+        """Give every live row of a reserved index written before scopes existed the index's scope.
+
+        Runs in the transaction that first opens such an index for writing (the
+        store opens one for each at start), so the field and every row's value
+        commit together: no reader ever sees the field without the rows' values.
+        Each live document is written again under its id, as an update would.
+        """
+        self.mapping.add_field(SCOPE_SPEC)
+        self.mapping_changed = True
+        prefix = keys.ix_key(self.ix)
+        rows: list[tuple[str, Any]] = []
+        with self.txn.raw.cursor(db=self.txn.dbs["src"]) as cursor:
+            found = cursor.set_range(prefix)
+            while found:
+                key, blob = cursor.item()
+                if not key.startswith(prefix):
+                    break
+                _version, doc_id, offset = keys.unpack_source_header(blob)
+                rows.append((doc_id, orjson.loads(blob[offset:])))
+                found = cursor.next()
+        for doc_id, doc in rows:
+            # A document that already had a field of this name keeps it in _source; the column is ours.
+            self._put_row(doc, doc_id, "index", self.record_for({**doc, SCOPE_FIELD: self.scope}))
 
     # -- dictionaries --------------------------------------------------------------------------
 
@@ -199,8 +229,18 @@ class IndexWrite:
         blob = self.txn.raw.get(keys.row_key(self.ix, row), db=self.txn.dbs["src"])
         return keys.unpack_source_header(blob)[0]
 
-    def put(self, doc: Any, doc_id: str | None = None, *, op_type: str = "index") -> WriteResult:
-        record = self.record_for(doc)
+    def put(self, doc: Any, doc_id: str | None = None, *, op_type: str = "index",
+            scope: str | None = None) -> WriteResult:
+        """Write ``doc``; in a reserved index its row carries ``scope`` (the writer's tenant), by default
+        the index's own. The scope is a column only: ``_source`` stays what the caller sent."""
+        if self.scope is not None:
+            refuse_in_document(doc, self.name)
+            record = self.record_for({**doc, SCOPE_FIELD: scope or self.scope} if isinstance(doc, dict) else doc)
+        else:
+            record = self.record_for(doc)
+        return self._put_row(doc, doc_id, op_type, record)
+
+    def _put_row(self, doc: Any, doc_id: str | None, op_type: str, record: dict[str, Any]) -> WriteResult:
         if doc_id is None:
             doc_id = new_doc_id()
         _check_id(doc_id)
@@ -415,6 +455,8 @@ class WriteTxn:
         if self.exists(name):
             raise IndexAlreadyExists(name)
         parsed = Mapping.from_es(mapping)
+        if scope_of(name) is not None:
+            refuse_in_mapping(parsed.fields, name)
         indices = self.dbs["indices"]
         counter = self.raw.get(keys.NEXT_IX_KEY, db=indices)
         ix = int.from_bytes(counter, "big") if counter else 1
@@ -439,6 +481,8 @@ class WriteTxn:
     def put_mapping(self, name: str, body: Any) -> None:
         target = self.index(name)
         incoming = Mapping.from_es(body)
+        if target.scope is not None:
+            refuse_in_mapping(incoming.fields, name)
         for spec in incoming.fields.values():
             target.mapping.add_field(spec)
         target.mapping.objects |= incoming.objects
@@ -463,8 +507,8 @@ class WriteTxn:
         target.mapping_changed = True
 
     def put(self, index: str, doc: Any, doc_id: str | None = None, *, op_type: str = "index",
-            auto_create: bool = True) -> WriteResult:
-        return self.index(index, create=auto_create).put(doc, doc_id, op_type=op_type)
+            auto_create: bool = True, scope: str | None = None) -> WriteResult:
+        return self.index(index, create=auto_create).put(doc, doc_id, op_type=op_type, scope=scope)
 
     def delete(self, index: str, doc_id: str) -> WriteResult:
         return self.index(index).delete(doc_id)
