@@ -84,15 +84,15 @@ class IndexWrite:
         self.state = keys.IndexState.unpack(txn.raw.get(keys.ix_key(ix), db=db["state"]))
         self.mapping = Mapping.from_es(orjson.loads(txn.raw.get(keys.ix_key(ix), db=db["mappings"])))
         self.mapping_changed = False
-        # A reserved index's rows carry their tenant (see xerj_core.store.scope).
-        self.scope = scope_of(name)
-        if self.scope is not None and SCOPE_FIELD not in self.mapping.fields:
-            self._migrate_scope()
         self.pending: list[tuple[int, dict[str, Any]]] = []
         self.dict_cache: dict[str, dict[str, int]] = {}
         self.dict_size: dict[str, int] = {}
         self.put_ids: list[str] = []
         self.deleted_ids: list[str] = []
+        # A reserved index's rows carry their tenant (see xerj_core.store.scope).
+        self.scope = scope_of(name)
+        if self.scope is not None and SCOPE_FIELD not in self.mapping.fields:
+            self._migrate_scope()
 
     def _migrate_scope(self) -> None:
         """Give every live row of a reserved index written before scopes existed the index's scope.
