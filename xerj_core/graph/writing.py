@@ -70,9 +70,9 @@ class EdgeWriting:
         meta = None if fresh else txn.get(name, META_ID)
         if meta is None:
             txn.put(name, {"meta_version": META_VERSION, "brain": brain, "nodes_index": nodes or nodes_index(brain),
-                           "created_at": now}, META_ID)
+                           "created_at": now}, META_ID, scope=brain)
         elif nodes is not None and meta.get("nodes_index") != nodes:
-            txn.put(name, {**meta, "nodes_index": nodes}, META_ID)
+            txn.put(name, {**meta, "nodes_index": nodes}, META_ID, scope=brain)
         return name
 
     @staticmethod
@@ -83,7 +83,7 @@ class EdgeWriting:
 
     @staticmethod
     def _machine_put(txn: "WriteTxn", name: str, doc: dict[str, Any], rejection: str | None,
-                     now: int) -> tuple[dict[str, Any], bool, bool]:
+                     now: int, brain: str) -> tuple[dict[str, Any], bool, bool]:
         """A machine writer's edge: ``(stored doc, created, suppressed)``.
 
         Under an active rejection of its claim the edge is stored already retired
@@ -99,7 +99,7 @@ class EdgeWriting:
         elif existing is not None and not is_retired(existing) and existing.get("trust") in (TRUST_ASSERTED,
                                                                                                 TRUST_APPROVED):
             doc = {**doc, "trust": existing["trust"]}  # a detector re-finding a person's edge keeps their word
-        txn.put(name, doc, eid)
+        txn.put(name, doc, eid, scope=brain)
         return doc, existing is None, rejection is not None
 
     def link(self, brain: str, body: Any, *, machine: bool = False) -> tuple[bool, dict[str, Any]]:
@@ -118,12 +118,12 @@ class EdgeWriting:
             name = self._open_edges(txn, brain, now)
             rid, rejection = self._active_rejection(txn, name, doc)
             if machine:
-                stored, created, suppressed = self._machine_put(txn, name, doc, rid if rejection else None, now)
+                stored, created, suppressed = self._machine_put(txn, name, doc, rid if rejection else None, now, brain)
                 return stored, created, suppressed, False
             created = txn.get(name, doc["edge_id"]) is None
             if rejection is not None:
-                txn.put(name, {**rejection, "lifted_at": now, "lifted_by": doc["edge_id"]}, rid)
-            txn.put(name, doc, doc["edge_id"])
+                txn.put(name, {**rejection, "lifted_at": now, "lifted_by": doc["edge_id"]}, rid, scope=brain)
+            txn.put(name, doc, doc["edge_id"], scope=brain)
             return doc, created, False, rejection is not None
 
         stored, created, suppressed, reinstated = self._transact(run)
@@ -157,9 +157,10 @@ class EdgeWriting:
             rid = rejection_id(doc["src"], doc["type"], doc["dst"])
             retired = {**doc, "invalid_at": now if when is None else when, "expired_at": now,
                        "trust": TRUST_REJECTED, "rejection": rid}
-            txn.put(name, retired, edge_id)
+            txn.put(name, retired, edge_id, scope=brain)
             txn.put(name, {"kind": "rejection", "claim_src": doc["src"], "claim_type": doc["type"],
-                           "claim_dst": doc["dst"], "rejected_at": now, "rejected_edge_id": edge_id}, rid)
+                           "claim_dst": doc["dst"], "rejected_at": now, "rejected_edge_id": edge_id}, rid,
+                    scope=brain)
             return {"brain": brain, "edge_id": edge_id, "invalidated": True, "invalid_at": retired["invalid_at"],
                     "expired_at": now, "rejection": rid, "edge": retired}
 
@@ -200,7 +201,7 @@ class EdgeWriting:
                 if key not in rejections:
                     rid, active = self._active_rejection(txn, name, doc)
                     rejections[key] = rid if active is not None else None
-                stored, created, suppressed = self._machine_put(txn, name, doc, rejections[key], now)
+                stored, created, suppressed = self._machine_put(txn, name, doc, rejections[key], now, brain)
                 counts["created" if created else "updated"] += 1
                 counts["suppressed"] += suppressed
                 counts["written"] += 1
@@ -258,7 +259,7 @@ class EdgeWriting:
                 if not is_edge(doc) or is_retired(doc):
                     continue
                 doc = {**doc, "invalid_at": when, "expired_at": now}
-                txn.put(name, doc, eid)
+                txn.put(name, doc, eid, scope=brain)
                 retired.append(doc)
             return retired
 

@@ -180,7 +180,7 @@ class MemoryService:
                         raise GraphError(f"[vector] cannot be added to index [{index}]: {exc.reason}") from None
                 elif vspec.dims != len(request.vector):
                     raise _dims_refusal(ns, vspec.dims, len(request.vector))
-            return txn.put(index, doc)
+            return txn.put(index, doc, scope=ns)
 
         try:
             result = store.transact(write)
@@ -269,7 +269,7 @@ class MemoryService:
             if source.get(FORGOTTEN_AT) is not None:
                 return {"_id": memory_id, "namespace": ns, "forgotten": False,
                         "already_forgotten_at": source[FORGOTTEN_AT]}
-            target.put({**source, FORGOTTEN_AT: at}, memory_id)
+            target.put({**source, FORGOTTEN_AT: at}, memory_id, scope=ns)
             return {"_id": memory_id, "namespace": ns, "forgotten": True, "forgotten_at": at}
 
         return self.engine.store.transact(write)
