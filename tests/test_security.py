@@ -12,6 +12,7 @@ from falcon.testing import TestClient
 
 from xerj_auth.keys import KeyStore, parse_expiration
 from xerj_auth.principal import Principal
+from xerj_core.testing.auth import AbstractAuthBackendTests
 from xerj_http import create_app
 
 from .http_helpers import admin_headers, ndjson
@@ -425,3 +426,19 @@ def test_write_verbs_never_narrow_a_wildcard(http, admin, seeded):
                                headers=key_header(seeded))
     assert result.status_code == 403
 
+
+
+# -- the built-in backend passes the conformance suite -------------------------------------------
+
+
+class TestApiKeyBackend(AbstractAuthBackendTests):
+    @pytest.fixture
+    def backend(self):
+        from xerj_auth.backend import ApiKeyBackend
+
+        return ApiKeyBackend()
+
+    @pytest.fixture
+    def valid_headers(self, opened):
+        key = opened.keys.mint("conformance", role_descriptors=None)
+        return {"AUTHORIZATION": f"ApiKey {key['encoded']}"}
