@@ -70,6 +70,16 @@ def parse_expiration(value: Any) -> int:
     return ms
 
 
+def _object(value: Any, where: str, fields: set[str]) -> dict[str, Any]:
+    """``value`` as an object with no field outside ``fields``, else a 400 naming ``where``."""
+    if not isinstance(value, dict):
+        raise IllegalArgument(f"[{where}] must be an object")
+    unknown = sorted(set(value) - fields)
+    if unknown:
+        raise IllegalArgument(f"[{where}] has an unknown or unsupported field [{unknown[0]}]")
+    return value
+
+
 def validate_role_descriptors(value: Any) -> dict[str, Any]:
     """``{role: {indices: [{names: [..], privileges: [..]}]}}`` checked field by field; returns it normalised."""
     if not isinstance(value, dict):
@@ -77,11 +87,7 @@ def validate_role_descriptors(value: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for role, descriptor in value.items():
         where = f"role_descriptors.{role}"
-        if not isinstance(descriptor, dict):
-            raise IllegalArgument(f"[{where}] must be an object")
-        unknown = sorted(set(descriptor) - _ROLE_FIELDS)
-        if unknown:
-            raise IllegalArgument(f"[{where}] has an unknown or unsupported field [{unknown[0]}]")
+        descriptor = _object(descriptor, where, _ROLE_FIELDS)
         indices = descriptor.get("indices", [])
         if not isinstance(indices, list):
             raise IllegalArgument(f"[{where}.indices] must be an array")
@@ -91,11 +97,7 @@ def validate_role_descriptors(value: Any) -> dict[str, Any]:
         entries = []
         for n, entry in enumerate(indices):
             at = f"{where}.indices[{n}]"
-            if not isinstance(entry, dict):
-                raise IllegalArgument(f"[{at}] must be an object")
-            unknown = sorted(set(entry) - _INDEX_FIELDS)
-            if unknown:
-                raise IllegalArgument(f"[{at}] has an unknown or unsupported field [{unknown[0]}]")
+            entry = _object(entry, at, _INDEX_FIELDS)
             names, privileges = entry.get("names"), entry.get("privileges")
             if not isinstance(names, list) or not names or not all(isinstance(x, str) and x for x in names):
                 raise IllegalArgument(f"[{at}.names] must be a non-empty array of index names or patterns")
