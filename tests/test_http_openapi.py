@@ -35,12 +35,22 @@ def _operations() -> list[tuple[str, str]]:
     return [(method.upper(), path) for path, methods in document()["paths"].items() for method in methods]
 
 
-@pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    """One engine for every operation, so state left by one operation meets the next."""
+@pytest.fixture(scope="module", params=["open", "secured"])
+def app(request, tmp_path_factory):
+    """One engine for every operation, so state left by one operation meets the next.
+
+    Secured, the WSGI app is wrapped so every call carries the admin key: the
+    document must hold through the authenticate and authorize slots too.
+    """
     pm = get_plugin_manager()
     engine = Engine(tmp_path_factory.mktemp("openapi") / "data", pm, config=EngineConfig(tail_rows=8))
-    app = create_app(engine, pm, insecure=True)
+    xerj_app = create_app(engine, pm, insecure=request.param == "open")
+    app = xerj_app
+    if request.param == "secured":
+        credential = "ApiKey " + (engine.data_dir / "admin.key").read_text().strip()
+
+        def app(environ, start_response):
+            return xerj_app({**environ, "HTTP_AUTHORIZATION": credential}, start_response)
     seed = TestClient(app)
     seed.simulate_put("/books", json={"mappings": {"properties": {"title": {"type": "text"}}}})
     seed.simulate_post("/_bulk", body=ndjson({"index": {"_index": "books", "_id": "1"}}, {"title": "Dune"},
@@ -48,6 +58,7 @@ def app(tmp_path_factory):
     seed.simulate_post("/_graph/notes/link", json={"src": "1", "dst": "2", "type": "relates_to"})
     seed.simulate_post("/_memory/agent", json={"text": "sourdough is a wild fermentation"})
     yield app
+    xerj_app.close()
     engine.close()
 
 
