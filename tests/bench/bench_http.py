@@ -268,6 +268,10 @@ def main() -> None:
         xerj = subprocess.Popen([*serve, "--port", str(xerj_port), "--insecure"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         bare = secured = None
+        if args.secured_rounds:
+            # Started with the open server, so both have lived through the same requests before they are compared.
+            secured = subprocess.Popen([*serve, "--port", str(secured_port)], stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL, env=env)
         try:
             wait_ready(xerj_port, xerj, "xerj serve")
             body_file = Path(tmp) / "root.json"
@@ -310,9 +314,7 @@ def main() -> None:
             stop(bare)
             bare = None
             secured_results = {}
-            if args.secured_rounds:
-                secured = subprocess.Popen([*serve, "--port", str(secured_port)], stdout=subprocess.DEVNULL,
-                                           stderr=subprocess.DEVNULL, env=env)
+            if secured is not None:
                 key = scoped_key(data, secured_port, secured)
                 search = Request(f"/.xerj-memory-{BRAIN}/_search", "POST",
                                  orjson.dumps({"query": {"match": {"text": "w3 w17 w250"}}, "size": 10}))
@@ -419,11 +421,13 @@ def wsgi_costs(data: Path, calls: int = 3000) -> dict[str, float]:
         app = create_app(engine, pm, insecure=True)
         secured = create_app(engine, pm)
         key = secured.auth_backends[0].keys.mint("bench-in-process", role_descriptors={"bench": {"indices": [
-            {"names": [f".xerj-memory-{BRAIN}-edges"], "privileges": ["read"]}]}})
+            {"names": [f".xerj-memory-{BRAIN}-edges", f".xerj-memory-{BRAIN}"], "privileges": ["read"]}]}})
         auth = {"Authorization": "ApiKey " + key["encoded"]}
+        search = (f"/.xerj-memory-{BRAIN}/_search", "q=text:w3&size=10")
         try:
             return {"bare GET /": timed(bare, "/"), "xerj GET /": timed(app, "/"),
                     "secured GET /": timed(secured, "/", headers=auth),
+                    "xerj search": timed(app, *search), "secured search": timed(secured, *search, headers=auth),
                     "xerj ego 2-hop": timed(app, *ego), "secured ego 2-hop": timed(secured, *ego, headers=auth),
                     "engine ego 2-hop": _engine_ego(engine, calls)}
         finally:
