@@ -442,3 +442,18 @@ class TestApiKeyBackend(AbstractAuthBackendTests):
     def valid_headers(self, opened):
         key = opened.keys.mint("conformance", role_descriptors=None)
         return {"AUTHORIZATION": f"ApiKey {key['encoded']}"}
+
+
+def test_the_cli_key_comes_from_the_option_then_the_environment_then_admin_key(tmp_path, monkeypatch):
+    from xerj_core.credentials import api_key_for
+
+    data = tmp_path / "data"
+    data.mkdir()
+    monkeypatch.delenv("XERJ_API_KEY", raising=False)
+    assert api_key_for(None, data) is None and api_key_for(None, None) is None
+    (data / "admin.key").write_text("ADMIN\n")
+    assert api_key_for(None, data) == "ADMIN"
+    monkeypatch.setenv("XERJ_API_KEY", "FROM-ENV")
+    assert api_key_for(None, data) == "FROM-ENV"
+    assert api_key_for("GIVEN", data) == "GIVEN"
+    assert api_key_for("id:secret", None) == base64.b64encode(b"id:secret").decode()
