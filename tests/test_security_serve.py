@@ -347,6 +347,23 @@ def test_autoindex_url_reads_the_api_key_option_then_the_environment(server, tmp
     assert status == 200 and overview["edges"]["live"] >= 2
 
 
+def test_xerj_brain_attaches_to_a_secured_server_with_the_local_admin_key(server, tmp_path, monkeypatch):
+    folder = tmp_path / "attached"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nSee [[b]].\n")
+    (folder / "b.md").write_text("# B\n")
+    monkeypatch.delenv("XERJ_API_KEY", raising=False)
+    cli = build_cli(get_plugin_manager())
+    args = ["brain", str(folder), "--data-dir", str(server.data_dir), "--port", str(server.port)]
+    refused = CliRunner().invoke(cli, [*args, "--api-key", "bm90OmEta2V5"])
+    assert refused.exit_code != 0 and "secured and refused the API key" in refused.output
+    attached = CliRunner().invoke(cli, args)  # no option, no environment: the data directory's admin.key
+    assert attached.exit_code == 0, attached.output
+    assert f"attached to the server already running at http://127.0.0.1:{server.port}" in attached.output
+    status, overview = call(server, "GET", "/_graph/attached/overview", headers=server.headers)
+    assert status == 200 and overview["exists"]
+
+
 def test_xerj_insecure_environment_variable_is_open_mode(tmp_path):
     port = free_port()
     env = {**os.environ, "XERJ_INSECURE": "1"}
