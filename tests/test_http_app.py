@@ -113,7 +113,8 @@ def _targets(engine, pm, method, path, *, body=None, params=None):
     def policy(principal, op, privilege, targets):
         captured.append(list(targets))
 
-    TestClient(create_app(engine, pm, insecure=True, policy=policy)).simulate_request(method, path, body=body, params=params)
+    app = create_app(engine, pm, insecure=True, policy=policy)
+    TestClient(app).simulate_request(method, path, body=body, params=params)
     return captured[-1] if captured else None
 
 

@@ -35,6 +35,13 @@ def _operations() -> list[tuple[str, str]]:
     return [(method.upper(), path) for path, methods in document()["paths"].items() for method in methods]
 
 
+def with_credential(app, credential: str):
+    """``app`` as a WSGI callable that adds ``Authorization: credential`` to every request."""
+    def call(environ, start_response):
+        return app({**environ, "HTTP_AUTHORIZATION": credential}, start_response)
+    return call
+
+
 @pytest.fixture(scope="module", params=["open", "secured"])
 def app(request, tmp_path_factory):
     """One engine for every operation, so state left by one operation meets the next.
@@ -45,12 +52,8 @@ def app(request, tmp_path_factory):
     pm = get_plugin_manager()
     engine = Engine(tmp_path_factory.mktemp("openapi") / "data", pm, config=EngineConfig(tail_rows=8))
     xerj_app = create_app(engine, pm, insecure=request.param == "open")
-    app = xerj_app
-    if request.param == "secured":
-        credential = "ApiKey " + (engine.data_dir / "admin.key").read_text().strip()
-
-        def app(environ, start_response):
-            return xerj_app({**environ, "HTTP_AUTHORIZATION": credential}, start_response)
+    app = xerj_app if request.param == "open" else with_credential(
+        xerj_app, "ApiKey " + (engine.data_dir / "admin.key").read_text().strip())
     seed = TestClient(app)
     seed.simulate_put("/books", json={"mappings": {"properties": {"title": {"type": "text"}}}})
     seed.simulate_post("/_bulk", body=ndjson({"index": {"_index": "books", "_id": "1"}}, {"title": "Dune"},
