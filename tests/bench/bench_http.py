@@ -7,7 +7,8 @@ bare app (≥ 0.90) and ego p50 against xerj ``GET /`` p50 (≤ 2.0).
 
 Secured mode against open mode, in the same run: a second ``xerj serve`` on the same data
 directory without ``--insecure``, called with an API key scoped to the benchmark brain, for
-``GET /``, a search and a 2-hop ego (paired rounds, alternating which server goes first).
+``GET /``, a search and a 2-hop ego (paired rounds, alternating which server goes first, then
+clients that alternate between the two servers request by request).
 The target is secured p50 / open p50 ≤ 1.10 on each. The in-process WSGI costs are printed
 for both modes too: they show the authentication and authorization cost free of loopback noise.
 
@@ -210,6 +211,32 @@ def _python_worker(args: tuple) -> tuple[list[float], int]:
     return latencies, bad
 
 
+def _alternating_worker(args: tuple) -> tuple[list[float], list[float], int]:
+    first, second, deadline = args
+    latencies: tuple[list[float], list[float]] = ([], [])
+    bad = 0
+    while time.monotonic() < deadline:
+        for into, (port, method, path, body, headers) in zip(latencies, (first, second)):
+            started = time.perf_counter()
+            status, _ = get(port, path, method, body, headers)
+            into.append((time.perf_counter() - started) * 1000)
+            bad += not 200 <= status < 300
+    return latencies[0], latencies[1], bad
+
+
+def run_alternating(port_a: int, req_a: Request, port_b: int, req_b: Request, duration: float,
+                    connections: int) -> tuple[float, float, int]:
+    """``(p50 of a, p50 of b, non-2xx)`` with every client sending a, then b, then a ... until ``duration``."""
+    deadline = time.monotonic() + duration
+    job = ((port_a, req_a.method, req_a.path, req_a.body, req_a.headers),
+           (port_b, req_b.method, req_b.path, req_b.body, req_b.headers), deadline)
+    with multiprocessing.Pool(connections) as pool:
+        results = pool.map(_alternating_worker, [job] * connections)
+    a = [x for r in results for x in r[0]]
+    b = [x for r in results for x in r[1]]
+    return statistics.median(a), statistics.median(b), sum(r[2] for r in results)
+
+
 def run_python(port: int, req: Request, duration: float, connections: int, threads: int) -> dict:
     deadline = time.monotonic() + duration
     jobs = [(port, req.method, req.path, req.body, req.unique_link, deadline, w, req.headers)
@@ -313,7 +340,7 @@ def main() -> None:
             }
             stop(bare)
             bare = None
-            secured_results = {}
+            secured_results, alternating = {}, {}
             if secured is not None:
                 key = scoped_key(data, secured_port, secured)
                 search = Request(f"/.xerj-memory-{BRAIN}/_search", "POST",
@@ -329,6 +356,12 @@ def main() -> None:
                         measured = {port: measure(port, r) for port, r in order}
                         pairs.append((measured[xerj_port], measured[secured_port]))
                     secured_results[name] = pairs
+                    # The same comparison request by request: each client alternates between the two
+                    # servers, so a burst of load from elsewhere on the machine hits both alike.
+                    run_alternating(xerj_port, req, secured_port, secured_req, min(1.0, args.duration),
+                                    args.connections)
+                    alternating[name] = run_alternating(xerj_port, req, secured_port, secured_req,
+                                                        args.duration * 2, args.connections)
         finally:
             stop(xerj)
             for proc in (bare, secured):
@@ -356,6 +389,10 @@ def main() -> None:
             closed = statistics.median(s["p50"] for _, s in pairs)
             bad = sum(int(s["non2xx"] + s["socket_errors"]) for _, s in pairs)
             print(f"  {name:10} open {opened:7.2f}  secured {closed:7.2f}  secured/open {ratio:.3f}  "
+                  f"(target <= 1.10; non-2xx {bad})")
+        print("secured against open, each client alternating request by request, p50 ms:")
+        for name, (opened, closed, bad) in alternating.items():
+            print(f"  {name:10} open {opened:7.2f}  secured {closed:7.2f}  secured/open {closed / opened:.3f}  "
                   f"(target <= 1.10; non-2xx {bad})")
 
 
