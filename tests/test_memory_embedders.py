@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -145,8 +146,11 @@ def test_serve_checks_the_embedder_before_serving(monkeypatch, tmp_path, pm):
     ok = CliRunner().invoke(cli, args, env={"XERJ_EMBEDDER": LEXICAL_EMBEDDER, "XERJ_OFFLINE": "1",
                                             "XERJ_MODEL_CACHE": str(tmp_path / "models")})
     assert ok.exit_code == 0, ok.output
-    monkeypatch.setattr("xerj_http.app.create_app", lambda engine, pm: engine)
-    engine, close = served["factory"]()
+    # A stand-in app that only carries the engine the worker built (and closes like an app).
+    monkeypatch.setattr("xerj_http.app.create_app",
+                        lambda engine, pm, **options: SimpleNamespace(engine=engine, close=lambda: None))
+    app, close = served["factory"]()
+    engine = app.engine
     try:
         assert (engine.config.embedder, engine.config.offline) == (LEXICAL_EMBEDDER, True)
         assert engine.config.model_cache == tmp_path / "models"
