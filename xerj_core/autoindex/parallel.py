@@ -31,6 +31,7 @@ from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors,
 from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file
 from xerj_core.autoindex.walk import FileEntry
 from xerj_core.errors import PluginError
+from xerj_core.graph.brain import MAX_NODE_ID_BYTES, node_id_problem
 from xerj_core.model import EdgeDraft, SourceDocument
 
 __all__ = [
@@ -191,6 +192,11 @@ def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with
             docs = tuple(parse_file(plugins.formats, entry.rel_path, data, entry.mtime_ms) or ())
         except FormatError as exc:
             outcomes.append(ParseOutcome(entry, failure=exc.reason))
+            continue
+        too_long = next((doc.doc_id for doc in docs if node_id_problem("src", doc.doc_id)), None)
+        if too_long is not None:
+            outcomes.append(ParseOutcome(entry, failure=f"a document id is {len(too_long.encode())} bytes long "
+                                         f"(at most {MAX_NODE_ID_BYTES}): {too_long[:80]}..."))
             continue
         partial = summarize(plugins.detectors, list(docs)) if with_partials and docs else None
         outcomes.append(ParseOutcome(entry, docs, xxhash.xxh3_64_hexdigest(data), partial=partial))

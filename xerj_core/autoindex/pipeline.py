@@ -35,7 +35,7 @@ from xerj_core.autoindex.sink import (
 )
 from xerj_core.autoindex.walk import FileEntry, Skipped, walk
 from xerj_core.errors import IllegalArgument
-from xerj_core.graph.brain import edge_id, validate_brain_name
+from xerj_core.graph.brain import edge_id, node_id_problem, validate_brain_name
 from xerj_core.model import SourceDocument
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.text import derive_brain_name
@@ -64,6 +64,8 @@ class RunSummary:
     documents: int = 0
     edges_by_type: dict[str, int] = attrs.field(factory=dict)
     edges_capped: int = 0
+    # drafts naming a node id or type too long for the edges index's keys (see graph.edges), left out
+    edges_too_long: int = 0
     edges_invalidated: int = 0
     claims_suppressed: int = 0
     datasets: list[str] = attrs.field(factory=list)
@@ -399,7 +401,9 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
     """
     result = detection.result()
     summary.edges_capped = int(result.counters.get("edges_capped", 0))
-    wanted = {edge_id(d.src, d.type, d.dst, d.valid_at): d for d in result.edges}
+    drafts = [d for d in result.edges if not any(node_id_problem(f, getattr(d, f)) for f in ("src", "dst", "type"))]
+    summary.edges_too_long = len(result.edges) - len(drafts)
+    wanted = {edge_id(d.src, d.type, d.dst, d.valid_at): d for d in drafts}
     standing = sink.standing_edges(brain)
     settled = standing.settled
     stale = sorted(eid for eid in standing.live if eid not in wanted)

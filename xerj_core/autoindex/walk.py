@@ -34,6 +34,20 @@ class Skipped:
     reason: str
 
 
+def display_name(name: str) -> str:
+    """A file name as ids and paths carry it: itself, or, when its bytes are not UTF-8, each bad byte as ``\\xNN``.
+
+    ``os.scandir`` hands such bytes over as lone surrogates, which no key, JSON
+    body or document id can hold; the escaped form is readable and names the
+    same bytes (a sibling already called by that form is reported, not overwritten).
+    """
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+    return name
+
+
 def walk(root: Path) -> Iterator[FileEntry | Skipped]:
     """Yield every file under ``root`` in path order, and a :class:`Skipped` for what cannot be read.
 
@@ -62,10 +76,15 @@ def walk(root: Path) -> Iterator[FileEntry | Skipped]:
             yield Skipped(rel_dir or ".", f"unreadable directory: {exc.strerror or exc}")
             continue
         subdirs = []
+        names = {entry.name for entry in entries}
         for entry in entries:
             if entry.name.startswith("."):
                 continue
-            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            name = display_name(entry.name)
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if name != entry.name and name in names:
+                yield Skipped(rel, "its name is not valid UTF-8, and its escaped form names another file here")
+                continue
             try:
                 if entry.is_dir():
                     subdirs.append((Path(entry.path), rel))

@@ -11,6 +11,7 @@ import xxhash
 
 from xerj_core import params
 from xerj_core.errors import GraphError
+from xerj_core.store.limits import keyword_room
 from xerj_core.store.names import RESERVED_PREFIX
 
 CONTRACT = "xerj-second-brain/1"
@@ -146,3 +147,18 @@ def iso_ms(ms: int) -> str:
     """An epoch-ms instant as an RFC3339 UTC string with milliseconds."""
     moment = _EPOCH + timedelta(milliseconds=ms)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+# src and dst share the edges index's "nodes" dictionary, whose keys hold this much of a node id
+# (see store.limits); a longer id could not be followed by a hop, so it is refused, not stored unreachable.
+MAX_NODE_ID_BYTES = keyword_room("nodes")
+MAX_TYPE_BYTES = keyword_room("type")
+
+
+def node_id_problem(field: str, value: str) -> str | None:
+    """Why ``value`` cannot be an edge's ``field`` (src, dst or type) for its length, or None."""
+    limit = MAX_TYPE_BYTES if field == "type" else MAX_NODE_ID_BYTES
+    size = len(value.encode())
+    if size > limit:
+        return f"[{field}] is {size} bytes long; a node id or edge type holds at most {limit} bytes"
+    return None

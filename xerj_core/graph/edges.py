@@ -11,6 +11,7 @@ from xerj_core.graph.brain import (
     TRUST_ASSERTED,
     TRUST_DETECTED,
     edge_id,
+    node_id_problem,
     parse_instant,
 )
 from xerj_core.graph.requests import LinkRequest
@@ -40,6 +41,9 @@ def draft_document(draft: EdgeDraft, *, created_at: int) -> dict[str, Any]:
         value = getattr(draft, field)
         if not isinstance(value, str) or not value:
             raise GraphError(f"edge draft [{field}] must be a non-empty string, got [{value!r:.80}]")
+        problem = node_id_problem(field, value) if field != "detector" else None
+        if problem is not None:
+            raise GraphError(f"edge draft {problem}")
     if isinstance(draft.valid_at, bool) or not isinstance(draft.valid_at, int):
         raise GraphError(f"edge draft [valid_at] must be epoch milliseconds, got [{draft.valid_at!r}]")
     evidence = draft.evidence.to_json() if draft.evidence is not None else None

@@ -14,7 +14,7 @@ import attrs
 
 from xerj_core import params
 from xerj_core.errors import GraphError
-from xerj_core.graph.brain import DEFAULT_DETECTOR, TRUST_STATES, hops_refusal, now_ms
+from xerj_core.graph.brain import DEFAULT_DETECTOR, TRUST_STATES, hops_refusal, node_id_problem, now_ms
 from xerj_core.graph.hop import BOTH, DIRECTIONS
 from xerj_core.graph.stats import INTERVALS
 
@@ -161,6 +161,9 @@ def _required_text(body: dict[str, Any], field: str) -> str:
     value = body[field]
     if not isinstance(value, str) or not value:
         raise GraphError(f"[{field}] must be a non-empty string")
+    problem = node_id_problem(field, value)
+    if problem is not None:
+        raise GraphError(problem)
     return value
 
 

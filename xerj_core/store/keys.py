@@ -52,6 +52,11 @@ def dictn_key(ix: int, name: str) -> bytes:
     return _IX.pack(ix) + name.encode()
 
 
+def skipped_key(ix: int) -> bytes:
+    """The ``aux`` record counting terms and keyword values an index left out for their length."""
+    return _IX.pack(ix) + b"\x00skipped"
+
+
 def id_key(ix: int, doc_id: str) -> bytes:
     return _IX.pack(ix) + doc_id.encode()
 

@@ -14,7 +14,9 @@ def validate_index_name(name: str) -> str:
     if not isinstance(name, str) or not name:
         raise InvalidIndexName("index name must not be empty", index=str(name))
     problem = None
-    if name != name.lower():
+    if not name.isascii() and name.encode(errors="surrogatepass") != name.encode(errors="ignore"):
+        problem = "must be valid Unicode text"
+    elif name != name.lower():
         problem = "must be lowercase"
     elif bad := sorted(set(name) & _FORBIDDEN):
         problem = f"must not contain the following characters {bad}"

@@ -10,7 +10,7 @@ import lmdb
 import numpy as np
 import orjson
 
-from xerj_core.store import keys
+from xerj_core.store import keys, limits
 from xerj_core.store.columns import KIND_LEN, Column, column_kind, decode_postings
 from xerj_core.store.mapping import FieldSpec, Mapping
 from xerj_core.store.scope import SCOPE_FIELD, scope_of
@@ -385,6 +385,8 @@ class IndexReader:
     def postings(self, path: str, term: str) -> tuple[np.ndarray, np.ndarray]:
         """Rows (ascending, dead ones included) holding ``term`` in text field ``path``, and its frequencies."""
         parts = []
+        if not limits.term_fits(term):  # never indexed (see store.limits), and too long to look up as a key
+            return np.empty(0, np.int64), np.empty(0, np.float32)
         for seg in self.snapshot.segments:
             key = (path, term)
             if key not in seg.postings:
@@ -409,6 +411,8 @@ class IndexReader:
     # -- documents -----------------------------------------------------------------------------
 
     def row_of(self, doc_id: str) -> int | None:
+        if len(doc_id) > limits.MAX_ID_BYTES // 4 and len(doc_id.encode(errors="replace")) > limits.MAX_ID_BYTES:
+            return None  # no stored id is that long, and the key could not be looked up
         blob = self.txn.get(keys.id_key(self.ix, doc_id), db=self.dbs["ids"])
         return None if blob is None else keys.read_u64(blob)
 

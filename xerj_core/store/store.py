@@ -221,6 +221,13 @@ class Store:
         with self.reader(index) as r:
             return r.get(doc_id)
 
+    def skipped_counts(self, index: str) -> dict[str, int]:
+        """What ``index`` left unindexed for its length (see ``store.limits``): ``terms`` and ``keywords``."""
+        with self.reader(index) as r:
+            stored = r.txn.get(keys.skipped_key(r.ix), db=self.env.dbs["aux"])
+        counts = orjson.loads(stored) if stored else {}
+        return {"terms": int(counts.get("terms", 0)), "keywords": int(counts.get("keywords", 0))}
+
     def count(self, index: str) -> int:
         with self.reader(index) as r:
             return r.doc_count

@@ -14,7 +14,7 @@ import orjson
 
 from xerj_core.errors import (DocumentMissing, IndexAlreadyExists, IndexNotFound, MapperParsingError,
                               VersionConflict)
-from xerj_core.store import keys
+from xerj_core.store import keys, limits
 from xerj_core.store.columns import (KIND_LEN, KIND_ORD, Column, build_postings, column_kind,
                                      decode_postings, encode_postings)
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
@@ -22,8 +22,7 @@ from xerj_core.store.names import validate_index_name
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, refuse_in_mapping, scope_of
 from xerj_core.text import tokenize
 
-# ES allows 512 bytes; an LMDB key holds 511 and ours spends 4 on the index number.
-MAX_ID_BYTES = 507
+MAX_ID_BYTES = limits.MAX_ID_BYTES
 # Column kinds of the common types, looked up once per value on the write path.
 _KINDS = {"keyword": KIND_ORD, "text": KIND_LEN}
 _STRING_TYPES = frozenset(("keyword", "text"))
@@ -89,6 +88,8 @@ class IndexWrite:
         self.dict_size: dict[str, int] = {}
         self.put_ids: list[str] = []
         self.deleted_ids: list[str] = []
+        # Terms and keyword values too long to be keys, left out of this transaction's rows.
+        self.skipped = {"terms": 0, "keywords": 0}
         # A reserved index's rows carry their tenant (see xerj_core.store.scope).
         self.scope = scope_of(name)
         if self.scope is not None and SCOPE_FIELD not in self.mapping.fields:
@@ -186,6 +187,7 @@ class IndexWrite:
                     continue
                 values.setdefault(sub.path, []).append(coerce(sub, value))
         if added:
+            limits.check_field_paths(added)
             mapping.add_dynamic(list(added.values()))
             self.mapping_changed = True
         columns: dict[str, Any] = {}
@@ -202,10 +204,17 @@ class IndexWrite:
                 ords = []
                 for v in vals:
                     known = cache.get(v)
-                    ords.append(ordinal(name, v) if known is None else known)
+                    if known is None:
+                        if not limits.keyword_indexed(v, spec.params, name):
+                            self.skipped["keywords"] += 1
+                            continue
+                        known = ordinal(name, v)
+                    ords.append(known)
                 columns[path] = ords
             elif kind == KIND_LEN:
                 tokens = tokenize(vals[0]) if len(vals) == 1 else [t for v in vals for t in tokenize(v)]
+                tokens, skipped = limits.indexable_terms(tokens)
+                self.skipped["terms"] += skipped
                 columns[path] = len(tokens)
                 freqs: dict[str, int] = {}
                 for token in tokens:
@@ -302,11 +311,23 @@ class IndexWrite:
         self.pending.clear()
         for name, size in self.dict_size.items():
             raw.put(keys.dictn_key(self.ix, name), size.to_bytes(4, "big"), db=db["dictn"])
+        if any(self.skipped.values()):
+            self._count_skipped()
         if self.mapping_changed:
             raw.put(keys.ix_key(self.ix), orjson.dumps(self.mapping.to_es()), db=db["mappings"])
             self.state.mapping_version += 1
         self.state.generation += 1
         raw.put(keys.ix_key(self.ix), self.state.pack(), db=db["state"])
+
+    def _count_skipped(self) -> None:
+        raw, db = self.txn.raw, self.txn.dbs
+        key = keys.skipped_key(self.ix)
+        stored = raw.get(key, db=db["aux"])
+        counts = orjson.loads(stored) if stored else {}
+        for what, n in self.skipped.items():
+            counts[what] = counts.get(what, 0) + n
+        raw.put(key, orjson.dumps(counts), db=db["aux"])
+        self.skipped = {"terms": 0, "keywords": 0}
 
     def _seal(self, target: int) -> None:
         """Turn rows up to ``target`` into sealed segments, rebuilding the segments the layout changed."""
@@ -409,7 +430,11 @@ def _delete_prefix(txn: lmdb.Transaction, db: Any, prefix: bytes) -> None:
 def _check_id(doc_id: Any) -> None:
     if not isinstance(doc_id, str) or not doc_id:
         raise MapperParsingError("document id must be a non-empty string")
-    if len(doc_id.encode()) > MAX_ID_BYTES:
+    try:
+        size = len(doc_id.encode())
+    except UnicodeEncodeError:
+        raise MapperParsingError("document id must be valid Unicode text; it holds a lone surrogate") from None
+    if size > MAX_ID_BYTES:
         raise MapperParsingError(f"id [{doc_id[:40]}...] is too long, must be no longer than {MAX_ID_BYTES} bytes")
 
 
@@ -457,6 +482,7 @@ class WriteTxn:
         parsed = Mapping.from_es(mapping)
         if scope_of(name) is not None:
             refuse_in_mapping(parsed.fields, name)
+        limits.check_field_paths(parsed.fields)
         indices = self.dbs["indices"]
         counter = self.raw.get(keys.NEXT_IX_KEY, db=indices)
         ix = int.from_bytes(counter, "big") if counter else 1
@@ -472,7 +498,7 @@ class WriteTxn:
         target = self.index(name)
         prefix = keys.ix_key(target.ix)
         for db_name in ("state", "mappings", "src", "ids", "tail", "segs", "cols", "post", "dead",
-                        "dict", "dictr", "dictn"):
+                        "dict", "dictr", "dictn", "aux"):
             _delete_prefix(self.raw, self.dbs[db_name], prefix)
         self.raw.delete(name.encode(), db=self.dbs["indices"])
         del self._open[name]
@@ -483,6 +509,7 @@ class WriteTxn:
         incoming = Mapping.from_es(body)
         if target.scope is not None:
             refuse_in_mapping(incoming.fields, name)
+        limits.check_field_paths(incoming.fields)
         for spec in incoming.fields.values():
             target.mapping.add_field(spec)
         target.mapping.objects |= incoming.objects

@@ -36,6 +36,11 @@ def document(
     )
 
 
+# An anchor becomes part of a document id, which is also a node id with a byte limit; a heading
+# is a line, but a generated or pasted one can be kilobytes.
+MAX_ANCHOR_CHARS = 100
+
+
 class Anchors:
     """Hands out unique anchors within one file: ``intro``, ``intro-1``, ``intro-2`` (empty → ``fallback``)."""
 
@@ -44,7 +49,7 @@ class Anchors:
         self._fallback = fallback
 
     def __call__(self, label: str) -> str:
-        base = slugify(label) or self._fallback
+        base = slugify(label)[:MAX_ANCHOR_CHARS].rstrip("-") or self._fallback
         anchor = base
         while anchor in self._seen:
             self._seen[base] += 1
