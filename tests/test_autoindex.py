@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from xerj_core.autoindex import pipeline
 from xerj_core.autoindex.pipeline import run
+from xerj_core.autoindex.sink import LocalSink, dataset_index
 from xerj_core.cli import build_cli
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.errors import IllegalArgument
@@ -28,6 +29,11 @@ pytestmark = pytest.mark.skipif(not FOAM.is_dir(), reason="shared/corpora/foam-d
 def copy_corpus(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst, copy_function=shutil.copy2)  # copy2 keeps mtimes: valid_at must not move
     return dst
+
+
+def index_of(engine, brain: str, dataset: str = "ax-notes") -> str:
+    """The index holding ``brain``'s documents of ``dataset`` (each root has its own)."""
+    return dataset_index(dataset, LocalSink(engine).load(brain).root_id)
 
 
 def edges_of(engine, brain: str) -> dict[str, dict]:
@@ -65,13 +71,16 @@ def test_foam_vault_becomes_a_brain(engine, foam):
     assert by_type == summary.edges_by_type
     assert by_type["wikilink"] >= 150 and by_type["sequence"] > 0 and by_type["same_dir"] > 0
     # Every endpoint is a document of the corpus.
-    with engine.store.reader("ax-notes") as notes:
+    index = index_of(engine, "foam-docs")
+    assert summary.datasets == [index]
+    with engine.store.reader(index) as notes:
         for edge in edges.values():
             assert notes.row_of(edge["src"]) is not None and notes.row_of(edge["dst"]) is not None
     meta = engine.store.get(".xerj-memory-foam-docs-edges", "__xerj-brain-meta")[0]
-    assert meta["nodes_index"] == "ax-notes"
-    catalog = engine.store.get("autoindex-catalog", "ax-notes")[0]
-    assert catalog["documents"] == engine.store.count("ax-notes")
+    assert meta["nodes_index"] == index
+    catalog = engine.store.get("autoindex-catalog", index)[0]
+    assert catalog["documents"] == engine.store.count(index)
+    assert catalog["roots"] == [summary.root] and catalog["source_dataset"] == "ax-notes"
 
 
 def test_two_runs_on_two_data_dirs_give_the_same_edge_ids(tmp_path, foam, pm):
@@ -121,7 +130,7 @@ def test_removed_file_retires_what_it_taught(engine, foam):
     for key, edge in before.items():
         if edge["src_file"] == target:
             assert "invalid_at" in after[key]
-    assert engine.store.get("ax-notes", target) is None
+    assert engine.store.get(index_of(engine, "foam-docs"), target) is None
 
 
 def test_a_rejected_claim_stays_rejected_after_its_file_is_saved_again(engine, foam):
@@ -173,7 +182,7 @@ def test_email_thread_from_a_generated_mbox(engine, tmp_path):
     edges = edges_of(engine, "mail")
     thread = [e for e in edges.values() if e["detector"].startswith("emailthread@")]
     assert thread, summary.to_json()
-    assert "ax-mail" in summary.datasets
+    assert index_of(engine, "mail", "ax-mail") in summary.datasets
 
 
 def test_bad_input_is_reported_and_nothing_is_lost(engine, tmp_path, monkeypatch):
@@ -190,7 +199,7 @@ def test_bad_input_is_reported_and_nothing_is_lost(engine, tmp_path, monkeypatch
     assert "UTF-8" in reasons["latin1.txt"]
     assert "symlink loop" in reasons["sub/loop"]
     assert "dangling.md" in reasons
-    assert engine.store.get("ax-notes", "good.md") is not None
+    assert engine.store.get(index_of(engine, "messy"), "good.md") is not None
     # A file that later becomes unreadable keeps what was indexed for it.
     real_read = Path.read_bytes
 
@@ -203,7 +212,7 @@ def test_bad_input_is_reported_and_nothing_is_lost(engine, tmp_path, monkeypatch
     os.utime(folder / "good.md", ns=(0, 10**18))
     again = run(engine, folder, brain="messy")
     assert any(f["path"] == "good.md" and "Permission denied" in f["reason"] for f in again.files_failed)
-    assert engine.store.get("ax-notes", "good.md") is not None
+    assert engine.store.get(index_of(engine, "messy"), "good.md") is not None
     assert again.files_removed == 0
 
 

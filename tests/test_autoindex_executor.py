@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from xerj_core.autoindex import pipeline
 from xerj_core.autoindex.parallel import InlineExecutor, parse_batch
 from xerj_core.autoindex.pipeline import run
+from xerj_core.autoindex.sink import LocalSink, dataset_index
 from xerj_core.autoindex.walk import FileEntry
 from xerj_core.cli import build_cli
 from xerj_core.engine import Engine
@@ -90,7 +91,7 @@ def run_both(tmp_path, folder: Path, monkeypatch, executor, steps=(lambda: None,
                 step(work)
                 summaries.append(comparable(run(eng, work, brain="b", clock=CLOCK, executor=chosen)))
             edges = stored(eng, "b")
-            notes = eng.store.count("ax-notes")
+            notes = eng.store.count(dataset_index("ax-notes", LocalSink(eng).load("b").root_id))
         outcomes.append((summaries, recorded.results, edges, notes))
         monkeypatch.undo()
     return outcomes

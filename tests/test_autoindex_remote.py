@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from xerj_core.autoindex import remote
 from xerj_core.autoindex.pipeline import run
+from xerj_core.autoindex.sink import LocalSink, dataset_index
 from xerj_core.autoindex.remote import RemoteError, RemoteSink
 from xerj_core.cli import build_cli
 from xerj_core.engine import Engine
@@ -83,15 +84,16 @@ def test_a_run_over_the_url_builds_the_same_brain_as_an_embedded_run(server, url
         embedded = run(engine, foam, brain="same").to_json()
         embedded.pop("elapsed_s")
         local_edges = edges_of(engine, "same")
-        catalog = engine.store.get("autoindex-catalog", "ax-notes")[0]
+        index = dataset_index("ax-notes", LocalSink(engine).load("same").root_id)
+        catalog = engine.store.get("autoindex-catalog", index)[0]
     assert over_http == embedded
     assert over_http["edges_written"] > 1000 and over_http["documents"] > 600
     assert without_clock(server_edges(server, "same")) == without_clock(local_edges)
-    status, remote_catalog = request(server.port, "GET", "/autoindex-catalog/_doc/ax-notes")
+    status, remote_catalog = request(server.port, "GET", f"/autoindex-catalog/_doc/{index}")
     assert status == 200 and remote_catalog["_source"]["documents"] >= catalog["documents"]
     assert "same" in remote_catalog["_source"]["brains"]
     status, meta = request(server.port, "GET", "/.xerj-memory-same-edges/_doc/__xerj-brain-meta")
-    assert meta["_source"]["nodes_index"] == "ax-notes"
+    assert meta["_source"]["nodes_index"] == index
 
 
 def test_a_no_change_rerun_over_the_url_writes_nothing(server, url, foam):
@@ -161,7 +163,8 @@ def test_removed_files_and_small_requests(server, url, foam, monkeypatch, pm):
     assert second.files_removed == 1 and second.edges_invalidated >= len(taught) > 7
     after = server_edges(server, "chunked")
     assert all("invalid_at" in after[k] for k in taught)
-    assert request(server.port, "GET", f"/ax-notes/_doc/{gone}")[0] == 404
+    index = dataset_index("ax-notes", sink.load("chunked").root_id)
+    assert request(server.port, "GET", f"/{index}/_doc/{gone}")[0] == 404
 
 
 def test_the_command_line_opens_nothing_locally(server, url, foam, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from falcon.testing import TestClient
 from xerj_http import create_app
 
+from xerj_core.autoindex.sink import derive_root_id
 from xerj_core.graph.brain import edge_id
 
 from .http_helpers import client, error_type  # noqa: F401 - the client fixture
@@ -94,8 +95,15 @@ def test_finish_marks_the_run_clean_and_updates_the_catalog(client, engine):
     assert client.simulate_get("/_xerj/autoindex/notes").json["run"] == {
         "dirty": False, "detectors": ["samedir@1", "wikilink@1"], "finished_at": 1_700_000_000_500}
     catalog = engine.store.get("autoindex-catalog", "ax-notes")[0]
-    assert catalog == {"dataset": "ax-notes", "roots": ["/home/me/notes"], "brains": ["notes"], "documents": 2,
+    rid = derive_root_id("notes")
+    assert catalog == {"kind": "dataset", "dataset": "ax-notes", "source_dataset": "ax-notes", "root_id": rid,
+                       "roots": ["/home/me/notes"], "brains": ["notes"], "documents": 2,
                        "updated_at": 1_700_000_000_500}
+    root = engine.store.get("autoindex-catalog", f"root:{rid}")[0]
+    assert root == {"kind": "root", "root_id": rid, "root": "/home/me/notes", "brain": "notes",
+                    "datasets": ["ax-notes"], "updated_at": 1_700_000_000_500}
+    state = client.simulate_get("/_xerj/autoindex/notes").json
+    assert state["root_id"] == rid and state["root"] == "/home/me/notes"
     refused = client.simulate_post("/_xerj/autoindex/notes/_finish", json={**body, "datasets": ["Bad*"]})
     assert refused.status_code == 400
     assert client.simulate_post("/_xerj/autoindex/notes/_finish", json={**body, "more": 1}).status_code == 400

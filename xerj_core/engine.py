@@ -52,6 +52,9 @@ class Engine:
         self.config = config or EngineConfig()
         self.store = store if store is not None else open_store(data_dir, self.pm, tail_rows=self.config.tail_rows)
         self.store.listeners.append(self._documents_written)
+        from xerj_core.autoindex.migrate import migrate
+
+        migrate(self.store)  # a directory written by an older build is brought up to date before any read
 
     def close(self) -> None:
         self.store.close()

@@ -23,6 +23,7 @@ from xerj_core.autoindex.parallel import (
 )
 from xerj_core.autoindex.sink import (
     BrainSink,
+    BrainState,
     FileStamp,
     FileState,
     FileWrite,
@@ -30,6 +31,7 @@ from xerj_core.autoindex.sink import (
     LocalSink,
     RunFinish,
     RunState,
+    dataset_index,
     doc_ref,
     split_ref,
 )
@@ -137,6 +139,7 @@ def run(target: Any, folder: str | Path, *, brain: str | None = None, graph: boo
     summary = RunSummary(root=str(root.resolve()), brain=brain_name, graph=graph)
     formats = collect_formats(pm)
     state = sink.load(brain_name)
+    _check_root(state, brain_name, summary.root)
     prior = state.files
 
     entries: list[FileEntry] = []
@@ -175,12 +178,12 @@ def run(target: Any, folder: str | Path, *, brain: str | None = None, graph: boo
         changed_parses = [runner.submit(parse_batch, batch, may_detect)
                           for batch in _chunks(to_parse, PARSE_BATCH_FILES)]
         detection = _Detection(runner, changed_parses, unchanged, forced=forced) if may_detect else None
-        changed = _write_documents(sink, brain_name, changed_parses, removed, prior, now_ms, summary,
-                                   progress, detection)
+        changed = _write_documents(sink, brain_name, state.root_id, changed_parses, removed, prior, now_ms,
+                                   summary, progress, detection)
         summary.files_indexed = sum(1 for p in changed if p.docs)
-        datasets = _datasets_after(prior, changed, removed)
+        datasets = _datasets_after(prior, changed, removed, state.root_id)
         summary.datasets = datasets
-        dirty = bool(changed or removed) or run_dirty
+        dirty = bool(changed or removed) or run_dirty or state.root != summary.root
         if detection is not None and detection.needed:
             summary.files_failed.extend(detection.unchanged_failures())
             _detect_and_reconcile(sink, detection, brain_name, datasets, now_ms, summary, progress)
@@ -188,9 +191,16 @@ def run(target: Any, folder: str | Path, *, brain: str | None = None, graph: boo
         runner.close()
     if dirty:
         sink.finish(brain_name, RunFinish(root=summary.root, datasets=tuple(datasets), detectors=tuple(tags),
-                                          finished_at=now_ms))
+                                          finished_at=now_ms, root_id=state.root_id))
     summary.elapsed_s = round(time.perf_counter() - started, 3)
     return summary
+
+
+def _check_root(state: BrainState, brain: str, root: str) -> None:
+    """A brain holds one folder: refuse a second one while the first still exists (a moved folder is adopted)."""
+    if state.root is not None and state.root != root and Path(state.root).is_dir():
+        raise IllegalArgument(f"brain '{brain}' holds the folder {state.root}; a brain is built from one folder, "
+                              f"so index {root} under another name (--brain NAME)")
 
 
 def default_workers() -> int:
@@ -327,20 +337,22 @@ def _run_is_dirty(state: RunState | None, detector_tags: list[str]) -> bool:
     return state.dirty or (bool(detector_tags) and state.detectors != tuple(detector_tags))
 
 
-def _datasets_after(prior: Mapping[str, FileState], changed: Sequence[_Parsed], removed: Sequence[str]) -> list[str]:
-    """The datasets the brain's files produce documents in once this run's writes are in."""
+def _datasets_after(prior: Mapping[str, FileState], changed: Sequence[_Parsed], removed: Sequence[str],
+                    root_id: str) -> list[str]:
+    """The dataset indices the brain's files produce documents in once this run's writes are in."""
     refs = {path: state.docs for path, state in prior.items()}
     for parsed in changed:
-        refs[parsed.entry.rel_path] = tuple(doc_ref(doc.dataset, doc.doc_id) for doc in parsed.docs)
+        refs[parsed.entry.rel_path] = tuple(doc_ref(dataset_index(doc.dataset, root_id), doc.doc_id)
+                                            for doc in parsed.docs)
     for path in removed:
         refs.pop(path, None)
     return sorted({split_ref(ref)[0] for docs in refs.values() for ref in docs})
 
 
-def _file_write(rel_path: str, parsed: _Parsed | None, prior: Mapping[str, FileState]) -> FileWrite:
+def _file_write(rel_path: str, parsed: _Parsed | None, prior: Mapping[str, FileState], root_id: str) -> FileWrite:
     """One file's documents as parsed now and the ones it no longer yields (all of them once it is gone)."""
-    documents = tuple(IndexedDocument(doc.dataset, doc.doc_id, doc.to_source()) for doc in parsed.docs) \
-        if parsed is not None else ()
+    documents = tuple(IndexedDocument(dataset_index(doc.dataset, root_id), doc.doc_id, doc.to_source())
+                      for doc in parsed.docs) if parsed is not None else ()
     known = prior.get(rel_path)
     now = {doc_ref(doc.index, doc.id) for doc in documents}
     stale = tuple(sorted(set(known.docs if known is not None else ()) - now))
@@ -348,7 +360,7 @@ def _file_write(rel_path: str, parsed: _Parsed | None, prior: Mapping[str, FileS
     return FileWrite(path=rel_path, stamp=stamp, documents=documents, stale=stale)
 
 
-def _write_documents(sink: BrainSink, brain: str, parses: Sequence[Future], removed: Sequence[str],
+def _write_documents(sink: BrainSink, brain: str, root_id: str, parses: Sequence[Future], removed: Sequence[str],
                      prior: Mapping[str, FileState], now_ms: int, summary: RunSummary, progress: Progress,
                      detection: _Detection | None) -> list[_Parsed]:
     """Write changed files' documents as their parses come in, then forget removed files.
@@ -363,7 +375,7 @@ def _write_documents(sink: BrainSink, brain: str, parses: Sequence[Future], remo
 
     def flush(everything: bool) -> None:
         while len(work) >= BATCH_FILES or (everything and work):
-            batch = [_file_write(path, parsed, prior) for path, parsed in work[:BATCH_FILES]]
+            batch = [_file_write(path, parsed, prior, root_id) for path, parsed in work[:BATCH_FILES]]
             del work[:BATCH_FILES]
             count = sink.write_files(brain, batch, now_ms)
             summary.documents += count

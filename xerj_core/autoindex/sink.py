@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
 import numpy as np
+import xxhash
 
 from xerj_core.errors import IndexNotFound
 from xerj_core.graph.brain import edges_index
@@ -45,15 +46,48 @@ FILES_MAPPING = {
         "indexed_at": {"type": "date", "format": "epoch_millis"},
     },
 }
+# The catalog holds two kinds of entry: a card per dataset index (id: the index name), and a record
+# per indexed root (id: ``root:<root id>``; no index name holds a colon). ``kind`` tells them apart.
 CATALOG_MAPPING = {
     "properties": {
+        "kind": {"type": "keyword"},
         "dataset": {"type": "keyword"},
+        "source_dataset": {"type": "keyword"},
+        "root_id": {"type": "keyword"},
+        "root": {"type": "keyword"},
+        "brain": {"type": "keyword"},
+        "datasets": {"type": "keyword"},
         "roots": {"type": "keyword"},
         "brains": {"type": "keyword"},
         "documents": {"type": "long"},
+        "layout": {"type": "long"},
         "updated_at": {"type": "date", "format": "epoch_millis"},
     }
 }
+# The catalog entry saying which layout the data directory's autoindex data is in (see autoindex.migrate).
+LAYOUT_ID = "layout:autoindex"
+# 2: each root's documents in dataset indices of its own (``ax-notes-<root id>``).
+LAYOUT = 2
+
+
+def root_record_id(root_id: str) -> str:
+    return f"root:{root_id}"
+
+
+def derive_root_id(brain: str, width: int = 8) -> str:
+    """The root id a brain's folder gets: hex of a hash of the brain's name, ``width`` characters.
+
+    A brain is built from exactly one folder, so the brain's name identifies its
+    root; the id is derived rather than drawn so two runs starting at once agree.
+    On the rare clash with another brain's id the width doubles.
+    """
+    return xxhash.xxh3_64_hexdigest(f"xerj-root\0{brain}".encode())[:width] if width <= 16 else \
+        xxhash.xxh3_128_hexdigest(f"xerj-root\0{brain}".encode())[:width]
+
+
+def dataset_index(dataset: str, root_id: str) -> str:
+    """The index holding one root's documents of a format's dataset: ``ax-notes`` → ``ax-notes-1a2b3c4d``."""
+    return f"{dataset}-{root_id}"
 
 
 def file_state_id(brain: str, rel_path: str) -> str:
@@ -105,6 +139,9 @@ class BrainState:
     files: dict[str, FileState] = attrs.field(factory=dict)
     run: RunState | None = None
     edges_index: bool = False
+    # The brain's root: its id (dataset indices are named with it) and the folder it was last built from.
+    root_id: str = ""
+    root: str | None = None
 
 
 @attrs.frozen
@@ -174,6 +211,7 @@ class RunFinish:
     datasets: tuple[str, ...]
     detectors: tuple[str, ...]
     finished_at: int
+    root_id: str = ""
 
 
 # -- the protocol ------------------------------------------------------------------------------
@@ -208,9 +246,22 @@ class BrainSink(Protocol):
 
 
 def _ensure_indices(txn: Any) -> None:
-    for name, mapping in ((FILES_INDEX, FILES_MAPPING), (CATALOG_INDEX, CATALOG_MAPPING)):
-        if not txn.exists(name):
-            txn.create_index(name, mapping)
+    if not txn.exists(FILES_INDEX):
+        txn.create_index(FILES_INDEX, FILES_MAPPING)
+    if not txn.exists(CATALOG_INDEX):
+        txn.create_index(CATALOG_INDEX, CATALOG_MAPPING)
+        txn.put(CATALOG_INDEX, {"kind": "layout", "layout": LAYOUT}, LAYOUT_ID)
+
+
+def root_of(get: Any, brain: str) -> tuple[str, str | None]:
+    """``(root id, recorded folder or None)`` of ``brain``; ``get(index, id)`` reads a catalog entry."""
+    width = 8
+    while True:
+        rid = derive_root_id(brain, width)
+        found = get(CATALOG_INDEX, root_record_id(rid))
+        if found is None or found.get("brain") == brain or width >= 32:
+            return rid, (found or {}).get("root")
+        width *= 2
 
 
 def _rows_of_brain(reader: Any, brain: str) -> Iterable[int]:
@@ -233,6 +284,23 @@ def _run_state(source: Mapping[str, Any]) -> RunState:
     return RunState(dirty=bool(source.get("dirty")),
                     detectors=tuple(detectors) if detectors is not None else None,
                     finished_at=source.get("finished_at"))
+
+
+def root_record(rid: str, root: str | None, brain: str, datasets: Iterable[str], at: int) -> dict[str, Any]:
+    """The catalog's record of one indexed root: its id, folder, brain and dataset indices."""
+    record = {"kind": "root", "root_id": rid, "brain": brain, "datasets": sorted(datasets), "updated_at": at}
+    if root is not None:
+        record["root"] = root
+    return record
+
+
+def dataset_card(index: str, rid: str, root: str | None, brain: str, documents: int, at: int) -> dict[str, Any]:
+    """The catalog's card of one dataset index (``roots`` and ``brains`` are one-element lists, as before)."""
+    suffix = f"-{rid}"
+    source = index[: -len(suffix)] if index.endswith(suffix) else index
+    return {"kind": "dataset", "dataset": index, "source_dataset": source, "root_id": rid,
+            "roots": [root] if root is not None else [], "brains": [brain], "documents": documents,
+            "updated_at": at}
 
 
 class LocalSink:
@@ -260,7 +328,17 @@ class LocalSink:
                         files[source["ax_path"]] = _file_state(source)
                     elif doc_id == run_state_id(brain):
                         run = _run_state(source)
-        return BrainState(files=files, run=run, edges_index=self.store.exists(edges_index(brain)))
+
+            def get(index: str, doc_id: str) -> dict[str, Any] | None:
+                try:
+                    found = self.store.open_reader(raw, index).get(doc_id)
+                except IndexNotFound:
+                    return None
+                return None if found is None else found[0]
+
+            rid, root = root_of(get, brain)
+        return BrainState(files=files, run=run, edges_index=self.store.exists(edges_index(brain)),
+                          root_id=rid, root=root)
 
     def write_files(self, brain: str, files: Sequence[FileWrite], indexed_at: int) -> int:
         def apply(txn: Any) -> int:
@@ -308,12 +386,12 @@ class LocalSink:
             _ensure_indices(txn)
             txn.put(FILES_INDEX, {"brain": brain, "dirty": False, "finished_at": finish.finished_at,
                                   "detectors": list(finish.detectors)}, run_state_id(brain))
+            rid = finish.root_id or root_of(txn.get, brain)[0]
+            txn.put(CATALOG_INDEX, root_record(rid, finish.root, brain, finish.datasets, finish.finished_at),
+                    root_record_id(rid))
             for dataset in finish.datasets:
-                found = txn.get(CATALOG_INDEX, dataset) or {}
-                roots = sorted(set(found.get("roots", [])) | {finish.root})
-                brains = sorted(set(found.get("brains", [])) | {brain})
                 count = txn.index(dataset).state.live if txn.exists(dataset) else 0
-                txn.put(CATALOG_INDEX, {"dataset": dataset, "roots": roots, "brains": brains, "documents": count,
-                                        "updated_at": finish.finished_at}, dataset)
+                txn.put(CATALOG_INDEX, dataset_card(dataset, rid, finish.root, brain, count, finish.finished_at),
+                        dataset)
 
         self.store.transact(apply)
