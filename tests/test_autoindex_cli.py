@@ -78,8 +78,10 @@ def test_autoindex_watch_follows_edits(tmp_path):
     notes = tmp_path / "watched"
     make_notes(notes)
     data = tmp_path / "data"
+    # Started as a non-interactive shell starts a background job: SIGINT ignored. --watch handles it anyway.
     proc = subprocess.Popen([*XERJ, "autoindex", str(notes), "--watch", "--interval", "0.2", "--data-dir", str(data)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
 
     def live_claims():
         if not (data / "data.mdb").exists():
@@ -104,4 +106,82 @@ def test_autoindex_watch_follows_edits(tmp_path):
         wait_for(lambda: ("alpha.md", "wikilink", "beta.md") not in (live_claims() or {("alpha.md", "wikilink", "beta.md")}))
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
+        try:
+            output = proc.communicate(timeout=30)[0]
+        finally:
+            if proc.poll() is None:  # never leave a watcher behind, even when the assertion below fails
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 0 and "stopped; every file written so far is complete" in output
+
+
+def test_autoindex_watch_stops_on_sigterm(tmp_path):
+    notes = tmp_path / "watched"
+    make_notes(notes)
+    proc = subprocess.Popen([*XERJ, "autoindex", str(notes), "--watch", "--interval", "0.2",
+                             "--data-dir", str(tmp_path / "data")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    data = tmp_path / "data"
+
+    def first_run_done():
+        if not (data / "data.mdb").exists():
+            return False
+        with Store(data) as store:
+            return store.exists(".xerj-memory-watched-edges")
+
+    try:
+        wait_for(first_run_done)
+        proc.send_signal(signal.SIGTERM)
+        output = proc.communicate(timeout=30)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and "stopped" in output
+
+
+def serve(data: Path, port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([*XERJ, "serve", "--data-dir", str(data), "--port", str(port), "--workers", "1",
+                             "--insecure"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: get_json(f"http://127.0.0.1:{port}/_xerj/node"))
+    return proc
+
+
+def test_xerj_brain_refuses_a_server_of_another_data_dir_and_uses_url(tmp_path):
+    notes = tmp_path / "notes"
+    make_notes(notes)
+    port = free_port()
+    server = serve(tmp_path / "theirs", port)
+    try:
+        refused = subprocess.run([*XERJ, "brain", str(notes), "--data-dir", str(tmp_path / "mine"),
+                                  "--port", str(port)], capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert f"serves {(tmp_path / 'theirs').resolve()}" in refused.stderr and "--url" in refused.stderr
+        assert get_json(f"http://127.0.0.1:{port}/_graph/notes/overview") is None  # nothing was written there
+        url = f"http://127.0.0.1:{port}"
+        used = subprocess.run([*XERJ, "brain", str(notes), "--url", url], capture_output=True, text=True, timeout=60)
+        assert used.returncode == 0, used.stderr
+        ego_url = next(line.split()[-1] for line in used.stdout.splitlines() if line.strip().startswith("ego:"))
+        assert "<" not in ego_url
+        ego = get_json(ego_url)
+        assert ego["edges"] and ego["seeds"] == ["beta.md"]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def test_xerj_brain_attaches_to_a_server_of_its_own_data_dir(tmp_path):
+    notes = tmp_path / "notes"
+    make_notes(notes)
+    port = free_port()
+    server = serve(tmp_path / "data", port)
+    try:
+        attached = subprocess.run([*XERJ, "brain", str(notes), "--data-dir", str(tmp_path / "data"),
+                                   "--port", str(port)], capture_output=True, text=True, timeout=60)
+        assert attached.returncode == 0, attached.stderr
+        assert "attached to the server already running" in attached.stdout
+        ego_url = next(line.split()[-1] for line in attached.stdout.splitlines() if line.strip().startswith("ego:"))
+        assert any(e["dst"] == "beta.md" for e in get_json(ego_url)["edges"])
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)

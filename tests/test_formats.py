@@ -20,6 +20,8 @@ from xerj_core.text import derive_brain_name, is_valid_brain_name, slugify, toke
 
 FOAM = Path(__file__).parents[1].parent / "shared/corpora/foam-docs"
 MTIME = 1_700_000_000_000
+# Bytes no text encoding reads (charset-normalizer finds none): the only text input that still fails.
+UNDECODABLE = bytes(range(128, 256)) * 2
 
 
 # -- sample builders ---------------------------------------------------------
@@ -131,7 +133,7 @@ class TestMarkdownConformance(AbstractFormatTests):
 
     @pytest.fixture
     def bad_files(self):
-        return {"latin1.md": "# Caf\u00e9\n".encode("latin-1")}
+        return {"undecodable.md": UNDECODABLE}
 
     @pytest.fixture
     def plugin(self):
@@ -149,7 +151,7 @@ class TestTextConformance(AbstractFormatTests):
 
     @pytest.fixture
     def bad_files(self):
-        return {"bad.txt": b"ok then \xff\xfe broken"}
+        return {"bad.txt": b"ok then " + UNDECODABLE}
 
     @pytest.fixture
     def plugin(self):
@@ -168,7 +170,7 @@ class TestHtmlConformance(AbstractFormatTests):
 
     @pytest.fixture
     def bad_files(self):
-        return {"bad.html": b"<p>caf\xe9</p>"}
+        return {"bad.html": b"<p>" + UNDECODABLE + b"</p>"}
 
     @pytest.fixture
     def plugin(self):
@@ -238,7 +240,7 @@ class TestCodeConformance(AbstractFormatTests):
 
     @pytest.fixture
     def bad_files(self):
-        return {"Cargo.toml": b"[package\nname = ", "x.py": b"caf\xe9 = 1\n"}
+        return {"Cargo.toml": b"[package\nname = ", "x.py": UNDECODABLE}
 
     @pytest.fixture
     def plugin(self):
@@ -288,13 +290,28 @@ def test_markdown_crlf_and_bom_are_normalised():
     assert docs[1].text == "# Title\n\nline"
 
 
-def test_non_utf8_text_is_a_format_error_with_a_reason():
+def test_undecodable_text_is_a_format_error_with_a_reason():
     with pytest.raises(FormatError) as caught:
-        markdown.MarkdownFormat().parse("bad.md", b"fine\n\xc3\x28 broken", MTIME)
-    assert "UTF-8" in caught.value.reason and "offset 5" in caught.value.reason
+        markdown.MarkdownFormat().parse("bad.md", b"fine\n" + UNDECODABLE, MTIME)
+    assert "undecodable" in caught.value.reason and "offset 5" in caught.value.reason
     with pytest.raises(FormatError) as caught:
-        parse_file([text.TextFormat()], "bad.txt", b"\xff", MTIME)
+        parse_file([text.TextFormat()], "bad.txt", UNDECODABLE, MTIME)
     assert caught.value.path == "bad.txt" and caught.value.to_body()["error"]["path"] == "bad.txt"
+
+
+@pytest.mark.parametrize("note, encoding", [
+    ("# Café\n\nUne note écrite en Latin-1, déjà vieille, à relire.\n", "latin-1"),
+    ("# Grüße\n\nschöne Straße in Köln\n", "cp1252"),
+    ("# Привет\n\nЭто заметка, написанная давно.\n", "cp1251"),
+])
+def test_text_that_is_not_utf8_is_read_in_the_encoding_detected(note, encoding):
+    docs = markdown.MarkdownFormat().parse("old.md", note.encode(encoding), MTIME)
+    assert docs[0].title == note.split("\n")[0][2:]
+    assert docs[1].text == note.strip()
+    assert docs[0].fields["encoding"] not in ("utf-8", "") and docs[1].text.encode(docs[0].fields["encoding"])
+    plain = text.TextFormat().parse("old.txt", note.encode(encoding), MTIME)[0]
+    assert plain.text == note.strip() and plain.fields["encoding"] == docs[0].fields["encoding"]
+    assert markdown.MarkdownFormat().parse("new.md", note.encode(), MTIME)[0].fields["encoding"] == "utf-8"
 
 
 # -- text, html ------------------------------------------------------------------

@@ -169,7 +169,7 @@ SCHEMAS: dict[str, Any] = {
     "AutoindexState": _obj({
         "brain": STRING, "files": {"type": "object", "additionalProperties": ref("FileState")},
         "run": nullable(_obj({"dirty": BOOL, "detectors": nullable(STRINGS), "finished_at": nullable(INT)})),
-        "edges_index": BOOL,
+        "edges_index": BOOL, "root_id": STRING, "root": nullable(STRING),
     }, required=["brain", "files", "run", "edges_index"]),
     "FileBatch": _obj({
         "indexed_at": INSTANT,
@@ -185,10 +185,13 @@ SCHEMAS: dict[str, Any] = {
     }, required=["indexed_at", "files"], extra=False),
     "FileBatchResult": _obj({"brain": STRING, "files": INT, "documents": INT},
                             required=["brain", "files", "documents"]),
-    "RunFinish": _obj({"root": NAME, "datasets": STRINGS, "detectors": STRINGS, "finished_at": INSTANT},
+    "RunFinish": _obj({"root": NAME, "datasets": STRINGS, "detectors": STRINGS, "finished_at": INSTANT,
+                       "root_id": STRING},
                       required=["root", "datasets", "detectors", "finished_at"], extra=False),
     "RunFinishResult": _obj({"brain": STRING, "acknowledged": BOOL, "datasets": STRINGS},
                             required=["brain", "acknowledged"]),
+    "NodeIdentity": _obj({"uuid": STRING, "data_dir": STRING, "xerj_version": STRING},
+                         required=["uuid", "data_dir", "xerj_version"]),
     # -- agent memory
     "MemoryStore": _obj({"text": STRING, "vector": {"type": "array", "items": NUMBER}, "metadata": ANY_OBJECT,
                          "dedup": BOOL, "dedup_threshold": NUMBER}, extra=False),
@@ -339,6 +342,8 @@ def paths() -> dict[str, Any]:
         "/_security/_authenticate": {
             "get": op("Who the credential says you are", ok("Authenticated")),
         },
+        "/_xerj/node": {"get": op("Which data directory this server serves: its stable uuid and path",
+                                  ok("NodeIdentity"))},
         "/_cat/indices": _cat_ops(False),
         "/_cat/indices/{index}": _cat_ops(True),
         "/_refresh": _refresh_ops(False),

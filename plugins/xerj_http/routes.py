@@ -45,6 +45,7 @@ ROUTES: list[tuple[str, Any]] = [
     ("/_graph/{brain}/_standing", graph.Standing),
     ("/_graph/{brain}/_invalidate", graph.Invalidate),
     ("/_graph/{brain}/_detected", graph.Detected),
+    ("/_xerj/node", autoindex.NodeIdentity),
     ("/_xerj/autoindex/{brain}", autoindex.BrainState),
     ("/_xerj/autoindex/{brain}/_batch", autoindex.FileBatch),
     ("/_xerj/autoindex/{brain}/_finish", autoindex.RunFinish),

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
-import time
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any, Iterator
 
 import click
 
@@ -18,26 +21,6 @@ from xerj_core.engine import Engine, default_data_dir
 from xerj_core.errors import XerjError
 from xerj_core.hookspecs import hookimpl
 from xerj_core.text import derive_brain_name
-
-
-class _Ticker:
-    """A one-line live count on a terminal (files, documents, edges); silent elsewhere."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.counts = {"files": 0, "documents": 0, "edges": 0}
-        self._last = 0.0
-
-    def __call__(self, event: str, count: int) -> None:
-        self.counts[event] = self.counts.get(event, 0) + count
-        now = time.monotonic()
-        if self.enabled and now - self._last > 0.1:
-            self._last = now
-            click.echo("\r" + "  ".join(f"{k} {v:,}" for k, v in self.counts.items()), nl=False, err=True)
-
-    def close(self) -> None:
-        if self.enabled:
-            click.echo("\r" + " " * 60 + "\r", nl=False, err=True)
 
 
 def _check_brain(folder: str, brain: str | None) -> str:
@@ -57,8 +40,10 @@ def _print_summary(summary, as_json: bool) -> None:
         return
     s = summary
     click.echo(f"{s.root} → brain '{s.brain}'")
+    kinds = ", ".join(f"{kind.replace('_', ' ')} {n}" for kind, n in s.skipped_by_kind.items())
     click.echo(f"  files: {s.files_seen} seen, {s.files_indexed} indexed, {s.files_unchanged} unchanged, "
-               f"{s.files_removed} removed, {len(s.files_failed)} failed")
+               f"{len(s.files_skipped)} skipped{f' ({kinds})' if kinds else ''}, {len(s.files_failed)} failed; "
+               f"{s.files_removed} removed since the last run")
     click.echo(f"  documents written: {s.documents}  (datasets: {', '.join(s.datasets) or 'none'})")
     if s.graph:
         by_type = ", ".join(f"{t} {n}" for t, n in sorted(s.edges_by_type.items())) or "none"
@@ -66,20 +51,27 @@ def _print_summary(summary, as_json: bool) -> None:
         click.echo(f"  edges_capped: {s.edges_capped}   invalidated by reconcile: {s.edges_invalidated}   "
                    f"suppressed by a person's rejection: {s.claims_suppressed}")
     for failure in s.files_failed:
-        click.echo(f"  ! {failure['path']}: {failure['reason']}")
+        click.echo(f"  ! failed {failure['path']}: {failure['reason']}")
+    if s.files_skipped:
+        click.echo("  skipped files are listed by --json")
     click.echo(f"  elapsed: {s.elapsed_s:.2f}s")
 
 
-def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=None, workers: int | None = None):
-    """One run into ``target`` (an engine, or a sink such as a RemoteSink), its summary printed."""
+def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=None, workers: int | None = None,
+              *, quiet: bool = False):
+    """One run into ``target`` (an engine, or a sink such as a RemoteSink); its summary printed unless ``quiet``."""
     from xerj_core.autoindex.pipeline import run
+    from xerj_core.autoindex.progress import RunProgress
 
-    ticker = _Ticker(enabled=sys.stderr.isatty() and not as_json)
+    progress = None if quiet else RunProgress(sys.stderr, terminal=sys.stderr.isatty())
     try:
-        summary = run(target, folder, brain=brain, graph=graph, progress=ticker, pm=pm, workers=workers)
+        summary = run(target, folder, brain=brain, graph=graph, pm=pm, workers=workers,
+                      **({"progress": progress} if progress is not None else {}))
     finally:
-        ticker.close()
-    _print_summary(summary, as_json)
+        if progress is not None:
+            progress.close()
+    if not quiet:
+        _print_summary(summary, as_json)
     return summary
 
 
@@ -95,20 +87,24 @@ def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=No
 @click.option("--api-key", default=None, metavar="KEY",
               help="API key for a secured --url server (the encoded form); else XERJ_API_KEY, else the "
                    "default data directory's admin.key when the server is on this machine.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@click.option("--watch", is_flag=True, help="Keep the brain current as files change (polls the folder).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (skipped and failed files listed).")
+@click.option("--allow-failures", is_flag=True,
+              help="Exit 0 even when some files failed (they are still reported).")
+@click.option("--watch", is_flag=True, help="Keep the brain current as files change (polls the folder); "
+              "Ctrl-C or SIGTERM stops it.")
 @click.option("--interval", type=float, default=2.0, show_default=True, help="Seconds between --watch polls.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, metavar="N",
               help="Processes that parse and detect (default: the CPU count on 4+ cores, else 1, "
               "which runs in this process). "
               "Runs with few files to parse or detect stay in this process either way.")
 @click.pass_obj
-def autoindex_command(pm, folder, brain, no_graph, data_dir, url, api_key, as_json, watch, interval,
-                      workers) -> None:
+def autoindex_command(pm, folder, brain, no_graph, data_dir, url, api_key, as_json, allow_failures, watch,
+                      interval, workers) -> None:
     """Index FOLDER and detect the relationships between its documents.
 
     Embedded on a data directory (--data-dir, or the default one), or against a
-    running server (--url); parsing and detection run here either way.
+    running server (--url); parsing and detection run here either way. Exits 1
+    when a file failed (unless --allow-failures).
     """
     if url is not None and data_dir is not None:
         raise click.UsageError("--url and --data-dir are mutually exclusive: write through a running server "
@@ -117,38 +113,85 @@ def autoindex_command(pm, folder, brain, no_graph, data_dir, url, api_key, as_js
         raise click.BadParameter(f"folder '{folder}' does not exist or is not a directory", param_hint="FOLDER")
     name = _check_brain(folder, brain)
     if url is not None:
-        from xerj_core.autoindex.remote import RemoteSink
+        key = api_key_for(api_key, default_data_dir() if _is_local(url) else None)
+        target_cm: Any = contextlib.nullcontext(_remote_sink(url, key))
+    else:
+        target_cm = Engine(data_dir or default_data_dir(), pm)
+    with target_cm as target:
+        first = _follow(target, pm, folder, name, not no_graph, as_json, watch, interval, workers)
+    if first is not None and first.files_failed and not allow_failures and not watch:
+        click.echo(f"{len(first.files_failed)} file(s) failed; exit status 1 (--allow-failures keeps 0)", err=True)
+        sys.exit(1)
 
-        try:
-            sink = RemoteSink(url, api_key=api_key_for(api_key, default_data_dir() if _is_local(url) else None))
-        except XerjError as exc:
-            raise click.BadParameter(exc.reason, param_hint="--url") from None
-        _follow(sink, pm, folder, name, not no_graph, as_json, watch, interval, workers)
-        return
-    with Engine(data_dir or default_data_dir(), pm) as engine:
-        _follow(engine, pm, folder, name, not no_graph, as_json, watch, interval, workers)
+
+def _remote_sink(url: str, api_key: str | None):
+    from xerj_core.autoindex.remote import RemoteSink
+
+    try:
+        return RemoteSink(url, api_key=api_key)
+    except XerjError as exc:
+        raise click.BadParameter(exc.reason, param_hint="--url") from None
+
+
+class _Stop(BaseException):
+    """SIGINT or SIGTERM arrived while watching."""
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[tuple[threading.Event, threading.Event]]:
+    """SIGINT and SIGTERM stop a watch, whatever the process inherited.
+
+    A process started from a non-interactive shell inherits SIGINT ignored, and
+    Python then installs no KeyboardInterrupt handler; SIGTERM's default kills
+    without a word. Both are handled here: between runs the wait ends at once,
+    during a run the run is interrupted (every batch written so far is whole).
+    """
+    stop = threading.Event()
+    busy = threading.Event()
+
+    def handler(signum: int, _frame: Any) -> None:
+        stop.set()
+        if busy.is_set():
+            raise _Stop(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop, busy
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _follow(target, pm, folder: str, brain: str, graph: bool, as_json: bool, watch: bool, interval: float,
-            workers: int | None = None) -> None:
-    """A first run, then with ``watch`` one quiet run per poll, printing those that changed something."""
+            workers: int | None = None):
+    """A first run, then with ``watch`` one quiet run per poll, printing those that changed something.
+
+    Returns the first run's summary (None when it was stopped).
+    """
     try:
-        _run_once(target, folder, brain, graph, as_json, pm, workers)
-        while watch:
-            time.sleep(interval)
-            summary = _run_once_quiet(target, folder, brain, graph, pm, workers)
-            if summary.files_indexed or summary.files_removed or summary.files_failed:
-                _print_summary(summary, as_json)
+        if not watch:
+            return _run_once(target, folder, brain, graph, as_json, pm, workers)
+        with _stop_signals() as (stop, busy):
+            first = None
+            try:
+                busy.set()
+                first = _run_once(target, folder, brain, graph, as_json, pm, workers)
+                busy.clear()
+                while not stop.wait(interval):
+                    busy.set()
+                    summary = _run_once(target, folder, brain, graph, as_json, pm, workers, quiet=True)
+                    busy.clear()
+                    if summary.files_indexed or summary.files_removed or summary.files_failed:
+                        _print_summary(summary, as_json)
+            except (_Stop, KeyboardInterrupt):
+                pass
+            click.echo("stopped; every file written so far is complete", err=True)
+            return first
     except XerjError as exc:
         raise click.ClickException(exc.reason) from None
     except KeyboardInterrupt:
         click.echo("stopped; every file written so far is complete", err=True)
-
-
-def _run_once_quiet(target, folder: str, brain: str, graph: bool, pm=None, workers: int | None = None):
-    from xerj_core.autoindex.pipeline import run
-
-    return run(target, folder, brain=brain, graph=graph, pm=pm, workers=workers)
+        return None
 
 
 def _is_local(url: str) -> bool:
@@ -161,21 +204,74 @@ def _is_local(url: str) -> bool:
     return bool(host) and is_loopback(host)
 
 
-def _server_answers(url: str, api_key: str | None) -> bool:
-    """Whether a xerj server answers ``url`` with ``api_key``; a secured one refusing the key is an error."""
-    request = urllib.request.Request(url, headers=authorization_header(api_key))
+def _probe(base: str, api_key: str | None) -> dict[str, Any] | None:
+    """What answers at ``base``: None when nothing does, else ``{"xerj": bool, "node": identity or None, ...}``.
+
+    A secured xerj server that refuses ``api_key`` is an error, not a server of another data directory.
+    """
+    headers = authorization_header(api_key)
     try:
-        with urllib.request.urlopen(request, timeout=1) as response:
-            return response.status == 200 and "xerj" in response.read(4096).decode("utf-8", "replace").lower()
+        request = urllib.request.Request(base + "/_xerj/node", headers=headers)
+        with urllib.request.urlopen(request, timeout=2) as response:
+            body = json.loads(response.read(65536))
+            if isinstance(body, dict) and isinstance(body.get("uuid"), str):
+                return {"xerj": True, "node": body}
+            return {"xerj": False, "what": "a server whose /_xerj/node is not a xerj node identity"}
     except urllib.error.HTTPError as exc:
-        if exc.code == 401:
+        if exc.code in (401, 403):
             raise click.ClickException(
-                f"the xerj server at {url} is secured and refused the API key "
+                f"the xerj server at {base} is secured and refused the API key "
                 f"({'none was found' if api_key is None else 'the one given'}): pass --api-key or set "
                 f"XERJ_API_KEY") from None
-        return False
+        try:
+            with urllib.request.urlopen(urllib.request.Request(base + "/", headers=headers), timeout=2) as response:
+                banner = response.read(4096).decode("utf-8", "replace").lower()
+        except OSError:
+            banner = ""
+        if "xerj" in banner:
+            return {"xerj": True, "node": None}
+        return {"xerj": False, "what": f"an HTTP server that is not xerj (GET /_xerj/node answered {exc.code})"}
+    except (OSError, ValueError):
+        pass
+    try:
+        host, port = urllib.parse.urlsplit(base).hostname, urllib.parse.urlsplit(base).port
+        import socket
+
+        with socket.create_connection((host, port), timeout=1):
+            return {"xerj": False, "what": "something that is not an HTTP server"}
     except OSError:
-        return False
+        return None
+
+
+def most_linked_note(engine: Engine, brain: str) -> str | None:
+    """The node most live link edges point to (structural edges aside), else the brain's busiest node."""
+    from xerj_core.graph.brain import edges_index
+
+    structural = ["sequence", "same_dir"]
+    query = {"bool": {"filter": [{"exists": {"field": "src"}}],
+                      "must_not": [{"exists": {"field": "invalid_at"}}, {"terms": {"type": structural}}]}}
+    for body in ({"size": 0, "query": query, "aggs": {"hub": {"terms": {"field": "dst", "size": 1}}}},
+                 {"size": 0, "query": {"bool": {"filter": [{"exists": {"field": "src"}}]}},
+                  "aggs": {"hub": {"terms": {"field": "src", "size": 1}}}}):
+        try:
+            buckets = engine.search.search(edges_index(brain), body)["aggregations"]["hub"]["buckets"]
+        except XerjError:
+            return None
+        if buckets:
+            return buckets[0]["key"]
+    return None
+
+
+def _print_urls(base: str, name: str, summary: Any, hub: str | None) -> None:
+    click.echo("")
+    click.echo(f"brain '{name}' is ready. Look at it:")
+    click.echo(f"  overview: {base}/_graph/{name}/overview")
+    if hub is not None:
+        click.echo(f"  ego:      {base}/_graph/{name}/ego?"
+                   + urllib.parse.urlencode({"node": hub, "hops": 2, "include_nodes": "true"}))
+    first = next(iter(summary.datasets), None)
+    if first:
+        click.echo(f"  search:   {base}/{first}/_search?q=<words>")
 
 
 @click.command("brain")
@@ -184,33 +280,54 @@ def _server_answers(url: str, api_key: str | None) -> bool:
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Data directory.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=9200, show_default=True)
+@click.option("--url", default=None, metavar="URL",
+              help="Index into the xerj server running at URL (whatever data directory it serves) and print its links.")
 @click.option("--api-key", default=None, metavar="KEY",
               help="API key for attaching to a secured server; else XERJ_API_KEY, else the data directory's "
                    "admin.key.")
 @click.option("--insecure", is_flag=True, envvar="XERJ_INSECURE",
               help="Serve in open mode (no credentials) when no server is running (also XERJ_INSECURE=1).")
 @click.pass_obj
-def brain_command(pm, folder, brain, data_dir, host, port, api_key, insecure) -> None:
-    """Index FOLDER with graph detection on, then serve it (or attach to the server already running)."""
+def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecure) -> None:
+    """Index FOLDER with graph detection on, then serve it.
+
+    When a server already answers on --host/--port it is used only if it serves
+    this data directory (asked through GET /_xerj/node); otherwise the command
+    says what it found and exits 2. --url indexes into a given server instead.
+    """
     if not Path(folder).is_dir():
         raise click.BadParameter(f"folder '{folder}' does not exist or is not a directory", param_hint="FOLDER")
     name = _check_brain(folder, brain)
+    if url is not None:
+        if data_dir is not None:
+            raise click.UsageError("--url and --data-dir are mutually exclusive")
+        key = api_key_for(api_key, default_data_dir() if _is_local(url) else None)
+        sink = _remote_sink(url, key)
+        summary = _follow(sink, pm, folder, name, True, False, False, 0.0)
+        _print_urls(sink.url, name, summary, _remote_hub(sink.url, name, key))
+        return
     data = Path(data_dir or default_data_dir())
     base = f"http://{host}:{port}"
+    found = _probe(base, api_key_for(api_key, data))
     with Engine(data, pm) as engine:
+        if found is not None:
+            mine = engine.store.node_uuid()
+            node = found.get("node")
+            if not found["xerj"]:
+                _refuse(f"{base} is taken by {found['what']}; choose another --port")
+            if node is None or node["uuid"] != mine:
+                where = f"{node['data_dir']} (data directory uuid {node['uuid']})" if node else "another data directory"
+                _refuse(f"the xerj server at {base} serves {where}, not {engine.data_dir.resolve()} "
+                        f"(uuid {mine}); pass --url {base} to index into that server, or --port to serve this "
+                        f"data directory elsewhere")
         try:
             summary = _run_once(engine, folder, name, True, False)
         except XerjError as exc:
             raise click.ClickException(exc.reason) from None
-    click.echo("")
-    click.echo(f"brain '{name}' is ready. Look at it:")
-    click.echo(f"  overview: {base}/_graph/{name}/overview")
-    first = next(iter(summary.datasets), None)
-    click.echo(f"  ego:      {base}/_graph/{name}/ego?node=<document id>&hops=2&include_nodes=true")
-    if first:
-        click.echo(f"  search:   {base}/{first}/_search?q=<words>")
-    if _server_answers(base + "/", api_key_for(api_key, data)):
-        click.echo(f"attached to the server already running at {base}")
+        hub = most_linked_note(engine, name)
+    _print_urls(base, name, summary, hub)
+    if found is not None:
+        click.echo(f"attached to the server already running at {base}, which serves {data}")
         return
     click.echo(f"serving {data} at {base} (Ctrl-C to stop)")
     if not insecure:
@@ -219,6 +336,23 @@ def brain_command(pm, folder, brain, data_dir, host, port, api_key, insecure) ->
     argv = [sys.executable, "-m", "xerj_core", "serve", "--data-dir", str(data), "--host", host,
             "--port", str(port), *(["--insecure"] if insecure else [])]
     os.execv(sys.executable, argv)
+
+
+def _refuse(message: str) -> None:
+    click.echo(f"xerj brain: {message}", err=True)
+    sys.exit(2)
+
+
+def _remote_hub(url: str, brain: str, api_key: str | None) -> str | None:
+    """The most linked node of ``brain`` on the server at ``url``, from its overview's inbound hubs."""
+    request = urllib.request.Request(f"{url}/_graph/{urllib.parse.quote(brain)}/overview?top=1",
+                                     headers=authorization_header(api_key))
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            hubs = json.loads(r.read()).get("hubs", {}).get("in") or []
+    except (OSError, ValueError):
+        return None
+    return hubs[0]["key"] if hubs and isinstance(hubs[0], dict) and "key" in hubs[0] else None
 
 
 @hookimpl

@@ -49,6 +49,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping, Protocol, runtime_checkable
 
+import attrs
+
 from xerj_core.errors import FormatError, PluginError
 from xerj_core.model import SourceDocument
 from xerj_core.plugins import collect_registrations
@@ -58,6 +60,7 @@ __all__ = [
     "FormatError",
     "SNIFF_BYTES",
     "collect_formats",
+    "decode_text",
     "decode_utf8",
     "parse_file",
     "sniff",
@@ -152,17 +155,53 @@ def parse_file(
         raise FormatError(f"format {fmt.name!r} failed: {type(exc).__name__}: {exc}", path=rel_path) from exc
 
 
-def decode_utf8(data: bytes, rel_path: str | None = None) -> str:
-    """``data`` as text (a UTF-8 BOM dropped, CRLF/CR made LF); ``FormatError`` naming the bad byte otherwise."""
+@attrs.frozen
+class Decoded:
+    """A file's text and the encoding it was read with (a Python codec name: ``utf-8``, ``cp1252``, ...)."""
+
+    text: str
+    encoding: str
+
+
+# Wide encodings put NUL bytes between ASCII letters; without their byte-order mark a file is not in one.
+_WIDE = ("utf_16", "utf_16_be", "utf_16_le", "utf_32", "utf_32_be", "utf_32_le")
+_WIDE_BOMS = (b"\xff\xfe", b"\xfe\xff")
+# When the detector scores several single-byte code pages alike (short notes often do: "café" reads the
+# same in a dozen), the Western Windows pages are the likeliest source of a note that is not UTF-8.
+_PREFERRED_ON_TIE = ("cp1252", "cp1250")
+
+
+def decode_text(data: bytes, rel_path: str | None = None) -> Decoded:
+    """``data`` as text: UTF-8 (a BOM dropped) when it is, else the encoding ``charset-normalizer`` detects.
+
+    CRLF/CR become LF. Only bytes no encoding reads raise ``FormatError``.
+    """
     try:
-        text = data.decode("utf-8-sig")
+        text, encoding = data.decode("utf-8-sig"), "utf-8"
     except UnicodeDecodeError as exc:
-        raise FormatError(
-            f"not valid UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}", path=rel_path
-        ) from None
+        text, encoding = _detect(data, rel_path, exc)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text
+    return Decoded(text, encoding)
+
+
+def _detect(data: bytes, rel_path: str | None, utf8_error: UnicodeDecodeError) -> tuple[str, str]:
+    import charset_normalizer
+
+    exclude = [] if data.startswith(_WIDE_BOMS) else list(_WIDE)
+    results = charset_normalizer.from_bytes(data, cp_exclusion=exclude)
+    best = results.best()
+    if best is None:
+        raise FormatError(f"undecodable: not UTF-8 (byte 0x{data[utf8_error.start]:02x} at offset "
+                          f"{utf8_error.start}) and no text encoding reads it", path=rel_path)
+    ties = {r.encoding: r for r in results if (r.chaos, r.coherence) == (best.chaos, best.coherence)}
+    chosen = next((ties[name] for name in _PREFERRED_ON_TIE if name in ties), best)
+    return str(chosen), chosen.encoding
+
+
+def decode_utf8(data: bytes, rel_path: str | None = None) -> str:
+    """The text of :func:`decode_text`, for a format that does not record the encoding."""
+    return decode_text(data, rel_path).text
 
 
 def extension(rel_path: str) -> str:

@@ -35,7 +35,7 @@ from xerj_core.autoindex.sink import (
     doc_ref,
     split_ref,
 )
-from xerj_core.autoindex.walk import FileEntry, Skipped, walk
+from xerj_core.autoindex.walk import UNREADABLE, FileEntry, Skipped, walk
 from xerj_core.errors import IllegalArgument
 from xerj_core.graph.brain import edge_id, node_id_problem, validate_brain_name
 from xerj_core.model import SourceDocument
@@ -53,7 +53,13 @@ POOL_MIN_FILES = 200
 
 @attrs.define
 class RunSummary:
-    """What a run did, as the closing summary (and ``--json``) reports it."""
+    """What a run did, as the closing summary (and ``--json``) reports it.
+
+    Every file the walk saw lands in exactly one of ``files_indexed``,
+    ``files_unchanged``, ``files_skipped`` (passed by, with a ``kind`` of reason)
+    and ``files_failed`` (should have been read and could not be), so
+    ``files_seen`` is their sum; ``files_removed`` counts files gone since last run.
+    """
 
     root: str
     brain: str
@@ -62,6 +68,7 @@ class RunSummary:
     files_indexed: int = 0
     files_unchanged: int = 0
     files_removed: int = 0
+    files_skipped: list[dict[str, str]] = attrs.field(factory=list)
     files_failed: list[dict[str, str]] = attrs.field(factory=list)
     documents: int = 0
     edges_by_type: dict[str, int] = attrs.field(factory=dict)
@@ -77,10 +84,29 @@ class RunSummary:
     def edges_written(self) -> int:
         return sum(self.edges_by_type.values())
 
+    @property
+    def skipped_by_kind(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for item in self.files_skipped:
+            counts[item["kind"]] = counts.get(item["kind"], 0) + 1
+        return dict(sorted(counts.items()))
+
+    def skip(self, path: str, kind: str, reason: str) -> None:
+        self.files_skipped.append({"path": path, "kind": kind, "reason": reason})
+
+    def fail(self, path: str, reason: str) -> None:
+        self.files_failed.append({"path": path, "reason": reason})
+
     def to_json(self) -> dict[str, Any]:
         body = attrs.asdict(self)
         body["edges_written"] = self.edges_written
+        body["skipped_by_kind"] = self.skipped_by_kind
         return body
+
+
+# The skip kind of a file no format reads (binaries, unknown extensions).
+NO_FORMAT = "no_format"
+NO_FORMAT_REASON = "no format reads this file"
 
 
 @attrs.frozen
@@ -90,6 +116,8 @@ class _Parsed:
     digest: str
 
 
+# ``progress(event, count)``: "total" once (the files the walk saw), then "files" as they are accounted for,
+# "documents" as they are written and "edges" once they are.
 Progress = Callable[[str, int], None]
 
 
@@ -143,14 +171,18 @@ def run(target: Any, folder: str | Path, *, brain: str | None = None, graph: boo
     prior = state.files
 
     entries: list[FileEntry] = []
+    passed: list[str] = []
     for item in walk(root):
         if isinstance(item, Skipped):
-            summary.files_failed.append({"path": item.rel_path, "reason": item.reason})
+            passed.append(item.rel_path)
+            if item.kind == UNREADABLE:
+                summary.fail(item.rel_path, item.reason)
+            else:
+                summary.skip(item.rel_path, item.kind, item.reason)
         else:
             entries.append(item)
-    summary.files_seen = len(entries)
-    # a file that fails to parse now was walked, so only what the walk skipped can hide a removal
-    seen_paths = {e.rel_path for e in entries} | {f["path"] for f in summary.files_failed}
+    # a file that fails to parse now was walked, so only what the walk passed by can hide a removal
+    seen_paths = {e.rel_path for e in entries} | set(passed)
     removed = sorted(path for path in prior if path not in seen_paths)
     summary.files_removed = len(removed)
 
@@ -159,11 +191,14 @@ def run(target: Any, folder: str | Path, *, brain: str | None = None, graph: boo
     for entry in entries:
         known = prior.get(entry.rel_path)
         if known is not None and known.mtime_ns == entry.mtime_ns and known.size == entry.size:
-            unchanged.append(entry)
+            if known.docs:
+                unchanged.append(entry)
+            else:  # remembered so it is not read again, and still accounted for
+                summary.skip(entry.rel_path, NO_FORMAT, NO_FORMAT_REASON)
         else:
             to_parse.append(entry)
-    summary.files_unchanged = len(unchanged)
-    progress("files", len(unchanged))
+    progress("total", len(entries) + len(passed))
+    progress("files", len(passed) + len(entries) - len(to_parse))
 
     detectors = collect_detectors(pm) if graph else {}
     tags = sorted(d.tag for d in detectors.values())
@@ -180,18 +215,22 @@ def run(target: Any, folder: str | Path, *, brain: str | None = None, graph: boo
         detection = _Detection(runner, changed_parses, unchanged, forced=forced) if may_detect else None
         changed = _write_documents(sink, brain_name, state.root_id, changed_parses, removed, prior, now_ms,
                                    summary, progress, detection)
-        summary.files_indexed = sum(1 for p in changed if p.docs)
         datasets = _datasets_after(prior, changed, removed, state.root_id)
         summary.datasets = datasets
         dirty = bool(changed or removed) or run_dirty or state.root != summary.root
         if detection is not None and detection.needed:
-            summary.files_failed.extend(detection.unchanged_failures())
+            for failure in detection.unchanged_failures():
+                summary.fail(failure["path"], failure["reason"])
             _detect_and_reconcile(sink, detection, brain_name, datasets, now_ms, summary, progress)
     finally:
         runner.close()
     if dirty:
         sink.finish(brain_name, RunFinish(root=summary.root, datasets=tuple(datasets), detectors=tuple(tags),
                                           finished_at=now_ms, root_id=state.root_id))
+    failed = {f["path"] for f in summary.files_failed}
+    summary.files_indexed = sum(1 for p in changed if p.docs)
+    summary.files_unchanged = sum(1 for e in unchanged if e.rel_path not in failed)
+    summary.files_seen = len(entries) + len(passed)
     summary.elapsed_s = round(time.perf_counter() - started, 3)
     return summary
 
@@ -389,8 +428,10 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, parses: Sequence
             detection.changed_parsed(future)
         for outcome in outcomes:
             if outcome.failure is not None:
-                summary.files_failed.append({"path": outcome.entry.rel_path, "reason": outcome.failure})
+                summary.fail(outcome.entry.rel_path, outcome.failure)
                 continue
+            if not outcome.docs:
+                summary.skip(outcome.entry.rel_path, NO_FORMAT, NO_FORMAT_REASON)
             # A file no format accepts is not part of the corpus, but it is remembered so it is not re-read.
             parsed = _Parsed(outcome.entry, outcome.docs, outcome.digest)
             changed.append(parsed)

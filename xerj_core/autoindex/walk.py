@@ -26,12 +26,23 @@ class FileEntry:
         return self.mtime_ns // 1_000_000
 
 
+# Why the walk passes a path by. Each is a column of the run's ``skipped`` account, except
+# UNREADABLE, which is a failure: the file or directory should have been read and could not be.
+TOO_LARGE = "too_large"
+SYMLINK_LOOP = "symlink_loop"
+BROKEN_SYMLINK = "broken_symlink"
+NOT_A_FILE = "not_a_regular_file"
+NAME_CLASH = "name_clash"
+UNREADABLE = "unreadable"
+
+
 @attrs.frozen
 class Skipped:
-    """A path the walk could not take, and why, for the run summary."""
+    """A path the walk could not take, why, and the kind of reason (one of the constants above)."""
 
     rel_path: str
     reason: str
+    kind: str = UNREADABLE
 
 
 def display_name(name: str) -> str:
@@ -66,7 +77,7 @@ def walk(root: Path) -> Iterator[FileEntry | Skipped]:
             continue
         key = (info.st_dev, info.st_ino)
         if key in visited:
-            yield Skipped(rel_dir, "symlink loop: this directory was already walked")
+            yield Skipped(rel_dir, "symlink loop: this directory was already walked", SYMLINK_LOOP)
             continue
         visited.add(key)
         try:
@@ -83,22 +94,25 @@ def walk(root: Path) -> Iterator[FileEntry | Skipped]:
             name = display_name(entry.name)
             rel = f"{rel_dir}/{name}" if rel_dir else name
             if name != entry.name and name in names:
-                yield Skipped(rel, "its name is not valid UTF-8, and its escaped form names another file here")
+                yield Skipped(rel, "its name is not valid UTF-8, and its escaped form names another file here",
+                              NAME_CLASH)
                 continue
             try:
                 if entry.is_dir():
                     subdirs.append((Path(entry.path), rel))
                     continue
                 if not entry.is_file():
-                    reason = "broken symbolic link" if entry.is_symlink() else "not a regular file"
-                    yield Skipped(rel, reason)
+                    if entry.is_symlink():
+                        yield Skipped(rel, "broken symbolic link", BROKEN_SYMLINK)
+                    else:
+                        yield Skipped(rel, "not a regular file", NOT_A_FILE)
                     continue
                 stat = entry.stat()
             except OSError as exc:
                 yield Skipped(rel, f"unreadable: {exc.strerror or exc}")
                 continue
             if stat.st_size > MAX_FILE_BYTES:
-                yield Skipped(rel, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+                yield Skipped(rel, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB", TOO_LARGE)
                 continue
             yield FileEntry(rel, Path(entry.path), stat.st_mtime_ns, stat.st_size)
         # Reversed onto the stack so directories come out in path order.

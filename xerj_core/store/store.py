@@ -221,6 +221,25 @@ class Store:
         with self.reader(index) as r:
             return r.get(doc_id)
 
+    def node_uuid(self) -> str:
+        """The data directory's identity: a uuid written into it the first time it is asked for, then kept."""
+        key = b"\x00node-uuid"
+        with self.read_txn() as raw:
+            found = raw.get(key, db=self.env.dbs["aux"])
+        if found is None:
+            import uuid
+
+            fresh = str(uuid.uuid4()).encode()
+
+            def put(txn: WriteTxn) -> bytes:
+                stored = txn.raw.get(key, db=txn.dbs["aux"])
+                if stored is None:
+                    txn.raw.put(key, fresh, db=txn.dbs["aux"])
+                return stored or fresh
+
+            found = self.transact(put)
+        return bytes(found).decode()
+
     def skipped_counts(self, index: str) -> dict[str, int]:
         """What ``index`` left unindexed for its length (see ``store.limits``): ``terms`` and ``keywords``."""
         with self.reader(index) as r:

@@ -11,11 +11,29 @@ from typing import Any
 
 import falcon
 
+from xerj_core import __version__
 from xerj_core.autoindex import wire
 from xerj_core.autoindex.sink import LocalSink
 from xerj_core.graph.brain import validate_brain_name
 from xerj_http.resources.common import send
 from xerj_http.targets import parse_file_batch, parse_run_finish
+
+
+class NodeIdentity:
+    """``GET /_xerj/node``: the data directory this server serves, so ``xerj brain`` attaches only to its own.
+
+    The uuid is stored in the data directory on first use and never changes, so
+    it names the directory wherever it is mounted; the path is for people.
+    """
+
+    ops = {"GET": ("node.info", "monitor")}
+
+    def __init__(self, engine: Any) -> None:
+        self.body = {"uuid": engine.store.node_uuid(), "data_dir": str(engine.data_dir.resolve()),
+                     "xerj_version": __version__}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        send(resp, self.body)
 
 
 class BrainState:

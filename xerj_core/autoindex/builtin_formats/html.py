@@ -8,8 +8,9 @@ The title is ``<title>``, else the first ``<h1>``, else the file name.
 ``offset`` being the UTF-8 byte offset in the text where the anchor's text
 starts, so the ``href`` detector can quote the line that holds the link.
 
-Bytes are read as UTF-8 unless a ``<meta charset>`` (or ``http-equiv``
-content type) in the first kilobytes names another codec.
+Bytes are read in the codec a ``<meta charset>`` (or ``http-equiv`` content
+type) in the first kilobytes names, else as UTF-8, else in the encoding
+detected (see ``decode_text``); the card's ``encoding`` says which.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import re
 from html.parser import HTMLParser
 
 from xerj_core.autoindex.builtin_formats._common import document
-from xerj_core.autoindex.formats import FormatError, decode_utf8, extension, file_name, stem
+from xerj_core.autoindex.formats import Decoded, FormatError, decode_text, extension, file_name, stem
 from xerj_core.hookspecs import hookimpl
 from xerj_core.model import SourceDocument
 
@@ -139,7 +140,7 @@ class _Extractor(HTMLParser):
         self.pending_space = collapsed[-1] == " "
 
 
-def _decode(data: bytes, rel_path: str) -> str:
+def _decode(data: bytes, rel_path: str) -> Decoded:
     declared = _CHARSET.search(data[:4096])
     if declared is not None:
         name = declared.group(1).decode("ascii", "replace").lower()
@@ -149,10 +150,10 @@ def _decode(data: bytes, rel_path: str) -> str:
             codec = "utf-8"
         if codec not in ("utf-8", "utf-8-sig"):
             try:
-                return data.decode(codec).replace("\r\n", "\n").replace("\r", "\n")
+                return Decoded(data.decode(codec).replace("\r\n", "\n").replace("\r", "\n"), codec)
             except UnicodeDecodeError as exc:
                 raise FormatError(f"not valid {name} (as declared): byte at offset {exc.start}", path=rel_path) from None
-    return decode_utf8(data, rel_path)
+    return decode_text(data, rel_path)
 
 
 def extract(markup: str) -> tuple[str, str, str, list[dict[str, object]]]:
@@ -190,7 +191,8 @@ class HtmlFormat:
         return extension(rel_path) == "" and (start.startswith(b"<!doctype html") or start.startswith(b"<html"))
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
-        title, h1, text, links = extract(_decode(data, rel_path))
+        decoded = _decode(data, rel_path)
+        title, h1, text, links = extract(decoded.text)
         return [
             document(
                 self,
@@ -203,6 +205,7 @@ class HtmlFormat:
                 kind="file",
                 ordinal=0,
                 links=links,
+                encoding=decoded.encoding,
             )
         ]
 

@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from xerj_core.autoindex.builtin_formats._common import Anchors, document
-from xerj_core.autoindex.formats import decode_utf8, extension, stem
+from xerj_core.autoindex.formats import decode_text, extension, stem
 from xerj_core.hookspecs import hookimpl
 from xerj_core.model import SourceDocument
 
@@ -127,8 +127,8 @@ class MarkdownFormat:
         return extension(rel_path) in EXTENSIONS
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
-        text = decode_utf8(data, rel_path)
-        meta, body = split_front_matter(text)
+        decoded = decode_text(data, rel_path)
+        meta, body = split_front_matter(decoded.text)
         found = headings(body)
         title = str(meta.get("title") or "").strip()
         if not title:
@@ -146,6 +146,7 @@ class MarkdownFormat:
             aliases=_string_list(meta.get("aliases", meta.get("alias"))) or None,
             tags=_string_list(meta.get("tags", meta.get("tag"))) or None,
             ordinal=0,
+            encoding=decoded.encoding,
         )
         docs = [card]
         anchors = Anchors()

@@ -8,7 +8,7 @@ extension whose first bytes hold no NUL and decode as UTF-8 (``README``,
 from __future__ import annotations
 
 from xerj_core.autoindex.builtin_formats._common import document
-from xerj_core.autoindex.formats import decode_utf8, extension, file_name
+from xerj_core.autoindex.formats import decode_text, extension, file_name
 from xerj_core.hookspecs import hookimpl
 from xerj_core.model import SourceDocument
 
@@ -40,7 +40,7 @@ class TextFormat:
         return ext == "" and not file_name(rel_path).startswith(".") and looks_like_text(head)
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
-        text = decode_utf8(data, rel_path)
+        decoded = decode_text(data, rel_path)
         return [
             document(
                 self,
@@ -48,10 +48,11 @@ class TextFormat:
                 mtime_ms,
                 doc_id=rel_path,
                 title=file_name(rel_path),
-                text=text.strip(),
+                text=decoded.text.strip(),
                 section="",
                 kind="file",
                 ordinal=0,
+                encoding=decoded.encoding,
             )
         ]
 
