@@ -227,3 +227,46 @@ def test_serve_options_and_defaults():
     assert options["data_dir"].default() == platformdirs.user_data_dir("xerj")
     assert options["workers"].default() == len(os.sched_getaffinity(0))
     assert {"insecure", "allow_cleartext_bind"} <= set(options)
+
+
+def test_a_port_in_use_is_one_clear_line_and_exit_2(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        done = subprocess.run([*SERVE, "--data-dir", str(tmp_path / "d"), "--port", str(port), "--insecure"],
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"xerj serve: 127.0.0.1:{port} is in use by another process; choose another --port (or stop that process)"]
+    assert "serving" not in done.stdout + done.stderr and time.monotonic() - started < 20
+
+
+def test_the_access_log_records_each_request_in_common_log_format(tmp_path):
+    log = tmp_path / "access.log"
+    port = free_port()
+    proc = subprocess.Popen([*SERVE, "--data-dir", str(tmp_path / "d"), "--port", str(port), "--workers", "1",
+                             "--insecure", "--access-log", str(log)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if request(port, "GET", "/", timeout=2)[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+        assert request(port, "GET", "/nope/_doc/1")[0] == 404
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    lines = log.read_text().splitlines()
+    import re
+
+    clf = re.compile(r'^127\.0\.0\.1 - - \[[^\]]+\] "(GET|HEAD) (\S+) HTTP/1\.1" (\d{3}) (\d+|-)$')
+    parsed = [clf.match(line) for line in lines]
+    assert all(parsed), lines
+    assert ("/nope/_doc/1", "404") in {(m.group(2), m.group(3)) for m in parsed}

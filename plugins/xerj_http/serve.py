@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import socket
@@ -38,6 +39,29 @@ def bind_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
+# gunicorn's access log in the common log format: host, identity, user, time, request line, status, bytes.
+COMMON_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s'
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port``, handed to gunicorn, so a port in use is found before anything starts.
+
+    Raises OSError (``EADDRINUSE`` and friends) from ``bind``; binding here
+    rather than in gunicorn's arbiter leaves no window for another process to
+    take the port between the check and the serve.
+    """
+    infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    family, kind, proto, _name, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def _gunicorn_application(options: dict[str, Any], load: Callable[[], Any]):
     from gunicorn.app.base import BaseApplication
 
@@ -55,11 +79,14 @@ def _gunicorn_application(options: dict[str, Any], load: Callable[[], Any]):
 
 
 def run_server(app_factory: Callable[[], tuple[Any, Callable[[], None]]], *, host: str, port: int, workers: int,
-               extra: dict[str, Any] | None = None) -> None:
+               extra: dict[str, Any] | None = None, listener: socket.socket | None = None,
+               access_log: str | None = None) -> None:
     """Serve the WSGI app ``app_factory()`` builds (in each worker) under gunicorn sync workers.
 
     ``app_factory`` returns ``(app, close)``; ``close`` runs when the worker exits.
     SIGTERM is gunicorn's graceful shutdown: workers finish their request and exit.
+    ``listener`` is a socket already bound (see :func:`bind_listener`); gunicorn
+    takes it over. ``access_log`` is a file, or ``-`` for stdout, in the common log format.
     """
     closers: list[Callable[[], None]] = []
 
@@ -73,13 +100,14 @@ def run_server(app_factory: Callable[[], tuple[Any, Callable[[], None]]], *, hos
             closers.pop()()
 
     options = {
-        "bind": [bind_address(host, port)],
+        "bind": [f"fd://{listener.detach()}"] if listener is not None else [bind_address(host, port)],
         "workers": workers,
         "worker_class": "sync",
         "preload_app": False,  # the Engine (an LMDB handle) must be opened after the fork
         "graceful_timeout": 10,
         "timeout": 60,
-        "accesslog": None,
+        "accesslog": access_log,
+        "access_log_format": COMMON_LOG_FORMAT,
         "loglevel": "warning",
         "proc_name": "xerj",
         "worker_exit": lambda server, worker: on_exit(),
@@ -141,9 +169,11 @@ def prepare_admin_key(data_dir: Path) -> Path:
               help="Embedder id new memory namespaces get (default: the best installed; see `xerj models list`).")
 @model_cache_option
 @offline_option
+@click.option("--access-log", default=None, metavar="FILE|-",
+              help="Log every request in the common log format to FILE, or to stdout with '-'.")
 def serve_command(data_dir: Path, host: str, port: int, workers: int, insecure: bool,
                   allow_cleartext_bind: bool, embedder: str | None, model_cache: Path | None,
-                  offline: bool) -> None:
+                  offline: bool, access_log: str | None) -> None:
     """Serve the HTTP API (Elasticsearch-compatible routes, /_graph, /_memory) under gunicorn."""
     if not is_loopback(host) and not allow_cleartext_bind:
         raise click.UsageError(
@@ -151,6 +181,14 @@ def serve_command(data_dir: Path, host: str, port: int, workers: int, insecure: 
             f"and writes every index. Bind 127.0.0.1, or pass --allow-cleartext-bind to accept that.")
     config = _engine_config(embedder, model_cache, offline)
     data_dir = Path(data_dir).expanduser()
+    try:
+        listener = bind_listener(host, port)
+    except OSError as exc:
+        what = "is in use by another process" if exc.errno == errno.EADDRINUSE else f"cannot be bound: {exc.strerror or exc}"
+        click.echo(f"xerj serve: {bind_address(host, port)} {what}; choose another --port (or stop that process)",
+                   err=True)
+        sys.exit(2)
+    port = listener.getsockname()[1]  # the port given, or the one chosen for --port 0
     data_dir.mkdir(parents=True, exist_ok=True)
     if insecure:
         click.echo("xerj: running in OPEN MODE (--insecure): no credential is checked and every caller is a "
@@ -178,4 +216,4 @@ def serve_command(data_dir: Path, host: str, port: int, workers: int, insecure: 
         return app, close
 
     sys.stdout.flush()
-    run_server(app_factory, host=host, port=port, workers=workers)
+    run_server(app_factory, host=host, port=port, workers=workers, listener=listener, access_log=access_log)
