@@ -41,7 +41,8 @@ class RunProgress:
             if event == "files":
                 self._bar.update(count)
             self._bar.set_postfix(documents=self.counts["documents"], edges=self.counts["edges"], refresh=False)
-        elif not self.terminal and event == "files" and self.counts["files"] >= self._next_line:
+        elif not self.terminal and event == "files" and self.counts["files"] >= self._next_line \
+                and self.counts["files"] != self.total:  # the last line is close()'s
             self._next_line = (self.counts["files"] // self.every + 1) * self.every
             self.stream.write(self.line() + "\n")
             self.stream.flush()
