@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -82,13 +83,15 @@ def test_json_lists_skipped_and_failed_and_failures_exit_1(tmp_path, messy):
     assert "3 skipped (broken symlink 1, no format 2)" in text.stdout and "failed junk.txt" in text.stdout
 
 
-def test_piped_progress_prints_a_line_per_n_files_with_total_and_rate(engine, tmp_path):
-    import io
-
-    folder = tmp_path / "many"
+def notes(folder: Path, count: int) -> Path:
     folder.mkdir()
-    for n in range(300):
+    for n in range(count):
         (folder / f"n{n:03}.md").write_text(f"# Note {n}\n")
+    return folder
+
+
+def test_piped_progress_prints_a_line_per_n_files_with_total_and_rate(engine, tmp_path):
+    folder = notes(tmp_path / "many", 300)
     stream = io.StringIO()
     progress = RunProgress(stream, terminal=False, every=100)
     run(engine, folder, progress=progress, workers=1)
@@ -100,12 +103,7 @@ def test_piped_progress_prints_a_line_per_n_files_with_total_and_rate(engine, tm
 
 
 def test_terminal_progress_is_a_bar_with_total_rate_and_eta(engine, tmp_path):
-    import io
-
-    folder = tmp_path / "few"
-    folder.mkdir()
-    for n in range(5):
-        (folder / f"n{n}.md").write_text(f"# Note {n}\n")
+    folder = notes(tmp_path / "few", 5)
     stream = io.StringIO()
     progress = RunProgress(stream, terminal=True, min_interval=0)
     run(engine, folder, progress=progress)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -140,48 +141,50 @@ def test_autoindex_watch_stops_on_sigterm(tmp_path):
     assert proc.returncode == 0 and "stopped" in output
 
 
-def serve(data: Path, port: int) -> subprocess.Popen:
+@contextlib.contextmanager
+def serving(data: Path):
+    """A one-worker server on ``data``, its port yielded, stopped on the way out."""
+    port = free_port()
     proc = subprocess.Popen([*XERJ, "serve", "--data-dir", str(data), "--port", str(port), "--workers", "1",
                              "--insecure"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(lambda: get_json(f"http://127.0.0.1:{port}/_xerj/node"))
-    return proc
+    try:
+        wait_for(lambda: get_json(f"http://127.0.0.1:{port}/_xerj/node"))
+        yield port
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def xerj_brain(notes: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*XERJ, "brain", str(notes), *args], capture_output=True, text=True, timeout=60)
+
+
+def printed_ego_url(stdout: str) -> str:
+    return next(line.split()[-1] for line in stdout.splitlines() if line.strip().startswith("ego:"))
 
 
 def test_xerj_brain_refuses_a_server_of_another_data_dir_and_uses_url(tmp_path):
     notes = tmp_path / "notes"
     make_notes(notes)
-    port = free_port()
-    server = serve(tmp_path / "theirs", port)
-    try:
-        refused = subprocess.run([*XERJ, "brain", str(notes), "--data-dir", str(tmp_path / "mine"),
-                                  "--port", str(port)], capture_output=True, text=True, timeout=60)
+    with serving(tmp_path / "theirs") as port:
+        refused = xerj_brain(notes, "--data-dir", str(tmp_path / "mine"), "--port", str(port))
         assert refused.returncode == 2, refused.stdout + refused.stderr
         assert f"serves {(tmp_path / 'theirs').resolve()}" in refused.stderr and "--url" in refused.stderr
         assert get_json(f"http://127.0.0.1:{port}/_graph/notes/overview") is None  # nothing was written there
         url = f"http://127.0.0.1:{port}"
-        used = subprocess.run([*XERJ, "brain", str(notes), "--url", url], capture_output=True, text=True, timeout=60)
+        used = xerj_brain(notes, "--url", url)
         assert used.returncode == 0, used.stderr
-        ego_url = next(line.split()[-1] for line in used.stdout.splitlines() if line.strip().startswith("ego:"))
+        ego_url = printed_ego_url(used.stdout)
         assert "<" not in ego_url
         ego = get_json(ego_url)
         assert ego["edges"] and ego["seeds"] == ["beta.md"]
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
 
 
 def test_xerj_brain_attaches_to_a_server_of_its_own_data_dir(tmp_path):
     notes = tmp_path / "notes"
     make_notes(notes)
-    port = free_port()
-    server = serve(tmp_path / "data", port)
-    try:
-        attached = subprocess.run([*XERJ, "brain", str(notes), "--data-dir", str(tmp_path / "data"),
-                                   "--port", str(port)], capture_output=True, text=True, timeout=60)
+    with serving(tmp_path / "data") as port:
+        attached = xerj_brain(notes, "--data-dir", str(tmp_path / "data"), "--port", str(port))
         assert attached.returncode == 0, attached.stderr
         assert "attached to the server already running" in attached.stdout
-        ego_url = next(line.split()[-1] for line in attached.stdout.splitlines() if line.strip().startswith("ego:"))
-        assert any(e["dst"] == "beta.md" for e in get_json(ego_url)["edges"])
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
+        assert any(e["dst"] == "beta.md" for e in get_json(printed_ego_url(attached.stdout))["edges"])

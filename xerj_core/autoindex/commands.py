@@ -50,6 +50,8 @@ def _print_summary(summary, as_json: bool) -> None:
         click.echo(f"  edges written: {s.edges_written} ({by_type})")
         click.echo(f"  edges_capped: {s.edges_capped}   invalidated by reconcile: {s.edges_invalidated}   "
                    f"suppressed by a person's rejection: {s.claims_suppressed}")
+        if s.edges_too_long:
+            click.echo(f"  edges left out for a node id too long to index: {s.edges_too_long}")
     for failure in s.files_failed:
         click.echo(f"  ! failed {failure['path']}: {failure['reason']}")
     if s.files_skipped:
