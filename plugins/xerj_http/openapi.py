@@ -190,6 +190,8 @@ SCHEMAS: dict[str, Any] = {
                       required=["root", "datasets", "detectors", "finished_at"], extra=False),
     "RunFinishResult": _obj({"brain": STRING, "acknowledged": BOOL, "datasets": STRINGS},
                             required=["brain", "acknowledged"]),
+    "IndexStats": _obj({"_shards": ANY_OBJECT, "_all": ANY_OBJECT, "indices": ANY_OBJECT},
+                       required=["_shards", "_all", "indices"]),
     "NodeIdentity": _obj({"uuid": STRING, "data_dir": STRING, "xerj_version": STRING},
                          required=["uuid", "data_dir", "xerj_version"]),
     # -- agent memory
@@ -354,6 +356,10 @@ def paths() -> dict[str, Any]:
                       params=[path("index"), IGNORE_UNAVAILABLE, EXPAND]),
             "head": op("Whether indices exist", {"200": EMPTY, "404": EMPTY}, params=[path("index")]),
             "delete": op("Delete indices", ok("Acknowledged"), params=[path("index"), IGNORE_UNAVAILABLE]),
+        },
+        "/{index}/_stats": {
+            "get": op("Document counts, and the terms and keyword values left unindexed for their length",
+                      ok("IndexStats"), params=[path("index"), IGNORE_UNAVAILABLE, EXPAND]),
         },
         "/{index}/_mapping": {
             "get": op("Get mappings", ok("Mappings"), params=[path("index"), EXPAND]),

@@ -22,6 +22,7 @@ ROUTES: list[tuple[str, Any]] = [
     # ES-compatible index and document routes
     ("/{index}", indices.Index),
     ("/{index}/_mapping", indices.IndexMapping),
+    ("/{index}/_stats", indices.IndexStats),
     ("/{index}/_doc", documents.DocAutoId),
     ("/{index}/_doc/{id}", documents.Doc),
     ("/{index}/_create/{id}", documents.DocCreate),

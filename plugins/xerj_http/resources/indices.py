@@ -1,4 +1,4 @@
-"""Index routes: ``PUT|GET|HEAD|DELETE /{index}`` and ``GET|PUT /{index}/_mapping``."""
+"""Index routes: ``PUT|GET|HEAD|DELETE /{index}``, ``GET|PUT /{index}/_mapping`` and ``GET /{index}/_stats``."""
 
 from __future__ import annotations
 
@@ -90,3 +90,34 @@ class IndexMapping:
         send(resp, {"acknowledged": True})
 
     on_post = on_put
+
+
+class IndexStats:
+    """``GET /{index}/_stats``: document counts in Elasticsearch's shape, plus what was left unindexed.
+
+    ``not_indexed`` counts the text terms and keyword values each index left out
+    for their length (``xerj_core.store.limits``); they stay in ``_source``.
+    """
+
+    ops = {"GET": ("indices.stats", "monitor")}
+
+    def __init__(self, engine: Any) -> None:
+        self.store = engine.store
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, index: str) -> None:
+        names = resolve_indices(self.store, index, ignore_unavailable=bool_param(req, "ignore_unavailable"),
+                                expand_wildcards=req.get_param("expand_wildcards") or "open")
+        indices: dict[str, Any] = {}
+        total = {"docs": {"count": 0, "deleted": 0}, "not_indexed": {"terms_too_long": 0, "keyword_values": 0}}
+        for name in names:
+            info = self.store.index_info(name)
+            skipped = self.store.skipped_counts(name)
+            stats = {"docs": {"count": info.doc_count, "deleted": info.deleted_rows},
+                     "not_indexed": {"terms_too_long": skipped["terms"], "keyword_values": skipped["keywords"]}}
+            indices[name] = {"uuid": info.uuid, "health": "green", "status": "open", "primaries": stats,
+                             "total": stats}
+            for group, counts in stats.items():
+                for key, value in counts.items():
+                    total[group][key] += value
+        send(resp, {"_shards": {"total": len(names), "successful": len(names), "failed": 0},
+                    "_all": {"primaries": total, "total": total}, "indices": indices})
