@@ -188,3 +188,14 @@ def test_xerj_brain_attaches_to_a_server_of_its_own_data_dir(tmp_path):
         assert attached.returncode == 0, attached.stderr
         assert "attached to the server already running" in attached.stdout
         assert any(e["dst"] == "beta.md" for e in get_json(printed_ego_url(attached.stdout))["edges"])
+
+
+def test_xerj_brain_refuses_a_port_taken_by_something_else(tmp_path):
+    notes = tmp_path / "notes"
+    make_notes(notes)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        refused = xerj_brain(notes, "--data-dir", str(tmp_path / "data"), "--port", str(taken.getsockname()[1]))
+    assert refused.returncode == 2 and "is taken by something that is not an HTTP server" in refused.stderr
+    assert "is ready" not in refused.stdout  # refused before indexing

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import signal
@@ -233,7 +234,7 @@ def _probe(base: str, api_key: str | None) -> dict[str, Any] | None:
         if "xerj" in banner:
             return {"xerj": True, "node": None}
         return {"xerj": False, "what": f"an HTTP server that is not xerj (GET /_xerj/node answered {exc.code})"}
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):
         pass
     try:
         host, port = urllib.parse.urlsplit(base).hostname, urllib.parse.urlsplit(base).port
