@@ -32,6 +32,8 @@ DATASET_MAPPING = {
         "kind": {"type": "keyword"},
         "mtime": {"type": "date", "format": "epoch_millis"},
         "format": {"type": "keyword"},
+        # the text encoding a file was read with (formats.decode_text); a keyword, not dynamic text
+        "encoding": {"type": "keyword"},
     }
 }
 FILES_MAPPING = {
