@@ -106,15 +106,22 @@ def test_a_folder_with_a_long_token_indexes_completely(tmp_path, engine):
     folder.mkdir()
     (folder / "long.md").write_text(f"# Long\n\nA file holding {LONG_TOKEN} and the word pumpernickel.\n")
     (folder / "other.txt").write_text("a line of " + "z" * 508 + " and a word quarkbread\n")
+    # a 40 kB tag (a dynamic keyword) and a 40 kB heading (the mapped `section` keyword, and an anchor)
+    (folder / "huge.md").write_text(f"---\ntags: [{KEYWORD_40K}]\n---\n# {'h' * 40_000} wholemeal\n\nrye\n")
     for n in range(10):
         (folder / f"n{n}.md").write_text(f"# Note {n}\n\nordinary note {n}\n")
     summary = run(engine, folder)
-    assert summary.files_failed == [] and summary.files_indexed == 12
+    assert summary.files_failed == [] and summary.files_indexed == 13
     index = summary.datasets[0]
     hits = engine.search.search(index, {"query": {"match": {"text": "pumpernickel"}}})["hits"]["hits"]
     assert {h["_source"]["ax_path"] for h in hits} == {"long.md"}
     hits = engine.search.search(index, {"query": {"match": {"text": "quarkbread"}}})["hits"]["hits"]
     assert {h["_source"]["ax_path"] for h in hits} == {"other.txt"}
+    hits = engine.search.search(index, {"query": {"match": {"text": "wholemeal"}}})["hits"]["hits"]
+    assert {h["_source"]["ax_path"] for h in hits} == {"huge.md"}
+    assert hits[0]["_source"]["section"] == f"{'h' * 40_000} wholemeal"
+    card = engine.store.get(index, "huge.md")[0]
+    assert card["tags"] == [KEYWORD_40K]
 
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX file names are bytes")
