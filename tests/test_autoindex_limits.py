@@ -90,15 +90,20 @@ def test_a_node_id_too_long_for_a_hop_is_a_clear_400(client):  # noqa: F811
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(value=st.text(min_size=0, max_size=700), field=st.text(min_size=1, max_size=80))
-def test_no_string_a_document_carries_makes_a_write_raise(engine, value, field):
-    """Any text value, under any field name, is either stored or refused with a XerjError (a 4xx), never LMDB."""
+@given(value=st.text(min_size=0, max_size=700), field=st.text(min_size=1, max_size=80),
+       doc_id=st.text(min_size=1, max_size=200) | st.text(min_size=500, max_size=700))
+def test_no_string_a_document_carries_makes_a_write_raise(engine, value, field, doc_id):
+    """Any text value, field name or id is either stored or refused with a XerjError (a 4xx), never LMDB."""
     from xerj_core.errors import XerjError
 
-    try:
-        engine.store.put("fuzz", {field: value, "k": value})
-    except XerjError as exc:
-        assert exc.status < 500
+    for write in (lambda: engine.store.put("fuzz", {field: value, "k": value}, doc_id),
+                  lambda: engine.store.get("fuzz", doc_id),
+                  lambda: engine.search.search("fuzz", {"query": {"term": {"k": value}}}),
+                  lambda: engine.search.search("fuzz", {"query": {"match": {"k": value}}})):
+        try:
+            write()
+        except XerjError as exc:
+            assert exc.status < 500
 
 
 def test_a_folder_with_a_long_token_indexes_completely(tmp_path, engine):
