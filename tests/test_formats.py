@@ -555,6 +555,12 @@ def test_collect_formats_refuses_duplicates_and_bad_names():
 
     with pytest.raises(PluginError, match="plugin_0.*dataset"):
         collect_formats(_pm_with(Shouting()))
+
+    class Long(text.TextFormat):
+        dataset = "a" * 201  # with a root id appended, longer than an index name may be
+
+    with pytest.raises(PluginError, match="at most 200 characters"):
+        collect_formats(_pm_with(Long()))
     with pytest.raises(PluginError, match="not a Format"):
         collect_formats(_pm_with(object()))
 

@@ -69,6 +69,8 @@ __all__ = [
 SNIFF_BYTES = 1024
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.\-]*")
+# A dataset becomes an index name with the root id appended (``ax-notes-1a2b3c4d``); index names hold 255 bytes.
+MAX_DATASET_CHARS = 200
 
 
 @runtime_checkable
@@ -101,10 +103,11 @@ def collect_formats(pm) -> dict[str, Format]:
             raise PluginError(f"plugin {plugin!r} registered {fmt!r}, which is not a Format")
         for attr in ("name", "dataset"):
             value = getattr(fmt, attr)
-            if not isinstance(value, str) or not _NAME.fullmatch(value):
+            if not isinstance(value, str) or not _NAME.fullmatch(value) or len(value) > MAX_DATASET_CHARS:
                 raise PluginError(
                     f"plugin {plugin!r} registered a format with {attr} {value!r}; "
-                    "expected lowercase [a-z0-9_.-], starting with a letter or digit"
+                    f"expected lowercase [a-z0-9_.-], starting with a letter or digit, at most "
+                    f"{MAX_DATASET_CHARS} characters"
                 )
         priority = getattr(fmt, "priority", 0)
         if not isinstance(priority, int) or isinstance(priority, bool):
