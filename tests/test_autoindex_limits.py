@@ -129,6 +129,21 @@ def test_a_folder_with_a_long_token_indexes_completely(tmp_path, engine):
     assert card["tags"] == [KEYWORD_40K]
 
 
+def test_deep_paths_are_accounted_not_a_crash(tmp_path, engine):
+    folder = tmp_path / "vault"
+    deep = folder / "/".join(["d" * 60] * 7)  # a 427-byte directory path
+    deep.mkdir(parents=True)
+    (deep / "note.md").write_text("# Deep\n\nspelt\n")
+    (deep / ("b" * 100 + ".bin")).write_bytes(bytes(range(256)))
+    (deep / ("n" * 100 + ".md")).write_text("# Deeper\n\nemmer\n")
+    summary = run(engine, folder, brain="b" * 150)
+    assert summary.files_seen == 3 and summary.files_indexed == 1
+    assert [f["kind"] for f in summary.files_skipped] == ["no_format"]
+    assert ["a document id is" in f["reason"] for f in summary.files_failed] == [True]
+    again = run(engine, folder, brain="b" * 150)
+    assert again.files_unchanged == 1 and len(again.files_skipped) == 1 and again.files_indexed == 0
+
+
 @pytest.mark.skipif(os.name != "posix", reason="POSIX file names are bytes")
 def test_a_file_name_that_is_not_utf8_is_indexed_under_an_escaped_id(tmp_path, engine):
     folder = tmp_path / "vault"

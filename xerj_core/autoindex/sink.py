@@ -18,6 +18,7 @@ from xerj_core.errors import IndexNotFound
 from xerj_core.graph.brain import edges_index
 from xerj_core.graph.standing import standing_edge_ids
 from xerj_core.model import EdgeDraft
+from xerj_core.store.limits import MAX_ID_BYTES
 
 # Where a run remembers each file it indexed (mtime, size, hash, the documents it produced).
 FILES_INDEX = ".xerj-autoindex-files"
@@ -93,7 +94,15 @@ def dataset_index(dataset: str, root_id: str) -> str:
 
 
 def file_state_id(brain: str, rel_path: str) -> str:
-    return f"{brain}/{rel_path}"
+    """The id of a file's state: ``brain/path``, or a hash of the path where that would pass the id limit.
+
+    (A path never holds a NUL, so the hashed form names no real path.) States are
+    read back by their ``ax_path`` field, so both forms load alike.
+    """
+    plain = f"{brain}/{rel_path}"
+    if len(plain.encode()) <= MAX_ID_BYTES:
+        return plain
+    return f"{brain}/\x00path:{xxhash.xxh3_128_hexdigest(rel_path.encode())}"
 
 
 def run_state_id(brain: str) -> str:
