@@ -1,4 +1,4 @@
-"""No input a document can carry makes a write raise from LMDB: long terms, keyword values, ids, node ids, file names."""
+"""No input a document carries makes a write raise from LMDB: long terms, keyword values, ids, node ids, names."""
 
 from __future__ import annotations
 

@@ -184,7 +184,8 @@ def serve_command(data_dir: Path, host: str, port: int, workers: int, insecure: 
     try:
         listener = bind_listener(host, port)
     except OSError as exc:
-        what = "is in use by another process" if exc.errno == errno.EADDRINUSE else f"cannot be bound: {exc.strerror or exc}"
+        in_use = exc.errno == errno.EADDRINUSE
+        what = "is in use by another process" if in_use else f"cannot be bound: {exc.strerror or exc}"
         click.echo(f"xerj serve: {bind_address(host, port)} {what}; choose another --port (or stop that process)",
                    err=True)
         sys.exit(2)

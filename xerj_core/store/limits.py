@@ -72,5 +72,5 @@ def check_field_paths(paths: Iterable[str]) -> None:
                                      f"[{MAX_FIELD_BYTES}] bytes")
 
 
-__all__ = ["MAX_FIELD_BYTES", "MAX_ID_BYTES", "MAX_TERM_BYTES", "check_field_paths", "indexable_terms", "keyword_indexed",
-           "keyword_room", "term_fits"]
+__all__ = ["MAX_FIELD_BYTES", "MAX_ID_BYTES", "MAX_TERM_BYTES", "check_field_paths", "indexable_terms",
+           "keyword_indexed", "keyword_room", "term_fits"]
