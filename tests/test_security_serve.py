@@ -99,12 +99,14 @@ DOORS = [
     # the machine writer's graph routes
     ("GET", "/_graph/{who}/_standing", None),
     ("POST", "/_graph/{who}/_invalidate", {"edge_ids": ["0" * 32], "at": 1}),
-    # the five memory routes (drop is tried last, in its own test)
+    # the memory routes (drop is tried last, in its own test)
     ("POST", "/_memory/{who}", {"text": "another"}),
     ("GET", "/_memory/{who}", None),
     ("POST", "/_memory/{who}/_recall", {"query": "secret remembered"}),
     ("POST", "/_memory/{who}/_recall", {"query": "secret", "graph": {"mode": "blend"}}),
     ("DELETE", "/_memory/{who}/{memory}", None),
+    ("PUT", "/_memory/{who}", None),
+    ("POST", "/_memory/{who}/_reembed", {"embedder": "lexical-feature-hash"}),
     # _doc get, put, delete, head; _source; _update; _create
     ("GET", "/{edges}/_doc/{edge}", None),
     ("GET", "/{nodes}/_doc/{who}-note-1", None),
