@@ -10,11 +10,13 @@ from Lucene: statistics count live documents only (Lucene keeps deleted ones
 until a merge), and ``dl`` is exact rather than a one-byte quantised norm, so
 scores reflect every committed write exactly.
 
-Speed: sealed segments' postings are decoded once per process by the store;
-field statistics (and the per-row length normalisation) are memoised per index
-generation; each term's per-row weights are computed once per generation and
-kept in a bounded cache; a query is then a scatter or a ``bincount`` and a
-block-pruned top-k, with no per-document Python.
+Speed: each queried term's postings over the sealed segments, with the field
+length of every posting, are kept in a bounded cache until the next seal;
+statistics are sums kept per sealed segment, so a write costs only the tail
+and the dead rows, never a pass over every row. Per generation, each term's
+weights are five vectorised operations over those arrays (cached until the
+next write), and a query is a ``bincount`` and a top-k that skips every block
+of rows whose best score cannot enter (:func:`~xerj_core.query.ranking.top_k`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Iterable, Sequence
 import attrs
 import numpy as np
 
+from xerj_core.arrays import member
 from xerj_core.errors import IllegalArgument
 from xerj_core.query.ranking import Ranked, select_top, top_k
 from xerj_core.store.columns import KIND_LEN, column_kind
@@ -36,6 +39,9 @@ K1 = 1.2
 B = 0.75
 # Budget of the per-generation term-weight cache of one field (rows int64 + weights float64).
 TERM_CACHE_BYTES = 96 << 20
+# Budget of one field's cache of pruning-ready postings over the sealed segments.
+SEALED_CACHE_BYTES = 64 << 20
+_MISSING = object()
 
 
 @attrs.frozen
@@ -44,37 +50,78 @@ class FieldStats:
 
     doc_count: int  # live documents with at least one token in the field (Lucene's docCount)
     avgdl: float  # mean token count over those documents
-    norm: np.ndarray  # per row: k1 * (1 - b + b * dl / avgdl), float64
+
+    @property
+    def base(self) -> float:
+        """The length normalisation's constant part, ``k1 * (1 - b)``."""
+        return K1 * (1.0 - B)
+
+    @property
+    def slope(self) -> float:
+        """The length normalisation's per-token part, ``k1 * b / avgdl``."""
+        return K1 * B / self.avgdl
 
 
-class _TermCache:
-    """Least-recently-used per-term ``(rows, weights)`` of one field, bounded in bytes."""
+class _LRU:
+    """Least-recently-used values by key, bounded in bytes (each value's ``nbytes``; None costs nothing)."""
 
-    def __init__(self, budget: int = TERM_CACHE_BYTES) -> None:
+    def __init__(self, budget: int) -> None:
         self.budget = budget
         self.used = 0
-        self.entries: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self.entries: OrderedDict[str, object] = OrderedDict()
         self.lock = threading.Lock()
 
-    def get(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+    def get(self, key: str, default: object = None) -> object:
         with self.lock:
-            found = self.entries.get(term)
-            if found is not None:
-                self.entries.move_to_end(term)
+            found = self.entries.get(key, _MISSING)
+            if found is _MISSING:
+                return default
+            self.entries.move_to_end(key)
             return found
 
-    def put(self, term: str, value: tuple[np.ndarray, np.ndarray]) -> None:
-        size = value[0].nbytes + value[1].nbytes
+    def put(self, key: str, value: object) -> None:
+        size = _size(value)
         if size > self.budget // 4:
             return
         with self.lock:
-            if term in self.entries:
+            if key in self.entries:
                 return
-            self.entries[term] = value
+            self.entries[key] = value
             self.used += size
             while self.used > self.budget and self.entries:
-                _, (rows, weights) = self.entries.popitem(last=False)
-                self.used -= rows.nbytes + weights.nbytes
+                _, old = self.entries.popitem(last=False)
+                self.used -= _size(old)
+
+
+def _size(value: object) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, tuple):
+        return sum(v.nbytes for v in value)
+    return value.nbytes  # type: ignore[attr-defined]
+
+
+class TermPart:
+    """One part's postings of one term: ``rows`` (absolute, ascending), the term frequency ``tf`` and the
+    field length ``dl`` of each, everything a weight needs besides the generation's statistics."""
+
+    __slots__ = ("rows", "tf", "dl", "nbytes")
+
+    def __init__(self, rows: np.ndarray, tf: np.ndarray, dl: np.ndarray) -> None:
+        self.rows = rows
+        self.tf = tf.astype(np.float32, copy=False)
+        self.dl = dl.astype(np.float32, copy=False)
+        self.nbytes = rows.nbytes + self.tf.nbytes + self.dl.nbytes
+
+    def weights(self, stats: FieldStats, scale: float) -> np.ndarray:
+        """BM25 weights (float64) of every posting, times ``scale`` (the term's idf)."""
+        # The same operations in the same order as ``idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))``.
+        den = np.multiply(self.dl, stats.slope, dtype=np.float64)
+        den += stats.base
+        den += self.tf
+        out = np.multiply(self.tf, scale, dtype=np.float64)
+        out /= den
+        return out
 
 
 def is_text_field(reader, field: str) -> bool:
@@ -88,20 +135,52 @@ def require_text_field(reader, field: str) -> None:
         raise IllegalArgument(f"field [{field}] of type [{spec.type}] is not a [text] field; BM25 needs one")
 
 
+def _segment_sums(reader, segment, field: str) -> tuple[int, int]:
+    """``(rows with a token, tokens)`` of ``field`` over a sealed segment, dead rows included (cached with it)."""
+    key = ("bm25-sums", field)
+    found = segment.derived.get(key)
+    if found is None:
+        column = reader.segment_column(segment, field)
+        lengths = column.values if column is not None else np.zeros(0, np.int32)
+        found = segment.derived[key] = (int(np.count_nonzero(lengths)), int(lengths.sum(dtype=np.int64)))
+    return found
+
+
+def lengths_at(reader, field: str, rows: np.ndarray) -> np.ndarray:
+    """``field``'s token counts at ascending ``rows`` (zero where a part lacks the column)."""
+    out = np.zeros(len(rows), np.int32)
+    if not len(rows):
+        return out
+    for start, end, column in reader.column_parts(field):
+        lo, hi = np.searchsorted(rows, [start, end])
+        if hi > lo and column is not None:
+            out[lo:hi] = column.values[rows[lo:hi] - start]
+    return out
+
+
 def field_stats(reader, field: str) -> FieldStats:
-    """``field``'s :class:`FieldStats` for the reader's generation (memoised until the next write)."""
+    """``field``'s :class:`FieldStats` for the reader's generation (memoised until the next write).
+
+    Sealed segments' sums are kept with the segment, so a write costs the tail
+    and the dead rows, not a pass over every row.
+    """
 
     def build() -> FieldStats:
-        lengths = reader.column(field).values
-        live = reader.live
-        doc_count = int(np.count_nonzero(live & (lengths > 0)))
-        # Dead rows are few: subtracting theirs is cheaper than a masked sum over every row.
-        total = int(lengths.sum(dtype=np.int64))
-        if reader.doc_count != reader.n_rows:
-            total -= int(lengths[~live].sum(dtype=np.int64))
-        avgdl = total / doc_count if doc_count else 1.0
-        norm = K1 * (1.0 - B) + (K1 * B / avgdl) * lengths
-        return FieldStats(doc_count, avgdl, norm)
+        doc_count = total = 0
+        for seg in reader.segments:
+            count, tokens = _segment_sums(reader, seg, field)
+            doc_count += count
+            total += tokens
+        if reader.tail_count:
+            lengths = reader.tail_column(field).values
+            doc_count += int(np.count_nonzero(lengths))
+            total += int(lengths.sum(dtype=np.int64))
+        dead = reader.dead_rows()
+        if len(dead):
+            lengths = lengths_at(reader, field, dead)
+            doc_count -= int(np.count_nonzero(lengths))
+            total -= int(lengths.sum(dtype=np.int64))
+        return FieldStats(doc_count, total / doc_count if doc_count else 1.0)
 
     return reader.memo(("bm25-stats", field), build)
 
@@ -110,25 +189,93 @@ def idf(doc_count: int, doc_freq: int) -> float:
     return math.log(1.0 + (doc_count - doc_freq + 0.5) / (doc_freq + 0.5))
 
 
+def _sealed_part(reader, field: str, term: str) -> TermPart | None:
+    """``term``'s postings over every sealed segment as one part, kept until the next seal (bounded cache)."""
+    cache: _LRU = reader.sealed_memo(("bm25-terms", field), lambda: _LRU(SEALED_CACHE_BYTES))
+    found = cache.get(term, _MISSING)
+    if found is _MISSING:
+        rows, tfs, lengths = [], [], []
+        for seg in reader.segments:
+            postings = reader.segment_postings(seg, field, term)
+            if postings is None:
+                continue
+            column = reader.segment_column(seg, field)
+            rows.append(postings[0])
+            tfs.append(postings[1])
+            lengths.append(column.values[postings[0] - seg.start] if column is not None
+                           else np.zeros(len(postings[0]), np.int32))
+        found = None
+        if rows:
+            found = TermPart(*(np.concatenate(a) if len(a) > 1 else a[0] for a in (rows, tfs, lengths)))
+        cache.put(term, found)
+    return found  # type: ignore[return-value]
+
+
+def term_parts(reader, field: str, term: str) -> list[TermPart]:
+    """``term``'s postings in ``field``: one part for the sealed segments (cached), one for the tail (fresh)."""
+    parts = []
+    sealed = _sealed_part(reader, field, term)
+    if sealed is not None:
+        parts.append(sealed)
+    if reader.tail_count:
+        found = reader.snapshot.tail.postings(field, term, reader.tail_count)
+        if found is not None:
+            lengths = reader.tail_column(field).values
+            parts.append(TermPart(found[0], found[1], lengths[found[0] - reader.tail_start]))
+    return parts
+
+
+def _live_count(reader, parts: list[TermPart]) -> int:
+    """How many live rows the parts hold (dead rows are few: they are looked up, not every posting)."""
+    total = sum(len(p.rows) for p in parts)
+    dead = reader.dead_rows()
+    if not len(dead) or not total:
+        return total
+    for part in parts:
+        lo, hi = np.searchsorted(dead, [part.rows[0], part.rows[-1] + 1])
+        if hi == lo:
+            continue
+        if hi - lo > len(part.rows):
+            total -= int(np.count_nonzero(~reader.live[part.rows]))
+        else:
+            total -= int(np.count_nonzero(member(dead[lo:hi], part.rows)))
+    return total
+
+
 def term_weights(reader, field: str, term: str) -> tuple[np.ndarray, np.ndarray]:
     """Live rows holding ``term`` in ``field`` (ascending) and each row's BM25 weight for it."""
-    cache: _TermCache = reader.memo(("bm25-terms", field), _TermCache)
+    cache: _LRU = reader.memo(("bm25-weights", field), lambda: _LRU(TERM_CACHE_BYTES))
     found = cache.get(term)
     if found is not None:
-        return found
-    rows, tfs = reader.postings(field, term)
-    if len(rows) and reader.doc_count != reader.n_rows:
-        keep = reader.live[rows]
-        if not keep.all():
-            rows, tfs = rows[keep], tfs[keep]
-    if len(rows) == 0:
+        return found  # type: ignore[return-value]
+    parts = term_parts(reader, field, term)
+    live = _live_count(reader, parts)
+    if not live:
         found = (np.empty(0, np.int64), np.empty(0, np.float64))
     else:
         stats = field_stats(reader, field)
-        tf = tfs.astype(np.float64)
-        found = (rows, idf(stats.doc_count, len(rows)) * tf / (tf + stats.norm[rows]))
+        scale = idf(stats.doc_count, live)
+        rows = np.concatenate([p.rows for p in parts]) if len(parts) > 1 else parts[0].rows
+        weights = np.concatenate([p.weights(stats, scale) for p in parts]) if len(parts) > 1 \
+            else parts[0].weights(stats, scale)
+        if live != len(rows):
+            keep = reader.live[rows]
+            rows, weights = rows[keep], weights[keep]
+        found = (rows, weights)
     cache.put(term, found)
     return found
+
+
+def top_and_count(reader, field: str, terms: Counter[str], k: int, *, boost: float = 1.0) -> tuple[Ranked, int]:
+    """The ``k`` best live rows of an ``or`` match of ``terms`` on text field ``field``, and how many rows match."""
+    scores, _ = score_terms(reader, field, terms)
+    mask = scores > 0  # every matching row has a positive weight; dead rows have none
+    count = int(np.count_nonzero(mask))
+    if not count or k <= 0:
+        return Ranked.empty(), count
+    if boost != 1.0:
+        scores *= boost
+    return top_k(scores, mask, k), count
 
 
 def query_terms(text: object) -> Counter[str]:

@@ -4,8 +4,9 @@ Scores follow Elasticsearch's transforms of the field's ``similarity`` so they
 are positive and comparable with its responses: cosine (the default)
 ``(1 + cos) / 2``, dot_product ``(1 + dot) / 2``, l2_norm ``1 / (1 + d²)``,
 max_inner_product ``1 / (1 - dot)`` below zero and ``dot + 1`` otherwise.
-Per-row inverse norms are cached with each immutable sealed segment, so a
-query is one matrix-vector product per segment plus a top-k.
+Vectors are stored contiguous as float32 per segment; per-row inverse norms
+are cached with each immutable sealed segment, so a query is one BLAS
+matrix-vector product per segment (and the tail) plus a top-k cut per part.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from xerj_core.errors import IllegalArgument
-from xerj_core.query.ranking import Ranked, top_k
+from xerj_core.query.ranking import Ranked, select_top
 
 SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
 # Below this share of a part's rows passing the filter, gather those rows instead of scoring all.
@@ -73,6 +74,28 @@ def _parts(reader, field: str):
         yield reader.tail_start, reader.n_rows, column.values, column.present, norms[0], norms[1]
 
 
+def _query(reader, field: str, vector) -> tuple[np.ndarray, str, float, float]:
+    query = np.asarray(vector, np.float32)
+    spec = vector_spec(reader, field, len(query))
+    metric = similarity_of(spec)
+    query_norm = float(np.sqrt(np.dot(query, query)))
+    if metric == "cosine" and query_norm == 0:
+        raise IllegalArgument("the [cosine] similarity does not support a query vector with zero magnitude")
+    return query, metric, query_norm, query_norm * query_norm
+
+
+def _part_raw(metric: str, query: np.ndarray, query_norm: float, query_sq: float, values: np.ndarray,
+              inverse: np.ndarray, squared: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """``(local rows or None for all, raw similarity)`` of one part's wanted rows: one BLAS product."""
+    end = len(wanted)
+    count = int(np.count_nonzero(wanted))
+    if count < _GATHER_BELOW * end:
+        local = np.flatnonzero(wanted)
+        dots = values[local] @ query
+        return local, _raw(metric, dots, inverse[local], squared[local], query_norm, query_sq)
+    return None, _raw(metric, values @ query, inverse, squared, query_norm, query_sq)
+
+
 def knn_scores(reader, field: str, vector: Sequence[float] | np.ndarray, candidates: np.ndarray | None = None, *,
                min_similarity: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(mask, scores)`` dense over rows: rows holding a vector (and in ``candidates``), and their scores.
@@ -82,41 +105,26 @@ def knn_scores(reader, field: str, vector: Sequence[float] | np.ndarray, candida
     similarity reaches it (for l2_norm: whose distance is at most it), like
     ES's ``similarity`` option.
     """
-    query = np.asarray(vector, np.float32)
-    spec = vector_spec(reader, field, len(query))
-    metric = similarity_of(spec)
+    query, metric, query_norm, query_sq = _query(reader, field, vector)
     n = reader.n_rows
     raw = np.zeros(n, np.float32)
     mask = np.zeros(n, bool)
-    query_norm = float(np.sqrt(np.dot(query, query)))
-    query_sq = query_norm * query_norm
-    if metric == "cosine" and query_norm == 0:
-        raise IllegalArgument("the [cosine] similarity does not support a query vector with zero magnitude")
     candidates = reader.live if candidates is None else candidates & reader.live
     for start, end, values, present, inverse, squared in _parts(reader, field):
         wanted = present & candidates[start:end]
-        count = int(np.count_nonzero(wanted))
-        if count == 0:
+        if not wanted.any():
             continue
         mask[start:end] = wanted
-        if count < _GATHER_BELOW * (end - start):
-            local = np.flatnonzero(wanted)
-            dots = _matvec(values[local], query)
-            raw[start + local] = _raw(metric, dots, inverse[local], squared[local], query_norm, query_sq)
+        local, part = _part_raw(metric, query, query_norm, query_sq, values, inverse, squared, wanted)
+        if local is None:
+            raw[start:end] = part
         else:
-            dots = _matvec(values, query)
-            raw[start:end] = _raw(metric, dots, inverse, squared, query_norm, query_sq)
+            raw[start + local] = part
     if min_similarity is not None:
         mask &= (raw <= min_similarity) if metric == "l2_norm" else (raw >= min_similarity)
     scores = _score(metric, raw.astype(np.float64))
     scores *= mask
     return mask, scores
-
-
-def _matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    # einsum's single-threaded SIMD loop streams the matrix once; a threaded BLAS sgemv per segment
-    # paid more in thread hand-offs than it gained on small core counts (measured by the benchmark).
-    return np.einsum("ij,j->i", matrix, vector)
 
 
 def _raw(metric: str, dots: np.ndarray, inverse: np.ndarray, squared: np.ndarray, query_norm: float,
@@ -145,9 +153,52 @@ def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
 
     ``filter_mask`` (bool over ``reader.n_rows``) is applied before ranking, so
     the result holds ``k`` matching rows whenever that many exist (no
-    post-filtering shortfall). Errors: unmapped or non-``dense_vector`` field,
-    or a vector of the wrong dimension (``IllegalArgument``).
+    post-filtering shortfall). Each part (sealed segment, tail) is one BLAS
+    matrix-vector product over its contiguous float32 rows and an
+    ``argpartition``-style cut to its best ``k`` (ties kept), so no dense
+    per-row score array is built. Errors: unmapped or non-``dense_vector``
+    field, or a vector of the wrong dimension (``IllegalArgument``).
     """
+    query, metric, query_norm, query_sq = _query(reader, field, vector)
+    if k <= 0:
+        return Ranked.empty()
     candidates = reader.live if filter_mask is None else reader.live & filter_mask
-    mask, scores = knn_scores(reader, field, vector, candidates, min_similarity=min_similarity)
-    return top_k(scores, mask, k)
+    rows, raws = [], []
+    for start, end, values, present, inverse, squared in _parts(reader, field):
+        wanted = present & candidates[start:end]
+        if not wanted.any():
+            continue
+        local, raw = _part_raw(metric, query, query_norm, query_sq, values, inverse, squared, wanted)
+        valid = wanted if local is None else None
+        if min_similarity is not None:
+            passed = (raw <= min_similarity) if metric == "l2_norm" else (raw >= min_similarity)
+            valid = passed if valid is None else valid & passed
+        better = -raw if metric == "l2_norm" else raw  # larger is nearer
+        if valid is not None and not valid.all():
+            better = np.where(valid, better, -np.inf)
+        if len(better) > k:
+            cut = len(better) - k
+            kth = np.partition(better, cut)[cut]
+            chosen = better >= kth
+            if valid is not None:
+                chosen &= valid
+            chosen = np.flatnonzero(chosen)
+        else:
+            chosen = np.flatnonzero(valid) if valid is not None else np.arange(len(better))
+        rows.append(start + (chosen if local is None else local[chosen]))
+        raws.append(raw[chosen])
+    if not rows:
+        return Ranked.empty()
+    raw = np.concatenate(raws).astype(np.float64)
+    return select_top(np.concatenate(rows), _score(metric, raw), k)
+
+
+def blas_info() -> str:
+    """Which BLAS numpy calls and with how many threads (for benchmark reports)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover - the bench extra installs it
+        return "unknown (threadpoolctl not installed)"
+    found = [f"{i.get('internal_api')} {i.get('version')} ({i.get('num_threads')} threads)"
+             for i in threadpool_info() if i.get("user_api") == "blas"]
+    return ", ".join(found) or "none found"

@@ -265,8 +265,8 @@ class SearchService:
         ranked = []
         for index, reader in enumerate(readers):
             candidates = Evaluator(reader).filter(node.filter) if node.filter else None
-            mask, scores = knn.knn_scores(reader, node.field, node.vector, candidates, min_similarity=node.similarity)
-            ranked.append(_keyed(top_k(scores, mask, k), index))
+            ranked.append(_keyed(knn.knn_top(reader, node.field, node.vector, k, candidates,
+                                             min_similarity=node.similarity), index))
         return _merge(ranked, k)
 
     def _ranked_search(self, request: SearchRequest, readers):
@@ -279,7 +279,18 @@ class SearchService:
         contexts = []
         candidates: list[tuple[Any, int, int, float | None, list | None]] = []
         window = request.window
+        plain_match = self._plain_match(request) if knn_parts is None else None
         for index, reader in enumerate(readers):
+            if plain_match is not None and bm25.is_text_field(reader, plain_match.field):
+                ranked, matched = self._match_top(reader, plain_match, request)
+                contexts.append((reader, None))
+                total += matched
+                if len(ranked):
+                    best = float(ranked.scores[0])
+                    max_score = best if max_score is None else max(max_score, best)
+                for row, score in ranked.pairs():
+                    candidates.append(((-score, index, row), index, row, score, None))
+                continue
             evaluator = Evaluator(reader, default_knn_k=max(window, 1))
             if request.query is not None:
                 mask, scores = evaluator.evaluate(request.query, scoring=need_scores)
@@ -329,6 +340,21 @@ class SearchService:
         if request.size == 0:
             max_score = None
         return page, total, max_score, contexts
+
+    @staticmethod
+    def _plain_match(request: SearchRequest) -> dsl.Match | None:
+        """The request's query when it is an ``or`` match ranked by score alone, which BM25 can answer pruned."""
+        node = request.query
+        if (isinstance(node, dsl.Match) and node.operator == "or" and node.minimum_should_match is None
+                and node.boost > 0 and bm25.query_terms(node.query) and request.sort is None and not request.aggs
+                and request.post_filter is None and request.min_score is None):
+            return node
+        return None
+
+    @staticmethod
+    def _match_top(reader, node: dsl.Match, request: SearchRequest) -> tuple[Ranked, int]:
+        """The window's best rows of a plain match and its hit count, without dense masks or a second pass."""
+        return bm25.top_and_count(reader, node.field, bm25.query_terms(node.query), request.window, boost=node.boost)
 
     def _rank_leg(self, node, readers, window: int) -> tuple[Ranked, list[np.ndarray]]:
         """A leg's global ranking (keys ``index << 40 | row``, top ``window``) and its per-reader matches."""

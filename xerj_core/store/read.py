@@ -42,7 +42,6 @@ class Segment:
         self.end = end
         self.fields = frozenset(fields)
         self.columns: dict[str, Column] = {}
-        self.postings: dict[tuple[str, str], tuple[np.ndarray, np.ndarray] | None] = {}
         # Derived, immutable structures built by engines (CSR offsets, ...), cached with the segment.
         self.derived: dict[Any, Any] = {}
         self.lock = threading.Lock()
@@ -80,6 +79,8 @@ class _GrowingColumn:
         self.count = need
 
     def view(self, rows: int) -> Column:
+        if not self.extra_rows:
+            return Column(self.kind, self.values[:rows], self.present[:rows])
         extra_rows = np.array(self.extra_rows, np.int64)
         keep = extra_rows < rows
         return Column(self.kind, self.values[:rows], self.present[:rows], extra_rows[keep],
@@ -99,6 +100,8 @@ class Tail:
         self.records: list[dict[str, Any]] = []
         self._terms: dict[str, tuple[int, dict[str, tuple[list[int], list[int]]]]] = {}
         self._columns: dict[str, _GrowingColumn] = {}
+        # Postings already turned into arrays, per (field, term): a write converts only its own rows.
+        self._arrays: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
         self.lock = threading.Lock()
 
     def column(self, spec: FieldSpec, rows: int) -> Column:
@@ -131,7 +134,15 @@ class Tail:
             cut = bisect.bisect_left(entry[0], self.start + rows)
             if not cut:
                 return None
-            return np.array(entry[0][:cut], np.int64), np.array(entry[1][:cut], np.float32)
+            key = (path, term)
+            done = self._arrays.get(key)
+            have = 0 if done is None else len(done[0])
+            if have < cut:
+                fresh = (np.array(entry[0][have:cut], np.int64), np.array(entry[1][have:cut], np.float32))
+                done = fresh if done is None else (np.concatenate([done[0], fresh[0]]),
+                                                   np.concatenate([done[1], fresh[1]]))
+                self._arrays[key] = done
+            return (done[0], done[1]) if len(done[0]) == cut else (done[0][:cut], done[1][:cut])
 
 
 class Snapshot:
@@ -164,6 +175,10 @@ class IndexCache:
         self._live = np.ones(0, bool)  # capacity buffer; snapshots hold views of a prefix
         self.dictionaries: dict[str, Dictionary] = {}
         self.memo: dict[Any, Any] = {}
+        # Derived data over every sealed segment, kept until a seal changes the layout (writes to the tail keep it).
+        self._segment_records: dict[tuple[bytes, bytes], Segment] = {}
+        self.sealed_layout: tuple[tuple[int, int], ...] = ()
+        self.sealed_memo: dict[Any, Any] = {}
         self.lock = threading.RLock()
 
     @property
@@ -219,17 +234,23 @@ class IndexCache:
     def _read_segments(self, txn: lmdb.Transaction, dbs: dict[str, Any],
                        known_segments: tuple[Segment, ...]) -> tuple[Segment, ...]:
         prefix = keys.ix_key(self.ix)
-        known = {(s.start, s.end): s for s in known_segments}
+        known = self._segment_records
+        by_range = {(s.start, s.end): s for s in known_segments}
         fresh = []
+        records = {}
         with txn.cursor(db=dbs["segs"]) as cur:
             if cur.set_range(prefix):
                 for key, value in cur:
                     if not key.startswith(prefix):
                         break
-                    start = keys.read_u64(key, 4)
-                    meta = orjson.loads(value)
-                    seg = known.get((start, meta["end"])) or Segment(start, meta["end"], meta["fields"])
+                    seg = known.get((key, value))  # an unchanged record is the same immutable segment
+                    if seg is None:
+                        meta = orjson.loads(value)
+                        start = keys.read_u64(key, 4)
+                        seg = by_range.get((start, meta["end"])) or Segment(start, meta["end"], meta["fields"])
+                    records[(key, value)] = seg
                     fresh.append(seg)
+        self._segment_records = records
         return tuple(fresh)
 
     def dictionary(self, txn: lmdb.Transaction, dbs: dict[str, Any], name: str) -> Dictionary:
@@ -335,6 +356,21 @@ class IndexReader:
             memo[key] = build()
         return memo[key]
 
+    def sealed_memo(self, key: Any, build: Callable[[], Any]) -> Any:
+        """Cache ``build()`` for as long as the sealed segments stay as they are: writes that only grow the tail
+        keep it, a seal drops it. ``build`` must read sealed segments only."""
+        layout = tuple((seg.start, seg.end) for seg in self.snapshot.segments)
+        cache = self.cache
+        with cache.lock:
+            if layout != cache.sealed_layout:
+                if self.state.generation < cache.generation:
+                    return build()  # an older snapshot than the cache's: do not evict the newer layout
+                cache.sealed_layout, cache.sealed_memo = layout, {}
+            memo = cache.sealed_memo
+            if key not in memo:
+                memo[key] = build()
+            return memo[key]
+
     # -- columns -------------------------------------------------------------------------------
 
     def segment_column(self, segment: Segment, path: str) -> Column | None:
@@ -382,28 +418,36 @@ class IndexReader:
 
     # -- postings ------------------------------------------------------------------------------
 
-    def postings(self, path: str, term: str) -> tuple[np.ndarray, np.ndarray]:
-        """Rows (ascending, dead ones included) holding ``term`` in text field ``path``, and its frequencies."""
-        parts = []
+    def segment_postings(self, segment: Segment, path: str, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """``term``'s postings in one sealed segment (absolute rows, frequencies), decoded fresh: callers that
+        reuse them keep their own bounded cache (BM25 does), so the store holds no per-term copies."""
         if not limits.term_fits(term):  # never indexed (see store.limits), and too long to look up as a key
-            return np.empty(0, np.int64), np.empty(0, np.float32)
+            return None
+        blob = self.txn.get(keys.post_prefix(self.ix, segment.start, path) + term.encode(), db=self.dbs["post"])
+        return None if blob is None else decode_postings(blob)
+
+    def postings_parts(self, path: str, term: str) -> list[tuple[Segment | None, np.ndarray, np.ndarray]]:
+        """``(segment, rows, frequencies)`` per part holding ``term`` in ``path``: sealed segments, then the tail
+        (segment None). Rows are absolute and ascending, dead ones included."""
+        parts: list[tuple[Segment | None, np.ndarray, np.ndarray]] = []
         for seg in self.snapshot.segments:
-            key = (path, term)
-            if key not in seg.postings:
-                blob = self.txn.get(keys.post_prefix(self.ix, seg.start, path) + term.encode(), db=self.dbs["post"])
-                seg.postings[key] = None if blob is None else decode_postings(blob)
-            found = seg.postings[key]
+            found = self.segment_postings(seg, path, term)
             if found is not None:
-                parts.append(found)
+                parts.append((seg, found[0], found[1]))
         if self.tail_count:
             found = self.snapshot.tail.postings(path, term, self.tail_count)
             if found is not None:
-                parts.append(found)
+                parts.append((None, found[0], found[1]))
+        return parts
+
+    def postings(self, path: str, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """Rows (ascending, dead ones included) holding ``term`` in text field ``path``, and its frequencies."""
+        parts = self.postings_parts(path, term)
         if not parts:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         if len(parts) == 1:
-            return parts[0]
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+            return parts[0][1], parts[0][2]
+        return np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
 
     def text_fields(self) -> list[str]:
         return [p for p, s in self.snapshot.mapping.fields.items() if column_kind(s) == KIND_LEN]
@@ -458,3 +502,9 @@ class IndexReader:
 
     def live_rows(self) -> np.ndarray:
         return np.flatnonzero(self.live)
+
+    def dead_rows(self) -> np.ndarray:
+        """Rows deleted or overwritten so far, ascending (memoised for the generation)."""
+        if self.state.live == self.state.next_row:
+            return np.empty(0, np.int64)
+        return self.memo("dead-rows", lambda: np.flatnonzero(~self.live))

@@ -1,0 +1,46 @@
+"""Vectorised helpers over sorted integer arrays: membership, distinct ids, and concatenated ranges."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Membership tests against a sorted id set switch from binary search to a bitmap past this many values.
+BITMAP_AT = 2048
+
+
+def member(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """``values[i] in ids`` for a sorted, unique int ``ids`` (np.isin without its fixed cost)."""
+    if not ids.size or not values.size:
+        return np.zeros(values.size, bool)
+    if ids.size == 1:
+        return values == ids[0]
+    if values.size > BITMAP_AT:
+        top = int(ids[-1]) + 1
+        bitmap = np.zeros(top, bool)
+        bitmap[ids] = True
+        inside = (values >= 0) & (values < top)
+        found = np.zeros(values.size, bool)
+        found[inside] = bitmap[values[inside]]
+        return found
+    at = np.searchsorted(ids, values)
+    at[at == ids.size] = 0
+    return ids[at] == values
+
+
+def unique_ids(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct non-negative ids in ``values`` (a bitmap pass when there are many)."""
+    if values.size <= BITMAP_AT:
+        return np.unique(values).astype(np.int64)
+    seen = np.zeros(int(values.max()) + 1, bool)
+    seen[values] = True
+    return np.flatnonzero(seen)
+
+
+def ranges(starts: np.ndarray, lengths: np.ndarray, total: int | None = None) -> np.ndarray:
+    """The concatenation of ``arange(s, s + n)`` for each start and length."""
+    if total is None:
+        total = int(lengths.sum())
+    if starts.size == 1:
+        return np.arange(starts[0], starts[0] + total)
+    ends = np.cumsum(lengths)
+    return np.arange(total) + np.repeat(starts - (ends - lengths), lengths)
