@@ -269,3 +269,26 @@ def test_a_recreated_brain_never_reads_the_old_view(engine):
         engine.graph.link("b", {"src": "a", "dst": f"new{i}", "type": "t", "valid_at": T0})
     body = engine.graph.ego("b", {"node": "a", "as_of": T0, "limit": 100})
     assert sorted(e["dst"] for e in body["edges"]) == sorted(f"new{i}" for i in range(20))
+
+
+def test_rows_dying_after_the_view_was_built_are_not_hopped(engine):
+    """The sealed view leaves out rows dead when it was built; a row of it dying later (an overwrite that only
+    grows the tail) must still vanish from hops, and the view must be reused, not rebuilt."""
+    for i in range(16):  # two sealed 8-row segments
+        engine.graph.link("b", {"src": "a", "dst": f"d{i}", "type": "t", "valid_at": T0})
+    first = engine.graph.ego("b", {"node": "a", "as_of": T0, "limit": 100})
+    assert len(first["edges"]) == 16
+    with engine.store.reader(EDGES) as reader:
+        view = engine.graph.views.sealed(reader)
+    target = next(e["edge_id"] for e in first["edges"] if e["dst"] == "d3")
+    with engine.store.reader(EDGES) as reader:
+        assert reader.row_of(target) < reader.tail_start  # its row is sealed
+    engine.graph.unlink("b", target, invalid_at=T0 + 5)  # rewrites the row into the tail: the sealed one dies
+    for evidence in ("true", "false"):
+        body = engine.graph.ego("b", {"node": "a", "as_of": T0 + 10, "limit": 100, "include_evidence": evidence})
+        assert len(body["edges"]) == 15 and target not in {e["edge_id"] for e in body["edges"]}
+    with engine.store.reader(EDGES) as reader:
+        assert engine.graph.views.sealed(reader) is view
+    assert body["not_shown"]["expired_excluded"] == 1  # the new version is retired; the dead row is not counted
+    then = engine.graph.ego("b", {"node": "a", "as_of": T0, "limit": 100})
+    assert sum(e["edge_id"] == target for e in then["edges"]) == 1  # still believed at T0, exactly once

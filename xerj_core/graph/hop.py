@@ -13,8 +13,6 @@ sealed without a column the hop needs is skipped and counted.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import threading
 from typing import Any, Callable
 
@@ -60,24 +58,32 @@ def _group(keys: np.ndarray, local_rows: np.ndarray) -> tuple[np.ndarray, np.nda
     return order.astype(np.int32), offsets
 
 
-def segment_csr(reader: IndexReader, segment: Segment) -> SegmentCSR | None:
-    """The segment's grouping, built once per process; None when the segment lacks a hop column."""
+def segment_csr(segment: Segment, columns: dict[str, Any] | None) -> SegmentCSR | None:
+    """The segment's grouping, built once per process from its ``columns``; None when it lacks a hop column."""
     found = segment.derived.get(_CSR_KEY)
     if found is None:
-        if any(f not in segment.fields for f in HOP_FIELDS):
+        if columns is None:
             found = _NO_COLUMNS
         else:
-            src, dst = reader.segment_column(segment, "src"), reader.segment_column(segment, "dst")
-            if src is None or dst is None:
-                found = _NO_COLUMNS
-            else:
-                local = np.flatnonzero(src.present & dst.present).astype(np.int32)
-                out_order, out_off = _group(src.values[local], local)
-                in_order, in_off = _group(dst.values[local], local)
-                found = SegmentCSR(out_order, out_off, in_order, in_off)
+            src, dst = columns["src"], columns["dst"]
+            local = np.flatnonzero(src.present & dst.present).astype(np.int32)
+            out_order, out_off = _group(src.values[local], local)
+            in_order, in_off = _group(dst.values[local], local)
+            found = SegmentCSR(out_order, out_off, in_order, in_off)
         with segment.lock:
             found = segment.derived.setdefault(_CSR_KEY, found)
     return None if found is _NO_COLUMNS else found
+
+
+def _alive_only(csr: SegmentCSR, alive: np.ndarray, src: np.ndarray, dst: np.ndarray) -> SegmentCSR:
+    """The grouping without the rows ``alive`` rules out (both orders stay sorted: only counts change)."""
+    out_order = csr.out_order[alive[csr.out_order]]
+    in_order = csr.in_order[alive[csr.in_order]]
+    out_off = np.zeros(len(csr.out_off), np.int32)
+    in_off = np.zeros(len(csr.in_off), np.int32)
+    np.cumsum(np.bincount(src[out_order], minlength=len(out_off) - 1), out=out_off[1:])
+    np.cumsum(np.bincount(dst[in_order], minlength=len(in_off) - 1), out=in_off[1:])
+    return SegmentCSR(out_order, out_off, in_order, in_off)
 
 
 class EdgeTable:
@@ -119,8 +125,10 @@ class EdgeTable:
             position[csr.out_order] = dest
             self.in_perm[_placement(csr.in_order, csr.in_off, in_cursor)] = position[csr.in_order]
 
-    def candidates(self, frontier: np.ndarray, direction: str) -> list["Part"]:
-        """The edges touching the sorted ``frontier`` in ``direction``: a part of out-edges, a part of in-edges."""
+    def candidates(self, frontier: np.ndarray, direction: str, check_live: bool = True) -> list["Part"]:
+        """The edges touching the sorted ``frontier`` in ``direction``: a part of out-edges, a part of in-edges.
+
+        ``check_live`` False says every row of this table is known live, so no hop needs the live mask."""
         usable = frontier[: np.searchsorted(frontier, self.out_off.size - 1)]
         if not usable.size:
             return []
@@ -142,7 +150,7 @@ class EdgeTable:
                 if direction == BOTH:  # an in-edge from a frontier node is the out-edge already met
                     idx = idx[~member(self.cols["src"][idx], frontier)]
             if idx.size:
-                parts.append(Part(self.cols, idx, out))
+                parts.append(Part(self.cols, idx, out, check_live))
         return parts
 
 
@@ -156,52 +164,39 @@ def _placement(order: np.ndarray, off: np.ndarray, cursor: np.ndarray) -> np.nda
 
 
 class SealedView:
-    """The node CSR over every sealed segment of one edges index."""
+    """The node CSR over every sealed segment of one edges index, without the rows already dead when built.
+
+    The segments' columns are read as views of the memory-mapped data file
+    while the table is built, so the only private copy is the table itself.
+    Rows die but never come back, so a hop checks the live mask only when rows
+    died after the build (``dead_at_build`` no longer matches the reader's).
+    """
 
     def __init__(self, reader: IndexReader) -> None:
         self.segments = tuple(reader.segments)
         self.skipped = 0
-        usable: list[tuple[Segment, SegmentCSR]] = []
-        for seg in self.segments:
-            csr = segment_csr(reader, seg)
-            if csr is None:
-                self.skipped += 1
-            else:
-                usable.append((seg, csr))
-        self.table = EdgeTable([(seg.start, csr, _segment_columns(reader, seg)) for seg, csr in usable])
-        for seg, _ in usable:
-            # The merged copy is what hops read; the store's per-segment decode would only double the memory.
-            for f in HOP_FIELDS:
-                seg.columns.pop(f, None)
+        self.dead_at_build = len(reader.dead_rows())
+        groups: list[tuple[int, SegmentCSR, Callable[[str], np.ndarray]]] = []
+        with reader.mapped_columns(HOP_FIELDS) as columns_of:
+            for seg in self.segments:
+                columns = columns_of(seg)
+                csr = segment_csr(seg, columns)
+                if csr is None or columns is None:
+                    self.skipped += 1
+                    continue
+                alive = reader.live[seg.start:seg.end]
+                if not alive.all():
+                    csr = _alive_only(csr, alive, columns["src"].values, columns["dst"].values)
+                groups.append((seg.start, csr, (lambda cols: lambda field: cols[field].values)(columns)))
+            self.table = EdgeTable(groups)
 
-    def candidates(self, frontier: np.ndarray, direction: str) -> list["Part"]:
-        return self.table.candidates(frontier, direction)
-
-
-def _release_freed_memory() -> None:
-    """Hand the building's transient buffers back to the OS (glibc keeps freed heap otherwise)."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-def _load_libc() -> Any:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") else None
-    except OSError:  # pragma: no cover - not glibc
-        return None
-
-
-_LIBC = _load_libc()
+    def candidates(self, frontier: np.ndarray, direction: str, check_live: bool) -> list["Part"]:
+        return self.table.candidates(frontier, direction, check_live)
 
 
 def _ordinal_dtype(largest: int) -> type:
     """The narrowest signed type holding ordinals up to ``largest`` (and -1 for absent)."""
     return np.int8 if largest < 2**7 else np.int16 if largest < 2**15 else np.int32
-
-
-def _segment_columns(reader: IndexReader, segment: Segment) -> Callable[[str], np.ndarray]:
-    return lambda field: reader.segment_column(segment, field).values
 
 
 class TailView:
@@ -215,14 +210,15 @@ class TailView:
         if self.scannable and self.count:
             cols = {f: reader.tail_column(f).values for f in HOP_FIELDS}
             src, dst = cols["src"], cols["dst"]
-            local = np.flatnonzero((src >= 0) & (dst >= 0)).astype(np.int32)
+            alive = reader.live[self.start:self.start + self.count]  # built per generation: exact
+            local = np.flatnonzero((src >= 0) & (dst >= 0) & alive).astype(np.int32)
             out_order, out_off = _group(src[local], local)
             in_order, in_off = _group(dst[local], local)
             grouping = SegmentCSR(out_order, out_off, in_order, in_off)
             self.table = EdgeTable([(self.start, grouping, cols.__getitem__)])
 
     def candidates(self, frontier: np.ndarray, direction: str) -> list["Part"]:
-        return self.table.candidates(frontier, direction) if self.table is not None else []
+        return self.table.candidates(frontier, direction, False) if self.table is not None else []
 
 
 class ViewCache:
@@ -245,6 +241,8 @@ class ViewCache:
     def sealed(self, reader: IndexReader) -> SealedView:
         view = self._current(reader)
         if view is not None:
+            if view.dead_at_build > len(reader.dead_rows()):
+                return SealedView(reader)  # an older snapshot than the view's: rows it dropped live here
             return view
         with self._lock:
             view = self._current(reader)
@@ -252,22 +250,25 @@ class ViewCache:
                 self._views.pop(reader.name, None)  # let the old view go before the new one is built
                 view = SealedView(reader)
                 self._views[reader.name] = (reader.meta["uuid"], view)
-                _release_freed_memory()
         return view
 
     def graph(self, reader: IndexReader) -> "GraphView":
         sealed = self.sealed(reader)
         tail = reader.memo(("xerj.graph", "tail"), lambda: TailView(reader))
-        return GraphView(sealed, tail, reader.live)
+        return GraphView(sealed, tail, reader.live, len(reader.dead_rows()) != sealed.dead_at_build)
 
 
 @attrs.define
 class GraphView:
-    """One snapshot of an edges index as the hop engine sees it."""
+    """One snapshot of an edges index as the hop engine sees it.
+
+    ``check_live``: rows of the sealed view died since it was built, so its hops consult ``live``.
+    """
 
     sealed: SealedView
     tail: TailView
     live: np.ndarray
+    check_live: bool = True
 
     @property
     def segments_without_columns(self) -> int:
@@ -375,6 +376,7 @@ class Part:
     cols: Any
     idx: np.ndarray
     out: bool | np.ndarray
+    check_live: bool = True  # False when every row the part can reach is known live
 
     def get(self, field: str) -> np.ndarray:
         cols, idx, out = self.cols, self.idx, self.out
@@ -395,9 +397,18 @@ class Part:
             self.out = self.out[mask]
 
 
-def _count_out(keep: np.ndarray, passed: np.ndarray) -> int:
+def _count_out(keep: np.ndarray | None, passed: np.ndarray) -> int:
     """How many edges still kept fail this mask (each withheld edge is counted by its first mask)."""
+    if keep is None:
+        return int(passed.size - np.count_nonzero(passed))
     return int(np.count_nonzero(keep) - np.count_nonzero(keep & passed))
+
+
+def _both(keep: np.ndarray | None, passed: np.ndarray) -> np.ndarray:
+    if keep is None:
+        return passed
+    keep &= passed
+    return keep
 
 
 def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndarray, direction: str,
@@ -407,25 +418,26 @@ def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndar
     An earlier hop met exactly the edges whose far end lies in an earlier
     frontier (``previous``); with ``both``, an edge joining two frontier nodes
     is met once, as ``out``. Dead (overwritten) rows are not edges and are not counted.
+    ``keep`` stays None while every edge is kept, which spares a pass per mask.
     """
-    keep = view.live[part.get("row")]
+    keep = view.live[part.get("row")] if part.check_live else None
     if direction == BOTH and previous.size:
-        keep &= ~member(part.get("other"), previous)
+        keep = _both(keep, ~member(part.get("other"), previous))
     passed = part.get("valid_at") <= filters.as_of
     if not filters.include_expired:
         passed &= part.get("invalid_at") > filters.as_of
     counters["expired_excluded"] += _count_out(keep, passed)
-    keep &= passed
+    keep = _both(keep, passed)
     for name, field, allowed in (("type_filtered", "type", filters.type_ords),
                                  ("trust_filtered", "trust", filters.trust_ords)):
         if allowed is not None:
             passed = member(part.get(field), allowed)
             counters[name] += _count_out(keep, passed)
-            keep &= passed
+            keep = _both(keep, passed)
     if filters.min_confidence is not None:
         passed = part.get("confidence") >= np.float32(filters.min_confidence)
         counters["confidence_filtered"] += _count_out(keep, passed)
-        keep &= passed
+        keep = _both(keep, passed)
     if not keep.all():
         part.keep(keep)
 
@@ -456,7 +468,8 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
             break
         if view.tail.table is not None:
             counters["memtable_docs_scanned"] += view.tail.count
-        parts = view.sealed.candidates(frontier, direction) + view.tail.candidates(frontier, direction)
+        parts = view.sealed.candidates(frontier, direction, view.check_live) + view.tail.candidates(frontier,
+                                                                                                   direction)
         for part in parts:
             _screen(view, part, frontier, previous, direction, filters, counters)
         parts = [p for p in parts if p.idx.size]

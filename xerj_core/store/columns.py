@@ -76,23 +76,29 @@ class Column:
         ))
 
     @classmethod
-    def decode(cls, blob: bytes | memoryview) -> "Column":
+    def decode(cls, blob: bytes | memoryview, *, copy: bool = True) -> "Column":
+        """The column in ``blob``; with ``copy=False`` its values (and extra values) are read-only views of
+        ``blob``, valid only as long as ``blob`` is (the presence mask is always unpacked into a new array)."""
         magic, kind, rows, dims, extra = _HEADER.unpack_from(blob)
         if magic != _MAGIC:
             raise ValueError("not a column blob")
         dtype = _DTYPES[kind]
         offset = _HEADER.size
         count = rows * dims if kind == KIND_VEC else rows
-        values = np.frombuffer(blob, dtype, count, offset).copy()
+        values = np.frombuffer(blob, dtype, count, offset)
+        if copy:
+            values = values.copy()
         if kind == KIND_VEC:
             values = values.reshape(rows, dims)
         offset += values.nbytes
         packed = (rows + 7) // 8
         present = np.unpackbits(np.frombuffer(blob, np.uint8, packed, offset), count=rows).astype(bool)
         offset += packed
-        extra_rows = np.frombuffer(blob, np.int64, extra, offset).copy()
+        extra_rows = np.frombuffer(blob, np.int64, extra, offset)
         offset += extra * 8
-        extra_ords = np.frombuffer(blob, np.int32, extra, offset).copy()
+        extra_ords = np.frombuffer(blob, np.int32, extra, offset)
+        if copy:
+            extra_rows, extra_ords = extra_rows.copy(), extra_ords.copy()
         return cls(kind, values, present, extra_rows, extra_ords)
 
     @classmethod

@@ -35,13 +35,14 @@ class Environment:
             self.dbs = {name: self.env.open_db(name.encode(), txn=txn) for name in DB_NAMES}
         self.write_lock = threading.Lock()
 
-    def begin_read(self) -> lmdb.Transaction:
+    def begin_read(self, *, buffers: bool = False) -> lmdb.Transaction:
+        """A read transaction; with ``buffers`` its values are views of the memory map (valid until it ends)."""
         try:
-            return self.env.begin(buffers=False)
+            return self.env.begin(buffers=buffers)
         except lmdb.MapResizedError:
             # Another process grew the map; adopt its size and try again.
             self.env.set_mapsize(0)
-            return self.env.begin(buffers=False)
+            return self.env.begin(buffers=buffers)
 
     def write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
         """Run ``fn`` in one write transaction and commit it; on a full map grow it and re-run ``fn``."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import threading
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -277,7 +278,8 @@ class IndexReader:
     """
 
     def __init__(self, name: str, meta: dict[str, Any], txn: lmdb.Transaction, dbs: dict[str, Any],
-                 state: keys.IndexState, cache: IndexCache) -> None:
+                 state: keys.IndexState, cache: IndexCache,
+                 begin_mapped: Callable[[], lmdb.Transaction] | None = None) -> None:
         self.name = name
         self.meta = meta
         self.txn = txn
@@ -288,6 +290,7 @@ class IndexReader:
         # A reserved index shows only the rows of its own tenant (xerj_core.store.scope).
         scope = scope_of(name)
         self.scope = scope if scope is not None and SCOPE_FIELD in self.snapshot.mapping.fields else None
+        self._begin_mapped = begin_mapped
 
     # -- shape ---------------------------------------------------------------------------------
 
@@ -384,6 +387,47 @@ class IndexReader:
                 return None
             column = segment.columns[path] = Column.decode(blob)
         return column
+
+    @contextlib.contextmanager
+    def mapped_columns(self, paths: Sequence[str]) -> Iterator[Callable[[Segment], dict[str, Column] | None]]:
+        """A lookup of sealed segments' ``paths`` columns that copies nothing into this process.
+
+        Inside the block, ``lookup(segment)`` returns the columns with their
+        values as views of the memory-mapped data file (a sealed segment's
+        bytes never change), or None when the segment was sealed without one
+        of ``paths``. The views die with the block: copy what must outlive it.
+        Nothing is added to the per-process column cache.
+        """
+        mapped = self._begin_mapped() if self._begin_mapped is not None else None
+        try:
+            def lookup(segment: Segment) -> dict[str, Column] | None:
+                if any(p not in segment.fields for p in paths):
+                    return None
+                txn = self.txn
+                if mapped is not None:
+                    # The mapped transaction may be newer: use it only while it still holds this very segment.
+                    record = mapped.get(keys.seg_key(self.ix, segment.start), db=self.dbs["segs"])
+                    if record is not None and orjson.loads(record)["end"] == segment.end:
+                        txn = mapped
+                found = {}
+                for path in paths:
+                    blob = txn.get(keys.col_key(self.ix, segment.start, path), db=self.dbs["cols"])
+                    if blob is None:
+                        return None
+                    found[path] = Column.decode(blob, copy=False)  # views of the map, or of a bytes object
+                return found
+
+            yield lookup
+        finally:
+            if mapped is not None:
+                mapped.abort()
+
+    def release_columns(self, paths: Iterable[str]) -> None:
+        """Drop this process's decoded copies of ``paths`` in every sealed segment (a later read decodes them
+        again); for engines that keep their own derived copy and want the memory back."""
+        for seg in self.snapshot.segments:
+            for path in paths:
+                seg.columns.pop(path, None)
 
     def tail_column(self, path: str) -> Column:
         return self.snapshot.tail.column(self.snapshot.mapping.fields[path], self.tail_count)
@@ -504,7 +548,8 @@ class IndexReader:
         return np.flatnonzero(self.live)
 
     def dead_rows(self) -> np.ndarray:
-        """Rows deleted or overwritten so far, ascending (memoised for the generation)."""
-        if self.state.live == self.state.next_row:
+        """Rows this reader never shows, ascending (memoised for the generation): deleted and overwritten
+        rows, and in a reserved index the rows of other tenants. A row never leaves this set."""
+        if self.doc_count == self.n_rows:
             return np.empty(0, np.int64)
         return self.memo("dead-rows", lambda: np.flatnonzero(~self.live))

@@ -194,7 +194,8 @@ class Store:
             cache = self._caches.get(ix)
             if cache is None:
                 cache = self._caches[ix] = IndexCache(ix)
-        return IndexReader(index, meta, raw, dbs, state, cache)
+        return IndexReader(index, meta, raw, dbs, state, cache,
+                           begin_mapped=lambda: self.env.begin_read(buffers=True))
 
     def exists(self, index: str) -> bool:
         if not index:
