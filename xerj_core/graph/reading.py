@@ -8,7 +8,8 @@ import numpy as np
 
 from xerj_core import params
 from xerj_core.errors import GraphError, GraphNotFound, IndexNotFound
-from xerj_core.graph.brain import CONTRACT, META_ID, edges_index, nodes_index, now_ms, validate_brain_name
+from xerj_core.graph.brain import (CONTRACT, META_ID, edge_id, edges_index, nodes_index, now_ms,
+                                   validate_brain_name)
 from xerj_core.graph.hop import (
     BOTH,
     Filters,
@@ -30,7 +31,7 @@ from xerj_core.graph.requests import (
     parse_trust,
 )
 from xerj_core.graph.stats import edge_stats
-from xerj_core.store import ABSENT_INT, IndexReader
+from xerj_core.store import ABSENT_INT, IndexReader, keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.query.service import SearchService
@@ -76,6 +77,24 @@ def hydrate_nodes(store: "Store", raw: Any, indices: list[str], ids: list[str]) 
         else:
             dangling.append(node_id)
     return nodes, dangling
+
+
+def edge_ids(reader: IndexReader, rows: list[int], srcs: list[str], types: list[str | None], dsts: list[str],
+             valid_ats: list[int]) -> list[str | None]:
+    """The ``_id`` of each edge row, from its columns: an edge written by the graph is stored under the hash
+    of its claim and ``valid_at``, which the id index confirms with an 8-byte read (no document is read).
+    A row stored under another id (written through the ES door) falls back to its document's header."""
+    out: list[str | None] = []
+    txn, db, prefix, read_row = reader.txn, reader.dbs["ids"], keys.ix_key(reader.ix), keys.read_u64
+    for row, src, type_, dst, valid in zip(rows, srcs, types, dsts, valid_ats):
+        found = None
+        if type_ is not None and valid != ABSENT_INT:
+            candidate = edge_id(src, type_, dst, valid)
+            stored = txn.get(prefix + candidate.encode(), db=db)
+            if stored is not None and read_row(stored) == row:
+                found = candidate
+        out.append(found if found is not None else reader.id_of(row))
+    return out
 
 
 class GraphReading:
@@ -194,13 +213,16 @@ class GraphReading:
                         edge["evidence"] = None
                     edges.append(edge)
             else:
-                for row, out, src, dst, type_ord, trust_ord, valid, invalid, weight in zip(
-                        rows, outs, chosen.src.tolist(), chosen.dst.tolist(), column("type").tolist(),
-                        column("trust").tolist(), column("valid_at").tolist(), column("invalid_at").tolist(),
-                        column("weight").tolist()):
+                srcs = [node_terms[o] for o in chosen.src.tolist()]
+                dsts = [node_terms[o] for o in chosen.dst.tolist()]
+                types = [type_terms[o] if o >= 0 else None for o in column("type").tolist()]
+                valids = column("valid_at").tolist()
+                ids = edge_ids(reader, rows, srcs, types, dsts, valids)
+                for edge_id_, row, out, src, dst, type_, trust_ord, valid, invalid, weight in zip(
+                        ids, rows, outs, srcs, dsts, types, column("trust").tolist(), valids,
+                        column("invalid_at").tolist(), column("weight").tolist()):
                     edges.append({
-                        "edge_id": reader.id_of(row), "src": node_terms[src], "dst": node_terms[dst],
-                        "type": type_terms[type_ord] if type_ord >= 0 else None, "weight": shortest_float(weight),
+                        "edge_id": edge_id_, "src": src, "dst": dst, "type": type_, "weight": shortest_float(weight),
                         "hop": hop, "direction": "out" if out else "in", "valid_at": valid,
                         "invalid_at": None if invalid == ABSENT_INT else invalid,
                         "trust": trust_terms[trust_ord] if trust_ord >= 0 else None,
