@@ -136,6 +136,30 @@ def seed(data_dir: Path, nodes: int, degree: int, memories: int) -> None:
             engine.memory.store(BRAIN, {"text": " ".join(words)})
 
 
+def sqlite_two_hop_ms(nodes: int, degree: int, node: str, as_of: int, calls: int = 2000) -> float:
+    """p50 of sqlite's one-statement 2-hop (bench_graph's strict baseline) over the edges ``seed`` wrote."""
+    import sqlite3
+
+    from bench_graph import SQL_2HOP_PAIRS
+
+    rng = random.Random(7)  # the same draws as seed(): the same edges
+    pairs = [(f"n{i}", f"n{rng.randrange(nodes)}") for i in range(nodes) for _ in range(degree)]
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE edges (src TEXT, dst TEXT, type TEXT, weight REAL, valid_at INTEGER, "
+               "invalid_at INTEGER)")
+    db.executemany("INSERT INTO edges VALUES (?, ?, 'relates_to', 1.0, ?, NULL)",
+                   [(a, b, T0) for a, b in pairs if a != b])
+    db.execute("CREATE INDEX by_src ON edges (src, dst, valid_at, invalid_at, type, weight)")
+    db.execute("CREATE INDEX by_dst ON edges (dst, src, valid_at, invalid_at, type, weight)")
+    db.execute("ANALYZE")
+    samples = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        db.execute(SQL_2HOP_PAIRS, {"n": node, "t": as_of}).fetchall()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples) * 1e3
+
+
 # -- load clients ----------------------------------------------------------------------------------
 
 
@@ -288,6 +312,7 @@ def main() -> None:
               f"in {time.perf_counter() - started:.1f}s")
 
         in_process = wsgi_costs(data)
+        sqlite_ms = sqlite_two_hop_ms(args.nodes, args.degree, "n1", T0 + 1)
         xerj_port, bare_port, secured_port = free_port(), free_port(), free_port()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         serve = [sys.executable, "-c", "from xerj_core.cli import main; main()", "serve", "--data-dir", str(data),
@@ -380,6 +405,9 @@ def main() -> None:
     print(f"\nxerj GET / throughput / bare app: {root_ratio:.3f}  (median of paired rounds; target >= 0.90)")
     print(f"ego 2-hop p50 / xerj GET / p50:   {ego_ratio:.3f}  (target <= 2.0)")
     print(f"recall p50 / xerj GET / p50:      {results['xerj recall BM25']['p50'] / results['xerj GET /']['p50']:.3f}")
+    own = results["xerj ego 2-hop"]["p50"] - results["xerj GET /"]["p50"]
+    print(f"ego's own time over HTTP (ego p50 - GET / p50) {own:.3f} ms; sqlite one-statement 2-hop (src, dst) in "
+          f"process {sqlite_ms:.3f} ms; ratio {own / sqlite_ms:.2f} (target <= 2.0)")
     print(f"link p50 / xerj GET / p50:        {results['xerj link']['p50'] / results['xerj GET /']['p50']:.3f}")
     if secured_results:
         print("\nsecured (scoped API key) against open mode, paired rounds, p50 ms:")
