@@ -29,6 +29,8 @@ _CARRIED = ("row", "near", "other", "out", "type", "trust", "valid_at", "invalid
 # An edge table's columns, one entry per edge.
 _STORED = {"row": np.int32, "src": np.int32, "dst": np.int32, "type": np.int32, "trust": np.int32,
            "valid_at": np.int64, "invalid_at": np.int64, "weight": np.float32, "confidence": np.float32}
+# The columns an in-hop screens, also stored in dst order (the rest is reached through the permutation).
+_IN_ORDER = ("src", "valid_at", "invalid_at")
 _EMPTY = np.empty(0, np.int64)
 _CSR_KEY = ("xerj.graph", "csr", 1)
 _NO_COLUMNS = "no-columns"
@@ -124,6 +126,9 @@ class EdgeTable:
             position = np.empty(int(csr.out_order.max()) + 1, np.int64)  # local row → its stored position
             position[csr.out_order] = dest
             self.in_perm[_placement(csr.in_order, csr.in_off, in_cursor)] = position[csr.in_order]
+        # What every in-hop reads is also kept in dst order, so an in-hop is contiguous runs like an out-hop;
+        # the other columns are reached through the permutation, for the few edges that get that far.
+        self.in_order = _InOrder({f: self.cols[f][self.in_perm] for f in _IN_ORDER}, self.cols, self.in_perm)
 
     def candidates(self, frontier: np.ndarray, direction: str, check_live: bool = True) -> list["Part"]:
         """The edges touching the sorted ``frontier`` in ``direction``: a part of out-edges, a part of in-edges.
@@ -135,23 +140,43 @@ class EdgeTable:
         runs = []
         if direction != IN:
             starts = self.out_off[usable]
-            runs.append((starts, self.out_off[usable + 1] - starts, None))
+            runs.append((starts, self.out_off[usable + 1] - starts, self.cols, True))
         if direction != OUT:
             starts = self.in_off[usable]
-            runs.append((starts, self.in_off[usable + 1] - starts, self.in_perm))
+            runs.append((starts, self.in_off[usable + 1] - starts, self.in_order, False))
         parts = []
-        for (starts, lengths, perm), out in zip(runs, (True, False) if direction == BOTH else (direction == OUT,)):
+        for starts, lengths, cols, out in runs:
             size = int(lengths.sum())
             if not size:
                 continue
             idx = ranges(starts, lengths, size)
-            if perm is not None:
-                idx = perm[idx]
-                if direction == BOTH:  # an in-edge from a frontier node is the out-edge already met
-                    idx = idx[~member(self.cols["src"][idx], frontier)]
+            if not out and direction == BOTH:  # an in-edge from a frontier node is the out-edge already met
+                idx = idx[~member(cols.direct["src"][idx], frontier)]
             if idx.size:
-                parts.append(Part(self.cols, idx, out, check_live))
+                parts.append(Part(cols, idx, out, check_live))
         return parts
+
+
+class _InOrder:
+    """An edge table's columns seen in ``dst`` order: positions index the in-edge runs.
+
+    The fields an in-hop screens are stored in that order; any other field is
+    gathered through the permutation to its ``src``-ordered position.
+    """
+
+    __slots__ = ("direct", "cols", "perm")
+
+    def __init__(self, direct: dict[str, np.ndarray], cols: dict[str, np.ndarray], perm: np.ndarray) -> None:
+        self.direct = direct
+        self.cols = cols
+        self.perm = perm
+
+    def take(self, field: str, idx: np.ndarray) -> np.ndarray:
+        found = self.direct.get(field)
+        return found[idx] if found is not None else self.cols[field][self.perm[idx]]
+
+    def __contains__(self, field: str) -> bool:
+        return False  # carries no hop ends of its own (see Part.get)
 
 
 def _placement(order: np.ndarray, off: np.ndarray, cursor: np.ndarray) -> np.ndarray:
@@ -387,14 +412,18 @@ class Part:
                 return cols[field][idx]
             far, close = ("dst", "src") if field == "other" else ("src", "dst")
             if isinstance(out, bool):
-                return cols[far if out else close][idx]
-            return np.where(out, cols[far][idx], cols[close][idx])
-        return cols[field][idx]
+                return _take(cols, far if out else close, idx)
+            return np.where(out, _take(cols, far, idx), _take(cols, close, idx))
+        return _take(cols, field, idx)
 
     def keep(self, mask: np.ndarray) -> None:
         self.idx = self.idx[mask]
         if not isinstance(self.out, bool):
             self.out = self.out[mask]
+
+
+def _take(cols: Any, field: str, idx: np.ndarray) -> np.ndarray:
+    return cols.take(field, idx) if isinstance(cols, _InOrder) else cols[field][idx]
 
 
 def _count_out(keep: np.ndarray | None, passed: np.ndarray) -> int:
