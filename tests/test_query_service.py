@@ -241,6 +241,23 @@ def test_hybrid_fusion_forms(search):
         search.search("books", {"query": {"bool": {"must": {"hybrid": {"queries": [lexical]}}}}})
 
 
+def test_hybrid_legs_share_their_filter(search, monkeypatch):
+    """An rrf retriever's filter reaches both legs; over one snapshot it is evaluated once, not once per leg."""
+    from xerj_core.query import dsl, evaluate
+
+    calls = []
+    original = evaluate._HANDLERS[dsl.Term]
+    monkeypatch.setitem(evaluate._HANDLERS, dsl.Term, lambda ev, node, scoring: calls.append(node) or
+                        original(ev, node, scoring))
+    body = {"retriever": {"rrf": {"retrievers": [
+        {"standard": {"query": {"match": {"text": "planet cabin space"}}}},
+        {"knn": {"field": "vec", "query_vector": [0.0, 0.1, 1.0], "k": 5}}], "filter": {"term": {"genre": "scifi"}}}}}
+    hits = search.search("books", body)["hits"]["hits"]
+    assert len(calls) == 1
+    genres = {h["_id"]: h["_source"]["genre"] for h in search.search("books", {"size": 10})["hits"]["hits"]}
+    assert hits and all("scifi" in np.atleast_1d(genres[h["_id"]]) for h in hits)
+
+
 def test_query_vector_builder_uses_a_registered_embedder(store):
     class Embedder:
         id, dims = "fake", 3

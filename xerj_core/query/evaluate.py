@@ -55,10 +55,13 @@ class Evaluator:
     ``k``/``num_candidates`` keeps (the service passes what the page needs).
     """
 
-    def __init__(self, reader, *, default_knn_k: int = 10) -> None:
+    def __init__(self, reader, *, default_knn_k: int = 10, shared: dict | None = None) -> None:
+        """``shared``: filter masks already computed on this reader in the same request (keyed by the clause
+        object), so the legs of a hybrid search evaluate a filter they share once."""
         self.reader = reader
         self.n = reader.n_rows
         self.default_knn_k = default_knn_k
+        self.shared = shared
 
     # -- entry points --------------------------------------------------------------------------
 
@@ -83,8 +86,18 @@ class Evaluator:
         """Rows matching every node of ``nodes`` (filter context), not yet restricted to live rows."""
         mask = np.ones(self.n, bool)
         for node in nodes:
-            mask &= self.matches(node, False)[0]
+            mask &= self.clause_mask(node)
         return mask
+
+    def clause_mask(self, node: Node) -> np.ndarray:
+        """``node``'s mask in filter context, from the request's shared masks when another leg computed it.
+        The result may be shared: callers combine it into arrays of their own and never change it."""
+        if self.shared is None:
+            return self.matches(node, False)[0]
+        found = self.shared.get(id(node))
+        if found is None or found[0] is not node:
+            found = self.shared[id(node)] = (node, self.matches(node, False)[0])
+        return found[1]
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -276,9 +289,9 @@ class Evaluator:
             if scoring:
                 scores += s
         for clause in node.filter:
-            mask &= self.matches(clause, False)[0]
+            mask &= self.clause_mask(clause)
         for clause in node.must_not:
-            mask &= ~self.matches(clause, False)[0]
+            mask &= ~self.clause_mask(clause)
         if node.should:
             default = 0 if (node.must or node.filter) else 1
             required = dsl.minimum_should_match(node.minimum_should_match, len(node.should), default)

@@ -259,12 +259,13 @@ class SearchService:
                 parts[index][1][row] += score * node.boost
         return parts
 
-    def _knn_global(self, node: dsl.Knn, readers, k: int) -> Ranked:
+    def _knn_global(self, node: dsl.Knn, readers, k: int, shared: list[dict] | None = None) -> Ranked:
         if node.vector is None:
             raise IllegalArgument(f"[knn] on field [{node.field}] has no query vector")
         ranked = []
         for index, reader in enumerate(readers):
-            candidates = Evaluator(reader).filter(node.filter) if node.filter else None
+            evaluator = Evaluator(reader, shared=shared[index] if shared is not None else None)
+            candidates = evaluator.filter(node.filter) if node.filter else None
             ranked.append(_keyed(knn.knn_top(reader, node.field, node.vector, k, candidates,
                                              min_similarity=node.similarity), index))
         return _merge(ranked, k)
@@ -356,10 +357,12 @@ class SearchService:
         """The window's best rows of a plain match and its hit count, without dense masks or a second pass."""
         return bm25.top_and_count(reader, node.field, bm25.query_terms(node.query), request.window, boost=node.boost)
 
-    def _rank_leg(self, node, readers, window: int) -> tuple[Ranked, list[np.ndarray]]:
-        """A leg's global ranking (keys ``index << 40 | row``, top ``window``) and its per-reader matches."""
+    def _rank_leg(self, node, readers, window: int, shared: list[dict]) -> tuple[Ranked, list[np.ndarray]]:
+        """A leg's global ranking (keys ``index << 40 | row``, top ``window``) and its per-reader matches.
+
+        ``shared`` holds, per reader, the filter masks the legs of one request have computed (one snapshot)."""
         if isinstance(node, dsl.Hybrid):
-            legs = [self._rank_leg(leg, readers, node.rank_window_size) for leg in node.legs]
+            legs = [self._rank_leg(leg, readers, node.rank_window_size, shared) for leg in node.legs]
             fused = fusion.fuse([ranking for ranking, _ in legs], method=node.fusion,
                                 rank_constant=node.rank_constant, weights=node.weights,
                                 normalizers=node.normalizers or "none", window=node.rank_window_size)
@@ -367,21 +370,21 @@ class SearchService:
             return fused.head(window), masks
         if isinstance(node, dsl.Knn):
             k = min(node.k or node.num_candidates or window, max(window, 1))
-            ranked = self._knn_global(node, readers, k)
+            ranked = self._knn_global(node, readers, k, shared)
             masks = [np.zeros(r.n_rows, bool) for r in readers]
             for key in ranked.rows.tolist():
                 masks[key >> _ROW_BITS][key & _ROW_MASK] = True
             return ranked, masks
         parts, masks = [], []
         for index, reader in enumerate(readers):
-            mask, scores = Evaluator(reader, default_knn_k=window).evaluate(node)
+            mask, scores = Evaluator(reader, default_knn_k=window, shared=shared[index]).evaluate(node)
             masks.append(mask)
             parts.append(_keyed(top_k(scores, mask, window), index))
         return _merge(parts, window), masks
 
     def _fused_search(self, request: SearchRequest, readers):
         hybrid = request.hybrid
-        ranked, masks = self._rank_leg(hybrid, readers, hybrid.rank_window_size)
+        ranked, masks = self._rank_leg(hybrid, readers, hybrid.rank_window_size, [{} for _ in readers])
         contexts = [(reader, masks[i]) for i, reader in enumerate(readers)]
         keep = np.ones(len(ranked), bool)
         if request.post_filter is not None:
