@@ -292,3 +292,26 @@ def test_rows_dying_after_the_view_was_built_are_not_hopped(engine):
     assert body["not_shown"]["expired_excluded"] == 1  # the new version is retired; the dead row is not counted
     then = engine.graph.ego("b", {"node": "a", "as_of": T0, "limit": 100})
     assert sum(e["edge_id"] == target for e in then["edges"]) == 1  # still believed at T0, exactly once
+
+
+def test_sealed_views_are_mapped_files_that_other_processes_reuse(engine, monkeypatch):
+    """The sealed view is built into files beside the data and mapped back (page cache, not private memory);
+    a fresh cache (another worker) maps the published files instead of building, and answers alike."""
+    from xerj_core.graph import hop
+
+    for i in range(40):
+        engine.graph.link("b", {"src": f"n{i % 5}", "dst": f"m{i}", "type": "t", "valid_at": T0})
+    params = {"node": "n1", "hops": 2, "as_of": T0, "limit": 100, "include_evidence": "false"}
+    first = engine.graph.ego("b", params)
+    with engine.store.reader(EDGES) as reader:
+        view = engine.graph.views.sealed(reader)
+    assert all(isinstance(a, np.memmap) for a in view.table.arrays().values())
+    published = [p for p in (engine.store.path / "views").iterdir() if not p.name.startswith(".")]
+    assert len(published) == 1
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a published view must be mapped, not rebuilt")
+
+    monkeypatch.setattr(hop.EdgeTable, "__init__", refuse)
+    engine.graph.views = hop.ViewCache(engine.store.path / "views")
+    assert engine.graph.ego("b", params) == {**first, "as_of": first["as_of"]}

@@ -13,13 +13,16 @@ sealed without a column the hop needs is skipped and counted.
 
 from __future__ import annotations
 
+import hashlib
 import threading
+from pathlib import Path
 from typing import Any, Callable
 
 import attrs
 import numpy as np
 
 from xerj_core.arrays import member, ranges, unique_ids
+from xerj_core.graph.mapped import ArrayFiles
 from xerj_core.store import IndexReader, Segment
 
 # The columns a hop reads; a sealed segment lacking any of them is skipped (and counted).
@@ -97,23 +100,28 @@ class EdgeTable:
     an offsets lookup and a gather.
     """
 
-    def __init__(self, groups: list[tuple[int, SegmentCSR, Callable[[str], np.ndarray]]]) -> None:
-        """``groups``: per run of rows, its first row, its grouping, and its hop columns by name."""
+    def __init__(self, groups: list[tuple[int, SegmentCSR, Callable[[str], np.ndarray]]],
+                 alloc: Callable[[str, int, Any], np.ndarray] | None = None) -> None:
+        """``groups``: per run of rows, its first row, its grouping, and its hop columns by name.
+
+        ``alloc(name, size, dtype)`` provides each stored array (file-backed ones, see ``mapped``)."""
+        alloc = alloc or (lambda _name, size, dtype: np.empty(size, dtype))
         width = max((max(len(c.out_off), len(c.in_off)) - 1 for _, c, _ in groups), default=0)
         outs = np.zeros(width, np.int64)
         ins = np.zeros(width, np.int64)
         for _, csr, _ in groups:
             outs[: len(csr.out_off) - 1] += np.diff(csr.out_off)
             ins[: len(csr.in_off) - 1] += np.diff(csr.in_off)
-        self.out_off = np.zeros(width + 1, np.int64)
-        self.in_off = np.zeros(width + 1, np.int64)
+        self.out_off = alloc("out_off", width + 1, np.int64)
+        self.in_off = alloc("in_off", width + 1, np.int64)
+        self.out_off[0] = self.in_off[0] = 0
         np.cumsum(outs, out=self.out_off[1:])
         np.cumsum(ins, out=self.in_off[1:])
         total = int(self.out_off[-1])
         narrow = {f: _ordinal_dtype(max((int(column(f).max(initial=-1)) for _, _, column in groups), default=-1))
                   for f in ("type", "trust")}
-        self.cols = {f: np.empty(total, narrow.get(f, dtype)) for f, dtype in _STORED.items()}
-        self.in_perm = np.empty(total, np.int32)
+        self.cols = {f: alloc(f"col_{f}", total, narrow.get(f, dtype)) for f, dtype in _STORED.items()}
+        self.in_perm = alloc("in_perm", total, np.int32)
         out_cursor, in_cursor = self.out_off[:-1].copy(), self.in_off[:-1].copy()
         for start, csr, column in groups:
             if not csr.out_order.size:
@@ -128,7 +136,27 @@ class EdgeTable:
             self.in_perm[_placement(csr.in_order, csr.in_off, in_cursor)] = position[csr.in_order]
         # What every in-hop reads is also kept in dst order, so an in-hop is contiguous runs like an out-hop;
         # the other columns are reached through the permutation, for the few edges that get that far.
-        self.in_order = _InOrder({f: self.cols[f][self.in_perm] for f in _IN_ORDER}, self.cols, self.in_perm)
+        direct = {}
+        for f in _IN_ORDER:
+            direct[f] = alloc(f"in_{f}", total, self.cols[f].dtype)
+            np.take(self.cols[f], self.in_perm, out=direct[f])
+        self.in_order = _InOrder(direct, self.cols, self.in_perm)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every stored array by the name ``alloc`` gave it."""
+        found = {"out_off": self.out_off, "in_off": self.in_off, "in_perm": self.in_perm}
+        found.update({f"col_{f}": a for f, a in self.cols.items()})
+        found.update({f"in_{f}": a for f, a in self.in_order.direct.items()})
+        return found
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "EdgeTable":
+        """A table over arrays :meth:`arrays` named (e.g. mapped back from files)."""
+        table = cls.__new__(cls)
+        table.out_off, table.in_off, table.in_perm = arrays["out_off"], arrays["in_off"], arrays["in_perm"]
+        table.cols = {f: arrays[f"col_{f}"] for f in _STORED}
+        table.in_order = _InOrder({f: arrays[f"in_{f}"] for f in _IN_ORDER}, table.cols, table.in_perm)
+        return table
 
     def candidates(self, frontier: np.ndarray, direction: str, check_live: bool = True) -> list["Part"]:
         """The edges touching the sorted ``frontier`` in ``direction``: a part of out-edges, a part of in-edges.
@@ -192,15 +220,29 @@ class SealedView:
     """The node CSR over every sealed segment of one edges index, without the rows already dead when built.
 
     The segments' columns are read as views of the memory-mapped data file
-    while the table is built, so the only private copy is the table itself.
-    Rows die but never come back, so a hop checks the live mask only when rows
-    died after the build (``dead_at_build`` no longer matches the reader's).
+    while the table is built, so the only copy is the table itself; with
+    ``files`` the table is built straight into files and mapped back, so it
+    is page cache shared by every process rather than private memory, and a
+    process finding the same table already published maps it without
+    building. Rows die but never come back, so a hop checks the live mask
+    only when rows died after the build (``dead_at_build`` no longer matches
+    the reader's).
     """
 
-    def __init__(self, reader: IndexReader) -> None:
+    def __init__(self, reader: IndexReader, files: ArrayFiles | None = None) -> None:
         self.segments = tuple(reader.segments)
         self.skipped = 0
         self.dead_at_build = len(reader.dead_rows())
+        key = None
+        if files is not None:
+            layout = ",".join(f"{s.start}:{s.end}" for s in self.segments)
+            digest = hashlib.blake2b(f"{layout}/{self.dead_at_build}".encode(), digest_size=12).hexdigest()
+            key = f"{reader.meta['uuid']}@{digest}"
+            found = files.load(key)
+            if found is not None:
+                self.table, self.skipped = EdgeTable.from_arrays(found[0]), found[1]["skipped"]
+                return
+        writer = files.writer(key) if files is not None and key is not None else None
         groups: list[tuple[int, SegmentCSR, Callable[[str], np.ndarray]]] = []
         with reader.mapped_columns(HOP_FIELDS) as columns_of:
             for seg in self.segments:
@@ -213,7 +255,16 @@ class SealedView:
                 if not alive.all():
                     csr = _alive_only(csr, alive, columns["src"].values, columns["dst"].values)
                 groups.append((seg.start, csr, (lambda cols: lambda field: cols[field].values)(columns)))
-            self.table = EdgeTable(groups)
+            try:
+                self.table = EdgeTable(groups, writer.alloc if writer is not None else None)
+            except BaseException:
+                if writer is not None:
+                    writer.abandon()
+                raise
+        if writer is not None:
+            published = writer.publish({"skipped": self.skipped})
+            if published is not None:
+                self.table = EdgeTable.from_arrays(published[0])
 
     def candidates(self, frontier: np.ndarray, direction: str, check_live: bool) -> list["Part"]:
         return self.table.candidates(frontier, direction, check_live)
@@ -253,9 +304,11 @@ class ViewCache:
     recreated brain never reads the old one's view.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, directory: Path | None = None) -> None:
+        """``directory``: where sealed views are kept as mapped files (None keeps them in private memory)."""
         self._views: dict[str, tuple[str, SealedView]] = {}
         self._lock = threading.Lock()
+        self._files = ArrayFiles(directory) if directory is not None else None
 
     def _current(self, reader: IndexReader) -> SealedView | None:
         found = self._views.get(reader.name)
@@ -273,7 +326,7 @@ class ViewCache:
             view = self._current(reader)
             if view is None:
                 self._views.pop(reader.name, None)  # let the old view go before the new one is built
-                view = SealedView(reader)
+                view = SealedView(reader, self._files)
                 self._views[reader.name] = (reader.meta["uuid"], view)
         return view
 

@@ -32,7 +32,8 @@ class GraphService(EdgeWriting, GraphReading):
         self.notify = notify
         self.search = search
         self.embedder_of = embedder_of
-        self.views = ViewCache()
+        # Sealed views live as mapped files beside the data: shared page cache, not per-worker private memory.
+        self.views = ViewCache(store.path / "views")
         # The contract's bounds; instance attributes so a test can shrink them.
         self.max_seeds = MAX_SEEDS
         self.frontier_cap = FRONTIER_CAP
