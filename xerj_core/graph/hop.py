@@ -235,7 +235,7 @@ class SealedView:
         self.dead_at_build = len(reader.dead_rows())
         key = None
         if files is not None:
-            layout = ",".join(f"{s.start}:{s.end}" for s in self.segments)
+            layout = ",".join(f"{s.start}:{s.end}:{s.sealed_at}" for s in self.segments)
             digest = hashlib.blake2b(f"{layout}/{self.dead_at_build}".encode(), digest_size=12).hexdigest()
             key = f"{reader.meta['uuid']}@{digest}"
             found = files.load(key)

@@ -38,9 +38,10 @@ class Dictionary:
 class Segment:
     """A sealed, immutable run of rows; its columns and postings are decoded once per process."""
 
-    def __init__(self, start: int, end: int, fields: Sequence[str]) -> None:
+    def __init__(self, start: int, end: int, fields: Sequence[str], sealed_at: int = 0) -> None:
         self.start = start
         self.end = end
+        self.sealed_at = sealed_at  # with start and end, names this segment's bytes (a derived cache's key)
         self.fields = frozenset(fields)
         self.columns: dict[str, Column] = {}
         # Derived, immutable structures built by engines (CSR offsets, ...), cached with the segment.
@@ -236,7 +237,7 @@ class IndexCache:
                        known_segments: tuple[Segment, ...]) -> tuple[Segment, ...]:
         prefix = keys.ix_key(self.ix)
         known = self._segment_records
-        by_range = {(s.start, s.end): s for s in known_segments}
+        by_range = {(s.start, s.end, s.sealed_at): s for s in known_segments}
         fresh = []
         records = {}
         with txn.cursor(db=dbs["segs"]) as cur:
@@ -248,7 +249,9 @@ class IndexCache:
                     if seg is None:
                         meta = orjson.loads(value)
                         start = keys.read_u64(key, 4)
-                        seg = by_range.get((start, meta["end"])) or Segment(start, meta["end"], meta["fields"])
+                        sealed_at = meta.get("sealed_at", 0)
+                        seg = by_range.get((start, meta["end"], sealed_at)) or Segment(start, meta["end"],
+                                                                                       meta["fields"], sealed_at)
                     records[(key, value)] = seg
                     fresh.append(seg)
         self._segment_records = records
@@ -407,7 +410,8 @@ class IndexReader:
                 if mapped is not None:
                     # The mapped transaction may be newer: use it only while it still holds this very segment.
                     record = mapped.get(keys.seg_key(self.ix, segment.start), db=self.dbs["segs"])
-                    if record is not None and orjson.loads(record)["end"] == segment.end:
+                    meta = orjson.loads(record) if record is not None else None
+                    if meta is not None and (meta["end"], meta.get("sealed_at", 0)) == (segment.end, segment.sealed_at):
                         txn = mapped
                 found = {}
                 for path in paths:
