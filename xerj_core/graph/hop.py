@@ -23,7 +23,7 @@ import numpy as np
 
 from xerj_core.arrays import member, ranges, unique_ids
 from xerj_core.graph.mapped import ArrayFiles
-from xerj_core.store import IndexReader, Segment
+from xerj_core.store import ABSENT_INT, IndexReader, Segment
 
 # The columns a hop reads; a sealed segment lacking any of them is skipped (and counted).
 HOP_FIELDS = ("src", "dst", "type", "trust", "valid_at", "invalid_at", "weight", "confidence")
@@ -141,6 +141,14 @@ class EdgeTable:
             direct[f] = alloc(f"in_{f}", total, self.cols[f].dtype)
             np.take(self.cols[f], self.in_perm, out=direct[f])
         self.in_order = _InOrder(direct, self.cols, self.in_perm)
+        self._bounds()
+
+    def _bounds(self) -> None:
+        # The instants every edge of the table lies within: a hop at an as_of past every valid_at (or before
+        # every invalid_at) needs no comparison for that side of the bitemporal mask.
+        valid, invalid = self.cols["valid_at"], self.cols["invalid_at"]
+        self.valid_max = int(valid.max()) if valid.size else ABSENT_INT
+        self.invalid_min = int(invalid.min()) if invalid.size else ABSENT_INT
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Every stored array by the name ``alloc`` gave it."""
@@ -156,6 +164,7 @@ class EdgeTable:
         table.out_off, table.in_off, table.in_perm = arrays["out_off"], arrays["in_off"], arrays["in_perm"]
         table.cols = {f: arrays[f"col_{f}"] for f in _STORED}
         table.in_order = _InOrder({f: arrays[f"in_{f}"] for f in _IN_ORDER}, table.cols, table.in_perm)
+        table._bounds()
         return table
 
     def candidates(self, frontier: np.ndarray, direction: str, check_live: bool = True) -> list["Part"]:
@@ -181,7 +190,7 @@ class EdgeTable:
             if not out and direction == BOTH:  # an in-edge from a frontier node is the out-edge already met
                 idx = idx[~member(cols.direct["src"][idx], frontier)]
             if idx.size:
-                parts.append(Part(cols, idx, out, check_live))
+                parts.append(Part(cols, idx, out, check_live, (self.valid_max, self.invalid_min)))
         return parts
 
 
@@ -455,6 +464,7 @@ class Part:
     idx: np.ndarray
     out: bool | np.ndarray
     check_live: bool = True  # False when every row the part can reach is known live
+    bounds: tuple[int, int] | None = None  # the largest valid_at and smallest invalid_at it can reach
 
     def get(self, field: str) -> np.ndarray:
         cols, idx, out = self.cols, self.idx, self.out
@@ -505,11 +515,14 @@ def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndar
     keep = view.live[part.get("row")] if part.check_live else None
     if direction == BOTH and previous.size:
         keep = _both(keep, ~member(part.get("other"), previous))
-    passed = part.get("valid_at") <= filters.as_of
-    if not filters.include_expired:
-        passed &= part.get("invalid_at") > filters.as_of
-    counters["expired_excluded"] += _count_out(keep, passed)
-    keep = _both(keep, passed)
+    valid_max, invalid_min = part.bounds if part.bounds is not None else (ABSENT_INT, -ABSENT_INT - 1)
+    passed = part.get("valid_at") <= filters.as_of if filters.as_of < valid_max else None
+    if not filters.include_expired and filters.as_of >= invalid_min:
+        alive = part.get("invalid_at") > filters.as_of
+        passed = alive if passed is None else passed & alive
+    if passed is not None:
+        counters["expired_excluded"] += _count_out(keep, passed)
+        keep = _both(keep, passed)
     for name, field, allowed in (("type_filtered", "type", filters.type_ords),
                                  ("trust_filtered", "trust", filters.trust_ords)):
         if allowed is not None:
@@ -520,7 +533,7 @@ def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndar
         passed = part.get("confidence") >= np.float32(filters.min_confidence)
         counters["confidence_filtered"] += _count_out(keep, passed)
         keep = _both(keep, passed)
-    if not keep.all():
+    if keep is not None and not keep.all():
         part.keep(keep)
 
 

@@ -39,7 +39,7 @@ K1 = 1.2
 B = 0.75
 # Budget of the per-generation term-weight cache of one field (rows int64 + weights float64).
 TERM_CACHE_BYTES = 96 << 20
-# Budget of one field's cache of pruning-ready postings over the sealed segments.
+# Budget of one field's cache of postings (with field lengths) over the sealed segments, kept until a seal.
 SEALED_CACHE_BYTES = 64 << 20
 _MISSING = object()
 
