@@ -5,8 +5,9 @@ are positive and comparable with its responses: cosine (the default)
 ``(1 + cos) / 2``, dot_product ``(1 + dot) / 2``, l2_norm ``1 / (1 + d²)``,
 max_inner_product ``1 / (1 - dot)`` below zero and ``dot + 1`` otherwise.
 Vectors are stored contiguous as float32 per segment; per-row inverse norms
-are cached with each immutable sealed segment, so a query is one BLAS
-matrix-vector product per segment (and the tail) plus a top-k cut per part.
+are cached with each immutable sealed segment, so a query is one
+matrix-vector product per segment (the BLAS's for large ones) and the tail,
+plus a top-k cut per part.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from xerj_core.query.ranking import Ranked, select_top
 SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
 # Below this share of a part's rows passing the filter, gather those rows instead of scoring all.
 _GATHER_BELOW = 0.25
+# Parts with at least this many rows are scored by one BLAS product; smaller ones by a single-threaded loop.
+_BLAS_FROM = 16384
 
 
 def vector_spec(reader, field: str, dims: int | None = None):
@@ -91,9 +94,17 @@ def _part_raw(metric: str, query: np.ndarray, query_norm: float, query_sq: float
     count = int(np.count_nonzero(wanted))
     if count < _GATHER_BELOW * end:
         local = np.flatnonzero(wanted)
-        dots = values[local] @ query
+        dots = _matvec(values[local], query)
         return local, _raw(metric, dots, inverse[local], squared[local], query_norm, query_sq)
-    return None, _raw(metric, values @ query, inverse, squared, query_norm, query_sq)
+    return None, _raw(metric, _matvec(values, query), inverse, squared, query_norm, query_sq)
+
+
+def _matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    # Large parts go to the BLAS (threaded sgemv); below _BLAS_FROM rows waking its threads costs more than
+    # the product, so the tail and small segments take numpy's single-threaded SIMD loop.
+    if len(matrix) >= _BLAS_FROM:
+        return matrix @ vector
+    return np.einsum("ij,j->i", matrix, vector)
 
 
 def knn_scores(reader, field: str, vector: Sequence[float] | np.ndarray, candidates: np.ndarray | None = None, *,
@@ -153,7 +164,7 @@ def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
 
     ``filter_mask`` (bool over ``reader.n_rows``) is applied before ranking, so
     the result holds ``k`` matching rows whenever that many exist (no
-    post-filtering shortfall). Each part (sealed segment, tail) is one BLAS
+    post-filtering shortfall). Each part (sealed segment, tail) is one
     matrix-vector product over its contiguous float32 rows and an
     ``argpartition``-style cut to its best ``k`` (ties kept), so no dense
     per-row score array is built. Errors: unmapped or non-``dense_vector``
