@@ -315,3 +315,18 @@ def test_sealed_views_are_mapped_files_that_other_processes_reuse(engine, monkey
     monkeypatch.setattr(hop.EdgeTable, "__init__", refuse)
     engine.graph.views = hop.ViewCache(engine.store.path / "views")
     assert engine.graph.ego("b", params) == {**first, "as_of": first["as_of"]}
+
+
+def test_a_view_that_cannot_be_written_is_kept_in_memory(engine, monkeypatch):
+    """A full or read-only disk under views/ costs the sharing, never the answer."""
+    from xerj_core.graph import hop, mapped
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(mapped.np.lib.format, "open_memmap", full)
+    engine.graph.views = hop.ViewCache(engine.store.path / "views")
+    for i in range(20):
+        engine.graph.link("b", {"src": "a", "dst": f"d{i}", "type": "t", "valid_at": T0})
+    assert len(engine.graph.ego("b", {"node": "a", "as_of": T0, "limit": 100})["edges"]) == 20
+    assert not [p for p in (engine.store.path / "views").iterdir()]

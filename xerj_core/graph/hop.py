@@ -266,6 +266,12 @@ class SealedView:
                 groups.append((seg.start, csr, (lambda cols: lambda field: cols[field].values)(columns)))
             try:
                 self.table = EdgeTable(groups, writer.alloc if writer is not None else None)
+            except OSError:
+                if writer is None:
+                    raise
+                writer.abandon()  # no room for the files (a full or read-only disk): keep the table in memory
+                writer = None
+                self.table = EdgeTable(groups)
             except BaseException:
                 if writer is not None:
                     writer.abandon()

@@ -76,9 +76,13 @@ class ArrayWriter:
 
     def publish(self, meta: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
         """Flush, move the set into place (or keep the one another process published first) and map it back."""
-        for array in self.arrays.values():
-            array.flush()
-        (self.folder / _META).write_text(json.dumps({**meta, "arrays": list(self.arrays)}))
+        try:
+            for array in self.arrays.values():
+                array.flush()
+            (self.folder / _META).write_text(json.dumps({**meta, "arrays": list(self.arrays)}))
+        except OSError:
+            self.abandon()  # the arrays already built stay usable in this process, unshared
+            return None
         self.arrays.clear()
         final = self.files.root / self.key
         try:
