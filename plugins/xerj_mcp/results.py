@@ -1,0 +1,93 @@
+"""The tools' structured results: pydantic models the SDK publishes as each tool's output schema.
+
+The declared fields are what an agent can rely on; the server's other keys
+ride along (``extra="allow"``), so a richer server answer is never cut.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class MemoryStored(_Open):
+    namespace: str = Field(description="the namespace written to")
+    id: str | None = Field(None, alias="_id", description="the memory's id (the existing one when deduplicated)")
+    created: bool = Field(description="false when nothing new was written (deduplicated or refused by a tombstone)")
+
+
+class RecallResult(_Open):
+    namespace: str
+    mode: str = Field(description="bm25, semantic, hybrid or vector")
+    k: int
+    hits: list[dict[str, Any]] = Field(description="best first: _id, _score, text, metadata, stored_at, ...")
+
+
+class MemoryList(_Open):
+    namespace: str
+    total: int = Field(description="memories matching, all pages")
+    memories: list[dict[str, Any]] = Field(description="newest first: _id, text, metadata, stored_at, ...")
+    left_out: int = Field(description="memories beyond this page (total - from - returned)")
+
+
+class MemoryForgotten(_Open):
+    namespace: str
+    id: str = Field(alias="_id")
+    forgotten: bool = Field(description="false when it was already forgotten")
+
+
+class ReviewResult(_Open):
+    """A review queue page (``total``, ``items``) or the per-id outcome of decisions."""
+
+
+class EgoResult(_Open):
+    brain: str
+    hops: int
+    edges: list[dict[str, Any]] = Field(description="edge_id, src, dst, type, weight, hop, direction, valid_at, ...")
+    neighbors: list[Any]
+    not_shown: dict[str, Any] = Field(description="what was withheld and why (edges_clipped, expired_excluded, ...)")
+
+
+class OverviewResult(_Open):
+    brain: str
+    exists: bool
+
+
+class LinkResult(_Open):
+    brain: str
+    edge_id: str
+    created: bool = Field(description="false when the same (src, type, dst, valid_at) was re-asserted")
+
+
+class UnlinkResult(_Open):
+    brain: str
+    edge_id: str
+    invalidated: bool = Field(description="false when the edge was already retired")
+
+
+class SearchResult(_Open):
+    index: str
+    total: int = Field(description="hits matching, all pages")
+    hits: list[dict[str, Any]] = Field(description="_index, _id, _score, _source, and highlight when asked")
+    left_out: int = Field(description="matching hits beyond this page (total - from - returned)")
+
+
+class DocumentResult(_Open):
+    index: str = Field(alias="_index")
+    id: str = Field(alias="_id")
+    found: bool
+    source: dict[str, Any] | None = Field(None, alias="_source")
+
+
+class IndexInfo(BaseModel):
+    index: str
+    docs_count: int = Field(description="live documents")
+
+
+class IndicesResult(BaseModel):
+    indices: list[IndexInfo] = Field(description="every index this key can read, with its document count")

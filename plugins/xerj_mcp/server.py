@@ -1,0 +1,92 @@
+"""The MCPServer xerj serves: its tools bound to a backend, the instructions an agent reads, argument checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+
+from xerj_mcp.backend import BackendUnavailable
+from xerj_mcp.tools import READ_ONLY, REVIEW_TOOLS, TOOL_NAMES, Tools
+
+INSTRUCTIONS = (
+    "xerj is a local second brain and agent memory. Memory tools (xerj_memory_*) store and recall what you "
+    "learn in a namespace; brain tools (xerj_brain_*) read and write a brain's evidence-carrying edges "
+    "between notes (ego walks at most 2 hops); xerj_search, xerj_get_document and xerj_list_indices read "
+    "documents. Start with xerj_list_indices or xerj_brain_overview when you do not know what is there. "
+    "A refusal comes back as a tool error with the server's reason; read it and fix the call."
+)
+OPEN_MODE = (" This server runs in OPEN MODE: no credential is checked, so every namespace and every brain is "
+             "reachable from this connection; the namespace you pass is the only thing that keeps them apart.")
+SCOPED = (" Your key reaches only the namespaces and brains it was minted for; any other one is refused, "
+          "with the reason.")
+
+
+class RefuseUnknownArguments:
+    """Context-tier middleware: a tools/call naming an argument the tool does not take is a tool error.
+
+    The SDK's argument models ignore unknown keys; an agent that misspells an
+    argument must hear about it rather than get the default silently.
+    """
+
+    def __init__(self, known: dict[str, set[str]]) -> None:
+        self.known = known
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tools/call" and isinstance(ctx.params, dict):
+            name = ctx.params.get("name")
+            arguments = ctx.params.get("arguments") or {}
+            allowed = self.known.get(name) if isinstance(name, str) else None
+            if allowed is not None and isinstance(arguments, dict):
+                unknown = sorted(set(arguments) - allowed)
+                if unknown:
+                    takes = ", ".join(sorted(allowed)) or "no arguments"
+                    text = (f"unknown argument(s) [{', '.join(unknown)}] for tool [{name}]; "
+                            f"it takes: {takes}")
+                    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+        return await call_next(ctx)
+
+
+async def server_mode(backend: Any) -> str:
+    """``open``, ``secured`` or ``unknown`` (unreachable, or a server that does not say) from ``GET /``."""
+    try:
+        status, body = await backend.request("GET", "/")
+    except BackendUnavailable:
+        return "unknown"
+    if status == 200 and isinstance(body, dict) and body.get("xerj_mode") in ("open", "secured"):
+        return body["xerj_mode"]
+    return "secured" if status in (401, 403) else "unknown"
+
+
+async def review_routes_served(backend: Any) -> bool:
+    """Whether the server has the review routes (trust and review): a route it lacks is 'no handler found'."""
+    try:
+        status, body = await backend.request("GET", "/_graph/xerj-mcp-probe/_review")
+    except BackendUnavailable:
+        return True  # cannot tell; offer the tools and let a call say what is wrong
+    error = body.get("error") if isinstance(body, dict) else None
+    error_type = error.get("type") if isinstance(error, dict) else None
+    return not (status in (404, 405) and error_type in ("resource_not_found_exception", "method_not_allowed_exception"))
+
+
+async def build_server(backend: Any, *, open_mode: bool | None = None, review: bool | None = None) -> MCPServer:
+    """An MCPServer whose tools call ``backend``; ``open_mode``/``review`` are asked of the backend when None."""
+    if open_mode is None:
+        open_mode = await server_mode(backend) == "open"
+    if review is None:
+        review = await review_routes_served(backend)
+    tools = Tools(backend)
+    names = [n for n in TOOL_NAMES if review or n not in REVIEW_TOOLS]
+    known: dict[str, set[str]] = {}
+    server = MCPServer("xerj", instructions=INSTRUCTIONS + (OPEN_MODE if open_mode else SCOPED),
+                       middleware=[RefuseUnknownArguments(known)], log_level="WARNING")
+    for name in names:
+        server.add_tool(getattr(tools, name), name=name, structured_output=True,
+                        annotations=ToolAnnotations(readOnlyHint=name in READ_ONLY,
+                                                    destructiveHint=name in ("xerj_memory_forget",
+                                                                             "xerj_brain_unlink")))
+    for tool in await server.list_tools():
+        known[tool.name] = set((tool.input_schema or {}).get("properties", {}))
+    return server
