@@ -65,28 +65,27 @@ class HttpBackend:
         await self._client.aclose()
 
 
-class EmbeddedBackend:
-    """A data directory opened in this process, served by xerj's own app in open mode (one user, no key)."""
+class AppBackend:
+    """xerj's own WSGI app called in this process: every middleware and route runs, as over HTTP."""
 
-    def __init__(self, data_dir: Path) -> None:
-        from xerj_core.engine import Engine
-        from xerj_core.plugins import get_plugin_manager
-        from xerj_http.app import create_app
-
-        pm = get_plugin_manager()
-        self.describe = f"the data directory {data_dir}"
-        self._engine = Engine(Path(data_dir), pm)
-        self._app = create_app(self._engine, pm, insecure=True)
+    def __init__(self, app: Any, api_key: str | None = None, *, describe: str = "the in-process xerj app",
+                 on_close: Any = None) -> None:
+        self._app = app
+        self._headers = {"Authorization": f"ApiKey {api_key}"} if api_key else {}
+        self._on_close = on_close
+        self.describe = describe
 
     async def request(self, method: str, path: str, params: Mapping[str, Any] | None = None,
                       body: Any = None) -> tuple[int, Any]:
         from falcon import testing
 
-        # Falcon's own WSGI simulator: the request goes through every middleware and route, as over HTTP.
-        result = testing.simulate_request(
-            self._app, method, path, params=_query(params),
-            body=json.dumps(body) if body is not None else None,
-            headers={"Content-Type": "application/json"} if body is not None else None)
+        headers = dict(self._headers)
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        # Falcon's WSGI simulator is a complete WSGI call; the engine is not thread-safe to share across the
+        # SDK's worker threads, so requests run here, one at a time, on the event loop's thread.
+        result = testing.simulate_request(self._app, method, path, params=_query(params),
+                                          body=json.dumps(body) if body is not None else None, headers=headers)
         try:
             payload = result.json if result.content else {}
         except ValueError:
@@ -94,7 +93,22 @@ class EmbeddedBackend:
         return result.status_code, payload
 
     async def aclose(self) -> None:
-        close = getattr(self._app, "close", None)
-        if close is not None:
-            close()
-        self._engine.close()
+        if self._on_close is not None:
+            self._on_close()
+
+
+def open_embedded(data_dir: Path) -> AppBackend:
+    """A data directory opened in this process and served in open mode: one user, no key, every namespace."""
+    from xerj_core.engine import Engine
+    from xerj_core.plugins import get_plugin_manager
+    from xerj_http.app import create_app
+
+    pm = get_plugin_manager()
+    engine = Engine(Path(data_dir), pm)
+    app = create_app(engine, pm, insecure=True)
+
+    def close() -> None:
+        app.close()
+        engine.close()
+
+    return AppBackend(app, describe=f"the data directory {data_dir}", on_close=close)

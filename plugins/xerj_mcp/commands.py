@@ -39,7 +39,7 @@ def mcp_command(url: str | None, api_key: str | None, data_dir: Path | None, htt
     import anyio
 
     from xerj_core.credentials import api_key_for
-    from xerj_mcp.backend import EmbeddedBackend, HttpBackend
+    from xerj_mcp.backend import HttpBackend, open_embedded
     from xerj_mcp.server import build_server
 
     if data_dir is not None and (url is not None or api_key is not None):
@@ -50,7 +50,7 @@ def mcp_command(url: str | None, api_key: str | None, data_dir: Path | None, htt
 
     async def main() -> None:
         if data_dir is not None:
-            backend = EmbeddedBackend(Path(data_dir).expanduser())
+            backend = open_embedded(Path(data_dir).expanduser())
         else:
             # --api-key, then XERJ_API_KEY; the data directory's admin.key is never read here.
             backend = HttpBackend(url or DEFAULT_URL, api_key_for(api_key, None))
