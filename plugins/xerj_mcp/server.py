@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+from jsonschema import Draft202012Validator
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from xerj_mcp.backend import BackendUnavailable
-from xerj_mcp.tools import READ_ONLY, REVIEW_TOOLS, TOOL_NAMES, Tools
+from xerj_mcp.tools import READ_ONLY, REVIEW_TOOLS, TOOL_NAMES, Refused, Tools
 
 INSTRUCTIONS = (
     "xerj is a local second brain and agent memory. Memory tools (xerj_memory_*) store and recall what you "
@@ -24,29 +26,57 @@ SCOPED = (" Your key reaches only the namespaces and brains it was minted for; a
           "with the reason.")
 
 
-class RefuseUnknownArguments:
-    """Context-tier middleware: a tools/call naming an argument the tool does not take is a tool error.
+class CheckArguments:
+    """Context-tier middleware: a tools/call whose arguments do not fit the tool's input schema is a tool error.
 
-    The SDK's argument models ignore unknown keys; an agent that misspells an
-    argument must hear about it rather than get the default silently.
+    The SDK's argument models drop unknown keys and word type errors for
+    Python readers; an agent that misspells an argument must hear about it,
+    and in the schema's own terms (jsonschema, which the SDK already uses).
     """
 
-    def __init__(self, known: dict[str, set[str]]) -> None:
-        self.known = known
+    def __init__(self) -> None:
+        self.validators: dict[str, Any] = {}
+
+    def learn(self, name: str, schema: dict[str, Any]) -> None:
+        self.validators[name] = (set(schema.get("properties", {})), Draft202012Validator(schema))
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/call" and isinstance(ctx.params, dict):
             name = ctx.params.get("name")
+            known = self.validators.get(name) if isinstance(name, str) else None
             arguments = ctx.params.get("arguments") or {}
-            allowed = self.known.get(name) if isinstance(name, str) else None
-            if allowed is not None and isinstance(arguments, dict):
-                unknown = sorted(set(arguments) - allowed)
-                if unknown:
-                    takes = ", ".join(sorted(allowed)) or "no arguments"
-                    text = (f"unknown argument(s) [{', '.join(unknown)}] for tool [{name}]; "
-                            f"it takes: {takes}")
-                    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+            if known is not None:
+                problem = self.problem(name, arguments, *known)
+                if problem:
+                    return CallToolResult(content=[TextContent(type="text", text=problem)], is_error=True)
         return await call_next(ctx)
+
+    @staticmethod
+    def problem(name: str, arguments: Any, allowed: set[str], validator: Any) -> str | None:
+        if not isinstance(arguments, dict):
+            return f"the arguments of tool [{name}] must be an object"
+        unknown = sorted(set(arguments) - allowed)
+        if unknown:
+            takes = ", ".join(sorted(allowed)) or "no arguments"
+            return f"unknown argument(s) [{', '.join(unknown)}] for tool [{name}]; it takes: {takes}"
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path)))
+        if errors:
+            said = "; ".join(f"{'.'.join(map(str, e.absolute_path)) or 'arguments'}: {e.message}" for e in errors[:5])
+            return f"invalid arguments for tool [{name}]: {said}"
+        return None
+
+
+def reporting_refusals(tool: Any) -> Any:
+    """``tool`` answering a refusal as a tool error whose text is the reason alone (the SDK would prefix it)."""
+
+    @functools.wraps(tool)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await tool(*args, **kwargs)
+        except Refused as exc:
+            return CallToolResult(content=[TextContent(type="text", text=exc.reason)], is_error=True)
+
+    return call
 
 
 async def server_mode(backend: Any) -> str:
@@ -79,14 +109,14 @@ async def build_server(backend: Any, *, open_mode: bool | None = None, review: b
         review = await review_routes_served(backend)
     tools = Tools(backend)
     names = [n for n in TOOL_NAMES if review or n not in REVIEW_TOOLS]
-    known: dict[str, set[str]] = {}
+    checks = CheckArguments()
     server = MCPServer("xerj", instructions=INSTRUCTIONS + (OPEN_MODE if open_mode else SCOPED),
-                       middleware=[RefuseUnknownArguments(known)], log_level="WARNING")
+                       middleware=[checks], log_level="WARNING")
     for name in names:
-        server.add_tool(getattr(tools, name), name=name, structured_output=True,
+        server.add_tool(reporting_refusals(getattr(tools, name)), name=name, structured_output=True,
                         annotations=ToolAnnotations(readOnlyHint=name in READ_ONLY,
                                                     destructiveHint=name in ("xerj_memory_forget",
                                                                              "xerj_brain_unlink")))
     for tool in await server.list_tools():
-        known[tool.name] = set((tool.input_schema or {}).get("properties", {}))
+        checks.learn(tool.name, tool.input_schema or {})
     return server

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field
 
 from xerj_mcp.backend import BackendUnavailable, segment
@@ -24,6 +23,14 @@ from xerj_mcp.results import (
 MAX_RESULTS = 100
 TrustState = Literal["detected", "asserted", "approved", "rejected"]
 Instant = int | str
+
+
+class Refused(Exception):
+    """A call the tool cannot make or the server refused; its text is all the agent sees."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def server_reason(status: int, body: Any) -> str:
@@ -76,9 +83,9 @@ class Tools:
         try:
             status, payload = await self.backend.request(method, path, params, body)
         except BackendUnavailable as exc:
-            raise ToolError(str(exc)) from None
+            raise Refused(str(exc)) from None
         if status >= 400 and status not in ok_statuses:
-            raise ToolError(server_reason(status, payload))
+            raise Refused(server_reason(status, payload))
         return payload
 
     # -- memory -------------------------------------------------------------------------------------
@@ -291,15 +298,18 @@ class Tools:
         """Search documents (notes, datasets, memories) in the indices this key can read: a query string or a query
         DSL body. Hits carry _index, _id, _score, _source and, by default, the passages that matched."""
         if query is not None and body is not None:
-            raise ToolError("give `query` (a query string) or `body` (a query DSL body), not both")
+            raise Refused("give `query` (a query string) or `body` (a query DSL body), not both")
         request = dict(body or {})
         for key in ("size", "from"):
             if key in request:
-                raise ToolError(f"`{key}` belongs in the tool's own argument "
+                raise Refused(f"`{key}` belongs in the tool's own argument "
                                 f"({'size' if key == 'size' else 'offset'}), not in `body`")
         request["size"] = size
         request["from"] = offset
-        params = {"q": query} if query is not None else None
+        # Embeddings are numbers an agent cannot read; they stay out unless the body asks for _source itself.
+        request.setdefault("_source", {"excludes": ["*vector*"]})
+        params: dict[str, Any] = {"expand_wildcards": "all"}
+        _put(params, q=query)
         payload = await self._call("POST", f"/{segment_list(index)}/_search", params, request)
         hits = payload.get("hits", {}).get("hits", [])
         total = payload.get("hits", {}).get("total", {})
@@ -323,7 +333,8 @@ class Tools:
 
     async def xerj_list_indices(self) -> IndicesResult:
         """The indices this key can read, with their document counts: where to search, which brains exist."""
-        rows = await self._call("GET", "/_cat/indices", {"format": "json", "h": "index,docs.count", "s": "index"})
+        rows = await self._call("GET", "/_cat/indices", {"format": "json", "h": "index,docs.count", "s": "index",
+                                                    "expand_wildcards": "all"})
         return IndicesResult(indices=[IndexInfo(index=r["index"], docs_count=int(r.get("docs.count") or 0))
                                       for r in rows])
 
