@@ -1,0 +1,290 @@
+"""`xerj mcp` in process: the SDK's own client against the MCPServer, over xerj's secured app with a scoped key."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+from falcon import testing
+
+pytest.importorskip("mcp")
+
+from mcp import Client  # noqa: E402
+
+from xerj_http.app import create_app  # noqa: E402
+from xerj_mcp.backend import AppBackend, HttpBackend, open_embedded  # noqa: E402
+from xerj_mcp.server import OPEN_MODE, build_server  # noqa: E402
+from xerj_mcp.tools import REVIEW_TOOLS, TOOL_NAMES, highlight_source  # noqa: E402
+
+A, B = "alice", "bob"
+
+
+def admin_headers(engine) -> dict[str, str]:
+    return {"Authorization": "ApiKey " + (engine.data_dir / "admin.key").read_text().strip()}
+
+
+@pytest.fixture
+def world(engine, pm):
+    """A secured app with alice's and bob's memories and edges, and a key scoped to alice alone."""
+    app = create_app(engine, pm)
+    admin = admin_headers(engine)
+    seeded: dict = {"app": app}
+    for who in (A, B):
+        for text in (f"{who} feeds the sourdough starter twice a day", f"{who} keeps the rye flour cold",
+                     f"{who} bakes on sundays"):
+            r = testing.simulate_post(app, f"/_memory/{who}", json={"text": text}, headers=admin)
+            assert r.status_code == 201, r.text
+        r = testing.simulate_post(app, f"/_graph/{who}/link", headers=admin, json={
+            "src": f"{who}-starter", "dst": f"{who}-bread", "type": "feeds",
+            "evidence": {"quote": "the starter raises the bread", "source": "bread.md", "offset": 3}})
+        assert r.status_code == 201, r.text
+        seeded[who] = r.json["edge_id"]
+    r = testing.simulate_post(app, "/_security/api_key", headers=admin, json={
+        "name": "alice-agent", "role_descriptors": {"a": {"indices": [
+            {"names": [f".xerj-memory-{A}", f".xerj-memory-{A}-edges"], "privileges": ["read", "write"]}]}}})
+    assert r.status_code == 200, r.text
+    seeded["key"] = r.json["encoded"]
+    yield seeded
+    app.close()
+
+
+def run(backend, script, **build):
+    """Run ``script(client)`` against an MCPServer over ``backend``, with the SDK's in-process client."""
+    async def main():
+        server = await build_server(backend, **build)
+        async with Client(server) as client:
+            return await script(client)
+    return anyio.run(main)
+
+
+async def call(client, name, **arguments):
+    return await client.call_tool(name, arguments)
+
+
+def text(result) -> str:
+    return result.content[0].text
+
+
+def test_tools_are_listed_with_descriptions_typed_arguments_and_output_schemas(world):
+    async def script(client):
+        return (await client.list_tools()).tools, client.instructions
+
+    tools, instructions = run(AppBackend(world["app"], world["key"]), script)
+    by_name = {t.name: t for t in tools}
+    # The review routes are not served by this build, so their tools are left out rather than failing.
+    assert set(by_name) == set(TOOL_NAMES) - set(REVIEW_TOOLS)
+    for tool in tools:
+        assert tool.description and len(tool.description) > 40, tool.name
+        assert tool.output_schema and tool.output_schema["type"] == "object", tool.name
+        for prop, schema in tool.input_schema.get("properties", {}).items():
+            assert schema.get("description"), (tool.name, prop)
+    recall = by_name["xerj_memory_recall"].input_schema
+    assert recall["required"] == ["namespace", "query"]
+    assert recall["properties"]["k"]["maximum"] == 100
+    assert set(recall["properties"]) >= {"mode", "fusion", "filter", "recency_weight", "as_of", "trust", "graph"}
+    graph = recall["$defs"]["GraphCoupling"]["properties"]
+    assert set(graph) >= {"mode", "seeds", "hops", "types", "weight", "as_of", "min_confidence"}
+    ego = by_name["xerj_brain_ego"].input_schema["properties"]
+    assert set(ego) >= {"brain", "node", "hops", "direction", "types", "as_of", "include_expired", "trust",
+                        "min_confidence"}
+    link = by_name["xerj_brain_link"].input_schema["properties"]
+    assert "valid_at" in link and "created_at" not in link
+    assert by_name["xerj_memory_recall"].annotations.read_only_hint is True
+    assert by_name["xerj_memory_forget"].annotations.destructive_hint is True
+    assert OPEN_MODE.strip() not in instructions
+
+
+def test_every_tool_answers_its_happy_path_with_structured_results(world):
+    async def script(client):
+        out = {}
+        out["store"] = await call(client, "xerj_memory_store", namespace=A, text="alice proofs the dough overnight",
+                                  metadata={"topic": "bread"})
+        out["dedup"] = await call(client, "xerj_memory_store", namespace=A, text="alice proofs the dough overnight",
+                                  dedup=True)
+        out["recall"] = await call(client, "xerj_memory_recall", namespace=A, query="sourdough starter", k=2)
+        out["filtered"] = await call(client, "xerj_memory_recall", namespace=A, query="dough", mode="hybrid",
+                                     fusion="linear", filter={"term": {"metadata.topic.keyword": "bread"}})
+        out["list"] = await call(client, "xerj_memory_list", namespace=A, size=2)
+        out["forget"] = await call(client, "xerj_memory_forget", namespace=A,
+                                   id=out["store"].structured_content["_id"])
+        out["link"] = await call(client, "xerj_brain_link", brain=A, src="alice-bread", dst="alice-oven",
+                                 type="baked_in", valid_at="2026-01-01T00:00:00Z",
+                                 evidence={"quote": "into the oven", "source": "bread.md"})
+        out["ego"] = await call(client, "xerj_brain_ego", brain=A, node="alice-starter", hops=2)
+        out["overview"] = await call(client, "xerj_brain_overview", brain=A)
+        out["unlink"] = await call(client, "xerj_brain_unlink", brain=A,
+                                   edge_id=out["link"].structured_content["edge_id"])
+        out["search"] = await call(client, "xerj_search", index=f".xerj-memory-{A}", query="rye", size=1)
+        out["dsl"] = await call(client, "xerj_search", index=f".xerj-memory-{A}",
+                                body={"query": {"match": {"text": "sundays"}}})
+        hit = out["search"].structured_content["hits"][0]
+        out["get"] = await call(client, "xerj_get_document", index=hit["_index"], id=hit["_id"])
+        out["indices"] = await call(client, "xerj_list_indices")
+        return out
+
+    out = run(AppBackend(world["app"], world["key"]), script)
+    for name, result in out.items():
+        assert not result.is_error, (name, result.content)
+        assert isinstance(result.structured_content, dict), name
+    assert out["store"].structured_content["created"] is True
+    assert out["dedup"].structured_content["created"] is False
+    assert out["dedup"].structured_content["_id"] == out["store"].structured_content["_id"]
+    recall = out["recall"].structured_content
+    assert recall["k"] == 2 and "sourdough" in recall["hits"][0]["text"]
+    assert [h["text"] for h in out["filtered"].structured_content["hits"]] == ["alice proofs the dough overnight"]
+    listed = out["list"].structured_content
+    assert listed["total"] == 4 and len(listed["memories"]) == 2 and listed["left_out"] == 2
+    assert out["forget"].structured_content["forgotten"] is True
+    assert out["link"].structured_content["created"] is True
+    ego = out["ego"].structured_content
+    assert {(e["src"], e["dst"]) for e in ego["edges"]} == {("alice-starter", "alice-bread"),
+                                                            ("alice-bread", "alice-oven")}
+    assert ego["edges"][0]["evidence"]["quote"]
+    assert out["overview"].structured_content["edges"]["live"] == 2
+    assert out["unlink"].structured_content["invalidated"] is True
+    search = out["search"].structured_content
+    assert search["total"] == 1 and search["left_out"] == 0
+    assert search["hits"][0]["highlight"]["text"] == ["alice keeps the <em>rye</em> flour cold"]
+    assert not any("vector" in key for key in search["hits"][0]["_source"])
+    assert out["dsl"].structured_content["hits"][0]["_source"]["text"] == "alice bakes on sundays"
+    assert out["get"].structured_content["found"] is True
+    assert out["get"].structured_content["_source"]["text"] == "alice keeps the rye flour cold"
+    # The key sees its own two indices and nothing of bob's.
+    assert [i["index"] for i in out["indices"].structured_content["indices"]] == [
+        f".xerj-memory-{A}", f".xerj-memory-{A}-edges"]
+
+
+def test_each_tool_refuses_with_the_servers_reason(world):
+    async def script(client):
+        return {
+            "store": await call(client, "xerj_memory_store", namespace=A, text="x", metadata={"a": 1},
+                                dedup_threshold=0.5),
+            "recall": await call(client, "xerj_memory_recall", namespace=A, query="starter",
+                                 graph={"mode": "blend", "hops": 3}),
+            "list": await call(client, "xerj_memory_list", namespace="Not A Name"),
+            "forget": await call(client, "xerj_memory_forget", namespace=A, id="no-such-memory"),
+            "ego": await call(client, "xerj_brain_ego", brain=A, node="alice-starter", hops=3),
+            "ego_no_node": await call(client, "xerj_brain_ego", brain=A),
+            "overview": await call(client, "xerj_brain_overview", brain=B),
+            "link": await call(client, "xerj_brain_link", brain=A, src="same", dst="same", type="t"),
+            "unlink": await call(client, "xerj_brain_unlink", brain=A, edge_id="f" * 32),
+            "search": await call(client, "xerj_search", query="a", body={"query": {"match_all": {}}}),
+            "get": await call(client, "xerj_get_document", index=f".xerj-memory-{A}", id="missing"),
+        }
+
+    out = run(AppBackend(world["app"], world["key"]), script)
+    for name, result in out.items():
+        assert result.is_error, name
+        assert "Traceback" not in text(result) and "Error executing tool" not in text(result), name
+    assert "dedup_threshold" in text(out["store"])
+    hop_cap = text(out["ego"])
+    assert hop_cap.startswith("hops is capped at 2") and text(out["recall"]) == hop_cap
+    assert "Not A Name" in text(out["list"])
+    assert "no-such-memory" in text(out["forget"])
+    assert "node" in text(out["ego_no_node"])
+    assert text(out["overview"]).startswith("action [indices:data/read/graph/overview] is unauthorized")
+    assert "src" in text(out["link"])
+    assert text(out["unlink"]) == f"edge '{'f' * 32}' does not exist in brain '{A}'"
+    assert "not both" in text(out["search"])
+    assert "missing" in text(out["get"])
+
+
+def test_a_key_for_one_namespace_gets_the_same_refusal_on_another_as_http_403(world):
+    http = testing.simulate_post(world["app"], f"/_memory/{B}/_recall", json={"query": "starter", "k": 10},
+                                 headers={"Authorization": f"ApiKey {world['key']}"})
+    assert http.status_code == 403
+
+    async def script(client):
+        return [await call(client, "xerj_memory_recall", namespace=B, query="starter"),
+                await call(client, "xerj_memory_store", namespace=B, text="planted"),
+                await call(client, "xerj_brain_ego", brain=B, node="bob-starter"),
+                await call(client, "xerj_search", index=f".xerj-memory-{B}", query="starter"),
+                await call(client, "xerj_search", query="starter")]
+
+    recall, store, ego, search, fan_out = run(AppBackend(world["app"], world["key"]), script)
+    assert recall.is_error and text(recall) == http.json["error"]["reason"]
+    for refused in (store, ego, search):
+        assert refused.is_error and f".xerj-memory-{B}" in text(refused) and "unauthorized" in text(refused)
+    # A search over everything narrows to what the key reads: alice's rows, none of bob's.
+    hits = fan_out.structured_content["hits"]
+    assert hits and all(h["_index"] in (f".xerj-memory-{A}", f".xerj-memory-{A}-edges") for h in hits)
+    listed = testing.simulate_get(world["app"], f"/_memory/{B}", headers=admin_headers_of(world))
+    assert listed.json["total"] == 3  # the refused store wrote nothing
+
+
+def admin_headers_of(world) -> dict[str, str]:
+    return {"Authorization": "ApiKey " + (world["app"].admin_key_path).read_text().strip()}
+
+
+def test_bad_arguments_are_tool_errors_that_name_them(world):
+    async def script(client):
+        return [await call(client, "xerj_memory_recall", namespace=A, query="x", querry="y"),
+                await call(client, "xerj_memory_recall", namespace=A, query=5),
+                await call(client, "xerj_brain_ego", brain=A, node="alice-starter", hops="two"),
+                await call(client, "xerj_memory_recall", namespace=A, query="x", k=1000),
+                await call(client, "xerj_memory_recall", namespace=A),
+                await call(client, "xerj_memory_recall", namespace=A, query="x", graph={"mode": "blend", "hop": 1})]
+
+    unknown, wrong_type, wrong_hops, too_many, missing, nested = run(AppBackend(world["app"], world["key"]), script)
+    assert text(unknown).startswith("unknown argument(s) [querry] for tool [xerj_memory_recall]")
+    assert text(wrong_type) == "invalid arguments for tool [xerj_memory_recall]: query: 5 is not of type 'string'"
+    assert "hops" in text(wrong_hops)
+    assert "k: 1000 is greater than the maximum of 100" in text(too_many)
+    assert "'query' is a required property" in text(missing)
+    assert "hop" in text(nested) and nested.is_error
+    assert all(r.is_error for r in (unknown, wrong_type, wrong_hops, too_many, missing, nested))
+
+
+def test_a_server_that_is_down_is_a_tool_error_that_says_so():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    backend = HttpBackend(f"http://127.0.0.1:{port}", "a-key", timeout=2)
+
+    async def script(client):
+        return await call(client, "xerj_memory_recall", namespace=A, query="x"), client.instructions
+
+    result, instructions = run(backend, script)
+    assert result.is_error
+    assert text(result).startswith(f"the xerj server at http://127.0.0.1:{port} is not reachable")
+    assert "xerj serve" in text(result)
+
+
+def test_embedded_data_dir_is_open_mode_and_says_every_namespace_is_reachable(tmp_path):
+    backend = open_embedded(tmp_path / "data")
+
+    async def script(client):
+        stored = await call(client, "xerj_memory_store", namespace=B, text="bob's note")
+        other = await call(client, "xerj_memory_recall", namespace=A, query="note")
+        unknown = await call(client, "xerj_brain_overview", brain="nothing-here")
+        return client.instructions, stored, other, unknown
+
+    try:
+        instructions, stored, other, unknown = run(backend, script)
+    finally:
+        anyio.run(backend.aclose)
+    assert OPEN_MODE.strip() in instructions
+    assert stored.structured_content["created"] is True
+    assert other.is_error and "alice" in text(other)
+    assert text(unknown) == "brain [nothing-here] does not exist"
+
+
+def test_highlight_marks_the_query_words_in_each_string_field():
+    source = {"title": "Sourdough", "text": "x " * 100 + "the starter rises " + "y " * 100, "n": 3,
+              "meta": {"tag": "starter"}}
+    got = highlight_source(source, {"starter", "sourdough"})
+    assert got["title"] == ["<em>Sourdough</em>"]
+    assert "<em>starter</em> rises" in got["text"][0] and len(got["text"][0]) < 200
+    assert got["meta.tag"] == ["<em>starter</em>"]
+    assert highlight_source(source, set()) == {}
+
+
+def test_results_are_json_all_the_way(world):
+    async def script(client):
+        return await call(client, "xerj_brain_overview", brain=A)
+
+    result = run(AppBackend(world["app"], world["key"]), script)
+    assert json.loads(text(result))["brain"] == A
