@@ -53,7 +53,7 @@ def mcp_command(url: str | None, api_key: str | None, data_dir: Path | None, htt
             backend = open_embedded(Path(data_dir).expanduser())
         else:
             # --api-key, then XERJ_API_KEY; the data directory's admin.key is never read here.
-            backend = HttpBackend(url or DEFAULT_URL, api_key_for(api_key, None))
+            backend = HttpBackend(url or DEFAULT_URL, api_key_for(api_key, None), in_thread=http_transport)
         try:
             server = await build_server(backend, open_mode=True if data_dir is not None else None)
             if http_transport:

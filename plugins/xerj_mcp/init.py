@@ -125,24 +125,18 @@ class Server:
     """The few admin calls ``xerj init`` makes, with the admin key."""
 
     def __init__(self, url: str, admin_key: str) -> None:
-        import httpx2
+        from xerj_mcp.backend import HttpClient
 
-        self.url = url.rstrip("/")
-        self._client = httpx2.Client(base_url=self.url, headers={"Authorization": f"ApiKey {admin_key}"},
-                                     timeout=30)
+        self._client = HttpClient(url, admin_key, timeout=30)
+        self.url = self._client.url
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        import httpx2
+        from xerj_mcp.backend import BackendUnavailable
 
         try:
-            resp = self._client.request(method, path, json=body)
-        except httpx2.HTTPError as exc:
-            raise click.ClickException(f"the xerj server at {self.url} is not reachable ({exc}); start it with "
-                                       f"`xerj serve`. Nothing was changed") from None
-        try:
-            return resp.status_code, resp.json()
-        except ValueError:
-            return resp.status_code, {}
+            return self._client.send(method, path, None, body)
+        except BackendUnavailable as exc:
+            raise click.ClickException(f"{exc} Nothing was changed") from None
 
     def refused(self, what: str, status: int, body: Any) -> click.ClickException:
         from xerj_mcp.tools import server_reason

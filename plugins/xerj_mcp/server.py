@@ -41,15 +41,27 @@ class CheckArguments:
         self.validators[name] = (set(schema.get("properties", {})), Draft202012Validator(schema))
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method == "tools/call" and isinstance(ctx.params, dict):
-            name = ctx.params.get("name")
-            known = self.validators.get(name) if isinstance(name, str) else None
-            arguments = ctx.params.get("arguments") or {}
-            if known is not None:
-                problem = self.problem(name, arguments, *known)
-                if problem:
-                    return CallToolResult(content=[TextContent(type="text", text=problem)], is_error=True)
-        return await call_next(ctx)
+        if ctx.method != "tools/call" or not isinstance(ctx.params, dict):
+            return await call_next(ctx)
+        name = ctx.params.get("name")
+        known = self.validators.get(name) if isinstance(name, str) else None
+        if known is None:
+            return await call_next(ctx)
+        arguments = ctx.params.get("arguments") or {}
+        allowed, validator = known
+        if not isinstance(arguments, dict) or set(arguments) - allowed:
+            return self.refusal(self.problem(name, arguments, allowed, validator))
+        result = await call_next(ctx)
+        # The schema is consulted only once the SDK's own validation refused: the happy path pays nothing.
+        if _is_argument_error(result, name):
+            problem = self.problem(name, arguments, allowed, validator)
+            if problem:
+                return self.refusal(problem)
+        return result
+
+    @staticmethod
+    def refusal(text: str | None) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=text or "invalid arguments")], is_error=True)
 
     @staticmethod
     def problem(name: str, arguments: Any, allowed: set[str], validator: Any) -> str | None:
@@ -64,6 +76,18 @@ class CheckArguments:
             said = "; ".join(f"{'.'.join(map(str, e.absolute_path)) or 'arguments'}: {e.message}" for e in errors[:5])
             return f"invalid arguments for tool [{name}]: {said}"
         return None
+
+
+def _is_argument_error(result: Any, name: str) -> bool:
+    """Whether ``result`` (a model, or the dict the runner made of it) is the SDK's argument refusal."""
+    if isinstance(result, CallToolResult):
+        failed, content = result.is_error, [getattr(c, "text", "") for c in result.content]
+    elif isinstance(result, dict):
+        failed, content = result.get("isError"), [c.get("text", "") for c in result.get("content") or []]
+    else:
+        return False
+    return bool(failed and content and content[0].startswith(f"Error executing tool {name}: ")
+                and "validation error" in content[0])
 
 
 def reporting_refusals(tool: Any) -> Any:

@@ -1,0 +1,164 @@
+"""MCP benchmark: what `xerj mcp` over stdio adds to recall and ego, against the same calls over HTTP.
+
+Run: python tests/bench/bench_mcp.py [--memories N] [--rounds R]
+
+A secured `xerj serve` (one worker) gets N memories in namespace `bench` and
+a brain of N/2 edges; a key scoped to that namespace is minted. Each round
+times one `xerj_memory_recall` and one `xerj_brain_ego` through the SDK's stdio
+client (`xerj mcp --url ... --api-key ...`) and the very same requests over one
+keep-alive HTTP connection, interleaved so outside load hits both alike. The
+figure is MCP's p50 minus HTTP's p50 per call (target: at most 2 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+NS = "bench"
+WORDS = ("starter flour rye water salt oven crust crumb proof knead dough yeast levain bake loaf hydration "
+         "autolyse fold shape score steam bench banneton").split()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Http:
+    """One keep-alive connection: the cheapest honest HTTP client there is."""
+
+    def __init__(self, port: int, key: str) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.headers = {"Authorization": f"ApiKey {key}", "Content-Type": "application/json"}
+
+    def __call__(self, method: str, path: str, body=None):
+        self.conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=self.headers)
+        resp = self.conn.getresponse()
+        data = resp.read()
+        if resp.status >= 300:
+            raise RuntimeError(f"{method} {path}: {resp.status} {data[:300]!r}")
+        return json.loads(data)
+
+
+def start_server(data_dir: Path, port: int) -> subprocess.Popen:
+    xerj = shutil.which("xerj") or str(Path(sys.executable).with_name("xerj"))
+    proc = subprocess.Popen([xerj, "serve", "--data-dir", str(data_dir), "--port", str(port), "--workers", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        key_file = data_dir / "admin.key"
+        if key_file.exists():
+            try:
+                Http(port, key_file.read_text().strip())("GET", "/")
+                return proc
+            except (OSError, RuntimeError):
+                pass
+        time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("xerj serve did not start")
+
+
+def seed(admin: Http, memories: int) -> str:
+    rng = random.Random(5)
+    lines = []
+    for i in range(memories):
+        doc = {"text": " ".join(rng.choice(WORDS) for _ in range(12)), "stored_at": 1_767_225_600_000 + i}
+        lines.append(json.dumps({"index": {"_index": f".xerj-memory-{NS}"}}))
+        lines.append(json.dumps(doc))
+    # The first store creates the namespace with its mapping; the rest go in through _bulk.
+    admin("POST", f"/_memory/{NS}", {"text": "the starter is fed at dawn"})
+    admin.conn.request("POST", "/_bulk?refresh=true", body="\n".join(lines) + "\n",
+                       headers={**admin.headers, "Content-Type": "application/x-ndjson"})
+    resp = admin.conn.getresponse()
+    resp.read()
+    nodes = max(10, memories // 10)
+    for i in range(memories // 2):
+        src = i % nodes
+        admin("POST", f"/_graph/{NS}/link", {"src": f"n{src}", "dst": f"n{(src + 1 + rng.randrange(nodes - 1)) % nodes}",
+                                             "type": rng.choice(["wikilink", "mdlink", "sequence"])})
+    minted = admin("POST", "/_security/api_key", {"name": "bench-agent", "role_descriptors": {"b": {"indices": [
+        {"names": [f".xerj-memory-{NS}", f".xerj-memory-{NS}-edges"], "privileges": ["read", "write"]}]}}})
+    return minted["encoded"]
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def measure(port: int, key: str, rounds: int) -> dict[str, dict[str, list[float]]]:
+    xerj = shutil.which("xerj") or str(Path(sys.executable).with_name("xerj"))
+    params = StdioServerParameters(command=xerj, args=["mcp", "--url", f"http://127.0.0.1:{port}", "--api-key", key])
+    http_call = Http(port, key)
+    rng = random.Random(9)
+    calls = {
+        "recall": lambda q, n: (("xerj_memory_recall", {"namespace": NS, "query": q, "k": 10}),
+                                ("POST", f"/_memory/{NS}/_recall", {"query": q, "k": 10})),
+        "ego": lambda q, n: (("xerj_brain_ego", {"brain": NS, "node": n, "hops": 2}),
+                             ("GET", f"/_graph/{NS}/ego?node={n}&hops=2&direction=both&include_nodes=true", None)),
+    }
+    times = {name: {"mcp": [], "http": []} for name in calls}
+    async with Client(params, read_timeout_seconds=120) as client:
+        for i in range(rounds + 20):  # the first 20 warm both paths up and are not counted
+            for name, make in calls.items():
+                (tool, args), (method, path, body) = make(" ".join(rng.sample(WORDS, 2)), f"n{rng.randrange(50)}")
+                order = [0, 1] if i % 2 else [1, 0]
+                for which in order:
+                    t0 = time.perf_counter()
+                    if which == 0:
+                        result = await client.call_tool(tool, args)
+                        if result.is_error:
+                            raise SystemExit(f"{tool}: {result.content[0].text}")
+                    else:
+                        http_call(method, path, body)
+                    elapsed = (time.perf_counter() - t0) * 1000
+                    if i >= 20:
+                        times[name]["mcp" if which == 0 else "http"].append(elapsed)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--memories", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=300)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="xerj-bench-mcp-") as tmp:
+        port = free_port()
+        server = start_server(Path(tmp) / "data", port)
+        try:
+            admin = Http(port, (Path(tmp) / "data" / "admin.key").read_text().strip())
+            key = seed(admin, args.memories)
+            times = anyio.run(measure, port, key, args.rounds)
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
+    print(f"bench_mcp: {args.memories} memories, {args.memories // 2} edges, {args.rounds} interleaved rounds; "
+          f"one gunicorn worker; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(f"{'call':<8}{'HTTP p50':>10}{'MCP p50':>10}{'added p50':>11}{'ratio':>8}{'HTTP p95':>10}{'MCP p95':>10}"
+          f"   target: added p50 <= 2 ms")
+    for name, got in times.items():
+        h50, m50 = statistics.median(got["http"]), statistics.median(got["mcp"])
+        print(f"{name:<8}{h50:>9.2f}ms{m50:>9.2f}ms{m50 - h50:>9.2f}ms{m50 / h50:>7.2f}x"
+              f"{pct(got['http'], 0.95):>9.2f}ms{pct(got['mcp'], 0.95):>9.2f}ms"
+              f"   {'met' if m50 - h50 <= 2 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
