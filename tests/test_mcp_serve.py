@@ -237,3 +237,51 @@ def _xerj() -> str:
 
     found = shutil.which("xerj") or os.path.join(os.path.dirname(sys.executable), "xerj")
     return found
+
+
+def test_streamable_http_on_loopback_with_the_key_from_the_environment(server, tmp_path):
+    import subprocess
+    import time
+
+    from .test_http_serve import free_port
+
+    status, minted = request(server.port, "POST", "/_security/api_key", {
+        "name": "http-agent", "role_descriptors": {"a": {"indices": [
+            {"names": [f".xerj-memory-{A}", f".xerj-memory-{A}-edges"], "privileges": ["read"]}]}}},
+        headers=server.headers)
+    assert status == 200, minted
+    port = free_port()
+    log = open(tmp_path / "mcp.log", "wb")
+    proc = subprocess.Popen([_xerj(), "mcp", "--http", "--port", str(port), "--url", server.url],
+                            env={**os.environ, "XERJ_API_KEY": minted["encoded"]}, stdout=log, stderr=log,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket_to(port):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError((tmp_path / "mcp.log").read_text()) from None
+                time.sleep(0.1)
+
+        async def main():
+            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                return (await client.call_tool("xerj_memory_recall", {"namespace": A, "query": "starter"}),
+                        await client.call_tool("xerj_memory_store", {"namespace": A, "text": "read only"}))
+
+        recall, store = anyio.run(main)
+        assert recall.structured_content["hits"][0]["text"] == "alice feeds the starter at dawn"
+        assert store.is_error and "unauthorized" in store.content[0].text  # the key reads only
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
+    assert "127.0.0.1" in (tmp_path / "mcp.log").read_text()
+
+
+def socket_to(port: int):
+    import socket
+
+    return socket.create_connection(("127.0.0.1", port), timeout=1)
