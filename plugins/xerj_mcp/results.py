@@ -28,11 +28,14 @@ class RecallResult(_Open):
     hits: list[dict[str, Any]] = Field(description="best first: _id, _score, text, metadata, stored_at, ...")
 
 
-class MemoryList(_Open):
+class _Page(_Open):
+    total: int = Field(description="how many match, all pages")
+    left_out: int = Field(description="how many lie beyond this page (total - from - returned)")
+
+
+class MemoryList(_Page):
     namespace: str
-    total: int = Field(description="memories matching, all pages")
     memories: list[dict[str, Any]] = Field(description="newest first: _id, text, metadata, stored_at, ...")
-    left_out: int = Field(description="memories beyond this page (total - from - returned)")
 
 
 class MemoryForgotten(_Open):
@@ -70,11 +73,9 @@ class UnlinkResult(_Open):
     invalidated: bool = Field(description="false when the edge was already retired")
 
 
-class SearchResult(_Open):
+class SearchResult(_Page):
     index: str
-    total: int = Field(description="hits matching, all pages")
     hits: list[dict[str, Any]] = Field(description="_index, _id, _score, _source, and highlight when asked")
-    left_out: int = Field(description="matching hits beyond this page (total - from - returned)")
 
 
 class DocumentResult(_Open):
