@@ -14,6 +14,17 @@ __all__ = ["init_command", "mcp_command"]
 DEFAULT_URL = "http://127.0.0.1:9200"
 
 
+async def serve_stdio(server) -> None:
+    """``server`` on this process's stdin and stdout, through the SDK's stdio transport and thread-free pipes."""
+    from mcp.server.stdio import stdio_server
+
+    from xerj_mcp.stdio import standard_pipes
+
+    low = server._lowlevel_server  # the SDK's run_stdio_async does the same, with its threaded pipes
+    async with standard_pipes() as (stdin, stdout), stdio_server(stdin, stdout) as (read_stream, write_stream):
+        await low.run(read_stream, write_stream, low.create_initialization_options())
+
+
 def _require_sdk() -> None:
     try:
         import mcp.server.mcpserver  # noqa: F401
@@ -61,11 +72,11 @@ def mcp_command(url: str | None, api_key: str | None, data_dir: Path | None, htt
                            f"{backend.describe}", err=True)
                 await server.run_streamable_http_async(host="127.0.0.1", port=port)
             else:
-                await server.run_stdio_async()
+                await serve_stdio(server)
         finally:
             await backend.aclose()
 
     try:
-        anyio.run(main)
+        anyio.run(main)  # asyncio: the stdio pipes are asyncio's
     except KeyboardInterrupt:  # pragma: no cover - interactive stop
         sys.exit(130)

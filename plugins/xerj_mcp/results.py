@@ -6,9 +6,14 @@ ride along (``extra="allow"``), so a richer server answer is never cut.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+# A list of the server's objects. Its schema says "array of objects" without an `items` schema: a validator
+# (the SDK checks results on both ends) would otherwise walk every hit, edge and node, which on a 2-hop ego
+# cost more than the call itself.
+Rows = Annotated[list[dict[str, Any]], WithJsonSchema({"type": "array"})]
 
 
 class _Open(BaseModel):
@@ -25,7 +30,7 @@ class RecallResult(_Open):
     namespace: str
     mode: str = Field(description="bm25, semantic, hybrid or vector")
     k: int
-    hits: list[dict[str, Any]] = Field(description="best first: _id, _score, text, metadata, stored_at, ...")
+    hits: Rows = Field(description="best first: _id, _score, text, metadata, stored_at, ...")
 
 
 class _Page(_Open):
@@ -35,7 +40,7 @@ class _Page(_Open):
 
 class MemoryList(_Page):
     namespace: str
-    memories: list[dict[str, Any]] = Field(description="newest first: _id, text, metadata, stored_at, ...")
+    memories: Rows = Field(description="newest first: _id, text, metadata, stored_at, ...")
 
 
 class MemoryForgotten(_Open):
@@ -51,8 +56,8 @@ class ReviewResult(_Open):
 class EgoResult(_Open):
     brain: str
     hops: int
-    edges: list[dict[str, Any]] = Field(description="edge_id, src, dst, type, weight, hop, direction, valid_at, ...")
-    neighbors: list[Any]
+    edges: Rows = Field(description="edge_id, src, dst, type, weight, hop, direction, valid_at, ...")
+    neighbors: Annotated[list[Any], WithJsonSchema({"type": "array"})]
     not_shown: dict[str, Any] = Field(description="what was withheld and why (edges_clipped, expired_excluded, ...)")
 
 
@@ -75,7 +80,7 @@ class UnlinkResult(_Open):
 
 class SearchResult(_Page):
     index: str
-    hits: list[dict[str, Any]] = Field(description="_index, _id, _score, _source, and highlight when asked")
+    hits: Rows = Field(description="_index, _id, _score, _source, and highlight when asked")
 
 
 class DocumentResult(_Open):
