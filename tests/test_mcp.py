@@ -7,6 +7,8 @@ import json
 import anyio
 import pytest
 from falcon import testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
 
@@ -288,3 +290,32 @@ def test_results_are_json_all_the_way(world):
 
     result = run(AppBackend(world["app"], world["key"]), script)
     assert json.loads(text(result))["brain"] == A
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                     max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(servers=st.dictionaries(st.text(min_size=1, max_size=6).filter(lambda k: k != "xerj"), _json, max_size=4),
+       others=st.dictionaries(st.text(min_size=1, max_size=6).filter(lambda k: k != "mcpServers"), _json,
+                              max_size=3),
+       indent=st.sampled_from([None, 2, 4, "\t"]), ascii_only=st.booleans(), replace=st.booleans())
+def test_the_entry_is_spliced_in_and_every_other_byte_is_kept(servers, others, indent, ascii_only, replace):
+    from xerj_mcp.jsonsplice import members, set_member
+
+    document = {**others, "mcpServers": {**servers, **({"xerj": {"old": True}} if replace else {})}}
+    text = json.dumps(document, indent=indent, ensure_ascii=ascii_only)
+    entry = {"command": "/usr/bin/xerj", "args": ["mcp", "--url", "http://127.0.0.1:9200"], "env": {"K": "v"}}
+    result = set_member(text, ("mcpServers", "xerj"), entry)
+    assert json.loads(result) == {**others, "mcpServers": {**servers, "xerj": entry}}
+    # Every other member's value keeps its original text.
+    found, _ = members(text, 0)
+    spans = {key: text[start:end] for key, _ks, start, end in found if key != "mcpServers"}
+    inner = next(m for m in found if m[0] == "mcpServers")
+    spans.update({("srv", key): text[start:end] for key, _ks, start, end in members(text, inner[2])[0]
+                  if key != "xerj"})
+    for span in spans.values():
+        assert span in result
+    assert result.startswith(text[:inner[2]])

@@ -285,3 +285,9 @@ def socket_to(port: int):
     import socket
 
     return socket.create_connection(("127.0.0.1", port), timeout=1)
+
+
+def test_init_refuses_a_namespace_that_is_not_a_name(server, tmp_path):
+    result = init(server, tmp_path, "--namespace", "Not A Name")
+    assert result.exit_code != 0 and "--namespace" in result.output and "lowercase" in result.output
+    assert not (tmp_path / ".mcp.json").exists()

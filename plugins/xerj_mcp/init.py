@@ -197,6 +197,14 @@ def init_command(client: str, namespace: str | None, brain: str | None, brain_wr
     home = Path.home()
     namespace = namespace or default_namespace(project)
     brain = brain or namespace
+    from xerj_core.errors import XerjError
+    from xerj_core.graph import validate_brain_name
+
+    for option, name in (("--namespace", namespace), ("--brain", brain)):
+        try:
+            validate_brain_name(name)
+        except XerjError as exc:
+            raise click.BadParameter(exc.reason, param_hint=option) from None
 
     # 1. Every file is read and checked before a key exists.
     target = read_config(config_path(client, scope, project, home))

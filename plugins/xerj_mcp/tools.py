@@ -190,7 +190,7 @@ class Tools:
     async def xerj_brain_ego(
         self,
         brain: Annotated[str, Field(description="the brain (a vault indexed by `xerj brain`, or a namespace)")],
-        node: Annotated[str | None, Field(description="the node to expand from: its id or its title")] = None,
+        node: Annotated[str | None, Field(description="the node to expand from: its id (a title too, where the server resolves titles)")] = None,
         nodes: Annotated[list[str] | None, Field(
             description="several seed nodes instead of one (at most 64)")] = None,
         hops: Annotated[int, Field(description="1 or 2; the server refuses deeper walks")] = 1,
