@@ -319,3 +319,15 @@ def test_the_entry_is_spliced_in_and_every_other_byte_is_kept(servers, others, i
     for span in spans.values():
         assert span in result
     assert result.startswith(text[:inner[2]])
+
+
+def test_an_open_mode_server_is_named_as_such_in_the_instructions(engine, pm):
+    app = create_app(engine, pm, insecure=True)
+
+    async def script(client):
+        return client.instructions
+
+    try:
+        assert OPEN_MODE.strip() in run(AppBackend(app), script)
+    finally:
+        app.close()
