@@ -99,7 +99,8 @@ class Tools:
         dedup: Annotated[bool, Field(
             description="when true and a current memory is this close already, nothing new is written")] = False,
         dedup_threshold: Annotated[float | None, Field(
-            ge=0, le=1, description="cosine at which dedup treats two memories as the same (server default 0.95)")] = None,
+            ge=0, le=1,
+            description="cosine at which dedup treats two memories as the same (server default 0.95)")] = None,
         about: Annotated[list[str] | None, Field(
             description="node ids (or titles) in `brain` this memory is about; each gets an `about` edge")] = None,
         brain: Annotated[str | None, Field(description="the brain whose notes `about` names")] = None,
@@ -117,7 +118,8 @@ class Tools:
         namespace: Annotated[str, Field(description="the memory namespace to recall from")],
         query: Annotated[str, Field(min_length=1, description="what to recall, in words")],
         mode: Annotated[Literal["bm25", "semantic", "hybrid"], Field(
-            description="bm25: the words; semantic: the meaning (the namespace's embedder); hybrid: both fused")] = "bm25",
+            description="bm25: the words; semantic: the meaning (the namespace's embedder); hybrid: both fused"),
+        ] = "bm25",
         fusion: Annotated[Literal["rrf", "linear"] | None, Field(
             description="how hybrid fuses its two legs (server default rrf); only with mode=hybrid")] = None,
         k: Annotated[int, Field(ge=1, le=MAX_RESULTS, description="how many memories to return, best first")] = 10,
@@ -190,7 +192,8 @@ class Tools:
     async def xerj_brain_ego(
         self,
         brain: Annotated[str, Field(description="the brain (a vault indexed by `xerj brain`, or a namespace)")],
-        node: Annotated[str | None, Field(description="the node to expand from: its id (a title too, where the server resolves titles)")] = None,
+        node: Annotated[str | None, Field(
+            description="the node to expand from: its id (a title too, where the server resolves titles)")] = None,
         nodes: Annotated[list[str] | None, Field(
             description="several seed nodes instead of one (at most 64)")] = None,
         hops: Annotated[int, Field(description="1 or 2; the server refuses deeper walks")] = 1,
@@ -201,7 +204,8 @@ class Tools:
         trust: Annotated[list[TrustState] | None, Field(description="keep only edges in these trust states")] = None,
         min_confidence: Annotated[float | None, Field(ge=0, le=1, description="drop weaker edges")] = None,
         include_nodes: Annotated[bool, Field(description="add each node's title, preview and path")] = True,
-        limit: Annotated[int | None, Field(ge=1, le=1000, description="most edges returned (server default 100)")] = None,
+        limit: Annotated[int | None, Field(
+            ge=1, le=1000, description="most edges returned (server default 100)")] = None,
     ) -> EgoResult:
         """The neighbourhood of a note or node in a brain: its edges (with evidence) up to `hops` away and the
         neighbours they reach. `not_shown` counts everything withheld (clipped, expired, filtered)."""
@@ -290,7 +294,8 @@ class Tools:
         query: Annotated[str | None, Field(
             description="a query string (Lucene syntax: words, field:value, AND/OR, \"phrases\")")] = None,
         body: Annotated[dict[str, Any] | None, Field(
-            description="a query DSL body instead of `query` (e.g. {\"query\": {\"match\": {\"title\": \"x\"}}})")] = None,
+            description="a query DSL body instead of `query` "
+                        "(e.g. {\"query\": {\"match\": {\"title\": \"x\"}}})")] = None,
         size: Annotated[int, Field(ge=0, le=MAX_RESULTS, description="hits per page")] = 10,
         offset: Annotated[int, Field(ge=0, description="hits to skip (the HTTP API's `from`)")] = 0,
         highlight: Annotated[bool, Field(description="add the matching passages of each hit")] = True,

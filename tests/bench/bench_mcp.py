@@ -93,7 +93,8 @@ def seed(admin: Http, memories: int) -> str:
     nodes = max(10, memories // 10)
     for i in range(memories // 2):
         src = i % nodes
-        admin("POST", f"/_graph/{NS}/link", {"src": f"n{src}", "dst": f"n{(src + 1 + rng.randrange(nodes - 1)) % nodes}",
+        dst = (src + 1 + rng.randrange(nodes - 1)) % nodes
+        admin("POST", f"/_graph/{NS}/link", {"src": f"n{src}", "dst": f"n{dst}",
                                              "type": rng.choice(["wikilink", "mdlink", "sequence"])})
     minted = admin("POST", "/_security/api_key", {"name": "bench-agent", "role_descriptors": {"b": {"indices": [
         {"names": [f".xerj-memory-{NS}", f".xerj-memory-{NS}-edges"], "privileges": ["read", "write"]}]}}})
