@@ -29,13 +29,26 @@ PYTHON_EXTENSIONS = frozenset({".py", ".pyi"})
 OTHER_EXTENSIONS = frozenset({".rs"})
 
 
+# Statement lists a nested import can sit in; expressions never hold one, so they are not walked.
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
 def _imports(tree: ast.Module) -> list[str]:
+    """Imported module names, found by walking statements only (a file has far more expression nodes)."""
     names: set[str] = set()
-    for node in ast.walk(tree):
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            if node.module and not node.level:
+                names.add(node.module)
+        else:
+            for field in _BODIES:
+                found = getattr(node, field, None)
+                if found:
+                    stack.extend(found)
     return sorted(names)
 
 
