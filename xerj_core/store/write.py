@@ -19,12 +19,11 @@ from xerj_core.store.columns import (KIND_LEN, KIND_ORD, Column, build_postings,
                                      decode_postings, encode_postings)
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
 from xerj_core.store.names import validate_index_name
-from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, refuse_in_mapping, scope_of
+from xerj_core.store.plan import WritePlan, plan_for
 from xerj_core.text import tokenize
 
-MAX_ID_BYTES = limits.MAX_ID_BYTES
-# Column kinds of the common types, looked up once per value on the write path.
-_KINDS = {"keyword": KIND_ORD, "text": KIND_LEN}
+# ES allows 512 bytes; an LMDB key holds 511 and ours spends 4 on the index number.
+MAX_ID_BYTES = 507
 _STRING_TYPES = frozenset(("keyword", "text"))
 
 
@@ -81,8 +80,11 @@ class IndexWrite:
         self.meta = meta
         db = txn.dbs
         self.state = keys.IndexState.unpack(txn.raw.get(keys.ix_key(ix), db=db["state"]))
-        self.mapping = Mapping.from_es(orjson.loads(txn.raw.get(keys.ix_key(ix), db=db["mappings"])))
+        mapping_blob = txn.raw.get(keys.ix_key(ix), db=db["mappings"])
+        self.mapping = Mapping.from_es(orjson.loads(mapping_blob))
         self.mapping_changed = False
+        self._plan = plan_for(mapping_blob, self.mapping)
+        self._plan_fields = len(self.mapping.fields)
         self.pending: list[tuple[int, dict[str, Any]]] = []
         self.dict_cache: dict[str, dict[str, int]] = {}
         self.dict_size: dict[str, int] = {}
@@ -130,31 +132,75 @@ class IndexWrite:
         if found is not None:
             return found
         raw, db = self.txn.raw, self.txn.dbs
-        blob = raw.get(keys.dict_key(self.ix, name, term), db=db["dict"])
-        if blob is not None:
-            ordinal = int.from_bytes(blob, "big")
-        else:
-            size = self.dict_size.get(name)
-            if size is None:
-                stored = raw.get(keys.dictn_key(self.ix, name), db=db["dictn"])
-                size = int.from_bytes(stored, "big") if stored else 0
+        size = self.dict_size.get(name)
+        if size is None:
+            stored = raw.get(keys.dictn_key(self.ix, name), db=db["dictn"])
+            size = int.from_bytes(stored, "big") if stored else 0
+            self.dict_size[name] = size
+        key = keys.dict_key(self.ix, name, term)
+        # A new term is the common case on ingest (edge ids, nodes): one insert-if-absent instead of a
+        # lookup and an insert; only a term stored by an earlier transaction pays the lookup.
+        if raw.put(key, size.to_bytes(4, "big"), overwrite=False, db=db["dict"]):
             ordinal = size
             self.dict_size[name] = size + 1
-            raw.put(keys.dict_key(self.ix, name, term), ordinal.to_bytes(4, "big"), db=db["dict"])
             raw.put(keys.dictr_key(self.ix, name, ordinal), term.encode(), db=db["dictr"])
+        else:
+            ordinal = int.from_bytes(raw.get(key, db=db["dict"]), "big")
         cache[term] = ordinal
         return ordinal
 
     # -- documents -----------------------------------------------------------------------------
 
+    @property
+    def plan(self) -> WritePlan:
+        """The compiled plan of the current mapping (fields only ever grow, so their count is its version)."""
+        if self._plan_fields != len(self.mapping.fields):
+            self._plan = plan_for(None, self.mapping)
+            self._plan_fields = len(self.mapping.fields)
+        return self._plan
+
     def record_for(self, doc: Any) -> dict[str, Any]:
         """The row record (column values and term frequencies) of ``doc``; grows the mapping dynamically.
 
-        New dynamic fields are committed to the mapping only when the whole
-        document parsed, so a refused document leaves no trace in the mapping.
+        A document whose fields are all mapped takes the compiled plan; the rest
+        take the generic path. New dynamic fields are committed to the mapping
+        only when the whole document parsed, so a refused document leaves no
+        trace in the mapping.
         """
         if not isinstance(doc, dict):
             raise MapperParsingError("failed to parse: the document must be a JSON object")
+        plan = self.plan
+        values = plan.values(doc)
+        if values is None:
+            values = self._generic_values(doc)
+            plan = self.plan
+        columns: dict[str, Any] = {}
+        terms: dict[str, dict[str, int]] = {}
+        ordinal, dict_cache, leaves = self.ordinal, self.dict_cache, plan.leaves
+        for path, vals in values.items():
+            leaf = leaves[path]
+            kind = leaf.kind
+            if kind == KIND_ORD:
+                name = leaf.dictionary
+                cache = dict_cache.get(name) or {}
+                ords = []
+                for v in vals:
+                    known = cache.get(v)
+                    ords.append(ordinal(name, v) if known is None else known)
+                columns[path] = ords
+            elif kind == KIND_LEN:
+                tokens = tokenize(vals[0]) if len(vals) == 1 else [t for v in vals for t in tokenize(v)]
+                columns[path] = len(tokens)
+                freqs: dict[str, int] = {}
+                for token in tokens:
+                    freqs[token] = freqs.get(token, 0) + 1
+                terms[path] = freqs
+            else:
+                columns[path] = vals[0]
+        return {"c": columns, "t": terms}
+
+    def _generic_values(self, doc: dict[str, Any]) -> dict[str, list[Any]]:
+        """Values per field path by the generic rules: dynamic mapping, strictness, every refusal."""
         mapping = self.mapping
         fields = mapping.fields
         multi_fields = mapping.has_multi_fields()
@@ -190,39 +236,7 @@ class IndexWrite:
             limits.check_field_paths(added)
             mapping.add_dynamic(list(added.values()))
             self.mapping_changed = True
-        columns: dict[str, Any] = {}
-        terms: dict[str, dict[str, int]] = {}
-        ordinal, dict_cache = self.ordinal, self.dict_cache
-        for path, vals in values.items():
-            spec = fields[path]
-            kind = _KINDS.get(spec.type)
-            if kind is None:
-                kind = column_kind(spec)
-            if kind == KIND_ORD:
-                name = spec.dictionary or path
-                cache = dict_cache.get(name) or {}
-                ords = []
-                for v in vals:
-                    known = cache.get(v)
-                    if known is None:
-                        if not limits.keyword_indexed(v, spec.params, name):
-                            self.skipped["keywords"] += 1
-                            continue
-                        known = ordinal(name, v)
-                    ords.append(known)
-                columns[path] = ords
-            elif kind == KIND_LEN:
-                tokens = tokenize(vals[0]) if len(vals) == 1 else [t for v in vals for t in tokenize(v)]
-                tokens, skipped = limits.indexable_terms(tokens)
-                self.skipped["terms"] += skipped
-                columns[path] = len(tokens)
-                freqs: dict[str, int] = {}
-                for token in tokens:
-                    freqs[token] = freqs.get(token, 0) + 1
-                terms[path] = freqs
-            else:
-                columns[path] = vals[0]
-        return {"c": columns, "t": terms}
+        return values
 
     def _subfields(self, path: str, added: dict[str, FieldSpec]) -> Iterable[FieldSpec]:
         found = self.mapping.subfields_of(path)

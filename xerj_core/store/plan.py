@@ -1,0 +1,159 @@
+"""The write plan of one mapping version: each field path's column kind, dictionary and conversion, resolved once.
+
+``IndexWrite.record_for`` asks the plan for a document's values first. The plan
+only answers for documents whose every field is already mapped and every value
+is a plain scalar (or a list of them): exactly the documents whose outcome the
+generic path would reach without touching the mapping. Anything else (a new
+field, an object where a value is mapped, nested arrays) returns None and takes
+the generic path, which owns every refusal and every dynamic mapping rule.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
+from xerj_core.store.mapping import FLOAT_TYPES, INT_TYPES, FieldSpec, Mapping, coerce
+
+# How a leaf converts a value of the expected Python type without calling ``coerce``.
+_AS_STR, _AS_INT, _AS_DATE, _AS_FLOAT, _AS_OTHER = range(5)
+
+
+class Leaf:
+    """One mapped field: where its values go and how a value is converted."""
+
+    __slots__ = ("spec", "path", "kind", "dictionary", "convert", "low", "high", "subs")
+
+    def __init__(self, spec: FieldSpec, subs: tuple[FieldSpec, ...]) -> None:
+        self.spec = spec
+        self.path = spec.path
+        self.kind = column_kind(spec)
+        self.dictionary = spec.dictionary_name
+        self.low, self.high = INT_TYPES.get(spec.type, (0, 0))
+        if spec.type in ("keyword", "text"):
+            self.convert = _AS_STR
+        elif spec.type in INT_TYPES:
+            self.convert = _AS_INT
+        elif spec.type == "date":
+            self.convert = _AS_DATE
+        elif spec.type in FLOAT_TYPES:
+            self.convert = _AS_FLOAT
+        else:
+            self.convert = _AS_OTHER
+        self.subs = subs
+
+    def value(self, value: Any) -> Any:
+        """``value`` converted for this field's column (``coerce`` when it is not of the plain type)."""
+        convert, kind = self.convert, type(value)
+        if convert == _AS_STR:
+            if kind is str:
+                return value
+        elif convert == _AS_INT:
+            if kind is int and self.low <= value <= self.high:
+                return value
+        elif convert == _AS_DATE:
+            if kind is int:
+                return value
+        elif convert == _AS_FLOAT:
+            if kind is float and math.isfinite(value):
+                return value
+        return coerce(self.spec, value)
+
+
+class Plan:
+    """The fields under one object level: leaves by key and nested objects by key."""
+
+    __slots__ = ("leaves", "objects")
+
+    def __init__(self) -> None:
+        self.leaves: dict[str, Leaf] = {}
+        self.objects: dict[str, Plan] = {}
+
+
+class WritePlan:
+    """Everything ``record_for`` needs about a mapping, compiled once per mapping version."""
+
+    __slots__ = ("root", "leaves")
+
+    def __init__(self, mapping: Mapping) -> None:
+        self.root = Plan()
+        self.leaves: dict[str, Leaf] = {}
+        for spec in mapping.fields.values():
+            if spec.source_path is not None:
+                continue
+            level = self.root
+            parts = spec.path.split(".")
+            for part in parts[:-1]:
+                level = level.objects.setdefault(part, Plan())
+            leaf = Leaf(spec, mapping.subfields_of(spec.path))
+            level.leaves[parts[-1]] = leaf
+            self.leaves[spec.path] = leaf
+        for spec in mapping.fields.values():
+            if spec.source_path is not None:
+                self.leaves[spec.path] = Leaf(spec, ())
+
+    def values(self, doc: dict[str, Any]) -> dict[str, list[Any]] | None:
+        """Converted values per field path, or None when the document needs the generic path."""
+        values: dict[str, list[Any]] = {}
+        stack = [(self.root, doc)]
+        while stack:
+            level, obj = stack.pop()
+            leaves, objects = level.leaves, level.objects
+            for key, value in obj.items():
+                leaf = leaves.get(key)
+                if leaf is None:
+                    nested = objects.get(key)
+                    if nested is None or type(value) is not dict:
+                        if nested is not None and value is None:
+                            continue
+                        return None
+                    stack.append((nested, value))
+                    continue
+                if value is None:
+                    continue
+                if type(value) is list and leaf.kind != KIND_VEC:
+                    for item in value:
+                        if item is None:
+                            continue
+                        if type(item) is dict or type(item) is list:
+                            return None
+                        _add(values, leaf, item)
+                elif type(value) is dict:
+                    return None
+                else:
+                    _add(values, leaf, value)
+        return values
+
+
+def _add(values: dict[str, list[Any]], leaf: Leaf, value: Any) -> None:
+    converted = leaf.value(value)
+    found = values.get(leaf.path)
+    if found is None:
+        values[leaf.path] = [converted]
+    else:
+        found.append(converted)
+    for sub in leaf.subs:
+        ignore_above = sub.params.get("ignore_above")
+        if ignore_above is not None and isinstance(value, str) and len(value) > ignore_above:
+            continue
+        values.setdefault(sub.path, []).append(coerce(sub, value))
+
+
+_CACHE: dict[bytes, WritePlan] = {}
+_CACHE_MAX = 64
+
+
+def plan_for(blob: bytes | None, mapping: Mapping) -> WritePlan:
+    """The plan of ``mapping``, shared by every transaction that read the same stored mapping ``blob``."""
+    if blob is None:
+        return WritePlan(mapping)
+    found = _CACHE.get(blob)
+    if found is None:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.clear()
+        found = _CACHE[blob] = WritePlan(mapping)
+    return found
+
+
+__all__ = ["KIND_LEN", "KIND_ORD", "Leaf", "WritePlan", "plan_for"]
