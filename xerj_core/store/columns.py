@@ -126,15 +126,13 @@ class Column:
                 values[present] = np.array([v for v in rows if v is not None], np.float32)
             return cls(kind, values, present)
         if kind == KIND_ORD:
-            values = np.full(n, NO_ORD, np.int32)
+            values = np.fromiter((v[0] if v else NO_ORD for v in rows), np.int32, n)
             extra_rows: list[int] = []
             extra_ords: list[int] = []
             for i, v in enumerate(rows):
-                if v:
-                    values[i] = v[0]
-                    for more in v[1:]:
-                        extra_rows.append(i)
-                        extra_ords.append(more)
+                if v and len(v) > 1:
+                    extra_rows.extend([i] * (len(v) - 1))
+                    extra_ords.extend(v[1:])
             present &= values != NO_ORD
             return cls(kind, values, present, np.array(extra_rows, np.int64), np.array(extra_ords, np.int32))
         filler = _FILLERS[kind]
@@ -185,3 +183,34 @@ def build_postings(start: int, term_maps: Iterable[dict[str, int] | None]) -> di
                 entry[0].append(row)
                 entry[1].append(tf)
     return {t: (np.array(r, np.int64), np.array(f, np.float32)) for t, (r, f) in acc.items()}
+
+
+def decode_postings_many(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(counts, rows, tfs)`` of many posting blobs at once, rows and tfs concatenated in blob order.
+
+    A blob is ``[n][n rows][n tfs]`` in uint32 words, so its count follows from
+    its length and every blob is decoded by one gather over their concatenation.
+    """
+    lengths = np.fromiter((len(b) for b in blobs), np.int64, len(blobs)) // 4
+    counts = (lengths - 1) // 2
+    words = np.frombuffer(b"".join(blobs), np.uint32)
+    starts = np.cumsum(lengths) - lengths
+    which = np.repeat(np.arange(len(blobs)), counts)
+    within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    at = starts[which] + 1 + within
+    return counts, words[at].astype(np.int64), words[at + counts[which]].astype(np.float32)
+
+
+def encode_postings_many(rows: np.ndarray, tfs: np.ndarray, bounds: np.ndarray) -> list[memoryview]:
+    """One posting blob per group ``rows[bounds[k]:bounds[k+1]]``, all encoded by one scatter."""
+    counts = np.diff(bounds)
+    sizes = 1 + 2 * counts
+    offsets = np.cumsum(sizes) - sizes
+    out = np.empty(int(sizes.sum()), np.uint32)
+    out[offsets] = counts
+    which = np.repeat(np.arange(len(counts)), counts)
+    at = offsets[which] + 1 + (np.arange(len(rows)) - bounds[:-1][which])
+    out[at] = rows
+    out[at + counts[which]] = tfs
+    buf = memoryview(out.tobytes())
+    return [buf[4 * o:4 * (o + z)] for o, z in zip(offsets.tolist(), sizes.tolist())]

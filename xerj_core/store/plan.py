@@ -110,19 +110,32 @@ class WritePlan:
                         return None
                     stack.append((nested, value))
                     continue
-                if value is None:
-                    continue
-                if type(value) is list and leaf.kind != KIND_VEC:
+                kind = type(value)
+                if kind is list and leaf.kind != KIND_VEC:
                     for item in value:
                         if item is None:
                             continue
                         if type(item) is dict or type(item) is list:
                             return None
                         _add(values, leaf, item)
-                elif type(value) is dict:
+                    continue
+                if value is None:
+                    continue
+                if kind is dict:
                     return None
-                else:
+                if leaf.subs:
                     _add(values, leaf, value)
+                    continue
+                # The common case inline: one scalar of the field's plain type (the hot loop of ingest).
+                convert = leaf.convert
+                if not ((convert == _AS_STR and kind is str) or (convert == _AS_DATE and kind is int)
+                        or (convert == _AS_FLOAT and kind is float and math.isfinite(value))):
+                    value = leaf.value(value)
+                found = values.get(leaf.path)
+                if found is None:
+                    values[leaf.path] = [value]
+                else:
+                    found.append(value)
         return values
 
 

@@ -14,9 +14,9 @@ import orjson
 
 from xerj_core.errors import (DocumentMissing, IndexAlreadyExists, IndexNotFound, MapperParsingError,
                               VersionConflict)
-from xerj_core.store import keys, limits
-from xerj_core.store.columns import (KIND_LEN, KIND_ORD, Column, build_postings, column_kind,
-                                     decode_postings, encode_postings)
+from xerj_core.store import keys
+from xerj_core.store.columns import (KIND_LEN, KIND_ORD, Column, column_kind, decode_postings_many,
+                                     encode_postings_many)
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
 from xerj_core.store.names import validate_index_name
 from xerj_core.store.plan import WritePlan, plan_for
@@ -373,32 +373,22 @@ class IndexWrite:
             parts.append(Column.build(spec, kind, [rec["c"].get(spec.path) for rec in records]))
             built[spec.path] = Column.concat(parts)
         text_fields = [s.path for s in fields if column_kind(s) == KIND_LEN]
-        postings: dict[str, dict[str, list[tuple[np.ndarray, np.ndarray]]]] = {}
-        for path in text_fields:
-            merged: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-            for start, _end in old_segments:
-                for term, arrays in self._take_postings(start, path):
-                    merged.setdefault(term, []).append(arrays)
-            fresh = build_postings(old_sealed, (rec["t"].get(path) for rec in records))
-            for term, arrays in fresh.items():
-                merged.setdefault(term, []).append(arrays)
-            postings[path] = merged
+        new_segments = new_layout[keep:]
+        postings = {path: self._merge_postings(path, old_segments, new_segments, records, old_sealed)
+                    for path in text_fields}
         for start, end in old_segments:
             self._drop_segment(start)
-        for start, end in new_layout[keep:]:
+        post = db["post"]
+        for path, (seg_of, names, blobs) in postings.items():
+            prefixes = [keys.post_prefix(ix, start, path) for start, _end in new_segments]
+            for seg, name, blob in zip(seg_of, names, blobs):
+                raw.put(prefixes[seg] + name, blob, db=post)
+        for start, end in new_segments:
             lo, hi = start - region_start, end - region_start
             present_fields = []
             for path, column in built.items():
                 raw.put(keys.col_key(ix, start, path), _slice(column, lo, hi).encode(), db=db["cols"])
                 present_fields.append(path)
-            for path, terms in postings.items():
-                prefix = keys.post_prefix(ix, start, path)
-                for term, arrays in terms.items():
-                    rows = np.concatenate([a[0] for a in arrays]) if len(arrays) > 1 else arrays[0][0]
-                    tfs = np.concatenate([a[1] for a in arrays]) if len(arrays) > 1 else arrays[0][1]
-                    a, b = np.searchsorted(rows, [start, end])
-                    if b > a:
-                        raw.put(prefix + term.encode(), encode_postings(rows[a:b], tfs[a:b]), db=db["post"])
             meta = orjson.dumps({"end": end, "fields": present_fields, "sealed_at": int(time.time() * 1000)})
             raw.put(keys.seg_key(ix, start), meta, db=db["segs"])
         self.state.sealed_rows = target
@@ -409,14 +399,74 @@ class IndexWrite:
             return Column.empty(kind, end - start, spec.dims or 0)
         return Column.decode(blob)
 
-    def _take_postings(self, start: int, path: str) -> Iterable[tuple[str, tuple[np.ndarray, np.ndarray]]]:
+    def _merge_postings(self, path: str, old_segments: list[tuple[int, int]], new_segments: list[tuple[int, int]],
+                        records: list[dict[str, Any]], first_row: int) -> tuple[list[int], list[bytes], list[memoryview]]:
+        """``path``'s postings of the merged region, cut at the new segments: ``(segment, term, blob)`` columns.
+
+        The old segments' postings and the leaving tail rows become three flat
+        arrays (term number, row, tf) sorted once with numpy, so a merge costs one
+        sort and one put per term and segment, not a decode and re-encode per term.
+        The output is in key order (segment, then term bytes), which LMDB inserts fastest.
+        """
+        term_ids: dict[str, int] = {}
+        ids_parts, rows_parts, tfs_parts = [], [], []
+        for start, _end in old_segments:
+            terms, blobs = self._segment_postings(start, path)
+            if not terms:
+                continue
+            counts, rows, tfs = decode_postings_many(blobs)
+            ids = np.fromiter((term_ids.setdefault(t, len(term_ids)) for t in terms), np.int64, len(terms))
+            ids_parts.append(np.repeat(ids, counts))
+            rows_parts.append(rows)
+            tfs_parts.append(tfs)
+        fresh_ids: list[int] = []
+        fresh_rows: list[int] = []
+        fresh_tfs: list[int] = []
+        for offset, record in enumerate(records):
+            found = record["t"].get(path)
+            if not found:
+                continue
+            row = first_row + offset
+            for term, tf in found.items():
+                tid = term_ids.get(term)
+                if tid is None:
+                    tid = term_ids[term] = len(term_ids)
+                fresh_ids.append(tid)
+                fresh_rows.append(row)
+                fresh_tfs.append(tf)
+        ids_parts.append(np.array(fresh_ids, np.int64))
+        rows_parts.append(np.array(fresh_rows, np.int64))
+        tfs_parts.append(np.array(fresh_tfs, np.float32))
+        ids, rows, tfs = np.concatenate(ids_parts), np.concatenate(rows_parts), np.concatenate(tfs_parts)
+        if not len(ids):
+            return [], [], []
+        encoded = [t.encode() for t in term_ids]
+        rank = np.empty(len(encoded), np.int64)
+        rank[sorted(range(len(encoded)), key=encoded.__getitem__)] = np.arange(len(encoded))
+        starts = np.array([start for start, _end in new_segments], np.int64)
+        seg = np.searchsorted(starts, rows, side="right") - 1
+        ranked = rank[ids]
+        order = np.lexsort((rows, ranked, seg))
+        ids, rows, tfs, seg, ranked = ids[order], rows[order], tfs[order], seg[order], ranked[order]
+        cut = np.flatnonzero((np.diff(ranked) != 0) | (np.diff(seg) != 0)) + 1
+        bounds = np.concatenate(([0], cut, [len(ids)]))
+        firsts = bounds[:-1]
+        names = [encoded[i] for i in ids[firsts].tolist()]
+        return seg[firsts].tolist(), names, encode_postings_many(rows, tfs, bounds)
+
+    def _segment_postings(self, start: int, path: str) -> tuple[list[str], list[bytes]]:
+        """Every term of ``path`` in the segment at ``start`` and its posting blob, in key order."""
         prefix = keys.post_prefix(self.ix, start, path)
+        terms, blobs = [], []
+        cut = len(prefix)
         with self.txn.raw.cursor(db=self.txn.dbs["post"]) as cur:
             if cur.set_range(prefix):
                 for key, blob in cur:
                     if not key.startswith(prefix):
                         break
-                    yield key[len(prefix):].decode(), decode_postings(blob)
+                    terms.append(key[cut:].decode())
+                    blobs.append(blob)
+        return terms, blobs
 
     def _drop_segment(self, start: int) -> None:
         raw, db = self.txn.raw, self.txn.dbs
