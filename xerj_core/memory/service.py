@@ -198,7 +198,15 @@ class MemoryService:
 
     def _dedup_probe(self, reader: IndexReader, request: rq.StoreRequest,
                      text_vector: np.ndarray | None) -> str | None:
-        """The id of the nearest current memory when its cosine reaches the threshold; errors mean "none"."""
+        """The id of a current memory whose cosine reaches the threshold; errors mean "none".
+
+        A near-duplicate is almost always recent (an agent repeating itself), so
+        the probe is recall's top-1 kNN over windows of rows, newest first: the
+        tail, the newest sealed segment, then the rest. It stops at the first
+        window whose nearest memory meets the threshold, and only a store with no
+        duplicate pays the whole scan. When memories in several windows meet it,
+        the newest window's nearest answers; the write is skipped either way.
+        """
         try:
             if request.vector is not None and reader.field(VECTOR_FIELD) is not None:
                 field, probe = VECTOR_FIELD, np.asarray(request.vector, np.float32)
@@ -208,13 +216,17 @@ class MemoryService:
                 return None
             if not np.any(probe):
                 return None
-            found = knn_top(reader, field, probe, 1, self._current_mask(reader, None))
-            if not len(found):
-                return None
-            # Both vector fields use cosine similarity, scored (1 + cos) / 2.
-            row, cosine = int(found.rows[0]), 2.0 * float(found.scores[0]) - 1.0
-            if cosine >= request.dedup_threshold - 1e-6:
-                return reader.id_of(row)
+            current = self._current_mask(reader, None)
+            for lo, hi in _newest_windows(reader):
+                window = np.zeros_like(current)
+                window[lo:hi] = current[lo:hi]
+                found = knn_top(reader, field, probe, 1, window)
+                if not len(found):
+                    continue
+                # Both vector fields use cosine similarity, scored (1 + cos) / 2.
+                row, cosine = int(found.rows[0]), 2.0 * float(found.scores[0]) - 1.0
+                if cosine >= request.dedup_threshold - 1e-6:
+                    return reader.id_of(row)
         except Exception:  # noqa: BLE001 - by contract a failed probe never blocks the write
             return None
         return None
@@ -425,6 +437,15 @@ def memory_document(request: rq.StoreRequest, stored_at: int, vectors: Mapping[s
     for path, vector in vectors.items():
         doc[path] = rounded(vector)
     return doc
+
+
+def _newest_windows(reader: IndexReader) -> list[tuple[int, int]]:
+    """Row ranges covering every row once, newest first: the tail, the newest sealed segment, the rest."""
+    cuts = [reader.n_rows, reader.tail_start]
+    if reader.segments:
+        cuts.append(reader.segments[-1].start)
+    cuts.append(0)
+    return [(lo, hi) for hi, lo in zip(cuts, cuts[1:]) if hi > lo]
 
 
 def _dates(reader: IndexReader, path: str) -> tuple[np.ndarray, np.ndarray]:
