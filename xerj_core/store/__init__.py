@@ -3,8 +3,8 @@
 from xerj_core.store.columns import ABSENT_INT, Column
 from xerj_core.store.names import RESERVED_PREFIX, is_reserved, validate_index_name
 from xerj_core.store.read import IndexReader, Segment
-from xerj_core.store.store import BulkItem, BulkOp, IndexInfo, Store
+from xerj_core.store.store import BulkItem, BulkOp, IndexInfo, IndexStats, Store
 from xerj_core.store.write import WriteResult, WriteTxn
 
-__all__ = ["ABSENT_INT", "BulkItem", "BulkOp", "Column", "IndexInfo", "IndexReader", "RESERVED_PREFIX",
+__all__ = ["ABSENT_INT", "BulkItem", "BulkOp", "Column", "IndexInfo", "IndexReader", "IndexStats", "RESERVED_PREFIX",
            "Segment", "Store", "WriteResult", "WriteTxn", "is_reserved", "validate_index_name"]

@@ -61,14 +61,16 @@ def id_key(ix: int, doc_id: str) -> bytes:
     return _IX.pack(ix) + doc_id.encode()
 
 
-_STATE = struct.Struct(">QQQQQQ")
+_STATE = struct.Struct(">QQQQQQQ")
+_STATE_BEFORE_EPOCHS = struct.Struct(">QQQQQQ")
 
 
 @attrs.define
 class IndexState:
     """Counters of one index, rewritten by every write transaction that touches it.
 
-    ``generation`` is what every in-process cache is keyed on.
+    ``generation`` is what every in-process cache is keyed on; ``epoch`` moves
+    when a compaction renumbers rows, so a cache drops everything it knew by row.
     """
 
     generation: int = 0
@@ -77,13 +79,16 @@ class IndexState:
     dead_seq: int = 0
     live: int = 0
     mapping_version: int = 0
+    epoch: int = 0
 
     def pack(self) -> bytes:
         return _STATE.pack(self.generation, self.next_row, self.sealed_rows, self.dead_seq, self.live,
-                           self.mapping_version)
+                           self.mapping_version, self.epoch)
 
     @classmethod
     def unpack(cls, blob: bytes) -> "IndexState":
+        if len(blob) == _STATE_BEFORE_EPOCHS.size:  # written before compaction existed: epoch 0
+            return cls(*_STATE_BEFORE_EPOCHS.unpack(blob))
         return cls(*_STATE.unpack(blob))
 
 

@@ -174,6 +174,7 @@ class IndexCache:
         self.snapshot = Snapshot(-1, Mapping(), (), Tail(0), 0, np.zeros(0, bool))
         self.mapping_version = -1
         self.dead_seq = 0
+        self.epoch = 0
         self._live = np.ones(0, bool)  # capacity buffer; snapshots hold views of a prefix
         self.dictionaries: dict[str, Dictionary] = {}
         self.memo: dict[Any, Any] = {}
@@ -188,6 +189,12 @@ class IndexCache:
         return self.snapshot.generation
 
     def refresh(self, txn: lmdb.Transaction, dbs: dict[str, Any], state: keys.IndexState) -> Snapshot:
+        if state.epoch != self.epoch:
+            # A compaction renumbered the rows: nothing known by row (segments, tail, live mask) still holds.
+            self.snapshot = Snapshot(-1, self.snapshot.mapping, (), Tail(0), 0, np.zeros(0, bool))
+            self._live = np.ones(0, bool)
+            self.dead_seq = 0
+            self.epoch = state.epoch
         old = self.snapshot
         mapping = old.mapping
         if state.mapping_version != self.mapping_version:
@@ -230,7 +237,9 @@ class IndexCache:
             if state.generation > self.snapshot.generation:
                 return self.refresh(txn, dbs, state)
             aside = IndexCache(self.ix)
-            aside.snapshot = Snapshot(-1, Mapping(), self.snapshot.segments, Tail(-1), 0, np.zeros(0, bool))
+            aside.epoch = state.epoch
+            shared = self.snapshot.segments if state.epoch == self.epoch else ()
+            aside.snapshot = Snapshot(-1, Mapping(), shared, Tail(-1), 0, np.zeros(0, bool))
             return aside.refresh(txn, dbs, state)
 
     def _read_segments(self, txn: lmdb.Transaction, dbs: dict[str, Any],

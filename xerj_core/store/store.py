@@ -14,8 +14,7 @@ from xerj_core.errors import IndexNotFound, XerjError
 from xerj_core.store import env as envs
 from xerj_core.store import keys
 from xerj_core.store.read import IndexCache, IndexReader
-from xerj_core.store.scope import SCOPE_FIELD, public_mapping, scope_of
-from xerj_core.store.write import WriteResult, WriteTxn
+from xerj_core.store.write import IndexWrite, WriteResult, WriteTxn
 
 T = TypeVar("T")
 DEFAULT_TAIL_ROWS = 1024
@@ -29,6 +28,29 @@ class IndexInfo:
     doc_count: int
     deleted_rows: int
     mapping: dict[str, Any]
+
+
+@attrs.frozen
+class IndexStats:
+    """Rows and bytes of one index: what ``_stats`` and ``_cat/indices`` report."""
+
+    name: str
+    live_rows: int
+    dead_rows: int
+    total_bytes: int
+    dead_bytes: int
+    segments: int
+
+
+def _prefix_bytes(raw: Any, db: Any, prefix: bytes) -> int:
+    total = 0
+    with raw.cursor(db=db) as cur:
+        if cur.set_range(prefix):
+            for key, value in cur:
+                if not key.startswith(prefix):
+                    break
+                total += len(key) + len(value)
+    return total
 
 
 @attrs.frozen
@@ -142,6 +164,15 @@ class Store:
     def update(self, index: str, doc_id: str, partial: Any, *, upsert: Any = None) -> WriteResult:
         return self.transact(lambda txn: txn.update(index, doc_id, partial, upsert=upsert))
 
+    def forcemerge(self, index: str) -> bool:
+        """Compact ``index`` now (dead rows dropped, rows renumbered); False when it had no dead row."""
+
+        def run(txn: WriteTxn) -> IndexWrite:
+            txn.forcemerge(index)
+            return txn.index(index)
+
+        return self.transact(run).compacted
+
     def bulk(self, ops: Sequence[BulkOp], *, auto_create: bool = True) -> list[BulkItem]:
         """Apply ``ops`` in one transaction; a refused item is reported and the others still apply."""
 
@@ -212,6 +243,25 @@ class Store:
         with self.reader(index) as r:
             return IndexInfo(index, r.meta["uuid"], r.meta["created"], r.doc_count,
                              r.n_rows - r.doc_count, public_mapping(r.mapping.to_es()))
+
+    def index_stats(self, index: str) -> IndexStats:
+        """Live and dead rows of ``index`` and the bytes it holds, read in one snapshot.
+
+        Bytes are every key and value the index owns; the dead share is what its
+        dead rows take of the row-proportional structures (columns, postings, the
+        dead log), which a compaction gives back. Sources of dead rows are
+        already gone when they die. This scans the index's entries once.
+        """
+        with self.read_txn() as raw:
+            reader = self.open_reader(raw, index)
+            prefix = keys.ix_key(reader.ix)
+            sizes = {name: _prefix_bytes(raw, self.env.dbs[name], prefix)
+                     for name in ("src", "ids", "tail", "segs", "cols", "post", "dead", "dict", "dictr")}
+            rows, live = reader.n_rows, reader.doc_count
+            dead = rows - live
+            by_row = sizes["cols"] + sizes["post"] + sizes["segs"]
+            dead_bytes = sizes["dead"] + (by_row * dead // rows if rows else 0)
+            return IndexStats(index, live, dead, sum(sizes.values()), dead_bytes, len(reader.segments))
 
     def get_mapping(self, index: str) -> dict[str, Any]:
         with self.reader(index) as r:

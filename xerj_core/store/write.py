@@ -43,6 +43,12 @@ def new_doc_id() -> str:
     return base64.urlsafe_b64encode(os.urandom(15)).decode()
 
 
+# A write that leaves this many dead rows, and at least COMPACT_DEAD_SHARE of the live count, compacts the
+# index in the same transaction: the rewrite is O(live rows) and happens once per that many dead rows, so its
+# cost per write stays constant while the data directory stays within a small multiple of the live data.
+COMPACT_MIN_DEAD = 4096
+COMPACT_DEAD_SHARE = 0.5
+
 # The largest segment, in tails: merges stop growing here, so the write that seals a tail
 # rewrites at most this many rows (a bounded pause) instead of the whole index.
 MAX_SEGMENT_TAILS = 128
@@ -90,37 +96,8 @@ class IndexWrite:
         self.dict_size: dict[str, int] = {}
         self.put_ids: list[str] = []
         self.deleted_ids: list[str] = []
-        # Terms and keyword values too long to be keys, left out of this transaction's rows.
-        self.skipped = {"terms": 0, "keywords": 0}
-        # A reserved index's rows carry their tenant (see xerj_core.store.scope).
-        self.scope = scope_of(name)
-        if self.scope is not None and SCOPE_FIELD not in self.mapping.fields:
-            self._migrate_scope()
-
-    def _migrate_scope(self) -> None:
-        """Give every live row of a reserved index written before scopes existed the index's scope.
-
-        Runs in the transaction that first opens such an index for writing (the
-        store opens one for each at start), so the field and every row's value
-        commit together: no reader ever sees the field without the rows' values.
-        Each live document is written again under its id, as an update would.
-        """
-        self.mapping.add_field(SCOPE_SPEC)
-        self.mapping_changed = True
-        prefix = keys.ix_key(self.ix)
-        rows: list[tuple[str, Any]] = []
-        with self.txn.raw.cursor(db=self.txn.dbs["src"]) as cursor:
-            found = cursor.set_range(prefix)
-            while found:
-                key, blob = cursor.item()
-                if not key.startswith(prefix):
-                    break
-                _version, doc_id, offset = keys.unpack_source_header(blob)
-                rows.append((doc_id, orjson.loads(blob[offset:])))
-                found = cursor.next()
-        for doc_id, doc in rows:
-            # A document that already had a field of this name keeps it in _source; the column is ours.
-            self._put_row(doc, doc_id, "index", self.record_for({**doc, SCOPE_FIELD: self.scope}))
+        self.force_compact = False
+        self.compacted = False
 
     # -- dictionaries --------------------------------------------------------------------------
 
@@ -330,6 +307,9 @@ class IndexWrite:
         if self.mapping_changed:
             raw.put(keys.ix_key(self.ix), orjson.dumps(self.mapping.to_es()), db=db["mappings"])
             self.state.mapping_version += 1
+        dead = self.state.next_row - self.state.live
+        if self.force_compact or (dead >= COMPACT_MIN_DEAD and dead >= self.state.live * COMPACT_DEAD_SHARE):
+            self.compacted = self.compact()
         self.state.generation += 1
         raw.put(keys.ix_key(self.ix), self.state.pack(), db=db["state"])
 
@@ -378,20 +358,104 @@ class IndexWrite:
                     for path in text_fields}
         for start, end in old_segments:
             self._drop_segment(start)
+        self._write_segments(new_segments, region_start, built, postings)
+        self.state.sealed_rows = target
+
+    def _write_segments(self, segments: list[tuple[int, int]], region_start: int, built: dict[str, Column],
+                        postings: dict[str, tuple[list[int], list[bytes], list[memoryview]]]) -> None:
+        """Store ``segments``: slices of the region's columns ``built`` (starting at ``region_start``) and the
+        postings already cut per segment."""
+        raw, db, ix = self.txn.raw, self.txn.dbs, self.ix
         post = db["post"]
         for path, (seg_of, names, blobs) in postings.items():
-            prefixes = [keys.post_prefix(ix, start, path) for start, _end in new_segments]
+            prefixes = [keys.post_prefix(ix, start, path) for start, _end in segments]
             for seg, name, blob in zip(seg_of, names, blobs):
                 raw.put(prefixes[seg] + name, blob, db=post)
-        for start, end in new_segments:
+        for start, end in segments:
             lo, hi = start - region_start, end - region_start
-            present_fields = []
             for path, column in built.items():
                 raw.put(keys.col_key(ix, start, path), _slice(column, lo, hi).encode(), db=db["cols"])
-                present_fields.append(path)
-            meta = orjson.dumps({"end": end, "fields": present_fields, "sealed_at": int(time.time() * 1000)})
+            meta = orjson.dumps({"end": end, "fields": list(built), "sealed_at": int(time.time() * 1000)})
             raw.put(keys.seg_key(ix, start), meta, db=db["segs"])
-        self.state.sealed_rows = target
+
+    # -- compaction ----------------------------------------------------------------------------
+
+    def dead_rows(self) -> np.ndarray:
+        """Every dead row (deleted or overwritten documents, compaction fillers), from the dead log."""
+        raw, db = self.txn.raw, self.txn.dbs
+        found = []
+        with raw.cursor(db=db["dead"]) as cur:
+            if cur.set_key(keys.row_key(self.ix, 0)):
+                for _i, (_k, value) in zip(range(self.state.dead_seq), cur):
+                    found.append(keys.read_u64(value))
+        return np.array(found, np.int64)
+
+    def compact(self) -> bool:
+        """Drop dead rows: live rows are renumbered densely (in their order) and every structure kept by row
+        (sources, ids, tail records, columns, postings, the dead log) is rewritten; False when nothing is dead.
+
+        The sealed live rows are padded with dead filler rows up to a whole tail, so
+        the tail's live records move as they are and every stored value is copied,
+        never recomputed. The epoch moves, so every process drops its row caches.
+        """
+        state, tail_rows = self.state, self.txn.tail_rows
+        n, sealed = state.next_row, state.sealed_rows
+        live = np.ones(n, bool)
+        live[self.dead_rows()] = False
+        if live.all():
+            return False
+        raw, db, ix = self.txn.raw, self.txn.dbs, self.ix
+        sealed_live = int(np.count_nonzero(live[:sealed]))
+        new_sealed = -(-sealed_live // tail_rows) * tail_rows
+        renumber = np.full(n, -1, np.int64)
+        renumber[np.flatnonzero(live[:sealed])] = np.arange(sealed_live)
+        tail_live = np.flatnonzero(live[sealed:]) + sealed
+        renumber[tail_live] = new_sealed + np.arange(len(tail_live))
+        # Sources, ids and tail records move down (a new number is never above the old), so moving rows in
+        # ascending order never lands on a key still in use.
+        moved = np.flatnonzero(live & (renumber != np.arange(n)))
+        src, ids, tail = db["src"], db["ids"], db["tail"]
+        for old, new in zip(moved.tolist(), renumber[moved].tolist()):
+            old_key, new_key = keys.row_key(ix, old), keys.row_key(ix, new)
+            blob = raw.pop(old_key, db=src)
+            raw.put(new_key, blob, db=src)
+            raw.put(keys.id_key(ix, keys.unpack_source_header(blob)[1]), new_key[4:], db=ids)
+            if old >= sealed:
+                raw.put(new_key, raw.pop(old_key, db=tail), db=tail)
+        for old in np.flatnonzero(~live[sealed:]).tolist():
+            raw.delete(keys.row_key(ix, old + sealed), db=tail)
+        # Columns and postings of the whole sealed region, dead rows dropped, cut by the new layout.
+        old_segments = segment_layout(sealed, tail_rows)
+        new_segments = segment_layout(new_sealed, tail_rows)
+        keep = live[:sealed]
+        built: dict[str, Column] = {}
+        postings = {}
+        for spec in self.mapping.fields.values():
+            kind = column_kind(spec)
+            whole = Column.concat([self._load_column(start, end, spec, kind) for start, end in old_segments]
+                                  or [Column.empty(kind, 0, spec.dims or 0)])
+            extra = renumber[whole.extra_rows] if len(whole.extra_rows) else whole.extra_rows
+            filler = Column.empty(kind, new_sealed - sealed_live, spec.dims or 0)
+            built[spec.path] = Column.concat([
+                Column(kind, whole.values[keep], whole.present[keep], extra[extra >= 0],
+                       whole.extra_ords[extra >= 0]),
+                filler])
+            if kind == KIND_LEN:
+                term_ids: dict[str, int] = {}
+                parts = [self._old_postings(start, spec.path, term_ids, renumber) for start, _end in old_segments]
+                postings[spec.path] = _cut_postings(term_ids, parts, new_segments)
+        for start, _end in old_segments:
+            self._drop_segment(start)
+        self._write_segments(new_segments, 0, built, postings)
+        # The dead log now holds only the fillers.
+        _delete_prefix(raw, db["dead"], keys.ix_key(ix))
+        for seq, row in enumerate(range(sealed_live, new_sealed)):
+            raw.put(keys.row_key(ix, seq), keys.u64(row), db=db["dead"])
+        state.dead_seq = new_sealed - sealed_live
+        state.sealed_rows = new_sealed
+        state.next_row = new_sealed + len(tail_live)
+        state.epoch += 1
+        return True
 
     def _load_column(self, start: int, end: int, spec: FieldSpec, kind: int) -> Column:
         blob = self.txn.raw.get(keys.col_key(self.ix, start, spec.path), db=self.txn.dbs["cols"])
@@ -406,19 +470,9 @@ class IndexWrite:
         The old segments' postings and the leaving tail rows become three flat
         arrays (term number, row, tf) sorted once with numpy, so a merge costs one
         sort and one put per term and segment, not a decode and re-encode per term.
-        The output is in key order (segment, then term bytes), which LMDB inserts fastest.
         """
         term_ids: dict[str, int] = {}
-        ids_parts, rows_parts, tfs_parts = [], [], []
-        for start, _end in old_segments:
-            terms, blobs = self._segment_postings(start, path)
-            if not terms:
-                continue
-            counts, rows, tfs = decode_postings_many(blobs)
-            ids = np.fromiter((term_ids.setdefault(t, len(term_ids)) for t in terms), np.int64, len(terms))
-            ids_parts.append(np.repeat(ids, counts))
-            rows_parts.append(rows)
-            tfs_parts.append(tfs)
+        parts = [self._old_postings(start, path, term_ids) for start, _end in old_segments]
         fresh_ids: list[int] = []
         fresh_rows: list[int] = []
         fresh_tfs: list[int] = []
@@ -434,25 +488,24 @@ class IndexWrite:
                 fresh_ids.append(tid)
                 fresh_rows.append(row)
                 fresh_tfs.append(tf)
-        ids_parts.append(np.array(fresh_ids, np.int64))
-        rows_parts.append(np.array(fresh_rows, np.int64))
-        tfs_parts.append(np.array(fresh_tfs, np.float32))
-        ids, rows, tfs = np.concatenate(ids_parts), np.concatenate(rows_parts), np.concatenate(tfs_parts)
-        if not len(ids):
-            return [], [], []
-        encoded = [t.encode() for t in term_ids]
-        rank = np.empty(len(encoded), np.int64)
-        rank[sorted(range(len(encoded)), key=encoded.__getitem__)] = np.arange(len(encoded))
-        starts = np.array([start for start, _end in new_segments], np.int64)
-        seg = np.searchsorted(starts, rows, side="right") - 1
-        ranked = rank[ids]
-        order = np.lexsort((rows, ranked, seg))
-        ids, rows, tfs, seg, ranked = ids[order], rows[order], tfs[order], seg[order], ranked[order]
-        cut = np.flatnonzero((np.diff(ranked) != 0) | (np.diff(seg) != 0)) + 1
-        bounds = np.concatenate(([0], cut, [len(ids)]))
-        firsts = bounds[:-1]
-        names = [encoded[i] for i in ids[firsts].tolist()]
-        return seg[firsts].tolist(), names, encode_postings_many(rows, tfs, bounds)
+        parts.append((np.array(fresh_ids, np.int64), np.array(fresh_rows, np.int64), np.array(fresh_tfs, np.float32)))
+        return _cut_postings(term_ids, parts, new_segments)
+
+    def _old_postings(self, start: int, path: str, term_ids: dict[str, int],
+                      renumber: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(term number, row, tf)`` of a stored segment's postings; with ``renumber`` dead rows (-1) are
+        dropped and the others take their new numbers."""
+        terms, blobs = self._segment_postings(start, path)
+        if not terms:
+            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32)
+        counts, rows, tfs = decode_postings_many(blobs)
+        ids = np.repeat(np.fromiter((term_ids.setdefault(t, len(term_ids)) for t in terms), np.int64, len(terms)),
+                        counts)
+        if renumber is not None:
+            rows = renumber[rows]
+            keep = rows >= 0
+            ids, rows, tfs = ids[keep], rows[keep], tfs[keep]
+        return ids, rows, tfs
 
     def _segment_postings(self, start: int, path: str) -> tuple[list[str], list[bytes]]:
         """Every term of ``path`` in the segment at ``start`` and its posting blob, in key order."""
@@ -474,6 +527,30 @@ class IndexWrite:
         for name in ("cols", "post"):
             _delete_prefix(raw, db[name], prefix)
         raw.delete(prefix, db=db["segs"])
+
+
+def _cut_postings(term_ids: dict[str, int], parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+                  segments: list[tuple[int, int]]) -> tuple[list[int], list[bytes], list[memoryview]]:
+    """Flat ``(term number, row, tf)`` parts grouped per (segment, term) and encoded, in key order
+    (segment, then term bytes), which LMDB inserts fastest."""
+    ids = np.concatenate([p[0] for p in parts])
+    if not len(ids):
+        return [], [], []
+    rows = np.concatenate([p[1] for p in parts])
+    tfs = np.concatenate([p[2] for p in parts])
+    encoded = [t.encode() for t in term_ids]
+    rank = np.empty(len(encoded), np.int64)
+    rank[sorted(range(len(encoded)), key=encoded.__getitem__)] = np.arange(len(encoded))
+    starts = np.array([start for start, _end in segments], np.int64)
+    seg = np.searchsorted(starts, rows, side="right") - 1
+    ranked = rank[ids]
+    order = np.lexsort((rows, ranked, seg))
+    ids, rows, tfs, seg, ranked = ids[order], rows[order], tfs[order], seg[order], ranked[order]
+    cut = np.flatnonzero((np.diff(ranked) != 0) | (np.diff(seg) != 0)) + 1
+    bounds = np.concatenate(([0], cut, [len(ids)]))
+    firsts = bounds[:-1]
+    names = [encoded[i] for i in ids[firsts].tolist()]
+    return seg[firsts].tolist(), names, encode_postings_many(rows, tfs, bounds)
 
 
 def _slice(column: Column, lo: int, hi: int) -> Column:
@@ -626,9 +703,14 @@ class WriteTxn:
             return WriteResult(index, doc_id, "noop", found[1], row if row is not None else -1)
         return target.put(merged, doc_id)
 
+    def forcemerge(self, name: str) -> None:
+        """Compact ``name`` when this transaction finishes, whatever its share of dead rows."""
+        self.index(name).force_compact = True
+
     def finish(self) -> None:
         for target in self._open.values():
-            if target.pending or target.mapping_changed or target.put_ids or target.deleted_ids or target.dict_size:
+            if (target.pending or target.mapping_changed or target.put_ids or target.deleted_ids or target.dict_size
+                    or target.force_compact):
                 target.finish()
 
     def written(self) -> list[tuple[str, list[str], list[str]]]:
