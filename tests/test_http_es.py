@@ -220,3 +220,23 @@ def test_writes_are_visible_to_the_next_read_without_refresh(client):
     for n in range(20):
         client.simulate_put(f"/live/_doc/{n}", json={"n": n})
         assert client.simulate_get(f"/live/_doc/{n}").json["_source"] == {"n": n}
+
+
+def test_stats_and_forcemerge_report_and_reclaim_dead_rows(client, engine):
+    for i in range(20):
+        client.simulate_put(f"/books/_doc/{i % 5}", json={"title": f"draft {i}"})
+    stats = client.simulate_get("/books/_stats")
+    assert stats.status_code == 200
+    books = stats.json["indices"]["books"]["primaries"]
+    assert books["docs"] == {"count": 5, "deleted": 15}
+    assert books["store"]["size_in_bytes"] > books["store"]["dead_in_bytes"] > 0
+    assert stats.json["_all"]["primaries"]["docs"]["count"] == 5
+    sizes = client.simulate_get("/_cat/indices", params={"h": "index,docs.deleted,store.dead", "format": "json"}).json
+    assert sizes == [{"index": "books", "docs.deleted": "15", "store.dead": str(books["store"]["dead_in_bytes"])}]
+    merged = client.simulate_post("/books/_forcemerge")
+    assert merged.status_code == 200 and merged.json == {"_shards": {"total": 1, "successful": 1, "failed": 0}}
+    after = client.simulate_get("/books/_stats").json["indices"]["books"]["primaries"]
+    assert after["docs"]["count"] == 5 and after["store"]["dead_in_bytes"] < books["store"]["dead_in_bytes"]
+    assert after["store"]["size_in_bytes"] < books["store"]["size_in_bytes"]
+    assert client.simulate_get("/books/_doc/3").json["_source"] == {"title": "draft 18"}
+    assert client.simulate_post("/nope/_forcemerge").status_code == 404

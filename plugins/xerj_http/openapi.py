@@ -124,6 +124,8 @@ SCHEMAS: dict[str, Any] = {
     "CatIndex": _obj({"health": STRING, "status": STRING, "index": STRING, "uuid": STRING, "pri": STRING,
                       "rep": STRING, "docs.count": STRING, "docs.deleted": STRING}),
     "Shards": _obj({"_shards": SHARDS}, required=["_shards"]),
+    "IndexStats": _obj({"_shards": SHARDS, "_all": ANY_OBJECT, "indices": ANY_OBJECT},
+                       required=["_shards", "_all", "indices"]),
     # -- the second brain
     "LinkBody": _obj({
         "src": NAME, "dst": NAME, "type": NAME, "weight": NUMBER, "confidence": NUMBER,
@@ -365,6 +367,14 @@ def paths() -> dict[str, Any]:
             "get": op("Get mappings", ok("Mappings"), params=[path("index"), EXPAND]),
             "put": put_mapping,
             "post": put_mapping,
+        },
+        "/{index}/_stats": {
+            "get": op("Live and dead rows and bytes per index", ok("IndexStats"),
+                      params=[path("index"), IGNORE_UNAVAILABLE, EXPAND]),
+        },
+        "/{index}/_forcemerge": {
+            "post": op("Compact: drop dead rows now, renumbering the live ones", ok("Shards"),
+                       params=[path("index"), IGNORE_UNAVAILABLE, EXPAND]),
         },
         "/{index}/_doc": {
             "post": op("Index a document under a generated id", {"201": write["201"]}, params=[path("index")],

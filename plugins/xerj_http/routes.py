@@ -23,6 +23,7 @@ ROUTES: list[tuple[str, Any]] = [
     ("/{index}", indices.Index),
     ("/{index}/_mapping", indices.IndexMapping),
     ("/{index}/_stats", indices.IndexStats),
+    ("/{index}/_forcemerge", indices.ForceMerge),
     ("/{index}/_doc", documents.DocAutoId),
     ("/{index}/_doc/{id}", documents.Doc),
     ("/{index}/_create/{id}", documents.DocCreate),

@@ -65,6 +65,8 @@ class Root:
 
 
 CAT_INDICES_COLUMNS = ("health", "status", "index", "uuid", "pri", "rep", "docs.count", "docs.deleted")
+# Asked for with ``h`` only: counting an index's bytes reads every entry it holds.
+CAT_INDICES_SIZES = ("store.size", "store.dead")
 
 
 class CatIndices:
@@ -78,21 +80,26 @@ class CatIndices:
     def on_get(self, req: falcon.Request, resp: falcon.Response, index: str | None = None) -> None:
         expand = req.get_param("expand_wildcards") or "open"
         names = resolve_indices(self.store, index, expand_wildcards=expand)
-        rows = []
-        for name in names:
-            info = self.store.index_info(name)
-            rows.append({"health": "green", "status": "open", "index": name, "uuid": info.uuid, "pri": "1",
-                         "rep": "0", "docs.count": str(info.doc_count), "docs.deleted": str(info.deleted_rows)})
         columns = list(CAT_INDICES_COLUMNS)
         wanted = req.get_param("h")
         if wanted:
-            columns = [c for c in (w.strip() for w in wanted.split(",")) if c in CAT_INDICES_COLUMNS] or columns
+            known = CAT_INDICES_COLUMNS + CAT_INDICES_SIZES
+            columns = [c for c in (w.strip() for w in wanted.split(",")) if c in known] or columns
+        rows = []
+        for name in names:
+            info = self.store.index_info(name)
+            row = {"health": "green", "status": "open", "index": name, "uuid": info.uuid, "pri": "1",
+                   "rep": "0", "docs.count": str(info.doc_count), "docs.deleted": str(info.deleted_rows)}
+            if any(c in CAT_INDICES_SIZES for c in columns):
+                stats = self.store.index_stats(name)
+                row.update({"store.size": str(stats.total_bytes), "store.dead": str(stats.dead_bytes)})
+            rows.append(row)
         rows = [{c: row[c] for c in columns} for row in rows]
         sort = req.get_param("s")
         if sort:
             key, _, order = sort.partition(":")
             if key in columns:
-                numeric = key in ("docs.count", "docs.deleted", "pri", "rep")
+                numeric = key in ("docs.count", "docs.deleted", "pri", "rep", *CAT_INDICES_SIZES)
                 rows.sort(key=lambda r: int(r[key]) if numeric else r[key], reverse=order == "desc")
         if req.get_param("format") == "json":
             send(resp, rows)

@@ -1,4 +1,4 @@
-"""Index routes: ``PUT|GET|HEAD|DELETE /{index}``, ``GET|PUT /{index}/_mapping`` and ``GET /{index}/_stats``."""
+"""Index routes: ``PUT|GET|HEAD|DELETE /{index}``, ``GET|PUT /{index}/_mapping``, ``_stats`` and ``_forcemerge``."""
 
 from __future__ import annotations
 
@@ -92,12 +92,12 @@ class IndexMapping:
     on_post = on_put
 
 
-class IndexStats:
-    """``GET /{index}/_stats``: document counts in Elasticsearch's shape, plus what was left unindexed.
+def _shards(count: int) -> dict[str, int]:
+    return {"total": count, "successful": count, "failed": 0}
 
-    ``not_indexed`` counts the text terms and keyword values each index left out
-    for their length (``xerj_core.store.limits``); they stay in ``_source``.
-    """
+
+class IndexStats:
+    """``GET /{index}/_stats``: live and dead rows and the bytes each index holds (ES's ``primaries`` shape)."""
 
     ops = {"GET": ("indices.stats", "monitor")}
 
@@ -107,17 +107,35 @@ class IndexStats:
     def on_get(self, req: falcon.Request, resp: falcon.Response, index: str) -> None:
         names = resolve_indices(self.store, index, ignore_unavailable=bool_param(req, "ignore_unavailable"),
                                 expand_wildcards=req.get_param("expand_wildcards") or "open")
-        indices: dict[str, Any] = {}
-        total = {"docs": {"count": 0, "deleted": 0}, "not_indexed": {"terms_too_long": 0, "keyword_values": 0}}
+        indices = {}
+        totals = {"live": 0, "dead": 0, "bytes": 0, "dead_bytes": 0, "segments": 0}
         for name in names:
-            info = self.store.index_info(name)
-            skipped = self.store.skipped_counts(name)
-            stats = {"docs": {"count": info.doc_count, "deleted": info.deleted_rows},
-                     "not_indexed": {"terms_too_long": skipped["terms"], "keyword_values": skipped["keywords"]}}
-            indices[name] = {"uuid": info.uuid, "health": "green", "status": "open", "primaries": stats,
-                             "total": stats}
-            for group, counts in stats.items():
-                for key, value in counts.items():
-                    total[group][key] += value
-        send(resp, {"_shards": {"total": len(names), "successful": len(names), "failed": 0},
-                    "_all": {"primaries": total, "total": total}, "indices": indices})
+            stats = self.store.index_stats(name)
+            part = {"docs": {"count": stats.live_rows, "deleted": stats.dead_rows},
+                    "store": {"size_in_bytes": stats.total_bytes, "dead_in_bytes": stats.dead_bytes},
+                    "segments": {"count": stats.segments}}
+            indices[name] = {"uuid": self.store.index_info(name).uuid, "primaries": part, "total": part}
+            for key, value in (("live", stats.live_rows), ("dead", stats.dead_rows), ("bytes", stats.total_bytes),
+                               ("dead_bytes", stats.dead_bytes), ("segments", stats.segments)):
+                totals[key] += value
+        every = {"docs": {"count": totals["live"], "deleted": totals["dead"]},
+                 "store": {"size_in_bytes": totals["bytes"], "dead_in_bytes": totals["dead_bytes"]},
+                 "segments": {"count": totals["segments"]}}
+        send(resp, {"_shards": _shards(len(names)), "_all": {"primaries": every, "total": every},
+                    "indices": indices})
+
+
+class ForceMerge:
+    """``POST /{index}/_forcemerge``: compact each index now, dropping its dead rows (see ``Store.forcemerge``)."""
+
+    ops = {"POST": ("indices.forcemerge", "manage")}
+
+    def __init__(self, engine: Any) -> None:
+        self.store = engine.store
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, index: str) -> None:
+        names = resolve_indices(self.store, index, ignore_unavailable=bool_param(req, "ignore_unavailable"),
+                                expand_wildcards=req.get_param("expand_wildcards") or "open")
+        for name in names:
+            self.store.forcemerge(name)
+        send(resp, {"_shards": _shards(len(names))})
