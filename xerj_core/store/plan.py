@@ -11,10 +11,11 @@ the generic path, which owns every refusal and every dynamic mapping rule.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
 from xerj_core.store.mapping import FLOAT_TYPES, INT_TYPES, FieldSpec, Mapping, coerce
+from xerj_core.text import tokenize
 
 # How a leaf converts a value of the expected Python type without calling ``coerce``.
 _AS_STR, _AS_INT, _AS_DATE, _AS_FLOAT, _AS_OTHER = range(5)
@@ -137,6 +138,54 @@ class WritePlan:
                 else:
                     found.append(value)
         return values
+
+
+    def record(self, doc: dict[str, Any], ordinal: Callable[[str, str], int],
+               dict_cache: dict[str, dict[str, int]]) -> dict[str, Any] | None:
+        """The row record of a document of single scalar values, in one pass (edge documents are such);
+        None when a value is a list, a field has multi-fields, or the document needs the generic path."""
+        columns: dict[str, Any] = {}
+        terms: dict[str, dict[str, int]] = {}
+        stack = [(self.root, doc)]
+        while stack:
+            level, obj = stack.pop()
+            leaves, objects = level.leaves, level.objects
+            for key, value in obj.items():
+                leaf = leaves.get(key)
+                if leaf is None:
+                    nested = objects.get(key)
+                    if nested is None or type(value) is not dict:
+                        if nested is not None and value is None:
+                            continue
+                        return None
+                    stack.append((nested, value))
+                    continue
+                if value is None:
+                    continue
+                kind = type(value)
+                if kind is list or kind is dict or leaf.subs:
+                    return None
+                column = leaf.kind
+                if column == KIND_ORD:
+                    if kind is not str:
+                        value = leaf.value(value)
+                    cache = dict_cache.get(leaf.dictionary)
+                    found = cache.get(value) if cache is not None else None
+                    columns[leaf.path] = [ordinal(leaf.dictionary, value) if found is None else found]
+                elif column == KIND_LEN:
+                    tokens = tokenize(value if kind is str else leaf.value(value))
+                    columns[leaf.path] = len(tokens)
+                    freqs: dict[str, int] = {}
+                    for token in tokens:
+                        freqs[token] = freqs.get(token, 0) + 1
+                    terms[leaf.path] = freqs
+                else:
+                    convert = leaf.convert
+                    if not ((convert == _AS_DATE and kind is int) or (convert == _AS_STR and kind is str)
+                            or (convert == _AS_FLOAT and kind is float and math.isfinite(value))):
+                        value = leaf.value(value)
+                    columns[leaf.path] = value
+        return {"c": columns, "t": terms}
 
 
 def _add(values: dict[str, list[Any]], leaf: Leaf, value: Any) -> None:

@@ -147,6 +147,9 @@ class IndexWrite:
         if not isinstance(doc, dict):
             raise MapperParsingError("failed to parse: the document must be a JSON object")
         plan = self.plan
+        record = plan.record(doc, self.ordinal, self.dict_cache)
+        if record is not None:
+            return record
         values = plan.values(doc)
         if values is None:
             values = self._generic_values(doc)
