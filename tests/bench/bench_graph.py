@@ -13,6 +13,7 @@ import argparse
 import gc
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -105,6 +106,30 @@ def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
             engine.graph.invalidate_edges(BRAIN, edge_ids=[corpus.edge_id(int(i)) for i in chosen[part:part + BATCH]],
                                           at=at)
     return rate, time.perf_counter() - start
+
+
+def ingest_scaling(sizes: list[int], raw_sample: int) -> None:
+    """Ingest and retirement at several brain sizes, each in a fresh data directory, against a raw lmdb put loop
+    measured in the same run: the rate should not fall, and a retired edge should cost the same, as the brain grows."""
+    rates, per_edge = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = raw_lmdb_rate(Path(tmp) / "raw", Corpus(max(sizes)), raw_sample)
+        print(f"raw lmdb put loop (same docs, {BATCH:,}/txn, {min(raw_sample, max(sizes)):,} edges): {raw:,.0f} docs/s",
+              flush=True)
+        for size in sizes:
+            corpus = Corpus(size)
+            with Engine(Path(tmp) / f"data-{size}", config=EngineConfig()) as engine:
+                rate, retire_seconds = ingest(engine, corpus)
+            retired = int(corpus.retired.sum())
+            rates[size], per_edge[size] = rate, retire_seconds / retired
+            print(f"{size:>9,} edges: write_edges {rate:,.0f} edges/s, ratio to raw lmdb {rate / raw:.3f} "
+                  f"(target >= 0.50); retiring {retired:,} edges {retire_seconds:.1f} s = "
+                  f"{per_edge[size] * 1e6:.1f} us/edge", flush=True)
+            shutil.rmtree(Path(tmp) / f"data-{size}", ignore_errors=True)
+    small, large = min(sizes), max(sizes)
+    print(f"rate at {large:,} / rate at {small:,}: {rates[large] / rates[small]:.2f} (target 0.8-1.2); "
+          f"time per retired edge at {large:,} / at {small:,}: {per_edge[large] / per_edge[small]:.2f} "
+          f"(target 0.8-1.2)")
 
 
 def raw_lmdb_rate(path: Path, corpus: Corpus, limit: int) -> float:
@@ -405,7 +430,12 @@ def main() -> None:
     parser.add_argument("--skip-networkx", action="store_true")
     parser.add_argument("--data", type=Path, default=None,
                         help="keep the data directory here; when it already holds the brain, ingest is skipped")
+    parser.add_argument("--ingest-only", default=None, metavar="SIZES",
+                        help="comma-separated brain sizes (e.g. 200000,1000000): ingest and retire at each, no queries")
     args = parser.parse_args()
+    if args.ingest_only:
+        ingest_scaling([int(x) for x in args.ingest_only.split(",")], args.raw_sample)
+        return
 
     corpus = Corpus(args.edges)
     rng = np.random.default_rng(3)

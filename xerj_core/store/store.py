@@ -18,6 +18,8 @@ from xerj_core.store.write import IndexWrite, WriteResult, WriteTxn
 
 T = TypeVar("T")
 DEFAULT_TAIL_ROWS = 1024
+# Terms per dictionary the write path remembers across transactions.
+TERM_CACHE_LIMIT = 200_000
 
 
 @attrs.frozen
@@ -89,29 +91,9 @@ class Store:
         self._caches: dict[int, IndexCache] = {}
         self._caches_lock = threading.Lock()
         self.listeners: list[Callable[[str, list[str], list[str]], None]] = []
-        self.migrate_scopes()
-
-    def migrate_scopes(self) -> list[str]:
-        """Give reserved indices written before row scopes existed their scope (one transaction); their names.
-
-        Opening such an index for writing migrates it (``IndexWrite``); this does
-        it for every one at start, so readers never meet an unmigrated index.
-        """
-        pending = []
-        reserved = [name for name in self.index_names() if scope_of(name) is not None]
-        if not reserved:
-            return pending
-        with self.read_txn() as raw:
-            for name in reserved:
-                reader = self.open_reader(raw, name)
-                if SCOPE_FIELD not in reader.mapping.fields:
-                    pending.append(name)
-        if pending:
-            def run(txn: WriteTxn) -> None:
-                for name in pending:
-                    txn.index(name)
-            self.transact(run)
-        return pending
+        # (index number, dictionary) -> committed term ordinals; index numbers are never reused, and a
+        # dictionary's ordinals never change, so this never goes stale (another process only appends).
+        self._committed_terms: dict[tuple[int, str], dict[str, int]] = {}
 
     def close(self) -> None:
         envs.release(self.env)
@@ -133,13 +115,14 @@ class Store:
         holder: list[WriteTxn] = []
 
         def run(raw) -> T:
-            txn = WriteTxn(raw, self.env.dbs, self.tail_rows)
+            txn = WriteTxn(raw, self.env.dbs, self.tail_rows, self._committed_terms)
             holder[:] = [txn]
             result = fn(txn)
             txn.finish()
             return result
 
         result = self.env.write(run)
+        holder[0].remember_terms(self._committed_terms, TERM_CACHE_LIMIT)
         for index, put_ids, deleted in holder[0].written():
             for listener in self.listeners:
                 listener(index, put_ids, deleted)

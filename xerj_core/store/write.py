@@ -108,6 +108,12 @@ class IndexWrite:
         found = cache.get(term)
         if found is not None:
             return found
+        committed = self.txn.committed_terms.get((self.ix, name))
+        if committed is not None:
+            found = committed.get(term)
+            if found is not None:
+                cache[term] = found
+                return found
         raw, db = self.txn.raw, self.txn.dbs
         size = self.dict_size.get(name)
         if size is None:
@@ -589,10 +595,13 @@ class WriteTxn:
     if the map had to grow, so it must only act through this object.
     """
 
-    def __init__(self, raw: lmdb.Transaction, dbs: dict[str, Any], tail_rows: int) -> None:
+    def __init__(self, raw: lmdb.Transaction, dbs: dict[str, Any], tail_rows: int,
+                 committed_terms: dict[tuple[int, str], dict[str, int]] | None = None) -> None:
         self.raw = raw
         self.dbs = dbs
         self.tail_rows = tail_rows
+        # Dictionary ordinals known to be committed, shared by the store's transactions (read-only here).
+        self.committed_terms = committed_terms if committed_terms is not None else {}
         self._open: dict[str, IndexWrite] = {}
         self.dropped: list[str] = []
 
@@ -715,6 +724,20 @@ class WriteTxn:
             if (target.pending or target.mapping_changed or target.put_ids or target.deleted_ids or target.dict_size
                     or target.force_compact):
                 target.finish()
+
+    def remember_terms(self, shared: dict[tuple[int, str], dict[str, int]], limit: int) -> None:
+        """After the commit: every ordinal this transaction used is committed, so later ones may skip LMDB.
+
+        A dictionary stops growing in the cache at ``limit`` terms (an edge-id
+        dictionary has a term per edge, each looked up about once)."""
+        for target in self._open.values():
+            for name, terms in target.dict_cache.items():
+                known = shared.setdefault((target.ix, name), {})
+                room = limit - len(known)
+                if room >= len(terms):
+                    known.update(terms)
+                elif room > 0:
+                    known.update(dict(zip(list(terms)[:room], list(terms.values())[:room])))
 
     def written(self) -> list[tuple[str, list[str], list[str]]]:
         return [(t.name, t.put_ids, t.deleted_ids) for t in self._open.values() if t.put_ids or t.deleted_ids]
