@@ -34,7 +34,6 @@ from xerj_core.engine import Engine
 from xerj_core.text import tokenize
 
 WORDS = [f"w{i}" for i in range(5000)]
-REPO = Path(__file__).resolve().parents[2]
 _LONGEST_TERM = 256
 
 
@@ -114,7 +113,7 @@ assert len(vault.graph.edges) > 0
 
 def whole_process(code: str) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+    subprocess.run([sys.executable, "-c", code], check=True)
     return time.perf_counter() - start
 
 
@@ -151,7 +150,7 @@ def bench_rss(tmp: Path, notes: int) -> None:
     corpus = tmp / "rss-notes"
     generate(corpus, notes)
     code = RSS_CHILD.format(data=str(tmp / "data-rss"), corpus=str(corpus))
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     elapsed, peak = (float(x) for x in out.stdout.split()[-2:])
     print(f"peak RSS autoindexing {notes:,} generated notes in a fresh process: {peak:,.0f} MB "
           f"({elapsed:.1f}s, {notes / elapsed:,.0f} files/s) (target <= 400 MB)", flush=True)
