@@ -157,32 +157,11 @@ def _filled(kind: int, rows: int, dims: int) -> np.ndarray:
 _POSTING_HEADER = struct.Struct("<I")
 
 
-def encode_postings(rows: np.ndarray, tfs: np.ndarray) -> bytes:
-    return _POSTING_HEADER.pack(len(rows)) + rows.astype(np.uint32).tobytes() + tfs.astype(np.uint32).tobytes()
-
-
 def decode_postings(blob: bytes | memoryview) -> tuple[np.ndarray, np.ndarray]:
     (n,) = _POSTING_HEADER.unpack_from(blob)
     rows = np.frombuffer(blob, np.uint32, n, 4).astype(np.int64)
     tfs = np.frombuffer(blob, np.uint32, n, 4 + 4 * n).astype(np.float32)
     return rows, tfs
-
-
-def build_postings(start: int, term_maps: Iterable[dict[str, int] | None]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Postings (absolute rows, term frequencies) per term from per-row ``{term: tf}`` maps."""
-    acc: dict[str, tuple[list[int], list[int]]] = {}
-    for offset, terms in enumerate(term_maps):
-        if not terms:
-            continue
-        row = start + offset
-        for term, tf in terms.items():
-            entry = acc.get(term)
-            if entry is None:
-                acc[term] = ([row], [tf])
-            else:
-                entry[0].append(row)
-                entry[1].append(tf)
-    return {t: (np.array(r, np.int64), np.array(f, np.float32)) for t, (r, f) in acc.items()}
 
 
 def decode_postings_many(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

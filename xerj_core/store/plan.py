@@ -94,9 +94,10 @@ class WritePlan:
             if spec.source_path is not None:
                 self.leaves[spec.path] = Leaf(spec, ())
 
-    def values(self, doc: dict[str, Any]) -> dict[str, list[Any]] | None:
-        """Converted values per field path, or None when the document needs the generic path."""
-        values: dict[str, list[Any]] = {}
+    def _pairs(self, doc: dict[str, Any]) -> list[tuple[Leaf, Any]] | None:
+        """``(leaf, value)`` for every non-null value of ``doc`` (a list stays one value), or None when a
+        field is unmapped or an object sits where a value is mapped (the generic path decides those)."""
+        pairs: list[tuple[Leaf, Any]] = []
         stack = [(self.root, doc)]
         while stack:
             level, obj = stack.pop()
@@ -110,81 +111,67 @@ class WritePlan:
                             continue
                         return None
                     stack.append((nested, value))
-                    continue
-                kind = type(value)
-                if kind is list and leaf.kind != KIND_VEC:
-                    for item in value:
-                        if item is None:
-                            continue
-                        if type(item) is dict or type(item) is list:
-                            return None
-                        _add(values, leaf, item)
-                    continue
-                if value is None:
-                    continue
-                if kind is dict:
-                    return None
-                if leaf.subs:
-                    _add(values, leaf, value)
-                    continue
-                # The common case inline: one scalar of the field's plain type (the hot loop of ingest).
-                convert = leaf.convert
-                if not ((convert == _AS_STR and kind is str) or (convert == _AS_DATE and kind is int)
-                        or (convert == _AS_FLOAT and kind is float and math.isfinite(value))):
-                    value = leaf.value(value)
-                found = values.get(leaf.path)
-                if found is None:
-                    values[leaf.path] = [value]
-                else:
-                    found.append(value)
-        return values
+                elif value is not None:
+                    if type(value) is dict:
+                        return None
+                    pairs.append((leaf, value))
+        return pairs
 
+    def values(self, doc: dict[str, Any]) -> dict[str, list[Any]] | None:
+        """Converted values per field path, or None when the document needs the generic path."""
+        pairs = self._pairs(doc)
+        if pairs is None:
+            return None
+        values: dict[str, list[Any]] = {}
+        for leaf, value in pairs:
+            if type(value) is list and leaf.kind != KIND_VEC:
+                for item in value:
+                    if item is None:
+                        continue
+                    if type(item) is dict or type(item) is list:
+                        return None
+                    _add(values, leaf, item)
+            else:
+                _add(values, leaf, value)
+        return values
 
     def record(self, doc: dict[str, Any], ordinal: Callable[[str, str], int],
                dict_cache: dict[str, dict[str, int]]) -> dict[str, Any] | None:
-        """The row record of a document of single scalar values, in one pass (edge documents are such);
-        None when a value is a list, a field has multi-fields, or the document needs the generic path."""
+        """The row record of a document of single scalar values in one pass (every edge document is one);
+        None when a value is a list, a field has multi-fields, or the document needs the generic path.
+
+        Every value is converted before any ordinal is assigned, so a refused
+        document adds no term to a dictionary."""
+        pairs = self._pairs(doc)
+        if pairs is None:
+            return None
+        converted = []
+        for leaf, value in pairs:
+            kind = type(value)
+            if kind is list or leaf.subs:
+                return None
+            convert = leaf.convert
+            if not ((convert == _AS_STR and kind is str) or (convert == _AS_DATE and kind is int)
+                    or (convert == _AS_FLOAT and kind is float and math.isfinite(value))):
+                value = leaf.value(value)
+            converted.append((leaf, value))
         columns: dict[str, Any] = {}
         terms: dict[str, dict[str, int]] = {}
-        stack = [(self.root, doc)]
-        while stack:
-            level, obj = stack.pop()
-            leaves, objects = level.leaves, level.objects
-            for key, value in obj.items():
-                leaf = leaves.get(key)
-                if leaf is None:
-                    nested = objects.get(key)
-                    if nested is None or type(value) is not dict:
-                        if nested is not None and value is None:
-                            continue
-                        return None
-                    stack.append((nested, value))
-                    continue
-                if value is None:
-                    continue
-                kind = type(value)
-                if kind is list or kind is dict or leaf.subs:
-                    return None
-                column = leaf.kind
-                if column == KIND_ORD:
-                    if kind is not str:
-                        value = leaf.value(value)
-                    cache = dict_cache.get(leaf.dictionary)
-                    found = cache.get(value) if cache is not None else None
-                    columns[leaf.path] = [ordinal(leaf.dictionary, value) if found is None else found]
-                elif column == KIND_LEN:
-                    tokens = tokenize(value if kind is str else leaf.value(value))
-                    columns[leaf.path] = len(tokens)
-                    freqs: dict[str, int] = {}
-                    for token in tokens:
-                        freqs[token] = freqs.get(token, 0) + 1
-                    terms[leaf.path] = freqs
-                else:
-                    convert = leaf.convert
-                    if not ((convert == _AS_DATE and kind is int) or (convert == _AS_STR and kind is str)
-                            or (convert == _AS_FLOAT and kind is float and math.isfinite(value))):
-                        value = leaf.value(value)
-                    columns[leaf.path] = value
+        for leaf, value in converted:
+            column = leaf.kind
+            if column == KIND_ORD:
+                cache = dict_cache.get(leaf.dictionary)
+                found = cache.get(value) if cache is not None else None
+                columns[leaf.path] = [ordinal(leaf.dictionary, value) if found is None else found]
+            elif column == KIND_LEN:
+                tokens = tokenize(value)
+                columns[leaf.path] = len(tokens)
+                freqs: dict[str, int] = {}
+                for token in tokens:
+                    freqs[token] = freqs.get(token, 0) + 1
+                terms[leaf.path] = freqs
+            else:
+                columns[leaf.path] = value
         return {"c": columns, "t": terms}
 
 
