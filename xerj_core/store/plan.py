@@ -11,6 +11,7 @@ the generic path, which owns every refusal and every dynamic mapping rule.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any, Callable
 
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
@@ -166,10 +167,7 @@ class WritePlan:
             elif column == KIND_LEN:
                 tokens = tokenize(value)
                 columns[leaf.path] = len(tokens)
-                freqs: dict[str, int] = {}
-                for token in tokens:
-                    freqs[token] = freqs.get(token, 0) + 1
-                terms[leaf.path] = freqs
+                terms[leaf.path] = Counter(tokens)  # counted in C; stored as a plain JSON object
             else:
                 columns[leaf.path] = value
         return {"c": columns, "t": terms}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import os
 import time
+from collections import Counter
+from itertools import chain
 from typing import Any, Iterable
 
 import attrs
@@ -177,10 +179,7 @@ class IndexWrite:
             elif kind == KIND_LEN:
                 tokens = tokenize(vals[0]) if len(vals) == 1 else [t for v in vals for t in tokenize(v)]
                 columns[path] = len(tokens)
-                freqs: dict[str, int] = {}
-                for token in tokens:
-                    freqs[token] = freqs.get(token, 0) + 1
-                terms[path] = freqs
+                terms[path] = Counter(tokens)  # counted in C; stored as a plain JSON object
             else:
                 columns[path] = vals[0]
         return {"c": columns, "t": terms}
@@ -482,22 +481,18 @@ class IndexWrite:
         """
         term_ids: dict[str, int] = {}
         parts = [self._old_postings(start, path, term_ids) for start, _end in old_segments]
-        fresh_ids: list[int] = []
-        fresh_rows: list[int] = []
-        fresh_tfs: list[int] = []
-        for offset, record in enumerate(records):
-            found = record["t"].get(path)
-            if not found:
-                continue
-            row = first_row + offset
-            for term, tf in found.items():
-                tid = term_ids.get(term)
-                if tid is None:
-                    tid = term_ids[term] = len(term_ids)
-                fresh_ids.append(tid)
-                fresh_rows.append(row)
-                fresh_tfs.append(tf)
-        parts.append((np.array(fresh_ids, np.int64), np.array(fresh_rows, np.int64), np.array(fresh_tfs, np.float32)))
+        # The leaving rows' terms flattened with C-level iteration: one list of terms, one of frequencies.
+        maps = [(first_row + offset, found) for offset, found in
+                enumerate(record["t"].get(path) for record in records) if found]
+        terms = list(chain.from_iterable(found for _row, found in maps))
+        for term in dict.fromkeys(terms):
+            if term not in term_ids:
+                term_ids[term] = len(term_ids)
+        counts = np.fromiter((len(found) for _row, found in maps), np.int64, len(maps))
+        parts.append((np.fromiter(map(term_ids.__getitem__, terms), np.int64, len(terms)),
+                      np.repeat(np.fromiter((row for row, _found in maps), np.int64, len(maps)), counts),
+                      np.fromiter(chain.from_iterable(found.values() for _row, found in maps), np.float32,
+                                  len(terms))))
         return _cut_postings(term_ids, parts, new_segments)
 
     def _old_postings(self, start: int, path: str, term_ids: dict[str, int],
@@ -552,8 +547,10 @@ def _cut_postings(term_ids: dict[str, int], parts: list[tuple[np.ndarray, np.nda
     rank[sorted(range(len(encoded)), key=encoded.__getitem__)] = np.arange(len(encoded))
     starts = np.array([start for start, _end in segments], np.int64)
     seg = np.searchsorted(starts, rows, side="right") - 1
+    # Within each part a term's rows ascend and parts come in row order, so a stable sort on
+    # (segment, term) leaves every group's rows ascending.
     ranked = rank[ids]
-    order = np.lexsort((rows, ranked, seg))
+    order = np.argsort(seg * len(encoded) + ranked, kind="stable")
     ids, rows, tfs, seg, ranked = ids[order], rows[order], tfs[order], seg[order], ranked[order]
     cut = np.flatnonzero((np.diff(ranked) != 0) | (np.diff(seg) != 0)) + 1
     bounds = np.concatenate(([0], cut, [len(ids)]))
