@@ -26,6 +26,8 @@ from xerj_core.text import tokenize
 
 # ES allows 512 bytes; an LMDB key holds 511 and ours spends 4 on the index number.
 MAX_ID_BYTES = 507
+# One field's postings cut per segment: each blob's segment (index into the layout), term bytes, and blob.
+CutPostings = tuple[list[int], list[bytes], list[memoryview]]
 _STRING_TYPES = frozenset(("keyword", "text"))
 
 
@@ -370,7 +372,7 @@ class IndexWrite:
         self.state.sealed_rows = target
 
     def _write_segments(self, segments: list[tuple[int, int]], region_start: int, built: dict[str, Column],
-                        postings: dict[str, tuple[list[int], list[bytes], list[memoryview]]]) -> None:
+                        postings: dict[str, CutPostings]) -> None:
         """Store ``segments``: slices of the region's columns ``built`` (starting at ``region_start``) and the
         postings already cut per segment."""
         raw, db, ix = self.txn.raw, self.txn.dbs, self.ix
@@ -472,7 +474,7 @@ class IndexWrite:
         return Column.decode(blob)
 
     def _merge_postings(self, path: str, old_segments: list[tuple[int, int]], new_segments: list[tuple[int, int]],
-                        records: list[dict[str, Any]], first_row: int) -> tuple[list[int], list[bytes], list[memoryview]]:
+                        records: list[dict[str, Any]], first_row: int) -> CutPostings:
         """``path``'s postings of the merged region, cut at the new segments: ``(segment, term, blob)`` columns.
 
         The old segments' postings and the leaving tail rows become three flat
@@ -534,7 +536,7 @@ class IndexWrite:
 
 
 def _cut_postings(term_ids: dict[str, int], parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
-                  segments: list[tuple[int, int]]) -> tuple[list[int], list[bytes], list[memoryview]]:
+                  segments: list[tuple[int, int]]) -> CutPostings:
     """Flat ``(term number, row, tf)`` parts grouped per (segment, term) and encoded, in key order
     (segment, then term bytes), which LMDB inserts fastest."""
     ids = np.concatenate([p[0] for p in parts])
