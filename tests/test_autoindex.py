@@ -284,3 +284,22 @@ def test_a_pip_installed_third_party_detector_emits_edges(engine, tmp_path):
     assert summary.edges_by_type.get("hashtag", 0) >= 1
     edges = [e for e in edges_of(engine, "tagged").values() if e["type"] == "hashtag"]
     assert edges and all(e["detector"] == "hashtag@1" and e["evidence"]["quote"] for e in edges)
+
+
+def test_edges_written_in_bounded_transactions_match_one_transaction(tmp_path, foam, monkeypatch):
+    """The embedded sink writes and retires edges a bounded number per transaction; the brain is the same."""
+    from xerj_core.autoindex import sink
+
+    with Engine(tmp_path / "whole") as engine:
+        whole = run(engine, foam, brain="b", clock=lambda: 1_700_000_000_000)
+        expected = edges_of(engine, "b")
+    monkeypatch.setattr(sink, "EDGES_PER_TRANSACTION", 7)
+    with Engine(tmp_path / "chunked") as engine:
+        chunked = run(engine, foam, brain="b", clock=lambda: 1_700_000_000_000)
+        assert edges_of(engine, "b") == expected
+        assert (chunked.edges_written, chunked.edges_by_type) == (whole.edges_written, whole.edges_by_type)
+        note = next(foam.rglob("*.md"))
+        note.unlink()
+        again = run(engine, foam, brain="b", clock=lambda: 1_700_000_100_000)
+        assert again.edges_invalidated > 0
+        assert sum(1 for e in edges_of(engine, "b").values() if "invalid_at" in e) == again.edges_invalidated

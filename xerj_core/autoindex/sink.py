@@ -255,6 +255,8 @@ class BrainSink(Protocol):
 
 # -- embedded ----------------------------------------------------------------------------------
 
+EDGES_PER_TRANSACTION = 20_000
+
 
 def _ensure_indices(txn: Any) -> None:
     if not txn.exists(FILES_INDEX):
@@ -385,12 +387,20 @@ class LocalSink:
         return StandingEdges(live=frozenset(live), rejected=frozenset(rejected))
 
     def invalidate_edges(self, brain: str, edge_ids: Sequence[str], at: int) -> int:
-        return self.engine.graph.invalidate_edges(brain, edge_ids=list(edge_ids), at=at)
+        ids = list(edge_ids)
+        return sum(self.engine.graph.invalidate_edges(brain, edge_ids=ids[lo:lo + EDGES_PER_TRANSACTION], at=at)
+                   for lo in range(0, len(ids), EDGES_PER_TRANSACTION))
 
     def write_edges(self, brain: str, drafts: Sequence[EdgeDraft], *, created_at: int,
                     nodes_index: str | None) -> EdgeWriteSummary:
-        written = self.engine.graph.write_edges(brain, drafts, created_at=created_at, nodes_index=nodes_index)
-        return EdgeWriteSummary(**{f.name: int(written.get(f.name, 0)) for f in attrs.fields(EdgeWriteSummary)})
+        # Transactions of bounded size, as a RemoteSink's requests are: a big corpus's edges never sit in one
+        # transaction's dirty pages and record lists at once. An interrupted run is redone (its state is dirty).
+        total = EdgeWriteSummary()
+        for lo in range(0, max(len(drafts), 1), EDGES_PER_TRANSACTION):
+            written = self.engine.graph.write_edges(brain, drafts[lo:lo + EDGES_PER_TRANSACTION],
+                                                    created_at=created_at, nodes_index=nodes_index)
+            total += EdgeWriteSummary(**{f.name: int(written.get(f.name, 0)) for f in attrs.fields(EdgeWriteSummary)})
+        return total
 
     def finish(self, brain: str, finish: RunFinish) -> None:
         def apply(txn: Any) -> None:
