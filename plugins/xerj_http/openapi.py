@@ -124,8 +124,6 @@ SCHEMAS: dict[str, Any] = {
     "CatIndex": _obj({"health": STRING, "status": STRING, "index": STRING, "uuid": STRING, "pri": STRING,
                       "rep": STRING, "docs.count": STRING, "docs.deleted": STRING}),
     "Shards": _obj({"_shards": SHARDS}, required=["_shards"]),
-    "IndexStats": _obj({"_shards": SHARDS, "_all": ANY_OBJECT, "indices": ANY_OBJECT},
-                       required=["_shards", "_all", "indices"]),
     # -- the second brain
     "LinkBody": _obj({
         "src": NAME, "dst": NAME, "type": NAME, "weight": NUMBER, "confidence": NUMBER,
@@ -360,17 +358,13 @@ def paths() -> dict[str, Any]:
             "delete": op("Delete indices", ok("Acknowledged"), params=[path("index"), IGNORE_UNAVAILABLE]),
         },
         "/{index}/_stats": {
-            "get": op("Document counts, and the terms and keyword values left unindexed for their length",
-                      ok("IndexStats"), params=[path("index"), IGNORE_UNAVAILABLE, EXPAND]),
+            "get": op("Live and dead rows, bytes, and the terms and keyword values left unindexed for their "
+                      "length", ok("IndexStats"), params=[path("index"), IGNORE_UNAVAILABLE, EXPAND]),
         },
         "/{index}/_mapping": {
             "get": op("Get mappings", ok("Mappings"), params=[path("index"), EXPAND]),
             "put": put_mapping,
             "post": put_mapping,
-        },
-        "/{index}/_stats": {
-            "get": op("Live and dead rows and bytes per index", ok("IndexStats"),
-                      params=[path("index"), IGNORE_UNAVAILABLE, EXPAND]),
         },
         "/{index}/_forcemerge": {
             "post": op("Compact: drop dead rows now, renumbering the live ones", ok("Shards"),

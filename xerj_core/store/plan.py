@@ -14,6 +14,7 @@ import math
 from collections import Counter
 from typing import Any, Callable
 
+from xerj_core.store import limits
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
 from xerj_core.store.mapping import FLOAT_TYPES, INT_TYPES, FieldSpec, Mapping, coerce
 from xerj_core.text import tokenize
@@ -137,12 +138,13 @@ class WritePlan:
         return values
 
     def record(self, doc: dict[str, Any], ordinal: Callable[[str, str], int],
-               dict_cache: dict[str, dict[str, int]]) -> dict[str, Any] | None:
+               dict_cache: dict[str, dict[str, int]], skipped: dict[str, int]) -> dict[str, Any] | None:
         """The row record of a document of single scalar values in one pass (every edge document is one);
         None when a value is a list, a field has multi-fields, or the document needs the generic path.
 
         Every value is converted before any ordinal is assigned, so a refused
-        document adds no term to a dictionary."""
+        document adds no term to a dictionary. Keyword values and terms too long
+        to be keys are left out and counted in ``skipped``."""
         pairs = self._pairs(doc)
         if pairs is None:
             return None
@@ -163,9 +165,16 @@ class WritePlan:
             if column == KIND_ORD:
                 cache = dict_cache.get(leaf.dictionary)
                 found = cache.get(value) if cache is not None else None
-                columns[leaf.path] = [ordinal(leaf.dictionary, value) if found is None else found]
+                if found is None:
+                    if not limits.keyword_indexed(value, leaf.spec.params, leaf.dictionary):
+                        skipped["keywords"] += 1
+                        columns[leaf.path] = []
+                        continue
+                    found = ordinal(leaf.dictionary, value)
+                columns[leaf.path] = [found]
             elif column == KIND_LEN:
-                tokens = tokenize(value)
+                tokens, dropped = limits.indexable_terms(tokenize(value))
+                skipped["terms"] += dropped
                 columns[leaf.path] = len(tokens)
                 terms[leaf.path] = Counter(tokens)  # counted in C; stored as a plain JSON object
             else:

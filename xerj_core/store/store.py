@@ -14,6 +14,7 @@ from xerj_core.errors import IndexNotFound, XerjError
 from xerj_core.store import env as envs
 from xerj_core.store import keys
 from xerj_core.store.read import IndexCache, IndexReader
+from xerj_core.store.scope import SCOPE_FIELD, public_mapping, scope_of
 from xerj_core.store.write import IndexWrite, WriteResult, WriteTxn
 
 T = TypeVar("T")
@@ -94,6 +95,29 @@ class Store:
         # (index number, dictionary) -> committed term ordinals; index numbers are never reused, and a
         # dictionary's ordinals never change, so this never goes stale (another process only appends).
         self._committed_terms: dict[tuple[int, str], dict[str, int]] = {}
+        self.migrate_scopes()
+
+    def migrate_scopes(self) -> list[str]:
+        """Give reserved indices written before row scopes existed their scope (one transaction); their names.
+
+        Opening such an index for writing migrates it (``IndexWrite``); this does
+        it for every one at start, so readers never meet an unmigrated index.
+        """
+        pending = []
+        reserved = [name for name in self.index_names() if scope_of(name) is not None]
+        if not reserved:
+            return pending
+        with self.read_txn() as raw:
+            for name in reserved:
+                reader = self.open_reader(raw, name)
+                if SCOPE_FIELD not in reader.mapping.fields:
+                    pending.append(name)
+        if pending:
+            def run(txn: WriteTxn) -> None:
+                for name in pending:
+                    txn.index(name)
+            self.transact(run)
+        return pending
 
     def close(self) -> None:
         envs.release(self.env)

@@ -16,16 +16,16 @@ import orjson
 
 from xerj_core.errors import (DocumentMissing, IndexAlreadyExists, IndexNotFound, MapperParsingError,
                               VersionConflict)
-from xerj_core.store import keys
+from xerj_core.store import keys, limits
 from xerj_core.store.columns import (KIND_LEN, KIND_ORD, Column, column_kind, decode_postings_many,
                                      encode_postings_many)
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
 from xerj_core.store.names import validate_index_name
 from xerj_core.store.plan import WritePlan, plan_for
+from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, refuse_in_mapping, scope_of
 from xerj_core.text import tokenize
 
-# ES allows 512 bytes; an LMDB key holds 511 and ours spends 4 on the index number.
-MAX_ID_BYTES = 507
+MAX_ID_BYTES = limits.MAX_ID_BYTES
 # One field's postings cut per segment: each blob's segment (index into the layout), term bytes, and blob.
 CutPostings = tuple[list[int], list[bytes], list[memoryview]]
 _STRING_TYPES = frozenset(("keyword", "text"))
@@ -102,6 +102,37 @@ class IndexWrite:
         self.deleted_ids: list[str] = []
         self.force_compact = False
         self.compacted = False
+        # Terms and keyword values too long to be keys, left out of this transaction's rows.
+        self.skipped = {"terms": 0, "keywords": 0}
+        # A reserved index's rows carry their tenant (see xerj_core.store.scope).
+        self.scope = scope_of(name)
+        if self.scope is not None and SCOPE_FIELD not in self.mapping.fields:
+            self._migrate_scope()
+
+    def _migrate_scope(self) -> None:
+        """Give every live row of a reserved index written before scopes existed the index's scope.
+
+        Runs in the transaction that first opens such an index for writing (the
+        store opens one for each at start), so the field and every row's value
+        commit together: no reader ever sees the field without the rows' values.
+        Each live document is written again under its id, as an update would.
+        """
+        self.mapping.add_field(SCOPE_SPEC)
+        self.mapping_changed = True
+        prefix = keys.ix_key(self.ix)
+        rows: list[tuple[str, Any]] = []
+        with self.txn.raw.cursor(db=self.txn.dbs["src"]) as cursor:
+            found = cursor.set_range(prefix)
+            while found:
+                key, blob = cursor.item()
+                if not key.startswith(prefix):
+                    break
+                _version, doc_id, offset = keys.unpack_source_header(blob)
+                rows.append((doc_id, orjson.loads(blob[offset:])))
+                found = cursor.next()
+        for doc_id, doc in rows:
+            # A document that already had a field of this name keeps it in _source; the column is ours.
+            self._put_row(doc, doc_id, "index", self.record_for({**doc, SCOPE_FIELD: self.scope}))
 
     # -- dictionaries --------------------------------------------------------------------------
 
@@ -157,7 +188,7 @@ class IndexWrite:
         if not isinstance(doc, dict):
             raise MapperParsingError("failed to parse: the document must be a JSON object")
         plan = self.plan
-        record = plan.record(doc, self.ordinal, self.dict_cache)
+        record = plan.record(doc, self.ordinal, self.dict_cache, self.skipped)
         if record is not None:
             return record
         values = plan.values(doc)
@@ -176,10 +207,17 @@ class IndexWrite:
                 ords = []
                 for v in vals:
                     known = cache.get(v)
-                    ords.append(ordinal(name, v) if known is None else known)
+                    if known is None:
+                        if not limits.keyword_indexed(v, leaf.spec.params, name):
+                            self.skipped["keywords"] += 1
+                            continue
+                        known = ordinal(name, v)
+                    ords.append(known)
                 columns[path] = ords
             elif kind == KIND_LEN:
                 tokens = tokenize(vals[0]) if len(vals) == 1 else [t for v in vals for t in tokenize(v)]
+                tokens, skipped = limits.indexable_terms(tokens)
+                self.skipped["terms"] += skipped
                 columns[path] = len(tokens)
                 terms[path] = Counter(tokens)  # counted in C; stored as a plain JSON object
             else:

@@ -97,7 +97,14 @@ def _shards(count: int) -> dict[str, int]:
 
 
 class IndexStats:
-    """``GET /{index}/_stats``: live and dead rows and the bytes each index holds (ES's ``primaries`` shape)."""
+    """``GET /{index}/_stats``: rows and bytes in Elasticsearch's shape, plus what was left unindexed.
+
+    ``docs.deleted`` counts dead rows (deleted and overwritten documents) and
+    ``store.dead_in_bytes`` what they hold until a compaction (``_forcemerge``)
+    gives it back. ``not_indexed`` counts the text terms and keyword values each
+    index left out for their length (``xerj_core.store.limits``); they stay in
+    ``_source``.
+    """
 
     ops = {"GET": ("indices.stats", "monitor")}
 
@@ -107,21 +114,22 @@ class IndexStats:
     def on_get(self, req: falcon.Request, resp: falcon.Response, index: str) -> None:
         names = resolve_indices(self.store, index, ignore_unavailable=bool_param(req, "ignore_unavailable"),
                                 expand_wildcards=req.get_param("expand_wildcards") or "open")
-        indices = {}
-        totals = {"live": 0, "dead": 0, "bytes": 0, "dead_bytes": 0, "segments": 0}
+        indices: dict[str, Any] = {}
+        total = {"docs": {"count": 0, "deleted": 0}, "store": {"size_in_bytes": 0, "dead_in_bytes": 0},
+                 "segments": {"count": 0}, "not_indexed": {"terms_too_long": 0, "keyword_values": 0}}
         for name in names:
-            stats = self.store.index_stats(name)
-            part = {"docs": {"count": stats.live_rows, "deleted": stats.dead_rows},
-                    "store": {"size_in_bytes": stats.total_bytes, "dead_in_bytes": stats.dead_bytes},
-                    "segments": {"count": stats.segments}}
-            indices[name] = {"uuid": self.store.index_info(name).uuid, "primaries": part, "total": part}
-            for key, value in (("live", stats.live_rows), ("dead", stats.dead_rows), ("bytes", stats.total_bytes),
-                               ("dead_bytes", stats.dead_bytes), ("segments", stats.segments)):
-                totals[key] += value
-        every = {"docs": {"count": totals["live"], "deleted": totals["dead"]},
-                 "store": {"size_in_bytes": totals["bytes"], "dead_in_bytes": totals["dead_bytes"]},
-                 "segments": {"count": totals["segments"]}}
-        send(resp, {"_shards": _shards(len(names)), "_all": {"primaries": every, "total": every},
+            rows = self.store.index_stats(name)
+            skipped = self.store.skipped_counts(name)
+            stats = {"docs": {"count": rows.live_rows, "deleted": rows.dead_rows},
+                     "store": {"size_in_bytes": rows.total_bytes, "dead_in_bytes": rows.dead_bytes},
+                     "segments": {"count": rows.segments},
+                     "not_indexed": {"terms_too_long": skipped["terms"], "keyword_values": skipped["keywords"]}}
+            indices[name] = {"uuid": self.store.index_info(name).uuid, "health": "green", "status": "open",
+                             "primaries": stats, "total": stats}
+            for group, counts in stats.items():
+                for key, value in counts.items():
+                    total[group][key] += value
+        send(resp, {"_shards": _shards(len(names)), "_all": {"primaries": total, "total": total},
                     "indices": indices})
 
 
