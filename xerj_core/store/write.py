@@ -410,7 +410,7 @@ class IndexWrite:
         self.state.sealed_rows = target
 
     def _write_segments(self, segments: list[tuple[int, int]], region_start: int, built: dict[str, Column],
-                        postings: dict[str, CutPostings]) -> None:
+                        postings: dict[str, CutPostings], after: int = 0) -> None:
         """Store ``segments``: slices of the region's columns ``built`` (starting at ``region_start``) and the
         postings already cut per segment."""
         raw, db, ix = self.txn.raw, self.txn.dbs, self.ix
@@ -423,7 +423,9 @@ class IndexWrite:
             lo, hi = start - region_start, end - region_start
             for path, column in built.items():
                 raw.put(keys.col_key(ix, start, path), _slice(column, lo, hi).encode(), db=db["cols"])
-            meta = orjson.dumps({"end": end, "fields": list(built), "sealed_at": int(time.time() * 1000)})
+            # (start, end, sealed_at) names a segment's bytes for readers' caches: never reuse a stamp.
+            sealed_at = max(int(time.time() * 1000), after + 1)
+            meta = orjson.dumps({"end": end, "fields": list(built), "sealed_at": sealed_at})
             raw.put(keys.seg_key(ix, start), meta, db=db["segs"])
 
     # -- compaction ----------------------------------------------------------------------------
@@ -492,9 +494,11 @@ class IndexWrite:
                 term_ids: dict[str, int] = {}
                 parts = [self._old_postings(start, spec.path, term_ids, renumber) for start, _end in old_segments]
                 postings[spec.path] = _cut_postings(term_ids, parts, new_segments)
+        stamps = [orjson.loads(blob).get("sealed_at", 0) for blob in
+                  (raw.get(keys.seg_key(ix, start), db=db["segs"]) for start, _end in old_segments) if blob]
         for start, _end in old_segments:
             self._drop_segment(start)
-        self._write_segments(new_segments, 0, built, postings)
+        self._write_segments(new_segments, 0, built, postings, after=max(stamps, default=0))
         # The dead log now holds only the fillers.
         _delete_prefix(raw, db["dead"], keys.ix_key(ix))
         for seq, row in enumerate(range(sealed_live, new_sealed)):
