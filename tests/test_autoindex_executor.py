@@ -223,7 +223,7 @@ def test_ctrl_c_shuts_the_pool_down(tmp_path, monkeypatch):
 
     with Engine(tmp_path / "d", get_plugin_manager()) as eng:
         with pytest.raises(KeyboardInterrupt):
-            run(Interrupting(eng), folder, brain="b", workers=2, pm=eng.pm)
+            run(Interrupting(eng.store, eng.graph), folder, brain="b", workers=2, pm=eng.pm)
         assert len(pools.opened) == 1 and pools.workers_left() == []
         summary = run(eng, folder, brain="b", workers=2)  # the next run finishes the job
         # the first batch of 50 files was written: picture.bin (no format) among them, now skipped

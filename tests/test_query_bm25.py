@@ -19,11 +19,6 @@ from xerj_core.store import BulkOp, Store
 K1, B = 1.2, 0.75
 
 
-class FakeEngine:
-    def __init__(self, store):
-        self.store, self.pm, self.embedders = store, None, {}
-
-
 def words(text: str) -> list[str]:
     return re.findall(r"\w+", text.lower())
 
@@ -103,7 +98,7 @@ def test_scores_equal_an_independent_bm25(store, corpus):
 
 
 def test_search_api_scores_match(store, corpus):
-    service = SearchService(FakeEngine(store))
+    service = SearchService(store)
     for query in QUERIES:
         expected = reference_bm25(corpus, query)
         response = service.search("c", {"query": {"match": {"text": query}}, "size": 10})
@@ -129,7 +124,7 @@ def test_filter_mask_restricts_before_ranking(store, corpus):
 
 
 def test_writes_and_deletes_are_scored_at_once(store):
-    service = SearchService(FakeEngine(store))
+    service = SearchService(store)
     docs = {"a": "red fox", "b": "red red dog", "c": "blue whale"}
     for doc_id, text in docs.items():
         store.put("live", {"text": text}, doc_id)
@@ -159,7 +154,7 @@ def test_writes_and_deletes_are_scored_at_once(store):
 
 
 def test_operator_and_minimum_should_match(store, corpus):
-    service = SearchService(FakeEngine(store))
+    service = SearchService(store)
     query = "w1 w2 w5"
     tokenized = {i: set(words(t)) for i, t in corpus.items()}
     all_three = {i for i, toks in tokenized.items() if {"w1", "w2", "w5"} <= toks}
@@ -196,7 +191,7 @@ def test_multi_field_combinations(tmp_path_factory, docs, query, combine, tie):
         assert got.keys() == expected.keys()
         for doc_id, score in expected.items():
             assert got[doc_id] == pytest.approx(score, abs=1e-6)
-        service = SearchService(FakeEngine(store))
+        service = SearchService(store)
         body = {"query": {"multi_match": {"query": query, "fields": ["title", "body"], "type": combine,
                                           "tie_breaker": tie}}, "size": 100}
         hits = {h["_id"]: h["_score"] for h in service.search("m", body)["hits"]["hits"]}
@@ -206,7 +201,7 @@ def test_multi_field_combinations(tmp_path_factory, docs, query, combine, tie):
 
 
 def test_term_on_text_matches_one_unanalyzed_token(store, corpus):
-    service = SearchService(FakeEngine(store))
+    service = SearchService(store)
     lower = service.search("c", {"query": {"term": {"text": "w7"}}, "size": 1000})["hits"]
     upper = service.search("c", {"query": {"term": {"text": "W7"}}, "size": 1000})["hits"]
     expected = reference_bm25(corpus, "w7")

@@ -41,13 +41,6 @@ HYPOTHESIS = settings(max_examples=int(os.environ.get("XERJ_QUERY_EXAMPLES", "40
                       suppress_health_check=[HealthCheck.too_slow])
 
 
-class FakeEngine:
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.pm = None
-        self.embedders = {}
-
-
 def iso(ms: int) -> str:
     return (datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms)).strftime(
         "%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
@@ -313,7 +306,7 @@ class Loaded:
         self.dir = tempfile.mkdtemp(prefix="xerj-query-")
         self.store = Store(self.dir, tail_rows=3)
         self.store.create_index("docs", MAPPING)
-        self.service = SearchService(FakeEngine(self.store))
+        self.service = SearchService(self.store)
         docs: dict[str, dict] = {}
         order: dict[str, int] = {}
         for seq, op in enumerate(ops):

@@ -32,11 +32,6 @@ BOOKS = [
 MAPPING = {"properties": {"genre": {"type": "keyword"}, "vec": {"type": "dense_vector", "dims": 3}}}
 
 
-class FakeEngine:
-    def __init__(self, store, embedders=None):
-        self.store, self.pm, self.embedders = store, None, embedders or {}
-
-
 @pytest.fixture
 def store(tmp_path):
     with Store(tmp_path / "data", tail_rows=2) as s:
@@ -48,7 +43,7 @@ def store(tmp_path):
 
 @pytest.fixture
 def search(store):
-    return SearchService(FakeEngine(store))
+    return SearchService(store)
 
 
 def ids(response):
@@ -265,7 +260,7 @@ def test_query_vector_builder_uses_a_registered_embedder(store):
         def embed(self, texts):
             return np.array([[1.0, 0.0, 0.0] for _ in texts], np.float32)
 
-    search = SearchService(FakeEngine(store, {"fake": Embedder()}))
+    search = SearchService(store, embedders=lambda: {"fake": Embedder()})
     knn = {"field": "vec", "k": 1, "query_vector_builder": {"text_embedding": {"model_id": "fake",
                                                                                "model_text": "spice"}}}
     assert ids(search.search("books", {"knn": knn})) == ["b0"]

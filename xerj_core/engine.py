@@ -5,12 +5,18 @@ from __future__ import annotations
 import logging
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from xerj_core.plugins import XerjPluginManager, get_plugin_manager
 from xerj_core.store import Store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.embedding import Embedder
+    from xerj_core.graph.service import GraphService
+    from xerj_core.memory.service import MemoryService
+    from xerj_core.query.service import SearchService
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +85,7 @@ class Engine:
             log.exception("%s observer failed", hook)
 
     @cached_property
-    def embedders(self) -> dict[str, Any]:
+    def embedders(self) -> dict[str, Embedder]:
         from xerj_core.embedding import EmbedderSettings, collect_embedders
 
         settings = EmbedderSettings(model_cache=self.config.model_cache, offline=self.config.offline)
@@ -92,21 +98,27 @@ class Engine:
 
         return default_embedder_id(self.embedders, self.config.embedder)
 
+    def _embedders(self) -> dict[str, Embedder]:
+        return self.embedders
+
+    # Each service is built on first use and handed only the collaborators it needs.
+
     @cached_property
-    def search(self):
+    def search(self) -> SearchService:
         from xerj_core.query.service import SearchService
 
-        return SearchService(self)
+        return SearchService(self.store, embedders=self._embedders)
 
     @cached_property
-    def graph(self):
+    def graph(self) -> GraphService:
         from xerj_core.graph.service import GraphService
 
         return GraphService(self.store, notify=self.notify, search=self.search,
                             embedder_of=lambda brain: self.memory.embedder_of(brain))
 
     @cached_property
-    def memory(self):
+    def memory(self) -> MemoryService:
         from xerj_core.memory.service import MemoryService
 
-        return MemoryService(self)
+        return MemoryService(self.store, graph=self.graph, embedders=self._embedders,
+                             default_embedder=lambda: self.default_embedder, config=self.config)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import falcon
 
@@ -12,6 +12,8 @@ from xerj_core.plugins import XerjPluginManager, collect_registrations
 from xerj_http import errors
 from xerj_http.middleware import Audit, Authenticate, Authorize, CompatHeaders, Policy, ResolveTargets
 
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.engine import Engine
 
 class XerjApp(falcon.App):
     """A Falcon app that also holds the authentication backends it opened, closed with :meth:`close`."""
@@ -52,7 +54,7 @@ def ensure_admin_key(backends: list[Any], data_dir: Path) -> Path | None:
     return None
 
 
-def create_app(engine: Any, pm: XerjPluginManager, *, insecure: bool = False,
+def create_app(engine: Engine, pm: XerjPluginManager, *, insecure: bool = False,
                policy: Policy | None = None) -> XerjApp:
     """A WSGI app serving ``engine``; routes come from ``xerj_register_routes`` (ours included).
 

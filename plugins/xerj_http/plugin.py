@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xerj_core.hookspecs import hookimpl
 
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.engine import Engine
+
 
 @hookimpl
-def xerj_register_routes(app: Any, engine: Any) -> None:
+def xerj_register_routes(app: Any, engine: Engine) -> None:
     from xerj_http.routes import add_routes
 
     add_routes(app, engine)

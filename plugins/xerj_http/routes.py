@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import falcon
 
 from xerj_http.resources import autoindex, cluster, documents, graph, indices, memory, search, security
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.engine import Engine
 
 # (template, resource factory). The OpenAPI document lists the same templates; a test holds them equal.
 ROUTES: list[tuple[str, Any]] = [
@@ -59,7 +62,7 @@ ROUTES: list[tuple[str, Any]] = [
 ]
 
 
-def add_routes(app: falcon.App, engine: Any) -> None:
+def add_routes(app: falcon.App, engine: Engine) -> None:
     """Add every built-in route; resources that serve several templates are shared between them."""
     made: dict[Any, Any] = {}
     for template, factory in ROUTES:

@@ -45,11 +45,6 @@ from xerj_core.store import BulkOp, Store
 from xerj_core.text import tokenize
 
 
-class _Engine:
-    def __init__(self, store: Store) -> None:
-        self.store, self.pm, self.embedders = store, None, {}
-
-
 def _word(i: int) -> str:
     letters = "etaoinshrdlucmfwypvbgkjqxz"
     out = ""
@@ -105,7 +100,7 @@ def bench_bm25(args, workdir: Path) -> dict:
         store.bulk([BulkOp("index", "bench", str(i), {"text": docs[i]}) for i in range(lo, min(len(docs), lo + 5000))])
     xerj_build = time.perf_counter() - t0
     print(f"  xerj indexed in {xerj_build:.1f}s", flush=True)
-    service = SearchService(_Engine(store))
+    service = SearchService(store)
 
     import bm25s
 
@@ -217,7 +212,7 @@ def bench_knn(args, workdir: Path) -> dict:
         hi = min(args.vectors, lo + 5000)
         store.bulk([BulkOp("index", "vectors", str(i), {"vec": matrix[i].tolist()}) for i in range(lo, hi)])
     print(f"  xerj indexed in {time.perf_counter() - t0:.1f}s", flush=True)
-    service = SearchService(_Engine(store))
+    service = SearchService(store)
 
     normalized = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
 
@@ -285,7 +280,7 @@ def bench_hybrid(args, workdir: Path) -> dict:
         hi = min(args.hybrid_docs, lo + 5000)
         store.bulk([BulkOp("index", "h", str(i), {"text": docs[i], "kind": "ab"[i % 2], "vec": matrix[i].tolist()})
                     for i in range(lo, hi)])
-    service = SearchService(_Engine(store))
+    service = SearchService(store)
     flt = {"term": {"kind": "a"}}
 
     def body(q, v, legs):

@@ -6,7 +6,7 @@ import os
 import time
 from concurrent.futures import Executor, Future
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import attrs
 
@@ -41,6 +41,9 @@ from xerj_core.graph.brain import edge_id, node_id_problem, validate_brain_name
 from xerj_core.model import SourceDocument
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.text import derive_brain_name
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.engine import Engine
 
 # Files per write transaction: an interrupted run loses at most this batch, never half a file.
 BATCH_FILES = 256
@@ -125,7 +128,7 @@ def _noop(_event: str, _count: int) -> None:
     pass
 
 
-def run(target: Any, folder: str | Path, *, brain: str | None = None, graph: bool = True,
+def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = None, graph: bool = True,
         progress: Progress = _noop, clock: Callable[[], int] | None = None, pm: Any = None,
         executor: Executor | None = None, workers: int | None = None) -> RunSummary:
     """Index ``folder`` into ``target`` and, with ``graph``, detect and reconcile the brain's edges.
@@ -156,7 +159,7 @@ def run(target: Any, folder: str | Path, *, brain: str | None = None, graph: boo
     """
     started = time.perf_counter()
     now_ms = (clock or (lambda: int(time.time() * 1000)))()
-    sink = target if isinstance(target, BrainSink) else LocalSink(target)
+    sink = target if isinstance(target, BrainSink) else LocalSink(target.store, target.graph)
     if pm is None:
         pm = getattr(target, "pm", None) or get_plugin_manager()
     root = Path(folder)

@@ -8,7 +8,7 @@ against a running server, whose routes call a LocalSink of their own.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
 import numpy as np
@@ -19,6 +19,10 @@ from xerj_core.graph.brain import edges_index
 from xerj_core.graph.standing import standing_edge_ids
 from xerj_core.model import EdgeDraft
 from xerj_core.store.limits import MAX_ID_BYTES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.graph.service import GraphService
+    from xerj_core.store import Store
 
 # Where a run remembers each file it indexed (mtime, size, hash, the documents it produced).
 FILES_INDEX = ".xerj-autoindex-files"
@@ -317,11 +321,11 @@ def dataset_card(index: str, rid: str, root: str | None, brain: str, documents: 
 
 
 class LocalSink:
-    """A :class:`BrainSink` on an engine's store (the embedded mode, and what the server's routes call)."""
+    """A :class:`BrainSink` on one store and its graph (the embedded mode, and what the server's routes call)."""
 
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-        self.store = engine.store
+    def __init__(self, store: "Store", graph: "GraphService") -> None:
+        self.store = store
+        self.graph = graph
 
     def load(self, brain: str) -> BrainState:
         files: dict[str, FileState] = {}
@@ -388,7 +392,7 @@ class LocalSink:
 
     def invalidate_edges(self, brain: str, edge_ids: Sequence[str], at: int) -> int:
         ids = list(edge_ids)
-        return sum(self.engine.graph.invalidate_edges(brain, edge_ids=ids[lo:lo + EDGES_PER_TRANSACTION], at=at)
+        return sum(self.graph.invalidate_edges(brain, edge_ids=ids[lo:lo + EDGES_PER_TRANSACTION], at=at)
                    for lo in range(0, len(ids), EDGES_PER_TRANSACTION))
 
     def write_edges(self, brain: str, drafts: Sequence[EdgeDraft], *, created_at: int,
@@ -397,7 +401,7 @@ class LocalSink:
         # transaction's dirty pages and record lists at once. An interrupted run is redone (its state is dirty).
         total = EdgeWriteSummary()
         for lo in range(0, max(len(drafts), 1), EDGES_PER_TRANSACTION):
-            written = self.engine.graph.write_edges(brain, drafts[lo:lo + EDGES_PER_TRANSACTION],
+            written = self.graph.write_edges(brain, drafts[lo:lo + EDGES_PER_TRANSACTION],
                                                     created_at=created_at, nodes_index=nodes_index)
             total += EdgeWriteSummary(**{f.name: int(written.get(f.name, 0)) for f in attrs.fields(EdgeWriteSummary)})
         return total

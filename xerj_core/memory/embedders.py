@@ -71,7 +71,7 @@ def parse_reembed(body: Any) -> ReembedRequest:
 def _chosen(service, embedder_id: str):
     """The embedder a caller named; a refusal naming the installed ones when it is unknown or cannot run."""
     try:
-        return get_embedder(service.engine.embedders, embedder_id)
+        return get_embedder(service.embedders(), embedder_id)
     except XerjError as exc:
         raise GraphError(f"[embedder] {exc.reason}") from None
 
@@ -81,7 +81,7 @@ def report(service, fields) -> dict[str, Any]:
     active = active_text_vector(fields)
     embedder_id = active.embedder if active is not None and active.embedder else service._embedder_id(None)
     body: dict[str, Any] = {"embedder": embedder_id}
-    found = service.engine.embedders.get(embedder_id)
+    found = service.embedders().get(embedder_id)
     why = "no installed plugin registers this embedder" if found is None else unavailable(found)
     if why is not None:
         body["embedder_unavailable"] = why
@@ -118,7 +118,7 @@ def create(service, ns: str, body: Any) -> dict[str, Any]:
             txn.set_field_params(index, active.path, {STATE_PARAM: RETIRED})
         return False
 
-    created = service.engine.store.transact(write)
+    created = service.index_store.transact(write)
     return {"acknowledged": True, "namespace": ns, "created": created, "embedder": embedder.id,
             "dims": embedder.dims}
 
@@ -137,7 +137,7 @@ def reembed(service, ns: str, body: Any) -> dict[str, Any]:
     index = service._index(ns)
     request = parse_reembed(body)
     embedder = _chosen(service, request.embedder)
-    store = service.engine.store
+    store = service.index_store
 
     def begin(txn) -> tuple[str | None, bool]:
         if not txn.exists(index):

@@ -12,12 +12,15 @@ says so.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from xerj_core.errors import GraphError, XerjError
 from xerj_core.memory.requests import GraphOptions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.graph.service import GraphService
 
 # The reachable set folded into a restrict filter is bounded so the prefilter stays bounded.
 REACHABLE_CAP = 10_000
@@ -48,10 +51,11 @@ class Expansion:
                 "reachable": len(self.nodes), "not_shown": dict(self.not_shown)}
 
 
-def expand_graph(engine, ns: str, seeds: tuple[str, ...], options: GraphOptions, as_of: int) -> Expansion:
+def expand_graph(graph: "GraphService", ns: str, seeds: tuple[str, ...], options: GraphOptions,
+                 as_of: int) -> Expansion:
     """Expand the brain ``ns`` from ``seeds`` as ``options`` ask, at ``as_of``."""
     try:
-        nodes, not_shown = engine.graph.reachable(
+        nodes, not_shown = graph.reachable(
             ns, seeds, hops=options.hops, types=options.types, as_of=as_of,
             min_confidence=options.min_confidence, limit=REACHABLE_CAP)
     except GraphError:

@@ -1,6 +1,6 @@
 """The agent-memory API: store, list, forget, drop and recall over one reserved index per namespace.
 
-``MemoryService(engine)`` is what every surface calls (``engine.memory``).
+``engine.memory`` (a :class:`MemoryService`) is what every surface calls.
 
 Refusals. Every refusal of a request is a :class:`~xerj_core.errors.GraphError`
 (HTTP 400, body ``{"error": {"type": "graph_error", "reason": ...}, "status": 400}``)
@@ -26,11 +26,11 @@ Dropping a namespace deletes its memory index only; the brain's edges index
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 
-from xerj_core.embedding import get_embedder
+from xerj_core.embedding import Embedder, get_embedder
 from xerj_core.errors import GraphError, GraphNotFound, IndexNotFound, MapperParsingError, XerjError
 from xerj_core.graph.brain import now_ms
 from xerj_core.memory import embedders
@@ -49,15 +49,33 @@ from xerj_core.query.knn import knn_top
 from xerj_core.query.ranking import Ranked
 from xerj_core.store import ABSENT_INT, IndexReader
 
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.engine import EngineConfig
+    from xerj_core.graph.service import GraphService
+    from xerj_core.store import Store
+
 # Reciprocal rank fusion's rank constant for hybrid recall.
 RANK_CONSTANT = 60
 
 
 class MemoryService:
-    """Agent memory over the engine's store, search engine and graph."""
+    """Agent memory over one store, expanding recall through the graph.
 
-    def __init__(self, engine) -> None:
-        self.engine = engine
+    Its collaborators are named: the ``store`` holding the namespaces'
+    indices (kept as ``index_store``: ``store()`` is the API's own verb), the
+    ``graph`` a recall's ``graph`` block expands through, ``embedders`` (called
+    when text is first embedded, so collecting them is paid for only then),
+    ``default_embedder`` (the id a new namespace gets, asked at each use) and
+    the engine's ``config``.
+    """
+
+    def __init__(self, store: "Store", *, graph: "GraphService", embedders: Callable[[], Mapping[str, Embedder]],
+                 default_embedder: Callable[[], str], config: "EngineConfig") -> None:
+        self.index_store = store
+        self.graph = graph
+        self.embedders = embedders
+        self.default_embedder = default_embedder
+        self.config = config
         # Server time in epoch-ms; tests replace it to pin instants.
         self.clock = now_ms
 
@@ -79,13 +97,13 @@ class MemoryService:
         if field is not None and field.embedder:
             return field.embedder
         try:
-            return self.engine.default_embedder
+            return self.default_embedder()
         except XerjError as exc:
             raise GraphError(f"the namespace's embedder is unavailable: {exc.reason}") from None
 
     def _embedder(self, embedder_id: str):
         try:
-            return get_embedder(self.engine.embedders, embedder_id)
+            return get_embedder(self.embedders(), embedder_id)
         except XerjError as exc:
             raise GraphError(f"the namespace's embedder is unavailable: {exc.reason}") from None
 
@@ -111,16 +129,15 @@ class MemoryService:
 
     def embedder_of(self, ns: str) -> str | None:
         """The id of the embedder namespace ``ns`` uses (the one a new namespace would get when it has none)."""
-        store = self.engine.store
-        with store.read_txn() as raw:
+        with self.index_store.read_txn() as raw:
             try:
-                reader = store.open_reader(raw, self._index(ns))
+                reader = self.index_store.open_reader(raw, self._index(ns))
             except IndexNotFound:
                 reader = None
             try:
                 return self._embedder_id(reader)
             except GraphError:
-                return self.engine.config.embedder
+                return self.config.embedder
 
     def reembed(self, ns: str, body: Any) -> dict[str, Any]:
         """Re-embed every memory with another embedder, in place and resumably (``POST /_memory/{ns}/_reembed``)."""
@@ -132,10 +149,9 @@ class MemoryService:
         """Store one memory; ``(201, created)`` or ``(200, deduplicated)``."""
         index = self._index(ns)
         request = rq.parse_store(body)
-        store = self.engine.store
-        with store.read_txn() as raw:
+        with self.index_store.read_txn() as raw:
             try:
-                reader = store.open_reader(raw, index)
+                reader = self.index_store.open_reader(raw, index)
             except IndexNotFound:
                 reader = None
             embedder = self._embedder_for(reader)
@@ -183,7 +199,7 @@ class MemoryService:
             return txn.put(index, doc, scope=ns)
 
         try:
-            result = store.transact(write)
+            result = self.index_store.transact(write)
         except MapperParsingError as exc:
             # Only metadata is mapped dynamically, so a mapping conflict is a metadata value of the wrong kind.
             raise GraphError(f"[metadata] does not fit the namespace's mapping: {exc.reason}") from None
@@ -238,7 +254,7 @@ class MemoryService:
         index = self._index(ns)
         request = rq.parse_list(params)
         try:
-            with self.engine.store.reader(index) as reader:
+            with self.index_store.reader(index) as reader:
                 live = reader.live.copy()
                 if not request.include_forgotten:
                     live &= ~_dates(reader, FORGOTTEN_AT)[1]
@@ -284,7 +300,7 @@ class MemoryService:
             target.put({**source, FORGOTTEN_AT: at}, memory_id, scope=ns)
             return {"_id": memory_id, "namespace": ns, "forgotten": True, "forgotten_at": at}
 
-        return self.engine.store.transact(write)
+        return self.index_store.transact(write)
 
     def drop(self, ns: str) -> dict[str, Any]:
         """Delete the namespace's memory index (the brain's edges index is left alone)."""
@@ -296,7 +312,7 @@ class MemoryService:
             txn.delete_index(index)
             return True
 
-        existed = self.engine.store.transact(write)
+        existed = self.index_store.transact(write)
         return {"acknowledged": True, "namespace": ns, "dropped": existed}
 
     # -- recall --------------------------------------------------------------------------------
@@ -310,10 +326,9 @@ class MemoryService:
         if graph is not None:
             graph_as_of = graph.as_of if graph.as_of is not None else \
                 request.as_of if request.as_of is not None else self.clock()
-        store = self.engine.store
-        with store.read_txn() as raw:
+        with self.index_store.read_txn() as raw:
             try:
-                reader = store.open_reader(raw, index)
+                reader = self.index_store.open_reader(raw, index)
             except IndexNotFound:
                 raise self._missing(ns) from None
             mask = self._current_mask(reader, request.as_of)
@@ -407,7 +422,7 @@ class MemoryService:
         return mask
 
     def _expand(self, ns: str, seeds: tuple[str, ...], graph: rq.GraphOptions, as_of: int) -> Expansion:
-        return expand_graph(self.engine, ns, seeds, graph, as_of)
+        return expand_graph(self.graph, ns, seeds, graph, as_of)
 
     # -- shared reads --------------------------------------------------------------------------
 

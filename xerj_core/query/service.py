@@ -23,7 +23,7 @@ Two layers, both documented here:
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import attrs
 import numpy as np
@@ -37,6 +37,10 @@ from xerj_core.query.ranking import Ranked, rank_all, top_k
 from xerj_core.query.request import (SearchRequest, SourceFilter, parse_count_request, parse_search_request)
 from xerj_core.query.resolve import resolve_indices
 from xerj_core.query.results import filter_source, merge_key, sort_rows
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.embedding import Embedder
+    from xerj_core.store import Store
 
 _ROW_BITS = 40  # a row of index i in a multi-index ranking is keyed as (i << 40) | row
 _ROW_MASK = (1 << _ROW_BITS) - 1
@@ -60,11 +64,16 @@ def _merge(parts: list[Ranked], k: int) -> Ranked:
 
 
 class SearchService:
-    """Search over the engine's store; built once per Engine (``engine.search``)."""
+    """Search over one store; built once per Engine (``engine.search``).
 
-    def __init__(self, engine) -> None:
-        self.engine = engine
-        self.store = engine.store
+    ``embedders`` returns the installed embedders by id, called only when a
+    query asks for text to be embedded (so a search that never does pays
+    nothing for collecting them).
+    """
+
+    def __init__(self, store: "Store", embedders: Callable[[], Mapping[str, "Embedder"]] = dict) -> None:
+        self.store = store
+        self.embedders = embedders
 
     # -- ES surface ------------------------------------------------------------------------------
 
@@ -229,7 +238,7 @@ class SearchService:
                 from xerj_core.embedding import get_embedder
 
                 model, text = item.builder
-                embedder = get_embedder(self.engine.embedders, model)
+                embedder = get_embedder(self.embedders(), model)
                 vector = np.asarray(embedder.embed([text]), np.float32)[0]
                 return attrs.evolve(item, vector=tuple(float(x) for x in vector))
             return item

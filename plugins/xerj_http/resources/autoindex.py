@@ -7,7 +7,7 @@ files per transaction.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import falcon
 
@@ -17,6 +17,9 @@ from xerj_core.autoindex.sink import LocalSink
 from xerj_core.graph.brain import validate_brain_name
 from xerj_http.resources.common import send
 from xerj_http.targets import parse_file_batch, parse_run_finish
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.engine import Engine
 
 
 class NodeIdentity:
@@ -41,8 +44,8 @@ class BrainState:
 
     ops = {"GET": ("autoindex.state", "read")}
 
-    def __init__(self, engine: Any) -> None:
-        self.sink = LocalSink(engine)
+    def __init__(self, engine: Engine) -> None:
+        self.sink = LocalSink(engine.store, engine.graph)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
         validate_brain_name(brain)
@@ -54,8 +57,8 @@ class FileBatch:
 
     ops = {"POST": ("autoindex.batch", "write")}
 
-    def __init__(self, engine: Any) -> None:
-        self.sink = LocalSink(engine)
+    def __init__(self, engine: Engine) -> None:
+        self.sink = LocalSink(engine.store, engine.graph)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
         validate_brain_name(brain)
@@ -69,8 +72,8 @@ class RunFinish:
 
     ops = {"POST": ("autoindex.finish", "write")}
 
-    def __init__(self, engine: Any) -> None:
-        self.sink = LocalSink(engine)
+    def __init__(self, engine: Engine) -> None:
+        self.sink = LocalSink(engine.store, engine.graph)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
         validate_brain_name(brain)

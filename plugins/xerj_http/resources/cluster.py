@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import falcon
 import orjson
@@ -14,12 +14,15 @@ from xerj_core.query.resolve import resolve_indices
 from xerj_http.bodies import bool_param
 from xerj_http.resources.common import send
 
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.engine import Engine
+
 # The Elasticsearch wire version xerj speaks, so official-style clients accept the server.
 ES_COMPAT_VERSION = "8.11.0"
 TAGLINE = "xerj: documents, their links and their evidence, recalled locally"
 
 
-def cluster_info(engine: Any) -> dict[str, Any]:
+def cluster_info(engine: Engine) -> dict[str, Any]:
     digest = hashlib.sha256(str(engine.data_dir.resolve()).encode()).hexdigest()
     return {
         "name": socket.gethostname(),
@@ -51,7 +54,7 @@ class Root:
 
     ops = {"GET": ("cluster.info", "monitor"), "HEAD": ("cluster.ping", "monitor")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         info = cluster_info(engine)
         self.body = orjson.dumps({**info, "xerj_mode": "secured"})
         self.open_body = orjson.dumps({**info, "xerj_mode": "open", "xerj_warning": OPEN_MODE_WARNING})
@@ -74,7 +77,7 @@ class CatIndices:
 
     ops = {"GET": ("cat.indices", "monitor")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.store = engine.store
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, index: str | None = None) -> None:
@@ -117,7 +120,7 @@ class Refresh:
 
     ops = {"POST": ("indices.refresh", "read"), "GET": ("indices.refresh", "read")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.store = engine.store
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, index: str | None = None) -> None:

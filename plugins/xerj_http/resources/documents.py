@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import falcon
 
@@ -12,6 +12,9 @@ from xerj_core.store import validate_index_name
 from xerj_http.bodies import json_body, refuse_unknown
 from xerj_http.resources.common import no_unsupported, send, storable_id, write_result, write_status
 from xerj_http.targets import BulkLine, parse_bulk, parse_mget
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.engine import Engine
 
 _OCC = ("if_seq_no", "if_primary_term", "version", "version_type")
 _UPDATE_FIELDS = {"doc", "upsert", "doc_as_upsert", "detect_noop", "_source", "script", "scripted_upsert"}
@@ -58,7 +61,7 @@ class Doc:
         "DELETE": ("doc.delete", "write"),
     }
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.store = engine.store
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, index: str, id: str) -> None:
@@ -96,7 +99,7 @@ class DocAutoId:
 
     ops = {"POST": ("doc.index", "write")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.store = engine.store
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, index: str) -> None:
@@ -109,7 +112,7 @@ class DocCreate:
 
     ops = {"PUT": ("doc.create", "write"), "POST": ("doc.create", "write")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.store = engine.store
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, index: str, id: str) -> None:
@@ -125,7 +128,7 @@ class DocUpdate:
 
     ops = {"POST": ("doc.update", "write")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.store = engine.store
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, index: str, id: str) -> None:
@@ -167,7 +170,7 @@ class Bulk:
 
     ops = {"POST": ("bulk", "write"), "PUT": ("bulk", "write")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.store = engine.store
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, index: str | None = None) -> None:
@@ -197,7 +200,7 @@ class MultiGet:
 
     ops = {"GET": ("mget", "read"), "POST": ("mget", "read")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.store = engine.store
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, index: str | None = None) -> None:

@@ -3,7 +3,7 @@ and the machine writer's three (standing edge ids, reconcile invalidation, detec
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import falcon
 
@@ -15,13 +15,16 @@ from xerj_core.store import validate_index_name
 from xerj_http.bodies import json_body, query_params
 from xerj_http.resources.common import MAX_STORABLE_ID_BYTES, send
 
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.engine import Engine
+
 
 class Link:
     """``POST /_graph/{brain}/link``: 201 when the derived edge id is new, 200 when re-asserted."""
 
     ops = {"POST": ("graph.link", "write")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
@@ -34,7 +37,7 @@ class Unlink:
 
     ops = {"DELETE": ("graph.unlink", "write")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, brain: str, edge_id: str) -> None:
@@ -47,7 +50,7 @@ class Ego:
 
     ops = {"GET": ("graph.ego", "read")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
@@ -59,7 +62,7 @@ class Overview:
 
     ops = {"GET": ("graph.overview", "read")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
@@ -72,7 +75,7 @@ class Standing:
 
     ops = {"GET": ("graph.standing", "read")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
@@ -86,7 +89,7 @@ class Invalidate:
 
     ops = {"POST": ("graph.invalidate", "write")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
@@ -108,7 +111,7 @@ class Detected:
 
     ops = {"POST": ("graph.detected", "write")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import falcon
 
@@ -10,6 +10,9 @@ from xerj_core.errors import IndexNotFound, ParsingError
 from xerj_core.query.resolve import resolve_indices
 from xerj_http.bodies import bool_param, json_body, refuse_unknown
 from xerj_http.resources.common import concrete_names, send
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.engine import Engine
 
 _CREATE_FIELDS = {"mappings", "settings", "aliases"}
 
@@ -27,7 +30,7 @@ class Index:
         "DELETE": ("indices.delete", "manage"),
     }
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.store = engine.store
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, index: str) -> None:
@@ -75,7 +78,7 @@ class IndexMapping:
     ops = {"GET": ("indices.get_mapping", "read"), "PUT": ("indices.put_mapping", "manage"),
            "POST": ("indices.put_mapping", "manage")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.store = engine.store
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, index: str | None = None) -> None:

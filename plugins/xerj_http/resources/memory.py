@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import falcon
 
 from xerj_core.errors import GraphError
 from xerj_http.bodies import bool_param, json_body, query_params
 from xerj_http.resources.common import send
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.engine import Engine
 
 
 class Namespace:
@@ -17,7 +20,7 @@ class Namespace:
     ops = {"PUT": ("memory.create", "manage"), "POST": ("memory.store", "write"), "GET": ("memory.list", "read"),
            "DELETE": ("memory.drop", "manage")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
@@ -39,7 +42,7 @@ class Recall:
 
     ops = {"POST": ("memory.recall", "read")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
@@ -63,7 +66,7 @@ class Memory:
 
     ops = {"DELETE": ("memory.forget", "write")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, namespace: str, id: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import falcon
 
@@ -12,13 +12,16 @@ from xerj_http.bodies import json_body, query_params
 from xerj_http.resources.common import send
 from xerj_http.targets import msearch_expression, parse_msearch
 
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.engine import Engine
+
 
 class Search:
     """``GET|POST /_search`` and ``/{index}/_search``."""
 
     ops = {"GET": ("search", "read"), "POST": ("search", "read")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, index: str | None = None) -> None:
@@ -32,7 +35,7 @@ class Count:
 
     ops = {"GET": ("count", "read"), "POST": ("count", "read")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, index: str | None = None) -> None:
@@ -46,7 +49,7 @@ class MultiSearch:
 
     ops = {"GET": ("msearch", "read"), "POST": ("msearch", "read")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, index: str | None = None) -> None:
