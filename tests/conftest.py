@@ -15,8 +15,9 @@ CORPORA = REPO.parent / "shared" / "corpora"
 
 @pytest.fixture
 def pm():
-    """The installed plugins (entry points), built fresh for this test."""
-    return get_plugin_manager()
+    """xerj's built-in plugins only, built fresh for this test: whatever else the machine has installed
+    is not loaded; a test registers the plugins it exercises itself (and unregisters them)."""
+    return get_plugin_manager(builtins_only=True)
 
 
 @pytest.fixture

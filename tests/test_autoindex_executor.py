@@ -19,7 +19,7 @@ from xerj_core.autoindex.walk import FileEntry
 from xerj_core.cli import build_cli
 from xerj_core.engine import Engine
 from xerj_core.errors import PluginError
-from xerj_core.hookspecs import hookimpl
+from xerj_core import hookimpl
 from xerj_core.plugins import get_plugin_manager
 
 from .conftest import CORPORA

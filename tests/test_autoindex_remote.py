@@ -48,8 +48,8 @@ def foam(tmp_path):
 
 
 def autoindex(*args: str) -> dict:
-    """``xerj autoindex ... --json`` in this process; the parsed summary."""
-    result = CliRunner().invoke(build_cli(get_plugin_manager()), ["autoindex", *args, "--json"])
+    """``xerj autoindex ... --json`` in this process, with xerj's built-in plugins; the parsed summary."""
+    result = CliRunner().invoke(build_cli(get_plugin_manager(builtins_only=True)), ["autoindex", *args, "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     summary.pop("elapsed_s")

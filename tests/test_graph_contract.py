@@ -18,7 +18,7 @@ from xerj_core.graph.brain import (
     rejection_id,
     validate_brain_name,
 )
-from xerj_core.hookspecs import hookimpl
+from xerj_core import hookimpl
 
 SENTENCE = ("hops is capped at 2: XERJ's second brain is a relationship layer over documents, not a graph "
             "database (no Cypher, no shortest-path, no variable-depth traversal). Iterate: expand again from "

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from xerj_core.hookspecs import hookimpl
+from xerj_core import hookimpl
 from xerj_core.plugins import XerjPluginManager, collect_registrations
 
 

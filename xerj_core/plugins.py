@@ -55,6 +55,7 @@ def _names(env_value: str | None) -> set[str] | None:
 def get_plugin_manager(
     *,
     load_entrypoints: bool = True,
+    builtins_only: bool = False,
     extra_plugins: Iterable[tuple[str, object]] = (),
 ) -> XerjPluginManager:
     """Return a fresh plugin manager with every allowed plugin registered and validated.
@@ -64,6 +65,9 @@ def get_plugin_manager(
     third-party plugins: when set, only those load; the built-ins always load
     unless blocked, so the command line keeps working. A hookimpl whose name
     matches no hookspec fails ``check_pending()`` with a clear error.
+
+    ``builtins_only`` loads the entry points xerj itself ships and nothing the
+    machine happens to have installed (tests register what they test by hand).
     """
     pm = XerjPluginManager()
     blocked = _names(os.environ.get("XERJ_DISABLE_PLUGINS")) or set()
@@ -76,7 +80,7 @@ def get_plugin_manager(
                 continue
             dist = ep.dist.metadata["Name"] if ep.dist is not None else None
             origin = PluginOrigin(ep.name, dist, ep.dist.version if ep.dist is not None else None)
-            if allowed is not None and not origin.builtin and ep.name not in allowed:
+            if not origin.builtin and (builtins_only or (allowed is not None and ep.name not in allowed)):
                 continue
             pm.register_origin(ep.load(), origin)
     for name, plugin in extra_plugins:

@@ -12,15 +12,17 @@ Two edge types, one detector (tag ``emailthread@1``):
   ``"<subject> carries attachment <file name>"``.
 
 Both are generated rationales at offset 0: headers are not part of a message's text.
+
+A corpus-wide detector: ``summarize`` lists each file's Message-IDs,
+``combine`` builds the Message-ID → document index (the smallest document id
+when several carry one), ``detect`` looks parents up in it.
 """
 
 from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from xerj_core.autoindex.detect import Corpus, DetectorState, clip, make_draft
-from xerj_core.hookspecs import hookimpl
-from xerj_core.model import EdgeDraft, SourceDocument
+from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft
 
 THREAD = "email_thread"
 ATTACHMENT = "email_attachment"
@@ -35,9 +37,24 @@ class EmailthreadDetector:
     confidence = 0.95
     attachment_confidence = 0.99
 
+    def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[tuple[str, str], ...] | None:
+        found = tuple((doc.fields["message_id"], doc.doc_id) for doc in file_docs
+                      if isinstance(doc.fields.get("message_id"), str) and doc.fields["message_id"])
+        return found or None
+
+    def combine(self, partials: Iterable[tuple[tuple[str, str], ...] | None], corpus: Corpus) -> DetectorState:
+        owners: dict[str, str] = {}
+        for partial in partials:
+            for message_id, doc_id in partial or ():
+                current = owners.get(message_id)
+                if current is None or doc_id < current:
+                    owners[message_id] = doc_id
+        return DetectorState(data=owners)
+
     def detect(
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
+        owners: dict[str, str] = state.data if state is not None and state.data else {}
         for doc in file_docs:
             if doc.kind != "message":
                 continue
@@ -48,7 +65,8 @@ class EmailthreadDetector:
             for header, message_id in asked:
                 if not isinstance(message_id, str) or not message_id:
                     continue
-                found = corpus.by_message_id(message_id)
+                owner = owners.get(message_id)
+                found = corpus.document(owner) if owner is not None else None
                 if found is not None and found.doc_id != doc.doc_id:
                     parent = found
                     yield make_draft(

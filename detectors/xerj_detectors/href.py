@@ -12,10 +12,17 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from xerj_core.autoindex.detect import Corpus, DetectorState, clip, line_at, make_draft
-from xerj_core.hookspecs import hookimpl
-from xerj_core.model import EdgeDraft, SourceDocument
-from xerj_detectors._resolve import resolve_relative
+from xerj_core.detectors import (
+    Corpus,
+    DetectorState,
+    EdgeDraft,
+    SourceDocument,
+    clip,
+    hookimpl,
+    line_at,
+    make_draft,
+    resolve_relative,
+)
 
 INDEX_NAMES = ("index.html", "index.htm")
 

@@ -13,10 +13,17 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
-from xerj_core.autoindex.detect import Corpus, DetectorState, line_at, make_draft, mask_code
-from xerj_core.hookspecs import hookimpl
-from xerj_core.model import EdgeDraft, SourceDocument
-from xerj_detectors._resolve import resolve_relative
+from xerj_core.detectors import (
+    Corpus,
+    DetectorState,
+    EdgeDraft,
+    SourceDocument,
+    hookimpl,
+    line_at,
+    make_draft,
+    mask_code,
+    resolve_relative,
+)
 
 # [text](dest "title") — text may hold one level of brackets; dest is <...> or has balanced parentheses
 _INLINE = re.compile(

@@ -15,10 +15,16 @@ import posixpath
 import re
 from typing import Iterable, Sequence
 
-from xerj_core.autoindex.detect import Corpus, DetectorState, line_at, make_draft
-from xerj_core.hookspecs import hookimpl
-from xerj_core.model import EdgeDraft, SourceDocument
-from xerj_detectors._resolve import within_root
+from xerj_core.detectors import (
+    Corpus,
+    DetectorState,
+    EdgeDraft,
+    SourceDocument,
+    hookimpl,
+    line_at,
+    make_draft,
+    within_root,
+)
 
 # A scan anchored on extensions (".md" followed by no word character) is linear; the token around
 # each one is then widened by hand and checked against the full shape of a path.

@@ -10,9 +10,7 @@ from __future__ import annotations
 import posixpath
 from typing import Iterable, Sequence
 
-from xerj_core.autoindex.detect import Corpus, DetectorState, clip, make_draft
-from xerj_core.hookspecs import hookimpl
-from xerj_core.model import EdgeDraft, SourceDocument
+from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft
 
 
 class SamedirDetector:

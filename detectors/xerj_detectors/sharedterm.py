@@ -41,9 +41,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
-from xerj_core.autoindex.detect import Corpus, DetectorState, clip, make_draft
-from xerj_core.hookspecs import hookimpl
-from xerj_core.model import EdgeDraft, SourceDocument
+from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft
 from xerj_core.text import tokenize
 
 MAX_SHARE_PERCENT = 10

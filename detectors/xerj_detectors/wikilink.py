@@ -1,7 +1,8 @@
 """``wikilink``: ``[[Target]]``, ``[[Target|alias]]``, ``[[Target#Heading]]`` and embeds ``![[…]]``.
 
-Resolution follows what note-taking tools do. The target (before ``|`` and
-``#``) is matched case-insensitively:
+Resolution follows what note-taking tools do and lives in
+:mod:`xerj_core.autoindex.links` (the graph resolves a typed node name the same
+way). The target (before ``|`` and ``#``) is matched case-insensitively:
 
 1. with a ``/`` in it: against the root-relative path without extension (or
    with it), then as a path suffix (``[[house/todo]]`` finds ``notes/house/todo.md``);
@@ -21,74 +22,22 @@ evidence is the line holding ``[[``.
 
 from __future__ import annotations
 
-import posixpath
 import re
 from typing import Iterable, Sequence
 
-from xerj_core.autoindex.detect import Corpus, DetectorState, line_at, make_draft, mask_code
-from xerj_core.hookspecs import hookimpl
-from xerj_core.model import EdgeDraft, SourceDocument
-from xerj_detectors._resolve import NOTE_EXTENSIONS, target_document, within_root
+from xerj_core.detectors import (
+    Corpus,
+    DetectorState,
+    EdgeDraft,
+    SourceDocument,
+    hookimpl,
+    line_at,
+    make_draft,
+    mask_code,
+    resolve_wikilink,
+)
 
 _WIKILINK = re.compile(rb"!?\[\[([^\[\]\n]+?)\]\]")
-
-
-def _strip_note_extension(name: str) -> str:
-    lowered = name.lower()
-    for ext in NOTE_EXTENSIONS:
-        if lowered.endswith(ext) and len(name) > len(ext):
-            return name[: -len(ext)]
-    return name
-
-
-def resolve_note(corpus: Corpus, from_path: str, name: str) -> str | None:
-    """The corpus path a wikilink target names, or ``None``."""
-    name = name.strip().replace("\\", "/")
-    if not name:
-        return None
-    bare = _strip_note_extension(name)
-    candidates: tuple[str, ...] = ()
-    if name.startswith("./") or name.startswith("../"):
-        joined = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), bare))
-        if within_root(joined):
-            candidates = corpus.by_path_without_extension(joined) or tuple(
-                p for p in [corpus.lookup_path(posixpath.normpath(posixpath.join(posixpath.dirname(from_path), name)))] if p
-            )
-    elif "/" in name.strip("/"):
-        rooted = bare.strip("/")
-        candidates = corpus.by_path_without_extension(rooted)
-        if not candidates:
-            exact = corpus.lookup_path(name.strip("/"))
-            candidates = (exact,) if exact else ()
-        if not candidates:
-            suffix = "/" + rooted.lower()
-            last = rooted.rsplit("/", 1)[-1]
-            candidates = tuple(
-                p for p in corpus.by_stem(last) + corpus.by_file_name(last)
-                if posixpath.splitext(p)[0].lower().endswith(suffix) or p.lower().endswith(suffix)
-            )
-    else:
-        bare = bare.strip("/")
-        candidates = corpus.by_stem(bare) or corpus.by_file_name(name.strip("/"))
-    if not candidates:
-        candidates = corpus.by_alias(name)
-    return corpus.nearest(candidates, from_path)
-
-
-def resolve_wikilink(corpus: Corpus, from_doc: SourceDocument, inner: str) -> SourceDocument | None:
-    """The document ``[[inner]]`` written in ``from_doc`` links to, or ``None``."""
-    target = inner.split("|", 1)[0].rstrip("\\")  # [[a\|b]] inside a table escapes its pipe
-    name, _, heading = target.partition("#")
-    heading = heading.strip()
-    if not name.strip():
-        if not heading:
-            return None
-        path: str | None = from_doc.ax_path
-    else:
-        path = resolve_note(corpus, from_doc.ax_path, name)
-    if path is None:
-        return None
-    return target_document(corpus, path, heading)
 
 
 class WikilinkDetector:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from xerj_core.hookspecs import hookimpl
+from xerj_core import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.engine import Engine

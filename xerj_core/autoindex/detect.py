@@ -20,8 +20,9 @@ executor can run itself (ARCHITECTURE.md, "Executors")::
 
 Everything handed between the steps (``Corpus``, partials, states, drafts) is
 plain picklable data. The :class:`Corpus` holds every document of the run
-*without its text* (lookups by path, file name, alias, message id, directory,
-crate; files' mtimes), so broadcasting it is cheap; a detector sees the text
+*without its text* (lookups by path, file name, alias, directory; files'
+mtimes), so broadcasting it is cheap; an index only one detector needs (crate
+names, Message-IDs) is that detector's own, built in its ``combine``; a detector sees the text
 only of the file it is detecting.
 
 Incremental runs: a detector's output for a file depends on that file's
@@ -253,8 +254,6 @@ class Corpus:
         self._noext: dict[str, list[str]] = defaultdict(list)
         self._aliases: dict[str, list[str]] = defaultdict(list)
         self._dirs: dict[str, list[str]] = defaultdict(list)
-        self._crates: dict[str, list[str]] = defaultdict(list)
-        self._message_ids: dict[str, str] = {}
         self._dir_parts: dict[str, tuple[str, ...]] = {}
         for path in sorted(files):
             docs = tuple(attrs.evolve(doc, text="") if doc.text else doc for doc in files[path])
@@ -263,11 +262,6 @@ class Corpus:
             self._files[path] = docs
             for doc in docs:
                 self._docs.setdefault(doc.doc_id, doc)
-                message_id = doc.fields.get("message_id")
-                if isinstance(message_id, str) and message_id:
-                    current = self._message_ids.get(message_id)
-                    if current is None or doc.doc_id < current:
-                        self._message_ids[message_id] = doc.doc_id
             directory, name = posixpath.split(path)
             dot = name.rfind(".")
             base = name[:dot] if dot > 0 else name
@@ -281,11 +275,6 @@ class Corpus:
             for alias in card.fields.get("aliases") or ():
                 if isinstance(alias, str) and alias.strip():
                     self._aliases[alias.strip().lower()].append(path)
-            if name == "Cargo.toml":
-                crate = card.fields.get("crate")
-                for crate_name in {crate, posixpath.basename(directory)}:
-                    if isinstance(crate_name, str) and crate_name:
-                        self._crates[crate_name].append(path)
         self.paths: tuple[str, ...] = tuple(self._files)
         self._next_sibling: dict[str, str] = {}
         for siblings in self._dirs.values():
@@ -341,11 +330,6 @@ class Corpus:
         """Files whose card lists ``alias`` in ``fields["aliases"]`` (case-insensitive)."""
         return tuple(self._aliases.get(alias.strip().lower(), ()))
 
-    def by_message_id(self, message_id: str) -> SourceDocument | None:
-        """The message document with this ``<id>`` (the smallest doc id when several carry it)."""
-        doc_id = self._message_ids.get(message_id)
-        return self._docs[doc_id] if doc_id is not None else None
-
     def directory(self, directory: str) -> tuple[str, ...]:
         """Files directly inside ``directory`` (``""`` is the root), in path order."""
         return tuple(self._dirs.get(directory, ()))
@@ -353,14 +337,6 @@ class Corpus:
     def next_sibling(self, path: str) -> str | None:
         """The file after ``path`` in its directory, in path order (``None`` for the last)."""
         return self._next_sibling.get(path)
-
-    def crate_manifests(self, name: str) -> tuple[str, ...]:
-        """``Cargo.toml`` paths of crates whose package or directory name is ``name`` (case-sensitive)."""
-        return tuple(self._crates.get(name, ()))
-
-    @property
-    def crate_names(self) -> frozenset[str]:
-        return frozenset(self._crates)
 
     def section(self, path: str, heading: str) -> SourceDocument | None:
         """The document of ``path`` whose anchor or label matches ``heading`` (case-insensitive), if any."""

@@ -7,7 +7,7 @@ from typing import Any, Callable
 from urllib.parse import unquote, urlsplit
 
 from xerj_core.errors import IllegalArgument, PluginError
-from xerj_core.hookspecs import hookimpl
+from xerj_core import hookimpl
 from xerj_core.plugins import collect_registrations
 
 Opener = Callable[..., Any]

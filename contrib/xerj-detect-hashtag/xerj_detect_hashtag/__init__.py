@@ -19,9 +19,16 @@ import re
 from collections import defaultdict
 from typing import Iterable, Sequence
 
-from xerj_core import hookimpl
-from xerj_core.autoindex.detect import Corpus, DetectorState, line_at, make_draft, mask_code
-from xerj_core.model import EdgeDraft, SourceDocument
+from xerj_core.detectors import (
+    Corpus,
+    DetectorState,
+    EdgeDraft,
+    SourceDocument,
+    hookimpl,
+    line_at,
+    make_draft,
+    mask_code,
+)
 
 __version__ = "0.1.0"
 

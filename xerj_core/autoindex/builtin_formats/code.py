@@ -22,7 +22,7 @@ import tomllib
 
 from xerj_core.autoindex.builtin_formats._common import Anchors, document
 from xerj_core.autoindex.formats import FormatError, decode_utf8, extension, file_name
-from xerj_core.hookspecs import hookimpl
+from xerj_core import hookimpl
 from xerj_core.model import SourceDocument
 
 PYTHON_EXTENSIONS = frozenset({".py", ".pyi"})

@@ -32,7 +32,7 @@ from typing import Any
 from xerj_core.autoindex.builtin_formats._common import document
 from xerj_core.autoindex.builtin_formats.html import html_to_text
 from xerj_core.autoindex.formats import FormatError, extension, file_name
-from xerj_core.hookspecs import hookimpl
+from xerj_core import hookimpl
 from xerj_core.model import SourceDocument
 
 MESSAGE_EXTENSIONS = frozenset({".eml"})

@@ -19,9 +19,9 @@ import codecs
 import re
 from html.parser import HTMLParser
 
+from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import document
 from xerj_core.autoindex.formats import Decoded, FormatError, decode_text, extension, file_name, stem
-from xerj_core.hookspecs import hookimpl
 from xerj_core.model import SourceDocument
 
 EXTENSIONS = frozenset({".html", ".htm", ".xhtml"})

@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import Anchors, document
 from xerj_core.autoindex.formats import decode_text, extension, stem
-from xerj_core.hookspecs import hookimpl
 from xerj_core.model import SourceDocument
 
 EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mdx"})

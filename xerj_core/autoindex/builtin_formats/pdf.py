@@ -15,7 +15,7 @@ import logging
 
 from xerj_core.autoindex.builtin_formats._common import document
 from xerj_core.autoindex.formats import FormatError, extension, stem
-from xerj_core.hookspecs import hookimpl
+from xerj_core import hookimpl
 from xerj_core.model import SourceDocument
 
 MISSING_EXTRA = "PDF support is not installed: install the pdf extra (pip install 'xerj[pdf]')"

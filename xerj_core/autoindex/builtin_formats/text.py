@@ -7,9 +7,9 @@ extension whose first bytes hold no NUL and decode as UTF-8 (``README``,
 
 from __future__ import annotations
 
+from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import document
 from xerj_core.autoindex.formats import decode_text, extension, file_name
-from xerj_core.hookspecs import hookimpl
 from xerj_core.model import SourceDocument
 
 EXTENSIONS = frozenset({".txt", ".text", ".rst", ".org", ".log"})

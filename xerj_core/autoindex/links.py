@@ -1,0 +1,149 @@
+"""Link targets resolved against a :class:`~xerj_core.autoindex.detect.Corpus`: relative paths and wikilink names.
+
+The link detectors resolve what a file writes (``[text](../a.md#part)``,
+``[[Note name|label]]``) through these functions, and so does everything else
+that turns a name a person typed into a document (the graph's node names), so
+a name means the same thing wherever it is written.
+
+Wikilink names resolve as note-taking tools resolve them, case-insensitively:
+a ``./``/``../`` name relative to the linking file; a name with a ``/`` as a
+root-relative path without (or with) extension, then as a path suffix
+(``[[house/todo]]`` finds ``notes/house/todo.md``); a bare name as a file name
+without extension, then with it (``[[diagram.png]]``); failing those, a
+front-matter alias. Several candidates: the nearest folder to the linking file
+wins, then the smaller path.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from urllib.parse import unquote
+
+from xerj_core.autoindex.detect import Corpus
+from xerj_core.model import SourceDocument
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+NOTE_EXTENSIONS = (".md", ".markdown", ".mdown", ".mkd", ".mdx")
+
+
+def within_root(path: str) -> bool:
+    return path not in ("", ".", "..") and not path.startswith("../") and not path.startswith("/")
+
+
+def target_document(corpus: Corpus, path: str, fragment: str) -> SourceDocument | None:
+    """The section of ``path`` named by ``fragment`` when there is one, else the file's card."""
+    if fragment and not fragment.startswith("^"):
+        section = corpus.section(path, fragment)
+        if section is not None:
+            return section
+    return corpus.card(path)
+
+
+def resolve_relative(
+    corpus: Corpus, from_path: str, destination: str, *, index_names: tuple[str, ...] = ()
+) -> SourceDocument | None:
+    """A link destination written in the file ``from_path`` (relative, or ``/``-rooted) → document.
+
+    URLs with a scheme, protocol-relative URLs and bare ``#fragments`` resolve to
+    nothing. The query string is dropped and percent-escapes decoded. An exact
+    path wins over a case-insensitive one; a destination without extension may
+    name a note (``.md``); a folder destination names its ``index_names`` file.
+    """
+    destination = destination.strip()
+    if destination.startswith("<") and destination.endswith(">"):
+        destination = destination[1:-1].strip()
+    if not destination or destination.startswith("#") or destination.startswith("//"):
+        return None
+    if _SCHEME.match(destination) and not re.match(r"[A-Za-z]:[\\/]", destination):
+        return None
+    raw_path, _, fragment = destination.partition("#")
+    raw_path = unquote(raw_path.split("?", 1)[0]).replace("\\", "/")
+    if not raw_path:
+        return None
+    if raw_path.startswith("/"):
+        joined = raw_path.lstrip("/")
+    else:
+        joined = posixpath.join(posixpath.dirname(from_path), raw_path)
+    path = posixpath.normpath(joined) if joined else ""
+    if not within_root(path):
+        return None
+    tries = [path]
+    if raw_path.endswith("/"):
+        tries = [posixpath.join(path, name) for name in index_names]
+    elif not posixpath.splitext(path)[1]:
+        tries += [path + ext for ext in NOTE_EXTENSIONS] + [posixpath.join(path, name) for name in index_names]
+    for candidate in tries:
+        found = corpus.lookup_path(candidate)
+        if found is not None:
+            return target_document(corpus, found, unquote(fragment))
+    return None
+
+
+def _strip_note_extension(name: str) -> str:
+    lowered = name.lower()
+    for ext in NOTE_EXTENSIONS:
+        if lowered.endswith(ext) and len(name) > len(ext):
+            return name[: -len(ext)]
+    return name
+
+
+def note_candidates(corpus: Corpus, from_path: str, name: str) -> tuple[str, ...]:
+    """Every corpus path a wikilink target ``name`` written in ``from_path`` may name, at the first rule that finds any.
+
+    The rules, in order: a ``./`` or ``../`` name relative to ``from_path``; a
+    name with a ``/`` as a root-relative path (without or with extension), then
+    as a path suffix; a bare name as a file name without extension, then with
+    it; failing all, a front-matter alias. Matching is case-insensitive.
+    """
+    name = name.strip().replace("\\", "/")
+    if not name:
+        return ()
+    bare = _strip_note_extension(name)
+    candidates: tuple[str, ...] = ()
+    if name.startswith("./") or name.startswith("../"):
+        joined = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), bare))
+        if within_root(joined):
+            candidates = corpus.by_path_without_extension(joined) or tuple(
+                p for p in [corpus.lookup_path(posixpath.normpath(posixpath.join(posixpath.dirname(from_path), name)))] if p
+            )
+    elif "/" in name.strip("/"):
+        rooted = bare.strip("/")
+        candidates = corpus.by_path_without_extension(rooted)
+        if not candidates:
+            exact = corpus.lookup_path(name.strip("/"))
+            candidates = (exact,) if exact else ()
+        if not candidates:
+            suffix = "/" + rooted.lower()
+            last = rooted.rsplit("/", 1)[-1]
+            candidates = tuple(
+                p for p in corpus.by_stem(last) + corpus.by_file_name(last)
+                if posixpath.splitext(p)[0].lower().endswith(suffix) or p.lower().endswith(suffix)
+            )
+    else:
+        bare = bare.strip("/")
+        candidates = corpus.by_stem(bare) or corpus.by_file_name(name.strip("/"))
+    if not candidates:
+        candidates = corpus.by_alias(name)
+    return candidates
+
+
+def resolve_note(corpus: Corpus, from_path: str, name: str) -> str | None:
+    """The corpus path a wikilink target names (the nearest candidate to ``from_path``), or ``None``."""
+    return corpus.nearest(note_candidates(corpus, from_path, name), from_path)
+
+
+def resolve_wikilink(corpus: Corpus, from_doc: SourceDocument, inner: str) -> SourceDocument | None:
+    """The document ``[[inner]]`` written in ``from_doc`` links to, or ``None``."""
+    target = inner.split("|", 1)[0].rstrip("\\")  # [[a\|b]] inside a table escapes its pipe
+    name, _, heading = target.partition("#")
+    heading = heading.strip()
+    if not name.strip():
+        if not heading:
+            return None
+        path: str | None = from_doc.ax_path
+    else:
+        path = resolve_note(corpus, from_doc.ax_path, name)
+    if path is None:
+        return None
+    return target_document(corpus, path, heading)

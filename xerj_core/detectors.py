@@ -1,0 +1,68 @@
+"""Everything a detector plugin imports, from one public module: ``from xerj_core.detectors import ...``.
+
+A detector reads the documents of one file (and, through :class:`Corpus`, the
+names of every other document of the run) and proposes :class:`EdgeDraft`
+records; it never touches storage. The full contract is in
+:mod:`xerj_core.autoindex.detect`; docs/plugins.md builds one step by step,
+and :class:`xerj_core.testing.AbstractDetectorTests` checks it.
+
+What is here:
+
+* the hook marker :data:`hookimpl` (the same object as ``xerj_core.hookimpl``);
+* the records: :class:`SourceDocument` (what a format parsed), :class:`EdgeDraft`
+  and :class:`Evidence` (what a detector proposes), :class:`DetectorState`
+  (what a corpus-wide detector's ``combine`` hands to ``detect``);
+* the protocol :class:`Detector` and the lookups of :class:`Corpus`;
+* building drafts: :func:`make_draft`; evidence: :func:`line_at` (the line
+  holding an offset), :func:`clip` (a generated rationale cut to
+  :data:`QUOTE_MAX`); reading Markdown: :func:`mask_code` (code blanked out,
+  offsets kept);
+* resolving what a file writes to a document: :func:`resolve_relative`
+  (``[text](../a.md#part)``), :func:`resolve_wikilink` (``[[Name#Heading]]``),
+  :func:`resolve_note` and :func:`note_candidates` (a bare note name),
+  :func:`target_document` (a path plus fragment), :func:`within_root`.
+"""
+
+from xerj_core.autoindex.detect import (
+    QUOTE_MAX,
+    Corpus,
+    Detector,
+    DetectorState,
+    clip,
+    line_at,
+    make_draft,
+    mask_code,
+)
+from xerj_core.autoindex.links import (
+    NOTE_EXTENSIONS,
+    note_candidates,
+    resolve_note,
+    resolve_relative,
+    resolve_wikilink,
+    target_document,
+    within_root,
+)
+from xerj_core.hookspecs import hookimpl
+from xerj_core.model import EdgeDraft, Evidence, SourceDocument
+
+__all__ = [
+    "NOTE_EXTENSIONS",
+    "QUOTE_MAX",
+    "Corpus",
+    "Detector",
+    "DetectorState",
+    "EdgeDraft",
+    "Evidence",
+    "SourceDocument",
+    "clip",
+    "hookimpl",
+    "line_at",
+    "make_draft",
+    "mask_code",
+    "note_candidates",
+    "resolve_note",
+    "resolve_relative",
+    "resolve_wikilink",
+    "target_document",
+    "within_root",
+]
