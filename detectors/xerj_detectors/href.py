@@ -12,17 +12,8 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from xerj_core.detectors import (
-    Corpus,
-    DetectorState,
-    EdgeDraft,
-    SourceDocument,
-    clip,
-    hookimpl,
-    line_at,
-    make_draft,
-    resolve_relative,
-)
+from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, line_at,
+                                 make_draft, resolve_relative)
 
 INDEX_NAMES = ("index.html", "index.htm")
 

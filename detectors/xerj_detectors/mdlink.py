@@ -13,17 +13,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
-from xerj_core.detectors import (
-    Corpus,
-    DetectorState,
-    EdgeDraft,
-    SourceDocument,
-    hookimpl,
-    line_at,
-    make_draft,
-    mask_code,
-    resolve_relative,
-)
+from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft,
+                                 mask_code, resolve_relative)
 
 # [text](dest "title") — text may hold one level of brackets; dest is <...> or has balanced parentheses
 _INLINE = re.compile(

@@ -15,16 +15,8 @@ import posixpath
 import re
 from typing import Iterable, Sequence
 
-from xerj_core.detectors import (
-    Corpus,
-    DetectorState,
-    EdgeDraft,
-    SourceDocument,
-    hookimpl,
-    line_at,
-    make_draft,
-    within_root,
-)
+from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft,
+                                 within_root)
 
 # A scan anchored on extensions (".md" followed by no word character) is linear; the token around
 # each one is then widened by hand and checked against the full shape of a path.

@@ -25,17 +25,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
-from xerj_core.detectors import (
-    Corpus,
-    DetectorState,
-    EdgeDraft,
-    SourceDocument,
-    hookimpl,
-    line_at,
-    make_draft,
-    mask_code,
-    resolve_wikilink,
-)
+from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft,
+                                 mask_code, resolve_wikilink)
 
 _WIKILINK = re.compile(rb"!?\[\[([^\[\]\n]+?)\]\]")
 

@@ -19,16 +19,8 @@ import re
 from collections import defaultdict
 from typing import Iterable, Sequence
 
-from xerj_core.detectors import (
-    Corpus,
-    DetectorState,
-    EdgeDraft,
-    SourceDocument,
-    hookimpl,
-    line_at,
-    make_draft,
-    mask_code,
-)
+from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft,
+                                 mask_code)
 
 __version__ = "0.1.0"
 
