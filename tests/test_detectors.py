@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from email.message import EmailMessage
 from pathlib import Path
 
+import attrs
 import pytest
 
 from xerj_core import hookimpl
@@ -27,7 +28,7 @@ from xerj_core.autoindex.detect import (
 from xerj_core.autoindex.formats import collect_formats, parse_file
 from xerj_core.errors import PluginError
 from xerj_core.plugins import get_plugin_manager
-from xerj_core.testing.detectors import AbstractDetectorTests, parse_files
+from xerj_core.testing.detectors import AbstractDetectorTests, detect_directly, parse_files
 from xerj_detectors import (
     cratecite,
     emailthread,
@@ -795,3 +796,42 @@ class TestInstalledHashtagConformance(AbstractDetectorTests):
     def corpus_files(self):
         return parse_files({"a.md": b"# A\n\n#bread day\n", "b/b.md": b"more #bread", "c.txt": b"#bread #oven",
                             "d.md": b"#oven"})
+
+
+# -- the conformance suite's own asserts can fail ---------------------------------------------------
+
+class _Breaking:
+    """A detector breaking exactly one rule of the contract, named by ``rule``."""
+
+    name, type, tag, weight, confidence = "breaking", "rel", "breaking@1", 0.5, 0.5
+
+    def __init__(self, rule: str) -> None:
+        self.rule = rule
+
+    def detect(self, file_docs, corpus, state):
+        doc = file_docs[0]
+        other = corpus.card("b.md") if doc.ax_path == "a.md" else corpus.card("a.md")
+        good = make_draft(self, doc, other, quote="rationale")
+        if self.rule == "self-edge":
+            yield attrs.evolve(good, dst=doc.doc_id)
+        elif self.rule == "tag":
+            yield attrs.evolve(good, detector="someone-else@1")
+        elif self.rule == "endpoint":
+            yield attrs.evolve(good, dst="nowhere.md")
+
+
+@pytest.mark.parametrize("rule, check", [
+    ("self-edge", lambda suite, d, files, drafts: suite.test_no_self_edges(drafts)),
+    ("tag", lambda suite, d, files, drafts: suite.test_every_edge_carries_the_versioned_tag_and_a_declared_type(
+        d, drafts)),
+    ("endpoint", lambda suite, d, files, drafts: suite.test_ids_resolve_to_documents_of_the_corpus(files, drafts)),
+])
+def test_the_conformance_suite_catches_each_breach_itself(rule, check):
+    files = parse_files({"a.md": b"# A\n\nalpha\n", "b.md": b"# B\n\nbeta\n"})
+    detector = _Breaking(rule)
+    drafts = detect_directly(detector, files)
+    assert drafts, "the breaking detector must yield its bad draft"
+    with pytest.raises(AssertionError):
+        check(AbstractDetectorTests(), detector, files, drafts)
+    with pytest.raises(PluginError):  # the runner would have refused it before any assert could run
+        run_detectors([detector], files)

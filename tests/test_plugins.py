@@ -136,7 +136,12 @@ def test_hook_xerj_documents_written(engine):
     assert seen == [("watched", ["one"], []), ("watched", [], ["one"])]
 
 
-def test_hook_xerj_audit_event(pm):
+def test_hook_xerj_audit_event(engine, pm):
+    """The hook as the HTTP layer fires it: the Audit middleware, one event per request, success or refusal."""
+    from falcon.testing import TestClient
+
+    from xerj_http import create_app
+
     seen = []
 
     class Sink:
@@ -147,10 +152,14 @@ def test_hook_xerj_audit_event(pm):
     sink = Sink()
     pm.register(sink, name="sink")
     try:
-        pm.hook.xerj_audit_event(event={"op": "search", "outcome": "ok"})
+        client = TestClient(create_app(engine, pm))
+        assert client.simulate_put("/books/_doc/1", json={"title": "Dune"}).status_code == 201
+        assert client.simulate_get("/_graph/notes/ego", params={"node": "a", "hops": "3"}).status_code == 400
     finally:
         pm.unregister(sink)
-    assert seen == [{"op": "search", "outcome": "ok"}]
+    assert [(e["op"], e["resource"], e["outcome"]) for e in seen] == [
+        ("doc.index", "books/1", "success"), ("graph.ego", "_graph/notes", "failure")]
+    assert seen[1]["note"].startswith("400 graph_error")
 
 
 def _provider_roundtrip(pm, hook_name):

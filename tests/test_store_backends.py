@@ -8,7 +8,7 @@ from xerj_core import hookimpl
 from xerj_core.engine import Engine
 from xerj_core.errors import IllegalArgument, PluginError
 from xerj_core.store import Store
-from xerj_core.store.backends import collect_backends, open_store
+from xerj_core.store.backends import OpenStore, collect_backends, open_store
 
 
 def test_lmdb_is_a_registered_backend_and_a_bare_path_means_lmdb(tmp_path, pm):
@@ -60,3 +60,54 @@ def test_a_scheme_registered_twice_names_the_plugin(pm):
             collect_backends(pm)
     finally:
         pm.unregister(plugin)
+
+
+def test_an_opener_must_return_an_open_store(tmp_path, pm):
+    class Half:
+        """Has a few of a store's methods, not all: the engine must say so rather than fail later."""
+
+        listeners: list = []
+
+        def close(self):
+            pass
+
+    class Broken:
+        @hookimpl
+        def xerj_register_storage_backends(self, register):
+            register("half", lambda location, **options: Half())
+
+    plugin = Broken()
+    pm.register(plugin, name="half-backend")
+    try:
+        with pytest.raises(PluginError, match=r"\[half://\].*not an open store.*transact"):
+            open_store("half://x", pm)
+    finally:
+        pm.unregister(plugin)
+    with Store(tmp_path / "s") as real:
+        assert isinstance(real, OpenStore)
+
+
+def test_each_register_callback_is_typed_with_what_it_takes():
+    import typing
+
+    from xerj_core import hookspecs
+
+    def arity(hook):
+        hints = typing.get_type_hints(hook, globalns={**vars(hookspecs), **_typing_names()})
+        return len(typing.get_args(hints["register"])[0])
+
+    assert arity(hookspecs.xerj_register_storage_backends) == 2  # register(scheme, opener)
+    for hook in (hookspecs.xerj_register_detectors, hookspecs.xerj_register_embedders,
+                 hookspecs.xerj_register_formats, hookspecs.xerj_register_auth_backends,
+                 hookspecs.xerj_register_audit_sinks):
+        assert arity(hook) == 1
+
+
+def _typing_names():
+    from xerj_core.autoindex.detect import Detector
+    from xerj_core.autoindex.formats import Format
+    from xerj_core.embedding import Embedder
+    from xerj_core.engine import Engine
+    from xerj_core.store.backends import Opener
+
+    return {"Detector": Detector, "Format": Format, "Embedder": Embedder, "Engine": Engine, "Opener": Opener}

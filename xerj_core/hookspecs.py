@@ -9,18 +9,28 @@ import pluggy
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import click
 
+    from xerj_core.autoindex.detect import Detector
+    from xerj_core.autoindex.formats import Format
+    from xerj_core.embedding import Embedder
     from xerj_core.engine import Engine
+    from xerj_core.store.backends import Opener
 
 hookspec = pluggy.HookspecMarker("xerj")
 hookimpl = pluggy.HookimplMarker("xerj")
 
 # A provider hook hands the plugin a ``register`` callback; the core builds the
-# closure, validates what it receives and tags it with the plugin's name.
-Register = Callable[[Any], None]
+# closure, validates what it receives and tags it with the plugin's name. Each
+# hook's callback is typed with what it takes.
+RegisterDetector = Callable[["Detector"], None]
+RegisterEmbedder = Callable[["Embedder"], None]
+RegisterFormat = Callable[["Format"], None]
+RegisterAuthBackend = Callable[[Any], None]  # the backend protocol arrives with the auth work
+RegisterAuditSink = Callable[[Any], None]  # the sink protocol arrives with the audit work
+RegisterStorageBackend = Callable[[str, "Opener"], None]
 
 
 @hookspec
-def xerj_register_detectors(register: Register) -> None:
+def xerj_register_detectors(register: RegisterDetector) -> None:
     """Register relationship detectors by calling ``register(detector)``.
 
     ``detector`` satisfies :class:`xerj_core.autoindex.detect.Detector`: a unique
@@ -31,7 +41,7 @@ def xerj_register_detectors(register: Register) -> None:
 
 
 @hookspec
-def xerj_register_embedders(register: Register) -> None:
+def xerj_register_embedders(register: RegisterEmbedder) -> None:
     """Register text embedders by calling ``register(embedder)``.
 
     ``embedder`` satisfies :class:`xerj_core.embedding.Embedder`: a unique ``id``
@@ -44,7 +54,7 @@ def xerj_register_embedders(register: Register) -> None:
 
 
 @hookspec
-def xerj_register_formats(register: Register) -> None:
+def xerj_register_formats(register: RegisterFormat) -> None:
     """Register document formats by calling ``register(fmt)``.
 
     ``fmt`` satisfies :class:`xerj_core.autoindex.formats.Format`: a unique
@@ -54,7 +64,7 @@ def xerj_register_formats(register: Register) -> None:
 
 
 @hookspec
-def xerj_register_auth_backends(register: Register) -> None:
+def xerj_register_auth_backends(register: RegisterAuthBackend) -> None:
     """Register authentication backends by calling ``register(backend)``.
 
     ``backend`` has a unique ``name`` and ``open(data_dir)`` returning the
@@ -71,7 +81,7 @@ def xerj_register_auth_backends(register: Register) -> None:
 
 
 @hookspec
-def xerj_register_audit_sinks(register: Register) -> None:
+def xerj_register_audit_sinks(register: RegisterAuditSink) -> None:
     """Register audit sinks by calling ``register(sink)``.
 
     ``sink`` has a unique ``name`` and ``append(event)``; an acknowledged append
@@ -80,11 +90,13 @@ def xerj_register_audit_sinks(register: Register) -> None:
 
 
 @hookspec
-def xerj_register_storage_backends(register: Register) -> None:
+def xerj_register_storage_backends(register: RegisterStorageBackend) -> None:
     """Register storage backends by calling ``register(scheme, opener)``.
 
     ``scheme`` is the URL scheme the backend answers (``lmdb`` is built in) and
-    ``opener(url)`` returns an open store. Returns nothing.
+    ``opener(location, **options)`` returns an open store: an object satisfying
+    :class:`xerj_core.store.backends.OpenStore` (the engine refuses anything
+    else, naming the scheme). Returns nothing.
     """
 
 

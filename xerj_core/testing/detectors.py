@@ -2,7 +2,7 @@
 
 Usage, in a plugin's own tests::
 
-    from xerj_core.testing.detectors import AbstractDetectorTests
+    from xerj_core.testing import AbstractDetectorTests, parse_files
 
     class TestMyDetector(AbstractDetectorTests):
         @pytest.fixture
@@ -33,6 +33,11 @@ offset inside the source text where the quote is that offset's line, or offset
 being read and ``dst`` a document of the corpus; one draft per ``(src, type,
 dst)``; an empty corpus gives nothing; and, with ``plugin``, the hook registers
 a detector the core accepts.
+
+The per-draft checks read what ``detect`` itself yields (the ``drafts``
+fixture: ``summarize`` → ``combine`` → ``detect``, file by file), not the
+runner's output: the runner refuses a draft that breaks the contract with a
+``PluginError`` first, which would hide which rule broke.
 """
 
 from __future__ import annotations
@@ -54,10 +59,10 @@ from xerj_core.autoindex.detect import (
     run_detectors,
     summarize,
 )
-from xerj_core.model import SourceDocument
+from xerj_core.model import EdgeDraft, SourceDocument
 from xerj_core.plugins import get_plugin_manager
 
-__all__ = ["AbstractDetectorTests", "DEFAULT_MTIME_MS", "parse_files"]
+__all__ = ["AbstractDetectorTests", "DEFAULT_MTIME_MS", "detect_directly", "parse_files"]
 
 DEFAULT_MTIME_MS = 1_700_000_000_000
 
@@ -107,6 +112,11 @@ class AbstractDetectorTests:
     def edges(self, detector, corpus_files):
         return run_detectors([detector], corpus_files).edges
 
+    @pytest.fixture
+    def drafts(self, detector, corpus_files) -> list[tuple[str, EdgeDraft]]:
+        """``(path of the file read, draft)`` for every draft ``detect`` yields, unchecked by any runner."""
+        return detect_directly(detector, corpus_files)
+
     # -- identity --------------------------------------------------------
 
     def test_satisfies_protocol(self, detector):
@@ -141,14 +151,18 @@ class AbstractDetectorTests:
         shuffled = dict(reversed(list(corpus_files.items())))
         assert run_detectors([detector], shuffled, Corpus(shuffled)).edges == edges
 
-    def test_every_edge_carries_the_versioned_tag_and_a_declared_type(self, detector, edges):
-        for edge in edges:
+    def test_detect_yields_edge_drafts(self, drafts):
+        for path, draft in drafts:
+            assert isinstance(draft, EdgeDraft), f"{path}: detect yielded {draft!r}"
+
+    def test_every_edge_carries_the_versioned_tag_and_a_declared_type(self, detector, drafts):
+        for _path, edge in drafts:
             assert edge.detector == detector.tag
             assert edge.type in edge_types(detector)
 
-    def test_evidence_on_every_edge(self, corpus_files, edges):
+    def test_evidence_on_every_edge(self, corpus_files, drafts):
         docs = {doc.doc_id: doc for file_docs in corpus_files.values() for doc in file_docs}
-        for edge in edges:
+        for _path, edge in drafts:
             evidence = edge.evidence
             assert evidence is not None, f"{edge.src} -> {edge.dst} has no evidence"
             source = docs[edge.src]
@@ -160,26 +174,26 @@ class AbstractDetectorTests:
             if evidence.offset:
                 assert evidence.quote == line_at(text, evidence.offset)
 
-    def test_no_self_edges(self, edges):
-        assert all(edge.src != edge.dst for edge in edges)
+    def test_no_self_edges(self, drafts):
+        for path, edge in drafts:
+            assert edge.src != edge.dst, f"{path}: a self-edge on {edge.src!r}"
 
-    def test_ids_resolve_to_documents_of_the_corpus(self, corpus_files, edges):
+    def test_ids_resolve_to_documents_of_the_corpus(self, corpus_files, drafts):
         owner = {doc.doc_id: path for path, file_docs in corpus_files.items() for doc in file_docs}
-        for edge in edges:
-            assert edge.src in owner and edge.dst in owner
-            assert owner[edge.src] == edge.evidence.source
+        for path, edge in drafts:
+            assert owner.get(edge.src) == path, f"{path}: src {edge.src!r} is not a document of the file read"
+            assert edge.dst in owner, f"{path}: dst {edge.dst!r} is not a document of the corpus"
+            assert edge.evidence is not None and edge.evidence.source == path
 
-    def test_valid_at_is_the_source_file_mtime(self, corpus_files, edges):
-        for edge in edges:
-            assert edge.valid_at == corpus_files[edge.evidence.source][0].mtime_ms
+    def test_valid_at_is_the_source_file_mtime(self, corpus_files, drafts):
+        for path, edge in drafts:
+            assert edge.valid_at == corpus_files[path][0].mtime_ms
 
-    def test_one_draft_per_claim_from_detect_itself(self, detector, corpus_files):
-        corpus = Corpus(corpus_files)
-        detectors = [detector]
-        states = combine(detectors, (summarize(detectors, corpus_files[p]) for p in sorted(corpus_files)), corpus)
-        for path in sorted(corpus_files):
-            drafts = list(detector.detect(corpus_files[path], corpus, states.get(detector.name)))
-            claims = [(d.src, d.type, d.dst) for d in drafts]
+    def test_one_draft_per_claim_from_detect_itself(self, drafts):
+        per_file: dict[str, list[tuple[str, str, str]]] = {}
+        for path, d in drafts:
+            per_file.setdefault(path, []).append((d.src, d.type, d.dst))
+        for path, claims in per_file.items():
             assert len(claims) == len(set(claims)), f"{path}: the same claim was proposed twice"
 
     def test_corpus_wide_detector_summarizes_every_file(self, detector, corpus_files):
@@ -198,6 +212,17 @@ class AbstractDetectorTests:
         moved = run_detectors([detector], shifted).edges
         assert [(e.src, e.type, e.dst, e.evidence) for e in moved] == [(e.src, e.type, e.dst, e.evidence) for e in edges]
         assert all(m.valid_at == e.valid_at + 1000 for m, e in zip(moved, edges))
+
+
+def detect_directly(detector: Detector, corpus_files: Mapping[str, list[SourceDocument]]
+                    ) -> list[tuple[str, EdgeDraft]]:
+    """Every draft ``detector.detect`` yields over ``corpus_files``, file by file, with no runner check."""
+    corpus = Corpus(corpus_files)
+    detectors = [detector]
+    ordered = sorted(corpus_files)
+    states = combine(detectors, (summarize(detectors, corpus_files[p]) for p in ordered), corpus)
+    return [(path, draft) for path in ordered
+            for draft in detector.detect(corpus_files[path], corpus, states.get(detector.name))]
 
 
 def _with_mtime(doc: SourceDocument, mtime_ms: int) -> SourceDocument:
