@@ -7,7 +7,7 @@ import pytest
 import xerj_detect_hashtag
 from xerj_core.autoindex.detect import collect_detectors, run_detectors
 from xerj_core.plugins import get_plugin_manager
-from xerj_core.testing.detectors import AbstractDetectorTests, parse_files
+from xerj_core.testing import AbstractDetectorTests, parse_files
 from xerj_detect_hashtag import HashtagDetector
 
 NOTES = {
