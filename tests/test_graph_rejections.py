@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from xerj_core.engine import Engine, EngineConfig
+from xerj_core.errors import GraphError
 from xerj_core.graph.brain import edge_id, rejection_id
 from xerj_core.model import EdgeDraft, Evidence
 
@@ -146,3 +149,15 @@ def test_reachable_credits_both_ends_of_an_edge_inside_one_frontier(engine):
                          "b": {"hop": 1, "proximity": 0.25}}
         out_only, _ = engine.graph.reachable(brain, ["s"], hops=2, as_of=LATER, direction="out")
         assert out_only[dst]["proximity"] == 0.25 and out_only[src]["proximity"] < 0.25
+
+
+def test_standing_is_the_graph_services_answer(engine):
+    """Live and rejected edge ids come from engine.graph, the one API every surface (HTTP, the sink) asks."""
+    keep = engine.graph.link("notes", {"src": "a", "dst": "b", "type": "t"})[1]["edge_id"]
+    drop = engine.graph.link("notes", {"src": "a", "dst": "c", "type": "t"})[1]["edge_id"]
+    engine.graph.unlink("notes", drop)
+    live, rejected = engine.graph.standing("notes")
+    assert live == {keep} and rejected == {drop}
+    assert engine.graph.standing("nobody") == (set(), set())
+    with pytest.raises(GraphError):
+        engine.graph.standing("Bad..Name")

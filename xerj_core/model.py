@@ -1,13 +1,10 @@
-"""attrs records shared across the core's modules, and the cattrs converter used at the edges."""
+"""attrs records shared across the core's modules (the edges' cattrs converters are in autoindex.wire)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import attrs
-import cattrs
-
-converter = cattrs.Converter(forbid_extra_keys=True)
 
 
 @attrs.frozen

@@ -24,9 +24,8 @@ from xerj_core.graph.brain import META_ID, edges_index, nodes_index
 from xerj_core import params
 from xerj_core.params import INSTANT_LIMIT
 from xerj_core.query.resolve import resolve_indices
-from xerj_core.store import BulkOp, validate_index_name
+from xerj_core.store import BulkOp, check_doc_id, validate_index_name
 from xerj_http.bodies import json_body, ndjson_lines, parse_json, raw_body
-from xerj_http.resources.common import storable_id
 
 _BULK_ACTIONS = ("index", "create", "update", "delete")
 _BULK_META = {"_index", "_id", "routing", "pipeline", "require_alias", "retry_on_conflict", "version",
@@ -78,7 +77,8 @@ def parse_bulk(req: falcon.Request, default_index: str | None) -> list[BulkLine]
             doc_id = str(doc_id)
         i += 1
         try:
-            storable_id(doc_id)
+            if doc_id is not None:
+                check_doc_id(doc_id)  # the store's own rule, so the item fails alone, before any write
         except XerjError as exc:
             if action != "delete":
                 i += 1

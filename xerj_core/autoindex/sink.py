@@ -16,7 +16,6 @@ import xxhash
 
 from xerj_core.errors import IndexNotFound
 from xerj_core.graph.brain import edges_index
-from xerj_core.graph.standing import standing_edge_ids
 from xerj_core.model import EdgeDraft
 from xerj_core.store.limits import MAX_ID_BYTES
 
@@ -387,7 +386,7 @@ class LocalSink:
         return self.store.transact(apply)
 
     def standing_edges(self, brain: str) -> StandingEdges:
-        live, rejected = standing_edge_ids(self.store, brain)
+        live, rejected = self.graph.standing(brain)
         return StandingEdges(live=frozenset(live), rejected=frozenset(rejected))
 
     def invalidate_edges(self, brain: str, edge_ids: Sequence[str], at: int) -> int:

@@ -30,6 +30,7 @@ from xerj_core.graph.requests import (
     parse_overview,
     parse_trust,
 )
+from xerj_core.graph.standing import standing_edge_ids
 from xerj_core.graph.stats import edge_stats
 from xerj_core.store import ABSENT_INT, IndexReader, keys
 
@@ -254,6 +255,11 @@ class GraphReading:
         body = {"brain": brain, "contract": CONTRACT, "exists": True, "as_of": request.as_of,
                 "nodes_index": index_list, "nodes": {"total": total_nodes}, "embedder": self.embedder_of(brain), **stats}
         return True, body
+
+    def standing(self, brain: str) -> tuple[set[str], set[str]]:
+        """``(live ids, rejected ids)`` of the brain's edges, for a machine writer's reconcile (see :mod:`.standing`)."""
+        validate_brain_name(brain)
+        return standing_edge_ids(self.store, brain)
 
     def reachable(self, brain: str, seeds: Iterable[str], *, hops: int, types: Iterable[str] | None = None,
                   as_of: Any = None, min_confidence: float | None = None, limit: int = REACHABLE_LIMIT,

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from xerj_core.errors import IndexNotFound
 from xerj_core.graph.brain import TRUST_REJECTED, edges_index
 
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.store.backends import OpenStore
 
-def standing_edge_ids(store: Any, brain: str) -> tuple[set[str], set[str]]:
+
+def standing_edge_ids(store: "OpenStore", brain: str) -> tuple[set[str], set[str]]:
     """``(live ids, rejected ids)`` of the brain's edges; two empty sets when it has no edges index.
 
     A live edge carries no ``invalid_at``; a rejected one was retired under a

@@ -291,7 +291,7 @@ class IndexWrite:
     def _put_row(self, doc: Any, doc_id: str | None, op_type: str, record: dict[str, Any]) -> WriteResult:
         if doc_id is None:
             doc_id = new_doc_id()
-        _check_id(doc_id)
+        check_doc_id(doc_id)
         old_row = self.row_of(doc_id)
         version = 1
         if old_row is not None:
@@ -618,7 +618,8 @@ def _delete_prefix(txn: lmdb.Transaction, db: Any, prefix: bytes) -> None:
                 break
 
 
-def _check_id(doc_id: Any) -> None:
+def check_doc_id(doc_id: Any) -> None:
+    """Refuse an id the store cannot key (empty, or longer than :data:`MAX_ID_BYTES` in UTF-8)."""
     if not isinstance(doc_id, str) or not doc_id:
         raise MapperParsingError("document id must be a non-empty string")
     try:

@@ -7,7 +7,7 @@ from typing import Any
 import falcon
 import orjson
 
-from xerj_core.errors import IllegalArgument, MapperParsingError
+from xerj_core.errors import IllegalArgument
 from xerj_core.store import WriteResult
 
 SHARDS_ONE = {"total": 1, "successful": 1, "failed": 0}
@@ -48,15 +48,3 @@ def no_unsupported(req: falcon.Request, *names: str) -> None:
         if name in req.params:
             raise IllegalArgument(f"request parameter [{name}] is not supported")
 
-
-# LMDB keys are at most 511 bytes and the store prefixes an id with 4 bytes of index number, so an
-# id longer than this cannot be stored (the store's own check allows a few bytes more and the
-# write then fails inside LMDB); refuse it here with the ES reason instead of a 500.
-MAX_STORABLE_ID_BYTES = 507
-
-
-def storable_id(doc_id: str | None) -> str | None:
-    if doc_id is not None and len(doc_id.encode()) > MAX_STORABLE_ID_BYTES:
-        raise MapperParsingError(f"id [{doc_id[:40]}...] is too long, must be no longer than "
-                                 f"{MAX_STORABLE_ID_BYTES} bytes but was: {len(doc_id.encode())}")
-    return doc_id

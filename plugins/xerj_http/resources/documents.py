@@ -10,7 +10,7 @@ import falcon
 from xerj_core.errors import IllegalArgument, IndexNotFound, ParsingError, XerjError
 from xerj_core.store import validate_index_name
 from xerj_http.bodies import json_body, refuse_unknown
-from xerj_http.resources.common import no_unsupported, send, storable_id, write_result, write_status
+from xerj_http.resources.common import no_unsupported, send, write_result, write_status
 from xerj_http.targets import BulkLine, parse_bulk, parse_mget
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,7 +69,7 @@ class Doc:
         op_type = req.get_param("op_type") or "index"
         if op_type not in ("index", "create"):
             raise IllegalArgument(f"opType must be 'create' or 'index', found: [{op_type}]")
-        result = self.store.put(_single_index(index), json_body(req, required=True), storable_id(id),
+        result = self.store.put(_single_index(index), json_body(req, required=True), id,
                                 op_type=op_type)
         send(resp, write_result(result), write_status(result))
 
@@ -116,7 +116,7 @@ class DocCreate:
         self.store = engine.store
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, index: str, id: str) -> None:
-        result = self.store.put(_single_index(index), json_body(req, required=True), storable_id(id),
+        result = self.store.put(_single_index(index), json_body(req, required=True), id,
                                 op_type="create")
         send(resp, write_result(result), 201)
 
@@ -143,7 +143,7 @@ class DocUpdate:
         upsert = body.get("upsert")
         if body.get("doc_as_upsert") is True and upsert is None:
             upsert = doc
-        result = self.store.update(_single_index(index), storable_id(id), doc, upsert=upsert)
+        result = self.store.update(_single_index(index), id, doc, upsert=upsert)
         out = write_result(result)
         if body.get("_source"):
             found = self.store.get(result.index, id)

@@ -9,11 +9,9 @@ import falcon
 
 from xerj_core.autoindex import wire
 from xerj_core.errors import GraphError, XerjError
-from xerj_core.graph.brain import validate_brain_name
-from xerj_core.graph.standing import standing_edge_ids
-from xerj_core.store import validate_index_name
+from xerj_core.store import MAX_ID_BYTES, validate_index_name
 from xerj_http.bodies import json_body, query_params
-from xerj_http.resources.common import MAX_STORABLE_ID_BYTES, send
+from xerj_http.resources.common import send
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.engine import Engine
@@ -79,8 +77,7 @@ class Standing:
         self.engine = engine
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
-        validate_brain_name(brain)
-        live, rejected = standing_edge_ids(self.engine.store, brain)
+        live, rejected = self.engine.graph.standing(brain)
         send(resp, {"brain": brain, "live": sorted(live), "rejected": sorted(rejected)})
 
 
@@ -95,9 +92,8 @@ class Invalidate:
     def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
         body = wire.structure(json_body(req, required=True), wire.Invalidation, error=GraphError)
         for n, edge_id in enumerate(body.edge_ids):
-            if not edge_id or len(edge_id.encode()) > MAX_STORABLE_ID_BYTES:
-                raise GraphError(f"[edge_ids[{n}]] is not an edge id: it must be 1 to "
-                                 f"{MAX_STORABLE_ID_BYTES} bytes long")
+            if not edge_id or len(edge_id.encode()) > MAX_ID_BYTES:
+                raise GraphError(f"[edge_ids[{n}]] is not an edge id: it must be 1 to {MAX_ID_BYTES} bytes long")
         count = self.engine.graph.invalidate_edges(brain, edge_ids=list(body.edge_ids), at=body.at)
         send(resp, {"brain": brain, "invalidated": count})
 
