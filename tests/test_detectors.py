@@ -549,6 +549,25 @@ def test_sharedterm_needs_two_word_families_and_names_terms_rarest_first():
     assert edges[0].evidence.offset == 0 and edges[0].type == "shared_term"
 
 
+@pytest.mark.parametrize("sharing", [17, 18, 20])
+def test_sharedterm_terms_shared_above_the_old_seed_bound_are_linked_or_counted(sharing):
+    # 200 files, ``sharing`` of them use two rare words: each term is in under 10% of the corpus, so every pair
+    # of those files is a candidate the contract links (up to 5 links per file) or counts as capped
+    extra = {i: "alphaterm betaterm" for i in range(0, 200, 200 // sharing)[:sharing]}
+    result = run_detectors([sharedterm.SharedtermDetector()], parse_files(vocabulary_corpus(extra, size=200)))
+    candidates = sharing * (sharing - 1) // 2
+    assert result.edges, "files sharing two distinctive terms must be linked"
+    assert len(result.edges) + result.counters["edges_capped"] == candidates
+    assert all(degree <= 5 for degree in Counter(f for e in result.edges for f in (e.src, e.dst)).values())
+
+
+def test_sharedterm_a_pair_the_per_file_search_limit_leaves_unscored_is_counted():
+    # 40 of 400 files share three terms: each file meets 39 others on its signature, more than the 16 it scores
+    extra = {i: "gammaterm deltaterm epsilonterm" for i in range(0, 400, 10)}
+    result = run_detectors([sharedterm.SharedtermDetector()], parse_files(vocabulary_corpus(extra, size=400)))
+    assert len(result.edges) + result.counters["edges_capped"] == 40 * 39 // 2
+
+
 def test_sharedterm_terms_in_over_ten_percent_are_ignored():
     # 30 files: a term in 3 is at the limit (10%), a term in 4 is the corpus's own vocabulary
     extra = {i: "common1 common2" for i in range(4)}

@@ -31,8 +31,9 @@ def test_store_refusals(client, body):
 def test_namespace_names_are_validated(client):
     for ns in ("Agent", "agent-edges", "_x"):
         assert_graph_error(store(client, ns=ns, text="x"), 400)
-    invalid = client.simulate_post("/_memory/agent", body=b"{text}")
-    assert invalid.status_code == 400 and error_type(invalid) == "parsing_exception"
+    for body in (b"{text}", b"", b"[1,2]", b'{"text": "x", "dedup_threshold": NaN}'):
+        assert_graph_error(client.simulate_post("/_memory/agent", body=body), 400)
+        assert_graph_error(client.simulate_post("/_memory/agent/_recall", body=body), 400)
 
 
 def test_list_newest_first_and_missing_namespace(client):

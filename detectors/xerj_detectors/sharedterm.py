@@ -10,27 +10,28 @@ letter (at most 40 characters), compared as exact strings: no stemming.
 - Two files become a candidate when they share terms from at least two word
   families; singular and plural (``trajectory``/``trajectories``,
   ``box``/``boxes``) are one family.
-- Candidates are found, not enumerated: each file looks up the other files
-  holding its 32 rarest distinctive terms (through posting lists no longer
-  than ``max(16, sqrt(N))``, so a term shared by many files seeds nothing on
-  its own), and scores exactly the (at most 16) files holding two or more of
-  them, those met most often first. A scored pair is judged and named on *all*
-  its common distinctive terms, however frequent. Pairs whose common words are
-  all middling are not found: they are the weakest evidence, and leaving them
-  out keeps the search linear in the size of the corpus.
+- Candidates are found, not enumerated: each file's signature is its 32
+  rarest distinctive terms, an inverted index maps each signature term to
+  every file holding it, and each file scores exactly the (at most 16) files
+  meeting it on two or more of its signature terms, those met most often first.
+  Every distinctive term can seed (a term in 17 of 200 files finds its
+  files), and a file's work is bounded by its own 32 posting lists, which are
+  short because they are its rarest. A scored pair is judged and named on
+  *all* its common distinctive terms, however frequent.
 - Candidates are ranked by the summed rarity (``log(N/df)``) of the terms
   they share, and accepted greedily while both files have
   fewer than 5 ``shared_term`` links; every refused candidate is counted as
-  ``edges_capped``.
+  ``edges_capped``, and so is every pair meeting on two signature terms that
+  the 16-per-file limit left unscored from both ends: a candidate is linked or
+  counted, never silently dropped.
 
 The edge goes from the file whose path sorts first to the other, and its
 rationale (offset 0) names the shared terms rarest first:
 ``"<a> and <b> share N distinctive terms: t1, t2, …"`` (cut to 240 characters).
 
 Executors: ``summarize`` (map, per file) yields the file's term set;
-``combine`` counts document frequencies, builds an inverted index over the
-rare distinctive terms only, scores candidate pairs found through it and
-applies the cap; ``detect`` (map, per file, with the state broadcast) emits
+``combine`` counts document frequencies, builds the inverted index over the
+signature terms, scores candidate pairs found through it and applies the cap; ``detect`` (map, per file, with the state broadcast) emits
 the file's accepted edges. No step compares every file with every other.
 """
 
@@ -41,6 +42,8 @@ import re
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
+import numpy as np
+
 from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft
 from xerj_core.text import tokenize
 
@@ -49,11 +52,9 @@ MIN_FAMILIES = 2
 MAX_LINKS = 5
 MIN_TERM = 3
 MAX_TERM = 40
-# candidate search (see the module docstring): how many of a file's rarest terms seed it, the longest
-# posting list a seed may have (at least this, else the square root of the corpus size), and how many
+# candidate search (see the module docstring): how many of a file's rarest terms seed it, and how many
 # of the files found through them are scored exactly
 SIGNATURE_TERMS = 32
-SEED_MIN_DF = 16
 CANDIDATES_PER_FILE = 16
 _LETTER = re.compile(r"[^\W\d_]")
 
@@ -100,30 +101,37 @@ class SharedtermDetector:
         # df <= 10% of the files, in integers so no rounding decides a borderline term
         allowed = {t for t, n in df.items() if n >= 2 and n * 100 <= total * MAX_SHARE_PERCENT}
         distinctive = [terms & allowed for _, terms in units]
-        seed_df = max(SEED_MIN_DF, math.isqrt(total))
-        seedable = {t for t in allowed if df[t] <= seed_df}
-        postings: dict[str, list[int]] = defaultdict(list)
-        for index, terms in enumerate(distinctive):
-            for term in terms & seedable:
-                postings[term].append(index)
         rarity = {term: math.log(total / df[term]) for term in allowed}
         families = {term: family(term) for term in allowed}
         # one global order, rarest first, so per-file sorts use a C-level key
         rank = {term: i for i, term in enumerate(sorted(allowed, key=lambda t: (df[t], t)))}.__getitem__
+        signatures = [sorted(terms, key=rank)[:SIGNATURE_TERMS] for terms in distinctive]
+        # the inverted index over the signature terms: each to every file holding it (df >= 2, so never alone)
+        seeding = {term for signature in signatures for term in signature}
+        holders: dict[str, list[int]] = defaultdict(list)
+        for index, terms in enumerate(distinctive):
+            for term in terms & seeding:
+                holders[term].append(index)
+        postings = {term: np.asarray(files, np.int64) for term, files in holders.items()}
 
         pairs: dict[tuple[int, int], tuple[float, frozenset[str]]] = {}
+        examined: set[tuple[int, int]] = set()
+        unscored: set[tuple[int, int]] = set()
         for index, terms in enumerate(distinctive):
-            # seed candidates from the file's rarest terms only, through short posting lists
-            seeds = sorted(terms & seedable, key=rank)[:SIGNATURE_TERMS]
-            hits: Counter[int] = Counter()
-            for term in seeds:
-                hits.update(postings[term])
-            hits.pop(index, None)
-            ranked = sorted((-count, other) for other, count in hits.items() if count >= MIN_FAMILIES)
-            for _, other in ranked[:CANDIDATES_PER_FILE]:
+            lists = [postings[term] for term in signatures[index]]
+            if len(lists) < MIN_FAMILIES:
+                continue
+            hits = np.bincount(np.concatenate(lists), minlength=total)
+            hits[index] = 0
+            others = np.flatnonzero(hits >= MIN_FAMILIES)
+            ranked = others[np.argsort(-hits[others], kind="stable")].tolist()  # most hits first, then file order
+            for other in ranked[CANDIDATES_PER_FILE:]:
+                unscored.add((index, other) if index < other else (other, index))
+            for other in ranked[:CANDIDATES_PER_FILE]:
                 key = (index, other) if index < other else (other, index)
-                if key in pairs:
+                if key in examined:
                     continue
+                examined.add(key)
                 shared = terms & distinctive[other]
                 if len(shared) < MIN_FAMILIES or len(set(map(families.__getitem__, shared))) < MIN_FAMILIES:
                     continue
@@ -133,7 +141,8 @@ class SharedtermDetector:
 
         degree = [0] * total
         accepted: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
-        capped = 0
+        # pairs the per-file limit left unscored from both ends are refused candidates too
+        capped = len(unscored - examined)
         for (a, b), (_, shared_terms) in candidates:
             if degree[a] >= MAX_LINKS or degree[b] >= MAX_LINKS:
                 capped += 1
