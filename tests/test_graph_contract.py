@@ -220,10 +220,16 @@ def test_unlink_refusals(engine):
 
 # -- the hop cap and ego's refusals ------------------------------------------------------------
 
-@pytest.mark.parametrize("hops", [0, 3, -1, "0", "3", "two", "", 1.5, True])
+@pytest.mark.parametrize("hops", [3, "3", "two", "", 1.5, True])
 def test_ego_hop_cap(engine, hops):
     engine.graph.link("notes", {"src": "a", "dst": "b", "type": "t"})
     assert refusal(engine.graph.ego, "notes", {"node": "a", "hops": hops}).reason == SENTENCE
+
+
+@pytest.mark.parametrize("hops", [0, -1, "0"])
+def test_engine_level_ego_names_the_floor_like_reachable(engine, hops):
+    engine.graph.link("notes", {"src": "a", "dst": "b", "type": "t"})
+    assert refusal(engine.graph.ego, "notes", {"node": "a", "hops": hops}).reason == "hops must be at least 1. " + SENTENCE
 
 
 def test_engine_level_hops_zero_names_the_floor(engine):

@@ -8,7 +8,7 @@ import falcon
 import orjson
 
 from xerj_core import params
-from xerj_core.errors import IllegalArgument, InvalidJson, ParsingError, XerjError
+from xerj_core.errors import GraphError, IllegalArgument, InvalidJson, ParsingError, XerjError
 from xerj_http.errors import PayloadTooLarge
 
 MAX_BODY_BYTES = 100 * 1024 * 1024  # Elasticsearch's default http.max_content_length
@@ -55,6 +55,23 @@ def json_body(req: falcon.Request, *, required: bool = False) -> dict[str, Any]:
             raise ParsingError(f"request body must be a JSON object, not {_json_kind(body)}")
     ctx.json_body = body
     return body
+
+
+def contract_body(req: falcon.Request) -> Any:
+    """The JSON body of a graph or memory route, refused in the contract's one shape (``graph_error``).
+
+    Any JSON value comes back (the service refuses a non-object in its own
+    words); a body that is empty or not JSON at all (``NaN`` included: JSON has
+    no such number) is a :class:`~xerj_core.errors.GraphError`, never the ES
+    ``parsing_exception`` the other routes give.
+    """
+    data = raw_body(req)
+    if not data.strip():
+        raise GraphError("request body is required")
+    try:
+        return parse_json(data)
+    except XerjError as exc:
+        raise GraphError(exc.reason) from None
 
 
 def ndjson_lines(data: bytes) -> list[tuple[int, bytes]]:

@@ -101,8 +101,13 @@ def parse_direction(value: Any) -> str:
 
 # -- the requests -------------------------------------------------------------------------------
 
-def parse_ego(query: Mapping[str, Any]) -> EgoRequest:
-    """``GET /_graph/{brain}/ego`` parameters, from a query string (strings) or natively (Python values)."""
+def parse_ego(query: Mapping[str, Any], *, engine_level: bool = True) -> EgoRequest:
+    """``GET /_graph/{brain}/ego`` parameters, from a query string (strings) or natively (Python values).
+
+    ``engine_level`` is the contract's distinction for ``hops`` below 1: asked
+    of the engine directly, the refusal names the floor (``hops must be at
+    least 1.``) before the cap sentence; through HTTP it is the sentence alone.
+    """
     params.refuse_unknown(query, EGO_PARAMS, GraphError, what="ego")
     node, nodes = query.get("node"), query.get("nodes")
     if node is not None and nodes is not None:
@@ -131,7 +136,7 @@ def parse_ego(query: Mapping[str, Any]) -> EgoRequest:
     nodes_index = optional("nodes_index", lambda v: ",".join(params.names(v, "nodes_index", GraphError)))
     return EgoRequest(
         seeds=tuple(seeds), single=node is not None,
-        hops=parse_hops(query.get("hops", 1), engine_level=False, source=params.QUERY),
+        hops=parse_hops(query.get("hops", 1), engine_level=engine_level, source=params.QUERY),
         direction=parse_direction(query.get("direction", BOTH)),
         types=types, trust=trust,
         limit=min(MAX_LIMIT, max(1, params.integer(query.get("limit", DEFAULT_LIMIT), "limit", GraphError,

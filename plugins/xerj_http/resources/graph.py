@@ -9,8 +9,9 @@ import falcon
 
 from xerj_core.autoindex import wire
 from xerj_core.errors import GraphError, XerjError
+from xerj_core.graph.requests import parse_ego
 from xerj_core.store import MAX_ID_BYTES, validate_index_name
-from xerj_http.bodies import json_body, query_params
+from xerj_http.bodies import contract_body, query_params
 from xerj_http.resources.common import send
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,7 +27,7 @@ class Link:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
-        created, body = self.engine.graph.link(brain, json_body(req, required=True))
+        created, body = self.engine.graph.link(brain, contract_body(req))
         send(resp, body, 201 if created else 200)
 
 
@@ -52,7 +53,7 @@ class Ego:
         self.engine = engine
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
-        send(resp, self.engine.graph.ego(brain, query_params(req)))
+        send(resp, self.engine.graph.ego(brain, parse_ego(query_params(req), engine_level=False)))
 
 
 class Overview:
@@ -90,7 +91,7 @@ class Invalidate:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
-        body = wire.structure(json_body(req, required=True), wire.Invalidation, error=GraphError)
+        body = wire.structure(contract_body(req), wire.Invalidation, error=GraphError)
         for n, edge_id in enumerate(body.edge_ids):
             if not edge_id or len(edge_id.encode()) > MAX_ID_BYTES:
                 raise GraphError(f"[edge_ids[{n}]] is not an edge id: it must be 1 to {MAX_ID_BYTES} bytes long")
@@ -111,7 +112,7 @@ class Detected:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
-        body = wire.structure(json_body(req, required=True), wire.EdgeBatch, error=GraphError)
+        body = wire.structure(contract_body(req), wire.EdgeBatch, error=GraphError)
         if body.nodes_index is not None:
             names = body.nodes_index.split(",")
             for name in names:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import falcon
 
 from xerj_core.errors import GraphError
-from xerj_http.bodies import bool_param, json_body, query_params
+from xerj_http.bodies import bool_param, contract_body, query_params
 from xerj_http.resources.common import send
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,7 +27,7 @@ class Namespace:
         send(resp, self.engine.memory.create(namespace, json_body(req, required=False)))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
-        status, body = self.engine.memory.store(namespace, json_body(req, required=True))
+        status, body = self.engine.memory.store(namespace, contract_body(req))
         send(resp, body, status)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
@@ -46,7 +46,7 @@ class Recall:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
-        send(resp, self.engine.memory.recall(namespace, json_body(req, required=True)))
+        send(resp, self.engine.memory.recall(namespace, contract_body(req)))
 
 
 class Reembed:
