@@ -138,8 +138,10 @@ SCHEMAS: dict[str, Any] = {
         "brain": STRING, "contract": STRING, "seeds": {"type": "array", "items": STRING}, "node": STRING,
         "as_of": INT, "hops": INT, "direction": STRING,
         "edges": {"type": "array", "items": ANY_OBJECT}, "neighbors": {"type": "array", "items": {}},
-        "nodes": {}, "not_shown": ANY_OBJECT,
-    }, required=["brain", "contract", "seeds", "hops", "edges", "not_shown"]),
+        "nodes": {}, "not_shown": ANY_OBJECT, "node_found": BOOL,
+        "resolved": {"type": "object", "additionalProperties": STRING},
+        "not_found": {"type": "object", "additionalProperties": {"type": "array", "items": ANY_OBJECT}},
+    }, required=["brain", "contract", "seeds", "hops", "edges", "not_shown", "node_found"]),
     "Overview": _obj({
         "brain": STRING, "contract": STRING, "exists": BOOL, "as_of": INT, "nodes_index": STRING,
         "nodes": ANY_OBJECT, "embedder": STRING, "edges": ANY_OBJECT, "types": {}, "detectors": {},
@@ -411,7 +413,9 @@ def paths() -> dict[str, Any]:
         },
         "/_graph/{brain}/ego": {
             "get": op("The bounded neighbourhood of a node or of seeds", ok("Ego"), params=[
-                path("brain"), query("node", STRING), query("nodes", STRING, "comma-separated seed ids"),
+                path("brain"),
+                query("node", STRING, "a node id, or a title, alias or file stem (resolved as a wikilink is)"),
+                query("nodes", STRING, "comma-separated seeds, each an id or a name"),
                 query("hops", INT, "1 or 2"), query("direction", {"type": "string", "enum": ["out", "in", "both"]}),
                 query("types", STRING), query("limit", INT), query("as_of", STRING),
                 query("include_expired", BOOL), query("include_nodes", BOOL), query("nodes_index", STRING),

@@ -21,6 +21,7 @@ from xerj_core.autoindex import wire
 from xerj_core.autoindex.sink import CATALOG_INDEX, FILES_INDEX, split_ref
 from xerj_core.errors import IllegalArgument, MapperParsingError, ParsingError, XerjError
 from xerj_core.graph.brain import META_ID, edges_index, nodes_index
+from xerj_core.graph.names import reads_nodes_indices
 from xerj_core import params
 from xerj_core.params import INSTANT_LIMIT
 from xerj_core.query.resolve import resolve_indices
@@ -284,6 +285,16 @@ def _nodes_indices(store: Any, brain: str, override: Any) -> list[str]:
     return [nodes_index(brain)]
 
 
+def _names_read_nodes(store: Any, brain: str, qs: Any) -> bool:
+    """Whether ego's ``node``/``nodes`` hold a name (not a node id) that resolution reads the nodes indices for."""
+    given = [value for key in ("node", "nodes") if isinstance(value := qs.get(key), str)]
+    names = [name.strip() for value in given for name in value.split(",") if name.strip()]
+    try:
+        return bool(names) and reads_nodes_indices(store, brain, names)
+    except XerjError:
+        return False
+
+
 def _maybe_true(value: Any, name: str) -> bool:
     """Whether a flag may read as true to the service; a malformed one counts (the service then refuses it)."""
     if value is None:
@@ -330,7 +341,8 @@ def resolve_targets(req: falcon.Request) -> list[str]:
     brain = params.get("brain")
     if brain is not None:
         add([edges_index(brain)])
-        if template.endswith("/ego") and _maybe_true(qs.get("include_nodes"), "include_nodes"):
+        if template.endswith("/ego") and (_maybe_true(qs.get("include_nodes"), "include_nodes")
+                                          or _names_read_nodes(store, brain, qs)):
             add(_nodes_indices(store, brain, qs.get("nodes_index")))
         elif template.endswith("/overview"):
             add(_nodes_indices(store, brain, None))
@@ -340,8 +352,14 @@ def resolve_targets(req: falcon.Request) -> list[str]:
         add([nodes_index(namespace)])
         if template.endswith("/_recall"):
             try:
-                if "graph" in json_body(req):
+                graph = json_body(req).get("graph")
+                if graph is not None:
                     add([edges_index(namespace)])
+                    seeds = graph.get("seeds") if isinstance(graph, dict) else None
+                    # seeds given by name are resolved against the brain's nodes indices
+                    if isinstance(seeds, list) and reads_nodes_indices(
+                            store, namespace, [s for s in seeds if isinstance(s, str)]):
+                        add(_nodes_indices(store, namespace, None))
             except XerjError:
                 pass
 

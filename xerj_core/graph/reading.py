@@ -21,6 +21,7 @@ from xerj_core.graph.hop import (
     new_counters,
     shortest_float,
 )
+from xerj_core.graph.names import resolve_in
 from xerj_core.graph.requests import (
     EgoRequest,
     OverviewRequest,
@@ -153,6 +154,11 @@ class GraphReading:
                 reader = self.store.open_reader(raw, edges_index(brain))
             except IndexNotFound:
                 raise GraphNotFound(f"brain '{brain}' does not exist: it has no edges index") from None
+            index_list = request.nodes_index or self._meta_nodes_index(reader, brain)
+            # a node asked for by title, alias or file stem becomes its id before anything is read
+            names = resolve_in(self.store, raw, reader, index_list.split(","), seeds,
+                               what="node" if request.single else "nodes")
+            seeds = list(dict.fromkeys(names.nodes))
             filters = self._filters(reader, as_of=request.as_of, include_expired=request.include_expired,
                                     types=request.types, trust=request.trust,
                                     min_confidence=request.min_confidence)
@@ -163,11 +169,15 @@ class GraphReading:
             response: dict[str, Any] = {"brain": brain, "contract": CONTRACT, "seeds": seeds}
             if len(seeds) == 1:
                 response["node"] = seeds[0]
+            response["node_found"] = names.found
+            if names.resolved:
+                response["resolved"] = dict(names.resolved)
+            if names.unknown:
+                response["not_found"] = {name: list(closest) for name, closest in names.unknown.items()}
             response.update({"as_of": request.as_of, "hops": request.hops, "direction": request.direction,
                              "edges": edges, "neighbors": neighbors})
             dangling: list[str] = []
             if request.include_nodes:
-                index_list = request.nodes_index or self._meta_nodes_index(reader, brain)
                 response["nodes_index"] = index_list
                 response["nodes"], dangling = hydrate_nodes(self.store, raw, index_list.split(","),
                                                             seeds + neighbors)
@@ -285,17 +295,22 @@ class GraphReading:
         trust_list = parse_trust(trust if isinstance(trust, str) else list(trust)) if trust is not None else None
         seed_list = list(dict.fromkeys(s for s in seeds if isinstance(s, str) and s))
         counters: dict[str, Any] = new_counters()
-        counters.update(reachable_clipped=0, no_edges_index=False)
+        counters.update(reachable_clipped=0, no_edges_index=False, seeds_not_found=0)
         if len(seed_list) > self.frontier_cap:
             counters["frontier_clipped"] += len(seed_list) - self.frontier_cap
             seed_list = seed_list[:self.frontier_cap]
-        best: dict[str, dict[str, Any]] = {s: {"hop": 0, "proximity": 1.0} for s in seed_list}
         with self.store.read_txn() as raw:
             try:
                 reader = self.store.open_reader(raw, edges_index(brain))
             except IndexNotFound:
                 counters["no_edges_index"] = True
+                best = {s: {"hop": 0, "proximity": 1.0} for s in seed_list}
                 return self._clip_reachable(best, limit, counters), counters
+            names = resolve_in(self.store, raw, reader, self._meta_nodes_index(reader, brain).split(","), seed_list,
+                               what="graph.seeds")
+            counters["seeds_not_found"] = len(names.unknown)
+            seed_list = list(dict.fromkeys(names.nodes))
+            best: dict[str, dict[str, Any]] = {s: {"hop": 0, "proximity": 1.0} for s in seed_list}
             filters = self._filters(reader, as_of=when, types=type_list, trust=trust_list, min_confidence=threshold)
             found = self._run_hops(reader, seed_list, hops=hops, direction=direction, filters=filters,
                                    counters=counters)

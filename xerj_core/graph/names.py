@@ -1,0 +1,220 @@
+"""Nodes by name: what a person types (an id, a title, an alias, a file stem) resolved to a node id, as wikilinks resolve.
+
+A node is asked for as:
+
+1. its **id**, exactly: a node of the brain's edges, or a document of its nodes
+   indices — it is itself, whatever else the text could also mean;
+2. a **wikilink target** (:func:`xerj_core.autoindex.links.note_candidates`,
+   the link detector's own rules): a file stem or name, a root-relative path
+   with or without extension, a path suffix, or a front-matter alias, each
+   case-insensitively; ``Name#Heading`` picks that section;
+3. a **title**, case-insensitively: of a file's card (sections share their
+   file's title, so they are reached as ``Name#Heading``) or of a document that
+   has no file at all.
+
+The documents rules 2 and 3 find are pooled. One document: resolved. Several:
+ambiguous, a :class:`~xerj_core.errors.GraphError` listing the candidates
+(``index.md`` in five folders is five notes; type more of the path). None: the
+name is unknown; it stays as typed (an id no edge carries reaches nothing) and
+the closest names are offered.
+
+Every surface that takes a node from a person calls :func:`resolve_nodes`
+(ego, recall's graph seeds, MCP tools, memory's ``about``). The names of a
+nodes index are read once per generation of that index (``IndexReader.memo``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+import attrs
+import numpy as np
+
+from xerj_core.autoindex.detect import Corpus
+from xerj_core.autoindex.links import note_candidates, target_document
+from xerj_core.errors import GraphError, IndexNotFound
+from xerj_core.model import SourceDocument
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.store import IndexReader
+    from xerj_core.store.backends import OpenStore
+
+MAX_CANDIDATES_LISTED = 10
+CLOSEST = 5
+
+
+@attrs.frozen
+class Resolution:
+    """``nodes``: one id per name asked, in order (an unknown name kept as typed).
+
+    ``resolved`` maps each name that was not already an id to the id it named;
+    ``unknown`` maps each name that named nothing to the closest known names,
+    as ``{"name", "node"}`` pairs, nearest first.
+    """
+
+    nodes: tuple[str, ...]
+    resolved: Mapping[str, str]
+    unknown: Mapping[str, tuple[dict[str, str], ...]]
+
+    @property
+    def found(self) -> bool:
+        return not self.unknown
+
+
+@attrs.frozen
+class NodeNames:
+    """The names of one nodes index: a text-free corpus of its files, its titles, and every name for suggestions."""
+
+    corpus: Corpus
+    titles: Mapping[str, tuple[str, ...]]
+    labels: Mapping[str, str]  # lowercased name -> a node id it names, for "did you mean"
+
+
+def _card_first(docs: list[tuple[int, SourceDocument]]) -> list[SourceDocument]:
+    return [doc for _order, doc in sorted(docs, key=lambda item: (item[1].kind != "file", item[0]))]
+
+
+def node_names(reader: "IndexReader", index: str) -> NodeNames:
+    """The names of the nodes index ``index`` (read through ``reader``), built once per generation."""
+    return reader.memo(("graph.node_names", index), lambda: _build_names(reader, index))
+
+
+def _build_names(reader: "IndexReader", index: str) -> NodeNames:
+    files: dict[str, list[tuple[int, SourceDocument]]] = defaultdict(list)
+    titles: dict[str, list[str]] = defaultdict(list)
+    labels: dict[str, str] = {}
+    for row, doc_id, source, _version in reader.documents(np.flatnonzero(reader.live).tolist()):
+        path = source.get("ax_path")
+        title = source.get("title")
+        title = title.strip() if isinstance(title, str) else ""
+        kind = source.get("kind")
+        aliases = source.get("aliases")
+        aliases = [a for a in aliases if isinstance(a, str)] if isinstance(aliases, list) else []
+        if isinstance(path, str) and path:
+            section = source.get("section")
+            anchor = source.get("anchor")
+            fields: dict[str, Any] = {"aliases": aliases} if aliases else {}
+            if isinstance(anchor, str):
+                fields["anchor"] = anchor
+            files[path].append((row, SourceDocument(
+                doc_id=doc_id, dataset=index, ax_path=path, title=title, text="",
+                section=section if isinstance(section, str) else "", kind=kind if isinstance(kind, str) else "",
+                mtime_ms=0, format=str(source.get("format") or ""), fields=fields)))
+            if kind != "file":
+                continue
+            stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+            for label in (stem, path, *aliases):
+                labels.setdefault(label.lower(), doc_id)
+        if title:
+            titles[title.lower()].append(doc_id)
+            labels.setdefault(title.lower(), doc_id)
+    corpus = Corpus({path: _card_first(docs) for path, docs in files.items()})
+    return NodeNames(corpus, {k: tuple(dict.fromkeys(v)) for k, v in titles.items()}, labels)
+
+
+def _is_edge_node(name: str, edges: "IndexReader | None") -> bool:
+    return edges is not None and edges.field("src") is not None and \
+        edges.field_dictionary("src").ordinal(name) is not None
+
+
+def reads_nodes_indices(store: "OpenStore", brain: str, names: Iterable[str]) -> bool:
+    """Whether resolving ``names`` reads the brain's nodes indices: some name is not a node of its edges.
+
+    Authorization asks this before the request runs, so resolution never reads
+    an index the caller was not authorized for.
+    """
+    from xerj_core.graph.brain import edges_index
+
+    try:
+        with store.reader(edges_index(brain)) as edges:
+            return not all(_is_edge_node(name, edges) for name in names)
+    except IndexNotFound:
+        return False  # nothing to expand from: the names are never resolved
+
+
+def _matches(name: str, names: Sequence[NodeNames]) -> list[str]:
+    note, _, heading = name.partition("#")
+    found: dict[str, None] = {}
+    for index_names in names:
+        corpus = index_names.corpus
+        for path in note_candidates(corpus, "", note) if note.strip() else ():
+            doc = target_document(corpus, path, heading.strip())
+            if doc is not None:
+                found[doc.doc_id] = None
+        if not heading:
+            found.update(dict.fromkeys(index_names.titles.get(name.strip().lower(), ())))
+    return list(found)
+
+
+def _closest(name: str, names: Sequence[NodeNames]) -> tuple[dict[str, str], ...]:
+    labels: dict[str, str] = {}
+    for index_names in names:
+        for label, node in index_names.labels.items():
+            labels.setdefault(label, node)
+    near = difflib.get_close_matches(name.strip().lower(), list(labels), n=CLOSEST, cutoff=0.5)
+    return tuple({"name": label, "node": labels[label]} for label in near)
+
+
+def resolve_in(store: "OpenStore", raw: Any, edges: "IndexReader | None", indices: Iterable[str],
+               names: Sequence[str], *, what: str = "node") -> Resolution:
+    """Resolve ``names`` inside an open read transaction ``raw`` (``edges`` is the brain's edges reader, if any).
+
+    ``what`` names the parameter in an ambiguity's refusal (``node``, ``nodes``, ``graph.seeds``).
+    """
+    readers: list[tuple[str, "IndexReader"]] | None = None
+    built: list[NodeNames] | None = None
+    out: list[str] = []
+    resolved: dict[str, str] = {}
+    unknown: dict[str, tuple[dict[str, str], ...]] = {}
+    for name in names:
+        if _is_edge_node(name, edges):  # the common case reads nothing but the edges' dictionary
+            out.append(name)
+            continue
+        if readers is None:
+            readers = []
+            for index in indices:
+                try:
+                    readers.append((index, store.open_reader(raw, index)))
+                except IndexNotFound:
+                    continue
+        if any(reader.row_of(name) is not None for _index, reader in readers):
+            out.append(name)
+            continue
+        if built is None:
+            built = [node_names(reader, index) for index, reader in readers]
+        found = _matches(name, built)
+        if len(found) > 1:
+            listed = ", ".join(found[:MAX_CANDIDATES_LISTED])
+            more = f" and {len(found) - MAX_CANDIDATES_LISTED} more" if len(found) > MAX_CANDIDATES_LISTED else ""
+            raise GraphError(f"[{what}] '{name}' is ambiguous: it names {len(found)} nodes ({listed}{more}); "
+                             f"give one of their ids or more of the path")
+        if found:
+            resolved[name] = found[0]
+            out.append(found[0])
+        else:
+            unknown[name] = _closest(name, built)
+            out.append(name)
+    return Resolution(tuple(out), resolved, unknown)
+
+
+def resolve_nodes(store: "OpenStore", brain: str, names: Sequence[str], *, nodes_index: str | None = None,
+                  what: str = "node") -> Resolution:
+    """Resolve ``names`` against the brain ``brain`` (its edges and its nodes indices) in one snapshot.
+
+    ``nodes_index`` (a comma list) overrides the brain's own, as ego's parameter does.
+    """
+    from xerj_core.graph.brain import META_ID, edges_index, nodes_index as default_nodes_index
+
+    with store.read_txn() as raw:
+        try:
+            edges: "IndexReader | None" = store.open_reader(raw, edges_index(brain))
+        except IndexNotFound:
+            edges = None
+        indices = nodes_index
+        if indices is None and edges is not None:
+            meta = edges.get(META_ID)
+            listed = meta[0].get("nodes_index") if meta is not None else None
+            indices = listed if isinstance(listed, str) and listed else None
+        return resolve_in(store, raw, edges, (indices or default_nodes_index(brain)).split(","), names, what=what)
