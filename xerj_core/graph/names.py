@@ -157,6 +157,13 @@ def _closest(name: str, names: Sequence[NodeNames]) -> tuple[dict[str, str], ...
     return tuple({"name": label, "node": labels[label]} for label in near)
 
 
+def _existing(store: "OpenStore", raw: Any, index: str) -> "IndexReader | None":
+    try:
+        return store.open_reader(raw, index)
+    except IndexNotFound:
+        return None  # a nodes index not created yet names nothing
+
+
 def resolve_in(store: "OpenStore", raw: Any, edges: "IndexReader | None", indices: Iterable[str],
                names: Sequence[str], *, what: str = "node") -> Resolution:
     """Resolve ``names`` inside an open read transaction ``raw`` (``edges`` is the brain's edges reader, if any).
@@ -173,12 +180,7 @@ def resolve_in(store: "OpenStore", raw: Any, edges: "IndexReader | None", indice
             out.append(name)
             continue
         if readers is None:
-            readers = []
-            for index in indices:
-                try:
-                    readers.append((index, store.open_reader(raw, index)))
-                except IndexNotFound:
-                    continue
+            readers = [(index, reader) for index in indices if (reader := _existing(store, raw, index)) is not None]
         if any(reader.row_of(name) is not None for _index, reader in readers):
             out.append(name)
             continue
