@@ -55,6 +55,7 @@ def test_xerj_brain_indexes_then_serves_the_folder(tmp_path):
     proc = subprocess.Popen([*XERJ, "brain", str(notes), "--data-dir", str(tmp_path / "data"), "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     admin_key = tmp_path / "data" / "admin.key"
+    printed = []
 
     def auth() -> dict[str, str]:
         # The server it starts is secured; the admin key appears once that server has started.
@@ -67,9 +68,15 @@ def test_xerj_brain_indexes_then_serves_the_folder(tmp_path):
         ego = get_json(f"http://127.0.0.1:{port}/_graph/my-notes/ego?node=alpha.md&hops=2", auth())
         # The link sits in the section under "# Alpha", one sequence hop from the file card.
         assert any(e["dst"] == "beta.md" and e["type"] == "wikilink" for e in ego["edges"])
+        while not printed or not printed[-1].startswith("it is secured"):  # the closing summary, read as printed
+            printed.append(proc.stdout.readline().strip())
+        # the printed ego URL works as printed: the most linked note, with its edges
+        (ego_url,) = [line.split(None, 1)[1] for line in printed if line.startswith("ego:")]
+        printed_ego = get_json(ego_url, auth())
+        assert printed_ego["node"] == "beta.md" and printed_ego["node_found"] and printed_ego["edges"]
     finally:
         proc.send_signal(signal.SIGTERM)
-        output = proc.communicate(timeout=30)[0]
+        output = "\n".join(printed) + proc.communicate(timeout=30)[0]
     assert "brain 'my-notes' is ready" in output
     assert f"http://127.0.0.1:{port}/_graph/my-notes/overview" in output
     assert str(admin_key) in output and admin_key.read_text().strip() not in output

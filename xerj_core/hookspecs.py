@@ -24,7 +24,7 @@ hookimpl = pluggy.HookimplMarker("xerj")
 RegisterDetector = Callable[["Detector"], None]
 RegisterEmbedder = Callable[["Embedder"], None]
 RegisterFormat = Callable[["Format"], None]
-RegisterAuthBackend = Callable[[Any], None]  # the backend protocol arrives with the auth work
+RegisterAuthBackend = Callable[[Any], None]  # a backend: a unique name and open(data_dir) (xerj_auth is one)
 RegisterAuditSink = Callable[[Any], None]  # the sink protocol arrives with the audit work
 RegisterStorageBackend = Callable[[str, "Opener"], None]
 

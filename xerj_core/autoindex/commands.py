@@ -17,10 +17,10 @@ from typing import Any, Iterator
 
 import click
 
+from xerj_core import hookimpl
 from xerj_core.credentials import ADMIN_KEY_FILE, api_key_for, authorization_header
 from xerj_core.engine import Engine, default_data_dir
 from xerj_core.errors import XerjError
-from xerj_core import hookimpl
 from xerj_core.text import derive_brain_name
 
 
