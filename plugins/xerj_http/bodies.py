@@ -57,16 +57,19 @@ def json_body(req: falcon.Request, *, required: bool = False) -> dict[str, Any]:
     return body
 
 
-def contract_body(req: falcon.Request) -> Any:
+def contract_body(req: falcon.Request, *, required: bool = True) -> Any:
     """The JSON body of a graph or memory route, refused in the contract's one shape (``graph_error``).
 
     Any JSON value comes back (the service refuses a non-object in its own
     words); a body that is empty or not JSON at all (``NaN`` included: JSON has
     no such number) is a :class:`~xerj_core.errors.GraphError`, never the ES
-    ``parsing_exception`` the other routes give.
+    ``parsing_exception`` the other routes give. An empty body is ``{}`` when
+    not ``required``.
     """
     data = raw_body(req)
     if not data.strip():
+        if not required:
+            return {}
         raise GraphError("request body is required")
     try:
         return parse_json(data)

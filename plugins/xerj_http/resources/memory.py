@@ -24,7 +24,7 @@ class Namespace:
         self.engine = engine
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
-        send(resp, self.engine.memory.create(namespace, json_body(req, required=False)))
+        send(resp, self.engine.memory.create(namespace, contract_body(req, required=False)))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
         status, body = self.engine.memory.store(namespace, contract_body(req))
@@ -58,7 +58,7 @@ class Reembed:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
-        send(resp, self.engine.memory.reembed(namespace, json_body(req, required=True)))
+        send(resp, self.engine.memory.reembed(namespace, contract_body(req)))
 
 
 class Memory:
