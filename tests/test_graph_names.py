@@ -65,14 +65,14 @@ def test_an_ambiguous_name_is_a_graph_error_listing_the_candidates(foam_brain):
         ego(foam_brain, "index")
     reason = caught.value.reason
     assert "[node] 'index' is ambiguous" in reason and "index.md" in reason and "user/index.md" in reason
-    client = TestClient(create_app(foam_brain, foam_brain.pm))
+    client = TestClient(create_app(foam_brain, foam_brain.pm, insecure=True))
     result = client.simulate_get("/_graph/foam/ego", params={"node": "index"})
     assert result.status_code == 400 and result.json["error"]["type"] == "graph_error"
     assert set(result.json) == {"error", "status"}
 
 
 def test_an_unknown_name_is_200_with_node_found_false_and_the_closest_names(foam_brain):
-    client = TestClient(create_app(foam_brain, foam_brain.pm))
+    client = TestClient(create_app(foam_brain, foam_brain.pm, insecure=True))
     result = client.simulate_get("/_graph/foam/ego", params={"node": "Foam Comands"})
     assert result.status_code == 200
     body = result.json
@@ -114,7 +114,7 @@ def test_a_name_makes_the_nodes_index_a_target_an_id_does_not(foam_brain):
         asked.append(list(targets))
 
     foam_brain.memory.store("foam", {"text": "a memory for the recall below"})
-    client = TestClient(create_app(foam_brain, foam_brain.pm, policy=recording))
+    client = TestClient(create_app(foam_brain, foam_brain.pm, insecure=True, policy=recording))
     assert client.simulate_get("/_graph/foam/ego", params={"node": COMMANDS}).status_code == 200
     assert client.simulate_get("/_graph/foam/ego", params={"node": "Command palette"}).status_code == 200
     recall = {"query": "memory", "graph": {"mode": "restrict", "seeds": ["Foam Commands"]}}

@@ -152,7 +152,7 @@ def test_hook_xerj_audit_event(engine, pm):
     sink = Sink()
     pm.register(sink, name="sink")
     try:
-        client = TestClient(create_app(engine, pm))
+        client = TestClient(create_app(engine, pm, insecure=True))
         assert client.simulate_put("/books/_doc/1", json={"title": "Dune"}).status_code == 201
         assert client.simulate_get("/_graph/notes/ego", params={"node": "a", "hops": "3"}).status_code == 400
     finally:
