@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import falcon
 
@@ -11,6 +11,9 @@ from xerj_core.errors import XerjError
 from xerj_core.query.resolve import resolve_indices
 from xerj_http.errors import Forbidden, Unauthenticated
 from xerj_http.targets import FAN_OUT_ROUTES, parse_msearch, resolve_targets
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.engine import Engine
 
 
 # What each HTTP method does to its targets when a resource does not say otherwise.
@@ -78,7 +81,7 @@ def _unauthenticated(req: falcon.Request) -> Unauthenticated:
 class ResolveTargets:
     """Slot 2: every index the request touches (``req.context.targets``), through :func:`resolve_targets`."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict) -> None:
@@ -275,7 +278,7 @@ def audit_resource(params: dict | None, targets: Sequence[str]) -> str:
 class Audit:
     """Slot 5: one ``xerj_audit_event`` per request, after the resource ran (or failed)."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,

@@ -54,7 +54,7 @@ class Reembed:
 
     ops = {"POST": ("memory.reembed", "manage")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import falcon
 
@@ -11,6 +11,9 @@ from xerj_core.errors import IllegalArgument
 from xerj_http.bodies import bool_param, json_body
 from xerj_http.errors import Forbidden
 from xerj_http.resources.common import send
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.engine import Engine
 
 _INVALIDATE_FIELDS = {"ids", "id", "name"}
 
@@ -38,7 +41,7 @@ class ApiKeys:
     ops = {"POST": ("security.create_api_key", "cluster"), "PUT": ("security.create_api_key", "cluster"),
            "GET": ("security.get_api_key", "cluster"), "DELETE": ("security.invalidate_api_key", "cluster")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -86,7 +89,7 @@ class Authenticate:
 
     ops = {"GET": ("security.authenticate", "cluster")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
