@@ -33,7 +33,7 @@ def copy_corpus(src: Path, dst: Path) -> Path:
 
 def index_of(engine, brain: str, dataset: str = "ax-notes") -> str:
     """The index holding ``brain``'s documents of ``dataset`` (each root has its own)."""
-    return dataset_index(dataset, LocalSink(engine).load(brain).root_id)
+    return dataset_index(dataset, LocalSink(engine.store, engine.graph).load(brain).root_id)
 
 
 def edges_of(engine, brain: str) -> dict[str, dict]:

@@ -91,7 +91,7 @@ def run_both(tmp_path, folder: Path, monkeypatch, executor, steps=(lambda: None,
                 step(work)
                 summaries.append(comparable(run(eng, work, brain="b", clock=CLOCK, executor=chosen)))
             edges = stored(eng, "b")
-            notes = eng.store.count(dataset_index("ax-notes", LocalSink(eng).load("b").root_id))
+            notes = eng.store.count(dataset_index("ax-notes", LocalSink(eng.store, eng.graph).load("b").root_id))
         outcomes.append((summaries, recorded.results, edges, notes))
         monkeypatch.undo()
     return outcomes

@@ -84,7 +84,7 @@ def test_a_run_over_the_url_builds_the_same_brain_as_an_embedded_run(server, url
         embedded = run(engine, foam, brain="same").to_json()
         embedded.pop("elapsed_s")
         local_edges = edges_of(engine, "same")
-        index = dataset_index("ax-notes", LocalSink(engine).load("same").root_id)
+        index = dataset_index("ax-notes", LocalSink(engine.store, engine.graph).load("same").root_id)
         catalog = engine.store.get("autoindex-catalog", index)[0]
     assert over_http == embedded
     assert over_http["edges_written"] > 1000 and over_http["documents"] > 600

@@ -45,7 +45,7 @@ def test_two_folders_with_the_same_paths_keep_their_own_documents(tmp_path, engi
     # a re-run of the first folder changes nothing in the second
     again = run(engine, tmp_path / "v1")
     assert again.files_unchanged == 2 and titles(client, "v2", "index.md")["index.md"] == "Vault two"
-    roots = {LocalSink(engine).load(b).root for b in ("v1", "v2")}
+    roots = {LocalSink(engine.store, engine.graph).load(b).root for b in ("v1", "v2")}
     assert roots == {str((tmp_path / "v1").resolve()), str((tmp_path / "v2").resolve())}
 
 
@@ -59,7 +59,7 @@ def test_a_brain_holds_one_folder_but_follows_it_when_it_moves(tmp_path, engine)
     moved = first.rename(tmp_path / "moved")
     summary = run(engine, moved, brain="notes")
     assert summary.files_unchanged == 2 and summary.files_indexed == 0
-    assert LocalSink(engine).load("notes").root == str(moved.resolve())
+    assert LocalSink(engine.store, engine.graph).load("notes").root == str(moved.resolve())
 
 
 def test_a_data_dir_of_the_previous_layout_is_migrated_on_open(tmp_path, pm):
@@ -70,7 +70,7 @@ def test_a_data_dir_of_the_previous_layout_is_migrated_on_open(tmp_path, pm):
     data = unpacked / "data"
     with Engine(data, pm) as engine:
         assert not engine.store.exists("ax-notes")
-        sink = LocalSink(engine)
+        sink = LocalSink(engine.store, engine.graph)
         v1, v2 = (dataset_index("ax-notes", sink.load(b).root_id) for b in ("v1", "v2"))
         assert engine.store.count(v1) == 5 and engine.store.count(v2) == 4
         # index.md's card was last written by v2: it is v2's, and v1 reads its index.md again on its next run
