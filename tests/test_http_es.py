@@ -198,7 +198,8 @@ def test_cat_indices_text_and_json(client):
     text = client.simulate_get("/_cat/indices", params={"v": "true"})
     assert text.headers["content-type"].startswith("text/plain")
     lines = text.text.splitlines()
-    assert lines[0].split() == ["health", "status", "index", "uuid", "pri", "rep", "docs.count", "docs.deleted"]
+    assert lines[0].split() == ["health", "status", "index", "uuid", "pri", "rep", "docs.count", "docs.deleted",
+                                "store.size", "pri.store.size"]
     assert lines[1].split()[2] == "books" and lines[1].split()[6] == "2"
     bare = client.simulate_get("/_cat/indices", params={"h": "index,docs.count", "s": "docs.count:desc"}).text
     assert bare.splitlines()[0].split() == ["books", "2"]

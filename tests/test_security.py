@@ -428,6 +428,52 @@ def test_write_verbs_never_narrow_a_wildcard(http, admin, seeded):
 
 
 
+def test_an_alias_into_another_tenants_index_reaches_nothing_of_it(http, admin, seeded):
+    """An alias is expanded to its indices before authorization: naming one never reaches past a grant."""
+    edges_b = ".xerj-memory-bob-edges"
+    me = key_header(seeded)
+    books_manager = key_header(mint(http, admin, {"name": "books-admin", "role_descriptors": grant(
+        "books", privileges=("read", "write", "manage"))}))
+    # Creating an alias needs manage on every index it names.
+    assert http.simulate_put(f"/books,{edges_b}/_alias/sneaky", headers=books_manager).status_code == 403
+    actions = {"actions": [{"add": {"indices": ["books", edges_b], "alias": "sneaky"}}]}
+    assert http.simulate_post("/_aliases", json=actions, headers=books_manager).status_code == 403
+    assert http.simulate_put(f"/{edges_b}/_alias/mine", headers=me).status_code == 403
+    assert http.simulate_get("/_alias", headers=admin).json == {}
+    assert http.simulate_put("/books/_alias/shelf", headers=books_manager).status_code == 200  # positive control
+    # The superuser makes the alias; alice's key still reaches nothing of bob's through it.
+    assert http.simulate_post("/_aliases", json=actions, headers=admin).status_code == 200
+    for path in ("/sneaky/_search", "/sneaky/_count", f"/sneaky/_doc/{'x'}", "/_alias/sneaky"):
+        result = http.simulate_get(path, headers=me)
+        assert result.status_code == 403, (path, result.text)
+        assert "bob" in result.json["error"]["reason"] and "secret" not in result.text
+    for path in ("/sneak*/_search", "/_cat/aliases", "/_alias"):
+        result = http.simulate_get(path, params={"format": "json"} if "_cat" in path else None, headers=me)
+        assert result.status_code in (200, 404), (path, result.text)
+        assert "bob" not in result.text, path
+    bulk = ndjson({"delete": {"_index": "sneaky", "_id": "x"}})
+    assert http.simulate_post("/_bulk", body=bulk, headers={**me, "Content-Type": "application/x-ndjson"}) \
+        .status_code == 403
+    admin_view = http.simulate_get("/sneaky/_search", headers=admin)
+    assert admin_view.status_code == 200 and "bob" in admin_view.text
+
+def test_a_scroll_or_point_in_time_belongs_to_the_key_that_opened_it(http, admin, seeded):
+    """Two keys of the same name and reach: neither can continue, list or close the other's contexts."""
+    first = key_header(mint(http, admin, {"name": "twin", "role_descriptors": grant("books")}))
+    second = key_header(mint(http, admin, {"name": "twin", "role_descriptors": grant("books")}))
+    opened = http.simulate_post("/books/_search", params={"scroll": "1m", "size": "1"}, json={}, headers=first).json
+    scroll_id = opened["_scroll_id"]
+    stolen = http.simulate_post("/_search/scroll", json={"scroll_id": scroll_id}, headers=second)
+    assert stolen.status_code == 404 and stolen.json["error"]["type"] == "search_context_missing_exception"
+    assert http.simulate_delete("/_search/scroll", json={"scroll_id": scroll_id}, headers=second).status_code == 404
+    assert http.simulate_post("/_search/scroll", json={"scroll_id": scroll_id}, headers=first).status_code == 200
+    pit = http.simulate_post("/books/_pit", params={"keep_alive": "1m"}, headers=first).json["id"]
+    assert http.simulate_post("/_search", json={"pit": {"id": pit}}, headers=second).status_code == 404
+    assert http.simulate_get("/_search/point_in_time/_all", headers=second).json == {"pits": []}
+    assert http.simulate_post("/_search", json={"pit": {"id": pit}}, headers=first).status_code == 200
+    # A key that may not read the index cannot open a context on it.
+    assert http.simulate_post(f"/{EDGES_A}/_pit", params={"keep_alive": "1m"}, headers=first).status_code == 403
+
 # -- the built-in backend passes the conformance suite -------------------------------------------
 
 

@@ -115,3 +115,26 @@ class FormatError(XerjError):
         else:
             super().__init__(reason, path=path)
         self.path = path
+
+
+class SearchContextMissing(XerjError):
+    """A scroll or point in time that expired, was closed, or belongs to another caller (all read the same)."""
+
+    status = 404
+    error_type = "search_context_missing_exception"
+
+
+class IndexClosed(XerjError):
+    """A read or write of a closed index (``POST /{index}/_close``); ``_open`` brings it back."""
+
+    status = 400
+    error_type = "index_closed_exception"
+
+    def __init__(self, index: str, uuid: str = "") -> None:
+        super().__init__("closed", index_uuid=uuid, index=index)
+        self.index = index
+
+
+class ResourceNotFound(XerjError):
+    status = 404
+    error_type = "resource_not_found_exception"

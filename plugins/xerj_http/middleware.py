@@ -10,7 +10,7 @@ from xerj_auth.principal import OPEN_MODE_PRINCIPAL, RESERVED_PREFIX, Principal
 from xerj_core.errors import XerjError
 from xerj_core.query.resolve import resolve_indices
 from xerj_http.errors import Forbidden, Unauthenticated
-from xerj_http.targets import FAN_OUT_ROUTES, parse_msearch, resolve_targets
+from xerj_http.targets import FAN_OUT_ROUTES, default_expand, parse_msearch, resolve_targets
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.engine import Engine
@@ -220,9 +220,7 @@ class Authorize:
         """Rewrite this read's index expressions to what ``principal`` may read; the names that came from wildcards."""
         ctx = req.context
         store = ctx.engine.store
-        expand = req.params.get("expand_wildcards", "open")
-        if not isinstance(expand, str):
-            expand = "open"
+        expand = default_expand(req)  # the route's own default, as its targets and resource use
 
         def allowed(name: str) -> bool:
             return principal.may("read", name)

@@ -89,7 +89,19 @@ SCHEMAS: dict[str, Any] = {
     }, required=["_index", "_id", "_version", "result"]),
     "GetResult": _obj({"_index": STRING, "_id": STRING, "_version": INT, "found": BOOL, "_source": ANY_OBJECT},
                       required=["_index", "_id", "found"]),
-    "IndexCreate": _obj({"mappings": ANY_OBJECT, "settings": ANY_OBJECT}, extra=False),
+    "IndexCreate": _obj({"mappings": ANY_OBJECT, "settings": ANY_OBJECT,
+                         "aliases": {"type": "object", "additionalProperties": _obj({"is_write_index": BOOL,
+                                                                                     "is_hidden": BOOL})}},
+                        extra=False),
+    "Settings": {"type": "object", "additionalProperties": _obj({"settings": ANY_OBJECT}, required=["settings"])},
+    "SettingsUpdate": ANY_OBJECT,
+    "Closed": _obj({"acknowledged": BOOL, "shards_acknowledged": BOOL, "indices": ANY_OBJECT},
+                   required=["acknowledged"]),
+    "AliasListing": {"type": "object", "additionalProperties": {}},
+    "AliasBody": nullable(_obj({"is_write_index": BOOL, "is_hidden": BOOL})),
+    "AliasActions": _obj({"actions": {"type": "array", "items": ANY_OBJECT}}, required=["actions"]),
+    "AliasActionsResult": _obj({"acknowledged": BOOL, "errors": BOOL}, required=["acknowledged"]),
+    "CatRows": {"type": "array", "items": ANY_OBJECT},
     "Mapping": _obj({"properties": ANY_OBJECT, "dynamic": {"oneOf": [BOOL, STRING]}}),
     "IndexDescriptions": {"type": "object", "additionalProperties": _obj(
         {"aliases": ANY_OBJECT, "mappings": ANY_OBJECT, "settings": ANY_OBJECT})},
@@ -110,11 +122,12 @@ SCHEMAS: dict[str, Any] = {
     "MgetResponse": _obj({"docs": {"type": "array", "items": ANY_OBJECT}}, required=["docs"]),
     "SearchBody": _obj({"query": ANY_OBJECT, "size": {"type": "integer", "minimum": 0, "maximum": 10000},
                         "from": {"type": "integer", "minimum": 0, "maximum": 10000}, "sort": {},
-                        "_source": {}, "aggs": ANY_OBJECT, "knn": {}, "track_total_hits": {}}),
+                        "_source": {}, "aggs": ANY_OBJECT, "knn": {}, "track_total_hits": {},
+                        "search_after": {"type": "array"}, "pit": _obj({"id": STRING, "keep_alive": STRING})}),
     "SearchResponse": _obj({"took": INT, "timed_out": BOOL, "hits": _obj({
         "total": ANY_OBJECT, "max_score": {"type": "number", "nullable": True},
-        "hits": {"type": "array", "items": ANY_OBJECT}}, required=["hits"]), "aggregations": ANY_OBJECT},
-        required=["hits"]),
+        "hits": {"type": "array", "items": ANY_OBJECT}}, required=["hits"]), "aggregations": ANY_OBJECT,
+        "_scroll_id": STRING, "pit_id": STRING}, required=["hits"]),
     "CountBody": _obj({"query": ANY_OBJECT}),
     "CountResponse": _obj({"count": INT, "_shards": SHARDS}, required=["count"]),
     "MsearchBody": {"type": "array", "items": ANY_OBJECT, "maxItems": 8,
@@ -122,8 +135,31 @@ SCHEMAS: dict[str, Any] = {
     "MsearchResponse": _obj({"took": INT, "responses": {"type": "array", "items": ANY_OBJECT}},
                             required=["responses"]),
     "CatIndex": _obj({"health": STRING, "status": STRING, "index": STRING, "uuid": STRING, "pri": STRING,
-                      "rep": STRING, "docs.count": STRING, "docs.deleted": STRING}),
+                      "rep": STRING, "docs.count": nullable(STRING), "docs.deleted": nullable(STRING),
+                      "store.size": STRING, "pri.store.size": STRING}),
     "Shards": _obj({"_shards": SHARDS}, required=["_shards"]),
+    "ClusterHealth": _obj({
+        "cluster_name": STRING, "status": {"type": "string", "enum": ["green", "yellow", "red"]},
+        "timed_out": BOOL, "number_of_nodes": INT, "number_of_data_nodes": INT, "active_primary_shards": INT,
+        "active_shards": INT, "relocating_shards": INT, "initializing_shards": INT, "unassigned_shards": INT,
+        "delayed_unassigned_shards": INT, "number_of_pending_tasks": INT, "number_of_in_flight_fetch": INT,
+        "task_max_waiting_in_queue_millis": INT, "active_shards_percent_as_number": NUMBER,
+        "indices": ANY_OBJECT,
+    }, required=["cluster_name", "status", "timed_out", "number_of_nodes", "active_shards"]),
+    "ScrollBody": _obj({"scroll_id": STRING, "scroll": STRING, "rest_total_hits_as_int": BOOL}, extra=False),
+    "ScrollResponse": _obj({"_scroll_id": STRING, "took": INT, "timed_out": BOOL, "_shards": SHARDS,
+                            "hits": ANY_OBJECT}, required=["_scroll_id", "hits"]),
+    "ClearScrollBody": _obj({"scroll_id": {"oneOf": [STRING, STRINGS]}}),
+    "ClearScrollResponse": _obj({"succeeded": BOOL, "num_freed": INT}, required=["succeeded", "num_freed"]),
+    "PitOpened": _obj({"id": STRING, "_shards": SHARDS}, required=["id", "_shards"]),
+    "PitClose": _obj({"id": {"oneOf": [STRING, STRINGS]}}, required=["id"]),
+    "OpenSearchPitOpened": _obj({"pit_id": STRING, "_shards": SHARDS, "creation_time": INT},
+                                required=["pit_id", "_shards", "creation_time"]),
+    "OpenSearchPitClose": _obj({"pit_id": {"oneOf": [STRING, STRINGS]}}, required=["pit_id"]),
+    "OpenSearchPitsClosed": _obj({"pits": {"type": "array", "items": _obj({"pit_id": STRING, "successful": BOOL})}},
+                                 required=["pits"]),
+    "OpenSearchPits": _obj({"pits": {"type": "array", "items": _obj(
+        {"pit_id": STRING, "creation_time": INT, "keep_alive": INT})}}, required=["pits"]),
     # -- the second brain
     "LinkBody": _obj({
         "src": NAME, "dst": NAME, "type": NAME, "weight": NUMBER, "confidence": NUMBER,
@@ -257,7 +293,8 @@ IGNORE_UNAVAILABLE = query("ignore_unavailable", BOOL)
 EXPAND = query("expand_wildcards", {"type": "string", "enum": ["open", "hidden", "all", "none", "closed"]})
 SEARCH_PARAMS = [query("q", STRING, "query-string query"), query("size", {"type": "integer", "minimum": 0,
                                                                            "maximum": 10000}),
-                 query("from", {"type": "integer", "minimum": 0, "maximum": 10000})]
+                 query("from", {"type": "integer", "minimum": 0, "maximum": 10000}),
+                 query("scroll", STRING, "open a scroll kept alive this long (e.g. 1m)")]
 
 
 def _search_ops(with_index: bool) -> dict[str, Any]:
@@ -300,10 +337,21 @@ def _refresh_ops(with_index: bool) -> dict[str, Any]:
     return {"get": refresh, "post": refresh}
 
 
+CAT_PARAMS = [query("format", {"type": "string", "enum": ["json", "text"]}), query("v", BOOL), query("h", STRING)]
+
+
+def _cat_rows(summary: str, name: str | None) -> dict[str, Any]:
+    responses = {"200": {"description": summary, "content": {
+        JSON: {"schema": ref("CatRows")}, "text/plain": {"schema": STRING}}}}
+    return {"get": op(summary, responses, params=([path(name)] if name else []) + CAT_PARAMS)}
+
+
 def _cat_ops(with_index: bool) -> dict[str, Any]:
     params = ([path("index")] if with_index else []) + [
         query("format", {"type": "string", "enum": ["json", "text"]}), query("v", BOOL),
-        query("h", STRING), query("s", STRING), EXPAND]
+        query("h", STRING), query("s", {"type": "string", "enum": ["index", "docs.count:desc", "i:asc"]}),
+        query("bytes", {"type": "string", "enum": ["b", "kb", "mb"]}),
+        query("health", {"type": "string", "enum": ["green", "yellow", "red"]}), EXPAND]
     responses = {"200": {"description": "One row per index", "content": {
         JSON: {"schema": {"type": "array", "items": ref("CatIndex")}},
         "text/plain": {"schema": STRING}}}}
@@ -320,6 +368,26 @@ def _api_key_ops() -> dict[str, Any]:
         "delete": op("Invalidate API keys by id or by name (superuser only)", ok("ApiKeysInvalidated"),
                      body=ref("ApiKeyInvalidate"), body_required=True),
     }
+
+
+def _health_ops(with_index: bool) -> dict[str, Any]:
+    params = ([path("index")] if with_index else []) + [
+        query("level", {"type": "string", "enum": ["cluster", "indices", "shards"]}),
+        query("wait_for_status", {"type": "string", "enum": ["green", "yellow", "red"]}), query("timeout", STRING)]
+    responses = {"200": json_response(ref("ClusterHealth"), "The health (green on a healthy node)"),
+                 "408": json_response(ref("ClusterHealth"), "wait_for_status was not met (timed_out: true)")}
+    return {"get": op("Cluster health", responses, params=params)}
+
+
+def _scroll_ops(with_id: bool) -> dict[str, Any]:
+    params = ([path("scroll_id")] if with_id else []) + [query("scroll", STRING, "extend the keep-alive"),
+                                                         query("rest_total_hits_as_int", BOOL)]
+    page = op("The next page of a scroll", ok("ScrollResponse"), params=params, body=ref("ScrollBody"))
+    cleared = {"200": json_response(ref("ClearScrollResponse"), "Cleared"),
+               "404": json_response(ref("ClearScrollResponse"), "None of the scrolls existed (num_freed: 0)")}
+    clear = op("Clear scrolls (_all: every scroll of the caller)", cleared, params=[path("scroll_id")] if with_id
+               else None, body=None if with_id else ref("ClearScrollBody"))
+    return {"get": page, "post": page, "delete": clear}
 
 
 def paths() -> dict[str, Any]:
@@ -348,6 +416,69 @@ def paths() -> dict[str, Any]:
         },
         "/_xerj/node": {"get": op("Which data directory this server serves: its stable uuid and path",
                                   ok("NodeIdentity"))},
+        "/_cluster/health": _health_ops(False),
+        "/_cluster/health/{index}": _health_ops(True),
+        "/_search/scroll": _scroll_ops(False),
+        "/_search/scroll/{scroll_id}": _scroll_ops(True),
+        "/{index}/_pit": {"post": op("Open a point in time", ok("PitOpened"), params=[
+            path("index"), query("keep_alive", STRING, "required, e.g. 1m")])},
+        "/_pit": {"delete": op("Close a point in time", {
+            "200": json_response(ref("ClearScrollResponse"), "Closed"),
+            "404": json_response(ref("ClearScrollResponse"), "No such point in time (num_freed: 0)")},
+            body=ref("PitClose"), body_required=True)},
+        "/{index}/_search/point_in_time": {"post": op("Open a point in time (OpenSearch's form)",
+                                                      ok("OpenSearchPitOpened"), params=[
+            path("index"), query("keep_alive", STRING, "required, e.g. 1m")])},
+        "/_search/point_in_time": {"delete": op("Close points in time (OpenSearch's form)", {
+            "200": json_response(ref("OpenSearchPitsClosed"), "Closed"),
+            "404": json_response(ref("OpenSearchPitsClosed"), "None of them existed")},
+            body=ref("OpenSearchPitClose"), body_required=True)},
+        "/_search/point_in_time/_all": {
+            "get": op("The caller's points in time", ok("OpenSearchPits")),
+            "delete": op("Close every point in time of the caller", {
+                "200": json_response(ref("OpenSearchPitsClosed"), "Closed")}),
+        },
+        "/_cat/count": _cat_rows("Count live documents", None),
+        "/_cat/count/{index}": _cat_rows("Count live documents", "index"),
+        "/_cat/aliases": _cat_rows("List aliases", None),
+        "/_cat/aliases/{name}": _cat_rows("List aliases", "name"),
+        "/_settings": {"get": op("Settings of every index", ok("Settings")),
+                       "put": op("Update dynamic settings of every index", ok("Acknowledged"),
+                                 body=ref("SettingsUpdate"), body_required=True)},
+        "/{index}/_settings": {
+            "get": op("Settings, every value a string", ok("Settings"), params=[path("index"), IGNORE_UNAVAILABLE]),
+            "put": op("Update dynamic settings", ok("Acknowledged"), params=[path("index")],
+                      body=ref("SettingsUpdate"), body_required=True),
+        },
+        "/{index}/_close": {"post": op("Close indices: reads and writes refuse until opened", ok("Closed"),
+                                       params=[path("index")])},
+        "/{index}/_open": {"post": op("Open closed indices", ok("Closed"), params=[path("index")])},
+        "/_alias": {"get": op("Every alias", ok("AliasListing")),
+                    "head": op("Whether any alias exists", {"200": EMPTY, "404": EMPTY})},
+        "/_alias/{name}": {
+            "get": op("Aliases by name", {"200": json_response(ref("AliasListing"), "Found"),
+                                          "404": json_response(ref("AliasListing"), "Some name is missing")},
+                      params=[path("name")]),
+            "head": op("Whether the aliases exist", {"200": EMPTY, "404": EMPTY}, params=[path("name")]),
+        },
+        "/{index}/_alias": {
+            "get": op("Aliases of indices", ok("AliasListing"), params=[path("index")]),
+            "head": op("Whether the indices have aliases", {"200": EMPTY, "404": EMPTY}, params=[path("index")]),
+        },
+        "/{index}/_alias/{name}": {
+            "get": op("Aliases of indices by name", {"200": json_response(ref("AliasListing"), "Found"),
+                                                     "404": json_response(ref("AliasListing"), "Missing")},
+                      params=[path("index"), path("name")]),
+            "head": op("Whether the alias exists on the indices", {"200": EMPTY, "404": EMPTY},
+                       params=[path("index"), path("name")]),
+            "put": op("Add an alias", ok("Acknowledged"), params=[path("index"), path("name")],
+                      body=ref("AliasBody")),
+            "post": op("Add an alias", ok("Acknowledged"), params=[path("index"), path("name")],
+                       body=ref("AliasBody")),
+            "delete": op("Remove an alias", ok("Acknowledged"), params=[path("index"), path("name")]),
+        },
+        "/_aliases": {"post": op("Add and remove aliases (and indices) in one transaction", ok("AliasActionsResult"),
+                                 body=ref("AliasActions"), body_required=True)},
         "/_cat/indices": _cat_ops(False),
         "/_cat/indices/{index}": _cat_ops(True),
         "/_refresh": _refresh_ops(False),
@@ -386,6 +517,12 @@ def paths() -> dict[str, Any]:
                 "404": json_response({"anyOf": [ref("WriteResult"), ref("Error")]},
                                      "No such document (result: not_found) or no such index")},
                 params=doc_params),
+        },
+        "/{index}/_source/{id}": {
+            "get": op("A document's _source alone", {"200": json_response(ref("Document"), "Found"),
+                                                     "404": json_response(ref("Error"), "No such document or index")},
+                      params=doc_params + [query("_source_includes", STRING), query("_source_excludes", STRING)]),
+            "head": op("Whether a document's source exists", {"200": EMPTY, "404": EMPTY}, params=doc_params),
         },
         "/{index}/_create/{id}": {"put": create_doc, "post": create_doc},
         "/{index}/_update/{id}": {

@@ -30,7 +30,7 @@ from xerj_http.bodies import json_body, ndjson_lines, parse_json, raw_body
 
 _BULK_ACTIONS = ("index", "create", "update", "delete")
 _BULK_META = {"_index", "_id", "routing", "pipeline", "require_alias", "retry_on_conflict", "version",
-              "version_type", "dynamic_templates", "_source", "if_seq_no", "if_primary_term"}
+              "version_type", "dynamic_templates", "_source", "if_seq_no", "if_primary_term", "op_type"}
 
 
 # -- bodies that name indices ------------------------------------------------------------------
@@ -55,6 +55,9 @@ def parse_bulk(req: falcon.Request, default_index: str | None) -> list[BulkLine]
     while i < len(lines):
         number, line = lines[i]
         action_line = parse_json(line, f"bulk action line [{number}]")
+        if action_line == {}:
+            raise IllegalArgument(f"Malformed action/metadata line [{number}], expected FIELD_NAME but found "
+                                  f"[END_OBJECT]")
         if not isinstance(action_line, dict) or len(action_line) != 1:
             raise IllegalArgument(f"Malformed action/metadata line [{number}], expected an object with one "
                                   f"of {list(_BULK_ACTIONS)}")
@@ -73,11 +76,19 @@ def parse_bulk(req: falcon.Request, default_index: str | None) -> list[BulkLine]
         index = meta.get("_index", default_index)
         if not isinstance(index, str) or not index:
             raise IllegalArgument(f"Validation Failed: 1: index is missing for bulk line [{number}];")
+        op_type = meta.get("op_type")
+        if op_type is not None:
+            if action != "index" or op_type not in ("index", "create"):
+                raise IllegalArgument(f"Action/metadata line [{number}]: [op_type] must be [index] or [create] "
+                                      f"on an [index] action, got [{op_type}] on [{action}]")
+            action = op_type
         doc_id = meta.get("_id")
         if doc_id is not None and not isinstance(doc_id, str):
             doc_id = str(doc_id)
         i += 1
         try:
+            if doc_id == "":
+                raise IllegalArgument("if _id is specified it must not be empty")
             if doc_id is not None:
                 check_doc_id(doc_id)  # the store's own rule, so the item fails alone, before any write
         except XerjError as exc:
@@ -106,6 +117,8 @@ def parse_bulk(req: falcon.Request, default_index: str | None) -> list[BulkLine]
                 continue
             if doc.get("doc_as_upsert") and "upsert" not in doc:
                 doc = {**doc, "upsert": doc.get("doc")}
+            if "_source" in meta and "_source" not in doc:
+                doc = {**doc, "_source": meta["_source"]}
         items.append(BulkLine(BulkOp(action, index, doc_id, doc)))
     req.context.bulk_lines = items
     return items
@@ -252,11 +265,23 @@ def _is_pattern(part: str) -> bool:
     return "*" in part or part == "_all"
 
 
+def concrete_targets(store: Any, names: Iterable[str]) -> list[str]:
+    """``names`` with every alias replaced by the indices it names (an index name is kept as written)."""
+    names = list(names)
+    aliases = store.aliases() if names and hasattr(store, "aliases") else {}
+    out: dict[str, None] = {}
+    for name in names:
+        out.update(dict.fromkeys(aliases[name]) if name in aliases else {name: None})
+    return list(out)
+
+
 def expression_targets(store: Any, expression: str | None, *, expand_wildcards: str = "open") -> list[str]:
-    """Names an index expression touches: each concrete name as written, each wildcard expanded."""
+    """Indices an index expression touches: each concrete name as written (an alias as its indices),
+    each wildcard expanded."""
     parts = [p.strip() for p in (expression or "").split(",") if p.strip()]
-    concrete = [p for n, p in enumerate(parts) if not _is_pattern(p) and not (n > 0 and p.startswith("-"))]
-    if concrete and len(concrete) == len(parts):
+    concrete = concrete_targets(store, [p for n, p in enumerate(parts)
+                                        if not _is_pattern(p) and not (n > 0 and p.startswith("-"))])
+    if concrete and all(not _is_pattern(p) and not (n > 0 and p.startswith("-")) for n, p in enumerate(parts)):
         return concrete
     try:
         expanded = resolve_indices(store, expression, ignore_unavailable=True, expand_wildcards=expand_wildcards)
@@ -323,9 +348,7 @@ def resolve_targets(req: falcon.Request) -> list[str]:
     store = ctx.engine.store
     template = req.uri_template or ""
     qs = req.params
-    expand_wildcards = qs.get("expand_wildcards", "open")
-    if not isinstance(expand_wildcards, str):
-        expand_wildcards = "open"
+    expand_wildcards = default_expand(req)
     found: dict[str, None] = {}
 
     def add(names: Iterable[str]) -> None:
@@ -333,8 +356,11 @@ def resolve_targets(req: falcon.Request) -> list[str]:
             found.setdefault(name, None)
 
     index_expr = params.get("index")
+    context_indices = _context_targets(req, template, params)
     if index_expr is not None:
         add(expression_targets(store, index_expr, expand_wildcards=expand_wildcards))
+    elif context_indices is not None:
+        add(context_indices)  # a scroll page or point-in-time search reads exactly what its context pinned
     elif template in FAN_OUT_ROUTES:
         add(expression_targets(store, "_all", expand_wildcards=expand_wildcards))
 
@@ -371,9 +397,14 @@ def resolve_targets(req: falcon.Request) -> list[str]:
             elif template.endswith("/_finish"):
                 add([CATALOG_INDEX, *parse_run_finish(req).datasets])
         elif template.endswith("/_bulk"):
-            add(line.op.index for line in parse_bulk(req, index_expr))
+            add(concrete_targets(store, dict.fromkeys(line.op.index for line in parse_bulk(req, index_expr))))
         elif template.endswith("/_mget"):
-            add(index for index, _id, _src in parse_mget(req, index_expr) if index)
+            add(concrete_targets(store, dict.fromkeys(index for index, _id, _src in parse_mget(req, index_expr)
+                                                      if index)))
+        elif template == "/_aliases":
+            add(concrete_targets(store, alias_action_indices(store, json_body(req))))
+        elif template.startswith("/_alias/"):
+            add(concrete_targets(store, [n for n in params["name"].split(",") if n and not _is_pattern(n)]))
         elif template.endswith("/_msearch"):
             for header, _body in parse_msearch(req):
                 add(expression_targets(store, msearch_expression(header, index_expr)
@@ -383,5 +414,64 @@ def resolve_targets(req: falcon.Request) -> list[str]:
     return list(found)
 
 
+def alias_action_indices(store: Any, body: Any) -> list[str]:
+    """Every index the actions of a ``POST /_aliases`` body name (wildcards expanded), for authorization.
+
+    Adding an alias needs ``manage`` on each index it will name; removing one or an
+    index needs it too, so every action's indices are targets of the one request.
+    """
+    actions = body.get("actions") if isinstance(body, dict) else None
+    found: dict[str, None] = {}
+    for action in actions if isinstance(actions, list) else ():
+        if not isinstance(action, dict) or len(action) != 1:
+            continue
+        (spec,) = action.values()
+        if not isinstance(spec, dict):
+            continue
+        names = spec.get("indices", spec.get("index"))
+        for name in names if isinstance(names, list) else [names]:
+            if isinstance(name, str) and name:
+                found.update(dict.fromkeys(expression_targets(store, name)))
+    return list(found)
+
+
+# Where a route's wildcards expand to more than open indices by default; the resource resolves with the
+# same default (through default_expand), so what authorization checks is what the resource reads.
+EXPAND_DEFAULTS = {
+    "/_cat/indices": "open,closed", "/_cat/indices/{index}": "open,closed",
+    "/_settings": "open,closed", "/{index}/_settings": "open,closed",
+    "/{index}/_alias": "open,closed", "/{index}/_alias/{name}": "open,closed",
+    "/{index}/_open": "closed",
+}
+
+
+def default_expand(req: falcon.Request) -> str:
+    """``expand_wildcards`` of a request, else its route's default (``open`` for most)."""
+    value = req.params.get("expand_wildcards")
+    if isinstance(value, str) and value:
+        return value
+    return EXPAND_DEFAULTS.get(req.uri_template or "", "open")
+
+
+def _context_targets(req: falcon.Request, template: str, params: dict[str, Any]) -> list[str] | None:
+    """The indices a scroll or point in time pinned, for the requests that continue one (None otherwise)."""
+    contexts = req.context.engine.search.contexts
+    if template.startswith("/_search/scroll") and req.method in ("GET", "POST"):
+        try:
+            scroll_id = json_body(req).get("scroll_id")
+        except XerjError:
+            scroll_id = None
+        return contexts.indices_of(scroll_id or params.get("scroll_id") or req.params.get("scroll_id"))
+    if template == "/_search":
+        try:
+            pit = json_body(req).get("pit")
+        except XerjError:
+            return None
+        if isinstance(pit, dict):
+            return contexts.indices_of(pit.get("id"))
+    return None
+
+
 # Routes without an index in the path that reach every index.
-FAN_OUT_ROUTES = {"/_search", "/_count", "/_cat/indices", "/_refresh"}
+FAN_OUT_ROUTES = {"/_search", "/_count", "/_cat/indices", "/_cat/count", "/_cat/aliases", "/_refresh", "/_alias",
+                  "/_settings"}

@@ -1,4 +1,9 @@
-"""Aggregations on doc-values columns: terms, date_histogram and the value_count, cardinality, min, max, sum, avg metrics.
+"""Aggregations on doc-values columns: terms, date_histogram and the numeric and distinct-count metrics.
+
+Metrics: value_count, cardinality, min, max, sum, avg, stats, extended_stats and
+percentiles. Every metric is computed exactly over the matched rows: cardinality
+counts distinct values (no HyperLogLog error) and percentiles interpolate
+linearly between the two nearest ranks (no t-digest compression error).
 
 Every aggregation runs over a list of ``(reader, mask)`` contexts (one per
 index a search touched) so a multi-index search merges exactly: bucket keys
@@ -26,7 +31,9 @@ MAX_BUCKETS = 65_536
 Context = tuple[Any, np.ndarray]  # (IndexReader, live mask of the matched rows)
 
 _BUCKET_KINDS = {"terms", "date_histogram"}
-_METRIC_KINDS = {"value_count", "cardinality", "min", "max", "sum", "avg"}
+_METRIC_KINDS = {"value_count", "cardinality", "min", "max", "sum", "avg", "stats", "extended_stats",
+                 "percentiles"}
+DEFAULT_PERCENTS = (1.0, 5.0, 25.0, 50.0, 75.0, 95.0, 99.0)
 _NAME_FORBIDDEN = re.compile(r"[\[\]>]")
 
 
@@ -167,8 +174,33 @@ def _metric_params(kind: str) -> Callable[[str, dict[str, Any]], dict[str, Any]]
     return parse
 
 
+def _extended_stats_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    field = _field(name, "extended_stats", params, {"field", "sigma"})
+    sigma = params.get("sigma", 2.0)
+    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or sigma < 0:
+        raise IllegalArgument(f"[sigma] must be greater than or equal to 0. Found [{sigma}] in [{name}]")
+    return {"field": field, "sigma": float(sigma)}
+
+
+def _percentiles_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    # tdigest / hdr tune an approximation; percentiles here are exact, so the options are accepted and moot.
+    field = _field(name, "percentiles", params, {"field", "percents", "keyed", "tdigest", "hdr"})
+    percents = params.get("percents", DEFAULT_PERCENTS)
+    if not isinstance(percents, list | tuple) or not percents or not all(
+            isinstance(p, int | float) and not isinstance(p, bool) for p in percents):
+        raise ParsingError(f"[percents] must be a non-empty array of numbers in [{name}]")
+    for p in percents:
+        if not 0 <= p <= 100:
+            raise IllegalArgument(f"percent must be in [0,100], got [{p}]: [{name}]")
+    keyed = params.get("keyed", True)
+    if not isinstance(keyed, bool):
+        raise ParsingError(f"[keyed] must be a boolean in [{name}]")
+    return {"field": field, "percents": tuple(float(p) for p in percents), "keyed": keyed}
+
+
 _PARAM_PARSERS = {"terms": _terms_params, "date_histogram": _histogram_params,
-                  **{kind: _metric_params(kind) for kind in _METRIC_KINDS}}
+                  **{kind: _metric_params(kind) for kind in _METRIC_KINDS},
+                  "extended_stats": _extended_stats_params, "percentiles": _percentiles_params}
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -189,6 +221,8 @@ def run_aggs(specs: Sequence[AggSpec], contexts: Sequence[Context], *, typed_key
 
 
 def _type_prefix(spec: AggSpec, contexts: Sequence[Context]) -> str:
+    if spec.kind == "percentiles":
+        return "tdigest_percentiles"  # the type name ES clients parse a percentiles result by
     if spec.kind != "terms":
         return spec.kind
     for reader, _mask in contexts:
@@ -465,6 +499,93 @@ def _run_sum_avg(spec: AggSpec, contexts: Sequence[Context], typed_keys: bool = 
     return {"value": total / count if count else None}
 
 
+def _all_values(spec: AggSpec, contexts: Sequence[Context]) -> tuple[Any, np.ndarray]:
+    """``(field spec, float64 values)`` of the matched rows of every index (the last mapping's field spec)."""
+    field_spec, parts = None, []
+    for reader, mask in contexts:
+        fs, values = _numeric_values(spec, reader, mask)
+        if fs is not None:
+            field_spec = fs
+            parts.append(values.astype(np.float64))
+    return field_spec, (np.concatenate(parts) if parts else np.empty(0, np.float64))
+
+
+def _as_strings(field_spec: Any, body: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """ES adds ``<name>_as_string`` beside a date metric's numbers."""
+    if field_spec is None or not is_date(field_spec):
+        return body
+    for name in names:
+        if body.get(name) is not None:
+            body[f"{name}_as_string"] = format_date(int(body[name]))
+    return body
+
+
+def _stats_body(values: np.ndarray) -> dict[str, Any]:
+    count = len(values)
+    if not count:
+        return {"count": 0, "min": None, "max": None, "avg": None, "sum": 0.0}
+    total = float(values.sum())
+    return {"count": count, "min": float(values.min()), "max": float(values.max()), "avg": total / count,
+            "sum": total}
+
+
+def _run_stats(spec: AggSpec, contexts: Sequence[Context], typed_keys: bool = False) -> dict[str, Any]:
+    field_spec, values = _all_values(spec, contexts)
+    return _as_strings(field_spec, _stats_body(values), ("min", "max", "avg", "sum"))
+
+
+def _run_extended_stats(spec: AggSpec, contexts: Sequence[Context], typed_keys: bool = False) -> dict[str, Any]:
+    field_spec, values = _all_values(spec, contexts)
+    body = _stats_body(values)
+    count, sigma = len(values), spec.params["sigma"]
+    names = ("sum_of_squares", "variance", "variance_population", "variance_sampling", "std_deviation",
+             "std_deviation_population", "std_deviation_sampling")
+    bounds = ("upper", "lower", "upper_population", "lower_population", "upper_sampling", "lower_sampling")
+    if not count:
+        body.update(dict.fromkeys(names))
+        body["std_deviation_bounds"] = dict.fromkeys(bounds)
+        return _as_strings(field_spec, body, ("min", "max", "avg", "sum"))
+    avg = body["avg"]
+    population = float(np.mean((values - avg) ** 2))
+    # A sample of one has no sample variance; ES reports it as not-a-number, JSON can only say null.
+    sampling = float(np.sum((values - avg) ** 2) / (count - 1)) if count > 1 else None
+    std_pop = population ** 0.5
+    std_samp = None if sampling is None else sampling ** 0.5
+    body.update({
+        "sum_of_squares": float(np.sum(values * values)),
+        "variance": population, "variance_population": population, "variance_sampling": sampling,
+        "std_deviation": std_pop, "std_deviation_population": std_pop, "std_deviation_sampling": std_samp,
+        "std_deviation_bounds": {
+            "upper": avg + sigma * std_pop, "lower": avg - sigma * std_pop,
+            "upper_population": avg + sigma * std_pop, "lower_population": avg - sigma * std_pop,
+            "upper_sampling": None if std_samp is None else avg + sigma * std_samp,
+            "lower_sampling": None if std_samp is None else avg - sigma * std_samp,
+        },
+    })
+    return _as_strings(field_spec, body, ("min", "max", "avg", "sum"))
+
+
+def _run_percentiles(spec: AggSpec, contexts: Sequence[Context], typed_keys: bool = False) -> dict[str, Any]:
+    field_spec, values = _all_values(spec, contexts)
+    percents = spec.params["percents"]
+    found = np.percentile(values, percents).tolist() if len(values) else [None] * len(percents)
+    dates = field_spec is not None and is_date(field_spec)
+    if spec.params["keyed"]:
+        out: dict[str, Any] = {}
+        for p, v in zip(percents, found):
+            out[str(p)] = v
+            if dates and v is not None:
+                out[f"{p}_as_string"] = format_date(int(v))
+        return {"values": out}
+    items = []
+    for p, v in zip(percents, found):
+        item: dict[str, Any] = {"key": p, "value": v}
+        if dates and v is not None:
+            item["value_as_string"] = format_date(int(v))
+        items.append(item)
+    return {"values": items}
+
+
 def _distinct(spec: AggSpec, reader, mask: np.ndarray) -> tuple[Any, int]:
     """``(distinct values as a set or array, value count)`` of the masked rows of one index."""
     field = spec.params["field"]
@@ -511,4 +632,7 @@ _RUNNERS: dict[str, Callable[[AggSpec, Sequence[Context], bool], dict[str, Any]]
     "max": _run_min_max,
     "sum": _run_sum_avg,
     "avg": _run_sum_avg,
+    "stats": _run_stats,
+    "extended_stats": _run_extended_stats,
+    "percentiles": _run_percentiles,
 }

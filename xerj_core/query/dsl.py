@@ -325,10 +325,14 @@ def _multi_match(body: Any) -> Node:
 def _term(body: Any) -> Node:
     field, value, _ = _single_field(body, "term")
     if not isinstance(value, dict):
-        return Term(field, _scalar(value, "term"))
+        node = Term(field, _scalar(value, "term"))
+        # _id is a metadata field, not a column: a term on it is an ids query, as in ES.
+        return Ids((str(node.value),)) if field == "_id" else node
     _check_keys(value, {"value", "boost", "case_insensitive", "_name"}, "term")
     if "value" not in value:
         raise ParsingError("[term] query requires a [value]")
+    if field == "_id":
+        return Ids((str(_scalar(value["value"], "term.value")),), boost=as_float(value.get("boost", 1.0), "term.boost"))
     return Term(field, _scalar(value["value"], "term.value"),
                 case_insensitive=as_bool(value.get("case_insensitive", False), "term.case_insensitive"),
                 boost=as_float(value.get("boost", 1.0), "term.boost"))
@@ -340,6 +344,9 @@ def _terms(body: Any) -> Node:
         raise ParsingError("[terms] query lookup is not supported; give the values as an array")
     if not isinstance(values, list):
         raise ParsingError(f"[terms] query does not support [{field}] with a [{json_type_name(values)}]; expected an array")
+    if field == "_id":
+        return Ids(tuple(str(_scalar(v, "terms")) for v in values), boost=as_float(others.get("boost", 1.0),
+                                                                                  "terms.boost"))
     return Terms(field, tuple(_scalar(v, "terms") for v in values),
                  boost=as_float(others.get("boost", 1.0), "terms.boost"))
 

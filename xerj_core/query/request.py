@@ -17,7 +17,7 @@ from xerj_core.query.dsl import Node, as_bool, as_float, as_int
 MAX_RESULT_WINDOW = 10_000
 DEFAULT_TRACK_TOTAL_HITS = 10_000
 
-_UNSUPPORTED_BODY = {"highlight", "search_after", "collapse", "rescore", "suggest", "script_fields", "pit",
+_UNSUPPORTED_BODY = {"highlight", "collapse", "rescore", "suggest", "script_fields",
                      "indices_boost", "runtime_mappings", "docvalue_fields", "stored_fields", "fields", "slice",
                      "stats", "terminate_after", "ext", "sub_searches"}
 _FALSE_ONLY_BODY = {"explain", "profile", "seq_no_primary_term"}
@@ -29,7 +29,7 @@ _IGNORED_PARAMS = {"timeout", "request_cache", "preference", "routing", "search_
 _SEARCH_PARAMS = {"q", "df", "default_operator", "size", "from", "sort", "_source", "_source_includes",
                   "_source_excludes", "track_total_hits", "ignore_unavailable", "allow_no_indices",
                   "expand_wildcards", "version", "track_scores", "rest_total_hits_as_int", "min_score",
-                  "lenient", "analyze_wildcard", "typed_keys"}
+                  "lenient", "analyze_wildcard", "typed_keys", "scroll"}
 
 
 @attrs.frozen
@@ -46,6 +46,12 @@ class SourceFilter:
     enabled: bool = True
     includes: tuple[str, ...] = ()
     excludes: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class PointInTime:
+    id: str
+    keep_alive: str | None = None
 
 
 @attrs.frozen
@@ -68,6 +74,9 @@ class SearchRequest:
     ignore_unavailable: bool = False
     allow_no_indices: bool = True
     expand_wildcards: str = "open"
+    search_after: tuple[Any, ...] | None = None
+    pit: PointInTime | None = None
+    scroll: str | None = None  # the keep-alive of a scroll this search opens
 
     @property
     def window(self) -> int:
@@ -334,7 +343,7 @@ def parse_search_request(body: Any, params: dict[str, Any] | None = None) -> Sea
         elif key == "size":
             out["size"] = as_int(value, "size")
         elif key == "sort":
-            out["sort"] = parse_sort(value)
+            out["sort"] = parse_sort(value) or None  # an empty sort is the default order, as in ES
         elif key == "_source":
             out["source"] = parse_source(value)
         elif key == "track_total_hits":
@@ -351,6 +360,12 @@ def parse_search_request(body: Any, params: dict[str, Any] | None = None) -> Sea
             out["track_scores"] = as_bool(value, "track_scores")
         elif key == "version":
             out["version"] = as_bool(value, "version")
+        elif key == "search_after":
+            if not isinstance(value, list) or not value:
+                raise ParsingError("[search_after] must be a non-empty array of sort values")
+            out["search_after"] = tuple(value)
+        elif key == "pit":
+            out["pit"] = _parse_pit(value)
         elif key == "timeout":
             continue
         else:
@@ -383,13 +398,24 @@ def parse_search_request(body: Any, params: dict[str, Any] | None = None) -> Sea
     out["track_scores"] = _bool_param(params, "track_scores", out.get("track_scores", False))
     out["version"] = _bool_param(params, "version", out.get("version", False))
     out["total_as_int"] = _bool_param(params, "rest_total_hits_as_int", False)
+    if out["total_as_int"]:
+        track = out.get("track_total_hits")
+        if track is None:
+            out["track_total_hits"] = True  # an integer total must be exact
+        elif track is not True and track is not False:
+            raise IllegalArgument(f"[rest_total_hits_as_int] cannot be used if the tracking of total hits is not "
+                                  f"accurate, got {track}")
     out["typed_keys"] = _bool_param(params, "typed_keys", False)
     out["ignore_unavailable"] = _bool_param(params, "ignore_unavailable", False)
     out["allow_no_indices"] = _bool_param(params, "allow_no_indices", True)
     out["expand_wildcards"] = str(params.get("expand_wildcards") or "open")
 
+    if params.get("scroll") is not None:
+        out["scroll"] = str(params["scroll"])
+
     _assemble_ranking(out)
     request = SearchRequest(**out)
+    _check_paging(request)
     if request.size < 0:
         raise IllegalArgument(f"[size] parameter cannot be negative, found [{request.size}]")
     if request.from_ < 0:
@@ -404,6 +430,38 @@ def parse_search_request(body: Any, params: dict[str, Any] | None = None) -> Sea
             raise IllegalArgument(f"[rank_window_size] ({request.hybrid.rank_window_size}) must be greater than or "
                                   f"equal to [size] ({request.size})")
     return request
+
+
+def _parse_pit(value: Any) -> PointInTime:
+    if not isinstance(value, dict) or not isinstance(value.get("id"), str) or not value["id"]:
+        raise ParsingError("[pit] must be an object with a non-empty [id]")
+    for key in value:
+        if key not in ("id", "keep_alive"):
+            raise ParsingError(f"[pit] unknown field [{key}]")
+    keep_alive = value.get("keep_alive")
+    if keep_alive is not None and not isinstance(keep_alive, str):
+        raise ParsingError("[pit.keep_alive] must be a time value such as [1m]")
+    return PointInTime(value["id"], keep_alive)
+
+
+def _check_paging(request: SearchRequest) -> None:
+    """The combinations of scroll, point in time, search_after and from that Elasticsearch refuses."""
+    if request.scroll is not None:
+        if request.pit is not None:
+            raise IllegalArgument("using [point in time] is not allowed in a scroll context")
+        if request.search_after is not None:
+            raise IllegalArgument("[search_after] cannot be used in a scroll context")
+        if request.hybrid is not None:
+            raise IllegalArgument("a fused ranking (hybrid / rrf / linear) cannot be used in a scroll context")
+    if request.search_after is not None:
+        if request.from_ > 0:
+            raise IllegalArgument("[from] parameter must be set to 0 when [search_after] is used")
+        if request.hybrid is not None:
+            raise IllegalArgument("[search_after] cannot be used with a fused ranking (hybrid / rrf / linear)")
+    if request.sort:
+        for n, key in enumerate(request.sort):
+            if key.field == "_shard_doc" and (n != len(request.sort) - 1 or key.descending):
+                raise IllegalArgument("[_shard_doc] is supported only as the last sort key, ascending")
 
 
 def _assemble_ranking(out: dict[str, Any]) -> None:

@@ -1,8 +1,10 @@
-"""Index expressions (comma lists, ``*`` wildcards, ``_all``, ``-exclusions``) to index names: the one resolver.
+"""Index expressions (comma lists, wildcards, ``_all``, ``-exclusions``, aliases) to index names: the one resolver.
 
 Every surface that names indices in a request goes through
 :func:`resolve_indices`, so the authorization layer restricts expansion in one
-place (its ``allowed`` predicate) rather than re-implementing the grammar.
+place (its ``allowed`` predicate) rather than re-implementing the grammar. An
+alias always comes out as the concrete indices it names, so authorization never
+sees an alias: an alias cannot reach an index its caller could not name.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ def resolve_indices(store, expression: str | Iterable[str] | None, *, ignore_una
     - A concrete name that does not exist raises :class:`IndexNotFound` unless
       ``ignore_unavailable``; a wildcard that matches nothing raises it when
       ``allow_no_indices`` is false, and so does an empty result.
+    - An alias (named, or matched by a wildcard) stands for the indices it names.
+    - Wildcards match open indices (``expand_wildcards=open``), closed ones (``closed``) or
+      both (``all``); a concrete closed index is kept (reading it then refuses with
+      ``index_closed_exception``) unless ``ignore_unavailable``.
     - ``allowed``, when given, is applied to wildcard expansions only (ES's security
       model: wildcards expand to what the caller may see, while a concrete name is kept
       so that authorization can refuse it explicitly).
@@ -59,20 +65,40 @@ def resolve_indices(store, expression: str | Iterable[str] | None, *, ignore_una
     if not parts or parts == ["_all"]:
         parts = ["*"]
 
-    existing: list[str] | None = None
+    with_open = bool(modes & {"open", "all"})
+    with_closed = bool(modes & {"closed", "all"})
+    loaded: tuple[dict, dict] | None = None
 
-    def names() -> list[str]:
-        nonlocal existing
-        if existing is None:
-            existing = sorted(store.index_names())
-        return existing
+    def catalog() -> tuple[dict, dict]:
+        nonlocal loaded
+        if loaded is None:
+            if hasattr(store, "catalog"):
+                records, aliases = store.catalog()
+            else:  # a backend without metadata: every index open, no aliases
+                records, aliases = {name: {} for name in store.index_names()}, {}
+            loaded = (dict(sorted(records.items())), aliases)
+        return loaded
+
+    def names() -> dict[str, dict]:
+        return catalog()[0]
+
+    def is_closed(name: str) -> bool:
+        return bool(names().get(name, {}).get("closed"))
 
     def expand_pattern(expr: str) -> list[str]:
         if not expand:
             return []
         matcher = _pattern(expr)
         dot_pattern = expr.startswith(".")
-        found = [n for n in names() if matcher.fullmatch(n) and (dot_pattern or with_hidden or not _is_hidden(n))]
+
+        def wanted(n: str) -> bool:
+            return dot_pattern or with_hidden or not _is_hidden(n)
+
+        found = [n for n in names() if matcher.fullmatch(n) and wanted(n)]
+        for alias, members in sorted(catalog()[1].items()):
+            if matcher.fullmatch(alias) and wanted(alias):
+                found += [m for m in members if m in names()]
+        found = list(dict.fromkeys(n for n in found if (with_closed if is_closed(n) else with_open)))
         if allowed is not None:
             found = [n for n in found if allowed(n)]
         return found
@@ -94,7 +120,12 @@ def resolve_indices(store, expression: str | Iterable[str] | None, *, ignore_una
                 result.setdefault(name, None)
             continue
         if part in names():
-            result.setdefault(part, None)
+            if not (ignore_unavailable and is_closed(part)):
+                result.setdefault(part, None)
+        elif part in catalog()[1]:
+            for member in catalog()[1][part]:
+                if member in names() and not (ignore_unavailable and is_closed(member)):
+                    result.setdefault(member, None)
         elif not ignore_unavailable:
             raise IndexNotFound(part)
     if not result and not allow_no_indices:

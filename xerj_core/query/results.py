@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 from functools import lru_cache
 from typing import Any, Sequence
@@ -11,6 +12,7 @@ import numpy as np
 from xerj_core.errors import IllegalArgument
 from xerj_core.query.fielddata import is_keyword, keyword_order, render_value, require_doc_values
 from xerj_core.query.request import SortKey, SourceFilter
+from xerj_core.query.values import date_value
 from xerj_core.store.columns import KIND_F32, KIND_F64, column_kind
 
 # -- sorting -------------------------------------------------------------------------------------
@@ -91,6 +93,81 @@ def sort_rows(reader, rows: np.ndarray, scores: np.ndarray | None, keys: Sequenc
     order = np.lexsort(tuple(reversed(columns)))[:limit]
     sort_values = [[render(i) for render in renders] for i in order.tolist()]
     return rows[order], sort_values
+
+
+SHARD_DOC_BITS = 40  # a row's ``_shard_doc`` tiebreaker is ``(position of its index << 40) | row``
+
+
+def shard_doc(position: int, row: int) -> int:
+    return (position << SHARD_DOC_BITS) | row
+
+
+def _sorted_terms(reader, field: str) -> list[str]:
+    def build() -> list[str]:
+        _ranks, order = keyword_order(reader, field)
+        terms = reader.field_dictionary(field).terms
+        return [terms[o] for o in order.tolist()]
+
+    return reader.memo(("sorted-terms", field), build)
+
+
+def _after_position(reader, key: SortKey, value: Any) -> tuple[int, float]:
+    """``(missing flag, order value)`` of a ``search_after`` value in the space :func:`_sort_columns` orders by."""
+    first = key.missing == "_first"
+    if value is None:
+        return (0 if first else 1), 0
+    flag = 1 if first else 0
+    sign = -1 if key.descending else 1
+    if key.field in ("_score", "_doc"):
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise IllegalArgument(f"search_after value [{value}] for [{key.field}] must be a number")
+        return flag, sign * value
+    spec = reader.mapping.fields.get(key.field)
+    if spec is None:
+        return flag, 0
+    if is_keyword(spec):
+        if not isinstance(value, str):
+            raise IllegalArgument(f"search_after value [{value}] for keyword sort [{key.field}] must be a string")
+        terms = _sorted_terms(reader, key.field)
+        at = bisect.bisect_left(terms, value)
+        # A term this index does not hold sorts between its neighbours.
+        rank = at if at < len(terms) and terms[at] == value else at - 0.5
+        return flag, sign * rank
+    if isinstance(value, str):
+        try:
+            number: float = float(value)
+        except ValueError:
+            number = date_value(value, key.field)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        number = value
+    else:
+        raise IllegalArgument(f"search_after value [{value}] for [{key.field}] must be a number")
+    return flag, sign * number
+
+
+def after_mask(reader, rows: np.ndarray, scores: np.ndarray | None, keys: Sequence[SortKey], after: Sequence[Any],
+               tiebreak: int | None = None, position: int = 0) -> np.ndarray:
+    """Which of ``rows`` sort strictly after the ``search_after`` values ``after`` (one per key).
+
+    ``tiebreak`` is the ``_shard_doc`` value of the last hit when the order ends
+    with that tiebreaker (point in time, scroll); without it rows equal on every
+    key are not after, as in Elasticsearch.
+    """
+    later = np.zeros(len(rows), bool)
+    equal = np.ones(len(rows), bool)
+    for key, value in zip(keys, after):
+        flag, order, _render = _sort_columns(reader, rows, scores, key)
+        after_flag, after_order = _after_position(reader, key, value)
+        if flag is not None:
+            later |= equal & (flag > after_flag)
+            equal &= flag == after_flag
+            if value is None:
+                continue  # both missing: equal on this key
+        later |= equal & (order > after_order)
+        equal &= order == after_order
+    if tiebreak is not None:
+        later |= equal & (shard_doc(position, 0) + rows > tiebreak)
+    return later
 
 
 def merge_key(keys: Sequence[SortKey], values: Sequence[Any]) -> tuple:

@@ -28,15 +28,17 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import attrs
 import numpy as np
 
-from xerj_core.errors import IllegalArgument
+from xerj_core.errors import IllegalArgument, IndexNotFound, SearchContextMissing
 from xerj_core.query import aggs as aggs_module
 from xerj_core.query import bm25, dsl, fusion, knn
+from xerj_core.query.contexts import SearchContexts, parse_keep_alive
 from xerj_core.query.evaluate import Evaluator
 from xerj_core.query.evaluate import filter_mask as _filter_mask
 from xerj_core.query.ranking import Ranked, rank_all, top_k
-from xerj_core.query.request import (SearchRequest, SourceFilter, parse_count_request, parse_search_request)
+from xerj_core.query.request import (SearchRequest, SortKey, SourceFilter, parse_count_request,
+                                     parse_search_request)
 from xerj_core.query.resolve import resolve_indices
-from xerj_core.query.results import filter_source, merge_key, sort_rows
+from xerj_core.query.results import after_mask, filter_source, merge_key, shard_doc, sort_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.embedding import Embedder
@@ -74,6 +76,7 @@ class SearchService:
     def __init__(self, store: "Store", embedders: Callable[[], Mapping[str, "Embedder"]] = dict) -> None:
         self.store = store
         self.embedders = embedders
+        self.contexts = SearchContexts(store)
 
     # -- ES surface ------------------------------------------------------------------------------
 
@@ -83,34 +86,117 @@ class SearchService:
         return resolve_indices(self.store, index_expr, ignore_unavailable=ignore_unavailable,
                                allow_no_indices=allow_no_indices, expand_wildcards=expand_wildcards)
 
-    def search(self, index_expr: str | None, body: dict | None, *, params: dict | None = None) -> dict:
+    def search(self, index_expr: str | None, body: dict | None, *, params: dict | None = None,
+               principal: str | None = None) -> dict:
         """Run an ES ``_search`` and return its response body.
 
         ``index_expr`` is a comma list with wildcards (None = every visible
         index); ``body`` the JSON request (``query``, ``knn``, ``retriever``,
         ``rank``, ``from``, ``size``, ``sort``, ``_source``, ``track_total_hits``,
-        ``aggs``, ``post_filter``, ``min_score``, ``track_scores``, ``version``);
+        ``aggs``, ``post_filter``, ``min_score``, ``track_scores``, ``version``,
+        ``search_after``, ``pit``);
         ``params`` the URL parameters (``q``, ``df``, ``default_operator``,
         ``size``, ``from``, ``sort``, ``_source``, ``_source_includes``,
         ``_source_excludes``, ``track_total_hits``, ``rest_total_hits_as_int``,
-        ``ignore_unavailable``, ``allow_no_indices``, ``expand_wildcards``), which
-        win over the body. Bad input raises ParsingError / IllegalArgument /
-        IndexNotFound; it never degrades to match-all.
+        ``ignore_unavailable``, ``allow_no_indices``, ``expand_wildcards``,
+        ``scroll``), which win over the body. Bad input raises ParsingError /
+        IllegalArgument / IndexNotFound; it never degrades to match-all.
+
+        A ``pit`` searches the snapshot that point in time pinned; ``scroll``
+        opens a scroll context (continued by :meth:`scroll`). Both belong to
+        ``principal`` (the caller's name) and to no one else.
         """
         started = time.perf_counter()
         request = self._with_vectors(parse_search_request(body, params))
+        if request.pit is not None:
+            if index_expr:
+                raise IllegalArgument("[indices] cannot be used with point in time. Do not specify any index "
+                                      "with point in time.")
+            record = self.contexts.use(request.pit.id, principal, "pit", request.pit.keep_alive)
+            response, _cursor = self._execute(request, started, pins=record["pins"], tiebreak=True)
+            return {"pit_id": request.pit.id, **response}
         names = resolve_indices(self.store, index_expr, ignore_unavailable=request.ignore_unavailable,
                                 allow_no_indices=request.allow_no_indices, expand_wildcards=request.expand_wildcards)
+        if request.scroll is None:
+            return self._execute(request, started, names=names)[0]
+        keep_alive = parse_keep_alive(request.scroll, "scroll")
+        stored_params = {k: v for k, v in (params or {}).items() if k != "scroll"}
+        context_id, record = self.contexts.open("scroll", names, principal, keep_alive,
+                                                {"body": body or {}, "params": stored_params})
+        response, cursor = self._execute(request, started, pins=record["pins"], tiebreak=True, hide_sort=True)
+        record["cursor"] = cursor
+        self.contexts.save(context_id, record)
+        return {"_scroll_id": context_id, **response}
+
+    def scroll(self, scroll_id: str, *, scroll: str | None = None, principal: str | None = None,
+               total_as_int: bool | None = None) -> dict:
+        """The next page of a scroll (``scroll`` extends its keep-alive); ES's scroll response shape."""
+        started = time.perf_counter()
+        record = self.contexts.use(scroll_id, principal, "scroll", scroll)
+        request = self._with_vectors(parse_search_request(record["body"], record["params"]))
+        request = attrs.evolve(request, aggs=(), from_=0)
+        if total_as_int is not None:
+            request = attrs.evolve(request, total_as_int=total_as_int)
+        response, cursor = self._execute(request, started, pins=record["pins"], tiebreak=True, hide_sort=True,
+                                         cursor=record.get("cursor"))
+        if cursor is not None:
+            record["cursor"] = cursor
+            self.contexts.save(scroll_id, record)
+        return {"_scroll_id": scroll_id, **response}
+
+    def _execute(self, request: SearchRequest, started: float, *, names: Sequence[str] = (),
+                 pins: Sequence[dict] | None = None, tiebreak: bool = False, hide_sort: bool = False,
+                 cursor: list | None = None) -> tuple[dict, list | None]:
+        """Run ``request`` over ``names`` (or the pinned snapshots ``pins``); ``(response, last hit's cursor)``.
+
+        With ``tiebreak`` the order ends with ``_shard_doc`` (index position, row), so
+        every hit has a unique place and ``cursor`` / ``search_after`` resume exactly.
+        """
+        sort, show_tiebreak, shown = request.sort, request.pit is not None, None
+        if sort and sort[-1].field == "_shard_doc":
+            # Alone, the tiebreaker leaves no keys: the order is index position, then row.
+            sort, tiebreak, show_tiebreak, shown = sort[:-1], True, True, len(sort) - 1
+        after = cursor if cursor is not None else request.search_after
+        if (tiebreak or after is not None) and sort is None and request.hybrid is None:
+            sort = (SortKey("_score", True),)
+            # A scroll in score order shows no sort values, as ES's does; a point in time shows them.
+            hide_sort = hide_sort and request.pit is None
+        else:
+            hide_sort = hide_sort and request.sort is None
+        if shown is None:
+            shown = len(sort) if sort is not None else 0
+        if after is not None and request.hybrid is None:
+            expected = len(sort) + (1 if tiebreak else 0)
+            if len(after) != expected:
+                raise IllegalArgument(f"search_after has {len(after)} value(s) but sort has {expected}.")
+            if tiebreak and (not isinstance(after[-1], int) or isinstance(after[-1], bool) or after[-1] < 0):
+                raise IllegalArgument(f"the last search_after value must be the [_shard_doc] tiebreaker, "
+                                      f"got [{after[-1]}]")
         with self.store.read_txn() as raw:
-            readers = [self.store.open_reader(raw, name) for name in names]
+            if pins is not None:
+                try:
+                    readers = [self.store.open_pinned_reader(raw, pin) for pin in pins]
+                except IndexNotFound as exc:
+                    raise SearchContextMissing(f"No search context found: index [{exc.index}] was deleted") from None
+            else:
+                readers = [self.store.open_reader(raw, name) for name in names]
             if request.hybrid is not None:
                 page, total, max_score, contexts = self._fused_search(request, readers)
             else:
-                page, total, max_score, contexts = self._ranked_search(request, readers)
-            hits = [self._render_hit(readers[i], row, score, sort_values, request)
-                    for i, row, score, sort_values in page]
+                page, total, max_score, contexts = self._ranked_search(request, readers, sort, after,
+                                                                       tiebreak)
+            hits = []
+            for i, row, score, sort_values in page:
+                if sort_values is not None:
+                    sort_values = sort_values[:shown] + ([shard_doc(i, row)] if show_tiebreak and tiebreak else [])
+                hits.append(self._render_hit(readers[i], row, score, None if hide_sort else sort_values,
+                                             request))
             aggregations = (aggs_module.run_aggs(request.aggs, contexts, typed_keys=request.typed_keys)
                             if request.aggs else None)
+        last = None
+        if page and page[-1][3] is not None:
+            i, row, _score, values = page[-1]
+            last = [*values, shard_doc(i, row)] if tiebreak else list(values)
         response: dict[str, Any] = {
             "took": int((time.perf_counter() - started) * 1000),
             "timed_out": False,
@@ -124,7 +210,7 @@ class SearchService:
         response["hits"]["hits"] = hits
         if aggregations is not None:
             response["aggregations"] = aggregations
-        return response
+        return response, last
 
     def count(self, index_expr: str | None, body: dict | None = None, *, params: dict | None = None) -> dict:
         """Run an ES ``_count``: ``{"count": n, "_shards": ...}``; the body may hold only ``query``."""
@@ -279,8 +365,8 @@ class SearchService:
                                              min_similarity=node.similarity), index))
         return _merge(ranked, k)
 
-    def _ranked_search(self, request: SearchRequest, readers):
-        sort = request.sort
+    def _ranked_search(self, request: SearchRequest, readers, sort: tuple[SortKey, ...] | None = None,
+                       after: Sequence[Any] | None = None, tiebreak: bool = False):
         need_scores = (sort is None or any(key.field == "_score" for key in sort) or request.track_scores
                        or request.min_score is not None)
         knn_parts = self._top_level_knn(request, readers)
@@ -329,6 +415,14 @@ class SearchService:
                 max_score = best if max_score is None else max(max_score, best)
             if window == 0 or matched == 0:
                 continue
+            if after is not None:
+                rows = np.flatnonzero(mask)
+                keep = rows[after_mask(reader, rows, scores, sort, after[:len(sort)],
+                                       after[-1] if tiebreak else None, index)]
+                if not len(keep):
+                    continue
+                mask = np.zeros(reader.n_rows, bool)
+                mask[keep] = True
             if sort is None:
                 ranked = top_k(scores, mask, window)
                 for row, score in ranked.pairs():
@@ -427,7 +521,7 @@ class SearchService:
 def _total(total: int, request: SearchRequest) -> Any:
     track = request.track_total_hits
     if track is False:
-        return None
+        return -1 if request.total_as_int else None
     if track is True or total <= track:
         body = {"value": total, "relation": "eq"}
     else:

@@ -69,6 +69,10 @@ class Mapping:
         if "mappings" in body and isinstance(body["mappings"], dict):
             body = body["mappings"]
         unknown = set(body) - {"properties", "dynamic", "_source", "_meta", "dynamic_templates", "_routing"}
+        if "_doc" in unknown:
+            # Elasticsearch 8 has no mapping types; a type level is refused, not unwrapped.
+            raise MapperParsingError(f"Root mapping definition has unsupported parameters:  [_doc : "
+                                     f"{_java_map(body['_doc'])}]")
         if unknown:
             raise MapperParsingError(f"Root mapping definition has unsupported parameters: {sorted(unknown)}")
         dynamic = body.get("dynamic", True)
@@ -83,6 +87,8 @@ class Mapping:
             raise MapperParsingError(f"properties of [{prefix or '_doc'}] must be an object")
         for name, spec in properties.items():
             path = f"{prefix}{name}"
+            if not name or not name.strip("."):
+                raise MapperParsingError("Failed to parse mapping: field name cannot be an empty string")
             if not isinstance(spec, dict):
                 raise MapperParsingError(f"Expected map for property [{path}] but got a {type(spec).__name__}")
             ftype = spec.get("type", "object" if "properties" in spec else None)
@@ -336,3 +342,12 @@ def coerce(spec: FieldSpec, value: Any) -> Any:
     except (TypeError, ValueError, OverflowError):
         pass
     raise MapperParsingError(f"failed to parse field [{spec.path}] of type [{ftype}]: unexpected value [{value!r:.80}]")
+
+
+def _java_map(value: Any) -> str:
+    """``value`` the way Elasticsearch prints a parsed mapping in its error reasons (``{k=v, ...}``)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={_java_map(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_java_map(v) for v in value) + "]"
+    return str(value)

@@ -11,7 +11,7 @@ import lmdb
 import numpy as np
 import orjson
 
-from xerj_core.store import keys, limits
+from xerj_core.store import keys, limits, pins
 from xerj_core.store.columns import KIND_LEN, Column, column_kind, decode_postings
 from xerj_core.store.mapping import FieldSpec, Mapping
 from xerj_core.store.scope import SCOPE_FIELD, scope_of
@@ -566,3 +566,69 @@ class IndexReader:
         if self.doc_count == self.n_rows:
             return np.empty(0, np.int64)
         return self.memo("dead-rows", lambda: np.flatnonzero(~self.live))
+
+
+class PinnedReader(IndexReader):
+    """An index as an earlier generation saw it (see :mod:`xerj_core.store.pins`), read through a newer transaction.
+
+    Rows written since are outside ``live``; rows that died since are inside it,
+    and their sources come from the retired copies. Per-generation memos are
+    keyed on the pin as well, so statistics (BM25's document counts) are the
+    snapshot's, not the newest generation's.
+    """
+
+    def __init__(self, base: IndexReader, n_rows: int, dead_seq: int) -> None:
+        self.__dict__.update(base.__dict__)
+        live = np.zeros(base.n_rows, bool)
+        cut = min(n_rows, base.n_rows)
+        live[:cut] = base.live[:cut]
+        revived = np.array(pins.killed_since(base.txn, base.dbs, base.ix, dead_seq, base.state.dead_seq), np.int64)
+        revived = revived[revived < cut]
+        if len(revived) and base.scope is not None:
+            # A row that died since comes back only if it was the tenant's own (xerj_core.store.scope).
+            column = base.column(SCOPE_FIELD)
+            ordinal = base.field_dictionary(SCOPE_FIELD).ordinal(base.scope)
+            own = (column.present[revived] & (column.values[revived] == ordinal) if ordinal is not None
+                   else np.zeros(len(revived), bool))
+            revived = revived[own]
+        if len(revived):
+            live[revived] = True
+        self._live = live
+        self._doc_count = int(np.count_nonzero(live))
+        self._pin = (n_rows, dead_seq)
+
+    @property
+    def live(self) -> np.ndarray:
+        return self._live
+
+    @property
+    def doc_count(self) -> int:
+        return self._doc_count
+
+    def memo(self, key: Any, build: Callable[[], Any]) -> Any:
+        if isinstance(key, tuple) and key and key[0] == "column":  # a column does not depend on liveness
+            return super().memo(key, build)
+        return super().memo(("pinned", self._pin, key), build)
+
+    def _source_blob(self, row: int) -> bytes | None:
+        if not self._live[row]:
+            return None
+        blob = self.txn.get(keys.row_key(self.ix, row), db=self.dbs["src"])
+        return blob if blob is not None else pins.retired_source(self.txn, self.dbs, self.ix, row)
+
+    def document(self, row: int) -> tuple[str, dict[str, Any], int] | None:
+        blob = self._source_blob(row)
+        if blob is None:
+            return None
+        version, doc_id, offset = keys.unpack_source_header(blob)
+        return doc_id, orjson.loads(blob[offset:]), version
+
+    def documents(self, rows: Iterable[int]) -> Iterator[tuple[int, str, dict[str, Any], int]]:
+        for row in rows:
+            found = self.document(row)
+            if found is not None:
+                yield row, found[0], found[1], found[2]
+
+    def id_of(self, row: int) -> str | None:
+        found = self.document(row)
+        return None if found is None else found[0]

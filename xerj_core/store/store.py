@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import attrs
 import orjson
 
-from xerj_core.errors import IndexNotFound, XerjError
+from xerj_core.errors import IndexClosed, IndexNotFound, XerjError
 from xerj_core.store import env as envs
-from xerj_core.store import keys
-from xerj_core.store.read import IndexCache, IndexReader
+from xerj_core.store import keys, pins
+from xerj_core.store import meta as index_meta
+from xerj_core.store.read import IndexCache, IndexReader, PinnedReader
 from xerj_core.store.scope import SCOPE_FIELD, public_mapping, scope_of
 from xerj_core.store.write import IndexWrite, WriteResult, WriteTxn
 
@@ -31,6 +33,8 @@ class IndexInfo:
     doc_count: int
     deleted_rows: int
     mapping: dict[str, Any]
+    settings: dict[str, Any] = attrs.field(factory=dict)
+    closed: bool = False
 
 
 @attrs.frozen
@@ -91,6 +95,7 @@ class Store:
         self.tail_rows = tail_rows
         self._caches: dict[int, IndexCache] = {}
         self._caches_lock = threading.Lock()
+        self._sizes: dict[int, tuple[int, int, float]] = {}  # ix -> (generation, bytes, when computed)
         self.listeners: list[Callable[[str, list[str], list[str]], None]] = []
         # (index number, dictionary) -> committed term ordinals; index numbers are never reused, and a
         # dictionary's ordinals never change, so this never goes stale (another process only appends).
@@ -152,8 +157,20 @@ class Store:
                 listener(index, put_ids, deleted)
         return result
 
-    def create_index(self, name: str, mapping: Any = None, settings: dict[str, Any] | None = None) -> None:
-        self.transact(lambda txn: txn.create_index(name, mapping, settings))
+    def create_index(self, name: str, mapping: Any = None, settings: dict[str, Any] | None = None,
+                     aliases: dict[str, dict[str, Any]] | None = None) -> None:
+        """Create an index, and the ``aliases`` (name → properties) on it, in one transaction."""
+
+        def run(txn: WriteTxn) -> None:
+            txn.create_index(name, mapping, settings)
+            if aliases:
+                known = index_meta.read_aliases(txn.raw, txn.dbs)
+                for alias, props in aliases.items():
+                    index_meta.validate_alias_name(alias, txn.exists)
+                    index_meta.add_alias(known, alias, name, props)
+                index_meta.write_aliases(txn.raw, txn.dbs, known)
+
+        self.transact(run)
 
     def delete_index(self, name: str) -> None:
         self.transact(lambda txn: txn.delete_index(name))
@@ -219,13 +236,24 @@ class Store:
         with self.read_txn() as raw:
             yield self.open_reader(raw, index)
 
-    def open_reader(self, raw: Any, index: str) -> IndexReader:
-        """A reader of ``index`` inside an already open read transaction (for multi-index reads)."""
+    def open_reader(self, raw: Any, index: str, *, allow_closed: bool = False) -> IndexReader:
+        """A reader of ``index`` inside an already open read transaction (for multi-index reads).
+
+        An alias of exactly one index reads that index (a single-index read through an
+        alias of several is refused); a closed index raises IndexClosed unless ``allow_closed``.
+        """
         dbs = self.env.dbs
         blob = raw.get(index.encode(), db=dbs["indices"]) if index else None
+        if blob is None and index:
+            aliases = index_meta.read_aliases(raw, dbs)
+            if index in aliases:
+                index = index_meta.single_index(aliases, index)
+                blob = raw.get(index.encode(), db=dbs["indices"])
         if blob is None:
             raise IndexNotFound(index)
         meta = orjson.loads(blob)
+        if meta.get("closed") and not allow_closed:
+            raise IndexClosed(index, meta["uuid"])
         ix = meta["ix"]
         state = keys.IndexState.unpack(raw.get(keys.ix_key(ix), db=dbs["state"]))
         with self._caches_lock:
@@ -247,9 +275,96 @@ class Store:
                 return [k.decode() for k in cur.iternext(values=False) if not k.startswith(b"\x00")]
 
     def index_info(self, index: str) -> IndexInfo:
-        with self.reader(index) as r:
-            return IndexInfo(index, r.meta["uuid"], r.meta["created"], r.doc_count,
-                             r.n_rows - r.doc_count, public_mapping(r.mapping.to_es()))
+        """What an index is (closed ones included): counts, mapping, settings as given, open or closed."""
+        with self.read_txn() as raw:
+            r = self.open_reader(raw, index, allow_closed=True)
+            return IndexInfo(r.name, r.meta["uuid"], r.meta["created"], r.doc_count, r.n_rows - r.doc_count,
+                             public_mapping(r.mapping.to_es()), r.meta.get("settings") or {},
+                             bool(r.meta.get("closed")))
+
+    # A size is rescanned at most this often per index and process while writes keep coming, so a
+    # monitor polling _cat/indices does not rescan a busy index on every call (ES's store stats lag too).
+    SIZE_REFRESH_SECONDS = 30.0
+
+    def index_size(self, index: str) -> int:
+        """Bytes the index's records take in LMDB (keys and values; page overhead not counted).
+
+        Exact for the generation it was computed at; a newer generation reuses it for up to
+        :attr:`SIZE_REFRESH_SECONDS` before the index is scanned again.
+        """
+        with self.read_txn() as raw:
+            reader = self.open_reader(raw, index, allow_closed=True)
+            found = self._sizes.get(reader.ix)
+            now = time.monotonic()
+            if found is not None and (found[0] == reader.generation or now - found[2] < self.SIZE_REFRESH_SECONDS):
+                return found[1]
+            prefix = keys.ix_key(reader.ix)
+            size = 0
+            for name in ("src", "ids", "tail", "segs", "cols", "post", "dead", "dict", "dictr", "dictn"):
+                with raw.cursor(db=self.env.dbs[name]) as cur:
+                    if not cur.set_range(prefix):
+                        continue
+                    for k, v in cur:
+                        if not k.startswith(prefix):
+                            break
+                        size += len(k) + len(v)
+            self._sizes[reader.ix] = (reader.generation, size, now)
+            return size
+
+    # -- metadata: aliases, settings, open/closed (see xerj_core.store.meta) --------------------
+
+    def catalog(self) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, dict[str, Any]]]]:
+        """``(index records by name, aliases)`` read in one snapshot, for index-expression resolution."""
+        with self.read_txn() as raw:
+            records = {}
+            with raw.cursor(db=self.env.dbs["indices"]) as cur:
+                for key, value in cur:
+                    if not key.startswith(b"\x00"):
+                        records[key.decode()] = orjson.loads(value)
+            return records, index_meta.read_aliases(raw, self.env.dbs)
+
+    def aliases(self) -> dict[str, dict[str, dict[str, Any]]]:
+        with self.read_txn() as raw:
+            return index_meta.read_aliases(raw, self.env.dbs)
+
+    def update_aliases(self, actions: Sequence[tuple[str, str, str, dict[str, Any]]]) -> None:
+        """Apply ``(action, alias, index, properties)`` actions (``add``, ``remove``, ``remove_index``)
+        in one transaction: every one of them or none."""
+
+        def run(txn: WriteTxn) -> None:
+            raw, dbs = txn.raw, txn.dbs
+            aliases = index_meta.read_aliases(raw, dbs)
+            for action, alias, index, props in actions:
+                if action == "remove_index":
+                    txn.delete_index(index)
+                    index_meta.drop_index(aliases, index)  # the record is written once, below
+                    continue
+                txn.index_record(index)  # the index must exist
+                if action == "add":
+                    index_meta.validate_alias_name(alias, txn.exists)
+                    index_meta.add_alias(aliases, alias, index, props)
+                else:
+                    index_meta.remove_alias(aliases, alias, index, must_exist=props.get("must_exist", True))
+            index_meta.write_aliases(raw, dbs, aliases)
+
+        self.transact(run)
+
+    def set_closed(self, names: Sequence[str], closed: bool) -> None:
+        def run(txn: WriteTxn) -> None:
+            for name in names:
+                txn.update_index_record(name, closed=closed)
+
+        self.transact(run)
+
+    def update_settings(self, name: str, updates: dict[str, Any]) -> None:
+        """Merge flat ``index.*`` settings into the index's record (validated by the caller)."""
+
+        def run(txn: WriteTxn) -> None:
+            record = txn.index_record(name)
+            merged = {**index_meta.flatten_settings(record.get("settings") or {}), **updates}
+            txn.update_index_record(name, settings={k: v for k, v in merged.items() if v is not None})
+
+        self.transact(run)
 
     def index_stats(self, index: str) -> IndexStats:
         """Live and dead rows of ``index`` and the bytes it holds, read in one snapshot.
@@ -308,3 +423,45 @@ class Store:
     def count(self, index: str) -> int:
         with self.reader(index) as r:
             return r.doc_count
+
+    # -- search contexts (scroll, point in time; see xerj_core.store.pins) ---------------------
+
+    def open_context(self, context_id: str, indices: Sequence[str], record: dict[str, Any]) -> dict[str, Any]:
+        """Record a context pinning the current generation of ``indices``; returns the record with its pins."""
+
+        def run(raw) -> dict[str, Any]:
+            out = {**record, "pins": [pins.pin(raw, self.env.dbs, name, record["expires"]) for name in indices]}
+            pins.put_context(raw, self.env.dbs, context_id, out)
+            return out
+
+        return self.env.write(run)
+
+    def context(self, context_id: str) -> dict[str, Any] | None:
+        with self.read_txn() as raw:
+            return pins.get_context(raw, self.env.dbs, context_id)
+
+    def save_context(self, context_id: str, record: dict[str, Any]) -> bool:
+        """Replace a context's record (its pins unchanged); False when it was closed meanwhile."""
+
+        def run(raw) -> bool:
+            if pins.get_context(raw, self.env.dbs, context_id) is None:
+                return False
+            pins.put_context(raw, self.env.dbs, context_id, record)
+            return True
+
+        return self.env.write(run)
+
+    def close_contexts(self, context_ids: Sequence[str]) -> int:
+        """Close contexts and release their pins; returns how many existed."""
+        return self.env.write(lambda raw: sum(pins.delete_context(raw, self.env.dbs, c) for c in context_ids))
+
+    def contexts(self) -> list[tuple[str, dict[str, Any]]]:
+        with self.read_txn() as raw:
+            return list(pins.contexts(raw, self.env.dbs))
+
+    def open_pinned_reader(self, raw: Any, pin: dict[str, Any]) -> IndexReader:
+        """A reader of a pinned index as it was when pinned; IndexNotFound when it was deleted since."""
+        reader = self.open_reader(raw, pin["index"])
+        if reader.ix != pin["ix"] or reader.meta["uuid"] != pin["uuid"]:
+            raise IndexNotFound(pin["index"])
+        return PinnedReader(reader, pin["n_rows"], pin["dead_seq"])

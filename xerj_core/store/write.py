@@ -14,9 +14,10 @@ import lmdb
 import numpy as np
 import orjson
 
-from xerj_core.errors import (DocumentMissing, IndexAlreadyExists, IndexNotFound, MapperParsingError,
-                              VersionConflict)
-from xerj_core.store import keys, limits
+from xerj_core.errors import (DocumentMissing, IndexAlreadyExists, IndexClosed, IndexNotFound, InvalidIndexName,
+                              MapperParsingError, VersionConflict)
+from xerj_core.store import keys, limits, pins
+from xerj_core.store import meta as index_meta
 from xerj_core.store.columns import (KIND_LEN, KIND_ORD, Column, column_kind, decode_postings_many,
                                      encode_postings_many)
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
@@ -327,6 +328,7 @@ class IndexWrite:
         raw, db = self.txn.raw, self.txn.dbs
         raw.put(keys.row_key(self.ix, self.state.dead_seq), keys.u64(row), db=db["dead"])
         self.state.dead_seq += 1
+        pins.retire_source(raw, db, self.ix, row)  # an open scroll or point in time may still show it
         raw.delete(keys.row_key(self.ix, row), db=db["src"])
 
     def get(self, doc_id: str) -> tuple[dict[str, Any], int] | None:
@@ -448,6 +450,10 @@ class IndexWrite:
         the tail's live records move as they are and every stored value is copied,
         never recomputed. The epoch moves, so every process drops its row caches.
         """
+        if pins.is_pinned(self.txn.raw, self.txn.dbs, self.ix):
+            # A scroll or point in time rebuilds its snapshot from row numbers, which a compaction
+            # renumbers: wait until the last context on this index closes or expires.
+            return False
         state, tail_rows = self.state, self.txn.tail_rows
         n, sealed = state.next_row, state.sealed_rows
         live = np.ones(n, bool)
@@ -647,8 +653,9 @@ class WriteTxn:
         self._open: dict[str, IndexWrite] = {}
         self.dropped: list[str] = []
 
-    def index(self, name: str, *, create: bool = False, mapping: Any = None) -> IndexWrite:
-        """The index ``name``; with ``create`` it is created (with ``mapping``) when missing."""
+    def index(self, name: str, *, create: bool = False, mapping: Any = None, allow_closed: bool = False) -> IndexWrite:
+        """The index ``name`` (or the write index of the alias ``name``); with ``create`` it is created
+        (with ``mapping``) when neither exists. A closed index refuses unless ``allow_closed``."""
         found = self._open.get(name)
         if found is not None:
             return found
@@ -658,10 +665,15 @@ class WriteTxn:
             raise IndexNotFound(name)
         blob = self.raw.get(name.encode(), db=self.dbs["indices"])
         if blob is None:
+            aliases = index_meta.read_aliases(self.raw, self.dbs)
+            if name in aliases:
+                return self.index(index_meta.write_index(aliases, name))
             if not create:
                 raise IndexNotFound(name)
             return self.create_index(name, mapping)
         meta = orjson.loads(blob)
+        if meta.get("closed") and not allow_closed:
+            raise IndexClosed(name, meta["uuid"])
         found = self._open[name] = IndexWrite(self, name, meta["ix"], meta)
         return found
 
@@ -674,6 +686,8 @@ class WriteTxn:
         validate_index_name(name)
         if self.exists(name):
             raise IndexAlreadyExists(name)
+        if name in index_meta.read_aliases(self.raw, self.dbs):
+            raise InvalidIndexName(f"Invalid index name [{name}], already exists as alias", index=name)
         parsed = Mapping.from_es(mapping)
         if scope_of(name) is not None:
             refuse_in_mapping(parsed.fields, name)
@@ -690,14 +704,34 @@ class WriteTxn:
         return found
 
     def delete_index(self, name: str) -> None:
-        target = self.index(name)
+        target = self.index(name, allow_closed=True)
         prefix = keys.ix_key(target.ix)
         for db_name in ("state", "mappings", "src", "ids", "tail", "segs", "cols", "post", "dead",
                         "dict", "dictr", "dictn", "aux"):
             _delete_prefix(self.raw, self.dbs[db_name], prefix)
+        pins.drop_index(self.raw, self.dbs, target.ix)
+        aliases = index_meta.read_aliases(self.raw, self.dbs)
+        if any(name in members for members in aliases.values()):
+            index_meta.drop_index(aliases, name)
+            index_meta.write_aliases(self.raw, self.dbs, aliases)
         self.raw.delete(name.encode(), db=self.dbs["indices"])
         del self._open[name]
         self.dropped.append(name)
+
+    # -- metadata (aliases, settings, open/closed; see xerj_core.store.meta) ------------------------
+
+    def index_record(self, name: str) -> dict[str, Any]:
+        blob = self.raw.get(name.encode(), db=self.dbs["indices"]) if name else None
+        if blob is None:
+            raise IndexNotFound(name)
+        return orjson.loads(blob)
+
+    def update_index_record(self, name: str, **changes: Any) -> dict[str, Any]:
+        record = {**self.index_record(name), **changes}
+        self.raw.put(name.encode(), orjson.dumps(record), db=self.dbs["indices"])
+        if name in self._open:
+            self._open[name].meta = record
+        return record
 
     def put_mapping(self, name: str, body: Any) -> None:
         target = self.index(name)

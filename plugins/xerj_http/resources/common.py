@@ -19,8 +19,8 @@ def send(resp: falcon.Response, body: Any, status: int = 200) -> None:
     resp.data = orjson.dumps(body)
 
 
-def write_result(result: WriteResult) -> dict[str, Any]:
-    return {
+def write_result(result: WriteResult, forced_refresh: bool = False) -> dict[str, Any]:
+    body = {
         "_index": result.index,
         "_id": result.doc_id,
         "_version": result.version,
@@ -29,6 +29,27 @@ def write_result(result: WriteResult) -> dict[str, Any]:
         "_seq_no": max(result.seq_no, 0),
         "_primary_term": 1,
     }
+    if forced_refresh:
+        body["forced_refresh"] = True
+    return body
+
+
+def forced_refresh(req: falcon.Request) -> bool:
+    """Whether a write's ``refresh`` asks for a forced refresh (``true`` or empty), as ES reports it.
+
+    Every committed write is already visible, so ``wait_for`` returns at once and
+    ``true`` forces nothing; the flag only shapes the response.
+    """
+    if "refresh" not in req.params:
+        return False
+    value = req.params["refresh"]
+    if isinstance(value, list):
+        value = value[-1]
+    if value in ("", "true"):
+        return True
+    if value in ("false", "wait_for"):
+        return False
+    raise IllegalArgument(f"Unknown value for refresh: [{value}].")
 
 
 def write_status(result: WriteResult) -> int:
