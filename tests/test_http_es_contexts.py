@@ -255,3 +255,17 @@ def test_open_contexts_are_bounded(books, monkeypatch):
     assert books.simulate_post("/books/_pit", params={"keep_alive": "1m"}).status_code == 200  # counted apart
     books.simulate_delete("/_search/scroll/_all")
     assert books.simulate_post("/books/_search", params={"scroll": "1m"}, json={}).status_code == 200
+
+
+def test_a_point_in_time_scores_with_its_own_statistics(books):
+    query = {"size": 100, "query": {"match": {"text": "word1"}}}
+    before = books.simulate_post("/books/_search", json=query).json["hits"]["hits"]
+    pit = books.simulate_post("/books/_pit", params={"keep_alive": "1m"}).json["id"]
+    books.simulate_delete(f"/books/_doc/{before[0]['_id']}")
+    books.simulate_put("/books/_doc/extra", json={"n": 500, "text": "word1 word1 word1"})
+    _load(books, "books", 30, start=100)  # enough new rows to seal the tail in small configurations
+    inside = books.simulate_post("/_search", json={**query, "pit": {"id": pit}}).json["hits"]["hits"]
+    assert [(h["_id"], round(h["_score"], 6)) for h in inside] == \
+        [(h["_id"], round(h["_score"], 6)) for h in before]
+    after = books.simulate_post("/books/_search", json=query).json["hits"]["hits"]
+    assert {h["_id"] for h in after} != {h["_id"] for h in before}  # the live index did change

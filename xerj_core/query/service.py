@@ -375,7 +375,8 @@ class SearchService:
         contexts = []
         candidates: list[tuple[Any, int, int, float | None, list | None]] = []
         window = request.window
-        plain_match = self._plain_match(request) if knn_parts is None else None
+        # The pruned BM25 path ranks by score alone: not for a resumed (search_after, scroll) or sorted page.
+        plain_match = self._plain_match(request) if knn_parts is None and sort is None and after is None else None
         for index, reader in enumerate(readers):
             if plain_match is not None and bm25.is_text_field(reader, plain_match.field):
                 ranked, matched = self._match_top(reader, plain_match, request)
