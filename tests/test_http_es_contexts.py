@@ -269,3 +269,22 @@ def test_a_point_in_time_scores_with_its_own_statistics(books):
         [(h["_id"], round(h["_score"], 6)) for h in before]
     after = books.simulate_post("/books/_search", json=query).json["hits"]["hits"]
     assert {h["_id"] for h in after} != {h["_id"] for h in before}  # the live index did change
+
+
+def test_a_compaction_waits_while_a_point_in_time_pins_the_index(books):
+    # A context rebuilds its snapshot from row numbers; a compaction renumbers rows, so it must wait.
+    pit = books.simulate_post("/books/_pit", params={"keep_alive": "1m"}).json["id"]
+    for i in range(10):
+        books.simulate_delete(f"/books/_doc/{i}")
+    assert books.simulate_post("/books/_forcemerge").status_code == 200
+    assert books.simulate_get("/books/_stats").json["indices"]["books"]["primaries"]["docs"]["deleted"] == 10
+    body = {"size": 100, "pit": {"id": pit}, "sort": [{"n": "asc"}]}
+    hits = books.simulate_post("/_search", json=body).json["hits"]["hits"]
+    assert [h["_id"] for h in hits] == [str(i) for i in range(25)]
+    assert hits[0]["_source"]["n"] == 0
+    books.simulate_delete("/_pit", json={"id": pit})
+    books.simulate_post("/books/_forcemerge")
+    stats = books.simulate_get("/books/_stats").json["indices"]["books"]["primaries"]["docs"]
+    assert stats["count"] == 15 and stats["deleted"] < 10  # what is left are fillers padding a tail
+    found = books.simulate_post("/books/_search", json={"size": 100, "sort": [{"n": "asc"}]}).json["hits"]["hits"]
+    assert [h["_id"] for h in found] == [str(i) for i in range(10, 25)]
