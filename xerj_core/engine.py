@@ -13,6 +13,7 @@ from xerj_core.plugins import XerjPluginManager, get_plugin_manager
 from xerj_core.store import Store
 
 if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.audit import AuditTrail
     from xerj_core.embedding import Embedder
     from xerj_core.graph.service import GraphService
     from xerj_core.memory.service import MemoryService
@@ -39,6 +40,11 @@ class EngineConfig:
     # Where embedders find their model files, and whether they may fetch missing ones.
     model_cache: Path | None = None
     offline: bool = False
+    # Which successful reads the HTTP audit slot records: ``all``, ``reserved``
+    # (reads touching a ``.xerj-`` index) or ``none``. Writes and denials always are.
+    audit_reads: str = "reserved"
+    # The JSONL audit sink rotates its file to a numbered one past this size.
+    audit_max_bytes: int = 64 * 2**20
 
 
 class Engine:
@@ -63,6 +69,8 @@ class Engine:
         migrate(self.store)  # a directory written by an older build is brought up to date before any read
 
     def close(self) -> None:
+        if "audit" in self.__dict__:
+            self.audit.close()
         self.store.close()
 
     def __enter__(self) -> "Engine":
@@ -83,6 +91,13 @@ class Engine:
             getattr(self.pm.hook, hook)(**kwargs)
         except Exception:
             log.exception("%s observer failed", hook)
+
+    @cached_property
+    def audit(self) -> "AuditTrail":
+        """The audit trail: every registered sink, opened on this data directory on first use."""
+        from xerj_core.audit import AuditTrail
+
+        return AuditTrail(self.pm, self.data_dir, self.config)
 
     @cached_property
     def embedders(self) -> dict[str, Embedder]:

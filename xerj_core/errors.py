@@ -138,3 +138,19 @@ class IndexClosed(XerjError):
 class ResourceNotFound(XerjError):
     status = 404
     error_type = "resource_not_found_exception"
+
+
+class AuditSinkFailed(XerjError):
+    """An audit sink could not record an event; the request that caused it answers 503 naming the sink.
+
+    An audit log that silently drops is worse than none: the caller learns the
+    request was not recorded and may retry once the sink can write again.
+    """
+
+    status = 503
+    error_type = "audit_sink_exception"
+
+    def __init__(self, sink: str, cause: str) -> None:
+        super().__init__(f"audit sink [{sink}] could not record this request: {cause}", sink=sink)
+        self.sink = sink
+        self.cause = cause

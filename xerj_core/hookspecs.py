@@ -84,8 +84,17 @@ def xerj_register_auth_backends(register: RegisterAuthBackend) -> None:
 def xerj_register_audit_sinks(register: RegisterAuditSink) -> None:
     """Register audit sinks by calling ``register(sink)``.
 
-    ``sink`` has a unique ``name`` and ``append(event)``; an acknowledged append
-    must survive a process crash. Returns nothing.
+    ``sink`` has a unique ``name`` and ``open(data_dir, config)`` returning the
+    sink bound to one data directory (``config`` is the engine's
+    :class:`~xerj_core.engine.EngineConfig`). That object has ``name``,
+    ``append(event)`` and ``close()``: ``append`` returns once the event is
+    durable (it survives a process crash) and raises when it cannot write, which
+    refuses the request that caused the event with a 503 naming the sink. It is
+    called from every worker process, so it must not rely on a descriptor opened
+    before a fork. A sink may also offer ``search(query)`` and ``verify()``
+    (the ``/_audit`` routes use the first that does). The core
+    (:class:`xerj_core.audit.AuditTrail`) fans every event out to every sink.
+    Returns nothing.
     """
 
 
@@ -134,7 +143,13 @@ def xerj_edges_written(brain: str, edges: Sequence[Mapping[str, Any]]) -> None:
 
 @hookspec
 def xerj_audit_event(event: Mapping[str, Any]) -> None:
-    """Observe an audit event (``op``, ``subject``, ``resource``, ``outcome``, ``note``).
+    """Observe an audit event after every audit sink has appended it.
 
-    Sinks persist it; other plugins may watch. Returns nothing.
+    ``event`` holds ``op``, ``subject``, ``resource`` (the index, namespace or
+    brain acted on), ``privilege``, ``outcome`` (``success``, ``denied``,
+    ``failure``), ``status``, ``remote_addr``, ``request_id``, and ``indices``
+    and ``note`` when they say more. Events are recorded through
+    ``engine.audit.record(event)``, which persists them in the sinks
+    registered by ``xerj_register_audit_sinks`` and then calls this hook; an
+    observer's exception is logged and refuses nothing. Returns nothing.
     """

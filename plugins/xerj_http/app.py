@@ -10,7 +10,8 @@ import falcon
 from xerj_core.errors import PluginError
 from xerj_core.plugins import XerjPluginManager, collect_registrations
 from xerj_http import errors
-from xerj_http.middleware import Audit, Authenticate, Authorize, CompatHeaders, Policy, ResolveTargets
+from xerj_http.audit import Audit
+from xerj_http.middleware import Authenticate, Authorize, CompatHeaders, Policy, ResolveTargets
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.engine import Engine
@@ -66,13 +67,16 @@ def create_app(engine: Engine, pm: XerjPluginManager, *, insecure: bool = False,
     :class:`xerj_http.errors.Forbidden`.
     """
     backends = open_auth_backends(pm, engine.data_dir)
+    # Our own router instance, so the audit slot can name the route of a request refused before routing.
+    router = falcon.routing.CompiledRouter()
     app = XerjApp(
+        router=router,
         middleware=[
             CompatHeaders(),
             Authenticate(backends, open_mode=insecure),
             ResolveTargets(engine),
             Authorize(policy),
-            Audit(engine),
+            Audit(engine, router),
         ],
         cors_enable=False,
     )

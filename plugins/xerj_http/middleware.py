@@ -1,4 +1,7 @@
-"""The cross-cutting slots, in order: authenticate → resolve targets → authorize → (resource) → audit."""
+"""The cross-cutting slots, in order: authenticate → resolve targets → authorize → (resource) → audit.
+
+The audit slot lives in :mod:`xerj_http.audit`.
+"""
 
 from __future__ import annotations
 
@@ -249,50 +252,3 @@ class Authorize:
                 header["index"] = rewritten
                 expanded.update(found)
         return expanded - explicit
-
-
-def outcome_of(status: int) -> str:
-    if status < 400:
-        return "success"
-    if status in (401, 403):
-        return "denied"
-    return "failure"
-
-
-def audit_resource(params: dict | None, targets: Sequence[str]) -> str:
-    """What a request acted on, named from its route parameters (a namespace, a brain, an index)."""
-    if params:
-        if "namespace" in params:
-            name = f"_memory/{params['namespace']}"
-            return f"{name}/{params['id']}" if "id" in params else name
-        if "brain" in params:
-            name = f"_graph/{params['brain']}"
-            return f"{name}/{params['edge_id']}" if "edge_id" in params else name
-        if "index" in params:
-            return f"{params['index']}/{params['id']}" if "id" in params else params["index"]
-    return ",".join(targets)
-
-
-class Audit:
-    """Slot 5: one ``xerj_audit_event`` per request, after the resource ran (or failed)."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-
-    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
-                         req_succeeded: bool) -> None:
-        ctx = req.context
-        status = resp.status_code
-        principal = ctx.get("principal")
-        op = ctx.get("op")
-        if op is None:
-            op = operation(resource, req.method, req.uri_template)[0] if resource is not None else "unrouted"
-        error_type = ctx.get("error_type")
-        note = f"{status}" if error_type is None else f"{status} {error_type}: {ctx.get('error_reason')}"
-        self.engine.notify("xerj_audit_event", event={
-            "op": op,
-            "subject": principal.name if principal is not None else "anonymous",
-            "resource": audit_resource(ctx.get("params"), ctx.get("targets") or ()),
-            "outcome": outcome_of(status),
-            "note": note,
-        })

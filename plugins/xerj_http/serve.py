@@ -171,15 +171,20 @@ def prepare_admin_key(data_dir: Path) -> Path:
 @offline_option
 @click.option("--access-log", default=None, metavar="FILE|-",
               help="Log every request in the common log format to FILE, or to stdout with '-'.")
+@click.option("--audit-reads", type=click.Choice(["all", "reserved", "none"]), default="reserved",
+              show_default=True,
+              help="Which successful reads the audit log records (writes, denials and key operations always are): "
+                   "every read, reads of reserved .xerj- indices, or none.")
 def serve_command(data_dir: Path, host: str, port: int, workers: int, insecure: bool,
                   allow_cleartext_bind: bool, embedder: str | None, model_cache: Path | None,
-                  offline: bool, access_log: str | None) -> None:
+                  offline: bool, access_log: str | None, audit_reads: str) -> None:
     """Serve the HTTP API (Elasticsearch-compatible routes, /_graph, /_memory) under gunicorn."""
     if not is_loopback(host) and not allow_cleartext_bind:
         raise click.UsageError(
             f"refusing a cleartext bind on the non-loopback address {host}: anyone who can reach it reads "
             f"and writes every index. Bind 127.0.0.1, or pass --allow-cleartext-bind to accept that.")
     config = _engine_config(embedder, model_cache, offline)
+    config.audit_reads = audit_reads
     data_dir = Path(data_dir).expanduser()
     try:
         listener = bind_listener(host, port)
