@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import orjson
 import pytest
 from falcon.testing import TestClient
@@ -33,6 +34,12 @@ def admin_headers(engine) -> dict[str, str]:
     return {"Authorization": "ApiKey " + (engine.data_dir / "admin.key").read_text().strip()}
 
 
+def admin_subject(engine) -> str:
+    """How the audit log names the admin key: ``key:<key id>:xerj-admin``."""
+    key_id = base64.b64decode((engine.data_dir / "admin.key").read_text().strip()).decode().partition(":")[0]
+    return f"key:{key_id}:xerj-admin"
+
+
 @pytest.fixture(params=["open", "secured"])
 def client(request, engine, pm):
     """``falcon.testing.TestClient`` over ``create_app(engine, pm)``, once in open mode and once secured.
@@ -45,7 +52,7 @@ def client(request, engine, pm):
     app = create_app(engine, pm, insecure=not secured)
     test_client = TestClient(app, headers=admin_headers(engine) if secured else None)
     test_client.mode = request.param
-    test_client.subject = "xerj-admin" if secured else "open-mode"
+    test_client.subject = admin_subject(engine) if secured else "open-mode"
     yield test_client
     app.close()
 

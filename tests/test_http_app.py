@@ -19,7 +19,7 @@ from xerj_http.middleware import OPEN_MODE_PRINCIPAL
 from xerj_http.openapi import document
 from xerj_http.routes import ROUTES
 
-from .http_helpers import audit_log, client, error_type, ndjson  # noqa: F401  (fixtures)
+from .http_helpers import admin_headers, admin_subject, audit_log, client, error_type, ndjson  # noqa: F401  (fixtures)
 
 
 class Probe:
@@ -216,16 +216,24 @@ def test_every_xerj_error_renders_its_own_body(probed):
         assert hasattr(cls, "status")
 
 
-def test_audit_event_per_request_names_the_resource_from_route_params(client, audit_log):
+@pytest.mark.parametrize("secured", [False, True], ids=["open", "secured"])
+def test_audit_event_per_request_names_the_resource_from_route_params(engine, pm, audit_log, secured):
+    engine.config.audit_reads = "all"
+    app = create_app(engine, pm, insecure=not secured)
+    client = TestClient(app, headers=admin_headers(engine) if secured else None)
     client.simulate_put("/books/_doc/1", json={"t": 1})
     client.simulate_get("/books/_doc/404")
     client.simulate_post("/_memory/agent-a/_recall", json={"query": "x"})
     client.simulate_get("/nowhere/at/all/x/y")
     put, get, recall, unrouted = audit_log[-4:]
-    assert put == {"op": "doc.index", "subject": client.subject, "resource": "books/1", "outcome": "success",
-                   "note": "201"}
+    subject = admin_subject(engine) if secured else "open-mode"
+    assert put == {"op": "doc.index", "subject": subject, "resource": "books/1", "privilege": "write",
+                   "outcome": "success", "status": 201, "remote_addr": "127.0.0.1",
+                   "request_id": put["request_id"]}
+    assert len(put["request_id"]) == 32
     assert get["op"] == "doc.get" and get["outcome"] == "failure" and get["resource"] == "books/404"
-    assert recall["op"] == "memory.recall" and recall["resource"] == "_memory/agent-a"
+    assert (recall["op"], recall["resource"], recall["privilege"]) == ("memory.recall", ".xerj-memory-agent-a",
+                                                                       "read")
     assert unrouted["op"] == "unrouted" and unrouted["outcome"] == "failure"
     assert "resource_not_found_exception" in unrouted["note"]
 

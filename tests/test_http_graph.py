@@ -154,4 +154,5 @@ def test_graph_audit_names_the_brain(client, audit_log):
     edge_id = link(client).json["edge_id"]
     client.simulate_delete(f"/_graph/notes/link/{edge_id}")
     assert [(e["op"], e["resource"], e["outcome"]) for e in audit_log[-2:]] == [
-        ("graph.link", "_graph/notes", "success"), ("graph.unlink", f"_graph/notes/{edge_id}", "success")]
+        ("graph.link", ".xerj-memory-notes-edges", "success"),
+        ("graph.unlink", f".xerj-memory-notes-edges/{edge_id}", "success")]

@@ -95,4 +95,4 @@ def test_memory_audit_names_the_namespace_not_the_endpoint(client, audit_log):
     memory_id = store(client, text="x").json["_id"]
     client.simulate_delete(f"/_memory/agent/{memory_id}")
     assert [(e["op"], e["resource"]) for e in audit_log[-2:]] == [
-        ("memory.store", "_memory/agent"), ("memory.forget", f"_memory/agent/{memory_id}")]
+        ("memory.store", ".xerj-memory-agent"), ("memory.forget", f".xerj-memory-agent/{memory_id}")]

@@ -205,7 +205,7 @@ class JsonlAuditSink:
                     yield entry
 
     def search(self, query: Any) -> dict[str, Any]:
-        """``{total, entries}`` matching ``query`` (an :class:`xerj_audit.search.AuditQuery`), newest first."""
+        """``{total, entries}`` matching ``query`` (an :class:`xerj_core.audit_query.AuditQuery`), newest first."""
         total, entries = 0, []
         for entry in self.entries_newest_first():
             if query.matches(entry):

@@ -6,7 +6,7 @@ from typing import Any
 
 import falcon
 
-from xerj_audit.search import AuditQuery
+from xerj_core.audit_query import AuditQuery
 from xerj_core.errors import IllegalArgument, XerjError
 from xerj_http.bodies import query_params
 from xerj_http.errors import Forbidden

@@ -1,4 +1,4 @@
-"""What ``GET /_audit/_search`` asks for: the filters, parsed and checked, and the match against one entry."""
+"""What a readable audit sink is asked: the filters of `GET /_audit/_search`, parsed and checked, and the match."""
 
 from __future__ import annotations
 
