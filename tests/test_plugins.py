@@ -12,6 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from xerj_core import hookimpl, hookspecs
+from xerj_core.audit import AuditTrail
+from xerj_core.audit_query import AuditQuery
+from xerj_core.errors import PluginError
 from xerj_core.cli import build_cli
 from xerj_core.commands import plugin_rows
 from xerj_core.plugins import get_plugin_manager
@@ -157,9 +160,35 @@ def test_hook_xerj_audit_event(engine, pm):
         assert client.simulate_get("/_graph/notes/ego", params={"node": "a", "hops": "3"}).status_code == 400
     finally:
         pm.unregister(sink)
-    assert [(e["op"], e["resource"], e["outcome"]) for e in seen] == [
-        ("doc.index", "books/1", "success"), ("graph.ego", "_graph/notes", "failure")]
-    assert seen[1]["note"].startswith("400 graph_error")
+    assert [(e["op"], e["outcome"], e["status"]) for e in seen] == [
+        ("doc.index", "success", 201), ("graph.ego", "failure", 400)]
+    assert seen[0]["resource"].startswith("books") and seen[1]["resource"].startswith(".xerj-memory-notes-edges")
+    assert seen[1]["privilege"] == "read"
+
+
+def test_audit_observers_run_after_the_sinks_and_refuse_nothing(engine):
+    """Observers see each event after the sinks appended it; an observer's failure refuses nothing."""
+    seen = []
+
+    class Watcher:
+        @hookimpl
+        def xerj_audit_event(self, event):
+            seen.append((dict(event), engine.audit.readable().search(AuditQuery())["total"]))
+
+    class Broken:
+        @hookimpl
+        def xerj_audit_event(self, event):
+            raise RuntimeError("observer bug")
+
+    watcher, broken = Watcher(), Broken()
+    engine.pm.register(watcher, name="watcher")
+    engine.pm.register(broken, name="broken-watcher")
+    try:
+        engine.audit.record({"op": "search", "outcome": "success"})
+    finally:
+        engine.pm.unregister(watcher)
+        engine.pm.unregister(broken)
+    assert seen == [({"op": "search", "outcome": "success"}, 1)]
 
 
 def _provider_roundtrip(pm, hook_name):
@@ -188,8 +217,43 @@ def test_hook_xerj_register_auth_backends(pm):
     assert _provider_roundtrip(pm, "xerj_register_auth_backends")
 
 
-def test_hook_xerj_register_audit_sinks(pm):
+def test_hook_xerj_register_audit_sinks(pm, tmp_path):
+    """The core opens every registered sink on the data directory and fans each event out to all of them."""
     assert _provider_roundtrip(pm, "xerj_register_audit_sinks")
+    appended = []
+
+    class MemorySink:
+        name = "memory"
+
+        def open(self, data_dir, config):
+            self.data_dir = data_dir
+            return self
+
+        def append(self, event):
+            appended.append(dict(event))
+
+        def close(self):
+            pass
+
+    class Provider:
+        @hookimpl
+        def xerj_register_audit_sinks(self, register):
+            register(MemorySink())
+
+    provider = Provider()
+    pm.register(provider, name="memory-sink")
+    try:
+        trail = AuditTrail(pm, tmp_path, None)
+        assert sorted(sink.name for sink in trail.sinks) == ["jsonl", "memory"]
+        trail.record({"op": "doc.index", "resource": "books/1"})
+        assert appended == [{"op": "doc.index", "resource": "books/1"}]
+        assert trail.readable().search(AuditQuery())["entries"][0]["resource"] == "books/1"
+        pm.register(Provider(), name="memory-sink-twice")
+        with pytest.raises(PluginError, match=r"audit sink \[memory\] is registered twice"):
+            AuditTrail(pm, tmp_path, None)
+    finally:
+        pm.unregister(name="memory-sink-twice")
+        pm.unregister(provider)
 
 
 def test_hook_xerj_register_storage_backends(pm):

@@ -69,10 +69,12 @@ class AuditTrail:
                 log.error("audit sink [%s] could not record %s: %s", sink.name, dict(event), exc)
                 if failed is None:
                     failed = AuditSinkFailed(sink.name, str(exc) or type(exc).__name__)
-        try:
-            self.pm.hook.xerj_audit_event(event=event)
-        except Exception:  # an observer is not a sink: its failure never refuses a request
-            log.exception("xerj_audit_event observer failed")
+        # Each observer on its own, so one that raises neither silences the others nor refuses the request.
+        for impl in reversed(self.pm.hook.xerj_audit_event.get_hookimpls()):
+            try:
+                impl.function(**{name: event for name in impl.argnames if name == "event"})
+            except Exception:
+                log.exception("xerj_audit_event observer [%s] failed", impl.plugin_name)
         if failed is not None:
             raise failed
 
