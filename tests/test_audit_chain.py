@@ -67,43 +67,44 @@ def test_entries_carry_the_chain_fields_and_hash_their_canonical_json(tmp_path):
                                        "last_hash": entries[-1]["hash"]}
 
 
-def test_an_edited_line_is_reported_at_its_seq(tmp_path):
+def tampered(tmp_path: Path, edit) -> tuple[int, str]:
+    """Fill a log, let ``edit`` change its list of lines, write it back: where does verify say it breaks?"""
     sink = filled(tmp_path)
     lines = lines_of(sink.path)
-    lines[4] = lines[4].replace(b'"outcome":"failure"', b'"outcome":"success"').replace(
-        b'"outcome":"denied"', b'"outcome":"success"').replace(b'"status":200', b'"status":201')
+    edit(lines)
     sink.path.write_bytes(b"".join(lines))
-    seq, reason = broken_at(sink)
+    return broken_at(sink)
+
+
+def test_an_edited_line_is_reported_at_its_seq(tmp_path):
+    def edit(lines):
+        lines[4] = lines[4].replace(b'"status":200', b'"status":201')
+
+    seq, reason = tampered(tmp_path, edit)
     assert seq == 5 and "edited" in reason
 
 
 def test_an_edit_that_recomputes_its_hash_is_caught_by_the_next_link(tmp_path):
-    sink = filled(tmp_path)
-    lines = lines_of(sink.path)
-    entry = json.loads(lines[4])
-    entry["subject"] = "someone-else"
-    entry["hash"] = entry_hash(entry)
-    lines[4] = canonical(entry) + b"\n"
-    sink.path.write_bytes(b"".join(lines))
-    seq, reason = broken_at(sink)
+    def edit(lines):
+        entry = json.loads(lines[4])
+        entry["subject"] = "someone-else"
+        entry["hash"] = entry_hash(entry)
+        lines[4] = canonical(entry) + b"\n"
+
+    seq, reason = tampered(tmp_path, edit)
     assert seq == 6 and "seq 5 was rewritten" in reason
 
 
 def test_a_deleted_line_is_reported_at_the_missing_seq(tmp_path):
-    sink = filled(tmp_path)
-    lines = lines_of(sink.path)
-    del lines[6]
-    sink.path.write_bytes(b"".join(lines))
-    seq, reason = broken_at(sink)
+    seq, reason = tampered(tmp_path, lambda lines: lines.pop(6))
     assert seq == 7 and "missing" in reason
 
 
 def test_a_swapped_pair_is_reported_at_the_first_of_the_two(tmp_path):
-    sink = filled(tmp_path)
-    lines = lines_of(sink.path)
-    lines[2], lines[3] = lines[3], lines[2]
-    sink.path.write_bytes(b"".join(lines))
-    seq, reason = broken_at(sink)
+    def swap(lines):
+        lines[2], lines[3] = lines[3], lines[2]
+
+    seq, reason = tampered(tmp_path, swap)
     assert seq == 3 and "reordered" in reason
 
 
