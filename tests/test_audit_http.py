@@ -225,3 +225,10 @@ def test_four_workers_and_a_cli_process_share_one_chain(tmp_path):
     assert json.loads(offline.stdout)["entries"] >= HTTP_CLIENTS * PER_PROCESS + PER_PROCESS
     lines = (data / "audit.jsonl").read_bytes().splitlines()
     assert [orjson.loads(line)["seq"] for line in lines] == list(range(1, len(lines) + 1))
+
+
+def test_serve_takes_audit_reads_with_reserved_as_the_default():
+    from xerj_http.serve import serve_command
+
+    (option,) = [p for p in serve_command.params if p.name == "audit_reads"]
+    assert option.default == "reserved" and list(option.type.choices) == ["all", "reserved", "none"]
