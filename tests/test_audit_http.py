@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
+import os
+import signal
 import subprocess
 import sys
+import time
 import types
 from concurrent.futures import ProcessPoolExecutor
 
@@ -196,6 +200,26 @@ def _http_writer(args: tuple[int, int]) -> list[int]:
     return [request(port, "PUT", f"/books/_doc/{k}-{n}", {"k": k, "n": n})[0] for n in range(PER_PROCESS)]
 
 
+def _acknowledged_writes(args: tuple[int, int, float]) -> list[str]:
+    """PUT until the deadline; the request ids of the writes the server acknowledged (a killed worker's fail)."""
+    port, k, deadline = args
+    acknowledged, n = [], 0
+    while time.monotonic() < deadline:
+        n += 1
+        request_id = f"w{k}-{n}"
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            conn.request("PUT", f"/books/_doc/{k}-{n}", body=b'{"n": 1}',
+                         headers={"Content-Type": "application/json", "X-Request-Id": request_id})
+            if conn.getresponse().status == 201:
+                acknowledged.append(request_id)
+        except (OSError, http.client.HTTPException):
+            pass  # the worker holding this connection was killed
+        finally:
+            conn.close()
+    return acknowledged
+
+
 @pytest.mark.slow
 def test_four_workers_and_a_cli_process_share_one_chain(tmp_path):
     """Eight processes × 200 events: seven HTTP clients through four gunicorn workers, and a CLI process."""
@@ -232,3 +256,27 @@ def test_serve_takes_audit_reads_with_reserved_as_the_default():
 
     (option,) = [p for p in serve_command.params if p.name == "audit_reads"]
     assert option.default == "reserved" and list(option.type.choices) == ["all", "reserved", "none"]
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_worker_mid_burst_keeps_every_acknowledged_entry_and_a_chain_that_verifies(tmp_path):
+    data = tmp_path / "data"
+    server = Server(data, tmp_path / "serve.log", workers=2)
+    try:
+        deadline = time.monotonic() + 4
+        with ProcessPoolExecutor(4) as pool:
+            running = pool.map(_acknowledged_writes, [(server.port, k, deadline) for k in range(4)])
+            for _ in range(2):  # two workers killed in the middle of the burst (gunicorn starts new ones)
+                time.sleep(1.2)
+                os.kill(server.workers()[0], signal.SIGKILL)
+            acknowledged = [request_id for batch in running for request_id in batch]
+        status, verdict = request(server.port, "GET", "/_audit/_verify")
+        assert status == 200 and verdict["valid"] is True, verdict
+        status, found = request(server.port, "GET", "/_audit/_search?size=10000&op=doc.index")
+    finally:
+        server.stop()
+    recorded = {entry["request_id"] for entry in found["entries"]}
+    assert len(acknowledged) > 50
+    assert set(acknowledged) <= recorded  # no write was acknowledged without its entry
+    lines = (data / "audit.jsonl").read_bytes().splitlines()
+    assert [orjson.loads(line)["seq"] for line in lines] == list(range(1, len(lines) + 1))
