@@ -136,6 +136,18 @@ def test_a_torn_last_line_is_reported_then_recorded_and_removed_by_the_next_appe
     assert f"{len(whole) // 2} bytes" in repair[0]["note"]
 
 
+def test_a_torn_line_in_a_full_file_is_repaired_before_the_file_rotates(tmp_path):
+    sink = filled(tmp_path, 3, max_bytes=100_000)
+    with open(sink.path, "ab") as handle:
+        handle.write(b'{"op":"cut sho')
+    JsonlAuditSink(sink.directory, max_bytes=10).append(event(3))  # over the limit: appends, then rotates
+    assert not sink.path.exists() and [p.name for p in log_files(sink.directory)] == ["audit.000001.jsonl"]
+    sink.append(event(4))
+    verdict = sink.verify()
+    assert verdict.valid and verdict.entries == 6 and verdict.files == 2
+    assert sink.search(AuditQuery(op="audit.repair"))["entries"][0]["torn"] == '{"op":"cut sho'
+
+
 def test_an_unreadable_last_entry_refuses_to_append_rather_than_fork_the_chain(tmp_path):
     sink = filled(tmp_path, 2)
     with open(sink.path, "ab") as handle:
@@ -148,7 +160,7 @@ def test_rotation_continues_the_chain_across_numbered_files(tmp_path):
     sink = filled(tmp_path, 60, max_bytes=2000)
     files = log_files(sink.directory)
     assert len(files) > 3
-    assert files[0].name == "audit.000001.jsonl" and files[-1].name == ACTIVE
+    assert files[0].name == "audit.000001.jsonl"
     assert all(path.stat().st_size < 2000 + 1000 for path in files)
     verdict = sink.verify()
     assert verdict.valid and verdict.entries == 60 and verdict.files == len(files)

@@ -115,10 +115,12 @@ class JsonlAuditSink:
                 stat = os.fstat(fd)
                 if not self._still_active(stat):
                     continue  # another process rotated the file while this one waited for the lock
-                if stat.st_size >= self.max_bytes:
+                entry = self._append_locked(fd, stat, event)
+                # Rotate after a complete append, never before one: a torn line is repaired first,
+                # so a numbered file always ends on a whole entry.
+                if self._tail is not None and self._tail[1] >= self.max_bytes:
                     self._rotate()
-                    continue
-                return self._append_locked(fd, stat, event)
+                return entry
             finally:
                 os.close(fd)  # releases the lock
 
