@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import logging
@@ -90,12 +91,18 @@ def test_a_failed_authentication_is_recorded_against_the_route_it_tried(engine, 
 
     monkeypatch.setattr(Authenticate, "process_request", refuse)
     client = make_client(engine, pm)
-    assert client.simulate_post("/_memory/alice", json={"text": "x"}).status_code == 401
-    assert client.simulate_get("/_audit/_search").status_code == 401
+    presented = base64.b64encode(b"key-7:the-secret").decode()
+    assert client.simulate_post("/_memory/alice", json={"text": "x"},
+                                headers={"Authorization": f"ApiKey {presented}"}).status_code == 401
+    assert client.simulate_get("/_audit/_search", headers={"Authorization": "ApiKey %%%"}).status_code == 401
+    assert client.simulate_get("/_audit/_verify").status_code == 401
     monkeypatch.undo()
     found = entries(make_client(engine, pm), outcome="denied")
-    assert [(e["op"], e["subject"], e["resource"], e["status"]) for e in found] == [
-        ("audit.search", "anonymous", "", 401), ("memory.store", "anonymous", ".xerj-memory-alice", 401)]
+    assert [(e["op"], e["subject"], e["resource"], e["status"], e.get("credential")) for e in found] == [
+        ("audit.verify", "anonymous", "", 401, None),
+        ("audit.search", "anonymous", "", 401, "ApiKey (malformed)"),
+        ("memory.store", "anonymous", ".xerj-memory-alice", 401, "ApiKey id [key-7]")]
+    assert "the-secret" not in (engine.data_dir / "audit.jsonl").read_text()
 
 
 def test_the_audit_routes_are_for_a_superuser_only(engine, pm, monkeypatch):

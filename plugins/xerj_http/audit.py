@@ -20,6 +20,8 @@ as if it had been recorded.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import uuid
 from typing import Any, Sequence
 
@@ -84,6 +86,23 @@ def should_record(privilege: str, outcome: str, path: str, targets: Sequence[str
     return reads == "reserved" and any(is_reserved(name) for name in targets)
 
 
+def credential_of(req: falcon.Request) -> str | None:
+    """What an unauthenticated request presented, never its secret: ``ApiKey id [..]``, a scheme, or ``None``."""
+    header = req.get_header("Authorization")
+    if not header:
+        return None
+    scheme, _, value = header.strip().partition(" ")
+    if scheme.lower() == "apikey":
+        try:
+            key_id = base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")[0]
+        except (binascii.Error, UnicodeDecodeError):
+            return "ApiKey (malformed)"
+        if key_id and len(key_id) <= _MAX_REQUEST_ID and key_id.isprintable():
+            return f"ApiKey id [{key_id}]"
+        return "ApiKey (malformed)"
+    return scheme[:32] if scheme.isprintable() else "(unprintable)"
+
+
 def request_id_of(req: falcon.Request) -> str:
     """The caller's ``X-Request-Id`` when it is a short printable token, else a fresh one."""
     given = req.get_header(REQUEST_ID)
@@ -140,6 +159,10 @@ class Audit:
         }
         if targets and targets != [name.split("/", 1)[0]]:
             event["indices"] = targets
+        if event["subject"] == "anonymous":
+            credential = credential_of(req)
+            if credential is not None:
+                event["credential"] = credential
         error_type = ctx.get("error_type")
         if error_type is not None:
             event["note"] = f"{error_type}: {ctx.get('error_reason')}"
