@@ -7,9 +7,9 @@ from typing import Any, Mapping
 
 import attrs
 
+from xerj_core import params
 from xerj_core.audit import OUTCOMES
-from xerj_core.errors import GraphError, IllegalArgument
-from xerj_core.graph.brain import parse_instant
+from xerj_core.errors import IllegalArgument
 
 DEFAULT_SIZE = 10
 MAX_SIZE = 10_000
@@ -53,37 +53,18 @@ class AuditQuery:
     size: int = DEFAULT_SIZE
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "AuditQuery":
-        """Parse query-string parameters; an unknown or malformed one is a 400 that names it."""
-        unknown = sorted(set(params) - set(PARAMS))
-        if unknown:
-            raise IllegalArgument(f"unknown parameter [{unknown[0]}] for an audit search; expected one of "
-                                  f"{list(PARAMS)}")
-        values: dict[str, Any] = {}
-        for name in PARAMS:
-            value = params.get(name)
-            if value is None:
-                continue
-            if not isinstance(value, str):
-                raise IllegalArgument(f"[{name}] must be given once")
-            values[name] = value
-        outcome = values.get("outcome")
-        if outcome is not None and outcome not in OUTCOMES:
-            raise IllegalArgument(f"[outcome] must be one of {list(OUTCOMES)}, got [{outcome}]")
+    def from_params(cls, query: Mapping[str, Any]) -> "AuditQuery":
+        """Parse query-string parameters (one value each); an unknown or malformed one is a 400 that names it."""
+        params.refuse_unknown(query, PARAMS, IllegalArgument, what="/_audit/_search")
+        outcome = query.get("outcome")
+        if outcome is not None:
+            outcome = params.choice(outcome, "outcome", OUTCOMES, IllegalArgument)
         size = DEFAULT_SIZE
-        if "size" in values:
-            text = values["size"].strip()
-            if not text.isdigit() or int(text) > MAX_SIZE:
-                raise IllegalArgument(f"[size] must be an integer from 0 to {MAX_SIZE}, got [{values['size']}]")
-            size = int(text)
-        instants = {}
-        for name in ("from", "to"):
-            if name in values:
-                try:
-                    instants[name] = parse_instant(values[name], name)
-                except GraphError as exc:
-                    raise IllegalArgument(exc.reason) from exc
-        return cls(subject=values.get("subject"), resource=values.get("resource"), op=values.get("op"),
+        if "size" in query:
+            size = params.integer(query["size"], "size", IllegalArgument, 0, MAX_SIZE, source=params.QUERY)
+        instants = {name: params.instant(query[name], name, IllegalArgument) for name in ("from", "to")
+                    if name in query}
+        return cls(subject=query.get("subject"), resource=query.get("resource"), op=query.get("op"),
                    outcome=outcome, from_ms=instants.get("from"), to_ms=instants.get("to"), size=size)
 
     def matches(self, entry: Mapping[str, Any]) -> bool:

@@ -6,6 +6,7 @@ from typing import Any
 
 import falcon
 
+from xerj_core import params
 from xerj_core.audit_query import AuditQuery
 from xerj_core.errors import IllegalArgument, XerjError
 from xerj_http.bodies import query_params
@@ -69,9 +70,7 @@ class AuditVerify(_AuditRoute):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         require_superuser(req, self.op)
-        extra = sorted(query_params(req))
-        if extra:
-            raise IllegalArgument(f"unknown parameter [{extra[0]}] for an audit verify; it takes none")
+        params.refuse_unknown(query_params(req), (), IllegalArgument, what="/_audit/_verify")
         send(resp, self.sink().verify().to_dict())
 
 
