@@ -237,7 +237,7 @@ def test_kill_9_in_the_middle_of_a_burst_leaves_a_chain_that_verifies_or_reports
         assert tail.endswith(b"\n")
     else:  # only an interrupted last line is acceptable, and it must be said
         assert "torn" in verdict.first_broken.reason and not tail.endswith(b"\n")
-    assert verdict.entries > 100 and len(files) > 1
+    assert verdict.entries >= 50 and len(files) > 1  # the burst was under way when it was killed
     # the next writer continues the chain (recording any torn line it removed)
     JsonlAuditSink(data, max_bytes=20000).append(event(1))
     after = verify_files(log_files(data))
