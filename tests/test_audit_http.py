@@ -23,7 +23,7 @@ from xerj_http import create_app
 from xerj_http.errors import Forbidden, Unauthenticated
 from xerj_http.middleware import Authenticate
 
-from .http_helpers import error_type
+from .http_helpers import admin_headers, admin_subject, error_type
 from .test_http_serve import Server, request
 
 
@@ -291,3 +291,31 @@ def test_kill_9_of_a_worker_mid_burst_keeps_every_acknowledged_entry_and_a_chain
     assert set(acknowledged) <= recorded  # no write was acknowledged without its entry
     lines = (data / "audit.jsonl").read_bytes().splitlines()
     assert [orjson.loads(line)["seq"] for line in lines] == list(range(1, len(lines) + 1))
+
+
+def test_secured_the_audit_routes_admit_the_admin_key_only_and_key_operations_are_recorded(engine, pm):
+    app = create_app(engine, pm)  # secured: the admin key is minted into the data directory
+    client = TestClient(app)
+    try:
+        admin = admin_headers(engine)
+        minted = client.simulate_post("/_security/api_key", headers=admin, json={
+            "name": "alice-agent",
+            "role_descriptors": {"r": {"indices": [{"names": ["*"], "privileges": ["all"]}]}}})
+        assert minted.status_code == 200, minted.text
+        alice = {"Authorization": "ApiKey " + minted.json["encoded"]}
+        # even a key granted every index is not a superuser: the log is the superuser's to read
+        for path in ("/_audit/_search", "/_audit/_verify"):
+            refused = client.simulate_get(path, headers=alice)
+            assert refused.status_code == 403 and error_type(refused) == "security_exception"
+        assert client.simulate_get("/_audit/_search").status_code == 401
+        assert client.simulate_post("/_memory/alice", json={"text": "x"}, headers=alice).status_code == 201
+        found = client.simulate_get("/_audit/_search", params={"size": "100"}, headers=admin)
+        assert found.status_code == 200
+        rows = [(e["op"], e["subject"], e["outcome"]) for e in reversed(found.json["entries"])]
+        alice_subject = f"key:{minted.json['id']}:alice-agent"
+        assert rows[0][1] == admin_subject(engine) and rows[0][2] == "success"  # the key was minted
+        assert rows[1:] == [("audit.search", alice_subject, "denied"), ("audit.verify", alice_subject, "denied"),
+                            ("audit.search", "anonymous", "denied"), ("memory.store", alice_subject, "success")]
+        assert client.simulate_get("/_audit/_verify", headers=admin).json["valid"] is True
+    finally:
+        app.close()
