@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import http.client
-import inspect
 import json
 import logging
 import os
@@ -30,8 +29,7 @@ from .test_http_serve import Server, request
 def make_client(engine, pm, *, reads: str = "reserved", **kwargs) -> TestClient:
     """An app in open mode (these tests are about the log, not credentials) recording ``reads``."""
     engine.config.audit_reads = reads
-    if "insecure" in inspect.signature(create_app).parameters:  # secured is the default once API keys exist
-        kwargs.setdefault("insecure", True)
+    kwargs.setdefault("insecure", True)
     return TestClient(create_app(engine, pm, **kwargs))
 
 
