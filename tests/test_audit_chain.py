@@ -1,4 +1,4 @@
-"""The JSONL audit sink on disk: the conformance suite, tampering found at the right seq, torn lines, rotation, the CLI."""
+"""The JSONL audit sink on disk: the conformance suite, tampering found at its seq, torn lines, rotation, the CLI."""
 
 from __future__ import annotations
 

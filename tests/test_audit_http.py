@@ -1,4 +1,4 @@
-"""The audit log over HTTP: what is recorded and against what, the superuser-only routes, a failing sink, real workers."""
+"""The audit log over HTTP: what is recorded against what, the superuser-only routes, a failing sink, real workers."""
 
 from __future__ import annotations
 
