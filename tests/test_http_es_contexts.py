@@ -17,6 +17,16 @@ def _load(client, index: str, n: int, start: int = 0) -> None:
 
 
 @pytest.fixture
+def engine(tmp_path, pm):
+    """The shared engine, recording every read in the audit trail: a test below reads which indices a
+    scroll or point-in-time page targeted from its audit event, and these are ordinary indices."""
+    from xerj_core.engine import Engine, EngineConfig
+
+    with Engine(tmp_path / "data", pm, config=EngineConfig(tail_rows=8, audit_reads="all")) as eng:
+        yield eng
+
+
+@pytest.fixture
 def books(client):
     client.simulate_put("/books", json={"mappings": {"properties": {
         "n": {"type": "long"}, "tag": {"type": "keyword"}, "text": {"type": "text"}}}})
