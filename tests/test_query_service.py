@@ -302,7 +302,9 @@ def test_query_vector_builder_uses_a_registered_embedder(store):
     ({"aggs": {"a": {"max": {"field": "year"}, "aggs": {"b": {"min": {"field": "year"}}}}}}, ParsingError,
      "cannot accept sub-aggregations"),
     ({"aggs": {"a[0]": {"max": {"field": "year"}}}}, ParsingError, "Invalid aggregation name"),
-    ({"highlight": {"fields": {"text": {}}}}, IllegalArgument, "not supported"),
+    ({"suggest": {"s": {"text": "x"}}}, IllegalArgument, "not supported"),
+    ({"highlight": {"fields": {"text": {"fragment_sise": 5}}}}, ParsingError, "unknown field [fragment_sise]"),
+    ({"highlight": {"fields": "text"}}, ParsingError, "requires [fields]"),
     ({"querry": {}}, ParsingError, "Unknown key"),
     ({"sort": [{"year": "up"}]}, ParsingError, "unknown order"),
 ])

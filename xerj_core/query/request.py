@@ -13,11 +13,12 @@ from xerj_core.params import QUERY, flag, refuse_unknown
 from xerj_core.query import dsl
 from xerj_core.query.aggs import AggSpec, parse_aggs
 from xerj_core.query.dsl import Node, as_bool, as_float, as_int
+from xerj_core.query.highlight import Highlight, parse_highlight
 
 MAX_RESULT_WINDOW = 10_000
 DEFAULT_TRACK_TOTAL_HITS = 10_000
 
-_UNSUPPORTED_BODY = {"highlight", "collapse", "rescore", "suggest", "script_fields",
+_UNSUPPORTED_BODY = {"collapse", "rescore", "suggest", "script_fields",
                      "indices_boost", "runtime_mappings", "docvalue_fields", "stored_fields", "fields", "slice",
                      "stats", "terminate_after", "ext", "sub_searches"}
 _FALSE_ONLY_BODY = {"explain", "profile", "seq_no_primary_term"}
@@ -77,6 +78,7 @@ class SearchRequest:
     search_after: tuple[Any, ...] | None = None
     pit: PointInTime | None = None
     scroll: str | None = None  # the keep-alive of a scroll this search opens
+    highlight: Highlight | None = None
 
     @property
     def window(self) -> int:
@@ -354,6 +356,8 @@ def parse_search_request(body: Any, params: dict[str, Any] | None = None) -> Sea
             out["aggs"] = parse_aggs(value)
         elif key == "post_filter":
             out["post_filter"] = dsl.parse_query(value, where="post_filter")
+        elif key == "highlight":
+            out["highlight"] = parse_highlight(value)
         elif key == "min_score":
             out["min_score"] = as_float(value, "min_score")
         elif key == "track_scores":

@@ -38,6 +38,7 @@ from xerj_core.query.ranking import Ranked, rank_all, top_k
 from xerj_core.query.request import (SearchRequest, SortKey, SourceFilter, parse_count_request,
                                      parse_search_request)
 from xerj_core.query.resolve import resolve_indices
+from xerj_core.query.highlight import highlight_hit, query_terms
 from xerj_core.query.results import after_mask, filter_source, merge_key, shard_doc, sort_rows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -516,6 +517,10 @@ class SearchService:
             hit["_source"] = filter_source(source, request.source)
         if sort_values is not None:
             hit["sort"] = sort_values
+        if request.highlight is not None and source is not None:
+            marked = highlight_hit(source, request.highlight, query_terms(request.query, request.hybrid))
+            if marked:
+                hit["highlight"] = marked
         return hit
 
 
