@@ -53,6 +53,8 @@ class Principal:
 
 
 OPEN_MODE_PRINCIPAL = Principal(name="open-mode", superuser=True, mode="open")
+# The caller on a public path of a secured server: no grants, so it may touch no index at all.
+ANONYMOUS_PRINCIPAL = Principal(name="anonymous", superuser=False, mode="anonymous", grants=())
 
 
 @lru_cache(maxsize=1024)

@@ -24,6 +24,9 @@ class XerjApp(falcon.App):
         self.open_mode = True
         self.auth_backends: list[Any] = []
         self.admin_key_path: Path | None = None
+        # Path prefixes served without a credential (see :class:`Authenticate`); plugins append to it
+        # from ``xerj_register_routes``.
+        self.public_prefixes: list[str] = []
 
     def close(self) -> None:
         while self.auth_backends:
@@ -69,11 +72,12 @@ def create_app(engine: Engine, pm: XerjPluginManager, *, insecure: bool = False,
     backends = open_auth_backends(pm, engine.data_dir)
     # Our own router instance, so the audit slot can name the route of a request refused before routing.
     router = falcon.routing.CompiledRouter()
+    public_prefixes: list[str] = []
     app = XerjApp(
         router=router,
         middleware=[
             CompatHeaders(),
-            Authenticate(backends, open_mode=insecure),
+            Authenticate(backends, open_mode=insecure, public_prefixes=public_prefixes),
             ResolveTargets(engine),
             Authorize(policy),
             Audit(engine, router),
@@ -81,6 +85,7 @@ def create_app(engine: Engine, pm: XerjPluginManager, *, insecure: bool = False,
         cors_enable=False,
     )
     app.open_mode = insecure
+    app.public_prefixes = public_prefixes
     app.auth_backends = backends
     if not insecure:
         app.admin_key_path = ensure_admin_key(backends, engine.data_dir)

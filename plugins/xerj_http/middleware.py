@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import falcon
 
-from xerj_auth.principal import OPEN_MODE_PRINCIPAL, RESERVED_PREFIX, Principal
+from xerj_auth.principal import ANONYMOUS_PRINCIPAL, OPEN_MODE_PRINCIPAL, RESERVED_PREFIX, Principal
 from xerj_core.errors import XerjError
 from xerj_core.query.resolve import resolve_indices
 from xerj_http.errors import Forbidden, Unauthenticated
@@ -51,15 +51,22 @@ class Authenticate:
     ``_security`` routes.
     """
 
-    def __init__(self, backends: Sequence[Any] = (), *, open_mode: bool = True) -> None:
+    def __init__(self, backends: Sequence[Any] = (), *, open_mode: bool = True,
+                 public_prefixes: list[str] | None = None) -> None:
         self.backends = list(backends)
         self.open_mode = open_mode
+        # Paths a plugin serves to anyone (the console's static files and sign-in); the caller is
+        # the anonymous principal there, which holds no privilege on any index. Shared with the app.
+        self.public_prefixes = public_prefixes if public_prefixes is not None else []
         self.key_store = next((b.keys for b in self.backends if getattr(b, "keys", None) is not None), None)
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.key_store = self.key_store
         if self.open_mode:
             req.context.principal = OPEN_MODE_PRINCIPAL
+            return
+        if self.public_prefixes and req.path.startswith(tuple(self.public_prefixes)):
+            req.context.principal = ANONYMOUS_PRINCIPAL
             return
         headers = req.headers
         for backend in self.backends:
