@@ -11,7 +11,7 @@ import orjson
 
 from xerj_core.errors import IllegalArgument, XerjError
 from xerj_console.session import (
-    SESSION_SECONDS, SessionAuthenticator, principal_summary, set_cookie_header,
+    COOKIE, SESSION_SECONDS, SessionAuthenticator, principal_summary,
 )
 from xerj_http.bodies import json_body
 
@@ -63,6 +63,12 @@ class Landing:
         self.files.on_get(req, resp, "index.html")
 
 
+def set_session_cookie(req: falcon.Request, resp: falcon.Response, value: str, max_age: int) -> None:
+    """HttpOnly, SameSite=Strict, the whole server as its path (the console reads the API itself); Secure over TLS."""
+    resp.set_cookie(COOKIE, value, max_age=max_age, path="/", http_only=True, same_site="Strict",
+                    secure=req.scheme == "https")
+
+
 def _sessions(app: Any) -> SessionAuthenticator | None:
     return next((b for b in getattr(app, "auth_backends", ()) if isinstance(b, SessionAuthenticator)), None)
 
@@ -105,12 +111,12 @@ class Session:
             raise XerjError("console sign-in needs the API-key backend and the console session backend")
         principal = store.verify(encoded.strip())  # a 401 for a key that does not verify
         value, csrf, expires = sessions.issue(principal)
-        resp.set_header("Set-Cookie", set_cookie_header(value, SESSION_SECONDS))
+        set_session_cookie(req, resp, value, SESSION_SECONDS)
         _send_json(resp, {"mode": "secured", "signed_in": True, "csrf": csrf, "expires": expires,
                           "principal": principal_summary(principal)})
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.set_header("Set-Cookie", set_cookie_header("", 0))
+        resp.unset_cookie(COOKIE, path="/", same_site="Strict")
         _send_json(resp, {"signed_in": False})
 
 

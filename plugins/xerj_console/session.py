@@ -126,11 +126,6 @@ class SessionBackend:
         return SessionAuthenticator(data_dir)
 
 
-def set_cookie_header(value: str, max_age: int) -> str:
-    """The ``Set-Cookie`` value: HttpOnly, SameSite=Strict, scoped to the whole server (the API is the console's)."""
-    return f"{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}"
-
-
 def principal_summary(principal: Principal) -> dict[str, Any]:
     grants = None if principal.grants is None else [
         {"names": list(g.names), "privileges": sorted(g.privileges)} for g in principal.grants]
