@@ -434,3 +434,30 @@ def test_post_filter_min_score_and_small_query_types(search):
         {"match": {"text": "planet"}},
         {"knn": {"field": "vec", "query_vector": [0.0, 1.0, 0.0], "k": 1}}]}}})
     assert set(ids(nested)) == {"b0", "b1", "b2"}
+
+
+def test_highlight_tags_the_query_words_in_the_es_response_shape(search):
+    response = search.search("books", {
+        "query": {"bool": {"must": [{"match": {"text": "planet"}}], "must_not": [{"match": {"text": "ocean"}}]}},
+        "highlight": {"fields": {"text": {}, "title": {}}, "pre_tags": ["<b>"], "post_tags": ["</b>"]}})
+    hit = response["hits"]["hits"][0]
+    assert hit["_source"]["title"] == "Dune"
+    assert hit["highlight"] == {"text": ["desert <b>planet</b> spice and sand worms"]}  # no title match, no key
+
+
+def test_highlight_fragment_size_and_number_of_fragments(search, store):
+    long_text = " ".join(["filler words here"] * 20 + ["the planet appears"] + ["more filler text"] * 20
+                         + ["a second planet"] + ["tail words"] * 20)
+    search.search("books", {"query": {"match_all": {}}})  # the index exists
+    from xerj_core.query.highlight import highlight_hit, parse_highlight, query_terms
+    from xerj_core.query.request import parse_search_request
+    request = parse_search_request({"query": {"match": {"text": "planet"}},
+                                    "highlight": {"fields": {"text": {"fragment_size": 30, "number_of_fragments": 1}}}})
+    got = highlight_hit({"text": long_text}, request.highlight, query_terms(request.query))["text"]
+    assert len(got) == 1 and "<em>planet</em>" in got[0] and len(got[0]) < 60
+    whole = parse_highlight({"fields": {"text": {"number_of_fragments": 0}}})
+    got = highlight_hit({"text": long_text}, whole, {"text": {"planet"}})["text"]
+    assert got == [long_text.replace("planet", "<em>planet</em>")]
+    escaped = parse_highlight({"fields": {"*": {}}, "encoder": "html"})
+    assert highlight_hit({"t": "<img src=x> planet"}, escaped, {None: {"planet"}}) == {
+        "t": ["&lt;img src=x&gt; <em>planet</em>"]}
