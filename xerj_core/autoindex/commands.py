@@ -7,11 +7,13 @@ import http.client
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+import webbrowser
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -265,9 +267,39 @@ def most_linked_note(engine: Engine, brain: str) -> str | None:
     return None
 
 
+def console_url(base: str, name: str) -> str:
+    """The console's map of brain ``name`` on the server at ``base``."""
+    return f"{base}/_xerj-console/#/map?" + urllib.parse.urlencode({"brain": name})
+
+
+# Run detached by `xerj brain --open`: waits (up to a minute) for the server the command is about to
+# exec, then opens the console; the command itself becomes the server and cannot wait.
+_OPEN_WHEN_UP = """
+import socket, sys, time, webbrowser
+url, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        break
+    except OSError:
+        time.sleep(0.3)
+webbrowser.open(url)
+"""
+
+
+def _open_console(url: str, host: str | None = None, port: int | None = None) -> None:
+    if host is None:
+        webbrowser.open(url)
+        return
+    subprocess.Popen([sys.executable, "-c", _OPEN_WHEN_UP, url, host, str(port)], start_new_session=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def _print_urls(base: str, name: str, summary: Any, hub: str | None) -> None:
     click.echo("")
     click.echo(f"brain '{name}' is ready. Look at it:")
+    click.echo(f"  console:  {console_url(base, name)}")
     click.echo(f"  overview: {base}/_graph/{name}/overview")
     if hub is not None:
         click.echo(f"  ego:      {base}/_graph/{name}/ego?"
@@ -290,8 +322,9 @@ def _print_urls(base: str, name: str, summary: Any, hub: str | None) -> None:
                    "admin.key.")
 @click.option("--insecure", is_flag=True, envvar="XERJ_INSECURE",
               help="Serve in open mode (no credentials) when no server is running (also XERJ_INSECURE=1).")
+@click.option("--open", "open_console", is_flag=True, help="Open the console in the browser once the server answers.")
 @click.pass_obj
-def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecure) -> None:
+def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecure, open_console) -> None:
     """Index FOLDER with graph detection on, then serve it.
 
     When a server already answers on --host/--port it is used only if it serves
@@ -308,6 +341,8 @@ def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecur
         sink = _remote_sink(url, key)
         summary = _follow(sink, pm, folder, name, True, False, False, 0.0)
         _print_urls(sink.url, name, summary, _remote_hub(sink.url, name, key))
+        if open_console:
+            _open_console(console_url(sink.url, name))
         return
     data = Path(data_dir or default_data_dir())
     base = f"http://{host}:{port}"
@@ -331,11 +366,15 @@ def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecur
     _print_urls(base, name, summary, hub)
     if found is not None:
         click.echo(f"attached to the server already running at {base}, which serves {data}")
+        if open_console:
+            _open_console(console_url(base, name))
         return
     click.echo(f"serving {data} at {base} (Ctrl-C to stop)")
     if not insecure:
         click.echo(f"  it is secured: send Authorization: ApiKey $(cat {data / ADMIN_KEY_FILE})")
     sys.stdout.flush()
+    if open_console:
+        _open_console(console_url(base, name), host, port)
     argv = [sys.executable, "-m", "xerj_core", "serve", "--data-dir", str(data), "--host", host,
             "--port", str(port), *(["--insecure"] if insecure else [])]
     os.execv(sys.executable, argv)
