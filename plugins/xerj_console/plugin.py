@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from xerj_core.hookspecs import Register, hookimpl
+from xerj_core import hookimpl
+from xerj_core.hookspecs import RegisterAuthBackend
 
 
 @hookimpl
@@ -15,7 +16,7 @@ def xerj_register_routes(app: Any, engine: Any) -> None:
 
 
 @hookimpl
-def xerj_register_auth_backends(register: Register) -> None:
+def xerj_register_auth_backends(register: RegisterAuthBackend) -> None:
     from xerj_console.session import SessionBackend
 
     register(SessionBackend())
