@@ -240,3 +240,16 @@ def test_the_static_files_are_served_without_a_key_and_the_api_is_not(served):
     manifest = json.loads(Path(__file__).parents[1].joinpath(
         "plugins/xerj_console/static/vendor/manifest.json").read_text())
     assert {v["name"] for v in manifest["vendored"]} == {"sigma", "graphology", "graphology-library"}
+
+
+def test_an_empty_open_mode_node_shows_the_one_command_and_says_open_mode(page, tmp_path):
+    server = Server(tmp_path / "data", tmp_path / "serve.log", workers=1)
+    try:
+        page.goto(base(server))
+        page.wait_for_selector("[data-testid=empty-corpus]")
+        assert "xerj brain ~/notes" in page.inner_text("[data-testid=empty-corpus]")
+        assert page.inner_text("[data-testid=mode]") == "open mode: no sign-in, every caller is the superuser"
+        assert page.locator("[data-testid=api-key]").count() == 0
+        shot(page, "corpus-empty-open-mode")
+    finally:
+        server.stop()
