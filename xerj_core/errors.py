@@ -154,3 +154,11 @@ class AuditSinkFailed(XerjError):
         super().__init__(f"audit sink [{sink}] could not record this request: {cause}", sink=sink)
         self.sink = sink
         self.cause = cause
+
+
+class InsufficientStorage(XerjError):
+    """A write the disk (or the LMDB map) had no room for; nothing of it was committed. Retry once space is freed."""
+
+    status = 507
+    error_type = "insufficient_storage"
+    retry_after = 60  # seconds, the Retry-After a client gets

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 import lmdb
+
+from xerj_core.errors import InsufficientStorage
 
 T = TypeVar("T")
 
@@ -18,6 +21,93 @@ _INITIAL_MAP = 1 << 30
 # when it happens anyway the write is retried on a doubled map and never reaches a caller.
 _GROW_AT = 0.6
 _MAX_RETRIES = 8
+# Free bytes under which a refused commit is blamed on a full disk.
+_FULL_BELOW = 64 << 20
+
+
+class _ReaderGate:
+    """Counts this process's open read transactions so the map is resized only when none is open.
+
+    LMDB's ``mdb_env_set_mapsize`` may remap the file, and a read transaction
+    still open in another thread would then read freed memory. A resize waits
+    for every reader to end and holds new ones back meanwhile; a thread that
+    already holds a reader may open another (a nested snapshot), or the
+    resize and that thread would wait for each other.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._open = 0
+        self._resizing = False
+        self._mine = threading.local()
+
+    def held(self) -> int:
+        """Read transactions the calling thread holds."""
+        return getattr(self._mine, "n", 0)
+
+    def enter(self) -> None:
+        mine = self.held()
+        with self._cond:
+            while self._resizing and mine == 0:
+                self._cond.wait()
+            self._open += 1
+        self._mine.n = mine + 1
+
+    def leave(self) -> None:
+        self._mine.n = self.held() - 1
+        with self._cond:
+            self._open -= 1
+            if self._open == 0:
+                self._cond.notify_all()
+
+    def resize(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` (a ``set_mapsize``) once no read transaction is open in this process."""
+        if self.held():
+            # This thread's own reader would never end while it waits here.
+            raise InsufficientStorage("the LMDB map is full and cannot grow while this thread holds a read "
+                                      "transaction: the write was not stored")
+        with self._cond:
+            while self._resizing:
+                self._cond.wait()
+            self._resizing = True
+            try:
+                while self._open:
+                    self._cond.wait()
+                fn()
+            finally:
+                self._resizing = False
+                self._cond.notify_all()
+
+
+class _GatedRead:
+    """A read transaction that tells the gate when it ends; everything else is the LMDB transaction's."""
+
+    __slots__ = ("_txn", "_gate", "get", "cursor", "id", "stat")
+
+    def __init__(self, txn: lmdb.Transaction, gate: _ReaderGate) -> None:
+        self._txn = txn
+        self._gate = gate
+        self.get = txn.get
+        self.cursor = txn.cursor
+        self.id = txn.id
+        self.stat = txn.stat
+
+    def abort(self) -> None:
+        gate, self._gate = self._gate, None
+        self._txn.abort()
+        if gate is not None:
+            gate.leave()
+
+    commit = abort  # a read transaction commits nothing
+
+    def __enter__(self) -> "_GatedRead":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.abort()
+
+    def __getattr__(self, name: str):
+        return getattr(self._txn, name)
 
 
 class Environment:
@@ -34,15 +124,30 @@ class Environment:
         with self.env.begin(write=True) as txn:
             self.dbs = {name: self.env.open_db(name.encode(), txn=txn) for name in DB_NAMES}
         self.write_lock = threading.Lock()
+        self.readers = _ReaderGate()
 
-    def begin_read(self, *, buffers: bool = False) -> lmdb.Transaction:
-        """A read transaction; with ``buffers`` its values are views of the memory map (valid until it ends)."""
-        try:
-            return self.env.begin(buffers=buffers)
-        except lmdb.MapResizedError:
-            # Another process grew the map; adopt its size and try again.
-            self.env.set_mapsize(0)
-            return self.env.begin(buffers=buffers)
+    def begin_read(self, *, buffers: bool = False) -> Any:
+        """A read transaction; with ``buffers`` its values are views of the memory map (valid until it ends).
+
+        End it with ``abort()`` (or a ``with`` block): the map can only grow once it has ended.
+        """
+        for attempt in range(2):
+            self.readers.enter()
+            try:
+                return _GatedRead(self.env.begin(buffers=buffers), self.readers)
+            except lmdb.MapResizedError:
+                self.readers.leave()
+                if attempt:
+                    raise
+                # Another process grew the map; adopt its size and try again.
+                self._set_mapsize(0)
+            except BaseException:
+                self.readers.leave()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _set_mapsize(self, size: int) -> None:
+        self.readers.resize(lambda: self.env.set_mapsize(size))
 
     def write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
         """Run ``fn`` in one write transaction and commit it; on a full map grow it and re-run ``fn``."""
@@ -53,16 +158,37 @@ class Environment:
                     with self.env.begin(write=True) as txn:
                         return fn(txn)
                 except lmdb.MapFullError:
-                    self.env.set_mapsize(self.env.info()["map_size"] * 2)
+                    self._set_mapsize(self.env.info()["map_size"] * 2)
                 except lmdb.MapResizedError:
-                    self.env.set_mapsize(0)
-            raise lmdb.MapFullError("the data directory could not grow its map")  # pragma: no cover
+                    self._set_mapsize(0)
+                except lmdb.Error as exc:
+                    raise self._storage_error(exc) from exc
+            raise InsufficientStorage(f"the LMDB map of the data directory [{self.path}] could not grow: the write "
+                                      f"was not stored")  # pragma: no cover
+
+    def _storage_error(self, exc: lmdb.Error) -> Exception:
+        """A failed commit as :class:`InsufficientStorage` when the disk is full or failing, else ``exc``.
+
+        LMDB reports a write the filesystem refused (``ENOSPC`` included) as
+        an I/O error on commit; the free space on the disk tells the two apart
+        for the message. The aborted transaction left the data as it was.
+        """
+        text = str(exc)
+        if not any(s in text for s in ("Input/output error", "No space left", "Disk quota")):
+            return exc
+        free = shutil.disk_usage(self.path).free
+        if free < _FULL_BELOW:
+            reason = (f"the disk holding the data directory [{self.path}] is full ({free} bytes free): the write "
+                      f"was not stored; free some space and retry")
+        else:
+            reason = f"the data directory [{self.path}] could not be written ({text}): the write was not stored"
+        return InsufficientStorage(reason)
 
     def _grow_if_needed(self) -> None:
         info = self.env.info()
         used = (info["last_pgno"] + 1) * self.env.stat()["psize"]
-        if used > info["map_size"] * _GROW_AT:
-            self.env.set_mapsize(info["map_size"] * 2)
+        if used > info["map_size"] * _GROW_AT and not self.readers.held():
+            self._set_mapsize(info["map_size"] * 2)
 
     def close(self) -> None:
         self.env.close()
