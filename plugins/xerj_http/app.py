@@ -9,7 +9,7 @@ import falcon
 
 from xerj_core.errors import PluginError
 from xerj_core.plugins import XerjPluginManager, collect_registrations
-from xerj_http import errors
+from xerj_http import errors, rawpath
 from xerj_http.audit import Audit
 from xerj_http.middleware import Authenticate, Authorize, CompatHeaders, Policy, ResolveTargets
 
@@ -27,6 +27,12 @@ class XerjApp(falcon.App):
         # Path prefixes served without a credential (see :class:`Authenticate`); plugins append to it
         # from ``xerj_register_routes``.
         self.public_prefixes: list[str] = []
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        reason = rawpath.invalid_path(environ)
+        if reason is not None:
+            return rawpath.refuse(start_response, reason)
+        return super().__call__(environ, start_response)
 
     def close(self) -> None:
         while self.auth_backends:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import falcon
@@ -11,7 +12,10 @@ from xerj_core import params
 from xerj_core.errors import GraphError, IllegalArgument, InvalidJson, ParsingError, XerjError
 from xerj_http.errors import PayloadTooLarge
 
-MAX_BODY_BYTES = 100 * 1024 * 1024  # Elasticsearch's default http.max_content_length
+# Elasticsearch's default http.max_content_length; XERJ_MAX_BODY_BYTES (an integer) replaces it.
+DEFAULT_MAX_BODY_BYTES = 100 * 1024 * 1024
+MAX_BODY_BYTES = int(os.environ.get("XERJ_MAX_BODY_BYTES") or DEFAULT_MAX_BODY_BYTES)
+_CHUNK = 1 << 20
 _MISSING = object()
 
 
@@ -23,12 +27,33 @@ def raw_body(req: falcon.Request) -> bytes:
         return found
     length = req.content_length
     if length is not None and length > MAX_BODY_BYTES:
+        # Refused from the header alone, before a byte of the body is read.
         raise PayloadTooLarge(f"request body of {length} bytes exceeds the limit of {MAX_BODY_BYTES}")
-    data = req.bounded_stream.read(MAX_BODY_BYTES + 1) if length is None else req.bounded_stream.read()
-    if len(data) > MAX_BODY_BYTES:
-        raise PayloadTooLarge(f"request body exceeds the limit of {MAX_BODY_BYTES} bytes")
+    if length is None and _chunked(req):
+        # No length to bound by: the server decodes the chunks, and reading stops one byte past the cap.
+        data = _read_capped(req.stream)
+    else:
+        data = req.bounded_stream.read()
     ctx.raw_body = data
     return data
+
+
+def _chunked(req: falcon.Request) -> bool:
+    coding = req.get_header("Transfer-Encoding") or ""
+    return "chunked" in coding.lower()
+
+
+def _read_capped(stream: Any) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        part = stream.read(min(_CHUNK, MAX_BODY_BYTES + 1 - size))
+        if not part:
+            return b"".join(parts)
+        parts.append(part)
+        size += len(part)
+        if size > MAX_BODY_BYTES:
+            raise PayloadTooLarge(f"request body exceeds the limit of {MAX_BODY_BYTES} bytes")
 
 
 def parse_json(data: bytes | str, what: str = "request body") -> Any:

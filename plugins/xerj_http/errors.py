@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import uuid
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import falcon
 import orjson
 
-from xerj_core.errors import XerjError, es_error_body
+from xerj_core.errors import InsufficientStorage, XerjError, es_error_body
 
 log = logging.getLogger("xerj_http")
 
@@ -58,6 +59,9 @@ def handle_xerj_error(req: falcon.Request, resp: falcon.Response, exc: XerjError
     _remember(req, exc.error_type, exc.reason)
     if exc.status == 401:
         resp.set_header("WWW-Authenticate", CHALLENGE)
+    retry_after = getattr(exc, "retry_after", None)
+    if retry_after is not None:
+        resp.set_header("Retry-After", str(retry_after))
     _send(resp, exc.status, exc.to_body())
 
 
@@ -65,6 +69,11 @@ def handle_unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception
     """Any exception nobody raised on purpose: logged in full here, a short 500 for the client."""
     if isinstance(exc, (falcon.HTTPError, falcon.HTTPStatus)):  # falcon's own; rendered by its handlers
         raise exc
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        # A file beside the LMDB environment (a view, a model) found the disk full: the client's cue to wait.
+        handle_xerj_error(req, resp, InsufficientStorage(
+            f"the disk is full: {exc.strerror} [{exc.filename}]; free some space and retry"), params)
+        return
     ref = uuid.uuid4().hex[:12]
     log.exception("unexpected error on %s %s (ref %s)", req.method, req.path, ref)
     reason = f"internal server error (ref {ref}); the server log has the details"

@@ -1,4 +1,4 @@
-"""``xerj serve``: the Falcon app under gunicorn sync workers, one Engine opened per worker after fork."""
+"""``xerj serve``: the Falcon app under gunicorn threaded workers (see xerj_http.worker), one Engine per worker."""
 
 from __future__ import annotations
 
@@ -38,6 +38,10 @@ def is_loopback(host: str) -> bool:
 def bind_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
+
+# Request threads per worker, and seconds an idle connection (no request yet, or kept alive) stays open.
+SERVER_THREADS = 8
+IDLE_TIMEOUT = 30
 
 # gunicorn's access log in the common log format: host, identity, user, time, request line, status, bytes.
 COMMON_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s'
@@ -81,13 +85,15 @@ def _gunicorn_application(options: dict[str, Any], load: Callable[[], Any]):
 def run_server(app_factory: Callable[[], tuple[Any, Callable[[], None]]], *, host: str, port: int, workers: int,
                extra: dict[str, Any] | None = None, listener: socket.socket | None = None,
                access_log: str | None = None) -> None:
-    """Serve the WSGI app ``app_factory()`` builds (in each worker) under gunicorn sync workers.
+    """Serve the WSGI app ``app_factory()`` builds (in each worker) under gunicorn threaded workers.
 
     ``app_factory`` returns ``(app, close)``; ``close`` runs when the worker exits.
     SIGTERM is gunicorn's graceful shutdown: workers finish their request and exit.
     ``listener`` is a socket already bound (see :func:`bind_listener`); gunicorn
     takes it over. ``access_log`` is a file, or ``-`` for stdout, in the common log format.
     """
+    from xerj_http.worker import XerjThreadWorker
+
     closers: list[Callable[[], None]] = []
 
     def load() -> Any:
@@ -102,7 +108,14 @@ def run_server(app_factory: Callable[[], tuple[Any, Callable[[], None]]], *, hos
     options = {
         "bind": [f"fd://{listener.detach()}"] if listener is not None else [bind_address(host, port)],
         "workers": workers,
-        "worker_class": "sync",
+        # Threads serve requests while a poller holds idle connections, so idle or slow clients never
+        # starve a request; the store is thread-safe (one write lock, map growth waits for readers).
+        "worker_class": XerjThreadWorker,
+        "threads": SERVER_THREADS,
+        "worker_connections": 4096,
+        "keepalive": IDLE_TIMEOUT,
+        # gunicorn's control socket is one fixed path per user: two servers would take it from each other.
+        "control_socket_disable": True,
         "preload_app": False,  # the Engine (an LMDB handle) must be opened after the fork
         "graceful_timeout": 10,
         "timeout": 60,
