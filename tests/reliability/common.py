@@ -1,0 +1,100 @@
+"""What every reliability scenario shares: a real server, a timed JSON client, results and their percentiles."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from tests.test_http_serve import Server
+
+
+@attrs.define
+class Result:
+    """One scenario's row in docs/RELIABILITY.md; ``failed`` breaks the build."""
+
+    scenario: str
+    load: str
+    duration: float = 0.0
+    requests: int = 0
+    errors: int = 0  # 5xx, connection failures, and answers other than the expected ones
+    lost: int = 0  # acknowledged writes missing afterwards, or half-visible transactions
+    latencies: list[float] = attrs.Factory(list)
+    notes: list[str] = attrs.Factory(list)
+
+    @property
+    def failed(self) -> bool:
+        return self.errors > 0 or self.lost > 0
+
+    def percentile(self, q: float) -> float | None:
+        if not self.latencies:
+            return None
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+class Client:
+    """A keep-alive JSON client; ``call`` returns ``(status, body)`` and records the latency."""
+
+    def __init__(self, port: int, headers: dict[str, str] | None = None, timeout: float = 30.0) -> None:
+        self.port, self.headers, self.timeout = port, dict(headers or {}), timeout
+        self.conn: http.client.HTTPConnection | None = None
+        self.latencies: list[float] = []
+
+    def call(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None,
+             headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        sent = {**self.headers, **({"Content-Type": "application/json"} if data is not None else {}), **(headers or {})}
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+            start = time.monotonic()
+            try:
+                self.conn.request(method, path, body=data, headers=sent)
+                resp = self.conn.getresponse()
+                payload = resp.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.close()
+                if attempt or method not in ("GET", "HEAD"):
+                    raise
+                continue
+            self.latencies.append(time.monotonic() - start)
+            if resp.getheader("Connection", "").lower() == "close":
+                self.close()
+            try:
+                return resp.status, json.loads(payload) if payload else None
+            except ValueError:
+                return resp.status, payload.decode("utf-8", "replace")
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def start_server(root: Path, *, workers: int = 2, secured: bool = True, data: Path | None = None) -> Server:
+    os.environ.setdefault("XERJ_EMBEDDER", "lexical-feature-hash")  # no model download under test
+    return Server(data or root / "data", root / f"serve-{time.monotonic_ns()}.log", workers, insecure=not secured)
+
+
+def mint_key(server: Server, name: str, indices: list[str]) -> dict[str, str]:
+    status, body = Client(server.port, server.headers).call("POST", "/_security/api_key", {
+        "name": name, "role_descriptors": {name: {"indices": [{"names": indices, "privileges": ["all"]}]}}})
+    assert status == 200, body
+    return {"Authorization": "ApiKey " + body["encoded"]}
+
+
+def workdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="xerj-reliability-"))
+
+
+def cleanup(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
