@@ -79,8 +79,9 @@ def run(seconds: float) -> Result:
                         else:
                             bad(op, status, body)
                     elif op == "link":
+                        src, dst = rnd.sample(range(50), 2)
                         status, body = c.call("POST", f"/_graph/{BRAIN}/link",
-                                              {"src": f"n{rnd.randrange(50)}", "dst": f"n{rnd.randrange(50)}",
+                                              {"src": f"n{src}", "dst": f"n{dst}",
                                                "type": rnd.choice(["relates_to", "cites"])})
                         edge = body.get("edge_id") if isinstance(body, dict) else None
                         if status in (200, 201) and edge:
