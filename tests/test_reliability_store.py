@@ -116,3 +116,13 @@ def test_a_full_disk_is_insufficient_storage_and_recovers(small_disk):
         assert txn.get(b"after", db=reopened.dbs["aux"]) == b"x" * 1000
     reopened.close()
     assert not isinstance(caught.value, lmdb.Error)
+
+
+def test_a_bool_past_the_clause_limit_is_refused_before_it_runs():
+    from xerj_core.errors import IllegalArgument
+    from xerj_core.query import dsl
+
+    ok = {"bool": {"should": [{"term": {"t": f"w{n}"}} for n in range(dsl.MAX_CLAUSE_COUNT)]}}
+    assert len(dsl.parse_query(ok).should) == dsl.MAX_CLAUSE_COUNT
+    with pytest.raises(IllegalArgument, match="maxClauseCount is set to 4096"):
+        dsl.parse_query({"bool": {"should": [{"term": {"t": f"w{n}"}} for n in range(100_000)]}})

@@ -22,6 +22,9 @@ from xerj_core import params
 from xerj_core.errors import IllegalArgument, ParsingError
 
 MAX_NUM_CANDIDATES = 10_000
+# Clauses one bool list may hold (ES's indices.query.bool.max_clause_count floor): 100,000 should
+# clauses took a worker 13 s to answer; a client that means it can use `terms`.
+MAX_CLAUSE_COUNT = 4096
 DEFAULT_RANK_CONSTANT = 60
 DEFAULT_RANK_WINDOW = 100
 FUSIONS = ("rrf", "linear")
@@ -239,6 +242,9 @@ def _single_field(body: Any, query: str, extra: set[str] = frozenset()) -> tuple
 
 def _clauses(value: Any, where: str) -> tuple[Node, ...]:
     items = value if isinstance(value, list) else [value]
+    if len(items) > MAX_CLAUSE_COUNT:
+        raise IllegalArgument(f"[{where}] has {len(items)} clauses: too many clauses, maxClauseCount is set "
+                              f"to {MAX_CLAUSE_COUNT}")
     return tuple(parse_query(item, where=where) for item in items)
 
 
