@@ -1,0 +1,64 @@
+"""atheris targets (``python -m tests.reliability.fuzz TARGET [libFuzzer flags]``): parsers must refuse, never crash.
+
+A target fails on any exception other than the parser's own refusal
+(``FormatError`` for the formats, a 4xx ``XerjError`` for the query DSL).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import atheris
+
+with atheris.instrument_imports():
+    import orjson
+
+    from xerj_core.autoindex.formats import FormatError
+    from xerj_core.errors import XerjError
+    from xerj_core.query import request as query_request
+
+FORMATS = {"markdown": ("note.md", "markdown"), "html": ("page.html", "html"), "email": ("mail.eml", "email"),
+           "pdf": ("doc.pdf", "pdf")}
+
+
+def _format(name: str):
+    from xerj_core.autoindex.formats import collect_formats
+    from xerj_core.plugins import get_plugin_manager
+
+    found = collect_formats(get_plugin_manager()).get(name)
+    if found is None:
+        raise SystemExit(f"no format [{name}] installed")
+    return found
+
+
+def main() -> None:
+    target = sys.argv[1]
+    if target == "query":
+        def one(data: bytes) -> None:
+            try:
+                body = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                return
+            if not isinstance(body, dict):
+                return
+            try:
+                query_request.parse_search_request(body)
+            except XerjError as exc:
+                if exc.status >= 500:
+                    raise
+    else:
+        path, name = FORMATS[target]
+        fmt = _format(name)
+
+        def one(data: bytes) -> None:
+            try:
+                fmt.parse(path, data, 0)
+            except FormatError:
+                pass
+
+    atheris.Setup([sys.argv[0], *sys.argv[2:]], one)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
