@@ -35,14 +35,16 @@ def main() -> None:
     target = sys.argv[1]
     if target == "query":
         def one(data: bytes) -> None:
+            # Bytes that are a JSON object go to the search-body parser, the rest (as text) to the q= parser.
             try:
                 body = orjson.loads(data)
             except orjson.JSONDecodeError:
-                return
-            if not isinstance(body, dict):
-                return
+                body = None
             try:
-                query_request.parse_search_request(body)
+                if isinstance(body, dict):
+                    query_request.parse_search_request(body)
+                else:
+                    query_request.parse_q(data.decode("utf-8", "replace"))
             except XerjError as exc:
                 if exc.status >= 500:
                     raise
