@@ -44,12 +44,15 @@ The build (`.ci/run`) fails when either is above zero in the `--quick` run.
 """
 
 
-def _plan(full: bool) -> dict[str, int]:
-    return {k: v[1] if full else v[0] for k, v in PLANS.items()}
+def _plan(full: bool, trials: int | None = None) -> dict[str, int]:
+    plan = {k: v[1] if full else v[0] for k, v in PLANS.items()}
+    if trials is not None:  # a loaded machine's --full: fewer kills, said in the recorded command
+        plan.update(worker_kills=trials, server_kills=trials, autoindex_kills=trials)
+    return plan
 
 
-def run(scenario: str, full: bool) -> list[Result]:
-    plan = _plan(full)
+def run(scenario: str, full: bool, trials: int | None = None) -> list[Result]:
+    plan = _plan(full, trials)
     out: list[Result] = []
 
     def step(fn, *args) -> None:
@@ -117,13 +120,16 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--quick", action="store_true")
     mode.add_argument("--full", action="store_true")
+    parser.add_argument("--trials", type=int, default=None, help="kill -9 trials per fault (default 10/100)")
     parser.add_argument("--no-record", action="store_true", help="print only; leave docs/RELIABILITY.md alone")
     args = parser.parse_args(argv)
     flag = "--full" if args.full else "--quick"
     command = f"python -m tests.reliability {args.scenario} {flag}"
+    if args.trials is not None:
+        command += f" --trials {args.trials}"
     print("| scenario | load | duration | requests/trials | errors | lost | p50 ms | p99 ms |", flush=True)
     start = time.monotonic()
-    results = run(args.scenario, args.full)
+    results = run(args.scenario, args.full, args.trials)
     print(f"done in {time.monotonic() - start:.0f} s", flush=True)
     if not args.no_record:
         record(results, f"{flag} {args.scenario}" if args.scenario != "all" else flag, command)
