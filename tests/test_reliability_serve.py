@@ -6,11 +6,11 @@ import http.client
 import json
 import os
 import socket
-import subprocess
 import time
 
 import pytest
 
+from tests.reliability.common import mount_tmpfs, unmount
 from tests.test_http_serve import Server, request
 
 
@@ -153,12 +153,10 @@ def test_a_bad_request_line_is_400_json(server):
 @pytest.fixture
 def small_disk(tmp_path):
     mount = tmp_path / "small"
-    mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)],
-                                           capture_output=True).returncode != 0:
+    if not mount_tmpfs(mount, "24m"):
         pytest.skip("cannot mount a tmpfs here")
     yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
+    unmount(mount)
 
 
 def test_a_full_disk_answers_507_and_the_write_succeeds_once_space_is_freed(small_disk, tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 import time
 
@@ -11,6 +10,7 @@ import lmdb
 import pytest
 
 from xerj_core.errors import InsufficientStorage
+from tests.reliability.common import mount_tmpfs, unmount
 from xerj_core.store.env import Environment
 
 
@@ -88,12 +88,10 @@ def test_a_write_that_must_grow_under_its_own_reader_is_refused_not_hung(tmp_pat
 def small_disk(tmp_path):
     """An 8 MB tmpfs (needs root to mount); skipped where it cannot be mounted."""
     mount = tmp_path / "small"
-    mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)],
-                                           capture_output=True).returncode != 0:
+    if not mount_tmpfs(mount, "8m"):
         pytest.skip("cannot mount a tmpfs here")
     yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
+    unmount(mount)
 
 
 def test_a_full_disk_is_insufficient_storage_and_recovers(small_disk):

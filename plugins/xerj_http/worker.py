@@ -60,7 +60,8 @@ def server_error(exc: BaseException) -> tuple[int, str, str, str]:
     elif isinstance(exc, http_errors.ParseException):
         kind = type(exc).__name__
         return 400, "Bad Request", "illegal_argument_exception", f"invalid HTTP request ({kind}): {text}"
-    return 500, "Internal Server Error", "internal_server_error", "internal server error; the server log has the details"
+    return (500, "Internal Server Error", "internal_server_error",
+            "internal server error; the server log has the details")
 
 
 def write_json_error(sock: socket.socket, status: int, phrase: str, error_type: str, reason: str) -> None:

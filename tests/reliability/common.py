@@ -6,6 +6,7 @@ import http.client
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -90,6 +91,19 @@ def mint_key(server: Server, name: str, indices: list[str]) -> dict[str, str]:
         "name": name, "role_descriptors": {name: {"indices": [{"names": indices, "privileges": ["all"]}]}}})
     assert status == 200, body
     return {"Authorization": "ApiKey " + body["encoded"]}
+
+
+def mount_tmpfs(where: Path, size: str) -> bool:
+    """Mount a tmpfs of ``size`` (``8m``) on ``where``; False where that is not allowed (not root)."""
+    where.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        return False
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                          capture_output=True).returncode == 0
+
+
+def unmount(where: Path) -> None:
+    subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def workdir() -> Path:

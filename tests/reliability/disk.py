@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 
-from tests.reliability.common import Client, Result, cleanup, start_server, workdir
+from tests.reliability.common import Client, Result, cleanup, mount_tmpfs, start_server, unmount, workdir
 
 
 def run(rounds: int) -> Result:
     result = Result("disk full (16 MB tmpfs)", f"{rounds} fill-and-free rounds, --workers 2")
     root = workdir()
     mount = root / "small"
-    mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)],
-                                           capture_output=True).returncode != 0:
+    if not mount_tmpfs(mount, "16m"):
         result.notes.append("cannot mount a tmpfs here (needs root): skipped")
         cleanup(root)
         return result
@@ -66,7 +63,7 @@ def run(rounds: int) -> Result:
         result.latencies = c.latencies
     finally:
         server.stop()
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+        unmount(mount)
         cleanup(root)
     result.duration = time.monotonic() - begin
     return result

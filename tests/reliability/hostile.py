@@ -8,8 +8,6 @@ by its timeout), within its time bound, with the workers' peak memory under
 from __future__ import annotations
 
 import json
-import os
-import resource
 import socket
 import subprocess
 import sys
@@ -72,7 +70,8 @@ def fixed_cases() -> Result:
             ("NaN in a document", lambda: c.call("PUT", "/h/_doc/nan", raw=b'{"x": NaN}')[0], {400}),
             ("Infinity in a query", lambda: c.call("POST", "/h/_search",
                                                     raw=b'{"query": {"range": {"n": {"gte": Infinity}}}}')[0], {400}),
-            ("invalid UTF-8 in the raw path", lambda: _raw(server.port, b"GET /h/_doc/\xff\xfe HTTP/1.1\r\n\r\n"), {400}),
+            ("invalid UTF-8 in the raw path",
+             lambda: _raw(server.port, b"GET /h/_doc/\xff\xfe HTTP/1.1\r\n\r\n"), {400}),
             ("invalid percent-encoded path", lambda: c.call("PUT", "/h/_doc/%FF%FE", {"a": 1})[0], {400}),
             ("invalid UTF-8 in a header", lambda: _raw(
                 server.port, b"GET /h/_doc/1 HTTP/1.1\r\nHost: x\r\nX-Opaque-Id: \xff\xfe\r\n\r\n"), {200, 400}),
@@ -147,7 +146,8 @@ def zip_bomb_pdf() -> Result:
                 "from xerj_core.autoindex.builtin_formats.pdf import PdfFormat\n"
                 "from xerj_core.autoindex.formats import FormatError\n"
                 "data = open(sys.argv[1], 'rb').read()\n"
-                "try:\n    docs = PdfFormat().parse('bomb.pdf', data, 0); print('parsed', sum(len(d.text or '') for d in docs))\n"
+                "try:\n    docs = PdfFormat().parse('bomb.pdf', data, 0)\n"
+                "    print('parsed', sum(len(d.text or '') for d in docs))\n"
                 "except FormatError as exc:\n    print('refused', exc)\n"
                 "print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
         start = time.monotonic()

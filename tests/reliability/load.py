@@ -160,8 +160,9 @@ def _read_back(c: Client, docs: set[str], memories: set[str], live: set[str], re
     lost = 0
     ordered = sorted(docs)
     for start in range(0, len(ordered), 1000):
-        status, body = c.call("POST", f"/{INDEX}/_mget", {"ids": ordered[start:start + 1000]})
-        lost += sum(1 for d in body["docs"] if not d.get("found")) if status == 200 else len(ordered[start:start + 1000])
+        part = ordered[start:start + 1000]
+        status, body = c.call("POST", f"/{INDEX}/_mget", {"ids": part})
+        lost += sum(1 for d in body["docs"] if not d.get("found")) if status == 200 else len(part)
     for mem in sorted(memories):
         status, _ = c.call("GET", f"/.xerj-memory-{NS}/_doc/{mem}")
         lost += status != 200
