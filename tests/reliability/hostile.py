@@ -179,7 +179,10 @@ def schemathesis_run(max_examples: int) -> Result:
     try:
         proc = subprocess.run([sys.executable, "-m", "schemathesis.cli", "run",
                                f"http://127.0.0.1:{server.port}/_xerj/openapi.json",
-                               "--checks", "not_a_server_error", f"--max-examples={max_examples}"],
+                               "--checks", "not_a_server_error", f"--max-examples={max_examples}",
+                               # NDJSON bodies have no serializer in the CLI; tests/test_http_openapi.py
+                               # runs those operations with its own.
+                               "--exclude-path-regex", "_bulk|_msearch"],
                               capture_output=True, text=True, timeout=3600)
         tail = proc.stdout.strip().splitlines()[-3:]
         result.notes.append(" / ".join(tail)[:400])
