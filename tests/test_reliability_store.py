@@ -124,3 +124,17 @@ def test_a_bool_past_the_clause_limit_is_refused_before_it_runs():
     assert len(dsl.parse_query(ok).should) == dsl.MAX_CLAUSE_COUNT
     with pytest.raises(IllegalArgument, match="maxClauseCount is set to 4096"):
         dsl.parse_query({"bool": {"should": [{"term": {"t": f"w{n}"}} for n in range(100_000)]}})
+
+
+def test_an_email_whose_mime_parameters_break_the_stdlib_parser_is_refused_not_crashed():
+    """Found by atheris (tests/reliability/fuzz.py email): IndexError from email._header_value_parser."""
+    import base64
+
+    from xerj_core.autoindex.formats import FormatError, collect_formats
+    from xerj_core.plugins import get_plugin_manager
+
+    data = base64.b64decode(
+        "MDQ6Cio7JjoKY29udGVudC10eXBlOm1lc3NhZ2UvZGX5ADI69s07MDkwKgo5OkAKNDoKKjs6Cgo6KjkKNDoKc2FnZS9kZfkAMjr2zTsw"
+        "OTA6Cjk6QAo0OgoqOzoKCjoqOQpydC9kCiotOjQ7OggKMDkwOgo5OjoKOghlNC06NDs6h4eHh4eHh4c6")
+    with pytest.raises(FormatError, match="malformed email"):
+        collect_formats(get_plugin_manager())["email"].parse("mail.eml", data, 0)

@@ -105,7 +105,12 @@ def _attachments(msg: EmailMessage) -> list[EmailMessage]:
 
 
 def _parse_message(raw: bytes, where: str) -> EmailMessage:
-    msg = email.message_from_bytes(raw, policy=email.policy.default)
+    try:
+        msg = email.message_from_bytes(raw, policy=email.policy.default)
+    except (IndexError, ValueError, TypeError, AttributeError) as exc:
+        # The standard library's header parser raises these on some malformed MIME parameters
+        # (a Content-Type ending in a bare ";"), found by atheris: a refusal, not a crash.
+        raise FormatError(f"malformed email{where}: {type(exc).__name__}: {exc}") from None
     if not any(name in msg for name in _KNOWN_HEADERS):
         raise FormatError(f"malformed email{where}: no From, To, Subject, Date or Message-ID header")
     return msg  # type: ignore[return-value]
