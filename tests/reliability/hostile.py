@@ -183,7 +183,7 @@ def schemathesis_run(max_examples: int) -> Result:
                                # NDJSON bodies have no serializer in the CLI; tests/test_http_openapi.py
                                # runs those operations with its own.
                                "--exclude-path-regex", "_bulk|_msearch"],
-                              capture_output=True, text=True, timeout=3600)
+                              capture_output=True, text=True, timeout=3600, cwd=root)  # its cache stays there
         tail = proc.stdout.strip().splitlines()[-3:]
         result.notes.append(" / ".join(tail)[:400])
         result.requests = max_examples
@@ -205,9 +205,12 @@ def atheris_run(seconds: int) -> Result:
                             "build): skipped")
         return result
     begin = time.monotonic()
+    crashes = Path(__file__).resolve().parents[2] / "tests" / "reliability" / "crashes"
+    crashes.mkdir(exist_ok=True)
     for target in ("markdown", "html", "email", "pdf", "query"):
-        proc = subprocess.run([sys.executable, "-m", "tests.reliability.fuzz", target, f"-max_total_time={seconds}"],
-                              capture_output=True, text=True)
+        # A crashing input is kept under tests/reliability/crashes/, not dropped in the working directory.
+        proc = subprocess.run([sys.executable, "-m", "tests.reliability.fuzz", target, f"-max_total_time={seconds}",
+                               f"-artifact_prefix={crashes}/{target}-"], capture_output=True, text=True)
         result.requests += 1
         last = (proc.stderr.strip().splitlines() or [""])[-1][:200]
         result.notes.append(f"{target}: exit {proc.returncode}: {last}")
