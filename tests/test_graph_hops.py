@@ -231,9 +231,11 @@ def test_reachable_matches_brute_force(ops, seeds, hops, as_of):
                 nxt = set()
                 for doc, _ in docs.values():
                     live = doc["valid_at"] <= as_of and (doc.get("invalid_at") is None or doc["invalid_at"] > as_of)
+                    live &= doc.get("trust") != "rejected"  # a blend never counts a rejected claim
+                    confidence = 1.0 if doc.get("trust") == "approved" else float(f32(doc["confidence"]))
                     for near, far in ((doc["src"], doc["dst"]), (doc["dst"], doc["src"])):
                         if live and near in frontier:
-                            prox = 0.5 ** hop * float(f32(doc["weight"])) * float(f32(doc["confidence"]))
+                            prox = 0.5 ** hop * float(f32(doc["weight"])) * confidence
                             best = expected.get(far)
                             if best is None:
                                 expected[far] = (hop, prox)

@@ -183,6 +183,13 @@ SCHEMAS: dict[str, Any] = {
         "nodes": ANY_OBJECT, "embedder": STRING, "edges": ANY_OBJECT, "types": {}, "detectors": {},
         "hubs": ANY_OBJECT, "created_over_time": {}, "not_shown": ANY_OBJECT,
     }, required=["brain", "contract", "exists"]),
+    "ReviewQueue": _obj({"brain": STRING, "contract": STRING, "state": STRINGS, "total": INT,
+                         "items": {"type": "array", "items": ANY_OBJECT}},
+                        required=["brain", "state", "total", "items"]),
+    "ReviewBody": _obj({"approve": STRINGS, "reject": STRINGS, "note": STRING}, extra=False),
+    "ReviewResult": _obj({"brain": STRING, "reviewed_by": STRING, "approved": INT, "rejected": INT,
+                          "not_found": INT, "results": {"type": "array", "items": ANY_OBJECT}},
+                         required=["brain", "results"]),
     "OverviewMissing": _obj({"brain": STRING, "contract": STRING, "exists": {"type": "boolean", "enum": [False]}},
                             required=["brain", "contract", "exists"]),
     # -- the machine writer (autoindex against a server)
@@ -562,7 +569,17 @@ def paths() -> dict[str, Any]:
             "get": op("Brain totals and breakdowns", {
                 **ok("Overview"), "404": json_response(ref("OverviewMissing"), "No such brain")},
                 params=[path("brain"), query("as_of", STRING), query("top", INT),
-                        query("histogram_interval", STRING, "day or hour")]),
+                        query("histogram_interval", STRING, "day or hour"), query("trust", STRING)]),
+        },
+        "/_graph/{brain}/_review": {
+            "get": op("Claims awaiting review, least confident or newest first, with their evidence",
+                      ok("ReviewQueue"), params=[
+                          path("brain"), query("state", STRING, "comma-separated trust states (default detected)"),
+                          query("type", STRING), query("min_confidence", NUMBER), query("max_confidence", NUMBER),
+                          query("sort", {"type": "string", "enum": ["confidence", "valid_at"]}), query("size", INT),
+                          query("from", INT)]),
+            "post": op("Approve and reject claims in one transaction; each id answered", ok("ReviewResult"),
+                       params=[path("brain")], body=ref("ReviewBody"), body_required=True),
         },
         "/_graph/{brain}/_standing": {
             "get": op("Ids of the live edges and of the edges a person rejected (for a reconcile)",

@@ -69,6 +69,7 @@ ROUTES: list[tuple[str, Any]] = [
     ("/_graph/{brain}/link/{edge_id}", graph.Unlink),
     ("/_graph/{brain}/ego", graph.Ego),
     ("/_graph/{brain}/overview", graph.Overview),
+    ("/_graph/{brain}/_review", graph.Review),
     # the machine writer (autoindex against a server)
     ("/_graph/{brain}/_standing", graph.Standing),
     ("/_graph/{brain}/_invalidate", graph.Invalidate),

@@ -454,6 +454,8 @@ class Filters:
     type_ords: np.ndarray | None = None
     trust_ords: np.ndarray | None = None
     min_confidence: float | None = None
+    # trust states never followed (a blend's ``rejected``), counted in trust_filtered like trust_ords
+    refused_trust_ords: np.ndarray | None = None
 
 
 def new_counters() -> dict[str, int]:
@@ -535,6 +537,10 @@ def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndar
             passed = member(part.get(field), allowed)
             counters[name] += _count_out(keep, passed)
             keep = _both(keep, passed)
+    if filters.refused_trust_ords is not None:
+        passed = ~member(part.get("trust"), filters.refused_trust_ords)
+        counters["trust_filtered"] += _count_out(keep, passed)
+        keep = _both(keep, passed)
     if filters.min_confidence is not None:
         passed = part.get("confidence") >= np.float32(filters.min_confidence)
         counters["confidence_filtered"] += _count_out(keep, passed)

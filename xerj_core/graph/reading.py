@@ -31,6 +31,7 @@ from xerj_core.graph.requests import (
     parse_overview,
     parse_trust,
 )
+from xerj_core.graph.review import review_ordinals, trust_counts, trust_weighted_confidence
 from xerj_core.graph.standing import standing_edge_ids
 from xerj_core.graph.stats import edge_stats
 from xerj_core.store import ABSENT_INT, IndexReader, keys
@@ -175,7 +176,7 @@ class GraphReading:
             if names.unknown:
                 response["not_found"] = {name: list(closest) for name, closest in names.unknown.items()}
             response.update({"as_of": request.as_of, "hops": request.hops, "direction": request.direction,
-                             "edges": edges, "neighbors": neighbors})
+                             "edges": edges, "neighbors": neighbors, "trust": trust_counts(edges)})
             dangling: list[str] = []
             if request.include_nodes:
                 response["nodes_index"] = index_list
@@ -261,7 +262,8 @@ class GraphReading:
                 except IndexNotFound:
                     continue
             stats = edge_stats(self.search, reader, as_of=request.as_of, top=request.top,
-                               interval=request.interval)
+                               interval=request.interval,
+                               trust_ords=self._ordinals(reader, "trust", request.trust) if request.trust else None)
         body = {"brain": brain, "contract": CONTRACT, "exists": True, "as_of": request.as_of,
                 "nodes_index": index_list, "nodes": {"total": total_nodes}, "embedder": self.embedder_of(brain), **stats}
         return True, body
@@ -312,6 +314,9 @@ class GraphReading:
             seed_list = list(dict.fromkeys(names.nodes))
             best: dict[str, dict[str, Any]] = {s: {"hop": 0, "proximity": 1.0} for s in seed_list}
             filters = self._filters(reader, as_of=when, types=type_list, trust=trust_list, min_confidence=threshold)
+            trust_ords = review_ordinals(reader)
+            if trust_ords[1] is not None:  # a rejected claim's edge never counts in a blend
+                filters.refused_trust_ords = np.array([trust_ords[1]])
             found = self._run_hops(reader, seed_list, hops=hops, direction=direction, filters=filters,
                                    counters=counters)
             terms = reader.field_dictionary("src").terms if found else []
@@ -319,7 +324,8 @@ class GraphReading:
                 if not len(hop_edges):
                     continue
                 proximity = (0.5 ** hop_edges.hop) * np.clip(hop_edges.column("weight"), 0, 1).astype(np.float64) \
-                    * np.clip(hop_edges.column("confidence"), 0, 1).astype(np.float64)
+                    * trust_weighted_confidence(hop_edges.column("trust"), hop_edges.column("confidence"),
+                                                trust_ords)
                 reached = hop_edges.others
                 if direction == BOTH:
                     # An edge joining two nodes of the same frontier was met once, but it is a path to each end.

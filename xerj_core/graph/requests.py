@@ -20,7 +20,7 @@ from xerj_core.graph.stats import INTERVALS
 
 EGO_PARAMS = frozenset({"node", "nodes", "hops", "direction", "types", "limit", "as_of", "include_expired",
                         "include_nodes", "nodes_index", "include_evidence", "trust", "min_confidence"})
-OVERVIEW_PARAMS = frozenset({"as_of", "top", "histogram_interval"})
+OVERVIEW_PARAMS = frozenset({"as_of", "top", "histogram_interval", "trust"})
 LINK_FIELDS = ("src", "dst", "type", "weight", "confidence", "valid_at", "created_at", "detector", "evidence")
 
 DEFAULT_LIMIT = 100
@@ -53,6 +53,7 @@ class OverviewRequest:
     as_of: int
     top: int
     interval: str
+    trust: tuple[str, ...] | None = None
 
 
 @attrs.frozen
@@ -157,7 +158,8 @@ def parse_overview(query: Mapping[str, Any]) -> OverviewRequest:
     as_of = params.instant(query["as_of"], "as_of", GraphError) if query.get("as_of") is not None else now_ms()
     top = min(MAX_TOP, max(1, params.integer(query.get("top", DEFAULT_TOP), "top", GraphError, source=params.QUERY)))
     interval = params.choice(query.get("histogram_interval", "day"), "histogram_interval", INTERVALS, GraphError)
-    return OverviewRequest(as_of, top, interval)
+    trust = tuple(parse_trust(query["trust"])) if query.get("trust") is not None else None
+    return OverviewRequest(as_of, top, interval, trust)
 
 
 def _required_text(body: dict[str, Any], field: str) -> str:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Callable
 
 from xerj_core.graph.hop import EDGE_CAP, FRONTIER_CAP, ViewCache
 from xerj_core.graph.reading import GraphReading
+from xerj_core.graph.review import EdgeReview
 from xerj_core.graph.writing import EdgeWriting, Notify
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -17,7 +18,7 @@ __all__ = ["GraphService"]
 MAX_SEEDS = 64
 
 
-class GraphService(EdgeWriting, GraphReading):
+class GraphService(EdgeWriting, EdgeReview, GraphReading):
     """The graph contract over one store; every surface (HTTP, MCP, autoindex) calls this.
 
     Its collaborators are named: the ``store`` it reads and writes, ``notify``

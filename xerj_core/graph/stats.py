@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from xerj_core.errors import IllegalArgument
+from xerj_core.graph.brain import TRUST_DETECTED, TRUST_REJECTED, TRUST_STATES
 from xerj_core.store import IndexReader
 
 INTERVALS = ("day", "hour")
@@ -32,7 +33,22 @@ def edge_masks(reader: IndexReader, as_of: int) -> tuple[np.ndarray, np.ndarray]
     return edges, visible
 
 
-def edge_stats(search: Any, reader: IndexReader, *, as_of: int, top: int, interval: str) -> dict[str, Any]:
+def trust_breakdown(reader: IndexReader, edges: np.ndarray, visible: np.ndarray) -> dict[str, int]:
+    """Edges per trust state: ``rejected`` over every edge ever refused, the others over the visible ones."""
+    counts = dict.fromkeys(TRUST_STATES, 0)
+    if reader.field("trust") is None:
+        return counts
+    trust, dictionary = reader.column("trust"), reader.field_dictionary("trust")
+    for state in TRUST_STATES:
+        ordinal = dictionary.ordinal(state)
+        if ordinal is not None:
+            rows = edges if state == TRUST_REJECTED else visible
+            counts[state] = int(np.count_nonzero(rows & trust.present & (trust.values == ordinal)))
+    return counts
+
+
+def edge_stats(search: Any, reader: IndexReader, *, as_of: int, top: int, interval: str,
+               trust_ords: np.ndarray | None = None) -> dict[str, Any]:
     """Totals and breakdowns of an edges index, through ``search.aggregate`` (the query engine's aggregations).
 
     ``total`` counts every edge ever asserted (each edge id once, as last
@@ -42,6 +58,11 @@ def edge_stats(search: Any, reader: IndexReader, *, as_of: int, top: int, interv
     stood at ``as_of``. Each ``*_not_listed`` counts the edges in the unlisted tail.
     """
     edges, visible = edge_masks(reader, as_of)
+    breakdown = trust_breakdown(reader, edges, visible)
+    if trust_ords is not None:  # ``trust=`` narrows every figure but the per-state counts
+        kept = np.isin(reader.column("trust").values, trust_ords) & reader.column("trust").present \
+            if reader.field("trust") is not None else np.zeros(reader.n_rows, bool)
+        edges, visible = edges & kept, visible & kept
     terms = {"size": top}
     everything = search.aggregate(reader, {
         "types": {"terms": {"field": "type", **terms}},
@@ -79,5 +100,7 @@ def edge_stats(search: Any, reader: IndexReader, *, as_of: int, top: int, interv
         "detectors": buckets(everything["detectors"]),
         "hubs": {"out": buckets(at_as_of["hubs_out"]), "in": buckets(at_as_of["hubs_in"])},
         "created_over_time": timeline["t"]["buckets"],
+        "trust": breakdown,
+        "review_pending": breakdown[TRUST_DETECTED],
         "not_shown": not_shown,
     }

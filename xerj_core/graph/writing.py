@@ -23,6 +23,7 @@ from xerj_core.graph.brain import (
 )
 from xerj_core.graph.edges import draft_document, is_edge, is_retired, link_document
 from xerj_core.graph.requests import parse_link
+from xerj_core.graph.review import KIND_APPROVAL, KIND_REJECTION, active_decision, review_stamp
 from xerj_core.model import EdgeDraft
 from xerj_core.store import IndexReader
 
@@ -76,22 +77,30 @@ class EdgeWriting:
         return name
 
     @staticmethod
-    def _active_rejection(txn: "WriteTxn", name: str, doc: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    def _claim(txn: "WriteTxn", name: str, doc: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        """The claim document of ``doc``'s ``(src, type, dst)``: its id and what it holds (None if none)."""
         rid = rejection_id(doc["src"], doc["type"], doc["dst"])
-        found = txn.get(name, rid)
-        return rid, (found if found is not None and found.get("lifted_at") is None else None)
+        return rid, txn.get(name, rid)
+
+    @classmethod
+    def _active_rejection(cls, txn: "WriteTxn", name: str, doc: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        rid, found = cls._claim(txn, name, doc)
+        return rid, active_decision(found, KIND_REJECTION)
 
     @staticmethod
     def _machine_put(txn: "WriteTxn", name: str, doc: dict[str, Any], rejection: str | None,
-                     now: int, brain: str) -> tuple[dict[str, Any], bool, bool]:
+                     now: int, brain: str, approval: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool, bool]:
         """A machine writer's edge: ``(stored doc, created, suppressed)``.
 
         Under an active rejection of its claim the edge is stored already retired
         (never live); an edge already retired under that id is left as it is.
+        Under an approval of its claim it is stored ``approved`` with who approved it.
         """
         eid = doc["edge_id"]
         existing = txn.get(name, eid)
-        if rejection is not None:
+        if approval is not None and rejection is None:
+            doc = {**doc, "trust": TRUST_APPROVED, **review_stamp(approval)}
+        elif rejection is not None:
             if existing is not None and is_retired(existing):
                 return existing, False, True
             doc = {**doc, "invalid_at": doc["valid_at"], "expired_at": now, "trust": TRUST_REJECTED,
@@ -116,9 +125,11 @@ class EdgeWriting:
 
         def run(txn: "WriteTxn") -> tuple[dict[str, Any], bool, bool, bool]:
             name = self._open_edges(txn, brain, now)
-            rid, rejection = self._active_rejection(txn, name, doc)
+            rid, claim = self._claim(txn, name, doc)
+            rejection = active_decision(claim, KIND_REJECTION)
             if machine:
-                stored, created, suppressed = self._machine_put(txn, name, doc, rid if rejection else None, now, brain)
+                stored, created, suppressed = self._machine_put(txn, name, doc, rid if rejection else None, now, brain,
+                                                                active_decision(claim, KIND_APPROVAL))
                 return stored, created, suppressed, False
             created = txn.get(name, doc["edge_id"]) is None
             if rejection is not None:
@@ -158,7 +169,7 @@ class EdgeWriting:
             retired = {**doc, "invalid_at": now if when is None else when, "expired_at": now,
                        "trust": TRUST_REJECTED, "rejection": rid}
             txn.put(name, retired, edge_id, scope=brain)
-            txn.put(name, {"kind": "rejection", "claim_src": doc["src"], "claim_type": doc["type"],
+            txn.put(name, {"kind": KIND_REJECTION, "claim_src": doc["src"], "claim_type": doc["type"],
                            "claim_dst": doc["dst"], "rejected_at": now, "rejected_edge_id": edge_id}, rid,
                     scope=brain)
             return {"brain": brain, "edge_id": edge_id, "invalidated": True, "invalid_at": retired["invalid_at"],
@@ -193,15 +204,18 @@ class EdgeWriting:
             now = now_ms()
             name = self._open_edges(txn, brain, now, nodes_index)
             rejections: dict[str, str | None] = {}
+            approvals: dict[str, dict[str, Any] | None] = {}
             stored_docs = []
             counts = {"written": 0, "created": 0, "updated": 0, "suppressed": 0}
             for doc in docs:
                 claim = (doc["src"], doc["type"], doc["dst"])
                 key = "\0".join(claim)
                 if key not in rejections:
-                    rid, active = self._active_rejection(txn, name, doc)
-                    rejections[key] = rid if active is not None else None
-                stored, created, suppressed = self._machine_put(txn, name, doc, rejections[key], now, brain)
+                    rid, claim_doc = self._claim(txn, name, doc)
+                    rejections[key] = rid if active_decision(claim_doc, KIND_REJECTION) is not None else None
+                    approvals[key] = active_decision(claim_doc, KIND_APPROVAL)
+                stored, created, suppressed = self._machine_put(txn, name, doc, rejections[key], now, brain,
+                                                                approvals[key])
                 counts["created" if created else "updated"] += 1
                 counts["suppressed"] += suppressed
                 counts["written"] += 1

@@ -69,6 +69,21 @@ class Overview:
         send(resp, body, 200 if exists else 404)
 
 
+class Review:
+    """``GET /_graph/{brain}/_review``: the claims awaiting a person's word; ``POST``: approve and reject them."""
+
+    ops = {"GET": ("graph.review_queue", "read"), "POST": ("graph.review", "write")}
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
+        send(resp, self.engine.graph.review_queue(brain, query_params(req)))
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
+        send(resp, self.engine.graph.review(brain, json_body(req, required=True), by=req.context.principal.name))
+
+
 class Standing:
     """``GET /_graph/{brain}/_standing``: ids of the live edges and of those retired by a person's rejection."""
 
