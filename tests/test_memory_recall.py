@@ -48,7 +48,7 @@ def test_bm25_is_the_plain_query_mode(memory, notes, engine):
     assert result["mode"] == "bm25" and result["namespace"] == "notes" and result["k"] == 10
     assert set(ids(result)) == {notes[0], notes[1]}
     hit = result["hits"][0]
-    assert set(hit) == {"_id", "_score", "text", "metadata", "stored_at"}
+    assert set(hit) == {"_id", "_score", "text", "metadata", "stored_at", "trust"}
     # The same BM25 the search engine serves on the backing index.
     searched = engine.search.search(".xerj-memory-notes", {"query": {"match": {"text": "starter"}}})
     assert [(h["_id"], pytest.approx(h["_score"])) for h in searched["hits"]["hits"]] == \

@@ -189,7 +189,8 @@ def test_list_pages_newest_first(memory):
     assert [m["_id"] for m in page["memories"]] == ids[::-1][:2]
     assert memory.list("agent", {"from": 4, "size": 10})["memories"][0]["_id"] == ids[0]
     shown = memory.list("agent", {})["memories"][0]
-    assert shown == {"_id": ids[4], "text": "memory 4", "metadata": {"n": 4}, "stored_at": T0 + 4000}
+    assert shown == {"_id": ids[4], "text": "memory 4", "metadata": {"n": 4}, "stored_at": T0 + 4000,
+                     "trust": "asserted"}
 
 
 @pytest.mark.parametrize("params, fragment", [

@@ -241,14 +241,14 @@ SCHEMAS: dict[str, Any] = {
                          required=["uuid", "data_dir", "xerj_version"]),
     # -- agent memory
     "MemoryStore": _obj({"text": STRING, "vector": {"type": "array", "items": NUMBER}, "metadata": ANY_OBJECT,
-                         "dedup": BOOL, "dedup_threshold": NUMBER}, extra=False),
+                         "dedup": BOOL, "dedup_threshold": NUMBER, "override_rejection": BOOL}, extra=False),
     "MemoryRecall": _obj({
         "query": STRING, "vector": {"type": "array", "items": NUMBER}, "k": {"type": "integer", "minimum": 1,
                                                                             "maximum": 1000},
         "semantic": BOOL, "hybrid": BOOL, "fusion": STRING, "filter": ANY_OBJECT, "recency_weight": NUMBER,
-        "as_of": TIME,
+        "as_of": TIME, "trust": STRINGS,
         "graph": _obj({"mode": STRING, "seeds": {"type": "array", "items": STRING}, "hops": INT,
-                       "types": {"type": "array", "items": STRING}, "weight": NUMBER, "as_of": TIME,
+                       "types": {"type": "array", "items": STRING}, "weight": NUMBER, "as_of": TIME, "trust": STRINGS,
                        "min_confidence": NUMBER}, required=["mode"]),
     }, extra=False),
     "MemoryCreate": _obj({"embedder": STRING}, extra=False),
@@ -624,9 +624,18 @@ def paths() -> dict[str, Any]:
             "post": op("Re-embed every memory with another embedder, in place; resumable", ok("MemoryResult"),
                        params=[path("namespace")], body=ref("MemoryReembed"), body_required=True),
         },
+        "/_memory/{namespace}/_tombstones": {
+            "get": op("Every rejection of a memory value, active and lifted", ok("MemoryResult"),
+                      params=[path("namespace")]),
+        },
+        "/_memory/{namespace}/_review": {
+            "post": op("Approve memories and reject them (a rejection lays a tombstone); each id answered",
+                       ok("MemoryResult"), params=[path("namespace")], body=ref("ReviewBody"), body_required=True),
+        },
         "/_memory/{namespace}/{id}": {
-            "delete": op("Forget one memory (retire it; purge=true erases it)", ok("MemoryResult"),
-                         params=[path("namespace"), path("id"), query("purge", BOOL)]),
+            "delete": op("Forget one memory (retire it; purge=true erases it; reject=true also refuses its value "
+                         "later)", ok("MemoryResult"),
+                         params=[path("namespace"), path("id"), query("purge", BOOL), query("reject", BOOL)]),
         },
     }
 

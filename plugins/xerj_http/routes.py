@@ -82,6 +82,8 @@ ROUTES: list[tuple[str, Any]] = [
     ("/_memory/{namespace}", memory.Namespace),
     ("/_memory/{namespace}/_recall", memory.Recall),
     ("/_memory/{namespace}/_reembed", memory.Reembed),
+    ("/_memory/{namespace}/_tombstones", memory.Tombstones),
+    ("/_memory/{namespace}/_review", memory.Review),
     ("/_memory/{namespace}/{id}", memory.Memory),
 ]
 

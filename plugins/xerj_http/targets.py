@@ -22,6 +22,7 @@ from xerj_core.autoindex.sink import CATALOG_INDEX, FILES_INDEX, split_ref
 from xerj_core.errors import IllegalArgument, MapperParsingError, ParsingError, XerjError
 from xerj_core.graph.brain import META_ID, edges_index, nodes_index
 from xerj_core.graph.names import reads_nodes_indices
+from xerj_core.memory.tombstones import tombstone_index
 from xerj_core import params
 from xerj_core.params import INSTANT_LIMIT
 from xerj_core.query.resolve import resolve_indices
@@ -376,6 +377,10 @@ def resolve_targets(req: falcon.Request) -> list[str]:
     namespace = params.get("namespace")
     if namespace is not None:
         add([nodes_index(namespace)])
+        # storing meets the tombstones, forgetting with reject and review lay them, and _tombstones lists them
+        if template.endswith(("/_tombstones", "/_review", "/{id}")) or (
+                template == "/_memory/{namespace}" and req.method == "POST"):
+            add([tombstone_index(namespace)])
         if template.endswith("/_recall"):
             try:
                 graph = json_body(req).get("graph")

@@ -57,7 +57,7 @@ def expand_graph(graph: "GraphService", ns: str, seeds: tuple[str, ...], options
     try:
         nodes, not_shown = graph.reachable(
             ns, seeds, hops=options.hops, types=options.types, as_of=as_of,
-            min_confidence=options.min_confidence, limit=REACHABLE_CAP)
+            min_confidence=options.min_confidence, limit=REACHABLE_CAP, trust=options.trust)
     except GraphError:
         raise
     except XerjError as exc:

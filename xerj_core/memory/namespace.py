@@ -48,6 +48,7 @@ VECTOR_FIELD = "vector"
 STORED_AT = "stored_at"
 FORGOTTEN_AT = "forgotten_at"
 METADATA = "metadata"
+TRUST = "trust"
 EMBEDDER_PARAM = "embedder"
 STATE_PARAM = "state"
 FILLING, ACTIVE, RETIRED, ABANDONED = "filling", "active", "retired", "abandoned"
@@ -67,10 +68,14 @@ def rounded(vector: np.ndarray) -> list[float]:
 def validate_namespace(ns: Any) -> str:
     """Return ``ns`` when it is a valid namespace, else raise GraphError saying which rule it breaks."""
     try:
-        return validate_brain_name(ns)
+        validate_brain_name(ns)
     except GraphError as exc:
         # The rules are the brain rules; the message speaks of the thing the caller named.
         raise GraphError(exc.reason.replace("brain name", "namespace", 1)) from None
+    if ns.endswith("-tombstones"):
+        raise GraphError(f"invalid namespace [{ns}]: it must not end in '-tombstones' (that suffix names the "
+                         f"tombstone index of another namespace)")
+    return ns
 
 
 def memory_index(ns: str) -> str:
@@ -91,6 +96,7 @@ def namespace_mapping(embedder_id: str, embedder_dims: int) -> dict[str, Any]:
             TEXT_VECTOR_FIELD: text_vector_spec(embedder_id, embedder_dims),
             STORED_AT: dict(_EPOCH_MS),
             FORGOTTEN_AT: dict(_EPOCH_MS),
+            TRUST: {"type": "keyword"},
         }
     }
 

@@ -18,12 +18,12 @@ import attrs
 from xerj_core import params
 from xerj_core.errors import GraphError
 from xerj_core.graph.brain import parse_instant
-from xerj_core.graph.requests import parse_hops
+from xerj_core.graph.requests import parse_hops, parse_trust
 
-STORE_FIELDS = ("text", "vector", "metadata", "dedup", "dedup_threshold")
+STORE_FIELDS = ("text", "vector", "metadata", "dedup", "dedup_threshold", "override_rejection")
 RECALL_FIELDS = ("query", "vector", "k", "semantic", "hybrid", "fusion", "filter", "recency_weight", "graph",
-                 "as_of")
-GRAPH_FIELDS = ("mode", "seeds", "hops", "types", "weight", "as_of", "min_confidence")
+                 "as_of", "trust")
+GRAPH_FIELDS = ("mode", "seeds", "hops", "types", "weight", "as_of", "min_confidence", "trust")
 LIST_PARAMS = ("size", "from", "include_forgotten")
 
 DEFAULT_DEDUP_THRESHOLD = 0.95
@@ -50,6 +50,7 @@ class StoreRequest:
     metadata: dict[str, Any] | None
     dedup: bool
     dedup_threshold: float
+    override_rejection: bool = False
 
 
 @attrs.frozen
@@ -68,6 +69,7 @@ class GraphOptions:
     weight: float
     as_of: int | None
     min_confidence: float | None
+    trust: tuple[str, ...] | None = None
 
 
 @attrs.frozen
@@ -83,6 +85,7 @@ class RecallRequest:
     recency_weight: float
     as_of: int | None
     graph: GraphOptions | None
+    trust: tuple[str, ...] | None = None
 
 
 # -- field helpers ------------------------------------------------------------------------------
@@ -152,7 +155,9 @@ def parse_store(body: Any) -> StoreRequest:
         if not dedup:
             raise GraphError("[dedup_threshold] applies only with [dedup] true")
         threshold = _unit_interval(body["dedup_threshold"], "dedup_threshold")
-    return StoreRequest(text, vector, metadata, dedup, threshold)
+    override = _bool(body["override_rejection"], "override_rejection") \
+        if body.get("override_rejection") is not None else False
+    return StoreRequest(text, vector, metadata, dedup, threshold, override)
 
 
 def parse_list(query: Mapping[str, Any] | None) -> ListRequest:
@@ -193,7 +198,8 @@ def parse_graph(body: Any) -> GraphOptions:
     min_confidence = None
     if body.get("min_confidence") is not None:
         min_confidence = _unit_interval(body["min_confidence"], "graph.min_confidence")
-    return GraphOptions(mode, seeds, hops, types, weight, as_of, min_confidence)
+    trust = tuple(parse_trust(body["trust"], "graph.trust")) if body.get("trust") is not None else None
+    return GraphOptions(mode, seeds, hops, types, weight, as_of, min_confidence, trust)
 
 
 def parse_recall(body: Any) -> RecallRequest:
@@ -231,4 +237,6 @@ def parse_recall(body: Any) -> RecallRequest:
         if body.get("recency_weight") is not None else 0.0
     as_of = parse_instant(body["as_of"], "as_of") if body.get("as_of") is not None else None
     graph = parse_graph(body["graph"]) if body.get("graph") is not None else None
-    return RecallRequest(mode, query if has_query else None, vector, k, fusion or "rrf", flt, recency, as_of, graph)
+    trust = tuple(parse_trust(body["trust"])) if body.get("trust") is not None else None
+    return RecallRequest(mode, query if has_query else None, vector, k, fusion or "rrf", flt, recency, as_of, graph,
+                         trust)

@@ -32,15 +32,17 @@ import numpy as np
 
 from xerj_core.embedding import Embedder, get_embedder
 from xerj_core.errors import GraphError, GraphNotFound, IndexNotFound, MapperParsingError, XerjError
-from xerj_core.graph.brain import now_ms
-from xerj_core.memory import embedders
+from xerj_core.graph.brain import TRUST_APPROVED, TRUST_ASSERTED, TRUST_REJECTED, now_ms
+from xerj_core.graph.review import parse_decisions
+from xerj_core.memory import embedders, tombstones
 from xerj_core.memory import requests as rq
-from xerj_core.memory.namespace import (FORGOTTEN_AT, METADATA, STORED_AT, TEXT_FIELD, TEXT_VECTOR_FIELD,
+from xerj_core.memory.namespace import (FORGOTTEN_AT, METADATA, STORED_AT, TEXT_FIELD, TEXT_VECTOR_FIELD, TRUST,
                                         VECTOR_FIELD, active_text_vector, filling_text_vector, memory_index,
                                         namespace_mapping, rounded, text_vector_fields,
                                         validate_namespace, vector_mapping)
 from xerj_core.memory.graphrecall import BLEND_SEEDS, Expansion, expand_graph
 from xerj_core.memory.rerank import blend_graph, blend_recency
+from xerj_core.memory.tombstones import tombstone_index
 from xerj_core.memory.rerank import overfetch as rerank_overfetch
 from xerj_core.query.bm25 import bm25_top
 from xerj_core.query.evaluate import filter_mask
@@ -145,8 +147,13 @@ class MemoryService:
 
     # -- store ---------------------------------------------------------------------------------
 
-    def store(self, ns: str, body: Any) -> tuple[int, dict[str, Any]]:
-        """Store one memory; ``(201, created)`` or ``(200, deduplicated)``."""
+    def store(self, ns: str, body: Any, *, by: str | None = None) -> tuple[int, dict[str, Any]]:
+        """Store one memory; ``(201, created)``, ``(200, deduplicated)`` or ``(200, rejected)``.
+
+        A value a person rejected (a tombstone of the same normalised text, or
+        with ``dedup`` a vector that near) is refused unless ``override_rejection``,
+        which lifts the tombstone, recording ``by`` and the new memory's id.
+        """
         index = self._index(ns)
         request = rq.parse_store(body)
         with self.index_store.read_txn() as raw:
@@ -166,12 +173,23 @@ class MemoryService:
                 chosen = embedder if embedder_id == embedder.id else self._embedder(embedder_id)
                 vectors[path] = self._embed(chosen, request.text)
             text_vector = vectors.get(targets[0][0])
+            try:
+                tomb_reader = store.open_reader(raw, tombstone_index(ns))
+            except IndexNotFound:
+                tomb_reader = None
+            probe = text_vector if text_vector is not None else \
+                np.asarray(request.vector, np.float64) if request.vector is not None else None
+            refusals = tombstones.matching(tomb_reader, request.text, probe,
+                                           request.dedup_threshold if request.dedup else None)
+            if refusals and not request.override_rejection:
+                return 200, {"created": False, "rejected": True, "tombstone": refusals[0][0], "namespace": ns}
             if request.dedup and reader is not None:
                 duplicate = self._dedup_probe(reader, request, text_vector)
                 if duplicate is not None:
                     return 200, {"created": False, "deduplicated": True, "_id": duplicate, "namespace": ns}
         stored_at = self.clock()
         doc = memory_document(request, stored_at, vectors)
+        lifted: list[str] = []
 
         def write(txn):
             if not txn.exists(index):
@@ -196,14 +214,22 @@ class MemoryService:
                         raise GraphError(f"[vector] cannot be added to index [{index}]: {exc.reason}") from None
                 elif vspec.dims != len(request.vector):
                     raise _dims_refusal(ns, vspec.dims, len(request.vector))
-            return txn.put(index, doc, scope=ns)
+            if TRUST not in target.mapping.fields:
+                txn.put_mapping(index, {"properties": {TRUST: {"type": "keyword"}}})
+            result = txn.put(index, doc, scope=ns)
+            if refusals:
+                lifted.extend(tombstones.lift(txn, ns, refusals, by=by, at=stored_at, memory_id=result.doc_id))
+            return result
 
         try:
             result = self.index_store.transact(write)
         except MapperParsingError as exc:
             # Only metadata is mapped dynamically, so a mapping conflict is a metadata value of the wrong kind.
             raise GraphError(f"[metadata] does not fit the namespace's mapping: {exc.reason}") from None
-        return 201, {"_id": result.doc_id, "created": True, "namespace": ns, "stored_at": stored_at}
+        response = {"_id": result.doc_id, "created": True, "namespace": ns, "stored_at": stored_at}
+        if lifted:
+            response["override_rejection"] = {"lifted": lifted, "lifted_by": by}
+        return 201, response
 
     def _check_vector_dims(self, ns: str, reader: IndexReader, vector: tuple[float, ...] | None) -> None:
         if vector is None:
@@ -276,8 +302,14 @@ class MemoryService:
         doc_id, source, _version = found
         return _public(doc_id, source)
 
-    def forget(self, ns: str, memory_id: str, *, purge: bool = False) -> dict[str, Any]:
-        """Retire one memory (stamp ``forgotten_at``), or with ``purge`` delete it for good."""
+    def forget(self, ns: str, memory_id: str, *, purge: bool = False, reject: bool = False,
+               by: str | None = None) -> dict[str, Any]:
+        """Retire one memory (stamp ``forgotten_at``), or with ``purge`` delete it for good.
+
+        With ``reject`` it is also a person's "no": its trust becomes ``rejected``
+        and a tombstone keyed on its normalised text (and its vector) refuses
+        the same value later, in the same transaction.
+        """
         index = self._index(ns)
         if not isinstance(memory_id, str) or not memory_id:
             raise GraphError("[memory_id] must be a non-empty string")
@@ -286,21 +318,95 @@ class MemoryService:
         def write(txn):
             if not txn.exists(index):
                 raise self._missing(ns)
-            target = txn.index(index)
-            found = target.get(memory_id)
+            found = txn.index(index).get(memory_id)
             if found is None:
                 raise GraphNotFound(f"no memory [{memory_id}] in namespace [{ns}]")
-            source = found[0]
-            if purge:
-                target.delete(memory_id)
-                return {"_id": memory_id, "namespace": ns, "purged": True}
-            if source.get(FORGOTTEN_AT) is not None:
-                return {"_id": memory_id, "namespace": ns, "forgotten": False,
-                        "already_forgotten_at": source[FORGOTTEN_AT]}
-            target.put({**source, FORGOTTEN_AT: at}, memory_id, scope=ns)
-            return {"_id": memory_id, "namespace": ns, "forgotten": True, "forgotten_at": at}
+            return self._retire(txn, ns, memory_id, found[0], at, purge=purge, reject=reject, by=by)
 
         return self.index_store.transact(write)
+
+    def _retire(self, txn, ns: str, memory_id: str, source: dict[str, Any], at: int, *, purge: bool, reject: bool,
+                by: str | None, note: str | None = None) -> dict[str, Any]:
+        index = memory_index(ns)
+        target = txn.index(index)
+        out: dict[str, Any] = {"_id": memory_id, "namespace": ns}
+        if reject:
+            out["tombstone"] = tombstones.put_tombstone(txn, ns, tombstones.tombstone_document(
+                memory_id, source, self._stored_vector(target.mapping.fields, source), by=by, at=at, note=note))
+            out["rejected"] = True
+        if purge:
+            target.delete(memory_id)
+            return {**out, "purged": True}
+        if source.get(FORGOTTEN_AT) is not None and not reject:
+            return {**out, "forgotten": False, "already_forgotten_at": source[FORGOTTEN_AT]}
+        updated = {**source, FORGOTTEN_AT: source.get(FORGOTTEN_AT) or at}
+        if reject:
+            updated.update({TRUST: TRUST_REJECTED, "reviewed_at": at, **({"reviewed_by": by} if by else {})})
+        target.put(updated, memory_id, scope=ns)
+        if source.get(FORGOTTEN_AT) is not None:
+            return {**out, "forgotten": False, "already_forgotten_at": source[FORGOTTEN_AT]}
+        return {**out, "forgotten": True, "forgotten_at": at}
+
+    @staticmethod
+    def _stored_vector(fields: Mapping[str, Any], source: dict[str, Any]) -> list[float] | None:
+        """The vector a tombstone keeps for near-identical refusals: the active text embedding, else the caller's."""
+        active = active_text_vector(fields)
+        if active is not None and isinstance(source.get(active.path), list):
+            return source[active.path]
+        vector = source.get(VECTOR_FIELD)
+        return vector if isinstance(vector, list) else None
+
+    def tombstones(self, ns: str) -> dict[str, Any]:
+        """Every tombstone of the namespace, active and lifted (``GET /_memory/{ns}/_tombstones``)."""
+        self._index(ns)
+        try:
+            with self.engine.store.reader(tombstone_index(ns)) as reader:
+                listed = [tombstones.public(tid, doc) for tid, doc in tombstones.all_tombstones(reader)]
+        except IndexNotFound:
+            listed = []
+        return {"namespace": ns, "total": len(listed), "active": sum(t["active"] for t in listed),
+                "tombstones": listed}
+
+    def review(self, ns: str, body: Any, *, by: str) -> dict[str, Any]:
+        """Approve and reject memories in one transaction (``POST /_memory/{ns}/_review``); each id answered.
+
+        Approval stamps ``trust: approved`` with who and when; rejection is a
+        forget with a tombstone (``DELETE ...?reject=true``).
+        """
+        decisions = parse_decisions(body)
+        index = self._index(ns)
+        at = self.clock()
+
+        def write(txn):
+            if not txn.exists(index):
+                raise self._missing(ns)
+            target = txn.index(index)
+            if TRUST not in target.mapping.fields:
+                txn.put_mapping(index, {"properties": {TRUST: {"type": "keyword"}}})
+            results = []
+            for verdict, ids in ((TRUST_APPROVED, decisions.approve), (TRUST_REJECTED, decisions.reject)):
+                for memory_id in ids:
+                    found = target.get(memory_id)
+                    if found is None:
+                        results.append({"_id": memory_id, "result": "not_found"})
+                        continue
+                    source = found[0]
+                    if verdict == TRUST_REJECTED:
+                        done = self._retire(txn, ns, memory_id, source, at, purge=False, reject=True, by=by,
+                                            note=decisions.note)
+                        results.append({"_id": memory_id, "result": verdict, "tombstone": done["tombstone"]})
+                        continue
+                    stamp = {TRUST: TRUST_APPROVED, "reviewed_by": by, "reviewed_at": at}
+                    if decisions.note is not None:
+                        stamp["review_note"] = decisions.note
+                    target.put({**source, **stamp}, memory_id, scope=ns)
+                    results.append({"_id": memory_id, "result": verdict})
+            return results
+
+        results = self.engine.store.transact(write)
+        counts = {state: sum(1 for r in results if r["result"] == state)
+                  for state in (TRUST_APPROVED, TRUST_REJECTED, "not_found")}
+        return {"namespace": ns, "reviewed_by": by, **counts, "results": results}
 
     def drop(self, ns: str) -> dict[str, Any]:
         """Delete the namespace's memory index (the brain's edges index is left alone)."""
@@ -332,6 +438,8 @@ class MemoryService:
             except IndexNotFound:
                 raise self._missing(ns) from None
             mask = self._current_mask(reader, request.as_of)
+            if request.trust is not None:
+                mask &= trust_mask(reader, request.trust)
             if request.filter is not None:
                 mask &= self._filter_mask(reader, request.filter)
             report = None
@@ -445,6 +553,7 @@ def memory_document(request: rq.StoreRequest, stored_at: int, vectors: Mapping[s
     if request.text is not None:
         doc[TEXT_FIELD] = request.text
     doc[STORED_AT] = stored_at
+    doc[TRUST] = TRUST_ASSERTED
     if request.metadata is not None:
         doc[METADATA] = request.metadata
     if request.vector is not None:
@@ -485,4 +594,18 @@ def _public(doc_id: str, source: dict[str, Any]) -> dict[str, Any]:
     out[STORED_AT] = source.get(STORED_AT)
     if source.get(FORGOTTEN_AT) is not None:
         out[FORGOTTEN_AT] = source[FORGOTTEN_AT]
+    for field in (TRUST, "reviewed_by", "reviewed_at"):
+        if source.get(field) is not None:
+            out[field] = source[field]
     return out
+
+
+def trust_mask(reader: IndexReader, states: tuple[str, ...]) -> np.ndarray:
+    """Rows whose trust is one of ``states``; a memory stored before trust existed counts as ``asserted``."""
+    if reader.field(TRUST) is None:
+        return np.full(reader.n_rows, TRUST_ASSERTED in states)
+    column = reader.column(TRUST)
+    mask = column.present & np.isin(column.values, reader.field_dictionary(TRUST).lookup(list(states)))
+    if TRUST_ASSERTED in states:
+        mask |= ~column.present
+    return mask

@@ -81,7 +81,7 @@ class Review:
         send(resp, self.engine.graph.review_queue(brain, query_params(req)))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
-        send(resp, self.engine.graph.review(brain, json_body(req, required=True), by=req.context.principal.name))
+        send(resp, self.engine.graph.review(brain, contract_body(req), by=req.context.principal.name))
 
 
 class Standing:

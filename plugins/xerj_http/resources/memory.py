@@ -27,7 +27,7 @@ class Namespace:
         send(resp, self.engine.memory.create(namespace, contract_body(req, required=False)))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
-        status, body = self.engine.memory.store(namespace, contract_body(req))
+        status, body = self.engine.memory.store(namespace, contract_body(req), by=req.context.principal.name)
         send(resp, body, status)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
@@ -62,7 +62,8 @@ class Reembed:
 
 
 class Memory:
-    """``DELETE /_memory/{namespace}/{id}``: forget one memory (retired; ``?purge=true`` erases it)."""
+    """``DELETE /_memory/{namespace}/{id}``: forget one memory (retired; ``?purge=true`` erases it;
+    ``?reject=true`` also lays a tombstone refusing the same value later)."""
 
     ops = {"DELETE": ("memory.forget", "write")}
 
@@ -71,4 +72,31 @@ class Memory:
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, namespace: str, id: str) -> None:
         purge = bool_param(req, "purge", error=GraphError)
-        send(resp, self.engine.memory.forget(namespace, id, purge=purge))
+        reject = bool_param(req, "reject", error=GraphError)
+        send(resp, self.engine.memory.forget(namespace, id, purge=purge, reject=reject,
+                                             by=req.context.principal.name))
+
+
+class Tombstones:
+    """``GET /_memory/{namespace}/_tombstones``: every rejection of a memory value, active and lifted."""
+
+    ops = {"GET": ("memory.tombstones", "read")}
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
+        send(resp, self.engine.memory.tombstones(namespace))
+
+
+class Review:
+    """``POST /_memory/{namespace}/_review``: approve memories and reject them (with tombstones), per id."""
+
+    ops = {"POST": ("memory.review", "write")}
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
+        send(resp, self.engine.memory.review(namespace, contract_body(req),
+                                             by=req.context.principal.name))
