@@ -241,7 +241,8 @@ SCHEMAS: dict[str, Any] = {
                          required=["uuid", "data_dir", "xerj_version"]),
     # -- agent memory
     "MemoryStore": _obj({"text": STRING, "vector": {"type": "array", "items": NUMBER}, "metadata": ANY_OBJECT,
-                         "dedup": BOOL, "dedup_threshold": NUMBER, "override_rejection": BOOL}, extra=False),
+                         "dedup": BOOL, "dedup_threshold": NUMBER, "override_rejection": BOOL, "about": STRINGS,
+                         "brain": STRING}, extra=False),
     "MemoryRecall": _obj({
         "query": STRING, "vector": {"type": "array", "items": NUMBER}, "k": {"type": "integer", "minimum": 1,
                                                                             "maximum": 1000},
@@ -249,6 +250,7 @@ SCHEMAS: dict[str, Any] = {
         "as_of": TIME, "trust": STRINGS,
         "graph": _obj({"mode": STRING, "seeds": {"type": "array", "items": STRING}, "hops": INT,
                        "types": {"type": "array", "items": STRING}, "weight": NUMBER, "as_of": TIME, "trust": STRINGS,
+                       "brain": STRING,
                        "min_confidence": NUMBER}, required=["mode"]),
     }, extra=False),
     "MemoryCreate": _obj({"embedder": STRING}, extra=False),

@@ -381,18 +381,28 @@ def resolve_targets(req: falcon.Request) -> list[str]:
         if template.endswith(("/_tombstones", "/_review", "/{id}")) or (
                 template == "/_memory/{namespace}" and req.method == "POST"):
             add([tombstone_index(namespace)])
-        if template.endswith("/_recall"):
+        body = None
+        if req.method == "POST":
             try:
-                graph = json_body(req).get("graph")
-                if graph is not None:
-                    add([edges_index(namespace)])
-                    seeds = graph.get("seeds") if isinstance(graph, dict) else None
-                    # seeds given by name are resolved against the brain's nodes indices
-                    if isinstance(seeds, list) and reads_nodes_indices(
-                            store, namespace, [s for s in seeds if isinstance(s, str)]):
-                        add(_nodes_indices(store, namespace, None))
+                body = json_body(req)
             except XerjError:
-                pass
+                body = None
+        graph = body.get("graph") if isinstance(body, dict) and template.endswith("/_recall") else None
+        walked = graph.get("brain") if isinstance(graph, dict) else None
+        if isinstance(walked, str) and walked:
+            # graph.brain: that brain's edges are walked and its notes resolve the seeds
+            add([edges_index(walked), *_nodes_indices(store, walked, None)])
+        elif graph is not None:
+            add([edges_index(namespace)])
+            seeds = graph.get("seeds") if isinstance(graph, dict) else None
+            # seeds given by name are resolved against the brain's nodes indices
+            if isinstance(seeds, list) and reads_nodes_indices(
+                    store, namespace, [s for s in seeds if isinstance(s, str)]):
+                add(_nodes_indices(store, namespace, None))
+        elif isinstance(body, dict) and template == "/_memory/{namespace}" and body.get("about") is not None:
+            # a memory about notes writes its about edges into the brain
+            anchored = body.get("brain") if isinstance(body.get("brain"), str) and body.get("brain") else namespace
+            add([edges_index(anchored)])
 
     try:
         if template.startswith("/_xerj/autoindex/"):

@@ -47,7 +47,8 @@ class Expansion:
         return 0.0 if entry is None else float(entry["proximity"])
 
     def report(self, options: GraphOptions, seeds: tuple[str, ...], as_of: int) -> dict[str, Any]:
-        return {"mode": options.mode, "seeds": list(seeds), "hops": options.hops, "as_of": as_of,
+        brain = {"brain": options.brain} if options.brain is not None else {}
+        return {"mode": options.mode, **brain, "seeds": list(seeds), "hops": options.hops, "as_of": as_of,
                 "reachable": len(self.nodes), "not_shown": dict(self.not_shown)}
 
 
@@ -56,7 +57,7 @@ def expand_graph(graph: "GraphService", ns: str, seeds: tuple[str, ...], options
     """Expand the brain ``ns`` from ``seeds`` as ``options`` ask, at ``as_of``."""
     try:
         nodes, not_shown = graph.reachable(
-            ns, seeds, hops=options.hops, types=options.types, as_of=as_of,
+            options.brain or ns, seeds, hops=options.hops, types=options.types, as_of=as_of,
             min_confidence=options.min_confidence, limit=REACHABLE_CAP, trust=options.trust)
     except GraphError:
         raise

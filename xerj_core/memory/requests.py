@@ -17,13 +17,14 @@ import attrs
 
 from xerj_core import params
 from xerj_core.errors import GraphError
-from xerj_core.graph.brain import parse_instant
+from xerj_core.graph.brain import parse_instant, validate_brain_name
 from xerj_core.graph.requests import parse_hops, parse_trust
 
-STORE_FIELDS = ("text", "vector", "metadata", "dedup", "dedup_threshold", "override_rejection")
+STORE_FIELDS = ("text", "vector", "metadata", "dedup", "dedup_threshold", "override_rejection",
+                "about", "brain")
 RECALL_FIELDS = ("query", "vector", "k", "semantic", "hybrid", "fusion", "filter", "recency_weight", "graph",
                  "as_of", "trust")
-GRAPH_FIELDS = ("mode", "seeds", "hops", "types", "weight", "as_of", "min_confidence", "trust")
+GRAPH_FIELDS = ("mode", "seeds", "hops", "types", "weight", "as_of", "min_confidence", "trust", "brain")
 LIST_PARAMS = ("size", "from", "include_forgotten")
 
 DEFAULT_DEDUP_THRESHOLD = 0.95
@@ -34,6 +35,7 @@ MAX_LIST_WINDOW = 10_000
 MAX_VECTOR_DIMS = 4096
 DEFAULT_GRAPH_HOPS = 1
 DEFAULT_GRAPH_WEIGHT = 0.3
+MAX_ABOUT = 64
 MAX_SEEDS = 10_000  # the restrict cap; the hop engine clips and reports the frontier itself
 GRAPH_MODES = ("restrict", "blend")
 FUSIONS = ("rrf", "linear")
@@ -51,6 +53,8 @@ class StoreRequest:
     dedup: bool
     dedup_threshold: float
     override_rejection: bool = False
+    about: tuple[str, ...] = ()
+    brain: str | None = None
 
 
 @attrs.frozen
@@ -70,6 +74,7 @@ class GraphOptions:
     as_of: int | None
     min_confidence: float | None
     trust: tuple[str, ...] | None = None
+    brain: str | None = None
 
 
 @attrs.frozen
@@ -157,7 +162,22 @@ def parse_store(body: Any) -> StoreRequest:
         threshold = _unit_interval(body["dedup_threshold"], "dedup_threshold")
     override = _bool(body["override_rejection"], "override_rejection") \
         if body.get("override_rejection") is not None else False
-    return StoreRequest(text, vector, metadata, dedup, threshold, override)
+    about = _strings(body["about"], "about", MAX_ABOUT) if body.get("about") is not None else ()
+    brain = _brain(body.get("brain"), "brain")
+    if brain is not None and not about:
+        raise GraphError("[brain] applies only with [about]: it names the brain whose notes the memory is about")
+    return StoreRequest(text, vector, metadata, dedup, threshold, override, about, brain)
+
+
+def _brain(value: Any, field: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise GraphError(f"[{field}] must be a brain name, got [{value!r:.80}]")
+    try:
+        return validate_brain_name(value)
+    except GraphError as exc:
+        raise GraphError(f"[{field}] {exc.reason}") from None
 
 
 def parse_list(query: Mapping[str, Any] | None) -> ListRequest:
@@ -199,7 +219,8 @@ def parse_graph(body: Any) -> GraphOptions:
     if body.get("min_confidence") is not None:
         min_confidence = _unit_interval(body["min_confidence"], "graph.min_confidence")
     trust = tuple(parse_trust(body["trust"], "graph.trust")) if body.get("trust") is not None else None
-    return GraphOptions(mode, seeds, hops, types, weight, as_of, min_confidence, trust)
+    return GraphOptions(mode, seeds, hops, types, weight, as_of, min_confidence, trust,
+                        _brain(body.get("brain"), "graph.brain"))
 
 
 def parse_recall(body: Any) -> RecallRequest:

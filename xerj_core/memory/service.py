@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+import attrs
 import numpy as np
 
 from xerj_core.embedding import Embedder, get_embedder
@@ -35,6 +36,7 @@ from xerj_core.errors import GraphError, GraphNotFound, IndexNotFound, MapperPar
 from xerj_core.graph.brain import TRUST_APPROVED, TRUST_ASSERTED, TRUST_REJECTED, now_ms
 from xerj_core.graph.review import parse_decisions
 from xerj_core.memory import embedders, tombstones
+from xerj_core.memory.about import about_edges, brain_nodes_indices, put_about_edges, resolve_nodes
 from xerj_core.memory import requests as rq
 from xerj_core.memory.namespace import (FORGOTTEN_AT, METADATA, STORED_AT, TEXT_FIELD, TEXT_VECTOR_FIELD, TRUST,
                                         VECTOR_FIELD, active_text_vector, filling_text_vector, memory_index,
@@ -156,6 +158,9 @@ class MemoryService:
         """
         index = self._index(ns)
         request = rq.parse_store(body)
+        brain = request.brain or ns
+        about_nodes = resolve_nodes(self.index_store, brain, request.about, "about",
+                                    must_exist=request.brain is not None) if request.about else []
         with self.index_store.read_txn() as raw:
             try:
                 reader = self.index_store.open_reader(raw, index)
@@ -190,6 +195,7 @@ class MemoryService:
         stored_at = self.clock()
         doc = memory_document(request, stored_at, vectors)
         lifted: list[str] = []
+        about_docs: list[dict[str, Any]] = []
 
         def write(txn):
             if not txn.exists(index):
@@ -217,6 +223,9 @@ class MemoryService:
             if TRUST not in target.mapping.fields:
                 txn.put_mapping(index, {"properties": {TRUST: {"type": "keyword"}}})
             result = txn.put(index, doc, scope=ns)
+            if about_nodes:
+                about_docs.extend(about_edges(result.doc_id, request.text, about_nodes, stored_at))
+                put_about_edges(self.graph, txn, brain, about_docs, stored_at)
             if refusals:
                 lifted.extend(tombstones.lift(txn, ns, refusals, by=by, at=stored_at, memory_id=result.doc_id))
             return result
@@ -229,6 +238,10 @@ class MemoryService:
         response = {"_id": result.doc_id, "created": True, "namespace": ns, "stored_at": stored_at}
         if lifted:
             response["override_rejection"] = {"lifted": lifted, "lifted_by": by}
+        if about_docs:
+            self.graph._notify(brain, about_docs)
+            response["about"] = {"brain": brain, "nodes": about_nodes,
+                                 "edge_ids": [edge["edge_id"] for edge in about_docs]}
         return 201, response
 
     def _check_vector_dims(self, ns: str, reader: IndexReader, vector: tuple[float, ...] | None) -> None:
@@ -360,7 +373,7 @@ class MemoryService:
         """Every tombstone of the namespace, active and lifted (``GET /_memory/{ns}/_tombstones``)."""
         self._index(ns)
         try:
-            with self.engine.store.reader(tombstone_index(ns)) as reader:
+            with self.index_store.reader(tombstone_index(ns)) as reader:
                 listed = [tombstones.public(tid, doc) for tid, doc in tombstones.all_tombstones(reader)]
         except IndexNotFound:
             listed = []
@@ -403,7 +416,7 @@ class MemoryService:
                     results.append({"_id": memory_id, "result": verdict})
             return results
 
-        results = self.engine.store.transact(write)
+        results = self.index_store.transact(write)
         counts = {state: sum(1 for r in results if r["result"] == state)
                   for state in (TRUST_APPROVED, TRUST_REJECTED, "not_found")}
         return {"namespace": ns, "reviewed_by": by, **counts, "results": results}
@@ -428,6 +441,12 @@ class MemoryService:
         index = self._index(ns)
         request = rq.parse_recall(body)
         graph = request.graph
+        if graph is not None and graph.brain is not None and graph.seeds:
+            # a named brain is walked from notes as a person names them, resolved like a memory's [about]
+            graph = attrs.evolve(graph, seeds=tuple(resolve_nodes(self.index_store, graph.brain, graph.seeds,
+                                                                  "graph.seeds")))
+        elif graph is not None and graph.brain is not None:
+            brain_nodes_indices(self.index_store, graph.brain)  # a brain that does not exist is a 404
         graph_as_of = None
         if graph is not None:
             graph_as_of = graph.as_of if graph.as_of is not None else \
