@@ -160,13 +160,16 @@ class GraphReading:
             names = resolve_in(self.store, raw, reader, index_list.split(","), seeds,
                                what="node" if request.single else "nodes")
             seeds = list(dict.fromkeys(names.nodes))
-            filters = self._filters(reader, as_of=request.as_of, include_expired=request.include_expired,
-                                    types=request.types, trust=request.trust,
-                                    min_confidence=request.min_confidence)
-            found = self._run_hops(reader, seeds, hops=request.hops, direction=request.direction, filters=filters,
-                                   counters=counters)
-            edges, neighbors = self._ego_edges(reader, found, seeds, request.limit, request.include_evidence,
-                                               counters)
+            if request.known_at is not None:  # system time: versions, read apart from the hot columns
+                edges, neighbors = self.ego_known(raw, reader, brain, seeds, request, counters)
+            else:
+                filters = self._filters(reader, as_of=request.as_of, include_expired=request.include_expired,
+                                        types=request.types, trust=request.trust,
+                                        min_confidence=request.min_confidence)
+                found = self._run_hops(reader, seeds, hops=request.hops, direction=request.direction,
+                                       filters=filters, counters=counters)
+                edges, neighbors = self._ego_edges(reader, found, seeds, request.limit, request.include_evidence,
+                                                   counters)
             response: dict[str, Any] = {"brain": brain, "contract": CONTRACT, "seeds": seeds}
             if len(seeds) == 1:
                 response["node"] = seeds[0]
@@ -175,6 +178,8 @@ class GraphReading:
                 response["resolved"] = dict(names.resolved)
             if names.unknown:
                 response["not_found"] = {name: list(closest) for name, closest in names.unknown.items()}
+            if request.known_at is not None:
+                response["known_at"] = request.known_at
             response.update({"as_of": request.as_of, "hops": request.hops, "direction": request.direction,
                              "edges": edges, "neighbors": neighbors, "trust": trust_counts(edges)})
             dangling: list[str] = []
@@ -261,9 +266,12 @@ class GraphReading:
                     total_nodes += self.store.open_reader(raw, name).doc_count
                 except IndexNotFound:
                     continue
-            stats = edge_stats(self.search, reader, as_of=request.as_of, top=request.top,
-                               interval=request.interval,
-                               trust_ords=self._ordinals(reader, "trust", request.trust) if request.trust else None)
+            if request.known_at is not None:
+                stats = self.overview_known(raw, reader, brain, request)
+            else:
+                stats = edge_stats(self.search, reader, as_of=request.as_of, top=request.top,
+                                   interval=request.interval,
+                                   trust_ords=self._ordinals(reader, "trust", request.trust) if request.trust else None)
         body = {"brain": brain, "contract": CONTRACT, "exists": True, "as_of": request.as_of,
                 "nodes_index": index_list, "nodes": {"total": total_nodes}, "embedder": self.embedder_of(brain), **stats}
         return True, body
@@ -275,7 +283,7 @@ class GraphReading:
 
     def reachable(self, brain: str, seeds: Iterable[str], *, hops: int, types: Iterable[str] | None = None,
                   as_of: Any = None, min_confidence: float | None = None, limit: int = REACHABLE_LIMIT,
-                  direction: str = BOTH, trust: Iterable[str] | None = None
+                  direction: str = BOTH, trust: Iterable[str] | None = None, known_at: Any = None
                   ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
         """Nodes reachable from ``seeds`` within ``hops``: ``({id: {"hop", "proximity"}}, not_shown)``.
 
@@ -301,6 +309,11 @@ class GraphReading:
         if len(seed_list) > self.frontier_cap:
             counters["frontier_clipped"] += len(seed_list) - self.frontier_cap
             seed_list = seed_list[:self.frontier_cap]
+        if known_at is not None:  # system time: the versions believed then, read apart from the hot columns
+            best = self.reachable_known(brain, seed_list, hops=hops, direction=direction, as_of=when,
+                                        known_at=params.instant(known_at, "known_at", GraphError), types=type_list,
+                                        trust=trust_list, min_confidence=threshold, counters=counters)
+            return self._clip_reachable(best, limit, counters), counters
         with self.store.read_txn() as raw:
             try:
                 reader = self.store.open_reader(raw, edges_index(brain))

@@ -19,8 +19,9 @@ from xerj_core.graph.hop import BOTH, DIRECTIONS
 from xerj_core.graph.stats import INTERVALS
 
 EGO_PARAMS = frozenset({"node", "nodes", "hops", "direction", "types", "limit", "as_of", "include_expired",
-                        "include_nodes", "nodes_index", "include_evidence", "trust", "min_confidence"})
-OVERVIEW_PARAMS = frozenset({"as_of", "top", "histogram_interval", "trust"})
+                        "include_nodes", "nodes_index", "include_evidence", "trust", "min_confidence",
+                        "known_at"})
+OVERVIEW_PARAMS = frozenset({"as_of", "top", "histogram_interval", "trust", "known_at"})
 LINK_FIELDS = ("src", "dst", "type", "weight", "confidence", "valid_at", "created_at", "detector", "evidence")
 
 DEFAULT_LIMIT = 100
@@ -46,6 +47,7 @@ class EgoRequest:
     include_evidence: bool
     min_confidence: float | None
     nodes_index: str | None
+    known_at: int | None = None
 
 
 @attrs.frozen
@@ -54,6 +56,7 @@ class OverviewRequest:
     top: int
     interval: str
     trust: tuple[str, ...] | None = None
+    known_at: int | None = None
 
 
 @attrs.frozen
@@ -94,6 +97,12 @@ def parse_trust(value: Any, name: str = "trust") -> list[str]:
         if state not in TRUST_STATES:
             raise GraphError(f"[{name}] has unknown trust state [{state}]; expected any of: {', '.join(TRUST_STATES)}")
     return states
+
+
+def parse_known_at(query: Mapping[str, Any], name: str = "known_at") -> int | None:
+    """System time to read the brain as it stood at; None (the default) is now, the current versions."""
+    value = query.get(name)
+    return None if value is None else params.instant(value, name, GraphError)
 
 
 def parse_direction(value: Any) -> str:
@@ -149,6 +158,7 @@ def parse_ego(query: Mapping[str, Any], *, engine_level: bool = True) -> EgoRequ
         min_confidence=optional("min_confidence", lambda v: params.unit(v, "min_confidence", GraphError,
                                                                         clamp=True, source=params.QUERY)),
         nodes_index=nodes_index or None,
+        known_at=parse_known_at(query),
     )
 
 
@@ -159,7 +169,7 @@ def parse_overview(query: Mapping[str, Any]) -> OverviewRequest:
     top = min(MAX_TOP, max(1, params.integer(query.get("top", DEFAULT_TOP), "top", GraphError, source=params.QUERY)))
     interval = params.choice(query.get("histogram_interval", "day"), "histogram_interval", INTERVALS, GraphError)
     trust = tuple(parse_trust(query["trust"])) if query.get("trust") is not None else None
-    return OverviewRequest(as_of, top, interval, trust)
+    return OverviewRequest(as_of, top, interval, trust, parse_known_at(query))
 
 
 def _required_text(body: dict[str, Any], field: str) -> str:

@@ -30,6 +30,7 @@ from xerj_core.graph.brain import (
     validate_brain_name,
 )
 from xerj_core.graph.edges import is_edge, is_retired
+from xerj_core.graph.history import put_version
 from xerj_core.graph.requests import parse_trust
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -289,5 +290,4 @@ class EdgeReview:
             # a person approving what was refused brings the claim back live
             for field in ("invalid_at", "expired_at", "rejection"):
                 updated.pop(field, None)
-        txn.put(name, updated, eid, scope=brain)
-        return updated
+        return put_version(txn, name, brain, updated, eid, now, doc)

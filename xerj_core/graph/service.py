@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from xerj_core.graph.hop import EDGE_CAP, FRONTIER_CAP, ViewCache
+from xerj_core.graph.history import EdgeHistory
 from xerj_core.graph.reading import GraphReading
 from xerj_core.graph.review import EdgeReview
 from xerj_core.graph.writing import EdgeWriting, Notify
@@ -18,7 +19,7 @@ __all__ = ["GraphService"]
 MAX_SEEDS = 64
 
 
-class GraphService(EdgeWriting, EdgeReview, GraphReading):
+class GraphService(EdgeWriting, EdgeReview, EdgeHistory, GraphReading):
     """The graph contract over one store; every surface (HTTP, MCP, autoindex) calls this.
 
     Its collaborators are named: the ``store`` it reads and writes, ``notify``

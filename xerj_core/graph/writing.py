@@ -22,6 +22,7 @@ from xerj_core.graph.brain import (
     validate_brain_name,
 )
 from xerj_core.graph.edges import draft_document, is_edge, is_retired, link_document
+from xerj_core.graph.history import put_version
 from xerj_core.graph.requests import parse_link
 from xerj_core.graph.review import KIND_APPROVAL, KIND_REJECTION, active_decision, review_stamp
 from xerj_core.model import EdgeDraft
@@ -108,7 +109,7 @@ class EdgeWriting:
         elif existing is not None and not is_retired(existing) and existing.get("trust") in (TRUST_ASSERTED,
                                                                                                 TRUST_APPROVED):
             doc = {**doc, "trust": existing["trust"]}  # a detector re-finding a person's edge keeps their word
-        txn.put(name, doc, eid, scope=brain)
+        doc = put_version(txn, name, brain, doc, eid, now, existing)
         return doc, existing is None, rejection is not None
 
     def link(self, brain: str, body: Any, *, machine: bool = False) -> tuple[bool, dict[str, Any]]:
@@ -131,11 +132,12 @@ class EdgeWriting:
                 stored, created, suppressed = self._machine_put(txn, name, doc, rid if rejection else None, now, brain,
                                                                 active_decision(claim, KIND_APPROVAL))
                 return stored, created, suppressed, False
-            created = txn.get(name, doc["edge_id"]) is None
+            previous = txn.get(name, doc["edge_id"])
             if rejection is not None:
                 txn.put(name, {**rejection, "lifted_at": now, "lifted_by": doc["edge_id"]}, rid, scope=brain)
-            txn.put(name, doc, doc["edge_id"], scope=brain)
-            return doc, created, False, rejection is not None
+            # a re-assertion over a retired version keeps that version in the history, never erases it
+            stored = put_version(txn, name, brain, doc, doc["edge_id"], now, previous)
+            return stored, previous is None, False, rejection is not None
 
         stored, created, suppressed, reinstated = self._transact(run)
         self._notify(brain, [stored])
@@ -168,7 +170,7 @@ class EdgeWriting:
             rid = rejection_id(doc["src"], doc["type"], doc["dst"])
             retired = {**doc, "invalid_at": now if when is None else when, "expired_at": now,
                        "trust": TRUST_REJECTED, "rejection": rid}
-            txn.put(name, retired, edge_id, scope=brain)
+            retired = put_version(txn, name, brain, retired, edge_id, now, doc)
             txn.put(name, {"kind": KIND_REJECTION, "claim_src": doc["src"], "claim_type": doc["type"],
                            "claim_dst": doc["dst"], "rejected_at": now, "rejected_edge_id": edge_id}, rid,
                     scope=brain)
@@ -272,8 +274,7 @@ class EdgeWriting:
                 doc = txn.get(name, eid)
                 if not is_edge(doc) or is_retired(doc):
                     continue
-                doc = {**doc, "invalid_at": when, "expired_at": now}
-                txn.put(name, doc, eid, scope=brain)
+                doc = put_version(txn, name, brain, {**doc, "invalid_at": when, "expired_at": now}, eid, now, doc)
                 retired.append(doc)
             return retired
 

@@ -72,9 +72,11 @@ def validate_namespace(ns: Any) -> str:
     except GraphError as exc:
         # The rules are the brain rules; the message speaks of the thing the caller named.
         raise GraphError(exc.reason.replace("brain name", "namespace", 1)) from None
-    if ns.endswith("-tombstones"):
-        raise GraphError(f"invalid namespace [{ns}]: it must not end in '-tombstones' (that suffix names the "
-                         f"tombstone index of another namespace)")
+    for suffix, what in (("-tombstones", "tombstone index of another namespace"),
+                         ("-edges-history", "edge history of another brain")):
+        if ns.endswith(suffix):
+            raise GraphError(f"invalid namespace [{ns}]: it must not end in '{suffix}' (that suffix names the "
+                             f"{what})")
     return ns
 
 

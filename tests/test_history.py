@@ -1,0 +1,162 @@
+"""Both clocks: every superseded edge version kept with [recorded_at, superseded_at), and ego, overview and
+reachable at ``known_at`` beside ``as_of``, checked against a brute-force oracle over generated histories."""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import xerj_core.graph.review as review_module
+import xerj_core.graph.writing as writing_module
+from xerj_core.engine import Engine, EngineConfig
+from xerj_core.errors import GraphError
+from xerj_core.graph.history import history_index
+
+EDGES = ".xerj-memory-b-edges"
+NODES = ("a", "b", "c")
+VALID = (10, 20, 30)
+INSTANTS = (5, 15, 25, 35, 10**9)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """System time under the test's control: each write happens one second after the last."""
+    ticks = itertools.count(1000, 1000)
+    now = {"t": 0}
+
+    def tick():
+        now["t"] = next(ticks)
+        return now["t"]
+
+    monkeypatch.setattr(writing_module, "now_ms", tick)
+    monkeypatch.setattr(review_module, "now_ms", tick)
+    return now
+
+
+def ego_ids(engine, **query):
+    return sorted((e["edge_id"], e.get("invalid_at")) for e in engine.graph.ego("b", {"node": "a", **query})["edges"])
+
+
+def test_unlink_then_relink_at_the_same_valid_at_keeps_the_retired_version(engine, clock):
+    eid = engine.graph.link("b", {"src": "a", "dst": "b", "type": "t", "valid_at": 10})[1]["edge_id"]
+    linked = clock["t"]
+    engine.graph.unlink("b", eid, invalid_at=20)
+    unlinked = clock["t"]
+    engine.graph.link("b", {"src": "a", "dst": "b", "type": "t", "valid_at": 10})
+    relinked = clock["t"]
+    # as it stands now: live again at every instant after valid_at
+    assert ego_ids(engine, as_of="25") == [(eid, None)]
+    for known_at in (unlinked, unlinked + 1, relinked - 1):
+        # between the unlink and the re-link the brain believed it retired at 20
+        assert ego_ids(engine, as_of="25", known_at=str(known_at)) == []
+        assert ego_ids(engine, as_of="15", known_at=str(known_at)) == [(eid, 20)]
+        assert ego_ids(engine, as_of="5", known_at=str(known_at)) == []
+        _, overview = engine.graph.overview("b", {"as_of": "25", "known_at": str(known_at)})
+        assert overview["edges"] == {"total": 1, "live": 0, "invalidated": 1} and overview["known_at"] == known_at
+        assert overview["trust"]["rejected"] == 1
+    for known_at in (linked, relinked, relinked + 10**6):
+        assert ego_ids(engine, as_of="25", known_at=str(known_at)) == [(eid, None)]
+    assert ego_ids(engine, as_of="25", known_at=str(linked - 1)) == []
+    versions = _docs(engine, history_index("b")).values()
+    assert sorted((v["recorded_at"], v["superseded_at"]) for v in versions) == [
+        (linked, unlinked), (unlinked, relinked)]
+
+
+def test_a_review_decision_is_a_new_version(engine, clock):
+    eid = engine.graph.link("b", {"src": "a", "dst": "b", "type": "t", "valid_at": 10}, machine=True)[1]["edge_id"]
+    detected = clock["t"]
+    engine.graph.review("b", {"approve": [eid]}, by="ana")
+    before = engine.graph.ego("b", {"node": "a", "known_at": str(detected)})["edges"][0]
+    after = engine.graph.ego("b", {"node": "a"})["edges"][0]
+    assert (before["trust"], after["trust"]) == ("detected", "approved")
+    assert "reviewed_by" not in before and after["reviewed_by"] == "ana"
+    reach, _ = engine.graph.reachable("b", ["a"], hops=1, known_at=detected)
+    assert reach["b"]["proximity"] == pytest.approx(0.5)
+
+
+def test_bad_known_at_is_refused(engine):
+    engine.graph.link("b", {"src": "a", "dst": "b", "type": "t"})
+    for call in (lambda: engine.graph.ego("b", {"node": "a", "known_at": "yesterday-ish"}),
+                 lambda: engine.graph.overview("b", {"known_at": "x"})):
+        with pytest.raises(GraphError, match=r"\[known_at\]"):
+            call()
+
+
+# -- the oracle ---------------------------------------------------------------------------------
+
+op = st.one_of(
+    st.tuples(st.just("link"), st.sampled_from(NODES[1:]), st.sampled_from(VALID)),
+    st.tuples(st.just("unlink"), st.integers(0, 5), st.sampled_from(VALID + (None,))),
+    st.tuples(st.just("detect"), st.sampled_from(NODES[1:]), st.sampled_from(VALID)),
+    st.tuples(st.just("approve"), st.integers(0, 5), st.none()),
+    st.tuples(st.just("reject"), st.integers(0, 5), st.none()),
+)
+
+
+def _apply(engine, step, ids):
+    kind, x, y = step
+    if kind in ("link", "detect"):
+        ids.append(engine.graph.link("b", {"src": "a", "dst": x, "type": "t", "valid_at": y},
+                                     machine=kind == "detect")[1]["edge_id"])
+    elif ids:
+        eid = ids[x % len(ids)]
+        if kind == "unlink":
+            engine.graph.unlink("b", eid, invalid_at=None if y is None else y + 1)
+        else:
+            engine.graph.review("b", {"approve" if kind == "approve" else "reject": [eid]}, by="p")
+
+
+def _docs(engine, index):
+    with engine.store.reader(index) as reader:
+        return {doc_id: source for _row, doc_id, source, _v in reader.documents(reader.live_rows().tolist())}
+
+
+def _current(engine):
+    if not engine.store.exists(EDGES):
+        return {}
+    return {k: v for k, v in _docs(engine, EDGES).items() if "src" in v}
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.lists(op, min_size=1, max_size=12), data=st.data())
+def test_known_at_and_as_of_match_a_brute_force_oracle(steps, data):
+    ticks = itertools.count(1000, 1000)
+    times: list[int] = []
+
+    def tick():
+        times.append(next(ticks))
+        return times[-1]
+
+    saved = writing_module.now_ms, review_module.now_ms
+    writing_module.now_ms = review_module.now_ms = tick
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            with Engine(Path(tmp) / "data", config=EngineConfig(tail_rows=4)) as engine:
+                ids: list[str] = []
+                snapshots: list[tuple[int, dict]] = []  # (system time after the step, every current doc)
+                for step in steps:
+                    _apply(engine, step, ids)
+                    snapshots.append((times[-1] if times else 0, _current(engine)))
+                if not engine.store.exists(EDGES):
+                    return
+                for _ in range(6):
+                    known_at = data.draw(st.sampled_from([t + d for t, _ in snapshots for d in (-1, 0, 1)]))
+                    as_of = data.draw(st.sampled_from(INSTANTS))
+                    believed = {}
+                    for at, state in snapshots:
+                        if at <= known_at:
+                            believed = state
+                    expected = sorted((eid, doc.get("invalid_at")) for eid, doc in believed.items()
+                                      if doc["valid_at"] <= as_of and (doc.get("invalid_at") is None
+                                                                       or doc["invalid_at"] > as_of))
+                    assert ego_ids(engine, as_of=str(as_of), known_at=str(known_at)) == expected
+                    _, overview = engine.graph.overview("b", {"as_of": str(as_of), "known_at": str(known_at)})
+                    assert overview["edges"]["live"] == len(expected)
+                    assert overview["edges"]["total"] == len(believed)
+    finally:
+        writing_module.now_ms, review_module.now_ms = saved
