@@ -160,3 +160,29 @@ def test_known_at_and_as_of_match_a_brute_force_oracle(steps, data):
                     assert overview["edges"]["total"] == len(believed)
     finally:
         writing_module.now_ms, review_module.now_ms = saved
+
+
+def test_review_queue_and_recall_at_known_at(engine, clock):
+    eid = engine.graph.link("agent", {"src": "m1", "dst": "m2", "type": "t", "valid_at": 10},
+                            machine=True)[1]["edge_id"]
+    detected = clock["t"]
+    engine.graph.review("agent", {"reject": [eid]}, by="ana")
+    assert engine.graph.review_queue("agent", {})["total"] == 0
+    then = engine.graph.review_queue("agent", {"known_at": str(detected)})
+    assert then["known_at"] == detected and [i["edge_id"] for i in then["items"]] == [eid]
+    # recall: the graph walked as the brain stood then, and memories as they stood then
+    memory = engine.memory
+    memory.clock = lambda: detected - 500
+    first = memory.store("agent", {"text": "sourdough starter"})[1]["_id"]
+    memory.clock = lambda: detected + 10**6
+    later = memory.store("agent", {"text": "sourdough loaf"})[1]["_id"]
+    now = memory.recall("agent", {"query": "sourdough"})
+    assert {h["_id"] for h in now["hits"]} == {first, later}
+    then = memory.recall("agent", {"query": "sourdough", "known_at": detected})
+    assert [h["_id"] for h in then["hits"]] == [first] and then["known_at"] == detected
+    walked = memory.recall("agent", {"query": "sourdough", "known_at": detected,
+                                      "graph": {"mode": "restrict", "seeds": ["m1"], "as_of": 20}})
+    assert walked["graph"]["reachable"] == 2  # m1 and m2: the edge was not yet rejected then
+    now_walked = memory.recall("agent", {"query": "sourdough", "graph": {"mode": "restrict", "seeds": ["m1"],
+                                                                         "as_of": 20}})
+    assert now_walked["graph"]["reachable"] == 1

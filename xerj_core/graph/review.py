@@ -31,14 +31,14 @@ from xerj_core.graph.brain import (
 )
 from xerj_core.graph.edges import is_edge, is_retired
 from xerj_core.graph.history import put_version
-from xerj_core.graph.requests import parse_trust
+from xerj_core.graph.requests import parse_known_at, parse_trust
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.store import IndexReader, Store, WriteTxn
 
 T = TypeVar("T")
 
-REVIEW_PARAMS = frozenset({"state", "type", "min_confidence", "max_confidence", "sort", "size", "from", "as_of"})
+REVIEW_PARAMS = frozenset({"state", "type", "min_confidence", "max_confidence", "sort", "size", "from", "known_at"})
 REVIEW_FIELDS = frozenset({"approve", "reject", "note"})
 SORTS = ("confidence", "valid_at")
 DEFAULT_SIZE = 20
@@ -58,6 +58,7 @@ class ReviewQuery:
     sort: str
     size: int
     offset: int
+    known_at: int | None = None
 
 
 @attrs.frozen
@@ -88,7 +89,7 @@ def parse_review_query(query: Mapping[str, Any]) -> ReviewQuery:
         types=tuple(params.names(types, "type", GraphError)) if types is not None else None,
         min_confidence=unit("min_confidence"), max_confidence=unit("max_confidence"),
         sort=params.choice(query.get("sort", "confidence"), "sort", SORTS, GraphError),
-        size=min(MAX_SIZE, count("size", DEFAULT_SIZE)), offset=count("from", 0))
+        size=min(MAX_SIZE, count("size", DEFAULT_SIZE)), offset=count("from", 0), known_at=parse_known_at(query))
 
 
 def _ids(body: Mapping[str, Any], field: str) -> tuple[str, ...]:
@@ -168,6 +169,18 @@ def trust_counts(edges: list[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
+def queue_item(doc_id: str, edge: dict[str, Any]) -> dict[str, Any]:
+    """One claim of the review queue: what it says, how sure the detector was, and why it thinks so."""
+    item = {"edge_id": doc_id, "src": edge["src"], "dst": edge["dst"], "type": edge["type"],
+            "trust": edge.get("trust"), "confidence": edge.get("confidence"), "weight": edge.get("weight"),
+            "valid_at": edge.get("valid_at"), "invalid_at": edge.get("invalid_at"), "detector": edge.get("detector"),
+            "evidence": edge.get("evidence")}
+    for field in ("reviewed_by", "reviewed_at", "review_note"):
+        if field in edge:
+            item[field] = edge[field]
+    return item
+
+
 class EdgeReview:
     """The review half of :class:`~xerj_core.graph.service.GraphService`: the queue and the decisions."""
 
@@ -179,25 +192,43 @@ class EdgeReview:
         """Claims in ``state`` (default ``detected``), least confident or newest first, with their evidence."""
         request = query if isinstance(query, ReviewQuery) else parse_review_query(query)
         validate_brain_name(brain)
+        if request.known_at is not None:
+            return self._queue_known(brain, request)
         try:
             with self.store.reader(edges_index(brain)) as reader:
                 rows = self._queue_rows(reader, request)
                 total = len(rows)
                 page = rows[request.offset:request.offset + request.size]
-                items = []
-                for _row, doc_id, edge, _version in reader.documents(page.tolist()):
-                    item = {"edge_id": doc_id, "src": edge["src"], "dst": edge["dst"], "type": edge["type"],
-                            "trust": edge.get("trust"), "confidence": edge.get("confidence"),
-                            "weight": edge.get("weight"), "valid_at": edge.get("valid_at"),
-                            "invalid_at": edge.get("invalid_at"), "detector": edge.get("detector"),
-                            "evidence": edge.get("evidence")}
-                    for field in ("reviewed_by", "reviewed_at", "review_note"):
-                        if field in edge:
-                            item[field] = edge[field]
-                    items.append(item)
+                items = [queue_item(doc_id, edge) for _row, doc_id, edge, _v in reader.documents(page.tolist())]
         except IndexNotFound:
             raise GraphNotFound(f"brain '{brain}' does not exist: it has no edges index") from None
         return {"brain": brain, "contract": CONTRACT, "state": list(request.states), "total": total, "items": items}
+
+    def _queue_known(self, brain: str, request: ReviewQuery) -> dict[str, Any]:
+        """The queue as it stood at system time ``known_at``, from the versions believed then."""
+        from xerj_core.graph.history import believed_edges
+
+        with self.store.read_txn() as raw:
+            try:
+                reader = self.store.open_reader(raw, edges_index(brain))
+            except IndexNotFound:
+                raise GraphNotFound(f"brain '{brain}' does not exist: it has no edges index") from None
+            believed = believed_edges(self.store, raw, reader, brain, request.known_at)
+        chosen = []
+        for eid, doc in believed.items():
+            confidence = float(np.float32(doc.get("confidence", 1.0)))
+            if doc.get("trust") not in request.states or (request.types and doc.get("type") not in request.types):
+                continue
+            if TRUST_REJECTED not in request.states and doc.get("invalid_at") is not None:
+                continue
+            if (request.min_confidence is not None and confidence < np.float32(request.min_confidence)) or (
+                    request.max_confidence is not None and confidence > np.float32(request.max_confidence)):
+                continue
+            chosen.append((confidence if request.sort == "confidence" else -doc.get("valid_at", 0), eid, doc))
+        chosen.sort(key=lambda c: (c[0], c[1]))
+        page = chosen[request.offset:request.offset + request.size]
+        return {"brain": brain, "contract": CONTRACT, "state": list(request.states), "known_at": request.known_at,
+                "total": len(chosen), "items": [queue_item(eid, doc) for _k, eid, doc in page]}
 
     @staticmethod
     def _queue_rows(reader: "IndexReader", request: ReviewQuery) -> np.ndarray:

@@ -58,7 +58,8 @@ def expand_graph(graph: "GraphService", ns: str, seeds: tuple[str, ...], options
     try:
         nodes, not_shown = graph.reachable(
             options.brain or ns, seeds, hops=options.hops, types=options.types, as_of=as_of,
-            min_confidence=options.min_confidence, limit=REACHABLE_CAP, trust=options.trust)
+            min_confidence=options.min_confidence, limit=REACHABLE_CAP, trust=options.trust,
+            known_at=options.known_at)
     except GraphError:
         raise
     except XerjError as exc:

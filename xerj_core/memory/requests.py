@@ -23,8 +23,9 @@ from xerj_core.graph.requests import parse_hops, parse_trust
 STORE_FIELDS = ("text", "vector", "metadata", "dedup", "dedup_threshold", "override_rejection",
                 "about", "brain")
 RECALL_FIELDS = ("query", "vector", "k", "semantic", "hybrid", "fusion", "filter", "recency_weight", "graph",
-                 "as_of", "trust")
-GRAPH_FIELDS = ("mode", "seeds", "hops", "types", "weight", "as_of", "min_confidence", "trust", "brain")
+                 "as_of", "trust", "known_at")
+GRAPH_FIELDS = ("mode", "seeds", "hops", "types", "weight", "as_of", "min_confidence", "trust", "brain",
+                "known_at")
 LIST_PARAMS = ("size", "from", "include_forgotten")
 
 DEFAULT_DEDUP_THRESHOLD = 0.95
@@ -75,6 +76,7 @@ class GraphOptions:
     min_confidence: float | None
     trust: tuple[str, ...] | None = None
     brain: str | None = None
+    known_at: int | None = None
 
 
 @attrs.frozen
@@ -91,6 +93,7 @@ class RecallRequest:
     as_of: int | None
     graph: GraphOptions | None
     trust: tuple[str, ...] | None = None
+    known_at: int | None = None
 
 
 # -- field helpers ------------------------------------------------------------------------------
@@ -219,8 +222,9 @@ def parse_graph(body: Any) -> GraphOptions:
     if body.get("min_confidence") is not None:
         min_confidence = _unit_interval(body["min_confidence"], "graph.min_confidence")
     trust = tuple(parse_trust(body["trust"], "graph.trust")) if body.get("trust") is not None else None
+    known_at = parse_instant(body["known_at"], "graph.known_at") if body.get("known_at") is not None else None
     return GraphOptions(mode, seeds, hops, types, weight, as_of, min_confidence, trust,
-                        _brain(body.get("brain"), "graph.brain"))
+                        _brain(body.get("brain"), "graph.brain"), known_at)
 
 
 def parse_recall(body: Any) -> RecallRequest:
@@ -259,5 +263,6 @@ def parse_recall(body: Any) -> RecallRequest:
     as_of = parse_instant(body["as_of"], "as_of") if body.get("as_of") is not None else None
     graph = parse_graph(body["graph"]) if body.get("graph") is not None else None
     trust = tuple(parse_trust(body["trust"])) if body.get("trust") is not None else None
+    known_at = parse_instant(body["known_at"], "known_at") if body.get("known_at") is not None else None
     return RecallRequest(mode, query if has_query else None, vector, k, fusion or "rrf", flt, recency, as_of, graph,
-                         trust)
+                         trust, known_at)

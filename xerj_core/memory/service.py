@@ -447,6 +447,8 @@ class MemoryService:
                                                                   "graph.seeds")))
         elif graph is not None and graph.brain is not None:
             brain_nodes_indices(self.index_store, graph.brain)  # a brain that does not exist is a 404
+        if graph is not None and graph.known_at is None and request.known_at is not None:
+            graph = attrs.evolve(graph, known_at=request.known_at)
         graph_as_of = None
         if graph is not None:
             graph_as_of = graph.as_of if graph.as_of is not None else \
@@ -457,6 +459,9 @@ class MemoryService:
             except IndexNotFound:
                 raise self._missing(ns) from None
             mask = self._current_mask(reader, request.as_of)
+            if request.known_at is not None:
+                # system time of a memory: stored by then and not yet forgotten then
+                mask &= self._current_mask(reader, request.known_at)
             if request.trust is not None:
                 mask &= trust_mask(reader, request.trust)
             if request.filter is not None:
@@ -505,6 +510,8 @@ class MemoryService:
             response["fusion"] = request.fusion
         if request.as_of is not None:
             response["as_of"] = request.as_of
+        if request.known_at is not None:
+            response["known_at"] = request.known_at
         if report is not None:
             response["graph"] = report
         return response
