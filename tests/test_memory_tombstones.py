@@ -3,24 +3,13 @@ override; memories carry trust, are reviewed per id, and recall filters on it. A
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 from xerj_core.errors import GraphError, GraphNotFound
 from xerj_core.memory.tombstones import normalise, tombstone_index
 
 from .http_helpers import client  # noqa: F401  (fixture)
-
-T0 = 1_767_225_600_000
-
-
-@pytest.fixture
-def memory(engine):
-    service = engine.memory
-    ticks = itertools.count()
-    service.clock = lambda: T0 + 1000 * next(ticks)
-    return service
+from .test_memory_store import memory  # noqa: F401  (fixture: engine.memory with a ticking clock)
 
 
 def test_a_rejected_memory_is_not_re_created_by_an_identical_store(memory):

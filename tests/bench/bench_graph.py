@@ -422,12 +422,49 @@ def serving_rss(data: Path, corpus: Corpus) -> tuple[float, float, float]:
     return float(out[0]), float(out[1]), float(out[2])
 
 
+def review_history_figure(edges: int, queries: int) -> None:
+    """Ego 2-hop p50 on two brains of the same corpus in one data directory, one with 10% of its edges reviewed
+    (each approval an archived version and a claim document), alternated on the same seeds."""
+    corpus = Corpus(edges)
+    plan = retirement_plan(corpus)
+    reviewed = np.flatnonzero(np.random.default_rng(5).random(corpus.size) < 0.10)
+    seeds = [int(s) for s in np.random.default_rng(3).integers(0, corpus.n_nodes, queries)]
+    with tempfile.TemporaryDirectory() as tmp, Engine(Path(tmp) / "data", config=EngineConfig()) as engine:
+        for brain in (BRAIN, "reviewed"):
+            for lo in range(0, corpus.size, BATCH):
+                engine.graph.write_edges(brain, [corpus.draft(i) for i in range(lo, min(corpus.size, lo + BATCH))],
+                                         created_at=T0 + YEAR)
+            for at, chosen in plan:
+                for part in range(0, chosen.size, BATCH):
+                    engine.graph.invalidate_edges(brain, edge_ids=[corpus.edge_id(int(i))
+                                                                   for i in chosen[part:part + BATCH]], at=at)
+        start = time.perf_counter()
+        for part in range(0, reviewed.size, BATCH):
+            engine.graph.review("reviewed", {"approve": [corpus.edge_id(int(i)) for i in reviewed[part:part + BATCH]]},
+                                by="bench")
+        review_seconds = time.perf_counter() - start
+        params = {"hops": "2", "direction": "both", "as_of": str(corpus.as_of), "limit": "100",
+                  "include_evidence": "true"}
+        contenders = {name: (lambda node, b=name: engine.graph.ego(b, {**params, "node": node}))
+                      for name in (BRAIN, "reviewed")}
+        times = interleaved(contenders, corpus, seeds)
+        plain, history = p50(times[BRAIN][1]), p50(times["reviewed"][1])
+        print(f"review history: {reviewed.size:,} of {corpus.size:,} edges approved ({review_seconds:.1f} s, one "
+              f"archived version each); 2-hop ego (both, as_of, limit 100, with evidence), warm, alternated: "
+              f"without history p50 {plain * 1e3:.3f} ms, with p50 {history * 1e3:.3f} ms; ratio "
+              f"{history / plain:.3f} (target: <= 1.10)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edges", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--raw-sample", type=int, default=200_000, help="edges in the raw lmdb put loop")
     parser.add_argument("--skip-networkx", action="store_true")
+    parser.add_argument("--review-history-edges", type=int, default=200_000,
+                        help="edges per brain in the review-history comparison (0 skips it)")
+    parser.add_argument("--only-review-history", action="store_true",
+                        help="run the review-history comparison alone")
     parser.add_argument("--data", type=Path, default=None,
                         help="keep the data directory here; when it already holds the brain, ingest is skipped")
     parser.add_argument("--ingest-only", default=None, metavar="SIZES",
@@ -435,6 +472,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.ingest_only:
         ingest_scaling([int(x) for x in args.ingest_only.split(",")], args.raw_sample)
+        return
+    if args.only_review_history:
+        review_history_figure(args.review_history_edges, args.queries)
         return
 
     corpus = Corpus(args.edges)
@@ -505,6 +545,8 @@ def main() -> None:
             print(f"  xerj p90 (warm) {np.percentile(times['xerj'][1], 90) * 1e3:.3f} ms; sqlite as one CTE "
                   f"statement instead: p50 {sqlite_single_statement(db, corpus, seeds[:20]) * 1e3:.1f} ms")
             strict_comparison(engine, db, corpus, seeds)
+    if args.review_history_edges:
+        review_history_figure(args.review_history_edges, args.queries)
 
 
 if __name__ == "__main__":
