@@ -81,7 +81,9 @@ def test_memory_review_and_recall_by_trust(memory):
     assert [h["_id"] for h in approved] == [ids[0]] and approved[0]["reviewed_by"] == "ana"
     asserted = memory.recall("agent", {"query": "bread", "trust": ["asserted"]})["hits"]
     assert [h["_id"] for h in asserted] == [ids[2]]
-    assert {h["_id"] for h in memory.recall("agent", {"query": "bread"})["hits"]} == {ids[0], ids[2]}
+    everything = memory.recall("agent", {"query": "bread"})
+    assert {h["_id"] for h in everything["hits"]} == {ids[0], ids[2]}
+    assert everything["trust"] == {"detected": 0, "asserted": 1, "approved": 1, "rejected": 0}
     assert memory.store("agent", {"text": "fact number 1 about bread"})[1]["rejected"] is True
 
 

@@ -29,6 +29,7 @@ import orjson
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.graph.brain import edge_id, edges_index
 from xerj_core.graph.hop import Filters, expand, new_counters, unique_ids
+from xerj_core.graph.review import MAX_DECISIONS
 from xerj_core.model import EdgeDraft, Evidence
 
 BRAIN = "bench"
@@ -439,9 +440,9 @@ def review_history_figure(edges: int, queries: int) -> None:
                     engine.graph.invalidate_edges(brain, edge_ids=[corpus.edge_id(int(i))
                                                                    for i in chosen[part:part + BATCH]], at=at)
         start = time.perf_counter()
-        for part in range(0, reviewed.size, BATCH):
-            engine.graph.review("reviewed", {"approve": [corpus.edge_id(int(i)) for i in reviewed[part:part + BATCH]]},
-                                by="bench")
+        for part in range(0, reviewed.size, MAX_DECISIONS):
+            chosen = reviewed[part:part + MAX_DECISIONS]
+            engine.graph.review("reviewed", {"approve": [corpus.edge_id(int(i)) for i in chosen]}, by="bench")
         review_seconds = time.perf_counter() - start
         params = {"hops": "2", "direction": "both", "as_of": str(corpus.as_of), "limit": "100",
                   "include_evidence": "true"}

@@ -34,7 +34,7 @@ import numpy as np
 from xerj_core.embedding import Embedder, get_embedder
 from xerj_core.errors import GraphError, GraphNotFound, IndexNotFound, MapperParsingError, XerjError
 from xerj_core.graph.brain import TRUST_APPROVED, TRUST_ASSERTED, TRUST_REJECTED, now_ms
-from xerj_core.graph.review import parse_decisions
+from xerj_core.graph.review import parse_decisions, trust_counts
 from xerj_core.memory import embedders, tombstones
 from xerj_core.memory.about import about_edges, brain_nodes_indices, put_about_edges, resolve_nodes
 from xerj_core.memory import requests as rq
@@ -505,7 +505,8 @@ class MemoryService:
                 if proximities is not None:
                     hit["graph_proximity"] = float(proximities[n])
                 hits.append({"_id": hit.pop("_id"), "_score": hit.pop("_score"), **hit})
-        response: dict[str, Any] = {"namespace": ns, "mode": request.mode, "k": request.k, "hits": hits}
+        response: dict[str, Any] = {"namespace": ns, "mode": request.mode, "k": request.k, "hits": hits,
+                                    "trust": trust_counts(hits)}
         if request.mode == "hybrid":
             response["fusion"] = request.fusion
         if request.as_of is not None:
@@ -620,7 +621,8 @@ def _public(doc_id: str, source: dict[str, Any]) -> dict[str, Any]:
     out[STORED_AT] = source.get(STORED_AT)
     if source.get(FORGOTTEN_AT) is not None:
         out[FORGOTTEN_AT] = source[FORGOTTEN_AT]
-    for field in (TRUST, "reviewed_by", "reviewed_at"):
+    out[TRUST] = source.get(TRUST) or TRUST_ASSERTED  # stored before trust existed: asserted, as recall filters it
+    for field in ("reviewed_by", "reviewed_at"):
         if source.get(field) is not None:
             out[field] = source[field]
     return out
