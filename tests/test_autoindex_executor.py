@@ -72,8 +72,8 @@ def stored(engine, brain: str) -> dict:
     with engine.store.reader(f".xerj-memory-{brain}-edges") as r:
         for row in r.live_rows():
             doc_id, source, _version = r.document(int(row))
-            if "src" in source:  # the brain's meta document carries the wall clock, as does expired_at
-                edges[doc_id] = {k: v for k, v in source.items() if k != "expired_at"}
+            if "src" in source:  # the brain's meta document carries the wall clock, as do expired_at and recorded_at
+                edges[doc_id] = {k: v for k, v in source.items() if k not in ("expired_at", "recorded_at")}
     return edges
 
 

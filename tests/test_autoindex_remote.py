@@ -26,7 +26,7 @@ FOAM = CORPORA / "foam-docs"
 pytestmark = pytest.mark.skipif(not FOAM.is_dir(), reason="shared/corpora/foam-docs is not beside the checkout")
 XERJ = [sys.executable, "-m", "xerj_core"]
 # Stamped by the writer's clock, so two runs at different moments differ there and nowhere else.
-CLOCK_FIELDS = ("created_at", "expired_at")
+CLOCK_FIELDS = ("created_at", "expired_at", "recorded_at")
 
 
 @pytest.fixture(scope="module")
