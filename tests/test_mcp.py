@@ -17,7 +17,7 @@ from mcp import Client  # noqa: E402
 from xerj_http.app import create_app  # noqa: E402
 from xerj_mcp.backend import AppBackend, HttpBackend, open_embedded  # noqa: E402
 from xerj_mcp.server import OPEN_MODE, build_server  # noqa: E402
-from xerj_mcp.tools import REVIEW_TOOLS, TOOL_NAMES, highlight_source  # noqa: E402
+from xerj_mcp.tools import TOOL_NAMES, highlight_source  # noqa: E402
 
 A, B = "alice", "bob"
 
@@ -74,8 +74,8 @@ def test_tools_are_listed_with_descriptions_typed_arguments_and_output_schemas(w
 
     tools, instructions = run(AppBackend(world["app"], world["key"]), script)
     by_name = {t.name: t for t in tools}
-    # The review routes are not served by this build, so their tools are left out rather than failing.
-    assert set(by_name) == set(TOOL_NAMES) - set(REVIEW_TOOLS)
+    # This build serves the review routes, so their tools are listed too.
+    assert set(by_name) == set(TOOL_NAMES)
     for tool in tools:
         assert tool.description and len(tool.description) > 40, tool.name
         assert tool.output_schema and tool.output_schema["type"] == "object", tool.name
