@@ -179,7 +179,7 @@ class MemoryService:
                 vectors[path] = self._embed(chosen, request.text)
             text_vector = vectors.get(targets[0][0])
             try:
-                tomb_reader = store.open_reader(raw, tombstone_index(ns))
+                tomb_reader = self.index_store.open_reader(raw, tombstone_index(ns))
             except IndexNotFound:
                 tomb_reader = None
             probe = text_vector if text_vector is not None else \
