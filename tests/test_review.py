@@ -11,6 +11,11 @@ from xerj_core.model import EdgeDraft, Evidence
 
 from .http_helpers import client  # noqa: F401  (fixture)
 
+
+def principal_name(client) -> str:
+    """Who a decision names: the caller's principal (the admin key's name, secured; open mode's otherwise)."""
+    return "open-mode" if client.mode == "open" else "xerj-admin"
+
 EDGES = ".xerj-memory-notes-edges"
 T1 = 1_767_225_600_000
 T2 = T1 + 86_400_000
@@ -166,10 +171,10 @@ def test_review_over_http_shows_in_the_next_ego_and_overview(client, engine):
     assert queue.status_code == 200 and queue.json["total"] == 3
     done = client.simulate_post("/_graph/notes/_review", json={"approve": [ab], "reject": [ac, "missing"]})
     assert done.status_code == 200
-    assert done.json["reviewed_by"] == client.subject
+    assert done.json["reviewed_by"] == principal_name(client)
     assert [r["result"] for r in done.json["results"]] == ["approved", "rejected", "not_found"]
     ego = client.simulate_get("/_graph/notes/ego", params={"node": "a.md", "as_of": str(LATER)}).json
-    assert [(e["edge_id"], e["trust"], e["reviewed_by"]) for e in ego["edges"]] == [(ab, "approved", client.subject)]
+    assert [(e["edge_id"], e["trust"], e["reviewed_by"]) for e in ego["edges"]] == [(ab, "approved", principal_name(client))]
     overview = client.simulate_get("/_graph/notes/overview", params={"as_of": str(LATER)}).json
     assert overview["review_pending"] == 1 and overview["trust"]["approved"] == 1
 
