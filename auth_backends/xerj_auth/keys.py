@@ -164,7 +164,7 @@ def _acquire(path: Path) -> lmdb.Environment:
         held = _OPEN.get(key)
         if held is None:
             path.mkdir(parents=True, exist_ok=True)
-            env = lmdb.open(str(path), map_size=256 << 20, max_dbs=2, subdir=True)
+            env = lmdb.open(str(path), map_size=256 << 20, max_dbs=8, subdir=True)
             held = _OPEN[key] = [env, 0]
         held[1] += 1
         return held[0]

@@ -42,6 +42,9 @@ class Principal:
     mode: str
     grants: tuple[IndexGrant, ...] | None = None
     key_id: str | None = None
+    # ``(method, route template)`` pairs this principal is held to before any privilege is looked at
+    # (a share-link guest's allow-list); ``None`` is no route limit.
+    routes: frozenset[tuple[str, str]] | None = None
 
     def may(self, privilege: str, index: str) -> bool:
         """Whether this principal holds ``privilege`` (``read``, ``write``, ``manage``) on ``index``."""

@@ -48,7 +48,10 @@ class Authenticate:
     ``xerj_register_auth_backends``) in turn; the first principal wins, a
     credential a backend refuses is a 401, and so is a request with none.
     ``req.context.key_store`` is the first backend's key store, for the
-    ``_security`` routes.
+    ``_security`` routes, and ``req.context.share_store`` the first backend's
+    share store, for the share routes. A route a backend lists in its
+    ``public_routes`` (trading a share passcode for a token) is reached with no
+    credential, as an anonymous principal held to those routes alone.
     """
 
     def __init__(self, backends: Sequence[Any] = (), *, open_mode: bool = True,
@@ -59,9 +62,14 @@ class Authenticate:
         # the anonymous principal there, which holds no privilege on any index. Shared with the app.
         self.public_prefixes = public_prefixes if public_prefixes is not None else []
         self.key_store = next((b.keys for b in self.backends if getattr(b, "keys", None) is not None), None)
+        self.share_store = next((b.shares for b in self.backends if getattr(b, "shares", None) is not None), None)
+        public = frozenset().union(*(getattr(b, "public_routes", frozenset()) for b in self.backends))
+        self.public_routes = public
+        self.anonymous = Principal(name="anonymous", superuser=False, mode="anonymous", grants=(), routes=public)
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.key_store = self.key_store
+        req.context.share_store = self.share_store
         if self.open_mode:
             req.context.principal = OPEN_MODE_PRINCIPAL
             return
@@ -79,6 +87,9 @@ class Authenticate:
             if principal is not None:
                 req.context.principal = principal
                 return
+        if (req.method, req.path) in self.public_routes:
+            req.context.principal = self.anonymous
+            return
         raise _unauthenticated(req)
 
 
@@ -206,6 +217,11 @@ class Authorize:
         op, privilege = operation(resource, req.method, req.uri_template)
         ctx.op, ctx.privilege = op, privilege
         principal = ctx.principal
+        if principal.routes is not None and (req.method, req.uri_template) not in principal.routes:
+            # Held to an allow-list (a share-link guest): refused before any privilege is looked at.
+            raise Forbidden(f"action [{action_name(op, privilege)}] is not open to [{principal.name}]: "
+                            f"this credential reaches only "
+                            f"{', '.join(sorted(f'{m} {t}' for m, t in principal.routes))}")
         if self.policy is not None:
             self.policy(principal, op, privilege, ctx.targets)
             return

@@ -43,6 +43,11 @@ _INDEX_GRANT = _obj({"names": {"type": "array", "items": NAME, "minItems": 1},
                      "privileges": {"type": "array", "minItems": 1,
                                     "items": {"type": "string", "enum": ["read", "write", "manage", "all"]}},
                      "allow_restricted_indices": BOOL}, required=["names", "privileges"], extra=False)
+_SHARE_FIELDS = {"id": STRING, "brain": STRING, "folder": nullable(STRING), "indices": STRINGS, "created": INT,
+                 "expires_at": INT, "revoked": BOOL, "revoked_at": INT,
+                 "state": {"type": "string", "enum": ["active", "expired", "revoked"]}}
+_SHARE_REQUIRED = ["id", "brain", "indices", "created", "expires_at", "revoked", "state"]
+_SHARE = _obj(_SHARE_FIELDS, required=_SHARE_REQUIRED)
 _SECURITY_SCHEMAS: dict[str, Any] = {
     "ApiKeyCreate": _obj({
         "name": NAME,
@@ -63,6 +68,14 @@ _SECURITY_SCHEMAS: dict[str, Any] = {
     "ApiKeysInvalidated": _obj({"invalidated_api_keys": STRINGS, "previously_invalidated_api_keys": STRINGS,
                                 "error_count": INT},
                                required=["invalidated_api_keys", "previously_invalidated_api_keys", "error_count"]),
+    "ShareCreate": _obj({"brain": NAME, "folder": NAME,
+                         "expires": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h|d)$"}},
+                        required=["brain"], extra=False),
+    "Share": _SHARE,
+    "ShareCreated": _obj({**_SHARE_FIELDS, "passcode": STRING}, required=[*_SHARE_REQUIRED, "passcode"]),
+    "Shares": _obj({"shares": {"type": "array", "items": _SHARE}}, required=["shares"]),
+    "ShareExchange": _obj({"share": NAME, "passcode": NAME}, required=["share", "passcode"], extra=False),
+    "GuestToken": _obj({"token": STRING, "expires_at": INT, "share": STRING}, required=["token", "expires_at"]),
     "Authenticated": _obj({"username": STRING, "roles": STRINGS, "authentication_type": STRING,
                            "api_key": _obj({"id": STRING, "name": STRING})},
                           required=["username", "roles", "authentication_type"]),
@@ -422,6 +435,20 @@ def paths() -> dict[str, Any]:
         "/_security/api_key": _api_key_ops(),
         "/_security/_authenticate": {
             "get": op("Who the credential says you are", ok("Authenticated")),
+        },
+        "/_xerj/share": {
+            "post": op("Share a brain read-only with one guest (superuser, secured node); the only time the "
+                       "passcode is shown", {"201": json_response(ref("ShareCreated"), "Created")},
+                       body=ref("ShareCreate"), body_required=True),
+            "get": op("List share links (superuser)", ok("Shares")),
+        },
+        "/_xerj/share/_exchange": {
+            "post": op("Trade a share's passcode for a short-lived guest token (no credential needed)",
+                       ok("GuestToken"), body=ref("ShareExchange"), body_required=True),
+        },
+        "/_xerj/share/{share_id}": {
+            "delete": op("Revoke a share link (superuser); its tokens stop at once", ok("Share"),
+                         params=[path("share_id")]),
         },
         "/_xerj/node": {"get": op("Which data directory this server serves: its stable uuid and path",
                                   ok("NodeIdentity"))},

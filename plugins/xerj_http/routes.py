@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import falcon
 
-from xerj_http.resources import autoindex, cluster, documents, graph, indices, memory, search, security
+from xerj_http.resources import autoindex, cluster, documents, graph, indices, memory, search, security, share
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.engine import Engine
@@ -27,6 +27,10 @@ ROUTES: list[tuple[str, Any]] = [
     # API keys and who-am-I, in Elasticsearch's shapes
     ("/_security/api_key", security.ApiKeys),
     ("/_security/_authenticate", security.Authenticate),
+    # share links: open, list, revoke (superuser); a passcode traded for a guest token (no credential)
+    ("/_xerj/share", share.Shares),
+    ("/_xerj/share/_exchange", share.Exchange),
+    ("/_xerj/share/{share_id}", share.Share),
     ("/{index}/_refresh", cluster.Refresh),
     # ES-compatible index and document routes
     ("/{index}", indices.Index),

@@ -1,0 +1,12 @@
+"""The share-link plugin: registers the guest (bearer token) backend through ``xerj_register_auth_backends``."""
+
+from __future__ import annotations
+
+from xerj_core.hookspecs import Register, hookimpl
+
+
+@hookimpl
+def xerj_register_auth_backends(register: Register) -> None:
+    from xerj_auth.guest import GuestBackend
+
+    register(GuestBackend())
