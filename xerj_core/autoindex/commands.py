@@ -309,6 +309,18 @@ def _print_urls(base: str, name: str, summary: Any, hub: str | None) -> None:
         click.echo(f"  search:   {base}/{first}/_search?q=<words>")
 
 
+def _print_share(folder: str, brain: str | None, base: str, open_mode: bool) -> None:
+    """The closing summary's share line: the exact ``xerj share`` command, each argument shell-quoted."""
+    from xerj_core.share import share_command_line
+
+    command = share_command_line(Path(folder).resolve(), brain, base)
+    if open_mode:
+        click.echo(f"  share it: {command}   (needs a secured server: this one runs in open mode)")
+        return
+    click.echo(f"  share it: {command}   (read-only link + passcode for one person; "
+               f"the documents stay on this machine)")
+
+
 @click.command("brain")
 @click.argument("folder", type=click.Path(file_okay=False))
 @click.option("--brain", default=None, help="Second-brain name (default: the folder's name).")
@@ -341,6 +353,7 @@ def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecur
         sink = _remote_sink(url, key)
         summary = _follow(sink, pm, folder, name, True, False, False, 0.0)
         _print_urls(sink.url, name, summary, _remote_hub(sink.url, name, key))
+        _print_share(folder, brain, sink.url, False)
         if open_console:
             _open_console(console_url(sink.url, name))
         return
@@ -364,6 +377,7 @@ def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecur
             raise click.ClickException(exc.reason) from None
         hub = most_linked_note(engine, name)
     _print_urls(base, name, summary, hub)
+    _print_share(folder, brain, base, insecure and found is None)
     if found is not None:
         click.echo(f"attached to the server already running at {base}, which serves {data}")
         if open_console:
