@@ -102,7 +102,8 @@ def world(server):
 def fill(value, world):
     if value is None:
         return None
-    names = {"ds": world["ds"], "doc": urllib.parse.quote(world["doc"], safe=""), "other_ds": world["other_ds"], "other_doc": world["other_doc"],
+    names = {"ds": world["ds"], "doc": urllib.parse.quote(world["doc"], safe=""), "other_ds": world["other_ds"],
+             "other_doc": world["other_doc"],
              "edge": world["edge"], "share": world["share"]["id"]}
     text = value.decode() if isinstance(value, bytes) else value if isinstance(value, str) else json.dumps(value)
     for name, filled in names.items():

@@ -271,5 +271,5 @@ class ShareStore:
         return principal
 
 
-__all__ = ["DEFAULT_EXPIRES", "EXCHANGE_ROUTE", "Exchanged", "GUEST_ROUTES", "MAX_FAILURES", "ShareRefused", "ShareStore", "guest_principal",
-           "new_passcode", "public"]
+__all__ = ["DEFAULT_EXPIRES", "EXCHANGE_ROUTE", "Exchanged", "GUEST_ROUTES", "MAX_FAILURES", "ShareRefused",
+           "ShareStore", "guest_principal", "new_passcode", "public"]

@@ -8,7 +8,7 @@ import falcon
 
 from xerj_auth.principal import RESERVED_PREFIX, Principal
 from xerj_auth.shares import ShareRefused, public
-from xerj_core.autoindex.sink import CATALOG_INDEX, root_of
+from xerj_core.autoindex.sink import root_of
 from xerj_core.errors import IllegalArgument, XerjError
 from xerj_core.graph.brain import META_ID, edges_index, validate_brain_name
 from xerj_http.bodies import json_body
@@ -123,7 +123,7 @@ class Share:
 
 
 class Exchange:
-    """``POST /_xerj/share/_exchange {share, passcode}``: a guest token, ``{token, expires_at}``; no credential needed."""
+    """``POST /_xerj/share/_exchange {share, passcode}``: a guest token ``{token, expires_at}``; needs no credential."""
 
     ops = {"POST": ("share.exchange", "cluster")}
 
