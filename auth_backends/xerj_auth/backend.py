@@ -11,6 +11,15 @@ from xerj_auth.principal import Principal
 SCHEME = "apikey"
 
 
+def offered(headers: Mapping[str, str], scheme: str) -> str | None:
+    """The credential of ``Authorization: <scheme> <credential>`` (scheme case-insensitive); ``None`` for another."""
+    header = headers.get("AUTHORIZATION")
+    if header is None:
+        return None
+    given, _, value = header.strip().partition(" ")
+    return value.strip() if given.lower() == scheme else None
+
+
 class ApiKeyAuthenticator:
     """An open API-key backend over one data directory; ``keys`` is its store (mint, list, invalidate)."""
 
@@ -26,13 +35,8 @@ class ApiKeyAuthenticator:
         :class:`~xerj_auth.keys.InvalidCredential`, so no later backend gets a
         second chance at a key this one refused.
         """
-        header = headers.get("AUTHORIZATION")
-        if header is None:
-            return None
-        scheme, _, value = header.strip().partition(" ")
-        if scheme.lower() != SCHEME:
-            return None
-        return self.keys.verify(value.strip())
+        value = offered(headers, SCHEME)
+        return None if value is None else self.keys.verify(value)
 
     def ensure_admin_key(self, data_dir: str | Path) -> Path:
         return self.keys.ensure_admin_key(data_dir)
@@ -50,4 +54,4 @@ class ApiKeyBackend:
         return ApiKeyAuthenticator(data_dir)
 
 
-__all__ = ["ApiKeyAuthenticator", "ApiKeyBackend", "InvalidCredential"]
+__all__ = ["ApiKeyAuthenticator", "ApiKeyBackend", "InvalidCredential", "offered"]

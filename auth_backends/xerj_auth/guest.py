@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
+from xerj_auth.backend import offered
 from xerj_auth.principal import Principal
 from xerj_auth.shares import EXCHANGE_ROUTE, GUEST_ROUTES, ShareStore
 
@@ -32,13 +33,8 @@ class GuestAuthenticator:
         A bearer token that does not verify (unknown, revoked, expired, malformed)
         raises :class:`~xerj_auth.keys.InvalidCredential`.
         """
-        header = headers.get("AUTHORIZATION")
-        if header is None:
-            return None
-        scheme, _, value = header.strip().partition(" ")
-        if scheme.lower() != SCHEME:
-            return None
-        return self.shares.verify(value.strip())
+        value = offered(headers, SCHEME)
+        return None if value is None else self.shares.verify(value)
 
     def close(self) -> None:
         self.shares.close()

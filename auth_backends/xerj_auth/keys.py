@@ -182,6 +182,17 @@ def _release(path: Path) -> None:
             held[0].close()
 
 
+def bump_generation(txn: lmdb.Transaction, db: Any, name: bytes) -> None:
+    """Count one change of a cached kind of record (keys, shares) in the counter ``name``."""
+    current = txn.get(name, db=db)
+    txn.put(name, str(int(current or b"0") + 1).encode(), db=db)
+
+
+def read_generation(env: lmdb.Environment, db: Any, name: bytes) -> int:
+    with env.begin(db=db) as txn:
+        return int(txn.get(name) or b"0")
+
+
 class KeyStore:
     """The API keys of one data directory."""
 
@@ -203,12 +214,10 @@ class KeyStore:
     # -- records -------------------------------------------------------------------------------
 
     def _bump(self, txn: lmdb.Transaction) -> None:
-        current = txn.get(_GENERATION, db=self.meta_db)
-        txn.put(_GENERATION, str(int(current or b"0") + 1).encode(), db=self.meta_db)
+        bump_generation(txn, self.meta_db, _GENERATION)
 
     def generation(self) -> int:
-        with self.env.begin(db=self.meta_db) as txn:
-            return int(txn.get(_GENERATION) or b"0")
+        return read_generation(self.env, self.meta_db, _GENERATION)
 
     def record(self, key_id: str) -> dict[str, Any] | None:
         with self.env.begin(db=self.keys_db) as txn:

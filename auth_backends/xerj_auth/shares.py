@@ -29,7 +29,8 @@ import orjson
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from xerj_auth.keys import SECURITY_DIR, InvalidCredential, _acquire, _release, now_ms, parse_expiration
+from xerj_auth.keys import (SECURITY_DIR, InvalidCredential, _acquire, _release, bump_generation, now_ms,
+                            parse_expiration, read_generation)
 from xerj_auth.principal import RESERVED_PREFIX, IndexGrant, Principal
 from xerj_core.errors import IllegalArgument, XerjError
 from xerj_core.graph.brain import edges_index
@@ -127,12 +128,10 @@ class ShareStore:
             _release(self.path)
 
     def _bump(self, txn: Any) -> None:
-        current = txn.get(_GENERATION, db=self.meta_db)
-        txn.put(_GENERATION, str(int(current or b"0") + 1).encode(), db=self.meta_db)
+        bump_generation(txn, self.meta_db, _GENERATION)
 
     def generation(self) -> int:
-        with self.env.begin(db=self.meta_db) as txn:
-            return int(txn.get(_GENERATION) or b"0")
+        return read_generation(self.env, self.meta_db, _GENERATION)
 
     def record(self, share_id: str) -> dict[str, Any] | None:
         if not _ID.fullmatch(share_id):
