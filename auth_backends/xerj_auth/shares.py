@@ -20,7 +20,6 @@ import hashlib
 import hmac
 import re
 import secrets
-import threading
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -29,8 +28,7 @@ import orjson
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from xerj_auth.keys import (SECURITY_DIR, InvalidCredential, _acquire, _release, bump_generation, now_ms,
-                            parse_expiration, read_generation)
+from xerj_auth.keys import CachedStore, InvalidCredential, now_ms, parse_expiration
 from xerj_auth.principal import RESERVED_PREFIX, IndexGrant, Principal
 from xerj_core.errors import IllegalArgument, XerjError
 from xerj_core.graph.brain import edges_index
@@ -44,7 +42,6 @@ TOKEN_TTL_MS = 3_600_000
 MAX_FAILURES = 5
 FAILURE_WINDOW_MS = 15 * 60_000
 _MAX_TOKEN_CHARS = 256
-_CACHE_LIMIT = 4096
 # Passcodes are read aloud and typed: no 0/o, 1/l/i. 20 characters of 31 is about 99 bits.
 _PASSCODE_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -106,32 +103,17 @@ def public(record: Mapping[str, Any], now: int | None = None) -> dict[str, Any]:
     return out
 
 
-class ShareStore:
+class ShareStore(CachedStore):
     """The share links of one data directory."""
 
+    generation_key = _GENERATION
+
     def __init__(self, data_dir: str | Path, hasher: PasswordHasher | None = None) -> None:
-        self.path = Path(data_dir) / SECURITY_DIR
-        self.env = _acquire(self.path)
+        super().__init__(data_dir)
         self.shares_db = self.env.open_db(b"shares")
         self.tokens_db = self.env.open_db(b"share-tokens")
         self.failures_db = self.env.open_db(b"share-failures")
-        self.meta_db = self.env.open_db(b"meta")
         self.hasher = hasher or PasswordHasher()
-        self._lock = threading.Lock()
-        self._cache: dict[str, tuple[Principal, int]] = {}
-        self._cache_generation = -1
-        self._closed = False
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            _release(self.path)
-
-    def _bump(self, txn: Any) -> None:
-        bump_generation(txn, self.meta_db, _GENERATION)
-
-    def generation(self) -> int:
-        return read_generation(self.env, self.meta_db, _GENERATION)
 
     def record(self, share_id: str) -> dict[str, Any] | None:
         if not _ID.fullmatch(share_id):
@@ -239,12 +221,7 @@ class ShareStore:
         if not dot or not _ID.fullmatch(token_id) or not secret:
             raise refused
         now = now_ms()
-        generation = self.generation()
-        with self._lock:
-            if generation != self._cache_generation:
-                self._cache.clear()
-                self._cache_generation = generation
-            cached = self._cache.get(token)
+        cached, generation = self._cached(token)
         if cached is not None:
             principal, expires_at = cached
             if expires_at > now:
@@ -262,11 +239,7 @@ class ShareStore:
         if share["revoked"] or expires_at <= now:
             raise refused
         principal = guest_principal(share["id"], share["indices"])
-        with self._lock:
-            if generation == self._cache_generation:
-                if len(self._cache) >= _CACHE_LIMIT:
-                    self._cache.clear()
-                self._cache[token] = (principal, expires_at)
+        self._remember(token, principal, expires_at, generation)
         return principal
 
 
