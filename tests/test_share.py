@@ -205,6 +205,9 @@ def test_sharing_a_brain_built_over_http_grants_its_edges_only(engine, pm):
                                   headers=admin).status_code == 201
         made = http.simulate_post("/_xerj/share", json={"brain": "api"}, headers=admin)
         assert made.status_code == 201 and made.json["indices"] == [".xerj-memory-api-edges"]
+        for expires in ("forever", "-1d", 7, "0s"):
+            bad = http.simulate_post("/_xerj/share", json={"brain": "api", "expires": expires}, headers=admin)
+            assert bad.status_code == 400 and "[expires]" in bad.json["error"]["reason"], bad.json
         missing = http.simulate_post("/_xerj/share", json={"brain": "ghost"}, headers=admin)
         assert missing.status_code == 404 and "was never indexed on this node" in missing.json["error"]["reason"]
     finally:

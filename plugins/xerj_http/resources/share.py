@@ -6,6 +6,7 @@ from typing import Any
 
 import falcon
 
+from xerj_auth.keys import parse_expiration
 from xerj_auth.principal import RESERVED_PREFIX, Principal
 from xerj_auth.shares import ShareRefused, public
 from xerj_core.autoindex.sink import root_of
@@ -98,8 +99,11 @@ class Shares:
         validate_brain_name(brain)
         if folder is not None and (not isinstance(folder, str) or not folder):
             raise IllegalArgument("[folder] must be a non-empty string")
-        if expires is not None and not isinstance(expires, str):
-            raise IllegalArgument(f"[expires] must be a time value such as [7d], got [{expires}]")
+        if expires is not None:
+            try:
+                parse_expiration(expires)
+            except IllegalArgument as exc:
+                raise IllegalArgument(exc.reason.replace("[expiration]", "[expires]")) from None
         store = _share_store(req)
         nodes = resolve_share(self.engine.store, brain, folder)
         send(resp, store.mint(brain=brain, nodes_indices=nodes, folder=folder, expires=expires), status=201)
