@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,17 @@ def test_the_command_needs_exactly_one_of_folder_list_revoke():
     assert CliRunner().invoke(share_command, ["--list", "--revoke", "x"]).exit_code == 2
     refused = CliRunner().invoke(share_command, ["--list", "--url", "http://127.0.0.1:9"])
     assert refused.exit_code == 1 and "no xerj server answers" in refused.output
+
+
+def test_an_exchange_drops_the_tokens_that_expired(store, monkeypatch):
+    import xerj_auth.shares as shares
+
+    share = store.mint(brain="notes", nodes_indices=["ax-notes-1"])
+    monkeypatch.setattr(shares, "TOKEN_TTL_MS", 1)
+    old = store.exchange(share["id"], share["passcode"])
+    monkeypatch.setattr(shares, "TOKEN_TTL_MS", 3_600_000)
+    time.sleep(0.01)
+    fresh = store.exchange(share["id"], share["passcode"])
+    with store.env.begin(db=store.tokens_db) as txn:
+        kept = [key.decode() for key, _ in txn.cursor()]
+    assert kept == [fresh.token.split(".")[0]] and old.token.split(".")[0] not in kept

@@ -207,10 +207,17 @@ class ShareStore(CachedStore):
         expires_at = min(now + TOKEN_TTL_MS, record["expires_at"])
         with self.env.begin(write=True) as txn:
             txn.delete(share_id.encode(), db=self.failures_db)
+            self._prune(txn, now)
             txn.put(token_id.encode(), orjson.dumps({"id": token_id, "share": share_id, "created": now,
                                                      "expires_at": expires_at, "salt": salt,
                                                      "hash": _digest(salt, secret)}), db=self.tokens_db)
         return Exchanged(token=f"{token_id}.{secret}", expires_at=expires_at, share=share_id)
+
+    def _prune(self, txn: Any, now: int) -> None:
+        """Drop the tokens that can no longer verify, so the store does not grow with every exchange."""
+        dead = [key for key, raw in txn.cursor(db=self.tokens_db) if orjson.loads(raw)["expires_at"] <= now]
+        for key in dead:
+            txn.delete(key, db=self.tokens_db)
 
     def verify(self, token: str) -> Principal:
         """The guest principal of a bearer token; anything that does not verify is an :class:`InvalidCredential`."""
