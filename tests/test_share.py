@@ -35,9 +35,10 @@ def store(tmp_path):
 def test_only_an_argon2id_hash_of_the_passcode_is_kept(store):
     share = store.mint(brain="notes", nodes_indices=["ax-notes-1"], folder="/x")
     record = store.record(share["id"])
-    assert record["passcode_hash"].startswith("$argon2id$")
-    assert share["passcode"] not in str(record)
-    assert record["indices"] == ["ax-notes-1", ".xerj-memory-notes-edges"]
+    assert record.passcode_hash.startswith("$argon2id$")
+    assert share["passcode"] not in repr(record) and share["passcode"] not in repr(record.passcode_hash)
+    assert record.indices == ("ax-notes-1", ".xerj-memory-notes-edges")
+    assert "passcode_hash" not in record.public() and share["passcode"] not in str(record.public())
 
 
 def test_a_share_never_grants_a_memory_namespace(store):

@@ -21,9 +21,10 @@ import hmac
 import re
 import secrets
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
+import cattrs
 import orjson
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -92,15 +93,43 @@ def _digest(salt: str, secret: str) -> str:
     return hashlib.sha256(bytes.fromhex(salt) + secret.encode()).hexdigest()
 
 
-def public(record: Mapping[str, Any], now: int | None = None) -> dict[str, Any]:
-    """A share as ``xerj share --list`` shows it: never the passcode hash."""
-    now = now_ms() if now is None else now
-    state = "revoked" if record["revoked"] else ("expired" if record["expires_at"] <= now else "active")
-    out = {k: record[k] for k in ("id", "brain", "folder", "indices", "created", "expires_at", "revoked")}
-    out["state"] = state
-    if record.get("revoked_at") is not None:
-        out["revoked_at"] = record["revoked_at"]
-    return out
+@attrs.frozen
+class ShareRecord:
+    """One share link as stored: what it grants, until when, and the argon2id hash of its passcode."""
+
+    id: str
+    brain: str
+    folder: str | None
+    indices: tuple[str, ...]
+    created: int
+    expires_at: int
+    passcode_hash: str = attrs.field(repr=False)
+    revoked: bool = False
+    revoked_at: int | None = None
+
+    def state(self, now: int) -> str:
+        return "revoked" if self.revoked else ("expired" if self.expires_at <= now else "active")
+
+    def public(self, now: int | None = None) -> dict[str, Any]:
+        """The share as ``xerj share --list`` shows it: never the passcode hash."""
+        out = _converter.unstructure(self)
+        del out["passcode_hash"]
+        if out["revoked_at"] is None:
+            del out["revoked_at"]
+        out["indices"] = list(self.indices)
+        out["state"] = self.state(now_ms() if now is None else now)
+        return out
+
+
+_converter = cattrs.Converter(forbid_extra_keys=True)
+
+
+def _load(raw: bytes) -> ShareRecord:
+    return _converter.structure(orjson.loads(raw), ShareRecord)
+
+
+def _dump(record: ShareRecord) -> bytes:
+    return orjson.dumps(_converter.unstructure(record))
 
 
 class ShareStore(CachedStore):
@@ -115,17 +144,17 @@ class ShareStore(CachedStore):
         self.failures_db = self.env.open_db(b"share-failures")
         self.hasher = hasher or PasswordHasher()
 
-    def record(self, share_id: str) -> dict[str, Any] | None:
+    def record(self, share_id: str) -> ShareRecord | None:
         if not _ID.fullmatch(share_id):
             return None
         with self.env.begin(db=self.shares_db) as txn:
             raw = txn.get(share_id.encode())
-        return None if raw is None else orjson.loads(raw)
+        return None if raw is None else _load(raw)
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[ShareRecord]:
         with self.env.begin(db=self.shares_db) as txn:
-            found = [orjson.loads(value) for _key, value in txn.cursor()]
-        return sorted(found, key=lambda r: (r["created"], r["id"]))
+            found = [_load(value) for _key, value in txn.cursor()]
+        return sorted(found, key=lambda r: (r.created, r.id))
 
     # -- the owner's side ----------------------------------------------------------------------
 
@@ -141,13 +170,13 @@ class ShareStore(CachedStore):
         created = now_ms()
         share_id = secrets.token_urlsafe(12)
         passcode = new_passcode()
-        record = {"id": share_id, "brain": brain, "folder": folder, "indices": list(dict.fromkeys(indices)),
-                  "created": created, "expires_at": created + parse_expiration(expires or DEFAULT_EXPIRES),
-                  "revoked": False, "revoked_at": None, "passcode_hash": self.hasher.hash(passcode)}
+        record = ShareRecord(id=share_id, brain=brain, folder=folder, indices=tuple(dict.fromkeys(indices)),
+                             created=created, expires_at=created + parse_expiration(expires or DEFAULT_EXPIRES),
+                             passcode_hash=self.hasher.hash(passcode))
         with self.env.begin(write=True) as txn:
-            txn.put(share_id.encode(), orjson.dumps(record), db=self.shares_db)
+            txn.put(share_id.encode(), _dump(record), db=self.shares_db)
             self._bump(txn)
-        return {**public(record, created), "passcode": passcode}
+        return {**record.public(created), "passcode": passcode}
 
     def revoke(self, share_id: str) -> dict[str, Any]:
         """Revoke a share; its tokens are refused by every process from its next request."""
@@ -155,21 +184,21 @@ class ShareStore(CachedStore):
             raw = txn.get(share_id.encode(), db=self.shares_db) if _ID.fullmatch(share_id) else None
             if raw is None:
                 raise ShareRefused(404, f"no share [{share_id}] on this node", share=share_id)
-            record = orjson.loads(raw)
-            if not record["revoked"]:
-                record["revoked"], record["revoked_at"] = True, now_ms()
-                txn.put(share_id.encode(), orjson.dumps(record), db=self.shares_db)
+            record = _load(raw)
+            if not record.revoked:
+                record = attrs.evolve(record, revoked=True, revoked_at=now_ms())
+                txn.put(share_id.encode(), _dump(record), db=self.shares_db)
             self._bump(txn)
-        return public(record)
+        return record.public()
 
     # -- the guest's side ----------------------------------------------------------------------
 
     @staticmethod
-    def _live(record: Mapping[str, Any], now: int) -> None:
-        if record["revoked"]:
-            raise ShareRefused(403, f"share [{record['id']}] was revoked", share=record["id"])
-        if record["expires_at"] <= now:
-            raise ShareRefused(403, f"share [{record['id']}] has expired", share=record["id"])
+    def _live(record: ShareRecord, now: int) -> None:
+        if record.revoked:
+            raise ShareRefused(403, f"share [{record.id}] was revoked", share=record.id)
+        if record.expires_at <= now:
+            raise ShareRefused(403, f"share [{record.id}] has expired", share=record.id)
 
     def _failures(self, txn: Any, share_id: str, now: int) -> list[int]:
         raw = txn.get(share_id.encode(), db=self.failures_db)
@@ -190,7 +219,7 @@ class ShareStore(CachedStore):
             raw = txn.get(share_id.encode(), db=self.shares_db) if _ID.fullmatch(share_id) else None
             if raw is None:
                 raise unknown
-            record = orjson.loads(raw)
+            record = _load(raw)
             self._live(record, now)
             failures = self._failures(txn, share_id, now)
             if len(failures) >= MAX_FAILURES:
@@ -199,12 +228,12 @@ class ShareStore(CachedStore):
                                    share=share_id)
             txn.put(share_id.encode(), orjson.dumps([*failures, now]), db=self.failures_db)
         try:
-            self.hasher.verify(record["passcode_hash"], passcode[:1024])
+            self.hasher.verify(record.passcode_hash, passcode[:1024])
         except (VerificationError, InvalidHashError):
             raise unknown from None
         token_id, secret = secrets.token_urlsafe(12), secrets.token_urlsafe(32)
         salt = secrets.token_hex(16)
-        expires_at = min(now + TOKEN_TTL_MS, record["expires_at"])
+        expires_at = min(now + TOKEN_TTL_MS, record.expires_at)
         with self.env.begin(write=True) as txn:
             txn.delete(share_id.encode(), db=self.failures_db)
             self._prune(txn, now)
@@ -241,14 +270,14 @@ class ShareStore(CachedStore):
         if found is None or share_raw is None or not hmac.compare_digest(found["hash"],
                                                                        _digest(found["salt"], secret)):
             raise refused
-        share = orjson.loads(share_raw)
-        expires_at = min(found["expires_at"], share["expires_at"])
-        if share["revoked"] or expires_at <= now:
+        share = _load(share_raw)
+        expires_at = min(found["expires_at"], share.expires_at)
+        if share.revoked or expires_at <= now:
             raise refused
-        principal = guest_principal(share["id"], share["indices"])
+        principal = guest_principal(share.id, list(share.indices))
         self._remember(token, principal, expires_at, generation)
         return principal
 
 
-__all__ = ["DEFAULT_EXPIRES", "EXCHANGE_ROUTE", "Exchanged", "GUEST_ROUTES", "MAX_FAILURES", "ShareRefused",
-           "ShareStore", "guest_principal", "new_passcode", "public"]
+__all__ = ["DEFAULT_EXPIRES", "EXCHANGE_ROUTE", "Exchanged", "GUEST_ROUTES", "MAX_FAILURES", "ShareRecord",
+           "ShareRefused", "ShareStore", "guest_principal", "new_passcode"]

@@ -8,7 +8,7 @@ import falcon
 
 from xerj_auth.keys import parse_expiration
 from xerj_auth.principal import RESERVED_PREFIX, Principal
-from xerj_auth.shares import ShareRefused, public
+from xerj_auth.shares import ShareRefused
 from xerj_core.autoindex.sink import root_of
 from xerj_core.errors import IllegalArgument, XerjError
 from xerj_core.graph.brain import META_ID, edges_index, validate_brain_name
@@ -110,7 +110,7 @@ class Shares:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         _superuser(req, "cluster:admin/xerj/share/list")
-        send(resp, {"shares": [public(r) for r in _share_store(req).records()]})
+        send(resp, {"shares": [record.public() for record in _share_store(req).records()]})
 
 
 class Share:
