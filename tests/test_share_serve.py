@@ -168,6 +168,7 @@ REFUSED = [
     ("DELETE", "/{ds}", None),
     ("PUT", "/planted-index", None),
     ("POST", "/{ds}/_refresh", None),
+    ("POST", "/{ds}/_forcemerge", None),
     # other indices, and read routes outside the allow-list
     ("GET", f"/{{other_ds}}/_search?q={OTHER_WORD}", None),
     ("GET", "/{other_ds}/_doc/{other_doc}", None),
