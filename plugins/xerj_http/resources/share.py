@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import falcon
 
@@ -15,6 +15,9 @@ from xerj_core.graph.brain import META_ID, edges_index, validate_brain_name
 from xerj_http.bodies import json_body
 from xerj_http.resources.common import send
 from xerj_http.resources.security import _superuser
+
+if TYPE_CHECKING:
+    from xerj_core.engine import Engine
 
 _CREATE_FIELDS = {"brain", "folder", "expires"}
 _EXCHANGE_FIELDS = {"share", "passcode"}
@@ -83,7 +86,7 @@ class Shares:
 
     ops = {"POST": ("share.create", "cluster"), "GET": ("share.list", "cluster")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -118,7 +121,7 @@ class Share:
 
     ops = {"DELETE": ("share.revoke", "cluster")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, share_id: str) -> None:
@@ -131,7 +134,7 @@ class Exchange:
 
     ops = {"POST": ("share.exchange", "cluster")}
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
