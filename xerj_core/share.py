@@ -16,7 +16,7 @@ import click
 
 from xerj_core.credentials import ADMIN_KEY_FILE, api_key_for, authorization_header
 from xerj_core.engine import default_data_dir
-from xerj_core.hookspecs import hookimpl
+from xerj_core import hookimpl
 
 DEFAULT_URL = "http://127.0.0.1:9200"
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from xerj_core.hookspecs import Register, hookimpl
+from xerj_core import hookimpl
+from xerj_core.hookspecs import RegisterAuthBackend
 
 
 @hookimpl
-def xerj_register_auth_backends(register: Register) -> None:
+def xerj_register_auth_backends(register: RegisterAuthBackend) -> None:
     from xerj_auth.guest import GuestBackend
 
     register(GuestBackend())
