@@ -217,11 +217,12 @@ class Authorize:
         op, privilege = operation(resource, req.method, req.uri_template)
         ctx.op, ctx.privilege = op, privilege
         principal = ctx.principal
-        if principal.routes is not None and (req.method, req.uri_template) not in principal.routes:
+        routes = getattr(principal, "routes", None)  # a plugin's principal need not carry the field
+        if routes is not None and (req.method, req.uri_template) not in routes:
             # Held to an allow-list (a share-link guest): refused before any privilege is looked at.
             raise Forbidden(f"action [{action_name(op, privilege)}] is not open to [{principal.name}]: "
                             f"this credential reaches only "
-                            f"{', '.join(sorted(f'{m} {t}' for m, t in principal.routes))}")
+                            f"{', '.join(sorted(f'{m} {t}' for m, t in routes))}")
         if self.policy is not None:
             self.policy(principal, op, privilege, ctx.targets)
             return
