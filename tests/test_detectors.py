@@ -6,7 +6,6 @@ import json
 import mailbox
 import posixpath
 import re
-import time
 from collections import Counter, defaultdict
 from email.message import EmailMessage
 from pathlib import Path
@@ -429,19 +428,23 @@ def test_installed_detectors_are_the_nine():
     assert set(NINE) <= set(collect_detectors(get_plugin_manager()))
 
 
-def test_detection_is_fast_enough():
-    """Parse + detect well above 500 files/s on one core, so the pipeline has room for storage."""
+def test_detection_over_a_thousand_linked_files():
+    """Every note's wikilink resolves across 20 folders, and each folder is one same_dir chain.
+
+    Its speed is measured by tests/bench/bench_autoindex.py, not asserted here: a timed assert fails on a
+    loaded machine and says nothing about correctness.
+    """
     files = {}
     for i in range(1000):
         body = f"# Note {i}\n\nLinks to [[n{(i * 7) % 1000}]] and [next](n{(i + 1) % 1000}.md).\n\n"
         body += f"## Detail\n\nWords w{i} w{i % 37} shared{i % 50} topic{i % 23} and more prose here.\n"
         files[f"d{i % 20}/n{i}.md"] = body.encode()
     formats = collect_formats(get_plugin_manager())
-    started = time.perf_counter()
     parsed = {p: parse_file(formats, p, data, 1) for p, data in files.items()}
-    result = run_detectors(ALL, parsed)
-    elapsed = time.perf_counter() - started
-    assert result.edges and elapsed < 1.0, f"1000 files took {elapsed:.2f}s"
+    edges = run_detectors(ALL, parsed).edges
+    wikilinks = {(e.src.split("#")[0], e.dst) for e in edges if e.type == "wikilink"}
+    assert wikilinks == {(f"d{i % 20}/n{i}.md", f"d{(i * 7) % 1000 % 20}/n{(i * 7) % 1000}.md") for i in range(1000)}
+    assert sum(e.type == "same_dir" for e in edges) == 20 * (50 - 1)
 
 
 # -- wikilink rules ----------------------------------------------------------------------------
