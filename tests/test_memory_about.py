@@ -55,7 +55,8 @@ def test_ambiguous_and_unknown_names_are_refused_with_candidates(engine, vault):
     assert "ambiguous" in err.value.reason and "index.md" in err.value.reason and "user/index.md" in err.value.reason
     with pytest.raises(GraphError) as err:
         engine.memory.store("agent", {"text": "x", "about": ["Foam Comands"], "brain": vault})
-    assert "[about]" in err.value.reason and "Foam Commands" in err.value.reason
+    # the closest names, as the resolver keys them (case-folded), each with the node it names
+    assert "[about]" in err.value.reason and "foam commands (" in err.value.reason
     with pytest.raises(GraphNotFound, match=r"\[brain\]"):
         engine.memory.store("agent", {"text": "x", "about": ["Foam Commands"], "brain": "nowhere"})
     with pytest.raises(GraphError, match=r"\[brain\] applies only with \[about\]"):

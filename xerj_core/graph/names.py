@@ -190,8 +190,8 @@ def resolve_in(store: "OpenStore", raw: Any, edges: "IndexReader | None", indice
         if len(found) > 1:
             listed = ", ".join(found[:MAX_CANDIDATES_LISTED])
             more = f" and {len(found) - MAX_CANDIDATES_LISTED} more" if len(found) > MAX_CANDIDATES_LISTED else ""
-            raise GraphError(f"[{what}] '{name}' is ambiguous: it names {len(found)} nodes ({listed}{more}); "
-                             f"give one of their ids or more of the path")
+            raise GraphError(f"[{what}] '{name}' is ambiguous: it names {len(found)} nodes (candidates: "
+                             f"{listed}{more}); give one of their ids or more of the path")
         if found:
             resolved[name] = found[0]
             out.append(found[0])
