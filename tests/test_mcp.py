@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import anyio
 import pytest
@@ -332,3 +333,89 @@ def test_an_open_mode_server_is_named_as_such_in_the_instructions(engine, pm):
         assert OPEN_MODE.strip() in run(AppBackend(app), script)
     finally:
         app.close()
+
+
+def test_a_result_is_the_servers_answer_itself_and_its_text_twin_is_that_json(world):
+    """The structured content is the HTTP API's body, key for key; the text twin is the same JSON."""
+    now = int(time.time() * 1000)  # one instant for both sides: an answer names the as_of it was read at
+
+    async def script(client):
+        return (await call(client, "xerj_brain_ego", brain=A, node=f"{A}-starter", hops=2, as_of=now),
+                await call(client, "xerj_memory_recall", namespace=A, query="rye flour", as_of=now))
+
+    ego, recall = run(AppBackend(world["app"], world["key"]), script)
+    headers = {"Authorization": f"ApiKey {world['key']}"}
+    over_http = testing.simulate_get(world["app"], f"/_graph/{A}/ego", headers=headers, params={
+        "node": f"{A}-starter", "hops": "2", "direction": "both", "include_nodes": "true", "as_of": str(now)}).json
+    assert ego.structured_content == over_http
+    assert json.loads(text(ego)) == over_http
+    recalled = testing.simulate_post(world["app"], f"/_memory/{A}/_recall", headers=headers,
+                                     json={"query": "rye flour", "k": 10, "as_of": now}).json
+    assert recall.structured_content == recalled
+
+
+class _Answers:
+    """A backend that answers every request with one canned body."""
+
+    describe = "a canned backend"
+
+    def __init__(self, body):
+        self.body = body
+
+    async def request(self, method, path, params=None, body=None):
+        return 200, self.body
+
+    async def aclose(self):
+        return None
+
+
+def test_an_answer_that_does_not_fit_the_output_schema_is_still_refused():
+    """Results are not re-validated by the tools, so the SDK's own check against the output model must hold."""
+    async def script(client):
+        return await call(client, "xerj_brain_ego", brain=A, node="x")
+
+    for broken in ({"brain": A, "hops": "two", "edges": [], "neighbors": [], "not_shown": {}},
+                   {"brain": A, "hops": 1, "edges": "none", "neighbors": [], "not_shown": {}},
+                   {"brain": A, "hops": 1, "neighbors": [], "not_shown": {}},
+                   ["not", "an", "object"]):
+        result = run(_Answers(broken), script, open_mode=False, review=True)
+        assert result.is_error, broken
+    fits = {"brain": A, "hops": 1, "edges": [{"src": "x"}], "neighbors": [], "not_shown": {}, "more": 1}
+    result = run(_Answers(fits), script, open_mode=False, review=True)
+    assert not result.is_error and result.structured_content == fits
+
+
+class _Wire:
+    """A socket stand-in: records each sendall and answers one canned HTTP response."""
+
+    def __init__(self, response: bytes) -> None:
+        self.sent: list[bytes] = []
+        self.response = response
+
+    def sendall(self, data) -> None:
+        self.sent.append(bytes(data))
+
+    def makefile(self, mode):
+        import io
+        return io.BytesIO(self.response)
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_request_leaves_in_one_write_and_json_round_trips():
+    """Head and body in one sendall: two writes on a TCP_NODELAY socket are two segments and two wake-ups."""
+    from xerj_mcp.backend import HttpClient
+
+    body = b'{"hits":[{"_id":"a","text":"caf\\u00e9"}]}'
+    wire = _Wire(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                 + str(len(body)).encode() + b"\r\n\r\n" + body)
+    client = HttpClient("http://127.0.0.1:1", "k")
+    conn = client._connection(fresh=False)
+    conn.sock = wire
+    status, payload = client.send("POST", "/_memory/a/_recall", {"explain": False}, {"query": "café", "k": 3})
+    assert (status, payload) == (200, {"hits": [{"_id": "a", "text": "café"}]})
+    assert len(wire.sent) == 1
+    head, _, sent_body = wire.sent[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"POST /_memory/a/_recall?explain=false HTTP/1.1\r\n")
+    assert b"Authorization: ApiKey k" in head and json.loads(sent_body) == {"query": "café", "k": 3}

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from urllib.parse import quote, urlencode, urlsplit
 
 import anyio
+import orjson
 
 
 class BackendUnavailable(Exception):
@@ -41,12 +42,52 @@ def _query(params: Mapping[str, Any] | None) -> dict[str, str]:
     return out
 
 
+class _OneWrite:
+    """An ``http.client`` connection that hands a request to the socket in one write.
+
+    ``http.client`` sends the head and the body with two ``sendall`` calls, and
+    with ``TCP_NODELAY`` (which it sets) they leave as two segments: the server
+    wakes for the head, reads, and sleeps again until the body comes. Holding
+    the pieces until the response is awaited makes a POST one segment and one
+    wake-up, which on a loaded machine measured about half a millisecond.
+    """
+
+    def send(self, data: Any) -> None:
+        if not isinstance(data, (bytes, bytearray)):
+            self._flush()
+            super().send(data)  # type: ignore[misc]  # a file or iterable body: the library streams it
+            return
+        self.__dict__.setdefault("_held", []).append(bytes(data))
+
+    def _flush(self) -> None:
+        held = self.__dict__.pop("_held", None)
+        if held:
+            super().send(b"".join(held))  # type: ignore[misc]
+
+    def getresponse(self) -> http.client.HTTPResponse:
+        self._flush()
+        return super().getresponse()  # type: ignore[misc]
+
+    def close(self) -> None:
+        self.__dict__.pop("_held", None)
+        super().close()  # type: ignore[misc]
+
+
+class _Connection(_OneWrite, http.client.HTTPConnection):
+    pass
+
+
+class _TlsConnection(_OneWrite, http.client.HTTPSConnection):
+    pass
+
+
 class HttpClient:
     """Blocking JSON requests to a xerj server over keep-alive connections, one per thread.
 
     The standard library's ``http.client``: measured about 2.5 ms per request
     cheaper than the SDK's async client (httpx2) on this machine, which is most
-    of what an MCP round trip is allowed to add.
+    of what an MCP round trip is allowed to add. JSON goes through orjson (a
+    2-hop ego answer parses in a third of the time ``json`` takes).
     """
 
     def __init__(self, url: str, api_key: str | None, *, timeout: float = 60.0) -> None:
@@ -65,7 +106,7 @@ class HttpClient:
         if conn is None or fresh:
             if conn is not None:
                 conn.close()
-            cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+            cls = _TlsConnection if self._scheme == "https" else _Connection
             conn = self._local.conn = cls(self._host, self._port, timeout=self._timeout)
         return conn
 
@@ -73,7 +114,7 @@ class HttpClient:
              body: Any = None) -> tuple[int, Any]:
         query = urlencode(_query(params))
         target = self._prefix + path + (f"?{query}" if query else "")
-        data = json.dumps(body).encode() if body is not None else None
+        data = orjson.dumps(body) if body is not None else None
         headers = {**self._headers, **({"Content-Type": "application/json"} if data is not None else {})}
         for attempt in (0, 1):
             conn = self._connection(fresh=attempt == 1)
@@ -93,8 +134,8 @@ class HttpClient:
                 conn.close()
                 raise BackendUnavailable(self._unreachable(exc)) from None
         try:
-            payload = json.loads(raw) if raw else {}
-        except ValueError:
+            payload = orjson.loads(raw) if raw else {}
+        except orjson.JSONDecodeError:
             payload = {"raw": raw[:500].decode(errors="replace")}
         return resp.status, payload
 

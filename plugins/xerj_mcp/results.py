@@ -2,22 +2,49 @@
 
 The declared fields are what an agent can rely on; the server's other keys
 ride along (``extra="allow"``), so a richer server answer is never cut.
+A result made from the server's answer (``answer``) keeps that answer as its
+wire form: the SDK validates a tool's structured content against this very
+model before it leaves, so validating and dumping it here as well would walk
+a 2-hop ego answer twice more for nothing.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, PrivateAttr, WithJsonSchema
 
-# A list of the server's objects. Its schema says "array of objects" without an `items` schema: a validator
-# (the SDK checks results on both ends) would otherwise walk every hit, edge and node, which on a 2-hop ego
-# cost more than the call itself.
-Rows = Annotated[list[dict[str, Any]], WithJsonSchema({"type": "array"})]
+
+def _array(value: Any) -> Any:
+    if not isinstance(value, list):
+        raise ValueError("not an array")
+    return value
+
+
+# A list of the server's objects. Its schema says "array" without an `items` schema: a validator (the SDK
+# checks results on both ends) would otherwise walk every hit, edge and node, which on a 2-hop ego cost more
+# than the call itself. The SDK's pydantic check of a result is held to the same: the list, not each row.
+Rows = Annotated[list[dict[str, Any]], PlainValidator(_array), WithJsonSchema({"type": "array"})]
 
 
 class _Open(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
+    _wire: dict[str, Any] | None = PrivateAttr(None)
+
+    @classmethod
+    def answer(cls, payload: Any) -> Self:
+        """The server's JSON answer as this result, kept as the wire form (see the module docstring)."""
+        if not isinstance(payload, dict):
+            return cls.model_validate(payload)  # raises: not an object, so not this result
+        result = cls.model_construct(**payload)
+        result._wire = payload
+        return result
+
+
+def wire_form(result: BaseModel) -> dict[str, Any]:
+    """What a tool result puts on the wire: the server's answer it was made from, else its JSON dump."""
+    wire = getattr(result, "_wire", None)
+    return wire if wire is not None else result.model_dump(mode="json", by_alias=True)
 
 
 class MemoryStored(_Open):
@@ -57,7 +84,7 @@ class EgoResult(_Open):
     brain: str
     hops: int
     edges: Rows = Field(description="edge_id, src, dst, type, weight, hop, direction, valid_at, ...")
-    neighbors: Annotated[list[Any], WithJsonSchema({"type": "array"})]
+    neighbors: Annotated[list[Any], PlainValidator(_array), WithJsonSchema({"type": "array"})]
     not_shown: dict[str, Any] = Field(description="what was withheld and why (edges_clipped, expired_excluded, ...)")
 
 

@@ -12,6 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from xerj_mcp.backend import BackendUnavailable
+from xerj_mcp.results import wire_form
 from xerj_mcp.tools import READ_ONLY, REVIEW_TOOLS, TOOL_NAMES, Refused, Tools
 
 INSTRUCTIONS = (
@@ -95,9 +96,10 @@ def as_tool_result(tool: Any) -> Any:
     """``tool`` answering a ``CallToolResult`` itself.
 
     A refusal becomes a tool error whose text is the reason alone (the SDK
-    would prefix it). A result is dumped once, and its text twin is compact
-    JSON (the SDK indents it, which on a 2-hop ego is a third of the bytes on
-    the wire); the SDK still checks the structured part against the schema.
+    would prefix it). A result goes out in its wire form (the server's answer
+    itself when it was made from one), and its text twin is compact JSON (the
+    SDK indents it, which on a 2-hop ego is a third of the bytes on the
+    wire); the SDK still checks the structured part against the schema.
     """
 
     @functools.wraps(tool)
@@ -106,7 +108,7 @@ def as_tool_result(tool: Any) -> Any:
             result = await tool(*args, **kwargs)
         except Refused as exc:
             return CallToolResult(content=[TextContent(type="text", text=exc.reason)], is_error=True)
-        data = result.model_dump(mode="json", by_alias=True)
+        data = wire_form(result)
         return CallToolResult(content=[TextContent(type="text", text=orjson.dumps(data).decode())],
                               structured_content=data)
 

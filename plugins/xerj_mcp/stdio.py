@@ -12,6 +12,7 @@ goes to stderr, so a stray print cannot corrupt the protocol.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
@@ -49,10 +50,18 @@ class PipeWriter:
         return None
 
 
+def _widen_pipe(fd: int) -> None:
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    except (AttributeError, OSError):
+        pass
+
+
 @asynccontextmanager
 async def standard_pipes() -> AsyncIterator[tuple[PipeLines, PipeWriter]]:
     """The wire's ends for ``stdio_server(stdin, stdout)``; fds 0 and 1 are restored on exit."""
     wire_in, wire_out = os.dup(0), os.dup(1)
+    _widen_pipe(wire_out)
     saved_in, saved_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)

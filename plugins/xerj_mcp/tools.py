@@ -111,7 +111,7 @@ class Tools:
         _put(body, metadata=metadata, dedup_threshold=dedup_threshold, about=about, brain=brain)
         if dedup:
             body["dedup"] = True
-        return MemoryStored.model_validate(await self._call("POST", f"/_memory/{segment(namespace)}", body=body))
+        return MemoryStored.answer(await self._call("POST", f"/_memory/{segment(namespace)}", body=body))
 
     async def xerj_memory_recall(
         self,
@@ -146,7 +146,7 @@ class Tools:
         if graph is not None:
             body["graph"] = graph.model_dump(exclude_none=True)
         payload = await self._call("POST", f"/_memory/{segment(namespace)}/_recall", body=body)
-        return RecallResult.model_validate(payload)
+        return RecallResult.answer(payload)
 
     async def xerj_memory_list(
         self,
@@ -159,7 +159,7 @@ class Tools:
         payload = await self._call("GET", f"/_memory/{segment(namespace)}",
                                    {"size": size, "from": offset, "include_forgotten": include_forgotten})
         payload["left_out"] = max(0, int(payload.get("total", 0)) - offset - len(payload.get("memories", [])))
-        return MemoryList.model_validate(payload)
+        return MemoryList.answer(payload)
 
     async def xerj_memory_forget(
         self,
@@ -172,7 +172,7 @@ class Tools:
         reject=true the memory is refused from then on, so a later store of the same text writes nothing."""
         params = {"reject": True} if reject else None
         payload = await self._call("DELETE", f"/_memory/{segment(namespace)}/{segment(id)}", params)
-        return MemoryForgotten.model_validate(payload)
+        return MemoryForgotten.answer(payload)
 
     async def xerj_memory_review(
         self,
@@ -184,7 +184,7 @@ class Tools:
         """Record a person's review of memories: approve or reject by id; the answer reports each id."""
         body: dict[str, Any] = {}
         _put(body, approve=approve, reject=reject, note=note)
-        return ReviewResult.model_validate(
+        return ReviewResult.answer(
             await self._call("POST", f"/_memory/{segment(namespace)}/_review", body=body))
 
     # -- brain --------------------------------------------------------------------------------------
@@ -214,7 +214,7 @@ class Tools:
              min_confidence=min_confidence, limit=limit)
         if include_expired:
             params["include_expired"] = True
-        return EgoResult.model_validate(await self._call("GET", f"/_graph/{segment(brain)}/ego", params))
+        return EgoResult.answer(await self._call("GET", f"/_graph/{segment(brain)}/ego", params))
 
     async def xerj_brain_overview(
         self,
@@ -226,7 +226,7 @@ class Tools:
         embedder, and what each list leaves out. A good first call on an unfamiliar brain."""
         params: dict[str, Any] = {}
         _put(params, as_of=as_of, top=top)
-        return OverviewResult.model_validate(await self._call("GET", f"/_graph/{segment(brain)}/overview", params))
+        return OverviewResult.answer(await self._call("GET", f"/_graph/{segment(brain)}/overview", params))
 
     async def xerj_brain_link(
         self,
@@ -245,7 +245,7 @@ class Tools:
         body: dict[str, Any] = {"src": src, "dst": dst, "type": type}
         _put(body, weight=weight, confidence=confidence, valid_at=valid_at,
              evidence=evidence.model_dump(exclude_none=True) if evidence is not None else None)
-        return LinkResult.model_validate(await self._call("POST", f"/_graph/{segment(brain)}/link", body=body))
+        return LinkResult.answer(await self._call("POST", f"/_graph/{segment(brain)}/link", body=body))
 
     async def xerj_brain_unlink(
         self,
@@ -258,7 +258,7 @@ class Tools:
         params: dict[str, Any] = {}
         _put(params, invalid_at=invalid_at)
         path = f"/_graph/{segment(brain)}/link/{segment(edge_id)}"
-        return UnlinkResult.model_validate(await self._call("DELETE", path, params))
+        return UnlinkResult.answer(await self._call("DELETE", path, params))
 
     async def xerj_brain_review(
         self,
@@ -277,13 +277,13 @@ class Tools:
         if approve or reject:
             body: dict[str, Any] = {}
             _put(body, approve=approve, reject=reject, note=note)
-            return ReviewResult.model_validate(await self._call("POST", path, body=body))
+            return ReviewResult.answer(await self._call("POST", path, body=body))
         params: dict[str, Any] = {}
         _put(params, state=state, type=type, size=size)
         payload = await self._call("GET", path, params)
         if isinstance(payload, dict) and "total" in payload:
             payload["left_out"] = max(0, int(payload["total"]) - len(payload.get("items", [])))
-        return ReviewResult.model_validate(payload)
+        return ReviewResult.answer(payload)
 
     # -- documents ----------------------------------------------------------------------------------
 
@@ -334,7 +334,7 @@ class Tools:
     ) -> DocumentResult:
         """Read one document by index and id (a note found by search or ego, a memory, a dataset row)."""
         payload = await self._call("GET", f"/{segment(index)}/_doc/{segment(id)}")
-        return DocumentResult.model_validate(payload)
+        return DocumentResult.answer(payload)
 
     async def xerj_list_indices(self) -> IndicesResult:
         """The indices this key can read, with their document counts: where to search, which brains exist."""
