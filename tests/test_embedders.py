@@ -15,14 +15,15 @@ from click.testing import CliRunner
 
 from xerj_core import hookimpl
 from xerj_core.cli import build_cli
-from xerj_core.embedding import (DEFAULT_EMBEDDER, LEXICAL_EMBEDDER, STATIC_EMBEDDER, EmbedderSettings,
+from xerj_core.embedding import (DEFAULT_EMBEDDER, LEXICAL_EMBEDDER, STATIC_EMBEDDER, STATIC_MEAN_EMBEDDER,
+                                 EmbedderSettings,
                                  collect_embedders, default_embedder_id, get_embedder, installed)
 from xerj_core.errors import IllegalArgument, PluginError
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.testing.embedders import AbstractEmbedderTests
 from xerj_embedders import static, transformer
 from xerj_embedders.lexical import LexicalFeatureHashEmbedder
-from xerj_embedders.static import StaticEmbedder
+from xerj_embedders.static import MeanStaticEmbedder, StaticEmbedder
 from xerj_embedders.transformer import FastEmbedEmbedder
 
 needs_semantic = pytest.mark.skipif(
@@ -44,6 +45,13 @@ class TestStatic(AbstractEmbedderTests):
     @pytest.fixture(scope="class")
     def embedder(self):
         return StaticEmbedder()
+
+
+@needs_semantic
+class TestStaticMean(AbstractEmbedderTests):
+    @pytest.fixture(scope="class")
+    def embedder(self):
+        return MeanStaticEmbedder()
 
 
 # -- the lexical embedder's own promises ------------------------------------
@@ -134,6 +142,64 @@ def test_static_ranks_a_paraphrase_without_shared_words_first():
     assert int(np.argmax(scores)) == 0
     lexical = LexicalFeatureHashEmbedder().embed([query, *docs])
     assert scores[0] - max(scores[1:]) > (lexical[1:] @ lexical[0])[0] - max((lexical[1:] @ lexical[0])[1:])
+
+
+@needs_semantic
+def test_the_unweighted_static_id_keeps_wordllamas_own_vectors():
+    """What namespaces made before the weighted pooling hold: wordllama's average pooling, to the float."""
+    texts = [*AbstractEmbedderTests.sample_texts, "Backlinks  are\tone of\nFoam's features.", "é" * 3]
+    reference = static._load(STATIC_MEAN_EMBEDDER).embed(texts, norm=True)
+    embedder = MeanStaticEmbedder()
+    assert (embedder.id, embedder.dims, embedder.license) == ("wordllama-l2-supercat-256", 256, "MIT")
+    np.testing.assert_allclose(embedder.embed(texts), reference, atol=1e-5)
+
+
+def _weighted_reference(text: str) -> np.ndarray:
+    """The weighted pooling written the plain way: one text, its distinct tokens, sif * (1 + ln tf) each."""
+    table = static._loaded_table(STATIC_EMBEDDER)
+    ids = [i for word in text.split() for i in table.tokenizer.encode(word, add_special_tokens=False).ids]
+    if not ids:
+        return np.zeros(256, np.float32)
+    tokens, counts = np.unique(ids, return_counts=True)
+    row = ((1 + np.log(counts)) * table.sif[tokens]) @ table.vectors[tokens]
+    return row / np.linalg.norm(row)
+
+
+@needs_semantic
+def test_the_weighted_static_pooling_matches_its_plain_definition_at_every_length(monkeypatch):
+    texts = ["the the the cat", "cat", "a much longer passage " * 40, "Zürich 東京 🙂",
+             " ".join(f"word{n % 997}" for n in range(6000)), "x y", "tabs\tand\nnewlines  and   runs"]
+    # Small blocks, so grouping, padding and the slicing of a text longer than a block all run.
+    monkeypatch.setattr(static, "BLOCK_TOKENS", 64)
+    got = StaticEmbedder().embed(texts)
+    want = np.vstack([_weighted_reference(text) for text in texts])
+    np.testing.assert_allclose(got, want, atol=2e-5)
+    monkeypatch.setattr(static, "BLOCK_TOKENS", 1 << 12)
+    np.testing.assert_allclose(StaticEmbedder().embed(texts), want, atol=2e-5)
+
+
+@needs_semantic
+def test_words_tokenize_alone_as_in_the_whole_text_whitespace_aside():
+    table = static._loaded_table(STATIC_EMBEDDER)
+    single = ["The car would not start; the battery was flat.", "Backlinks are one of Foam's features",
+              "naïve café, Zürich and 東京"]
+    whole, whole_lengths = table.token_ids(single)
+    words, word_lengths = table.word_token_ids(single)
+    np.testing.assert_array_equal(words, whole)
+    np.testing.assert_array_equal(word_lengths, whole_lengths)
+    # Whitespace is not a token: runs of spaces, tabs and newlines change nothing.
+    spaced, _ = table.word_token_ids(["The  car\twould\n\nnot start; the battery was flat."])
+    np.testing.assert_array_equal(spaced, table.word_token_ids(single[:1])[0])
+
+
+@needs_semantic
+def test_sif_weights_damp_frequent_pieces_and_spare_rare_ones():
+    table = static._loaded_table(STATIC_EMBEDDER)
+    vocab = table.tokenizer.get_vocab()
+    the, of, accumulator = vocab["▁the"], vocab["▁of"], vocab["▁accum"]
+    assert table.sif[the] < 0.1 and table.sif[of] < 0.1 and table.sif[accumulator] > 0.5
+    assert table.sif[vocab["<0x0A>"]] == table.sif.max()  # a byte token stands for a character with no piece
+    assert np.all(np.diff(table.sif[300:]) >= 0)  # later merges are rarer pieces, so weigh at least as much
 
 
 @needs_semantic

@@ -16,13 +16,13 @@ import pytest
 from click.testing import CliRunner
 
 from xerj_core.cli import build_cli
-from xerj_core.embedding import LEXICAL_EMBEDDER, STATIC_EMBEDDER
+from xerj_core.embedding import LEXICAL_EMBEDDER, STATIC_EMBEDDER, STATIC_MEAN_EMBEDDER
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.errors import GraphError
 from xerj_core.memory import requests as rq
 from xerj_core.memory.namespace import TEXT_VECTOR_FIELD, memory_index
 from xerj_core.memory.service import memory_document
-from xerj_embedders.static import StaticEmbedder
+from xerj_embedders.static import MeanStaticEmbedder, StaticEmbedder
 
 from .http_helpers import client  # noqa: F401  (fixture)
 from .test_http_graph import assert_graph_error
@@ -158,6 +158,37 @@ def test_serve_checks_the_embedder_before_serving(monkeypatch, tmp_path, pm):
         close()
 
 
+# -- the static model's two poolings: one id per version of the vectors ---------------------------
+
+@needs_semantic
+def test_a_namespace_of_the_unweighted_static_id_keeps_its_vectors_and_new_ones_get_the_weighted_id(engine):
+    """The weighted pooling came under a new id, so a namespace written before never mixes two kinds of vector."""
+    memory = engine.memory
+    assert memory.create("before", {"embedder": STATIC_MEAN_EMBEDDER})["embedder"] == STATIC_MEAN_EMBEDDER
+    kept = [memory.store("before", {"text": text})[1]["_id"] for text in MEMORIES]
+    memory.store("after", {"text": MEMORIES[0]})
+    assert memory.list("after")["embedder"] == STATIC_EMBEDDER != STATIC_MEAN_EMBEDDER
+    mean, weighted = MeanStaticEmbedder().embed(MEMORIES), StaticEmbedder().embed(MEMORIES)
+    assert float(np.max(np.abs(mean - weighted))) > 1e-2  # the two versions are different vectors
+    for n, doc_id in enumerate(kept):
+        source, _version = engine.store.get(memory_index("before"), doc_id)
+        np.testing.assert_allclose(source[TEXT_VECTOR_FIELD], mean[n], atol=1e-6)
+    source, _version = engine.store.get(memory_index("after"), memory.list("after")["memories"][0]["_id"])
+    np.testing.assert_allclose(source[TEXT_VECTOR_FIELD], weighted[0], atol=1e-6)
+    # Recall in the old namespace embeds the query with the old pooling: its own score is its own cosine.
+    hit = memory.recall("before", {"query": QUERY, "semantic": True, "k": 1})["hits"][0]
+    assert hit["_id"] == kept[0]
+    query = MeanStaticEmbedder().embed([QUERY])[0]
+    assert hit["_score"] == pytest.approx((1 + float(query @ mean[0])) / 2, abs=1e-4)  # cosine, scored (1 + cos) / 2
+    # Switching a namespace that holds memories is refused; re-embedding moves it onto the weighted id.
+    assert "_reembed" in refusal(memory.create, "before", {"embedder": STATIC_EMBEDDER}).reason
+    assert memory.reembed("before", {"embedder": STATIC_EMBEDDER})["reembedded"] == len(MEMORIES)
+    assert memory.list("before")["embedder"] == STATIC_EMBEDDER
+    for n, doc_id in enumerate(kept):
+        source, _version = engine.store.get(memory_index("before"), doc_id)
+        np.testing.assert_allclose(source["text_vector_1"], weighted[n], atol=1e-6)
+
+
 # -- a namespace from the old neural embedder ------------------------------------------------------
 
 def _old_neural_namespace(engine, ns="old"):
@@ -269,6 +300,7 @@ def test_reembed_of_a_missing_namespace_is_404(client):
 REEMBED_SCRIPT = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
+    from xerj_core.embedding import STATIC_EMBEDDER
     from xerj_core.engine import Engine
     from xerj_embedders.static import StaticEmbedder
 
@@ -292,7 +324,7 @@ REEMBED_SCRIPT = textwrap.dedent("""
 
     StaticEmbedder.embed = logged
     with Engine(data) as engine:
-        print(engine.memory.reembed("ns", {"embedder": "wordllama-l2-supercat-256", "batch_size": 100}))
+        print(engine.memory.reembed("ns", {"embedder": STATIC_EMBEDDER, "batch_size": 100}))
 """)
 
 

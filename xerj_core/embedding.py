@@ -12,7 +12,9 @@ from xerj_core.errors import IllegalArgument, PluginError
 from xerj_core.plugins import collect_registrations
 
 LEXICAL_EMBEDDER = "lexical-feature-hash"
-STATIC_EMBEDDER = "wordllama-l2-supercat-256"
+STATIC_EMBEDDER = "wordllama-l2-supercat-256-sif"
+# The same static model averaged without weights: what namespaces made before the weighted pooling hold.
+STATIC_MEAN_EMBEDDER = "wordllama-l2-supercat-256"
 # Kept for callers that mean "the embedder that is always there".
 DEFAULT_EMBEDDER = LEXICAL_EMBEDDER
 # A new namespace gets the first of these that is installed: the semantic static model when its
