@@ -419,3 +419,21 @@ def test_a_request_leaves_in_one_write_and_json_round_trips():
     head, _, sent_body = wire.sent[0].partition(b"\r\n\r\n")
     assert head.startswith(b"POST /_memory/a/_recall?explain=false HTTP/1.1\r\n")
     assert b"Authorization: ApiKey k" in head and json.loads(sent_body) == {"query": "café", "k": 3}
+
+
+@pytest.mark.skipif(not hasattr(__import__("fcntl"), "F_GETPIPE_SZ"), reason="pipe sizes are Linux's")
+def test_stdout_pipe_is_widened_so_a_large_answer_leaves_in_one_write():
+    """At the default 64 KiB a 2-hop ego answer and its text twin block the write until the client reads."""
+    import subprocess
+    import sys
+
+    script = ("import asyncio, fcntl, sys\n"
+              "from xerj_mcp.stdio import standard_pipes\n"
+              "async def main():\n"
+              "    async with standard_pipes() as (lines, out):\n"
+              "        sys.stderr.write(str(fcntl.fcntl(out._fd, fcntl.F_GETPIPE_SZ)))\n"
+              "asyncio.run(main())\n")
+    ran = subprocess.run([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert int(ran.stderr) >= 1 << 20
