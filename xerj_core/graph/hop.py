@@ -34,8 +34,13 @@ _STORED = {"row": np.int32, "src": np.int32, "dst": np.int32, "type": np.int32, 
            "valid_at": np.int64, "invalid_at": np.int64, "weight": np.float32, "confidence": np.float32}
 # The columns an in-hop screens, also stored in dst order (the rest is reached through the permutation).
 _IN_ORDER = ("src", "valid_at", "invalid_at")
+# A hop's far end and its invalid_at, packed in one int64 per edge (in each order): the rank of invalid_at among
+# the table's distinct instants in the high half, the far end's ordinal in the low half. One gather per
+# direction then yields both (a frontier's runs lie at random places, so each array gathered costs cache misses).
+_LOW = np.int64(0xFFFFFFFF)
 _EMPTY = np.empty(0, np.int64)
 _CSR_KEY = ("xerj.graph", "csr", 1)
+_FORMAT = 2  # of a published table's files: a process never maps a set another layout of the code wrote
 _NO_COLUMNS = "no-columns"
 
 FRONTIER_CAP = 4096
@@ -141,6 +146,15 @@ class EdgeTable:
             direct[f] = alloc(f"in_{f}", total, self.cols[f].dtype)
             np.take(self.cols[f], self.in_perm, out=direct[f])
         self.in_order = _InOrder(direct, self.cols, self.in_perm)
+        invalid = self.cols["invalid_at"]
+        distinct = np.unique(invalid)
+        self.instants = alloc("instants", distinct.size, np.int64)
+        self.instants[:] = distinct
+        rank = np.searchsorted(distinct, invalid) << 32
+        self.hot_out = alloc("hot_out", total, np.int64)
+        np.bitwise_or(rank, self.cols["dst"], out=self.hot_out)
+        self.hot_in = alloc("hot_in", total, np.int64)
+        np.bitwise_or(rank[self.in_perm], direct["src"], out=self.hot_in)
         self._bounds()
 
     def _bounds(self) -> None:
@@ -152,7 +166,8 @@ class EdgeTable:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Every stored array by the name ``alloc`` gave it."""
-        found = {"out_off": self.out_off, "in_off": self.in_off, "in_perm": self.in_perm}
+        found = {"out_off": self.out_off, "in_off": self.in_off, "in_perm": self.in_perm, "instants": self.instants,
+                 "hot_out": self.hot_out, "hot_in": self.hot_in}
         found.update({f"col_{f}": a for f, a in self.cols.items()})
         found.update({f"in_{f}": a for f, a in self.in_order.direct.items()})
         return found
@@ -164,6 +179,7 @@ class EdgeTable:
         table.out_off, table.in_off, table.in_perm = arrays["out_off"], arrays["in_off"], arrays["in_perm"]
         table.cols = {f: arrays[f"col_{f}"] for f in _STORED}
         table.in_order = _InOrder({f: arrays[f"in_{f}"] for f in _IN_ORDER}, table.cols, table.in_perm)
+        table.instants, table.hot_out, table.hot_in = arrays["instants"], arrays["hot_out"], arrays["hot_in"]
         table._bounds()
         return table
 
@@ -177,20 +193,23 @@ class EdgeTable:
         runs = []
         if direction != IN:
             starts = self.out_off[usable]
-            runs.append((starts, self.out_off[usable + 1] - starts, self.cols, True))
+            runs.append((starts, self.out_off[usable + 1] - starts, self.cols, self.hot_out, True))
         if direction != OUT:
             starts = self.in_off[usable]
-            runs.append((starts, self.in_off[usable + 1] - starts, self.in_order, False))
+            runs.append((starts, self.in_off[usable + 1] - starts, self.in_order, self.hot_in, False))
         parts = []
-        for starts, lengths, cols, out in runs:
+        for starts, lengths, cols, packed, out in runs:
             size = int(lengths.sum())
             if not size:
                 continue
             idx = ranges(starts, lengths, size)
+            hot = packed[idx]
             if not out and direction == BOTH:  # an in-edge from a frontier node is the out-edge already met
-                idx = idx[~member(cols.direct["src"][idx], frontier)]
+                fresh = ~member(hot & _LOW, frontier)
+                idx, hot = idx[fresh], hot[fresh]
             if idx.size:
-                parts.append(Part(cols, idx, out, check_live, (self.valid_max, self.invalid_min)))
+                parts.append(Part(cols, idx, out, check_live, (self.valid_max, self.invalid_min), hot,
+                                  self.instants))
         return parts
 
 
@@ -245,7 +264,7 @@ class SealedView:
         key = None
         if files is not None:
             layout = ",".join(f"{s.start}:{s.end}:{s.sealed_at}" for s in self.segments)
-            digest = hashlib.blake2b(f"{layout}/{self.dead_at_build}".encode(), digest_size=12).hexdigest()
+            digest = hashlib.blake2b(f"{layout}/{self.dead_at_build}/{_FORMAT}".encode(), digest_size=12).hexdigest()
             key = f"{reader.meta['uuid']}@{digest}"
             found = files.load(key)
             if found is not None:
@@ -430,7 +449,8 @@ class HopEdges:
         if len(self.parts) == 1:
             part = self.parts[0]
             return HopEdges(self.hop, [Part(part.cols, part.idx[idx], part.out if isinstance(part.out, bool)
-                                            else part.out[idx])], self.frontier)
+                                            else part.out[idx], hot=None if part.hot is None else part.hot[idx],
+                                            instants=part.instants)], self.frontier)
         return HopEdges(self.hop, [Part(_Columns(self), idx, self.out[idx])], self.frontier)
 
 
@@ -473,11 +493,18 @@ class Part:
     out: bool | np.ndarray
     check_live: bool = True  # False when every row the part can reach is known live
     bounds: tuple[int, int] | None = None  # the largest valid_at and smallest invalid_at it can reach
+    hot: np.ndarray | None = None  # per edge, the packed far end and invalid_at rank (see _LOW)
+    instants: np.ndarray | None = None  # the distinct invalid_at values ``hot`` ranks into
 
     def get(self, field: str) -> np.ndarray:
         cols, idx, out = self.cols, self.idx, self.out
         if field == "out":
             return np.full(idx.size, out) if isinstance(out, bool) else out
+        if self.hot is not None:
+            if field == "other":
+                return self.hot & _LOW
+            if field == "invalid_at":
+                return self.instants[self.hot >> 32]
         if field in ("other", "near"):
             if "out" in cols:  # a selection already carries its ends
                 return cols[field][idx]
@@ -487,8 +514,16 @@ class Part:
             return np.where(out, _take(cols, far, idx), _take(cols, close, idx))
         return _take(cols, field, idx)
 
+    def alive_at(self, as_of: int) -> np.ndarray:
+        """Per edge, whether its invalid_at lies after ``as_of``."""
+        if self.hot is not None:
+            return (self.hot >> 32) >= int(np.searchsorted(self.instants, as_of, side="right"))
+        return self.get("invalid_at") > as_of
+
     def keep(self, mask: np.ndarray) -> None:
         self.idx = self.idx[mask]
+        if self.hot is not None:
+            self.hot = self.hot[mask]
         if not isinstance(self.out, bool):
             self.out = self.out[mask]
 
@@ -526,7 +561,7 @@ def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndar
     valid_max, invalid_min = part.bounds if part.bounds is not None else (ABSENT_INT, -ABSENT_INT - 1)
     passed = part.get("valid_at") <= filters.as_of if filters.as_of < valid_max else None
     if not filters.include_expired and filters.as_of >= invalid_min:
-        alive = part.get("invalid_at") > filters.as_of
+        alive = part.alive_at(filters.as_of)
         passed = alive if passed is None else passed & alive
     if passed is not None:
         counters["expired_excluded"] += _count_out(keep, passed)

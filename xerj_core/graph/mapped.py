@@ -36,7 +36,8 @@ class ArrayFiles:
         folder = self.root / key
         try:
             meta = json.loads((folder / _META).read_text())
-            arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in meta["arrays"]}
+            # Plain ndarray views of the maps: numpy's memmap subclass costs a Python call on every indexing.
+            arrays = {name: np.asarray(np.load(folder / f"{name}.npy", mmap_mode="r")) for name in meta["arrays"]}
         except (OSError, ValueError, KeyError):
             return None
         return arrays, meta
