@@ -34,13 +34,13 @@ _STORED = {"row": np.int32, "src": np.int32, "dst": np.int32, "type": np.int32, 
            "valid_at": np.int64, "invalid_at": np.int64, "weight": np.float32, "confidence": np.float32}
 # The columns an in-hop screens, also stored in dst order (the rest is reached through the permutation).
 _IN_ORDER = ("src", "valid_at", "invalid_at")
-# A hop's far end and its invalid_at, packed in one int64 per edge (in each order): the rank of invalid_at among
-# the table's distinct instants in the high half, the far end's ordinal in the low half. One gather per
-# direction then yields both (a frontier's runs lie at random places, so each array gathered costs cache misses).
-_LOW = np.int64(0xFFFFFFFF)
+# A hop's far end and its invalid_at, packed in one integer per edge (in each order): the rank of invalid_at
+# among the table's distinct instants in the high bits, the far end's ordinal in the low ``shift`` bits; int32
+# when both fit. One gather per direction then yields both: a frontier's runs lie at random places, so every
+# array gathered costs cache misses, and the fewer bytes the table spans the more of it stays in the CPU cache.
 _EMPTY = np.empty(0, np.int64)
 _CSR_KEY = ("xerj.graph", "csr", 1)
-_FORMAT = 2  # of a published table's files: a process never maps a set another layout of the code wrote
+_FORMAT = 3  # of a published table's files: a process never maps a set another layout of the code wrote
 _NO_COLUMNS = "no-columns"
 
 FRONTIER_CAP = 4096
@@ -150,12 +150,21 @@ class EdgeTable:
         distinct = np.unique(invalid)
         self.instants = alloc("instants", distinct.size, np.int64)
         self.instants[:] = distinct
-        rank = np.searchsorted(distinct, invalid) << 32
-        self.hot_out = alloc("hot_out", total, np.int64)
-        np.bitwise_or(rank, self.cols["dst"], out=self.hot_out)
-        self.hot_in = alloc("hot_in", total, np.int64)
-        np.bitwise_or(rank[self.in_perm], direct["src"], out=self.hot_in)
+        shift = max(1, width.bit_length())  # node ordinals lie below ``width``
+        self.hot_shift = alloc("hot_shift", 1, np.int64)
+        self.hot_shift[0] = shift
+        packed = np.int32 if shift + int(distinct.size).bit_length() <= 31 else np.int64
+        rank = np.searchsorted(distinct, invalid).astype(packed) << packed(shift)
+        self.hot_out = alloc("hot_out", total, packed)
+        np.bitwise_or(rank, self.cols["dst"], out=self.hot_out, casting="unsafe")
+        self.hot_in = alloc("hot_in", total, packed)
+        np.bitwise_or(rank[self.in_perm], direct["src"], out=self.hot_in, casting="unsafe")
+        self._packing()
         self._bounds()
+
+    def _packing(self) -> None:
+        self.shift = int(self.hot_shift[0])
+        self.low = self.hot_out.dtype.type((1 << self.shift) - 1)
 
     def _bounds(self) -> None:
         # The instants every edge of the table lies within: a hop at an as_of past every valid_at (or before
@@ -167,7 +176,7 @@ class EdgeTable:
     def arrays(self) -> dict[str, np.ndarray]:
         """Every stored array by the name ``alloc`` gave it."""
         found = {"out_off": self.out_off, "in_off": self.in_off, "in_perm": self.in_perm, "instants": self.instants,
-                 "hot_out": self.hot_out, "hot_in": self.hot_in}
+                 "hot_out": self.hot_out, "hot_in": self.hot_in, "hot_shift": self.hot_shift}
         found.update({f"col_{f}": a for f, a in self.cols.items()})
         found.update({f"in_{f}": a for f, a in self.in_order.direct.items()})
         return found
@@ -180,6 +189,8 @@ class EdgeTable:
         table.cols = {f: arrays[f"col_{f}"] for f in _STORED}
         table.in_order = _InOrder({f: arrays[f"in_{f}"] for f in _IN_ORDER}, table.cols, table.in_perm)
         table.instants, table.hot_out, table.hot_in = arrays["instants"], arrays["hot_out"], arrays["hot_in"]
+        table.hot_shift = arrays["hot_shift"]
+        table._packing()
         table._bounds()
         return table
 
@@ -205,11 +216,10 @@ class EdgeTable:
             idx = ranges(starts, lengths, size)
             hot = packed[idx]
             if not out and direction == BOTH:  # an in-edge from a frontier node is the out-edge already met
-                fresh = ~member(hot & _LOW, frontier)
+                fresh = ~member(hot & self.low, frontier)
                 idx, hot = idx[fresh], hot[fresh]
             if idx.size:
-                parts.append(Part(cols, idx, out, check_live, (self.valid_max, self.invalid_min), hot,
-                                  self.instants))
+                parts.append(Part(cols, idx, out, check_live, (self.valid_max, self.invalid_min), hot, self))
         return parts
 
 
@@ -450,7 +460,7 @@ class HopEdges:
             part = self.parts[0]
             return HopEdges(self.hop, [Part(part.cols, part.idx[idx], part.out if isinstance(part.out, bool)
                                             else part.out[idx], hot=None if part.hot is None else part.hot[idx],
-                                            instants=part.instants)], self.frontier)
+                                            table=part.table)], self.frontier)
         return HopEdges(self.hop, [Part(_Columns(self), idx, self.out[idx])], self.frontier)
 
 
@@ -493,8 +503,8 @@ class Part:
     out: bool | np.ndarray
     check_live: bool = True  # False when every row the part can reach is known live
     bounds: tuple[int, int] | None = None  # the largest valid_at and smallest invalid_at it can reach
-    hot: np.ndarray | None = None  # per edge, the packed far end and invalid_at rank (see _LOW)
-    instants: np.ndarray | None = None  # the distinct invalid_at values ``hot`` ranks into
+    hot: np.ndarray | None = None  # per edge, the packed far end and invalid_at rank (see EdgeTable._packing)
+    table: "EdgeTable | None" = None  # the table ``hot`` was gathered from
 
     def get(self, field: str) -> np.ndarray:
         cols, idx, out = self.cols, self.idx, self.out
@@ -502,9 +512,9 @@ class Part:
             return np.full(idx.size, out) if isinstance(out, bool) else out
         if self.hot is not None:
             if field == "other":
-                return self.hot & _LOW
+                return (self.hot & self.table.low).astype(np.int64)
             if field == "invalid_at":
-                return self.instants[self.hot >> 32]
+                return self.table.instants[self.hot >> self.table.shift]
         if field in ("other", "near"):
             if "out" in cols:  # a selection already carries its ends
                 return cols[field][idx]
@@ -517,7 +527,8 @@ class Part:
     def alive_at(self, as_of: int) -> np.ndarray:
         """Per edge, whether its invalid_at lies after ``as_of``."""
         if self.hot is not None:
-            return (self.hot >> 32) >= int(np.searchsorted(self.instants, as_of, side="right"))
+            table = self.table
+            return (self.hot >> table.shift) >= int(np.searchsorted(table.instants, as_of, side="right"))
         return self.get("invalid_at") > as_of
 
     def keep(self, mask: np.ndarray) -> None:
