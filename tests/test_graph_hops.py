@@ -310,7 +310,7 @@ def _file_backed(array) -> bool:
 def test_sealed_views_are_mapped_files_that_other_processes_reuse(engine, monkeypatch):
     """The sealed view is built into files beside the data and mapped back (page cache, not private memory);
     a fresh cache (another worker) maps the published files instead of building, and answers alike."""
-    from xerj_core.graph import hop
+    from xerj_core.graph import hop, rowids
 
     for i in range(40):
         engine.graph.link("b", {"src": f"n{i % 5}", "dst": f"m{i}", "type": "t", "valid_at": T0})
@@ -320,12 +320,15 @@ def test_sealed_views_are_mapped_files_that_other_processes_reuse(engine, monkey
         view = engine.graph.views.sealed(reader)
     assert all(_file_backed(a) for a in view.table.arrays().values())
     published = [p for p in (engine.store.path / "views").iterdir() if not p.name.startswith(".")]
-    assert len(published) == 1
+    tables = [p for p in published if ".ids." not in p.name]
+    assert len(tables) == 1
+    assert len(published) - len(tables) == len(reader.segments)  # each sealed segment's packed edge ids
 
     def refuse(*args, **kwargs):
         raise AssertionError("a published view must be mapped, not rebuilt")
 
     monkeypatch.setattr(hop.EdgeTable, "__init__", refuse)
+    monkeypatch.setattr(rowids, "_read_segment", refuse)
     engine.graph.views = hop.ViewCache(engine.store.path / "views")
     assert engine.graph.ego("b", params) == {**first, "as_of": first["as_of"]}
 

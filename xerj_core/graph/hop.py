@@ -23,6 +23,7 @@ import numpy as np
 
 from xerj_core.arrays import member, ranges, unique_ids
 from xerj_core.graph.mapped import ArrayFiles
+from xerj_core.graph.rowids import RowIds
 from xerj_core.store import ABSENT_INT, IndexReader, Segment
 
 # The columns a hop reads; a sealed segment lacking any of them is skipped (and counted).
@@ -353,6 +354,7 @@ class ViewCache:
         self._views: dict[str, tuple[str, SealedView]] = {}
         self._lock = threading.Lock()
         self._files = ArrayFiles(directory) if directory is not None else None
+        self.row_ids = RowIds(self._files)
 
     def _current(self, reader: IndexReader) -> SealedView | None:
         found = self._views.get(reader.name)

@@ -52,6 +52,10 @@ class ArrayFiles:
             return None
         return ArrayWriter(self, key, temp)
 
+    def forget(self, key: str) -> None:
+        """Remove the set ``key`` (best effort: a process mapping it keeps its pages until it lets go)."""
+        shutil.rmtree(self.root / key, ignore_errors=True)
+
     def forget_others(self, key: str) -> None:
         """Remove the other sets of ``key``'s owner (older layouts of the same index); best effort, since a
         process still mapping them keeps its pages until it lets go."""

@@ -234,7 +234,15 @@ class GraphReading:
                 dsts = [node_terms[o] for o in chosen.dst.tolist()]
                 types = [type_terms[o] if o >= 0 else None for o in column("type").tolist()]
                 valids = column("valid_at").tolist()
-                ids = edge_ids(reader, rows, srcs, types, dsts, valids)
+                # Sealed rows are named from their segment's packed ids; the tail's through the id index.
+                ids = self.views.row_ids.ids(reader, rows)
+                missing = [i for i, found in enumerate(ids) if found is None]
+                if missing:
+                    named = edge_ids(reader, [rows[i] for i in missing], [srcs[i] for i in missing],
+                                     [types[i] for i in missing], [dsts[i] for i in missing],
+                                     [valids[i] for i in missing])
+                    for i, found in zip(missing, named):
+                        ids[i] = found
                 for edge_id_, row, out, src, dst, type_, trust_ord, valid, invalid, weight in zip(
                         ids, rows, outs, srcs, dsts, types, column("trust").tolist(), valids,
                         column("invalid_at").tolist(), column("weight").tolist()):
