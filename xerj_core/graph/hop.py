@@ -41,6 +41,7 @@ _IN_ORDER = ("src", "valid_at", "invalid_at")
 # array gathered costs cache misses, and the fewer bytes the table spans the more of it stays in the CPU cache.
 _EMPTY = np.empty(0, np.int64)
 _CSR_KEY = ("xerj.graph", "csr", 1)
+_INT32_BITS = 31  # a packed value fits an int32 when it needs at most this many bits
 _FORMAT = 3  # of a published table's files: a process never maps a set another layout of the code wrote
 _NO_COLUMNS = "no-columns"
 
@@ -154,7 +155,7 @@ class EdgeTable:
         shift = max(1, width.bit_length())  # node ordinals lie below ``width``
         self.hot_shift = alloc("hot_shift", 1, np.int64)
         self.hot_shift[0] = shift
-        packed = np.int32 if shift + int(distinct.size).bit_length() <= 31 else np.int64
+        packed = np.int32 if shift + int(distinct.size).bit_length() <= _INT32_BITS else np.int64
         rank = np.searchsorted(distinct, invalid).astype(packed) << packed(shift)
         self.hot_out = alloc("hot_out", total, packed)
         np.bitwise_or(rank, self.cols["dst"], out=self.hot_out, casting="unsafe")

@@ -1,0 +1,138 @@
+"""Ego's fast paths give the answers of its slow ones, on the Foam vault's brain.
+
+Ego without evidence names its edges from per-segment packed ids and reads
+every field from columns; with evidence it reads each edge's stored document.
+The hop screens each edge through its packed far end and invalid_at rank.
+Each fast path is checked against the slow one over every node, at several
+``as_of`` instants, trust filters and ``include_expired``, with sealed
+segments, a tail, retired and rejected edges all present.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from xerj_core.autoindex.pipeline import run
+from xerj_core.engine import Engine, EngineConfig
+from xerj_core.graph import hop, rowids
+from xerj_core.graph.brain import edges_index
+
+from .conftest import CORPORA
+
+BRAIN = "foam"
+FIELDS = ("edge_id", "src", "dst", "type", "weight", "hop", "direction", "valid_at", "invalid_at", "trust")
+
+
+@pytest.fixture(scope="module")
+def foam(tmp_path_factory):
+    """The Foam vault as a brain over 64-row tails (many sealed segments and a tail), with some of its edges
+    retired at an instant and some rejected by a person."""
+    from xerj_core.plugins import get_plugin_manager
+
+    root = tmp_path_factory.mktemp("columns")
+    vault = root / "foam-docs"
+    shutil.copytree(CORPORA / "foam-docs", vault)
+    with Engine(root / "data", get_plugin_manager(builtins_only=True), config=EngineConfig(tail_rows=64)) as engine:
+        run(engine, vault, brain=BRAIN)
+        with engine.store.reader(edges_index(BRAIN)) as reader:
+            ids = sorted(doc_id for _row, doc_id, doc, _v in reader.documents(reader.live_rows().tolist())
+                         if "src" in doc and "dst" in doc)
+            valid = [doc["valid_at"] for _r, _i, doc, _v in reader.documents(reader.live_rows().tolist())
+                     if "valid_at" in doc]
+        assert len(ids) > 500, "the vault should give the brain a few hundred edges at least"
+        retire_at = max(valid) + 1000
+        engine.graph.invalidate_edges(BRAIN, edge_ids=ids[::7], at=retire_at)
+        for edge_id in ids[3::29]:
+            engine.graph.unlink(BRAIN, edge_id)
+        engine.instants = (min(valid) - 1, retire_at - 1, retire_at, retire_at + 1, None)
+        yield engine
+
+
+def _nodes(engine: Engine) -> list[str]:
+    with engine.store.reader(edges_index(BRAIN)) as reader:
+        return list(reader.field_dictionary("src").terms)
+
+
+def _ego(engine: Engine, node: str, evidence: bool, **params) -> dict:
+    query = {"node": node, "hops": "2", "direction": "both", "limit": "1000",
+             "include_evidence": "true" if evidence else "false", **params}
+    return engine.graph.ego(BRAIN, {k: v for k, v in query.items() if v is not None})
+
+
+def _cases(engine: Engine):
+    for as_of in engine.instants:
+        for trust in (None, "detected", "rejected,asserted"):
+            for expired in ("false", "true"):
+                yield {"as_of": None if as_of is None else str(as_of), "trust": trust, "include_expired": expired}
+
+
+def _projected(body: dict) -> list[tuple]:
+    return [tuple(edge[f] for f in FIELDS) for edge in body["edges"]]
+
+
+def test_ego_from_columns_matches_ego_from_documents(foam):
+    """Every field the column path returns equals the stored document's, edge for edge, in the same order."""
+    nodes = _nodes(foam)
+    compared = 0
+    with foam.store.reader(edges_index(BRAIN)) as reader:
+        assert len(reader.segments) >= 2 and reader.tail_count > 0
+    for params in _cases(foam):
+        for node in nodes[::3]:
+            fast, slow = _ego(foam, node, False, **params), _ego(foam, node, True, **params)
+            assert _projected(fast) == _projected(slow), (node, params)
+            assert fast["not_shown"] == slow["not_shown"] and fast["neighbors"] == slow["neighbors"]
+            compared += len(fast["edges"])
+    assert compared > 1000
+
+
+def test_packed_ids_name_rows_as_the_id_index_does(foam, monkeypatch):
+    """The packed ids (fixed-width or with offsets) against the per-edge id-index path they replace."""
+    nodes = _nodes(foam)[::5]
+    expected = {node: _projected(_ego(foam, node, False)) for node in nodes}
+    monkeypatch.setattr(rowids.RowIds, "ids", lambda self, reader, rows: [None] * len(rows))
+    assert {node: _projected(_ego(foam, node, False)) for node in nodes} == expected
+    monkeypatch.undo()
+
+    original = rowids._read_segment
+
+    def varied(reader, segment):  # as if some id of every segment had another length: offsets, not a width
+        _width, offsets, blob = original(reader, segment)
+        import numpy as np
+
+        size = segment.end - segment.start
+        lengths = np.full(size, _width, np.int64)
+        return 0, np.concatenate([[0], np.cumsum(lengths)]), blob
+
+    monkeypatch.setattr(rowids, "_read_segment", varied)
+    foam.graph.views = hop.ViewCache(None)  # a cache of this process alone, built afresh through the offsets
+    assert {node: _projected(_ego(foam, node, False)) for node in nodes} == expected
+
+
+def test_hops_through_packed_values_match_hops_through_columns(foam, monkeypatch):
+    """The hop screens each edge through its packed far end and invalid_at rank (int32 when they fit); the
+    answers equal screening the far-end and invalid_at columns themselves, and stay so when forced to int64."""
+    nodes = _nodes(foam)[::4]
+    cases = list(_cases(foam))[::2]
+
+    def answers():
+        foam.graph.views = hop.ViewCache(None)  # tables built afresh in this process
+        return [[_projected(_ego(foam, node, False, **params)) for node in nodes] for params in cases]
+
+    packed = hop.EdgeTable.candidates
+
+    def unpacked(self, *args, **kwargs):
+        parts = packed(self, *args, **kwargs)
+        for part in parts:
+            part.hot = None  # read far ends and invalid_at from the columns
+        return parts
+
+    with monkeypatch.context() as patch:
+        patch.setattr(hop.EdgeTable, "candidates", unpacked)
+        expected = answers()
+    assert answers() == expected
+    monkeypatch.setattr(hop, "_INT32_BITS", 0)
+    assert answers() == expected
+    with foam.store.reader(edges_index(BRAIN)) as reader:
+        assert foam.graph.views.sealed(reader).table.hot_out.dtype.itemsize == 8
