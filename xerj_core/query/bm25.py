@@ -115,12 +115,12 @@ class TermPart:
 
     def weights(self, stats: FieldStats, scale: float) -> np.ndarray:
         """BM25 weights (float64) of every posting, times ``scale`` (the term's idf)."""
-        # The same operations in the same order as ``idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))``.
-        den = np.multiply(self.dl, stats.slope, dtype=np.float64)
-        den += stats.base
-        den += self.tf
-        out = np.multiply(self.tf, scale, dtype=np.float64)
-        out /= den
+        # ``idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))`` in one buffer (a write recomputes every weight).
+        out = np.multiply(self.dl, stats.slope, dtype=np.float64)
+        out += stats.base
+        out += self.tf
+        np.divide(self.tf, out, out=out)
+        out *= scale
         return out
 
 
@@ -269,13 +269,12 @@ def term_weights(reader, field: str, term: str) -> tuple[np.ndarray, np.ndarray]
 def top_and_count(reader, field: str, terms: Counter[str], k: int, *, boost: float = 1.0) -> tuple[Ranked, int]:
     """The ``k`` best live rows of an ``or`` match of ``terms`` on text field ``field``, and how many rows match."""
     scores, _ = score_terms(reader, field, terms)
-    mask = scores > 0  # every matching row has a positive weight; dead rows have none
-    count = int(np.count_nonzero(mask))
+    count = int(np.count_nonzero(scores))  # every matching row has a positive weight; dead rows have none
     if not count or k <= 0:
         return Ranked.empty(), count
     if boost != 1.0:
-        scores *= boost
-    return top_k(scores, mask, k), count
+        scores *= boost  # a plain match's boost is positive (see SearchService._plain_match)
+    return top_k(scores, None, k), count
 
 
 def query_terms(text: object) -> Counter[str]:
@@ -295,11 +294,11 @@ def score_terms(reader, field: str, terms: Counter[str] | Iterable[str], *,
     n = reader.n_rows
     parts = [(term_weights(reader, field, term), mult) for term, mult in terms.items()]
     parts = [(p, m) for p, m in parts if len(p[0])]
-    scores = np.zeros(n, np.float64)
     if not parts:
-        return scores, (np.zeros(n, np.int32) if need_counts else None)
+        return np.zeros(n, np.float64), (np.zeros(n, np.int32) if need_counts else None)
     if len(parts) == 1:
         (rows, weights), mult = parts[0]
+        scores = np.zeros(n, np.float64)
         scores[rows] = weights * mult if mult != 1 else weights
         if not need_counts:
             return scores, None

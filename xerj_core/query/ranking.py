@@ -63,23 +63,28 @@ def select_top(rows: np.ndarray, scores: np.ndarray, k: int) -> Ranked:
     return rank_all(rows, scores)
 
 
-def top_k(scores: np.ndarray, mask: np.ndarray, k: int) -> Ranked:
+def top_k(scores: np.ndarray, mask: np.ndarray | None, k: int) -> Ranked:
     """The ``k`` best rows among those where ``mask`` is set, from a dense per-row ``scores`` array.
 
+    ``mask`` None means the rows with a positive score, for ``scores`` known
+    non-negative and zero outside the matches (a BM25 sum), which spares a pass.
     For large arrays of non-negative scores the k-th largest block maximum is a
     lower bound of the k-th best score, so only rows reaching it are sorted;
     this costs two vectorised passes instead of a full partition.
     """
-    n = len(mask)
+    n = len(scores)
     if k <= 0 or n == 0:
         return Ranked.empty()
     if n <= _SMALL or k * 4 > n // _BLOCK:
-        rows = np.flatnonzero(mask)
+        rows = np.flatnonzero(mask if mask is not None else scores > 0)
         return select_top(rows, scores[rows], k)
-    masked = scores * mask
-    if masked.min() < 0:  # a negative score would hide below unmatched zeros: take the general path
-        rows = np.flatnonzero(mask)
-        return select_top(rows, scores[rows], k)
+    if mask is None:
+        masked = scores
+    else:
+        masked = scores * mask
+        if masked.min() < 0:  # a negative score would hide below unmatched zeros: take the general path
+            rows = np.flatnonzero(mask)
+            return select_top(rows, scores[rows], k)
     whole = n // _BLOCK * _BLOCK
     block_max = masked[:whole].reshape(-1, _BLOCK).max(axis=1)
     if whole < n:
@@ -92,5 +97,5 @@ def top_k(scores: np.ndarray, mask: np.ndarray, k: int) -> Ranked:
         rows = np.flatnonzero(masked >= threshold)
     else:
         # Fewer than k blocks hold a positive score: zero-scored matches fill the page, in row order.
-        rows = np.flatnonzero(mask)
+        rows = np.flatnonzero(mask if mask is not None else scores > 0)
     return select_top(rows, scores[rows], k)
