@@ -240,7 +240,9 @@ def bench_knn(args, workdir: Path) -> dict:
         assert ours == numpy_top(q).tolist()
 
     print(f"  BLAS: {blas_info()}; numpy {np.__version__}; both sides score the same float32 matrix "
-          f"(numpy's pre-normalised, xerj's with cached inverse norms), k=10, warm, timed alternately", flush=True)
+          f"(numpy's pre-normalised, xerj's with cached inverse norms), k=10, warm, timed alternately; the "
+          f"baseline's product is the BLAS matmul, xerj's numpy's single-threaded einsum loop per segment",
+          flush=True)
     gc.disable()
     try:
         contenders = {"numpy matmul+top10": numpy_top, "numpy einsum+top10": numpy_einsum_top,

@@ -6,8 +6,13 @@ are positive and comparable with its responses: cosine (the default)
 max_inner_product ``1 / (1 - dot)`` below zero and ``dot + 1`` otherwise.
 Vectors are stored contiguous as float32 per segment; per-row inverse norms
 are cached with each immutable sealed segment, so a query is one
-matrix-vector product per segment (the BLAS's for large ones) and the tail,
-plus a top-k cut per part.
+matrix-vector product per segment and the tail, plus a top-k cut per part.
+The product is numpy's single-threaded SIMD loop, not the BLAS: one query
+vector against a matrix is bound by memory bandwidth, which one core's
+streaming loop already reaches, while the BLAS's worker threads cost a wake-up
+per call and spin afterwards, taking the core a concurrent request (or the next
+numpy call) needs. Measured in ``tests/bench/bench_search.py`` against numpy's
+BLAS matmul over the same matrix.
 """
 
 from __future__ import annotations
@@ -22,8 +27,6 @@ from xerj_core.query.ranking import Ranked, select_top
 SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
 # Below this share of a part's rows passing the filter, gather those rows instead of scoring all.
 _GATHER_BELOW = 0.25
-# Parts with at least this many rows are scored by one BLAS product; smaller ones by a single-threaded loop.
-_BLAS_FROM = 16384
 
 
 def vector_spec(reader, field: str, dims: int | None = None):
@@ -100,10 +103,7 @@ def _part_raw(metric: str, query: np.ndarray, query_norm: float, query_sq: float
 
 
 def _matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    # Large parts go to the BLAS (threaded sgemv); below _BLAS_FROM rows waking its threads costs more than
-    # the product, so the tail and small segments take numpy's single-threaded SIMD loop.
-    if len(matrix) >= _BLAS_FROM:
-        return matrix @ vector
+    # One streaming pass over the rows (see the module docstring for why not the BLAS).
     return np.einsum("ij,j->i", matrix, vector)
 
 
