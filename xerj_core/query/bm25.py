@@ -29,7 +29,6 @@ from typing import Iterable, Sequence
 import attrs
 import numpy as np
 
-from xerj_core.arrays import member
 from xerj_core.errors import IllegalArgument
 from xerj_core.query.ranking import Ranked, select_top, top_k
 from xerj_core.store.columns import KIND_LEN, column_kind
@@ -96,6 +95,8 @@ class _LRU:
 def _size(value: object) -> int:
     if value is None:
         return 0
+    if isinstance(value, list):
+        return sum(_size(v) for v in value)
     if isinstance(value, tuple):
         return sum(v.nbytes for v in value)
     return value.nbytes  # type: ignore[attr-defined]
@@ -105,13 +106,25 @@ class TermPart:
     """One part's postings of one term: ``rows`` (absolute, ascending), the term frequency ``tf`` and the
     field length ``dl`` of each, everything a weight needs besides the generation's statistics."""
 
-    __slots__ = ("rows", "tf", "dl", "nbytes")
+    __slots__ = ("rows", "tf", "dl", "nbytes", "_without")
 
     def __init__(self, rows: np.ndarray, tf: np.ndarray, dl: np.ndarray) -> None:
         self.rows = rows
         self.tf = tf.astype(np.float32, copy=False)
         self.dl = dl.astype(np.float32, copy=False)
         self.nbytes = rows.nbytes + self.tf.nbytes + self.dl.nbytes
+        self._without: tuple[bytes, TermPart] | None = None
+
+    def without(self, at: np.ndarray) -> "TermPart":
+        """This part less the postings at positions ``at`` (its dead rows). Kept for the last ``at`` asked: rows
+        die rarely, so the sealed part's next generations find the same positions and copy nothing."""
+        key = at.tobytes()
+        found = self._without
+        if found is None or found[0] != key:
+            keep = np.ones(len(self.rows), bool)
+            keep[at] = False
+            found = self._without = (key, TermPart(self.rows[keep], self.tf[keep], self.dl[keep]))
+        return found[1]
 
     def weights(self, stats: FieldStats, scale: float) -> np.ndarray:
         """BM25 weights (float64) of every posting, times ``scale`` (the term's idf)."""
@@ -225,45 +238,55 @@ def term_parts(reader, field: str, term: str) -> list[TermPart]:
     return parts
 
 
-def _live_count(reader, parts: list[TermPart]) -> int:
-    """How many live rows the parts hold (dead rows are few: they are looked up, not every posting)."""
-    total = sum(len(p.rows) for p in parts)
+def _dead_positions(reader, rows: np.ndarray) -> np.ndarray | None:
+    """Positions in the ascending ``rows`` of rows the reader does not show; None when there are none (dead rows
+    are few, so they are looked up in the postings rather than every posting in the live mask)."""
     dead = reader.dead_rows()
-    if not len(dead) or not total:
-        return total
-    for part in parts:
-        lo, hi = np.searchsorted(dead, [part.rows[0], part.rows[-1] + 1])
-        if hi == lo:
-            continue
-        if hi - lo > len(part.rows):
-            total -= int(np.count_nonzero(~reader.live[part.rows]))
-        else:
-            total -= int(np.count_nonzero(member(dead[lo:hi], part.rows)))
-    return total
+    if not len(dead) or not len(rows):
+        return None
+    lo, hi = np.searchsorted(dead, [rows[0], rows[-1] + 1])
+    if hi == lo:
+        return None
+    if hi - lo > len(rows):
+        at = np.flatnonzero(~reader.live[rows])
+    else:
+        candidates = dead[lo:hi]
+        at = np.searchsorted(rows, candidates)  # every candidate lies within rows' range
+        at = at[rows[at] == candidates]
+    return at if len(at) else None
 
 
-def term_weights(reader, field: str, term: str) -> tuple[np.ndarray, np.ndarray]:
-    """Live rows holding ``term`` in ``field`` (ascending) and each row's BM25 weight for it."""
-    cache: _LRU = reader.memo(("bm25-weights", field), lambda: _LRU(TERM_CACHE_BYTES))
+def term_weight_parts(reader, field: str, term: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``term``'s live rows in ``field`` and their BM25 weights, per part (sealed, tail): rows ascending across
+    parts. Kept apart so a query over several terms concatenates every posting once."""
+    cache: _LRU = reader.memo(("bm25-weight-parts", field), lambda: _LRU(TERM_CACHE_BYTES))
     found = cache.get(term)
     if found is not None:
         return found  # type: ignore[return-value]
     parts = term_parts(reader, field, term)
-    live = _live_count(reader, parts)
-    if not live:
-        found = (np.empty(0, np.int64), np.empty(0, np.float64))
-    else:
+    dead = [_dead_positions(reader, p.rows) for p in parts]
+    live = sum(len(p.rows) - (0 if d is None else len(d)) for p, d in zip(parts, dead))
+    found = []
+    if live:
         stats = field_stats(reader, field)
         scale = idf(stats.doc_count, live)
-        rows = np.concatenate([p.rows for p in parts]) if len(parts) > 1 else parts[0].rows
-        weights = np.concatenate([p.weights(stats, scale) for p in parts]) if len(parts) > 1 \
-            else parts[0].weights(stats, scale)
-        if live != len(rows):
-            keep = reader.live[rows]
-            rows, weights = rows[keep], weights[keep]
-        found = (rows, weights)
+        for part, at in zip(parts, dead):
+            if at is not None:
+                part = part.without(at)
+            if len(part.rows):
+                found.append((part.rows, part.weights(stats, scale)))
     cache.put(term, found)
     return found
+
+
+def term_weights(reader, field: str, term: str) -> tuple[np.ndarray, np.ndarray]:
+    """Live rows holding ``term`` in ``field`` (ascending) and each row's BM25 weight for it."""
+    parts = term_weight_parts(reader, field, term)
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return np.empty(0, np.int64), np.empty(0, np.float64)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def top_and_count(reader, field: str, terms: Counter[str], k: int, *, boost: float = 1.0) -> tuple[Ranked, int]:
@@ -292,8 +315,7 @@ def score_terms(reader, field: str, terms: Counter[str] | Iterable[str], *,
     if not isinstance(terms, Counter):
         terms = Counter(terms)
     n = reader.n_rows
-    parts = [(term_weights(reader, field, term), mult) for term, mult in terms.items()]
-    parts = [(p, m) for p, m in parts if len(p[0])]
+    parts = [(part, mult) for term, mult in terms.items() for part in term_weight_parts(reader, field, term)]
     if not parts:
         return np.zeros(n, np.float64), (np.zeros(n, np.int32) if need_counts else None)
     if len(parts) == 1:
