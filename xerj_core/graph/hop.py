@@ -218,7 +218,9 @@ class EdgeTable:
             idx = ranges(starts, lengths, size)
             hot = packed[idx]
             if not out and direction == BOTH:  # an in-edge from a frontier node is the out-edge already met
-                fresh = ~member(hot & self.low, frontier)
+                met = np.zeros(self.out_off.size - 1, bool)  # every node ordinal of the table lies below
+                met[usable] = True
+                fresh = ~met[hot & self.low]
                 idx, hot = idx[fresh], hot[fresh]
             if idx.size:
                 parts.append(Part(cols, idx, out, check_live, (self.valid_max, self.invalid_min), hot, self))
@@ -329,6 +331,7 @@ class TailView:
         self.count = reader.tail_count
         self.scannable = all(reader.field(f) is not None for f in HOP_FIELDS)
         self.table: EdgeTable | None = None
+        self.nodes = _EMPTY
         if self.scannable and self.count:
             cols = {f: reader.tail_column(f).values for f in HOP_FIELDS}
             src, dst = cols["src"], cols["dst"]
@@ -338,9 +341,17 @@ class TailView:
             in_order, in_off = _group(dst[local], local)
             grouping = SegmentCSR(out_order, out_off, in_order, in_off)
             self.table = EdgeTable([(self.start, grouping, cols.__getitem__)])
+            # The few nodes the tail's edges touch: a large frontier is cut to them before the offsets lookups.
+            self.nodes = np.union1d(src[local], dst[local])
 
     def candidates(self, frontier: np.ndarray, direction: str) -> list["Part"]:
-        return self.table.candidates(frontier, direction, False) if self.table is not None else []
+        if self.table is None:
+            return []
+        if frontier.size > self.nodes.size:
+            # An edge of the tail joining two frontier nodes has both ends among the tail's nodes, so the cut
+            # frontier still tells a both-ways hop which in-edges were met as out-edges.
+            frontier = frontier[member(frontier, self.nodes)]
+        return self.table.candidates(frontier, direction, False)
 
 
 class ViewCache:
