@@ -346,3 +346,23 @@ def test_a_view_that_cannot_be_written_is_kept_in_memory(engine, monkeypatch):
         engine.graph.link("b", {"src": "a", "dst": f"d{i}", "type": "t", "valid_at": T0})
     assert len(engine.graph.ego("b", {"node": "a", "as_of": T0, "limit": 100})["edges"]) == 20
     assert not [p for p in (engine.store.path / "views").iterdir()]
+
+
+def test_packed_ids_of_merged_away_segments_are_removed(engine):
+    """A seal that merges segments leaves their packed ids behind; the next ego removes them from views/."""
+    params = {"node": "n1", "hops": 2, "as_of": T0, "limit": 100, "include_evidence": "false"}
+    for i in range(40):
+        engine.graph.link("b", {"src": f"n{i % 5}", "dst": f"m{i}", "type": "t", "valid_at": T0})
+    engine.graph.ego("b", params)
+    views = engine.store.path / "views"
+    before = {p.name for p in views.glob("*.ids.*")}
+    assert before
+    for i in range(40, 100):
+        engine.graph.link("b", {"src": f"n{i % 5}", "dst": f"m{i}", "type": "t", "valid_at": T0})
+    body = engine.graph.ego("b", params)
+    assert len(body["edges"]) == 20
+    with engine.store.reader(EDGES) as reader:
+        layout = {f"{s.start}-{s.end}-{s.sealed_at}" for s in reader.segments}
+    after = {p.name for p in views.glob("*.ids.*")}
+    assert after and all(name.split(".ids.")[1].split("@")[0] in layout for name in after)
+    assert before - after  # the merged-away segments' sets are gone

@@ -113,13 +113,26 @@ class RowIds:
         return _Packed(segment, width, offsets, np.frombuffer(blob, np.uint8))
 
     def _forget_gone(self, reader: IndexReader) -> None:
-        """Let go of this index's segments its newest layout no longer has (merged away or compacted)."""
+        """Let go of this index's id sets a newer segment of the reader's layout has replaced (merged away or
+        compacted: a segment sealed later over the same rows), in memory and under ``views/``. A set the
+        layout does not know but nothing newer covers may belong to a newer snapshot: it stays."""
         uuid = reader.meta["uuid"]
-        current = {(uuid, s.start, s.end, s.sealed_at) for s in reader.segments}
-        for name in [n for n in self._packed if n[0] == uuid and n not in current]:
+        layout = [(s.start, s.end, s.sealed_at) for s in reader.segments]
+
+        def replaced(start: int, end: int, stamp: int) -> bool:
+            return any(lo < end and start < hi and stamp < at for lo, hi, at in layout)
+
+        for name in [n for n in self._packed if n[0] == uuid and replaced(*n[1:])]:
             del self._packed[name]
-            if self._files is not None:  # a process still mapping them keeps its pages
-                self._files.forget(f"{uuid}.ids.{name[1]}-{name[2]}-{name[3]}@{_FORMAT}")
+        if self._files is None or not self._files.root.is_dir():
+            return
+        for path in self._files.root.glob(f"{uuid}.ids.*@{_FORMAT}"):
+            try:
+                start, end, stamp = (int(x) for x in path.name.split(".ids.", 1)[1].split("@", 1)[0].split("-"))
+            except ValueError:
+                continue
+            if replaced(start, end, stamp):
+                self._files.forget(path.name)  # a process still mapping it keeps its pages
 
     def ids(self, reader: IndexReader, rows: list[int]) -> list[str | None]:
         """The ``_id`` of each of ``rows`` (live rows of ``reader``); None for a row of the tail."""
