@@ -116,9 +116,12 @@ class GraphReading:
 
     @staticmethod
     def _meta_nodes_index(reader: IndexReader, brain: str) -> str:
-        meta = reader.get(META_ID)
-        found = meta[0].get("nodes_index") if meta is not None else None
-        return found if isinstance(found, str) and found else nodes_index(brain)
+        def read() -> str:
+            meta = reader.get(META_ID)
+            found = meta[0].get("nodes_index") if meta is not None else None
+            return found if isinstance(found, str) and found else nodes_index(brain)
+
+        return reader.memo(("xerj.graph", "nodes_index"), read)  # a document read per ego otherwise
 
     @staticmethod
     def _ordinals(reader: IndexReader, field: str, terms: Iterable[str]) -> np.ndarray:
