@@ -112,3 +112,62 @@ def test_xerj_brain_prints_the_console_url_and_opens_it(secured, monkeypatch, tm
     url = f"{base}/_xerj-console/#/map?brain=notes"
     assert f"  console:  {url}" in result.output
     assert opened == [url]
+
+
+def _guest_sign_in(server, share: str, passcode: str):
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        conn.request("POST", "/_xerj-console/api/session", body=json.dumps({"share": share, "passcode": passcode}),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, resp.getheader("Set-Cookie"), json.loads(resp.read())
+    finally:
+        conn.close()
+
+
+def test_a_share_passcode_becomes_a_read_only_guest_session(secured):
+    request(secured.port, "PUT", "/guestdocs", {}, headers=secured.headers)
+    request(secured.port, "PUT", "/guestdocs/_doc/a", {"title": "A"}, headers=secured.headers)
+    request(secured.port, "PUT", "/private", {}, headers=secured.headers)
+    status, linked = request(secured.port, "POST", "/_graph/gb/link", {"src": "a", "dst": "b", "type": "cites"},
+                             headers=secured.headers)
+    assert status in (200, 201), linked
+    status, share = request(secured.port, "POST", "/_xerj/share", {"brain": "gb"}, headers=secured.headers)
+    assert status == 201, share
+    # a wrong passcode is the share store's own 401 and sets no cookie
+    status, cookie, body = _guest_sign_in(secured, share["id"], "wrong-pass")
+    assert status == 401 and cookie is None
+    status, cookie, body = _guest_sign_in(secured, share["id"], share["passcode"])
+    assert status == 200, body
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert body["guest"]["share"] == share["id"] and body["guest"]["brain"] == "gb"
+    assert body["guest"]["share_expires_at"] == share["expires_at"] and body["principal"]["name"] == f"guest:{share['id']}"
+    jar = cookie.split(";")[0]
+    assert share["passcode"] not in jar and "." + share["id"] not in jar  # the cookie names a token, carries no secret
+    guest = {"Cookie": jar, "X-XERJ-CSRF": body["csrf"]}
+    assert request(secured.port, "GET", "/_graph/gb/ego?node=a", headers=guest)[0] == 200
+    # every write is refused by the server, whatever the page shows: the route allow-list runs first
+    for method, path, payload in (("POST", "/_graph/gb/link", {"src": "a", "dst": "c", "type": "cites"}),
+                                  ("POST", "/_graph/gb/_review", {"approve": [linked["edge_id"]]}),
+                                  ("POST", "/_memory/gb", {"text": "x"}),
+                                  ("PUT", "/private/_doc/x", {"a": 1})):
+        status, refused = request(secured.port, method, path, payload, headers=guest)
+        assert status == 403 and f"guest:{share['id']}" in refused["error"]["reason"], (path, refused)
+    # the GET session reports the guest; revoking the share ends the session at once
+    status, who = request(secured.port, "GET", "/_xerj-console/api/session", headers={"Cookie": jar})
+    assert who["guest"]["indices"] == share["indices"]
+    request(secured.port, "DELETE", f"/_xerj/share/{share['id']}", headers=secured.headers)
+    assert request(secured.port, "GET", "/_graph/gb/ego?node=a", headers=guest)[0] == 401
+    assert request(secured.port, "GET", "/_xerj-console/api/session", headers={"Cookie": jar})[1]["signed_in"] is False
+    status, _cookie, body = _guest_sign_in(secured, share["id"], share["passcode"])
+    assert status == 403 and "revoked" in body["error"]["reason"]
+
+
+def test_guest_sign_in_refuses_a_malformed_body(secured):
+    status, cookie, body = _guest_sign_in(secured, "", "")
+    assert status == 400 and cookie is None
+    conn = http.client.HTTPConnection("127.0.0.1", secured.port, timeout=10)
+    conn.request("POST", "/_xerj-console/api/session", body=json.dumps({"share": "x", "passcode": "y", "extra": 1}),
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 400 and "[extra]" in json.loads(resp.read())["error"]["reason"]

@@ -270,13 +270,35 @@ class ShareStore(CachedStore):
         if found is None or share_raw is None or not hmac.compare_digest(found["hash"],
                                                                        _digest(found["salt"], secret)):
             raise refused
+        principal, expires_at, _share = self._standing(found, share_raw, now)
+        self._remember(token, principal, expires_at, generation)
+        return principal
+
+    @staticmethod
+    def _standing(found: dict[str, Any], share_raw: bytes, now: int) -> tuple[Principal, int, ShareRecord]:
         share = _load(share_raw)
         expires_at = min(found["expires_at"], share.expires_at)
         if share.revoked or expires_at <= now:
-            raise refused
-        principal = guest_principal(share.id, list(share.indices))
-        self._remember(token, principal, expires_at, generation)
-        return principal
+            raise InvalidCredential("invalid guest token")
+        return guest_principal(share.id, list(share.indices)), expires_at, share
+
+    def token_standing(self, token_id: str) -> tuple[Principal, int, ShareRecord]:
+        """``(principal, expires_at, share)`` of a live token named by its id alone.
+
+        For a caller that has already proved the token some other way: the
+        console's signed session cookie names the token id it was issued for and
+        carries no secret. A token that is gone, expired or of a revoked or
+        expired share raises :class:`~xerj_auth.keys.InvalidCredential`.
+        """
+        if not _ID.fullmatch(token_id):
+            raise InvalidCredential("invalid guest token")
+        with self.env.begin() as txn:
+            raw = txn.get(token_id.encode(), db=self.tokens_db)
+            found = None if raw is None else orjson.loads(raw)
+            share_raw = None if found is None else txn.get(found["share"].encode(), db=self.shares_db)
+        if found is None or share_raw is None:
+            raise InvalidCredential("invalid guest token")
+        return self._standing(found, share_raw, now_ms())
 
 
 __all__ = ["DEFAULT_EXPIRES", "EXCHANGE_ROUTE", "Exchanged", "GUEST_ROUTES", "MAX_FAILURES", "ShareRecord",

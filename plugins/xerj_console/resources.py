@@ -1,8 +1,9 @@
-"""The console's routes: its static files, and sign-in (an API key exchanged for a session cookie)."""
+"""The console's routes: its static files, and sign-in (an API key or a share's passcode exchanged for a session cookie)."""
 
 from __future__ import annotations
 
 import mimetypes
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +11,7 @@ import falcon
 import orjson
 
 from xerj_core.errors import IllegalArgument, XerjError
-from xerj_console.session import (
-    COOKIE, SESSION_SECONDS, SessionAuthenticator, principal_summary,
-)
+from xerj_console.session import COOKIE, SESSION_SECONDS, Found, SessionAuthenticator, session_body
 from xerj_http.bodies import json_body
 
 PREFIX = "/_xerj-console"
@@ -74,46 +73,55 @@ def _sessions(app: Any) -> SessionAuthenticator | None:
 
 
 class Session:
-    """``/_xerj-console/api/session``: who the console is (GET), sign in with an API key (POST), sign out (DELETE)."""
+    """``/_xerj-console/api/session``: who the console is (GET), sign in (POST), sign out (DELETE).
+
+    Sign-in takes ``{"api_key"}`` (the encoded key) or ``{"share", "passcode"}``
+    (a share link's guest); either way the answer sets one session cookie.
+    """
 
     ops = {"GET": ("console.session", "monitor"), "POST": ("console.sign_in", "monitor"),
            "DELETE": ("console.sign_out", "monitor")}
+    _OPEN = {"mode": "open", "signed_in": True, "notice": "open mode: no sign-in, every caller is the superuser"}
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         if self.app.open_mode:
-            _send_json(resp, {"mode": "open", "signed_in": True,
-                              "notice": "open mode: no sign-in, every caller is the superuser"})
+            _send_json(resp, self._OPEN)
             return
         sessions = _sessions(self.app)
         found = sessions.session(req.get_header("Cookie")) if sessions is not None else None
-        if found is None:
-            _send_json(resp, {"mode": "secured", "signed_in": False})
-            return
-        principal, csrf, expires = found
-        _send_json(resp, {"mode": "secured", "signed_in": True, "csrf": csrf, "expires": expires,
-                          "principal": principal_summary(principal)})
+        _send_json(resp, {"mode": "secured", "signed_in": False} if found is None else session_body(found))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         if self.app.open_mode:
-            _send_json(resp, {"mode": "open", "signed_in": True,
-                              "notice": "open mode: no sign-in, every caller is the superuser"})
+            _send_json(resp, self._OPEN)
             return
         body = json_body(req, required=True)
+        sessions = _sessions(self.app)
+        if sessions is None:
+            raise XerjError("console sign-in needs the console session backend")
+        if "share" in body or "passcode" in body:
+            unknown = sorted(set(body) - {"share", "passcode"})
+            if unknown:
+                raise IllegalArgument(f"unknown field [{unknown[0]}]: a guest signs in with [share] and [passcode]")
+            # The share store's own exchange: 401 wrong passcode, 403 revoked or expired, 429 rate-limited.
+            value, found = sessions.issue_guest(body.get("share"), body.get("passcode"))
+            set_session_cookie(req, resp, value, max(1, found.expires - int(time.time())))
+            _send_json(resp, session_body(found))
+            return
         encoded = body.get("api_key")
         if not isinstance(encoded, str) or not encoded.strip():
-            raise IllegalArgument("[api_key] is required: the encoded API key (base64 of id:key)")
+            raise IllegalArgument("[api_key] is required: the encoded API key (base64 of id:key), "
+                                  "or [share] and [passcode] for a share link")
         store = req.context.get("key_store")
-        sessions = _sessions(self.app)
-        if store is None or sessions is None:
-            raise XerjError("console sign-in needs the API-key backend and the console session backend")
+        if store is None:
+            raise XerjError("console sign-in needs the API-key backend")
         principal = store.verify(encoded.strip())  # a 401 for a key that does not verify
         value, csrf, expires = sessions.issue(principal)
         set_session_cookie(req, resp, value, SESSION_SECONDS)
-        _send_json(resp, {"mode": "secured", "signed_in": True, "csrf": csrf, "expires": expires,
-                          "principal": principal_summary(principal)})
+        _send_json(resp, session_body(Found(principal, csrf, expires)))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.unset_cookie(COOKIE, path="/", same_site="Strict")

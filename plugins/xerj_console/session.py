@@ -1,10 +1,13 @@
-"""Console sessions: an API key exchanged for a signed, HttpOnly cookie naming that key, plus a CSRF token.
+"""Console sessions: an API key (or a share's passcode) exchanged for a signed, HttpOnly cookie, plus a CSRF token.
 
-The cookie carries no secret of the key: ``key_id.expires.csrf.mac``, signed
-with a per-data-directory secret so every gunicorn worker verifies it with no
-shared memory. Each request re-reads the key's record, so invalidating or
-expiring the key ends its sessions at once, and the principal is the key's own
-(the console reads with the caller's key, through the same Authorize slot).
+The cookie carries no secret: ``subject.expires.csrf.mac``, where the subject
+is the API key's id or ``guest:<token id>`` for a share guest, signed with a
+per-data-directory secret so every gunicorn worker verifies it with no shared
+memory. Each request re-reads the key's (or the guest token's and its share's)
+record, so invalidating the key, revoking the share or reaching either's expiry
+ends the session at once, and the principal is the credential's own (the
+console reads with the caller's key, or the guest's read-only grant, through
+the same Authorize slot and route allow-list as the API).
 """
 
 from __future__ import annotations
@@ -18,13 +21,27 @@ from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Any, Mapping
 
+import attrs
+
 from xerj_auth.keys import InvalidCredential, KeyStore
 from xerj_auth.principal import Principal
+from xerj_auth.shares import ShareRecord, ShareStore
 
 COOKIE = "xerj_console"
 CSRF_HEADER = "X-XERJ-CSRF"
 SESSION_SECONDS = 8 * 3600
 SECRET_FILE = "console-session.secret"
+GUEST_PREFIX = "guest:"
+
+
+@attrs.frozen
+class Found:
+    """A verified session: whose it is, its CSRF token, when it ends (epoch s), and the share of a guest's."""
+
+    principal: Principal
+    csrf: str
+    expires: int
+    share: ShareRecord | None = None
 
 
 def load_secret(data_dir: Path) -> bytes:
@@ -55,20 +72,35 @@ class SessionAuthenticator:
         self.data_dir = Path(data_dir)
         self.keys = None  # not the key store the _security routes manage; that stays the API-key backend's
         self._store = KeyStore(data_dir)
+        self._shares = ShareStore(data_dir)
         self._secret = load_secret(self.data_dir)
 
     def _mac(self, payload: str) -> str:
         return hmac.new(self._secret, payload.encode(), hashlib.sha256).hexdigest()
 
-    def issue(self, principal: Principal) -> tuple[str, str, int]:
-        """``(cookie value, csrf token, expires)`` of a new session for an API key's principal."""
-        expires = int(time.time()) + SESSION_SECONDS
+    def _sign(self, subject: str, expires: int) -> tuple[str, str, int]:
         csrf = secrets.token_urlsafe(24)
-        payload = f"{principal.key_id}.{expires}.{csrf}"
+        payload = f"{subject}.{expires}.{csrf}"
         return f"{payload}.{self._mac(payload)}", csrf, expires
 
-    def session(self, cookie_header: str | None) -> tuple[Principal, str, int] | None:
-        """``(principal, csrf, expires)`` of a valid session cookie, else ``None`` (absent, forged, expired, revoked)."""
+    def issue(self, principal: Principal) -> tuple[str, str, int]:
+        """``(cookie value, csrf token, expires)`` of a new session for an API key's principal."""
+        return self._sign(principal.key_id, int(time.time()) + SESSION_SECONDS)
+
+    def issue_guest(self, share_id: str, passcode: str) -> tuple[str, Found]:
+        """``(cookie value, session)`` for a share's passcode: the guest token it trades for is named, not carried.
+
+        The exchange is the share store's own (its rate limit, revocation and
+        expiry refusals included); the session ends when that token does.
+        """
+        exchanged = self._shares.exchange(share_id, passcode)
+        token_id = exchanged.token.partition(".")[0]
+        value, csrf, expires = self._sign(GUEST_PREFIX + token_id, exchanged.expires_at // 1000)
+        principal, _expires_at, share = self._shares.token_standing(token_id)
+        return value, Found(principal, csrf, expires, share)
+
+    def session(self, cookie_header: str | None) -> Found | None:
+        """The valid session of a cookie header, else ``None`` (absent, forged, expired, revoked)."""
         if not cookie_header:
             return None
         try:
@@ -81,18 +113,24 @@ class SessionAuthenticator:
         parts = morsel.value.split(".")
         if len(parts) != 4:
             return None
-        key_id, expires_s, csrf, mac = parts
-        if not hmac.compare_digest(mac, self._mac(f"{key_id}.{expires_s}.{csrf}")):
+        subject, expires_s, csrf, mac = parts
+        if not hmac.compare_digest(mac, self._mac(f"{subject}.{expires_s}.{csrf}")):
             return None
         if not expires_s.isdigit() or int(expires_s) <= time.time():
             return None
-        record = self._store.record(key_id)
+        if subject.startswith(GUEST_PREFIX):
+            try:
+                principal, _expires_at, share = self._shares.token_standing(subject[len(GUEST_PREFIX):])
+            except InvalidCredential:
+                return None
+            return Found(principal, csrf, int(expires_s), share)
+        record = self._store.record(subject)
         if record is None or record.get("invalidated"):
             return None
         expiration = record.get("expiration")
         if expiration is not None and expiration <= time.time() * 1000:
             return None
-        return self._store.principal_of(record), csrf, int(expires_s)
+        return Found(self._store.principal_of(record), csrf, int(expires_s))
 
     def authenticate(self, headers: Mapping[str, str]) -> Principal | None:
         """The session's principal; ``None`` without the cookie; a 401 for a bad cookie or a missing CSRF header.
@@ -107,14 +145,14 @@ class SessionAuthenticator:
         found = self.session(cookie)
         if found is None:
             raise InvalidCredential("console session expired or invalid; sign in again")
-        principal, csrf, _expires = found
         offered = headers.get(CSRF_HEADER) or ""
-        if not hmac.compare_digest(offered.encode(), csrf.encode()):
+        if not hmac.compare_digest(offered.encode(), found.csrf.encode()):
             raise InvalidCredential("console request without its CSRF token")
-        return principal
+        return found.principal
 
     def close(self) -> None:
         self._store.close()
+        self._shares.close()
 
 
 class SessionBackend:
@@ -130,3 +168,14 @@ def principal_summary(principal: Principal) -> dict[str, Any]:
     grants = None if principal.grants is None else [
         {"names": list(g.names), "privileges": sorted(g.privileges)} for g in principal.grants]
     return {"name": principal.name, "key_id": principal.key_id, "superuser": principal.superuser, "grants": grants}
+
+
+def session_body(found: Found) -> dict[str, Any]:
+    """What ``/_xerj-console/api/session`` answers for a signed-in session; a guest's names its share."""
+    body: dict[str, Any] = {"mode": "secured", "signed_in": True, "csrf": found.csrf, "expires": found.expires,
+                            "principal": principal_summary(found.principal)}
+    if found.share is not None:
+        share = found.share
+        body["guest"] = {"share": share.id, "brain": share.brain, "indices": list(share.indices),
+                         "share_expires_at": share.expires_at, "read_only": True}
+    return body
