@@ -205,7 +205,9 @@ def test_the_map_draws_the_brain_and_reports_its_counts(page, served):
     assert page.locator("[data-testid=map] canvas").count() >= 1
     assert not page.errors
     shot(page, "map")
-    # the layout is computed once: a second visit reuses it
+    # the layout is computed once (in a worker, after the first draw): a second visit reuses it
+    page.wait_for_function("window.xerjConsole.map.layout_done === true", timeout=60_000)
+    assert page.evaluate("xerjConsole.map.layout") == "worker"
     page.goto(base(served) + "#/corpus")
     page.goto(base(served) + "#/map?brain=foam")
     page.wait_for_function("window.xerjConsole.map && window.xerjConsole.map.ready && window.xerjConsole.map.brain")

@@ -8,7 +8,16 @@ const MAP_EDGE_CAP = 10000;  // the search API's result window
 const DISPLAY_LIMIT = 200000;  // characters of a record's text the reader draws (a 20 MB note stays responsive)
 const PALETTE = ["#2f6fb5", "#d9822b", "#3c9d5d", "#b5442f", "#7a4fb5", "#2b9bb5", "#b5a02f", "#b52f8a", "#555"];
 
-const state = window.xerjConsole = { page: null, session: null, csrf: null, map: null, search: null, reader: null, corpus: null };
+const REVIEW_PAGE = 20;
+const state = window.xerjConsole = { page: null, session: null, csrf: null, map: null, search: null, reader: null, corpus: null,
+                                     review: null, guest: null, keys: null, mapWorker: null };
+
+// The shared indices of a guest session (its brain's edges index left out), else null.
+function guestOf() { return state.session && state.session.guest ? state.session.guest : null; }
+function guestDatasets() {
+  const guest = guestOf();
+  return guest ? guest.indices.filter((name) => !name.startsWith(".xerj-memory-")) : [];
+}
 
 // -- DOM -----------------------------------------------------------------------------------------
 
@@ -88,16 +97,24 @@ function failure(what, answer) {
 
 function renderHeader() {
   const session = state.session || {};
+  const guest = guestOf();
   const nav = document.getElementById("nav");
-  nav.replaceChildren(
-    el("a", { href: "#/corpus", text: "Corpus" }),
-    el("a", { href: "#/search", text: "Search" }),
-    el("a", { href: "#/map", text: "Map" }));
+  nav.replaceChildren(...(guest
+    ? [el("a", { href: hashFor("guest", { share: guest.share }), text: "Shared" }),
+       el("a", { href: "#/search", text: "Search" }),
+       el("a", { href: hashFor("map", { brain: guest.brain }), text: "Map" })]
+    : [el("a", { href: "#/corpus", text: "Corpus" }),
+       el("a", { href: "#/search", text: "Search" }),
+       el("a", { href: "#/map", text: "Map" }),
+       el("a", { href: "#/review", text: "Review" })]));
   const mode = document.getElementById("mode");
   const who = document.getElementById("who");
   who.replaceChildren();
   if (session.mode === "open") {
     mode.textContent = "open mode: no sign-in, every caller is the superuser";
+  } else if (guest) {
+    mode.textContent = `guest of a shared brain (${guest.brain}), read-only; the share expires ${fmtTime(guest.share_expires_at)}`;
+    who.append(el("button", { type: "button", "data-testid": "sign-out", text: "Leave", onclick: signOut }));
   } else if (session.signed_in) {
     const p = session.principal || {};
     mode.textContent = `signed in as ${p.name}${p.key_id ? " (key " + p.key_id + ")" : ""}`;
@@ -115,10 +132,11 @@ async function loadSession() {
 }
 
 async function signOut() {
+  const guest = guestOf();
   await api("DELETE", "/_xerj-console/api/session");
   state.csrf = null;
   await loadSession();
-  location.hash = "#/signin";
+  location.hash = guest ? hashFor("guest", { share: guest.share }) : "#/signin";
 }
 
 function signInPage() {
@@ -138,6 +156,44 @@ function signInPage() {
   show(el("h1", { text: "Sign in" }),
        el("p", { class: "muted", text: "The key is exchanged for a session cookie bound to it; the console then reads with exactly that key's privileges." }),
        form, message);
+}
+
+// -- guest view ----------------------------------------------------------------------------------
+
+// A share link (#/guest?share=ID): the passcode is exchanged for a read-only session cookie; the page then
+// shows exactly the shared indices and the share's expiry. Nothing on a guest's pages writes.
+async function guestPage(params) {
+  const share = params.get("share") || (guestOf() || {}).share || "";
+  const guest = guestOf();
+  if (!guest || guest.share !== share) {
+    if (!share) { show(el("h1", { text: "Shared brain" }), el("p", { text: "Open the link you were given: it names its share." })); return; }
+    const input = el("input", { type: "password", name: "passcode", autocomplete: "off", placeholder: "passcode", "data-testid": "passcode" });
+    const message = el("p", { class: "error" });
+    const form = el("form", { class: "inline", "data-testid": "guest-sign-in" }, input, el("button", { type: "submit", text: "Open" }));
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const answer = await api("POST", "/_xerj-console/api/session", { share, passcode: input.value.trim() });
+      if (answer.status !== 200) { message.textContent = `The share refused: ${reasonOf(answer)}`; return; }
+      state.session = answer.body;
+      state.csrf = answer.body.csrf || null;
+      renderHeader();
+      await guestPage(new URLSearchParams({ share }));
+    });
+    state.guest = { share, signed_in: false };
+    show(el("h1", { text: "Shared brain" }),
+         el("p", { class: "muted", text: "Someone shared a brain with you, read-only. Enter the passcode they gave you." }),
+         form, message);
+    return;
+  }
+  const datasets = guestDatasets();
+  state.guest = { share: guest.share, brain: guest.brain, indices: guest.indices, expires_at: guest.share_expires_at,
+                  session_expires: state.session.expires, signed_in: true, ready: true };
+  show(el("h1", { text: `Shared brain: ${guest.brain}` }),
+       el("p", { "data-testid": "guest-expiry", text: `Read-only. This share expires ${fmtTime(guest.share_expires_at)}; this visit lasts until ${fmtTime(state.session.expires * 1000)}.` }),
+       el("div", { class: "cards" }, datasets.map((name) => el("div", { class: "card", "data-testid": "shared-index" },
+         el("h3", { text: name }),
+         el("div", {}, el("a", { href: hashFor("search", { index: name }), text: "search it" })),
+         el("div", {}, el("a", { href: hashFor("map", { brain: guest.brain }), text: `map of ${guest.brain}` }))))));
 }
 
 // -- corpus --------------------------------------------------------------------------------------
@@ -195,8 +251,10 @@ async function searchPage(params) {
   const index = params.get("index") || "";
   const kind = params.get("kind") || "";
   const from = Math.max(0, parseInt(params.get("from") || "0", 10) || 0);
-  const found = await catalog();
-  const datasets = found.datasets || [];
+  const guest = guestOf();
+  // A guest reads no catalog: its datasets are the share's indices, its brain the share's.
+  const datasets = guest ? guestDatasets().map((name) => ({ dataset: name, brains: [guest.brain] }))
+                         : ((await catalog()).datasets || []);
   const brainOf = new Map(datasets.map((d) => [d.dataset, (d.brains || [])[0]]));
   const box = el("input", { type: "search", name: "q", value: q, placeholder: "search every index this key can read", "data-testid": "search-box" });
   const pick = el("select", { name: "index", "data-testid": "dataset-filter" },
@@ -218,7 +276,8 @@ async function searchPage(params) {
     highlight: { fields: { text: {}, title: { number_of_fragments: 0 } }, pre_tags: [PRE], post_tags: [POST],
                  fragment_size: 160, number_of_fragments: 2 },
   };
-  const target = index ? `/${encodeURIComponent(index)}/_search` : "/_search";
+  const scope = index ? encodeURIComponent(index) : guest ? datasets.map((d) => encodeURIComponent(d.dataset)).join(",") : "";
+  const target = scope ? `/${scope}/_search` : "/_search";
   const answer = await api("POST", target, body);
   if (answer.status !== 200) { results.replaceChildren(failure("Search", answer)); return; }
   const hits = answer.body.hits.hits.filter((hit) => hit._index !== "autoindex-catalog");
@@ -240,6 +299,40 @@ async function searchPage(params) {
     el("span", { class: "muted", text: ` ${total} results, ${from + 1}–${from + hits.length} ` }),
     from + 10 < total ? el("a", { href: hashFor("search", { q, index, kind, from: from + 10 }), text: " next →" }) : null);
   results.replaceChildren(...rows, pager);
+}
+
+// -- the as_of time slider ------------------------------------------------------------------------
+
+// The span of a brain's history: its earliest edge's valid_at to now (one min aggregation on the edges index).
+async function brainSpan(brain) {
+  const now = Date.now();
+  const answer = await api("POST", `/${encodeURIComponent(`.xerj-memory-${brain}-edges`)}/_search`,
+                           { size: 0, query: { exists: { field: "src" } }, aggs: { first: { min: { field: "valid_at" } } } });
+  const first = answer.status === 200 && answer.body.aggregations ? answer.body.aggregations.first.value : null;
+  return { min: Math.floor(first && first < now ? first : now - 365 * 86400000), max: now };
+}
+
+// A range input over the brain's history; moving it re-opens the page at that instant (as_of in the hash),
+// so the page re-asks ego / the edges with as_of. At the right end it is "now" and as_of is dropped.
+function timeSlider(span, asOf, onPick) {
+  const max = Math.max(span.max, asOf || 0);
+  const value = asOf ? Math.max(span.min, Math.min(max, asOf)) : max;
+  const input = el("input", { type: "range", min: span.min, max, step: 1000, value, "data-testid": "as-of",
+                              "aria-label": "as of" });
+  const label = el("span", { class: "muted", "data-testid": "as-of-label", text: asOf ? `as of ${fmtTime(asOf)}` : "as of now" });
+  input.addEventListener("input", () => { label.textContent = `as of ${fmtTime(Number(input.value))}`; });
+  input.addEventListener("change", () => {
+    const picked = Number(input.value);
+    onPick(picked >= max - 1000 ? null : picked);
+  });
+  const now = el("button", { type: "button", "data-testid": "as-of-now", text: "now", onclick: () => onPick(null) });
+  return el("div", { class: "slider" }, el("span", { text: "time " }), input, label, asOf ? now : null);
+}
+
+function parseAsOf(params) {
+  const raw = params.get("as_of");
+  const value = raw === null ? NaN : Number(raw);
+  return Number.isFinite(value) && value > 0 ? Math.floor(value) : null;
 }
 
 // -- reader --------------------------------------------------------------------------------------
@@ -289,13 +382,17 @@ function evidenceOf(edge) {
   return el("div", {}, el("blockquote", { "data-testid": "quote", text: `“${quote}”` }), el("div", { class: "muted", text: where }));
 }
 
-async function linksPanel(brain, id, index) {
+async function linksPanel(brain, id, index, asOf) {
   const panel = el("div", { class: "links", "data-testid": "links" }, el("h2", { text: `Links in ${brain}` }));
   const query = new URLSearchParams({ node: id, hops: "1", direction: "both", include_evidence: "true" });
+  if (asOf) query.set("as_of", String(asOf));
+  const span = await brainSpan(brain);
+  panel.append(timeSlider(span, asOf, (picked) => { location.hash = hashFor("reader", { index, id, brain, as_of: picked }); }));
   const answer = await api("GET", `/_graph/${encodeURIComponent(brain)}/ego?${query}`);
   if (answer.status !== 200) { panel.append(failure("The brain's links", answer)); state.reader.links = "refused"; return panel; }
   const edges = answer.body.edges || [];
   state.reader.links = edges.length;
+  state.reader.edges = edges.map((e) => ({ edge_id: e.edge_id, src: e.src, dst: e.dst, type: e.type, trust: e.trust }));
   if (!edges.length) { panel.append(el("p", { class: "muted", text: "The brain records no links for this record." })); return panel; }
   const groups = new Map();
   for (const edge of edges) {
@@ -307,9 +404,9 @@ async function linksPanel(brain, id, index) {
     for (const edge of group) {
       const outgoing = edge.direction !== "in" && edge.src === id;
       const other = outgoing ? edge.dst : edge.src;
-      panel.append(el("div", { class: "link", "data-testid": "link" },
+      panel.append(el("div", { class: "link", "data-testid": "link", "data-edge-id": edge.edge_id },
         el("div", {}, el("span", { text: outgoing ? "→ " : "← " }),
-          el("a", { href: hashFor("reader", { index, id: other, brain }), text: other })),
+          el("a", { href: hashFor("reader", { index, id: other, brain, as_of: asOf }), text: other })),
         evidenceOf(edge),
         el("div", {}, el("span", { class: "badge", text: `trust: ${edge.trust || "?"}` }),
           el("span", { class: "badge", text: `confidence: ${edge.confidence ?? "?"}` }),
@@ -323,36 +420,158 @@ async function readerPage(params) {
   const index = params.get("index") || "";
   const id = params.get("id") || "";
   const brain = params.get("brain") || "";
-  state.reader = { index, id, brain, found: null, links: null };
+  const asOf = parseAsOf(params);
+  state.reader = { index, id, brain, as_of: asOf, found: null, links: null };
   if (!index || !id) { show(el("h1", { text: "Reader" }), el("p", { text: "Open a record from search or the corpus." })); return; }
   show(el("p", { class: "muted", text: "Loading…" }));
-  const answer = await api("POST", `/${encodeURIComponent(index)}/_mget`, { ids: [id] });
+  // An ids query (not _mget, not GET _doc): the read every caller can be granted, a share's guest included,
+  // and ids with a slash (note sections) travel in the body rather than the path.
+  const answer = await api("POST", `/${encodeURIComponent(index)}/_search`, { size: 1, query: { ids: { values: [id] } } });
   let doc;
-  if (answer.status !== 200) doc = el("div", { class: "doc" }, failure(`The record [${id}]`, answer));
-  else {
-    const found = (answer.body.docs || [])[0] || {};
-    state.reader.found = !!found.found;
-    if (!found.found) doc = el("div", { class: "doc", "data-testid": "not-found" }, el("h1", { text: "No such record" }),
-                               el("p", { text: `[${id}] is not in [${index}].` }));
-    else {
-      const src = found._source || {};
-      doc = el("div", { class: "doc", "data-testid": "record" },
-        el("h1", { "data-testid": "record-title", text: String(src.title || src.section || id) }),
-        el("div", { class: "muted", text: `${index} · ${id}${src.kind ? " · " + src.kind : ""}` }),
-        ...renderBody(src));
-    }
+  const hit = answer.status === 200 ? answer.body.hits.hits[0] : null;
+  if (answer.status !== 200) {
+    doc = el("div", { class: "doc" }, failure(`The record [${id}]`, answer));
+  } else if (!hit) {
+    state.reader.found = false;
+    doc = el("div", { class: "doc", "data-testid": "not-found" }, el("h1", { text: "No such record" }),
+             el("p", { text: `[${id}] is not in [${index}].` }));
+  } else {
+    const src = hit._source || {};
+    state.reader.found = true;
+    doc = el("div", { class: "doc", "data-testid": "record" },
+      el("h1", { "data-testid": "record-title", text: String(src.title || src.section || id) }),
+      el("div", { class: "muted", text: `${index} · ${id}${src.kind ? " · " + src.kind : ""}` }),
+      ...renderBody(src));
   }
-  const side = brain ? await linksPanel(brain, id, index)
+  const side = brain ? await linksPanel(brain, id, index, asOf)
                      : el("div", { class: "links" }, el("p", { class: "muted", text: "No brain given: add &brain= to see links." }));
   show(el("div", { class: "reader" }, doc, side));
   state.reader.ready = true;
+}
+
+// -- review queue --------------------------------------------------------------------------------
+
+async function brainList(title, page) {
+  const found = await catalog();
+  const brains = [...new Set((found.datasets || []).flatMap((d) => d.brains || []))];
+  show(el("h1", { text: title }), brains.length
+    ? el("ul", {}, brains.map((b) => el("li", {}, el("a", { href: hashFor(page, { brain: b }), text: b }))))
+    : el("p", { text: "No brain yet: run  xerj brain <folder>" }));
+}
+
+function preview(node, src, index, brain) {
+  const text = src ? String(src.text || "").replace(/\s+/g, " ").slice(0, 180) : "";
+  return el("div", { class: "preview", "data-testid": "preview" },
+    el("a", { href: hashFor("reader", { index, id: node, brain }), text: src && src.title ? `${src.title}` : node }),
+    el("div", { class: "muted", text: node }),
+    src ? el("div", { class: "excerpt", text: text || "(no text)" })
+        : el("div", { class: "muted", text: "no record of this name in the brain's notes" }));
+}
+
+// Detected claims, least confident first (the _review route's own order), each with its evidence and both
+// ends' previews; approve or reject one, the selected ones or the whole page. Keys: j/k move, a/r decide the
+// current one, x selects it, A/R decide the selection (or the page when nothing is selected).
+async function reviewPage(params, last = null) {
+  if (guestOf()) {
+    show(el("h1", { text: "Review" }), el("p", { "data-testid": "read-only", text: "A shared brain is read-only: there is nothing to review here." }));
+    return;
+  }
+  const brain = params.get("brain") || "";
+  if (!brain) { await brainList("Review", "review"); return; }
+  const from = Math.max(0, parseInt(params.get("from") || "0", 10) || 0);
+  const type = params.get("type") || "";
+  state.review = { brain, ready: false, last };
+  show(el("h1", { text: `Review ${brain}` }), el("p", { class: "muted", text: "Loading the queue…" }));
+  const query = new URLSearchParams({ state: "detected", size: String(REVIEW_PAGE), from: String(from) });
+  if (type) query.set("type", type);
+  const answer = await api("GET", `/_graph/${encodeURIComponent(brain)}/_review?${query}`);
+  if (answer.status !== 200) { show(el("h1", { text: `Review ${brain}` }), failure("The review queue", answer)); state.review.ready = true; return; }
+  const items = answer.body.items || [];
+  const overview = await api("GET", `/_graph/${encodeURIComponent(brain)}/overview`);
+  const nodesIndex = overview.status === 200 ? overview.body.nodes_index : null;
+  const sources = new Map();
+  if (nodesIndex && items.length) {
+    const ids = [...new Set(items.flatMap((e) => [e.src, e.dst]))];
+    const found = await api("POST", `/${nodesIndex.split(",").map(encodeURIComponent).join(",")}/_search`,
+                            { size: ids.length, query: { ids: { values: ids } }, _source: ["title", "text"] });
+    if (found.status === 200) for (const hit of found.body.hits.hits) sources.set(hit._id, hit._source || {});
+  }
+  const readerIndex = nodesIndex ? nodesIndex.split(",")[0] : "";
+  const selected = new Set();
+  let current = 0;
+  const note = el("input", { type: "text", name: "note", placeholder: "review note (optional)", "data-testid": "review-note" });
+  const message = el("p", { "data-testid": "review-result", class: "muted",
+                            text: last && last.approved !== undefined
+                              ? `approved ${last.approved}, rejected ${last.rejected}${last.not_found ? `, not found ${last.not_found}` : ""} (by ${last.reviewed_by})` : "" });
+  const decide = async (approve, reject) => {
+    if (!approve.length && !reject.length) return;
+    const body = { approve, reject };
+    if (note.value.trim()) body.note = note.value.trim();
+    const result = await api("POST", `/_graph/${encodeURIComponent(brain)}/_review`, body);
+    if (result.status !== 200) { message.replaceChildren(failure("The decision", result)); state.review.last = { status: result.status }; return; }
+    state.review.last = result.body;
+    await refresh();
+  };
+  const rows = items.map((edge, i) => {
+    const box = el("input", { type: "checkbox", "data-testid": "select", "aria-label": "select" });
+    box.addEventListener("change", () => { if (box.checked) selected.add(edge.edge_id); else selected.delete(edge.edge_id); });
+    return el("div", { class: "review-item", "data-testid": "review-item", "data-edge-id": edge.edge_id, tabindex: "-1" },
+      el("div", { class: "review-head" }, box,
+        el("strong", { text: ` ${edge.type} ` }),
+        el("span", { class: "badge", text: `confidence: ${edge.confidence ?? "?"}` }),
+        el("span", { class: "badge", text: edge.detector || "" }),
+        el("span", { class: "badge", text: `trust: ${edge.trust}` }),
+        el("button", { type: "button", "data-testid": "approve", text: "Approve", onclick: () => decide([edge.edge_id], []) }),
+        el("button", { type: "button", "data-testid": "reject", text: "Reject", onclick: () => decide([], [edge.edge_id]) })),
+      evidenceOf(edge),
+      el("div", { class: "ends" }, preview(edge.src, sources.get(edge.src), readerIndex, brain),
+         el("div", { class: "arrow", text: "→" }), preview(edge.dst, sources.get(edge.dst), readerIndex, brain)));
+  });
+  const focusRow = (i) => {
+    current = Math.max(0, Math.min(rows.length - 1, i));
+    rows.forEach((row, j) => row.classList.toggle("current", j === current));
+    if (rows[current]) rows[current].focus({ preventScroll: false });
+    state.review.current = items[current] ? items[current].edge_id : null;
+  };
+  const chosen = () => (selected.size ? [...selected] : items.map((e) => e.edge_id));
+  const total = answer.body.total ?? items.length;
+  const toolbar = el("div", { class: "toolbar" },
+    el("button", { type: "button", "data-testid": "approve-selected", text: "Approve selected (or page) [A]", onclick: () => decide(chosen(), []) }),
+    el("button", { type: "button", "data-testid": "reject-selected", text: "Reject selected (or page) [R]", onclick: () => decide([], chosen()) }),
+    note);
+  const pager = el("div", {},
+    from > 0 ? el("a", { href: hashFor("review", { brain, type, from: Math.max(0, from - REVIEW_PAGE) }), text: "← previous " }) : null,
+    el("span", { class: "muted", text: ` ${total} awaiting review${items.length ? `, ${from + 1}–${from + items.length}` : ""} ` }),
+    from + REVIEW_PAGE < total ? el("a", { href: hashFor("review", { brain, type, from: from + REVIEW_PAGE }), text: " next →" }) : null);
+  const refresh = () => reviewPage(params, state.review.last);
+  show(el("h1", { text: `Review ${brain}` }),
+       el("p", { class: "muted", text: "Detected claims awaiting a person, least confident first. Keys: j/k move, a approve, r reject, x select, A/R the selection or the page." }),
+       toolbar, message,
+       items.length ? el("div", { "data-testid": "review-queue" }, rows)
+                    : el("p", { "data-testid": "review-empty", text: "Nothing awaits review in this brain." }),
+       pager);
+  state.keys = (event) => {
+    if (event.target && ["INPUT", "TEXTAREA", "SELECT"].includes(event.target.tagName) && event.target.type !== "checkbox") return;
+    const edge = items[current];
+    if (event.key === "j") focusRow(current + 1);
+    else if (event.key === "k") focusRow(current - 1);
+    else if (event.key === "x" && rows[current]) { const box = rows[current].querySelector("input"); box.checked = !box.checked; box.dispatchEvent(new Event("change")); }
+    else if (event.key === "a" && edge) decide([edge.edge_id], []);
+    else if (event.key === "r" && edge) decide([], [edge.edge_id]);
+    else if (event.key === "A") decide(chosen(), []);
+    else if (event.key === "R") decide([], chosen());
+    else return;
+    event.preventDefault();
+  };
+  state.review = { brain, total, items: items.map((e) => e.edge_id), previews: sources.size, last, ready: true };
+  if (rows.length) focusRow(0);
 }
 
 // -- map -----------------------------------------------------------------------------------------
 
 const layoutCache = new Map();
 
-function layoutKey(brain, overview, edgeCount) { return `xerj-layout:${brain}:${overview.as_of ? "" : ""}${edgeCount}:${overview.edges ? overview.edges.total : ""}`; }
+function layoutKey(brain, asOf, edgeCount, total) { return `xerj-layout:${brain}:${asOf || "now"}:${edgeCount}:${total}`; }
 
 function cachedLayout(key) {
   if (layoutCache.has(key)) return layoutCache.get(key);
@@ -360,7 +579,9 @@ function cachedLayout(key) {
   return null;
 }
 
-function storeLayout(key, positions) {
+function storeLayout(key, graph) {
+  const positions = {};
+  graph.forEachNode((node, attrs) => { positions[node] = [Math.round(attrs.x * 100) / 100, Math.round(attrs.y * 100) / 100]; });
   layoutCache.set(key, positions);
   try { sessionStorage.setItem(key, JSON.stringify(positions)); } catch { /* too big for sessionStorage: memory only */ }
 }
@@ -375,75 +596,118 @@ export function buildGraph(edges, colours) {
   return graph;
 }
 
-export function layOut(graph, key) {
+// A cached layout's positions, when it covers every node; true if applied.
+function applyCached(graph, key) {
   const cached = key ? cachedLayout(key) : null;
-  if (cached && Object.keys(cached).length === graph.order) {
-    graph.forEachNode((node) => { const p = cached[node] || [0, 0]; graph.mergeNodeAttributes(node, { x: p[0], y: p[1] }); });
-    return true;
-  }
+  if (!cached || Object.keys(cached).length !== graph.order) return false;
+  graph.forEachNode((node) => { const p = cached[node] || [0, 0]; graph.mergeNodeAttributes(node, { x: p[0], y: p[1] }); });
+  return true;
+}
+
+// A deterministic start (a sunflower spiral) so the same brain lays out the same way; drawn at once.
+function spiral(graph) {
   let i = 0;
   const n = graph.order || 1;
-  graph.forEachNode((node) => {  // a deterministic start (a spiral) so the same brain lays out the same way
+  graph.forEachNode((node) => {
     const angle = i * 2.399963, radius = Math.sqrt(i / n) * 100;
     graph.mergeNodeAttributes(node, { x: radius * Math.cos(angle), y: radius * Math.sin(angle) });
     i++;
   });
+}
+
+// ForceAtlas2 sweeps: fewer on big graphs. On the main thread (layout=inline, and the fallback when a worker
+// cannot start) they block the page, which is why the worker is the default.
+function iterationsFor(order, inline) {
+  if (inline) return order > 5000 ? 15 : order > 1500 ? 25 : 100;
+  return order > 5000 ? 40 : order > 1500 ? 60 : 100;
+}
+
+export function layOutInline(graph) {
   const fa2 = graphologyLibrary.layoutForceAtlas2;
-  // Fewer sweeps on big graphs keep the first draw of a 2,000-node brain under 2 s (bench_console.py).
-  const iterations = graph.order > 5000 ? 15 : graph.order > 1500 ? 25 : 100;
-  fa2.assign(graph, { iterations, settings: { ...fa2.inferSettings(graph), barnesHutOptimize: graph.order > 1000 } });
-  if (key) {
-    const positions = {};
-    graph.forEachNode((node, attrs) => { positions[node] = [Math.round(attrs.x * 100) / 100, Math.round(attrs.y * 100) / 100]; });
-    storeLayout(key, positions);
-  }
-  return false;
+  fa2.assign(graph, { iterations: iterationsFor(graph.order, true),
+                      settings: { ...fa2.inferSettings(graph), barnesHutOptimize: graph.order > 1000 } });
+}
+
+// The layout in a Web Worker (layout-worker.js): resolves with the positions applied to ``graph``.
+function layOutInWorker(graph) {
+  return new Promise((resolve, reject) => {
+    const index = new Map();
+    const xy = new Float64Array(2 * graph.order);
+    graph.forEachNode((node, attrs) => { const i = index.size; index.set(node, i); xy[2 * i] = attrs.x; xy[2 * i + 1] = attrs.y; });
+    const src = new Int32Array(graph.size), dst = new Int32Array(graph.size);
+    let e = 0;
+    graph.forEachEdge((_key, _attrs, s, d) => { src[e] = index.get(s); dst[e] = index.get(d); e++; });
+    let worker;
+    try { worker = new Worker("/_xerj-console/layout-worker.js"); } catch (error) { reject(error); return; }
+    state.mapWorker = worker;
+    worker.onerror = (event) => { worker.terminate(); reject(new Error(event.message || "layout worker failed")); };
+    worker.onmessage = (event) => {
+      worker.terminate();
+      if (state.mapWorker === worker) state.mapWorker = null;
+      const out = event.data.xy;
+      graph.forEachNode((node) => { const i = index.get(node); graph.mergeNodeAttributes(node, { x: out[2 * i], y: out[2 * i + 1] }); });
+      resolve(event.data.ms);
+    };
+    worker.postMessage({ order: graph.order, src, dst, xy, iterations: iterationsFor(graph.order, false) },
+                       [src.buffer, dst.buffer, xy.buffer]);
+  });
 }
 
 function sigmaClass() {
   return typeof Sigma === "function" ? Sigma : (Sigma.Sigma || Sigma.default);
 }
 
+// The live edges at ``asOf`` (valid by then and not yet invalidated), or now.
+function edgesQuery(asOf) {
+  if (!asOf) return { bool: { must: [{ exists: { field: "src" } }], must_not: [{ exists: { field: "invalid_at" } }] } };
+  return { bool: { must: [{ exists: { field: "src" } }], filter: [{ range: { valid_at: { lte: asOf } } }],
+                   must_not: [{ range: { invalid_at: { lte: asOf } } }] } };
+}
+
 async function mapPage(params) {
   const brain = params.get("brain") || "";
-  if (!brain) {
-    const found = await catalog();
-    const brains = [...new Set((found.datasets || []).flatMap((d) => d.brains || []))];
-    show(el("h1", { text: "Map" }), brains.length
-      ? el("ul", {}, brains.map((b) => el("li", {}, el("a", { href: hashFor("map", { brain: b }), text: b }))))
-      : el("p", { text: "No brain yet: run  xerj brain <folder>" }));
-    return;
-  }
+  if (!brain) { await brainList("Map", "map"); return; }
+  const asOf = parseAsOf(params);
+  const inline = params.get("layout") === "inline";
   const started = performance.now();
-  state.map = { brain, ready: false };
+  const token = {};
+  state.map = { brain, as_of: asOf, ready: false, token };
   show(el("h1", { text: `Map of ${brain}` }), el("p", { class: "muted", text: "Loading the brain…" }));
-  const overview = await api("GET", `/_graph/${encodeURIComponent(brain)}/overview`);
+  const overview = await api("GET", `/_graph/${encodeURIComponent(brain)}/overview${asOf ? `?as_of=${asOf}` : ""}`);
   if (overview.status !== 200) { show(el("h1", { text: `Map of ${brain}` }), failure("The brain's overview", overview)); state.map.ready = true; return; }
   const ov = overview.body;
   if (!ov.exists) { show(el("h1", { text: `Map of ${brain}` }), el("p", { text: `There is no brain [${brain}].` })); state.map.ready = true; return; }
   const edgesIndex = `.xerj-memory-${brain}-edges`;
-  const answer = await api("POST", `/${encodeURIComponent(edgesIndex)}/_search`, {
-    size: MAP_EDGE_CAP, track_total_hits: true,
-    query: { bool: { must: [{ exists: { field: "src" } }], must_not: [{ exists: { field: "invalid_at" } }] } },
-    _source: ["src", "dst", "type", "trust", "confidence"],
-  });
+  const [answer, span] = await Promise.all([
+    api("POST", `/${encodeURIComponent(edgesIndex)}/_search`, {
+      size: MAP_EDGE_CAP, track_total_hits: true, query: edgesQuery(asOf),
+      _source: ["src", "dst", "type", "trust", "confidence"] }),
+    brainSpan(brain)]);
   if (answer.status !== 200) { show(el("h1", { text: `Map of ${brain}` }), failure("The brain's edges", answer)); state.map.ready = true; return; }
+  const fetched = performance.now();
   const edges = answer.body.hits.hits.map((hit) => hit._source).filter((s) => s && s.src && s.dst);
   const total = answer.body.hits.total ? answer.body.hits.total.value : edges.length;
   const types = (ov.types || []).map((t) => t.key);
   const colour = (type) => PALETTE[Math.max(0, types.indexOf(type)) % PALETTE.length];
   const graph = buildGraph(edges, colour);
-  const key = layoutKey(brain, ov, edges.length);
-  const fromCache = layOut(graph, key);
+  const key = layoutKey(brain, asOf, edges.length, total);
+  const fromCache = applyCached(graph, key);
+  if (!fromCache) {
+    spiral(graph);
+    if (inline) { layOutInline(graph); storeLayout(key, graph); }
+  }
   const container = el("div", { id: "map", "data-testid": "map" });
   const focus = el("input", { type: "search", placeholder: "find a node", "data-testid": "map-focus" });
   const typeBoxes = types.map((t) => el("label", {}, el("input", { type: "checkbox", checked: true, value: t }), el("i", { style: `background:${colour(t)}` }), ` ${t} `));
-  const trustPick = el("select", { "data-testid": "trust-filter" }, ["any", "detected", "asserted", "approved", "pending"].map((t) => el("option", { value: t, text: `trust: ${t}` })));
+  const trustPick = el("select", { "data-testid": "trust-filter" }, ["any", "detected", "asserted", "approved"].map((t) => el("option", { value: t, text: `trust: ${t}` })));
   const capped = total > edges.length;
+  const layoutNote = el("span", { class: "muted", "data-testid": "map-layout",
+                                  text: fromCache ? "layout: cached" : inline ? "layout: computed" : "layout: computing…" });
   show(el("h1", { text: `Map of ${brain}` }),
        el("p", { class: "muted", "data-testid": "map-counts",
-                 text: `${graph.order} nodes, ${graph.size} edges drawn${capped ? ` (capped at ${MAP_EDGE_CAP} of ${total} edges)` : ""}; ${ov.nodes ? ov.nodes.total : "?"} records in the brain` }),
-       el("div", { class: "legend" }, typeBoxes, trustPick, focus),
+                 text: `${graph.order} nodes, ${graph.size} edges drawn${capped ? ` (capped at ${MAP_EDGE_CAP} of ${total} edges)` : ""}; ${ov.nodes ? ov.nodes.total : "?"} records in the brain${asOf ? `; as of ${fmtTime(asOf)}` : ""}` }),
+       timeSlider(span, asOf, (picked) => { location.hash = hashFor("map", { brain, as_of: picked }); }),
+       el("div", { class: "legend" }, typeBoxes, trustPick, focus, layoutNote),
        container);
   const Renderer = sigmaClass();
   const renderer = new Renderer(graph, container, { renderEdgeLabels: false, labelRenderedSizeThreshold: 8 });
@@ -462,29 +726,54 @@ async function mapPage(params) {
     const pos = renderer.getNodeDisplayData(hit);
     if (pos) renderer.getCamera().animate({ x: pos.x, y: pos.y, ratio: 0.2 }, { duration: 300 });
   });
-  renderer.on("clickNode", ({ node }) => { location.hash = hashFor("reader", { index: ov.nodes_index, id: node, brain }); });
-  state.map = { brain, nodes: graph.order, edges: graph.size, total_edges: total, cap: MAP_EDGE_CAP, capped,
-                layout_cached: fromCache, render_ms: Math.round(performance.now() - started), ready: true, renderer };
+  renderer.on("clickNode", ({ node }) => { location.hash = hashFor("reader", { index: (ov.nodes_index || "").split(",")[0], id: node, brain, as_of: asOf }); });
+  const drawn = performance.now();
+  state.map = { brain, as_of: asOf, token, nodes: graph.order, edges: graph.size, total_edges: total, cap: MAP_EDGE_CAP, capped,
+                edge_keys: edges.map((e) => `${e.src}|${e.type}|${e.dst}`),
+                layout_cached: fromCache, layout: fromCache ? "cached" : inline ? "inline" : "worker",
+                layout_done: fromCache || inline, fetch_ms: Math.round(fetched - started),
+                render_ms: Math.round(drawn - started), ready: true, renderer };
+  if (fromCache || inline) { state.map.layout_ms = inline ? Math.round(drawn - fetched) : 0; return; }
+  const settle = (how) => {
+    if (state.map.token !== token) return;  // the page moved on
+    storeLayout(key, graph);
+    renderer.refresh();
+    layoutNote.textContent = `layout: ${how}`;
+    state.map.layout_done = true;
+    state.map.layout_ms = Math.round(performance.now() - drawn);
+  };
+  layOutInWorker(graph).then(() => settle("computed in a worker")).catch(() => {
+    if (state.map.token !== token) return;
+    layOutInline(graph);  // no worker (blocked or unsupported): the main thread does it, as before
+    settle("computed on the page");
+  });
 }
 
 // -- routing -------------------------------------------------------------------------------------
 
-const PAGES = { corpus: corpusPage, search: searchPage, reader: readerPage, map: mapPage, signin: signInPage };
+const PAGES = { corpus: corpusPage, search: searchPage, reader: readerPage, map: mapPage, signin: signInPage,
+                review: reviewPage, guest: guestPage };
 
 async function route() {
   const raw = location.hash.replace(/^#\/?/, "");
   const [name, qs] = raw.split("?");
   const params = new URLSearchParams(qs || "");
-  const page = PAGES[name] ? name : "corpus";
+  let page = PAGES[name] ? name : "corpus";
   if (state.map && state.map.renderer) { state.map.renderer.kill(); state.map.renderer = null; }
+  if (state.mapWorker) { state.mapWorker.terminate(); state.mapWorker = null; }
+  state.keys = null;
   if (!state.session || (state.session.mode !== "open" && !state.session.signed_in)) {
     if (!state.session || !state.session.expired) await loadSession();
-    if (state.session.mode !== "open" && !state.session.signed_in) { state.page = "signin"; signInPage(); return; }
   }
+  const signedIn = state.session.mode === "open" || state.session.signed_in;
+  // A share link opens its own passcode page; anything else unsigned opens the key sign-in.
+  if (page !== "guest" && !signedIn) { state.page = "signin"; signInPage(); return; }
+  if (guestOf() && page === "corpus") page = "guest";
   state.page = page;
   try { await PAGES[page](params); }
   catch (error) { show(el("p", { class: "error", "data-testid": "error", text: `The console failed: ${error}` })); }
 }
 
+document.addEventListener("keydown", (event) => { if (state.keys) state.keys(event); });
 window.addEventListener("hashchange", route);
 loadSession().then(route);
