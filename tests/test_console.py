@@ -6,8 +6,11 @@ Screenshots of every page land in ``tests/screenshots/`` (gitignored) for a pers
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
@@ -227,6 +230,11 @@ def test_nothing_hostile_runs_from_a_note_or_a_memory(page, served):
     page.wait_for_function("window.xerjConsole.reader && window.xerjConsole.reader.ready && "
                            "window.xerjConsole.reader.index === '.xerj-memory-hostile'")
     assert XSS_MEMORY in page.inner_text("[data-testid=record]")
+    # the review queue shows the hostile note's title and text in its previews and its name in evidence
+    page.goto(base(served) + "#/review?brain=foam&type=same_dir")
+    page.wait_for_function("window.xerjConsole.review && window.xerjConsole.review.ready")
+    previews = " ".join(page.locator("[data-testid=preview]").all_inner_texts())
+    assert XSS_TITLE in previews and "<script>window.__xss=2</script>" in previews
     page.wait_for_timeout(300)  # give a stray onerror a chance to fire
     assert page.evaluate("window.__xss") is None
     assert page.locator("#page img, #page script").count() == 0
@@ -255,3 +263,215 @@ def test_an_empty_open_mode_node_shows_the_one_command_and_says_open_mode(page, 
         shot(page, "corpus-empty-open-mode")
     finally:
         server.stop()
+
+
+# -- the review queue, the guest view, the as_of slider ---------------------------------------------
+
+# Notes other tests read links of: the tests below retire or review no edge touching them.
+PROTECTED = {"user/features/wikilinks.md#related", "user/features/templates.md", "user/features/tags.md", "hostile.md"}
+WRITE_CONTROLS = ("[data-testid=approve], [data-testid=reject], [data-testid=approve-selected], "
+                  "[data-testid=reject-selected], [data-testid=review-note], form[method=post], form[method=POST]")
+
+
+def mint_grants(server, name: str, indices: list[dict]) -> str:
+    status, body = request(server.port, "POST", "/_security/api_key",
+                           {"name": name, "role_descriptors": {"r": {"indices": indices}}}, headers=server.headers)
+    assert status == 200, body
+    return body["encoded"]
+
+
+def ego(server, node: str, **params) -> list[dict]:
+    from urllib.parse import urlencode
+    query = urlencode({"node": node, "hops": 1, "direction": "both", **params})
+    status, body = request(server.port, "GET", f"/_graph/foam/ego?{query}", headers=server.headers)
+    assert status == 200, body
+    return body["edges"]
+
+
+def dataset_of(server) -> str:
+    status, body = request(server.port, "POST", "/autoindex-catalog/_search", {"size": 100}, headers=server.headers)
+    return next(h["_source"]["dataset"] for h in body["hits"]["hits"] if h["_source"].get("kind") == "dataset")
+
+
+def test_the_review_queue_approves_one_edge_and_rejects_another_and_ego_changes(page, served):
+    reviewer = mint_grants(served, "console-reviewer", [
+        {"names": FOAM_READ, "privileges": ["read"]},
+        {"names": [".xerj-memory-foam-edges"], "privileges": ["write"]}])
+    sign_in(page, served, reviewer)
+    page.goto(base(served) + "#/review?brain=foam")
+    page.wait_for_function("window.xerjConsole.review && window.xerjConsole.review.ready", timeout=60_000)
+    queue = page.evaluate("xerjConsole.review.items")
+    status, listed = request(served.port, "GET", "/_graph/foam/_review?size=20", headers=served.headers)
+    assert queue == [item["edge_id"] for item in listed["items"]]  # least confident first, the route's order
+    confidences = [item["confidence"] for item in listed["items"]]
+    assert confidences == sorted(confidences)
+    items = {item["edge_id"]: item for item in listed["items"]}
+    chosen = [e for e in queue if not {items[e]["src"], items[e]["dst"]} & PROTECTED]
+    approve, reject = chosen[0], chosen[1]
+    a, r = items[approve], items[reject]
+    row = page.locator(f"[data-testid=review-item][data-edge-id='{approve}']")
+    assert row.locator("[data-testid=why], [data-testid=quote], [data-testid=no-evidence]").count() == 1
+    assert row.locator("[data-testid=preview]").count() == 2
+    assert any(e["edge_id"] == approve and e["trust"] == "detected" for e in ego(served, a["src"]))
+    assert any(e["edge_id"] == reject for e in ego(served, r["src"]))
+    shot(page, "review")
+    # approve one with its button
+    row.locator("[data-testid=approve]").click()
+    page.wait_for_function("window.xerjConsole.review.ready && window.xerjConsole.review.last"
+                           " && window.xerjConsole.review.last.approved === 1")
+    assert page.evaluate("xerjConsole.review.last.reviewed_by") == "console-reviewer"
+    assert approve not in page.evaluate("xerjConsole.review.items")
+    # reject the other with the keyboard: j moves down to it, r rejects it
+    position = page.evaluate("xerjConsole.review.items").index(reject)
+    page.locator("body").click(position={"x": 5, "y": 5})
+    for _ in range(position):
+        page.keyboard.press("j")
+    page.wait_for_function(f"window.xerjConsole.review.current === '{reject}'")
+    page.keyboard.press("r")
+    page.wait_for_function("window.xerjConsole.review.ready && window.xerjConsole.review.last"
+                           " && window.xerjConsole.review.last.rejected === 1")
+    assert reject not in page.evaluate("xerjConsole.review.items")
+    assert "approved 0, rejected 1" in page.inner_text("[data-testid=review-result]")
+    shot(page, "review-after")
+    # ego's next answer: the approved edge is approved, the rejected one is gone
+    assert [e["trust"] for e in ego(served, a["src"]) if e["edge_id"] == approve] == ["approved"]
+    assert not [e for e in ego(served, r["src"]) if (e["src"], e["type"], e["dst"]) == (r["src"], r["type"], r["dst"])]
+    # and the reader's links say the same
+    dataset = dataset_of(served)
+    for node, edge_id, present in ((a["src"], approve, True), (r["src"], reject, False)):
+        page.goto(base(served) + f"#/reader?index={dataset}&id={quote(node, safe='')}&brain=foam")
+        page.wait_for_function(f"window.xerjConsole.reader && window.xerjConsole.reader.ready"
+                               f" && window.xerjConsole.reader.id === {json.dumps(node)}")
+        link = page.locator(f"[data-testid=link][data-edge-id='{edge_id}']")
+        assert link.count() == (1 if present else 0)
+        if present:
+            assert "trust: approved" in link.inner_text()
+    # and the map: the rejected claim is not drawn, the approved one is
+    page.goto(base(served) + "#/map?brain=foam")
+    page.wait_for_function("window.xerjConsole.map && window.xerjConsole.map.ready && window.xerjConsole.map.edge_keys",
+                           timeout=60_000)
+    keys = set(page.evaluate("xerjConsole.map.edge_keys"))
+    assert f"{a['src']}|{a['type']}|{a['dst']}" in keys and f"{r['src']}|{r['type']}|{r['dst']}" not in keys
+
+
+def test_a_read_only_key_sees_its_decision_refused(page, served):
+    sign_in(page, served, mint(served, FOAM_READ))
+    page.goto(base(served) + "#/review?brain=foam")
+    page.wait_for_function("window.xerjConsole.review && window.xerjConsole.review.ready", timeout=60_000)
+    first = page.evaluate("xerjConsole.review.items[0]")
+    page.locator(f"[data-testid=review-item][data-edge-id='{first}'] [data-testid=approve]").click()
+    page.wait_for_selector("[data-testid=review-result] [data-testid=refused]")
+    assert "[write]" in page.inner_text("[data-testid=review-result]")
+    assert page.evaluate("xerjConsole.review.last.status") == 403
+    assert _review_item(served, first)["trust"] == "detected"
+
+
+def _review_item(server, edge_id: str) -> dict:
+    status, listed = request(server.port, "GET", "/_graph/foam/_review?size=2000", headers=server.headers)
+    return next(item for item in listed["items"] if item["edge_id"] == edge_id)
+
+
+def test_a_guest_link_opens_a_read_only_view_with_its_expiry(page, served):
+    status, share = request(served.port, "POST", "/_xerj/share", {"brain": "foam", "expires": "2d"},
+                            headers=served.headers)
+    assert status == 201, share
+    page.goto(base(served) + f"#/guest?share={share['id']}")
+    page.wait_for_selector("[data-testid=passcode]")
+    assert page.locator("[data-testid=api-key]").count() == 0
+    shot(page, "guest-passcode")
+    page.fill("[data-testid=passcode]", "wrong-wrong")
+    page.click("form[data-testid=guest-sign-in] button")
+    page.wait_for_selector("text=The share refused")
+    page.fill("[data-testid=passcode]", share["passcode"])
+    page.click("form[data-testid=guest-sign-in] button")
+    page.wait_for_function("window.xerjConsole.guest && window.xerjConsole.guest.ready")
+    cookie = next(c for c in page.context.cookies() if c["name"] == "xerj_console")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    expiry = page.inner_text("[data-testid=guest-expiry]")
+    shown = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(share["expires_at"] / 1000))
+    assert shown in expiry and "Read-only" in expiry
+    assert shown in page.inner_text("[data-testid=mode]")
+    cards = page.locator("[data-testid=shared-index]").all_inner_texts()
+    assert len(cards) == len([i for i in share["indices"] if not i.startswith(".xerj-memory-")])
+    shot(page, "guest")
+    dataset = dataset_of(served)
+    visits = [("guest", f"#/guest?share={share['id']}", "window.xerjConsole.guest.ready"),
+              ("guest-search", "#/search?q=wikilinks", "document.querySelector('[data-testid=snippet] mark')"),
+              ("guest-reader", f"#/reader?index={dataset}&id=user%2Ffeatures%2Fwikilinks.md%23related&brain=foam",
+               "window.xerjConsole.reader && window.xerjConsole.reader.ready && window.xerjConsole.reader.links > 0"),
+              ("guest-map", "#/map?brain=foam", "window.xerjConsole.map && window.xerjConsole.map.ready && window.xerjConsole.map.nodes > 0"),
+              ("guest-review", "#/review?brain=foam", "document.querySelector('[data-testid=read-only]')")]
+    for name, target, ready in visits:
+        page.goto(base(served) + target)
+        page.wait_for_function(ready, timeout=60_000)
+        assert page.locator(WRITE_CONTROLS).count() == 0, name
+        labels = " ".join(page.locator("button, input[type=submit], a").all_inner_texts()).lower()
+        assert not re.search(r"\b(approve|reject|link it|unlink|forget|delete|save)\b", labels), (name, labels)
+        assert page.locator("form").evaluate_all("fs => fs.filter(f => f.method.toLowerCase() !== 'get').length") == 0
+        if name != "guest-review":
+            shot(page, name)
+    assert page.evaluate("xerjConsole.session.guest.share") == share["id"]
+    # the search reached only the shared indices
+    page.goto(base(served) + "#/search?q=hostile")
+    page.wait_for_function("window.xerjConsole.search && window.xerjConsole.search.q === 'hostile'")
+    indices = page.locator("[data-testid=result] .muted").all_inner_texts()
+    assert indices and all(text.startswith(dataset) for text in indices)
+    # a write with the guest's own session (cookie and CSRF header) is refused by the server
+    answers = page.evaluate("""async () => {
+        const headers = {'Content-Type': 'application/json', 'X-XERJ-CSRF': window.xerjConsole.csrf};
+        const post = async (path, body) => (await fetch(path, {method: 'POST', headers, body: JSON.stringify(body)})).status;
+        return [await post('/_graph/foam/link', {src: 'a.md', dst: 'b.md', type: 'see_also'}),
+                await post('/_graph/foam/_review', {approve: ['x']}),
+                await post('/_memory/foam', {text: 'guest note'}),
+                (await fetch('/.xerj-memory-hostile/_search', {method: 'POST', headers, body: '{}'})).status];
+    }""")
+    assert answers == [403, 403, 403, 403]
+
+
+def test_the_as_of_slider_shows_an_edge_retired_after_t_at_t_and_not_now(page, served):
+    status, listed = request(served.port, "GET", "/_graph/foam/_review?state=detected&type=wikilink&size=500",
+                             headers=served.headers)
+    edge = next(e for e in listed["items"] if not {e["src"], e["dst"]} & PROTECTED)
+    claim = f"{edge['src']}|{edge['type']}|{edge['dst']}"
+    time.sleep(0.05)
+    instant = int(time.time() * 1000)  # the edge is live at this instant...
+    time.sleep(1.2)
+    status, body = request(served.port, "DELETE", f"/_graph/foam/link/{edge['edge_id']}", headers=served.headers)
+    assert status == 200, body  # ...and retired after it
+    assert claim not in {f"{e['src']}|{e['type']}|{e['dst']}" for e in ego(served, edge["src"])}
+    assert claim in {f"{e['src']}|{e['type']}|{e['dst']}" for e in ego(served, edge["src"], as_of=instant)}
+    sign_in(page, served, mint(served, FOAM_READ))
+    dataset = dataset_of(served)
+
+    def drawn_links() -> set[str]:
+        return {f"{e['src']}|{e['type']}|{e['dst']}" for e in page.evaluate("xerjConsole.reader.edges")}
+
+    def slide_to(value: int) -> None:
+        page.eval_on_selector("[data-testid=as-of]", """(input, value) => {
+            input.value = String(value); input.dispatchEvent(new Event('input')); input.dispatchEvent(new Event('change')); }""",
+                              value)
+
+    page.goto(base(served) + f"#/reader?index={dataset}&id={quote(edge['src'], safe='')}&brain=foam")
+    page.wait_for_function("window.xerjConsole.reader && window.xerjConsole.reader.ready")
+    assert claim not in drawn_links() and page.inner_text("[data-testid=as-of-label]") == "as of now"
+    slide_to(instant)
+    page.wait_for_function(f"window.xerjConsole.reader.ready && window.xerjConsole.reader.as_of === {instant}")
+    assert claim in drawn_links()
+    assert f"as_of={instant}" in page.url
+    shot(page, "reader-as-of")
+    page.click("[data-testid=as-of-now]")
+    page.wait_for_function("window.xerjConsole.reader.ready && window.xerjConsole.reader.as_of === null")
+    assert claim not in drawn_links()
+    # the map: the same claim is drawn at the instant and not now
+    page.goto(base(served) + "#/map?brain=foam")
+    page.wait_for_function("window.xerjConsole.map && window.xerjConsole.map.ready && window.xerjConsole.map.edge_keys",
+                           timeout=60_000)
+    now_keys = set(page.evaluate("xerjConsole.map.edge_keys"))
+    assert claim not in now_keys
+    slide_to(instant)
+    page.wait_for_function(f"window.xerjConsole.map.ready && window.xerjConsole.map.as_of === {instant}", timeout=60_000)
+    then_keys = set(page.evaluate("xerjConsole.map.edge_keys"))
+    assert claim in then_keys
+    status, overview = request(served.port, "GET", f"/_graph/foam/overview?as_of={instant}", headers=served.headers)
+    assert len(then_keys) <= page.evaluate("xerjConsole.map.edges") == overview["edges"]["live"]
+    shot(page, "map-as-of")

@@ -317,12 +317,13 @@ async function brainSpan(brain) {
 function timeSlider(span, asOf, onPick) {
   const max = Math.max(span.max, asOf || 0);
   const value = asOf ? Math.max(span.min, Math.min(max, asOf)) : max;
-  const input = el("input", { type: "range", min: span.min, max, step: 1000, value, "data-testid": "as-of",
+  // step "any": an instant is not snapped to a grid, so a slider set to T asks about T itself.
+  const input = el("input", { type: "range", min: span.min, max, step: "any", value, "data-testid": "as-of",
                               "aria-label": "as of" });
   const label = el("span", { class: "muted", "data-testid": "as-of-label", text: asOf ? `as of ${fmtTime(asOf)}` : "as of now" });
   input.addEventListener("input", () => { label.textContent = `as of ${fmtTime(Number(input.value))}`; });
   input.addEventListener("change", () => {
-    const picked = Number(input.value);
+    const picked = Math.floor(Number(input.value));
     onPick(picked >= max - 1000 ? null : picked);
   });
   const now = el("button", { type: "button", "data-testid": "as-of-now", text: "now", onclick: () => onPick(null) });
@@ -333,6 +334,14 @@ function parseAsOf(params) {
   const raw = params.get("as_of");
   const value = raw === null ? NaN : Number(raw);
   return Number.isFinite(value) && value > 0 ? Math.floor(value) : null;
+}
+
+// A file card (kind: file) carries no text: its sections do. The sections of ``paths``, in file order.
+async function sectionsOf(index, paths, size) {
+  const answer = await api("POST", `/${index.split(",").map(encodeURIComponent).join(",")}/_search`, {
+    size, sort: [{ ordinal: "asc" }], _source: ["ax_path", "text", "ordinal"],
+    query: { bool: { filter: [{ terms: { ax_path: paths } }], must_not: [{ term: { kind: "file" } }] } } });
+  return answer.status === 200 ? answer.body.hits.hits.map((hit) => hit._source || {}) : [];
 }
 
 // -- reader --------------------------------------------------------------------------------------
@@ -436,7 +445,11 @@ async function readerPage(params) {
     doc = el("div", { class: "doc", "data-testid": "not-found" }, el("h1", { text: "No such record" }),
              el("p", { text: `[${id}] is not in [${index}].` }));
   } else {
-    const src = hit._source || {};
+    let src = hit._source || {};
+    if (src.kind === "file" && !src.text && src.ax_path) {
+      const sections = await sectionsOf(index, [src.ax_path], 1000);
+      if (sections.length) src = { ...src, text: sections.map((section) => section.text || "").join("\n\n") };
+    }
     state.reader.found = true;
     doc = el("div", { class: "doc", "data-testid": "record" },
       el("h1", { "data-testid": "record-title", text: String(src.title || src.section || id) }),
@@ -493,8 +506,16 @@ async function reviewPage(params, last = null) {
   if (nodesIndex && items.length) {
     const ids = [...new Set(items.flatMap((e) => [e.src, e.dst]))];
     const found = await api("POST", `/${nodesIndex.split(",").map(encodeURIComponent).join(",")}/_search`,
-                            { size: ids.length, query: { ids: { values: ids } }, _source: ["title", "text"] });
+                            { size: ids.length, query: { ids: { values: ids } }, _source: ["title", "text", "ax_path"] });
     if (found.status === 200) for (const hit of found.body.hits.hits) sources.set(hit._id, hit._source || {});
+    const files = [...sources.entries()].filter(([, src]) => !src.text && src.ax_path);
+    if (files.length) {
+      const opening = new Map();
+      for (const section of await sectionsOf(nodesIndex, files.map(([, src]) => src.ax_path), 50 * files.length)) {
+        if (!opening.has(section.ax_path) && section.text) opening.set(section.ax_path, section.text.replace(/^#{1,6} .*\n?/, ""));
+      }
+      for (const [id, src] of files) if (opening.has(src.ax_path)) sources.set(id, { ...src, text: opening.get(src.ax_path) });
+    }
   }
   const readerIndex = nodesIndex ? nodesIndex.split(",")[0] : "";
   const selected = new Set();
