@@ -210,7 +210,8 @@ def test_the_map_draws_the_brain_and_reports_its_counts(page, served):
     shot(page, "map")
     # the layout is computed once (in a worker, after the first draw): a second visit reuses it
     page.wait_for_function("window.xerjConsole.map.layout_done === true", timeout=60_000)
-    assert page.evaluate("xerjConsole.map.layout") == "worker"
+    assert page.evaluate("xerjConsole.map.layout") == "worker", page.evaluate("xerjConsole.map.worker_error")
+    assert page.inner_text("[data-testid=map-layout]") == "layout: computed in a worker"
     page.goto(base(served) + "#/corpus")
     page.goto(base(served) + "#/map?brain=foam")
     page.wait_for_function("window.xerjConsole.map && window.xerjConsole.map.ready && window.xerjConsole.map.brain")
@@ -475,3 +476,17 @@ def test_the_as_of_slider_shows_an_edge_retired_after_t_at_t_and_not_now(page, s
     status, overview = request(served.port, "GET", f"/_graph/foam/overview?as_of={instant}", headers=served.headers)
     assert len(then_keys) <= page.evaluate("xerjConsole.map.edges") == overview["edges"]["live"]
     shot(page, "map-as-of")
+
+
+def test_the_layout_worker_runs_under_the_consoles_own_csp(browser, served):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})  # CSP enforced, as for a person
+    try:
+        page = context.new_page()
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        sign_in(page, served, mint(served, FOAM_READ))
+        page.goto(base(served) + "#/map?brain=foam")
+        page.wait_for_selector("[data-testid=map-layout]:has-text('computed in a worker')", timeout=60_000)
+        assert not errors
+    finally:
+        context.close()

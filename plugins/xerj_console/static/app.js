@@ -751,22 +751,24 @@ async function mapPage(params) {
   const drawn = performance.now();
   state.map = { brain, as_of: asOf, token, nodes: graph.order, edges: graph.size, total_edges: total, cap: MAP_EDGE_CAP, capped,
                 edge_keys: edges.map((e) => `${e.src}|${e.type}|${e.dst}`),
-                layout_cached: fromCache, layout: fromCache ? "cached" : inline ? "inline" : "worker",
+                layout_cached: fromCache, layout: fromCache ? "cached" : inline ? "inline" : "pending",
                 layout_done: fromCache || inline, fetch_ms: Math.round(fetched - started),
                 render_ms: Math.round(drawn - started), ready: true, renderer };
   if (fromCache || inline) { state.map.layout_ms = inline ? Math.round(drawn - fetched) : 0; return; }
-  const settle = (how) => {
+  const settle = (how, label) => {
     if (state.map.token !== token) return;  // the page moved on
     storeLayout(key, graph);
     renderer.refresh();
-    layoutNote.textContent = `layout: ${how}`;
+    layoutNote.textContent = `layout: ${label}`;
+    state.map.layout = how;
     state.map.layout_done = true;
     state.map.layout_ms = Math.round(performance.now() - drawn);
   };
-  layOutInWorker(graph).then(() => settle("computed in a worker")).catch(() => {
+  layOutInWorker(graph).then(() => settle("worker", "computed in a worker")).catch((error) => {
     if (state.map.token !== token) return;
+    state.map.worker_error = String(error && error.message || error);
     layOutInline(graph);  // no worker (blocked or unsupported): the main thread does it, as before
-    settle("computed on the page");
+    settle("page", "computed on the page (no worker)");
   });
 }
 

@@ -1,6 +1,9 @@
 // The map's layout off the main thread: ForceAtlas2 (graphology-library) over node indices and edge pairs.
 // In: {order, src: Int32Array, dst: Int32Array, xy: Float64Array (start positions), iterations}.
 // Out: {xy: Float64Array (final positions, x then y per node), ms}. The page stays interactive meanwhile.
+// graphology-library's bundle also carries its GEXF/GraphML parsers, which touch the DOM's XML classes when
+// the bundle loads; a worker has none, and the layout never parses XML, so inert stand-ins let it load.
+for (const name of ["DOMParser", "Document", "XMLSerializer"]) if (!(name in self)) self[name] = function unavailableInWorker() {};
 importScripts("/_xerj-console/vendor/graphology.umd.min.js", "/_xerj-console/vendor/graphology-library.min.js");
 
 self.onmessage = (event) => {
