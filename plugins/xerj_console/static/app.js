@@ -636,16 +636,13 @@ function spiral(graph) {
   });
 }
 
-// ForceAtlas2 sweeps: fewer on big graphs. On the main thread (layout=inline, and the fallback when a worker
-// cannot start) they block the page, which is why the worker is the default.
-function iterationsFor(order, inline) {
-  if (inline) return order > 5000 ? 15 : order > 1500 ? 25 : 100;
-  return order > 5000 ? 40 : order > 1500 ? 60 : 100;
-}
+// ForceAtlas2 sweeps: fewer on big graphs (the same in a worker and on the page, so one brain lays out the same
+// way either way; on the page they block it, which is why the worker is the default).
+function iterationsFor(order) { return order > 5000 ? 15 : order > 1500 ? 25 : 100; }
 
 export function layOutInline(graph) {
   const fa2 = graphologyLibrary.layoutForceAtlas2;
-  fa2.assign(graph, { iterations: iterationsFor(graph.order, true),
+  fa2.assign(graph, { iterations: iterationsFor(graph.order),
                       settings: { ...fa2.inferSettings(graph), barnesHutOptimize: graph.order > 1000 } });
 }
 
@@ -669,7 +666,7 @@ function layOutInWorker(graph) {
       graph.forEachNode((node) => { const i = index.get(node); graph.mergeNodeAttributes(node, { x: out[2 * i], y: out[2 * i + 1] }); });
       resolve(event.data.ms);
     };
-    worker.postMessage({ order: graph.order, src, dst, xy, iterations: iterationsFor(graph.order, false) },
+    worker.postMessage({ order: graph.order, src, dst, xy, iterations: iterationsFor(graph.order) },
                        [src.buffer, dst.buffer, xy.buffer]);
   });
 }
@@ -694,16 +691,16 @@ async function mapPage(params) {
   const token = {};
   state.map = { brain, as_of: asOf, ready: false, token };
   show(el("h1", { text: `Map of ${brain}` }), el("p", { class: "muted", text: "Loading the brain…" }));
-  const overview = await api("GET", `/_graph/${encodeURIComponent(brain)}/overview${asOf ? `?as_of=${asOf}` : ""}`);
+  const edgesIndex = `.xerj-memory-${brain}-edges`;
+  // The three reads are independent: asked at once, answered in one round trip's time.
+  const [overview, answer, span] = await Promise.all([
+    api("GET", `/_graph/${encodeURIComponent(brain)}/overview${asOf ? `?as_of=${asOf}` : ""}`),
+    api("POST", `/${encodeURIComponent(edgesIndex)}/_search`, {
+      size: MAP_EDGE_CAP, track_total_hits: true, query: edgesQuery(asOf), _source: ["src", "dst", "type", "trust"] }),
+    brainSpan(brain)]);
   if (overview.status !== 200) { show(el("h1", { text: `Map of ${brain}` }), failure("The brain's overview", overview)); state.map.ready = true; return; }
   const ov = overview.body;
   if (!ov.exists) { show(el("h1", { text: `Map of ${brain}` }), el("p", { text: `There is no brain [${brain}].` })); state.map.ready = true; return; }
-  const edgesIndex = `.xerj-memory-${brain}-edges`;
-  const [answer, span] = await Promise.all([
-    api("POST", `/${encodeURIComponent(edgesIndex)}/_search`, {
-      size: MAP_EDGE_CAP, track_total_hits: true, query: edgesQuery(asOf),
-      _source: ["src", "dst", "type", "trust", "confidence"] }),
-    brainSpan(brain)]);
   if (answer.status !== 200) { show(el("h1", { text: `Map of ${brain}` }), failure("The brain's edges", answer)); state.map.ready = true; return; }
   const fetched = performance.now();
   const edges = answer.body.hits.hits.map((hit) => hit._source).filter((s) => s && s.src && s.dst);
@@ -711,6 +708,7 @@ async function mapPage(params) {
   const types = (ov.types || []).map((t) => t.key);
   const colour = (type) => PALETTE[Math.max(0, types.indexOf(type)) % PALETTE.length];
   const graph = buildGraph(edges, colour);
+  const built = performance.now();
   const key = layoutKey(brain, asOf, edges.length, total);
   const fromCache = applyCached(graph, key);
   if (!fromCache) {
@@ -752,8 +750,9 @@ async function mapPage(params) {
   state.map = { brain, as_of: asOf, token, nodes: graph.order, edges: graph.size, total_edges: total, cap: MAP_EDGE_CAP, capped,
                 edge_keys: edges.map((e) => `${e.src}|${e.type}|${e.dst}`),
                 layout_cached: fromCache, layout: fromCache ? "cached" : inline ? "inline" : "pending",
-                layout_done: fromCache || inline, fetch_ms: Math.round(fetched - started),
+                layout_done: fromCache || inline, fetch_ms: Math.round(fetched - started), build_ms: Math.round(built - fetched),
                 render_ms: Math.round(drawn - started), ready: true, renderer };
+  requestAnimationFrame(() => { if (state.map.token === token) state.map.painted_ms = Math.round(performance.now() - started); });
   if (fromCache || inline) { state.map.layout_ms = inline ? Math.round(drawn - fetched) : 0; return; }
   const settle = (how, label) => {
     if (state.map.token !== token) return;  // the page moved on
