@@ -132,6 +132,10 @@ def test_the_corpus_page_shows_a_card_per_dataset(page, served):
     cards = page.locator("[data-testid=dataset-card]")
     assert cards.count() == 1
     text = cards.first.inner_text()
+    dataset = dataset_of(served)
+    files = request(served.port, "POST", f"/{dataset}/_count", {"query": {"term": {"kind": "file"}}},
+                    headers=served.headers)[1]["count"]
+    assert files >= 87 and f"{files} files" in text
     assert "ax-notes-" in text and "documents" in text and "brain foam" in text
     shot(page, "corpus")
 
@@ -205,6 +209,7 @@ def test_the_map_draws_the_brain_and_reports_its_counts(page, served):
     status, overview = request(served.port, "GET", "/_graph/foam/overview", headers=served.headers)
     assert state["edges"] == state["total"] == overview["edges"]["live"]
     assert 500 <= state["nodes"] <= overview["nodes"]["total"] and state["capped"] is False
+    assert page.evaluate("xerjConsole.map.hubs") >= 1  # the overview's hubs are labelled landmarks
     assert page.locator("[data-testid=map] canvas").count() >= 1
     assert not page.errors
     shot(page, "map")
@@ -490,3 +495,65 @@ def test_the_layout_worker_runs_under_the_consoles_own_csp(browser, served):
         assert not errors
     finally:
         context.close()
+
+
+def test_bad_input_gets_a_clear_page_not_a_broken_one(page, served, tmp_path):
+    # a 20 MB note: drawn clipped, the rest counted
+    status, body = request(served.port, "PUT", "/bignote/_doc/huge",
+                           {"title": "Big", "text": "lorem ipsum dolor sit amet " * 800_000},
+                           headers=served.headers, timeout=120)
+    assert status in (200, 201), body
+    status, key = request(served.port, "POST", "/_security/api_key", {
+        "name": "console-bad-input", "role_descriptors": {"r": {"indices": [
+            {"names": [*FOAM_READ, "bignote", ".xerj-memory-empty-edges", ".xerj-memory-empty"],
+             "privileges": ["read"]}]}}},
+        headers=served.headers)
+    sign_in(page, served, key["encoded"])
+    page.goto(base(served) + "#/reader?index=bignote&id=huge")
+    page.wait_for_function("window.xerjConsole.reader && window.xerjConsole.reader.ready", timeout=60_000)
+    assert "more characters not drawn" in page.inner_text("[data-testid=record]")
+    # a record id that does not exist
+    dataset = dataset_of(served)
+    page.goto(base(served) + f"#/reader?index={dataset}&id=no-such-note.md&brain=foam")
+    page.wait_for_function("window.xerjConsole.reader && window.xerjConsole.reader.ready"
+                           " && window.xerjConsole.reader.id === 'no-such-note.md'")
+    assert "[no-such-note.md] is not in" in page.inner_text("[data-testid=not-found]")
+    # a brain that does not exist, and a brain whose only edge was retired
+    page.goto(base(served) + "#/map?brain=empty")
+    page.wait_for_function("window.xerjConsole.map && window.xerjConsole.map.ready && window.xerjConsole.map.brain === 'empty'")
+    assert "There is no brain [empty]" in page.inner_text("#page")
+    status, linked = request(served.port, "POST", "/_graph/empty/link", {"src": "a", "dst": "b", "type": "cites"},
+                             headers=served.headers)
+    request(served.port, "DELETE", f"/_graph/empty/link/{linked['edge_id']}", headers=served.headers)
+    page.goto(base(served) + "#/corpus")
+    page.goto(base(served) + "#/map?brain=empty")
+    page.wait_for_function("window.xerjConsole.map && window.xerjConsole.map.ready && window.xerjConsole.map.brain === 'empty'")
+    assert "has no live edges (1 recorded in all)" in page.inner_text("[data-testid=map-empty]")
+    page.goto(base(served) + "#/review?brain=empty")
+    page.wait_for_function("window.xerjConsole.review && window.xerjConsole.review.ready")
+    assert page.locator("[data-testid=error], [data-testid=refused], [data-testid=review-empty]").count() == 1
+    # an expired session: the key is invalidated, the next call says so and the console asks to sign in again
+    request(served.port, "DELETE", "/_security/api_key", {"ids": [key["id"]]}, headers=served.headers)
+    page.goto(base(served) + "#/search?q=wikilinks")
+    page.wait_for_selector("[data-testid=mode]:has-text('session expired')")
+    page.goto(base(served) + "#/corpus")
+    page.wait_for_selector("[data-testid=api-key]")
+    assert page.locator("[data-testid=dataset-card]").count() == 0
+
+
+def test_a_revoked_share_ends_the_guest_view(page, served):
+    status, share = request(served.port, "POST", "/_xerj/share", {"brain": "foam"}, headers=served.headers)
+    assert status == 201, share
+    page.goto(base(served) + f"#/guest?share={share['id']}")
+    page.fill("[data-testid=passcode]", share["passcode"])
+    page.click("form[data-testid=guest-sign-in] button")
+    page.wait_for_function("window.xerjConsole.guest && window.xerjConsole.guest.ready")
+    request(served.port, "DELETE", f"/_xerj/share/{share['id']}", headers=served.headers)
+    page.goto(base(served) + "#/search?q=wikilinks")
+    page.wait_for_selector("[data-testid=mode]:has-text('session expired')")
+    page.goto(base(served) + f"#/guest?share={share['id']}")
+    page.wait_for_selector("[data-testid=passcode]")
+    page.fill("[data-testid=passcode]", share["passcode"])
+    page.click("form[data-testid=guest-sign-in] button")
+    page.wait_for_selector("text=was revoked")
+    assert page.locator("[data-testid=shared-index]").count() == 0

@@ -218,11 +218,16 @@ async function corpusPage() {
            el("pre", { class: "cmd", text: "xerj brain ~/notes" })));
     return;
   }
-  const cards = found.datasets.map((d) => {
+  // The catalog counts documents; files are the datasets' file cards, counted where the key may read them.
+  const files = await Promise.all(found.datasets.map(async (d) => {
+    const counted = await api("POST", `/${encodeURIComponent(d.dataset)}/_count`, { query: { term: { kind: "file" } } });
+    return counted.status === 200 ? counted.body.count : null;
+  }));
+  const cards = found.datasets.map((d, i) => {
     const brains = Array.isArray(d.brains) ? d.brains : [];
     return el("div", { class: "card", "data-testid": "dataset-card" },
       el("h3", { text: d.dataset }),
-      el("div", { text: `${d.documents ?? "?"} documents` }),
+      el("div", { text: `${files[i] ?? "?"} files, ${d.documents ?? "?"} documents` }),
       el("div", { class: "muted", text: `from ${(d.roots || []).join(", ") || "?"}` }),
       el("div", { class: "muted", text: `last run ${fmtTime(d.updated_at)}` }),
       el("div", {}, ...brains.map((b) => el("a", { href: hashFor("map", { brain: b }), text: `brain ${b} ` }))),
@@ -698,16 +703,26 @@ async function mapPage(params) {
     api("POST", `/${encodeURIComponent(edgesIndex)}/_search`, {
       size: MAP_EDGE_CAP, track_total_hits: true, query: edgesQuery(asOf), _source: ["src", "dst", "type", "trust"] }),
     brainSpan(brain)]);
-  if (overview.status !== 200) { show(el("h1", { text: `Map of ${brain}` }), failure("The brain's overview", overview)); state.map.ready = true; return; }
-  const ov = overview.body;
+  const ov = overview.body || {};
+  if (overview.status !== 200 && ov.exists !== false) { show(el("h1", { text: `Map of ${brain}` }), failure("The brain's overview", overview)); state.map.ready = true; return; }
   if (!ov.exists) { show(el("h1", { text: `Map of ${brain}` }), el("p", { text: `There is no brain [${brain}].` })); state.map.ready = true; return; }
   if (answer.status !== 200) { show(el("h1", { text: `Map of ${brain}` }), failure("The brain's edges", answer)); state.map.ready = true; return; }
   const fetched = performance.now();
   const edges = answer.body.hits.hits.map((hit) => hit._source).filter((s) => s && s.src && s.dst);
   const total = answer.body.hits.total ? answer.body.hits.total.value : edges.length;
+  if (!edges.length) {
+    show(el("h1", { text: `Map of ${brain}` }),
+         timeSlider(span, asOf, (picked) => { location.hash = hashFor("map", { brain, as_of: picked }); }),
+         el("p", { "data-testid": "map-empty", text: `The brain [${brain}] has no live edges${asOf ? ` as of ${fmtTime(asOf)}` : ""} (${ov.edges ? ov.edges.total : 0} recorded in all).` }));
+    state.map = { brain, as_of: asOf, token, nodes: 0, edges: 0, total_edges: total, edge_keys: [], ready: true, layout_done: true };
+    return;
+  }
   const types = (ov.types || []).map((t) => t.key);
   const colour = (type) => PALETTE[Math.max(0, types.indexOf(type)) % PALETTE.length];
   const graph = buildGraph(edges, colour);
+  // The overview's hubs keep their labels at every zoom: the brain's landmarks.
+  const hubs = new Set([...((ov.hubs || {}).out || []), ...((ov.hubs || {}).in || [])].map((h) => h.key));
+  for (const hub of hubs) if (graph.hasNode(hub)) graph.mergeNodeAttributes(hub, { forceLabel: true, hub: true });
   const built = performance.now();
   const key = layoutKey(brain, asOf, edges.length, total);
   const fromCache = applyCached(graph, key);
@@ -748,6 +763,7 @@ async function mapPage(params) {
   renderer.on("clickNode", ({ node }) => { location.hash = hashFor("reader", { index: (ov.nodes_index || "").split(",")[0], id: node, brain, as_of: asOf }); });
   const drawn = performance.now();
   state.map = { brain, as_of: asOf, token, nodes: graph.order, edges: graph.size, total_edges: total, cap: MAP_EDGE_CAP, capped,
+                hubs: graph.filterNodes((_node, attrs) => attrs.hub).length,
                 edge_keys: edges.map((e) => `${e.src}|${e.type}|${e.dst}`),
                 layout_cached: fromCache, layout: fromCache ? "cached" : inline ? "inline" : "pending",
                 layout_done: fromCache || inline, fetch_ms: Math.round(fetched - started), build_ms: Math.round(built - fetched),
