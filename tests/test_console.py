@@ -560,3 +560,25 @@ def test_a_revoked_share_ends_the_guest_view(page, served):
     page.click("form[data-testid=guest-sign-in] button")
     page.wait_for_selector("text=was revoked")
     assert page.locator("[data-testid=shared-index]").count() == 0
+
+
+def test_a_slow_page_does_not_draw_over_the_next_one(page, served):
+    sign_in(page, served, mint(served, FOAM_READ))
+    page.wait_for_selector("[data-testid=dataset-card]")
+    page.goto(base(served) + "#/search")
+    page.wait_for_selector("[data-testid=search-box]")
+    held = []
+    # hold the corpus page's file counts until the search page has drawn its results
+    page.route("**/_count", lambda route: held.append(route))
+    page.goto(base(served) + "#/corpus")
+    page.wait_for_function("window.xerjConsole.page === 'corpus'")
+    page.wait_for_timeout(200)
+    assert held
+    page.goto(base(served) + "#/search?q=wikilinks")
+    page.wait_for_selector("[data-testid=snippet] mark")
+    for route in held:
+        route.continue_()
+    page.wait_for_timeout(500)
+    assert page.locator("[data-testid=result]").count() == 10
+    assert page.locator("[data-testid=dataset-card]").count() == 0
+    assert not page.errors

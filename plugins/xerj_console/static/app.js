@@ -56,7 +56,13 @@ function fmtTime(ms) {
 
 // -- the API -------------------------------------------------------------------------------------
 
+// Each navigation is a generation; a page still awaiting data when the next one starts must not draw over it.
+let routeGen = 0;
+class Stale extends Error {}
+window.addEventListener("unhandledrejection", (event) => { if (event.reason instanceof Stale) event.preventDefault(); });
+
 async function api(method, path, body) {
+  const gen = routeGen;
   const headers = { "Accept": "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (state.csrf) headers["X-XERJ-CSRF"] = state.csrf;
@@ -68,6 +74,7 @@ async function api(method, path, body) {
     state.session = { signed_in: false, mode: "secured", expired: true };
     renderHeader();
   }
+  if (gen !== routeGen) throw new Stale("the page moved on");  // its caller's page is no longer shown
   return { status: response.status, body: data };
 }
 
@@ -793,6 +800,7 @@ const PAGES = { corpus: corpusPage, search: searchPage, reader: readerPage, map:
                 review: reviewPage, guest: guestPage };
 
 async function route() {
+  routeGen++;
   const raw = location.hash.replace(/^#\/?/, "");
   const [name, qs] = raw.split("?");
   const params = new URLSearchParams(qs || "");
@@ -809,7 +817,9 @@ async function route() {
   if (guestOf() && page === "corpus") page = "guest";
   state.page = page;
   try { await PAGES[page](params); }
-  catch (error) { show(el("p", { class: "error", "data-testid": "error", text: `The console failed: ${error}` })); }
+  catch (error) {
+    if (error instanceof Stale) return;
+    show(el("p", { class: "error", "data-testid": "error", text: `The console failed: ${error}` })); }
 }
 
 document.addEventListener("keydown", (event) => { if (state.keys) state.keys(event); });
