@@ -237,8 +237,10 @@ def test_nothing_hostile_runs_from_a_note_or_a_memory(page, served):
                            "window.xerjConsole.reader.index === '.xerj-memory-hostile'")
     assert XSS_MEMORY in page.inner_text("[data-testid=record]")
     # the review queue shows the hostile note's title and text in its previews and its name in evidence
-    page.goto(base(served) + "#/review?brain=foam&type=same_dir")
+    page.goto(base(served) + "#/review?brain=foam")
     page.wait_for_function("window.xerjConsole.review && window.xerjConsole.review.ready")
+    page.select_option("[data-testid=review-type]", "same_dir")  # the type filter re-opens the queue
+    page.wait_for_function("window.xerjConsole.review.ready && location.hash.includes('type=same_dir')")
     previews = " ".join(page.locator("[data-testid=preview]").all_inner_texts())
     assert XSS_TITLE in previews and "<script>window.__xss=2</script>" in previews
     page.wait_for_timeout(300)  # give a stray onerror a chance to fire

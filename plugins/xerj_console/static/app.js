@@ -568,7 +568,12 @@ async function reviewPage(params, last = null) {
   };
   const chosen = () => (selected.size ? [...selected] : items.map((e) => e.edge_id));
   const total = answer.body.total ?? items.length;
-  const toolbar = el("div", { class: "toolbar" },
+  const types = overview.status === 200 ? (overview.body.types || []).map((t) => t.key) : [];
+  const typePick = el("select", { "data-testid": "review-type", "aria-label": "edge type" },
+    el("option", { value: "", text: "every type" }),
+    ...types.map((t) => el("option", { value: t, text: t, selected: t === type })));
+  typePick.addEventListener("change", () => { location.hash = hashFor("review", { brain, type: typePick.value }); });
+  const toolbar = el("div", { class: "toolbar" }, typePick,
     el("button", { type: "button", "data-testid": "approve-selected", text: "Approve selected (or page) [A]", onclick: () => decide(chosen(), []) }),
     el("button", { type: "button", "data-testid": "reject-selected", text: "Reject selected (or page) [R]", onclick: () => decide([], chosen()) }),
     note);
