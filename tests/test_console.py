@@ -584,3 +584,40 @@ def test_a_slow_page_does_not_draw_over_the_next_one(page, served):
     assert page.locator("[data-testid=result]").count() == 10
     assert page.locator("[data-testid=dataset-card]").count() == 0
     assert not page.errors
+
+
+def test_the_review_queue_approves_and_rejects_memories(page, served):
+    ns = "console-mem"
+    stored = []
+    for text in ("the deploy key lives in the vault", "the build runs on fridays"):
+        status, body = request(served.port, "POST", f"/_memory/{ns}", {"text": text}, headers=served.headers)
+        assert status in (200, 201), body
+        stored.append(body["_id"])
+        time.sleep(0.01)
+    keep, drop = stored
+    sign_in(page, served, mint_grants(served, "console-memory-reviewer", [
+        {"names": [f".xerj-memory-{ns}"], "privileges": ["read", "write"]}, {"names": FOAM_READ, "privileges": ["read"]}]))
+    page.goto(base(served) + "#/review")
+    page.wait_for_selector("[data-testid=review-ns]")
+    page.fill("[data-testid=review-ns]", ns)
+    page.press("[data-testid=review-ns]", "Enter")
+    page.wait_for_function("window.xerjConsole.review && window.xerjConsole.review.ready && window.xerjConsole.review.ns")
+    assert page.evaluate("xerjConsole.review.items") == [drop, keep]  # newest first
+    assert "the build runs on fridays" in page.inner_text(f"[data-testid=review-item][data-edge-id='{drop}']")
+    shot(page, "review-memories")
+    page.click(f"[data-testid=review-item][data-edge-id='{keep}'] [data-testid=approve]")
+    page.wait_for_function("window.xerjConsole.review.ready && window.xerjConsole.review.last"
+                           " && window.xerjConsole.review.last.approved === 1")
+    assert page.evaluate("xerjConsole.review.items") == [drop]  # approved ones leave the queue
+    page.click(f"[data-testid=review-item][data-edge-id='{drop}'] [data-testid=reject]")
+    page.wait_for_function("window.xerjConsole.review.ready && window.xerjConsole.review.last"
+                           " && window.xerjConsole.review.last.rejected === 1")
+    assert page.locator("[data-testid=review-empty]").count() == 1
+    status, found = request(served.port, "POST", f"/.xerj-memory-{ns}/_search", {"query": {"ids": {"values": stored}}},
+                            headers=served.headers)
+    sources = {hit["_id"]: hit["_source"] for hit in found["hits"]["hits"]}
+    assert sources[keep]["trust"] == "approved" and sources[keep]["reviewed_by"] == "console-memory-reviewer"
+    assert sources[drop]["trust"] == "rejected" and sources[drop]["forgotten_at"]  # forgotten, with a tombstone
+    status, again = request(served.port, "POST", f"/_memory/{ns}", {"text": "the build runs on fridays"},
+                            headers=served.headers)
+    assert again["rejected"] is True and again["created"] is False

@@ -493,16 +493,94 @@ function preview(node, src, index, brain) {
         : el("div", { class: "muted", text: "no record of this name in the brain's notes" }));
 }
 
-// Detected claims, least confident first (the _review route's own order), each with its evidence and both
-// ends' previews; approve or reject one, the selected ones or the whole page. Keys: j/k move, a/r decide the
-// current one, x selects it, A/R decide the selection (or the page when nothing is selected).
+function decisionText(last) {
+  return last && last.approved !== undefined
+    ? `approved ${last.approved}, rejected ${last.rejected}${last.not_found ? `, not found ${last.not_found}` : ""} (by ${last.reviewed_by})` : "";
+}
+
+// One queue of claims awaiting a person: a row per item (its own head and body), approve or reject one, the
+// selected ones or the whole page, an optional note, posted to ``target`` ({approve, reject, note}) with the
+// caller's own session. Keys: j/k move, a/r decide the current one, x selects it, A/R decide the selection
+// (or the page when nothing is selected). After a decision the page reloads and shows the answer.
+function reviewQueue({ title, intro, items, target, last, reload, tools, pager, empty, extra }) {
+  const selected = new Set();
+  let current = 0;
+  const note = el("input", { type: "text", name: "note", placeholder: "review note (optional)", "data-testid": "review-note" });
+  const message = el("p", { "data-testid": "review-result", class: "muted", text: decisionText(last) });
+  const decide = async (approve, reject) => {
+    if (!approve.length && !reject.length) return;
+    const body = { approve, reject };
+    if (note.value.trim()) body.note = note.value.trim();
+    const result = await api("POST", target, body);
+    if (result.status !== 200) { message.replaceChildren(failure("The decision", result)); state.review.last = { status: result.status }; return; }
+    await reload(result.body);
+  };
+  const rows = items.map((item) => {
+    const box = el("input", { type: "checkbox", "data-testid": "select", "aria-label": "select" });
+    box.addEventListener("change", () => { if (box.checked) selected.add(item.id); else selected.delete(item.id); });
+    return el("div", { class: "review-item", "data-testid": "review-item", "data-edge-id": item.id, tabindex: "-1" },
+      el("div", { class: "review-head" }, box, ...item.head,
+        el("button", { type: "button", "data-testid": "approve", text: "Approve", onclick: () => decide([item.id], []) }),
+        el("button", { type: "button", "data-testid": "reject", text: "Reject", onclick: () => decide([], [item.id]) })),
+      ...item.body);
+  });
+  const focusRow = (i) => {
+    current = Math.max(0, Math.min(rows.length - 1, i));
+    rows.forEach((row, j) => row.classList.toggle("current", j === current));
+    if (rows[current]) rows[current].focus({ preventScroll: false });
+    state.review.current = items[current] ? items[current].id : null;
+  };
+  const chosen = () => (selected.size ? [...selected] : items.map((item) => item.id));
+  const toolbar = el("div", { class: "toolbar" }, ...tools,
+    el("button", { type: "button", "data-testid": "approve-selected", text: "Approve selected (or page) [A]", onclick: () => decide(chosen(), []) }),
+    el("button", { type: "button", "data-testid": "reject-selected", text: "Reject selected (or page) [R]", onclick: () => decide([], chosen()) }),
+    note);
+  show(el("h1", { text: title }), el("p", { class: "muted", text: `${intro} Keys: j/k move, a approve, r reject, x select, A/R the selection or the page.` }),
+       toolbar, message,
+       items.length ? el("div", { "data-testid": "review-queue" }, rows) : el("p", { "data-testid": "review-empty", text: empty }),
+       pager);
+  state.keys = (event) => {
+    if (event.target && ["INPUT", "TEXTAREA", "SELECT"].includes(event.target.tagName) && event.target.type !== "checkbox") return;
+    const item = items[current];
+    if (event.key === "j") focusRow(current + 1);
+    else if (event.key === "k") focusRow(current - 1);
+    else if (event.key === "x" && rows[current]) { const box = rows[current].querySelector("input"); box.checked = !box.checked; box.dispatchEvent(new Event("change")); }
+    else if (event.key === "a" && item) decide([item.id], []);
+    else if (event.key === "r" && item) decide([], [item.id]);
+    else if (event.key === "A") decide(chosen(), []);
+    else if (event.key === "R") decide([], chosen());
+    else return;
+    event.preventDefault();
+  };
+  state.review = { ...extra, items: items.map((item) => item.id), last, ready: true };
+  if (rows.length) focusRow(0);
+}
+
+function pagerFor(page, params, from, shown, total, what) {
+  return el("div", {},
+    from > 0 ? el("a", { href: hashFor(page, { ...params, from: Math.max(0, from - REVIEW_PAGE) }), text: "← previous " }) : null,
+    el("span", { class: "muted", text: ` ${total} ${what}${shown ? `, ${from + 1}–${from + shown}` : ""} ` }),
+    from + REVIEW_PAGE < total ? el("a", { href: hashFor(page, { ...params, from: from + REVIEW_PAGE }), text: " next →" }) : null);
+}
+
+// Detected edges, least confident first (the _review route's own order), each with its evidence and both ends'
+// previews; or, with ?ns=, a memory namespace's memories not yet approved (newest first).
 async function reviewPage(params, last = null) {
   if (guestOf()) {
     show(el("h1", { text: "Review" }), el("p", { "data-testid": "read-only", text: "A shared brain is read-only: there is nothing to review here." }));
     return;
   }
   const brain = params.get("brain") || "";
-  if (!brain) { await brainList("Review", "review"); return; }
+  const ns = params.get("ns") || "";
+  if (ns) { await memoryReviewPage(ns, params, last); return; }
+  if (!brain) {
+    await brainList("Review", "review");
+    const box = el("input", { type: "text", name: "ns", placeholder: "memory namespace", "data-testid": "review-ns" });
+    const form = el("form", { class: "inline" }, box, el("button", { type: "submit", text: "Review its memories" }));
+    form.addEventListener("submit", (event) => { event.preventDefault(); location.hash = hashFor("review", { ns: box.value.trim() }); });
+    document.getElementById("page").append(el("h2", { text: "Memories" }), form);
+    return;
+  }
   const from = Math.max(0, parseInt(params.get("from") || "0", 10) || 0);
   const type = params.get("type") || "";
   state.review = { brain, ready: false, last };
@@ -511,12 +589,12 @@ async function reviewPage(params, last = null) {
   if (type) query.set("type", type);
   const answer = await api("GET", `/_graph/${encodeURIComponent(brain)}/_review?${query}`);
   if (answer.status !== 200) { show(el("h1", { text: `Review ${brain}` }), failure("The review queue", answer)); state.review.ready = true; return; }
-  const items = answer.body.items || [];
+  const edges = answer.body.items || [];
   const overview = await api("GET", `/_graph/${encodeURIComponent(brain)}/overview`);
   const nodesIndex = overview.status === 200 ? overview.body.nodes_index : null;
   const sources = new Map();
-  if (nodesIndex && items.length) {
-    const ids = [...new Set(items.flatMap((e) => [e.src, e.dst]))];
+  if (nodesIndex && edges.length) {
+    const ids = [...new Set(edges.flatMap((e) => [e.src, e.dst]))];
     const found = await api("POST", `/${nodesIndex.split(",").map(encodeURIComponent).join(",")}/_search`,
                             { size: ids.length, query: { ids: { values: ids } }, _source: ["title", "text", "ax_path"] });
     if (found.status === 200) for (const hit of found.body.hits.hits) sources.set(hit._id, hit._source || {});
@@ -530,79 +608,55 @@ async function reviewPage(params, last = null) {
     }
   }
   const readerIndex = nodesIndex ? nodesIndex.split(",")[0] : "";
-  const selected = new Set();
-  let current = 0;
-  const note = el("input", { type: "text", name: "note", placeholder: "review note (optional)", "data-testid": "review-note" });
-  const message = el("p", { "data-testid": "review-result", class: "muted",
-                            text: last && last.approved !== undefined
-                              ? `approved ${last.approved}, rejected ${last.rejected}${last.not_found ? `, not found ${last.not_found}` : ""} (by ${last.reviewed_by})` : "" });
-  const decide = async (approve, reject) => {
-    if (!approve.length && !reject.length) return;
-    const body = { approve, reject };
-    if (note.value.trim()) body.note = note.value.trim();
-    const result = await api("POST", `/_graph/${encodeURIComponent(brain)}/_review`, body);
-    if (result.status !== 200) { message.replaceChildren(failure("The decision", result)); state.review.last = { status: result.status }; return; }
-    state.review.last = result.body;
-    await refresh();
-  };
-  const rows = items.map((edge, i) => {
-    const box = el("input", { type: "checkbox", "data-testid": "select", "aria-label": "select" });
-    box.addEventListener("change", () => { if (box.checked) selected.add(edge.edge_id); else selected.delete(edge.edge_id); });
-    return el("div", { class: "review-item", "data-testid": "review-item", "data-edge-id": edge.edge_id, tabindex: "-1" },
-      el("div", { class: "review-head" }, box,
-        el("strong", { text: ` ${edge.type} ` }),
-        el("span", { class: "badge", text: `confidence: ${edge.confidence ?? "?"}` }),
-        el("span", { class: "badge", text: edge.detector || "" }),
-        el("span", { class: "badge", text: `trust: ${edge.trust}` }),
-        el("button", { type: "button", "data-testid": "approve", text: "Approve", onclick: () => decide([edge.edge_id], []) }),
-        el("button", { type: "button", "data-testid": "reject", text: "Reject", onclick: () => decide([], [edge.edge_id]) })),
-      evidenceOf(edge),
-      el("div", { class: "ends" }, preview(edge.src, sources.get(edge.src), readerIndex, brain),
-         el("div", { class: "arrow", text: "→" }), preview(edge.dst, sources.get(edge.dst), readerIndex, brain)));
-  });
-  const focusRow = (i) => {
-    current = Math.max(0, Math.min(rows.length - 1, i));
-    rows.forEach((row, j) => row.classList.toggle("current", j === current));
-    if (rows[current]) rows[current].focus({ preventScroll: false });
-    state.review.current = items[current] ? items[current].edge_id : null;
-  };
-  const chosen = () => (selected.size ? [...selected] : items.map((e) => e.edge_id));
-  const total = answer.body.total ?? items.length;
   const types = overview.status === 200 ? (overview.body.types || []).map((t) => t.key) : [];
   const typePick = el("select", { "data-testid": "review-type", "aria-label": "edge type" },
     el("option", { value: "", text: "every type" }),
     ...types.map((t) => el("option", { value: t, text: t, selected: t === type })));
   typePick.addEventListener("change", () => { location.hash = hashFor("review", { brain, type: typePick.value }); });
-  const toolbar = el("div", { class: "toolbar" }, typePick,
-    el("button", { type: "button", "data-testid": "approve-selected", text: "Approve selected (or page) [A]", onclick: () => decide(chosen(), []) }),
-    el("button", { type: "button", "data-testid": "reject-selected", text: "Reject selected (or page) [R]", onclick: () => decide([], chosen()) }),
-    note);
-  const pager = el("div", {},
-    from > 0 ? el("a", { href: hashFor("review", { brain, type, from: Math.max(0, from - REVIEW_PAGE) }), text: "← previous " }) : null,
-    el("span", { class: "muted", text: ` ${total} awaiting review${items.length ? `, ${from + 1}–${from + items.length}` : ""} ` }),
-    from + REVIEW_PAGE < total ? el("a", { href: hashFor("review", { brain, type, from: from + REVIEW_PAGE }), text: " next →" }) : null);
-  const refresh = () => reviewPage(params, state.review.last);
-  show(el("h1", { text: `Review ${brain}` }),
-       el("p", { class: "muted", text: "Detected claims awaiting a person, least confident first. Keys: j/k move, a approve, r reject, x select, A/R the selection or the page." }),
-       toolbar, message,
-       items.length ? el("div", { "data-testid": "review-queue" }, rows)
-                    : el("p", { "data-testid": "review-empty", text: "Nothing awaits review in this brain." }),
-       pager);
-  state.keys = (event) => {
-    if (event.target && ["INPUT", "TEXTAREA", "SELECT"].includes(event.target.tagName) && event.target.type !== "checkbox") return;
-    const edge = items[current];
-    if (event.key === "j") focusRow(current + 1);
-    else if (event.key === "k") focusRow(current - 1);
-    else if (event.key === "x" && rows[current]) { const box = rows[current].querySelector("input"); box.checked = !box.checked; box.dispatchEvent(new Event("change")); }
-    else if (event.key === "a" && edge) decide([edge.edge_id], []);
-    else if (event.key === "r" && edge) decide([], [edge.edge_id]);
-    else if (event.key === "A") decide(chosen(), []);
-    else if (event.key === "R") decide([], chosen());
-    else return;
-    event.preventDefault();
-  };
-  state.review = { brain, total, items: items.map((e) => e.edge_id), previews: sources.size, last, ready: true };
-  if (rows.length) focusRow(0);
+  const total = answer.body.total ?? edges.length;
+  reviewQueue({
+    title: `Review ${brain}`, intro: "Detected claims awaiting a person, least confident first.",
+    items: edges.map((edge) => ({ id: edge.edge_id,
+      head: [el("strong", { text: ` ${edge.type} ` }),
+             el("span", { class: "badge", text: `confidence: ${edge.confidence ?? "?"}` }),
+             el("span", { class: "badge", text: edge.detector || "" }),
+             el("span", { class: "badge", text: `trust: ${edge.trust}` })],
+      body: [evidenceOf(edge),
+             el("div", { class: "ends" }, preview(edge.src, sources.get(edge.src), readerIndex, brain),
+                el("div", { class: "arrow", text: "→" }), preview(edge.dst, sources.get(edge.dst), readerIndex, brain))] })),
+    target: `/_graph/${encodeURIComponent(brain)}/_review`, last,
+    reload: (answered) => reviewPage(params, answered), tools: [typePick],
+    pager: pagerFor("review", { brain, type }, from, edges.length, total, "awaiting review"),
+    empty: "Nothing awaits review in this brain.", extra: { brain, total, previews: sources.size } });
+}
+
+// A namespace's memories not yet approved, newest first; a rejection forgets the memory and lays a tombstone
+// (POST /_memory/{ns}/_review), so the same text stored again is refused.
+async function memoryReviewPage(ns, params, last) {
+  const from = Math.max(0, parseInt(params.get("from") || "0", 10) || 0);
+  state.review = { ns, ready: false, last };
+  show(el("h1", { text: `Review memories of ${ns}` }), el("p", { class: "muted", text: "Loading the memories…" }));
+  const answer = await api("POST", `/${encodeURIComponent(`.xerj-memory-${ns}`)}/_search`, {
+    from, size: REVIEW_PAGE, track_total_hits: true, sort: [{ stored_at: "desc" }],
+    query: { bool: { must: [{ exists: { field: "text" } }],
+                     must_not: [{ terms: { trust: ["approved", "rejected"] } }, { exists: { field: "forgotten_at" } }] } } });
+  if (answer.status !== 200) { show(el("h1", { text: `Review memories of ${ns}` }), failure("The memories", answer)); state.review.ready = true; return; }
+  const hits = answer.body.hits.hits;
+  const total = answer.body.hits.total ? answer.body.hits.total.value : hits.length;
+  reviewQueue({
+    title: `Review memories of ${ns}`, intro: "Memories stored and neither approved nor forgotten yet, newest first. Rejecting one forgets it and lays a tombstone that refuses its text from then on.",
+    items: hits.map((hit) => {
+      const src = hit._source || {};
+      return { id: hit._id,
+        head: [el("strong", { text: " memory " }), el("span", { class: "badge", text: `trust: ${src.trust || "asserted"}` }),
+               el("span", { class: "badge", text: `stored ${fmtTime(src.stored_at)}` })],
+        body: [el("blockquote", { "data-testid": "memory-text", text: String(src.text || "").slice(0, 2000) }),
+               el("a", { href: hashFor("reader", { index: `.xerj-memory-${ns}`, id: hit._id }), text: "open" })] };
+    }),
+    target: `/_memory/${encodeURIComponent(ns)}/_review`, last,
+    reload: (answered) => reviewPage(params, answered), tools: [],
+    pager: pagerFor("review", { ns }, from, hits.length, total, "memories not yet approved"),
+    empty: "No memory of this namespace awaits review.", extra: { ns, total } });
 }
 
 // -- map -----------------------------------------------------------------------------------------
