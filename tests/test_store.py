@@ -293,3 +293,73 @@ def test_full_segments_stop_merging_and_stay_correct(tmp_path, monkeypatch):
                 assert source == expected[doc_id] and r.column("n").values[row] == source["n"]
             rows, _tfs = r.postings("evidence.quote", "shared")
             assert {r.id_of(int(x)) for x in rows if r.live[x]} == set(expected)
+
+
+# -- the compiled write plan answers exactly as the generic path does ----------------------------------
+
+STRICTLESS = {
+    "dynamic": False,
+    "properties": {
+        "src": {"type": "keyword", "dictionary": "nodes"},
+        "n": {"type": "long"},
+        "w": {"type": "float"},
+        "evidence": {"properties": {"quote": {"type": "text"}, "offset": {"type": "long"}}},
+        "empty": {"type": "object"},
+    },
+}
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 2**40), st.floats(allow_nan=False, width=32),
+                     st.sampled_from(["a", "b c", "12", "2024-01-02"]))
+_keys = st.sampled_from(["src", "n", "w", "evidence", "empty", "recorded_at", "extra", "a.b", "evidence.quote",
+                         "empty.x", ""])
+_values = st.recursive(_scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                       st.dictionaries(_keys, inner, max_size=3)), max_leaves=6)
+
+
+def _record_or_error(store, doc):
+    try:
+        return store.transact(lambda txn: txn.index("p").record_for(doc))
+    except MapperParsingError as exc:
+        return ("error", str(exc))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(docs=st.lists(st.dictionaries(_keys, _values, max_size=5), min_size=1, max_size=6))
+def test_the_write_plan_answers_as_the_generic_path(tmp_path_factory, docs):
+    """Under ``dynamic: false`` the plan passes unmapped scalars by; every record and refusal stays the same."""
+    from xerj_core.store import plan as plan_module
+
+    base = tmp_path_factory.mktemp("plan")
+    with Store(base / "planned") as planned, Store(base / "generic") as generic:
+        planned.create_index("p", STRICTLESS)
+        generic.create_index("p", STRICTLESS)
+        for doc in docs:
+            want = _record_or_error(planned, doc)
+            original = plan_module.WritePlan.record, plan_module.WritePlan.values
+            plan_module.WritePlan.record = lambda self, *a: None
+            plan_module.WritePlan.values = lambda self, *a: None
+            try:
+                got = _record_or_error(generic, doc)
+            finally:
+                plan_module.WritePlan.record, plan_module.WritePlan.values = original
+            assert want == got, doc
+        assert planned.get_mapping("p") == generic.get_mapping("p")
+
+
+def test_an_edge_with_unmapped_fields_takes_the_plan(store):
+    """An edge document's ``recorded_at`` (unmapped under ``dynamic: false``) does not send it down the generic
+    path, whose per-document flattening the plan exists to skip."""
+    from xerj_core.graph.brain import EDGE_MAPPING
+    from xerj_core.store.write import IndexWrite
+
+    store.create_index("edges", EDGE_MAPPING)
+    doc = {"src": "a", "dst": "b", "type": "links_to", "weight": 1.0, "recorded_at": 5,
+           "evidence": {"quote": "see b", "source": "a.md", "offset": 3, "line": 2}}
+    calls = []
+    original = IndexWrite._generic_values
+    IndexWrite._generic_values = lambda self, d: calls.append(d) or original(self, d)
+    try:
+        store.put("edges", doc, "e1")
+    finally:
+        IndexWrite._generic_values = original
+    assert calls == []
+    assert store.get("edges", "e1")[0] == doc

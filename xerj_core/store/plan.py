@@ -21,6 +21,8 @@ from xerj_core.text import tokenize
 
 # How a leaf converts a value of the expected Python type without calling ``coerce``.
 _AS_STR, _AS_INT, _AS_DATE, _AS_FLOAT, _AS_OTHER = range(5)
+# Values an unmapped field may hold and be passed by without the generic path (None is never indexed).
+_UNMAPPED_SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
 class Leaf:
@@ -67,28 +69,36 @@ class Leaf:
 class Plan:
     """The fields under one object level: leaves by key and nested objects by key."""
 
-    __slots__ = ("leaves", "objects")
+    __slots__ = ("leaves", "objects", "prefix")
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "") -> None:
         self.leaves: dict[str, Leaf] = {}
         self.objects: dict[str, Plan] = {}
+        self.prefix = prefix  # the dotted path of this level plus ".", "" at the root
 
 
 class WritePlan:
     """Everything ``record_for`` needs about a mapping, compiled once per mapping version."""
 
-    __slots__ = ("root", "leaves")
+    __slots__ = ("root", "leaves", "ignores_unmapped", "object_paths")
 
     def __init__(self, mapping: Mapping) -> None:
         self.root = Plan()
         self.leaves: dict[str, Leaf] = {}
+        # Under ``dynamic: false`` (or runtime) an unmapped scalar stays in _source only, so the plan may pass
+        # it by (an edge's ``recorded_at``, a file state's run fields) instead of sending the document down the
+        # generic path; a key naming a mapped object still goes there, which refuses it.
+        self.ignores_unmapped = mapping.dynamic in ("false", "runtime")
+        self.object_paths = frozenset(mapping.objects)
         for spec in mapping.fields.values():
             if spec.source_path is not None:
                 continue
             level = self.root
             parts = spec.path.split(".")
             for part in parts[:-1]:
-                level = level.objects.setdefault(part, Plan())
+                nested = level.objects.get(part)
+                if nested is None:
+                    nested = level.objects[part] = Plan(level.prefix + part + ".")
             leaf = Leaf(spec, mapping.subfields_of(spec.path))
             level.leaves[parts[-1]] = leaf
             self.leaves[spec.path] = leaf
@@ -101,6 +111,7 @@ class WritePlan:
         field is unmapped or an object sits where a value is mapped (the generic path decides those)."""
         pairs: list[tuple[Leaf, Any]] = []
         stack = [(self.root, doc)]
+        ignores = self.ignores_unmapped
         while stack:
             level, obj = stack.pop()
             leaves, objects = level.leaves, level.objects
@@ -110,6 +121,9 @@ class WritePlan:
                     nested = objects.get(key)
                     if nested is None or type(value) is not dict:
                         if nested is not None and value is None:
+                            continue
+                        if (ignores and nested is None and type(value) in _UNMAPPED_SCALARS and type(key) is str
+                                and key and "." not in key and level.prefix + key not in self.object_paths):
                             continue
                         return None
                     stack.append((nested, value))
