@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from xerj_core.autoindex import pipeline
+from xerj_core.autoindex.detect import DetectionResult
 from xerj_core.autoindex.parallel import InlineExecutor, parse_batch
 from xerj_core.autoindex.pipeline import run
 from xerj_core.autoindex.sink import LocalSink, dataset_index
@@ -46,18 +47,20 @@ def generate(root: Path, notes: int, seed: int = 5) -> Path:
 
 
 class Recorded:
-    """Captures each run's detection result (drafts and counters) as the pipeline computed it."""
+    """Captures each run's detection result (drafts in the order detection streamed them, and counters)."""
 
     def __init__(self, monkeypatch) -> None:
         self.results = []
-        real = pipeline._Detection.result
+        real = pipeline._Detection.batches
 
-        def result(detection):
-            found = real(detection)
-            self.results.append(found)
-            return found
+        def batches(detection):
+            drafts = []
+            for batch in real(detection):
+                drafts.extend(batch)
+                yield batch
+            self.results.append(DetectionResult(edges=tuple(drafts), counters=detection.counters()))
 
-        monkeypatch.setattr(pipeline._Detection, "result", result)
+        monkeypatch.setattr(pipeline._Detection, "batches", batches)
 
 
 def comparable(summary) -> dict:

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
+import zlib
+from collections import deque
 from concurrent.futures import Executor, Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import attrs
+import orjson
 
-from xerj_core.autoindex.detect import Corpus, DetectionResult, collect_detectors, combine
+from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine
 from xerj_core.autoindex.formats import collect_formats
 from xerj_core.autoindex.parallel import (
     Broadcast,
     InlineExecutor,
+    ParseOutcome,
     Plugins,
     detect_batch,
     open_pool,
@@ -22,6 +27,7 @@ from xerj_core.autoindex.parallel import (
     rebuilds_alike,
 )
 from xerj_core.autoindex.sink import (
+    EDGES_PER_TRANSACTION,
     BrainSink,
     BrainState,
     FileStamp,
@@ -38,7 +44,7 @@ from xerj_core.autoindex.sink import (
 from xerj_core.autoindex.walk import UNREADABLE, FileEntry, Skipped, walk
 from xerj_core.errors import IllegalArgument
 from xerj_core.graph.brain import edge_id, node_id_problem, validate_brain_name
-from xerj_core.model import SourceDocument
+from xerj_core.model import EdgeDraft, SourceDocument
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.text import derive_brain_name
 
@@ -52,6 +58,9 @@ PARSE_BATCH_FILES = 64
 DETECT_BATCH_FILES = 512
 # Below this many files to parse or detect, a process pool costs more than it saves.
 POOL_MIN_FILES = 200
+# Detect batches a pool holds at once (per worker): enough to keep every worker busy, few enough that the
+# drafts and the texts of the batches in flight stay a bounded share of the corpus.
+DETECT_WINDOW_PER_WORKER = 2
 
 
 @attrs.define
@@ -218,10 +227,11 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
         detection = _Detection(runner, changed_parses, unchanged, forced=forced) if may_detect else None
         changed = _write_documents(sink, brain_name, state.root_id, changed_parses, removed, prior, now_ms,
                                    summary, progress, detection)
-        datasets = _datasets_after(prior, changed, removed, state.root_id)
+        datasets = _datasets_after(prior, changed, removed)
         summary.datasets = datasets
         dirty = bool(changed or removed) or run_dirty or state.root != summary.root
         if detection is not None and detection.needed:
+            detection.start()
             for failure in detection.unchanged_failures():
                 summary.fail(failure["path"], failure["reason"])
             _detect_and_reconcile(sink, detection, brain_name, datasets, now_ms, summary, progress)
@@ -231,7 +241,7 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
         sink.finish(brain_name, RunFinish(root=summary.root, datasets=tuple(datasets), detectors=tuple(tags),
                                           finished_at=now_ms, root_id=state.root_id))
     failed = {f["path"] for f in summary.files_failed}
-    summary.files_indexed = sum(1 for p in changed if p.docs)
+    summary.files_indexed = sum(1 for indices in changed.values() if indices)
     summary.files_unchanged = sum(1 for e in unchanged if e.rel_path not in failed)
     summary.files_seen = len(entries) + len(passed)
     summary.elapsed_s = round(time.perf_counter() - started, 3)
@@ -267,7 +277,8 @@ class _Runner:
         self.graph = graph
         self.pool: Executor | None = None
         self.pool_allowed: bool | None = None
-        self.futures: list[Future] = []
+        # Weakly: a batch's future must not keep its result (documents, texts) alive once the run let it go.
+        self.futures: weakref.WeakSet[Future] = weakref.WeakSet()
 
     def expect(self, work_files: int) -> None:
         """Open a pool once the run has ``work_files`` files to parse or detect, if a pool pays and may be used."""
@@ -283,15 +294,30 @@ class _Runner:
         return isinstance(self.given or self.pool or _INLINE, InlineExecutor)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        """``fn(plugins, *args)`` on the executor; tasks for another process name the plugins, not carry them."""
+        """``fn(plugins, *args)`` on the executor; tasks for another process name the plugins, not carry them.
+
+        With no executor of its own the run defers the call until its result is
+        asked for, so a batch is parsed (or detected) when the writer reaches it
+        and the run holds a bounded number of batches, never the whole corpus.
+        """
+        if self.given is None and self.pool is None:
+            return _Deferred(fn, self.plugins, *args)
         executor = self.given or self.pool or _INLINE
         future = executor.submit(fn, self.plugins if self.in_process else self.ref, *args)
-        self.futures.append(future)
+        self.futures.add(future)
         return future
+
+    @property
+    def window(self) -> int:
+        """How many detect batches may be in flight at once."""
+        if self.given is None and self.pool is None:
+            return 1
+        workers = getattr(self.given or self.pool, "_max_workers", None) or self.workers
+        return max(2, DETECT_WINDOW_PER_WORKER * workers)
 
     def close(self) -> None:
         """Cancel what is still queued; a pool of the run's own lets running batches end and reaps its workers."""
-        for future in self.futures:
+        for future in list(self.futures):
             future.cancel()
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
@@ -300,27 +326,85 @@ class _Runner:
 _INLINE = InlineExecutor()
 
 
+class _Deferred(Future):
+    """A call run in this process the first time its result is asked for (see :meth:`_Runner.submit`).
+
+    An ordinary exception lands in the future, as an executor would report it;
+    ``KeyboardInterrupt`` propagates at once. A cancelled call never runs.
+    """
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        super().__init__()
+        self._call: tuple[Callable[..., Any], tuple[Any, ...]] | None = (fn, args)
+
+    def _run(self) -> None:
+        call, self._call = self._call, None
+        if call is None or self.done():
+            return
+        fn, args = call
+        try:
+            self.set_result(fn(*args))
+        except Exception as exc:
+            self.set_exception(exc)
+
+    def result(self, timeout: float | None = None) -> Any:
+        self._run()
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._run()
+        return super().exception(timeout)
+
+
 def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [items[start:start + size] for start in range(0, len(items), size)]
 
 
+@attrs.frozen
+class _Kept:
+    """What detection keeps of a parsed file until it runs: its documents without their text, the texts
+    compressed apart (put back for the file's detect batch only), and the file's ``summarize`` partial."""
+
+    docs: tuple[SourceDocument, ...]
+    texts: bytes
+    partial: Any
+
+    @classmethod
+    def of(cls, outcome: ParseOutcome) -> "_Kept":
+        texts = [doc.text for doc in outcome.docs]
+        docs = tuple(attrs.evolve(doc, text="") if doc.text else doc for doc in outcome.docs)
+        return cls(docs, zlib.compress(orjson.dumps(texts), 1), outcome.partial or {})
+
+    def documents(self) -> tuple[SourceDocument, ...]:
+        texts = orjson.loads(zlib.decompress(self.texts))
+        return tuple(attrs.evolve(doc, text=text) if text else doc for doc, text in zip(self.docs, texts))
+
+
 class _Detection:
-    """Detection over the whole corpus: started once every file is parsed, finished after the writes.
+    """Detection over the whole corpus: started once every file is parsed, streamed after the writes.
 
     Map (each file's ``summarize``, done with its parse) → combine here → the
     corpus and states broadcast with each detect batch → map (``detect_file``).
     Unchanged files are parsed for the corpus once edges are known to be redone.
+
+    Between its parse and its detect batch a file is held as a :class:`_Kept`
+    (no text objects); a parse batch's outcomes are taken as soon as the writer
+    is done with them, and detect batches are built and run a window at a time,
+    so the run never holds every file's documents, texts and drafts at once.
     """
 
-    def __init__(self, runner: _Runner, changed: Sequence[Future], unchanged: Sequence[FileEntry], *,
+    def __init__(self, runner: _Runner, changed: list[Future | None], unchanged: Sequence[FileEntry], *,
                  forced: bool) -> None:
         self.runner = runner
         self.changed = changed
         self.unchanged_entries = unchanged
-        self.unchanged: list[Future] = []
+        self.unchanged: list[Future | None] = []
         self.needed = False
-        self.states: dict[str, Any] | None = None
-        self.batches: list[Future] = []
+        self.kept: dict[str, _Kept] = {}
+        self.failures: list[dict[str, str]] = []
+        self.states: dict[str, DetectorState] | None = None
+        self.corpus: Corpus | None = None
+        self.shared: Any = None
         if forced:
             self._need()
 
@@ -331,45 +415,67 @@ class _Detection:
             self.unchanged = [self.runner.submit(parse_batch, batch, True)
                               for batch in _chunks(self.unchanged_entries, PARSE_BATCH_FILES)]
 
-    def changed_parsed(self, future: Future) -> None:
-        """A batch of changed files is parsed: one that parsed means edges are redone."""
-        if any(o.failure is None for o in future.result()):
+    def take(self, outcomes: Sequence[ParseOutcome]) -> None:
+        """A batch of changed files is parsed and written: keep what detection needs of it. One that parsed
+        means edges are redone."""
+        if any(o.failure is None for o in outcomes):
             self._need()
+        self._keep(outcomes)
+
+    def _keep(self, outcomes: Sequence[ParseOutcome]) -> None:
+        for outcome in outcomes:
+            if outcome.docs:
+                self.kept[outcome.entry.rel_path] = _Kept.of(outcome)
 
     def ready(self) -> bool:
-        return self.needed and all(f.done() for f in (*self.changed, *self.unchanged))
+        """Whether detection can start now: every changed file is taken and, with an executor that works
+        apart, every unchanged file is parsed (in process they are parsed when detection starts)."""
+        if not self.needed or any(f is not None for f in self.changed):
+            return False
+        return self.runner.in_process or all(f is None or f.done() for f in self.unchanged)
 
     def unchanged_failures(self) -> list[dict[str, str]]:
-        return [{"path": o.entry.rel_path, "reason": o.failure}
-                for f in self.unchanged for o in f.result() if o.failure is not None]
+        return self.failures
 
     def start(self) -> None:
         if self.states is not None:
             return
-        files: dict[str, tuple[SourceDocument, ...]] = {}
-        partials: dict[str, Any] = {}
-        for future in (*self.changed, *self.unchanged):
-            for outcome in future.result():
-                if outcome.docs:
-                    files[outcome.entry.rel_path] = outcome.docs
-                    partials[outcome.entry.rel_path] = outcome.partial or {}
-        corpus = Corpus(files)
-        ordered = sorted(files)
-        self.states = combine(self.runner.plugins.detectors, (partials[path] for path in ordered), corpus)
-        shared: Any = (corpus, self.states) if self.runner.in_process else Broadcast.pack(corpus, self.states)
-        work = [(path, files[path]) for path in ordered]
-        self.batches = [self.runner.submit(detect_batch, shared, batch)
-                        for batch in _chunks(work, DETECT_BATCH_FILES)]
+        for position, future in enumerate(self.unchanged):
+            if future is None:
+                continue
+            outcomes = future.result()
+            self.unchanged[position] = None
+            self.failures.extend({"path": o.entry.rel_path, "reason": o.failure}
+                                 for o in outcomes if o.failure is not None)
+            self._keep(outcomes)
+        ordered = sorted(self.kept)
+        self.corpus = Corpus({path: self.kept[path].docs for path in ordered})
+        self.states = combine(self.runner.plugins.detectors, (self.kept[path].partial for path in ordered),
+                              self.corpus)
+        for path in ordered:  # the partials are folded into the states: let them go
+            self.kept[path] = attrs.evolve(self.kept[path], partial=None)
+        self.shared = (self.corpus, self.states) if self.runner.in_process else \
+            Broadcast.pack(self.corpus, self.states)
 
-    def result(self) -> DetectionResult:
+    def batches(self) -> Iterator[list[EdgeDraft]]:
+        """Each detect batch's drafts, in file order, with at most the runner's window of batches in flight."""
         self.start()
-        edges = [draft for future in self.batches for draft in future.result()]
-        edges.sort(key=lambda d: (d.src, d.type, d.dst))
+        ordered = sorted(self.kept)
+        pending: deque[Future] = deque()
+        for lo in range(0, len(ordered), DETECT_BATCH_FILES):
+            work = [(path, self.kept[path].documents()) for path in ordered[lo:lo + DETECT_BATCH_FILES]]
+            pending.append(self.runner.submit(detect_batch, self.shared, work))
+            if len(pending) >= self.runner.window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+    def counters(self) -> dict[str, int]:
         counters: dict[str, int] = {}
         for detector_state in (self.states or {}).values():
             for key, value in detector_state.counters.items():
                 counters[key] = counters.get(key, 0) + int(value)
-        return DetectionResult(edges=tuple(edges), counters=counters)
+        return counters
 
 
 def _run_is_dirty(state: RunState | None, detector_tags: list[str]) -> bool:
@@ -379,16 +485,19 @@ def _run_is_dirty(state: RunState | None, detector_tags: list[str]) -> bool:
     return state.dirty or (bool(detector_tags) and state.detectors != tuple(detector_tags))
 
 
-def _datasets_after(prior: Mapping[str, FileState], changed: Sequence[_Parsed], removed: Sequence[str],
-                    root_id: str) -> list[str]:
-    """The dataset indices the brain's files produce documents in once this run's writes are in."""
-    refs = {path: state.docs for path, state in prior.items()}
-    for parsed in changed:
-        refs[parsed.entry.rel_path] = tuple(doc_ref(dataset_index(doc.dataset, root_id), doc.doc_id)
-                                            for doc in parsed.docs)
+def _datasets_after(prior: Mapping[str, FileState], changed: Mapping[str, tuple[str, ...]], removed: Sequence[str],
+                    ) -> list[str]:
+    """The dataset indices the brain's files produce documents in once this run's writes are in.
+
+    ``changed`` maps each file parsed now to the dataset indices of its documents.
+    """
+    indices = {path: {split_ref(ref)[0] for ref in state.docs} for path, state in prior.items()
+               if path not in changed}
     for path in removed:
-        refs.pop(path, None)
-    return sorted({split_ref(ref)[0] for docs in refs.values() for ref in docs})
+        indices.pop(path, None)
+    found = {index for names in indices.values() for index in names}
+    found.update(index for names in changed.values() for index in names)
+    return sorted(found)
 
 
 def _file_write(rel_path: str, parsed: _Parsed | None, prior: Mapping[str, FileState], root_id: str) -> FileWrite:
@@ -402,17 +511,18 @@ def _file_write(rel_path: str, parsed: _Parsed | None, prior: Mapping[str, FileS
     return FileWrite(path=rel_path, stamp=stamp, documents=documents, stale=stale)
 
 
-def _write_documents(sink: BrainSink, brain: str, root_id: str, parses: Sequence[Future], removed: Sequence[str],
+def _write_documents(sink: BrainSink, brain: str, root_id: str, parses: list[Future | None], removed: Sequence[str],
                      prior: Mapping[str, FileState], now_ms: int, summary: RunSummary, progress: Progress,
-                     detection: _Detection | None) -> list[_Parsed]:
+                     detection: _Detection | None) -> dict[str, tuple[str, ...]]:
     """Write changed files' documents as their parses come in, then forget removed files.
 
-    A batch of whole files per transaction. Between batches, once every file is
-    parsed and edges are to be redone, detection is started so the executor
-    works on it while the remaining batches are written. Returns the files
-    parsed now (failures are reported in ``summary``).
+    A batch of whole files per transaction. Each parse batch is let go once its
+    files are queued for writing (detection keeps a text-free copy), so the run
+    holds at most a write batch and a parse batch of documents with their text.
+    Returns, per file parsed now, the dataset indices of its documents
+    (failures are reported in ``summary``).
     """
-    changed: list[_Parsed] = []
+    changed: dict[str, tuple[str, ...]] = {}
     work: list[tuple[str, _Parsed | None]] = []
 
     def flush(everything: bool) -> None:
@@ -420,15 +530,17 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, parses: Sequence
             batch = [_file_write(path, parsed, prior, root_id) for path, parsed in work[:BATCH_FILES]]
             del work[:BATCH_FILES]
             count = sink.write_files(brain, batch, now_ms)
+            del batch
             summary.documents += count
             progress("documents", count)
             if detection is not None and detection.ready():
                 detection.start()
 
-    for future in parses:
-        outcomes = future.result()
+    for position, future in enumerate(parses):
+        outcomes = future.result()  # type: ignore[union-attr]
+        parses[position] = None
         if detection is not None:
-            detection.changed_parsed(future)
+            detection.take(outcomes)
         for outcome in outcomes:
             if outcome.failure is not None:
                 summary.fail(outcome.entry.rel_path, outcome.failure)
@@ -436,10 +548,11 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, parses: Sequence
             if not outcome.docs:
                 summary.skip(outcome.entry.rel_path, NO_FORMAT, NO_FORMAT_REASON)
             # A file no format accepts is not part of the corpus, but it is remembered so it is not re-read.
-            parsed = _Parsed(outcome.entry, outcome.docs, outcome.digest)
-            changed.append(parsed)
-            work.append((outcome.entry.rel_path, parsed))
+            changed[outcome.entry.rel_path] = tuple(dict.fromkeys(dataset_index(doc.dataset, root_id)
+                                                                  for doc in outcome.docs))
+            work.append((outcome.entry.rel_path, _Parsed(outcome.entry, outcome.docs, outcome.digest)))
         progress("files", len(outcomes))
+        del future, outcomes
         flush(everything=False)
     work.extend((path, None) for path in removed)
     flush(everything=True)
@@ -454,23 +567,44 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
     mtime, a link that went away) are soft-invalidated; new ones are written.
     An edge already standing under the same id is left alone, so a re-run over
     unchanged files rewrites nothing. A claim a person rejected is stored retired.
+
+    Drafts stream: each detect batch's fresh edges are written once
+    :data:`EDGES_PER_TRANSACTION` of them are due, so the run holds the ids of
+    the edges it wants, never every draft at once.
     """
-    result = detection.result()
-    summary.edges_capped = int(result.counters.get("edges_capped", 0))
-    drafts = [d for d in result.edges if not any(node_id_problem(f, getattr(d, f)) for f in ("src", "dst", "type"))]
-    summary.edges_too_long = len(result.edges) - len(drafts)
-    wanted = {edge_id(d.src, d.type, d.dst, d.valid_at): d for d in drafts}
     standing = sink.standing_edges(brain)
     settled = standing.settled
+    wanted: set[str] = set()
+    fresh: list[EdgeDraft] = []
+    nodes = ",".join(datasets) or None
+
+    def write(drafts: list[EdgeDraft]) -> None:
+        drafts.sort(key=lambda d: (d.src, d.type, d.dst))
+        written = sink.write_edges(brain, drafts, created_at=now_ms, nodes_index=nodes)
+        for draft in drafts:
+            summary.edges_by_type[draft.type] = summary.edges_by_type.get(draft.type, 0) + 1
+        summary.claims_suppressed += written.suppressed
+        progress("edges", len(drafts))
+
+    for drafts in detection.batches():
+        for draft in drafts:
+            if any(node_id_problem(f, getattr(draft, f)) for f in ("src", "dst", "type")):
+                summary.edges_too_long += 1
+                continue
+            eid = edge_id(draft.src, draft.type, draft.dst, draft.valid_at)
+            if eid in wanted:
+                continue
+            wanted.add(eid)
+            if eid not in settled:
+                fresh.append(draft)
+        if len(fresh) >= EDGES_PER_TRANSACTION:
+            write(fresh)
+            fresh = []
+    write(fresh)
+    summary.edges_capped = int(detection.counters().get("edges_capped", 0))
     stale = sorted(eid for eid in standing.live if eid not in wanted)
-    fresh = [d for eid, d in wanted.items() if eid not in settled]
     if stale:
         summary.edges_invalidated = sink.invalidate_edges(brain, stale, now_ms)
-    written = sink.write_edges(brain, fresh, created_at=now_ms, nodes_index=",".join(datasets) or None)
-    for draft in fresh:
-        summary.edges_by_type[draft.type] = summary.edges_by_type.get(draft.type, 0) + 1
-    summary.claims_suppressed = written.suppressed
-    progress("edges", len(fresh))
 
 
 __all__ = ["BATCH_FILES", "DETECT_BATCH_FILES", "PARSE_BATCH_FILES", "POOL_MIN_FILES", "RunSummary", "run"]
