@@ -309,3 +309,61 @@ def test_edges_written_in_bounded_transactions_match_one_transaction(tmp_path, f
         again = run(engine, foam, brain="b", clock=lambda: 1_700_000_100_000)
         assert again.edges_invalidated > 0
         assert sum(1 for e in edges_of(engine, "b").values() if "invalid_at" in e) == again.edges_invalidated
+
+
+def _texts_held() -> int:
+    """Parsed documents alive in this process that still carry their text."""
+    import gc
+
+    from xerj_core.model import SourceDocument
+
+    return sum(1 for obj in gc.get_objects() if type(obj) is SourceDocument and obj.text)
+
+
+def test_a_run_streams_holding_a_bounded_number_of_documents(tmp_path, pm, monkeypatch):
+    """Parsed documents with their text are held a parse batch and a write batch (or a detect batch) at a
+    time, however big the folder; the brain is the one a run with whole-corpus batches builds."""
+    folder = tmp_path / "notes"
+    for i in range(300):
+        (folder / f"d{i % 5}").mkdir(parents=True, exist_ok=True)
+        (folder / f"d{i % 5}" / f"n{i}.md").write_text(
+            f"# Note {i}\n\ntext {i} [[n{(i * 7) % 300}]]\n\n## Part\nmore words w{i % 13} w{i % 17}\n")
+    with Engine(tmp_path / "whole", pm) as engine:
+        whole = run(engine, folder, brain="b", clock=lambda: 1_700_000_000_000)
+        expected = without_system_time(edges_of(engine, "b"))
+    docs_per_file = whole.documents // whole.files_indexed
+    assert docs_per_file >= 2 and whole.files_indexed == 300
+
+    monkeypatch.setattr(pipeline, "BATCH_FILES", 10)
+    monkeypatch.setattr(pipeline, "PARSE_BATCH_FILES", 5)
+    monkeypatch.setattr(pipeline, "DETECT_BATCH_FILES", 20)
+    monkeypatch.setattr(pipeline, "EDGES_PER_TRANSACTION", 50)
+    held: dict[str, int] = {"write": 0, "detect": 0}
+    edge_writes = []
+
+    class Counting(LocalSink):
+        def write_files(self, brain, files, indexed_at):
+            held["write"] = max(held["write"], _texts_held())
+            return super().write_files(brain, files, indexed_at)
+
+        def write_edges(self, brain, drafts, **kwargs):
+            edge_writes.append(len(drafts))
+            return super().write_edges(brain, drafts, **kwargs)
+
+    real_detect = pipeline.detect_batch
+
+    def detect_batch(*args):
+        held["detect"] = max(held["detect"], _texts_held())
+        return real_detect(*args)
+
+    monkeypatch.setattr(pipeline, "detect_batch", detect_batch)
+    with Engine(tmp_path / "streamed", pm) as engine:
+        streamed = run(Counting(engine.store, engine.graph), folder, brain="b", clock=lambda: 1_700_000_000_000,
+                       pm=pm)
+        assert without_system_time(edges_of(engine, "b")) == expected
+    assert (streamed.documents, streamed.edges_by_type) == (whole.documents, whole.edges_by_type)
+    # a write batch plus the parse batch being queued; a detect batch (its texts put back) at a time
+    assert 0 < held["write"] <= (10 + 5) * docs_per_file
+    assert 0 < held["detect"] <= 20 * docs_per_file
+    # fresh edges were written as detection streamed, about 50 at a time, not in one go at the end
+    assert len(edge_writes) > 3 and max(edge_writes) < 50 + 20 * 10 and sum(edge_writes) == whole.edges_written
