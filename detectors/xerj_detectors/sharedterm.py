@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
@@ -87,69 +88,88 @@ class SharedtermDetector:
     weight = 0.45
     confidence = 0.5
 
-    def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[str, frozenset[str]] | None:
+    def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[str, tuple[str, ...]] | None:
         if not file_docs:
             return None
-        return (file_docs[0].ax_path, file_terms(file_docs))
+        # a sorted tuple of interned strings: a whole corpus of these is held until combine, and a
+        # vocabulary's words repeat across files
+        return (file_docs[0].ax_path, tuple(sorted(map(sys.intern, file_terms(file_docs)))))
 
-    def combine(self, partials: Iterable[tuple[str, frozenset[str]] | None], corpus: Corpus) -> DetectorState:
+    def combine(self, partials: Iterable[tuple[str, Iterable[str]] | None], corpus: Corpus) -> DetectorState:
         units = sorted(p for p in partials if p is not None)
         total = len(units)
         df: Counter[str] = Counter()
         for _, terms in units:
             df.update(terms)
         # df <= 10% of the files, in integers so no rounding decides a borderline term
-        allowed = {t for t, n in df.items() if n >= 2 and n * 100 <= total * MAX_SHARE_PERCENT}
-        distinctive = [terms & allowed for _, terms in units]
-        rarity = {term: math.log(total / df[term]) for term in allowed}
-        families = {term: family(term) for term in allowed}
-        # one global order, rarest first, so per-file sorts use a C-level key
-        rank = {term: i for i, term in enumerate(sorted(allowed, key=lambda t: (df[t], t)))}.__getitem__
-        signatures = [sorted(terms, key=rank)[:SIGNATURE_TERMS] for terms in distinctive]
+        allowed = [t for t, n in df.items() if n >= 2 and n * 100 <= total * MAX_SHARE_PERCENT]
+        # term numbers in one global order, rarest first: a file's distinctive terms are a sorted int array
+        # (compact, and its first SIGNATURE_TERMS entries are its signature)
+        names = sorted(allowed, key=lambda t: (df[t], t))
+        number = {term: i for i, term in enumerate(names)}
+        rarity = np.array([math.log(total / df[term]) for term in names], np.float64)
+        family_of = {}
+        families = np.array([family_of.setdefault(family(term), len(family_of)) for term in names], np.int64)
+        lookup = number.get
+        distinctive = [np.array(sorted(n for n in map(lookup, terms) if n is not None), np.int64)
+                       for _, terms in units]
+        del df, number
+        signatures = [terms[:SIGNATURE_TERMS] for terms in distinctive]
         # the inverted index over the signature terms: each to every file holding it (df >= 2, so never alone)
-        seeding = {term for signature in signatures for term in signature}
-        holders: dict[str, list[int]] = defaultdict(list)
-        for index, terms in enumerate(distinctive):
-            for term in terms & seeding:
-                holders[term].append(index)
-        postings = {term: np.asarray(files, np.int64) for term, files in holders.items()}
+        seeding = np.zeros(len(names), bool)
+        for signature in signatures:
+            seeding[signature] = True
+        file_of = np.repeat(np.arange(total, dtype=np.int64), [len(terms) for terms in distinctive])
+        term_of = np.concatenate(distinctive) if distinctive else np.empty(0, np.int64)
+        keep = seeding[term_of]
+        file_of, term_of = file_of[keep], term_of[keep]
+        order = np.argsort(term_of, kind="stable")  # each term's files stay in file order
+        file_of, term_of = file_of[order], term_of[order]
+        starts = np.searchsorted(term_of, np.arange(len(names) + 1))
 
-        pairs: dict[tuple[int, int], tuple[float, frozenset[str]]] = {}
-        examined: set[tuple[int, int]] = set()
-        unscored: set[tuple[int, int]] = set()
+        # a pair of files (a < b) is the number a * total + b: the sets of examined and unscored pairs stay
+        # ints and arrays, not tuples, on a corpus where most files meet far more than 16 others
+        pairs: dict[tuple[int, int], tuple[float, np.ndarray]] = {}
+        examined: set[int] = set()
+        unscored: list[np.ndarray] = []
         for index, terms in enumerate(distinctive):
-            lists = [postings[term] for term in signatures[index]]
-            if len(lists) < MIN_FAMILIES:
+            signature = signatures[index]
+            if len(signature) < MIN_FAMILIES:
                 continue
-            hits = np.bincount(np.concatenate(lists), minlength=total)
+            hits = np.bincount(np.concatenate([file_of[starts[t]:starts[t + 1]] for t in signature.tolist()]),
+                               minlength=total)
             hits[index] = 0
             others = np.flatnonzero(hits >= MIN_FAMILIES)
-            ranked = others[np.argsort(-hits[others], kind="stable")].tolist()  # most hits first, then file order
-            for other in ranked[CANDIDATES_PER_FILE:]:
-                unscored.add((index, other) if index < other else (other, index))
-            for other in ranked[:CANDIDATES_PER_FILE]:
+            ranked = others[np.argsort(-hits[others], kind="stable")]  # most hits first, then file order
+            rest = ranked[CANDIDATES_PER_FILE:]
+            if len(rest):
+                unscored.append(np.minimum(rest, index) * total + np.maximum(rest, index))
+            for other in ranked[:CANDIDATES_PER_FILE].tolist():
                 key = (index, other) if index < other else (other, index)
-                if key in examined:
+                number = key[0] * total + key[1]
+                if number in examined:
                     continue
-                examined.add(key)
-                shared = terms & distinctive[other]
-                if len(shared) < MIN_FAMILIES or len(set(map(families.__getitem__, shared))) < MIN_FAMILIES:
+                examined.add(number)
+                shared = np.intersect1d(terms, distinctive[other], assume_unique=True)
+                if len(shared) < MIN_FAMILIES or len(np.unique(families[shared])) < MIN_FAMILIES:
                     continue
-                # fsum is exact, so the score never depends on set iteration order (hash seed)
-                pairs[key] = (math.fsum(map(rarity.__getitem__, shared)), shared)
+                # fsum is exact, so the score never depends on the order terms are summed in
+                pairs[key] = (math.fsum(rarity[shared].tolist()), shared)
         candidates = sorted(pairs.items(), key=lambda item: (-item[1][0], item[0]))
 
         degree = [0] * total
         accepted: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
         # pairs the per-file limit left unscored from both ends are refused candidates too
-        capped = len(unscored - examined)
+        left = np.unique(np.concatenate(unscored)) if unscored else np.empty(0, np.int64)
+        capped = len(np.setdiff1d(left, np.fromiter(examined, np.int64, len(examined)), assume_unique=True))
+        del left, unscored, examined
         for (a, b), (_, shared_terms) in candidates:
             if degree[a] >= MAX_LINKS or degree[b] >= MAX_LINKS:
                 capped += 1
                 continue
             degree[a] += 1
             degree[b] += 1
-            accepted[units[a][0]].append((units[b][0], tuple(sorted(shared_terms, key=rank))))
+            accepted[units[a][0]].append((units[b][0], tuple(names[t] for t in shared_terms.tolist())))
         for links in accepted.values():
             links.sort()
         return DetectorState(data=dict(accepted), counters={"edges_capped": capped})
