@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
+from collections import _count_elements  # type: ignore[attr-defined]  # Counter's own C counting loop
 
 _WORD = re.compile(r"\w+")
 _NOT_SLUG = re.compile(r"[^\w\- ]+")
@@ -24,6 +25,14 @@ _BRAIN_NAME = re.compile(r"[a-z0-9][a-z0-9_.\-]*")
 def tokenize(text: str) -> list[str]:
     """Lowercase Unicode words of ``text``, in order, repeats kept."""
     return _WORD.findall(text.lower())
+
+
+def term_counts(tokens: list[str]) -> dict[str, int]:
+    """How often each token occurs, in first-seen order: ``Counter(tokens)`` as a plain dict, without
+    Counter's per-call Python overhead (this runs once per text value written)."""
+    counts: dict[str, int] = {}
+    _count_elements(counts, tokens)
+    return counts
 
 
 def slugify(text: str) -> str:

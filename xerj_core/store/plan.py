@@ -11,13 +11,12 @@ the generic path, which owns every refusal and every dynamic mapping rule.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from typing import Any, Callable
 
 from xerj_core.store import limits
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
 from xerj_core.store.mapping import FLOAT_TYPES, INT_TYPES, FieldSpec, Mapping, coerce
-from xerj_core.text import tokenize
+from xerj_core.text import term_counts, tokenize
 
 # How a leaf converts a value of the expected Python type without calling ``coerce``.
 _AS_STR, _AS_INT, _AS_DATE, _AS_FLOAT, _AS_OTHER = range(5)
@@ -190,7 +189,7 @@ class WritePlan:
                 tokens, dropped = limits.indexable_terms(tokenize(value))
                 skipped["terms"] += dropped
                 columns[leaf.path] = len(tokens)
-                terms[leaf.path] = Counter(tokens)  # counted in C; stored as a plain JSON object
+                terms[leaf.path] = term_counts(tokens)  # stored as a plain JSON object
             else:
                 columns[leaf.path] = value
         return {"c": columns, "t": terms}

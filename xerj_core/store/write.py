@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import os
 import time
-from collections import Counter
 from itertools import chain
 from typing import Any, Iterable
 
@@ -24,7 +23,7 @@ from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, f
 from xerj_core.store.names import validate_index_name
 from xerj_core.store.plan import WritePlan, plan_for
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, refuse_in_mapping, scope_of
-from xerj_core.text import tokenize
+from xerj_core.text import term_counts, tokenize
 
 MAX_ID_BYTES = limits.MAX_ID_BYTES
 # One field's postings cut per segment: each blob's segment (index into the layout), term bytes, and blob.
@@ -220,7 +219,7 @@ class IndexWrite:
                 tokens, skipped = limits.indexable_terms(tokens)
                 self.skipped["terms"] += skipped
                 columns[path] = len(tokens)
-                terms[path] = Counter(tokens)  # counted in C; stored as a plain JSON object
+                terms[path] = term_counts(tokens)  # stored as a plain JSON object
             else:
                 columns[path] = vals[0]
         return {"c": columns, "t": terms}
