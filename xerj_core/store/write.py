@@ -538,7 +538,7 @@ class IndexWrite:
             if term not in term_ids:
                 term_ids[term] = len(term_ids)
         counts = np.fromiter((len(found) for _row, found in maps), np.int64, len(maps))
-        parts.append((np.fromiter(map(term_ids.__getitem__, terms), np.int64, len(terms)),
+        parts.append((np.fromiter(map(term_ids.__getitem__, terms), np.int32, len(terms)),
                       np.repeat(np.fromiter((row for row, _found in maps), np.int64, len(maps)), counts),
                       np.fromiter(chain.from_iterable(found.values() for _row, found in maps), np.float32,
                                   len(terms))))
@@ -552,7 +552,7 @@ class IndexWrite:
         if not terms:
             return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32)
         counts, rows, tfs = decode_postings_many(blobs)
-        ids = np.repeat(np.fromiter((term_ids.setdefault(t, len(term_ids)) for t in terms), np.int64, len(terms)),
+        ids = np.repeat(np.fromiter((term_ids.setdefault(t, len(term_ids)) for t in terms), np.int32, len(terms)),
                         counts)
         if renumber is not None:
             rows = renumber[rows]
@@ -585,27 +585,38 @@ class IndexWrite:
 def _cut_postings(term_ids: dict[str, int], parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
                   segments: list[tuple[int, int]]) -> CutPostings:
     """Flat ``(term number, row, tf)`` parts grouped per (segment, term) and encoded, in key order
-    (segment, then term bytes), which LMDB inserts fastest."""
-    ids = np.concatenate([p[0] for p in parts])
-    if not len(ids):
+    (segment, then term bytes), which LMDB inserts fastest.
+
+    ``parts`` is emptied as it is read. A merge of big segments handles millions of postings, so the arrays
+    are int32 (row and term numbers stay far below 2**31) and each is let go once the next is built.
+    """
+    if not sum(len(p[0]) for p in parts):
         return [], [], []
-    rows = np.concatenate([p[1] for p in parts])
-    tfs = np.concatenate([p[2] for p in parts])
+    ids = np.concatenate([p[0] for p in parts], dtype=np.int32, casting="unsafe")
+    rows = np.concatenate([p[1] for p in parts], dtype=np.int32, casting="unsafe")
+    tfs = np.concatenate([p[2] for p in parts], dtype=np.float32)
+    parts.clear()
     encoded = [t.encode() for t in term_ids]
+    by_bytes = sorted(range(len(encoded)), key=encoded.__getitem__)
     rank = np.empty(len(encoded), np.int64)
-    rank[sorted(range(len(encoded)), key=encoded.__getitem__)] = np.arange(len(encoded))
+    rank[by_bytes] = np.arange(len(encoded))
+    names_in_order = [encoded[i] for i in by_bytes]
+    del encoded, by_bytes
     starts = np.array([start for start, _end in segments], np.int64)
-    seg = np.searchsorted(starts, rows, side="right") - 1
-    # Within each part a term's rows ascend and parts come in row order, so a stable sort on
-    # (segment, term) leaves every group's rows ascending.
-    ranked = rank[ids]
-    order = np.argsort(seg * len(encoded) + ranked, kind="stable")
-    ids, rows, tfs, seg, ranked = ids[order], rows[order], tfs[order], seg[order], ranked[order]
-    cut = np.flatnonzero((np.diff(ranked) != 0) | (np.diff(seg) != 0)) + 1
-    bounds = np.concatenate(([0], cut, [len(ids)]))
-    firsts = bounds[:-1]
-    names = [encoded[i] for i in ids[firsts].tolist()]
-    return seg[firsts].tolist(), names, encode_postings_many(rows, tfs, bounds)
+    # (segment, term rank) as one number; within each part a term's rows ascend and parts come in row
+    # order, so a stable sort on it leaves every group's rows ascending
+    key = (np.searchsorted(starts, rows, side="right") - 1) * len(names_in_order)
+    key += rank[ids]
+    del ids, rank
+    order = np.argsort(key, kind="stable")
+    key, rows, tfs = key[order], rows[order], tfs[order]
+    del order
+    cut = np.flatnonzero(np.diff(key)) + 1
+    bounds = np.concatenate(([0], cut, [len(key)]))
+    seg, ranked = np.divmod(key[bounds[:-1]], len(names_in_order))
+    del key, cut
+    names = [names_in_order[i] for i in ranked.tolist()]
+    return seg.tolist(), names, encode_postings_many(rows, tfs, bounds)
 
 
 def _slice(column: Column, lo: int, hi: int) -> Column:
