@@ -57,6 +57,8 @@ MAX_TERM = 40
 # of the files found through them are scored exactly
 SIGNATURE_TERMS = 32
 CANDIDATES_PER_FILE = 16
+# unscored pair numbers gathered before they are deduplicated into the running set
+_DEDUP_EVERY = 1 << 20
 _LETTER = re.compile(r"[^\W\d_]")
 
 
@@ -131,7 +133,10 @@ class SharedtermDetector:
         # ints and arrays, not tuples, on a corpus where most files meet far more than 16 others
         pairs: dict[tuple[int, int], tuple[float, np.ndarray]] = {}
         examined: set[int] = set()
-        unscored: list[np.ndarray] = []
+        # unscored pairs, deduplicated a million at a time: on a big corpus they number in the millions
+        unscored = np.empty(0, np.int64)
+        pending: list[np.ndarray] = []
+        pending_size = 0
         for index, terms in enumerate(distinctive):
             signature = signatures[index]
             if len(signature) < MIN_FAMILIES:
@@ -143,7 +148,11 @@ class SharedtermDetector:
             ranked = others[np.argsort(-hits[others], kind="stable")]  # most hits first, then file order
             rest = ranked[CANDIDATES_PER_FILE:]
             if len(rest):
-                unscored.append(np.minimum(rest, index) * total + np.maximum(rest, index))
+                pending.append(np.minimum(rest, index) * total + np.maximum(rest, index))
+                pending_size += len(rest)
+                if pending_size >= _DEDUP_EVERY:
+                    unscored = np.unique(np.concatenate([unscored, *pending]))
+                    pending, pending_size = [], 0
             for other in ranked[:CANDIDATES_PER_FILE].tolist():
                 key = (index, other) if index < other else (other, index)
                 number = key[0] * total + key[1]
@@ -160,9 +169,9 @@ class SharedtermDetector:
         degree = [0] * total
         accepted: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
         # pairs the per-file limit left unscored from both ends are refused candidates too
-        left = np.unique(np.concatenate(unscored)) if unscored else np.empty(0, np.int64)
-        capped = len(np.setdiff1d(left, np.fromiter(examined, np.int64, len(examined)), assume_unique=True))
-        del left, unscored, examined
+        unscored = np.unique(np.concatenate([unscored, *pending]))
+        capped = len(np.setdiff1d(unscored, np.fromiter(examined, np.int64, len(examined)), assume_unique=True))
+        del unscored, pending, examined
         for (a, b), (_, shared_terms) in candidates:
             if degree[a] >= MAX_LINKS or degree[b] >= MAX_LINKS:
                 capped += 1

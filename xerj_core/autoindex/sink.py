@@ -258,7 +258,7 @@ class BrainSink(Protocol):
 
 # -- embedded ----------------------------------------------------------------------------------
 
-EDGES_PER_TRANSACTION = 20_000
+EDGES_PER_TRANSACTION = 5_000
 
 
 def _ensure_indices(txn: Any) -> None:
