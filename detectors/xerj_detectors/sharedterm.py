@@ -131,7 +131,10 @@ class SharedtermDetector:
 
         # a pair of files (a < b) is the number a * total + b: the sets of examined and unscored pairs stay
         # ints and arrays, not tuples, on a corpus where most files meet far more than 16 others
-        pairs: dict[tuple[int, int], tuple[float, np.ndarray]] = {}
+        # scored pairs that pass, as pair numbers and scores (their shared terms are found again for the
+        # few accepted): one array entry per pair, not an object per pair
+        pair_numbers: list[int] = []
+        pair_scores: list[float] = []
         examined: set[int] = set()
         # unscored pairs, deduplicated a million at a time: on a big corpus they number in the millions
         unscored = np.empty(0, np.int64)
@@ -163,8 +166,14 @@ class SharedtermDetector:
                 if len(shared) < MIN_FAMILIES or len(np.unique(families[shared])) < MIN_FAMILIES:
                     continue
                 # fsum is exact, so the score never depends on the order terms are summed in
-                pairs[key] = (math.fsum(rarity[shared].tolist()), shared)
-        candidates = sorted(pairs.items(), key=lambda item: (-item[1][0], item[0]))
+                pair_numbers.append(number)
+                pair_scores.append(math.fsum(rarity[shared].tolist()))
+        numbers = np.array(pair_numbers, np.int64)
+        scores = np.array(pair_scores, np.float64)
+        del pair_numbers, pair_scores
+        # best score first, then by pair (a, b): a pair number orders as (a, b) does
+        candidates = numbers[np.lexsort((numbers, -scores))].tolist()
+        del numbers, scores
 
         degree = [0] * total
         accepted: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
@@ -172,12 +181,14 @@ class SharedtermDetector:
         unscored = np.unique(np.concatenate([unscored, *pending]))
         capped = len(np.setdiff1d(unscored, np.fromiter(examined, np.int64, len(examined)), assume_unique=True))
         del unscored, pending, examined
-        for (a, b), (_, shared_terms) in candidates:
+        for number in candidates:
+            a, b = divmod(number, total)
             if degree[a] >= MAX_LINKS or degree[b] >= MAX_LINKS:
                 capped += 1
                 continue
             degree[a] += 1
             degree[b] += 1
+            shared_terms = np.intersect1d(distinctive[a], distinctive[b], assume_unique=True)
             accepted[units[a][0]].append((units[b][0], tuple(names[t] for t in shared_terms.tolist())))
         for links in accepted.values():
             links.sort()
