@@ -9,28 +9,12 @@ from xerj_auth.principal import Principal
 from xerj_http import create_app
 from xerj_http.middleware import Authenticate
 
-from .http_helpers import admin_headers, ndjson
-from .test_security import forbidden, grant, key_header, mint, refusal_reason
+from .http_helpers import ndjson
+# the secured app, its test client and the admin key's header are test_security's own fixtures
+from .test_security import admin, app, forbidden, grant, http, key_header, mint, refusal_reason  # noqa: F401
 
 NODES_A, NODES_B = ".xerj-memory-alice", ".xerj-memory-bob"
 NDJSON = {"Content-Type": "application/x-ndjson"}
-
-
-@pytest.fixture
-def app(engine, pm):
-    app = create_app(engine, pm)
-    yield app
-    app.close()
-
-
-@pytest.fixture
-def http(app):
-    return TestClient(app)
-
-
-@pytest.fixture
-def admin(engine):
-    return admin_headers(engine)
 
 
 @pytest.fixture
