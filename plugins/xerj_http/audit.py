@@ -9,7 +9,7 @@ comes from the resource's ``ops`` table, so a recall, a search or an ego is a
 
 What is recorded: every request that is not a read (write, manage, all),
 every denial (401 and 403, including a failed authentication, which names the
-route it tried), every key, share and audit operation, and the reads that
+route it tried, and each index a bulk's items were refused, as its own entry), every key, share and audit operation, and the reads that
 ``--audit-reads`` asks for: ``all``, ``reserved`` (a read touching a ``.xerj-``
 index: the reserved namespace and xerj's own indices; the default) or ``none``.
 
@@ -167,3 +167,10 @@ class Audit:
         if error_type is not None:
             event["note"] = f"{error_type}: {ctx.get('error_reason')}"
         self.engine.audit.record(event)  # AuditSinkFailed → the error handler answers 503 naming the sink
+        for denial in ctx.get("denials") or ():
+            # a bulk's refused items: one denial per refused index, as a request refused whole records
+            self.engine.audit.record({
+                **{k: event[k] for k in ("op", "subject", "privilege", "remote_addr", "request_id")},
+                "resource": denial.index, "outcome": "denied", "status": denial.error.status,
+                "note": f"{denial.error.error_type}: {denial.error.reason}",
+            })

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+import attrs
 import falcon
 
 from xerj_auth.principal import ANONYMOUS_PRINCIPAL, OPEN_MODE_PRINCIPAL, RESERVED_PREFIX, Principal
 from xerj_core.errors import XerjError
 from xerj_core.query.resolve import resolve_indices
 from xerj_http.errors import Forbidden, Unauthenticated
-from xerj_http.targets import FAN_OUT_ROUTES, default_expand, parse_msearch, resolve_targets
+from xerj_http.targets import (FAN_OUT_ROUTES, concrete_targets, default_expand, parse_bulk, parse_msearch,
+                               resolve_targets)
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.engine import Engine
@@ -114,13 +116,16 @@ class ResolveTargets:
 
 Policy = Callable[[Principal, str, str, Sequence[str]], None]
 
+# The op one item of a bulk is authorized as (ES's shard-level bulk action), so its refusal says so.
+BULK_ITEM_OP = "bulk.item"
+
 # ES's names for the actions whose ES counterpart is well known; the others are named after xerj's op.
 _ES_ACTIONS = {
     "search": "indices:data/read/search", "msearch": "indices:data/read/msearch",
     "count": "indices:data/read/search", "doc.get": "indices:data/read/get", "mget": "indices:data/read/mget",
     "doc.index": "indices:data/write/index", "doc.create": "indices:data/write/index",
     "doc.update": "indices:data/write/update", "doc.delete": "indices:data/write/delete",
-    "bulk": "indices:data/write/bulk", "indices.create": "indices:admin/create",
+    "bulk": "indices:data/write/bulk", BULK_ITEM_OP: "indices:data/write/bulk[s]", "indices.create": "indices:admin/create",
     "indices.delete": "indices:admin/delete", "indices.get": "indices:admin/get",
     "indices.exists": "indices:admin/get", "indices.get_mapping": "indices:admin/mappings/get",
     "indices.put_mapping": "indices:admin/mapping/put", "indices.refresh": "indices:admin/refresh",
@@ -199,6 +204,54 @@ def narrow_expression(store: Any, expression: str | None, allowed: Callable[[str
     return ",".join(rewritten) or NO_INDICES, explicit, [name for name in matched if name not in explicit]
 
 
+@attrs.frozen
+class ItemDenial:
+    """The items of one index a per-item request was refused: what the audit slot records as a denial."""
+
+    index: str
+    items: int
+    error: XerjError
+
+
+def refuse_items(req: falcon.Request, principal: Principal, privilege: str, check: Policy) -> None:
+    """Authorize a bulk item by item: an item naming an index ``check`` refuses gets that 403 as its result.
+
+    ES answers a bulk with ungranted indices per item rather than as a whole,
+    so the permitted items still run. Each distinct index an item names (an
+    alias as its indices) goes through ``check``, the policy every other
+    request goes through; a refused item keeps no other error (authorization
+    comes before parsing its source) and never reaches the store. The
+    refusals land on ``req.context.denials`` for the audit slot.
+    """
+    ctx = req.context
+    try:
+        lines = parse_bulk(req, ctx.params.get("index"))
+    except XerjError:
+        return  # a malformed body: the resource refuses it whole with the same parser
+    store = ctx.engine.store
+    verdicts: dict[str, XerjError | None] = {}
+    counts: dict[str, int] = {}
+    kept = []
+    for line in lines:
+        index = line.op.index
+        if index not in verdicts:
+            try:
+                check(principal, BULK_ITEM_OP, privilege, concrete_targets(store, [index]))
+                verdicts[index] = None
+            except XerjError as exc:
+                if exc.status != 403:
+                    raise
+                verdicts[index] = exc
+        refused = verdicts[index]
+        if refused is None:
+            kept.append(line)
+            continue
+        counts[index] = counts.get(index, 0) + 1
+        kept.append(attrs.evolve(line, error=refused))
+    ctx.bulk_lines = kept
+    ctx.denials = [ItemDenial(index, n, verdicts[index]) for index, n in counts.items()]
+
+
 class Authorize:
     """Slot 3: may this principal exercise ``privilege`` on every target? Runs before any existence check.
 
@@ -206,7 +259,8 @@ class Authorize:
     ``_cat/indices``, ``*``, ``_all``, a wildcard in a comma list or an
     ``_msearch`` header) is narrowed to the indices the caller may read before
     the resource runs; every name the request gives explicitly must be granted,
-    or the request is a 403 naming it.
+    or the request is a 403 naming it. A resource that ``authorizes_items``
+    (``_bulk``) is answered per item instead (:func:`refuse_items`).
     """
 
     def __init__(self, policy: Policy | None = None) -> None:
@@ -223,6 +277,11 @@ class Authorize:
             raise Forbidden(f"action [{action_name(op, privilege)}] is not open to [{principal.name}]: "
                             f"this credential reaches only "
                             f"{', '.join(sorted(f'{m} {t}' for m, t in routes))}")
+        if getattr(resource, "authorizes_items", False):
+            if self.policy is None and principal.superuser:
+                return
+            refuse_items(req, principal, privilege, self.policy or index_policy)
+            return
         if self.policy is not None:
             self.policy(principal, op, privilege, ctx.targets)
             return

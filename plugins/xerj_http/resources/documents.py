@@ -225,6 +225,8 @@ class Bulk:
     """``POST|PUT /_bulk`` and ``/{index}/_bulk``: NDJSON actions applied in one transaction, per-item results."""
 
     ops = {"POST": ("bulk", "write"), "PUT": ("bulk", "write")}
+    # Each item is authorized against its own index: an ungranted one is that item's 403, not the request's.
+    authorizes_items = True
 
     def __init__(self, engine: Engine) -> None:
         self.store = engine.store
