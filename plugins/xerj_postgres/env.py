@@ -1,0 +1,220 @@
+"""The PostgreSQL environment a store runs on: connection pools, snapshot reads, the single writer, replica reads."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any, Callable, Iterator, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg.adapt import Loader
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from xerj_core.store.env import DB_NAMES
+from xerj_postgres import schema
+from xerj_postgres.kv import DocsTable, IdsTable, Table, Txn
+
+T = TypeVar("T")
+# Every write transaction of every process takes this lock first: xerj's store has one writer at a time.
+WRITE_LOCK = 0x7865726A_77726974  # "xerjwrit"
+CONNECT_TIMEOUT = 5
+# How long a read on the replica waits for it to replay this process's last commit before reading the primary.
+REPLICA_WAIT = 5.0
+# Databases every read transaction fetches whole at its start (one round trip): they hold one record per index.
+_CONTROL = ("indices", "state")
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class _RawJson(Loader):
+    """json values as their bytes: a document's text is handed back exactly as stored, never parsed here."""
+
+    def load(self, data: Any) -> bytes:
+        return bytes(data)
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    conn.adapters.register_loader("json", _RawJson)
+
+
+def unavailable(url: str, exc: BaseException) -> schema.StoreUnavailable:
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return schema.StoreUnavailable(f"the PostgreSQL store [{redact(url)}] is unavailable: {reason}")
+
+
+def connect(url: str) -> psycopg.Connection:
+    """One autocommit connection, for checks and migrations; an unreachable server raises StoreUnavailable."""
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+    except psycopg.Error as exc:
+        raise unavailable(url, exc) from None
+    _configure(conn)
+    return conn
+
+
+class ReadTxn(Txn):
+    """A read snapshot (``REPEATABLE READ``) on a pooled connection, given back when it ends."""
+
+    def __init__(self, env: "PgEnvironment", pool: ConnectionPool, conn: Any) -> None:
+        super().__init__(conn, env.tables, write=False)
+        self._env = env
+        self._pool = pool
+
+    def abort(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is None:
+            return
+        try:
+            if not conn.closed:
+                conn.execute("ROLLBACK")
+        except psycopg.Error:
+            pass  # a broken connection: the pool discards it
+        finally:
+            self._env.give_back(self._pool, conn)
+
+    commit = abort
+
+    def __enter__(self) -> "ReadTxn":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.abort()
+
+
+class PgEnvironment:
+    """The PostgreSQL counterpart of :class:`xerj_core.store.env.Environment`: ``dbs``, ``begin_read`` and
+    ``write`` with the same meaning, so :class:`xerj_core.store.Store` runs on it unchanged.
+
+    Database errors that mean the server went away (a dropped connection, a
+    restart) become :class:`~xerj_postgres.schema.StoreUnavailable` (HTTP 503)
+    and the pool replaces its broken connections.
+    """
+
+    def __init__(self, url: str, *, read_url: str | None = None, pool_size: int = 16) -> None:
+        self.url = url
+        self.read_url = read_url
+        self.dbs = {name: name for name in DB_NAMES}
+        self.tables: dict[str, Table] = {name: Table(number) for number, name in enumerate(DB_NAMES)}
+        self.tables["src"] = DocsTable()
+        self.tables["ids"] = IdsTable()
+        self.write_lock = threading.Lock()
+        self.last_lsn: str | None = None
+        conn = connect(url)
+        try:
+            schema.upgrade(conn, redact(url))
+        except psycopg.Error as exc:
+            raise unavailable(url, exc) from None
+        finally:
+            conn.close()
+        self.pool = self._pool(url, pool_size)
+        self.read_pool = self._pool(read_url, pool_size) if read_url else None
+
+    def _pool(self, url: str, size: int) -> ConnectionPool:
+        pool = ConnectionPool(url, min_size=1, max_size=size, open=False, configure=_configure,
+                              kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+                              timeout=CONNECT_TIMEOUT * 2, reconnect_timeout=60)
+        try:
+            pool.open(wait=True, timeout=CONNECT_TIMEOUT * 2)
+        except PoolTimeout as exc:
+            pool.close()
+            raise unavailable(url, exc) from None
+        return pool
+
+    def _take(self, pool: ConnectionPool) -> Any:
+        try:
+            return pool.getconn()
+        except PoolTimeout as exc:
+            raise unavailable(self.url, exc) from None
+
+    def give_back(self, pool: ConnectionPool, conn: Any) -> None:
+        broken = conn.closed or conn.broken
+        pool.putconn(conn)
+        if broken:
+            pool.check()  # the others may be dead too (a restart, terminated backends): replace them now
+
+    @contextlib.contextmanager
+    def _guard(self, pool: ConnectionPool, url: str) -> Iterator[None]:
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            raise unavailable(url, exc) from None
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def begin_read(self, *, buffers: bool = False) -> ReadTxn:
+        """A read snapshot; on a replica (``read_url``) once it has replayed this process's last commit."""
+        pool, url = self.pool, self.url
+        if self.read_pool is not None:
+            pool, url = self.read_pool, self.read_url or self.url
+        conn = self._take(pool)
+        txn = ReadTxn(self, pool, conn)
+        try:
+            with self._guard(pool, url):
+                if pool is self.read_pool and self.last_lsn is not None and not self._caught_up(conn):
+                    txn.abort()
+                    pool, url = self.pool, self.url
+                    conn = self._take(pool)
+                    txn = ReadTxn(self, pool, conn)
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                numbers = [self.tables[name].number for name in _CONTROL]
+                found: dict[int, dict[bytes, bytes]] = {n: {} for n in numbers}
+                for db, k, v in conn.execute("SELECT db, k, v FROM xerj_kv WHERE db = ANY(%s)", (numbers,)):
+                    found[db][bytes(k)] = v
+                for name in _CONTROL:
+                    txn.remember(name, found[self.tables[name].number], complete=True)
+        except BaseException:
+            txn.abort()
+            raise
+        return txn
+
+    def _caught_up(self, conn: Any) -> bool:
+        deadline = time.monotonic() + REPLICA_WAIT
+        while True:
+            row = conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (self.last_lsn,)).fetchone()
+            if row[0] is None or row[0]:  # None: not a replica at all, so it holds every commit
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def write(self, fn: Callable[[Txn], T]) -> T:
+        """Run ``fn`` in one write transaction (the cluster-wide single writer) and commit it."""
+        with self.write_lock:
+            conn = self._take(self.pool)
+            try:
+                with self._guard(self.pool, self.url):
+                    conn.execute("BEGIN")
+                    try:
+                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                        txn = Txn(conn, self.tables, write=True)
+                        result = fn(txn)
+                        changed = txn.flush()
+                        from xerj_postgres.project import project_edges
+
+                        project_edges(conn, changed)
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        if not conn.closed and not conn.broken:
+                            conn.execute("ROLLBACK")
+                        raise
+                    if self.read_pool is not None:
+                        self.last_lsn = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+                return result
+            finally:
+                self.give_back(self.pool, conn)
+
+    def close(self) -> None:
+        self.pool.close()
+        if self.read_pool is not None:
+            self.read_pool.close()

@@ -1,0 +1,454 @@
+"""The LMDB-shaped transaction and cursor layer over PostgreSQL tables that xerj's store engine runs on.
+
+xerj's store (``xerj_core.store``) speaks to named key-value databases through
+a handful of LMDB calls: ``get``, ``put`` (``overwrite=False`` included),
+``delete``, ``pop`` and ordered cursors (``set_range``, ``set_key``, iteration,
+``delete``). :class:`Txn` offers exactly those calls over PostgreSQL, so the
+engine itself (segments, postings, columns, BM25, kNN, hops, the bitemporal
+filter) runs unchanged and its answers are the LMDB backend's by construction.
+
+Each named database is a :class:`Table`: most share ``xerj_kv`` (bytea keys in
+LMDB's order), while ``src`` (documents) and ``ids`` (the id map) are real
+tables, ``xerj_docs`` and ``xerj_ids``, whose rows a SQL client reads directly.
+
+A write transaction holds PostgreSQL's single-writer advisory lock, so the
+tables cannot change under it; its writes are kept in an overlay that reads and
+cursors merge in, and are flushed at commit with ``COPY``. A read transaction is
+a ``REPEATABLE READ`` snapshot; what it fetched is remembered until it ends.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from typing import Any, Iterable, Iterator
+
+from xerj_core.store import keys
+
+_DELETED = object()
+_MISSING = object()
+# Rows a cursor fetches per round trip; sequential reads (a seal reading the tail) hit the batch.
+SCAN_BATCH = 512
+_IX_ROW = struct.Struct(">IQ")
+
+
+class Table:
+    """One named database in the shared ``xerj_kv`` table: opaque bytea keys and values."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+
+    def get(self, conn: Any, key: bytes) -> bytes | None:
+        row = conn.execute("SELECT v FROM xerj_kv WHERE db = %s AND k = %s", (self.number, key)).fetchone()
+        return None if row is None else row[0]
+
+    def get_many(self, conn: Any, found: list[bytes]) -> dict[bytes, bytes]:
+        rows = conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k = ANY(%s)", (self.number, found))
+        return {bytes(k): v for k, v in rows}
+
+    def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        rows = conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k >= %s ORDER BY k LIMIT %s",
+                            (self.number, start, limit))
+        return [(bytes(k), v) for k, v in rows]
+
+    def flush(self, conn: Any, puts: dict[bytes, bytes], gone: list[bytes], fresh: set[bytes]) -> None:
+        """Apply the overlay: ``gone`` keys deleted, ``puts`` written (``fresh`` ones known absent before)."""
+        stale = gone + [k for k in puts if k not in fresh]
+        if stale:
+            conn.execute("DELETE FROM xerj_kv WHERE db = %s AND k = ANY(%s)", (self.number, stale))
+        if puts:
+            with conn.cursor().copy("COPY xerj_kv (db, k, v) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["int2", "bytea", "bytea"])
+                number = self.number
+                for k, v in puts.items():
+                    copy.write_row((number, k, v))
+
+
+def _ix_row(key: bytes) -> tuple[int, int]:
+    """``(ix, row)`` of a 12-byte row key; a shorter key (a prefix) is the smallest row key at or after it."""
+    return _IX_ROW.unpack(key[:12].ljust(12, b"\x00"))
+
+
+class DocsTable(Table):
+    """``src``: one row per stored document, ``(ix, row) → (doc_id, version, source json)``.
+
+    The source is PostgreSQL ``json``, which keeps the text exactly as written
+    (key order, number spelling), so ``_source`` comes back byte for byte as
+    from LMDB; ``source::jsonb`` queries it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(-1)
+
+    @staticmethod
+    def _blob(version: int, doc_id: str, source: bytes) -> bytes:
+        return keys.pack_source(version, doc_id, source)
+
+    def get(self, conn: Any, key: bytes) -> bytes | None:
+        if len(key) != 12:
+            return None
+        row = conn.execute("SELECT version, doc_id, source FROM xerj_docs WHERE ix = %s AND row = %s",
+                           _ix_row(key)).fetchone()
+        return None if row is None else self._blob(*row)
+
+    def get_many(self, conn: Any, found: list[bytes]) -> dict[bytes, bytes]:
+        by_ix: dict[int, list[int]] = {}
+        for key in found:
+            if len(key) == 12:
+                ix, row = _IX_ROW.unpack(key)
+                by_ix.setdefault(ix, []).append(row)
+        out = {}
+        for ix, rows in by_ix.items():
+            for row, version, doc_id, source in conn.execute(
+                    "SELECT row, version, doc_id, source FROM xerj_docs WHERE ix = %s AND row = ANY(%s)", (ix, rows)):
+                out[_IX_ROW.pack(ix, row)] = self._blob(version, doc_id, source)
+        return out
+
+    def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        rows = conn.execute("SELECT ix, row, version, doc_id, source FROM xerj_docs WHERE (ix, row) >= (%s, %s) "
+                            "ORDER BY ix, row LIMIT %s", (*_ix_row(start), limit))
+        return [(_IX_ROW.pack(ix, row), self._blob(version, doc_id, source)) for ix, row, version, doc_id, source
+                in rows]
+
+    def flush(self, conn: Any, puts: dict[bytes, bytes], gone: list[bytes], fresh: set[bytes]) -> None:
+        stale = gone + [k for k in puts if k not in fresh]
+        _delete_rows(conn, "xerj_docs", stale)
+        if puts:
+            with conn.cursor().copy("COPY xerj_docs (ix, row, doc_id, version, source) FROM STDIN") as copy:
+                header = keys.SRC_HEADER
+                start = header.size
+                for key, blob in puts.items():
+                    ix, row = _IX_ROW.unpack(key)
+                    version, id_len = header.unpack_from(blob)
+                    copy.write_row((ix, row, blob[start:start + id_len].decode(),
+                                    version, bytes(blob[start + id_len:]).decode()))
+
+
+def _delete_rows(conn: Any, table: str, found: list[bytes]) -> None:
+    by_ix: dict[int, list[int]] = {}
+    for key in found:
+        ix, row = _IX_ROW.unpack(key)
+        by_ix.setdefault(ix, []).append(row)
+    for ix, rows in by_ix.items():
+        conn.execute(f"DELETE FROM {table} WHERE ix = %s AND row = ANY(%s)", (ix, rows))
+
+
+class IdsTable(Table):
+    """``ids``: the id map, ``(ix, doc_id) → row``; ``doc_id`` sorts by its UTF-8 bytes (``COLLATE "C"``)
+    as LMDB's keys do."""
+
+    def __init__(self) -> None:
+        super().__init__(-2)
+
+    @staticmethod
+    def _split(key: bytes) -> tuple[int, str]:
+        ix = struct.unpack(">I", key[:4].ljust(4, b"\x00"))[0]
+        rest = key[4:]
+        while True:  # a prefix may end inside a character: the valid part is a lower bound too
+            try:
+                return ix, rest.decode()
+            except UnicodeDecodeError as exc:
+                rest = rest[:exc.start]
+
+    def get(self, conn: Any, key: bytes) -> bytes | None:
+        row = conn.execute("SELECT row FROM xerj_ids WHERE ix = %s AND doc_id = %s", self._split(key)).fetchone()
+        return None if row is None else keys.u64(row[0])
+
+    def get_many(self, conn: Any, found: list[bytes]) -> dict[bytes, bytes]:
+        by_ix: dict[int, list[str]] = {}
+        for key in found:
+            ix, doc_id = self._split(key)
+            by_ix.setdefault(ix, []).append(doc_id)
+        out = {}
+        for ix, ids in by_ix.items():
+            for doc_id, row in conn.execute("SELECT doc_id, row FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%s)",
+                                            (ix, ids)):
+                out[keys.id_key(ix, doc_id)] = keys.u64(row)
+        return out
+
+    def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        rows = conn.execute("SELECT ix, doc_id, row FROM xerj_ids WHERE (ix, doc_id) >= (%s, %s) "
+                            "ORDER BY ix, doc_id LIMIT %s", (*self._split(start), limit))
+        return [(keys.id_key(ix, doc_id), keys.u64(row)) for ix, doc_id, row in rows]
+
+    def flush(self, conn: Any, puts: dict[bytes, bytes], gone: list[bytes], fresh: set[bytes]) -> None:
+        stale: dict[int, list[str]] = {}
+        for key in gone + [k for k in puts if k not in fresh]:
+            ix, doc_id = self._split(key)
+            stale.setdefault(ix, []).append(doc_id)
+        for ix, ids in stale.items():
+            conn.execute("DELETE FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%s)", (ix, ids))
+        if puts:
+            with conn.cursor().copy("COPY xerj_ids (ix, doc_id, row) FROM STDIN") as copy:
+                for key, value in puts.items():
+                    copy.write_row((int.from_bytes(key[:4], "big"), key[4:].decode(), keys.read_u64(value)))
+
+
+class _Overlay:
+    """A write transaction's pending changes to one database, with the sorted key list cursors walk."""
+
+    __slots__ = ("values", "fresh", "_sorted", "_unsorted")
+
+    def __init__(self) -> None:
+        self.values: dict[bytes, Any] = {}  # key -> bytes, or _DELETED
+        self.fresh: set[bytes] = set()  # keys known absent from the table before this transaction
+        self._sorted: list[bytes] = []
+        self._unsorted: list[bytes] = []
+
+    def set(self, key: bytes, value: Any) -> None:
+        if key not in self.values:
+            self._unsorted.append(key)
+        self.values[key] = value
+
+    def sorted_keys(self) -> list[bytes]:
+        if self._unsorted:
+            if len(self._unsorted) < 32:
+                for key in self._unsorted:
+                    bisect.insort(self._sorted, key)
+            else:
+                self._sorted = sorted(self.values)
+            self._unsorted = []
+        return self._sorted
+
+
+class Txn:
+    """A transaction with LMDB's calls over PostgreSQL; see the module docstring.
+
+    ``dbs`` names the tables (the store's named databases). A read transaction
+    caches what it fetched (its snapshot never changes); a write transaction
+    also caches, since it holds the single-writer lock and keeps its own writes
+    in the overlay until :meth:`flush`.
+    """
+
+    def __init__(self, conn: Any, tables: dict[str, Table], *, write: bool) -> None:
+        self.conn = conn
+        self.tables = tables
+        self.write = write
+        self._seen: dict[str, dict[bytes, Any]] = {name: {} for name in tables}
+        self._overlay: dict[str, _Overlay] = {}
+        self._complete: set[str] = set()  # databases fetched whole: a key not seen is absent
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def get(self, key: bytes, default: Any = None, db: str = "") -> Any:
+        key = bytes(key)
+        overlay = self._overlay.get(db)
+        if overlay is not None:
+            found = overlay.values.get(key, _MISSING)
+            if found is not _MISSING:
+                return default if found is _DELETED else found
+        seen = self._seen[db]
+        found = seen.get(key, _MISSING)
+        if found is _MISSING:
+            found = None if db in self._complete else self.tables[db].get(self.conn, key)
+            seen[key] = found
+        return default if found is None else found
+
+    def prefetch(self, db: str, wanted: Iterable[bytes]) -> None:
+        """Fetch ``wanted`` keys of ``db`` in one round trip, so the ``get`` calls that follow are local."""
+        seen = self._seen[db]
+        if db in self._complete:
+            return
+        missing = [k for k in wanted if k not in seen]
+        if not missing:
+            return
+        found = self.tables[db].get_many(self.conn, missing)
+        for key in missing:
+            seen[key] = found.get(key)
+
+    def remember(self, db: str, values: dict[bytes, Any], *, complete: bool = False) -> None:
+        """Values (None for absent) known from elsewhere in this snapshot; ``complete``: they are all of ``db``."""
+        self._seen[db].update(values)
+        if complete:
+            self._complete.add(db)
+
+    def cursor(self, db: str = "") -> "Cursor":
+        return Cursor(self, db)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _pending(self, db: str) -> _Overlay:
+        if not self.write:
+            raise RuntimeError("a read transaction cannot write")
+        overlay = self._overlay.get(db)
+        if overlay is None:
+            overlay = self._overlay[db] = _Overlay()
+        return overlay
+
+    def put(self, key: bytes, value: bytes, dupdata: bool = False, overwrite: bool = True, append: bool = False,
+            db: str = "") -> bool:
+        key = bytes(key)
+        overlay = self._pending(db)
+        if not overwrite:
+            if self.get(key, db=db) is not None:
+                return False
+            if key not in overlay.values:
+                overlay.fresh.add(key)
+        overlay.set(key, bytes(value))
+        return True
+
+    def delete(self, key: bytes, value: bytes = b"", db: str = "") -> bool:
+        key = bytes(key)
+        existed = self.get(key, db=db) is not None
+        if existed:
+            self._pending(db).set(key, _DELETED)
+        return existed
+
+    def pop(self, key: bytes, db: str = "") -> bytes | None:
+        found = self.get(key, db=db)
+        if found is not None:
+            self._pending(db).set(bytes(key), _DELETED)
+        return found
+
+    def flush(self) -> list[tuple[str, dict[bytes, bytes], list[bytes]]]:
+        """Write the overlay to the tables (``COPY`` for the puts); returns what changed, per database."""
+        changed = []
+        for db, overlay in self._overlay.items():
+            puts = {k: v for k, v in overlay.values.items() if v is not _DELETED}
+            gone = [k for k, v in overlay.values.items() if v is _DELETED and k not in overlay.fresh]
+            if puts or gone:
+                self.tables[db].flush(self.conn, puts, gone, overlay.fresh)
+                changed.append((db, puts, gone))
+        self._overlay.clear()
+        return changed
+
+    # -- cursors' merged view ------------------------------------------------------------------
+
+    def overlay_of(self, db: str) -> _Overlay | None:
+        return self._overlay.get(db)
+
+
+class Cursor:
+    """An LMDB-style cursor over one database: the table's rows (fetched in batches) merged with the
+    transaction's own pending writes, in key order."""
+
+    def __init__(self, txn: Txn, db: str) -> None:
+        self.txn = txn
+        self.db = db
+        self.table = txn.tables[db]
+        self._key: bytes | None = None
+        self._value: Any = None
+        # The last batch fetched: rows from _lo on, complete to the end of the table when _done.
+        self._batch: list[tuple[bytes, bytes]] = []
+        self._batch_keys: list[bytes] = []
+        self._lo: bytes | None = None
+        self._done = False
+
+    def __enter__(self) -> "Cursor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._batch = []
+        self._batch_keys = []
+
+    def _table_from(self, key: bytes, strict: bool) -> tuple[bytes, bytes] | None:
+        """The table's first row at (or after, when ``strict``) ``key`` that the overlay does not shadow."""
+        overlay = self.txn.overlay_of(self.db)
+        shadow = overlay.values if overlay is not None else {}
+        while True:
+            covered = self._lo is not None and self._lo <= key and (
+                self._done or (self._batch_keys and key < self._batch_keys[-1]))
+            if not covered:
+                self._batch = self.table.scan(self.txn.conn, key, SCAN_BATCH)
+                self._batch_keys = [k for k, _v in self._batch]
+                self._lo = key
+                self._done = len(self._batch) < SCAN_BATCH
+            at = (bisect.bisect_right if strict else bisect.bisect_left)(self._batch_keys, key)
+            while at < len(self._batch) and self._batch_keys[at] in shadow:
+                at += 1
+            if at < len(self._batch):
+                return self._batch[at]
+            if self._done:
+                return None
+            key, strict = self._batch_keys[-1], True
+            self._lo = None  # fetch the next batch
+
+    def _overlay_from(self, key: bytes, strict: bool) -> tuple[bytes, bytes] | None:
+        overlay = self.txn.overlay_of(self.db)
+        if overlay is None:
+            return None
+        ordered = overlay.sorted_keys()
+        at = (bisect.bisect_right if strict else bisect.bisect_left)(ordered, key)
+        values = overlay.values
+        while at < len(ordered):
+            value = values[ordered[at]]
+            if value is not _DELETED:
+                return ordered[at], value
+            at += 1
+        return None
+
+    def _seek(self, key: bytes, strict: bool) -> bool:
+        found = self._table_from(key, strict)
+        pending = self._overlay_from(key, strict)
+        if pending is not None and (found is None or pending[0] < found[0]):
+            found = pending
+        if found is None:
+            self._key = self._value = None
+            return False
+        self._key, self._value = found
+        return True
+
+    # -- LMDB's cursor calls -------------------------------------------------------------------
+
+    def set_range(self, key: bytes) -> bool:
+        return self._seek(bytes(key), False)
+
+    def set_key(self, key: bytes) -> bool:
+        key = bytes(key)
+        value = self.txn.get(key, db=self.db)
+        if value is None:
+            self._key = self._value = None
+            return False
+        self._key, self._value = key, value
+        return True
+
+    def get(self, key: bytes, default: Any = None) -> Any:
+        """The value at ``key`` (the cursor left there), else ``default``; reads in batches like a scan."""
+        key = bytes(key)
+        if self._seek(key, False) and self._key == key:
+            return self._value
+        self._key = self._value = None
+        return default
+
+    def first(self) -> bool:
+        return self._seek(b"", False)
+
+    def next(self) -> bool:
+        if self._key is None:
+            return self.first()
+        return self._seek(self._key, True)
+
+    def key(self) -> bytes:
+        return self._key if self._key is not None else b""
+
+    def value(self) -> bytes:
+        return self._value if self._key is not None else b""
+
+    def item(self) -> tuple[bytes, bytes]:
+        return self.key(), self.value()
+
+    def delete(self, dupdata: bool = False) -> bool:
+        """Delete the current row and move to the next, as LMDB's cursor does."""
+        if self._key is None:
+            return False
+        key = self._key
+        self.txn.delete(key, db=self.db)
+        self._seek(key, True)
+        return True
+
+    def iternext(self, keys: bool = True, values: bool = True) -> Iterator[Any]:
+        if self._key is None and not self.first():
+            return
+        while self._key is not None:
+            if keys and values:
+                yield self._key, self._value
+            elif keys:
+                yield self._key
+            else:
+                yield self._value
+            self.next()
+
+    __iter__ = iternext
