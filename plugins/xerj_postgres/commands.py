@@ -25,7 +25,8 @@ def db_group() -> None:
 def upgrade_command(url: str) -> None:
     """Apply the schema migrations the database lacks; refuses a schema from a newer xerj."""
     from xerj_postgres import schema
-    from xerj_postgres.env import connect, redact
+    from xerj_core.storeopts import redact_url as redact
+    from xerj_postgres.env import connect
 
     try:
         conn = connect(url)

@@ -6,15 +6,15 @@ import contextlib
 import threading
 import time
 from typing import Any, Callable, Iterator, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg.adapt import Loader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from xerj_core.store.env import DB_NAMES
+from xerj_core.storeopts import redact_url as redact
 from xerj_postgres import schema
-from xerj_postgres.kv import DocsTable, IdsTable, Table, Txn
+from xerj_postgres.kv import DocsTable, IdsTable, Table, Txn, register_text
 
 T = TypeVar("T")
 # Every write transaction of every process takes this lock first: xerj's store has one writer at a time.
@@ -26,15 +26,6 @@ REPLICA_WAIT = 5.0
 _CONTROL = ("indices", "state")
 
 
-def redact(url: str) -> str:
-    """``url`` without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 class _RawJson(Loader):
     """json values as their bytes: a document's text is handed back exactly as stored, never parsed here."""
 
@@ -44,6 +35,7 @@ class _RawJson(Loader):
 
 def _configure(conn: psycopg.Connection) -> None:
     conn.adapters.register_loader("json", _RawJson)
+    register_text(conn.adapters)
 
 
 def unavailable(url: str, exc: BaseException) -> schema.StoreUnavailable:

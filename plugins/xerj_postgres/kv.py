@@ -81,8 +81,8 @@ class DocsTable(Table):
         super().__init__(-1)
 
     @staticmethod
-    def _blob(version: int, doc_id: str, source: bytes) -> bytes:
-        return keys.pack_source(version, doc_id, source)
+    def _blob(version: int, doc_id: bytes, source: bytes) -> bytes:
+        return keys.SRC_HEADER.pack(version, len(doc_id)) + doc_id + source
 
     def get(self, conn: Any, key: bytes) -> bytes | None:
         if len(key) != 12:
@@ -114,14 +114,34 @@ class DocsTable(Table):
         stale = gone + [k for k in puts if k not in fresh]
         _delete_rows(conn, "xerj_docs", stale)
         if puts:
-            with conn.cursor().copy("COPY xerj_docs (ix, row, doc_id, version, source) FROM STDIN") as copy:
+            with conn.cursor().copy("COPY xerj_docs (ix, row, doc_id, version, source) FROM STDIN "
+                                    "(FORMAT BINARY)") as copy:
+                copy.set_types(["int4", "int8", "bytea", "int8", "json"])
                 header = keys.SRC_HEADER
                 start = header.size
                 for key, blob in puts.items():
                     ix, row = _IX_ROW.unpack(key)
                     version, id_len = header.unpack_from(blob)
-                    copy.write_row((ix, row, blob[start:start + id_len].decode(),
-                                    version, bytes(blob[start + id_len:]).decode()))
+                    copy.write_row((ix, row, blob[start:start + id_len], version, _Text(blob[start + id_len:])))
+
+
+class _Text(bytes):
+    """JSON text already encoded: written to a ``json`` column as it is (see :class:`_TextDumper`)."""
+
+
+def register_text(adapters: Any) -> None:
+    """Teach ``adapters`` to send :class:`_Text` as json text without decoding it into a str first."""
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
+
+    class _TextDumper(Dumper):
+        format = Format.BINARY  # json's binary form is its text
+        oid = adapters.types["json"].oid
+
+        def dump(self, obj: bytes) -> bytes:
+            return obj
+
+    adapters.register_dumper(_Text, _TextDumper)
 
 
 def _delete_rows(conn: Any, table: str, found: list[bytes]) -> None:
@@ -134,28 +154,22 @@ def _delete_rows(conn: Any, table: str, found: list[bytes]) -> None:
 
 
 class IdsTable(Table):
-    """``ids``: the id map, ``(ix, doc_id) → row``; ``doc_id`` sorts by its UTF-8 bytes (``COLLATE "C"``)
-    as LMDB's keys do."""
+    """``ids``: the id map, ``(ix, doc_id) → row``; ``doc_id`` is the id's UTF-8 bytes (``bytea``: an id may hold
+    any character, NUL included, and sorts bytewise as LMDB's keys do)."""
 
     def __init__(self) -> None:
         super().__init__(-2)
 
     @staticmethod
-    def _split(key: bytes) -> tuple[int, str]:
-        ix = struct.unpack(">I", key[:4].ljust(4, b"\x00"))[0]
-        rest = key[4:]
-        while True:  # a prefix may end inside a character: the valid part is a lower bound too
-            try:
-                return ix, rest.decode()
-            except UnicodeDecodeError as exc:
-                rest = rest[:exc.start]
+    def _split(key: bytes) -> tuple[int, bytes]:
+        return struct.unpack(">I", key[:4].ljust(4, b"\x00"))[0], key[4:]
 
     def get(self, conn: Any, key: bytes) -> bytes | None:
         row = conn.execute("SELECT row FROM xerj_ids WHERE ix = %s AND doc_id = %s", self._split(key)).fetchone()
         return None if row is None else keys.u64(row[0])
 
     def get_many(self, conn: Any, found: list[bytes]) -> dict[bytes, bytes]:
-        by_ix: dict[int, list[str]] = {}
+        by_ix: dict[int, list[bytes]] = {}
         for key in found:
             ix, doc_id = self._split(key)
             by_ix.setdefault(ix, []).append(doc_id)
@@ -163,25 +177,26 @@ class IdsTable(Table):
         for ix, ids in by_ix.items():
             for doc_id, row in conn.execute("SELECT doc_id, row FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%s)",
                                             (ix, ids)):
-                out[keys.id_key(ix, doc_id)] = keys.u64(row)
+                out[keys.ix_key(ix) + doc_id] = keys.u64(row)
         return out
 
     def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         rows = conn.execute("SELECT ix, doc_id, row FROM xerj_ids WHERE (ix, doc_id) >= (%s, %s) "
                             "ORDER BY ix, doc_id LIMIT %s", (*self._split(start), limit))
-        return [(keys.id_key(ix, doc_id), keys.u64(row)) for ix, doc_id, row in rows]
+        return [(keys.ix_key(ix) + doc_id, keys.u64(row)) for ix, doc_id, row in rows]
 
     def flush(self, conn: Any, puts: dict[bytes, bytes], gone: list[bytes], fresh: set[bytes]) -> None:
-        stale: dict[int, list[str]] = {}
+        stale: dict[int, list[bytes]] = {}
         for key in gone + [k for k in puts if k not in fresh]:
             ix, doc_id = self._split(key)
             stale.setdefault(ix, []).append(doc_id)
         for ix, ids in stale.items():
             conn.execute("DELETE FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%s)", (ix, ids))
         if puts:
-            with conn.cursor().copy("COPY xerj_ids (ix, doc_id, row) FROM STDIN") as copy:
+            with conn.cursor().copy("COPY xerj_ids (ix, doc_id, row) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["int4", "bytea", "int8"])
                 for key, value in puts.items():
-                    copy.write_row((int.from_bytes(key[:4], "big"), key[4:].decode(), keys.read_u64(value)))
+                    copy.write_row((int.from_bytes(key[:4], "big"), key[4:], keys.read_u64(value)))
 
 
 class _Overlay:

@@ -27,6 +27,8 @@ def _row(ix: int, row: int, doc: dict[str, Any]) -> tuple[Any, ...] | None:
     src, dst, kind = doc.get("src"), doc.get("dst"), doc.get("type")
     if not (isinstance(src, str) and isinstance(dst, str) and isinstance(kind, str)):
         return None  # the brain's meta record and anything else that is not an edge
+    if "\x00" in src + dst + kind:
+        return None  # text cannot hold NUL; such an edge is still in the store, only not in this table
     values = [doc.get(c) for c in _COLUMNS[3:]]
     for at in (0, 1):
         if not isinstance(values[at], int) or isinstance(values[at], bool):
@@ -34,7 +36,7 @@ def _row(ix: int, row: int, doc: dict[str, Any]) -> tuple[Any, ...] | None:
     for at in (2, 3):
         if not isinstance(values[at], (int, float)) or isinstance(values[at], bool):
             values[at] = None
-    if not isinstance(values[4], str):
+    if not isinstance(values[4], str) or "\x00" in values[4]:
         values[4] = None
     return (ix, row, src, dst, kind, *values)
 

@@ -16,10 +16,11 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "CREATE TABLE xerj_kv (db int2 NOT NULL, k bytea NOT NULL, v bytea NOT NULL, PRIMARY KEY (db, k))",
         # One row per stored document version; source is json (not jsonb) because json keeps the text exactly
         # as written, so _source comes back byte for byte; query it as source::jsonb.
-        "CREATE TABLE xerj_docs (ix int4 NOT NULL, row int8 NOT NULL, doc_id text COLLATE \"C\" NOT NULL, "
+        "CREATE TABLE xerj_docs (ix int4 NOT NULL, row int8 NOT NULL, doc_id bytea NOT NULL, "
         "version int8 NOT NULL, source json NOT NULL, PRIMARY KEY (ix, row))",
-        # The id map: the live row of each document id (COLLATE "C": ids sort by their UTF-8 bytes, as LMDB's keys).
-        "CREATE TABLE xerj_ids (ix int4 NOT NULL, doc_id text COLLATE \"C\" NOT NULL, row int8 NOT NULL, "
+        # The id map: the live row of each document id. Ids are their UTF-8 bytes (bytea): an id may hold any
+        # character, NUL included, which text refuses; convert_from(doc_id, 'UTF8') reads the others as text.
+        "CREATE TABLE xerj_ids (ix int4 NOT NULL, doc_id bytea NOT NULL, row int8 NOT NULL, "
         "PRIMARY KEY (ix, doc_id))",
         # The live edges of every brain's edges index, typed, maintained in the transaction that writes them;
         # the covering indexes make a hop from a node an index-only scan.
