@@ -24,7 +24,7 @@ def find_bindir() -> Path | None:
     """The newest installed server's binaries (``initdb``, ``pg_ctl``), or None when none is installed."""
     on_path = shutil.which("pg_ctl")
     if on_path and shutil.which("initdb"):
-        return Path(on_path).parent
+        return Path(on_path).resolve().parent  # a symlink on PATH (/usr/local/bin) to the real folder
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
     return Path(found[-1]).parent if found else None
 
@@ -52,7 +52,9 @@ class Cluster:
         cmd = [str(self.bindir / args[0]), *args[1:]]
         if self.user:
             cmd = ["runuser", "-u", self.user, "--", *cmd]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode:
+            raise RuntimeError(f"{args[0]} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
 
     def start(self) -> str:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -71,11 +73,27 @@ class Cluster:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "start")
         return self.url
 
+    def start_replica_of(self, primary: str) -> str:
+        """Start this cluster as a streaming replica of the cluster at ``primary`` (``pg_basebackup -R``)."""
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(primary)
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self.user:
+            shutil.chown(self.root, self.user, self.user)
+        self._run("pg_basebackup", "-D", str(self.data), "-R", "-X", "stream", "-h", parts.hostname or "127.0.0.1",
+                  "-p", str(parts.port or 5432), "-U", parts.username or "postgres", "--no-sync")
+        with open(self.data / "postgresql.conf", "a") as conf:
+            conf.write(f"\nport = {self.port}\nunix_socket_directories = '{self.root}'\nhot_standby = on\n")
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "start")
+        self.url = f"postgresql://{parts.username or 'postgres'}@127.0.0.1:{self.port}{parts.path or '/postgres'}"
+        return self.url
+
     def stop(self) -> None:
         if self.data.exists():
             try:
                 self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
-            except subprocess.CalledProcessError:
+            except RuntimeError:
                 pass
         shutil.rmtree(self.root, ignore_errors=True)
 

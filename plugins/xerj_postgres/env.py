@@ -14,6 +14,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from xerj_core.store.env import DB_NAMES
 from xerj_core.storeopts import redact_url as redact
 from xerj_postgres import schema
+from xerj_postgres.project import project_edges
 from xerj_postgres.kv import DocsTable, IdsTable, Table, Txn, register_text
 
 T = TypeVar("T")
@@ -53,16 +54,37 @@ def connect(url: str) -> psycopg.Connection:
     return conn
 
 
+class _Guarded:
+    """A connection whose statements turn a lost server (``OperationalError``) into :class:`StoreUnavailable`:
+    the engine's reads run statements long after the transaction began, anywhere in a request."""
+
+    __slots__ = ("raw", "url")
+
+    def __init__(self, raw: psycopg.Connection, url: str) -> None:
+        self.raw = raw
+        self.url = url
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self.raw.execute(*args, **kwargs)
+        except psycopg.OperationalError as exc:
+            raise unavailable(self.url, exc) from None
+
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        return self.raw.cursor(*args, **kwargs)
+
+
 class ReadTxn(Txn):
     """A read snapshot (``REPEATABLE READ``) on a pooled connection, given back when it ends."""
 
-    def __init__(self, env: "PgEnvironment", pool: ConnectionPool, conn: Any) -> None:
-        super().__init__(conn, env.tables, write=False)
+    def __init__(self, env: "PgEnvironment", pool: ConnectionPool, conn: Any, url: str) -> None:
+        super().__init__(_Guarded(conn, url), env.tables, write=False)
+        self._raw = conn
         self._env = env
         self._pool = pool
 
     def abort(self) -> None:
-        conn, self.conn = self.conn, None
+        conn, self._raw = self._raw, None
         if conn is None:
             return
         try:
@@ -103,6 +125,8 @@ class PgEnvironment:
         conn = connect(url)
         try:
             schema.upgrade(conn, redact(url))
+            if read_url:  # the replica's first read waits until it has everything committed so far, the schema too
+                self.last_lsn = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0]
         except psycopg.Error as exc:
             raise unavailable(url, exc) from None
         finally:
@@ -148,14 +172,14 @@ class PgEnvironment:
         if self.read_pool is not None:
             pool, url = self.read_pool, self.read_url or self.url
         conn = self._take(pool)
-        txn = ReadTxn(self, pool, conn)
+        txn = ReadTxn(self, pool, conn, url)
         try:
             with self._guard(pool, url):
                 if pool is self.read_pool and self.last_lsn is not None and not self._caught_up(conn):
                     txn.abort()
                     pool, url = self.pool, self.url
                     conn = self._take(pool)
-                    txn = ReadTxn(self, pool, conn)
+                    txn = ReadTxn(self, pool, conn, url)
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 numbers = [self.tables[name].number for name in _CONTROL]
                 found: dict[int, dict[bytes, bytes]] = {n: {} for n in numbers}
@@ -189,11 +213,9 @@ class PgEnvironment:
                     conn.execute("BEGIN")
                     try:
                         conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-                        txn = Txn(conn, self.tables, write=True)
+                        txn = Txn(_Guarded(conn, self.url), self.tables, write=True)
                         result = fn(txn)
                         changed = txn.flush()
-                        from xerj_postgres.project import project_edges
-
                         project_edges(conn, changed)
                         conn.execute("COMMIT")
                     except BaseException:
@@ -201,7 +223,9 @@ class PgEnvironment:
                             conn.execute("ROLLBACK")
                         raise
                     if self.read_pool is not None:
-                        self.last_lsn = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+                        # The insert position is at or past our commit record even when it is not yet written
+                        # (synchronous_commit off); the replica has replayed our commit once it reaches it.
+                        self.last_lsn = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0]
                 return result
             finally:
                 self.give_back(self.pool, conn)
