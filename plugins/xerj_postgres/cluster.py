@@ -38,13 +38,16 @@ def free_port() -> int:
 class Cluster:
     """``initdb`` + ``pg_ctl start`` on a free loopback port; :meth:`stop` removes everything again."""
 
-    def __init__(self, root: str | Path | None = None, *, port: int | None = None, bindir: Path | None = None) -> None:
+    def __init__(self, root: str | Path | None = None, *, port: int | None = None, bindir: Path | None = None,
+                 durable: bool = False) -> None:
+        """``durable``: keep fsync and synchronous commit on (benchmarks); tests throw the cluster away, so off."""
         self.bindir = bindir or find_bindir()
         if self.bindir is None:
             raise RuntimeError("no PostgreSQL server is installed (apt-get install postgresql)")
         self.root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="xerj-pg-"))
         self.data = self.root / "data"
         self.port = port or free_port()
+        self.durable = durable
         self.user = "postgres" if os.geteuid() == 0 else None
         self.url = f"postgresql://{self.user or pwd.getpwuid(os.geteuid()).pw_name}@127.0.0.1:{self.port}/postgres"
 
@@ -65,9 +68,10 @@ class Cluster:
         with open(self.data / "postgresql.conf", "a") as conf:
             # Loopback only, sockets in our own folder; fsync off: the cluster is thrown away after the run.
             conf.write(f"\nlisten_addresses = '127.0.0.1'\nport = {self.port}\n"
-                       f"unix_socket_directories = '{self.root}'\nfsync = off\nfull_page_writes = off\n"
-                       "synchronous_commit = off\nmax_connections = 200\nshared_buffers = 128MB\n"
+                       f"unix_socket_directories = '{self.root}'\nmax_connections = 200\nshared_buffers = 128MB\n"
                        "wal_level = replica\nmax_wal_senders = 4\n")
+            if not self.durable:
+                conf.write("fsync = off\nfull_page_writes = off\nsynchronous_commit = off\n")
         with open(self.data / "pg_hba.conf", "a") as hba:
             hba.write("host replication all 127.0.0.1/32 trust\n")
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "start")
