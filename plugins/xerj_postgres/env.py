@@ -15,7 +15,7 @@ from xerj_core.store.env import DB_NAMES
 from xerj_core.storeopts import redact_url as redact
 from xerj_postgres import schema
 from xerj_postgres.project import project_edges
-from xerj_postgres.kv import DocsTable, IdsTable, Table, Txn, register_text
+from xerj_postgres.kv import DictTable, DocsTable, IdsTable, Table, Txn, WriteCache, register_text
 
 T = TypeVar("T")
 # Every write transaction of every process takes this lock first: xerj's store has one writer at a time.
@@ -120,6 +120,8 @@ class PgEnvironment:
         self.tables: dict[str, Table] = {name: Table(number) for number, name in enumerate(DB_NAMES)}
         self.tables["src"] = DocsTable()
         self.tables["ids"] = IdsTable()
+        self.tables["dict"] = DictTable(self.tables["dict"].number)
+        self.cache = WriteCache()
         self.write_lock = threading.Lock()
         self.last_lsn: str | None = None
         conn = connect(url)
@@ -213,11 +215,14 @@ class PgEnvironment:
                     conn.execute("BEGIN")
                     try:
                         conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-                        txn = Txn(_Guarded(conn, self.url), self.tables, write=True)
+                        seq = conn.execute("UPDATE xerj_commits SET seq = seq + 1 RETURNING seq").fetchone()[0]
+                        self.cache.adopt(seq - 1)
+                        txn = Txn(_Guarded(conn, self.url), self.tables, write=True, cache=self.cache)
                         result = fn(txn)
                         changed = txn.flush()
                         project_edges(conn, changed)
                         conn.execute("COMMIT")
+                        self.cache.committed(seq, changed)
                     except BaseException:
                         if not conn.closed and not conn.broken:
                             conn.execute("ROLLBACK")

@@ -51,9 +51,43 @@ class Table:
                             (self.number, start, limit))
         return [(bytes(k), v) for k, v in rows]
 
+    def scope(self, key: bytes) -> bytes | None:
+        """The key range :meth:`load` fetches whole once a transaction misses often in it (None: never loaded)."""
+        return None
+
+    def load(self, conn: Any, scope: bytes) -> dict[bytes, bytes]:
+        """Every row whose key starts with ``scope``."""
+        upper = _after(scope)
+        rows = conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k >= %s" + (" AND k < %s" if upper else ""),
+                            (self.number, scope, upper) if upper else (self.number, scope))
+        return {bytes(k): v for k, v in rows}
+
+    def _above(self, conn: Any, found: list[bytes]) -> set[bytes]:
+        """Which of ``found`` sort after every stored key of their index (so cannot be stored): one ``max`` per index.
+
+        Rows, segments and log entries are numbered upwards, so most keys a write
+        adds are past the end of their index's range and need no delete first.
+        """
+        by_ix: dict[bytes, list[bytes]] = {}
+        for key in found:
+            by_ix.setdefault(key[:4], []).append(key)
+        out: set[bytes] = set()
+        for ix, group in by_ix.items():
+            upper = _after(ix)
+            row = conn.execute("SELECT k FROM xerj_kv WHERE db = %s AND k >= %s" + (" AND k < %s" if upper else "")
+                               + " ORDER BY k DESC LIMIT 1", (self.number, ix, upper) if upper else (self.number, ix)
+                               ).fetchone()
+            top = None if row is None else bytes(row[0])
+            out.update(group if top is None else (k for k in group if k > top))
+        return out
+
     def flush(self, conn: Any, puts: dict[bytes, bytes], gone: list[bytes], fresh: set[bytes]) -> None:
         """Apply the overlay: ``gone`` keys deleted, ``puts`` written (``fresh`` ones known absent before)."""
-        stale = gone + [k for k in puts if k not in fresh]
+        unknown = [k for k in puts if k not in fresh]
+        if len(unknown) > 8:
+            above = self._above(conn, unknown)
+            unknown = [k for k in unknown if k not in above]
+        stale = gone + unknown
         if stale:
             conn.execute("DELETE FROM xerj_kv WHERE db = %s AND k = ANY(%s)", (self.number, stale))
         if puts:
@@ -62,6 +96,21 @@ class Table:
                 number = self.number
                 for k, v in puts.items():
                     copy.write_row((number, k, v))
+
+
+def _after(prefix: bytes) -> bytes | None:
+    """The smallest key above every key starting with ``prefix`` (None when there is none)."""
+    stripped = prefix.rstrip(b"\xff")
+    return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else None
+
+
+class DictTable(Table):
+    """``dict``: keyword terms to ordinals, ``ix + dictionary + NUL + term``; a bulk write loads a dictionary
+    whole once it misses often, so new terms cost no round trip each."""
+
+    def scope(self, key: bytes) -> bytes | None:
+        cut = key.find(b"\x00", 4)
+        return key[:cut + 1] if cut >= 0 else None
 
 
 def _ix_row(key: bytes) -> tuple[int, int]:
@@ -111,7 +160,14 @@ class DocsTable(Table):
                 in rows]
 
     def flush(self, conn: Any, puts: dict[bytes, bytes], gone: list[bytes], fresh: set[bytes]) -> None:
-        stale = gone + [k for k in puts if k not in fresh]
+        unknown = [k for k in puts if k not in fresh]
+        if unknown:  # rows past an index's last stored row are new (rows are numbered upwards)
+            tops = {}
+            for ix in {_IX_ROW.unpack(k)[0] for k in unknown}:
+                tops[ix] = conn.execute("SELECT max(row) FROM xerj_docs WHERE ix = %s", (ix,)).fetchone()[0]
+            unknown = [k for k in unknown if tops[_IX_ROW.unpack(k)[0]] is not None
+                       and _IX_ROW.unpack(k)[1] <= tops[_IX_ROW.unpack(k)[0]]]
+        stale = gone + unknown
         _delete_rows(conn, "xerj_docs", stale)
         if puts:
             with conn.cursor().copy("COPY xerj_docs (ix, row, doc_id, version, source) FROM STDIN "
@@ -164,6 +220,13 @@ class IdsTable(Table):
     def _split(key: bytes) -> tuple[int, bytes]:
         return struct.unpack(">I", key[:4].ljust(4, b"\x00"))[0], key[4:]
 
+    def scope(self, key: bytes) -> bytes | None:
+        return key[:4] if len(key) >= 4 else None
+
+    def load(self, conn: Any, scope: bytes) -> dict[bytes, bytes]:
+        rows = conn.execute("SELECT doc_id, row FROM xerj_ids WHERE ix = %s", (self._split(scope)[0],))
+        return {scope + doc_id: keys.u64(row) for doc_id, row in rows}
+
     def get(self, conn: Any, key: bytes) -> bytes | None:
         row = conn.execute("SELECT row FROM xerj_ids WHERE ix = %s AND doc_id = %s", self._split(key)).fetchone()
         return None if row is None else keys.u64(row[0])
@@ -202,11 +265,10 @@ class IdsTable(Table):
 class _Overlay:
     """A write transaction's pending changes to one database, with the sorted key list cursors walk."""
 
-    __slots__ = ("values", "fresh", "_sorted", "_unsorted")
+    __slots__ = ("values", "_sorted", "_unsorted")
 
     def __init__(self) -> None:
         self.values: dict[bytes, Any] = {}  # key -> bytes, or _DELETED
-        self.fresh: set[bytes] = set()  # keys known absent from the table before this transaction
         self._sorted: list[bytes] = []
         self._unsorted: list[bytes] = []
 
@@ -226,24 +288,89 @@ class _Overlay:
         return self._sorted
 
 
+class WriteCache:
+    """What this process knows of the committed tables, kept across its write transactions while no other
+    process writes (the commit counter says so): the id map and dictionaries an ingest keeps looking up."""
+
+    DBS = ("ids", "dict", "dictn", "dictr", "indices", "state", "mappings")
+    LIMIT = 4_000_000  # entries; past this it starts over rather than grow without bound
+
+    def __init__(self) -> None:
+        self.seq: int | None = None
+        self.values: dict[str, dict[bytes, Any]] = {db: {} for db in self.DBS}
+        self.complete: dict[str, set[bytes]] = {db: set() for db in self.DBS}
+
+    def clear(self) -> None:
+        for db in self.DBS:
+            self.values[db].clear()
+            self.complete[db].clear()
+
+    def adopt(self, seq: int) -> None:
+        """Start a write transaction whose lock-holding commit counter read ``seq`` (before its own bump)."""
+        if self.seq != seq or sum(map(len, self.values.values())) > self.LIMIT:
+            self.clear()
+        self.seq = None  # until this transaction commits
+
+    def committed(self, seq: int, changed: list[tuple[str, dict[bytes, bytes], list[bytes]]]) -> None:
+        for db, puts, gone in changed:
+            known = self.values.get(db)
+            if known is not None:
+                known.update(puts)
+                known.update(dict.fromkeys(gone))
+        self.seq = seq
+
+
 class Txn:
     """A transaction with LMDB's calls over PostgreSQL; see the module docstring.
 
     ``dbs`` names the tables (the store's named databases). A read transaction
     caches what it fetched (its snapshot never changes); a write transaction
     also caches, since it holds the single-writer lock and keeps its own writes
-    in the overlay until :meth:`flush`.
+    in the overlay until :meth:`flush`, and with ``cache`` it shares what it
+    read of the committed tables with the process's later write transactions.
     """
 
-    def __init__(self, conn: Any, tables: dict[str, Table], *, write: bool) -> None:
+    # Misses in one key range (an index's id map, a dictionary) after which a write transaction loads it whole.
+    LOAD_AFTER = 32
+
+    def __init__(self, conn: Any, tables: dict[str, Table], *, write: bool, cache: WriteCache | None = None) -> None:
         self.conn = conn
         self.tables = tables
         self.write = write
         self._seen: dict[str, dict[bytes, Any]] = {name: {} for name in tables}
+        self._ranges: dict[str, set[bytes]] = {name: set() for name in tables}
+        if cache is not None:
+            self._seen.update(cache.values)
+            self._ranges.update(cache.complete)
+        self._misses: dict[tuple[str, bytes], int] = {}
         self._overlay: dict[str, _Overlay] = {}
         self._complete: set[str] = set()  # databases fetched whole: a key not seen is absent
 
     # -- reading -------------------------------------------------------------------------------
+
+    def _absent(self, db: str, key: bytes) -> bool:
+        """Is ``key`` known to be missing from the table without asking it?"""
+        if db in self._complete:
+            return True
+        ranges = self._ranges[db]
+        if not ranges:
+            return False
+        scope = self.tables[db].scope(key)
+        return scope is not None and scope in ranges
+
+    def _fetch(self, db: str, key: bytes) -> Any:
+        table = self.tables[db]
+        if self.write:
+            scope = table.scope(key)
+            if scope is not None:
+                misses = self._misses[db, scope] = self._misses.get((db, scope), 0) + 1
+                if misses >= self.LOAD_AFTER:
+                    seen = self._seen[db]
+                    for k, v in table.load(self.conn, scope).items():
+                        seen.setdefault(k, v)  # the overlay, not seen, holds this transaction's own writes
+                    self._ranges[db].add(scope)
+                    return seen.get(key)
+        return table.get(self.conn, key)
 
     def get(self, key: bytes, default: Any = None, db: str = "") -> Any:
         key = bytes(key)
@@ -255,7 +382,7 @@ class Txn:
         seen = self._seen[db]
         found = seen.get(key, _MISSING)
         if found is _MISSING:
-            found = None if db in self._complete else self.tables[db].get(self.conn, key)
+            found = None if self._absent(db, key) else self._fetch(db, key)
             seen[key] = found
         return default if found is None else found
 
@@ -294,11 +421,8 @@ class Txn:
             db: str = "") -> bool:
         key = bytes(key)
         overlay = self._pending(db)
-        if not overwrite:
-            if self.get(key, db=db) is not None:
-                return False
-            if key not in overlay.values:
-                overlay.fresh.add(key)
+        if not overwrite and self.get(key, db=db) is not None:
+            return False
         overlay.set(key, bytes(value))
         return True
 
@@ -319,10 +443,14 @@ class Txn:
         """Write the overlay to the tables (``COPY`` for the puts); returns what changed, per database."""
         changed = []
         for db, overlay in self._overlay.items():
+            seen = self._seen[db]
+            # Keys the table is known not to hold: no delete needed before their COPY.
+            fresh = {k for k in overlay.values if seen.get(k, _MISSING) is None or
+                     (k not in seen and self._absent(db, k))}
             puts = {k: v for k, v in overlay.values.items() if v is not _DELETED}
-            gone = [k for k, v in overlay.values.items() if v is _DELETED and k not in overlay.fresh]
+            gone = [k for k, v in overlay.values.items() if v is _DELETED and k not in fresh]
             if puts or gone:
-                self.tables[db].flush(self.conn, puts, gone, overlay.fresh)
+                self.tables[db].flush(self.conn, puts, gone, fresh)
                 changed.append((db, puts, gone))
         self._overlay.clear()
         return changed

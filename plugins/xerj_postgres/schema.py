@@ -31,6 +31,9 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "INCLUDE (dst, type, weight, confidence, trust)",
         "CREATE INDEX xerj_edges_in ON xerj_edges (ix, dst, valid_at, invalid_at) "
         "INCLUDE (src, type, weight, confidence, trust)",
+        # Bumped by every write transaction: a writer whose last commit is the latest knows its caches are current.
+        "CREATE TABLE xerj_commits (id int4 PRIMARY KEY CHECK (id = 1), seq int8 NOT NULL)",
+        "INSERT INTO xerj_commits VALUES (1, 0)",
     ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
