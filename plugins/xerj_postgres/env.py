@@ -23,8 +23,8 @@ WRITE_LOCK = 0x7865726A_77726974  # "xerjwrit"
 CONNECT_TIMEOUT = 5
 # How long a read on the replica waits for it to replay this process's last commit before reading the primary.
 REPLICA_WAIT = 5.0
-# Databases every read transaction fetches whole at its start (one round trip): they hold one record per index.
-_CONTROL = ("indices", "state")
+# Databases every read transaction fetches whole at its start (one round trip): a record per index or dictionary.
+_CONTROL = ("indices", "state", "dictn")
 
 
 class _RawJson(Loader):
@@ -182,10 +182,12 @@ class PgEnvironment:
                     pool, url = self.pool, self.url
                     conn = self._take(pool)
                     txn = ReadTxn(self, pool, conn, url)
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 numbers = [self.tables[name].number for name in _CONTROL]
                 found: dict[int, dict[bytes, bytes]] = {n: {} for n in numbers}
-                for db, k, v in conn.execute("SELECT db, k, v FROM xerj_kv WHERE db = ANY(%s)", (numbers,)):
+                with conn.pipeline():  # one round trip for both
+                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    cur = conn.execute("SELECT db, k, v FROM xerj_kv WHERE db = ANY(%s)", (numbers,))
+                for db, k, v in cur:
                     found[db][bytes(k)] = v
                 for name in _CONTROL:
                     txn.remember(name, found[self.tables[name].number], complete=True)

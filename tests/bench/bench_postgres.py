@@ -40,7 +40,7 @@ def p50(samples: list[float]) -> float:
 def documents(n: int, seed: int = 3) -> list[dict]:
     rng = random.Random(seed)
     weights = [1 / (1 + k) for k in range(len(WORDS))]
-    return [{"title": " ".join(rng.choices(WORDS, weights, k=4)), "body": " ".join(rng.choices(WORDS, weights, k=40)),
+    return [{"title": " ".join(rng.choices(WORDS, weights, k=4)), "body": " ".join(rng.choices(WORDS, weights, k=20)),
              "tag": f"t{rng.randint(0, 20)}", "n": rng.randint(0, 10**6)} for _ in range(n)]
 
 
@@ -59,7 +59,12 @@ def drafts(edges: int, seed: int = 11) -> list[EdgeDraft]:
     return out
 
 
+MAPPING = {"properties": {"title": {"type": "text"}, "body": {"type": "text"}, "tag": {"type": "keyword"},
+                          "n": {"type": "long"}}}
+
+
 def ingest(engine: Engine, docs: list[dict]) -> float:
+    engine.store.create_index("docs", MAPPING)
     start = time.perf_counter()
     for lo in range(0, len(docs), BATCH):
         items = engine.store.bulk([BulkOp("index", "docs", f"d{i}", docs[i]) for i in range(lo, min(len(docs), lo + BATCH))])

@@ -537,6 +537,10 @@ class IndexReader:
         """``(row, _id, _source, _version)`` for each live row of ``rows``, in order (the hot path of ego)."""
         get, db, prefix = self.txn.get, self.dbs["src"], keys.ix_key(self.ix)
         pack_row, header, loads = keys.u64, keys.SRC_HEADER, orjson.loads
+        prefetch = getattr(self.txn, "prefetch", None)
+        if prefetch is not None:  # a backend whose gets are round trips (xerj_postgres) fetches them all at once
+            rows = list(rows)
+            prefetch(db, [prefix + pack_row(row) for row in rows])
         start = header.size
         visible = None if self.scope is None else self.live
         for row in rows:
