@@ -3,8 +3,6 @@ migrations and a newer schema, a database down at start, connections lost mid-re
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,7 +13,7 @@ import pytest
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.errors import XerjError
 
-from .test_http_serve import free_port, request
+from .test_http_serve import Server, free_port, request
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -27,37 +25,15 @@ def engine_on(url: str, local: Path, **config) -> Engine:
     return Engine(local, config=EngineConfig(store_url=url, tail_rows=8, **config))
 
 
-class PgServer:
+class PgServer(Server):
     """``xerj serve --store URL`` in a subprocess (open mode, one worker)."""
 
-    def __init__(self, url: str, data_dir: Path, log: Path, *extra: str) -> None:
-        self.port = free_port()
-        self.log_path = log
-        self.log = open(log, "wb")
-        self.proc = subprocess.Popen([*XERJ, "serve", "--store", url, "--data-dir", str(data_dir), "--port",
-                                      str(self.port), "--workers", "1", "--insecure", *extra],
-                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if request(self.port, "GET", "/", timeout=2)[0] == 200:
-                    return
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"xerj serve did not start:\n{log.read_text()}")
-            time.sleep(0.1)
+    def __init__(self, url: str, data_dir: Path, log: Path) -> None:
+        super().__init__(data_dir, log, 1, extra=("--store", url))
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        self.log.close()
+    @staticmethod
+    def maps_data(pid: int) -> bool:
+        return True  # a worker answering has opened its engine: the indices are not a file it maps
 
 
 def test_two_servers_over_one_database_see_each_others_writes_at_once(pg_store_url, tmp_path):

@@ -20,23 +20,29 @@ def db_group() -> None:
     """The PostgreSQL store's schema (migrations are also applied whenever a server or command opens it)."""
 
 
-@db_group.command("upgrade")
-@_url_option
-def upgrade_command(url: str) -> None:
-    """Apply the schema migrations the database lacks; refuses a schema from a newer xerj."""
-    from xerj_postgres import schema
-    from xerj_core.storeopts import redact_url as redact
+def _on_database(command: str, url: str, fn):
+    """``fn(conn, where)`` on one connection to ``url``; a refusal is one line and exit status 2."""
+    from xerj_core.storeopts import redact_url
     from xerj_postgres.env import connect
 
     try:
         conn = connect(url)
         try:
-            applied = schema.upgrade(conn, redact(url))
+            return fn(conn, redact_url(url))
         finally:
             conn.close()
     except XerjError as exc:
-        click.echo(f"xerj db upgrade: {exc.reason}", err=True)
+        click.echo(f"xerj db {command}: {exc.reason}", err=True)
         sys.exit(2)
+
+
+@db_group.command("upgrade")
+@_url_option
+def upgrade_command(url: str) -> None:
+    """Apply the schema migrations the database lacks; refuses a schema from a newer xerj."""
+    from xerj_postgres import schema
+
+    applied = _on_database("upgrade", url, schema.upgrade)
     if applied:
         click.echo(f"schema upgraded to version {applied[-1]} (applied {', '.join(map(str, applied))})")
     else:
@@ -48,17 +54,8 @@ def upgrade_command(url: str) -> None:
 def status_command(url: str) -> None:
     """Print the database's schema version and this xerj's."""
     from xerj_postgres import schema
-    from xerj_postgres.env import connect
 
-    try:
-        conn = connect(url)
-        try:
-            have = schema.current_version(conn)
-        finally:
-            conn.close()
-    except XerjError as exc:
-        click.echo(f"xerj db status: {exc.reason}", err=True)
-        sys.exit(2)
+    have = _on_database("status", url, lambda conn, _where: schema.current_version(conn))
     click.echo(f"database schema version {have}; this xerj knows up to {schema.SCHEMA_VERSION}")
 
 
