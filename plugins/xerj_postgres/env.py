@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import psycopg
 from psycopg.adapt import Loader
+from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from xerj_core.store.env import DB_NAMES
@@ -23,6 +24,8 @@ WRITE_LOCK = 0x7865726A_77726974  # "xerjwrit"
 CONNECT_TIMEOUT = 5
 # How long a read on the replica waits for it to replay this process's last commit before reading the primary.
 REPLICA_WAIT = 5.0
+# How long a finished read's connection may wait for the thread's next read before it is rolled back.
+PARK_SECONDS = 0.05
 # Databases every read transaction fetches whole at its start (one round trip): a record per index or dictionary.
 _CONTROL = ("indices", "state", "dictn")
 
@@ -35,6 +38,15 @@ class _RawJson(Loader):
 
 
 def _configure(conn: psycopg.Connection) -> None:
+    """Raw json loading and dumping, and no server-side prepared statements.
+
+    After a ``ROLLBACK`` psycopg drops its prepared statements with a
+    ``DEALLOCATE ALL`` sent before whatever statement comes next; when that is
+    the ``BEGIN ISOLATION LEVEL`` of a pipelined read, which must come first in
+    its transaction, the read fails. Our statements are small key lookups whose
+    planning costs little next to a round trip.
+    """
+    conn.prepare_threshold = None
     conn.adapters.register_loader("json", _RawJson)
     register_text(conn.adapters)
 
@@ -74,6 +86,18 @@ class _Guarded:
         return self.raw.cursor(*args, **kwargs)
 
 
+class _Ended:
+    """The connection of a transaction that ended: any statement is a programming error."""
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("this read transaction has ended")
+
+    cursor = execute
+
+
+_ENDED = _Ended()
+
+
 class ReadTxn(Txn):
     """A read snapshot (``REPEATABLE READ``) on a pooled connection, given back when it ends."""
 
@@ -87,6 +111,10 @@ class ReadTxn(Txn):
         conn, self._raw = self._raw, None
         if conn is None:
             return
+        self.conn = _ENDED  # a read after the end must fail, not run on a connection given to someone else
+        if (self._pool is not self._env.read_pool and conn.info.transaction_status == TransactionStatus.INTRANS
+                and self._env.parking.park(self._pool, conn)):
+            return  # its ROLLBACK goes with the thread's next BEGIN
         try:
             if not conn.closed:
                 conn.execute("ROLLBACK")
@@ -102,6 +130,72 @@ class ReadTxn(Txn):
 
     def __exit__(self, *exc: object) -> None:
         self.abort()
+
+
+class _Parking:
+    """Read connections whose snapshot is over but whose ``ROLLBACK`` is not sent yet, one per thread.
+
+    The thread's next read sends it in the same round trip as its ``BEGIN``, so
+    a read costs one round trip fewer; a connection parked longer than
+    :data:`PARK_SECONDS` is rolled back and given back by a reaper thread, so no
+    snapshot is held for longer than that.
+    """
+
+    def __init__(self, env: "PgEnvironment") -> None:
+        self._env = env
+        self._lock = threading.Lock()
+        self._slots: dict[int, tuple[ConnectionPool, Any, float]] = {}
+        self._wake = threading.Event()
+        self._closed = False
+        self._reaper: threading.Thread | None = None
+
+    def park(self, pool: ConnectionPool, conn: Any) -> bool:
+        with self._lock:
+            me = threading.get_ident()
+            if self._closed or me in self._slots:
+                return False
+            self._slots[me] = (pool, conn, time.monotonic())
+            if self._reaper is None:
+                self._reaper = threading.Thread(target=self._reap, name="xerj-pg-parking", daemon=True)
+                self._reaper.start()
+            return True
+
+    def take(self, pool: ConnectionPool) -> Any:
+        with self._lock:
+            found = self._slots.get(threading.get_ident())
+            if found is None or found[0] is not pool:
+                return None
+            del self._slots[threading.get_ident()]
+            return found[1]
+
+    def _release(self, pool: ConnectionPool, conn: Any) -> None:
+        try:
+            if not conn.closed:
+                conn.execute("ROLLBACK")
+        except psycopg.Error:
+            pass  # a broken connection: the pool discards it
+        self._env.give_back(pool, conn)
+
+    def _reap(self) -> None:
+        while not self._closed:
+            self._wake.wait(PARK_SECONDS)
+            cutoff = time.monotonic() - PARK_SECONDS
+            with self._lock:
+                old = [k for k, (_p, _c, since) in self._slots.items() if since <= cutoff or self._closed]
+                due = [self._slots.pop(k) for k in old]
+            for pool, conn, _since in due:
+                self._release(pool, conn)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            due = list(self._slots.values())
+            self._slots.clear()
+        self._wake.set()
+        for pool, conn, _since in due:
+            self._release(pool, conn)
+        if self._reaper is not None:
+            self._reaper.join(timeout=5)
 
 
 class PgEnvironment:
@@ -124,11 +218,14 @@ class PgEnvironment:
         self.cache = WriteCache()
         self.write_lock = threading.Lock()
         self.last_lsn: str | None = None
+        self.parking = _Parking(self)
         conn = connect(url)
         try:
+            if read_url:  # a migration this process applies must be on disk before the replica's first read waits
+                conn.execute("SET synchronous_commit = on")
             schema.upgrade(conn, redact(url))
             if read_url:  # the replica's first read waits until it has everything committed so far, the schema too
-                self.last_lsn = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0]
+                self.last_lsn = conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()[0]
         except psycopg.Error as exc:
             raise unavailable(url, exc) from None
         finally:
@@ -173,7 +270,8 @@ class PgEnvironment:
         pool, url = self.pool, self.url
         if self.read_pool is not None:
             pool, url = self.read_pool, self.read_url or self.url
-        conn = self._take(pool)
+        parked = self.parking.take(pool) if self.read_pool is None else None
+        conn = parked if parked is not None else self._take(pool)
         txn = ReadTxn(self, pool, conn, url)
         try:
             with self._guard(pool, url):
@@ -184,7 +282,9 @@ class PgEnvironment:
                     txn = ReadTxn(self, pool, conn, url)
                 numbers = [self.tables[name].number for name in _CONTROL]
                 found: dict[int, dict[bytes, bytes]] = {n: {} for n in numbers}
-                with conn.pipeline():  # one round trip for both
+                with conn.pipeline():  # one round trip for all
+                    if parked is not None:
+                        conn.execute("COMMIT")  # the snapshot of this thread's previous read (it wrote nothing)
                     conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                     cur = conn.execute("SELECT db, k, v FROM xerj_kv WHERE db = ANY(%s)", (numbers,))
                 for db, k, v in cur:
@@ -217,6 +317,8 @@ class PgEnvironment:
                     conn.execute("BEGIN")
                     try:
                         conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                        if self.read_pool is not None:  # read-your-writes needs the commit on disk to wait for it
+                            conn.execute("SET LOCAL synchronous_commit = on")
                         seq = conn.execute("UPDATE xerj_commits SET seq = seq + 1 RETURNING seq").fetchone()[0]
                         self.cache.adopt(seq - 1)
                         txn = Txn(_Guarded(conn, self.url), self.tables, write=True, cache=self.cache)
@@ -230,14 +332,15 @@ class PgEnvironment:
                             conn.execute("ROLLBACK")
                         raise
                     if self.read_pool is not None:
-                        # The insert position is at or past our commit record even when it is not yet written
-                        # (synchronous_commit off); the replica has replayed our commit once it reaches it.
-                        self.last_lsn = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0]
+                        # Our commit was flushed (synchronous_commit on, below): the flush position is at or past
+                        # its end, so the replica has our commit once its replay position reaches it.
+                        self.last_lsn = conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()[0]
                 return result
             finally:
                 self.give_back(self.pool, conn)
 
     def close(self) -> None:
+        self.parking.close()
         self.pool.close()
         if self.read_pool is not None:
             self.read_pool.close()

@@ -42,6 +42,10 @@ class Table:
         row = conn.execute("SELECT v FROM xerj_kv WHERE db = %s AND k = %s", (self.number, key)).fetchone()
         return None if row is None else row[0]
 
+    def fetch(self, conn: Any, key: bytes) -> tuple[bytes | None, dict[str, dict[bytes, bytes]]]:
+        """``key``'s value, and rows of other databases the same round trip brought (which a read soon needs)."""
+        return self.get(conn, key), {}
+
     def get_many(self, conn: Any, found: list[bytes]) -> dict[bytes, bytes]:
         rows = conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k = ANY(%s)", (self.number, found))
         return {bytes(k): v for k, v in rows}
@@ -231,6 +235,17 @@ class IdsTable(Table):
         row = conn.execute("SELECT row FROM xerj_ids WHERE ix = %s AND doc_id = %s", self._split(key)).fetchone()
         return None if row is None else keys.u64(row[0])
 
+    def fetch(self, conn: Any, key: bytes) -> tuple[bytes | None, dict[str, dict[bytes, bytes]]]:
+        """A read looks an id up to read its document next: both come back in one round trip."""
+        ix, doc_id = self._split(key)
+        row = conn.execute("SELECT i.row, d.version, d.doc_id, d.source FROM xerj_ids i LEFT JOIN xerj_docs d "
+                           "ON d.ix = i.ix AND d.row = i.row WHERE i.ix = %s AND i.doc_id = %s", (ix, doc_id)).fetchone()
+        if row is None:
+            return None, {}
+        found, version, stored_id, source = row
+        extra = {} if version is None else {"src": {_IX_ROW.pack(ix, found): DocsTable._blob(version, stored_id, source)}}
+        return keys.u64(found), extra
+
     def get_many(self, conn: Any, found: list[bytes]) -> dict[bytes, bytes]:
         by_ix: dict[int, list[bytes]] = {}
         for key in found:
@@ -370,7 +385,11 @@ class Txn:
                         seen.setdefault(k, v)  # the overlay, not seen, holds this transaction's own writes
                     self._ranges[db].add(scope)
                     return seen.get(key)
-        return table.get(self.conn, key)
+            return table.get(self.conn, key)
+        value, extra = table.fetch(self.conn, key)
+        for other, rows in extra.items():
+            self._seen[other].update(rows)
+        return value
 
     def get(self, key: bytes, default: Any = None, db: str = "") -> Any:
         key = bytes(key)

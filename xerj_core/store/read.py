@@ -483,10 +483,20 @@ class IndexReader:
         blob = self.txn.get(keys.post_prefix(self.ix, segment.start, path) + term.encode(), db=self.dbs["post"])
         return None if blob is None else decode_postings(blob)
 
+    def prefetch_postings(self, path: str, term: str) -> None:
+        """Let a backend whose gets are round trips (``xerj_postgres``) fetch ``term``'s postings in every sealed
+        segment at once, before :meth:`segment_postings` asks segment by segment; LMDB has nothing to do."""
+        prefetch = getattr(self.txn, "prefetch", None)
+        if prefetch is not None and limits.term_fits(term):
+            name = term.encode()
+            prefetch(self.dbs["post"], [keys.post_prefix(self.ix, seg.start, path) + name
+                                        for seg in self.snapshot.segments if path in seg.fields])
+
     def postings_parts(self, path: str, term: str) -> list[tuple[Segment | None, np.ndarray, np.ndarray]]:
         """``(segment, rows, frequencies)`` per part holding ``term`` in ``path``: sealed segments, then the tail
         (segment None). Rows are absolute and ascending, dead ones included."""
         parts: list[tuple[Segment | None, np.ndarray, np.ndarray]] = []
+        self.prefetch_postings(path, term)
         for seg in self.snapshot.segments:
             found = self.segment_postings(seg, path, term)
             if found is not None:
