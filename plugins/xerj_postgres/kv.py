@@ -426,6 +426,13 @@ class Txn:
     def cursor(self, db: str = "") -> "Cursor":
         return Cursor(self, db)
 
+    @property
+    def complete_dbs(self) -> set[str]:
+        return self._complete
+
+    def seen(self, db: str) -> dict[bytes, Any]:
+        return self._seen[db]
+
     # -- writing -------------------------------------------------------------------------------
 
     def _pending(self, db: str) -> _Overlay:
@@ -510,6 +517,10 @@ class Cursor:
         """The table's first row at (or after, when ``strict``) ``key`` that the overlay does not shadow."""
         overlay = self.txn.overlay_of(self.db)
         shadow = overlay.values if overlay is not None else {}
+        if self.db in self.txn.complete_dbs and self._lo is None:  # fetched whole with the snapshot: no round trip
+            self._batch = sorted((k, v) for k, v in self.txn.seen(self.db).items() if v is not None)
+            self._batch_keys = [k for k, _v in self._batch]
+            self._lo, self._done = b"", True
         while True:
             covered = self._lo is not None and self._lo <= key and (
                 self._done or (self._batch_keys and key < self._batch_keys[-1]))

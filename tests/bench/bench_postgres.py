@@ -165,6 +165,7 @@ def main() -> None:
                             sql = lambda n: conn.execute(SQL_TWO_HOP, {"ix": ix, "node": n, "t": as_of}).fetchall()  # noqa: E731
                             got["sql"], rows = timed(sql, nodes)
                             plan = conn.execute("EXPLAIN " + SQL_TWO_HOP, {"ix": ix, "node": nodes[0], "t": as_of}).fetchall()
+                            got["rtt"], _ = timed(lambda _n: conn.execute("SELECT 1").fetchall(), nodes)
                         index_only = any("Index Only Scan" in line[0] for line in plan)
                         print(f"[postgres] hand-written SQL 2-hop p50 {got['sql'] * 1e3:.2f} ms "
                               f"({statistics.mean(len(r) for r in rows):.0f} edge rows per node; index-only scans: "
@@ -184,6 +185,8 @@ def main() -> None:
               f"{pg['ego'] / pg['sql']:.2f} (target <= 2)")
         print(f"memory store: postgres {pg['memory'] * 1e3:.2f} ms/op, lmdb {lm['memory'] * 1e3:.2f} ms/op, ratio "
               f"{pg['memory'] / lm['memory']:.2f}")
+        print(f"one round trip to the server (SELECT 1) p50: {pg['rtt'] * 1e3:.2f} ms; a read costs a few of them "
+              f"(docs/scale-out.md), so the ratios above shrink as the round trip does")
     finally:
         if cluster is not None:
             cluster.stop()

@@ -547,10 +547,9 @@ class IndexReader:
         """``(row, _id, _source, _version)`` for each live row of ``rows``, in order (the hot path of ego)."""
         get, db, prefix = self.txn.get, self.dbs["src"], keys.ix_key(self.ix)
         pack_row, header, loads = keys.u64, keys.SRC_HEADER, orjson.loads
-        prefetch = getattr(self.txn, "prefetch", None)
-        if prefetch is not None:  # a backend whose gets are round trips (xerj_postgres) fetches them all at once
+        if getattr(self.txn, "prefetch", None) is not None:
             rows = list(rows)
-            prefetch(db, [prefix + pack_row(row) for row in rows])
+            self.prefetch_documents(rows)
         start = header.size
         visible = None if self.scope is None else self.live
         for row in rows:
@@ -559,6 +558,14 @@ class IndexReader:
                 continue
             version, id_len = header.unpack_from(blob)
             yield row, blob[start:start + id_len].decode(), loads(memoryview(blob)[start + id_len:]), version
+
+    def prefetch_documents(self, rows: Sequence[int]) -> None:
+        """Let a backend whose gets are round trips (``xerj_postgres``) fetch the sources of ``rows`` at once, before
+        :meth:`document` asks row by row (a page of hits); LMDB has nothing to do."""
+        prefetch = getattr(self.txn, "prefetch", None)
+        if prefetch is not None and len(rows):
+            prefix, pack_row = keys.ix_key(self.ix), keys.u64
+            prefetch(self.dbs["src"], [prefix + pack_row(row) for row in rows])
 
     def id_of(self, row: int) -> str | None:
         blob = self.txn.get(keys.row_key(self.ix, row), db=self.dbs["src"])
