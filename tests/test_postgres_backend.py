@@ -181,3 +181,21 @@ def test_reads_on_a_streaming_replica_see_this_servers_writes(pg_store_url, tmp_
                 assert engine.store.count("rw") == i + 1
     finally:
         replica.stop()
+
+
+def test_autoindex_and_a_server_on_the_same_database(pg_store_url, tmp_path):
+    """``xerj autoindex --store`` writes the Foam vault into the database; a server on it answers for the brain."""
+    from .conftest import CORPORA
+
+    done = subprocess.run([*XERJ, "autoindex", str(CORPORA / "foam-docs"), "--brain", "foam", "--store", pg_store_url,
+                           "--data-dir", str(tmp_path / "cli")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    with psycopg.connect(pg_store_url) as conn:
+        edges = conn.execute("SELECT count(*) FROM xerj_edges").fetchone()[0]
+    assert edges > 100
+    server = PgServer(pg_store_url, tmp_path / "srv", tmp_path / "srv.log")
+    try:
+        status, body = request(server.port, "GET", "/_graph/foam/overview")
+        assert status == 200 and body["edges"]["live"] == edges
+    finally:
+        server.stop()
