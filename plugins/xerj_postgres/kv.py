@@ -459,6 +459,10 @@ class Txn:
             self._pending(db).set(key, _DELETED)
         return existed
 
+    def drop(self, key: bytes, db: str) -> None:
+        """Delete ``key``, known to exist (a cursor stands on it)."""
+        self._pending(db).set(key, _DELETED)
+
     def pop(self, key: bytes, db: str = "") -> bytes | None:
         found = self.get(key, db=db)
         if found is not None:
@@ -608,7 +612,7 @@ class Cursor:
         if self._key is None:
             return False
         key = self._key
-        self.txn.delete(key, db=self.db)
+        self.txn.drop(key, self.db)  # the cursor stands on it: it exists, no lookup needed
         self._seek(key, True)
         return True
 
