@@ -410,7 +410,7 @@ class Txn:
         seen = self._seen[db]
         if db in self._complete:
             return
-        missing = [k for k in wanted if k not in seen]
+        missing = [k for k in wanted if k not in seen and not self._absent(db, k)]
         if not missing:
             return
         found = self.tables[db].get_many(self.conn, missing)
