@@ -157,10 +157,7 @@ def main() -> None:
                     if name == "postgres":
                         with engine.store.reader(edges_index(BRAIN)) as reader:
                             ix = reader.ix
-                        search_path = psycopg.conninfo.conninfo_to_dict(url).get("options")
                         with psycopg.connect(url, autocommit=True) as conn:
-                            if search_path:
-                                pass  # the URL's options already apply
                             conn.execute("ANALYZE xerj_edges")
                             sql = lambda n: conn.execute(SQL_TWO_HOP, {"ix": ix, "node": n, "t": as_of}).fetchall()  # noqa: E731
                             got["sql"], rows = timed(sql, nodes)
