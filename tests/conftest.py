@@ -25,3 +25,29 @@ def engine(tmp_path, pm):
     """An engine on an empty data directory, with a small tail so sealed segments get exercised."""
     with Engine(tmp_path / "data", pm, config=EngineConfig(tail_rows=8)) as eng:
         yield eng
+
+
+# -- PostgreSQL (the postgres storage backend's tests) ------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def pg_url():
+    """A PostgreSQL server: XERJ_TEST_PG_URL, else a throwaway loopback cluster started for this run.
+
+    Without a server (no binaries, no psycopg) the PostgreSQL tests skip, unless XERJ_REQUIRE_PG=1 (CI),
+    which turns that skip into a failure.
+    """
+    import os
+
+    from tests.pg import server
+
+    with server(os.environ.get("XERJ_TEST_PG_URL"), os.environ.get("XERJ_REQUIRE_PG") == "1") as url:
+        yield url
+
+
+@pytest.fixture
+def pg_store_url(pg_url):
+    """The URL of a fresh, empty store: a new schema of the test server, dropped after the test."""
+    from tests.pg import fresh_schema
+
+    with fresh_schema(pg_url) as url:
+        yield url

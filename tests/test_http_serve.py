@@ -49,13 +49,14 @@ class Server:
     """``xerj serve`` in a subprocess: open mode (``--insecure``) unless ``insecure=False``, then
     ``headers`` carries the admin key the server wrote into ``data_dir``."""
 
-    def __init__(self, data_dir: Path, log: Path, workers: int, *, insecure: bool = True) -> None:
+    def __init__(self, data_dir: Path, log: Path, workers: int, *, insecure: bool = True,
+                 extra: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.log_path = log
         self.log = open(log, "wb")
         self.proc = subprocess.Popen(
             [*SERVE, "--data-dir", str(data_dir), "--port", str(self.port), "--workers", str(workers),
-             *(["--insecure"] if insecure else [])],
+             *(["--insecure"] if insecure else []), *extra],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         self.headers: dict[str, str] = {}
         deadline = time.monotonic() + 30

@@ -45,6 +45,11 @@ class EngineConfig:
     audit_reads: str = "reserved"
     # The JSONL audit sink rotates its file to a numbered one past this size.
     audit_max_bytes: int = 64 * 2**20
+    # A storage backend URL (``postgresql://...``) holding the indices instead of the data directory's LMDB;
+    # the data directory then keeps only what is local (keys, audit log, derived views). ``read_url``: a
+    # replica of it that reads may go to (read-your-writes is kept; see docs/scale-out.md).
+    store_url: str | None = None
+    read_url: str | None = None
 
 
 class Engine:
@@ -62,7 +67,14 @@ class Engine:
         self.data_dir = Path(split_target(data_dir)[1])
         self.pm = pm if pm is not None else get_plugin_manager()
         self.config = config or EngineConfig()
-        self.store = store if store is not None else open_store(data_dir, self.pm, tail_rows=self.config.tail_rows)
+        if store is None:
+            options: dict[str, Any] = {"tail_rows": self.config.tail_rows}
+            if self.config.store_url:
+                options["local_dir"] = self.data_dir
+            if self.config.read_url:
+                options["read_url"] = self.config.read_url
+            store = open_store(self.config.store_url or data_dir, self.pm, **options)
+        self.store = store
         self.store.listeners.append(self._documents_written)
         from xerj_core.autoindex.migrate import migrate
 

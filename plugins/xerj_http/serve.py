@@ -14,6 +14,8 @@ import click
 import platformdirs
 from xerj_embedders.models import model_cache_option, offline_option
 
+from xerj_core.storeopts import check_store, redact_url, store_options
+
 
 def default_workers() -> int:
     try:
@@ -188,9 +190,11 @@ def prepare_admin_key(data_dir: Path) -> Path:
               show_default=True,
               help="Which successful reads the audit log records (writes, denials and key operations always are): "
                    "every read, reads of reserved .xerj- indices, or none.")
+@store_options
 def serve_command(data_dir: Path, host: str, port: int, workers: int, insecure: bool,
                   allow_cleartext_bind: bool, embedder: str | None, model_cache: Path | None,
-                  offline: bool, access_log: str | None, audit_reads: str) -> None:
+                  offline: bool, access_log: str | None, audit_reads: str, store: str | None,
+                  read_url: str | None) -> None:
     """Serve the HTTP API (Elasticsearch-compatible routes, /_graph, /_memory) under gunicorn."""
     if not is_loopback(host) and not allow_cleartext_bind:
         raise click.UsageError(
@@ -198,7 +202,9 @@ def serve_command(data_dir: Path, host: str, port: int, workers: int, insecure: 
             f"and writes every index. Bind 127.0.0.1, or pass --allow-cleartext-bind to accept that.")
     config = _engine_config(embedder, model_cache, offline)
     config.audit_reads = audit_reads
+    config.store_url, config.read_url = store, read_url
     data_dir = Path(data_dir).expanduser()
+    check_store("serve", store, read_url)
     try:
         listener = bind_listener(host, port)
     except OSError as exc:
@@ -216,8 +222,8 @@ def serve_command(data_dir: Path, host: str, port: int, workers: int, insecure: 
         admin_key = prepare_admin_key(data_dir)
         click.echo(f"xerj: secured: every request needs an API key (Authorization: ApiKey ...); the admin key "
                    f"is in {admin_key} (readable by you only)", err=True)
-    click.echo(f"xerj: serving {data_dir} on http://{bind_address(host, port)} with {workers} worker(s)",
-               err=True)
+    what = f"{redact_url(store)} (local files in {data_dir})" if store else data_dir
+    click.echo(f"xerj: serving {what} on http://{bind_address(host, port)} with {workers} worker(s)", err=True)
 
     def app_factory():
         from xerj_core.engine import Engine

@@ -21,7 +21,8 @@ import click
 
 from xerj_core import hookimpl
 from xerj_core.credentials import ADMIN_KEY_FILE, api_key_for, authorization_header
-from xerj_core.engine import Engine, default_data_dir
+from xerj_core.engine import Engine, EngineConfig, default_data_dir
+from xerj_core.storeopts import check_store, store_options
 from xerj_core.errors import XerjError
 from xerj_core.text import derive_brain_name
 
@@ -102,9 +103,10 @@ def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=No
               help="Processes that parse and detect (default: the CPU count on 4+ cores, else 1, "
               "which runs in this process). "
               "Runs with few files to parse or detect stay in this process either way.")
+@store_options
 @click.pass_obj
 def autoindex_command(pm, folder, brain, no_graph, data_dir, url, api_key, as_json, allow_failures, watch,
-                      interval, workers) -> None:
+                      interval, workers, store=None, read_url=None) -> None:
     """Index FOLDER and detect the relationships between its documents.
 
     Embedded on a data directory (--data-dir, or the default one), or against a
@@ -121,7 +123,8 @@ def autoindex_command(pm, folder, brain, no_graph, data_dir, url, api_key, as_js
         key = api_key_for(api_key, default_data_dir() if _is_local(url) else None)
         target_cm: Any = contextlib.nullcontext(_remote_sink(url, key))
     else:
-        target_cm = Engine(data_dir or default_data_dir(), pm)
+        check_store("autoindex", store, read_url, pm)
+        target_cm = Engine(data_dir or default_data_dir(), pm, config=EngineConfig(store_url=store, read_url=read_url))
     with target_cm as target:
         first = _follow(target, pm, folder, name, not no_graph, as_json, watch, interval, workers)
     if first is not None and first.files_failed and not allow_failures and not watch:
@@ -335,8 +338,10 @@ def _print_share(folder: str, brain: str | None, base: str, open_mode: bool) -> 
 @click.option("--insecure", is_flag=True, envvar="XERJ_INSECURE",
               help="Serve in open mode (no credentials) when no server is running (also XERJ_INSECURE=1).")
 @click.option("--open", "open_console", is_flag=True, help="Open the console in the browser once the server answers.")
+@store_options
 @click.pass_obj
-def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecure, open_console) -> None:
+def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecure, open_console, store=None,
+                  read_url=None) -> None:
     """Index FOLDER with graph detection on, then serve it.
 
     When a server already answers on --host/--port it is used only if it serves
@@ -360,7 +365,8 @@ def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecur
     data = Path(data_dir or default_data_dir())
     base = f"http://{host}:{port}"
     found = _probe(base, api_key_for(api_key, data))
-    with Engine(data, pm) as engine:
+    check_store("brain", store, read_url, pm)
+    with Engine(data, pm, config=EngineConfig(store_url=store, read_url=read_url)) as engine:
         if found is not None:
             mine = engine.store.node_uuid()
             node = found.get("node")
@@ -390,7 +396,8 @@ def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecur
     if open_console:
         _open_console(console_url(base, name), host, port)
     argv = [sys.executable, "-m", "xerj_core", "serve", "--data-dir", str(data), "--host", host,
-            "--port", str(port), *(["--insecure"] if insecure else [])]
+            "--port", str(port), *(["--insecure"] if insecure else []), *(["--store", store] if store else []),
+            *(["--read-url", read_url] if read_url else [])]
     os.execv(sys.executable, argv)
 
 

@@ -209,6 +209,8 @@ class EdgeWriting:
             approvals: dict[str, dict[str, Any] | None] = {}
             stored_docs = []
             counts = {"written": 0, "created": 0, "updated": 0, "suppressed": 0}
+            txn.prefetch(name, [doc["edge_id"] for doc in docs] +
+                         [rejection_id(doc["src"], doc["type"], doc["dst"]) for doc in docs])
             for doc in docs:
                 claim = (doc["src"], doc["type"], doc["dst"])
                 key = "\0".join(claim)

@@ -208,6 +208,7 @@ def _sealed_part(reader, field: str, term: str) -> TermPart | None:
     found = cache.get(term, _MISSING)
     if found is _MISSING:
         rows, tfs, lengths = [], [], []
+        reader.prefetch_postings(field, term)
         for seg in reader.segments:
             postings = reader.segment_postings(seg, field, term)
             if postings is None:

@@ -187,6 +187,8 @@ class SearchService:
                 page, total, max_score, contexts = self._ranked_search(request, readers, sort, after,
                                                                        tiebreak)
             hits = []
+            for i in {i for i, *_rest in page}:  # one round trip per index on a database store
+                readers[i].prefetch_documents([row for j, row, *_rest in page if j == i])
             for i, row, score, sort_values in page:
                 if sort_values is not None:
                     sort_values = sort_values[:shown] + ([shard_doc(i, row)] if show_tiebreak and tiebreak else [])
@@ -307,6 +309,7 @@ class SearchService:
         """ES-shaped hits (``_index``, ``_id``, ``_score``, ``_source``) of ``ranked`` rows of ``reader``."""
         spec = source if isinstance(source, SourceFilter) else SourceFilter(enabled=bool(source))
         out = []
+        reader.prefetch_documents(ranked.rows.tolist())
         for row, score in ranked.pairs():
             found = reader.document(row)
             if found is None:

@@ -117,9 +117,12 @@ def open_store(target: str | Path, pm, **options: Any) -> OpenStore:
 _STORE_METHODS = [name for name in vars(OpenStore) if not name.startswith("_") and callable(vars(OpenStore)[name])]
 
 
-def _open_lmdb(location: str, **options: Any) -> OpenStore:
+def _open_lmdb(location: str, local_dir: Any = None, read_url: str | None = None, **options: Any) -> OpenStore:
+    """An LMDB data directory (its own local directory); it has no replicas to read from."""
     from xerj_core.store.store import Store
 
+    if read_url:
+        raise IllegalArgument("an lmdb:// store has no replica: --read-url needs a database store")
     return Store(Path(location), **options)
 
 

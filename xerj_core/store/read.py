@@ -483,10 +483,20 @@ class IndexReader:
         blob = self.txn.get(keys.post_prefix(self.ix, segment.start, path) + term.encode(), db=self.dbs["post"])
         return None if blob is None else decode_postings(blob)
 
+    def prefetch_postings(self, path: str, term: str) -> None:
+        """Let a backend whose gets are round trips (``xerj_postgres``) fetch ``term``'s postings in every sealed
+        segment at once, before :meth:`segment_postings` asks segment by segment; LMDB has nothing to do."""
+        prefetch = getattr(self.txn, "prefetch", None)
+        if prefetch is not None and limits.term_fits(term):
+            name = term.encode()
+            prefetch(self.dbs["post"], [keys.post_prefix(self.ix, seg.start, path) + name
+                                        for seg in self.snapshot.segments if path in seg.fields])
+
     def postings_parts(self, path: str, term: str) -> list[tuple[Segment | None, np.ndarray, np.ndarray]]:
         """``(segment, rows, frequencies)`` per part holding ``term`` in ``path``: sealed segments, then the tail
         (segment None). Rows are absolute and ascending, dead ones included."""
         parts: list[tuple[Segment | None, np.ndarray, np.ndarray]] = []
+        self.prefetch_postings(path, term)
         for seg in self.snapshot.segments:
             found = self.segment_postings(seg, path, term)
             if found is not None:
@@ -537,6 +547,9 @@ class IndexReader:
         """``(row, _id, _source, _version)`` for each live row of ``rows``, in order (the hot path of ego)."""
         get, db, prefix = self.txn.get, self.dbs["src"], keys.ix_key(self.ix)
         pack_row, header, loads = keys.u64, keys.SRC_HEADER, orjson.loads
+        if getattr(self.txn, "prefetch", None) is not None:
+            rows = list(rows)
+            self.prefetch_documents(rows)
         start = header.size
         visible = None if self.scope is None else self.live
         for row in rows:
@@ -545,6 +558,14 @@ class IndexReader:
                 continue
             version, id_len = header.unpack_from(blob)
             yield row, blob[start:start + id_len].decode(), loads(memoryview(blob)[start + id_len:]), version
+
+    def prefetch_documents(self, rows: Sequence[int]) -> None:
+        """Let a backend whose gets are round trips (``xerj_postgres``) fetch the sources of ``rows`` at once, before
+        :meth:`document` asks row by row (a page of hits); LMDB has nothing to do."""
+        prefetch = getattr(self.txn, "prefetch", None)
+        if prefetch is not None and len(rows):
+            prefix, pack_row = keys.ix_key(self.ix), keys.u64
+            prefetch(self.dbs["src"], [prefix + pack_row(row) for row in rows])
 
     def id_of(self, row: int) -> str | None:
         blob = self.txn.get(keys.row_key(self.ix, row), db=self.dbs["src"])

@@ -86,12 +86,16 @@ class Store:
     """
 
     def __init__(self, path: str | Path, *, tail_rows: int = DEFAULT_TAIL_ROWS, map_size: int | None = None,
-                 sync: bool = True) -> None:
+                 sync: bool = True, env: Any = None) -> None:
+        """``env``: another environment with LMDB's calls (a storage backend's, see ``xerj_postgres``); by
+        default the LMDB environment of the data directory ``path``."""
         self.path = Path(path)
-        options: dict[str, Any] = {"sync": sync}
-        if map_size is not None:
-            options["map_size"] = map_size
-        self.env = envs.acquire(self.path, **options)
+        if env is None:
+            options: dict[str, Any] = {"sync": sync}
+            if map_size is not None:
+                options["map_size"] = map_size
+            env = envs.acquire(self.path, **options)
+        self.env = env
         self.tail_rows = tail_rows
         self._caches: dict[int, IndexCache] = {}
         self._caches_lock = threading.Lock()

@@ -785,6 +785,18 @@ class WriteTxn:
         found = self.index(index).get(doc_id)
         return None if found is None else found[0]
 
+    def prefetch(self, index: str, doc_ids: Iterable[str]) -> None:
+        """Fetch the stored versions of ``doc_ids`` in ``index`` at once, before ``get`` asks one by one, where the
+        store's gets are round trips (``xerj_postgres``); with LMDB there is nothing to do."""
+        prefetch = getattr(self.raw, "prefetch", None)
+        if prefetch is None or not self.exists(index):
+            return
+        ix = self.index(index).ix
+        id_keys = [keys.id_key(ix, doc_id) for doc_id in doc_ids]
+        prefetch(self.dbs["ids"], id_keys)
+        rows = (self.raw.get(key, db=self.dbs["ids"]) for key in id_keys)
+        prefetch(self.dbs["src"], [keys.ix_key(ix) + bytes(row) for row in rows if row is not None])
+
     def update(self, index: str, doc_id: str, partial: Any, *, upsert: Any = None) -> WriteResult:
         """Merge ``partial`` into the stored document (objects merge recursively, like ES)."""
         if not isinstance(partial, dict):

@@ -1,0 +1,631 @@
+"""The LMDB-shaped transaction and cursor layer over PostgreSQL tables that xerj's store engine runs on.
+
+xerj's store (``xerj_core.store``) speaks to named key-value databases through
+a handful of LMDB calls: ``get``, ``put`` (``overwrite=False`` included),
+``delete``, ``pop`` and ordered cursors (``set_range``, ``set_key``, iteration,
+``delete``). :class:`Txn` offers exactly those calls over PostgreSQL, so the
+engine itself (segments, postings, columns, BM25, kNN, hops, the bitemporal
+filter) runs unchanged and its answers are the LMDB backend's by construction.
+
+Each named database is a :class:`Table`: most share ``xerj_kv`` (bytea keys in
+LMDB's order), while ``src`` (documents) and ``ids`` (the id map) are real
+tables, ``xerj_docs`` and ``xerj_ids``, whose rows a SQL client reads directly.
+
+A write transaction holds PostgreSQL's single-writer advisory lock, so the
+tables cannot change under it; its writes are kept in an overlay that reads and
+cursors merge in, and are flushed at commit with ``COPY``. A read transaction is
+a ``REPEATABLE READ`` snapshot; what it fetched is remembered until it ends.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from typing import Any, Iterable, Iterator
+
+from xerj_core.store import keys
+
+_DELETED = object()
+_MISSING = object()
+# Rows a cursor fetches per round trip; sequential reads (a seal reading the tail) hit the batch.
+SCAN_BATCH = 512
+_IX_ROW = struct.Struct(">IQ")
+
+
+class Table:
+    """One named database in the shared ``xerj_kv`` table: opaque bytea keys and values."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+
+    def get(self, conn: Any, key: bytes) -> bytes | None:
+        row = conn.execute("SELECT v FROM xerj_kv WHERE db = %s AND k = %s", (self.number, key)).fetchone()
+        return None if row is None else row[0]
+
+    def fetch(self, conn: Any, key: bytes) -> tuple[bytes | None, dict[str, dict[bytes, bytes]]]:
+        """``key``'s value, and rows of other databases the same round trip brought (which a read soon needs)."""
+        return self.get(conn, key), {}
+
+    def get_many(self, conn: Any, found: list[bytes]) -> dict[bytes, bytes]:
+        rows = conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k = ANY(%s)", (self.number, found))
+        return {bytes(k): v for k, v in rows}
+
+    def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        rows = conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k >= %s ORDER BY k LIMIT %s",
+                            (self.number, start, limit))
+        return [(bytes(k), v) for k, v in rows]
+
+    def scope(self, key: bytes) -> bytes | None:
+        """The key range :meth:`load` fetches whole once a transaction misses often in it (None: never loaded)."""
+        return None
+
+    def load(self, conn: Any, scope: bytes) -> dict[bytes, bytes]:
+        """Every row whose key starts with ``scope``."""
+        upper = _after(scope)
+        rows = conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k >= %s" + (" AND k < %s" if upper else ""),
+                            (self.number, scope, upper) if upper else (self.number, scope))
+        return {bytes(k): v for k, v in rows}
+
+    def _above(self, conn: Any, found: list[bytes]) -> set[bytes]:
+        """Which of ``found`` sort after every stored key of their index (so cannot be stored): one ``max`` per index.
+
+        Rows, segments and log entries are numbered upwards, so most keys a write
+        adds are past the end of their index's range and need no delete first.
+        """
+        by_ix: dict[bytes, list[bytes]] = {}
+        for key in found:
+            by_ix.setdefault(key[:4], []).append(key)
+        out: set[bytes] = set()
+        for ix, group in by_ix.items():
+            upper = _after(ix)
+            row = conn.execute("SELECT k FROM xerj_kv WHERE db = %s AND k >= %s" + (" AND k < %s" if upper else "")
+                               + " ORDER BY k DESC LIMIT 1", (self.number, ix, upper) if upper else (self.number, ix)
+                               ).fetchone()
+            top = None if row is None else bytes(row[0])
+            out.update(group if top is None else (k for k in group if k > top))
+        return out
+
+    def flush(self, conn: Any, puts: dict[bytes, bytes], gone: list[bytes], fresh: set[bytes]) -> None:
+        """Apply the overlay: ``gone`` keys deleted, ``puts`` written (``fresh`` ones known absent before)."""
+        unknown = [k for k in puts if k not in fresh]
+        if len(unknown) > 8:
+            above = self._above(conn, unknown)
+            unknown = [k for k in unknown if k not in above]
+        stale = gone + unknown
+        if stale:
+            conn.execute("DELETE FROM xerj_kv WHERE db = %s AND k = ANY(%s)", (self.number, stale))
+        if puts:
+            with conn.cursor().copy("COPY xerj_kv (db, k, v) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["int2", "bytea", "bytea"])
+                number = self.number
+                for k, v in puts.items():
+                    copy.write_row((number, k, v))
+
+
+def _after(prefix: bytes) -> bytes | None:
+    """The smallest key above every key starting with ``prefix`` (None when there is none)."""
+    stripped = prefix.rstrip(b"\xff")
+    return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else None
+
+
+class DictTable(Table):
+    """``dict``: keyword terms to ordinals, ``ix + dictionary + NUL + term``; a bulk write loads a dictionary
+    whole once it misses often, so new terms cost no round trip each."""
+
+    def scope(self, key: bytes) -> bytes | None:
+        cut = key.find(b"\x00", 4)
+        return key[:cut + 1] if cut >= 0 else None
+
+
+def _ix_row(key: bytes) -> tuple[int, int]:
+    """``(ix, row)`` of a 12-byte row key; a shorter key (a prefix) is the smallest row key at or after it."""
+    return _IX_ROW.unpack(key[:12].ljust(12, b"\x00"))
+
+
+class DocsTable(Table):
+    """``src``: one row per stored document, ``(ix, row) → (doc_id, version, source json)``.
+
+    The source is PostgreSQL ``json``, which keeps the text exactly as written
+    (key order, number spelling), so ``_source`` comes back byte for byte as
+    from LMDB; ``source::jsonb`` queries it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(-1)
+
+    @staticmethod
+    def _blob(version: int, doc_id: bytes, source: bytes) -> bytes:
+        return keys.SRC_HEADER.pack(version, len(doc_id)) + doc_id + source
+
+    def get(self, conn: Any, key: bytes) -> bytes | None:
+        if len(key) != 12:
+            return None
+        row = conn.execute("SELECT version, doc_id, source FROM xerj_docs WHERE ix = %s AND row = %s",
+                           _ix_row(key)).fetchone()
+        return None if row is None else self._blob(*row)
+
+    def get_many(self, conn: Any, found: list[bytes]) -> dict[bytes, bytes]:
+        by_ix: dict[int, list[int]] = {}
+        for key in found:
+            if len(key) == 12:
+                ix, row = _IX_ROW.unpack(key)
+                by_ix.setdefault(ix, []).append(row)
+        out = {}
+        for ix, rows in by_ix.items():
+            for row, version, doc_id, source in conn.execute(
+                    "SELECT row, version, doc_id, source FROM xerj_docs WHERE ix = %s AND row = ANY(%s)", (ix, rows)):
+                out[_IX_ROW.pack(ix, row)] = self._blob(version, doc_id, source)
+        return out
+
+    def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        rows = conn.execute("SELECT ix, row, version, doc_id, source FROM xerj_docs WHERE (ix, row) >= (%s, %s) "
+                            "ORDER BY ix, row LIMIT %s", (*_ix_row(start), limit))
+        return [(_IX_ROW.pack(ix, row), self._blob(version, doc_id, source)) for ix, row, version, doc_id, source
+                in rows]
+
+    def flush(self, conn: Any, puts: dict[bytes, bytes], gone: list[bytes], fresh: set[bytes]) -> None:
+        unknown = [k for k in puts if k not in fresh]
+        if unknown:  # rows past an index's last stored row are new (rows are numbered upwards)
+            tops = {}
+            for ix in {_IX_ROW.unpack(k)[0] for k in unknown}:
+                tops[ix] = conn.execute("SELECT max(row) FROM xerj_docs WHERE ix = %s", (ix,)).fetchone()[0]
+            unknown = [k for k in unknown if tops[_IX_ROW.unpack(k)[0]] is not None
+                       and _IX_ROW.unpack(k)[1] <= tops[_IX_ROW.unpack(k)[0]]]
+        stale = gone + unknown
+        _delete_rows(conn, "xerj_docs", stale)
+        if puts:
+            with conn.cursor().copy("COPY xerj_docs (ix, row, doc_id, version, source) FROM STDIN "
+                                    "(FORMAT BINARY)") as copy:
+                copy.set_types(["int4", "int8", "bytea", "int8", "json"])
+                header = keys.SRC_HEADER
+                start = header.size
+                for key, blob in puts.items():
+                    ix, row = _IX_ROW.unpack(key)
+                    version, id_len = header.unpack_from(blob)
+                    copy.write_row((ix, row, blob[start:start + id_len], version, _Text(blob[start + id_len:])))
+
+
+class _Text(bytes):
+    """JSON text already encoded: written to a ``json`` column as it is (see :class:`_TextDumper`)."""
+
+
+def register_text(adapters: Any) -> None:
+    """Teach ``adapters`` to send :class:`_Text` as json text without decoding it into a str first."""
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
+
+    class _TextDumper(Dumper):
+        format = Format.BINARY  # json's binary form is its text
+        oid = adapters.types["json"].oid
+
+        def dump(self, obj: bytes) -> bytes:
+            return obj
+
+    adapters.register_dumper(_Text, _TextDumper)
+
+
+def _delete_rows(conn: Any, table: str, found: list[bytes]) -> None:
+    by_ix: dict[int, list[int]] = {}
+    for key in found:
+        ix, row = _IX_ROW.unpack(key)
+        by_ix.setdefault(ix, []).append(row)
+    for ix, rows in by_ix.items():
+        conn.execute(f"DELETE FROM {table} WHERE ix = %s AND row = ANY(%s)", (ix, rows))
+
+
+class IdsTable(Table):
+    """``ids``: the id map, ``(ix, doc_id) → row``; ``doc_id`` is the id's UTF-8 bytes (``bytea``: an id may hold
+    any character, NUL included, and sorts bytewise as LMDB's keys do)."""
+
+    def __init__(self) -> None:
+        super().__init__(-2)
+
+    @staticmethod
+    def _split(key: bytes) -> tuple[int, bytes]:
+        return struct.unpack(">I", key[:4].ljust(4, b"\x00"))[0], key[4:]
+
+    def scope(self, key: bytes) -> bytes | None:
+        return key[:4] if len(key) >= 4 else None
+
+    def load(self, conn: Any, scope: bytes) -> dict[bytes, bytes]:
+        rows = conn.execute("SELECT doc_id, row FROM xerj_ids WHERE ix = %s", (self._split(scope)[0],))
+        return {scope + doc_id: keys.u64(row) for doc_id, row in rows}
+
+    def get(self, conn: Any, key: bytes) -> bytes | None:
+        row = conn.execute("SELECT row FROM xerj_ids WHERE ix = %s AND doc_id = %s", self._split(key)).fetchone()
+        return None if row is None else keys.u64(row[0])
+
+    def fetch(self, conn: Any, key: bytes) -> tuple[bytes | None, dict[str, dict[bytes, bytes]]]:
+        """A read looks an id up to read its document next: both come back in one round trip."""
+        ix, doc_id = self._split(key)
+        row = conn.execute("SELECT i.row, d.version, d.doc_id, d.source FROM xerj_ids i LEFT JOIN xerj_docs d "
+                           "ON d.ix = i.ix AND d.row = i.row WHERE i.ix = %s AND i.doc_id = %s", (ix, doc_id)).fetchone()
+        if row is None:
+            return None, {}
+        found, version, stored_id, source = row
+        extra = {} if version is None else {"src": {_IX_ROW.pack(ix, found): DocsTable._blob(version, stored_id, source)}}
+        return keys.u64(found), extra
+
+    def get_many(self, conn: Any, found: list[bytes]) -> dict[bytes, bytes]:
+        by_ix: dict[int, list[bytes]] = {}
+        for key in found:
+            ix, doc_id = self._split(key)
+            by_ix.setdefault(ix, []).append(doc_id)
+        out = {}
+        for ix, ids in by_ix.items():
+            for doc_id, row in conn.execute("SELECT doc_id, row FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%s)",
+                                            (ix, ids)):
+                out[keys.ix_key(ix) + doc_id] = keys.u64(row)
+        return out
+
+    def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        rows = conn.execute("SELECT ix, doc_id, row FROM xerj_ids WHERE (ix, doc_id) >= (%s, %s) "
+                            "ORDER BY ix, doc_id LIMIT %s", (*self._split(start), limit))
+        return [(keys.ix_key(ix) + doc_id, keys.u64(row)) for ix, doc_id, row in rows]
+
+    def flush(self, conn: Any, puts: dict[bytes, bytes], gone: list[bytes], fresh: set[bytes]) -> None:
+        stale: dict[int, list[bytes]] = {}
+        for key in gone + [k for k in puts if k not in fresh]:
+            ix, doc_id = self._split(key)
+            stale.setdefault(ix, []).append(doc_id)
+        for ix, ids in stale.items():
+            conn.execute("DELETE FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%s)", (ix, ids))
+        if puts:
+            with conn.cursor().copy("COPY xerj_ids (ix, doc_id, row) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["int4", "bytea", "int8"])
+                for key, value in puts.items():
+                    copy.write_row((int.from_bytes(key[:4], "big"), key[4:], keys.read_u64(value)))
+
+
+class _Overlay:
+    """A write transaction's pending changes to one database, with the sorted key list cursors walk."""
+
+    __slots__ = ("values", "_sorted", "_unsorted")
+
+    def __init__(self) -> None:
+        self.values: dict[bytes, Any] = {}  # key -> bytes, or _DELETED
+        self._sorted: list[bytes] = []
+        self._unsorted: list[bytes] = []
+
+    def set(self, key: bytes, value: Any) -> None:
+        if key not in self.values:
+            self._unsorted.append(key)
+        self.values[key] = value
+
+    def sorted_keys(self) -> list[bytes]:
+        if self._unsorted:
+            if len(self._unsorted) < 32:
+                for key in self._unsorted:
+                    bisect.insort(self._sorted, key)
+            else:
+                self._sorted = sorted(self.values)
+            self._unsorted = []
+        return self._sorted
+
+
+class WriteCache:
+    """What this process knows of the committed tables, kept across its write transactions while no other
+    process writes (the commit counter says so): the id map and dictionaries an ingest keeps looking up."""
+
+    DBS = ("ids", "dict", "dictn", "dictr", "indices", "state", "mappings")
+    LIMIT = 4_000_000  # entries; past this it starts over rather than grow without bound
+
+    def __init__(self) -> None:
+        self.seq: int | None = None
+        self.values: dict[str, dict[bytes, Any]] = {db: {} for db in self.DBS}
+        self.complete: dict[str, set[bytes]] = {db: set() for db in self.DBS}
+
+    def clear(self) -> None:
+        for db in self.DBS:
+            self.values[db].clear()
+            self.complete[db].clear()
+
+    def adopt(self, seq: int) -> None:
+        """Start a write transaction whose lock-holding commit counter read ``seq`` (before its own bump)."""
+        if self.seq != seq or sum(map(len, self.values.values())) > self.LIMIT:
+            self.clear()
+        self.seq = None  # until this transaction commits
+
+    def committed(self, seq: int, changed: list[tuple[str, dict[bytes, bytes], list[bytes]]]) -> None:
+        for db, puts, gone in changed:
+            known = self.values.get(db)
+            if known is not None:
+                known.update(puts)
+                known.update(dict.fromkeys(gone))
+        self.seq = seq
+
+
+class Txn:
+    """A transaction with LMDB's calls over PostgreSQL; see the module docstring.
+
+    ``dbs`` names the tables (the store's named databases). A read transaction
+    caches what it fetched (its snapshot never changes); a write transaction
+    also caches, since it holds the single-writer lock and keeps its own writes
+    in the overlay until :meth:`flush`, and with ``cache`` it shares what it
+    read of the committed tables with the process's later write transactions.
+    """
+
+    # Misses in one key range (an index's id map, a dictionary) after which a write transaction loads it whole.
+    LOAD_AFTER = 32
+
+    def __init__(self, conn: Any, tables: dict[str, Table], *, write: bool, cache: WriteCache | None = None) -> None:
+        self.conn = conn
+        self.tables = tables
+        self.write = write
+        self._seen: dict[str, dict[bytes, Any]] = {name: {} for name in tables}
+        self._ranges: dict[str, set[bytes]] = {name: set() for name in tables}
+        if cache is not None:
+            self._seen.update(cache.values)
+            self._ranges.update(cache.complete)
+        self._misses: dict[tuple[str, bytes], int] = {}
+        self._overlay: dict[str, _Overlay] = {}
+        self._complete: set[str] = set()  # databases fetched whole: a key not seen is absent
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _absent(self, db: str, key: bytes) -> bool:
+        """Is ``key`` known to be missing from the table without asking it?"""
+        if db in self._complete:
+            return True
+        ranges = self._ranges[db]
+        if not ranges:
+            return False
+        scope = self.tables[db].scope(key)
+        return scope is not None and scope in ranges
+
+    def _fetch(self, db: str, key: bytes) -> Any:
+        table = self.tables[db]
+        if self.write:
+            scope = table.scope(key)
+            if scope is not None:
+                misses = self._misses[db, scope] = self._misses.get((db, scope), 0) + 1
+                if misses >= self.LOAD_AFTER:
+                    seen = self._seen[db]
+                    for k, v in table.load(self.conn, scope).items():
+                        seen.setdefault(k, v)  # the overlay, not seen, holds this transaction's own writes
+                    self._ranges[db].add(scope)
+                    return seen.get(key)
+            return table.get(self.conn, key)
+        value, extra = table.fetch(self.conn, key)
+        for other, rows in extra.items():
+            self._seen[other].update(rows)
+        return value
+
+    def get(self, key: bytes, default: Any = None, db: str = "") -> Any:
+        key = bytes(key)
+        overlay = self._overlay.get(db)
+        if overlay is not None:
+            found = overlay.values.get(key, _MISSING)
+            if found is not _MISSING:
+                return default if found is _DELETED else found
+        seen = self._seen[db]
+        found = seen.get(key, _MISSING)
+        if found is _MISSING:
+            found = None if self._absent(db, key) else self._fetch(db, key)
+            seen[key] = found
+        return default if found is None else found
+
+    def prefetch(self, db: str, wanted: Iterable[bytes]) -> None:
+        """Fetch ``wanted`` keys of ``db`` in one round trip, so the ``get`` calls that follow are local."""
+        seen = self._seen[db]
+        if db in self._complete:
+            return
+        missing = [k for k in wanted if k not in seen and not self._absent(db, k)]
+        if not missing:
+            return
+        found = self.tables[db].get_many(self.conn, missing)
+        for key in missing:
+            seen[key] = found.get(key)
+
+    def remember(self, db: str, values: dict[bytes, Any], *, complete: bool = False) -> None:
+        """Values (None for absent) known from elsewhere in this snapshot; ``complete``: they are all of ``db``."""
+        self._seen[db].update(values)
+        if complete:
+            self._complete.add(db)
+
+    def cursor(self, db: str = "") -> "Cursor":
+        return Cursor(self, db)
+
+    @property
+    def complete_dbs(self) -> set[str]:
+        return self._complete
+
+    def seen(self, db: str) -> dict[bytes, Any]:
+        return self._seen[db]
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _pending(self, db: str) -> _Overlay:
+        if not self.write:
+            raise RuntimeError("a read transaction cannot write")
+        overlay = self._overlay.get(db)
+        if overlay is None:
+            overlay = self._overlay[db] = _Overlay()
+        return overlay
+
+    def put(self, key: bytes, value: bytes, dupdata: bool = False, overwrite: bool = True, append: bool = False,
+            db: str = "") -> bool:
+        key = bytes(key)
+        overlay = self._pending(db)
+        if not overwrite and self.get(key, db=db) is not None:
+            return False
+        overlay.set(key, bytes(value))
+        return True
+
+    def delete(self, key: bytes, value: bytes = b"", db: str = "") -> bool:
+        key = bytes(key)
+        existed = self.get(key, db=db) is not None
+        if existed:
+            self._pending(db).set(key, _DELETED)
+        return existed
+
+    def drop(self, key: bytes, db: str) -> None:
+        """Delete ``key``, known to exist (a cursor stands on it)."""
+        self._pending(db).set(key, _DELETED)
+
+    def pop(self, key: bytes, db: str = "") -> bytes | None:
+        found = self.get(key, db=db)
+        if found is not None:
+            self._pending(db).set(bytes(key), _DELETED)
+        return found
+
+    def flush(self) -> list[tuple[str, dict[bytes, bytes], list[bytes]]]:
+        """Write the overlay to the tables (``COPY`` for the puts); returns what changed, per database."""
+        changed = []
+        for db, overlay in self._overlay.items():
+            seen = self._seen[db]
+            # Keys the table is known not to hold: no delete needed before their COPY.
+            fresh = {k for k in overlay.values if seen.get(k, _MISSING) is None or
+                     (k not in seen and self._absent(db, k))}
+            puts = {k: v for k, v in overlay.values.items() if v is not _DELETED}
+            gone = [k for k, v in overlay.values.items() if v is _DELETED and k not in fresh]
+            if puts or gone:
+                self.tables[db].flush(self.conn, puts, gone, fresh)
+                changed.append((db, puts, gone))
+        self._overlay.clear()
+        return changed
+
+    # -- cursors' merged view ------------------------------------------------------------------
+
+    def overlay_of(self, db: str) -> _Overlay | None:
+        return self._overlay.get(db)
+
+
+class Cursor:
+    """An LMDB-style cursor over one database: the table's rows (fetched in batches) merged with the
+    transaction's own pending writes, in key order."""
+
+    def __init__(self, txn: Txn, db: str) -> None:
+        self.txn = txn
+        self.db = db
+        self.table = txn.tables[db]
+        self._key: bytes | None = None
+        self._value: Any = None
+        # The last batch fetched: rows from _lo on, complete to the end of the table when _done.
+        self._batch: list[tuple[bytes, bytes]] = []
+        self._batch_keys: list[bytes] = []
+        self._lo: bytes | None = None
+        self._done = False
+
+    def __enter__(self) -> "Cursor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._batch = []
+        self._batch_keys = []
+
+    def _table_from(self, key: bytes, strict: bool) -> tuple[bytes, bytes] | None:
+        """The table's first row at (or after, when ``strict``) ``key`` that the overlay does not shadow."""
+        overlay = self.txn.overlay_of(self.db)
+        shadow = overlay.values if overlay is not None else {}
+        if self.db in self.txn.complete_dbs and self._lo is None:  # fetched whole with the snapshot: no round trip
+            self._batch = sorted((k, v) for k, v in self.txn.seen(self.db).items() if v is not None)
+            self._batch_keys = [k for k, _v in self._batch]
+            self._lo, self._done = b"", True
+        while True:
+            covered = self._lo is not None and self._lo <= key and (
+                self._done or (self._batch_keys and key < self._batch_keys[-1]))
+            if not covered:
+                self._batch = self.table.scan(self.txn.conn, key, SCAN_BATCH)
+                self._batch_keys = [k for k, _v in self._batch]
+                self._lo = key
+                self._done = len(self._batch) < SCAN_BATCH
+            at = (bisect.bisect_right if strict else bisect.bisect_left)(self._batch_keys, key)
+            while at < len(self._batch) and self._batch_keys[at] in shadow:
+                at += 1
+            if at < len(self._batch):
+                return self._batch[at]
+            if self._done:
+                return None
+            key, strict = self._batch_keys[-1], True
+            self._lo = None  # fetch the next batch
+
+    def _overlay_from(self, key: bytes, strict: bool) -> tuple[bytes, bytes] | None:
+        overlay = self.txn.overlay_of(self.db)
+        if overlay is None:
+            return None
+        ordered = overlay.sorted_keys()
+        at = (bisect.bisect_right if strict else bisect.bisect_left)(ordered, key)
+        values = overlay.values
+        while at < len(ordered):
+            value = values[ordered[at]]
+            if value is not _DELETED:
+                return ordered[at], value
+            at += 1
+        return None
+
+    def _seek(self, key: bytes, strict: bool) -> bool:
+        found = self._table_from(key, strict)
+        pending = self._overlay_from(key, strict)
+        if pending is not None and (found is None or pending[0] < found[0]):
+            found = pending
+        if found is None:
+            self._key = self._value = None
+            return False
+        self._key, self._value = found
+        return True
+
+    # -- LMDB's cursor calls -------------------------------------------------------------------
+
+    def set_range(self, key: bytes) -> bool:
+        return self._seek(bytes(key), False)
+
+    def set_key(self, key: bytes) -> bool:
+        key = bytes(key)
+        value = self.txn.get(key, db=self.db)
+        if value is None:
+            self._key = self._value = None
+            return False
+        self._key, self._value = key, value
+        return True
+
+    def get(self, key: bytes, default: Any = None) -> Any:
+        """The value at ``key`` (the cursor left there), else ``default``; reads in batches like a scan."""
+        key = bytes(key)
+        if self._seek(key, False) and self._key == key:
+            return self._value
+        self._key = self._value = None
+        return default
+
+    def first(self) -> bool:
+        return self._seek(b"", False)
+
+    def next(self) -> bool:
+        if self._key is None:
+            return self.first()
+        return self._seek(self._key, True)
+
+    def key(self) -> bytes:
+        return self._key if self._key is not None else b""
+
+    def value(self) -> bytes:
+        return self._value if self._key is not None else b""
+
+    def item(self) -> tuple[bytes, bytes]:
+        return self.key(), self.value()
+
+    def delete(self, dupdata: bool = False) -> bool:
+        """Delete the current row and move to the next, as LMDB's cursor does."""
+        if self._key is None:
+            return False
+        key = self._key
+        self.txn.drop(key, self.db)  # the cursor stands on it: it exists, no lookup needed
+        self._seek(key, True)
+        return True
+
+    def iternext(self, keys: bool = True, values: bool = True) -> Iterator[Any]:
+        if self._key is None and not self.first():
+            return
+        while self._key is not None:
+            if keys and values:
+                yield self._key, self._value
+            elif keys:
+                yield self._key
+            else:
+                yield self._value
+            self.next()
+
+    __iter__ = iternext

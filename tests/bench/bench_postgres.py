@@ -1,0 +1,205 @@
+"""PostgreSQL store against LMDB on the same data, in one run: bulk ingest, BM25 top-10, ego 2-hop, a memory store,
+and ego against a hand-written SQL 2-hop over the same edges table.
+
+Run: python tests/bench/bench_postgres.py [--docs N] [--edges E] [--queries Q] [--url postgresql://...]
+
+Without --url (or XERJ_BENCH_PG_URL) a throwaway loopback cluster is started with fsync and synchronous commit
+on, as durable as LMDB's synced commits. Every answer compared is checked equal between the two stores first.
+Targets (issue #20): ego on PostgreSQL within 3x of LMDB and within 2x of the hand-written SQL; bulk ingest
+>= 20k documents/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from xerj_core.embedding import LEXICAL_EMBEDDER
+from xerj_core.engine import Engine, EngineConfig
+from xerj_core.graph.brain import edges_index
+from xerj_core.model import EdgeDraft, Evidence
+from xerj_core.store import BulkOp
+
+T0 = 1_735_689_600_000
+YEAR = 365 * 86_400_000
+BRAIN = "bench"
+BATCH = 10_000
+WORDS = [f"w{i}" for i in range(2000)]
+
+
+def p50(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def documents(n: int, seed: int = 3) -> list[dict]:
+    rng = random.Random(seed)
+    weights = [1 / (1 + k) for k in range(len(WORDS))]
+    return [{"title": " ".join(rng.choices(WORDS, weights, k=4)), "body": " ".join(rng.choices(WORDS, weights, k=20)),
+             "tag": f"t{rng.randint(0, 20)}", "n": rng.randint(0, 10**6)} for _ in range(n)]
+
+
+def drafts(edges: int, seed: int = 11) -> list[EdgeDraft]:
+    rng = random.Random(seed)
+    nodes = max(2, edges // 10)
+    out = []
+    for i in range(edges):
+        src = i // 10 % nodes
+        dst = rng.randrange(nodes - 1)
+        dst += dst >= src
+        a, b = f"note-{src:07d}", f"note-{dst:07d}"
+        out.append(EdgeDraft(a, b, rng.choice(["wikilink", "mdlink", "sequence"]), "bench@1", round(rng.random(), 3),
+                             round(0.4 + 0.6 * rng.random(), 3), T0 + rng.randrange(YEAR),
+                             Evidence(f"{a} mentions {b}", f"notes/{a}.md", i % 997)))
+    return out
+
+
+MAPPING = {"properties": {"title": {"type": "text"}, "body": {"type": "text"}, "tag": {"type": "keyword"},
+                          "n": {"type": "long"}}}
+
+
+def ingest(engine: Engine, docs: list[dict]) -> float:
+    engine.store.create_index("docs", MAPPING)
+    start = time.perf_counter()
+    for lo in range(0, len(docs), BATCH):
+        items = engine.store.bulk([BulkOp("index", "docs", f"d{i}", docs[i]) for i in range(lo, min(len(docs), lo + BATCH))])
+        assert not any(item.error for item in items)
+    return len(docs) / (time.perf_counter() - start)
+
+
+def timed(fn, args: list) -> tuple[float, list]:
+    fn(args[0])  # warm: caches of sealed segments and views are per process
+    times, answers = [], []
+    for arg in args:
+        t = time.perf_counter()
+        answers.append(fn(arg))
+        times.append(time.perf_counter() - t)
+    return p50(times), answers
+
+
+SQL_TWO_HOP = """
+WITH h1 AS (
+    SELECT src, dst, type, weight, confidence, trust FROM xerj_edges
+     WHERE ix = %(ix)s AND src = %(node)s AND valid_at <= %(t)s AND (invalid_at IS NULL OR invalid_at > %(t)s)
+    UNION ALL
+    SELECT src, dst, type, weight, confidence, trust FROM xerj_edges
+     WHERE ix = %(ix)s AND dst = %(node)s AND valid_at <= %(t)s AND (invalid_at IS NULL OR invalid_at > %(t)s)
+), f AS (SELECT DISTINCT CASE WHEN src = %(node)s THEN dst ELSE src END AS n FROM h1)
+SELECT 1, * FROM h1
+UNION ALL
+SELECT 2, e.src, e.dst, e.type, e.weight, e.confidence, e.trust FROM xerj_edges e JOIN f ON e.src = f.n
+ WHERE e.ix = %(ix)s AND e.valid_at <= %(t)s AND (e.invalid_at IS NULL OR e.invalid_at > %(t)s)
+UNION ALL
+SELECT 2, e.src, e.dst, e.type, e.weight, e.confidence, e.trust FROM xerj_edges e JOIN f ON e.dst = f.n
+ WHERE e.ix = %(ix)s AND e.valid_at <= %(t)s AND (e.invalid_at IS NULL OR e.invalid_at > %(t)s)
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--docs", type=int, default=100_000)
+    parser.add_argument("--edges", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--memories", type=int, default=200)
+    parser.add_argument("--url", default=os.environ.get("XERJ_BENCH_PG_URL"))
+    args = parser.parse_args()
+    cluster = None
+    url = args.url
+    if url is None:
+        from xerj_postgres.cluster import Cluster
+
+        cluster = Cluster(durable=True)
+        url = cluster.start()
+    import psycopg
+
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus (shared with other work: ratios are what count); "
+          f"PostgreSQL at {url}" + (" (throwaway cluster, fsync on)" if cluster else ""), flush=True)
+    docs, edge_drafts = documents(args.docs), drafts(args.edges)
+    rng = random.Random(5)
+    queries = [" ".join(rng.choices(WORDS[:300], k=rng.randint(1, 3))) for _ in range(args.queries)]
+    nodes = [f"note-{rng.randrange(max(2, args.edges // 10)):07d}" for _ in range(args.queries)]
+    as_of = T0 + YEAR
+    results: dict[str, dict[str, float]] = {}
+    answers: dict[str, dict[str, list]] = {}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, config in (("lmdb", EngineConfig(embedder=LEXICAL_EMBEDDER)),
+                                 ("postgres", EngineConfig(embedder=LEXICAL_EMBEDDER, store_url=url))):
+                with Engine(Path(tmp) / name, config=config) as engine:
+                    got, said = results.setdefault(name, {}), answers.setdefault(name, {})
+                    got["ingest"] = ingest(engine, docs)
+                    print(f"[{name}] bulk ingest of {len(docs):,} documents: {got['ingest']:,.0f} docs/s", flush=True)
+                    start = time.perf_counter()
+                    for lo in range(0, len(edge_drafts), BATCH):
+                        engine.graph.write_edges(BRAIN, edge_drafts[lo:lo + BATCH], created_at=as_of)
+                    got["edges"] = len(edge_drafts) / (time.perf_counter() - start)
+                    print(f"[{name}] write_edges of {len(edge_drafts):,} edges: {got['edges']:,.0f} edges/s", flush=True)
+                    body = lambda q: {"query": {"match": {"body": q}}, "size": 10}  # noqa: E731
+                    got["bm25"], said["bm25"] = timed(
+                        lambda q: [(h["_id"], h["_score"]) for h in engine.search.search("docs", body(q))["hits"]["hits"]],
+                        queries)
+                    params = {"hops": "2", "direction": "both", "as_of": str(as_of), "limit": "100"}
+                    got["ego"], said["ego"] = timed(
+                        lambda n: _stable(engine.graph.ego(BRAIN, {**params, "node": n})), nodes)
+                    engine.memory.create("mem", {"embedder": LEXICAL_EMBEDDER})
+                    texts = [" ".join(rng.choices(WORDS[:500], k=12)) for _ in range(args.memories)]
+                    start = time.perf_counter()
+                    for text in texts:
+                        engine.memory.store("mem", {"text": text})
+                    got["memory"] = (time.perf_counter() - start) / len(texts)
+                    print(f"[{name}] BM25 top-10 p50 {got['bm25'] * 1e3:.2f} ms, ego 2-hop p50 {got['ego'] * 1e3:.2f} ms, "
+                          f"memory store {got['memory'] * 1e3:.2f} ms/op", flush=True)
+                    if name == "postgres":
+                        with engine.store.reader(edges_index(BRAIN)) as reader:
+                            ix = reader.ix
+                        with psycopg.connect(url, autocommit=True) as conn:
+                            conn.execute("ANALYZE xerj_edges")
+                            sql = lambda n: conn.execute(SQL_TWO_HOP, {"ix": ix, "node": n, "t": as_of}).fetchall()  # noqa: E731
+                            got["sql"], rows = timed(sql, nodes)
+                            plan = conn.execute("EXPLAIN " + SQL_TWO_HOP, {"ix": ix, "node": nodes[0], "t": as_of}).fetchall()
+                            got["rtt"], _ = timed(lambda _n: conn.execute("SELECT 1").fetchall(), nodes)
+                        index_only = any("Index Only Scan" in line[0] for line in plan)
+                        print(f"[postgres] hand-written SQL 2-hop p50 {got['sql'] * 1e3:.2f} ms "
+                              f"({statistics.mean(len(r) for r in rows):.0f} edge rows per node; index-only scans: "
+                              f"{index_only})", flush=True)
+        same_bm25 = answers["lmdb"]["bm25"] == answers["postgres"]["bm25"]
+        same_ego = answers["lmdb"]["ego"] == answers["postgres"]["ego"]
+        lm, pg = results["lmdb"], results["postgres"]
+        print()
+        print(f"identical answers: BM25 top-10 ids and scores {same_bm25}, ego 2-hop {same_ego}")
+        print(f"bulk ingest: postgres {pg['ingest']:,.0f} docs/s, lmdb {lm['ingest']:,.0f} docs/s, ratio "
+              f"{pg['ingest'] / lm['ingest']:.2f} (target >= 20,000 docs/s on postgres)")
+        print(f"write_edges: postgres {pg['edges']:,.0f} edges/s, lmdb {lm['edges']:,.0f}, ratio {pg['edges'] / lm['edges']:.2f}")
+        print(f"BM25 top-10 p50: postgres {pg['bm25'] * 1e3:.2f} ms, lmdb {lm['bm25'] * 1e3:.2f} ms, ratio "
+              f"{pg['bm25'] / lm['bm25']:.2f}")
+        print(f"ego 2-hop p50: postgres {pg['ego'] * 1e3:.2f} ms, lmdb {lm['ego'] * 1e3:.2f} ms, ratio "
+              f"{pg['ego'] / lm['ego']:.2f} (target <= 3); hand-written SQL 2-hop {pg['sql'] * 1e3:.2f} ms, ratio "
+              f"{pg['ego'] / pg['sql']:.2f} (target <= 2)")
+        print(f"memory store: postgres {pg['memory'] * 1e3:.2f} ms/op, lmdb {lm['memory'] * 1e3:.2f} ms/op, ratio "
+              f"{pg['memory'] / lm['memory']:.2f}")
+        print(f"one round trip to the server (SELECT 1) p50: {pg['rtt'] * 1e3:.2f} ms; a read costs a few of them "
+              f"(docs/scale-out.md), so the ratios above shrink as the round trip does")
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+def _stable(answer: dict) -> dict:
+    """An ego answer without its wall-clock fields (the two stores wrote at different instants)."""
+    def clean(value):
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if k not in ("took", "created_at", "recorded_at")}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    return clean(answer)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""The PostgreSQL backend beyond the contract: several servers over one database, the edges table and SQL hops,
+migrations and a newer schema, a database down at start, connections lost mid-request, a streaming replica."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from xerj_core.engine import Engine, EngineConfig
+from xerj_core.errors import XerjError
+
+from .test_http_serve import Server, free_port, request
+
+psycopg = pytest.importorskip("psycopg")
+
+T0 = 1_767_225_600_000
+XERJ = [sys.executable, "-c", "from xerj_core.cli import main; main()"]
+
+
+def engine_on(url: str, local: Path, **config) -> Engine:
+    return Engine(local, config=EngineConfig(store_url=url, tail_rows=8, **config))
+
+
+class PgServer(Server):
+    """``xerj serve --store URL`` in a subprocess (open mode, one worker)."""
+
+    def __init__(self, url: str, data_dir: Path, log: Path) -> None:
+        super().__init__(data_dir, log, 1, extra=("--store", url))
+
+    @staticmethod
+    def maps_data(pid: int) -> bool:
+        return True  # a worker answering has opened its engine: the indices are not a file it maps
+
+
+def test_two_servers_over_one_database_see_each_others_writes_at_once(pg_store_url, tmp_path):
+    a = PgServer(pg_store_url, tmp_path / "a", tmp_path / "a.log")
+    try:
+        b = PgServer(pg_store_url, tmp_path / "b", tmp_path / "b.log")
+        try:
+            for i in range(20):
+                writer, reader = (a, b) if i % 2 else (b, a)
+                status, _ = request(writer.port, "PUT", f"/notes/_doc/n{i}", {"text": f"note number {i}", "i": i})
+                assert status == 201
+                status, body = request(reader.port, "GET", f"/notes/_doc/n{i}")
+                assert status == 200 and body["_source"]["i"] == i
+                status, body = request(reader.port, "POST", "/notes/_search",
+                                       {"query": {"match": {"text": "note"}}, "size": 0})
+                assert body["hits"]["total"]["value"] == i + 1
+            status, _ = request(a.port, "POST", "/_graph/kb/link",
+                                {"src": "x.md", "dst": "y.md", "type": "cites", "valid_at": T0})
+            assert status in (200, 201)
+            status, body = request(b.port, "GET", f"/_graph/kb/ego?node=x.md&as_of={T0 + 1}")
+            assert status == 200 and body["neighbors"] == ["y.md"]
+        finally:
+            b.stop()
+    finally:
+        a.stop()
+
+
+def test_the_edges_table_holds_the_live_edges_and_answers_a_sql_two_hop(pg_store_url, tmp_path):
+    with engine_on(pg_store_url, tmp_path / "local") as engine:
+        for src, dst in [("a", "b"), ("b", "c"), ("b", "d"), ("c", "e"), ("x", "a")]:
+            engine.graph.link("kb", {"src": src, "dst": dst, "type": "cites", "valid_at": T0})
+        _, gone = engine.graph.link("kb", {"src": "a", "dst": "z", "type": "cites", "valid_at": T0})
+        engine.graph.unlink("kb", gone["edge_id"], T0 + 10)
+        reach, _ = engine.graph.reachable("kb", ["a"], hops=2, as_of=T0 + 20, direction="out")
+        with psycopg.connect(pg_store_url) as conn:
+            rows = conn.execute("SELECT src, dst, invalid_at FROM xerj_edges ORDER BY src, dst").fetchall()
+            two_hop = {r[0] for r in conn.execute(
+                "SELECT e2.dst FROM xerj_edges e1 JOIN xerj_edges e2 ON e2.ix = e1.ix AND e2.src = e1.dst "
+                "WHERE e1.src = 'a' AND e1.valid_at <= %(t)s AND (e1.invalid_at IS NULL OR e1.invalid_at > %(t)s) "
+                "AND e2.valid_at <= %(t)s AND (e2.invalid_at IS NULL OR e2.invalid_at > %(t)s) "
+                "UNION SELECT dst FROM xerj_edges WHERE src = 'a' AND valid_at <= %(t)s "
+                "AND (invalid_at IS NULL OR invalid_at > %(t)s)", {"t": T0 + 20})}
+            docs = conn.execute("SELECT count(*) FROM xerj_docs d JOIN xerj_ids i ON i.ix = d.ix AND i.row = d.row "
+                                "WHERE d.source::jsonb ->> 'src' = 'b'").fetchone()[0]
+    # the unlinked edge is there, invalidated (a new version of its row); every other edge is live
+    assert ("a", "z", T0 + 10) in rows and len(rows) == 6
+    assert two_hop == {"b", "c", "d"} == set(reach) - {"a"}
+    assert docs == 2
+
+
+def test_a_newer_schema_is_refused_naming_both_versions(pg_store_url, tmp_path):
+    from xerj_postgres.schema import SCHEMA_VERSION
+
+    engine_on(pg_store_url, tmp_path / "local").close()
+    with psycopg.connect(pg_store_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO xerj_schema (version, description, xerj_version) VALUES (99, 'future', '9.0')")
+    with pytest.raises(XerjError) as caught:
+        engine_on(pg_store_url, tmp_path / "local")
+    assert caught.value.status == 503
+    assert "schema version 99" in caught.value.reason and f"up to {SCHEMA_VERSION}" in caught.value.reason
+    for argv in (["db", "upgrade", "--store", pg_store_url],
+                 ["serve", "--store", pg_store_url, "--data-dir", str(tmp_path / "d"), "--insecure"]):
+        done = subprocess.run([*XERJ, *argv], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert "schema version 99" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_db_upgrade_applies_then_reports_current(pg_store_url):
+    first = subprocess.run([*XERJ, "db", "upgrade", "--store", pg_store_url], capture_output=True, text=True)
+    again = subprocess.run([*XERJ, "db", "upgrade", "--store", pg_store_url], capture_output=True, text=True)
+    status = subprocess.run([*XERJ, "db", "status", "--store", pg_store_url], capture_output=True, text=True)
+    assert first.returncode == again.returncode == status.returncode == 0
+    assert "schema upgraded to version 1" in first.stdout and "schema is current" in again.stdout
+    assert "database schema version 1" in status.stdout
+
+
+@pytest.mark.parametrize("command", [["serve", "--insecure"], ["autoindex", "."]])
+def test_a_database_down_at_start_is_one_clear_error_and_exit_2(tmp_path, command):
+    url = f"postgresql://nobody@127.0.0.1:{free_port()}/nothing"
+    done = subprocess.run([*XERJ, *command, "--store", url, "--data-dir", str(tmp_path / "d")], capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "is unavailable" in done.stderr and url in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def _terminate_backends(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE pid <> "
+                            "pg_backend_pid() AND backend_type = 'client backend'").fetchone()[0]
+
+
+def test_a_connection_lost_mid_request_is_503_and_the_pool_recovers(pg_store_url, tmp_path):
+    server = PgServer(pg_store_url, tmp_path / "a", tmp_path / "a.log")
+    try:
+        assert request(server.port, "PUT", "/notes/_doc/1", {"text": "kept"})[0] == 201
+        assert _terminate_backends(pg_store_url) >= 1
+        status, body = request(server.port, "GET", "/notes/_doc/1")
+        assert status == 503, body
+        assert body["error"]["type"] == "store_unavailable_exception" and "is unavailable" in body["error"]["reason"]
+        time.sleep(0.5)  # the pool replaces its broken connections
+        assert request(server.port, "GET", "/notes/_doc/1")[1]["_source"] == {"text": "kept"}
+        assert request(server.port, "PUT", "/notes/_doc/2", {"text": "after"})[0] == 201
+    finally:
+        server.stop()
+
+
+def test_a_write_lost_mid_transaction_is_503_and_nothing_half_written(pg_store_url, tmp_path):
+    from xerj_core.store import BulkOp
+
+    with engine_on(pg_store_url, tmp_path / "local") as engine:
+        engine.store.put("docs", {"v": 0}, "first")
+
+        def kill_then_write(txn):
+            txn.put("docs", {"v": 1}, "second")
+            _terminate_backends(pg_store_url)
+            txn.put("docs", {"v": 2}, "third")  # a lookup on the dead connection
+
+        with pytest.raises(XerjError) as caught:
+            engine.store.transact(kill_then_write)
+        assert caught.value.status == 503
+        time.sleep(0.2)
+        assert engine.store.get("docs", "second") is None and engine.store.count("docs") == 1
+        engine.store.bulk([BulkOp("index", "docs", "third", {"v": 3})])
+        assert engine.store.count("docs") == 2
+
+
+def test_reads_on_a_streaming_replica_see_this_servers_writes(pg_store_url, tmp_path):
+    """A replica made with pg_basebackup; every read after a write (read-your-writes) finds it."""
+    from xerj_postgres.cluster import Cluster
+
+    replica = Cluster()  # under /tmp: the server user must reach it (pytest's tmp_path is private)
+    try:
+        replica_url = replica.start_replica_of(pg_store_url) + pg_store_url[pg_store_url.index("?"):]
+    except RuntimeError as exc:
+        replica.stop()
+        pytest.skip(f"no streaming replica could be made here: {exc}")
+    try:
+        with engine_on(pg_store_url, tmp_path / "local", read_url=replica_url) as engine:
+            with engine.store.read_txn() as raw:
+                assert raw.conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]  # reads go to the replica
+            for i in range(30):
+                engine.store.put("rw", {"i": i}, f"d{i}")
+                assert engine.store.get("rw", f"d{i}") == ({"i": i}, 1)
+                assert engine.store.count("rw") == i + 1
+    finally:
+        replica.stop()
+
+
+def test_autoindex_and_a_server_on_the_same_database(pg_store_url, tmp_path):
+    """``xerj autoindex --store`` writes the Foam vault into the database; a server on it answers for the brain."""
+    from .conftest import CORPORA
+
+    done = subprocess.run([*XERJ, "autoindex", str(CORPORA / "foam-docs"), "--brain", "foam", "--store", pg_store_url,
+                           "--data-dir", str(tmp_path / "cli")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    with psycopg.connect(pg_store_url) as conn:
+        edges = conn.execute("SELECT count(*) FROM xerj_edges").fetchone()[0]
+    assert edges > 100
+    server = PgServer(pg_store_url, tmp_path / "srv", tmp_path / "srv.log")
+    try:
+        status, body = request(server.port, "GET", "/_graph/foam/overview")
+        assert status == 200 and body["edges"]["live"] == edges
+    finally:
+        server.stop()
