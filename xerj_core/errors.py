@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 
 def es_error_body(status: int, error_type: str, reason: str, **extra: Any) -> dict[str, Any]:
@@ -162,3 +162,23 @@ class InsufficientStorage(XerjError):
     status = 507
     error_type = "insufficient_storage"
     retry_after = 60  # seconds, the Retry-After a client gets
+
+
+class BatchFailed(XerjError):
+    """A batch of autoindex files whose task failed as a whole: a worker died past its retries, a pool broke.
+
+    The run stops without recording itself as finished, so nothing it detected
+    is reported as complete and the next run redoes the edges; ``files`` names
+    every file of the batch.
+    """
+
+    status = 503
+    error_type = "batch_failed_exception"
+
+    def __init__(self, step: str, files: Sequence[str], cause: BaseException) -> None:
+        what = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+        super().__init__(f"the {step} task of a batch of {len(files)} file(s) failed ({what}); the run stopped and is "
+                         f"not recorded as finished, so the next run redoes it. Files: {', '.join(files)}",
+                         files=list(files), step=step)
+        self.files = tuple(files)
+        self.step = step

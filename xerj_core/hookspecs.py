@@ -10,6 +10,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import click
 
     from xerj_core.autoindex.detect import Detector
+    from xerj_core.autoindex.executors import Opener as ExecutorOpener
     from xerj_core.autoindex.formats import Format
     from xerj_core.embedding import Embedder
     from xerj_core.engine import Engine
@@ -27,6 +28,7 @@ RegisterFormat = Callable[["Format"], None]
 RegisterAuthBackend = Callable[[Any], None]  # a backend: a unique name and open(data_dir) (xerj_auth is one)
 RegisterAuditSink = Callable[[Any], None]  # the sink protocol arrives with the audit work
 RegisterStorageBackend = Callable[[str, "Opener"], None]
+RegisterExecutor = Callable[[str, "ExecutorOpener"], None]
 
 
 @hookspec
@@ -106,6 +108,22 @@ def xerj_register_storage_backends(register: RegisterStorageBackend) -> None:
     ``opener(location, **options)`` returns an open store: an object satisfying
     :class:`xerj_core.store.backends.OpenStore` (the engine refuses anything
     else, naming the scheme). Returns nothing.
+    """
+
+
+@hookspec
+def xerj_register_executors(register: RegisterExecutor) -> None:
+    """Register autoindex executors by calling ``register(scheme, opener)``.
+
+    ``scheme`` is what ``xerj autoindex --executor`` names (``inline`` and
+    ``process`` are built in, ``dask`` comes with the ``dask`` extra), bare or
+    as ``scheme://address``. ``opener(request)`` takes an
+    :class:`xerj_core.autoindex.executors.ExecutorRequest` (scheme, address,
+    workers) and returns a ``concurrent.futures.Executor`` whose workers load
+    the installed plugins themselves; the caller shuts it down. An executor
+    that can place a value on every worker once may also offer
+    ``broadcast(value) -> handle``
+    (:class:`xerj_core.autoindex.parallel.Broadcasting`). Returns nothing.
     """
 
 

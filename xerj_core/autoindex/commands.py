@@ -64,14 +64,14 @@ def _print_summary(summary, as_json: bool) -> None:
 
 
 def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=None, workers: int | None = None,
-              *, quiet: bool = False):
+              *, quiet: bool = False, executor=None):
     """One run into ``target`` (an engine, or a sink such as a RemoteSink); its summary printed unless ``quiet``."""
     from xerj_core.autoindex.pipeline import run
     from xerj_core.autoindex.progress import RunProgress
 
     progress = None if quiet else RunProgress(sys.stderr, terminal=sys.stderr.isatty())
     try:
-        summary = run(target, folder, brain=brain, graph=graph, pm=pm, workers=workers,
+        summary = run(target, folder, brain=brain, graph=graph, pm=pm, workers=workers, executor=executor,
                       **({"progress": progress} if progress is not None else {}))
     finally:
         if progress is not None:
@@ -102,11 +102,16 @@ def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=No
 @click.option("--workers", type=click.IntRange(min=1), default=None, metavar="N",
               help="Processes that parse and detect (default: the CPU count on 4+ cores, else 1, "
               "which runs in this process). "
-              "Runs with few files to parse or detect stay in this process either way.")
+              "Runs with few files to parse or detect stay in this process either way, "
+              "unless --executor names where they go.")
+@click.option("--executor", "executor_spec", default=None, metavar="SPEC",
+              help="Where per-file work runs: inline, process (a pool of --workers), dask (a Dask LocalCluster "
+              "of --workers processes; the dask extra) or dask://HOST:PORT (that cluster's scheduler; its "
+              "workers must see FOLDER at the same path). Writing stays in this process.")
 @store_options
 @click.pass_obj
 def autoindex_command(pm, folder, brain, no_graph, data_dir, url, api_key, as_json, allow_failures, watch,
-                      interval, workers, store=None, read_url=None) -> None:
+                      interval, workers, executor_spec, store=None, read_url=None) -> None:
     """Index FOLDER and detect the relationships between its documents.
 
     Embedded on a data directory (--data-dir, or the default one), or against a
@@ -121,15 +126,36 @@ def autoindex_command(pm, folder, brain, no_graph, data_dir, url, api_key, as_js
     name = _check_brain(folder, brain)
     if url is not None:
         key = api_key_for(api_key, default_data_dir() if _is_local(url) else None)
-        target_cm: Any = contextlib.nullcontext(_remote_sink(url, key))
+        sink: Any = contextlib.nullcontext(_remote_sink(url, key))
     else:
         check_store("autoindex", store, read_url, pm)
-        target_cm = Engine(data_dir or default_data_dir(), pm, config=EngineConfig(store_url=store, read_url=read_url))
-    with target_cm as target:
-        first = _follow(target, pm, folder, name, not no_graph, as_json, watch, interval, workers)
+    # an executor that cannot be opened is refused before the data directory is
+    with _executor(executor_spec, pm, workers) as executor:
+        target_cm = sink if url is not None else Engine(data_dir or default_data_dir(), pm,
+                                                         config=EngineConfig(store_url=store, read_url=read_url))
+        with target_cm as target:
+            first = _follow(target, pm, folder, name, not no_graph, as_json, watch, interval, workers, executor)
     if first is not None and first.files_failed and not allow_failures and not watch:
         click.echo(f"{len(first.files_failed)} file(s) failed; exit status 1 (--allow-failures keeps 0)", err=True)
         sys.exit(1)
+
+
+@contextlib.contextmanager
+def _executor(spec: str | None, pm, workers: int | None):
+    """The executor ``--executor`` names, shut down (its cluster too, if it started one) when the runs are over."""
+    if spec is None:
+        yield None
+        return
+    from xerj_core.autoindex.executors import open_executor
+
+    try:
+        executor = open_executor(spec, pm, workers)
+    except XerjError as exc:
+        raise click.BadParameter(exc.reason, param_hint="--executor") from None
+    try:
+        yield executor
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 def _remote_sink(url: str, api_key: str | None):
@@ -171,23 +197,24 @@ def _stop_signals() -> Iterator[tuple[threading.Event, threading.Event]]:
 
 
 def _follow(target, pm, folder: str, brain: str, graph: bool, as_json: bool, watch: bool, interval: float,
-            workers: int | None = None):
+            workers: int | None = None, executor=None):
     """A first run, then with ``watch`` one quiet run per poll, printing those that changed something.
 
     Returns the first run's summary (None when it was stopped).
     """
     try:
         if not watch:
-            return _run_once(target, folder, brain, graph, as_json, pm, workers)
+            return _run_once(target, folder, brain, graph, as_json, pm, workers, executor=executor)
         with _stop_signals() as (stop, busy):
             first = None
             try:
                 busy.set()
-                first = _run_once(target, folder, brain, graph, as_json, pm, workers)
+                first = _run_once(target, folder, brain, graph, as_json, pm, workers, executor=executor)
                 busy.clear()
                 while not stop.wait(interval):
                     busy.set()
-                    summary = _run_once(target, folder, brain, graph, as_json, pm, workers, quiet=True)
+                    summary = _run_once(target, folder, brain, graph, as_json, pm, workers, quiet=True,
+                                        executor=executor)
                     busy.clear()
                     if summary.files_indexed or summary.files_removed or summary.files_failed:
                         _print_summary(summary, as_json)

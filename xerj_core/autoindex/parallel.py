@@ -22,7 +22,7 @@ import multiprocessing
 import os
 import pickle
 import signal
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
 import xxhash
@@ -30,12 +30,13 @@ import xxhash
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, detect_file, summarize
 from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file
 from xerj_core.autoindex.walk import FileEntry
-from xerj_core.errors import PluginError
+from xerj_core.errors import BatchFailed, PluginError, XerjError
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, node_id_problem
 from xerj_core.model import EdgeDraft, SourceDocument
 
 __all__ = [
     "Broadcast",
+    "Broadcasting",
     "InlineExecutor",
     "ParseOutcome",
     "Plugins",
@@ -45,6 +46,8 @@ __all__ = [
     "open_pool",
     "parse_batch",
     "rebuilds_alike",
+    "share",
+    "watch_batch",
 ]
 
 
@@ -233,6 +236,61 @@ def detect_batch(source: Plugins | PluginsRef, shared: Broadcast | tuple[Corpus,
     return drafts
 
 
+@runtime_checkable
+class Broadcasting(Protocol):
+    """An executor that can place one value on every worker once (a cluster's broadcast).
+
+    ``broadcast(value)`` returns a handle its tasks accept in place of the
+    value, so the detect batches carry the handle instead of the corpus and
+    states each time (the Dask executor scatters them).
+    """
+
+    def broadcast(self, value: Any) -> Any: ...
+
+
+def share(executor: cf.Executor, in_process: bool, corpus: Corpus, states: Mapping[str, DetectorState]) -> Any:
+    """The corpus and combined states as ``detect_batch`` takes them on ``executor``.
+
+    In process, the objects themselves; on a :class:`Broadcasting` executor, its
+    handle; on any other executor, one :class:`Broadcast` pickled here and
+    unpacked once per worker process.
+    """
+    if in_process:
+        return (corpus, dict(states))
+    if isinstance(executor, Broadcasting):
+        return executor.broadcast((corpus, dict(states)))
+    return Broadcast.pack(corpus, states)
+
+
+def watch_batch(future: cf.Future, step: str, files: Sequence[str]) -> cf.Future:
+    """A future with ``future``'s outcome, where a failure of the whole task names the batch's files.
+
+    An :class:`~xerj_core.errors.XerjError` (a worker refusing the run's
+    plugins, a detector breaking its contract) is the run's own answer and
+    passes as it is. Anything else (a worker killed past the cluster's
+    retries, a broken pool, a bug in a plugin) becomes
+    :class:`~xerj_core.errors.BatchFailed` naming ``files``, chained to the cause.
+    """
+    outer: cf.Future = cf.Future()
+
+    def settle(inner: cf.Future) -> None:
+        if inner.cancelled():
+            outer.cancel()
+            return
+        exc = inner.exception()
+        if exc is None:
+            outer.set_result(inner.result())
+        elif isinstance(exc, XerjError):
+            outer.set_exception(exc)
+        else:
+            failed = BatchFailed(step, files, exc)
+            failed.__cause__ = exc
+            outer.set_exception(failed)
+
+    future.add_done_callback(settle)
+    return outer
+
+
 def open_pool(workers: int) -> cf.ProcessPoolExecutor:
     """A spawned process pool whose workers load the installed plugins once each.
 
@@ -241,3 +299,12 @@ def open_pool(workers: int) -> cf.ProcessPoolExecutor:
     """
     return cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                   initializer=init_worker)
+
+
+def batch_failure(step: str, files: Sequence[str], exc: BaseException) -> BaseException:
+    """What an in-process batch's failure ``exc`` is reported as: an ``XerjError`` as it is, else ``BatchFailed``."""
+    if isinstance(exc, XerjError):
+        return exc
+    failed = BatchFailed(step, files, exc)
+    failed.__cause__ = exc
+    return failed

@@ -17,14 +17,16 @@ import orjson
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine
 from xerj_core.autoindex.formats import collect_formats
 from xerj_core.autoindex.parallel import (
-    Broadcast,
     InlineExecutor,
     ParseOutcome,
     Plugins,
+    batch_failure,
     detect_batch,
     open_pool,
     parse_batch,
     rebuilds_alike,
+    share,
+    watch_batch,
 )
 from xerj_core.autoindex.sink import (
     EDGES_PER_TRANSACTION,
@@ -222,7 +224,7 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
     try:
         forced = bool(removed) or run_dirty or not state.edges_index
         runner.expect(len(to_parse) + (len(unchanged) if may_detect and forced else 0))
-        changed_parses = [runner.submit(parse_batch, batch, may_detect)
+        changed_parses = [runner.submit(parse_batch, batch, may_detect, step=PARSING, files=_paths(batch))
                           for batch in _chunks(to_parse, PARSE_BATCH_FILES)]
         detection = _Detection(runner, changed_parses, unchanged, forced=forced) if may_detect else None
         changed = _write_documents(sink, brain_name, state.root_id, changed_parses, removed, prior, now_ms,
@@ -293,19 +295,24 @@ class _Runner:
     def in_process(self) -> bool:
         return isinstance(self.given or self.pool or _INLINE, InlineExecutor)
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+    def submit(self, fn: Callable[..., Any], *args: Any, step: str, files: Sequence[str]) -> Future:
         """``fn(plugins, *args)`` on the executor; tasks for another process name the plugins, not carry them.
 
         With no executor of its own the run defers the call until its result is
         asked for, so a batch is parsed (or detected) when the writer reaches it
         and the run holds a bounded number of batches, never the whole corpus.
+        The future fails with ``BatchFailed`` naming ``files`` when the task fails as a whole.
         """
         if self.given is None and self.pool is None:
-            return _Deferred(fn, self.plugins, *args)
+            return _Deferred(fn, step, files, self.plugins, *args)
         executor = self.given or self.pool or _INLINE
         future = executor.submit(fn, self.plugins if self.in_process else self.ref, *args)
         self.futures.add(future)
-        return future
+        return watch_batch(future, step, files)
+
+    def share(self, corpus: Corpus, states: Mapping[str, Any]) -> Any:
+        """The corpus and states for the detect tasks, broadcast the executor's way."""
+        return share(self.given or self.pool or _INLINE, self.in_process, corpus, states)
 
     @property
     def window(self) -> int:
@@ -333,9 +340,10 @@ class _Deferred(Future):
     ``KeyboardInterrupt`` propagates at once. A cancelled call never runs.
     """
 
-    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+    def __init__(self, fn: Callable[..., Any], step: str, files: Sequence[str], *args: Any) -> None:
         super().__init__()
         self._call: tuple[Callable[..., Any], tuple[Any, ...]] | None = (fn, args)
+        self._batch = (step, files)
 
     def _run(self) -> None:
         call, self._call = self._call, None
@@ -345,7 +353,7 @@ class _Deferred(Future):
         try:
             self.set_result(fn(*args))
         except Exception as exc:
-            self.set_exception(exc)
+            self.set_exception(batch_failure(*self._batch, exc))
 
     def result(self, timeout: float | None = None) -> Any:
         self._run()
@@ -380,6 +388,15 @@ class _Kept:
         return tuple(attrs.evolve(doc, text=text) if text else doc for doc, text in zip(self.docs, texts))
 
 
+def _paths(entries: Sequence[FileEntry]) -> list[str]:
+    return [entry.rel_path for entry in entries]
+
+
+# a batch task's step, as BatchFailed names it
+PARSING = "parse"
+DETECTING = "detect"
+
+
 class _Detection:
     """Detection over the whole corpus: started once every file is parsed, streamed after the writes.
 
@@ -412,7 +429,7 @@ class _Detection:
         if not self.needed:
             self.needed = True
             self.runner.expect(len(self.unchanged_entries))
-            self.unchanged = [self.runner.submit(parse_batch, batch, True)
+            self.unchanged = [self.runner.submit(parse_batch, batch, True, step=PARSING, files=_paths(batch))
                               for batch in _chunks(self.unchanged_entries, PARSE_BATCH_FILES)]
 
     def take(self, outcomes: Sequence[ParseOutcome]) -> None:
@@ -454,8 +471,7 @@ class _Detection:
                               self.corpus)
         for path in ordered:  # the partials are folded into the states: let them go
             self.kept[path] = attrs.evolve(self.kept[path], partial=None)
-        self.shared = (self.corpus, self.states) if self.runner.in_process else \
-            Broadcast.pack(self.corpus, self.states)
+        self.shared = self.runner.share(self.corpus, self.states)
 
     def batches(self) -> Iterator[list[EdgeDraft]]:
         """Each detect batch's drafts, in file order, with at most the runner's window of batches in flight."""
@@ -464,7 +480,8 @@ class _Detection:
         pending: deque[Future] = deque()
         for lo in range(0, len(ordered), DETECT_BATCH_FILES):
             work = [(path, self.kept[path].documents()) for path in ordered[lo:lo + DETECT_BATCH_FILES]]
-            pending.append(self.runner.submit(detect_batch, self.shared, work))
+            pending.append(self.runner.submit(detect_batch, self.shared, work, step=DETECTING,
+                                              files=ordered[lo:lo + DETECT_BATCH_FILES]))
             if len(pending) >= self.runner.window:
                 yield pending.popleft().result()
         while pending:

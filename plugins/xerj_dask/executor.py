@@ -1,0 +1,78 @@
+"""A Dask cluster as autoindex's executor: batch tasks through a Client, the corpus and states scattered once.
+
+What runs where. The run's process keeps the Client and the single writer:
+it walks the folder, writes every document and edge, and combines the
+corpus-wide detectors' partials. Each task is one batch of files (read, parse,
+each file's ``summarize``; or ``detect_file`` per file) on a worker, which
+loads the installed plugins itself and refuses a run whose formats or
+detectors it does not have (see :mod:`xerj_core.autoindex.parallel`). Workers
+read the files by the paths the walk found, so a remote cluster must see the
+folder at the same path (a shared filesystem).
+
+A worker that dies mid-batch is Dask's to handle: the scheduler runs the
+batch again on another worker, up to ``distributed.scheduler.allowed-failures``
+deaths; past that the batch's future raises ``KilledWorker`` and the run
+fails with ``BatchFailed`` naming the batch's files, before any edge is
+written or the run is recorded as finished.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+from typing import Any, Callable
+
+from xerj_core.errors import IllegalArgument
+
+__all__ = ["DaskExecutor", "open_dask_executor"]
+
+# How long to wait for a scheduler to answer before saying no cluster is there.
+CONNECT_TIMEOUT_S = 20
+
+
+class DaskExecutor(cf.Executor):
+    """A ``concurrent.futures`` executor over a Dask ``Client``; it owns a LocalCluster it was given."""
+
+    def __init__(self, client: Any, cluster: Any = None) -> None:
+        self.client = client
+        self.cluster = cluster
+        # pure=False: two batches with equal arguments are still two tasks (a re-run must run again)
+        self._executor = client.get_executor(pure=False)
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future:
+        return self._executor.submit(fn, *args, **kwargs)
+
+    def broadcast(self, value: Any) -> Any:
+        """``value`` placed on every worker once; the future returned stands for it in task arguments."""
+        # scatter splits a list or tuple into one future per item, so the value travels wrapped in a list
+        [future] = self.client.scatter([value], broadcast=True, hash=False)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._executor.shutdown(wait=wait)
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def open_dask_executor(address: str | None, workers: int | None) -> DaskExecutor:
+    """A client of the scheduler at ``address`` (``host:port``), else of a new LocalCluster of ``workers`` processes."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise IllegalArgument("the dask executor needs Dask's distributed scheduler, which is not installed: "
+                              "pip install 'xerj[dask]'") from None
+    if address is None:
+        # one thread per worker: the batches are pure-Python work, which threads of one process would serialize
+        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        return DaskExecutor(Client(cluster), cluster)
+    if workers is not None:
+        raise IllegalArgument(f"--workers sizes a cluster xerj starts; the cluster at dask://{address} "
+                              "has the workers it has")
+    try:
+        client = Client(f"tcp://{address}", timeout=CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
+        raise IllegalArgument(f"no Dask scheduler answered at dask://{address} within {CONNECT_TIMEOUT_S}s "
+                              f"({type(exc).__name__}: {exc})") from None
+    return DaskExecutor(client)
