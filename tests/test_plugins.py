@@ -260,6 +260,41 @@ def test_hook_xerj_register_storage_backends(pm):
     assert _provider_roundtrip(pm, "xerj_register_storage_backends")
 
 
+def test_hook_xerj_register_executors(pm):
+    """A registered scheme is what --executor opens; the built-ins are there and a scheme taken twice is refused."""
+    import concurrent.futures as cf
+
+    from xerj_core.autoindex.executors import ExecutorRequest, collect_executors, open_executor
+    from xerj_core.autoindex.parallel import InlineExecutor
+    from xerj_core.errors import IllegalArgument
+
+    assert _provider_roundtrip(pm, "xerj_register_executors")
+    assert {"inline", "process", "dask"} <= set(collect_executors(pm))
+    asked = []
+
+    class Provider:
+        @hookimpl
+        def xerj_register_executors(self, register):
+            register("recording", lambda request: asked.append(request) or InlineExecutor())
+
+    provider = Provider()
+    pm.register(provider, name="recording-executor")
+    try:
+        executor = open_executor("recording://cluster:1234/x", pm, workers=3)
+        assert isinstance(executor, cf.Executor) and executor.submit(sum, [1, 2]).result() == 3
+        assert asked == [ExecutorRequest("recording", "cluster:1234/x", 3)]
+        assert isinstance(open_executor("inline", pm), InlineExecutor)
+        with pytest.raises(IllegalArgument, match=r"no executor for \[nosuch\]; installed: dask, inline, process"):
+            open_executor("nosuch", pm)
+        pm.register(Provider(), name="recording-twice")
+        with pytest.raises(PluginError, match="executor scheme 'recording', already registered by"):
+            collect_executors(pm)
+    finally:
+        pm.unregister(provider)
+        if pm.has_plugin("recording-twice"):
+            pm.unregister(name="recording-twice")
+
+
 def test_the_plugins_tutorial_builds_a_detector_that_passes_its_own_tests(tmp_path):
     """docs/plugins.md's tutorial, its files written out exactly as printed: the package's own tests pass."""
     import os
