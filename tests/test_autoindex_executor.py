@@ -80,10 +80,25 @@ def stored(engine, brain: str) -> dict:
     return edges
 
 
-def run_both(tmp_path, folder: Path, monkeypatch, executor, steps=(lambda: None,)):
+def documents(engine, index: str) -> dict:
+    """Every live document of ``index``: id to source."""
+    with engine.store.reader(index) as r:
+        return {doc_id: source for doc_id, source, _version in (r.document(int(row)) for row in r.live_rows())}
+
+
+def run_both(tmp_path, folder: Path, monkeypatch, executor, steps=(lambda work: None,)):
     """Run inline and through ``executor`` into two data dirs, once per step; the summaries and detections."""
+    return run_each(tmp_path, folder, monkeypatch, {"inline": InlineExecutor(), "pooled": executor}, steps)
+
+
+def run_each(tmp_path, folder: Path, monkeypatch, executors: dict, steps=(lambda work: None,)) -> list:
+    """Run through each named executor into its own data dir, once per step.
+
+    Per executor: the summaries, the detection results (drafts with evidence, counters), the stored
+    edges and the stored notes (ids and sources).
+    """
     outcomes = []
-    for name, chosen in (("inline", InlineExecutor()), ("pooled", executor)):
+    for name, chosen in executors.items():
         work = tmp_path / f"{name}-folder"
         shutil.copytree(folder, work, copy_function=shutil.copy2)
         recorded = Recorded(monkeypatch)
@@ -94,7 +109,7 @@ def run_both(tmp_path, folder: Path, monkeypatch, executor, steps=(lambda: None,
                 step(work)
                 summaries.append(comparable(run(eng, work, brain="b", clock=CLOCK, executor=chosen)))
             edges = stored(eng, "b")
-            notes = eng.store.count(dataset_index("ax-notes", LocalSink(eng.store, eng.graph).load("b").root_id))
+            notes = documents(eng, dataset_index("ax-notes", LocalSink(eng.store, eng.graph).load("b").root_id))
         outcomes.append((summaries, recorded.results, edges, notes))
         monkeypatch.undo()
     return outcomes

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import os
+import pickle
 from typing import Any, Callable
 
 from xerj_core.errors import IllegalArgument
@@ -43,16 +44,33 @@ class DaskExecutor(cf.Executor):
         return self._executor.submit(fn, *args, **kwargs)
 
     def broadcast(self, value: Any) -> Any:
-        """``value`` placed on every worker once; the future returned stands for it in task arguments."""
-        # scatter splits a list or tuple into one future per item, so the value travels wrapped in a list
-        [future] = self.client.scatter([value], broadcast=True, hash=False)
-        return future
+        """``value`` sent to the cluster once; the future returned stands for it in task arguments.
+
+        It is a task whose result is ``value``, not scattered data: the
+        scheduler keeps the task, so when every worker holding the value has
+        died it is computed again instead of being lost with them (scattered
+        data would be, and each task needing it would be cancelled). Workers
+        fetch it from each other as their detect tasks need it.
+        """
+        return self.client.submit(_held, _Opaque(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)),
+                                  pure=False)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._executor.shutdown(wait=wait)
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
+
+
+class _Opaque:
+    """Pickled bytes Dask passes through as they are (it would walk a tuple or dict looking for futures)."""
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+
+
+def _held(opaque: _Opaque) -> Any:
+    return pickle.loads(opaque.payload)
 
 
 def open_dask_executor(address: str | None, workers: int | None) -> DaskExecutor:

@@ -274,10 +274,8 @@ def watch_batch(future: cf.Future, step: str, files: Sequence[str]) -> cf.Future
     outer: cf.Future = cf.Future()
 
     def settle(inner: cf.Future) -> None:
-        if inner.cancelled():
-            outer.cancel()
-            return
-        exc = inner.exception()
+        # a task cancelled by the executor rather than by the run (a cluster that lost its input) is lost work too
+        exc = cf.CancelledError("the executor cancelled the task") if inner.cancelled() else inner.exception()
         if exc is None:
             outer.set_result(inner.result())
         elif isinstance(exc, XerjError):
