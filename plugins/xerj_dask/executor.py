@@ -56,7 +56,10 @@ class DaskExecutor(cf.Executor):
                                   pure=False)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        self._executor.shutdown(wait=wait)
+        """Stop taking tasks (cancelling the unfinished ones with ``cancel_futures``), then close the client and
+        a LocalCluster of its own."""
+        # ClientExecutor cancels what is left only when not asked to wait for it
+        self._executor.shutdown(wait=wait and not cancel_futures)
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
