@@ -4,7 +4,7 @@ The run's caller keeps storage (one writer); what runs here is pure: read and
 parse a batch of files (with each file's ``summarize`` partials when detection
 follows), and detect a batch of files against the corpus and the combined
 states. Every task is a module-level function over picklable arguments, so a
-spawned process pool (or, later, a cluster) can run it.
+spawned process pool or a Dask cluster (``xerj_dask``) can run it.
 
 A task does not carry detector or format objects. It carries a
 :class:`PluginsRef`, the fingerprint of the run's formats and detectors; the
@@ -242,7 +242,8 @@ class Broadcasting(Protocol):
 
     ``broadcast(value)`` returns a handle its tasks accept in place of the
     value, so the detect batches carry the handle instead of the corpus and
-    states each time (the Dask executor scatters them).
+    states each time (the Dask executor sends them once, as a task every
+    detect task depends on).
     """
 
     def broadcast(self, value: Any) -> Any: ...
