@@ -267,3 +267,14 @@ def test_cli_workers_option(tmp_path):
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(cli, ["autoindex", str(folder), "--workers", "0", "--data-dir", str(tmp_path / "d")])
     assert result.exit_code != 0 and "--workers" in result.output
+
+
+def test_the_dask_executor_without_dask_installed_says_which_extra(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # what an install without the dask extra sees
+    folder = generate(tmp_path / "gen", 3)
+    result = CliRunner().invoke(build_cli(get_plugin_manager()),
+                                ["autoindex", str(folder), "--executor", "dask", "--data-dir", str(tmp_path / "d")])
+    assert result.exit_code == 2 and "pip install 'xerj[dask]'" in result.output, result.output
+    assert not (tmp_path / "d").exists()  # refused before anything was opened
