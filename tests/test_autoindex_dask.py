@@ -27,7 +27,7 @@ from xerj_core.engine import Engine
 from xerj_core.errors import BatchFailed
 from xerj_core.plugins import get_plugin_manager
 
-from .test_autoindex_executor import CLOCK, FOAM, generate, run_each, stored
+from .test_autoindex_executor import CLOCK, FOAM, RERUN_STEPS, generate, run_each, stored
 
 distributed = pytest.importorskip("distributed")
 import cloudpickle  # noqa: E402  (installed with distributed)
@@ -128,19 +128,9 @@ def test_inline_process_pool_and_dask_agree_on_the_foam_vault(tmp_path, monkeypa
 
 def test_inline_process_pool_and_dask_agree_on_a_generated_corpus(tmp_path, monkeypatch, pool, cluster):
     folder = generate(tmp_path / "gen", 260)
-
-    def nothing(work):
-        pass
-
-    def edit(work):
-        touched = work / "topic-3" / "note-3.md"
-        touched.write_text(touched.read_text() + "\nAlso [[note-10]].\n")
-        os.utime(touched, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
-        (work / "topic-4" / "note-4.md").unlink()
-
     inline, pooled, dasked = run_each(tmp_path, folder, monkeypatch,
                                       {"inline": InlineExecutor(), "pooled": pool, "dask": cluster},
-                                      steps=(nothing, nothing, edit))
+                                      steps=RERUN_STEPS)
     summaries = inline[0]
     assert summaries[0]["edges_by_type"].get("shared_term") and summaries[0]["edges_by_type"].get("same_dir")
     assert summaries[1]["edges_written"] == 0 and summaries[2]["files_removed"] == 1

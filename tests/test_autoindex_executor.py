@@ -128,19 +128,24 @@ def test_a_process_pool_gives_the_inline_drafts_on_the_foam_vault(tmp_path, monk
     assert pooled == inline  # same drafts in the same order, same counters, summaries and stored edges
 
 
+def unchanged(work: Path) -> None:
+    pass
+
+
+def edit_one_remove_one(work: Path) -> None:
+    touched = work / "topic-3" / "note-3.md"
+    touched.write_text(touched.read_text() + "\nAlso [[note-10]].\n")
+    os.utime(touched, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))  # same valid_at both sides
+    (work / "topic-4" / "note-4.md").unlink()
+
+
+# a first run, a no-change re-run, and a run after one file changed and one went away
+RERUN_STEPS = (unchanged, unchanged, edit_one_remove_one)
+
+
 def test_a_process_pool_gives_the_inline_drafts_on_a_generated_corpus(tmp_path, monkeypatch, pool):
     folder = generate(tmp_path / "gen", 260)
-
-    def nothing(work):
-        pass
-
-    def edit(work):
-        touched = work / "topic-3" / "note-3.md"
-        touched.write_text(touched.read_text() + "\nAlso [[note-10]].\n")
-        os.utime(touched, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))  # same valid_at both sides
-        (work / "topic-4" / "note-4.md").unlink()
-
-    inline, pooled = run_both(tmp_path, folder, monkeypatch, pool, steps=(nothing, nothing, edit))
+    inline, pooled = run_both(tmp_path, folder, monkeypatch, pool, steps=RERUN_STEPS)
     summaries, results = inline[0], inline[1]
     assert summaries[0]["files_failed"] == [{"path": "junk.txt", "reason": summaries[0]["files_failed"][0]["reason"]}]
     assert summaries[0]["edges_by_type"].get("shared_term") and summaries[0]["edges_by_type"].get("wikilink")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 from importlib.metadata import entry_points
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 import attrs
 import pluggy
 
 from xerj_core import hookspecs
+from xerj_core.errors import PluginError
 
 GROUP = "xerj"
 # Distribution that ships the built-in plugins; only its entry points count as built-in.
@@ -105,3 +106,22 @@ def collect_registrations(pm: pluggy.PluginManager, hook_name: str) -> list[tupl
 
         impl.function(**{name: register for name in impl.argnames if name == "register"})
     return registered
+
+
+def collect_schemes(pm: pluggy.PluginManager, hook_name: str, kind: str) -> dict[str, Callable[..., Any]]:
+    """``{scheme: opener}`` from a provider hook whose plugins call ``register(scheme, opener)``.
+
+    ``kind`` names what is registered in the refusals (``storage``, ``executor``):
+    a call of another shape, and a scheme registered twice (naming both plugins),
+    raise ``PluginError``.
+    """
+    found: dict[str, tuple[str, Callable[..., Any]]] = {}
+    for plugin, args in collect_registrations(pm, hook_name):
+        if len(args) != 2 or not isinstance(args[0], str) or not callable(args[1]):
+            raise PluginError(f"plugin {plugin!r} must call register(scheme, opener)")
+        scheme, opener = args
+        if scheme in found:
+            raise PluginError(f"plugin {plugin!r} registered {kind} scheme {scheme!r}, "
+                              f"already registered by {found[scheme][0]!r}")
+        found[scheme] = (plugin, opener)
+    return {scheme: opener for scheme, (_plugin, opener) in found.items()}

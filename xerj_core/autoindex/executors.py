@@ -26,7 +26,7 @@ import attrs
 from xerj_core import hookimpl
 from xerj_core.autoindex.parallel import InlineExecutor, open_pool
 from xerj_core.errors import IllegalArgument, PluginError
-from xerj_core.plugins import collect_registrations
+from xerj_core.plugins import collect_schemes
 
 __all__ = ["ExecutorRequest", "Opener", "collect_executors", "open_executor", "parse_spec"]
 
@@ -63,16 +63,7 @@ def parse_spec(spec: str, workers: int | None = None) -> ExecutorRequest:
 
 def collect_executors(pm) -> dict[str, Opener]:
     """Every executor scheme the plugins registered; a scheme registered twice names both plugins."""
-    found: dict[str, tuple[str, Opener]] = {}
-    for plugin, args in collect_registrations(pm, "xerj_register_executors"):
-        if len(args) != 2 or not isinstance(args[0], str) or not callable(args[1]):
-            raise PluginError(f"plugin {plugin!r} must call register(scheme, opener)")
-        scheme, opener = args
-        if scheme in found:
-            raise PluginError(f"plugin {plugin!r} registered executor scheme {scheme!r}, "
-                              f"already registered by {found[scheme][0]!r}")
-        found[scheme] = (plugin, opener)
-    return {scheme: opener for scheme, (_plugin, opener) in found.items()}
+    return collect_schemes(pm, "xerj_register_executors", "executor")
 
 
 def open_executor(spec: str, pm: Any, workers: int | None = None) -> cf.Executor:

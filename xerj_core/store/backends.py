@@ -9,7 +9,7 @@ from urllib.parse import unquote, urlsplit
 
 from xerj_core import hookimpl
 from xerj_core.errors import IllegalArgument, PluginError
-from xerj_core.plugins import collect_registrations
+from xerj_core.plugins import collect_schemes
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.store.read import IndexReader
@@ -77,16 +77,7 @@ Opener = Callable[..., OpenStore]
 
 def collect_backends(pm) -> dict[str, Opener]:
     """Every storage scheme the plugins registered; a scheme registered twice names both plugins."""
-    found: dict[str, tuple[str, Opener]] = {}
-    for plugin, args in collect_registrations(pm, "xerj_register_storage_backends"):
-        if len(args) != 2 or not isinstance(args[0], str) or not callable(args[1]):
-            raise PluginError(f"plugin {plugin!r} must call register(scheme, opener)")
-        scheme, opener = args
-        if scheme in found:
-            raise PluginError(f"plugin {plugin!r} registered storage scheme {scheme!r}, "
-                              f"already registered by {found[scheme][0]!r}")
-        found[scheme] = (plugin, opener)
-    return {scheme: opener for scheme, (_plugin, opener) in found.items()}
+    return collect_schemes(pm, "xerj_register_storage_backends", "storage")
 
 
 def split_target(target: str | Path) -> tuple[str, str]:
