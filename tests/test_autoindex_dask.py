@@ -49,7 +49,17 @@ def dask_executor():
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
         executor = open_executor("dask", get_plugin_manager(), workers=WORKERS)
     yield executor
+    pids = list(executor.client.run(os.getpid).values())
     executor.shutdown()
+    assert not [pid for pid in pids if _alive(pid)], "the LocalCluster's workers outlived its shutdown"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @pytest.fixture
