@@ -283,3 +283,42 @@ def test_the_dask_executor_without_dask_installed_says_which_extra(monkeypatch, 
                                 ["autoindex", str(folder), "--executor", "dask", "--data-dir", str(tmp_path / "d")])
     assert result.exit_code == 2 and "pip install 'xerj[dask]'" in result.output, result.output
     assert not (tmp_path / "d").exists()  # refused before anything was opened
+
+
+class Failing:
+    """A detector with a bug: it raises on two files (an ordinary exception, not a contract breach)."""
+
+    name = "failing"
+    type = "failed"
+    tag = "failing@1"
+    weight = 0.5
+    confidence = 0.5
+    bad = ("topic-1/note-1.md", "topic-5/note-5.md")
+
+    def detect(self, file_docs, corpus, state):
+        if file_docs[0].ax_path in self.bad:
+            raise RuntimeError(f"cannot read {file_docs[0].ax_path}")
+        return ()
+
+
+class FailingPlugin:
+    @hookimpl
+    def xerj_register_detectors(self, register):
+        register(Failing())
+
+
+def test_every_failed_detect_batch_is_named_and_no_edge_is_written(tmp_path, monkeypatch):
+    from xerj_core.errors import BatchFailed
+
+    monkeypatch.setattr(pipeline, "DETECT_BATCH_FILES", 4)
+    folder = generate(tmp_path / "gen", 40)
+    pm = get_plugin_manager()
+    pm.register(FailingPlugin(), name="failing")
+    with Engine(tmp_path / "d", pm) as eng:
+        with pytest.raises(BatchFailed) as failed:
+            run(eng, folder, brain="b", executor=InlineExecutor())
+        err = failed.value
+        assert err.step == "detect" and err.batches == 2 and len(err.files) == 8
+        assert set(Failing.bad) <= set(err.files) and isinstance(err.__cause__, RuntimeError)
+        assert err.reason.startswith("the detect tasks of 2 batches (8 files) failed (RuntimeError: cannot read")
+        assert not eng.store.exists(".xerj-memory-b-edges") and LocalSink(eng.store, eng.graph).load("b").run.dirty

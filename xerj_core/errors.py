@@ -175,10 +175,23 @@ class BatchFailed(XerjError):
     status = 503
     error_type = "batch_failed_exception"
 
-    def __init__(self, step: str, files: Sequence[str], cause: BaseException) -> None:
+    def __init__(self, step: str, files: Sequence[str], cause: BaseException, batches: int = 1) -> None:
         what = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
-        super().__init__(f"the {step} task of a batch of {len(files)} file(s) failed ({what}); the run stopped and is "
-                         f"not recorded as finished, so the next run redoes it. Files: {', '.join(files)}",
-                         files=list(files), step=step)
+        lost = (f"the {step} task of a batch of {len(files)} file(s)" if batches == 1
+                else f"the {step} tasks of {batches} batches ({len(files)} files)")
+        super().__init__(f"{lost} failed ({what}); the run stopped and is not recorded as finished, so the next "
+                         f"run redoes it. Files: {', '.join(files)}", files=list(files), step=step)
         self.files = tuple(files)
         self.step = step
+        self.batches = batches
+
+    @classmethod
+    def joined(cls, failures: Sequence["BatchFailed"]) -> "BatchFailed":
+        """One error naming every file of ``failures`` (batches of one step), with the first one's cause."""
+        if len(failures) == 1:
+            return failures[0]
+        first = failures[0]
+        joined = cls(first.step, [path for failure in failures for path in failure.files],
+                     first.__cause__ or first, batches=len(failures))
+        joined.__cause__ = first.__cause__
+        return joined

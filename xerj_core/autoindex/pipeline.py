@@ -44,7 +44,7 @@ from xerj_core.autoindex.sink import (
     split_ref,
 )
 from xerj_core.autoindex.walk import UNREADABLE, FileEntry, Skipped, walk
-from xerj_core.errors import IllegalArgument
+from xerj_core.errors import BatchFailed, IllegalArgument
 from xerj_core.graph.brain import edge_id, node_id_problem, validate_brain_name
 from xerj_core.model import EdgeDraft, SourceDocument
 from xerj_core.plugins import get_plugin_manager
@@ -478,14 +478,26 @@ class _Detection:
         self.start()
         ordered = sorted(self.kept)
         pending: deque[Future] = deque()
+        # a lost batch does not stop the others: they are awaited so that every lost file is named at the end
+        lost: list[BatchFailed] = []
+
+        def drafts(future: Future) -> list[EdgeDraft]:
+            try:
+                return future.result()
+            except BatchFailed as exc:
+                lost.append(exc)
+                return []
+
         for lo in range(0, len(ordered), DETECT_BATCH_FILES):
             work = [(path, self.kept[path].documents()) for path in ordered[lo:lo + DETECT_BATCH_FILES]]
             pending.append(self.runner.submit(detect_batch, self.shared, work, step=DETECTING,
                                               files=ordered[lo:lo + DETECT_BATCH_FILES]))
             if len(pending) >= self.runner.window:
-                yield pending.popleft().result()
+                yield drafts(pending.popleft())
         while pending:
-            yield pending.popleft().result()
+            yield drafts(pending.popleft())
+        if lost:
+            raise BatchFailed.joined(lost)
 
     def counters(self) -> dict[str, int]:
         counters: dict[str, int] = {}
