@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from xerj_core.errors import (IndexAlreadyExists, IndexNotFound, InvalidIndexName, MapperParsingError,
@@ -324,6 +324,9 @@ def _record_or_error(store, doc):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(docs=st.lists(st.dictionaries(_keys, _values, max_size=5), min_size=1, max_size=6))
+# Two faults in one document: the generic path's nested-list refusal comes before n's conversion error.
+@example(docs=[{"n": False, "src": [[]]}])
+@example(docs=[{"n": "x", "src": ["a", {"b": 1}]}])
 def test_the_write_plan_answers_as_the_generic_path(tmp_path_factory, docs):
     """Under ``dynamic: false`` the plan passes unmapped scalars by; every record and refusal stays the same."""
     from xerj_core.store import plan as plan_module

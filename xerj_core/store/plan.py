@@ -137,15 +137,18 @@ class WritePlan:
         pairs = self._pairs(doc)
         if pairs is None:
             return None
+        # The generic path refuses a nested list or an object anywhere in the document before it converts
+        # any value, so those are looked for first: a document with both faults gets the generic refusal.
+        for leaf, value in pairs:
+            if type(value) is list and leaf.kind != KIND_VEC and any(
+                    type(item) is dict or type(item) is list for item in value):
+                return None
         values: dict[str, list[Any]] = {}
         for leaf, value in pairs:
             if type(value) is list and leaf.kind != KIND_VEC:
                 for item in value:
-                    if item is None:
-                        continue
-                    if type(item) is dict or type(item) is list:
-                        return None
-                    _add(values, leaf, item)
+                    if item is not None:
+                        _add(values, leaf, item)
             else:
                 _add(values, leaf, value)
         return values
@@ -161,11 +164,13 @@ class WritePlan:
         pairs = self._pairs(doc)
         if pairs is None:
             return None
+        # Lists and multi-fields are the generic path's, and it must see them before any value is converted
+        # here, so a document that one of them would refuse is never refused here for another field first.
+        if any(type(value) is list or leaf.subs for leaf, value in pairs):
+            return None
         converted = []
         for leaf, value in pairs:
             kind = type(value)
-            if kind is list or leaf.subs:
-                return None
             convert = leaf.convert
             if not ((convert == _AS_STR and kind is str) or (convert == _AS_DATE and kind is int)
                     or (convert == _AS_FLOAT and kind is float and math.isfinite(value))):
