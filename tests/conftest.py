@@ -13,6 +13,16 @@ REPO = Path(__file__).resolve().parents[1]
 CORPORA = REPO.parent / "shared" / "corpora"
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under XERJ_REQUIRE_CORPORA=1 (scripts/test) a run without the real corpora beside the checkout stops at
+    once with the reason: their tests would otherwise skip or fail one by one, far from the cause."""
+    import os
+
+    if os.environ.get("XERJ_REQUIRE_CORPORA") == "1" and not (CORPORA / "foam-docs").is_dir():
+        pytest.exit(f"the real corpora are missing: expected {CORPORA / 'foam-docs'} beside the checkout "
+                    "(the README's layout: this checkout and shared/ side by side)", returncode=4)
+
+
 @pytest.fixture
 def pm():
     """xerj's built-in plugins only, built fresh for this test: whatever else the machine has installed
