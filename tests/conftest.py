@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,6 @@ CORPORA = REPO.parent / "shared" / "corpora"
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Under XERJ_REQUIRE_CORPORA=1 (scripts/test) a run without the real corpora beside the checkout stops at
     once with the reason: their tests would otherwise skip or fail one by one, far from the cause."""
-    import os
-
     if os.environ.get("XERJ_REQUIRE_CORPORA") == "1" and not (CORPORA / "foam-docs").is_dir():
         pytest.exit(f"the real corpora are missing: expected {CORPORA / 'foam-docs'} beside the checkout "
                     "(the README's layout: this checkout and shared/ side by side)", returncode=4)
@@ -46,8 +45,6 @@ def pg_url():
     Without a server (no binaries, no psycopg) the PostgreSQL tests skip, unless XERJ_REQUIRE_PG=1 (CI),
     which turns that skip into a failure.
     """
-    import os
-
     from tests.pg import server
 
     with server(os.environ.get("XERJ_TEST_PG_URL"), os.environ.get("XERJ_REQUIRE_PG") == "1") as url:
