@@ -234,7 +234,8 @@ def test_kill_9_in_the_middle_of_a_burst_leaves_a_chain_that_verifies_or_reports
     verdict = verify_files(files)
     tail = files[-1].read_bytes()
     if verdict.valid:
-        assert tail.endswith(b"\n")
+        # a kill just after a rotation opened the new file and before its first line leaves it empty
+        assert tail == b"" or tail.endswith(b"\n")
     else:  # only an interrupted last line is acceptable, and it must be said
         assert "torn" in verdict.first_broken.reason and not tail.endswith(b"\n")
     assert verdict.entries >= 50 and len(files) > 1  # the burst was under way when it was killed
