@@ -122,6 +122,37 @@ def _current(engine):
     return {k: v for k, v in _docs(engine, EDGES).items() if "src" in v}
 
 
+def test_overview_at_known_at_has_the_timeline_of_the_edges_believed_then(engine, monkeypatch):
+    day = 86_400_000
+    now = {"t": 0}
+    monkeypatch.setattr(writing_module, "now_ms", lambda: now["t"])
+    monkeypatch.setattr(review_module, "now_ms", lambda: now["t"])
+    first_day = []
+    for t, dst in ((day + 5, "b"), (day + 9, "c"), (3 * day + 1, "d")):
+        now["t"] = t
+        eid = engine.graph.link("b", {"src": "a", "dst": dst, "type": "t", "valid_at": 10})[1]["edge_id"]
+        if t < 2 * day:
+            first_day.append(eid)
+    now["t"] = 3 * day + 2
+    engine.graph.unlink("b", first_day[0], invalid_at=20)
+
+    def timeline(**query):
+        _, overview = engine.graph.overview("b", {"as_of": "25", **query})
+        return [(b["key"], b["doc_count"]) for b in overview["created_over_time"]], overview["not_shown"]
+
+    # known now: the same buckets either way, the retired edge still on the timeline
+    assert timeline() == timeline(known_at=str(10 * day))
+    assert timeline()[0] == [(day, 2), (2 * day, 0), (3 * day, 1)]
+    # before the third edge was recorded, the timeline ends on the first day
+    assert timeline(known_at=str(2 * day))[0] == [(day, 2)]
+    assert timeline(known_at=str(day + 5))[0] == [(day, 1)]
+    assert timeline(known_at=str(day))[0] == []
+    # hourly buckets over the same edges
+    _, hourly = engine.graph.overview("b", {"histogram_interval": "hour", "known_at": str(2 * day)})
+    assert [(b["key"], b["doc_count"]) for b in hourly["created_over_time"]] == [(day, 2)]
+    assert "created_over_time_empty_buckets_omitted" not in timeline(known_at=str(10 * day))[1]
+
+
 @settings(max_examples=40, deadline=None)
 @given(steps=st.lists(op, min_size=1, max_size=12), data=st.data())
 def test_known_at_and_as_of_match_a_brute_force_oracle(steps, data):
@@ -158,6 +189,7 @@ def test_known_at_and_as_of_match_a_brute_force_oracle(steps, data):
                     _, overview = engine.graph.overview("b", {"as_of": str(as_of), "known_at": str(known_at)})
                     assert overview["edges"]["live"] == len(expected)
                     assert overview["edges"]["total"] == len(believed)
+                    assert sum(b["doc_count"] for b in overview["created_over_time"]) == len(believed)
     finally:
         writing_module.now_ms, review_module.now_ms = saved
 

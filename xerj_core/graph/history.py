@@ -173,10 +173,12 @@ class EdgeHistory:
         return edges, list(neighbors)
 
     def overview_known(self, raw: Any, reader: "IndexReader", brain: str, request: Any) -> dict[str, Any]:
-        """Overview's totals and breakdowns over the versions believed at ``known_at`` (no timeline)."""
+        """Overview's totals, breakdowns and timeline over the versions believed at ``known_at``."""
         from collections import Counter
 
         from xerj_core.graph.brain import TRUST_DETECTED, TRUST_REJECTED, TRUST_STATES
+        from xerj_core.graph.stats import created_timeline
+        from xerj_core.query.aggs import date_histogram_of
 
         believed = believed_edges(self.store, raw, reader, brain, request.known_at)
         docs = list(believed.values())
@@ -199,14 +201,18 @@ class EdgeHistory:
         detectors, detectors_rest = top(d.get("detector") for d in docs)
         hubs_out, out_rest = top(d["src"] for d in live)
         hubs_in, in_rest = top(d["dst"] for d in live)
+        created = np.array([d["created_at"] for d in docs if isinstance(d.get("created_at"), int)], np.int64)
+        timeline, sparse = created_timeline(lambda params: date_histogram_of("t", params, created), request.interval)
+        not_shown = {"types_not_listed": types_rest, "detectors_not_listed": detectors_rest,
+                     "hubs_out_not_listed": out_rest, "hubs_in_not_listed": in_rest}
+        if sparse:
+            not_shown["created_over_time_empty_buckets_omitted"] = True
         return {
             "known_at": request.known_at,
             "edges": {"total": len(docs), "live": len(live), "invalidated": len(docs) - len(live)},
             "types": types, "detectors": detectors, "hubs": {"out": hubs_out, "in": hubs_in},
-            "created_over_time": [], "trust": counts, "review_pending": counts[TRUST_DETECTED],
-            "not_shown": {"types_not_listed": types_rest, "detectors_not_listed": detectors_rest,
-                          "hubs_out_not_listed": out_rest, "hubs_in_not_listed": in_rest,
-                          "created_over_time_omitted_at_known_at": True},
+            "created_over_time": timeline, "trust": counts, "review_pending": counts[TRUST_DETECTED],
+            "not_shown": not_shown,
         }
 
     def reachable_known(self, brain: str, seeds: list[str], *, hops: int, direction: str, as_of: int,

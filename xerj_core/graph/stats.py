@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -47,6 +47,16 @@ def trust_breakdown(reader: IndexReader, edges: np.ndarray, visible: np.ndarray)
     return counts
 
 
+def created_timeline(histogram: Callable[[dict[str, Any]], dict[str, Any]], interval: str
+                     ) -> tuple[list[dict[str, Any]], bool]:
+    """``created_over_time``'s buckets from ``histogram`` (date_histogram parameters → its result), and whether
+    empty buckets were left out because the span held too many to list."""
+    try:
+        return histogram({"calendar_interval": interval})["buckets"], False
+    except IllegalArgument:
+        return histogram({"calendar_interval": interval, "min_doc_count": 1})["buckets"], True
+
+
 def edge_stats(search: Any, reader: IndexReader, *, as_of: int, top: int, interval: str,
                trust_ords: np.ndarray | None = None) -> dict[str, Any]:
     """Totals and breakdowns of an edges index, through ``search.aggregate`` (the query engine's aggregations).
@@ -72,15 +82,9 @@ def edge_stats(search: Any, reader: IndexReader, *, as_of: int, top: int, interv
         "hubs_out": {"terms": {"field": "src", **terms}},
         "hubs_in": {"terms": {"field": "dst", **terms}},
     }, visible)
-    sparse = False
-    try:
-        timeline = search.aggregate(reader, {"t": {"date_histogram": {"field": "created_at",
-                                                                      "calendar_interval": interval}}}, edges)
-    except IllegalArgument:
-        # Too long a span to list every empty bucket: list the non-empty ones and say so.
-        sparse = True
-        timeline = search.aggregate(reader, {"t": {"date_histogram": {"field": "created_at", "min_doc_count": 1,
-                                                                      "calendar_interval": interval}}}, edges)
+    timeline, sparse = created_timeline(
+        lambda params: search.aggregate(reader, {"t": {"date_histogram": {"field": "created_at", **params}}},
+                                        edges)["t"], interval)
 
     def buckets(agg: dict[str, Any]) -> list[dict[str, Any]]:
         return [{"key": b["key"], "doc_count": b["doc_count"]} for b in agg["buckets"]]
@@ -99,7 +103,7 @@ def edge_stats(search: Any, reader: IndexReader, *, as_of: int, top: int, interv
         "types": buckets(everything["types"]),
         "detectors": buckets(everything["detectors"]),
         "hubs": {"out": buckets(at_as_of["hubs_out"]), "in": buckets(at_as_of["hubs_in"])},
-        "created_over_time": timeline["t"]["buckets"],
+        "created_over_time": timeline,
         "trust": breakdown,
         "review_pending": breakdown[TRUST_DETECTED],
         "not_shown": not_shown,

@@ -392,6 +392,54 @@ def _next_key(key: int, unit: str | None, step: int | None) -> int:
     return int(moment.astype("datetime64[ms]").astype(np.int64))
 
 
+def _histogram_keys(name: str, p: dict[str, Any], merged: dict[int, int]) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The buckets' keys as listed (empty ones filled when ``min_doc_count`` is 0), their counts and their order."""
+    field, unit, step = p["field"], p["unit"], p["step"]
+    keys_sorted = sorted(merged)
+    if p["min_doc_count"] == 0:
+        low = keys_sorted[0] if keys_sorted else None
+        high = keys_sorted[-1] if keys_sorted else None
+        bounds = p["extended_bounds"]
+        if bounds:
+            if bounds.get("min") is not None:
+                bmin = int(_bucket_keys(np.array([date_value(bounds["min"], field)], np.int64), unit, step)[0])
+                low = bmin if low is None else min(low, bmin)
+            if bounds.get("max") is not None:
+                bmax = int(_bucket_keys(np.array([date_value(bounds["max"], field)], np.int64), unit, step)[0])
+                high = bmax if high is None else max(high, bmax)
+        filled = []
+        if low is not None and high is not None:
+            key = low
+            while key <= high:
+                filled.append(key)
+                if len(filled) > MAX_BUCKETS:
+                    raise IllegalArgument(f"Trying to create too many buckets. Must be less than or equal to: "
+                                          f"[{MAX_BUCKETS}] in aggregation [{name}]")
+                key = _next_key(key, unit, step)
+        keys_sorted = filled
+    else:
+        keys_sorted = [k for k in keys_sorted if merged[k] >= p["min_doc_count"]]
+    if len(keys_sorted) > MAX_BUCKETS:
+        raise IllegalArgument(f"Trying to create too many buckets. Must be less than or equal to: [{MAX_BUCKETS}] "
+                              f"in aggregation [{name}]")
+    counts = np.array([merged.get(k, 0) for k in keys_sorted], np.int64)
+    order = _ordered(np.array(keys_sorted, np.int64), counts, p["order"], len(keys_sorted))
+    return keys_sorted, counts, order
+
+
+def date_histogram_of(name: str, params: dict[str, Any], values: np.ndarray) -> dict[str, Any]:
+    """A ``date_histogram`` (``params`` as in a request, ``field`` aside) over epoch-millisecond ``values``.
+
+    For answers built from documents rather than a reader's columns (a brain read at ``known_at``); the
+    buckets are those the aggregation gives over a column holding the same values.
+    """
+    p = _histogram_params(name, {"field": "-", **params})
+    uniq, counts = np.unique(_bucket_keys(np.asarray(values, np.int64), p["unit"], p["step"]), return_counts=True)
+    keys_sorted, counts, order = _histogram_keys(name, p, dict(zip(uniq.tolist(), counts.tolist())))
+    return {"buckets": [{"key_as_string": format_date(keys_sorted[i]), "key": keys_sorted[i],
+                         "doc_count": int(counts[i])} for i in order.tolist()]}
+
+
 def _run_date_histogram(spec: AggSpec, contexts: Sequence[Context], typed_keys: bool = False) -> dict[str, Any]:
     p = spec.params
     field, unit, step = p["field"], p["unit"], p["step"]
@@ -415,35 +463,7 @@ def _run_date_histogram(spec: AggSpec, contexts: Sequence[Context], typed_keys: 
         uniq, counts = np.unique(selected, return_counts=True)
         for key, count in zip(uniq.tolist(), counts.tolist()):
             merged[key] = merged.get(key, 0) + count
-    keys_sorted = sorted(merged)
-    if p["min_doc_count"] == 0:
-        low = keys_sorted[0] if keys_sorted else None
-        high = keys_sorted[-1] if keys_sorted else None
-        bounds = p["extended_bounds"]
-        if bounds:
-            if bounds.get("min") is not None:
-                bmin = int(_bucket_keys(np.array([date_value(bounds["min"], field)], np.int64), unit, step)[0])
-                low = bmin if low is None else min(low, bmin)
-            if bounds.get("max") is not None:
-                bmax = int(_bucket_keys(np.array([date_value(bounds["max"], field)], np.int64), unit, step)[0])
-                high = bmax if high is None else max(high, bmax)
-        filled = []
-        if low is not None and high is not None:
-            key = low
-            while key <= high:
-                filled.append(key)
-                if len(filled) > MAX_BUCKETS:
-                    raise IllegalArgument(f"Trying to create too many buckets. Must be less than or equal to: "
-                                          f"[{MAX_BUCKETS}] in aggregation [{spec.name}]")
-                key = _next_key(key, unit, step)
-        keys_sorted = filled
-    else:
-        keys_sorted = [k for k in keys_sorted if merged[k] >= p["min_doc_count"]]
-    if len(keys_sorted) > MAX_BUCKETS:
-        raise IllegalArgument(f"Trying to create too many buckets. Must be less than or equal to: [{MAX_BUCKETS}] "
-                              f"in aggregation [{spec.name}]")
-    counts = np.array([merged.get(k, 0) for k in keys_sorted], np.int64)
-    order = _ordered(np.array(keys_sorted, np.int64), counts, p["order"], len(keys_sorted))
+    keys_sorted, counts, order = _histogram_keys(spec.name, p, merged)
     buckets = []
     for i in order.tolist():
         key = keys_sorted[i]
