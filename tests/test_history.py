@@ -218,3 +218,40 @@ def test_review_queue_and_recall_at_known_at(engine, clock):
     now_walked = memory.recall("agent", {"query": "sourdough", "graph": {"mode": "restrict", "seeds": ["m1"],
                                                                          "as_of": 20}})
     assert now_walked["graph"]["reachable"] == 1
+
+
+def test_memory_reviews_keep_every_state_and_recall_reads_the_one_known_then(engine):
+    memory = engine.memory
+    times = iter(range(1000, 100000, 1000))
+    memory.clock = lambda: next(times)
+    kept = memory.store("agent", {"text": "rye starter feeding schedule"})[1]["_id"]
+    doomed = memory.store("agent", {"text": "rye flour is gluten free"})[1]["_id"]  # 2000
+    memory.review("agent", {"approve": [kept]}, by="ana")  # 3000
+    memory.review("agent", {"approve": [kept], "note": "checked twice"}, by="bo")  # 4000
+    memory.review("agent", {"approve": [doomed]}, by="ana")  # 5000
+    memory.review("agent", {"reject": [doomed], "note": "wrong"}, by="bo")  # 6000
+
+    def seen(known_at, trust=None):
+        body = {"query": "rye", "known_at": known_at, **({"trust": trust} if trust else {})}
+        return {h["_id"]: (h["trust"], h.get("reviewed_by"), "forgotten_at" in h)
+                for h in memory.recall("agent", body)["hits"]}
+
+    assert seen(2500) == {kept: ("asserted", None, False), doomed: ("asserted", None, False)}
+    assert seen(3500) == {kept: ("approved", "ana", False), doomed: ("asserted", None, False)}
+    assert seen(4000) == {kept: ("approved", "bo", False), doomed: ("asserted", None, False)}
+    assert seen(5500) == {kept: ("approved", "bo", False), doomed: ("approved", "ana", False)}
+    assert seen(6000) == {kept: ("approved", "bo", False)}  # rejected is forgotten from then on
+    # the trust filter reads each memory's state at the instant, not today's
+    assert set(seen(3500, ["asserted"])) == {doomed}
+    assert set(seen(5500, ["approved"])) == {kept, doomed}
+    assert set(seen(2500, ["approved"])) == set()
+    then = memory.recall("agent", {"query": "rye", "known_at": 5500, "trust": ["approved"]})
+    assert then["trust"]["approved"] == 2
+    # every state replaced is kept with the instant it was replaced, and listed with the memory
+    listed = {m["_id"]: m for m in memory.list("agent", {"include_forgotten": "true"})["memories"]}
+    assert [(e["trust"], e.get("reviewed_by"), e["superseded_at"]) for e in listed[doomed]["review_history"]] == [
+        ("asserted", None, 5000), ("approved", "ana", 6000)]
+    assert (listed[doomed]["trust"], listed[doomed]["reviewed_by"]) == ("rejected", "bo")
+    assert [(e.get("reviewed_by"), e.get("review_note")) for e in listed[kept]["review_history"]] == [
+        (None, None), ("ana", None)]
+    assert listed[kept]["reviewed_by"] == "bo"

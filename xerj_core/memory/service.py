@@ -35,7 +35,7 @@ from xerj_core.embedding import Embedder, get_embedder
 from xerj_core.errors import GraphError, GraphNotFound, IndexNotFound, MapperParsingError, XerjError
 from xerj_core.graph.brain import TRUST_APPROVED, TRUST_ASSERTED, TRUST_REJECTED, now_ms
 from xerj_core.graph.review import parse_decisions, trust_counts
-from xerj_core.memory import embedders, tombstones
+from xerj_core.memory import embedders, reviews, tombstones
 from xerj_core.memory.about import about_edges, brain_nodes_indices, put_about_edges, resolve_nodes
 from xerj_core.memory import requests as rq
 from xerj_core.memory.namespace import (FORGOTTEN_AT, METADATA, STORED_AT, TEXT_FIELD, TEXT_VECTOR_FIELD, TRUST,
@@ -354,7 +354,8 @@ class MemoryService:
             return {**out, "forgotten": False, "already_forgotten_at": source[FORGOTTEN_AT]}
         updated = {**source, FORGOTTEN_AT: source.get(FORGOTTEN_AT) or at}
         if reject:
-            updated.update({TRUST: TRUST_REJECTED, "reviewed_at": at, **({"reviewed_by": by} if by else {})})
+            updated = reviews.restamp(updated, {TRUST: TRUST_REJECTED, "reviewed_at": at,
+                                                **({"reviewed_by": by} if by else {})}, at)
         target.put(updated, memory_id, scope=ns)
         if source.get(FORGOTTEN_AT) is not None:
             return {**out, "forgotten": False, "already_forgotten_at": source[FORGOTTEN_AT]}
@@ -412,7 +413,7 @@ class MemoryService:
                     stamp = {TRUST: TRUST_APPROVED, "reviewed_by": by, "reviewed_at": at}
                     if decisions.note is not None:
                         stamp["review_note"] = decisions.note
-                    target.put({**source, **stamp}, memory_id, scope=ns)
+                    target.put(reviews.restamp(source, stamp, at), memory_id, scope=ns)
                     results.append({"_id": memory_id, "result": verdict})
             return results
 
@@ -458,12 +459,15 @@ class MemoryService:
                 reader = self.index_store.open_reader(raw, index)
             except IndexNotFound:
                 raise self._missing(ns) from None
-            mask = self._current_mask(reader, request.as_of)
+            if request.known_at is None or request.as_of is not None:
+                mask = self._current_mask(reader, request.as_of)
+            else:
+                mask = reader.live.copy()  # not "not forgotten now": a memory forgotten since T was held at T
             if request.known_at is not None:
                 # system time of a memory: stored by then and not yet forgotten then
                 mask &= self._current_mask(reader, request.known_at)
             if request.trust is not None:
-                mask &= trust_mask(reader, request.trust)
+                mask &= self._trust_mask(reader, request.trust, request.known_at, mask)
             if request.filter is not None:
                 mask &= self._filter_mask(reader, request.filter)
             report = None
@@ -500,7 +504,8 @@ class MemoryService:
                 found = reader.document(row)
                 if found is None:
                     continue
-                hit = _public(found[0], found[1])
+                source = found[1] if request.known_at is None else reviews.as_known_at(found[1], request.known_at)
+                hit = _public(found[0], source)
                 hit["_score"] = float(ranked.scores[n])
                 if proximities is not None:
                     hit["graph_proximity"] = float(proximities[n])
@@ -542,6 +547,19 @@ class MemoryService:
             # A query with no features is near nothing; ranking every memory at cosine 0 would be noise.
             return Ranked.empty()
         return knn_top(reader, field.path, embedded, fetch, mask)
+
+    @staticmethod
+    def _trust_mask(reader: IndexReader, states: tuple[str, ...], known_at: int | None, candidates: np.ndarray
+                    ) -> np.ndarray:
+        """Rows whose trust is one of ``states`` now, or at ``known_at`` (read from the few reviewed since)."""
+        mask = trust_mask(reader, states)
+        if known_at is None:
+            return mask
+        for row in np.flatnonzero(candidates & reviews.reviewed_after(reader, known_at)).tolist():
+            found = reader.document(row)
+            if found is not None:
+                mask[row] = (reviews.state_at(found[1], known_at).get(TRUST) or TRUST_ASSERTED) in states
+        return mask
 
     def _filter_mask(self, reader: IndexReader, clause: Any) -> np.ndarray:
         try:
@@ -622,7 +640,7 @@ def _public(doc_id: str, source: dict[str, Any]) -> dict[str, Any]:
     if source.get(FORGOTTEN_AT) is not None:
         out[FORGOTTEN_AT] = source[FORGOTTEN_AT]
     out[TRUST] = source.get(TRUST) or TRUST_ASSERTED  # stored before trust existed: asserted, as recall filters it
-    for field in ("reviewed_by", "reviewed_at"):
+    for field in ("reviewed_by", "reviewed_at", reviews.REVIEW_HISTORY):
         if source.get(field) is not None:
             out[field] = source[field]
     return out
