@@ -206,3 +206,24 @@ def test_xerj_brain_refuses_a_port_taken_by_something_else(tmp_path):
         refused = xerj_brain(notes, "--data-dir", str(tmp_path / "data"), "--port", str(taken.getsockname()[1]))
     assert refused.returncode == 2 and "is taken by something that is not an HTTP server" in refused.stderr
     assert "is ready" not in refused.stdout  # refused before indexing
+
+
+def test_an_embedded_run_is_recorded_in_the_audit_log(tmp_path):
+    """A run straight into a data directory needs no key, so the run itself is the audited event."""
+    notes, data = tmp_path / "notes", tmp_path / "data"
+    make_notes(notes)
+    env = {**os.environ, "USER": "ana", "LOGNAME": "ana"}
+    for _ in range(2):
+        subprocess.run([*XERJ, "autoindex", str(notes), "--brain", "kb", "--data-dir", str(data)],
+                       check=True, capture_output=True, env=env, timeout=120)
+    (notes / "gamma.md").write_text("# Gamma\n\nAfter [[alpha]].\n")
+    subprocess.run([*XERJ, "autoindex", str(notes), "--brain", "kb", "--data-dir", str(data)],
+                   check=True, capture_output=True, env=env, timeout=120)
+    events = [json.loads(line) for line in (data / "audit.jsonl").read_text().splitlines()]
+    runs = [e for e in events if e["op"] == "autoindex"]
+    assert [(e["subject"], e["resource"], e["privilege"]) for e in runs] == [("local:ana", "kb", "write")] * 3
+    assert runs[0]["outcome"] == "success" and runs[0]["note"].startswith(f"{notes}: 2 indexed, 0 removed, 0 failed")
+    assert ": 0 indexed" in runs[1]["note"]  # a run that changed nothing is still a run someone made
+    assert ": 1 indexed" in runs[2]["note"]
+    verdict = subprocess.run([*XERJ, "audit", "verify", "--data-dir", str(data)], capture_output=True, timeout=60)
+    assert verdict.returncode == 0, verdict.stderr

@@ -15,7 +15,9 @@ that caused the event is refused instead of going unrecorded.
 
 from __future__ import annotations
 
+import getpass
 import logging
+import os
 from pathlib import Path
 from typing import Any, Mapping, Protocol, runtime_checkable
 
@@ -27,6 +29,18 @@ log = logging.getLogger(__name__)
 # The fields of an event, in the order the HTTP audit slot fills them; sinks add their own (seq, ts, hashes).
 EVENT_FIELDS = ("op", "subject", "resource", "privilege", "outcome", "status", "remote_addr", "request_id")
 OUTCOMES = ("success", "denied", "failure")
+
+
+def local_subject() -> str:
+    """The subject of a command run on this machine against a data directory: ``local:<OS user>``.
+
+    Such a run needs no key (whoever can open the files can write them), so the
+    operating system's user is the only name there is to record.
+    """
+    try:
+        return f"local:{getpass.getuser()}"
+    except (KeyError, OSError):  # no passwd entry and no LOGNAME/USER (a bare container)
+        return f"local:uid-{os.getuid()}"
 
 
 @runtime_checkable

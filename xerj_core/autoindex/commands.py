@@ -73,12 +73,41 @@ def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=No
     try:
         summary = run(target, folder, brain=brain, graph=graph, pm=pm, workers=workers, executor=executor,
                       **({"progress": progress} if progress is not None else {}))
+    except BaseException as exc:
+        with contextlib.suppress(Exception):  # the sink logs its own failure; the run's error is the one to raise
+            _audit_run(target, brain, None, exc)
+        raise
     finally:
         if progress is not None:
             progress.close()
+    if not quiet or summary.files_indexed or summary.files_removed or summary.files_failed:
+        _audit_run(target, brain, summary, None)  # a watch's quiet polls that changed nothing are not events
     if not quiet:
         _print_summary(summary, as_json)
     return summary
+
+
+def _audit_run(target, brain: str, summary, exc: BaseException | None) -> None:
+    """Record an embedded run in the data directory's audit log, as a request through a server would be.
+
+    A run through ``--url`` is audited by that server, request by request; here
+    the writes go straight to the store, so the run itself is the event.
+    """
+    if not isinstance(target, Engine):
+        return
+    from xerj_core.audit import local_subject
+
+    event: dict[str, Any] = {"op": "autoindex", "subject": local_subject(), "resource": brain,
+                             "privilege": "write"}
+    if exc is not None:
+        reason = exc.reason if isinstance(exc, XerjError) else (str(exc) or type(exc).__name__)
+        event.update(outcome="failure", note=f"{type(exc).__name__}: {reason}")
+    else:
+        event.update(outcome="failure" if summary.files_failed else "success",
+                     note=f"{summary.root}: {summary.files_indexed} indexed, {summary.files_removed} removed, "
+                          f"{len(summary.files_failed)} failed, {summary.edges_written} edges written, "
+                          f"{summary.edges_invalidated} retired")
+    target.audit.record(event)
 
 
 @click.command("autoindex")
