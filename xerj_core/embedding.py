@@ -15,11 +15,14 @@ LEXICAL_EMBEDDER = "lexical-feature-hash"
 STATIC_EMBEDDER = "wordllama-l2-supercat-256-sif"
 # The same static model averaged without weights: what namespaces made before the weighted pooling hold.
 STATIC_MEAN_EMBEDDER = "wordllama-l2-supercat-256"
+# The static model's vector beside hashed word, trigram and word-pair features: meaning and exact terms in one cosine.
+HYBRID_EMBEDDER = "wordllama-l2-supercat-256-sif-hash-1024"
 # Kept for callers that mean "the embedder that is always there".
 DEFAULT_EMBEDDER = LEXICAL_EMBEDDER
-# A new namespace gets the first of these that is installed: the semantic static model when its
-# extra is there, else the lexical hashing that needs nothing.
-DEFAULT_PREFERENCE = (STATIC_EMBEDDER, LEXICAL_EMBEDDER)
+# A new namespace gets the first of these that is installed: the hybrid of the static model and
+# hashed terms when the semantic extra is there (it ranks best in tests/bench/bench_embedders.py),
+# else the lexical hashing that needs nothing.
+DEFAULT_PREFERENCE = (HYBRID_EMBEDDER, STATIC_EMBEDDER, LEXICAL_EMBEDDER)
 
 
 @runtime_checkable

@@ -50,7 +50,7 @@ _BUCKET_BITS = np.uint64((1 << 63) - 1)
 # Vocabularies repeat, so each word's hashes are computed once per process;
 # about 400 bytes an entry, so the bound keeps the cache near 13 MB.
 @lru_cache(maxsize=1 << 15)
-def _word_features(word: str, char_ngram: int) -> np.ndarray:
+def word_features(word: str, char_ngram: int) -> np.ndarray:
     """The feature hashes of one word: the word itself first, then its character n-grams."""
     hashes = [xxhash.xxh3_64_intdigest(_WORD_PREFIX + word.encode("utf-8"))]
     padded = f"<{word}>"
@@ -58,6 +58,12 @@ def _word_features(word: str, char_ngram: int) -> np.ndarray:
         gram = padded[start : start + char_ngram]
         hashes.append(xxhash.xxh3_64_intdigest(_CHAR_PREFIX + gram.encode("utf-8")))
     return np.array(hashes, dtype=np.uint64)
+
+
+def signed_buckets(hashes: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:
+    """The bucket (int64, from the low 63 bits) and the sign (+1.0 or -1.0, from the top bit) of each uint64 hash."""
+    buckets = ((hashes & _BUCKET_BITS) % np.uint64(dims)).astype(np.int64)
+    return buckets, np.where(hashes & _SIGN_BIT, -1.0, 1.0)
 
 
 class LexicalFeatureHashEmbedder:
@@ -97,7 +103,7 @@ class LexicalFeatureHashEmbedder:
             return np.zeros((n, self.dims), dtype=np.float32)
 
         # 2. Features of each distinct word, as one flat table with CSR offsets.
-        per_word = [_word_features(word, self.char_ngram) for word in vocabulary]
+        per_word = [word_features(word, self.char_ngram) for word in vocabulary]
         lengths = np.fromiter(map(len, per_word), dtype=np.int64, count=len(per_word))
         offsets = np.zeros(len(per_word) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -129,9 +135,7 @@ class LexicalFeatureHashEmbedder:
         values = (1.0 + np.log(tf)) * feature_weight[key_features]
 
         # 5. Hash each feature to a signed bucket and accumulate.
-        feature_hash = unique_hashes[key_features]
-        buckets = ((feature_hash & _BUCKET_BITS) % np.uint64(self.dims)).astype(np.int64)
-        signs = np.where(feature_hash & _SIGN_BIT, -1.0, 1.0)
+        buckets, signs = signed_buckets(unique_hashes[key_features], self.dims)
         flat = np.bincount(key_rows * self.dims + buckets, weights=signs * values, minlength=n * self.dims)
         matrix = flat.reshape(n, self.dims)
 

@@ -117,14 +117,19 @@ def _load(embedder_id: str) -> Any:
                                   embedder=embedder_id) from None
 
 
-def sif_weights(vocab: dict[str, int], size: int, coefficient: float = SIF_COEFFICIENT) -> np.ndarray:
-    """``a / (a + p)`` per token id, ``p`` by Zipf's law over the BPE merge rank (see the module docstring)."""
+def zipf_probabilities(vocab: dict[str, int], size: int) -> np.ndarray:
+    """Each token id's estimated frequency, by Zipf's law over its BPE merge rank (see the module docstring)."""
     byte_tokens = np.array(sorted(i for piece, i in vocab.items() if piece.startswith("<0x") and piece.endswith(">")),
                            dtype=np.int64)
     first_piece = int(byte_tokens.max()) + 1 if byte_tokens.size else 0
     rank = np.maximum(np.arange(size, dtype=np.float64) - first_piece, 0) + 1
     rank[byte_tokens] = size  # a character the vocabulary has no piece for: as rare as the rarest piece
-    probability = (1.0 / rank) / np.sum(1.0 / np.arange(1, size + 1, dtype=np.float64))
+    return (1.0 / rank) / np.sum(1.0 / np.arange(1, size + 1, dtype=np.float64))
+
+
+def sif_weights(vocab: dict[str, int], size: int, coefficient: float = SIF_COEFFICIENT) -> np.ndarray:
+    """``a / (a + p)`` per token id, ``p`` its Zipf frequency estimate."""
+    probability = zipf_probabilities(vocab, size)
     return (coefficient / (coefficient + probability)).astype(np.float32)
 
 
@@ -134,6 +139,7 @@ class _Table:
 
     vectors: np.ndarray  # (vocab + 1, DIMS) float32; the last row is zeros, what padding gathers
     sif: np.ndarray  # (vocab,) float32
+    probability: np.ndarray  # (vocab,) float64, the Zipf estimate the SIF weights come from
     tokenizer: Any
     words: dict[str, list[int]] = attrs.field(factory=dict)  # word -> its token ids, at most WORD_CACHE of them
 
@@ -255,7 +261,9 @@ def _loaded_table(embedder_id: str) -> _Table:
                 tokenizer.no_truncation()
                 table = np.asarray(model.embedding, dtype=np.float32)
                 vectors = np.vstack([table, np.zeros((1, table.shape[1]), dtype=np.float32)])
-                _table = _Table(vectors, sif_weights(tokenizer.get_vocab(), len(table)), tokenizer)
+                vocab = tokenizer.get_vocab()
+                _table = _Table(vectors, sif_weights(vocab, len(table)), zipf_probabilities(vocab, len(table)),
+                                tokenizer)
     return _table
 
 

@@ -14,11 +14,13 @@ shared with other work changes far less than wall time.
 Embedders: ``lexical-feature-hash`` (the baseline), the static
 ``wordllama-l2-supercat-256-sif`` (``semantic`` extra; SIF and log-TF weighted
 pooling), the same model averaged without weights (``wordllama-l2-supercat-256``,
-what older namespaces hold) and, when its model is in the model cache,
+what older namespaces hold), ``wordllama-l2-supercat-256-sif-hash-1024`` (the
+default for new namespaces: that static vector beside hashed words, trigrams and
+word pairs, one cosine of both) and, when its model is in the model cache,
 ``sentence-transformers/all-MiniLM-L6-v2`` (``neural`` extra, read
 offline: the benchmark never downloads). Ratios are against lexical in the same
-run. Targets (issue #21): static MRR@10 at least 1.2x lexical, and at least
-20,000 texts/s.
+run. Targets (issue #21): the offline semantic embedder's MRR@10 at least 1.2x
+lexical, and at least 20,000 texts/s; checked for the static and the hybrid ids.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from xerj_core.embedding import (LEXICAL_EMBEDDER, STATIC_EMBEDDER, STATIC_MEAN_EMBEDDER,  # noqa: E402
-                                 EmbedderSettings, collect_embedders, unavailable)
+from xerj_core.embedding import (HYBRID_EMBEDDER, LEXICAL_EMBEDDER, STATIC_EMBEDDER,  # noqa: E402
+                                 STATIC_MEAN_EMBEDDER, EmbedderSettings, collect_embedders, unavailable)
 from xerj_core.errors import XerjError  # noqa: E402
 from xerj_core.plugins import get_plugin_manager  # noqa: E402
 
@@ -135,7 +137,7 @@ def main() -> None:
 
     embedders = collect_embedders(get_plugin_manager(), EmbedderSettings(model_cache=args.model_cache, offline=True))
     results: dict[str, dict[str, float]] = {}
-    for embedder_id in (LEXICAL_EMBEDDER, STATIC_MEAN_EMBEDDER, STATIC_EMBEDDER, MINILM):
+    for embedder_id in (LEXICAL_EMBEDDER, STATIC_MEAN_EMBEDDER, STATIC_EMBEDDER, HYBRID_EMBEDDER, MINILM):
         embedder = embedders.get(embedder_id)
         why = "not registered" if embedder is None else unavailable(embedder)
         if why is None:
@@ -163,11 +165,14 @@ def main() -> None:
         print(f"{embedder_id} / lexical: MRR@10 x{found['mrr'] / base['mrr']:.2f} "
               f"(title x{found['title'] / base['title']:.2f}, first sentence x{found['sentence'] / base['sentence']:.2f}), "
               f"speed x{found['rate'] / base['rate']:.2f}")
-    static = results.get(STATIC_EMBEDDER)
-    if static is not None:
-        print(f"targets: static MRR@10 >= 1.20x lexical: {'met' if static['mrr'] >= 1.2 * base['mrr'] else 'MISSED'}"
-              f" (x{static['mrr'] / base['mrr']:.2f}); static >= 20,000 texts/s: "
-              f"{'met' if static['rate'] >= 20_000 else 'MISSED'} ({static['rate']:,.0f})")
+    for embedder_id in (STATIC_EMBEDDER, HYBRID_EMBEDDER):
+        found = results.get(embedder_id)
+        if found is None:
+            continue
+        print(f"targets for {embedder_id}: MRR@10 >= 1.20x lexical: "
+              f"{'met' if found['mrr'] >= 1.2 * base['mrr'] else 'MISSED'} (x{found['mrr'] / base['mrr']:.2f}); "
+              f">= 20,000 texts/s: {'met' if found['rate'] >= 20_000 else 'MISSED'} ({found['rate']:,.0f})")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
