@@ -44,7 +44,7 @@ import attrs
 import numpy as np
 
 from xerj_core import hookimpl
-from xerj_core.embedding import HYBRID_EMBEDDER, embed_non_blank
+from xerj_core.embedding import HYBRID_EMBEDDER
 from xerj_core.text import tokenize
 from xerj_embedders import static
 from xerj_embedders.lexical import signed_buckets, word_features
@@ -58,8 +58,6 @@ CHAR_NGRAM = 3
 # Lowercase words whose features are kept (about 0.3 kB each, so some 20 MB at most).
 WORD_CACHE = 1 << 16
 
-_DENSE_SCALE = np.float32(np.sqrt(DENSE_SHARE))
-_LEXICAL_SCALE = np.float32(np.sqrt(1.0 - DENSE_SHARE))
 # splitmix64's constants: a pair's hash is its two word hashes mixed, so pairs need no string building.
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
@@ -76,16 +74,64 @@ def pair_hashes(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     return z
 
 
-@attrs.define
-class _Words:
-    """Every lowercase word seen so far, numbered, with its hash, probability and lexical features as flat arrays."""
+def _ranges(offsets: np.ndarray, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the runs ``offsets[k]:offsets[k + 1]`` for each k of ``which``, end to end, and each run's length."""
+    starts = offsets[which]
+    counts = offsets[which + 1] - starts
+    return np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum())), counts
 
-    ids: dict[str, int] = attrs.field(factory=dict)
+
+def _append(offsets: np.ndarray, values: np.ndarray, runs: list) -> tuple[np.ndarray, np.ndarray]:
+    """A CSR pair (offsets, values) with ``runs`` (sequences of ints) appended as new rows."""
+    lengths = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
+    flat = np.fromiter(itertools.chain.from_iterable(runs), dtype=values.dtype, count=int(lengths.sum()))
+    return np.concatenate([offsets, offsets[-1] + np.cumsum(lengths)]), np.concatenate([values, flat])
+
+
+@attrs.frozen
+class _Arrays:
+    """What the process has learned so far, as flat arrays (one snapshot; growing makes a new one).
+
+    Lowercase words, by number: hash, probability and their lexical features
+    (CSR: word k's are ``feature_offsets[k]:feature_offsets[k + 1]``).
+    Whitespace-separated words, by entry: their model pieces and their
+    lowercase words' numbers (CSR likewise).
+    """
+
     hashes: np.ndarray = attrs.field(factory=lambda: np.zeros(0, np.uint64))
     probability: np.ndarray = attrs.field(factory=lambda: np.zeros(0, np.float64))
-    offsets: np.ndarray = attrs.field(factory=lambda: np.zeros(1, np.int64))  # word i: features offsets[i]:offsets[i+1]
+    feature_offsets: np.ndarray = attrs.field(factory=lambda: np.zeros(1, np.int64))
     buckets: np.ndarray = attrs.field(factory=lambda: np.zeros(0, np.int64))
     values: np.ndarray = attrs.field(factory=lambda: np.zeros(0, np.float64))  # signed, kind- and SIF-weighted
+    piece_offsets: np.ndarray = attrs.field(factory=lambda: np.zeros(1, np.int64))
+    pieces: np.ndarray = attrs.field(factory=lambda: np.zeros(0, np.int64))
+    number_offsets: np.ndarray = attrs.field(factory=lambda: np.zeros(1, np.int64))
+    numbers: np.ndarray = attrs.field(factory=lambda: np.zeros(0, np.int64))
+
+    def with_words(self, table: static._Table, new: list[str]) -> _Arrays:
+        """These arrays with the lowercase words ``new`` numbered on from ``len(self.hashes)``."""
+        probability = np.array([_word_probability(table, word) for word in new], dtype=np.float64)
+        sif = static.SIF_COEFFICIENT / (static.SIF_COEFFICIENT + probability)
+        per_word = [word_features(word, CHAR_NGRAM) for word in new]
+        lengths = np.fromiter(map(len, per_word), dtype=np.int64, count=len(per_word))
+        hashes = np.concatenate(per_word)
+        buckets, signs = signed_buckets(hashes, LEXICAL_DIMS)
+        kind = np.full(len(hashes), CHAR_WEIGHT)
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        kind[starts] = 1.0  # each word's own feature comes first
+        return attrs.evolve(self, hashes=np.concatenate([self.hashes, hashes[starts]]),
+                            probability=np.concatenate([self.probability, probability]),
+                            feature_offsets=np.concatenate([self.feature_offsets,
+                                                            self.feature_offsets[-1] + np.cumsum(lengths)]),
+                            buckets=np.concatenate([self.buckets, buckets]),
+                            values=np.concatenate([self.values, signs * kind * np.repeat(sif, lengths)]))
+
+    def with_entries(self, pieces: list, numbers: list) -> _Arrays:
+        """These arrays with whitespace-separated words appended: each one's pieces and lowercase word numbers."""
+        piece_offsets, flat_pieces = _append(self.piece_offsets, self.pieces, pieces)
+        number_offsets, flat_numbers = _append(self.number_offsets, self.numbers, numbers)
+        return attrs.evolve(self, piece_offsets=piece_offsets, pieces=flat_pieces,
+                            number_offsets=number_offsets, numbers=flat_numbers)
 
 
 def _word_probability(table: static._Table, word: str) -> float:
@@ -94,105 +140,137 @@ def _word_probability(table: static._Table, word: str) -> float:
     return float(np.prod(table.probability[ids])) if ids else 0.0
 
 
+@attrs.frozen
+class _Split:
+    """A batch as ids: every text's model pieces end to end and its lowercase word numbers end to end, with counts."""
+
+    arrays: _Arrays
+    pieces: np.ndarray
+    piece_counts: np.ndarray
+    numbers: np.ndarray
+    number_counts: np.ndarray
+
+
+def _per_text(offsets: np.ndarray, values: np.ndarray, entries: np.ndarray,
+              words_per_text: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The runs of ``entries`` end to end, and how many values fall in each text (texts hold ``words_per_text``)."""
+    at, counts = _ranges(offsets, entries)
+    ends = np.concatenate(([0], np.cumsum(counts)))[np.cumsum(words_per_text)]
+    return values[at], np.diff(ends, prepend=0)
+
+
 class _Lexicon:
-    """The process's numbered words, grown under a lock; a batch works on the snapshot it was numbered against."""
+    """What each whitespace-separated word is, remembered: its model pieces and its lowercase words' numbers.
+
+    The pieces are the static model's (:meth:`static._Table.split_token_ids`
+    tokenizes the same way, word by word). A word is tokenized for the
+    lexical half (:func:`xerj_core.text.tokenize`) once, so a text's
+    lowercase words are its whitespace words' remembered numbers one after the
+    other: a word character run never spans whitespace, and lowercasing is per
+    character, so this is the text's own tokenization. Grown under a lock; a
+    batch works on the snapshot it was numbered against.
+    """
 
     def __init__(self) -> None:
-        self._words = _Words()
         self._lock = threading.Lock()
+        self._reset()
 
-    def number(self, table: static._Table, words: list[str]) -> tuple[_Words, np.ndarray]:
-        """The snapshot and the id of each of ``words`` in it, adding the unseen ones."""
+    def _reset(self) -> None:
+        self._numbers: dict[str, int] = {}  # lowercase word -> its number
+        self._entries: dict[str, int] = {}  # whitespace-separated word -> its entry
+        self._arrays = _Arrays()
+
+    def split(self, table: static._Table, texts: list[str]) -> _Split:
+        words = [text.split() for text in texts]
+        words_per_text = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+        flat = list(itertools.chain.from_iterable(words))
         with self._lock:
-            known = self._words
-            unseen = list(dict.fromkeys(word for word in words if word not in known.ids))
-            if unseen:
-                if len(known.ids) + len(unseen) > WORD_CACHE:
-                    # A bound on memory: features never change, so starting over loses only time.
-                    known = _Words()
-                    unseen = list(dict.fromkeys(words))
-                known = self._grow(table, known, unseen)
-                self._words = known
-            ids = np.fromiter(map(known.ids.__getitem__, words), dtype=np.int64, count=len(words))
-        return known, ids
+            try:  # once the vocabulary is warm, every word is known and this is all
+                entries = np.fromiter(map(self._entries.__getitem__, flat), dtype=np.int64, count=len(flat))
+            except KeyError:
+                unseen = list(set(flat).difference(self._entries))
+                if len(self._entries) + len(unseen) > WORD_CACHE:
+                    # A bound on memory: all of it is only a cache, so starting over loses only time.
+                    self._reset()
+                    unseen = list(set(flat))
+                self._learn(table, unseen)
+                entries = np.fromiter(map(self._entries.__getitem__, flat), dtype=np.int64, count=len(flat))
+            arrays = self._arrays
+        pieces, piece_counts = _per_text(arrays.piece_offsets, arrays.pieces, entries, words_per_text)
+        numbers, number_counts = _per_text(arrays.number_offsets, arrays.numbers, entries, words_per_text)
+        return _Split(arrays, pieces, piece_counts, numbers, number_counts)
 
-    @staticmethod
-    def _grow(table: static._Table, known: _Words, unseen: list[str]) -> _Words:
-        probability = np.array([_word_probability(table, word) for word in unseen], dtype=np.float64)
-        sif = static.SIF_COEFFICIENT / (static.SIF_COEFFICIENT + probability)
-        per_word = [word_features(word, CHAR_NGRAM) for word in unseen]
-        lengths = np.fromiter(map(len, per_word), dtype=np.int64, count=len(per_word))
-        hashes = np.concatenate(per_word)
-        buckets, signs = signed_buckets(hashes, LEXICAL_DIMS)
-        kind = np.full(len(hashes), CHAR_WEIGHT)
-        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        kind[starts] = 1.0  # each word's own feature comes first
-        ids = dict(known.ids)
-        ids.update((word, len(known.ids) + n) for n, word in enumerate(unseen))
-        return _Words(
-            ids=ids,
-            hashes=np.concatenate([known.hashes, hashes[starts]]),
-            probability=np.concatenate([known.probability, probability]),
-            offsets=np.concatenate([known.offsets, known.offsets[-1] + np.cumsum(lengths)]),
-            buckets=np.concatenate([known.buckets, buckets]),
-            values=np.concatenate([known.values, signs * kind * np.repeat(sif, lengths)]),
-        )
+    def _learn(self, table: static._Table, unseen: list[str]) -> None:
+        numbers = self._numbers
+        lowered = [tokenize(word) for word in unseen]
+        new = list(dict.fromkeys(w for tokens in lowered for w in tokens if w not in numbers))
+        arrays = self._arrays
+        if new:
+            numbers.update(zip(new, range(len(numbers), len(numbers) + len(new))))
+            arrays = arrays.with_words(table, new)
+        encodings = table.tokenizer.encode_batch_fast(unseen, add_special_tokens=False)
+        pieces = [np.clip(encoding.ids, 0, table.vocab - 1) for encoding in encodings]
+        self._arrays = arrays.with_entries(pieces, [list(map(numbers.__getitem__, tokens)) for tokens in lowered])
+        self._entries.update(zip(unseen, range(len(self._entries), len(self._entries) + len(unseen))))
 
 
 _lexicon = _Lexicon()
 
 
-def lexical_rows(table: static._Table, texts: list[str]) -> np.ndarray:
-    """``(len(texts), LEXICAL_DIMS)`` float64 sums of each text's weighted word and word-pair features (unnormalised)."""
-    tokens = [tokenize(text) for text in texts]
-    lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
-    words, ids = _lexicon.number(table, list(itertools.chain.from_iterable(tokens)))
-    rows = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
+def lexical_rows(split: _Split) -> np.ndarray:
+    """``(texts, LEXICAL_DIMS)`` float64 sums of each text's weighted word and word-pair features (unnormalised)."""
+    known, ids, n_texts, n_words = split.arrays, split.numbers, len(split.number_counts), len(split.arrays.hashes)
     if not len(ids):
-        return np.zeros((len(texts), LEXICAL_DIMS))
+        return np.zeros((n_texts, LEXICAL_DIMS))
+    rows = np.repeat(np.arange(n_texts, dtype=np.int64), split.number_counts)
 
     # Words: each distinct (text, word) once, weighted 1 + ln(tf), expanded into the word's features.
-    pair_key, tf = np.unique(rows * len(words.ids) + ids, return_counts=True)
-    text_of, word_of = np.divmod(pair_key, len(words.ids))
-    per = np.diff(words.offsets)[word_of]
-    feature = np.repeat(words.offsets[word_of] - (np.cumsum(per) - per), per) + np.arange(int(per.sum()))
-    slots = [np.repeat(text_of, per) * LEXICAL_DIMS + words.buckets[feature]]
-    weights = [words.values[feature] * np.repeat(1.0 + np.log(tf), per)]
+    pair_key, tf = np.unique(rows * n_words + ids, return_counts=True)
+    text_of, word_of = np.divmod(pair_key, n_words)
+    feature, per = _ranges(known.feature_offsets, word_of)
+    slots = [np.repeat(text_of, per) * LEXICAL_DIMS + known.buckets[feature]]
+    weights = [known.values[feature] * np.repeat(1.0 + np.log(tf), per)]
 
-    # Adjacent word pairs within a text: sorted by (text, pair hash) so a pair repeated in a text counts 1 + ln(tf).
+    # Adjacent word pairs within a text, sorted by (text, pair hash) so a pair repeated in a text counts 1 + ln(tf).
     adjacent = np.flatnonzero(rows[1:] == rows[:-1])
     if len(adjacent):
         left, right = ids[adjacent], ids[adjacent + 1]
-        hashes = pair_hashes(words.hashes[left], words.hashes[right])
+        hashes = pair_hashes(known.hashes[left], known.hashes[right])
         order = np.lexsort((hashes, rows[adjacent]))
         text_sorted, hash_sorted = rows[adjacent][order], hashes[order]
-        # Runs of equal (text, hash): a new run starts where either changes.
-        changed = np.concatenate(([True], (text_sorted[1:] != text_sorted[:-1]) | (hash_sorted[1:] != hash_sorted[:-1])))
-        first = np.flatnonzero(changed)
+        first = np.flatnonzero(np.concatenate(
+            ([True], (text_sorted[1:] != text_sorted[:-1]) | (hash_sorted[1:] != hash_sorted[:-1]))))
         tf = np.diff(np.append(first, len(order)))
-        probability = words.probability[left[order[first]]] * words.probability[right[order[first]]]
+        probability = known.probability[left[order[first]]] * known.probability[right[order[first]]]
         buckets, signs = signed_buckets(hash_sorted[first], LEXICAL_DIMS)
         slots.append(text_sorted[first] * LEXICAL_DIMS + buckets)
         weights.append(signs * PAIR_WEIGHT * (1.0 + np.log(tf))
                        * static.SIF_COEFFICIENT / (static.SIF_COEFFICIENT + probability))
 
-    flat = np.bincount(np.concatenate(slots), weights=np.concatenate(weights), minlength=len(texts) * LEXICAL_DIMS)
-    return flat.reshape(len(texts), LEXICAL_DIMS)
+    flat = np.bincount(np.concatenate(slots), weights=np.concatenate(weights), minlength=n_texts * LEXICAL_DIMS)
+    return flat.reshape(n_texts, LEXICAL_DIMS)
 
 
-def _unit(rows: np.ndarray, scale: np.float32) -> np.ndarray:
-    rows = rows.astype(np.float32, copy=False)
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    np.divide(rows, norms / scale, out=rows, where=norms > 0)
-    return rows
+def hybrid_rows(texts: Sequence[str]) -> np.ndarray:
+    """Each text's dense half and lexical half, each of unit norm times the square root of its share.
 
-
-def hybrid_rows(texts: list[str]) -> np.ndarray:
-    """The dense half and the lexical half of each text, each of unit norm times the square root of its share."""
+    A text with only one half (no word characters, say) gets that half at unit
+    norm; a text with neither (blank) gets the zero row.
+    """
     table = static._loaded_table(HYBRID_EMBEDDER)
-    dense = _unit(table.pool(texts, weighted=True), _DENSE_SCALE)
-    lexical = _unit(lexical_rows(table, texts), _LEXICAL_SCALE)
-    return np.hstack([dense, lexical])
+    split = _lexicon.split(table, list(texts))
+    weights = table.occurrence_weights(split.pieces, split.piece_counts)
+    dense = table.pool_ids(split.pieces, split.piece_counts, weights)
+    lexical = lexical_rows(split)
+    dense_norm = np.sqrt(np.einsum("ij,ij->i", dense, dense, dtype=np.float64))
+    lexical_norm = np.sqrt(np.einsum("ij,ij->i", lexical, lexical))
+    both = (dense_norm > 0) & (lexical_norm > 0)
+    dense_scale = np.where(both, np.sqrt(DENSE_SHARE), 1.0) / np.where(dense_norm > 0, dense_norm, 1.0)
+    lexical_scale = np.where(both, np.sqrt(1.0 - DENSE_SHARE), 1.0) / np.where(lexical_norm > 0, lexical_norm, 1.0)
+    out = np.empty((len(texts), DIMS), dtype=np.float32)
+    np.multiply(dense, dense_scale[:, None], out=out[:, :static.DIMS], casting="unsafe")
+    np.multiply(lexical, lexical_scale[:, None], out=out[:, static.DIMS:], casting="unsafe")
+    return out
 
 
 class HybridEmbedder(static.StaticEmbedder):
@@ -207,7 +285,7 @@ class HybridEmbedder(static.StaticEmbedder):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` into an ``(n, 1280)`` float32 array of unit rows (zero rows for blank text)."""
-        return embed_non_blank(texts, DIMS, hybrid_rows)
+        return hybrid_rows(texts)
 
 
 @hookimpl

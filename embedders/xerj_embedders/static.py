@@ -177,7 +177,11 @@ class _Table:
         itself (runs of spaces, newlines as byte tokens) is left out, which
         carries no meaning. A word seen before costs a dictionary look-up.
         """
-        return self._flatten(self._word_pieces([text.split() for text in texts]))
+        return self.split_token_ids([text.split() for text in texts])
+
+    def split_token_ids(self, words: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
+        """``word_token_ids`` of texts already split into their whitespace-separated words."""
+        return self._flatten(self._word_pieces(words))
 
     def _word_pieces(self, words: list[list[str]]) -> list[list[int]]:
         cache = self.words
@@ -216,9 +220,13 @@ class _Table:
         else:
             ids, lengths = self.token_ids(texts)
             weights = np.ones(len(ids), dtype=np.float32)
+        return self.pool_ids(ids, lengths, weights)
+
+    def pool_ids(self, ids: np.ndarray, lengths: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """``pool`` from the texts' token ids end to end, their counts per text and a weight per occurrence."""
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
         order = np.argsort(lengths, kind="stable")
-        out = np.zeros((len(texts), DIMS), dtype=np.float32)
+        out = np.zeros((len(lengths), DIMS), dtype=np.float32)
         lo = 0
         while lo < len(order):
             longest = int(lengths[order[lo]])
