@@ -15,13 +15,14 @@ from click.testing import CliRunner
 
 from xerj_core import hookimpl
 from xerj_core.cli import build_cli
-from xerj_core.embedding import (DEFAULT_EMBEDDER, LEXICAL_EMBEDDER, STATIC_EMBEDDER, STATIC_MEAN_EMBEDDER,
-                                 EmbedderSettings,
+from xerj_core.embedding import (DEFAULT_EMBEDDER, HYBRID_EMBEDDER, LEXICAL_EMBEDDER, STATIC_EMBEDDER,
+                                 STATIC_MEAN_EMBEDDER, EmbedderSettings,
                                  collect_embedders, default_embedder_id, get_embedder, installed)
 from xerj_core.errors import IllegalArgument, PluginError
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.testing.embedders import AbstractEmbedderTests
-from xerj_embedders import static, transformer
+from xerj_embedders import hybrid, static, transformer
+from xerj_embedders.hybrid import HybridEmbedder
 from xerj_embedders.lexical import LexicalFeatureHashEmbedder
 from xerj_embedders.static import MeanStaticEmbedder, StaticEmbedder
 from xerj_embedders.transformer import FastEmbedEmbedder
@@ -52,6 +53,13 @@ class TestStaticMean(AbstractEmbedderTests):
     @pytest.fixture(scope="class")
     def embedder(self):
         return MeanStaticEmbedder()
+
+
+@needs_semantic
+class TestHybrid(AbstractEmbedderTests):
+    @pytest.fixture(scope="class")
+    def embedder(self):
+        return HybridEmbedder()
 
 
 # -- the lexical embedder's own promises ------------------------------------
@@ -235,6 +243,7 @@ def test_static_without_the_extra_registers_but_refuses_with_the_extra_named(mon
                         lambda name, *a, **k: None if name == "wordllama" else real_find_spec(name, *a, **k))
     embedders = collect_embedders(get_plugin_manager())
     assert STATIC_EMBEDDER in embedders and STATIC_EMBEDDER not in installed(embedders)
+    assert HYBRID_EMBEDDER in embedders and HYBRID_EMBEDDER not in installed(embedders)
     with pytest.raises(IllegalArgument) as refused:
         get_embedder(embedders, STATIC_EMBEDDER)
     assert "pip install 'xerj[semantic]'" in refused.value.reason and refused.value.status == 400
@@ -243,10 +252,128 @@ def test_static_without_the_extra_registers_but_refuses_with_the_extra_named(mon
 
 
 @needs_semantic
-def test_new_namespaces_default_to_the_static_embedder_when_it_is_installed():
+def test_new_namespaces_default_to_the_hybrid_embedder_when_it_is_installed():
     embedders = collect_embedders(get_plugin_manager())
-    assert default_embedder_id(embedders) == STATIC_EMBEDDER
+    assert default_embedder_id(embedders) == HYBRID_EMBEDDER
+    assert default_embedder_id(embedders, STATIC_EMBEDDER) == STATIC_EMBEDDER
     assert default_embedder_id(embedders, LEXICAL_EMBEDDER) == LEXICAL_EMBEDDER
+
+
+# -- the hybrid (static meaning beside hashed terms) ----------------------------
+
+
+def _hybrid_lexical_reference(text: str) -> np.ndarray:
+    """The hybrid's lexical half written the plain way: one text, a dictionary of buckets, a loop per feature."""
+    from xerj_core.text import tokenize
+    from xerj_embedders.lexical import signed_buckets, word_features
+
+    table = static._loaded_table(HYBRID_EMBEDDER)
+
+    def sif(probability):
+        return static.SIF_COEFFICIENT / (static.SIF_COEFFICIENT + probability)
+
+    def probability(word):
+        ids = table.tokenizer.encode(word, add_special_tokens=False).ids
+        return float(np.prod([table.probability[i] for i in ids]))
+
+    def add(row, hashes, weights):
+        buckets, signs = signed_buckets(np.asarray(hashes, np.uint64), hybrid.LEXICAL_DIMS)
+        for bucket, sign, weight in zip(buckets, signs, weights):
+            row[bucket] += sign * weight
+
+    row = np.zeros(hybrid.LEXICAL_DIMS)
+    words = tokenize(text)
+    for word in dict.fromkeys(words):
+        features = word_features(word, 3)
+        damped = (1 + np.log(words.count(word))) * sif(probability(word))
+        add(row, features, [damped] + [damped * hybrid.CHAR_WEIGHT] * (len(features) - 1))
+    pairs = list(zip(words, words[1:]))
+    for left, right in dict.fromkeys(pairs):
+        pair = hybrid.pair_hashes(word_features(left, 3)[:1], word_features(right, 3)[:1])
+        weight = (hybrid.PAIR_WEIGHT * (1 + np.log(pairs.count((left, right))))
+                  * sif(probability(left) * probability(right)))
+        add(row, pair, [weight])
+    return row
+
+
+HYBRID_TEXTS = ["Code of conduct", "We follow the code of conduct; the CODE of Conduct applies.",
+                "a much longer passage " * 40, "Zürich 東京 🙂 naïve café", "!!! ---", "x y",
+                "tabs\tand\nnewlines  and   runs", "", "the the the the cat"]
+
+
+@needs_semantic
+@pytest.mark.parametrize("cache", [1 << 16, 8])
+def test_the_hybrid_is_the_static_vector_beside_its_plain_lexical_definition(monkeypatch, cache):
+    """Dense half: the static embedder's vector (so its own test covers pooling); lexical half: the plain loop.
+
+    A tiny word cache makes the lexicon start over in the middle of a batch and between batches.
+    """
+    monkeypatch.setattr(hybrid, "WORD_CACHE", cache)
+    monkeypatch.setattr(hybrid, "_lexicon", hybrid._Lexicon())
+    got = np.vstack([HybridEmbedder().embed(HYBRID_TEXTS[:4]), HybridEmbedder().embed(HYBRID_TEXTS[4:])])
+    dense = StaticEmbedder().embed(HYBRID_TEXTS)
+    for n, text in enumerate(HYBRID_TEXTS):
+        lexical = _hybrid_lexical_reference(text)
+        if not text.strip():
+            assert not got[n].any()
+            continue
+        if not lexical.any():  # no word characters: the meaning half alone, at unit norm
+            np.testing.assert_allclose(got[n], np.concatenate([dense[n], np.zeros(hybrid.LEXICAL_DIMS)]), atol=1e-6)
+            continue
+        want = np.concatenate([np.sqrt(hybrid.DENSE_SHARE) * dense[n],
+                               np.sqrt(1 - hybrid.DENSE_SHARE) * lexical / np.linalg.norm(lexical)])
+        np.testing.assert_allclose(got[n], want, atol=2e-6, err_msg=text)
+
+
+@needs_semantic
+def test_one_hybrid_cosine_is_the_shares_of_both_cosines():
+    query, *docs = ["Code of conduct", "We follow the code of conduct.", "Conduct your code reviews kindly.",
+                    "The car would not start; the battery was flat."]
+    vectors = HybridEmbedder().embed([query, *docs])
+    dense = StaticEmbedder().embed([query, *docs])
+    lexical = vectors[:, static.DIMS:] / np.linalg.norm(vectors[:, static.DIMS:], axis=1, keepdims=True)
+    want = hybrid.DENSE_SHARE * (dense[1:] @ dense[0]) + (1 - hybrid.DENSE_SHARE) * (lexical[1:] @ lexical[0])
+    np.testing.assert_allclose(vectors[1:] @ vectors[0], want, atol=1e-6)
+    # Word pairs: the phrase itself beats the same words apart.
+    assert vectors[1] @ vectors[0] > vectors[2] @ vectors[0]
+
+
+@needs_semantic
+def test_the_hybrid_keeps_most_of_the_static_models_paraphrase_recall():
+    """Meaning across different words survives the lexical half: 30 pairs that share no content word.
+
+    One pair alone can go either way when two hashed features of a short
+    text collide (the issue's car-battery example does, by 0.06), so the set
+    is what is held: the hybrid stays far above hashing and near the model.
+    """
+    from tests.bench.recall_devsets import PARAPHRASES, mrr_at
+
+    queries, answers = (list(column) for column in zip(*PARAPHRASES))
+
+    def recall(embedder):
+        return mrr_at(embedder.embed(answers), embedder.embed(queries))
+
+    hybrid_mrr, static_mrr, lexical_mrr = recall(HybridEmbedder()), recall(StaticEmbedder()), recall(
+        LexicalFeatureHashEmbedder())
+    assert hybrid_mrr >= 0.8 and hybrid_mrr >= 3 * lexical_mrr and hybrid_mrr >= static_mrr - 0.1
+
+
+@needs_semantic
+def test_hybrid_vectors_are_stable_across_processes():
+    """Seedless hashes and the packaged model: a fresh interpreter with another hash seed computes the same bytes."""
+    text = "Sourdough connects to kimchi: both say ferments. Code of conduct!"
+    script = ("import sys; from xerj_embedders.hybrid import HybridEmbedder as E; "
+              "sys.stdout.write(E().embed([sys.argv[1]]).tobytes().hex())")
+    outputs = {subprocess.run([sys.executable, "-c", script, text], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert outputs == {HybridEmbedder().embed([text]).tobytes().hex()}
+
+
+@needs_semantic
+def test_the_hybrid_declares_its_parts():
+    embedder = HybridEmbedder()
+    assert (embedder.id, embedder.dims, embedder.license) == ("wordllama-l2-supercat-256-sif-hash-1024", 1280, "MIT")
+    assert "wordllama" in embedder.source and "1,024 hashed" in embedder.source
 
 
 def test_an_unknown_embedder_names_the_installed_ones():
@@ -410,9 +537,10 @@ def test_builtin_embedders_are_discovered_through_entry_points():
     embedders = collect_embedders(pm)
     assert isinstance(embedders["lexical-feature-hash"], LexicalFeatureHashEmbedder)
     assert isinstance(embedders[STATIC_EMBEDDER], StaticEmbedder)
+    assert isinstance(embedders[HYBRID_EMBEDDER], HybridEmbedder)
     assert isinstance(embedders["BAAI/bge-small-en-v1.5"], FastEmbedEmbedder)
     assert isinstance(embedders["sentence-transformers/all-MiniLM-L6-v2"], FastEmbedEmbedder)
-    for name in ("embedder_lexical", "embedder_static", "embedder_neural", "embedder_retired"):
+    for name in ("embedder_lexical", "embedder_static", "embedder_hybrid", "embedder_neural", "embedder_retired"):
         assert pm.origin(pm.get_plugin(name)).builtin
 
 
