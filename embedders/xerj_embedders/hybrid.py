@@ -274,9 +274,12 @@ def hybrid_rows(texts: Sequence[str]) -> np.ndarray:
     both = (dense_norm > 0) & (lexical_norm > 0)
     dense_scale = np.where(both, np.sqrt(DENSE_SHARE), 1.0) / np.where(dense_norm > 0, dense_norm, 1.0)
     lexical_scale = np.where(both, np.sqrt(1.0 - DENSE_SHARE), 1.0) / np.where(lexical_norm > 0, lexical_norm, 1.0)
+    # Copy, then scale in place: a casting multiply into the strided halves is about twice as slow.
     out = np.empty((len(texts), DIMS), dtype=np.float32)
-    np.multiply(dense, dense_scale[:, None], out=out[:, :static.DIMS], casting="unsafe")
-    np.multiply(lexical, lexical_scale[:, None], out=out[:, static.DIMS:], casting="unsafe")
+    out[:, :static.DIMS] = dense
+    out[:, :static.DIMS] *= dense_scale.astype(np.float32)[:, None]
+    out[:, static.DIMS:] = lexical
+    out[:, static.DIMS:] *= lexical_scale.astype(np.float32)[:, None]
     return out
 
 
