@@ -16,12 +16,13 @@ import pytest
 from click.testing import CliRunner
 
 from xerj_core.cli import build_cli
-from xerj_core.embedding import LEXICAL_EMBEDDER, STATIC_EMBEDDER, STATIC_MEAN_EMBEDDER
+from xerj_core.embedding import HYBRID_EMBEDDER, LEXICAL_EMBEDDER, STATIC_EMBEDDER, STATIC_MEAN_EMBEDDER
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.errors import GraphError
 from xerj_core.memory import requests as rq
 from xerj_core.memory.namespace import TEXT_VECTOR_FIELD, memory_index
 from xerj_core.memory.service import memory_document
+from xerj_embedders.hybrid import HybridEmbedder
 from xerj_embedders.static import MeanStaticEmbedder, StaticEmbedder
 
 from .http_helpers import client  # noqa: F401  (fixture)
@@ -166,6 +167,7 @@ def test_a_namespace_of_the_unweighted_static_id_keeps_its_vectors_and_new_ones_
     memory = engine.memory
     assert memory.create("before", {"embedder": STATIC_MEAN_EMBEDDER})["embedder"] == STATIC_MEAN_EMBEDDER
     kept = [memory.store("before", {"text": text})[1]["_id"] for text in MEMORIES]
+    memory.create("after", {"embedder": STATIC_EMBEDDER})  # no longer the default: the hybrid test below covers that
     memory.store("after", {"text": MEMORIES[0]})
     assert memory.list("after")["embedder"] == STATIC_EMBEDDER != STATIC_MEAN_EMBEDDER
     mean, weighted = MeanStaticEmbedder().embed(MEMORIES), StaticEmbedder().embed(MEMORIES)
@@ -187,6 +189,34 @@ def test_a_namespace_of_the_unweighted_static_id_keeps_its_vectors_and_new_ones_
     for n, doc_id in enumerate(kept):
         source, _version = engine.store.get(memory_index("before"), doc_id)
         np.testing.assert_allclose(source["text_vector_1"], weighted[n], atol=1e-6)
+
+
+@needs_semantic
+def test_new_namespaces_get_the_hybrid_while_a_weighted_static_namespace_keeps_its_vectors(engine):
+    """The hybrid came under its own id: a namespace of the SIF id keeps exactly its vectors until re-embedded."""
+    memory = engine.memory
+    memory.create("sif", {"embedder": STATIC_EMBEDDER})
+    kept = [memory.store("sif", {"text": text})[1]["_id"] for text in MEMORIES]
+    fresh = [memory.store("fresh", {"text": text})[1]["_id"] for text in MEMORIES]
+    assert memory.list("fresh")["embedder"] == HYBRID_EMBEDDER
+    mapping = engine.store.get_mapping(memory_index("fresh"))["properties"][TEXT_VECTOR_FIELD]
+    assert (mapping["embedder"], mapping["dims"]) == (HYBRID_EMBEDDER, 2304)
+    hybrid, weighted = HybridEmbedder().embed(MEMORIES), StaticEmbedder().embed(MEMORIES)
+    for n, (old_id, new_id) in enumerate(zip(kept, fresh)):
+        np.testing.assert_allclose(engine.store.get(memory_index("sif"), old_id)[0][TEXT_VECTOR_FIELD],
+                                   weighted[n], atol=1e-6)
+        np.testing.assert_allclose(engine.store.get(memory_index("fresh"), new_id)[0][TEXT_VECTOR_FIELD],
+                                   hybrid[n], atol=1e-6)
+    # The issue's example through the default: the car memory first, though it shares no word with the query.
+    assert ids(memory.recall("fresh", {"query": QUERY, "semantic": True, "k": 4}))[0] == fresh[0]
+    assert ids(memory.recall("sif", {"query": QUERY, "semantic": True, "k": 4}))[0] == kept[0]
+    # Moving the old namespace onto the hybrid is a re-embed, never a silent switch.
+    assert "_reembed" in refusal(memory.create, "sif", {"embedder": HYBRID_EMBEDDER}).reason
+    assert memory.reembed("sif", {"embedder": HYBRID_EMBEDDER})["reembedded"] == len(MEMORIES)
+    assert memory.list("sif")["embedder"] == HYBRID_EMBEDDER
+    for n, doc_id in enumerate(kept):
+        np.testing.assert_allclose(engine.store.get(memory_index("sif"), doc_id)[0]["text_vector_1"], hybrid[n],
+                                   atol=1e-6)
 
 
 # -- a namespace from the old neural embedder ------------------------------------------------------

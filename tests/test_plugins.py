@@ -82,9 +82,9 @@ def test_plugins_command_prints_json_rows(pm):
     # Embedder plugins say what each embedder is and where its model comes from.
     declared = [e for row in everything for e in row.get("embedders", ())]
     assert {"lexical-feature-hash", "wordllama-l2-supercat-256",
-            "wordllama-l2-supercat-256-sif-hash-1024"} <= {e["id"] for e in declared}
-    hybrid = next(e for e in declared if e["id"] == "wordllama-l2-supercat-256-sif-hash-1024")
-    assert (hybrid["dims"], hybrid["license"]) == (1280, "MIT") and "wordllama" in hybrid["source"]
+            "wordllama-l2-supercat-256-sif-hash-2048"} <= {e["id"] for e in declared}
+    hybrid = next(e for e in declared if e["id"] == "wordllama-l2-supercat-256-sif-hash-2048")
+    assert (hybrid["dims"], hybrid["license"]) == (2304, "MIT") and "wordllama" in hybrid["source"]
     assert all("xerj_register_embedders" in row["hooks"] for row in everything if "embedders" in row)
     assert all(isinstance(e["dims"], int) and e["license"] and e["source"] for e in declared)
     only = json.loads(runner.invoke(build_cli(pm), ["plugins", "--all", "--hook", "xerj_register_commands"]).output)

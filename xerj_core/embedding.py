@@ -16,7 +16,7 @@ STATIC_EMBEDDER = "wordllama-l2-supercat-256-sif"
 # The same static model averaged without weights: what namespaces made before the weighted pooling hold.
 STATIC_MEAN_EMBEDDER = "wordllama-l2-supercat-256"
 # The static model's vector beside hashed word, trigram and word-pair features: meaning and exact terms in one cosine.
-HYBRID_EMBEDDER = "wordllama-l2-supercat-256-sif-hash-1024"
+HYBRID_EMBEDDER = "wordllama-l2-supercat-256-sif-hash-2048"
 # Kept for callers that mean "the embedder that is always there".
 DEFAULT_EMBEDDER = LEXICAL_EMBEDDER
 # A new namespace gets the first of these that is installed: the hybrid of the static model and

@@ -14,7 +14,7 @@ shared with other work changes far less than wall time.
 Embedders: ``lexical-feature-hash`` (the baseline), the static
 ``wordllama-l2-supercat-256-sif`` (``semantic`` extra; SIF and log-TF weighted
 pooling), the same model averaged without weights (``wordllama-l2-supercat-256``,
-what older namespaces hold), ``wordllama-l2-supercat-256-sif-hash-1024`` (the
+what older namespaces hold), ``wordllama-l2-supercat-256-sif-hash-2048`` (the
 default for new namespaces: that static vector beside hashed words, trigrams and
 word pairs, one cosine of both) and, when its model is in the model cache,
 ``sentence-transformers/all-MiniLM-L6-v2`` (``neural`` extra, read
