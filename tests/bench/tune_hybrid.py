@@ -1,6 +1,6 @@
 """How the hybrid embedder's constants were chosen: recall on sets other than the Foam vault, over a grid around them.
 
-Run: python tests/bench/tune_hybrid.py [--top N]
+Run: python tests/bench/tune_hybrid.py [--top N]   (252 grid points: a few minutes, 7 at load 8)
 
 The sets are :mod:`recall_devsets`' (installed READMEs' sections, installed
 docstrings, hand-written paraphrase pairs); the Foam vault, which
