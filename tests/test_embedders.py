@@ -37,28 +37,32 @@ needs_neural = pytest.mark.skipif(
 
 class TestLexical(AbstractEmbedderTests):
     @pytest.fixture(scope="class")
-    def embedder(self):
+    @classmethod
+    def embedder(cls):
         return LexicalFeatureHashEmbedder()
 
 
 @needs_semantic
 class TestStatic(AbstractEmbedderTests):
     @pytest.fixture(scope="class")
-    def embedder(self):
+    @classmethod
+    def embedder(cls):
         return StaticEmbedder()
 
 
 @needs_semantic
 class TestStaticMean(AbstractEmbedderTests):
     @pytest.fixture(scope="class")
-    def embedder(self):
+    @classmethod
+    def embedder(cls):
         return MeanStaticEmbedder()
 
 
 @needs_semantic
 class TestHybrid(AbstractEmbedderTests):
     @pytest.fixture(scope="class")
-    def embedder(self):
+    @classmethod
+    def embedder(cls):
         return HybridEmbedder()
 
 

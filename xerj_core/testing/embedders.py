@@ -6,7 +6,8 @@ Usage, in a plugin's own tests::
 
     class TestMyEmbedder(AbstractEmbedderTests):
         @pytest.fixture(scope="class")
-        def embedder(self):
+        @classmethod  # a class-scoped fixture is a classmethod (pytest deprecates instance methods there)
+        def embedder(cls):
             return MyEmbedder()
 
 The mixin's name does not start with ``Test``, so pytest collects it only
