@@ -423,15 +423,16 @@ def test_a_request_leaves_in_one_write_and_json_round_trips():
 
 @pytest.mark.skipif(not hasattr(__import__("fcntl"), "F_GETPIPE_SZ"), reason="pipe sizes are Linux's")
 def test_stdout_pipe_is_widened_so_a_large_answer_leaves_in_one_write():
-    """At the default 64 KiB a 2-hop ego answer and its text twin block the write until the client reads."""
+    """At the default 64 KiB a 2-hop ego answer and its text twin leave in pieces, the client reading between."""
     import subprocess
     import sys
 
     script = ("import asyncio, fcntl, sys\n"
-              "from xerj_mcp.stdio import standard_pipes\n"
+              "from xerj_mcp.stdio import stdio_streams\n"
               "async def main():\n"
-              "    async with standard_pipes() as (lines, out):\n"
-              "        sys.stderr.write(str(fcntl.fcntl(out._fd, fcntl.F_GETPIPE_SZ)))\n"
+              "    async with stdio_streams() as (lines, out):\n"
+              "        fd = out._transport.get_extra_info('pipe').fileno()\n"
+              "        sys.stderr.write(str(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)))\n"
               "asyncio.run(main())\n")
     ran = subprocess.run([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, timeout=60)

@@ -15,13 +15,11 @@ DEFAULT_URL = "http://127.0.0.1:9200"
 
 
 async def serve_stdio(server) -> None:
-    """``server`` on this process's stdin and stdout, through the SDK's stdio transport and thread-free pipes."""
-    from mcp.server.stdio import stdio_server
+    """``server`` on this process's stdin and stdout, through xerj's stdio streams (see ``xerj_mcp.stdio``)."""
+    from xerj_mcp.stdio import stdio_streams
 
-    from xerj_mcp.stdio import standard_pipes
-
-    low = server._lowlevel_server  # the SDK's run_stdio_async does the same, with its threaded pipes
-    async with standard_pipes() as (stdin, stdout), stdio_server(stdin, stdout) as (read_stream, write_stream):
+    low = server._lowlevel_server  # the SDK's run_stdio_async does the same, over its own stdio transport
+    async with stdio_streams() as (read_stream, write_stream):
         await low.run(read_stream, write_stream, low.create_initialization_options())
 
 
