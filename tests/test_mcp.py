@@ -386,7 +386,7 @@ def test_an_answer_that_does_not_fit_the_output_schema_is_still_refused():
 
 
 class _Wire:
-    """A socket stand-in: records each sendall and answers one canned HTTP response."""
+    """A socket stand-in: records each sendall and hands out one canned HTTP response a few bytes at a time."""
 
     def __init__(self, response: bytes) -> None:
         self.sent: list[bytes] = []
@@ -395,9 +395,9 @@ class _Wire:
     def sendall(self, data) -> None:
         self.sent.append(bytes(data))
 
-    def makefile(self, mode):
-        import io
-        return io.BytesIO(self.response)
+    def recv(self, size: int) -> bytes:
+        piece, self.response = self.response[:7], self.response[7:]
+        return piece
 
     def close(self) -> None:
         return None
@@ -411,14 +411,56 @@ def test_a_request_leaves_in_one_write_and_json_round_trips():
     wire = _Wire(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                  + str(len(body)).encode() + b"\r\n\r\n" + body)
     client = HttpClient("http://127.0.0.1:1", "k")
-    conn = client._connection(fresh=False)
-    conn.sock = wire
+    client._local.sock = wire
     status, payload = client.send("POST", "/_memory/a/_recall", {"explain": False}, {"query": "café", "k": 3})
     assert (status, payload) == (200, {"hits": [{"_id": "a", "text": "café"}]})
     assert len(wire.sent) == 1
     head, _, sent_body = wire.sent[0].partition(b"\r\n\r\n")
     assert head.startswith(b"POST /_memory/a/_recall?explain=false HTTP/1.1\r\n")
     assert b"Authorization: ApiKey k" in head and json.loads(sent_body) == {"query": "café", "k": 3}
+    assert f"Content-Length: {len(sent_body)}".encode() in head
+
+
+def test_a_kept_alive_connection_closed_while_idle_is_reopened_and_every_framing_is_read():
+    """The server drops the idle connection: the request goes again on a new one. Bodies come with a length,
+    chunked, and running to the close; a connection cut mid-answer is the server being unreachable."""
+    import socket
+    import threading
+
+    from xerj_mcp.backend import BackendUnavailable, HttpClient
+
+    answers = [  # one per connection: what it answers, then it closes
+        b'HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n{"n": 1}',
+        b'HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{"n\r\n5\r\n": 2}\r\n0\r\n\r\n',
+        b'HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{"n": 3}',
+        b'HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n{"n"',
+    ]
+    heads: list[bytes] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        for answer in answers:
+            conn, _ = listener.accept()
+            with conn:
+                heads.append(conn.recv(65536))
+                conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    client = HttpClient(f"http://127.0.0.1:{listener.getsockname()[1]}", "k", timeout=10)
+    try:
+        assert client.send("GET", "/a") == (200, {"n": 1})
+        assert client.send("POST", "/b", body={"x": 1}) == (201, {"n": 2})  # on a new connection, sent once
+        assert client.send("DELETE", "/c") == (200, {"n": 3})
+        with pytest.raises(BackendUnavailable, match="not reachable"):
+            client.send("GET", "/d")
+    finally:
+        client.close()
+        listener.close()
+    thread.join(10)
+    assert [h.split(b" ", 2)[:2] for h in heads] == [[b"GET", b"/a"], [b"POST", b"/b"], [b"DELETE", b"/c"],
+                                                      [b"GET", b"/d"]]
+    assert heads[1].endswith(b'\r\n\r\n{"x":1}') and b"Content-Length: 7\r\n" in heads[1]
 
 
 @pytest.mark.skipif(not hasattr(__import__("fcntl"), "F_GETPIPE_SZ"), reason="pipe sizes are Linux's")
