@@ -422,45 +422,50 @@ def test_a_request_leaves_in_one_write_and_json_round_trips():
 
 
 def test_a_kept_alive_connection_closed_while_idle_is_reopened_and_every_framing_is_read():
-    """The server drops the idle connection: the request goes again on a new one. Bodies come with a length,
-    chunked, and running to the close; a connection cut mid-answer is the server being unreachable."""
+    """Requests share one connection while the server keeps it; dropped while idle, the request goes again on a
+    new one. Bodies come with a length, chunked, and running to the close; an answer cut short is the server
+    being unreachable."""
     import socket
     import threading
 
     from xerj_mcp.backend import BackendUnavailable, HttpClient
 
-    answers = [  # one per connection: what it answers, then it closes
-        b'HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n{"n": 1}',
-        b'HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{"n\r\n5\r\n": 2}\r\n0\r\n\r\n',
-        b'HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{"n": 3}',
-        b'HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n{"n"',
+    connections = [  # per connection, one answer per request; then the server closes it
+        [b'HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n{"n": 1}',
+         b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{"n\r\n5\r\n": 2}\r\n0\r\n\r\n'],
+        [b'HTTP/1.1 201 Created\r\nContent-Length: 8\r\n\r\n{"n": 3}',
+         b'HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{"n": 4}'],
+        [b'HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n{"n"'],
     ]
-    heads: list[bytes] = []
+    heads: list[list[bytes]] = []
     listener = socket.create_server(("127.0.0.1", 0))
 
     def serve() -> None:
-        for answer in answers:
+        for answers in connections:
             conn, _ = listener.accept()
+            heads.append([])
             with conn:
-                heads.append(conn.recv(65536))
-                conn.sendall(answer)
+                for answer in answers:
+                    heads[-1].append(conn.recv(65536))
+                    conn.sendall(answer)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     client = HttpClient(f"http://127.0.0.1:{listener.getsockname()[1]}", "k", timeout=10)
     try:
         assert client.send("GET", "/a") == (200, {"n": 1})
-        assert client.send("POST", "/b", body={"x": 1}) == (201, {"n": 2})  # on a new connection, sent once
-        assert client.send("DELETE", "/c") == (200, {"n": 3})
+        assert client.send("GET", "/b") == (200, {"n": 2})
+        assert client.send("POST", "/c", body={"x": 1}) == (201, {"n": 3})  # the idle-closed one, sent again
+        assert client.send("DELETE", "/d") == (200, {"n": 4})
         with pytest.raises(BackendUnavailable, match="not reachable"):
-            client.send("GET", "/d")
+            client.send("GET", "/e")
     finally:
         client.close()
         listener.close()
     thread.join(10)
-    assert [h.split(b" ", 2)[:2] for h in heads] == [[b"GET", b"/a"], [b"POST", b"/b"], [b"DELETE", b"/c"],
-                                                      [b"GET", b"/d"]]
-    assert heads[1].endswith(b'\r\n\r\n{"x":1}') and b"Content-Length: 7\r\n" in heads[1]
+    assert [[h.split(b" ", 2)[:2] for h in on_one] for on_one in heads] == [
+        [[b"GET", b"/a"], [b"GET", b"/b"]], [[b"POST", b"/c"], [b"DELETE", b"/d"]], [[b"GET", b"/e"]]]
+    assert heads[1][0].endswith(b'\r\n\r\n{"x":1}') and b"Content-Length: 7\r\n" in heads[1][0]
 
 
 @pytest.mark.skipif(not hasattr(__import__("fcntl"), "F_GETPIPE_SZ"), reason="pipe sizes are Linux's")

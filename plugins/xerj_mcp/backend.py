@@ -44,14 +44,20 @@ def _query(params: Mapping[str, Any] | None) -> dict[str, str]:
     return out
 
 
-class _Response:
-    """httptools' callbacks for one response: its body, how far it got, and whether its length was stated."""
+_RECV_SIZE = 1 << 16  # a 2-hop ego answer (~30 kB) in one read
 
-    __slots__ = ("body", "started", "headers_done", "framed", "complete")
+
+class _Response:
+    """httptools' callbacks for one response: its body, how far it got, whether its length was stated and
+    whether the connection stays open after it."""
+
+    __slots__ = ("parser", "body", "status", "started", "headers_done", "framed", "keep_alive", "complete")
 
     def __init__(self) -> None:
+        self.parser: Any = httptools.HttpResponseParser(self)  # a cycle, broken once the response is read
         self.body: list[bytes] = []
-        self.started = self.headers_done = self.framed = self.complete = False
+        self.status = 0
+        self.started = self.headers_done = self.framed = self.keep_alive = self.complete = False
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if name.lower() in (b"content-length", b"transfer-encoding"):
@@ -59,6 +65,8 @@ class _Response:
 
     def on_headers_complete(self) -> None:
         self.headers_done = True
+        # Asked here: once the message is complete the parser has reset for the next one (keep-alive False).
+        self.status, self.keep_alive = self.parser.get_status_code(), self.parser.should_keep_alive()
 
     def on_body(self, data: bytes) -> None:
         self.body.append(data)
@@ -151,16 +159,18 @@ class HttpClient:
     @staticmethod
     def _receive(sock: socket.socket, response: _Response) -> tuple[int, bool]:
         """Read ``response`` off ``sock``: its status and whether the connection stays open after it."""
-        parser = httptools.HttpResponseParser(response)
-        while not response.complete:
-            chunk = sock.recv(1 << 18)
-            if not chunk:
-                if response.headers_done and not response.framed:
-                    return parser.get_status_code(), False  # no stated length: the body ran to the close
-                raise _ClosedEarly("the connection closed before the answer was complete")
-            response.started = True
-            parser.feed_data(chunk)
-        return parser.get_status_code(), parser.should_keep_alive()
+        try:
+            while not response.complete:
+                chunk = sock.recv(_RECV_SIZE)
+                if not chunk:
+                    if response.headers_done and not response.framed:
+                        return response.status, False  # no stated length: the body ran to the close
+                    raise _ClosedEarly("the connection closed before the answer was complete")
+                response.started = True
+                response.parser.feed_data(chunk)
+            return response.status, response.keep_alive
+        finally:
+            response.parser = None
 
     def _unreachable(self, exc: BaseException) -> str:
         return (f"the xerj server at {self.url} is not reachable ({type(exc).__name__}: {exc}); "
