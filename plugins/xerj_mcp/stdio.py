@@ -49,12 +49,26 @@ def wire_line(message: Any) -> bytes:
     return (message.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode()
 
 
-class LineReadStream:
+class _Stream:
+    """What the SDK asks of either stream beyond moving messages: closing, also as an async context manager."""
+
+    _closed = False
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> "_Stream":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class LineReadStream(_Stream):
     """The server's read stream: each item is the next stdin line as a JSON-RPC message, or the error parsing it."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
-        self._closed = False
 
     async def receive(self) -> SessionMessage | Exception:
         if self._closed:
@@ -76,15 +90,6 @@ class LineReadStream:
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        self._closed = True
-
-    async def __aenter__(self) -> "LineReadStream":
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 class _Flow(asyncio.BaseProtocol):
@@ -112,7 +117,7 @@ class _Flow(asyncio.BaseProtocol):
             await asyncio.shield(self._resumed)
 
 
-class LineWriteStream:
+class LineWriteStream(_Stream):
     """The server's write stream: ``send`` puts the message's line on the pipe and returns once the pipe has it.
 
     The transport writes at once when the pipe has room (it is widened to
@@ -123,7 +128,6 @@ class LineWriteStream:
     def __init__(self, transport: asyncio.WriteTransport, flow: _Flow) -> None:
         self._transport = transport
         self._flow = flow
-        self._closed = False
 
     async def send(self, item: SessionMessage) -> None:
         if self._closed:
@@ -132,15 +136,6 @@ class LineWriteStream:
             raise anyio.BrokenResourceError
         self._transport.write(wire_line(item.message))
         await self._flow.drain()
-
-    async def aclose(self) -> None:
-        self._closed = True
-
-    async def __aenter__(self) -> "LineWriteStream":
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 def _widen_pipe(fd: int) -> None:
