@@ -354,6 +354,29 @@ def test_a_result_is_the_servers_answer_itself_and_its_text_twin_is_that_json(wo
     assert recall.structured_content == recalled
 
 
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.dictionaries(st.text(), JSON_VALUES, max_size=6), meta=st.none() | st.dictionaries(st.text(), st.text()))
+def test_a_plain_json_result_dumps_as_pydantic_would(data, meta):
+    """The runner's dump skips walking the structured content; what it gives is what pydantic gives."""
+    from mcp.types import CallToolResult, TextContent
+
+    from xerj_mcp.server import PlainJsonResult
+
+    fields = {"content": [TextContent(type="text", text=json.dumps(data))], "structured_content": data, "_meta": meta}
+    fast, slow = PlainJsonResult(**fields), CallToolResult(**fields)
+    for kwargs in ({"by_alias": True, "mode": "json", "exclude_none": True}, {"mode": "json"}, {},
+                   {"by_alias": True, "mode": "json", "exclude_unset": True}):
+        assert fast.model_dump(**kwargs) == slow.model_dump(**kwargs), kwargs
+
+
 class _Answers:
     """A backend that answers every request with one canned body."""
 
