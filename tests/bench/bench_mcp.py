@@ -6,16 +6,18 @@ A secured `xerj serve` (one worker) gets N memories in namespace `bench` and
 a brain of N/2 edges; a key scoped to that namespace is minted. Each round
 times one `xerj_memory_recall` and one `xerj_brain_ego` through the SDK's stdio
 client (`xerj mcp --url ... --api-key ...`), the very same requests over one
-keep-alive HTTP connection (the baseline), and the floor, in a shuffled order
-so outside load hits them all alike. The figure is MCP's p50 minus HTTP's p50
-per call (target: at most 2 ms); the ratio is MCP's p50 over HTTP's.
+keep-alive HTTP connection (the baseline), and each tool's floor, in a
+shuffled order so outside load hits them all alike. The figure is MCP's p50
+minus HTTP's p50 per call (target: at most 2 ms); the ratio is MCP's p50 over
+HTTP's.
 
-The floor is a call answered inside `xerj mcp` (an argument refusal): the
-SDK's stdio transport and dispatch on both ends, before any request reaches
-xerj. On a loaded machine every process wake-up waits for a core, and an MCP
-call wakes two more processes than an HTTP one (the `xerj mcp` process, for
-the request and for the server's answer), as the floor does; `added - floor`
-is then the steadier figure. The `xerj mcp` process's CPU time per call is
+A tool's floor is the same call with a misspelled argument, refused inside
+`xerj mcp`: the SDK's stdio transport and dispatch on both ends, before any
+request reaches xerj. On a loaded machine every process wake-up waits for a
+core; an MCP call has two wake-ups more than an HTTP one (the `xerj mcp`
+process, for the request and for the server's answer) and the floor has two,
+so `added - floor` is then the steadier figure. The `xerj mcp` process's CPU
+time per call is
 inflated by the load far less than wall time is. `--realtime` (root) runs the
 benchmark's processes under SCHED_FIFO, so that other work on a shared
 machine does not delay their wake-ups; both sides of each comparison run so.
@@ -126,7 +128,8 @@ def cpu_seconds(proc: psutil.Process) -> float:
         return times.user + times.system
 
 
-async def measure(port: int, key: str, rounds: int) -> tuple[dict[str, dict[str, list[float]]], dict[str, float]]:
+async def measure(port: int, key: str, rounds: int) -> tuple[dict[str, dict[str, list[float]]],
+                                                             dict[str, dict[str, float]]]:
     xerj = shutil.which("xerj") or str(Path(sys.executable).with_name("xerj"))
     params = StdioServerParameters(command=xerj, args=["mcp", "--url", f"http://127.0.0.1:{port}", "--api-key", key])
     http_call = Http(port, key)
@@ -136,35 +139,34 @@ async def measure(port: int, key: str, rounds: int) -> tuple[dict[str, dict[str,
                                 ("POST", f"/_memory/{NS}/_recall", {"query": q, "k": 10})),
         "ego": lambda q, n: (("xerj_brain_ego", {"brain": NS, "node": n, "hops": 2}),
                              ("GET", f"/_graph/{NS}/ego?node={n}&hops=2&direction=both&include_nodes=true", None)),
-        # The transport's floor: a call refused for a misspelled argument never leaves `xerj mcp`.
-        "floor": lambda q, n: (("xerj_memory_recall", {"namespace": NS, "querry": q}), None),
     }
-    times: dict[str, dict[str, list[float]]] = {name: {"mcp": [], "http": []} for name in calls}
-    cpu = {name: 0.0 for name in calls}
+    sides = ("http", "mcp", "floor")
+    times = {name: {side: [] for side in sides} for name in calls}
+    cpu = {name: {"mcp": 0.0, "floor": 0.0} for name in calls}
     me = psutil.Process()
     async with Client(params, read_timeout_seconds=120) as client:
         mcp_proc = next(p for p in me.children(recursive=True) if "mcp" in p.cmdline())
         for i in range(rounds + 20):  # the first 20 warm every path up and are not counted
             query, node = " ".join(rng.sample(WORDS, 2)), f"n{rng.randrange(50)}"
-            jobs = [(name, side) for name, make in calls.items() for side in ("mcp", "http")
-                    if side == "mcp" or make(query, node)[1] is not None]
+            jobs = [(name, side) for name in calls for side in sides]
             rng.shuffle(jobs)
             for name, side in jobs:
                 (tool, args), request = calls[name](query, node)
                 before = cpu_seconds(mcp_proc)
                 t0 = time.perf_counter()
-                if side == "mcp":
-                    result = await client.call_tool(tool, args)
-                    if result.is_error != (name == "floor"):
-                        raise SystemExit(f"{tool}: {result.content[0].text}")
-                else:
+                if side == "http":
                     http_call(*request)
+                else:
+                    # The floor: the same tool with a misspelled argument, refused without leaving `xerj mcp`.
+                    result = await client.call_tool(tool, {**args, "misspelled": 1} if side == "floor" else args)
+                    if result.is_error != (side == "floor"):
+                        raise SystemExit(f"{tool}: {result.content[0].text}")
                 elapsed = (time.perf_counter() - t0) * 1000
                 if i >= 20:
                     times[name][side].append(elapsed)
-                    if side == "mcp":
-                        cpu[name] += cpu_seconds(mcp_proc) - before
-    return times, {name: spent * 1000 / rounds for name, spent in cpu.items()}
+                    if side != "http":
+                        cpu[name][side] += cpu_seconds(mcp_proc) - before
+    return times, {name: {side: spent * 1000 / rounds for side, spent in by.items()} for name, by in cpu.items()}
 
 
 def main() -> None:
@@ -191,19 +193,16 @@ def main() -> None:
     print(f"bench_mcp: {args.memories} memories, {args.memories // 2} edges, {args.rounds} shuffled rounds; "
           f"one gunicorn worker; load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after, "
           f"on {os.cpu_count()} CPUs{'; SCHED_FIFO' if args.realtime else ''}")
-    floor = times.pop("floor")["mcp"]
-    floor50 = statistics.median(floor)
-    print(f"{'call':<8}{'HTTP p50':>10}{'MCP p50':>10}{'added':>9}{'ratio':>8}{'added-floor':>13}"
+    print(f"{'call':<8}{'HTTP p50':>10}{'MCP p50':>10}{'added':>9}{'ratio':>8}{'floor':>9}{'added-floor':>13}"
           f"{'HTTP p95':>10}{'MCP p95':>10}{'mcp CPU':>10}   target: added p50 <= 2 ms")
     for name, got in times.items():
-        h50, m50 = statistics.median(got["http"]), statistics.median(got["mcp"])
-        print(f"{name:<8}{h50:>8.2f}ms{m50:>8.2f}ms{m50 - h50:>7.2f}ms{m50 / h50:>7.2f}x{m50 - h50 - floor50:>11.2f}ms"
-              f"{pct(got['http'], 0.95):>8.2f}ms{pct(got['mcp'], 0.95):>8.2f}ms{cpu[name]:>8.2f}ms"
-              f"   {'met' if m50 - h50 <= 2 else 'MISSED'}")
-    print(f"floor (a call answered inside `xerj mcp`, no HTTP): p50 {floor50:.2f}ms, p95 {pct(floor, 0.95):.2f}ms, "
-          f"mcp CPU {cpu['floor']:.2f}ms")
+        h50, m50, f50 = (statistics.median(got[side]) for side in ("http", "mcp", "floor"))
+        print(f"{name:<8}{h50:>8.2f}ms{m50:>8.2f}ms{m50 - h50:>7.2f}ms{m50 / h50:>7.2f}x{f50:>7.2f}ms"
+              f"{m50 - h50 - f50:>11.2f}ms{pct(got['http'], 0.95):>8.2f}ms{pct(got['mcp'], 0.95):>8.2f}ms"
+              f"{cpu[name]['mcp']:>8.2f}ms   {'met' if m50 - h50 <= 2 else 'MISSED'}")
+    print("floor: the same tool refused for a misspelled argument inside `xerj mcp` (no HTTP), its CPU there: "
+          + ", ".join(f"{name} {by['floor']:.2f}ms" for name, by in cpu.items()))
     print("mcp CPU: the `xerj mcp` process's CPU time per call")
-
 
 if __name__ == "__main__":
     main()
