@@ -97,17 +97,31 @@ def test_packed_ids_name_rows_as_the_id_index_does(foam, monkeypatch):
 
     original = rowids._read_segment
 
-    def varied(reader, segment):  # as if some id of every segment had another length: offsets, not a width
-        _width, offsets, blob = original(reader, segment)
-        import numpy as np
+    def varied(every: int):
+        """As if every ``every``-th row's id had another length: those rows are listed apart (all of them,
+        with no width left, when ``every`` is 1)."""
 
-        size = segment.end - segment.start
-        lengths = np.full(size, _width, np.int64)
-        return 0, np.concatenate([[0], np.cumsum(lengths)]), blob
+        def read(reader, segment):
+            import numpy as np
 
-    monkeypatch.setattr(rowids, "_read_segment", varied)
-    foam.graph.views = hop.ViewCache(None)  # a cache of this process alone, built afresh through the offsets
-    assert {node: _projected(_ego(foam, node, False)) for node in nodes} == expected
+            width, arrays = original(reader, segment)
+            size = segment.end - segment.start
+            ids = arrays["blob"][:size * width].reshape(-1, width) if width else np.zeros((size, 0), np.uint8)
+            odd = np.arange(0, size, every)
+            blob = ids.copy()
+            blob[odd] = 0
+            return (0 if every == 1 else width), {
+                "blob": blob.reshape(-1) if every != 1 else np.zeros(0, np.uint8), "odd_rows": odd,
+                "odd_offsets": np.arange(odd.size + 1, dtype=np.int64) * width,
+                "odd_blob": ids[odd].reshape(-1)}
+
+        return read
+
+    for every, few in ((1, 0), (3, 0), (3, 10**9)):  # few: odd ids kept in a dict, or searched for
+        monkeypatch.setattr(rowids, "_read_segment", varied(every))
+        monkeypatch.setattr(rowids, "_FEW_ODD", few)
+        foam.graph.views = hop.ViewCache(None)  # a cache of this process alone, built afresh through the lists
+        assert {node: _projected(_ego(foam, node, False)) for node in nodes} == expected
 
 
 def test_hops_through_packed_values_match_hops_through_columns(foam, monkeypatch):

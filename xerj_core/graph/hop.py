@@ -665,16 +665,17 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
     return result
 
 
-_SHORTEST: dict[float, float] = {}
+# shortest_float's memo, public so a caller shaping many values can look each up without the call
+SHORTEST_SEEN: dict[float, float] = {}
 
 
 def shortest_float(value: float) -> float:
     """A float32 column value as the shortest decimal that reads back to it (0.9, not 0.8999999761)."""
-    found = _SHORTEST.get(value)
+    found = SHORTEST_SEEN.get(value)
     if found is None:
         found = float(str(np.float32(value))) if np.isfinite(value) else float(value)
-        if len(_SHORTEST) > 65536:  # weights repeat (a detector has one); bound the memo all the same
-            _SHORTEST.clear()
-        _SHORTEST[value] = found
+        if len(SHORTEST_SEEN) > 65536:  # weights repeat (a detector has one); bound the memo all the same
+            SHORTEST_SEEN.clear()
+        SHORTEST_SEEN[value] = found
     return found
 
