@@ -21,7 +21,7 @@ from typing import Any, Callable
 import attrs
 import numpy as np
 
-from xerj_core.arrays import member, ranges, unique_ids
+from xerj_core.arrays import BITMAP_AT, member, ranges, unique_ids
 from xerj_core.graph.mapped import ArrayFiles
 from xerj_core.graph.rowids import RowIds
 from xerj_core.store import ABSENT_INT, IndexReader, Segment
@@ -200,7 +200,8 @@ class EdgeTable:
         """The edges touching the sorted ``frontier`` in ``direction``: a part of out-edges, a part of in-edges.
 
         ``check_live`` False says every row of this table is known live, so no hop needs the live mask."""
-        usable = frontier[: np.searchsorted(frontier, self.out_off.size - 1)]
+        width = self.out_off.size - 1  # every node ordinal of the table lies below
+        usable = frontier if frontier[-1] < width else frontier[: np.searchsorted(frontier, width)]
         if not usable.size:
             return []
         runs = []
@@ -218,12 +219,16 @@ class EdgeTable:
             idx = ranges(starts, lengths, size)
             hot = packed[idx]
             if not out and direction == BOTH:  # an in-edge from a frontier node is the out-edge already met
-                met = np.zeros(self.out_off.size - 1, bool)  # every node ordinal of the table lies below
-                met[usable] = True
-                fresh = ~met[hot & self.low]
-                idx, hot = idx[fresh], hot[fresh]
-            if idx.size:
-                parts.append(Part(cols, idx, out, check_live, (self.valid_max, self.invalid_min), hot, self))
+                if usable.size > BITMAP_AT:
+                    met = np.zeros(width, bool)
+                    met[usable] = True
+                    fresh = ~met[hot & self.low]
+                else:
+                    fresh = ~member(hot & self.low, usable)
+            else:
+                fresh = None
+            # the met edges are dropped with the screen's own cut (one pass instead of two)
+            parts.append(Part(cols, idx, out, check_live, (self.valid_max, self.invalid_min), hot, self, fresh))
         return parts
 
 
@@ -332,6 +337,7 @@ class TailView:
         self.scannable = all(reader.field(f) is not None for f in HOP_FIELDS)
         self.table: EdgeTable | None = None
         self.nodes = _EMPTY
+        self.touched = np.zeros(0, bool)  # per node ordinal, whether an edge of the tail touches it
         if self.scannable and self.count:
             cols = {f: reader.tail_column(f).values for f in HOP_FIELDS}
             src, dst = cols["src"], cols["dst"]
@@ -343,15 +349,20 @@ class TailView:
             self.table = EdgeTable([(self.start, grouping, cols.__getitem__)])
             # The few nodes the tail's edges touch: a large frontier is cut to them before the offsets lookups.
             self.nodes = np.union1d(src[local], dst[local])
+            self.touched = np.zeros(int(self.nodes[-1]) + 1 if self.nodes.size else 0, bool)
+            self.touched[self.nodes] = True
 
     def candidates(self, frontier: np.ndarray, direction: str) -> list["Part"]:
         if self.table is None:
             return []
-        if frontier.size > self.nodes.size:
-            # An edge of the tail joining two frontier nodes has both ends among the tail's nodes, so the cut
-            # frontier still tells a both-ways hop which in-edges were met as out-edges.
-            frontier = frontier[member(frontier, self.nodes)]
-        return self.table.candidates(frontier, direction, False)
+        # An edge of the tail joining two frontier nodes has both ends among the tail's nodes, so the cut
+        # frontier still tells a both-ways hop which in-edges were met as out-edges; most small frontiers touch
+        # no tail node at all, and stop here.
+        touched = self.touched
+        if frontier[-1] >= touched.size:
+            frontier = frontier[: np.searchsorted(frontier, touched.size)]
+        frontier = frontier[touched[frontier]]
+        return self.table.candidates(frontier, direction, False) if frontier.size else []
 
 
 class ViewCache:
@@ -423,14 +434,43 @@ class HopEdges:
         self.frontier = frontier  # the node ordinals this hop expanded from
         self._cols: dict[str, np.ndarray] = {}
         self._rank: np.ndarray | None = None
+        self._size = sum(int(p.idx.size) for p in parts)  # the parts are screened before they get here
+        self._placed: list[tuple[EdgeTable, np.ndarray, np.ndarray]] | None = None
 
     def __len__(self) -> int:
-        return sum(int(p.idx.size) for p in self.parts)
+        return self._size
+
+    def _positions(self) -> list[tuple["EdgeTable", np.ndarray, np.ndarray]] | None:
+        """Per edge table, in part order: each edge's src-ordered position in it (an in-edge's through the
+        permutation) and whether it was followed out; None when a part indexes something else.
+
+        A column is then one gather per table however many parts the hop had, and a selection of the hop
+        is a plain part of its table."""
+        if self._placed is None:
+            placed: list[tuple[EdgeTable, list[np.ndarray], list[np.ndarray]]] = []
+            for part in self.parts:
+                table = part.table
+                if table is None or (part.cols is not table.cols and part.cols is not table.in_order):
+                    return None
+                if not placed or placed[-1][0] is not table:
+                    if any(t is table for t, _, _ in placed):
+                        return None  # a table's parts apart: the concatenated order would not hold
+                    placed.append((table, [], []))
+                placed[-1][1].append(part.idx if part.cols is table.cols else table.in_perm[part.idx])
+                placed[-1][2].append(np.full(part.idx.size, part.out) if isinstance(part.out, bool) else part.out)
+            self._placed = [(t, np.concatenate(pos) if len(pos) > 1 else pos[0],
+                             np.concatenate(out) if len(out) > 1 else out[0]) for t, pos, out in placed]
+        return self._placed
 
     def column(self, field: str) -> np.ndarray:
         found = self._cols.get(field)
         if found is None:
-            if len(self.parts) == 1:
+            placed = None if len(self.parts) == 1 or field in ("other", "invalid_at") else self._positions()
+            if placed is not None:
+                found = [out if field == "out" else np.where(out, t.cols["src"][pos], t.cols["dst"][pos])
+                         if field == "near" else t.cols[field][pos] for t, pos, out in placed]
+                found = found[0] if len(found) == 1 else np.concatenate(found)
+            elif len(self.parts) == 1:
                 found = self.parts[0].get(field)
             else:
                 found = np.concatenate([p.get(field) for p in self.parts])
@@ -475,6 +515,10 @@ class HopEdges:
             return HopEdges(self.hop, [Part(part.cols, part.idx[idx], part.out if isinstance(part.out, bool)
                                             else part.out[idx], hot=None if part.hot is None else part.hot[idx],
                                             table=part.table)], self.frontier)
+        placed = self._positions()
+        if placed is not None and len(placed) == 1:
+            table, position, out = placed[0]
+            return HopEdges(self.hop, [Part(table.cols, position[idx], out[idx], table=table)], self.frontier)
         return HopEdges(self.hop, [Part(_Columns(self), idx, self.out[idx])], self.frontier)
 
 
@@ -519,6 +563,7 @@ class Part:
     bounds: tuple[int, int] | None = None  # the largest valid_at and smallest invalid_at it can reach
     hot: np.ndarray | None = None  # per edge, the packed far end and invalid_at rank (see EdgeTable._packing)
     table: "EdgeTable | None" = None  # the table ``hot`` was gathered from
+    fresh: np.ndarray | None = None  # edges not already met this hop (None: all); the screen starts from it
 
     def get(self, field: str) -> np.ndarray:
         cols, idx, out = self.cols, self.idx, self.out
@@ -542,7 +587,8 @@ class Part:
         """Per edge, whether its invalid_at lies after ``as_of``."""
         if self.hot is not None:
             table = self.table
-            return (self.hot >> table.shift) >= int(np.searchsorted(table.instants, as_of, side="right"))
+            # rank >= r exactly when the packed value >= r << shift (the far end fills the low bits): one pass
+            return self.hot >= int(np.searchsorted(table.instants, as_of, side="right")) << table.shift
         return self.get("invalid_at") > as_of
 
     def keep(self, mask: np.ndarray) -> None:
@@ -580,7 +626,10 @@ def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndar
     is met once, as ``out``. Dead (overwritten) rows are not edges and are not counted.
     ``keep`` stays None while every edge is kept, which spares a pass per mask.
     """
-    keep = view.live[part.get("row")] if part.check_live else None
+    keep = part.fresh
+    part.fresh = None
+    if part.check_live:
+        keep = _both(keep, view.live[part.get("row")])
     if direction == BOTH and previous.size:
         keep = _both(keep, ~member(part.get("other"), previous))
     valid_max, invalid_min = part.bounds if part.bounds is not None else (ABSENT_INT, -ABSENT_INT - 1)
@@ -651,7 +700,7 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
         result.append(edges)
         if hop == hops:
             break
-        visited = np.union1d(previous, frontier)
+        visited = np.union1d(previous, frontier) if previous.size else frontier
         others = edges.others
         nxt = unique_ids(others[~member(others, visited)])
         if nxt.size > frontier_cap:
