@@ -10,6 +10,7 @@ segments, a tail, retired and rejected edges all present.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 
 import pytest
@@ -87,12 +88,24 @@ def test_ego_from_columns_matches_ego_from_documents(foam):
     assert compared > 1000
 
 
+@contextlib.contextmanager
+def engine_table_ids(engine):
+    """The sealed tables of the engine's brain as ego reads them."""
+    with engine.store.reader(edges_index(BRAIN)) as reader:
+        yield [engine.graph.views.sealed(reader).table]
+
+
 def test_packed_ids_name_rows_as_the_id_index_does(foam, monkeypatch):
-    """The packed ids (fixed-width or with offsets) against the per-edge id-index path they replace."""
+    """The ids a view's table keeps in its order, and the per-segment packed ids (one width, or with the odd
+    lengths listed apart), against the per-edge id-index path they replace."""
     nodes = _nodes(foam)[::5]
     expected = {node: _projected(_ego(foam, node, False)) for node in nodes}
+    with engine_table_ids(foam) as tables:
+        assert tables and all(t.ids is not None for t in tables)  # the table path is the one measured above
+    monkeypatch.setattr(hop.EdgeTable, "named", lambda self, position: [None] * len(position))
+    assert {node: _projected(_ego(foam, node, False)) for node in nodes} == expected  # per-segment packed ids
     monkeypatch.setattr(rowids.RowIds, "ids", lambda self, reader, rows: [None] * len(rows))
-    assert {node: _projected(_ego(foam, node, False)) for node in nodes} == expected
+    assert {node: _projected(_ego(foam, node, False)) for node in nodes} == expected  # the id index alone
     monkeypatch.undo()
 
     original = rowids._read_segment

@@ -42,7 +42,7 @@ _IN_ORDER = ("src", "valid_at", "invalid_at")
 _EMPTY = np.empty(0, np.int64)
 _CSR_KEY = ("xerj.graph", "csr", 1)
 _INT32_BITS = 31  # a packed value fits an int32 when it needs at most this many bits
-_FORMAT = 3  # of a published table's files: a process never maps a set another layout of the code wrote
+_FORMAT = 4  # of a published table's files: a process never maps a set another layout of the code wrote
 _NO_COLUMNS = "no-columns"
 
 FRONTIER_CAP = 4096
@@ -161,8 +161,15 @@ class EdgeTable:
         np.bitwise_or(rank, self.cols["dst"], out=self.hot_out, casting="unsafe")
         self.hot_in = alloc("hot_in", total, packed)
         np.bitwise_or(rank[self.in_perm], direct["src"], out=self.hot_in, casting="unsafe")
+        self.ids: np.ndarray | None = None
         self._packing()
         self._bounds()
+
+    def attach_ids(self, width: int, ids: np.ndarray, alloc: Callable[[str, int, Any], np.ndarray] | None) -> None:
+        """Each edge's ``_id`` bytes in table order (``width`` per edge; zeros where another length is kept apart)."""
+        self.ids_width = (alloc or (lambda _name, size, dtype: np.empty(size, dtype)))("ids_width", 1, np.int64)
+        self.ids_width[0] = width
+        self.ids = ids
 
     def _packing(self) -> None:
         self.shift = int(self.hot_shift[0])
@@ -181,7 +188,23 @@ class EdgeTable:
                  "hot_out": self.hot_out, "hot_in": self.hot_in, "hot_shift": self.hot_shift}
         found.update({f"col_{f}": a for f, a in self.cols.items()})
         found.update({f"in_{f}": a for f, a in self.in_order.direct.items()})
+        if self.ids is not None:
+            found.update(ids=self.ids, ids_width=self.ids_width)
         return found
+
+    def named(self, position: np.ndarray) -> list[str | None]:
+        """The ``_id`` of the edges at src-ordered ``position``; None where the table does not hold it."""
+        width = int(self.ids_width[0])
+        picked = self.ids.reshape(-1, width)[position]
+        raw = picked.tobytes()
+        if raw.isascii():  # one decode, then str slices (an ASCII character is one byte)
+            text = raw.decode()
+            out: list[str | None] = [text[at:at + width] for at in range(0, len(text), width)]
+        else:
+            out = [raw[at:at + width].decode() for at in range(0, len(raw), width)]
+        for i in np.flatnonzero(picked[:, 0] == 0).tolist():  # a blank: an id of another length, kept apart
+            out[i] = None
+        return out
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "EdgeTable":
@@ -192,6 +215,8 @@ class EdgeTable:
         table.in_order = _InOrder({f: arrays[f"in_{f}"] for f in _IN_ORDER}, table.cols, table.in_perm)
         table.instants, table.hot_out, table.hot_in = arrays["instants"], arrays["hot_out"], arrays["hot_in"]
         table.hot_shift = arrays["hot_shift"]
+        table.ids = arrays.get("ids")
+        table.ids_width = arrays.get("ids_width")
         table._packing()
         table._bounds()
         return table
@@ -276,7 +301,7 @@ class SealedView:
     the reader's).
     """
 
-    def __init__(self, reader: IndexReader, files: ArrayFiles | None = None) -> None:
+    def __init__(self, reader: IndexReader, files: ArrayFiles | None = None, row_ids: RowIds | None = None) -> None:
         self.segments = tuple(reader.segments)
         self.skipped = 0
         self.dead_at_build = len(reader.dead_rows())
@@ -303,13 +328,13 @@ class SealedView:
                     csr = _alive_only(csr, alive, columns["src"].values, columns["dst"].values)
                 groups.append((seg.start, csr, (lambda cols: lambda field: cols[field].values)(columns)))
             try:
-                self.table = EdgeTable(groups, writer.alloc if writer is not None else None)
+                self.table = self._built(groups, reader, row_ids, writer.alloc if writer is not None else None)
             except OSError:
                 if writer is None:
                     raise
                 writer.abandon()  # no room for the files (a full or read-only disk): keep the table in memory
                 writer = None
-                self.table = EdgeTable(groups)
+                self.table = self._built(groups, reader, row_ids, None)
             except BaseException:
                 if writer is not None:
                     writer.abandon()
@@ -318,6 +343,17 @@ class SealedView:
             published = writer.publish({"skipped": self.skipped})
             if published is not None:
                 self.table = EdgeTable.from_arrays(published[0])
+
+    @staticmethod
+    def _built(groups: list[tuple[int, SegmentCSR, Callable[[str], np.ndarray]]], reader: IndexReader,
+               row_ids: RowIds | None, alloc: Callable[[str, int, Any], np.ndarray] | None) -> EdgeTable:
+        """The table, with its edges' ids in table order when ``row_ids`` names the segments' rows (so ego
+        names a hop's picks with one gather)."""
+        table = EdgeTable(groups, alloc)
+        found = row_ids.in_order(reader, table.cols["row"], alloc) if row_ids is not None else None
+        if found is not None:
+            table.attach_ids(*found, alloc)
+        return table
 
     def candidates(self, frontier: np.ndarray, direction: str, check_live: bool) -> list["Part"]:
         return self.table.candidates(frontier, direction, check_live)
@@ -395,7 +431,7 @@ class ViewCache:
             view = self._current(reader)
             if view is None:
                 self._views.pop(reader.name, None)  # let the old view go before the new one is built
-                view = SealedView(reader, self._files)
+                view = SealedView(reader, self._files, self.row_ids)
                 self._views[reader.name] = (reader.meta["uuid"], view)
         return view
 

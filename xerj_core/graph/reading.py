@@ -261,11 +261,24 @@ class GraphReading:
         dsts = [node_terms[o] for o in dst]
         types = [type_terms[o] for o in gather("type").tolist()]
         valids = gather("valid_at").tolist()
-        # Sealed rows are named from their segment's packed ids; the tail's through the id index.
-        ids = self.views.row_ids.ids(reader, row)
+        # Sealed rows are named from the ids their table keeps in its order (else from their segment's packed
+        # ids); the tail's through the id index.
+        ids: list[str | None] = []
+        for picked in chosen:
+            part = picked.parts[0]
+            table = part.table
+            if len(picked.parts) == 1 and table is not None and table.ids is not None and (
+                    part.cols is table.cols or part.cols is table.in_order):
+                ids.extend(table.named(part.idx if part.cols is table.cols else table.in_perm[part.idx]))
+            else:
+                ids.extend([None] * len(picked))
         missing = [i for i, name in enumerate(ids) if name is None]
         if missing:
             rows = row.tolist()
+            for i, name in zip(missing, self.views.row_ids.ids(reader, row[missing])):
+                ids[i] = name
+            missing = [i for i in missing if ids[i] is None]
+        if missing:
             named = edge_ids(reader, [rows[i] for i in missing], [srcs[i] for i in missing],
                              [types[i] for i in missing], [dsts[i] for i in missing], [valids[i] for i in missing])
             for i, name in zip(missing, named):

@@ -174,6 +174,32 @@ class RowIds:
             if older or (version == str(_FORMAT) and replaced(start, end, stamp)):
                 self._files.forget(path.name)  # a process still mapping it keeps its pages
 
+    def in_order(self, reader: IndexReader, rows: np.ndarray, alloc: Any = None) -> tuple[int, np.ndarray] | None:
+        """``(width, ids)``: the ids of sealed ``rows`` (any order) packed at the width most segments use, as one
+        flat byte array (``alloc(name, size, dtype)`` provides it); an id of another length, or of a row outside
+        every segment, is left blank (zeros). None when no segment has a width."""
+        segments = reader.segments
+        packs = [self._segment(reader, s) for s in segments]
+        widths = Counter(p.width for p in packs if p.width)
+        if not widths or not rows.size:
+            return None
+        width = widths.most_common(1)[0][0]
+        flat = alloc("ids", rows.size * width, np.uint8) if alloc is not None else np.empty(rows.size * width, np.uint8)
+        out = flat.reshape(-1, width)
+        out[:] = 0
+        starts = np.fromiter((s.start for s in segments), np.int64, len(segments))
+        step = 1 << 16  # bounded temporaries: the table may hold millions of rows
+        for lo in range(0, rows.size, step):
+            chunk = rows[lo:lo + step].astype(np.int64)
+            at = np.searchsorted(starts, chunk, side="right") - 1
+            for k in np.unique(at[at >= 0]).tolist():
+                pack = packs[k]
+                if pack.width != width:
+                    continue
+                sel = np.flatnonzero((at == k) & (chunk < pack.end))
+                out[lo + sel] = pack.fixed[chunk[sel] - pack.start]
+        return width, flat
+
     def ids(self, reader: IndexReader, rows: np.ndarray) -> list[str | None]:
         """The ``_id`` of each of ``rows`` (live rows of ``reader``); None for a row of the tail.
 
