@@ -174,6 +174,16 @@ class EdgeTable:
     def _packing(self) -> None:
         self.shift = int(self.hot_shift[0])
         self.low = self.hot_out.dtype.type((1 << self.shift) - 1)
+        self._alive_from: dict[int, int] = {}
+
+    def alive_from(self, as_of: int) -> int:
+        """The least packed value of an edge still valid after ``as_of`` (its invalid_at rank, shifted)."""
+        found = self._alive_from.get(as_of)
+        if found is None:
+            if len(self._alive_from) > 256:  # instants repeat (a default as_of is now); bound the memo all the same
+                self._alive_from.clear()
+            found = self._alive_from[as_of] = int(np.searchsorted(self.instants, as_of, side="right")) << self.shift
+        return found
 
     def _bounds(self) -> None:
         # The instants every edge of the table lies within: a hop at an as_of past every valid_at (or before
@@ -238,11 +248,18 @@ class EdgeTable:
             runs.append((starts, self.in_off[usable + 1] - starts, self.in_order, self.hot_in, False))
         parts = []
         for starts, lengths, cols, packed, out in runs:
-            size = int(lengths.sum())
-            if not size:
-                continue
-            idx = ranges(starts, lengths, size)
-            hot = packed[idx]
+            if usable.size == 1:  # one node (an ego's first hop): its run is a slice, no gather
+                begin, size = int(starts[0]), int(lengths[0])
+                if not size:
+                    continue
+                idx = np.arange(begin, begin + size)
+                hot = packed[begin:begin + size]
+            else:
+                size = int(lengths.sum())
+                if not size:
+                    continue
+                idx = ranges(starts, lengths, size)
+                hot = packed[idx]
             if not out and direction == BOTH:  # an in-edge from a frontier node is the out-edge already met
                 if usable.size > BITMAP_AT:
                     met = np.zeros(width, bool)
@@ -513,6 +530,33 @@ class HopEdges:
             self._cols[field] = found
         return found
 
+    def named(self) -> list[str | None]:
+        """Each edge's ``_id`` where its edge table keeps ids (see :meth:`EdgeTable.named`), else None."""
+        if len(self.parts) == 1:
+            part = self.parts[0]
+            if isinstance(part.cols, _Columns):  # a selection of a hop of several parts
+                return part.cols.edges._named_at(part.idx)
+            table = part.table
+            if table is not None and table.ids is not None:
+                if part.cols is table.cols:
+                    return table.named(part.idx)
+                if part.cols is table.in_order:
+                    return table.named(table.in_perm[part.idx])
+            return [None] * len(self)
+        return self._named_at(np.arange(len(self)))
+
+    def _named_at(self, idx: np.ndarray) -> list[str | None]:
+        out: list[str | None] = [None] * idx.size
+        lo = 0
+        for table, position, _out in self._positions() or ():
+            hi = lo + position.size
+            if table.ids is not None:
+                sel = np.flatnonzero((idx >= lo) & (idx < hi))
+                for i, name in zip(sel.tolist(), table.named(position[idx[sel] - lo])):
+                    out[i] = name
+            lo = hi
+        return out
+
     @property
     def out(self) -> np.ndarray:
         return self.column("out")
@@ -622,9 +666,8 @@ class Part:
     def alive_at(self, as_of: int) -> np.ndarray:
         """Per edge, whether its invalid_at lies after ``as_of``."""
         if self.hot is not None:
-            table = self.table
             # rank >= r exactly when the packed value >= r << shift (the far end fills the low bits): one pass
-            return self.hot >= int(np.searchsorted(table.instants, as_of, side="right")) << table.shift
+            return self.hot >= self.table.alive_from(as_of)
         return self.get("invalid_at") > as_of
 
     def keep(self, mask: np.ndarray) -> None:
@@ -707,7 +750,8 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
     frontier = np.asarray(seeds, np.int64)
     if frontier.size > 1 and not np.all(frontier[1:] > frontier[:-1]):
         frontier = np.unique(frontier)
-    frontier = frontier[frontier >= 0]
+    if frontier.size and frontier[0] < 0:  # sorted: any negative ordinal (an unknown seed) comes first
+        frontier = frontier[frontier >= 0]
     if filters.type_ords is not None:
         filters = attrs.evolve(filters, type_ords=np.unique(filters.type_ords))
     if filters.trust_ords is not None:

@@ -251,8 +251,7 @@ class GraphReading:
             return np.concatenate([picked.column(field) for picked in chosen]) if len(chosen) > 1 \
                 else chosen[0].column(field)
 
-        row, out, near, other = gather("row"), gather("out"), gather("near"), gather("other")
-        src, dst = np.where(out, near, other).tolist(), np.where(out, other, near).tolist()
+        row, out, src, dst = gather("row"), gather("out"), gather("src").tolist(), gather("dst").tolist()
         hops = [picked.hop for picked in chosen for _ in range(len(picked))]
         node_terms = reader.field_dictionary("src").terms
         type_terms = [*reader.field_dictionary("type").terms, None]  # an absent ordinal (-1) reads as None
@@ -263,15 +262,7 @@ class GraphReading:
         valids = gather("valid_at").tolist()
         # Sealed rows are named from the ids their table keeps in its order (else from their segment's packed
         # ids); the tail's through the id index.
-        ids: list[str | None] = []
-        for picked in chosen:
-            part = picked.parts[0]
-            table = part.table
-            if len(picked.parts) == 1 and table is not None and table.ids is not None and (
-                    part.cols is table.cols or part.cols is table.in_order):
-                ids.extend(table.named(part.idx if part.cols is table.cols else table.in_perm[part.idx]))
-            else:
-                ids.extend([None] * len(picked))
+        ids = [name for picked in chosen for name in picked.named()]
         missing = [i for i, name in enumerate(ids) if name is None]
         if missing:
             rows = row.tolist()
