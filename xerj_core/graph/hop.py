@@ -23,7 +23,7 @@ import numpy as np
 
 from xerj_core.arrays import BITMAP_AT, member, ranges, unique_ids
 from xerj_core.graph.mapped import ArrayFiles
-from xerj_core.graph.rowids import RowIds
+from xerj_core.graph.rowids import RowIds, fixed_width_ids
 from xerj_core.store import ABSENT_INT, IndexReader, Segment
 
 # The columns a hop reads; a sealed segment lacking any of them is skipped (and counted).
@@ -206,12 +206,7 @@ class EdgeTable:
         """The ``_id`` of the edges at src-ordered ``position``; None where the table does not hold it."""
         width = int(self.ids_width[0])
         picked = self.ids.reshape(-1, width)[position]
-        raw = picked.tobytes()
-        if raw.isascii():  # one decode, then str slices (an ASCII character is one byte)
-            text = raw.decode()
-            out: list[str | None] = [text[at:at + width] for at in range(0, len(text), width)]
-        else:
-            out = [raw[at:at + width].decode() for at in range(0, len(raw), width)]
+        out = fixed_width_ids(picked.tobytes(), width)
         for i in np.flatnonzero(picked[:, 0] == 0).tolist():  # a blank: an id of another length, kept apart
             out[i] = None
         return out

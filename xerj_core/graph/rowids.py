@@ -52,13 +52,7 @@ class _Packed:
         """The ids of the segment's rows ``start + local``."""
         out: list[str | None]
         if self.fixed is not None:
-            width = self.width
-            raw = self.fixed[local].tobytes()
-            if raw.isascii():  # one decode, then str slices (an ASCII character is one byte)
-                text = raw.decode()
-                out = [text[at:at + width] for at in range(0, len(text), width)]
-            else:
-                out = [raw[at:at + width].decode() for at in range(0, len(raw), width)]
+            out = fixed_width_ids(self.fixed[local].tobytes(), self.width)
         else:
             out = [None] * local.size
         if self.odd_names is not None:
@@ -73,6 +67,14 @@ class _Packed:
         for i in np.flatnonzero(odd[at] == local).tolist():
             out[i] = self._odd(int(at[i]))
         return out
+
+
+def fixed_width_ids(raw: bytes, width: int) -> list[str | None]:
+    """``raw`` cut into ids of ``width`` bytes each, decoded."""
+    if raw.isascii():  # one decode, then str slices (an ASCII character is one byte)
+        text = raw.decode()
+        return [text[at:at + width] for at in range(0, len(text), width)]
+    return [raw[at:at + width].decode() for at in range(0, len(raw), width)]
 
 
 def _read_segment(reader: IndexReader, segment: Segment) -> tuple[int, dict[str, np.ndarray]]:
