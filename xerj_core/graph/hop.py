@@ -170,6 +170,12 @@ class EdgeTable:
         self.ids_width = (alloc or (lambda _name, size, dtype: np.empty(size, dtype)))("ids_width", 1, np.int64)
         self.ids_width[0] = width
         self.ids = ids
+        self._id_view()
+
+    def _id_view(self) -> None:
+        # the ids as one row of ``width`` bytes per edge, so naming a pick is one fancy index
+        self._ids_width = int(self.ids_width[0]) if self.ids is not None else 0
+        self._id_rows = self.ids.reshape(-1, self._ids_width) if self.ids is not None else None
 
     def _packing(self) -> None:
         self.shift = int(self.hot_shift[0])
@@ -204,11 +210,12 @@ class EdgeTable:
 
     def named(self, position: np.ndarray) -> list[str | None]:
         """The ``_id`` of the edges at src-ordered ``position``; None where the table does not hold it."""
-        width = int(self.ids_width[0])
-        picked = self.ids.reshape(-1, width)[position]
+        width = self._ids_width
+        picked = self._id_rows[position]
         out = fixed_width_ids(picked.tobytes(), width)
-        for i in np.flatnonzero(picked[:, 0] == 0).tolist():  # a blank: an id of another length, kept apart
-            out[i] = None
+        if not picked[:, 0].all():
+            for i in np.flatnonzero(picked[:, 0] == 0).tolist():  # a blank: an id of another length, kept apart
+                out[i] = None
         return out
 
     @classmethod
@@ -222,6 +229,7 @@ class EdgeTable:
         table.hot_shift = arrays["hot_shift"]
         table.ids = arrays.get("ids")
         table.ids_width = arrays.get("ids_width")
+        table._id_view()
         table._packing()
         table._bounds()
         return table
@@ -572,16 +580,17 @@ class HopEdges:
         """Indices of the best ``k`` edges (all when None), best first."""
         n = len(self)
         row, valid, weight = self.column("row"), self.column("valid_at"), self.column("weight")
+        # Every key descending is an ascending sort read backwards: a hop meets each row once, so no two edges
+        # tie on all three keys and the reversal reorders no equals.
         if k is None or k >= n or self._rank is not None:
             if self._rank is None:
-                self._rank = np.lexsort((-row.astype(np.int64), -valid, -weight))
+                self._rank = np.lexsort((row, valid, weight))[::-1]
             return self._rank[:k]
         if k <= 0:
             return _EMPTY
         threshold = np.partition(weight, n - k)[n - k]  # the k-th largest weight
         pick = np.flatnonzero(weight >= threshold)
-        local = np.lexsort((-row[pick].astype(np.int64), -valid[pick], -weight[pick]))
-        return pick[local[:k]]
+        return pick[np.lexsort((row[pick], valid[pick], weight[pick]))[::-1][:k]]
 
     def take(self, idx: np.ndarray) -> "HopEdges":
         """The edges at ``idx`` (positions in this hop's concatenated order), still gathered lazily."""

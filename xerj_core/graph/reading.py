@@ -215,7 +215,7 @@ class GraphReading:
         else:
             edges = self._column_edges(reader, chosen)
         seed_set = set(seeds)
-        neighbors = dict.fromkeys(edge["dst"] if edge["direction"] == "out" else edge["src"] for edge in edges)
+        neighbors = dict.fromkeys([edge["dst"] if edge["direction"] == "out" else edge["src"] for edge in edges])
         return edges, [n for n in neighbors if n not in seed_set]
 
     @staticmethod
