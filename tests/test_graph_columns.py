@@ -163,3 +163,26 @@ def test_hops_through_packed_values_match_hops_through_columns(foam, monkeypatch
     assert answers() == expected
     with foam.store.reader(edges_index(BRAIN)) as reader:
         assert foam.graph.views.sealed(reader).table.hot_out.dtype.itemsize == 8
+
+
+def test_hop_ranking_by_table_places_matches_the_three_key_sort(foam, monkeypatch):
+    """A hop ranked through its table's precomputed places (best_out / best_in) is the sort on weight desc,
+    valid_at desc, newest row first (the Foam brain's weights tie a lot), for every k, on both sides of a
+    retirement; a hop mixing the sealed table and the tail sorts the columns themselves."""
+    with foam.store.reader(edges_index(BRAIN)) as reader:
+        view = foam.graph.views.graph(reader)
+        dictionary = reader.field_dictionary("src")
+        ranked_by_places = 0
+        for as_of in foam.instants[1:4]:
+            for node in _nodes(foam)[::4]:
+                found = hop.expand(view, dictionary.lookup([node]), hops=2, direction="both",
+                                   filters=hop.Filters(as_of=as_of), counters=hop.new_counters())
+                for edges in found:
+                    ranked_by_places += edges._best() is not None
+                    for k in (None, 1, 3, len(edges) // 2, len(edges)):
+                        fresh = hop.HopEdges(edges.hop, edges.parts, edges.frontier)
+                        monkeypatch.setattr(hop.HopEdges, "_best", lambda self: None)
+                        slow = hop.HopEdges(edges.hop, edges.parts, edges.frontier).order(k)
+                        monkeypatch.undo()
+                        assert fresh.order(k).tolist() == slow.tolist()
+        assert ranked_by_places > 50

@@ -42,7 +42,7 @@ _IN_ORDER = ("src", "valid_at", "invalid_at")
 _EMPTY = np.empty(0, np.int64)
 _CSR_KEY = ("xerj.graph", "csr", 1)
 _INT32_BITS = 31  # a packed value fits an int32 when it needs at most this many bits
-_FORMAT = 4  # of a published table's files: a process never maps a set another layout of the code wrote
+_FORMAT = 5  # of a published table's files: a process never maps a set another layout of the code wrote
 _NO_COLUMNS = "no-columns"
 
 FRONTIER_CAP = 4096
@@ -161,6 +161,14 @@ class EdgeTable:
         np.bitwise_or(rank, self.cols["dst"], out=self.hot_out, casting="unsafe")
         self.hot_in = alloc("hot_in", total, packed)
         np.bitwise_or(rank[self.in_perm], direct["src"], out=self.hot_in, casting="unsafe")
+        # Each edge's place in the hop ranking (weight desc, valid_at desc, newest row first) over the whole
+        # table, in both orders: ranking a hop is then one gather along its runs and a sort of int32 keys,
+        # not three gathers scattered over the columns and a three-key sort.
+        best = np.lexsort((self.cols["row"], self.cols["valid_at"], self.cols["weight"]))[::-1]
+        self.best_out = alloc("best_out", total, np.int32)
+        self.best_out[best] = np.arange(total, dtype=np.int32)
+        self.best_in = alloc("best_in", total, np.int32)
+        np.take(self.best_out, self.in_perm, out=self.best_in)
         self.ids: np.ndarray | None = None
         self._packing()
         self._bounds()
@@ -201,7 +209,8 @@ class EdgeTable:
     def arrays(self) -> dict[str, np.ndarray]:
         """Every stored array by the name ``alloc`` gave it."""
         found = {"out_off": self.out_off, "in_off": self.in_off, "in_perm": self.in_perm, "instants": self.instants,
-                 "hot_out": self.hot_out, "hot_in": self.hot_in, "hot_shift": self.hot_shift}
+                 "hot_out": self.hot_out, "hot_in": self.hot_in, "hot_shift": self.hot_shift,
+                 "best_out": self.best_out, "best_in": self.best_in}
         found.update({f"col_{f}": a for f, a in self.cols.items()})
         found.update({f"in_{f}": a for f, a in self.in_order.direct.items()})
         if self.ids is not None:
@@ -227,6 +236,7 @@ class EdgeTable:
         table.in_order = _InOrder({f: arrays[f"in_{f}"] for f in _IN_ORDER}, table.cols, table.in_perm)
         table.instants, table.hot_out, table.hot_in = arrays["instants"], arrays["hot_out"], arrays["hot_in"]
         table.hot_shift = arrays["hot_shift"]
+        table.best_out, table.best_in = arrays["best_out"], arrays["best_in"]
         table.ids = arrays.get("ids")
         table.ids_width = arrays.get("ids_width")
         table._id_view()
@@ -576,9 +586,36 @@ class HopEdges:
     def dst(self) -> np.ndarray:
         return np.where(self.out, self.others, self.column("near"))
 
+    def _best(self) -> np.ndarray | None:
+        """Each edge's place in its table's ranking (see EdgeTable), when every part indexes one table."""
+        table = self.parts[0].table
+        keys = []
+        for part in self.parts:
+            if part.table is not table or table is None:
+                return None
+            if part.cols is table.cols:
+                keys.append(table.best_out[part.idx])
+            elif part.cols is table.in_order:
+                keys.append(table.best_in[part.idx])
+            else:
+                return None
+        return keys[0] if len(keys) == 1 else np.concatenate(keys)
+
     def order(self, k: int | None = None) -> np.ndarray:
         """Indices of the best ``k`` edges (all when None), best first."""
         n = len(self)
+        if self._rank is None:
+            best = self._best()
+            if best is not None:
+                if k is None or k >= n:
+                    self._rank = np.argsort(best)
+                elif k <= 0:
+                    return _EMPTY
+                else:
+                    pick = np.argpartition(best, k - 1)[:k]
+                    return pick[np.argsort(best[pick])]
+        if self._rank is not None:
+            return self._rank[:k]
         row, valid, weight = self.column("row"), self.column("valid_at"), self.column("weight")
         # Every key descending is an ascending sort read backwards: a hop meets each row once, so no two edges
         # tie on all three keys and the reversal reorders no equals.
