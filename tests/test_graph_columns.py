@@ -10,6 +10,7 @@ segments, a tail, retired and rejected edges all present.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 
 import pytest
@@ -87,27 +88,53 @@ def test_ego_from_columns_matches_ego_from_documents(foam):
     assert compared > 1000
 
 
+@contextlib.contextmanager
+def engine_table_ids(engine):
+    """The sealed tables of the engine's brain as ego reads them."""
+    with engine.store.reader(edges_index(BRAIN)) as reader:
+        yield [engine.graph.views.sealed(reader).table]
+
+
 def test_packed_ids_name_rows_as_the_id_index_does(foam, monkeypatch):
-    """The packed ids (fixed-width or with offsets) against the per-edge id-index path they replace."""
+    """The ids a view's table keeps in its order, and the per-segment packed ids (one width, or with the odd
+    lengths listed apart), against the per-edge id-index path they replace."""
     nodes = _nodes(foam)[::5]
     expected = {node: _projected(_ego(foam, node, False)) for node in nodes}
+    with engine_table_ids(foam) as tables:
+        assert tables and all(t.ids is not None for t in tables)  # the table path is the one measured above
+    monkeypatch.setattr(hop.EdgeTable, "named", lambda self, position: [None] * len(position))
+    assert {node: _projected(_ego(foam, node, False)) for node in nodes} == expected  # per-segment packed ids
     monkeypatch.setattr(rowids.RowIds, "ids", lambda self, reader, rows: [None] * len(rows))
-    assert {node: _projected(_ego(foam, node, False)) for node in nodes} == expected
+    assert {node: _projected(_ego(foam, node, False)) for node in nodes} == expected  # the id index alone
     monkeypatch.undo()
 
     original = rowids._read_segment
 
-    def varied(reader, segment):  # as if some id of every segment had another length: offsets, not a width
-        _width, offsets, blob = original(reader, segment)
-        import numpy as np
+    def varied(every: int):
+        """As if every ``every``-th row's id had another length: those rows are listed apart (all of them,
+        with no width left, when ``every`` is 1)."""
 
-        size = segment.end - segment.start
-        lengths = np.full(size, _width, np.int64)
-        return 0, np.concatenate([[0], np.cumsum(lengths)]), blob
+        def read(reader, segment):
+            import numpy as np
 
-    monkeypatch.setattr(rowids, "_read_segment", varied)
-    foam.graph.views = hop.ViewCache(None)  # a cache of this process alone, built afresh through the offsets
-    assert {node: _projected(_ego(foam, node, False)) for node in nodes} == expected
+            width, arrays = original(reader, segment)
+            size = segment.end - segment.start
+            ids = arrays["blob"][:size * width].reshape(-1, width) if width else np.zeros((size, 0), np.uint8)
+            odd = np.arange(0, size, every)
+            blob = ids.copy()
+            blob[odd] = 0
+            return (0 if every == 1 else width), {
+                "blob": blob.reshape(-1) if every != 1 else np.zeros(0, np.uint8), "odd_rows": odd,
+                "odd_offsets": np.arange(odd.size + 1, dtype=np.int64) * width,
+                "odd_blob": ids[odd].reshape(-1)}
+
+        return read
+
+    for every, few in ((1, 0), (3, 0), (3, 10**9)):  # few: odd ids kept in a dict, or searched for
+        monkeypatch.setattr(rowids, "_read_segment", varied(every))
+        monkeypatch.setattr(rowids, "_FEW_ODD", few)
+        foam.graph.views = hop.ViewCache(None)  # a cache of this process alone, built afresh through the lists
+        assert {node: _projected(_ego(foam, node, False)) for node in nodes} == expected
 
 
 def test_hops_through_packed_values_match_hops_through_columns(foam, monkeypatch):
@@ -136,3 +163,26 @@ def test_hops_through_packed_values_match_hops_through_columns(foam, monkeypatch
     assert answers() == expected
     with foam.store.reader(edges_index(BRAIN)) as reader:
         assert foam.graph.views.sealed(reader).table.hot_out.dtype.itemsize == 8
+
+
+def test_hop_ranking_by_table_places_matches_the_three_key_sort(foam, monkeypatch):
+    """A hop ranked through its table's precomputed places (best_out / best_in) is the sort on weight desc,
+    valid_at desc, newest row first (the Foam brain's weights tie a lot), for every k, on both sides of a
+    retirement; a hop mixing the sealed table and the tail sorts the columns themselves."""
+    with foam.store.reader(edges_index(BRAIN)) as reader:
+        view = foam.graph.views.graph(reader)
+        dictionary = reader.field_dictionary("src")
+        ranked_by_places = 0
+        for as_of in foam.instants[1:4]:
+            for node in _nodes(foam)[::4]:
+                found = hop.expand(view, dictionary.lookup([node]), hops=2, direction="both",
+                                   filters=hop.Filters(as_of=as_of), counters=hop.new_counters())
+                for edges in found:
+                    ranked_by_places += edges._best() is not None
+                    for k in (None, 1, 3, len(edges) // 2, len(edges)):
+                        fresh = hop.HopEdges(edges.hop, edges.parts, edges.frontier)
+                        monkeypatch.setattr(hop.HopEdges, "_best", lambda self: None)
+                        slow = hop.HopEdges(edges.hop, edges.parts, edges.frontier).order(k)
+                        monkeypatch.undo()
+                        assert fresh.order(k).tolist() == slow.tolist()
+        assert ranked_by_places > 50

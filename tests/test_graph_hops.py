@@ -366,3 +366,27 @@ def test_packed_ids_of_merged_away_segments_are_removed(engine):
     after = {p.name for p in views.glob("*.ids.*")}
     assert after and all(name.split(".ids.")[1].split("@")[0] in layout for name in after)
     assert before - after  # the merged-away segments' sets are gone
+
+
+def test_packed_ids_of_an_older_file_layout_are_removed(engine):
+    """Id sets an older layout of the files wrote are never read again: the next process to build a view (as
+    one does after an upgrade, its table's layout having changed too) removes them, and keeps its own."""
+    import shutil
+
+    from xerj_core.graph import hop, rowids
+
+    params = {"node": "n1", "hops": 2, "as_of": T0, "limit": 100, "include_evidence": "false"}
+    for i in range(40):
+        engine.graph.link("b", {"src": f"n{i % 5}", "dst": f"m{i}", "type": "t", "valid_at": T0})
+    expected = engine.graph.ego("b", params)
+    views = engine.store.path / "views"
+    current = sorted(views.glob(f"*.ids.*@{rowids._FORMAT}"))
+    assert current
+    stale = current[0].with_name(current[0].name.rsplit("@", 1)[0] + f"@{rowids._FORMAT - 1}")
+    shutil.copytree(current[0], stale)
+    for table in [p for p in views.iterdir() if ".ids." not in p.name]:
+        shutil.rmtree(table)  # the published tables of another layout, as after an upgrade
+    engine.graph.views = hop.ViewCache(views)  # a fresh process
+    assert engine.graph.ego("b", params)["edges"] == expected["edges"]
+    assert not stale.exists()
+    assert sorted(views.glob(f"*.ids.*@{rowids._FORMAT}")) == current

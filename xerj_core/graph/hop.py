@@ -21,9 +21,9 @@ from typing import Any, Callable
 import attrs
 import numpy as np
 
-from xerj_core.arrays import member, ranges, unique_ids
+from xerj_core.arrays import BITMAP_AT, member, ranges, unique_ids
 from xerj_core.graph.mapped import ArrayFiles
-from xerj_core.graph.rowids import RowIds
+from xerj_core.graph.rowids import RowIds, fixed_width_ids
 from xerj_core.store import ABSENT_INT, IndexReader, Segment
 
 # The columns a hop reads; a sealed segment lacking any of them is skipped (and counted).
@@ -42,7 +42,7 @@ _IN_ORDER = ("src", "valid_at", "invalid_at")
 _EMPTY = np.empty(0, np.int64)
 _CSR_KEY = ("xerj.graph", "csr", 1)
 _INT32_BITS = 31  # a packed value fits an int32 when it needs at most this many bits
-_FORMAT = 3  # of a published table's files: a process never maps a set another layout of the code wrote
+_FORMAT = 5  # of a published table's files: a process never maps a set another layout of the code wrote
 _NO_COLUMNS = "no-columns"
 
 FRONTIER_CAP = 4096
@@ -161,12 +161,43 @@ class EdgeTable:
         np.bitwise_or(rank, self.cols["dst"], out=self.hot_out, casting="unsafe")
         self.hot_in = alloc("hot_in", total, packed)
         np.bitwise_or(rank[self.in_perm], direct["src"], out=self.hot_in, casting="unsafe")
+        # Each edge's place in the hop ranking (weight desc, valid_at desc, newest row first) over the whole
+        # table, in both orders: ranking a hop is then one gather along its runs and a sort of int32 keys,
+        # not three gathers scattered over the columns and a three-key sort.
+        best = np.lexsort((self.cols["row"], self.cols["valid_at"], self.cols["weight"]))[::-1]
+        self.best_out = alloc("best_out", total, np.int32)
+        self.best_out[best] = np.arange(total, dtype=np.int32)
+        self.best_in = alloc("best_in", total, np.int32)
+        np.take(self.best_out, self.in_perm, out=self.best_in)
+        self.ids: np.ndarray | None = None
         self._packing()
         self._bounds()
+
+    def attach_ids(self, width: int, ids: np.ndarray, alloc: Callable[[str, int, Any], np.ndarray] | None) -> None:
+        """Each edge's ``_id`` bytes in table order (``width`` per edge; zeros where another length is kept apart)."""
+        self.ids_width = (alloc or (lambda _name, size, dtype: np.empty(size, dtype)))("ids_width", 1, np.int64)
+        self.ids_width[0] = width
+        self.ids = ids
+        self._id_view()
+
+    def _id_view(self) -> None:
+        # the ids as one row of ``width`` bytes per edge, so naming a pick is one fancy index
+        self._ids_width = int(self.ids_width[0]) if self.ids is not None else 0
+        self._id_rows = self.ids.reshape(-1, self._ids_width) if self.ids is not None else None
 
     def _packing(self) -> None:
         self.shift = int(self.hot_shift[0])
         self.low = self.hot_out.dtype.type((1 << self.shift) - 1)
+        self._alive_from: dict[int, int] = {}
+
+    def alive_from(self, as_of: int) -> int:
+        """The least packed value of an edge still valid after ``as_of`` (its invalid_at rank, shifted)."""
+        found = self._alive_from.get(as_of)
+        if found is None:
+            if len(self._alive_from) > 256:  # instants repeat (a default as_of is now); bound the memo all the same
+                self._alive_from.clear()
+            found = self._alive_from[as_of] = int(np.searchsorted(self.instants, as_of, side="right")) << self.shift
+        return found
 
     def _bounds(self) -> None:
         # The instants every edge of the table lies within: a hop at an as_of past every valid_at (or before
@@ -178,10 +209,23 @@ class EdgeTable:
     def arrays(self) -> dict[str, np.ndarray]:
         """Every stored array by the name ``alloc`` gave it."""
         found = {"out_off": self.out_off, "in_off": self.in_off, "in_perm": self.in_perm, "instants": self.instants,
-                 "hot_out": self.hot_out, "hot_in": self.hot_in, "hot_shift": self.hot_shift}
+                 "hot_out": self.hot_out, "hot_in": self.hot_in, "hot_shift": self.hot_shift,
+                 "best_out": self.best_out, "best_in": self.best_in}
         found.update({f"col_{f}": a for f, a in self.cols.items()})
         found.update({f"in_{f}": a for f, a in self.in_order.direct.items()})
+        if self.ids is not None:
+            found.update(ids=self.ids, ids_width=self.ids_width)
         return found
+
+    def named(self, position: np.ndarray) -> list[str | None]:
+        """The ``_id`` of the edges at src-ordered ``position``; None where the table does not hold it."""
+        width = self._ids_width
+        picked = self._id_rows[position]
+        out = fixed_width_ids(picked.tobytes(), width)
+        if not picked[:, 0].all():
+            for i in np.flatnonzero(picked[:, 0] == 0).tolist():  # a blank: an id of another length, kept apart
+                out[i] = None
+        return out
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "EdgeTable":
@@ -192,6 +236,10 @@ class EdgeTable:
         table.in_order = _InOrder({f: arrays[f"in_{f}"] for f in _IN_ORDER}, table.cols, table.in_perm)
         table.instants, table.hot_out, table.hot_in = arrays["instants"], arrays["hot_out"], arrays["hot_in"]
         table.hot_shift = arrays["hot_shift"]
+        table.best_out, table.best_in = arrays["best_out"], arrays["best_in"]
+        table.ids = arrays.get("ids")
+        table.ids_width = arrays.get("ids_width")
+        table._id_view()
         table._packing()
         table._bounds()
         return table
@@ -200,7 +248,8 @@ class EdgeTable:
         """The edges touching the sorted ``frontier`` in ``direction``: a part of out-edges, a part of in-edges.
 
         ``check_live`` False says every row of this table is known live, so no hop needs the live mask."""
-        usable = frontier[: np.searchsorted(frontier, self.out_off.size - 1)]
+        width = self.out_off.size - 1  # every node ordinal of the table lies below
+        usable = frontier if frontier[-1] < width else frontier[: np.searchsorted(frontier, width)]
         if not usable.size:
             return []
         runs = []
@@ -212,18 +261,29 @@ class EdgeTable:
             runs.append((starts, self.in_off[usable + 1] - starts, self.in_order, self.hot_in, False))
         parts = []
         for starts, lengths, cols, packed, out in runs:
-            size = int(lengths.sum())
-            if not size:
-                continue
-            idx = ranges(starts, lengths, size)
-            hot = packed[idx]
+            if usable.size == 1:  # one node (an ego's first hop): its run is a slice, no gather
+                begin, size = int(starts[0]), int(lengths[0])
+                if not size:
+                    continue
+                idx = np.arange(begin, begin + size)
+                hot = packed[begin:begin + size]
+            else:
+                size = int(lengths.sum())
+                if not size:
+                    continue
+                idx = ranges(starts, lengths, size)
+                hot = packed[idx]
             if not out and direction == BOTH:  # an in-edge from a frontier node is the out-edge already met
-                met = np.zeros(self.out_off.size - 1, bool)  # every node ordinal of the table lies below
-                met[usable] = True
-                fresh = ~met[hot & self.low]
-                idx, hot = idx[fresh], hot[fresh]
-            if idx.size:
-                parts.append(Part(cols, idx, out, check_live, (self.valid_max, self.invalid_min), hot, self))
+                if usable.size > BITMAP_AT:
+                    met = np.zeros(width, bool)
+                    met[usable] = True
+                    fresh = ~met[hot & self.low]
+                else:
+                    fresh = ~member(hot & self.low, usable)
+            else:
+                fresh = None
+            # the met edges are dropped with the screen's own cut (one pass instead of two)
+            parts.append(Part(cols, idx, out, check_live, (self.valid_max, self.invalid_min), hot, self, fresh))
         return parts
 
 
@@ -271,7 +331,7 @@ class SealedView:
     the reader's).
     """
 
-    def __init__(self, reader: IndexReader, files: ArrayFiles | None = None) -> None:
+    def __init__(self, reader: IndexReader, files: ArrayFiles | None = None, row_ids: RowIds | None = None) -> None:
         self.segments = tuple(reader.segments)
         self.skipped = 0
         self.dead_at_build = len(reader.dead_rows())
@@ -298,13 +358,13 @@ class SealedView:
                     csr = _alive_only(csr, alive, columns["src"].values, columns["dst"].values)
                 groups.append((seg.start, csr, (lambda cols: lambda field: cols[field].values)(columns)))
             try:
-                self.table = EdgeTable(groups, writer.alloc if writer is not None else None)
+                self.table = self._built(groups, reader, row_ids, writer.alloc if writer is not None else None)
             except OSError:
                 if writer is None:
                     raise
                 writer.abandon()  # no room for the files (a full or read-only disk): keep the table in memory
                 writer = None
-                self.table = EdgeTable(groups)
+                self.table = self._built(groups, reader, row_ids, None)
             except BaseException:
                 if writer is not None:
                     writer.abandon()
@@ -313,6 +373,17 @@ class SealedView:
             published = writer.publish({"skipped": self.skipped})
             if published is not None:
                 self.table = EdgeTable.from_arrays(published[0])
+
+    @staticmethod
+    def _built(groups: list[tuple[int, SegmentCSR, Callable[[str], np.ndarray]]], reader: IndexReader,
+               row_ids: RowIds | None, alloc: Callable[[str, int, Any], np.ndarray] | None) -> EdgeTable:
+        """The table, with its edges' ids in table order when ``row_ids`` names the segments' rows (so ego
+        names a hop's picks with one gather)."""
+        table = EdgeTable(groups, alloc)
+        found = row_ids.in_order(reader, table.cols["row"], alloc) if row_ids is not None else None
+        if found is not None:
+            table.attach_ids(*found, alloc)
+        return table
 
     def candidates(self, frontier: np.ndarray, direction: str, check_live: bool) -> list["Part"]:
         return self.table.candidates(frontier, direction, check_live)
@@ -332,6 +403,7 @@ class TailView:
         self.scannable = all(reader.field(f) is not None for f in HOP_FIELDS)
         self.table: EdgeTable | None = None
         self.nodes = _EMPTY
+        self.touched = np.zeros(0, bool)  # per node ordinal, whether an edge of the tail touches it
         if self.scannable and self.count:
             cols = {f: reader.tail_column(f).values for f in HOP_FIELDS}
             src, dst = cols["src"], cols["dst"]
@@ -343,15 +415,20 @@ class TailView:
             self.table = EdgeTable([(self.start, grouping, cols.__getitem__)])
             # The few nodes the tail's edges touch: a large frontier is cut to them before the offsets lookups.
             self.nodes = np.union1d(src[local], dst[local])
+            self.touched = np.zeros(int(self.nodes[-1]) + 1 if self.nodes.size else 0, bool)
+            self.touched[self.nodes] = True
 
     def candidates(self, frontier: np.ndarray, direction: str) -> list["Part"]:
         if self.table is None:
             return []
-        if frontier.size > self.nodes.size:
-            # An edge of the tail joining two frontier nodes has both ends among the tail's nodes, so the cut
-            # frontier still tells a both-ways hop which in-edges were met as out-edges.
-            frontier = frontier[member(frontier, self.nodes)]
-        return self.table.candidates(frontier, direction, False)
+        # An edge of the tail joining two frontier nodes has both ends among the tail's nodes, so the cut
+        # frontier still tells a both-ways hop which in-edges were met as out-edges; most small frontiers touch
+        # no tail node at all, and stop here.
+        touched = self.touched
+        if frontier[-1] >= touched.size:
+            frontier = frontier[: np.searchsorted(frontier, touched.size)]
+        frontier = frontier[touched[frontier]]
+        return self.table.candidates(frontier, direction, False) if frontier.size else []
 
 
 class ViewCache:
@@ -384,7 +461,7 @@ class ViewCache:
             view = self._current(reader)
             if view is None:
                 self._views.pop(reader.name, None)  # let the old view go before the new one is built
-                view = SealedView(reader, self._files)
+                view = SealedView(reader, self._files, self.row_ids)
                 self._views[reader.name] = (reader.meta["uuid"], view)
         return view
 
@@ -423,19 +500,75 @@ class HopEdges:
         self.frontier = frontier  # the node ordinals this hop expanded from
         self._cols: dict[str, np.ndarray] = {}
         self._rank: np.ndarray | None = None
+        self._size = sum(int(p.idx.size) for p in parts)  # the parts are screened before they get here
+        self._placed: list[tuple[EdgeTable, np.ndarray, np.ndarray]] | None = None
 
     def __len__(self) -> int:
-        return sum(int(p.idx.size) for p in self.parts)
+        return self._size
+
+    def _positions(self) -> list[tuple["EdgeTable", np.ndarray, np.ndarray]] | None:
+        """Per edge table, in part order: each edge's src-ordered position in it (an in-edge's through the
+        permutation) and whether it was followed out; None when a part indexes something else.
+
+        A column is then one gather per table however many parts the hop had, and a selection of the hop
+        is a plain part of its table."""
+        if self._placed is None:
+            placed: list[tuple[EdgeTable, list[np.ndarray], list[np.ndarray]]] = []
+            for part in self.parts:
+                table = part.table
+                if table is None or (part.cols is not table.cols and part.cols is not table.in_order):
+                    return None
+                if not placed or placed[-1][0] is not table:
+                    if any(t is table for t, _, _ in placed):
+                        return None  # a table's parts apart: the concatenated order would not hold
+                    placed.append((table, [], []))
+                placed[-1][1].append(part.idx if part.cols is table.cols else table.in_perm[part.idx])
+                placed[-1][2].append(np.full(part.idx.size, part.out) if isinstance(part.out, bool) else part.out)
+            self._placed = [(t, np.concatenate(pos) if len(pos) > 1 else pos[0],
+                             np.concatenate(out) if len(out) > 1 else out[0]) for t, pos, out in placed]
+        return self._placed
 
     def column(self, field: str) -> np.ndarray:
         found = self._cols.get(field)
         if found is None:
-            if len(self.parts) == 1:
+            placed = None if len(self.parts) == 1 or field in ("other", "invalid_at") else self._positions()
+            if placed is not None:
+                found = [out if field == "out" else np.where(out, t.cols["src"][pos], t.cols["dst"][pos])
+                         if field == "near" else t.cols[field][pos] for t, pos, out in placed]
+                found = found[0] if len(found) == 1 else np.concatenate(found)
+            elif len(self.parts) == 1:
                 found = self.parts[0].get(field)
             else:
                 found = np.concatenate([p.get(field) for p in self.parts])
             self._cols[field] = found
         return found
+
+    def named(self) -> list[str | None]:
+        """Each edge's ``_id`` where its edge table keeps ids (see :meth:`EdgeTable.named`), else None."""
+        if len(self.parts) == 1:
+            part = self.parts[0]
+            if isinstance(part.cols, _Columns):  # a selection of a hop of several parts
+                return part.cols.edges._named_at(part.idx)
+            table = part.table
+            if table is not None and table.ids is not None:
+                if part.cols is table.cols:
+                    return table.named(part.idx)
+                if part.cols is table.in_order:
+                    return table.named(table.in_perm[part.idx])
+            return [None] * len(self)
+        return self._named_at(np.arange(len(self)))
+
+    def _named_at(self, idx: np.ndarray) -> list[str | None]:
+        out: list[str | None] = [None] * idx.size
+        lo = 0
+        for table, position, _out in self._positions() or ():
+            hi = lo + position.size
+            if table.ids is not None:
+                sel = np.flatnonzero((idx >= lo) & (idx < hi))
+                for i, name in zip(sel.tolist(), table.named(position[idx[sel] - lo])):
+                    out[i] = name
+            lo = hi
+        return out
 
     @property
     def out(self) -> np.ndarray:
@@ -453,20 +586,48 @@ class HopEdges:
     def dst(self) -> np.ndarray:
         return np.where(self.out, self.others, self.column("near"))
 
+    def _best(self) -> np.ndarray | None:
+        """Each edge's place in its table's ranking (see EdgeTable), when every part indexes one table."""
+        table = self.parts[0].table
+        keys = []
+        for part in self.parts:
+            if part.table is not table or table is None:
+                return None
+            if part.cols is table.cols:
+                keys.append(table.best_out[part.idx])
+            elif part.cols is table.in_order:
+                keys.append(table.best_in[part.idx])
+            else:
+                return None
+        return keys[0] if len(keys) == 1 else np.concatenate(keys)
+
     def order(self, k: int | None = None) -> np.ndarray:
         """Indices of the best ``k`` edges (all when None), best first."""
         n = len(self)
+        if self._rank is None:
+            best = self._best()
+            if best is not None:
+                if k is None or k >= n:
+                    self._rank = np.argsort(best)
+                elif k <= 0:
+                    return _EMPTY
+                else:
+                    pick = np.argpartition(best, k - 1)[:k]
+                    return pick[np.argsort(best[pick])]
+        if self._rank is not None:
+            return self._rank[:k]
         row, valid, weight = self.column("row"), self.column("valid_at"), self.column("weight")
+        # Every key descending is an ascending sort read backwards: a hop meets each row once, so no two edges
+        # tie on all three keys and the reversal reorders no equals.
         if k is None or k >= n or self._rank is not None:
             if self._rank is None:
-                self._rank = np.lexsort((-row.astype(np.int64), -valid, -weight))
+                self._rank = np.lexsort((row, valid, weight))[::-1]
             return self._rank[:k]
         if k <= 0:
             return _EMPTY
         threshold = np.partition(weight, n - k)[n - k]  # the k-th largest weight
         pick = np.flatnonzero(weight >= threshold)
-        local = np.lexsort((-row[pick].astype(np.int64), -valid[pick], -weight[pick]))
-        return pick[local[:k]]
+        return pick[np.lexsort((row[pick], valid[pick], weight[pick]))[::-1][:k]]
 
     def take(self, idx: np.ndarray) -> "HopEdges":
         """The edges at ``idx`` (positions in this hop's concatenated order), still gathered lazily."""
@@ -475,6 +636,10 @@ class HopEdges:
             return HopEdges(self.hop, [Part(part.cols, part.idx[idx], part.out if isinstance(part.out, bool)
                                             else part.out[idx], hot=None if part.hot is None else part.hot[idx],
                                             table=part.table)], self.frontier)
+        placed = self._positions()
+        if placed is not None and len(placed) == 1:
+            table, position, out = placed[0]
+            return HopEdges(self.hop, [Part(table.cols, position[idx], out[idx], table=table)], self.frontier)
         return HopEdges(self.hop, [Part(_Columns(self), idx, self.out[idx])], self.frontier)
 
 
@@ -519,6 +684,7 @@ class Part:
     bounds: tuple[int, int] | None = None  # the largest valid_at and smallest invalid_at it can reach
     hot: np.ndarray | None = None  # per edge, the packed far end and invalid_at rank (see EdgeTable._packing)
     table: "EdgeTable | None" = None  # the table ``hot`` was gathered from
+    fresh: np.ndarray | None = None  # edges not already met this hop (None: all); the screen starts from it
 
     def get(self, field: str) -> np.ndarray:
         cols, idx, out = self.cols, self.idx, self.out
@@ -541,8 +707,8 @@ class Part:
     def alive_at(self, as_of: int) -> np.ndarray:
         """Per edge, whether its invalid_at lies after ``as_of``."""
         if self.hot is not None:
-            table = self.table
-            return (self.hot >> table.shift) >= int(np.searchsorted(table.instants, as_of, side="right"))
+            # rank >= r exactly when the packed value >= r << shift (the far end fills the low bits): one pass
+            return self.hot >= self.table.alive_from(as_of)
         return self.get("invalid_at") > as_of
 
     def keep(self, mask: np.ndarray) -> None:
@@ -580,7 +746,10 @@ def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndar
     is met once, as ``out``. Dead (overwritten) rows are not edges and are not counted.
     ``keep`` stays None while every edge is kept, which spares a pass per mask.
     """
-    keep = view.live[part.get("row")] if part.check_live else None
+    keep = part.fresh
+    part.fresh = None
+    if part.check_live:
+        keep = _both(keep, view.live[part.get("row")])
     if direction == BOTH and previous.size:
         keep = _both(keep, ~member(part.get("other"), previous))
     valid_max, invalid_min = part.bounds if part.bounds is not None else (ABSENT_INT, -ABSENT_INT - 1)
@@ -622,7 +791,8 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
     frontier = np.asarray(seeds, np.int64)
     if frontier.size > 1 and not np.all(frontier[1:] > frontier[:-1]):
         frontier = np.unique(frontier)
-    frontier = frontier[frontier >= 0]
+    if frontier.size and frontier[0] < 0:  # sorted: any negative ordinal (an unknown seed) comes first
+        frontier = frontier[frontier >= 0]
     if filters.type_ords is not None:
         filters = attrs.evolve(filters, type_ords=np.unique(filters.type_ords))
     if filters.trust_ords is not None:
@@ -651,7 +821,7 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
         result.append(edges)
         if hop == hops:
             break
-        visited = np.union1d(previous, frontier)
+        visited = np.union1d(previous, frontier) if previous.size else frontier
         others = edges.others
         nxt = unique_ids(others[~member(others, visited)])
         if nxt.size > frontier_cap:
@@ -665,16 +835,17 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
     return result
 
 
-_SHORTEST: dict[float, float] = {}
+# shortest_float's memo, public so a caller shaping many values can look each up without the call
+SHORTEST_SEEN: dict[float, float] = {}
 
 
 def shortest_float(value: float) -> float:
     """A float32 column value as the shortest decimal that reads back to it (0.9, not 0.8999999761)."""
-    found = _SHORTEST.get(value)
+    found = SHORTEST_SEEN.get(value)
     if found is None:
         found = float(str(np.float32(value))) if np.isfinite(value) else float(value)
-        if len(_SHORTEST) > 65536:  # weights repeat (a detector has one); bound the memo all the same
-            _SHORTEST.clear()
-        _SHORTEST[value] = found
+        if len(SHORTEST_SEEN) > 65536:  # weights repeat (a detector has one); bound the memo all the same
+            SHORTEST_SEEN.clear()
+        SHORTEST_SEEN[value] = found
     return found
 

@@ -12,6 +12,7 @@ from xerj_core.graph.brain import (CONTRACT, META_ID, edge_id, edges_index, node
                                    validate_brain_name)
 from xerj_core.graph.hop import (
     BOTH,
+    SHORTEST_SEEN,
     Filters,
     GraphView,
     HopEdges,
@@ -199,67 +200,87 @@ class GraphReading:
         total = sum(len(h) for h in found)
         if total > limit:
             counters["edges_clipped"] += total - limit
-        lookup = total and not include_evidence
-        node_terms = reader.field_dictionary("src").terms if lookup else []
-        type_terms = reader.field_dictionary("type").terms if lookup else []
-        trust_terms = reader.field_dictionary("trust").terms if lookup else []
-        edges: list[dict[str, Any]] = []
-        neighbors: dict[str, None] = {}
-        seed_set = set(seeds)
+        chosen: list[HopEdges] = []
+        room = limit
         for hop_edges in found:
-            room = limit - len(edges)
             if room <= 0:
                 break
-            chosen = hop_edges.take(hop_edges.order(room))
-            hop, column = chosen.hop, chosen.column
-            rows, outs = column("row").tolist(), column("out").tolist()
-            if include_evidence:
-                # The stored document carries every field; the columns only chose which ones to read.
-                direction_of = dict(zip(rows, outs))
-                for row, doc_id, edge, _version in reader.documents(rows):
-                    out = direction_of[row]
-                    # decoded for this response alone, so it is ours to reshape
-                    pop = edge.pop
-                    pop("schema_version", None), pop("src_file", None)
-                    pop("src_format", None), pop("dst_format", None)
-                    edge["edge_id"] = doc_id
-                    edge["hop"] = hop
-                    edge["direction"] = "out" if out else "in"
-                    if "invalid_at" not in edge:
-                        edge["invalid_at"] = None
-                    if "expired_at" not in edge:
-                        edge["expired_at"] = None
-                    if "evidence" not in edge:
-                        edge["evidence"] = None
-                    edges.append(edge)
-            else:
-                srcs = [node_terms[o] for o in chosen.src.tolist()]
-                dsts = [node_terms[o] for o in chosen.dst.tolist()]
-                types = [type_terms[o] if o >= 0 else None for o in column("type").tolist()]
-                valids = column("valid_at").tolist()
-                # Sealed rows are named from their segment's packed ids; the tail's through the id index.
-                ids = self.views.row_ids.ids(reader, rows)
-                missing = [i for i, found in enumerate(ids) if found is None]
-                if missing:
-                    named = edge_ids(reader, [rows[i] for i in missing], [srcs[i] for i in missing],
-                                     [types[i] for i in missing], [dsts[i] for i in missing],
-                                     [valids[i] for i in missing])
-                    for i, found in zip(missing, named):
-                        ids[i] = found
-                for edge_id_, row, out, src, dst, type_, trust_ord, valid, invalid, weight in zip(
-                        ids, rows, outs, srcs, dsts, types, column("trust").tolist(), valids,
-                        column("invalid_at").tolist(), column("weight").tolist()):
-                    edges.append({
-                        "edge_id": edge_id_, "src": src, "dst": dst, "type": type_, "weight": shortest_float(weight),
-                        "hop": hop, "direction": "out" if out else "in", "valid_at": valid,
-                        "invalid_at": None if invalid == ABSENT_INT else invalid,
-                        "trust": trust_terms[trust_ord] if trust_ord >= 0 else None,
-                    })
-        for edge in edges:
-            other = edge["dst"] if edge["direction"] == "out" else edge["src"]
-            if other not in seed_set:
-                neighbors[other] = None
-        return edges, list(neighbors)
+            picked = hop_edges.take(hop_edges.order(room))
+            chosen.append(picked)
+            room -= len(picked)
+        if not chosen:
+            return [], []
+        if include_evidence:
+            edges = self._evidence_edges(reader, chosen)
+        else:
+            edges = self._column_edges(reader, chosen)
+        seed_set = set(seeds)
+        neighbors = dict.fromkeys([edge["dst"] if edge["direction"] == "out" else edge["src"] for edge in edges])
+        return edges, [n for n in neighbors if n not in seed_set]
+
+    @staticmethod
+    def _evidence_edges(reader: IndexReader, chosen: list[HopEdges]) -> list[dict[str, Any]]:
+        """The chosen edges as their stored documents: every field, evidence included."""
+        edges: list[dict[str, Any]] = []
+        for picked in chosen:
+            hop = picked.hop
+            rows = picked.column("row").tolist()
+            direction_of = dict(zip(rows, picked.column("out").tolist()))
+            for row, doc_id, edge, _version in reader.documents(rows):
+                # decoded for this response alone, so it is ours to reshape
+                pop = edge.pop
+                pop("schema_version", None), pop("src_file", None)
+                pop("src_format", None), pop("dst_format", None)
+                edge["edge_id"] = doc_id
+                edge["hop"] = hop
+                edge["direction"] = "out" if direction_of[row] else "in"
+                if "invalid_at" not in edge:
+                    edge["invalid_at"] = None
+                if "expired_at" not in edge:
+                    edge["expired_at"] = None
+                if "evidence" not in edge:
+                    edge["evidence"] = None
+                edges.append(edge)
+        return edges
+
+    def _column_edges(self, reader: IndexReader, chosen: list[HopEdges]) -> list[dict[str, Any]]:
+        """The chosen edges from the hop columns alone (no document is read): every hop's picks gathered into
+        one array per field, then named and shaped in one pass."""
+
+        def gather(field: str) -> np.ndarray:
+            return np.concatenate([picked.column(field) for picked in chosen]) if len(chosen) > 1 \
+                else chosen[0].column(field)
+
+        row, out, src, dst = gather("row"), gather("out"), gather("src").tolist(), gather("dst").tolist()
+        hops = [picked.hop for picked in chosen for _ in range(len(picked))]
+        node_terms = reader.field_dictionary("src").terms
+        type_terms = [*reader.field_dictionary("type").terms, None]  # an absent ordinal (-1) reads as None
+        trust_terms = [*reader.field_dictionary("trust").terms, None]
+        srcs = [node_terms[o] for o in src]
+        dsts = [node_terms[o] for o in dst]
+        types = [type_terms[o] for o in gather("type").tolist()]
+        valids = gather("valid_at").tolist()
+        # Sealed rows are named from the ids their table keeps in its order (else from their segment's packed
+        # ids); the tail's through the id index.
+        ids = [name for picked in chosen for name in picked.named()]
+        missing = [i for i, name in enumerate(ids) if name is None]
+        if missing:
+            rows = row.tolist()
+            for i, name in zip(missing, self.views.row_ids.ids(reader, row[missing])):
+                ids[i] = name
+            missing = [i for i in missing if ids[i] is None]
+        if missing:
+            named = edge_ids(reader, [rows[i] for i in missing], [srcs[i] for i in missing],
+                             [types[i] for i in missing], [dsts[i] for i in missing], [valids[i] for i in missing])
+            for i, name in zip(missing, named):
+                ids[i] = name
+        shortest = SHORTEST_SEEN.get
+        return [{"edge_id": edge_id_, "src": s, "dst": d, "type": type_, "weight": shortest(w) or shortest_float(w),
+                 "hop": hop, "direction": "out" if o else "in", "valid_at": valid,
+                 "invalid_at": None if invalid == ABSENT_INT else invalid, "trust": trust_terms[trust]}
+                for edge_id_, s, d, type_, w, hop, o, valid, invalid, trust in zip(
+                    ids, srcs, dsts, types, gather("weight").tolist(), hops, out.tolist(), valids,
+                    gather("invalid_at").tolist(), gather("trust").tolist())]
 
     def overview(self, brain: str, query: Mapping[str, Any] | OverviewRequest) -> tuple[bool, dict[str, Any]]:
         """Brain-level totals and breakdowns: ``(exists, body)``; a missing brain is ``exists: false``."""

@@ -11,40 +11,75 @@ mutable tail are not covered; the caller names those itself.
 
 from __future__ import annotations
 
-import bisect
 import threading
+from collections import Counter
+from typing import Any
+
 import numpy as np
 
 from xerj_core.graph.mapped import ArrayFiles
 from xerj_core.store import IndexReader, Segment, keys
 
-_FORMAT = 2  # of the published files
+_FORMAT = 3  # of the published files
+_FEW_ODD = 1024  # a segment with at most this many ids of another length keeps them in a dict
 
 
 class _Packed:
-    """One segment's ids. When every stored id of the segment has one length (an edge id always has), row
-    ``start + i`` is ``blob[i * width:(i + 1) * width]``; otherwise ``blob[offsets[i]:offsets[i + 1]]``."""
+    """One segment's ids, at one width: the length most of its ids have (an edge id always has 32 bytes).
 
-    __slots__ = ("start", "end", "width", "offsets", "view")
+    Row ``start + i`` whose id has that length is ``blob[i * width:(i + 1) * width]``; the few others (a
+    brain's meta document, an id written through the ES door) are listed apart, sorted by local row, their
+    ids at ``odd_blob[odd_offsets[j]:odd_offsets[j + 1]]``. A row with no stored id is blank in both."""
 
-    def __init__(self, segment: Segment, width: int, offsets: np.ndarray, blob: np.ndarray) -> None:
+    __slots__ = ("start", "end", "width", "fixed", "odd_rows", "odd_offsets", "odd_view", "odd_names")
+
+    def __init__(self, segment: Segment, width: int, arrays: dict[str, np.ndarray]) -> None:
         self.start, self.end = segment.start, segment.end
         self.width = width
-        self.offsets = offsets
-        self.view = memoryview(blob)
+        # One id per row of ``width`` bytes: a gather of rows is one fancy index over this 2-d view.
+        self.fixed = arrays["blob"][:(self.end - self.start) * width].reshape(-1, width) if width else None
+        self.odd_rows, self.odd_offsets = arrays["odd_rows"], arrays["odd_offsets"]
+        self.odd_view = memoryview(arrays["odd_blob"])
+        # A few odd ids (a brain's meta document) are kept decoded: looked up by row, not searched for.
+        self.odd_names = {row: self._odd(j) for j, row in enumerate(self.odd_rows.tolist())} \
+            if self.odd_rows.size <= _FEW_ODD else None
 
-    def name(self, row: int) -> str | None:
-        local = row - self.start
-        if self.width:
-            at = local * self.width
-            return self.view[at:at + self.width].tobytes().decode()
-        lo, hi = int(self.offsets[local]), int(self.offsets[local + 1])
-        return self.view[lo:hi].tobytes().decode() if hi > lo else None
+    def _odd(self, j: int) -> str | None:
+        lo, hi = int(self.odd_offsets[j]), int(self.odd_offsets[j + 1])
+        return self.odd_view[lo:hi].tobytes().decode() if hi > lo else None
+
+    def names(self, local: np.ndarray) -> list[str | None]:
+        """The ids of the segment's rows ``start + local``."""
+        out: list[str | None]
+        if self.fixed is not None:
+            out = fixed_width_ids(self.fixed[local].tobytes(), self.width)
+        else:
+            out = [None] * local.size
+        if self.odd_names is not None:
+            if self.odd_names:
+                odd = self.odd_names
+                for i, row in enumerate(local.tolist()):
+                    if row in odd:
+                        out[i] = odd[row]
+            return out
+        odd = self.odd_rows
+        at = np.minimum(np.searchsorted(odd, local), odd.size - 1)
+        for i in np.flatnonzero(odd[at] == local).tolist():
+            out[i] = self._odd(int(at[i]))
+        return out
 
 
-def _read_segment(reader: IndexReader, segment: Segment) -> tuple[int, np.ndarray, bytes]:
-    """``(width, offsets, blob)`` of the segment's ids (see :class:`_Packed`), in one cursor pass over its rows'
-    stored sources; a row without one (deleted) is blank."""
+def fixed_width_ids(raw: bytes, width: int) -> list[str | None]:
+    """``raw`` cut into ids of ``width`` bytes each, decoded."""
+    if raw.isascii():  # one decode, then str slices (an ASCII character is one byte)
+        text = raw.decode()
+        return [text[at:at + width] for at in range(0, len(text), width)]
+    return [raw[at:at + width].decode() for at in range(0, len(raw), width)]
+
+
+def _read_segment(reader: IndexReader, segment: Segment) -> tuple[int, dict[str, np.ndarray]]:
+    """``(width, arrays)`` of the segment's ids (see :class:`_Packed`), in one cursor pass over its rows' stored
+    sources; a row without one (deleted) is blank."""
     prefix = keys.ix_key(reader.ix)
     first, stop = prefix + keys.u64(segment.start), prefix + keys.u64(segment.end)
     found: dict[int, bytes] = {}
@@ -58,17 +93,20 @@ def _read_segment(reader: IndexReader, segment: Segment) -> tuple[int, np.ndarra
                 id_len = header.unpack_from(value)[1]
                 found[keys.read_u64(key, len(prefix)) - segment.start] = bytes(value[begin:begin + id_len])
     size = segment.end - segment.start
-    widths = {len(v) for v in found.values()}
-    if len(widths) == 1 and 0 not in widths:
-        width = widths.pop()
-        blank = b"\0" * width
-        return width, np.zeros(1, np.int64), b"".join(found.get(i, blank) for i in range(size))
-    lengths = np.zeros(size, np.int64)
-    for i, raw in found.items():
-        lengths[i] = len(raw)
-    offsets = np.zeros(size + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return 0, offsets, b"".join(found.get(i, b"") for i in range(size))
+    widths = Counter(len(v) for v in found.values())
+    width = widths.most_common(1)[0][0] if widths else 0
+    blank = b"\0" * width
+    blob = b"".join(v if len(v) == width else blank for v in (found.get(i, blank) for i in range(size)))
+    odd = sorted(i for i, v in found.items() if len(v) != width)
+    offsets = np.zeros(len(odd) + 1, np.int64)
+    np.cumsum([len(found[i]) for i in odd], out=offsets[1:])
+    return width, {"blob": np.frombuffer(blob, np.uint8), "odd_rows": np.array(odd, np.int64),
+                   "odd_offsets": offsets, "odd_blob": np.frombuffer(b"".join(found[i] for i in odd), np.uint8)}
+
+
+def _trimmed(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The mapped arrays cut to their true sizes (an empty one was stored as one element)."""
+    return {name: array[:meta["sizes"][name]] for name, array in arrays.items()}
 
 
 class RowIds:
@@ -97,25 +135,27 @@ class RowIds:
         if self._files is not None:
             loaded = self._files.load(key)
             if loaded is not None:
-                return _Packed(segment, loaded[1]["width"], loaded[0]["offsets"], loaded[0]["blob"])
-        width, offsets, blob = _read_segment(reader, segment)
+                return _Packed(segment, loaded[1]["width"], _trimmed(*loaded))
+        width, arrays = _read_segment(reader, segment)
         writer = self._files.writer(key) if self._files is not None else None
         if writer is not None:
             try:
-                writer.alloc("offsets", offsets.size, np.int64)[:] = offsets
-                writer.alloc("blob", max(1, len(blob)), np.uint8)[:len(blob)] = np.frombuffer(blob, np.uint8)
+                for array_name, array in arrays.items():
+                    # a file holds at least one element (an empty .npy cannot be mapped back)
+                    writer.alloc(array_name, max(1, array.size), array.dtype)[:array.size] = array
             except OSError:
                 writer.abandon()  # no room for the files: keep this process's copy
             else:
-                published = writer.publish({"width": width})
+                published = writer.publish({"width": width, "sizes": {k: int(a.size) for k, a in arrays.items()}})
                 if published is not None:
-                    return _Packed(segment, width, published[0]["offsets"], published[0]["blob"])
-        return _Packed(segment, width, offsets, np.frombuffer(blob, np.uint8))
+                    return _Packed(segment, width, _trimmed(*published))
+        return _Packed(segment, width, arrays)
 
     def _forget_gone(self, reader: IndexReader) -> None:
         """Let go of this index's id sets a newer segment of the reader's layout has replaced (merged away or
-        compacted: a segment sealed later over the same rows), in memory and under ``views/``. A set the
-        layout does not know but nothing newer covers may belong to a newer snapshot: it stays."""
+        compacted: a segment sealed later over the same rows), in memory and under ``views/``, and the sets an
+        older layout of these files wrote. A set the layout does not know but nothing newer covers may belong to
+        a newer snapshot: it stays."""
         uuid = reader.meta["uuid"]
         layout = [(s.start, s.end, s.sealed_at) for s in reader.segments]
 
@@ -126,27 +166,63 @@ class RowIds:
             del self._packed[name]
         if self._files is None or not self._files.root.is_dir():
             return
-        for path in self._files.root.glob(f"{uuid}.ids.*@{_FORMAT}"):
+        for path in self._files.root.glob(f"{uuid}.ids.*@*"):
             try:
-                start, end, stamp = (int(x) for x in path.name.split(".ids.", 1)[1].split("@", 1)[0].split("-"))
+                span, version = path.name.split(".ids.", 1)[1].split("@", 1)
+                start, end, stamp = (int(x) for x in span.split("-"))
+                older = int(version) < _FORMAT  # files this code no longer reads
             except ValueError:
                 continue
-            if replaced(start, end, stamp):
+            if older or (version == str(_FORMAT) and replaced(start, end, stamp)):
                 self._files.forget(path.name)  # a process still mapping it keeps its pages
 
-    def ids(self, reader: IndexReader, rows: list[int]) -> list[str | None]:
-        """The ``_id`` of each of ``rows`` (live rows of ``reader``); None for a row of the tail."""
+    def in_order(self, reader: IndexReader, rows: np.ndarray, alloc: Any = None) -> tuple[int, np.ndarray] | None:
+        """``(width, ids)``: the ids of sealed ``rows`` (any order) packed at the width most segments use, as one
+        flat byte array (``alloc(name, size, dtype)`` provides it); an id of another length, or of a row outside
+        every segment, is left blank (zeros). None when no segment has a width."""
         segments = reader.segments
-        starts = [s.start for s in segments]
-        packed: dict[int, _Packed] = {}
-        out: list[str | None] = []
-        for row in rows:
-            at = bisect.bisect_right(starts, row) - 1
-            if at < 0 or row >= segments[at].end:
-                out.append(None)
-                continue
-            found = packed.get(at)
-            if found is None:
-                found = packed[at] = self._segment(reader, segments[at])
-            out.append(found.name(row))
+        packs = [self._segment(reader, s) for s in segments]
+        widths = Counter(p.width for p in packs if p.width)
+        if not widths or not rows.size:
+            return None
+        width = widths.most_common(1)[0][0]
+        flat = alloc("ids", rows.size * width, np.uint8) if alloc is not None else np.empty(rows.size * width, np.uint8)
+        out = flat.reshape(-1, width)
+        out[:] = 0
+        starts = np.fromiter((s.start for s in segments), np.int64, len(segments))
+        step = 1 << 16  # bounded temporaries: the table may hold millions of rows
+        for lo in range(0, rows.size, step):
+            chunk = rows[lo:lo + step].astype(np.int64)
+            at = np.searchsorted(starts, chunk, side="right") - 1
+            for k in np.unique(at[at >= 0]).tolist():
+                pack = packs[k]
+                if pack.width != width:
+                    continue
+                sel = np.flatnonzero((at == k) & (chunk < pack.end))
+                out[lo + sel] = pack.fixed[chunk[sel] - pack.start]
+        return width, flat
+
+    def ids(self, reader: IndexReader, rows: np.ndarray) -> list[str | None]:
+        """The ``_id`` of each of ``rows`` (live rows of ``reader``); None for a row of the tail.
+
+        Rows are grouped by segment with one sort, so naming costs a gather per segment met, not a lookup per row."""
+        rows = np.asarray(rows, np.int64)
+        out: list[str | None] = [None] * rows.size
+        segments = reader.segments
+        if not rows.size or not segments:
+            return out
+        starts = np.fromiter((s.start for s in segments), np.int64, len(segments))
+        ends = np.fromiter((s.end for s in segments), np.int64, len(segments))
+        order = np.argsort(rows, kind="stable")
+        ranked = rows[order]
+        at = np.searchsorted(starts, ranked, side="right") - 1
+        sealed = np.flatnonzero((at >= 0) & (ranked < ends[at]))  # the others lie in the tail
+        if not sealed.size:
+            return out
+        at, local, positions = at[sealed], (ranked - starts[at])[sealed], order[sealed].tolist()
+        cuts = (np.flatnonzero(at[1:] != at[:-1]) + 1).tolist()
+        for lo, hi in zip([0, *cuts], [*cuts, at.size]):
+            names = self._segment(reader, segments[int(at[lo])]).names(local[lo:hi])
+            for position, name in zip(positions[lo:hi], names):
+                out[position] = name
         return out
