@@ -27,7 +27,7 @@ from xerj_core.text import term_counts, tokenize
 
 MAX_ID_BYTES = limits.MAX_ID_BYTES
 # One field's postings cut per segment: each blob's segment (index into the layout), term bytes, and blob.
-CutPostings = tuple[list[int], list[bytes], list[memoryview]]
+CutPostings = tuple[list[int], list[bytes], list[bytes]]
 _STRING_TYPES = frozenset(("keyword", "text"))
 
 
@@ -496,7 +496,7 @@ class IndexWrite:
                        whole.extra_ords[extra >= 0]),
                 filler])
             if kind == KIND_LEN:
-                term_ids: dict[str, int] = {}
+                term_ids: dict[bytes, int] = {}
                 parts = [self._old_postings(start, spec.path, term_ids, renumber) for start, _end in old_segments]
                 postings[spec.path] = _cut_postings(term_ids, parts, new_segments)
         stamps = [orjson.loads(blob).get("sealed_at", 0) for blob in
@@ -528,23 +528,22 @@ class IndexWrite:
         arrays (term number, row, tf) sorted once with numpy, so a merge costs one
         sort and one put per term and segment, not a decode and re-encode per term.
         """
-        term_ids: dict[str, int] = {}
+        # Terms are numbered by their key bytes: stored postings are never decoded to text and back.
+        term_ids: dict[bytes, int] = {}
         parts = [self._old_postings(start, path, term_ids) for start, _end in old_segments]
         # The leaving rows' terms flattened with C-level iteration: one list of terms, one of frequencies.
         maps = [(first_row + offset, found) for offset, found in
                 enumerate(record["t"].get(path) for record in records) if found]
         terms = list(chain.from_iterable(found for _row, found in maps))
-        for term in dict.fromkeys(terms):
-            if term not in term_ids:
-                term_ids[term] = len(term_ids)
+        number = {term: term_ids.setdefault(term.encode(), len(term_ids)) for term in dict.fromkeys(terms)}
         counts = np.fromiter((len(found) for _row, found in maps), np.int64, len(maps))
-        parts.append((np.fromiter(map(term_ids.__getitem__, terms), np.int32, len(terms)),
+        parts.append((np.fromiter(map(number.__getitem__, terms), np.int32, len(terms)),
                       np.repeat(np.fromiter((row for row, _found in maps), np.int64, len(maps)), counts),
                       np.fromiter(chain.from_iterable(found.values() for _row, found in maps), np.float32,
                                   len(terms))))
         return _cut_postings(term_ids, parts, new_segments)
 
-    def _old_postings(self, start: int, path: str, term_ids: dict[str, int],
+    def _old_postings(self, start: int, path: str, term_ids: dict[bytes, int],
                       renumber: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(term number, row, tf)`` of a stored segment's postings; with ``renumber`` dead rows (-1) are
         dropped and the others take their new numbers."""
@@ -560,8 +559,8 @@ class IndexWrite:
             ids, rows, tfs = ids[keep], rows[keep], tfs[keep]
         return ids, rows, tfs
 
-    def _segment_postings(self, start: int, path: str) -> tuple[list[str], list[bytes]]:
-        """Every term of ``path`` in the segment at ``start`` and its posting blob, in key order."""
+    def _segment_postings(self, start: int, path: str) -> tuple[list[bytes], list[bytes]]:
+        """Every term (as key bytes) of ``path`` in the segment at ``start`` and its posting blob, in key order."""
         prefix = keys.post_prefix(self.ix, start, path)
         terms, blobs = [], []
         cut = len(prefix)
@@ -570,7 +569,7 @@ class IndexWrite:
                 for key, blob in cur:
                     if not key.startswith(prefix):
                         break
-                    terms.append(key[cut:].decode())
+                    terms.append(key[cut:])
                     blobs.append(blob)
         return terms, blobs
 
@@ -582,7 +581,7 @@ class IndexWrite:
         raw.delete(prefix, db=db["segs"])
 
 
-def _cut_postings(term_ids: dict[str, int], parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+def _cut_postings(term_ids: dict[bytes, int], parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
                   segments: list[tuple[int, int]]) -> CutPostings:
     """Flat ``(term number, row, tf)`` parts grouped per (segment, term) and encoded, in key order
     (segment, then term bytes), which LMDB inserts fastest.
@@ -596,7 +595,7 @@ def _cut_postings(term_ids: dict[str, int], parts: list[tuple[np.ndarray, np.nda
     rows = np.concatenate([p[1] for p in parts], dtype=np.int32, casting="unsafe")
     tfs = np.concatenate([p[2] for p in parts], dtype=np.float32)
     parts.clear()
-    encoded = [t.encode() for t in term_ids]
+    encoded = list(term_ids)
     by_bytes = sorted(range(len(encoded)), key=encoded.__getitem__)
     rank = np.empty(len(encoded), np.int64)
     rank[by_bytes] = np.arange(len(encoded))
