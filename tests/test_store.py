@@ -309,8 +309,9 @@ STRICTLESS = {
 }
 _scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 2**40), st.floats(allow_nan=False, width=32),
                      st.sampled_from(["a", "b c", "12", "2024-01-02"]))
+# "quote" and "offset" are mapped only under "evidence": at the top level they are unmapped.
 _keys = st.sampled_from(["src", "n", "w", "evidence", "empty", "recorded_at", "extra", "a.b", "evidence.quote",
-                         "empty.x", ""])
+                         "empty.x", "", "quote", "offset"])
 _values = st.recursive(_scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
                                                        st.dictionaries(_keys, inner, max_size=3)), max_leaves=6)
 
@@ -327,6 +328,8 @@ def _record_or_error(store, doc):
 # Two faults in one document: the generic path's nested-list refusal comes before n's conversion error.
 @example(docs=[{"n": False, "src": [[]]}])
 @example(docs=[{"n": "x", "src": ["a", {"b": 1}]}])
+# Nested mapped fields: evidence's own leaves, and a top-level key that shares a leaf's last name.
+@example(docs=[{"evidence": {"quote": "a b", "offset": 3}, "quote": "x", "offset": 1}])
 def test_the_write_plan_answers_as_the_generic_path(tmp_path_factory, docs):
     """Under ``dynamic: false`` the plan passes unmapped scalars by; every record and refusal stays the same."""
     from xerj_core.store import plan as plan_module

@@ -98,6 +98,7 @@ class WritePlan:
                 nested = level.objects.get(part)
                 if nested is None:
                     nested = level.objects[part] = Plan(level.prefix + part + ".")
+                level = nested
             leaf = Leaf(spec, mapping.subfields_of(spec.path))
             level.leaves[parts[-1]] = leaf
             self.leaves[spec.path] = leaf
