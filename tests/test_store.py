@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from xerj_core.errors import (IndexAlreadyExists, IndexNotFound, InvalidIndexName, MapperParsingError,
-                              VersionConflict)
+                              VersionConflict, XerjError)
 from xerj_core.store import ABSENT_INT, BulkOp, Store, is_reserved, validate_index_name
 from xerj_core.store.write import segment_layout
 
@@ -369,3 +369,74 @@ def test_an_edge_with_unmapped_fields_takes_the_plan(store):
         IndexWrite._generic_values = original
     assert calls == []
     assert store.get("edges", "e1")[0] == doc
+
+
+# -- records prepared a batch at a time equal those prepared document by document ------------------------
+
+_typed = {"src": st.sampled_from(["a", "b", "n1", "n2", "x" * 600]), "n": st.integers(-5, 2**40),
+          "w": st.floats(0, 1, width=32), "recorded_at": st.integers(0, 9),
+          "evidence": st.fixed_dictionaries({}, optional={"quote": st.sampled_from(["see b", "a b a", ""]),
+                                                          "offset": st.integers(0, 9)})}
+
+
+def _batch_state(store, items, batched):
+    def run(txn):
+        target = txn.index("p")
+        if batched:
+            results = target.put_many(items)
+        else:
+            results = []
+            for doc, doc_id, op_type in items:
+                try:
+                    results.append(target.put(doc, doc_id, op_type=op_type))
+                except XerjError as exc:
+                    results.append(exc)
+        shown = [r if not isinstance(r, XerjError) else ("error", type(r).__name__, str(r)) for r in results]
+        return shown, list(target.pending), {k: list(v.items()) for k, v in target.dict_cache.items()}, \
+            dict(target.skipped)
+    return store.transact(run)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), shapes=st.lists(st.lists(st.one_of(st.sampled_from(list(_typed)), _keys), unique=True,
+                                                max_size=4), min_size=1, max_size=3))
+def test_records_prepared_in_a_batch_equal_one_by_one(tmp_path_factory, data, shapes):
+    """``put_many`` (like documents' records prepared field by field) gives the same results, records,
+    dictionary ordinals (same order) and skip counts as ``put`` item by item, whatever the documents hold."""
+    items = []
+    for i in range(data.draw(st.integers(1, 12))):
+        shape = data.draw(st.sampled_from(shapes))
+        typed = data.draw(st.integers(0, 3)) > 0
+        doc = {k: data.draw(_typed[k] if typed and k in _typed else _values) for k in shape}
+        doc_id = data.draw(st.sampled_from([f"d{i}", f"d{i % 3}", ""]))
+        items.append((doc, doc_id, data.draw(st.sampled_from(["index", "create"]))))
+    base = tmp_path_factory.mktemp("batch")
+    with Store(base / "one") as one, Store(base / "many") as many:
+        one.create_index("p", STRICTLESS)
+        many.create_index("p", STRICTLESS)
+        one.put("p", {"src": "n1"}, "seed")  # a committed ordinal, found through the shared cache
+        many.put("p", {"src": "n1"}, "seed")
+        assert _batch_state(many, items, True) == _batch_state(one, items, False)
+
+
+def test_like_documents_take_the_batch_path(store):
+    """A bulk of edge-like documents is prepared field by field (no document by document record)."""
+    from xerj_core.graph.brain import EDGE_MAPPING
+    from xerj_core.store.write import IndexWrite
+
+    store.create_index("edges", EDGE_MAPPING)
+    docs = [{"src": f"n{i}", "dst": f"n{i + 1}", "type": "links_to", "weight": 0.5, "recorded_at": i,
+             "evidence": {"quote": f"see n{i + 1}", "source": "a.md", "offset": i}} for i in range(5)]
+    calls = []
+    original = IndexWrite.record_for
+    IndexWrite.record_for = lambda self, d: calls.append(d) or original(self, d)
+    try:
+        items = store.bulk([BulkOp("index", "edges", f"e{i}", doc) for i, doc in enumerate(docs)])
+    finally:
+        IndexWrite.record_for = original
+    assert calls == [] and all(item.error is None for item in items)
+    with store.reader("edges") as r:
+        nodes = r.field_dictionary("src").terms
+        assert nodes[:6] == [f"n{i}" for i in range(6)]  # src then dst of each document, in order
+        assert [r.get(f"e{i}")[0] for i in range(5)] == docs
+        assert r.postings("evidence.quote", "see")[0].tolist() == list(range(5))

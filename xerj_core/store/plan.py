@@ -11,6 +11,7 @@ the generic path, which owns every refusal and every dynamic mapping rule.
 from __future__ import annotations
 
 import math
+from operator import itemgetter
 from typing import Any, Callable
 
 from xerj_core.store import limits
@@ -199,6 +200,124 @@ class WritePlan:
             else:
                 columns[leaf.path] = value
         return {"c": columns, "t": terms}
+
+
+    def records(self, docs: list[Any], dict_cache: dict[str, dict[str, int]],
+                skipped: dict[str, int]) -> list[Batched | None]:
+        """Row records of many documents at once, one field at a time; None for a document that needs
+        :meth:`record` (or the generic path), which the caller runs in document order.
+
+        Documents are grouped by their keys. Within a group each field's values
+        are gathered and type-checked in C-level passes (``map``, ``set``), so a
+        batch of like documents (edges, bulk rows) costs a few list operations per
+        field instead of a dozen Python steps per value. Only groups whose every
+        value is of its field's plain type (nothing to convert, nothing to
+        refuse) take this path. Keyword values not yet in ``dict_cache`` are left
+        to the caller as misses, in the order :meth:`record` would assign them
+        ordinals, so dictionaries grow exactly as they would document by document.
+        """
+        out: list[Batched | None] = [None] * len(docs)
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for i, doc in enumerate(docs):
+            if type(doc) is dict:
+                groups.setdefault(tuple(doc), []).append(i)
+        for members in groups.values():
+            if len(members) < 2:
+                continue  # a lone document gains nothing from columns
+            group = [docs[i] for i in members]
+            fields = self._columns(group)
+            if fields is None:
+                continue
+            for i, batched in zip(members, _group_records(fields, len(group), dict_cache, skipped)):
+                out[i] = batched
+        return out
+
+    def _columns(self, group: list[dict[str, Any]]) -> list[tuple[Leaf, list[Any]]] | None:
+        """``(leaf, values)`` per mapped field of like documents (None where a document has no value), in the
+        order :meth:`_pairs` visits them; None when any value needs converting or the generic path."""
+        fields: list[tuple[Leaf, list[Any]]] = []
+        stack = [(self.root, group)]
+        ignores = self.ignores_unmapped
+        while stack:
+            level, objs = stack.pop()
+            shape = tuple(objs[0])
+            if level is not self.root and len(set(map(tuple, objs))) != 1:
+                return None
+            leaves, objects = level.leaves, level.objects
+            for key in shape:
+                column = list(map(itemgetter(key), objs))
+                kinds = set(map(type, column))
+                leaf = leaves.get(key)
+                if leaf is None:
+                    nested = objects.get(key)
+                    if nested is not None:
+                        if kinds != {dict}:
+                            return None
+                        stack.append((nested, column))
+                        continue
+                    if (ignores and kinds <= _UNMAPPED_SCALARS and type(key) is str and key and "." not in key
+                            and level.prefix + key not in self.object_paths):
+                        continue
+                    return None
+                if leaf.subs or leaf.kind == KIND_VEC:
+                    return None
+                kinds.discard(type(None))
+                if not kinds:
+                    continue
+                if len(kinds) > 1 or not _plain(leaf, kinds.pop(), column):
+                    return None
+                fields.append((leaf, column))
+        return fields
+
+
+# One document's record from :meth:`WritePlan.records`, and its keyword values still to be given ordinals:
+# ``(record, [(leaf, value), ...])``, the misses in the order ``record`` would have assigned them.
+Batched = tuple[dict[str, Any], list[tuple[Leaf, Any]]]
+
+
+def _plain(leaf: Leaf, kind: type, column: list[Any]) -> bool:
+    """Do the values of ``column`` (all of type ``kind`` or None) go to the column as they are?"""
+    convert = leaf.convert
+    if convert == _AS_STR:
+        return kind is str
+    if convert == _AS_DATE:
+        return kind is int
+    if convert == _AS_INT:
+        if kind is not int:
+            return False
+        present = [v for v in column if v is not None]
+        return leaf.low <= min(present) and max(present) <= leaf.high
+    if convert == _AS_FLOAT:
+        return kind is float and all(map(math.isfinite, (v for v in column if v is not None)))
+    return False
+
+
+def _group_records(fields: list[tuple[Leaf, list[Any]]], n: int, dict_cache: dict[str, dict[str, int]],
+                   skipped: dict[str, int]) -> list[Batched]:
+    columns: list[dict[str, Any]] = [{} for _ in range(n)]
+    terms: list[dict[str, Any]] = [{} for _ in range(n)]
+    misses: list[list[tuple[Leaf, Any]]] = [[] for _ in range(n)]
+    for leaf, column in fields:
+        path, kind = leaf.path, leaf.kind
+        if kind == KIND_ORD:
+            cache = dict_cache.get(leaf.dictionary) or {}
+            for i, value, found in zip(range(n), column, map(cache.get, column)):
+                if found is not None:
+                    columns[i][path] = [found]
+                elif value is not None:
+                    misses[i].append((leaf, value))
+        elif kind == KIND_LEN:
+            for i, value in enumerate(column):
+                if value is not None:
+                    tokens, dropped = limits.indexable_terms(tokenize(value))
+                    skipped["terms"] += dropped
+                    columns[i][path] = len(tokens)
+                    terms[i][path] = term_counts(tokens)
+        else:
+            for i, value in enumerate(column):
+                if value is not None:
+                    columns[i][path] = value
+    return [({"c": c, "t": t}, m) for c, t, m in zip(columns, terms, misses)]
 
 
 def _add(values: dict[str, list[Any]], leaf: Leaf, value: Any) -> None:

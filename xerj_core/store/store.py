@@ -77,6 +77,14 @@ class BulkItem:
     error: XerjError | None = None
 
 
+def _put_run_end(ops: Sequence[BulkOp], start: int) -> int:
+    """The end of the run of index/create operations into the same index starting at ``start``."""
+    end = start
+    while end < len(ops) and ops[end].action in ("index", "create") and ops[end].index == ops[start].index:
+        end += 1
+    return end
+
+
 class Store:
     """Documents in named indices on one LMDB environment.
 
@@ -205,8 +213,27 @@ class Store:
         """Apply ``ops`` in one transaction; a refused item is reported and the others still apply."""
 
         def run(txn: WriteTxn) -> list[BulkItem]:
-            items = []
-            for op in ops:
+            items: list[BulkItem] = []
+            at, single_until = 0, 0
+            while at < len(ops):
+                target = None
+                if at >= single_until:
+                    run_end = _put_run_end(ops, at)
+                    if run_end - at > 1 and txn.exists(ops[at].index):
+                        try:
+                            target = txn.index(ops[at].index)
+                        except XerjError:  # a closed index: each item reports it below
+                            single_until = run_end
+                if target is not None:
+                    # Consecutive puts into one existing index: their records are prepared together.
+                    batch = ops[at:run_end]
+                    results = target.put_many([(o.doc, o.doc_id, o.action) for o in batch])
+                    items.extend(BulkItem(o, error=r) if isinstance(r, XerjError) else BulkItem(o, result=r)
+                                 for o, r in zip(batch, results))
+                    at = run_end
+                    continue
+                op = ops[at]
+                at += 1
                 try:
                     if op.action in ("index", "create"):
                         result = txn.put(op.index, op.doc, op.doc_id, op_type=op.action, auto_create=auto_create)

@@ -6,7 +6,7 @@ import base64
 import os
 import time
 from itertools import chain
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import attrs
 import lmdb
@@ -14,14 +14,14 @@ import numpy as np
 import orjson
 
 from xerj_core.errors import (DocumentMissing, IndexAlreadyExists, IndexClosed, IndexNotFound, InvalidIndexName,
-                              MapperParsingError, VersionConflict)
+                              MapperParsingError, VersionConflict, XerjError)
 from xerj_core.store import keys, limits, pins
 from xerj_core.store import meta as index_meta
 from xerj_core.store.columns import (KIND_LEN, KIND_ORD, Column, column_kind, decode_postings_many,
                                      encode_postings_many)
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
 from xerj_core.store.names import validate_index_name
-from xerj_core.store.plan import WritePlan, plan_for
+from xerj_core.store.plan import Batched, WritePlan, plan_for
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, refuse_in_mapping, scope_of
 from xerj_core.text import term_counts, tokenize
 
@@ -287,6 +287,52 @@ class IndexWrite:
         else:
             record = self.record_for(doc)
         return self._put_row(doc, doc_id, op_type, record)
+
+    def put_many(self, items: Sequence[tuple[Any, str | None, str]], *,
+                 scope: str | None = None) -> list[WriteResult | XerjError]:
+        """``put`` of each ``(doc, doc_id, op_type)`` in order, each refusal returned in its place.
+
+        The outcome is that of calling :meth:`put` item by item (rows, versions,
+        dictionary ordinals in the same order); the records of like documents are
+        prepared together by the write plan (:meth:`WritePlan.records`).
+        """
+        docs: list[Any] = []
+        refused: dict[int, XerjError] = {}
+        for i, (doc, _doc_id, _op_type) in enumerate(items):
+            if self.scope is not None:
+                try:
+                    refuse_in_document(doc, self.name)
+                except XerjError as exc:
+                    refused[i] = exc
+                doc = {**doc, SCOPE_FIELD: scope or self.scope} if isinstance(doc, dict) else doc
+            docs.append(doc)
+        batched = self.plan.records(docs, self.dict_cache, self.skipped)
+        results: list[WriteResult | XerjError] = []
+        for i, ((doc, doc_id, op_type), full, prepared) in enumerate(zip(items, docs, batched)):
+            try:
+                if i in refused:
+                    raise refused[i]
+                record = self.record_for(full) if prepared is None else self._resolve(prepared)
+                results.append(self._put_row(doc, doc_id, op_type, record))
+            except XerjError as exc:
+                results.append(exc)
+        return results
+
+    def _resolve(self, prepared: Batched) -> dict[str, Any]:
+        """A batched record with its dictionary misses given ordinals, as :meth:`WritePlan.record` would."""
+        record, misses = prepared
+        columns = record["c"]
+        for leaf, value in misses:
+            name = leaf.dictionary
+            found = self.dict_cache.get(name, {}).get(value)
+            if found is None:
+                if not limits.keyword_indexed(value, leaf.spec.params, name):
+                    self.skipped["keywords"] += 1
+                    columns[leaf.path] = []
+                    continue
+                found = self.ordinal(name, value)
+            columns[leaf.path] = [found]
+        return record
 
     def _put_row(self, doc: Any, doc_id: str | None, op_type: str, record: dict[str, Any]) -> WriteResult:
         if doc_id is None:
