@@ -48,22 +48,61 @@ def history_index(brain: str) -> str:
     return edges_index(brain) + HISTORY_SUFFIX
 
 
+class BatchedPuts:
+    """Puts into one index collected in order and written together by ``IndexWrite.put_many``, whose records
+    of like documents are prepared at once. The caller flushes before reading anything a pending put
+    would change (an id it holds); a refusal is raised at the flush, aborting the transaction as a put would."""
+
+    def __init__(self, txn: "WriteTxn", name: str, scope: str | None = None) -> None:
+        self.txn, self.name, self.scope = txn, name, scope
+        self.items: list[tuple[dict[str, Any], str, str]] = []
+        self.ids: set[str] = set()
+
+    def put(self, doc: dict[str, Any], doc_id: str) -> None:
+        self.items.append((doc, doc_id, "index"))
+        self.ids.add(doc_id)
+
+    def flush(self) -> None:
+        if not self.items:
+            return
+        results = self.txn.index(self.name).put_many(self.items, scope=self.scope)
+        self.items, self.ids = [], set()
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+
+
 def put_version(txn: "WriteTxn", name: str, brain: str, doc: dict[str, Any], eid: str, now: int,
-                previous: dict[str, Any] | None) -> dict[str, Any]:
-    """Write ``doc`` as the current version of ``eid`` (stamped ``recorded_at``), archiving ``previous`` first."""
+                previous: dict[str, Any] | None, batch: "tuple[BatchedPuts, BatchedPuts] | None" = None
+                ) -> dict[str, Any]:
+    """Write ``doc`` as the current version of ``eid`` (stamped ``recorded_at``), archiving ``previous`` first;
+    with ``batch`` (edges, history) the two puts are collected there instead."""
     if previous is not None:
-        archive(txn, brain, eid, previous, now)
+        archive(txn, brain, eid, previous, now, batch[1] if batch is not None else None)
     doc = {**doc, RECORDED_AT: now}
-    txn.put(name, doc, eid, scope=brain)
+    if batch is None:
+        txn.put(name, doc, eid, scope=brain)
+    else:
+        batch[0].put(doc, eid)
     return doc
 
 
-def archive(txn: "WriteTxn", brain: str, eid: str, previous: dict[str, Any], now: int) -> None:
+def history_batch(txn: "WriteTxn", brain: str) -> BatchedPuts:
+    """Archived versions of ``brain``'s edges, collected (see :class:`BatchedPuts`)."""
+    return BatchedPuts(txn, history_index(brain))
+
+
+def archive(txn: "WriteTxn", brain: str, eid: str, previous: dict[str, Any], now: int,
+            batch: BatchedPuts | None = None) -> None:
     index = history_index(brain)
     if not txn.exists(index):
         txn.create_index(index, HISTORY_MAPPING)
     version = {**previous, "edge_id": eid, SUPERSEDED_AT: now}
-    txn.put(index, version, f"{eid}@{now}@{uuid.uuid4().hex[:12]}")  # the index's own scope, like its name
+    version_id = f"{eid}@{now}@{uuid.uuid4().hex[:12]}"
+    if batch is None:
+        txn.put(index, version, version_id)  # the index's own scope, like its name
+    else:
+        batch.put(version, version_id)
 
 
 def _known(doc: dict[str, Any], known_at: int) -> bool:

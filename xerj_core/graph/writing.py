@@ -22,7 +22,7 @@ from xerj_core.graph.brain import (
     validate_brain_name,
 )
 from xerj_core.graph.edges import draft_document, is_edge, is_retired, link_document
-from xerj_core.graph.history import put_version
+from xerj_core.graph.history import BatchedPuts, history_batch, put_version
 from xerj_core.graph.requests import parse_link
 from xerj_core.graph.review import KIND_APPROVAL, KIND_REJECTION, active_decision, review_stamp
 from xerj_core.model import EdgeDraft
@@ -90,7 +90,8 @@ class EdgeWriting:
 
     @staticmethod
     def _machine_put(txn: "WriteTxn", name: str, doc: dict[str, Any], rejection: str | None,
-                     now: int, brain: str, approval: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool, bool]:
+                     now: int, brain: str, approval: dict[str, Any] | None = None,
+                     batch: tuple[BatchedPuts, BatchedPuts] | None = None) -> tuple[dict[str, Any], bool, bool]:
         """A machine writer's edge: ``(stored doc, created, suppressed)``.
 
         Under an active rejection of its claim the edge is stored already retired
@@ -98,6 +99,9 @@ class EdgeWriting:
         Under an approval of its claim it is stored ``approved`` with who approved it.
         """
         eid = doc["edge_id"]
+        if batch is not None and eid in batch[0].ids:
+            batch[0].flush()  # the same edge twice in a batch: the second sees the first
+            batch[1].flush()
         existing = txn.get(name, eid)
         if approval is not None and rejection is None:
             doc = {**doc, "trust": TRUST_APPROVED, **review_stamp(approval)}
@@ -109,7 +113,7 @@ class EdgeWriting:
         elif existing is not None and not is_retired(existing) and existing.get("trust") in (TRUST_ASSERTED,
                                                                                                 TRUST_APPROVED):
             doc = {**doc, "trust": existing["trust"]}  # a detector re-finding a person's edge keeps their word
-        doc = put_version(txn, name, brain, doc, eid, now, existing)
+        doc = put_version(txn, name, brain, doc, eid, now, existing, batch)
         return doc, existing is None, rejection is not None
 
     def link(self, brain: str, body: Any, *, machine: bool = False) -> tuple[bool, dict[str, Any]]:
@@ -211,6 +215,7 @@ class EdgeWriting:
             counts = {"written": 0, "created": 0, "updated": 0, "suppressed": 0}
             txn.prefetch(name, [doc["edge_id"] for doc in docs] +
                          [rejection_id(doc["src"], doc["type"], doc["dst"]) for doc in docs])
+            batch = (BatchedPuts(txn, name, brain), history_batch(txn, brain))
             for doc in docs:
                 claim = (doc["src"], doc["type"], doc["dst"])
                 key = "\0".join(claim)
@@ -219,11 +224,13 @@ class EdgeWriting:
                     rejections[key] = rid if active_decision(claim_doc, KIND_REJECTION) is not None else None
                     approvals[key] = active_decision(claim_doc, KIND_APPROVAL)
                 stored, created, suppressed = self._machine_put(txn, name, doc, rejections[key], now, brain,
-                                                                approvals[key])
+                                                                approvals[key], batch)
                 counts["created" if created else "updated"] += 1
                 counts["suppressed"] += suppressed
                 counts["written"] += 1
                 stored_docs.append(stored)
+            batch[1].flush()
+            batch[0].flush()
             summary.update(counts)
             return stored_docs
 
@@ -272,12 +279,17 @@ class EdgeWriting:
         def run(txn: "WriteTxn") -> list[dict[str, Any]]:
             now = now_ms()
             retired = []
+            # Candidates are distinct, so no pending put is read back before the flush.
+            batch = (BatchedPuts(txn, name, brain), history_batch(txn, brain))
             for eid in candidates:
                 doc = txn.get(name, eid)
                 if not is_edge(doc) or is_retired(doc):
                     continue
-                doc = put_version(txn, name, brain, {**doc, "invalid_at": when, "expired_at": now}, eid, now, doc)
+                doc = put_version(txn, name, brain, {**doc, "invalid_at": when, "expired_at": now}, eid, now, doc,
+                                  batch)
                 retired.append(doc)
+            batch[1].flush()
+            batch[0].flush()
             return retired
 
         retired = self._transact(run)
