@@ -392,7 +392,8 @@ def _batch_state(store, items, batched):
                 except XerjError as exc:
                     results.append(exc)
         shown = [r if not isinstance(r, XerjError) else ("error", type(r).__name__, str(r)) for r in results]
-        return shown, list(target.pending), {k: list(v.items()) for k, v in target.dict_cache.items()}, \
+        # Ordinals compared by term: new terms' numbers show the order they were given in.
+        return shown, list(target.pending), {k: sorted(v.items()) for k, v in target.dict_cache.items() if v}, \
             dict(target.skipped)
     return store.transact(run)
 

@@ -202,8 +202,8 @@ class WritePlan:
         return {"c": columns, "t": terms}
 
 
-    def records(self, docs: list[Any], dict_cache: dict[str, dict[str, int]],
-                skipped: dict[str, int]) -> list[Batched | None]:
+    def records(self, docs: list[Any], dict_cache: dict[str, dict[str, int]], skipped: dict[str, int],
+                committed: Callable[[str], dict[str, int] | None]) -> list[Batched | None]:
         """Row records of many documents at once, one field at a time; None for a document that needs
         :meth:`record` (or the generic path), which the caller runs in document order.
 
@@ -212,8 +212,9 @@ class WritePlan:
         batch of like documents (edges, bulk rows) costs a few list operations per
         field instead of a dozen Python steps per value. Only groups whose every
         value is of its field's plain type (nothing to convert, nothing to
-        refuse) take this path. Keyword values not yet in ``dict_cache`` are left
-        to the caller as misses, in the order :meth:`record` would assign them
+        refuse) take this path. Keyword values neither in ``dict_cache`` nor in
+        ``committed(dictionary)`` (ordinals known to be committed, copied into
+        ``dict_cache`` as ``ordinal`` would) are left to the caller as misses, in the order :meth:`record` would assign them
         ordinals, so dictionaries grow exactly as they would document by document.
         """
         out: list[Batched | None] = [None] * len(docs)
@@ -228,7 +229,7 @@ class WritePlan:
             fields = self._columns(group)
             if fields is None:
                 continue
-            for i, batched in zip(members, _group_records(fields, len(group), dict_cache, skipped)):
+            for i, batched in zip(members, _group_records(fields, len(group), dict_cache, skipped, committed)):
                 out[i] = batched
         return out
 
@@ -293,14 +294,21 @@ def _plain(leaf: Leaf, kind: type, column: list[Any]) -> bool:
 
 
 def _group_records(fields: list[tuple[Leaf, list[Any]]], n: int, dict_cache: dict[str, dict[str, int]],
-                   skipped: dict[str, int]) -> list[Batched]:
+                   skipped: dict[str, int], committed: Callable[[str], dict[str, int] | None]) -> list[Batched]:
     columns: list[dict[str, Any]] = [{} for _ in range(n)]
     terms: list[dict[str, Any]] = [{} for _ in range(n)]
     misses: list[list[tuple[Leaf, Any]]] = [[] for _ in range(n)]
     for leaf, column in fields:
         path, kind = leaf.path, leaf.kind
         if kind == KIND_ORD:
-            cache = dict_cache.get(leaf.dictionary) or {}
+            cache = dict_cache.setdefault(leaf.dictionary, {})
+            known = committed(leaf.dictionary)
+            if known:
+                # A committed term's ordinal is fixed whatever the order: only new terms are left as misses.
+                for value in set(column).difference(cache):
+                    found = known.get(value)
+                    if found is not None:
+                        cache[value] = found
             for i, value, found in zip(range(n), column, map(cache.get, column)):
                 if found is not None:
                     columns[i][path] = [found]

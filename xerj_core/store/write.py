@@ -306,7 +306,8 @@ class IndexWrite:
                     refused[i] = exc
                 doc = {**doc, SCOPE_FIELD: scope or self.scope} if isinstance(doc, dict) else doc
             docs.append(doc)
-        batched = self.plan.records(docs, self.dict_cache, self.skipped)
+        committed = self.txn.committed_terms
+        batched = self.plan.records(docs, self.dict_cache, self.skipped, lambda name: committed.get((self.ix, name)))
         results: list[WriteResult | XerjError] = []
         for i, ((doc, doc_id, op_type), full, prepared) in enumerate(zip(items, docs, batched)):
             try:
