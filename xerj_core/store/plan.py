@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from operator import itemgetter
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from xerj_core.store import limits
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
@@ -80,7 +80,7 @@ class Plan:
 class WritePlan:
     """Everything ``record_for`` needs about a mapping, compiled once per mapping version."""
 
-    __slots__ = ("root", "leaves", "ignores_unmapped", "object_paths")
+    __slots__ = ("root", "leaves", "ignores_unmapped", "object_paths", "claimed")
 
     def __init__(self, mapping: Mapping) -> None:
         self.root = Plan()
@@ -90,6 +90,11 @@ class WritePlan:
         # generic path; a key naming a mapped object still goes there, which refuses it.
         self.ignores_unmapped = mapping.dynamic in ("false", "runtime")
         self.object_paths = frozenset(mapping.objects)
+        # Every mapped path and each of its parents: an unmapped object or list passes by only outside these
+        # (an edge's archived version keeps its ``evidence`` object in a history index that maps none of it).
+        self.claimed = frozenset(".".join(parts[:i]) for parts in (p.split(".") for p in (*mapping.fields,
+                                                                                          *mapping.objects))
+                                 for i in range(1, len(parts) + 1))
         for spec in mapping.fields.values():
             if spec.source_path is not None:
                 continue
@@ -123,8 +128,7 @@ class WritePlan:
                     if nested is None or type(value) is not dict:
                         if nested is not None and value is None:
                             continue
-                        if (ignores and nested is None and type(value) in _UNMAPPED_SCALARS and type(key) is str
-                                and key and "." not in key and level.prefix + key not in self.object_paths):
+                        if ignores and nested is None and self._passes_by(level, key, (value,)):
                             continue
                         return None
                     stack.append((nested, value))
@@ -133,6 +137,17 @@ class WritePlan:
                         return None
                     pairs.append((leaf, value))
         return pairs
+
+    def _passes_by(self, level: Plan, key: Any, values: Sequence[Any], kinds: set[type] | None = None) -> bool:
+        """Would the generic path, under ``dynamic: false``, leave the unmapped ``key``'s ``values`` in _source
+        without refusing the document? Scalars do unless the key names a mapped object; objects and lists do
+        where nothing below the key is mapped and they hold no nested array and no empty key."""
+        if type(key) is not str or not key or "." in key:
+            return False
+        path = level.prefix + key
+        if (kinds or set(map(type, values))) <= _UNMAPPED_SCALARS:
+            return path not in self.object_paths
+        return path not in self.claimed and all(map(_inert, values))
 
     def values(self, doc: dict[str, Any]) -> dict[str, list[Any]] | None:
         """Converted values per field path, or None when the document needs the generic path."""
@@ -256,8 +271,7 @@ class WritePlan:
                             return None
                         stack.append((nested, column))
                         continue
-                    if (ignores and kinds <= _UNMAPPED_SCALARS and type(key) is str and key and "." not in key
-                            and level.prefix + key not in self.object_paths):
+                    if ignores and self._passes_by(level, key, column, kinds):
                         continue
                     return None
                 if leaf.subs or leaf.kind == KIND_VEC:
@@ -269,6 +283,16 @@ class WritePlan:
                     return None
                 fields.append((leaf, column))
         return fields
+
+
+def _inert(value: Any) -> bool:
+    """Does an unmapped value flatten without a refusal (no nested array, no empty or non-text key)?"""
+    kind = type(value)
+    if kind is dict:
+        return all(type(k) is str and k and _inert(v) for k, v in value.items())
+    if kind is list:
+        return all(type(item) is not list and _inert(item) for item in value)
+    return kind in _UNMAPPED_SCALARS
 
 
 # One document's record from :meth:`WritePlan.records`, and its keyword values still to be given ordinals:
