@@ -441,3 +441,39 @@ def test_like_documents_take_the_batch_path(store):
         assert nodes[:6] == [f"n{i}" for i in range(6)]  # src then dst of each document, in order
         assert [r.get(f"e{i}")[0] for i in range(5)] == docs
         assert r.postings("evidence.quote", "see")[0].tolist() == list(range(5))
+
+
+def test_every_stored_posting_key_belongs_to_a_current_segment(tmp_path):
+    """A seal rewrites the segment at the start of the merged region without deleting it first: each sealed
+    segment's posting keys are exactly the terms of its rows, and nothing is left under an old segment."""
+    import random
+
+    from xerj_core.store import keys
+    from xerj_core.text import tokenize
+
+    rng = random.Random(5)
+    words = [f"w{i}" for i in range(40)]
+    with Store(tmp_path / "data", tail_rows=4) as store:
+        for batch in range(30):
+            store.bulk([BulkOp("index", "p", f"d{batch}-{i}", {"text": " ".join(rng.sample(words, rng.randint(1, 4)))})
+                        for i in range(rng.randint(1, 9))])
+        with store.read_txn() as raw, store.reader("p") as r:
+            assert len(r.segments) > 1
+            bounds = [(s.start, s.end) for s in r.segments]
+            assert [b for _a, b in bounds[:-1]] == [a for a, _b in bounds[1:]] and bounds[-1][1] == r.tail_start
+            expected: dict = {}
+            for seg in r.segments:
+                for row in range(seg.start, seg.end):
+                    for term in tokenize(r.get(r.id_of(row))[0]["text"]):
+                        expected.setdefault((seg.start, term), set()).add(row)
+            stored = {}
+            prefix = keys.ix_key(r.ix)
+            with raw.cursor(db=store.env.dbs["post"]) as cur:
+                cur.set_range(prefix)
+                for key, _blob in cur:
+                    if not key.startswith(prefix):
+                        break
+                    start, term = keys.read_u64(key, 4), key[12:].split(b"\x00", 1)[1].decode()
+                    segment = next(s for s in r.segments if s.start == start)
+                    stored[(start, term)] = set(r.segment_postings(segment, "text", term)[0].tolist())
+            assert stored == expected

@@ -393,8 +393,7 @@ class IndexWrite:
         target = self.state.next_row // tail_rows * tail_rows
         if target > self.state.sealed_rows:
             self._seal(target)
-        for row, record in self.pending:
-            raw.put(keys.row_key(self.ix, row), orjson.dumps(record), db=db["tail"])
+        _put_all(raw, db["tail"], ((keys.row_key(self.ix, row), orjson.dumps(record)) for row, record in self.pending))
         self.pending.clear()
         for name, size in self.dict_size.items():
             raw.put(keys.dictn_key(self.ix, name), size.to_bytes(4, "big"), db=db["dictn"])
@@ -453,6 +452,10 @@ class IndexWrite:
         postings = {path: self._merge_postings(path, old_segments, new_segments, records, old_sealed)
                     for path in text_fields}
         for start, end in old_segments:
+            if (start, end) == old_segments[0] and new_segments[0][0] == start and new_segments[0][1] >= end:
+                # The new segment at the same start holds all of this one's rows, so every one of its keys (a
+                # column per field, a posting per term, its record) is written again: no need to delete them.
+                continue
             self._drop_segment(start)
         self._write_segments(new_segments, region_start, built, postings)
         self.state.sealed_rows = target
@@ -462,11 +465,10 @@ class IndexWrite:
         """Store ``segments``: slices of the region's columns ``built`` (starting at ``region_start``) and the
         postings already cut per segment."""
         raw, db, ix = self.txn.raw, self.txn.dbs, self.ix
-        post = db["post"]
         for path, (seg_of, names, blobs) in postings.items():
             prefixes = [keys.post_prefix(ix, start, path) for start, _end in segments]
-            for seg, name, blob in zip(seg_of, names, blobs):
-                raw.put(prefixes[seg] + name, blob, db=post)
+            # One C-level loop over every (key, blob): a merge writes one per segment and term.
+            _put_all(raw, db["post"], zip(map(bytes.__add__, map(prefixes.__getitem__, seg_of), names), blobs))
         for start, end in segments:
             lo, hi = start - region_start, end - region_start
             for path, column in built.items():
@@ -669,6 +671,17 @@ def _slice(column: Column, lo: int, hi: int) -> Column:
     mask = (column.extra_rows >= lo) & (column.extra_rows < hi)
     return Column(column.kind, column.values[lo:hi], column.present[lo:hi],
                   column.extra_rows[mask] - lo, column.extra_ords[mask])
+
+
+def _put_all(txn: lmdb.Transaction, db: Any, items: Iterable[tuple[bytes, bytes]]) -> None:
+    """Put every ``(key, value)`` of ``items`` through one LMDB cursor (``putmulti``: about 5x fewer cycles per
+    item than a Python loop of puts); another backend's transaction gets the loop."""
+    if isinstance(txn, lmdb.Transaction):
+        with txn.cursor(db=db) as cur:
+            cur.putmulti(items)
+        return
+    for key, value in items:
+        txn.put(key, value, db=db)
 
 
 def _delete_prefix(txn: lmdb.Transaction, db: Any, prefix: bytes) -> None:
