@@ -309,14 +309,22 @@ class IndexWrite:
         committed = self.txn.committed_terms
         batched = self.plan.records(docs, self.dict_cache, self.skipped, lambda name: committed.get((self.ix, name)))
         results: list[WriteResult | XerjError] = []
+        # With every id given and distinct, no item reads another's source or id: their puts are gathered and
+        # written through one cursor each at the end.
+        ids = [doc_id for _doc, doc_id, _op in items]
+        deferred: tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]] | None = (
+            ([], []) if None not in ids and len(set(ids)) == len(ids) else None)
         for i, ((doc, doc_id, op_type), full, prepared) in enumerate(zip(items, docs, batched)):
             try:
                 if i in refused:
                     raise refused[i]
                 record = self.record_for(full) if prepared is None else self._resolve(prepared)
-                results.append(self._put_row(doc, doc_id, op_type, record))
+                results.append(self._put_row(doc, doc_id, op_type, record, deferred))
             except XerjError as exc:
                 results.append(exc)
+        if deferred is not None:
+            _put_all(self.txn.raw, self.txn.dbs["src"], deferred[0])
+            _put_all(self.txn.raw, self.txn.dbs["ids"], deferred[1])
         return results
 
     def _resolve(self, prepared: Batched) -> dict[str, Any]:
@@ -335,7 +343,9 @@ class IndexWrite:
             columns[leaf.path] = [found]
         return record
 
-    def _put_row(self, doc: Any, doc_id: str | None, op_type: str, record: dict[str, Any]) -> WriteResult:
+    def _put_row(self, doc: Any, doc_id: str | None, op_type: str, record: dict[str, Any],
+                 deferred: tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]] | None = None) -> WriteResult:
+        """Write ``doc``'s source and id (into ``deferred``'s source and id lists instead, when given)."""
         if doc_id is None:
             doc_id = new_doc_id()
         check_doc_id(doc_id)
@@ -352,9 +362,15 @@ class IndexWrite:
             self.state.live += 1
         row = self.state.next_row
         self.state.next_row += 1
-        raw, db = self.txn.raw, self.txn.dbs
-        raw.put(keys.row_key(self.ix, row), keys.pack_source(version, doc_id, orjson.dumps(doc)), db=db["src"])
-        raw.put(keys.id_key(self.ix, doc_id), keys.u64(row), db=db["ids"])
+        source = (keys.row_key(self.ix, row), keys.pack_source(version, doc_id, orjson.dumps(doc)))
+        id_entry = (keys.id_key(self.ix, doc_id), keys.u64(row))
+        if deferred is not None:
+            deferred[0].append(source)
+            deferred[1].append(id_entry)
+        else:
+            raw, db = self.txn.raw, self.txn.dbs
+            raw.put(*source, db=db["src"])
+            raw.put(*id_entry, db=db["ids"])
         self.pending.append((row, record))
         self.put_ids.append(doc_id)
         return WriteResult(self.name, doc_id, "updated" if old_row is not None else "created", version, row)
