@@ -478,3 +478,21 @@ def test_every_stored_posting_key_belongs_to_a_current_segment(tmp_path):
                     segment = next(s for s in r.segments if s.start == start)
                     stored[(start, term)] = set(r.segment_postings(segment, "text", term)[0].tolist())
             assert stored == expected
+
+
+def test_a_reopened_store_finds_stored_terms_ordinals(tmp_path):
+    """A term stored by an earlier process (not in this one's caches) gets its stored ordinal back from the
+    same insert-if-absent that adds a new term, and new terms continue the numbering."""
+    with Store(tmp_path / "data") as store:
+        store.create_index("t", {"properties": {"tag": {"type": "keyword"}}})
+        store.bulk([BulkOp("index", "t", f"a{i}", {"tag": f"t{i}"}) for i in range(5)])
+    with Store(tmp_path / "data") as store:
+        store.bulk([BulkOp("index", "t", f"b{i}", {"tag": f"t{4 - i}"}) for i in range(7)] +
+                   [BulkOp("index", "t", "c", {"tag": "t3"})])
+        with store.reader("t") as r:
+            terms = r.field_dictionary("tag").terms
+            assert terms == ["t0", "t1", "t2", "t3", "t4", "t-1", "t-2"]
+            tags = r.column("tag")
+            for doc_id in [f"a{i}" for i in range(5)] + [f"b{i}" for i in range(7)] + ["c"]:
+                row = r.row_of(doc_id)
+                assert terms[tags.values[row]] == r.get(doc_id)[0]["tag"]

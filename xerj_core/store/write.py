@@ -98,6 +98,7 @@ class IndexWrite:
         self.pending: list[tuple[int, dict[str, Any]]] = []
         self.dict_cache: dict[str, dict[str, int]] = {}
         self.dict_size: dict[str, int] = {}
+        self._dict_cursor: Any = None  # a cursor on the dictionaries (LMDB), opened at the first new term
         self.put_ids: list[str] = []
         self.deleted_ids: list[str] = []
         self.force_compact = False
@@ -156,14 +157,23 @@ class IndexWrite:
             size = int.from_bytes(stored, "big") if stored else 0
             self.dict_size[name] = size
         key = keys.dict_key(self.ix, name, term)
-        # A new term is the common case on ingest (edge ids, nodes): one insert-if-absent instead of a
-        # lookup and an insert; only a term stored by an earlier transaction pays the lookup.
-        if raw.put(key, size.to_bytes(4, "big"), overwrite=False, db=db["dict"]):
+        # One insert-if-absent: a new term (ingest: edge ids, nodes) is stored by it, and a term stored by an
+        # earlier transaction (retiring an edge re-reads its id) is found by the same B-tree search, since a
+        # refused cursor put leaves the cursor on the existing entry.
+        if self._dict_cursor is None:
+            self._dict_cursor = raw.cursor(db=db["dict"]) if isinstance(raw, lmdb.Transaction) else False
+        if self._dict_cursor:
+            added = self._dict_cursor.put(key, size.to_bytes(4, "big"), overwrite=False)
+            existing = None if added else self._dict_cursor.value()
+        else:
+            added = raw.put(key, size.to_bytes(4, "big"), overwrite=False, db=db["dict"])
+            existing = None if added else raw.get(key, db=db["dict"])
+        if added:
             ordinal = size
             self.dict_size[name] = size + 1
             raw.put(keys.dictr_key(self.ix, name, ordinal), term.encode(), db=db["dictr"])
         else:
-            ordinal = int.from_bytes(raw.get(key, db=db["dict"]), "big")
+            ordinal = int.from_bytes(existing, "big")
         cache[term] = ordinal
         return ordinal
 
