@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import psycopg
 from psycopg.adapt import Loader
@@ -24,7 +24,7 @@ WRITE_LOCK = 0x7865726A_77726974  # "xerjwrit"
 CONNECT_TIMEOUT = 5
 # How long a read on the replica waits for it to replay this process's last commit before reading the primary.
 REPLICA_WAIT = 5.0
-# How long a finished read's connection may wait for the thread's next read before it is rolled back.
+# How long a finished read's connection may wait for the thread's next read before its snapshot is ended.
 PARK_SECONDS = 0.05
 # Databases every read transaction fetches whole at its start (one round trip): a record per index or dictionary.
 _CONTROL = ("indices", "state", "dictn")
@@ -38,17 +38,24 @@ class _RawJson(Loader):
 
 
 def _configure(conn: psycopg.Connection) -> None:
-    """Raw json loading and dumping, and no server-side prepared statements.
+    """Raw json loading and dumping; statements run often are prepared on the server (psycopg's threshold).
 
-    After a ``ROLLBACK`` psycopg drops its prepared statements with a
-    ``DEALLOCATE ALL`` sent before whatever statement comes next; when that is
-    the ``BEGIN ISOLATION LEVEL`` of a pipelined read, which must come first in
-    its transaction, the read fails. Our statements are small key lookups whose
-    planning costs little next to a round trip.
+    Planning a key lookup costs about as much as running it, so the reads'
+    statements are prepared. A ``ROLLBACK`` makes psycopg drop them all with a
+    ``DEALLOCATE ALL`` sent after it; inside the pipeline that opens a read it
+    would land between ``COMMIT`` and ``BEGIN ISOLATION LEVEL`` and fail the
+    read, so reads end with ``COMMIT`` (a read-only transaction has nothing to
+    undo) and only a failed transaction is rolled back, outside any pipeline.
     """
-    conn.prepare_threshold = None
     conn.adapters.register_loader("json", _RawJson)
     register_text(conn.adapters)
+
+
+def end_read(conn: Any) -> None:
+    """End a read transaction: ``COMMIT`` keeps the prepared statements; a failed one is rolled back."""
+    status = conn.info.transaction_status
+    if not conn.closed and status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+        conn.execute("COMMIT" if status == TransactionStatus.INTRANS else "ROLLBACK")
 
 
 def unavailable(url: str, exc: BaseException) -> schema.StoreUnavailable:
@@ -99,25 +106,81 @@ _ENDED = _Ended()
 
 
 class ReadTxn(Txn):
-    """A read snapshot (``REPEATABLE READ``) on a pooled connection, given back when it ends."""
+    """A read snapshot (``REPEATABLE READ``) on a pooled connection, given back when it ends.
 
-    def __init__(self, env: "PgEnvironment", pool: ConnectionPool, conn: Any, url: str) -> None:
+    A transaction begun with ``guess`` (the control records of an earlier
+    snapshot, see :meth:`PgEnvironment.read`) has not opened its snapshot yet:
+    it reads those records, and its first statement goes to the server in one
+    round trip with the ``BEGIN`` and the fetch of the real ones. When they
+    differ the statement's caller is unwound with :class:`_Restart`.
+    """
+
+    def __init__(self, env: "PgEnvironment", pool: ConnectionPool, conn: Any, url: str, *, parked: bool = False,
+                 guess: dict[str, dict[bytes, bytes]] | None = None) -> None:
         super().__init__(_Guarded(conn, url), env.tables, write=False)
         self._raw = conn
         self._env = env
         self._pool = pool
+        self._url = url
+        self._parked = parked  # the connection still holds the thread's previous snapshot
+        self.opened = guess is None
+        if guess is not None:
+            self.conn = _Opening(self)
+            for name, rows in guess.items():
+                self.remember(name, dict(rows), complete=True)
+        self._guess = guess
+
+    def open(self, statement: tuple[Any, ...] | None = None) -> Any:
+        """Begin the snapshot and read its control records, with ``statement`` (query, params) in the same round
+        trip; returns the statement's cursor. Raises :class:`_Restart` when a guess turns out wrong."""
+        conn, env = self._raw, self._env
+        numbers = [self.tables[name].number for name in _CONTROL]
+        found: dict[int, dict[bytes, bytes]] = {n: {} for n in numbers}
+        cur = None
+        with env._guard(self._pool, self._url):
+            with conn.pipeline():  # one round trip for all
+                if self._parked:
+                    conn.execute("COMMIT")  # the snapshot of this thread's previous read (it wrote nothing)
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                control = conn.execute("SELECT db, k, v FROM xerj_kv WHERE db = ANY(%s)", (numbers,))
+                if statement is not None:
+                    cur = conn.execute(*statement)
+            for db, k, v in control:
+                found[db][bytes(k)] = v
+        self._parked = False
+        self.opened = True
+        self.conn = _Guarded(conn, self._url)
+        records = {name: found[self.tables[name].number] for name in _CONTROL}
+        env._known = records
+        if self._guess is not None and records != self._guess:
+            self._guess = None
+            self.reset(records)
+            raise _Restart()
+        self._guess = None
+        if statement is None:
+            for name in _CONTROL:
+                self.remember(name, records[name], complete=True)
+        return cur
+
+    def reset(self, records: dict[str, dict[bytes, bytes]]) -> None:
+        """Forget what was read on a wrong guess; ``records`` are the snapshot's control records."""
+        self._seen = {name: {} for name in self.tables}
+        for name in _CONTROL:
+            self.remember(name, records[name], complete=True)
 
     def abort(self) -> None:
         conn, self._raw = self._raw, None
         if conn is None:
             return
         self.conn = _ENDED  # a read after the end must fail, not run on a connection given to someone else
-        if (self._pool is not self._env.read_pool and conn.info.transaction_status == TransactionStatus.INTRANS
-                and self._env.parking.park(self._pool, conn)):
-            return  # its ROLLBACK goes with the thread's next BEGIN
+        if self._parked:  # never opened: the previous snapshot it still holds parks again
+            status_ok = conn.info.transaction_status == TransactionStatus.INTRANS
+        else:
+            status_ok = self.opened and conn.info.transaction_status == TransactionStatus.INTRANS
+        if self._pool is not self._env.read_pool and status_ok and self._env.parking.park(self._pool, conn):
+            return  # its end goes with the thread's next BEGIN
         try:
-            if not conn.closed:
-                conn.execute("ROLLBACK")
+            end_read(conn)
         except psycopg.Error:
             pass  # a broken connection: the pool discards it
         finally:
@@ -132,12 +195,43 @@ class ReadTxn(Txn):
         self.abort()
 
 
+class _Restart(BaseException):
+    """A read ran on a wrong guess of the control records: run it again on its snapshot (see PgEnvironment.read).
+
+    A BaseException, so that no ``except Exception`` on the way swallows it.
+    """
+
+
+def _guessed_wrong(txn: ReadTxn) -> bool:
+    """Open ``txn``'s snapshot: did its guess of the control records differ from them?"""
+    try:
+        txn.open()
+    except _Restart:
+        return True
+    return False
+
+
+class _Opening:
+    """The connection of a read that has not opened its snapshot: the first statement opens it (ReadTxn.open)."""
+
+    __slots__ = ("txn",)
+
+    def __init__(self, txn: ReadTxn) -> None:
+        self.txn = txn
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        return self.txn.open(args)
+
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a read transaction cannot write")
+
+
 class _Parking:
-    """Read connections whose snapshot is over but whose ``ROLLBACK`` is not sent yet, one per thread.
+    """Read connections whose snapshot is over but whose ``COMMIT`` is not sent yet, one per thread.
 
     The thread's next read sends it in the same round trip as its ``BEGIN``, so
     a read costs one round trip fewer; a connection parked longer than
-    :data:`PARK_SECONDS` is rolled back and given back by a reaper thread, so no
+    :data:`PARK_SECONDS` is ended and given back by a reaper thread, so no
     snapshot is held for longer than that.
     """
 
@@ -170,8 +264,7 @@ class _Parking:
 
     def _release(self, pool: ConnectionPool, conn: Any) -> None:
         try:
-            if not conn.closed:
-                conn.execute("ROLLBACK")
+            end_read(conn)
         except psycopg.Error:
             pass  # a broken connection: the pool discards it
         self._env.give_back(pool, conn)
@@ -219,6 +312,8 @@ class PgEnvironment:
         self.write_lock = threading.Lock()
         self.last_lsn: str | None = None
         self.parking = _Parking(self)
+        # The control records of the last snapshot read, which read() starts on (None once this process writes).
+        self._known: dict[str, dict[bytes, bytes]] | None = None
         conn = connect(url)
         try:
             if read_url:  # a migration this process applies must be on disk before the replica's first read waits
@@ -265,36 +360,59 @@ class PgEnvironment:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def begin_read(self, *, buffers: bool = False) -> ReadTxn:
-        """A read snapshot; on a replica (``read_url``) once it has replayed this process's last commit."""
+    def begin_read(self, *, buffers: bool = False, guess: dict[str, dict[bytes, bytes]] | None = None) -> ReadTxn:
+        """A read snapshot; on a replica (``read_url``) once it has replayed this process's last commit.
+
+        With ``guess`` (and no replica) the snapshot opens with the read's first statement (see :meth:`read`).
+        """
         pool, url = self.pool, self.url
         if self.read_pool is not None:
             pool, url = self.read_pool, self.read_url or self.url
+            guess = None
         parked = self.parking.take(pool) if self.read_pool is None else None
         conn = parked if parked is not None else self._take(pool)
-        txn = ReadTxn(self, pool, conn, url)
+        txn = ReadTxn(self, pool, conn, url, parked=parked is not None, guess=guess)
+        if guess is not None:
+            return txn
         try:
             with self._guard(pool, url):
                 if pool is self.read_pool and self.last_lsn is not None and not self._caught_up(conn):
                     txn.abort()
                     pool, url = self.pool, self.url
-                    conn = self._take(pool)
-                    txn = ReadTxn(self, pool, conn, url)
-                numbers = [self.tables[name].number for name in _CONTROL]
-                found: dict[int, dict[bytes, bytes]] = {n: {} for n in numbers}
-                with conn.pipeline():  # one round trip for all
-                    if parked is not None:
-                        conn.execute("COMMIT")  # the snapshot of this thread's previous read (it wrote nothing)
-                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    cur = conn.execute("SELECT db, k, v FROM xerj_kv WHERE db = ANY(%s)", (numbers,))
-                for db, k, v in cur:
-                    found[db][bytes(k)] = v
-                for name in _CONTROL:
-                    txn.remember(name, found[self.tables[name].number], complete=True)
+                    txn = ReadTxn(self, pool, self._take(pool), url)
+                txn.open()
         except BaseException:
             txn.abort()
             raise
         return txn
+
+    def read(self, fn: Callable[[Txn], T]) -> T:
+        """``fn(txn)`` in one read snapshot, in one round trip when it needs one statement.
+
+        ``fn`` starts on the control records of this process's last snapshot
+        (the records of every index, which the store's own caches were built
+        from), so it reads from the caches alone until it needs the server. Its
+        first statement then goes with the ``BEGIN`` and the fetch of the real
+        records, and no row comes back to ``fn`` before they are compared: on a
+        difference (another process wrote) ``fn`` is unwound and runs again on
+        the real ones. ``fn`` that needs no statement has its snapshot checked
+        the same way when it returns, or before an error it raised is believed.
+        """
+        txn = self.begin_read(guess=self._known)
+        try:
+            try:
+                result = fn(txn)
+                if not txn.opened:
+                    txn.open()
+                return result
+            except _Restart:
+                pass
+            except Exception:
+                if txn.opened or not _guessed_wrong(txn):
+                    raise
+            return fn(txn)
+        finally:
+            txn.abort()
 
     def _caught_up(self, conn: Any) -> bool:
         deadline = time.monotonic() + REPLICA_WAIT
@@ -322,6 +440,7 @@ class PgEnvironment:
                         seq = conn.execute("UPDATE xerj_commits SET seq = seq + 1 RETURNING seq").fetchone()[0]
                         self.cache.adopt(seq - 1)
                         txn = Txn(_Guarded(conn, self.url), self.tables, write=True, cache=self.cache)
+                        self._known = None  # the caches may now be ahead of the last read's records
                         result = fn(txn)
                         changed = txn.flush()
                         project_edges(conn, changed)

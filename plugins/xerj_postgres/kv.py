@@ -47,8 +47,15 @@ class Table:
         return self.get(conn, key), {}
 
     def get_many(self, conn: Any, found: list[bytes]) -> dict[bytes, bytes]:
-        rows = conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k = ANY(%s)", (self.number, found))
-        return {bytes(k): v for k, v in rows}
+        return self.collect(self.send_many(conn, found))
+
+    def send_many(self, conn: Any, found: list[bytes]) -> list[Any]:
+        """Send the statements fetching ``found`` without reading their rows (so they can share a pipeline);
+        :meth:`collect` reads them."""
+        return [conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k = ANY(%s)", (self.number, found))]
+
+    def collect(self, sent: list[Any]) -> dict[bytes, bytes]:
+        return {bytes(k): v for cur in sent for k, v in cur}
 
     def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         rows = conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k >= %s ORDER BY k LIMIT %s",
@@ -144,18 +151,19 @@ class DocsTable(Table):
                            _ix_row(key)).fetchone()
         return None if row is None else self._blob(*row)
 
-    def get_many(self, conn: Any, found: list[bytes]) -> dict[bytes, bytes]:
+    def send_many(self, conn: Any, found: list[bytes]) -> list[Any]:
         by_ix: dict[int, list[int]] = {}
         for key in found:
             if len(key) == 12:
                 ix, row = _IX_ROW.unpack(key)
                 by_ix.setdefault(ix, []).append(row)
-        out = {}
-        for ix, rows in by_ix.items():
-            for row, version, doc_id, source in conn.execute(
-                    "SELECT row, version, doc_id, source FROM xerj_docs WHERE ix = %s AND row = ANY(%s)", (ix, rows)):
-                out[_IX_ROW.pack(ix, row)] = self._blob(version, doc_id, source)
-        return out
+        return [(ix, conn.execute("SELECT row, version, doc_id, source FROM xerj_docs WHERE ix = %s AND row = ANY(%s)",
+                                  (ix, rows))) for ix, rows in by_ix.items()]
+
+    def collect(self, sent: list[Any]) -> dict[bytes, bytes]:
+        pack, blob = _IX_ROW.pack, self._blob
+        return {pack(ix, row): blob(version, doc_id, source) for ix, cur in sent
+                for row, version, doc_id, source in cur}
 
     def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         rows = conn.execute("SELECT ix, row, version, doc_id, source FROM xerj_docs WHERE (ix, row) >= (%s, %s) "
@@ -246,17 +254,16 @@ class IdsTable(Table):
         extra = {} if version is None else {"src": {_IX_ROW.pack(ix, found): DocsTable._blob(version, stored_id, source)}}
         return keys.u64(found), extra
 
-    def get_many(self, conn: Any, found: list[bytes]) -> dict[bytes, bytes]:
+    def send_many(self, conn: Any, found: list[bytes]) -> list[Any]:
         by_ix: dict[int, list[bytes]] = {}
         for key in found:
             ix, doc_id = self._split(key)
             by_ix.setdefault(ix, []).append(doc_id)
-        out = {}
-        for ix, ids in by_ix.items():
-            for doc_id, row in conn.execute("SELECT doc_id, row FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%s)",
-                                            (ix, ids)):
-                out[keys.ix_key(ix) + doc_id] = keys.u64(row)
-        return out
+        return [(ix, conn.execute("SELECT doc_id, row FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%s)", (ix, ids)))
+                for ix, ids in by_ix.items()]
+
+    def collect(self, sent: list[Any]) -> dict[bytes, bytes]:
+        return {keys.ix_key(ix) + bytes(doc_id): keys.u64(row) for ix, cur in sent for doc_id, row in cur}
 
     def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         rows = conn.execute("SELECT ix, doc_id, row FROM xerj_ids WHERE (ix, doc_id) >= (%s, %s) "
@@ -407,14 +414,21 @@ class Txn:
 
     def prefetch(self, db: str, wanted: Iterable[bytes]) -> None:
         """Fetch ``wanted`` keys of ``db`` in one round trip, so the ``get`` calls that follow are local."""
-        seen = self._seen[db]
+        missing = self.missing(db, wanted)
+        if missing:
+            self.fetched(db, missing, self.tables[db].get_many(self.conn, missing))
+
+    def missing(self, db: str, wanted: Iterable[bytes]) -> list[bytes]:
+        """Which of ``wanted`` this transaction has not fetched yet (nor knows to be absent)."""
         if db in self._complete:
-            return
-        missing = [k for k in wanted if k not in seen and not self._absent(db, k)]
-        if not missing:
-            return
-        found = self.tables[db].get_many(self.conn, missing)
-        for key in missing:
+            return []
+        seen = self._seen[db]
+        return [k for k in wanted if k not in seen and not self._absent(db, k)]
+
+    def fetched(self, db: str, asked: list[bytes], found: dict[bytes, bytes]) -> None:
+        """Remember what fetching ``asked`` found (a key asked for and not found is absent)."""
+        seen = self._seen[db]
+        for key in asked:
             seen[key] = found.get(key)
 
     def remember(self, db: str, values: dict[bytes, Any], *, complete: bool = False) -> None:

@@ -149,19 +149,22 @@ class GraphReading:
         """The bounded neighbourhood of ``node`` or of up to 64 ``nodes``; every bound reported in ``not_shown``."""
         request = query if isinstance(query, EgoRequest) else parse_ego(query)
         validate_brain_name(brain)
-        seeds = list(request.seeds)
-        counters = new_counters()
-        if len(seeds) > self.max_seeds:
-            counters["frontier_clipped"] += len(seeds) - self.max_seeds
-            seeds = seeds[:self.max_seeds]
-        with self.store.read_txn() as raw:
+        asked = list(request.seeds)
+        clipped = new_counters()
+        if len(asked) > self.max_seeds:
+            clipped["frontier_clipped"] += len(asked) - self.max_seeds
+            asked = asked[:self.max_seeds]
+
+        def read(raw: Any) -> tuple[dict[str, Any], list[str], dict[str, int]]:
+            # may run twice (Store.read): everything it counts starts from the counts made before it
+            counters = dict(clipped)
             try:
                 reader = self.store.open_reader(raw, edges_index(brain))
             except IndexNotFound:
                 raise GraphNotFound(f"brain '{brain}' does not exist: it has no edges index") from None
             index_list = request.nodes_index or self._meta_nodes_index(reader, brain)
             # a node asked for by title, alias or file stem becomes its id before anything is read
-            names = resolve_in(self.store, raw, reader, index_list.split(","), seeds,
+            names = resolve_in(self.store, raw, reader, index_list.split(","), asked,
                                what="node" if request.single else "nodes")
             seeds = list(dict.fromkeys(names.nodes))
             if request.known_at is not None:  # system time: versions, read apart from the hot columns
@@ -191,6 +194,9 @@ class GraphReading:
                 response["nodes_index"] = index_list
                 response["nodes"], dangling = hydrate_nodes(self.store, raw, index_list.split(","),
                                                             seeds + neighbors)
+            return response, dangling, counters
+
+        response, dangling, counters = self.store.read(read)
         response["not_shown"] = {**counters, "dangling_nodes": len(dangling),
                                  "dangling_ids": dangling[:MAX_DANGLING_IDS]}
         return response
@@ -221,6 +227,8 @@ class GraphReading:
     @staticmethod
     def _evidence_edges(reader: IndexReader, chosen: list[HopEdges]) -> list[dict[str, Any]]:
         """The chosen edges as their stored documents: every field, evidence included."""
+        # every hop's documents fetched at once (one round trip on a database store), then read hop by hop
+        reader.prefetch_documents([row for picked in chosen for row in picked.column("row").tolist()])
         edges: list[dict[str, Any]] = []
         for picked in chosen:
             hop = picked.hop

@@ -261,6 +261,20 @@ class Store:
         finally:
             raw.abort()
 
+    def read(self, fn: Callable[[Any], T]) -> T:
+        """``fn(raw)`` in one read snapshot; ``fn`` must only read, and may run twice.
+
+        A backend whose reads are round trips (``xerj_postgres``) may start ``fn``
+        before the snapshot is open, on what the process already holds, and
+        open it with ``fn``'s first statement; when that guess was wrong ``fn``
+        runs again. LMDB runs it once.
+        """
+        run = getattr(self.env, "read", None)
+        if run is not None:
+            return run(fn)
+        with self.read_txn() as raw:
+            return fn(raw)
+
     @contextlib.contextmanager
     def reader(self, index: str) -> Iterator[IndexReader]:
         """A snapshot reader of ``index``; raises IndexNotFound when it does not exist."""
