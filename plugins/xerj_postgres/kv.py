@@ -29,6 +29,7 @@ _DELETED = object()
 _MISSING = object()
 # Rows a cursor fetches per round trip; sequential reads (a seal reading the tail) hit the batch.
 SCAN_BATCH = 512
+SCAN_BATCH_MAX = 32768
 _IX_ROW = struct.Struct(">IQ")
 
 
@@ -91,6 +92,13 @@ class Table:
             top = None if row is None else bytes(row[0])
             out.update(group if top is None else (k for k in group if k > top))
         return out
+
+    def clear(self, conn: Any, prefixes: Iterable[bytes]) -> None:
+        """Delete every row whose key starts with one of ``prefixes``, one statement each (no key is read)."""
+        for prefix in prefixes:
+            upper = _after(prefix)
+            conn.execute("DELETE FROM xerj_kv WHERE db = %s AND k >= %s" + (" AND k < %s" if upper else ""),
+                         (self.number, prefix, upper) if upper else (self.number, prefix))
 
     def flush(self, conn: Any, puts: dict[bytes, bytes], gone: list[bytes], fresh: set[bytes]) -> None:
         """Apply the overlay: ``gone`` keys deleted, ``puts`` written (``fresh`` ones known absent before)."""
@@ -367,12 +375,17 @@ class Txn:
         self._misses: dict[tuple[str, bytes], int] = {}
         self._overlay: dict[str, _Overlay] = {}
         self._complete: set[str] = set()  # databases fetched whole: a key not seen is absent
+        # Key prefixes this transaction deleted whole (delete_prefix): the table's rows under them are gone.
+        self._cleared: dict[str, tuple[bytes, ...]] = {}
 
     # -- reading -------------------------------------------------------------------------------
 
     def _absent(self, db: str, key: bytes) -> bool:
         """Is ``key`` known to be missing from the table without asking it?"""
         if db in self._complete:
+            return True
+        cleared = self._cleared.get(db)
+        if cleared is not None and key.startswith(cleared):
             return True
         ranges = self._ranges[db]
         if not ranges:
@@ -483,26 +496,52 @@ class Txn:
             self._pending(db).set(bytes(key), _DELETED)
         return found
 
+    def delete_prefix(self, prefix: bytes, db: str = "") -> bool:
+        """Delete every key starting with ``prefix`` without reading them (one statement at commit); False when
+        ``db`` cannot (the id map, documents and the databases the process caches), so the caller walks a cursor."""
+        table = self.tables[db]
+        if not self.write:
+            raise RuntimeError("a read transaction cannot write")
+        if type(table) is not Table or db in WriteCache.DBS:
+            return False
+        prefix = bytes(prefix)
+        overlay = self._pending(db)
+        for key, value in overlay.values.items():
+            if value is not _DELETED and key.startswith(prefix):
+                overlay.values[key] = _DELETED
+        seen = self._seen[db]
+        for key in [k for k in seen if k.startswith(prefix)]:
+            del seen[key]
+        self._cleared[db] = (*self._cleared.get(db, ()), prefix)
+        return True
+
     def flush(self) -> list[tuple[str, dict[bytes, bytes], list[bytes]]]:
         """Write the overlay to the tables (``COPY`` for the puts); returns what changed, per database."""
         changed = []
         for db, overlay in self._overlay.items():
             seen = self._seen[db]
+            cleared = self._cleared.get(db, ())
+            if cleared:
+                self.tables[db].clear(self.conn, cleared)
             # Keys the table is known not to hold: no delete needed before their COPY.
             fresh = {k for k in overlay.values if seen.get(k, _MISSING) is None or
                      (k not in seen and self._absent(db, k))}
             puts = {k: v for k, v in overlay.values.items() if v is not _DELETED}
             gone = [k for k, v in overlay.values.items() if v is _DELETED and k not in fresh]
-            if puts or gone:
+            if puts or gone or cleared:
                 self.tables[db].flush(self.conn, puts, gone, fresh)
                 changed.append((db, puts, gone))
         self._overlay.clear()
+        self._cleared.clear()
         return changed
 
     # -- cursors' merged view ------------------------------------------------------------------
 
     def overlay_of(self, db: str) -> _Overlay | None:
         return self._overlay.get(db)
+
+    def cleared(self, db: str) -> tuple[bytes, ...]:
+        return self._cleared.get(db, ())
 
 
 class Cursor:
@@ -520,6 +559,7 @@ class Cursor:
         self._batch_keys: list[bytes] = []
         self._lo: bytes | None = None
         self._done = False
+        self._size = SCAN_BATCH
 
     def __enter__(self) -> "Cursor":
         return self
@@ -535,6 +575,7 @@ class Cursor:
         """The table's first row at (or after, when ``strict``) ``key`` that the overlay does not shadow."""
         overlay = self.txn.overlay_of(self.db)
         shadow = overlay.values if overlay is not None else {}
+        cleared = self.txn.cleared(self.db)
         if self.db in self.txn.complete_dbs and self._lo is None:  # fetched whole with the snapshot: no round trip
             self._batch = sorted((k, v) for k, v in self.txn.seen(self.db).items() if v is not None)
             self._batch_keys = [k for k, _v in self._batch]
@@ -543,12 +584,13 @@ class Cursor:
             covered = self._lo is not None and self._lo <= key and (
                 self._done or (self._batch_keys and key < self._batch_keys[-1]))
             if not covered:
-                self._batch = self.table.scan(self.txn.conn, key, SCAN_BATCH)
+                self._batch = self.table.scan(self.txn.conn, key, self._size)
                 self._batch_keys = [k for k, _v in self._batch]
                 self._lo = key
-                self._done = len(self._batch) < SCAN_BATCH
+                self._done = len(self._batch) < self._size
             at = (bisect.bisect_right if strict else bisect.bisect_left)(self._batch_keys, key)
-            while at < len(self._batch) and self._batch_keys[at] in shadow:
+            while at < len(self._batch) and (self._batch_keys[at] in shadow or
+                                             (cleared and self._batch_keys[at].startswith(cleared))):
                 at += 1
             if at < len(self._batch):
                 return self._batch[at]
@@ -556,6 +598,8 @@ class Cursor:
                 return None
             key, strict = self._batch_keys[-1], True
             self._lo = None  # fetch the next batch
+            # a cursor walking on past a batch is reading a range (a segment's postings): fewer, larger fetches
+            self._size = min(self._size * 4, SCAN_BATCH_MAX)
 
     def _overlay_from(self, key: bytes, strict: bool) -> tuple[bytes, bytes] | None:
         overlay = self.txn.overlay_of(self.db)

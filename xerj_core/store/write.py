@@ -711,6 +711,10 @@ def _put_all(txn: lmdb.Transaction, db: Any, items: Iterable[tuple[bytes, bytes]
 
 
 def _delete_prefix(txn: lmdb.Transaction, db: Any, prefix: bytes) -> None:
+    # A database store deletes a key range in one statement without reading it (xerj_postgres.kv.Txn).
+    clear = getattr(txn, "delete_prefix", None)
+    if clear is not None and clear(prefix, db=db):
+        return
     with txn.cursor(db=db) as cur:
         if not cur.set_range(prefix):
             return
