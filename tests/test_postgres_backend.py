@@ -199,3 +199,88 @@ def test_autoindex_and_a_server_on_the_same_database(pg_store_url, tmp_path):
         assert status == 200 and body["edges"]["live"] == edges
     finally:
         server.stop()
+
+
+def _ego(engine: Engine, node: str, at: int) -> dict:
+    """ego's answer without the instants each store wrote at (two stores, two clocks)."""
+    answer = engine.graph.ego("kb", {"node": node, "hops": 2, "as_of": at})
+    for edge in answer["edges"]:
+        edge.pop("created_at", None), edge.pop("recorded_at", None)
+    return answer
+
+
+def test_ego_on_an_unchanged_store_is_one_round_trip_and_a_stale_guess_runs_again(pg_store_url, tmp_path,
+                                                                                   monkeypatch):
+    """ego starts on the last snapshot's records and opens its snapshot with its document fetch (one round trip);
+    after another process wrote, that guess is wrong and ego runs again on the new snapshot: never a stale answer."""
+    from xerj_postgres import env as pg_env
+
+    trips: list[str] = []
+    opened = pg_env.ReadTxn.open
+    executed = pg_env._Guarded.execute
+
+    def open_(txn, statement=None):
+        trips.append("open")
+        return opened(txn, statement)
+
+    def execute(guarded, *args, **kwargs):
+        trips.append("statement")
+        return executed(guarded, *args, **kwargs)
+
+    monkeypatch.setattr(pg_env.ReadTxn, "open", open_)
+    monkeypatch.setattr(pg_env._Guarded, "execute", execute)
+    with engine_on(pg_store_url, tmp_path / "a") as a, engine_on(pg_store_url, tmp_path / "b") as b:
+        for src, dst in [("a", "b"), ("b", "c"), ("c", "d"), ("x", "a")]:
+            a.graph.link("kb", {"src": src, "dst": dst, "type": "cites", "valid_at": T0})
+        with Engine(tmp_path / "lmdb", config=EngineConfig(tail_rows=8)) as lmdb:
+            for src, dst in [("a", "b"), ("b", "c"), ("c", "d"), ("x", "a")]:
+                lmdb.graph.link("kb", {"src": src, "dst": dst, "type": "cites", "valid_at": T0})
+            first = _ego(a, "a", T0 + 1)  # the process's first read after its writes opens as before
+            trips.clear()
+            again = _ego(a, "a", T0 + 1)
+            assert trips == ["open"]  # the document fetch went with BEGIN: nothing else reached the server
+            assert again == first == _ego(lmdb, "a", T0 + 1)
+            b.graph.link("kb", {"src": "b", "dst": "e", "type": "cites", "valid_at": T0})
+            lmdb.graph.link("kb", {"src": "b", "dst": "e", "type": "cites", "valid_at": T0})
+            trips.clear()
+            moved = _ego(a, "a", T0 + 1)
+            assert trips[0] == "open" and len(trips) > 1  # the guess was wrong: the read ran again
+            assert "e" in moved["neighbors"]
+            assert moved == _ego(lmdb, "a", T0 + 1)
+            # a read that raises on a stale guess (the brain did not exist yet) is checked before it is believed
+            a.graph.ego("kb", {"node": "a"})
+            b.graph.link("kb2", {"src": "p", "dst": "q", "type": "cites", "valid_at": T0})
+            assert a.graph.ego("kb2", {"node": "p", "as_of": T0 + 1})["neighbors"] == ["q"]
+
+
+def test_a_key_range_deleted_in_a_write_is_gone_for_its_reads_and_after_its_commit(pg_store_url, tmp_path):
+    """``delete_prefix`` (how a merge drops a segment) hides the range at once, keeps what is written under it
+    afterwards, and leaves the neighbouring ranges alone."""
+    from xerj_postgres.store import PgStore
+
+    with PgStore(pg_store_url, local_dir=tmp_path / "local") as store:
+        env = store.env
+
+        def fill(txn):
+            for prefix in (b"p1", b"p2", b"p3"):
+                for i in range(3):
+                    txn.put(prefix + bytes([i]), prefix + b"v", db="post")
+
+        env.write(fill)
+
+        def clear(txn):
+            txn.put(b"p2\x09", b"pending", db="post")  # written before the range goes, so it goes too
+            assert txn.delete_prefix(b"p2", db="post")
+            assert txn.get(b"p2\x00", db="post") is None and txn.get(b"p2\x09", db="post") is None
+            with txn.cursor(db="post") as cur:
+                assert cur.set_range(b"p2") and cur.key() == b"p3\x00"
+            txn.put(b"p2\x05", b"new", db="post")
+            assert not txn.delete_prefix(b"x", db="ids")  # the id map is walked key by key instead
+            with txn.cursor(db="post") as cur:
+                assert [k for k, _v in cur] == [b"p1\x00", b"p1\x01", b"p1\x02", b"p2\x05",
+                                                b"p3\x00", b"p3\x01", b"p3\x02"]
+
+        env.write(clear)
+        with store.read_txn() as raw, raw.cursor(db="post") as cur:
+            assert list(cur) == [(b"p1\x00", b"p1v"), (b"p1\x01", b"p1v"), (b"p1\x02", b"p1v"), (b"p2\x05", b"new"),
+                                 (b"p3\x00", b"p3v"), (b"p3\x01", b"p3v"), (b"p3\x02", b"p3v")]
