@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import psycopg
 from psycopg.adapt import Loader
 from psycopg.pq import TransactionStatus
+from psycopg.types.string import BytesBinaryDumper
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from xerj_core.store.env import DB_NAMES
@@ -49,6 +50,9 @@ def _configure(conn: psycopg.Connection) -> None:
     """
     conn.adapters.register_loader("json", _RawJson)
     register_text(conn.adapters)
+    # COPY picks the dumper by column type, and for bytea that is DB-API's Binary dumper (pure Python, registered
+    # last); the bytes dumper (C in psycopg[binary]) writes the same bytes, several times faster.
+    conn.adapters.register_dumper(bytes, BytesBinaryDumper)
 
 
 def end_read(conn: Any) -> None:
