@@ -284,3 +284,31 @@ def test_a_key_range_deleted_in_a_write_is_gone_for_its_reads_and_after_its_comm
         with store.read_txn() as raw, raw.cursor(db="post") as cur:
             assert list(cur) == [(b"p1\x00", b"p1v"), (b"p1\x01", b"p1v"), (b"p1\x02", b"p1v"), (b"p2\x05", b"new"),
                                  (b"p3\x00", b"p3v"), (b"p3\x01", b"p3v"), (b"p3\x02", b"p3v")]
+
+
+def test_ego_node_summaries_are_fetched_in_batches_not_node_by_node(pg_store_url, tmp_path, monkeypatch):
+    from xerj_core.graph.brain import nodes_index
+    from xerj_postgres import env as pg_env
+
+    statements: list[str] = []
+    executed = pg_env._Guarded.execute
+    monkeypatch.setattr(pg_env._Guarded, "execute",
+                        lambda guarded, *args, **kwargs: statements.append(args[0]) or executed(guarded, *args, **kwargs))
+    edges = [("hub", f"n{i}") for i in range(30)]
+    answers = []
+    for engine in (engine_on(pg_store_url, tmp_path / "pg"), Engine(tmp_path / "lmdb", config=EngineConfig(tail_rows=8))):
+        with engine:
+            for i in range(0, 30, 2):  # every other node has a document; the rest are dangling
+                engine.store.put(nodes_index("kb"), {"title": f"note {i}", "text": f"body {i}"}, f"n{i}")
+            for src, dst in edges:
+                engine.graph.link("kb", {"src": src, "dst": dst, "type": "cites", "valid_at": T0})
+            engine.graph.ego("kb", {"node": "hub", "as_of": T0 + 1, "include_nodes": True})  # the caches, warm
+            statements.clear()
+            answer = engine.graph.ego("kb", {"node": "hub", "as_of": T0 + 1, "include_nodes": True})
+            for edge in answer["edges"]:
+                edge.pop("created_at", None), edge.pop("recorded_at", None)
+            answers.append(answer)
+            if len(answers) == 1:
+                assert len(statements) <= 4, statements  # ids, then documents: not one round trip per node
+    assert answers[0] == answers[1]
+    assert answers[0]["not_shown"]["dangling_nodes"] == 16 and len(answers[0]["nodes"]) == 15  # the hub has none

@@ -68,7 +68,12 @@ def hydrate_nodes(store: "Store", raw: Any, indices: list[str], ids: list[str]) 
             continue
     nodes: dict[str, Any] = {}
     dangling: list[str] = []
-    for node_id in dict.fromkeys(ids):
+    wanted = list(dict.fromkeys(ids))
+    remaining = wanted
+    for _name, reader in readers:  # each index's ids and documents in two batches (round trips on a database)
+        reader.prefetch_ids(remaining)
+        remaining = [node_id for node_id in remaining if reader.row_of(node_id) is None]
+    for node_id in wanted:
         for name, reader in readers:
             found = reader.get(node_id)
             if found is not None:

@@ -567,6 +567,24 @@ class IndexReader:
             prefix, pack_row = keys.ix_key(self.ix), keys.u64
             prefetch(self.dbs["src"], [prefix + pack_row(row) for row in rows])
 
+    def prefetch_ids(self, doc_ids: Sequence[str]) -> None:
+        """Let a backend whose gets are round trips fetch the rows of ``doc_ids``, then their sources, in two
+        batches before :meth:`get` asks id by id (ego's node summaries); LMDB has nothing to do."""
+        prefetch = getattr(self.txn, "prefetch", None)
+        if prefetch is None or not len(doc_ids):
+            return
+        fits, id_keys, prefix = [], [], keys.ix_key(self.ix)
+        for doc_id in doc_ids:
+            try:
+                encoded = doc_id.encode()
+            except UnicodeEncodeError:
+                continue  # no stored id holds a lone surrogate; get() answers it alone
+            if len(encoded) <= limits.MAX_ID_BYTES:
+                fits.append(doc_id)
+                id_keys.append(prefix + encoded)
+        prefetch(self.dbs["ids"], id_keys)
+        self.prefetch_documents([row for row in map(self.row_of, fits) if row is not None])
+
     def id_of(self, row: int) -> str | None:
         blob = self.txn.get(keys.row_key(self.ix, row), db=self.dbs["src"])
         return None if blob is None or not self._visible(row) else keys.unpack_source_header(blob)[1]
