@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from xerj_core.embedding import LEXICAL_EMBEDDER
 from xerj_core.engine import Engine, EngineConfig
@@ -75,36 +76,21 @@ MAPPING = {"properties": {"title": {"type": "text"}, "body": {"type": "text"}, "
                           "n": {"type": "long"}}}
 
 
-def ingest(engine: Engine, docs: list[dict]) -> float:
-    engine.store.create_index("docs", MAPPING)
-    start = time.perf_counter()
-    for lo in range(0, len(docs), BATCH):
-        items = engine.store.bulk([BulkOp("index", "docs", f"d{i}", docs[i]) for i in range(lo, min(len(docs), lo + BATCH))])
-        assert not any(item.error for item in items)
-    return len(docs) / (time.perf_counter() - start)
+def ingest_batch(engine: Engine, docs: list[dict], lo: int) -> None:
+    items = engine.store.bulk([BulkOp("index", "docs", f"d{i}", docs[i]) for i in range(lo, min(len(docs), lo + BATCH))])
+    assert not any(item.error for item in items)
 
 
-def timed_pair(first, second, args: list) -> tuple[tuple[float, float], tuple[list, list]]:
-    """p50 of two functions called alternately on each argument (the same load for both), and their answers."""
-    first(args[0]), second(args[0])  # warm: caches, prepared statements
-    times: tuple[list, list] = ([], [])
-    answers: tuple[list, list] = ([], [])
+def alternate(calls: dict[str, Any], args: list) -> tuple[dict[str, list[float]], dict[str, list]]:
+    """Each argument through every call in turn (so all sides see the same load): the times and answers."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    answers: dict[str, list] = {name: [] for name in calls}
     for arg in args:
-        for fn, spent, said in zip((first, second), times, answers):
+        for name, fn in calls.items():
             t = time.perf_counter()
-            said.append(fn(arg))
-            spent.append(time.perf_counter() - t)
-    return (p50(times[0]), p50(times[1])), answers
-
-
-def timed(fn, args: list) -> tuple[float, list]:
-    fn(args[0])  # warm: caches of sealed segments and views are per process
-    times, answers = [], []
-    for arg in args:
-        t = time.perf_counter()
-        answers.append(fn(arg))
-        times.append(time.perf_counter() - t)
-    return p50(times), answers
+            answers[name].append(fn(arg))
+            times[name].append(time.perf_counter() - t)
+    return times, answers
 
 
 # The hand-written baseline: ego's answer in one statement on the same tables. The same edges (met once, by
@@ -185,77 +171,77 @@ def main() -> None:
     queries = [" ".join(rng.choices(WORDS[:300], k=rng.randint(1, 3))) for _ in range(args.queries)]
     nodes = [f"note-{rng.randrange(max(2, args.edges // 10)):07d}" for _ in range(args.queries)]
     as_of = T0 + YEAR
-    results: dict[str, dict[str, float]] = {}
-    answers: dict[str, dict[str, list]] = {}
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for name, config in (("lmdb", EngineConfig(embedder=LEXICAL_EMBEDDER)),
-                                 ("postgres", EngineConfig(embedder=LEXICAL_EMBEDDER, store_url=url))):
-                with Engine(Path(tmp) / name, config=config) as engine:
-                    got, said = results.setdefault(name, {}), answers.setdefault(name, {})
-                    got["ingest"] = ingest(engine, docs)
-                    print(f"[{name}] bulk ingest of {len(docs):,} documents: {got['ingest']:,.0f} docs/s", flush=True)
-                    start = time.perf_counter()
-                    for lo in range(0, len(edge_drafts), BATCH):
-                        engine.graph.write_edges(BRAIN, edge_drafts[lo:lo + BATCH], created_at=as_of)
-                    got["edges"] = len(edge_drafts) / (time.perf_counter() - start)
-                    print(f"[{name}] write_edges of {len(edge_drafts):,} edges: {got['edges']:,.0f} edges/s", flush=True)
-                    body = lambda q: {"query": {"match": {"body": q}}, "size": 10}  # noqa: E731
-                    got["bm25"], said["bm25"] = timed(
-                        lambda q: [(h["_id"], h["_score"]) for h in engine.search.search("docs", body(q))["hits"]["hits"]],
-                        queries)
-                    params = {"hops": "2", "direction": "both", "as_of": str(as_of), "limit": str(EGO_LIMIT)}
-                    ego = lambda n: engine.graph.ego(BRAIN, {**params, "node": n})  # noqa: E731
-                    if name == "postgres":
-                        # ego and the hand-written statement alternate node by node, so both see the same load
-                        with engine.store.reader(edges_index(BRAIN)) as reader:
-                            ix = reader.ix
-                        with psycopg.connect(url, autocommit=True) as conn:
-                            conn.execute("VACUUM ANALYZE xerj_edges")  # the visibility map: index-only scans
-                            conn.execute("VACUUM ANALYZE xerj_docs")
-                        sql_conn, sql = sql_baseline(url, ix, as_of, EGO_LIMIT)
-                        with sql_conn:
-                            (got["ego"], got["sql"]), (said["ego"], rows) = timed_pair(ego, sql, nodes)
-                            plan = [line[0] for line in sql_conn.execute(
-                                "EXPLAIN ANALYZE " + SQL_EGO, {"ix": ix, "node": nodes[0], "t": as_of,
-                                                               "limit": EGO_LIMIT})]
-                            got["rtt"], _ = timed(lambda _n: sql_conn.execute("SELECT 1").fetchall(), nodes)
-                        same_edges = all([(h, i) for h, i, _doc in r] == [(e["hop"], e["edge_id"]) for e in a["edges"]]
-                                         for r, a in zip(rows, said["ego"]))
-                        said["ego"] = [_stable(a) for a in said["ego"]]
-                    else:
-                        got["ego"], said["ego"] = timed(lambda n: _stable(ego(n)), nodes)
-                    engine.memory.create("mem", {"embedder": LEXICAL_EMBEDDER})
-                    texts = [" ".join(rng.choices(WORDS[:500], k=12)) for _ in range(args.memories)]
-                    start = time.perf_counter()
-                    for text in texts:
-                        engine.memory.store("mem", {"text": text})
-                    got["memory"] = (time.perf_counter() - start) / len(texts)
-                    print(f"[{name}] BM25 top-10 p50 {got['bm25'] * 1e3:.2f} ms, ego 2-hop p50 {got['ego'] * 1e3:.2f} ms, "
-                          f"memory store {got['memory'] * 1e3:.2f} ms/op", flush=True)
-                    if name == "postgres":
-                        scans = sorted({line.split(" on ")[0].strip(" ->") for line in plan if " Scan " in line})
-                        print(f"[postgres] hand-written SQL ego p50 {got['sql'] * 1e3:.2f} ms (one prepared "
-                              f"statement; {statistics.mean(len(r) for r in rows):.0f} edges per node with their "
-                              f"documents; same edges in the same order as ego: {same_edges}; scans: "
-                              f"{', '.join(scans)})", flush=True)
-        same_bm25 = answers["lmdb"]["bm25"] == answers["postgres"]["bm25"]
-        same_ego = answers["lmdb"]["ego"] == answers["postgres"]["ego"]
-        lm, pg = results["lmdb"], results["postgres"]
+        with tempfile.TemporaryDirectory() as tmp, \
+                Engine(Path(tmp) / "lmdb", config=EngineConfig(embedder=LEXICAL_EMBEDDER)) as lmdb, \
+                Engine(Path(tmp) / "pg", config=EngineConfig(embedder=LEXICAL_EMBEDDER, store_url=url)) as pg:
+            stores = {"lmdb": lmdb, "postgres": pg}
+            print(f"load average at start {os.getloadavg()[0]:.1f}", flush=True)
+            # Every step alternates the stores batch by batch or call by call: the same load for both sides.
+            for engine in stores.values():
+                engine.store.create_index("docs", MAPPING)
+            spent, _ = alternate({name: (lambda lo, e=e: ingest_batch(e, docs, lo)) for name, e in stores.items()},
+                                 list(range(0, len(docs), BATCH)))
+            ingest = {name: len(docs) / sum(t) for name, t in spent.items()}
+            spent, _ = alternate({name: (lambda lo, e=e: e.graph.write_edges(BRAIN, edge_drafts[lo:lo + BATCH],
+                                                                              created_at=as_of))
+                                  for name, e in stores.items()}, list(range(0, len(edge_drafts), BATCH)))
+            edges = {name: len(edge_drafts) / sum(t) for name, t in spent.items()}
+            body = lambda q: {"query": {"match": {"body": q}}, "size": 10}  # noqa: E731
+            search = {name: (lambda q, e=e: [(h["_id"], h["_score"]) for h in
+                                             e.search.search("docs", body(q))["hits"]["hits"]])
+                      for name, e in stores.items()}
+            for fn in search.values():
+                fn(queries[0])  # warm: caches of sealed segments and views are per process
+            spent, bm25_said = alternate(search, queries)
+            bm25 = {name: p50(t) for name, t in spent.items()}
+            with pg.store.reader(edges_index(BRAIN)) as reader:
+                ix = reader.ix
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("VACUUM ANALYZE xerj_edges")  # the visibility map: index-only scans where they can be
+                conn.execute("VACUUM ANALYZE xerj_docs")
+            params = {"hops": "2", "direction": "both", "as_of": str(as_of), "limit": str(EGO_LIMIT)}
+            sql_conn, sql = sql_baseline(url, ix, as_of, EGO_LIMIT)
+            with sql_conn:
+                calls = {**{name: (lambda n, e=e: e.graph.ego(BRAIN, {**params, "node": n}))
+                            for name, e in stores.items()}, "sql": sql}
+                for fn in calls.values():
+                    fn(nodes[0])  # warm: caches, prepared statements
+                spent, ego_said = alternate(calls, nodes)
+                ego = {name: p50(t) for name, t in spent.items()}
+                plan = [line[0] for line in sql_conn.execute(
+                    "EXPLAIN ANALYZE " + SQL_EGO, {"ix": ix, "node": nodes[0], "t": as_of, "limit": EGO_LIMIT})]
+                rtt = p50(alternate({"rtt": lambda _n: sql_conn.execute("SELECT 1").fetchall()}, nodes)[0]["rtt"])
+            same_edges = all([(h, i) for h, i, _doc in rows] == [(e["hop"], e["edge_id"]) for e in answer["edges"]]
+                             for rows, answer in zip(ego_said["sql"], ego_said["postgres"]))
+            scans = sorted({line.split(" on ")[0].strip(" ->") for line in plan if " Scan " in line})
+            texts = [" ".join(rng.choices(WORDS[:500], k=12)) for _ in range(args.memories)]
+            for engine in stores.values():
+                engine.memory.create("mem", {"embedder": LEXICAL_EMBEDDER})
+            spent, _ = alternate({name: (lambda text, e=e: e.memory.store("mem", {"text": text}))
+                                  for name, e in stores.items()}, texts)
+            memory = {name: statistics.mean(t) for name, t in spent.items()}
+            print(f"load average at end {os.getloadavg()[0]:.1f}", flush=True)
+        same_bm25 = bm25_said["lmdb"] == bm25_said["postgres"]
+        same_ego = [_stable(a) for a in ego_said["lmdb"]] == [_stable(a) for a in ego_said["postgres"]]
         print()
-        print(f"identical answers: BM25 top-10 ids and scores {same_bm25}, ego 2-hop {same_ego}")
-        print(f"bulk ingest: postgres {pg['ingest']:,.0f} docs/s, lmdb {lm['ingest']:,.0f} docs/s, ratio "
-              f"{pg['ingest'] / lm['ingest']:.2f} (target >= 20,000 docs/s on postgres)")
-        print(f"write_edges: postgres {pg['edges']:,.0f} edges/s, lmdb {lm['edges']:,.0f}, ratio {pg['edges'] / lm['edges']:.2f}")
-        print(f"BM25 top-10 p50: postgres {pg['bm25'] * 1e3:.2f} ms, lmdb {lm['bm25'] * 1e3:.2f} ms, ratio "
-              f"{pg['bm25'] / lm['bm25']:.2f}")
-        print(f"ego 2-hop p50: postgres {pg['ego'] * 1e3:.2f} ms, lmdb {lm['ego'] * 1e3:.2f} ms, ratio "
-              f"{pg['ego'] / lm['ego']:.2f} (target <= 3); hand-written SQL ego {pg['sql'] * 1e3:.2f} ms, ratio "
-              f"{pg['ego'] / pg['sql']:.2f} (target <= 2)")
-        print(f"memory store: postgres {pg['memory'] * 1e3:.2f} ms/op, lmdb {lm['memory'] * 1e3:.2f} ms/op, ratio "
-              f"{pg['memory'] / lm['memory']:.2f}")
-        print(f"one round trip to the server (SELECT 1) p50: {pg['rtt'] * 1e3:.2f} ms; ego and the SQL cost one "
-              f"each, BM25 and the memory store a few (docs/scale-out.md)")
+        print(f"identical answers: BM25 top-10 ids and scores {same_bm25}, ego 2-hop {same_ego}; the SQL's edges "
+              f"are ego's, in ego's order: {same_edges}")
+        print(f"bulk ingest of {len(docs):,} documents: postgres {ingest['postgres']:,.0f} docs/s, lmdb "
+              f"{ingest['lmdb']:,.0f} docs/s, ratio {ingest['postgres'] / ingest['lmdb']:.2f} "
+              f"(target >= 20,000 docs/s on postgres)")
+        print(f"write_edges: postgres {edges['postgres']:,.0f} edges/s, lmdb {edges['lmdb']:,.0f}, ratio "
+              f"{edges['postgres'] / edges['lmdb']:.2f}")
+        print(f"BM25 top-10 p50: postgres {bm25['postgres'] * 1e3:.2f} ms, lmdb {bm25['lmdb'] * 1e3:.2f} ms, ratio "
+              f"{bm25['postgres'] / bm25['lmdb']:.2f}")
+        print(f"ego 2-hop p50: postgres {ego['postgres'] * 1e3:.2f} ms, lmdb {ego['lmdb'] * 1e3:.2f} ms, ratio "
+              f"{ego['postgres'] / ego['lmdb']:.2f} (target <= 3); hand-written SQL ego {ego['sql'] * 1e3:.2f} ms "
+              f"(one prepared statement, {statistics.mean(len(r) for r in ego_said['sql']):.0f} edges per node with "
+              f"their documents; scans: {', '.join(scans)}), ratio {ego['postgres'] / ego['sql']:.2f} (target <= 2)")
+        print(f"memory store: postgres {memory['postgres'] * 1e3:.2f} ms/op, lmdb {memory['lmdb'] * 1e3:.2f} ms/op, "
+              f"ratio {memory['postgres'] / memory['lmdb']:.2f}")
+        print(f"one round trip to the server (SELECT 1) p50: {rtt * 1e3:.2f} ms; ego and the SQL cost one each, "
+              f"BM25 and the memory store a few (docs/scale-out.md)")
     finally:
         if cluster is not None:
             cluster.stop()
