@@ -312,3 +312,23 @@ def test_ego_node_summaries_are_fetched_in_batches_not_node_by_node(pg_store_url
                 assert len(statements) <= 4, statements  # ids, then documents: not one round trip per node
     assert answers[0] == answers[1]
     assert answers[0]["not_shown"]["dangling_nodes"] == 16 and len(answers[0]["nodes"]) == 15  # the hub has none
+
+
+def test_a_write_commits_synchronously_even_when_the_server_default_is_off(pg_store_url, tmp_path):
+    """Sessions whose default is synchronous_commit off: xerj's own write transactions still wait for their WAL
+    to be on disk, so an acknowledged write survives a crash whatever the server's default."""
+    from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
+
+    from xerj_postgres.store import PgStore
+
+    parts = urlsplit(pg_store_url)
+    query = parse_qs(parts.query)
+    query["options"] = [" ".join(query.get("options", []) + ["-csynchronous_commit=off"])]
+    url = urlunsplit(parts._replace(query=urlencode(query, doseq=True, quote_via=quote)))
+    with psycopg.connect(url) as conn:
+        session_default = conn.execute("SHOW synchronous_commit").fetchone()[0]
+    with PgStore(url, local_dir=tmp_path / "local") as store:
+        seen = store.env.write(lambda txn: txn.conn.execute("SHOW synchronous_commit").fetchone()[0])
+        store.put("notes", {"text": "kept"}, "n1")
+        assert store.get("notes", "n1") == ({"text": "kept"}, 1)
+    assert session_default == "off" and seen == "on"

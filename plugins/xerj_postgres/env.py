@@ -438,9 +438,11 @@ class PgEnvironment:
                 with self._guard(self.pool, self.url):
                     conn.execute("BEGIN")
                     try:
-                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-                        if self.read_pool is not None:  # read-your-writes needs the commit on disk to wait for it
-                            conn.execute("SET LOCAL synchronous_commit = on")
+                        # An acknowledged write must survive a crash whatever the server's default, and
+                        # read-your-writes on a replica waits for the commit's flush: the commit waits for its
+                        # WAL to be on disk (set in the lock's statement: no round trip of its own).
+                        conn.execute("SELECT pg_advisory_xact_lock(%s), set_config('synchronous_commit', 'on', true)",
+                                     (WRITE_LOCK,))
                         seq = conn.execute("UPDATE xerj_commits SET seq = seq + 1 RETURNING seq").fetchone()[0]
                         self.cache.adopt(seq - 1)
                         txn = Txn(_Guarded(conn, self.url), self.tables, write=True, cache=self.cache)
