@@ -134,9 +134,9 @@ class ReadTxn(Txn):
                 self.remember(name, dict(rows), complete=True)
         self._guess = guess
 
-    def open(self, statement: tuple[Any, ...] | None = None) -> Any:
-        """Begin the snapshot and read its control records, with ``statement`` (query, params) in the same round
-        trip; returns the statement's cursor. Raises :class:`_Restart` when a guess turns out wrong."""
+    def open(self, statement: tuple[tuple[Any, ...], dict[str, Any]] | None = None) -> Any:
+        """Begin the snapshot and read its control records, with ``statement`` (``execute``'s arguments) in the
+        same round trip; returns the statement's cursor. Raises :class:`_Restart` when a guess turns out wrong."""
         conn, env = self._raw, self._env
         numbers = [self.tables[name].number for name in _CONTROL]
         found: dict[int, dict[bytes, bytes]] = {n: {} for n in numbers}
@@ -148,7 +148,7 @@ class ReadTxn(Txn):
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 control = conn.execute("SELECT db, k, v FROM xerj_kv WHERE db = ANY(%s)", (numbers,))
                 if statement is not None:
-                    cur = conn.execute(*statement)
+                    cur = conn.execute(*statement[0], **statement[1])
             for db, k, v in control:
                 found[db][bytes(k)] = v
         self._parked = False
@@ -224,7 +224,7 @@ class _Opening:
         self.txn = txn
 
     def execute(self, *args: Any, **kwargs: Any) -> Any:
-        return self.txn.open(args)
+        return self.txn.open((args, kwargs))
 
     def cursor(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a read transaction cannot write")
