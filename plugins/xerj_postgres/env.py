@@ -17,7 +17,7 @@ from xerj_core.store.env import DB_NAMES
 from xerj_core.storeopts import redact_url as redact
 from xerj_postgres import schema
 from xerj_postgres.project import project_edges
-from xerj_postgres.kv import DictTable, DocsTable, IdsTable, Table, Txn, WriteCache, register_text
+from xerj_postgres.kv import DictTable, DocsTable, IdsTable, Table, Txn, WriteCache, int8_array, register_text
 
 T = TypeVar("T")
 # Every write transaction of every process takes this lock first: xerj's store has one writer at a time.
@@ -140,13 +140,14 @@ class ReadTxn(Txn):
         conn, env = self._raw, self._env
         numbers = [self.tables[name].number for name in _CONTROL]
         found: dict[int, dict[bytes, bytes]] = {n: {} for n in numbers}
+        listed = int8_array(numbers)
         cur = None
         with env._guard(self._pool, self._url):
             with conn.pipeline():  # one round trip for all
                 if self._parked:
                     conn.execute("COMMIT")  # the snapshot of this thread's previous read (it wrote nothing)
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                control = conn.execute("SELECT db, k, v FROM xerj_kv WHERE db = ANY(%s)", (numbers,))
+                control = conn.execute("SELECT db, k, v FROM xerj_kv WHERE db = ANY(%s::int2[])", (listed,))
                 if statement is not None:
                     cur = conn.execute(*statement[0], **statement[1])
             for db, k, v in control:
