@@ -48,6 +48,7 @@ from xerj_core.errors import BatchFailed, IllegalArgument
 from xerj_core.graph.brain import edge_id, node_id_problem, validate_brain_name
 from xerj_core.model import EdgeDraft, SourceDocument
 from xerj_core.plugins import get_plugin_manager
+from xerj_core.store.residency import trim_heap
 from xerj_core.text import derive_brain_name
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -471,6 +472,8 @@ class _Detection:
                               self.corpus)
         for path in ordered:  # the partials are folded into the states: let them go
             self.kept[path] = attrs.evolve(self.kept[path], partial=None)
+        # combining frees many small arrays and sets at once: hand the heap's free pages back before writing
+        trim_heap()
         self.shared = self.runner.share(self.corpus, self.states)
 
     def batches(self) -> Iterator[list[EdgeDraft]]:

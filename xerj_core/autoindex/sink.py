@@ -383,7 +383,16 @@ class LocalSink:
                 }, state_id)
             return written
 
-        return self.store.transact(apply)
+        written = self.store.transact(apply)
+        self._release()
+        return written
+
+    def _release(self) -> None:
+        # a run's writes would otherwise leave the whole data file resident in this process (see
+        # Environment.release_pages); a storage backend without a memory map has nothing to give back
+        release = getattr(self.store.env, "release_pages", None)
+        if release is not None:
+            release()
 
     def standing_edges(self, brain: str) -> StandingEdges:
         live, rejected = self.graph.standing(brain)
@@ -402,6 +411,7 @@ class LocalSink:
         for lo in range(0, max(len(drafts), 1), EDGES_PER_TRANSACTION):
             written = self.graph.write_edges(brain, drafts[lo:lo + EDGES_PER_TRANSACTION],
                                                     created_at=created_at, nodes_index=nodes_index)
+            self._release()
             total += EdgeWriteSummary(**{f.name: int(written.get(f.name, 0)) for f in attrs.fields(EdgeWriteSummary)})
         return total
 

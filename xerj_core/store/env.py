@@ -11,6 +11,7 @@ from typing import Any, Callable, TypeVar
 import lmdb
 
 from xerj_core.errors import InsufficientStorage
+from xerj_core.store import residency
 
 T = TypeVar("T")
 
@@ -189,6 +190,15 @@ class Environment:
         used = (info["last_pgno"] + 1) * self.env.stat()["psize"]
         if used > info["map_size"] * _GROW_AT and not self.readers.held():
             self._set_mapsize(info["map_size"] * 2)
+
+    def release_pages(self) -> None:
+        """Give back the memory a long run of writes leaves resident: the map's pages and the heap's free pages.
+
+        The map's pages count in this process's RSS once touched, until the
+        whole file is; dropping them costs the next reads a page fault each.
+        """
+        residency.drop_mapped_pages(self.path / "data.mdb")
+        residency.trim_heap()
 
     def close(self) -> None:
         self.env.close()
