@@ -282,6 +282,9 @@ class _Runner:
         self.pool_allowed: bool | None = None
         # Weakly: a batch's future must not keep its result (documents, texts) alive once the run let it go.
         self.futures: weakref.WeakSet[Future] = weakref.WeakSet()
+        # Tasks for an executor wait here until fewer than ``window`` are out (sent, result not yet taken).
+        self.backlog: deque[_Queued] = deque()
+        self.out = 0
 
     def expect(self, work_files: int) -> None:
         """Open a pool once the run has ``work_files`` files to parse or detect, if a pool pays and may be used."""
@@ -302,14 +305,34 @@ class _Runner:
         With no executor of its own the run defers the call until its result is
         asked for, so a batch is parsed (or detected) when the writer reaches it
         and the run holds a bounded number of batches, never the whole corpus.
+        On an executor, at most :attr:`window` tasks are out at once (sent and
+        their results not yet taken): the rest wait here, so results never pile
+        up faster than the writer takes them.
         The future fails with ``BatchFailed`` naming ``files`` when the task fails as a whole.
         """
         if self.given is None and self.pool is None:
             return _Deferred(fn, step, files, self.plugins, *args)
+        queued = _Queued(self, fn, args, step, files)
+        self.backlog.append(queued)
+        self._send()
+        return queued
+
+    def _send(self) -> None:
+        while self.backlog and self.out < self.window:
+            self.backlog.popleft().send()
+
+    def send(self, fn: Callable[..., Any], args: tuple[Any, ...], step: str, files: Sequence[str]) -> Future:
+        """Hand one task to the executor now; the future of its outcome."""
+        self.out += 1
         executor = self.given or self.pool or _INLINE
         future = executor.submit(fn, self.plugins if self.in_process else self.ref, *args)
         self.futures.add(future)
         return watch_batch(future, step, files)
+
+    def taken(self) -> None:
+        """A task's result was taken: another may go out."""
+        self.out -= 1
+        self._send()
 
     def share(self, corpus: Corpus, states: Mapping[str, Any]) -> Any:
         """The corpus and states for the detect tasks, broadcast the executor's way."""
@@ -317,7 +340,7 @@ class _Runner:
 
     @property
     def window(self) -> int:
-        """How many detect batches may be in flight at once."""
+        """How many batches may be in flight at once."""
         if self.given is None and self.pool is None:
             return 1
         workers = getattr(self.given or self.pool, "_max_workers", None) or self.workers
@@ -325,6 +348,8 @@ class _Runner:
 
     def close(self) -> None:
         """Cancel what is still queued; a pool of the run's own lets running batches end and reaps its workers."""
+        while self.backlog:
+            self.backlog.popleft().cancel()
         for future in list(self.futures):
             future.cancel()
         if self.pool is not None:
@@ -362,6 +387,52 @@ class _Deferred(Future):
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         self._run()
+        return super().exception(timeout)
+
+
+class _Queued(Future):
+    """A task for the runner's executor, sent when the runner's window has room or its result is asked for."""
+
+    def __init__(self, runner: _Runner, fn: Callable[..., Any], args: tuple[Any, ...], step: str,
+                 files: Sequence[str]) -> None:
+        super().__init__()
+        self._runner = runner
+        self._call: tuple[Callable[..., Any], tuple[Any, ...], str, Sequence[str]] | None = (fn, args, step, files)
+        self._taken = False
+
+    def send(self) -> None:
+        call, self._call = self._call, None
+        if call is None or self.done():
+            return
+        outcome = self._runner.send(*call)
+        outcome.add_done_callback(self._settle)
+
+    def _settle(self, outcome: Future) -> None:
+        if self.done():  # cancelled while the task ran (the run is stopping)
+            return
+        exc = outcome.exception()
+        if exc is None:
+            self.set_result(outcome.result())
+        else:
+            self.set_exception(exc)
+
+    def _take(self) -> None:
+        if self._call is not None:  # asked for before its turn (out of order): send it now
+            try:
+                self._runner.backlog.remove(self)
+            except ValueError:
+                pass
+            self.send()
+        if not self._taken:
+            self._taken = True
+            self._runner.taken()
+
+    def result(self, timeout: float | None = None) -> Any:
+        self._take()
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._take()
         return super().exception(timeout)
 
 
