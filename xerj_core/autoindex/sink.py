@@ -8,6 +8,7 @@ against a running server, whose routes call a LocalSink of their own.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
@@ -17,6 +18,7 @@ import xxhash
 from xerj_core.errors import IndexNotFound
 from xerj_core.graph.brain import edges_index
 from xerj_core.model import EdgeDraft
+from xerj_core.store import residency
 from xerj_core.store.limits import MAX_ID_BYTES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -259,6 +261,8 @@ class BrainSink(Protocol):
 # -- embedded ----------------------------------------------------------------------------------
 
 EDGES_PER_TRANSACTION = 5_000
+# How often a long write transaction's resident map pages are given back (see LocalSink._releasing).
+RELEASE_EVERY_S = 0.1
 
 
 def _ensure_indices(txn: Any) -> None:
@@ -383,16 +387,21 @@ class LocalSink:
                 }, state_id)
             return written
 
-        written = self.store.transact(apply)
-        self._release()
-        return written
+        with self._releasing():
+            return self.store.transact(apply)
 
-    def _release(self) -> None:
-        # a run's writes would otherwise leave the whole data file resident in this process (see
-        # Environment.release_pages); a storage backend without a memory map has nothing to give back
+    def _releasing(self) -> Any:
+        """Around a write transaction: give back the memory it leaves resident, during it and after.
+
+        A run's writes would otherwise leave the whole data file resident in this
+        process, and one sealing big segments touches much of it at once (see
+        ``Environment.release_pages``); a storage backend without a memory map has
+        nothing to give back.
+        """
         release = getattr(self.store.env, "release_pages", None)
-        if release is not None:
-            release()
+        if release is None:
+            return contextlib.nullcontext()
+        return residency.Every(lambda: release(heap=False), RELEASE_EVERY_S, release)
 
     def standing_edges(self, brain: str) -> StandingEdges:
         live, rejected = self.graph.standing(brain)
@@ -400,8 +409,11 @@ class LocalSink:
 
     def invalidate_edges(self, brain: str, edge_ids: Sequence[str], at: int) -> int:
         ids = list(edge_ids)
-        return sum(self.graph.invalidate_edges(brain, edge_ids=ids[lo:lo + EDGES_PER_TRANSACTION], at=at)
-                   for lo in range(0, len(ids), EDGES_PER_TRANSACTION))
+        total = 0
+        for lo in range(0, len(ids), EDGES_PER_TRANSACTION):
+            with self._releasing():
+                total += self.graph.invalidate_edges(brain, edge_ids=ids[lo:lo + EDGES_PER_TRANSACTION], at=at)
+        return total
 
     def write_edges(self, brain: str, drafts: Sequence[EdgeDraft], *, created_at: int,
                     nodes_index: str | None) -> EdgeWriteSummary:
@@ -409,9 +421,9 @@ class LocalSink:
         # transaction's dirty pages and record lists at once. An interrupted run is redone (its state is dirty).
         total = EdgeWriteSummary()
         for lo in range(0, max(len(drafts), 1), EDGES_PER_TRANSACTION):
-            written = self.graph.write_edges(brain, drafts[lo:lo + EDGES_PER_TRANSACTION],
-                                                    created_at=created_at, nodes_index=nodes_index)
-            self._release()
+            with self._releasing():
+                written = self.graph.write_edges(brain, drafts[lo:lo + EDGES_PER_TRANSACTION],
+                                                 created_at=created_at, nodes_index=nodes_index)
             total += EdgeWriteSummary(**{f.name: int(written.get(f.name, 0)) for f in attrs.fields(EdgeWriteSummary)})
         return total
 

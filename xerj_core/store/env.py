@@ -191,14 +191,18 @@ class Environment:
         if used > info["map_size"] * _GROW_AT and not self.readers.held():
             self._set_mapsize(info["map_size"] * 2)
 
-    def release_pages(self) -> None:
-        """Give back the memory a long run of writes leaves resident: the map's pages and the heap's free pages.
+    def release_pages(self, *, heap: bool = True) -> None:
+        """Give back the memory a long run of writes leaves resident: the map's pages, and with ``heap`` the C
+        heap's free pages (LMDB's freed overflow pages among them).
 
         The map's pages count in this process's RSS once touched, until the
         whole file is; dropping them costs the next reads a page fault each.
+        Safe at any time, from any thread, a write transaction open or not:
+        the map is read-only (LMDB writes through ``pwrite``).
         """
         residency.drop_mapped_pages(self.path / "data.mdb")
-        residency.trim_heap()
+        if heap:
+            residency.trim_heap()
 
     def close(self) -> None:
         self.env.close()

@@ -16,7 +16,9 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
+import threading
 from pathlib import Path
+from typing import Callable
 
 _MADV_DONTNEED = 4
 _libc: ctypes.CDLL | None | bool = None
@@ -78,3 +80,33 @@ def trim_heap() -> bool:
         return False
     trim(0)
     return True
+
+
+class Every:
+    """A context that calls ``fn`` every ``interval`` seconds from a daemon thread while it is open, then
+    ``last`` (default ``fn``) once when it closes: for a long step (a write transaction sealing big segments)
+    that would otherwise keep every page it touched until it ends."""
+
+    def __init__(self, fn: Callable[[], object], interval: float, last: Callable[[], object] | None = None) -> None:
+        self.fn = fn
+        self.last = last or fn
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.fn()
+
+    def __enter__(self) -> "Every":
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="xerj-release-pages", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self.last()
