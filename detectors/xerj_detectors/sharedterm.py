@@ -81,6 +81,14 @@ def file_terms(file_docs: Sequence[SourceDocument]) -> frozenset[str]:
     return frozenset(w for w in words if MIN_TERM <= len(w) <= MAX_TERM and has_letter(w))
 
 
+def _gather(values: np.ndarray, starts: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """``values[starts[k]:starts[k + 1]]`` for each of ``keys``, concatenated (one gather, no Python loop)."""
+    lo = starts[keys]
+    counts = starts[keys + 1] - lo
+    before = np.cumsum(counts) - counts
+    return values[np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(lo - before, counts)]
+
+
 class SharedtermDetector:
     name = "sharedterm"
     type = "shared_term"
@@ -145,13 +153,12 @@ class SharedtermDetector:
         # pairs meeting on two signature terms from either end that neither end scored, counted once: a pair
         # (j, i), j < i, is settled when i is reached, since both files' scored lists are known then
         unscored = 0
+        in_best = np.zeros(total, bool)
         for index, terms in enumerate(distinctive):
             signature = signatures[index]
-            holding = [sig_file[sig_starts[t]:sig_starts[t + 1]] for t in terms[seeding[terms]].tolist()]
-            met_by = np.bincount(np.concatenate(holding), minlength=total) if holding else np.zeros(total, np.int64)
+            met_by = np.bincount(_gather(sig_file, sig_starts, terms), minlength=total)
             if len(signature) >= MIN_FAMILIES:
-                hits = np.bincount(np.concatenate([file_of[starts[t]:starts[t + 1]] for t in signature.tolist()]),
-                                   minlength=total)
+                hits = np.bincount(_gather(file_of, starts, signature), minlength=total)
                 hits[index] = 0
                 others = np.flatnonzero(hits >= MIN_FAMILIES)
                 ranked = others[np.argsort(-hits[others], kind="stable")]  # most hits first, then file order
@@ -161,13 +168,22 @@ class SharedtermDetector:
                 hits = np.zeros(total, np.int64)
                 best = ranked = np.empty(0, np.int64)
             earlier = np.flatnonzero((hits[:index] >= MIN_FAMILIES) | (met_by[:index] >= MIN_FAMILIES))
-            earlier = earlier[~np.isin(earlier, best)]
+            in_best[best] = True
+            earlier = earlier[~in_best[earlier]]
+            in_best[best] = False
             unscored += int(len(earlier)) - int(np.count_nonzero((scored[earlier] == index).any(axis=1)))
-            for other in best.tolist():
-                if other < index and index in scored[other]:
-                    continue  # examined from the other end
-                shared = np.intersect1d(terms, distinctive[other], assume_unique=True)
-                if len(shared) < MIN_FAMILIES or len(np.unique(families[shared])) < MIN_FAMILIES:
+            # a pair examined from the other end is not scored again
+            fresh = best[~((best < index) & (scored[best] == index).any(axis=1))].tolist()
+            if not fresh:
+                continue
+            # each fresh file's terms that this file holds, in one pass: its sorted terms, masked
+            theirs = [distinctive[other] for other in fresh]
+            common = np.isin(np.concatenate(theirs), terms)
+            lo = 0
+            for other, their_terms in zip(fresh, theirs):
+                shared = their_terms[common[lo:lo + len(their_terms)]]
+                lo += len(their_terms)
+                if len(shared) < MIN_FAMILIES or len(set(families[shared].tolist())) < MIN_FAMILIES:
                     continue
                 # fsum is exact, so the score never depends on the order terms are summed in
                 pair_numbers.append(min(index, other) * total + max(index, other))

@@ -563,7 +563,8 @@ class _Detection:
                 return []
 
         for lo in range(0, len(ordered), DETECT_BATCH_FILES):
-            work = [(path, self.kept[path].documents()) for path in ordered[lo:lo + DETECT_BATCH_FILES]]
+            # a file's compressed texts are needed by its own batch only (the corpus keeps its text-free documents)
+            work = [(path, self.kept.pop(path).documents()) for path in ordered[lo:lo + DETECT_BATCH_FILES]]
             pending.append(self.runner.submit(detect_batch, self.shared, work, step=DETECTING,
                                               files=ordered[lo:lo + DETECT_BATCH_FILES]))
             if len(pending) >= self.runner.window:
