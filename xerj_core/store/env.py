@@ -126,6 +126,10 @@ class Environment:
             self.dbs = {name: self.env.open_db(name.encode(), txn=txn) for name in DB_NAMES}
         self.write_lock = threading.Lock()
         self.readers = _ReaderGate()
+        # Held while the map may move (a resize remaps it, close unmaps it) and while release_pages advises
+        # the range it found: advising a range the map has left could zero memory that took its place.
+        self._map_lock = threading.Lock()
+        self._closed = False
 
     def begin_read(self, *, buffers: bool = False) -> Any:
         """A read transaction; with ``buffers`` its values are views of the memory map (valid until it ends).
@@ -148,7 +152,8 @@ class Environment:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _set_mapsize(self, size: int) -> None:
-        self.readers.resize(lambda: self.env.set_mapsize(size))
+        with self._map_lock:
+            self.readers.resize(lambda: self.env.set_mapsize(size))
 
     def write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
         """Run ``fn`` in one write transaction and commit it; on a full map grow it and re-run ``fn``."""
@@ -200,12 +205,16 @@ class Environment:
         Safe at any time, from any thread, a write transaction open or not:
         the map is read-only (LMDB writes through ``pwrite``).
         """
-        residency.drop_mapped_pages(self.path / "data.mdb")
+        with self._map_lock:
+            if not self._closed:
+                residency.drop_mapped_pages(self.path / "data.mdb")
         if heap:
             residency.trim_heap()
 
     def close(self) -> None:
-        self.env.close()
+        with self._map_lock:
+            self._closed = True
+            self.env.close()
 
 
 _OPEN: dict[str, tuple[Environment, int]] = {}
