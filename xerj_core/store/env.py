@@ -130,6 +130,7 @@ class Environment:
         # the range it found: advising a range the map has left could zero memory that took its place.
         self._map_lock = threading.Lock()
         self._closed = False
+        self._map_ranges: list[tuple[int, int]] | None = None  # where the map is, while it stays there
 
     def begin_read(self, *, buffers: bool = False) -> Any:
         """A read transaction; with ``buffers`` its values are views of the memory map (valid until it ends).
@@ -153,6 +154,7 @@ class Environment:
 
     def _set_mapsize(self, size: int) -> None:
         with self._map_lock:
+            self._map_ranges = None
             self.readers.resize(lambda: self.env.set_mapsize(size))
 
     def write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
@@ -207,13 +209,16 @@ class Environment:
         """
         with self._map_lock:
             if not self._closed:
-                residency.drop_mapped_pages(self.path / "data.mdb")
+                if self._map_ranges is None:
+                    self._map_ranges = residency.mapped_ranges(self.path / "data.mdb")
+                residency.drop_pages(self._map_ranges)
         if heap:
             residency.trim_heap()
 
     def close(self) -> None:
         with self._map_lock:
             self._closed = True
+            self._map_ranges = None
             self.env.close()
 
 

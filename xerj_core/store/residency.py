@@ -55,18 +55,19 @@ def mapped_ranges(path: Path) -> list[tuple[int, int]]:
     return ranges
 
 
-def drop_mapped_pages(path: Path) -> int:
-    """Drop this process's resident pages of every read-only shared mapping of ``path``; bytes advised.
+def drop_pages(ranges: list[tuple[int, int]]) -> int:
+    """Drop this process's resident pages in ``ranges`` (read-only shared file mappings); bytes advised.
 
     A read-only mapping (LMDB's map without ``MDB_WRITEMAP``) holds clean
     copies of the page cache, so readers of it, in any thread, only fault the
-    page back in.
+    page back in. The caller makes sure the mapping is still where
+    :func:`mapped_ranges` found it.
     """
     lib = _c_library()
     if lib is None:
         return 0
     advised = 0
-    for start, end in mapped_ranges(path):
+    for start, end in ranges:
         if lib.madvise(start, end - start, _MADV_DONTNEED) == 0:
             advised += end - start
     return advised
