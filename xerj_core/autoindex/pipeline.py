@@ -359,7 +359,22 @@ class _Runner:
 _INLINE = InlineExecutor()
 
 
-class _Deferred(Future):
+class _OnDemand(Future):
+    """A future that does its part (runs its call, or sends it) the first time its outcome is asked for."""
+
+    def _demand(self) -> None:
+        raise NotImplementedError
+
+    def result(self, timeout: float | None = None) -> Any:
+        self._demand()
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._demand()
+        return super().exception(timeout)
+
+
+class _Deferred(_OnDemand):
     """A call run in this process the first time its result is asked for (see :meth:`_Runner.submit`).
 
     An ordinary exception lands in the future, as an executor would report it;
@@ -371,7 +386,7 @@ class _Deferred(Future):
         self._call: tuple[Callable[..., Any], tuple[Any, ...]] | None = (fn, args)
         self._batch = (step, files)
 
-    def _run(self) -> None:
+    def _demand(self) -> None:
         call, self._call = self._call, None
         if call is None or self.done():
             return
@@ -381,16 +396,8 @@ class _Deferred(Future):
         except Exception as exc:
             self.set_exception(batch_failure(*self._batch, exc))
 
-    def result(self, timeout: float | None = None) -> Any:
-        self._run()
-        return super().result(timeout)
 
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        self._run()
-        return super().exception(timeout)
-
-
-class _Queued(Future):
+class _Queued(_OnDemand):
     """A task for the runner's executor, sent when the runner's window has room or its result is asked for."""
 
     def __init__(self, runner: _Runner, fn: Callable[..., Any], args: tuple[Any, ...], step: str,
@@ -416,7 +423,7 @@ class _Queued(Future):
         else:
             self.set_exception(exc)
 
-    def _take(self) -> None:
+    def _demand(self) -> None:
         if self._call is not None:  # asked for before its turn (out of order): send it now
             try:
                 self._runner.backlog.remove(self)
@@ -426,14 +433,6 @@ class _Queued(Future):
         if not self._taken:
             self._taken = True
             self._runner.taken()
-
-    def result(self, timeout: float | None = None) -> Any:
-        self._take()
-        return super().result(timeout)
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        self._take()
-        return super().exception(timeout)
 
 
 def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
