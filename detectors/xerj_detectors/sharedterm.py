@@ -154,6 +154,7 @@ class SharedtermDetector:
         # (j, i), j < i, is settled when i is reached, since both files' scored lists are known then
         unscored = 0
         in_best = np.zeros(total, bool)
+        mine = np.zeros(len(names), bool)  # the current file's terms, marked (and cleared after use)
         for index, terms in enumerate(distinctive):
             signature = signatures[index]
             met_by = np.bincount(_gather(sig_file, sig_starts, terms), minlength=total)
@@ -178,7 +179,9 @@ class SharedtermDetector:
                 continue
             # each fresh file's terms that this file holds, in one pass: its sorted terms, masked
             theirs = [distinctive[other] for other in fresh]
-            common = np.isin(np.concatenate(theirs), terms)
+            mine[terms] = True
+            common = mine[np.concatenate(theirs)]
+            mine[terms] = False
             lo = 0
             for other, their_terms in zip(fresh, theirs):
                 shared = their_terms[common[lo:lo + len(their_terms)]]
