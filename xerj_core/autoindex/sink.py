@@ -264,6 +264,8 @@ EDGES_PER_TRANSACTION = 5_000
 # How often a long write transaction's resident map pages are given back (see LocalSink._releasing): a seal
 # reads segments at memory speed, so a longer wait lets a burst of them stay resident; a call costs ~10 µs.
 RELEASE_EVERY_S = 0.005
+# ... once this process's resident file-backed memory (the map's pages, and the libraries') passes this.
+RELEASE_ABOVE_BYTES = 48 << 20
 
 
 def _ensure_indices(txn: Any) -> None:
@@ -402,7 +404,14 @@ class LocalSink:
         release = getattr(self.store.env, "release_pages", None)
         if release is None:
             return contextlib.nullcontext()
-        return residency.Every(lambda: release(heap=False), RELEASE_EVERY_S, release)
+
+        def when_large() -> None:
+            # dropping pages the writer is still using costs it a fault each: only past a bound
+            resident = residency.file_resident_bytes()
+            if resident is None or resident > RELEASE_ABOVE_BYTES:
+                release(heap=False)
+
+        return residency.Every(when_large, RELEASE_EVERY_S, release)
 
     def standing_edges(self, brain: str) -> StandingEdges:
         live, rejected = self.graph.standing(brain)
