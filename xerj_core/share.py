@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import datetime
-import http.client
 import json
 import shlex
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +45,11 @@ def _reason(body: Any, fallback: str) -> str:
 
 def _call(base: str, method: str, path: str, key: str | None, body: Any = None) -> Any:
     """One request to the server; an answer other than 2xx is a ClickException saying what to do."""
+    # here, not at the top: every process that builds the plugin manager imports this module (~0.1 s)
+    import http.client
+    import urllib.error
+    import urllib.request
+
     data = None if body is None else json.dumps(body).encode()
     headers = {**authorization_header(key), **({"Content-Type": "application/json"} if data else {})}
     request = urllib.request.Request(base + path, data=data, method=method, headers=headers)

@@ -57,8 +57,6 @@ MAX_TERM = 40
 # of the files found through them are scored exactly
 SIGNATURE_TERMS = 32
 CANDIDATES_PER_FILE = 16
-# unscored pair numbers gathered before they are deduplicated into the running set
-_DEDUP_EVERY = 1 << 20
 _LETTER = re.compile(r"[^\W\d_]")
 
 
@@ -81,6 +79,14 @@ def file_terms(file_docs: Sequence[SourceDocument]) -> frozenset[str]:
             words.update(tokenize(doc.text))
     has_letter = _LETTER.search
     return frozenset(w for w in words if MIN_TERM <= len(w) <= MAX_TERM and has_letter(w))
+
+
+def _gather(values: np.ndarray, starts: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """``values[starts[k]:starts[k + 1]]`` for each of ``keys``, concatenated (one gather, no Python loop)."""
+    lo = starts[keys]
+    counts = starts[keys + 1] - lo
+    before = np.cumsum(counts) - counts
+    return values[np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(lo - before, counts)]
 
 
 class SharedtermDetector:
@@ -129,48 +135,65 @@ class SharedtermDetector:
         file_of, term_of = file_of[order], term_of[order]
         starts = np.searchsorted(term_of, np.arange(len(names) + 1))
 
-        # a pair of files (a < b) is the number a * total + b: the sets of examined and unscored pairs stay
-        # ints and arrays, not tuples, on a corpus where most files meet far more than 16 others
-        # scored pairs that pass, as pair numbers and scores (their shared terms are found again for the
-        # few accepted): one array entry per pair, not an object per pair
+        # the files holding each signature term in their signature, the other way round: how many of file j's
+        # signature terms file i holds, for every j at once, is then one bincount over i's distinctive terms
+        sig_file = np.repeat(np.arange(total, dtype=np.int64), [len(s) for s in signatures])
+        sig_term = np.concatenate(signatures) if signatures else np.empty(0, np.int64)
+        order = np.argsort(sig_term, kind="stable")
+        sig_file, sig_term = sig_file[order], sig_term[order]
+        sig_starts = np.searchsorted(sig_term, np.arange(len(names) + 1))
+        del order
+
+        # a pair of files (a < b) is the number a * total + b: one array entry per scored pair, not an object
         pair_numbers: list[int] = []
         pair_scores: list[float] = []
-        examined: set[int] = set()
-        # unscored pairs, deduplicated a million at a time: on a big corpus they number in the millions
-        unscored = np.empty(0, np.int64)
-        pending: list[np.ndarray] = []
-        pending_size = 0
+        # each file's scored files (its first CANDIDATES_PER_FILE, -1 past them): a pair was examined when
+        # either file has the other here
+        scored = np.full((total, CANDIDATES_PER_FILE), -1, np.int64)
+        # pairs meeting on two signature terms from either end that neither end scored, counted once: a pair
+        # (j, i), j < i, is settled when i is reached, since both files' scored lists are known then
+        unscored = 0
+        in_best = np.zeros(total, bool)
+        mine = np.zeros(len(names), bool)  # the current file's terms, marked (and cleared after use)
         for index, terms in enumerate(distinctive):
             signature = signatures[index]
-            if len(signature) < MIN_FAMILIES:
+            met_by = np.bincount(_gather(sig_file, sig_starts, terms), minlength=total)
+            if len(signature) >= MIN_FAMILIES:
+                hits = np.bincount(_gather(file_of, starts, signature), minlength=total)
+                hits[index] = 0
+                others = np.flatnonzero(hits >= MIN_FAMILIES)
+                ranked = others[np.argsort(-hits[others], kind="stable")]  # most hits first, then file order
+                best = ranked[:CANDIDATES_PER_FILE]
+                scored[index, :len(best)] = best
+            else:
+                hits = np.zeros(total, np.int64)
+                best = ranked = np.empty(0, np.int64)
+            earlier = np.flatnonzero((hits[:index] >= MIN_FAMILIES) | (met_by[:index] >= MIN_FAMILIES))
+            in_best[best] = True
+            earlier = earlier[~in_best[earlier]]
+            in_best[best] = False
+            unscored += int(len(earlier)) - int(np.count_nonzero((scored[earlier] == index).any(axis=1)))
+            # a pair examined from the other end is not scored again
+            fresh = best[~((best < index) & (scored[best] == index).any(axis=1))].tolist()
+            if not fresh:
                 continue
-            hits = np.bincount(np.concatenate([file_of[starts[t]:starts[t + 1]] for t in signature.tolist()]),
-                               minlength=total)
-            hits[index] = 0
-            others = np.flatnonzero(hits >= MIN_FAMILIES)
-            ranked = others[np.argsort(-hits[others], kind="stable")]  # most hits first, then file order
-            rest = ranked[CANDIDATES_PER_FILE:]
-            if len(rest):
-                pending.append(np.minimum(rest, index) * total + np.maximum(rest, index))
-                pending_size += len(rest)
-                if pending_size >= _DEDUP_EVERY:
-                    unscored = np.unique(np.concatenate([unscored, *pending]))
-                    pending, pending_size = [], 0
-            for other in ranked[:CANDIDATES_PER_FILE].tolist():
-                key = (index, other) if index < other else (other, index)
-                number = key[0] * total + key[1]
-                if number in examined:
-                    continue
-                examined.add(number)
-                shared = np.intersect1d(terms, distinctive[other], assume_unique=True)
-                if len(shared) < MIN_FAMILIES or len(np.unique(families[shared])) < MIN_FAMILIES:
+            # each fresh file's terms that this file holds, in one pass: its sorted terms, masked
+            theirs = [distinctive[other] for other in fresh]
+            mine[terms] = True
+            common = mine[np.concatenate(theirs)]
+            mine[terms] = False
+            lo = 0
+            for other, their_terms in zip(fresh, theirs):
+                shared = their_terms[common[lo:lo + len(their_terms)]]
+                lo += len(their_terms)
+                if len(shared) < MIN_FAMILIES or len(set(families[shared].tolist())) < MIN_FAMILIES:
                     continue
                 # fsum is exact, so the score never depends on the order terms are summed in
-                pair_numbers.append(number)
+                pair_numbers.append(min(index, other) * total + max(index, other))
                 pair_scores.append(math.fsum(rarity[shared].tolist()))
         numbers = np.array(pair_numbers, np.int64)
         scores = np.array(pair_scores, np.float64)
-        del pair_numbers, pair_scores
+        del pair_numbers, pair_scores, scored, sig_file, sig_term
         # best score first, then by pair (a, b): a pair number orders as (a, b) does
         candidates = numbers[np.lexsort((numbers, -scores))].tolist()
         del numbers, scores
@@ -178,9 +201,7 @@ class SharedtermDetector:
         degree = [0] * total
         accepted: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
         # pairs the per-file limit left unscored from both ends are refused candidates too
-        unscored = np.unique(np.concatenate([unscored, *pending]))
-        capped = len(np.setdiff1d(unscored, np.fromiter(examined, np.int64, len(examined)), assume_unique=True))
-        del unscored, pending, examined
+        capped = unscored
         for number in candidates:
             a, b = divmod(number, total)
             if degree[a] >= MAX_LINKS or degree[b] >= MAX_LINKS:

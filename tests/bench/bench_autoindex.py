@@ -20,6 +20,7 @@ The machine these ran on is usually shared: compare the ratios, not the rates.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import subprocess
@@ -181,6 +182,7 @@ def main() -> None:
     parser.add_argument("--skip-rss", action="store_true")
     parser.add_argument("--skip-vault", action="store_true")
     args = parser.parse_args()
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start", flush=True)
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         if not args.skip_notes:
@@ -191,6 +193,7 @@ def main() -> None:
             bench_rss(tmp, args.rss_notes)
         if not args.skip_vault:
             bench_vault(tmp, args.vault_notes)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
-import urllib.error
 import urllib.parse
-import urllib.request
 import webbrowser
 from pathlib import Path
 from typing import Any, Iterator
@@ -273,6 +270,11 @@ def _probe(base: str, api_key: str | None) -> dict[str, Any] | None:
 
     A secured xerj server that refuses ``api_key`` is an error, not a server of another data directory.
     """
+    # here, not at the top: every process that builds the plugin manager imports this module
+    import http.client
+    import urllib.error
+    import urllib.request
+
     headers = authorization_header(api_key)
     try:
         request = urllib.request.Request(base + "/_xerj/node", headers=headers)
@@ -464,6 +466,8 @@ def _refuse(message: str) -> None:
 
 def _remote_hub(url: str, brain: str, api_key: str | None) -> str | None:
     """The most linked node of ``brain`` on the server at ``url``, from its overview's inbound hubs."""
+    import urllib.request
+
     request = urllib.request.Request(f"{url}/_graph/{urllib.parse.quote(brain)}/overview?top=1",
                                      headers=authorization_header(api_key))
     try:

@@ -48,6 +48,7 @@ from xerj_core.errors import BatchFailed, IllegalArgument
 from xerj_core.graph.brain import edge_id, node_id_problem, validate_brain_name
 from xerj_core.model import EdgeDraft, SourceDocument
 from xerj_core.plugins import get_plugin_manager
+from xerj_core.store.residency import trim_heap
 from xerj_core.text import derive_brain_name
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -281,6 +282,9 @@ class _Runner:
         self.pool_allowed: bool | None = None
         # Weakly: a batch's future must not keep its result (documents, texts) alive once the run let it go.
         self.futures: weakref.WeakSet[Future] = weakref.WeakSet()
+        # Tasks for an executor wait here until fewer than ``window`` are out (sent, result not yet taken).
+        self.backlog: deque[_Queued] = deque()
+        self.out = 0
 
     def expect(self, work_files: int) -> None:
         """Open a pool once the run has ``work_files`` files to parse or detect, if a pool pays and may be used."""
@@ -301,14 +305,34 @@ class _Runner:
         With no executor of its own the run defers the call until its result is
         asked for, so a batch is parsed (or detected) when the writer reaches it
         and the run holds a bounded number of batches, never the whole corpus.
+        On an executor, at most :attr:`window` tasks are out at once (sent and
+        their results not yet taken): the rest wait here, so results never pile
+        up faster than the writer takes them.
         The future fails with ``BatchFailed`` naming ``files`` when the task fails as a whole.
         """
         if self.given is None and self.pool is None:
             return _Deferred(fn, step, files, self.plugins, *args)
+        queued = _Queued(self, fn, args, step, files)
+        self.backlog.append(queued)
+        self._send()
+        return queued
+
+    def _send(self) -> None:
+        while self.backlog and self.out < self.window:
+            self.backlog.popleft().send()
+
+    def send(self, fn: Callable[..., Any], args: tuple[Any, ...], step: str, files: Sequence[str]) -> Future:
+        """Hand one task to the executor now; the future of its outcome."""
+        self.out += 1
         executor = self.given or self.pool or _INLINE
         future = executor.submit(fn, self.plugins if self.in_process else self.ref, *args)
         self.futures.add(future)
         return watch_batch(future, step, files)
+
+    def taken(self) -> None:
+        """A task's result was taken: another may go out."""
+        self.out -= 1
+        self._send()
 
     def share(self, corpus: Corpus, states: Mapping[str, Any]) -> Any:
         """The corpus and states for the detect tasks, broadcast the executor's way."""
@@ -316,7 +340,7 @@ class _Runner:
 
     @property
     def window(self) -> int:
-        """How many detect batches may be in flight at once."""
+        """How many batches may be in flight at once."""
         if self.given is None and self.pool is None:
             return 1
         workers = getattr(self.given or self.pool, "_max_workers", None) or self.workers
@@ -324,6 +348,8 @@ class _Runner:
 
     def close(self) -> None:
         """Cancel what is still queued; a pool of the run's own lets running batches end and reaps its workers."""
+        while self.backlog:
+            self.backlog.popleft().cancel()
         for future in list(self.futures):
             future.cancel()
         if self.pool is not None:
@@ -333,7 +359,22 @@ class _Runner:
 _INLINE = InlineExecutor()
 
 
-class _Deferred(Future):
+class _OnDemand(Future):
+    """A future that does its part (runs its call, or sends it) the first time its outcome is asked for."""
+
+    def _demand(self) -> None:
+        raise NotImplementedError
+
+    def result(self, timeout: float | None = None) -> Any:
+        self._demand()
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._demand()
+        return super().exception(timeout)
+
+
+class _Deferred(_OnDemand):
     """A call run in this process the first time its result is asked for (see :meth:`_Runner.submit`).
 
     An ordinary exception lands in the future, as an executor would report it;
@@ -345,7 +386,7 @@ class _Deferred(Future):
         self._call: tuple[Callable[..., Any], tuple[Any, ...]] | None = (fn, args)
         self._batch = (step, files)
 
-    def _run(self) -> None:
+    def _demand(self) -> None:
         call, self._call = self._call, None
         if call is None or self.done():
             return
@@ -355,13 +396,43 @@ class _Deferred(Future):
         except Exception as exc:
             self.set_exception(batch_failure(*self._batch, exc))
 
-    def result(self, timeout: float | None = None) -> Any:
-        self._run()
-        return super().result(timeout)
 
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        self._run()
-        return super().exception(timeout)
+class _Queued(_OnDemand):
+    """A task for the runner's executor, sent when the runner's window has room or its result is asked for."""
+
+    def __init__(self, runner: _Runner, fn: Callable[..., Any], args: tuple[Any, ...], step: str,
+                 files: Sequence[str]) -> None:
+        super().__init__()
+        self._runner = runner
+        self._call: tuple[Callable[..., Any], tuple[Any, ...], str, Sequence[str]] | None = (fn, args, step, files)
+        self._taken = False
+
+    def send(self) -> None:
+        call, self._call = self._call, None
+        if call is None or self.done():
+            return
+        outcome = self._runner.send(*call)
+        outcome.add_done_callback(self._settle)
+
+    def _settle(self, outcome: Future) -> None:
+        if self.done():  # cancelled while the task ran (the run is stopping)
+            return
+        exc = outcome.exception()
+        if exc is None:
+            self.set_result(outcome.result())
+        else:
+            self.set_exception(exc)
+
+    def _demand(self) -> None:
+        if self._call is not None:  # asked for before its turn (out of order): send it now
+            try:
+                self._runner.backlog.remove(self)
+            except ValueError:
+                pass
+            self.send()
+        if not self._taken:
+            self._taken = True
+            self._runner.taken()
 
 
 def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
@@ -471,6 +542,8 @@ class _Detection:
                               self.corpus)
         for path in ordered:  # the partials are folded into the states: let them go
             self.kept[path] = attrs.evolve(self.kept[path], partial=None)
+        # combining frees many small arrays and sets at once: hand the heap's free pages back before writing
+        trim_heap()
         self.shared = self.runner.share(self.corpus, self.states)
 
     def batches(self) -> Iterator[list[EdgeDraft]]:
@@ -489,7 +562,8 @@ class _Detection:
                 return []
 
         for lo in range(0, len(ordered), DETECT_BATCH_FILES):
-            work = [(path, self.kept[path].documents()) for path in ordered[lo:lo + DETECT_BATCH_FILES]]
+            # a file's compressed texts are needed by its own batch only (the corpus keeps its text-free documents)
+            work = [(path, self.kept.pop(path).documents()) for path in ordered[lo:lo + DETECT_BATCH_FILES]]
             pending.append(self.runner.submit(detect_batch, self.shared, work, step=DETECTING,
                                               files=ordered[lo:lo + DETECT_BATCH_FILES]))
             if len(pending) >= self.runner.window:

@@ -8,6 +8,7 @@ against a running server, whose routes call a LocalSink of their own.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
@@ -17,6 +18,7 @@ import xxhash
 from xerj_core.errors import IndexNotFound
 from xerj_core.graph.brain import edges_index
 from xerj_core.model import EdgeDraft
+from xerj_core.store import residency
 from xerj_core.store.limits import MAX_ID_BYTES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -259,6 +261,11 @@ class BrainSink(Protocol):
 # -- embedded ----------------------------------------------------------------------------------
 
 EDGES_PER_TRANSACTION = 5_000
+# How often a long write transaction's resident map pages are given back (see LocalSink._releasing): a seal
+# reads segments at memory speed, so a longer wait lets a burst of them stay resident; a call costs ~10 µs.
+RELEASE_EVERY_S = 0.005
+# ... once this process's resident file-backed memory (the map's pages, and the libraries') passes this.
+RELEASE_ABOVE_BYTES = 48 << 20
 
 
 def _ensure_indices(txn: Any) -> None:
@@ -383,7 +390,28 @@ class LocalSink:
                 }, state_id)
             return written
 
-        return self.store.transact(apply)
+        with self._releasing():
+            return self.store.transact(apply)
+
+    def _releasing(self) -> Any:
+        """Around a write transaction: give back the memory it leaves resident, during it and after.
+
+        A run's writes would otherwise leave the whole data file resident in this
+        process, and one sealing big segments touches much of it at once (see
+        ``Environment.release_pages``); a storage backend without a memory map has
+        nothing to give back.
+        """
+        release = getattr(self.store.env, "release_pages", None)
+        if release is None:
+            return contextlib.nullcontext()
+
+        def when_large() -> None:
+            # dropping pages the writer is still using costs it a fault each: only past a bound
+            resident = residency.file_resident_bytes()
+            if resident is None or resident > RELEASE_ABOVE_BYTES:
+                release(heap=False)
+
+        return residency.Every(when_large, RELEASE_EVERY_S, release)
 
     def standing_edges(self, brain: str) -> StandingEdges:
         live, rejected = self.graph.standing(brain)
@@ -391,8 +419,11 @@ class LocalSink:
 
     def invalidate_edges(self, brain: str, edge_ids: Sequence[str], at: int) -> int:
         ids = list(edge_ids)
-        return sum(self.graph.invalidate_edges(brain, edge_ids=ids[lo:lo + EDGES_PER_TRANSACTION], at=at)
-                   for lo in range(0, len(ids), EDGES_PER_TRANSACTION))
+        total = 0
+        for lo in range(0, len(ids), EDGES_PER_TRANSACTION):
+            with self._releasing():
+                total += self.graph.invalidate_edges(brain, edge_ids=ids[lo:lo + EDGES_PER_TRANSACTION], at=at)
+        return total
 
     def write_edges(self, brain: str, drafts: Sequence[EdgeDraft], *, created_at: int,
                     nodes_index: str | None) -> EdgeWriteSummary:
@@ -400,8 +431,9 @@ class LocalSink:
         # transaction's dirty pages and record lists at once. An interrupted run is redone (its state is dirty).
         total = EdgeWriteSummary()
         for lo in range(0, max(len(drafts), 1), EDGES_PER_TRANSACTION):
-            written = self.graph.write_edges(brain, drafts[lo:lo + EDGES_PER_TRANSACTION],
-                                                    created_at=created_at, nodes_index=nodes_index)
+            with self._releasing():
+                written = self.graph.write_edges(brain, drafts[lo:lo + EDGES_PER_TRANSACTION],
+                                                 created_at=created_at, nodes_index=nodes_index)
             total += EdgeWriteSummary(**{f.name: int(written.get(f.name, 0)) for f in attrs.fields(EdgeWriteSummary)})
         return total
 

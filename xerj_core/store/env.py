@@ -11,6 +11,7 @@ from typing import Any, Callable, TypeVar
 import lmdb
 
 from xerj_core.errors import InsufficientStorage
+from xerj_core.store import residency
 
 T = TypeVar("T")
 
@@ -125,6 +126,11 @@ class Environment:
             self.dbs = {name: self.env.open_db(name.encode(), txn=txn) for name in DB_NAMES}
         self.write_lock = threading.Lock()
         self.readers = _ReaderGate()
+        # Held while the map may move (a resize remaps it, close unmaps it) and while release_pages advises
+        # the range it found: advising a range the map has left could zero memory that took its place.
+        self._map_lock = threading.Lock()
+        self._closed = False
+        self._map_ranges: list[tuple[int, int]] | None = None  # where the map is, while it stays there
 
     def begin_read(self, *, buffers: bool = False) -> Any:
         """A read transaction; with ``buffers`` its values are views of the memory map (valid until it ends).
@@ -147,7 +153,9 @@ class Environment:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _set_mapsize(self, size: int) -> None:
-        self.readers.resize(lambda: self.env.set_mapsize(size))
+        with self._map_lock:
+            self._map_ranges = None
+            self.readers.resize(lambda: self.env.set_mapsize(size))
 
     def write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
         """Run ``fn`` in one write transaction and commit it; on a full map grow it and re-run ``fn``."""
@@ -190,8 +198,28 @@ class Environment:
         if used > info["map_size"] * _GROW_AT and not self.readers.held():
             self._set_mapsize(info["map_size"] * 2)
 
+    def release_pages(self, *, heap: bool = True) -> None:
+        """Give back the memory a long run of writes leaves resident: the map's pages, and with ``heap`` the C
+        heap's free pages (LMDB's freed overflow pages among them).
+
+        The map's pages count in this process's RSS once touched, until the
+        whole file is; dropping them costs the next reads a page fault each.
+        Safe at any time, from any thread, a write transaction open or not:
+        the map is read-only (LMDB writes through ``pwrite``).
+        """
+        with self._map_lock:
+            if not self._closed:
+                if self._map_ranges is None:
+                    self._map_ranges = residency.mapped_ranges(self.path / "data.mdb")
+                residency.drop_pages(self._map_ranges)
+        if heap:
+            residency.trim_heap()
+
     def close(self) -> None:
-        self.env.close()
+        with self._map_lock:
+            self._closed = True
+            self._map_ranges = None
+            self.env.close()
 
 
 _OPEN: dict[str, tuple[Environment, int]] = {}

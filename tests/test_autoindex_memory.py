@@ -1,0 +1,114 @@
+"""Autoindex's memory: tasks go out a window at a time, and the data file's map does not stay resident."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from xerj_core.autoindex import pipeline
+from xerj_core.autoindex.parallel import InlineExecutor, parse_batch
+from xerj_core.autoindex.pipeline import run
+from xerj_core.autoindex.sink import LocalSink
+from xerj_core.engine import Engine
+from xerj_core.plugins import get_plugin_manager
+from xerj_core.store import residency
+from xerj_core.store.env import Environment
+
+from .test_autoindex_executor import CLOCK, generate, stored
+
+
+class Counting(InlineExecutor):
+    """An executor that counts the parse tasks it was handed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parses = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.parses += fn is parse_batch
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_parse_tasks_go_out_a_window_at_a_time(tmp_path, monkeypatch):
+    folder = generate(tmp_path / "gen", 120)
+    monkeypatch.setattr(pipeline, "PARSE_BATCH_FILES", 4)
+    monkeypatch.setattr(pipeline, "BATCH_FILES", 4)
+    executor = Counting()
+    out_at_writes: list[int] = []
+
+    class Watching(LocalSink):
+        def write_files(self, brain, files, indexed_at):
+            out_at_writes.append(executor.parses)
+            return super().write_files(brain, files, indexed_at)
+
+    with Engine(tmp_path / "d", get_plugin_manager()) as eng:
+        summary = run(Watching(eng.store, eng.graph), folder, brain="b", clock=CLOCK, executor=executor, workers=1,
+                      pm=eng.pm)
+        edges = stored(eng, "b")
+    batches = -(-122 // 4)
+    assert executor.parses >= batches  # every changed file parsed (and the unchanged none: a first run)
+    # with one worker the window is two tasks: at each write the batches taken so far (one or two, as the
+    # junk file fails and picture.bin yields nothing) and two more are out, never the whole corpus
+    assert out_at_writes[0] <= 4 < batches
+    assert all(later - earlier <= 4 for earlier, later in zip(out_at_writes, out_at_writes[1:]))
+    with Engine(tmp_path / "inline", get_plugin_manager()) as eng:
+        expected = run(eng, folder, brain="b", clock=CLOCK)
+        assert stored(eng, "b") == edges
+    assert summary.edges_by_type == expected.edges_by_type and summary.documents == expected.documents
+
+
+def _resident_mb(path: Path) -> float:
+    """This process's resident MB of its read-only shared mappings of ``path`` (``/proc/self/smaps``)."""
+    target, resident, inside = str(path.resolve()), 0, False
+    with open("/proc/self/smaps", encoding="utf-8") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5 and ":" in fields[3]:
+                inside = len(fields) == 6 and fields[1] == "r--s" and fields[5] == target
+            elif inside and fields[0] == "Rss:":
+                resident += int(fields[1])
+    return resident / 1024
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the map's pages are given back on Linux only")
+def test_release_pages_drops_the_map_and_reads_stay_right(tmp_path):
+    env = Environment(tmp_path / "d")
+    try:
+        values = {f"k{i:05d}".encode(): bytes([i % 251]) * 8192 for i in range(2000)}  # ~16 MB of overflow pages
+        env.write(lambda txn: [txn.put(k, v, db=env.dbs["aux"]) for k, v in values.items()])
+        with env.begin_read() as txn:
+            assert all(txn.get(k, db=env.dbs["aux"]) == v for k, v in values.items())
+        data = tmp_path / "d" / "data.mdb"
+        assert residency.mapped_ranges(data) and _resident_mb(data) > 12
+        before = residency.file_resident_bytes()
+        env.release_pages()
+        assert _resident_mb(data) < 1
+        assert before - residency.file_resident_bytes() > 10 << 20  # what the sink checks before dropping
+        with env.begin_read() as txn:  # the pages come back from the page cache, unchanged
+            assert all(txn.get(k, db=env.dbs["aux"]) == v for k, v in values.items())
+        # and during a write transaction, from another thread, as the sink does every RELEASE_EVERY_S
+        def write(txn):
+            for k, v in values.items():
+                assert txn.get(k, db=env.dbs["aux"]) == v
+                txn.put(k, v[::-1], db=env.dbs["aux"])
+            with residency.Every(lambda: env.release_pages(heap=False), 0.001):
+                for k, v in values.items():
+                    assert txn.get(k, db=env.dbs["aux"]) == v[::-1]
+
+        env.write(write)
+        with env.begin_read() as txn:
+            assert all(txn.get(k, db=env.dbs["aux"]) == v[::-1] for k, v in values.items())
+    finally:
+        env.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the map's pages are given back on Linux only")
+def test_an_autoindex_run_leaves_little_of_the_map_resident(tmp_path):
+    folder = generate(tmp_path / "gen", 400)
+    with Engine(tmp_path / "d", get_plugin_manager()) as eng:
+        run(eng, folder, brain="b", clock=CLOCK)
+        data = tmp_path / "d" / "data.mdb"
+        size = data.stat().st_size / 2**20
+        assert size > 4 and _resident_mb(data) < size / 4

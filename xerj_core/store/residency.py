@@ -1,0 +1,129 @@
+"""Giving memory back to the system: a file map's resident pages, and the C heap's free pages.
+
+A long write (an autoindex run) reads an LMDB file through its memory map, and
+every page it ever touched stays resident in this process and counts in its
+RSS, until the whole file is. The map is read-only and shared (LMDB writes
+with ``pwrite``, not through it), so dropping its pages loses nothing: the
+next touch maps the page again from the page cache. Likewise a phase that
+frees many small C allocations (numpy temporaries, LMDB's overflow pages)
+leaves the heap holding them; ``malloc_trim`` hands free pages back.
+
+Both are Linux (glibc) only and do nothing elsewhere.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Callable
+
+_MADV_DONTNEED = 4
+_libc: ctypes.CDLL | None | bool = None
+
+
+def _c_library() -> ctypes.CDLL | None:
+    global _libc
+    if _libc is None:
+        _libc = False
+        if sys.platform.startswith("linux"):
+            try:
+                lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+                lib.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+                lib.madvise.restype = ctypes.c_int
+                _libc = lib
+            except (OSError, AttributeError):
+                _libc = False
+    return _libc or None
+
+
+def mapped_ranges(path: Path) -> list[tuple[int, int]]:
+    """``(start, end)`` of every read-only shared mapping of ``path`` in this process (``/proc/self/maps``)."""
+    target = str(path.resolve())
+    ranges = []
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and fields[1] == "r--s" and fields[5].rstrip("\n") == target:
+                    start, _, end = fields[0].partition("-")
+                    ranges.append((int(start, 16), int(end, 16)))
+    except OSError:
+        return []
+    return ranges
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def file_resident_bytes() -> int | None:
+    """This process's resident file-backed (and shared) memory, from ``/proc/self/statm``; None elsewhere.
+
+    One small read: cheap enough to decide, many times a second, whether dropping pages is worth its faults.
+    """
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[2]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def drop_pages(ranges: list[tuple[int, int]]) -> int:
+    """Drop this process's resident pages in ``ranges`` (read-only shared file mappings); bytes advised.
+
+    A read-only mapping (LMDB's map without ``MDB_WRITEMAP``) holds clean
+    copies of the page cache, so readers of it, in any thread, only fault the
+    page back in. The caller makes sure the mapping is still where
+    :func:`mapped_ranges` found it.
+    """
+    lib = _c_library()
+    if lib is None:
+        return 0
+    advised = 0
+    for start, end in ranges:
+        if lib.madvise(start, end - start, _MADV_DONTNEED) == 0:
+            advised += end - start
+    return advised
+
+
+def trim_heap() -> bool:
+    """Return the C heap's free pages to the system (glibc ``malloc_trim``); False where there is none."""
+    lib = _c_library()
+    trim = getattr(lib, "malloc_trim", None) if lib is not None else None
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+class Every:
+    """A context that calls ``fn`` every ``interval`` seconds from a daemon thread while it is open, then
+    ``last`` (default ``fn``) once when it closes: for a long step (a write transaction sealing big segments)
+    that would otherwise keep every page it touched until it ends."""
+
+    def __init__(self, fn: Callable[[], object], interval: float, last: Callable[[], object] | None = None) -> None:
+        self.fn = fn
+        self.last = last or fn
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.fn()
+
+    def __enter__(self) -> "Every":
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="xerj-release-pages", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self.last()
