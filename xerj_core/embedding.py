@@ -17,12 +17,14 @@ STATIC_EMBEDDER = "wordllama-l2-supercat-256-sif"
 STATIC_MEAN_EMBEDDER = "wordllama-l2-supercat-256"
 # The static model's vector beside hashed word, trigram and word-pair features: meaning and exact terms in one cosine.
 HYBRID_EMBEDDER = "wordllama-l2-supercat-256-sif-hash-2048"
+# The same vector with a text's title line (a short first line above the rest) weighed in as a field of its own.
+TITLED_HYBRID_EMBEDDER = "wordllama-l2-supercat-256-sif-hash-2048-title"
 # Kept for callers that mean "the embedder that is always there".
 DEFAULT_EMBEDDER = LEXICAL_EMBEDDER
 # A new namespace gets the first of these that is installed: the hybrid of the static model and
-# hashed terms when the semantic extra is there (it ranks best in tests/bench/bench_embedders.py),
-# else the lexical hashing that needs nothing.
-DEFAULT_PREFERENCE = (HYBRID_EMBEDDER, STATIC_EMBEDDER, LEXICAL_EMBEDDER)
+# hashed terms with its title field when the semantic extra is there (it ranks best in
+# tests/bench/bench_embedders.py), else the lexical hashing that needs nothing.
+DEFAULT_PREFERENCE = (TITLED_HYBRID_EMBEDDER, HYBRID_EMBEDDER, STATIC_EMBEDDER, LEXICAL_EMBEDDER)
 
 
 @runtime_checkable

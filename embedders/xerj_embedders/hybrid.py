@@ -48,13 +48,13 @@ from __future__ import annotations
 
 import itertools
 import threading
-from typing import Sequence
+from typing import Callable, Sequence
 
 import attrs
 import numpy as np
 
 from xerj_core import hookimpl
-from xerj_core.embedding import HYBRID_EMBEDDER
+from xerj_core.embedding import HYBRID_EMBEDDER, TITLED_HYBRID_EMBEDDER
 from xerj_core.text import tokenize
 from xerj_embedders import static
 from xerj_embedders.lexical import signed_buckets, word_features
@@ -65,6 +65,10 @@ DENSE_SHARE = 0.4
 CHAR_WEIGHT = 0.15
 PAIR_WEIGHT = 1.0
 CHAR_NGRAM = 3
+# The titled variant: a title is a first line of at most TITLE_WORDS words with more text below it,
+# and its own vector holds TITLE_SHARE of the text's (see TitledHybridEmbedder).
+TITLE_SHARE = 0.1
+TITLE_WORDS = 16
 # Lowercase words whose features are kept (about 0.3 kB each, so some 20 MB at most).
 WORD_CACHE = 1 << 16
 
@@ -301,6 +305,59 @@ class HybridEmbedder(static.StaticEmbedder):
         return hybrid_rows(texts)
 
 
+def title_line(text: str) -> str | None:
+    """The text's title: its first non-blank line, when that has 1 to ``TITLE_WORDS`` words and text follows it."""
+    head, newline, rest = text.lstrip().partition("\n")
+    if newline and rest.strip() and 0 < len(head.split()) <= TITLE_WORDS:
+        return head
+    return None
+
+
+def with_title_field(embed: Callable[[list[str]], np.ndarray], texts: Sequence[str],
+                     share: float = TITLE_SHARE) -> np.ndarray:
+    """``embed(texts)``, each titled text's row mixed with its title's own: ``sqrt(share) t + sqrt(1 - share) r``.
+
+    The mix is renormalised, so the title's words hold a fixed part of the
+    vector however long the text below it runs. A text without a title, or
+    whose title embeds to the zero row (no word in it), keeps its row as is.
+    """
+    rows = np.array(embed(list(texts)), dtype=np.float32)
+    titled = [(n, head) for n, head in enumerate(map(title_line, texts)) if head is not None]
+    if not titled:
+        return rows
+    at = np.fromiter((n for n, _ in titled), dtype=np.int64, count=len(titled))
+    heads = np.asarray(embed([head for _, head in titled]), dtype=np.float64)
+    mixed = np.sqrt(share) * heads + np.sqrt(1.0 - share) * rows[at].astype(np.float64)
+    norms = np.linalg.norm(mixed, axis=1)
+    keep = (np.linalg.norm(heads, axis=1) > 0) & (norms > 0)
+    rows[at[keep]] = (mixed[keep] / norms[keep, None]).astype(np.float32)
+    return rows
+
+
+class TitledHybridEmbedder(HybridEmbedder):
+    """The hybrid vector with a text's title line weighed in as a field of its own; ``semantic`` extra.
+
+    A cosine over one vector of a long note is diluted by every word the note
+    holds, so a short note that mentions a query's words once outranks the
+    long note named by them (on the READMEs' sections of
+    ``tests/bench/recall_devsets.py``, 93 of the lexical half's 106 misses
+    were a shorter section winning). Search engines answer that with a title
+    field; here a text's first line is its title when it is short (at most
+    ``TITLE_WORDS`` words) and text follows it, as a Markdown note's heading,
+    a docstring's summary line or a mail's subject are, and its own hybrid
+    vector takes ``TITLE_SHARE`` of the whole. A single-line text (most
+    memories) has no title and gets exactly the hybrid's vector.
+    """
+
+    id = TITLED_HYBRID_EMBEDDER
+    source = HybridEmbedder.source + f"; a short first line (a title) holds {TITLE_SHARE:.0%} of the vector"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` into an ``(n, 2304)`` float32 array of unit rows (zero rows for blank text)."""
+        return with_title_field(hybrid_rows, texts)
+
+
 @hookimpl
 def xerj_register_embedders(register) -> None:
     register(HybridEmbedder())
+    register(TitledHybridEmbedder())
