@@ -16,13 +16,13 @@ from click.testing import CliRunner
 from xerj_core import hookimpl
 from xerj_core.cli import build_cli
 from xerj_core.embedding import (DEFAULT_EMBEDDER, HYBRID_EMBEDDER, LEXICAL_EMBEDDER, STATIC_EMBEDDER,
-                                 STATIC_MEAN_EMBEDDER, EmbedderSettings,
+                                 STATIC_MEAN_EMBEDDER, TITLED_HYBRID_EMBEDDER, EmbedderSettings,
                                  collect_embedders, default_embedder_id, get_embedder, installed)
 from xerj_core.errors import IllegalArgument, PluginError
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.testing.embedders import AbstractEmbedderTests
 from xerj_embedders import hybrid, static, transformer
-from xerj_embedders.hybrid import HybridEmbedder
+from xerj_embedders.hybrid import HybridEmbedder, TitledHybridEmbedder
 from xerj_embedders.lexical import LexicalFeatureHashEmbedder
 from xerj_embedders.static import MeanStaticEmbedder, StaticEmbedder
 from xerj_embedders.transformer import FastEmbedEmbedder
@@ -64,6 +64,14 @@ class TestHybrid(AbstractEmbedderTests):
     @classmethod
     def embedder(cls):
         return HybridEmbedder()
+
+
+@needs_semantic
+class TestTitledHybrid(AbstractEmbedderTests):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def embedder(cls):
+        return TitledHybridEmbedder()
 
 
 # -- the lexical embedder's own promises ------------------------------------
@@ -256,9 +264,10 @@ def test_static_without_the_extra_registers_but_refuses_with_the_extra_named(mon
 
 
 @needs_semantic
-def test_new_namespaces_default_to_the_hybrid_embedder_when_it_is_installed():
+def test_new_namespaces_default_to_the_titled_hybrid_embedder_when_it_is_installed():
     embedders = collect_embedders(get_plugin_manager())
-    assert default_embedder_id(embedders) == HYBRID_EMBEDDER
+    assert default_embedder_id(embedders) == TITLED_HYBRID_EMBEDDER
+    assert default_embedder_id(embedders, HYBRID_EMBEDDER) == HYBRID_EMBEDDER
     assert default_embedder_id(embedders, STATIC_EMBEDDER) == STATIC_EMBEDDER
     assert default_embedder_id(embedders, LEXICAL_EMBEDDER) == LEXICAL_EMBEDDER
 
@@ -378,6 +387,59 @@ def test_the_hybrid_declares_its_parts():
     embedder = HybridEmbedder()
     assert (embedder.id, embedder.dims, embedder.license) == ("wordllama-l2-supercat-256-sif-hash-2048", 2304, "MIT")
     assert "wordllama" in embedder.source and "2,048 hashed" in embedder.source
+
+
+# -- the titled hybrid (a short first line weighed in as a title field) --------
+
+
+@pytest.mark.parametrize("text, title", [
+    ("Graph Visualization\nThe graph view shows notes.", "Graph Visualization"),
+    ("\n  # Note Templates  \n\nTemplates start a note.", "# Note Templates  "),
+    ("one line only", None),  # a memory of one line has no title
+    ("Heading\n   \n", None),  # nothing below it
+    ("---\ntitle: front matter\n---\nBody", None),  # no word on the first line
+    (" ".join(["word"] * 17) + "\nbody", None),  # too long for a title
+    (" ".join(["word"] * 16) + "\nbody", " ".join(["word"] * 16)),
+    ("", None),
+])
+def test_a_title_is_a_short_first_line_with_text_below(text, title):
+    assert hybrid.title_line(text) == title
+
+
+@needs_semantic
+def test_the_titled_vector_is_the_title_mixed_in_by_its_share():
+    texts = ["Graph Visualization\nThe graph view transforms your notes into a visual network.",
+             "one line, no title", "!!! ---\nA first line without words adds nothing.", "", "Daily Notes\n\nOne a day."]
+    got = TitledHybridEmbedder().embed(texts)
+    plain = HybridEmbedder().embed(texts)
+    heads = HybridEmbedder().embed(["Graph Visualization", "Daily Notes"])
+    for n, head in ((0, heads[0]), (4, heads[1])):
+        mixed = np.sqrt(hybrid.TITLE_SHARE) * head + np.sqrt(1 - hybrid.TITLE_SHARE) * plain[n]
+        np.testing.assert_allclose(got[n], mixed / np.linalg.norm(mixed), atol=1e-6)
+        # The share is what the title holds: the title's cosine with the text rises to at least sqrt(share).
+        assert got[n] @ head > plain[n] @ head and got[n] @ head >= np.sqrt(hybrid.TITLE_SHARE)
+    for n in (1, 2, 3):  # untitled, a wordless title, blank: the hybrid's own bytes
+        assert got[n].tobytes() == plain[n].tobytes()
+
+
+@needs_semantic
+def test_a_long_note_is_found_by_its_title_ahead_of_a_short_note_that_mentions_it():
+    """The dilution the title field answers: one cosine over a long note weighs its title's words little."""
+    body = ("Each note becomes a node and each link an edge; you can filter by tag, colour groups, "
+            "drag nodes around and zoom into clusters of related ideas to see how your thinking connects. ") * 12
+    notes = ["Graph Visualization\n" + body,
+             "Keyboard Shortcuts\nOpen the graph visualization panel with a shortcut, or the daily note."]
+    query = "Graph Visualization"
+    plain, titled = HybridEmbedder(), TitledHybridEmbedder()
+    assert np.argmax(plain.embed(notes) @ plain.embed([query])[0]) == 1  # the short mention wins without the field
+    assert np.argmax(titled.embed(notes) @ titled.embed([query])[0]) == 0
+
+
+@needs_semantic
+def test_the_titled_hybrid_declares_its_parts():
+    embedder = TitledHybridEmbedder()
+    assert (embedder.id, embedder.dims, embedder.license) == (TITLED_HYBRID_EMBEDDER, 2304, "MIT")
+    assert "wordllama" in embedder.source and "title" in embedder.source
 
 
 def test_an_unknown_embedder_names_the_installed_ones():

@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from xerj_core.cli import build_cli
-from xerj_core.embedding import HYBRID_EMBEDDER, LEXICAL_EMBEDDER, STATIC_EMBEDDER, STATIC_MEAN_EMBEDDER
+from xerj_core.embedding import (HYBRID_EMBEDDER, LEXICAL_EMBEDDER, STATIC_EMBEDDER, STATIC_MEAN_EMBEDDER,
+                                 TITLED_HYBRID_EMBEDDER)
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.errors import GraphError
 from xerj_core.memory import requests as rq
@@ -198,9 +199,11 @@ def test_new_namespaces_get_the_hybrid_while_a_weighted_static_namespace_keeps_i
     memory.create("sif", {"embedder": STATIC_EMBEDDER})
     kept = [memory.store("sif", {"text": text})[1]["_id"] for text in MEMORIES]
     fresh = [memory.store("fresh", {"text": text})[1]["_id"] for text in MEMORIES]
-    assert memory.list("fresh")["embedder"] == HYBRID_EMBEDDER
+    assert memory.list("fresh")["embedder"] == TITLED_HYBRID_EMBEDDER
     mapping = engine.store.get_mapping(memory_index("fresh"))["properties"][TEXT_VECTOR_FIELD]
-    assert (mapping["embedder"], mapping["dims"]) == (HYBRID_EMBEDDER, 2304)
+    assert (mapping["embedder"], mapping["dims"]) == (TITLED_HYBRID_EMBEDDER, 2304)
+    # These memories are single lines: no title, so the titled default stores the hybrid's own vectors.
+    assert not any("\n" in text.strip() for text in MEMORIES)
     hybrid, weighted = HybridEmbedder().embed(MEMORIES), StaticEmbedder().embed(MEMORIES)
     for n, (old_id, new_id) in enumerate(zip(kept, fresh)):
         np.testing.assert_allclose(engine.store.get(memory_index("sif"), old_id)[0][TEXT_VECTOR_FIELD],

@@ -306,9 +306,12 @@ class HybridEmbedder(static.StaticEmbedder):
 
 
 def title_line(text: str) -> str | None:
-    """The text's title: its first non-blank line, when that has 1 to ``TITLE_WORDS`` words and text follows it."""
+    """The text's title: its first non-blank line, when text follows it and it has a word and at most ``TITLE_WORDS``.
+
+    A first line of punctuation alone (a Markdown rule, front matter's ``---``) is no title.
+    """
     head, newline, rest = text.lstrip().partition("\n")
-    if newline and rest.strip() and 0 < len(head.split()) <= TITLE_WORDS:
+    if newline and rest.strip() and len(head.split()) <= TITLE_WORDS and tokenize(head):
         return head
     return None
 
@@ -318,8 +321,8 @@ def with_title_field(embed: Callable[[list[str]], np.ndarray], texts: Sequence[s
     """``embed(texts)``, each titled text's row mixed with its title's own: ``sqrt(share) t + sqrt(1 - share) r``.
 
     The mix is renormalised, so the title's words hold a fixed part of the
-    vector however long the text below it runs. A text without a title, or
-    whose title embeds to the zero row (no word in it), keeps its row as is.
+    vector however long the text below it runs. A text without a title keeps
+    its row as is.
     """
     rows = np.array(embed(list(texts)), dtype=np.float32)
     titled = [(n, head) for n, head in enumerate(map(title_line, texts)) if head is not None]
@@ -329,7 +332,7 @@ def with_title_field(embed: Callable[[list[str]], np.ndarray], texts: Sequence[s
     heads = np.asarray(embed([head for _, head in titled]), dtype=np.float64)
     mixed = np.sqrt(share) * heads + np.sqrt(1.0 - share) * rows[at].astype(np.float64)
     norms = np.linalg.norm(mixed, axis=1)
-    keep = (np.linalg.norm(heads, axis=1) > 0) & (norms > 0)
+    keep = norms > 0
     rows[at[keep]] = (mixed[keep] / norms[keep, None]).astype(np.float32)
     return rows
 
