@@ -1,6 +1,6 @@
 """How the hybrid embedder's constants were chosen: recall on sets other than the Foam vault, over a grid around them.
 
-Run: python tests/bench/tune_hybrid.py [--top N]   (252 grid points: a few minutes, 7 at load 8)
+Run: python tests/bench/tune_hybrid.py [--top N] [--titles-only]   (252 grid points: a few minutes, 7 at load 8)
 
 The sets are :mod:`recall_devsets`' (installed READMEs' sections, installed
 docstrings, hand-written paraphrase pairs); the Foam vault, which
@@ -13,6 +13,11 @@ hybrid's cosine for texts that have both halves. The shipped constants are
 the middle of the plateau of the mean over the three sets (the module
 docstring of ``xerj_embedders.hybrid`` says which); this prints the grid so
 that choice can be checked.
+
+The titled hybrid's title field is swept first (``TITLE_SHARE`` and
+``TITLE_WORDS``, the real ``with_title_field`` over the shipped hybrid),
+beside the lexical baseline given the same field, so what the field adds
+without the model shows too.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ SHARES = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55)
 BUCKETS = (512, 1024, 2048)
 TRIGRAMS = (0.1, 0.15, 0.2, 0.3)
 PAIRS = (0.0, 0.5, 1.0)
+TITLE_SHARES = (0.0, 0.05, 0.1, 0.2, 0.3)
+TITLE_WORDS = (8, 16, 32)
 
 
 def _patched(buckets: int, trigram: float, pair: float) -> dict[str, object]:
@@ -49,9 +56,26 @@ def _patched(buckets: int, trigram: float, pair: float) -> dict[str, object]:
     return old
 
 
+def sweep_title_field(sets: dict, show) -> None:
+    """The titled hybrid over title shares and title lengths, and the lexical baseline with the shipped field."""
+    lexical = LexicalFeatureHashEmbedder()
+    show(f"lexical-feature-hash + title field {hybrid.TITLE_SHARE}",
+         evaluate(lambda texts: hybrid.with_title_field(lexical.embed, texts), sets))
+    shipped_words = hybrid.TITLE_WORDS
+    try:
+        for words, share in itertools.product(TITLE_WORDS, TITLE_SHARES):
+            hybrid.TITLE_WORDS = words
+            mark = " *" if (words, share) == (shipped_words, hybrid.TITLE_SHARE) else ""
+            show(f"title field: share {share} words {words}{mark}",
+                 evaluate(lambda texts, s=share: hybrid.with_title_field(hybrid.hybrid_rows, texts, s), sets))
+    finally:
+        hybrid.TITLE_WORDS = shipped_words
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=25, help="rows of the grid to print, best mean first")
+    parser.add_argument("--titles-only", action="store_true", help="sweep the title field only, not the grid")
     args = parser.parse_args()
     sets = devsets()
     print("sets: " + ", ".join(f"{name} {sum(map(len, pools))} entries in {len(pools)} pools"
@@ -65,6 +89,9 @@ def main() -> None:
     static = StaticEmbedder()
     show("wordllama-l2-supercat-256-sif", evaluate(static.embed, sets))
     show(f"{hybrid.HYBRID_EMBEDDER} (shipped)", evaluate(hybrid.HybridEmbedder().embed, sets))
+    sweep_title_field(sets, show)
+    if args.titles_only:
+        return
 
     # Cosines per pool, dense from the static model once, lexical per configuration; shares mix them.
     dense_cache: dict[tuple[str, ...], np.ndarray] = {}
