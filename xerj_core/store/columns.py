@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import struct
+from itertools import repeat
+from operator import is_not, itemgetter
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -117,15 +119,22 @@ class Column:
 
     @classmethod
     def build(cls, spec: FieldSpec, kind: int, rows: Sequence[Any]) -> "Column":
-        """Build from per-row column values as stored in row records (None where absent)."""
+        """Build from per-row column values as stored in row records (None where absent).
+
+        The common cases (every row present; keyword rows of one value each) are
+        converted by numpy from the list as it is, without a Python step per row.
+        """
         n = len(rows)
-        present = np.fromiter((v is not None for v in rows), bool, n)
+        full = None not in rows
+        present = np.ones(n, bool) if full else np.fromiter(map(is_not, rows, repeat(None)), bool, n)
         if kind == KIND_VEC:
             values = np.zeros((n, spec.dims or 0), np.float32)
             if present.any():
                 values[present] = np.array([v for v in rows if v is not None], np.float32)
             return cls(kind, values, present)
         if kind == KIND_ORD:
+            if full and n and set(map(len, rows)) == {1}:
+                return cls(kind, np.fromiter(map(itemgetter(0), rows), np.int32, n), present)
             values = np.fromiter((v[0] if v else NO_ORD for v in rows), np.int32, n)
             extra_rows: list[int] = []
             extra_ords: list[int] = []
@@ -135,6 +144,8 @@ class Column:
                     extra_ords.extend(v[1:])
             present &= values != NO_ORD
             return cls(kind, values, present, np.array(extra_rows, np.int64), np.array(extra_ords, np.int32))
+        if full:
+            return cls(kind, np.array(rows, _DTYPES[kind]), present)
         filler = _FILLERS[kind]
         values = np.array([filler if v is None else v for v in rows], _DTYPES[kind])
         return cls(kind, values, present)

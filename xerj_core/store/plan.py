@@ -11,6 +11,7 @@ the generic path, which owns every refusal and every dynamic mapping rule.
 from __future__ import annotations
 
 import math
+from itertools import chain
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
@@ -319,11 +320,24 @@ def _plain(leaf: Leaf, kind: type, column: list[Any]) -> bool:
 
 def _group_records(fields: list[tuple[Leaf, list[Any]]], n: int, dict_cache: dict[str, dict[str, int]],
                    skipped: dict[str, int], committed: Callable[[str], dict[str, int] | None]) -> list[Batched]:
-    columns: list[dict[str, Any]] = [{} for _ in range(n)]
-    terms: list[dict[str, Any]] = [{} for _ in range(n)]
-    misses: list[list[tuple[Leaf, Any]]] = [[] for _ in range(n)]
+    """The records of ``n`` like documents from their fields' value columns, a field at a time.
+
+    Each field's column is converted by C-level passes (``map`` over the
+    batch: one tokenizer call per text value, one dictionary lookup per
+    keyword value); the per-document dicts are then zipped together once.
+    Absent values (None) and keyword misses are taken out afterwards, so a
+    record holds exactly what :meth:`WritePlan.record` would put in it.
+    """
+    paths: list[str] = []
+    value_columns: list[list[Any]] = []
+    text_paths: list[str] = []
+    term_columns: list[list[dict[str, int]]] = []
+    absent: list[tuple[int, str]] = []
+    misses: dict[int, list[tuple[Leaf, Any]]] = {}
     for leaf, column in fields:
         path, kind = leaf.path, leaf.kind
+        if None in column:
+            absent.extend((i, path) for i, value in enumerate(column) if value is None)
         if kind == KIND_ORD:
             cache = dict_cache.setdefault(leaf.dictionary, {})
             known = committed(leaf.dictionary)
@@ -333,23 +347,39 @@ def _group_records(fields: list[tuple[Leaf, list[Any]]], n: int, dict_cache: dic
                     found = known.get(value)
                     if found is not None:
                         cache[value] = found
-            for i, value, found in zip(range(n), column, map(cache.get, column)):
-                if found is not None:
-                    columns[i][path] = [found]
-                elif value is not None:
-                    misses[i].append((leaf, value))
+            ords = list(map(cache.get, column))
+            if None in ords:
+                for i, value, found in zip(range(n), column, ords):
+                    if found is None and value is not None:
+                        misses.setdefault(i, []).append((leaf, value))
+                        absent.append((i, path))
+            values: list[Any] = [[found] for found in ords]
         elif kind == KIND_LEN:
-            for i, value in enumerate(column):
-                if value is not None:
-                    tokens, dropped = limits.indexable_terms(tokenize(value))
-                    skipped["terms"] += dropped
-                    columns[i][path] = len(tokens)
-                    terms[i][path] = term_counts(tokens)
+            tokens = list(map(tokenize, [value or "" for value in column]))
+            longest = max(map(len, chain.from_iterable(tokens)), default=0)
+            if longest * 4 > limits.MAX_TERM_BYTES:
+                kept = []
+                for value, found in zip(column, tokens):
+                    found, dropped = limits.indexable_terms(found)
+                    if value is not None:
+                        skipped["terms"] += dropped
+                    kept.append(found)
+                tokens = kept
+            values = list(map(len, tokens))
+            text_paths.append(path)
+            term_columns.append(list(map(term_counts, tokens)))
         else:
-            for i, value in enumerate(column):
-                if value is not None:
-                    columns[i][path] = value
-    return [({"c": c, "t": t}, m) for c, t, m in zip(columns, terms, misses)]
+            values = column
+        paths.append(path)
+        value_columns.append(values)
+    columns = [dict(zip(paths, row)) for row in zip(*value_columns)] if paths else [{} for _ in range(n)]
+    terms = [dict(zip(text_paths, row)) for row in zip(*term_columns)] if text_paths else [{} for _ in range(n)]
+    for i, path in absent:
+        columns[i].pop(path, None)
+        terms[i].pop(path, None)
+    if not misses:
+        return [({"c": c, "t": t}, []) for c, t in zip(columns, terms)]
+    return [({"c": c, "t": t}, misses.get(i, [])) for i, (c, t) in enumerate(zip(columns, terms))]
 
 
 def _add(values: dict[str, list[Any]], leaf: Leaf, value: Any) -> None:

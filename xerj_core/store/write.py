@@ -5,7 +5,10 @@ from __future__ import annotations
 import base64
 import os
 import time
-from itertools import chain, repeat
+from bisect import bisect_left
+from collections import deque
+from itertools import chain, islice, repeat, starmap
+from operator import itemgetter, methodcaller
 from typing import Any, Iterable, Sequence
 
 import attrs
@@ -28,6 +31,10 @@ from xerj_core.text import term_counts, tokenize
 MAX_ID_BYTES = limits.MAX_ID_BYTES
 # One field's postings cut per segment: each blob's segment (index into the layout), term bytes, and blob.
 CutPostings = tuple[list[int], list[bytes], list[bytes]]
+# A run of postings of one field: its terms (key bytes), how many postings each has (None: one each, the terms
+# then listed per posting), and the postings' rows and frequencies in that order.
+PostingRun = tuple[list[bytes], "np.ndarray | None", np.ndarray, np.ndarray]
+_NO_TERMS: dict[str, int] = {}
 _STRING_TYPES = frozenset(("keyword", "text"))
 
 
@@ -490,7 +497,11 @@ class IndexWrite:
         target = self.state.next_row // tail_rows * tail_rows
         if target > self.state.sealed_rows:
             self._seal(target)
-        _put_all(raw, db["tail"], ((keys.row_key(self.ix, row), orjson.dumps(record)) for row, record in self.pending))
+        if self.pending:
+            rows, records = zip(*self.pending)
+            prefix = keys.ix_key(self.ix)
+            _put_all(raw, db["tail"], list(zip(map(prefix.__add__, map(keys.u64, rows)), map(orjson.dumps, records))),
+                     ordered=True)
         self.pending.clear()
         for name, size in self.dict_size.items():
             raw.put(keys.dictn_key(self.ix, name), size.to_bytes(4, "big"), db=db["dictn"])
@@ -527,22 +538,19 @@ class IndexWrite:
             keep += 1
         region_start = new_layout[keep][0]
         # Records of rows leaving the tail: those committed earlier, then this transaction's.
-        records: list[dict[str, Any]] = []
         first_pending = self.pending[0][0] if self.pending else self.state.next_row
-        with raw.cursor(db=db["tail"]) as cur:
-            for row in range(old_sealed, min(first_pending, target)):
-                records.append(orjson.loads(cur.get(keys.row_key(ix, row))))
-                cur.delete()
+        records = self._take_tail(old_sealed, min(first_pending, target))
         moved = [rec for row, rec in self.pending if row < target]
         records.extend(moved)
         self.pending = [(row, rec) for row, rec in self.pending if row >= target]
         old_segments = old_layout[keep:]
         fields = list(self.mapping.fields.values())
         built: dict[str, Column] = {}
+        values = list(map(itemgetter("c"), records))
         for spec in fields:
             kind = column_kind(spec)
             parts = [self._load_column(start, end, spec, kind) for start, end in old_segments]
-            parts.append(Column.build(spec, kind, [rec["c"].get(spec.path) for rec in records]))
+            parts.append(Column.build(spec, kind, list(map(methodcaller("get", spec.path), values))))
             built[spec.path] = Column.concat(parts)
         text_fields = [s.path for s in fields if column_kind(s) == KIND_LEN]
         new_segments = new_layout[keep:]
@@ -556,6 +564,28 @@ class IndexWrite:
             self._drop_segment(start)
         self._write_segments(new_segments, region_start, built, postings)
         self.state.sealed_rows = target
+
+    def _take_tail(self, first: int, end: int) -> list[dict[str, Any]]:
+        """The records of tail rows ``first`` to ``end`` (committed by earlier transactions), deleted from the tail."""
+        raw, db, ix = self.txn.raw, self.txn.dbs, self.ix
+        count = end - first
+        if count <= 0:
+            return []
+        with raw.cursor(db=db["tail"]) as cur:
+            if isinstance(raw, lmdb.Transaction):
+                # The rows are consecutive keys: one C-level slice of the cursor reads them and one deletes them.
+                first_key = keys.row_key(ix, first)
+                found = list(islice(cur.iternext(), count)) if cur.set_key(first_key) else []
+                if len(found) != count or found[-1][0] != keys.row_key(ix, end - 1):
+                    raise XerjError(f"the tail of index [{self.name}] is missing rows between {first} and {end}")
+                cur.set_key(first_key)
+                deque(starmap(cur.delete, repeat((), count)), 0)
+                return list(map(orjson.loads, map(itemgetter(1), found)))
+            records = []
+            for row in range(first, end):
+                records.append(orjson.loads(cur.get(keys.row_key(ix, row))))
+                cur.delete()
+            return records
 
     def _write_segments(self, segments: list[tuple[int, int]], region_start: int, built: dict[str, Column],
                         postings: dict[str, CutPostings], after: int = 0) -> None:
@@ -642,9 +672,8 @@ class IndexWrite:
                        whole.extra_ords[extra >= 0]),
                 filler])
             if kind == KIND_LEN:
-                term_ids: dict[bytes, int] = {}
-                parts = [self._old_postings(start, spec.path, term_ids, renumber) for start, _end in old_segments]
-                postings[spec.path] = _cut_postings(term_ids, parts, new_segments)
+                runs = [self._stored_postings(start, spec.path, renumber) for start, _end in old_segments]
+                postings[spec.path] = _cut_postings(runs, new_segments)
         stamps = [orjson.loads(blob).get("sealed_at", 0) for blob in
                   (raw.get(keys.seg_key(ix, start), db=db["segs"]) for start, _end in old_segments) if blob]
         for start, _end in old_segments:
@@ -670,54 +699,38 @@ class IndexWrite:
                         records: list[dict[str, Any]], first_row: int) -> CutPostings:
         """``path``'s postings of the merged region, cut at the new segments: ``(segment, term, blob)`` columns.
 
-        The old segments' postings and the leaving tail rows become three flat
-        arrays (term number, row, tf) sorted once with numpy, so a merge costs one
-        sort and one put per term and segment, not a decode and re-encode per term.
+        The old segments' postings and the leaving tail rows become flat arrays
+        (term number, row, tf) sorted once with numpy, so a merge costs one sort
+        and one put per term and segment, not a decode and re-encode per term.
         """
-        # Terms are numbered by their key bytes: stored postings are never decoded to text and back.
-        term_ids: dict[bytes, int] = {}
-        parts = [self._old_postings(start, path, term_ids) for start, _end in old_segments]
+        runs = [self._stored_postings(start, path) for start, _end in old_segments]
         # The leaving rows' terms flattened with C-level iteration: one list of terms, one of frequencies.
-        maps = [(first_row + offset, found) for offset, found in
-                enumerate(record["t"].get(path) for record in records) if found]
-        terms = list(chain.from_iterable(found for _row, found in maps))
-        number = {term: term_ids.setdefault(term.encode(), len(term_ids)) for term in dict.fromkeys(terms)}
-        counts = np.fromiter((len(found) for _row, found in maps), np.int64, len(maps))
-        parts.append((np.fromiter(map(number.__getitem__, terms), np.int32, len(terms)),
-                      np.repeat(np.fromiter((row for row, _found in maps), np.int64, len(maps)), counts),
-                      np.fromiter(chain.from_iterable(found.values() for _row, found in maps), np.float32,
-                                  len(terms))))
-        return _cut_postings(term_ids, parts, new_segments)
+        maps = [record["t"].get(path) or _NO_TERMS for record in records]
+        counts = np.fromiter(map(len, maps), np.int64, len(maps))
+        terms = list(map(str.encode, chain.from_iterable(maps)))
+        runs.append((terms, None, np.repeat(np.arange(first_row, first_row + len(maps), dtype=np.int64), counts),
+                     np.fromiter(chain.from_iterable(map(dict.values, maps)), np.float32, len(terms))))
+        return _cut_postings(runs, new_segments)
 
-    def _old_postings(self, start: int, path: str, term_ids: dict[bytes, int],
-                      renumber: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(term number, row, tf)`` of a stored segment's postings; with ``renumber`` dead rows (-1) are
-        dropped and the others take their new numbers."""
-        terms, blobs = self._segment_postings(start, path)
-        if not terms:
-            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32)
+    def _stored_postings(self, start: int, path: str, renumber: np.ndarray | None = None) -> PostingRun:
+        """A stored segment's postings of ``path`` as a run (terms as key bytes, in key order); with ``renumber``
+        dead rows (-1) are dropped and the others take their new numbers."""
+        prefix = keys.post_prefix(self.ix, start, path)
+        items = _range(self.txn.raw, self.txn.dbs["post"], prefix)
+        if not items:
+            return [], np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32)
+        found, blobs = zip(*items)
+        del items
+        cut = len(prefix)
+        terms = [key[cut:] for key in found]
         counts, rows, tfs = decode_postings_many(blobs)
-        ids = np.repeat(np.fromiter((term_ids.setdefault(t, len(term_ids)) for t in terms), np.int32, len(terms)),
-                        counts)
         if renumber is not None:
             rows = renumber[rows]
             keep = rows >= 0
-            ids, rows, tfs = ids[keep], rows[keep], tfs[keep]
-        return ids, rows, tfs
-
-    def _segment_postings(self, start: int, path: str) -> tuple[list[bytes], list[bytes]]:
-        """Every term (as key bytes) of ``path`` in the segment at ``start`` and its posting blob, in key order."""
-        prefix = keys.post_prefix(self.ix, start, path)
-        terms, blobs = [], []
-        cut = len(prefix)
-        with self.txn.raw.cursor(db=self.txn.dbs["post"]) as cur:
-            if cur.set_range(prefix):
-                for key, blob in cur:
-                    if not key.startswith(prefix):
-                        break
-                    terms.append(key[cut:])
-                    blobs.append(blob)
-        return terms, blobs
+            if not keep.all():
+                counts = np.bincount(np.repeat(np.arange(len(terms)), counts)[keep], minlength=len(terms))
+                rows, tfs = rows[keep], tfs[keep]
+        return terms, counts, rows, tfs
 
     def _drop_segment(self, start: int) -> None:
         raw, db = self.txn.raw, self.txn.dbs
@@ -727,41 +740,41 @@ class IndexWrite:
         raw.delete(prefix, db=db["segs"])
 
 
-def _cut_postings(term_ids: dict[bytes, int], parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
-                  segments: list[tuple[int, int]]) -> CutPostings:
-    """Flat ``(term number, row, tf)`` parts grouped per (segment, term) and encoded, in key order
-    (segment, then term bytes), which LMDB inserts fastest.
+def _cut_postings(runs: list[PostingRun], segments: list[tuple[int, int]]) -> CutPostings:
+    """Runs of postings grouped per (segment, term) and encoded, in key order (segment, then term bytes),
+    which LMDB inserts fastest.
 
-    ``parts`` is emptied as it is read. A merge of big segments handles millions of postings, so the arrays
-    are int32 (row and term numbers stay far below 2**31) and each is let go once the next is built.
+    Terms are numbered by their rank among the runs' distinct key bytes (a set,
+    a sort and a dict built in C), so the numbers sort as the keys do. ``runs``
+    is emptied as it is read: a merge of big segments handles millions of
+    postings, so the arrays are int32 (row and term numbers stay far below 2**31).
     """
-    if not sum(len(p[0]) for p in parts):
+    names = sorted(set(chain.from_iterable(run[0] for run in runs)))
+    if not names or not sum(len(run[2]) for run in runs):
+        runs.clear()
         return [], [], []
-    ids = np.concatenate([p[0] for p in parts], dtype=np.int32, casting="unsafe")
-    rows = np.concatenate([p[1] for p in parts], dtype=np.int32, casting="unsafe")
-    tfs = np.concatenate([p[2] for p in parts], dtype=np.float32)
-    parts.clear()
-    encoded = list(term_ids)
-    by_bytes = sorted(range(len(encoded)), key=encoded.__getitem__)
-    rank = np.empty(len(encoded), np.int64)
-    rank[by_bytes] = np.arange(len(encoded))
-    names_in_order = [encoded[i] for i in by_bytes]
-    del encoded, by_bytes
+    number = dict(zip(names, range(len(names))))
+    ids = np.concatenate([np.fromiter(map(number.__getitem__, terms), np.int32, len(terms)) if counts is None
+                          else np.repeat(np.fromiter(map(number.__getitem__, terms), np.int32, len(terms)), counts)
+                          for terms, counts, _rows, _tfs in runs])
+    del number
+    rows = np.concatenate([run[2] for run in runs], dtype=np.int32, casting="unsafe")
+    tfs = np.concatenate([run[3] for run in runs], dtype=np.float32)
+    runs.clear()
     starts = np.array([start for start, _end in segments], np.int64)
-    # (segment, term rank) as one number; within each part a term's rows ascend and parts come in row
+    # (segment, term rank) as one number; within each run a term's rows ascend and runs come in row
     # order, so a stable sort on it leaves every group's rows ascending
-    key = (np.searchsorted(starts, rows, side="right") - 1) * len(names_in_order)
-    key += rank[ids]
-    del ids, rank
+    key = (np.searchsorted(starts, rows, side="right") - 1) * len(names)
+    key += ids
+    del ids
     order = np.argsort(key, kind="stable")
     key, rows, tfs = key[order], rows[order], tfs[order]
     del order
     cut = np.flatnonzero(np.diff(key)) + 1
     bounds = np.concatenate(([0], cut, [len(key)]))
-    seg, ranked = np.divmod(key[bounds[:-1]], len(names_in_order))
+    seg, ranked = np.divmod(key[bounds[:-1]], len(names))
     del key, cut
-    names = [names_in_order[i] for i in ranked.tolist()]
-    return seg.tolist(), names, encode_postings_many(rows, tfs, bounds)
+    return seg.tolist(), list(map(names.__getitem__, ranked.tolist())), encode_postings_many(rows, tfs, bounds)
 
 
 def _slice(column: Column, lo: int, hi: int) -> Column:
@@ -786,6 +799,51 @@ def _put_all(txn: lmdb.Transaction, db: Any, items: Iterable[tuple[bytes, bytes]
         txn.put(key, value, db=db)
 
 
+def _after(prefix: bytes) -> bytes | None:
+    """The smallest key above every key starting with ``prefix`` (None when there is none)."""
+    stripped = prefix.rstrip(b"\xff")
+    return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else None
+
+
+def _prefixed(cur: Any, prefix: bytes, *, values: bool = True) -> list[Any]:
+    """From an LMDB cursor set at or before the first key with ``prefix``: every item (``(key, value)``, or the
+    key alone) whose key starts with ``prefix``, read by C-level slices of the cursor's iterator."""
+    upper = _after(prefix)
+    bound = (upper,) if values else upper
+    found: list[Any] = []
+    items = cur.iternext(keys=True, values=values)
+    size = 64
+    while True:
+        chunk = list(islice(items, size))
+        if not chunk:
+            return found
+        last = chunk[-1][0] if values else chunk[-1]
+        if last.startswith(prefix):
+            found += chunk
+            size = min(2 * size, 8192)
+            continue
+        if upper is None:  # pragma: no cover - a prefix of 0xff bytes only
+            found += [item for item in chunk if (item[0] if values else item).startswith(prefix)]
+        else:
+            found += chunk[:bisect_left(chunk, bound)]
+        return found
+
+
+def _range(txn: Any, db: Any, prefix: bytes) -> list[tuple[bytes, bytes]]:
+    """Every ``(key, value)`` whose key starts with ``prefix``, in key order."""
+    with txn.cursor(db=db) as cur:
+        if not cur.set_range(prefix):
+            return []
+        if isinstance(txn, lmdb.Transaction):
+            return _prefixed(cur, prefix)
+        found = []
+        for key, value in cur:
+            if not key.startswith(prefix):
+                break
+            found.append((key, value))
+        return found
+
+
 def _delete_prefix(txn: lmdb.Transaction, db: Any, prefix: bytes) -> None:
     # A database store deletes a key range in one statement without reading it (xerj_postgres.kv.Txn).
     clear = getattr(txn, "delete_prefix", None)
@@ -793,6 +851,12 @@ def _delete_prefix(txn: lmdb.Transaction, db: Any, prefix: bytes) -> None:
         return
     with txn.cursor(db=db) as cur:
         if not cur.set_range(prefix):
+            return
+        if isinstance(txn, lmdb.Transaction):
+            # Count the keys, then delete that many from the first: both loops run in C.
+            count = len(_prefixed(cur, prefix, values=False))
+            cur.set_range(prefix)
+            deque(starmap(cur.delete, repeat((), count)), 0)
             return
         while cur.key().startswith(prefix):
             if not cur.delete():
