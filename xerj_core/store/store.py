@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 import time
+from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
@@ -23,6 +26,38 @@ T = TypeVar("T")
 DEFAULT_TAIL_ROWS = 1024
 # Terms per dictionary the write path remembers across transactions.
 TERM_CACHE_LIMIT = 200_000
+# Indices whose tail records the write path remembers across transactions (each at most a tail's rows).
+TAIL_CACHE_INDICES = 64
+
+
+_pause_lock = threading.Lock()
+_pauses = [0, False]  # write transactions under way in this process; whether the collector was on before them
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Suspend Python's cyclic garbage collector while write transactions run.
+
+    A bulk write allocates a few containers per document (records, pending
+    rows, results) that live until the commit. Their number triggers
+    collections that traverse every live object of the process (a server's
+    caches, a caller's documents): about a fifth of a bulk's CPU. The write
+    path makes no reference cycles, so reference counting frees all of it, and
+    the collector runs again at the first allocation after the last write in
+    flight ends (its allocation counts keep growing meanwhile).
+    """
+    with _pause_lock:
+        if not _pauses[0]:
+            _pauses[1] = gc.isenabled()
+            gc.disable()
+        _pauses[0] += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _pauses[0] -= 1
+            if not _pauses[0] and _pauses[1]:
+                gc.enable()
 
 
 @attrs.frozen
@@ -77,6 +112,9 @@ class BulkItem:
     error: XerjError | None = None
 
 
+_PUT_FIELDS = attrgetter("doc", "doc_id", "action")
+
+
 def _put_run_end(ops: Sequence[BulkOp], start: int) -> int:
     """The end of the run of index/create operations into the same index starting at ``start``."""
     end = start
@@ -112,6 +150,8 @@ class Store:
         # (index number, dictionary) -> committed term ordinals; index numbers are never reused, and a
         # dictionary's ordinals never change, so this never goes stale (another process only appends).
         self._committed_terms: dict[tuple[int, str], dict[str, int]] = {}
+        # index number -> (generation, first tail row, records) of the tails this process committed last.
+        self._tails: dict[int, tuple[int, int, list[dict[str, Any]]]] = {}
         self.migrate_scopes()
 
     def migrate_scopes(self) -> list[str]:
@@ -156,14 +196,16 @@ class Store:
         holder: list[WriteTxn] = []
 
         def run(raw) -> T:
-            txn = WriteTxn(raw, self.env.dbs, self.tail_rows, self._committed_terms)
+            txn = WriteTxn(raw, self.env.dbs, self.tail_rows, self._committed_terms, self._tails)
             holder[:] = [txn]
             result = fn(txn)
             txn.finish()
             return result
 
-        result = self.env.write(run)
+        with _collector_paused():
+            result = self.env.write(run)
         holder[0].remember_terms(self._committed_terms, TERM_CACHE_LIMIT)
+        holder[0].remember_tails(self._tails, TAIL_CACHE_INDICES)
         for index, put_ids, deleted in holder[0].written():
             for listener in self.listeners:
                 listener(index, put_ids, deleted)
@@ -227,9 +269,12 @@ class Store:
                 if target is not None:
                     # Consecutive puts into one existing index: their records are prepared together.
                     batch = ops[at:run_end]
-                    results = target.put_many([(o.doc, o.doc_id, o.action) for o in batch])
-                    items.extend(BulkItem(o, error=r) if isinstance(r, XerjError) else BulkItem(o, result=r)
-                                 for o, r in zip(batch, results))
+                    results = target.put_many(list(map(_PUT_FIELDS, batch)))
+                    if any(map(isinstance, results, repeat(XerjError))):
+                        items.extend(BulkItem(o, error=r) if isinstance(r, XerjError) else BulkItem(o, result=r)
+                                     for o, r in zip(batch, results))
+                    else:
+                        items.extend(map(BulkItem, batch, results))
                     at = run_end
                     continue
                 op = ops[at]

@@ -110,6 +110,11 @@ class IndexWrite:
         self.deleted_ids: list[str] = []
         self.force_compact = False
         self.compacted = False
+        # The records of the committed tail rows when this process wrote them last (see WriteTxn.tails), and
+        # those of every row the tail holds after this transaction (set by finish when they are all known).
+        self.known_tail = txn.known_tail(ix, self.state)
+        self.tail_after: list[dict[str, Any]] | None = None
+        self.finished = False
         # Terms and keyword values too long to be keys, left out of this transaction's rows.
         self.skipped = {"terms": 0, "keywords": 0}
         # A reserved index's rows carry their tenant (see xerj_core.store.scope).
@@ -494,6 +499,12 @@ class IndexWrite:
     def finish(self) -> None:
         raw, db = self.txn.raw, self.txn.dbs
         tail_rows = self.txn.tail_rows
+        known = self.known_tail
+        if known is not None and len(self.pending) == self.state.next_row - self.state.sealed_rows - len(known):
+            known = known + list(map(itemgetter(1), self.pending))  # every tail row's record, in row order
+        else:
+            known = None
+        first_known = self.state.sealed_rows
         target = self.state.next_row // tail_rows * tail_rows
         if target > self.state.sealed_rows:
             self._seal(target)
@@ -513,6 +524,9 @@ class IndexWrite:
         dead = self.state.next_row - self.state.live
         if self.force_compact or (dead >= COMPACT_MIN_DEAD and dead >= self.state.live * COMPACT_DEAD_SHARE):
             self.compacted = self.compact()
+        if known is not None and not self.compacted:
+            self.tail_after = known[self.state.sealed_rows - first_known:]
+        self.finished = True
         self.state.generation += 1
         raw.put(keys.ix_key(self.ix), self.state.pack(), db=db["state"])
 
@@ -571,10 +585,17 @@ class IndexWrite:
         count = end - first
         if count <= 0:
             return []
+        known = self.known_tail
         with raw.cursor(db=db["tail"]) as cur:
             if isinstance(raw, lmdb.Transaction):
                 # The rows are consecutive keys: one C-level slice of the cursor reads them and one deletes them.
                 first_key = keys.row_key(ix, first)
+                if known is not None and first == self.state.sealed_rows and count <= len(known):
+                    # Their records are the ones this process committed (same generation): not decoded again.
+                    if not cur.set_key(first_key):
+                        raise XerjError(f"the tail of index [{self.name}] is missing row {first}")
+                    deque(starmap(cur.delete, repeat((), count)), 0)
+                    return known[:count]
                 found = list(islice(cur.iternext(), count)) if cur.set_key(first_key) else []
                 if len(found) != count or found[-1][0] != keys.row_key(ix, end - 1):
                     raise XerjError(f"the tail of index [{self.name}] is missing rows between {first} and {end}")
@@ -744,12 +765,14 @@ def _cut_postings(runs: list[PostingRun], segments: list[tuple[int, int]]) -> Cu
     """Runs of postings grouped per (segment, term) and encoded, in key order (segment, then term bytes),
     which LMDB inserts fastest.
 
-    Terms are numbered by their rank among the runs' distinct key bytes (a set,
-    a sort and a dict built in C), so the numbers sort as the keys do. ``runs``
+    Terms are numbered by their rank among the runs' distinct key bytes (a sort
+    and dicts built in C), so the numbers sort as the keys do. ``runs``
     is emptied as it is read: a merge of big segments handles millions of
     postings, so the arrays are int32 (row and term numbers stay far below 2**31).
     """
-    names = sorted(set(chain.from_iterable(run[0] for run in runs)))
+    # Stored runs list their terms sorted, so their concatenation (first occurrences kept in order by
+    # dict.fromkeys) is mostly sorted runs, which the sort merges instead of sorting from scratch (5x faster).
+    names = sorted(dict.fromkeys(chain.from_iterable(run[0] for run in runs)))
     if not names or not sum(len(run[2]) for run in runs):
         runs.clear()
         return [], [], []
@@ -883,12 +906,16 @@ class WriteTxn:
     """
 
     def __init__(self, raw: lmdb.Transaction, dbs: dict[str, Any], tail_rows: int,
-                 committed_terms: dict[tuple[int, str], dict[str, int]] | None = None) -> None:
+                 committed_terms: dict[tuple[int, str], dict[str, int]] | None = None,
+                 tails: dict[int, tuple[int, int, list[dict[str, Any]]]] | None = None) -> None:
         self.raw = raw
         self.dbs = dbs
         self.tail_rows = tail_rows
         # Dictionary ordinals known to be committed, shared by the store's transactions (read-only here).
         self.committed_terms = committed_terms if committed_terms is not None else {}
+        # index number -> (generation, first tail row, the tail rows' records) as this process committed them
+        # (read-only here; see remember_tails).
+        self.tails = tails if tails is not None else {}
         self._open: dict[str, IndexWrite] = {}
         self.dropped: list[str] = []
 
@@ -1065,6 +1092,30 @@ class WriteTxn:
                     known.update(terms)
                 elif room > 0:
                     known.update(dict(zip(list(terms)[:room], list(terms.values())[:room])))
+
+    def known_tail(self, ix: int, state: keys.IndexState) -> list[dict[str, Any]] | None:
+        """The records of index ``ix``'s committed tail rows when this process committed them and nobody wrote
+        the index since (same generation: every write moves it), else None (an empty tail is always known)."""
+        if state.next_row == state.sealed_rows:
+            return []
+        found = self.tails.get(ix)
+        if (found is None or found[0] != state.generation or found[1] != state.sealed_rows
+                or len(found[2]) != state.next_row - state.sealed_rows or not isinstance(self.raw, lmdb.Transaction)):
+            return None
+        return found[2]
+
+    def remember_tails(self, shared: dict[int, tuple[int, int, list[dict[str, Any]]]], limit: int) -> None:
+        """After the commit: the tail records each index now holds, when all of them are known (so the next seal
+        in this process need not decode them); at most ``limit`` indices are remembered."""
+        for target in self._open.values():
+            if not target.finished:
+                continue  # not written: its generation, and what is remembered of it, did not move
+            if target.tail_after is None:
+                shared.pop(target.ix, None)
+                continue
+            if len(shared) >= limit:
+                shared.clear()
+            shared[target.ix] = (target.state.generation, target.state.sealed_rows, target.tail_after)
 
     def written(self) -> list[tuple[str, list[str], list[str]]]:
         return [(t.name, t.put_ids, t.deleted_ids) for t in self._open.values() if t.put_ids or t.deleted_ids]
