@@ -182,3 +182,22 @@ def test_compaction_happens_on_its_own_once_dead_rows_dominate(tmp_path, monkeyp
         with store.reader("a") as r:
             assert r.n_rows - r.doc_count < 50 + 8
             assert sorted(int(v) for v in np.asarray(r.column("n").values)[r.live_rows()]) == list(range(260, 300))
+
+
+def test_a_compaction_keeps_the_tail_rows_after_a_dead_one(tmp_path):
+    """A dead tail row followed by live ones: the live records move onto its key and must stay there (its own
+    record goes before the moves), so the tail reads back whole and the next seal finds every row."""
+    rng = random.Random(9)
+    docs = [_doc(rng, i) for i in range(20)]
+    with Store(tmp_path / "data", tail_rows=8) as store:
+        for i in range(12):
+            store.put("t", docs[i], f"x{i}")
+        store.delete("t", "x9")  # row 9: in the tail, rows 10 and 11 after it
+        expected = _picture(store, "t")
+        assert store.forcemerge("t")
+        assert _picture(store, "t") == expected
+        for i in range(12, 20):
+            store.put("t", docs[i], f"x{i}")  # seals the compacted tail
+            expected = {**expected, f"x{i}": _picture(store, "t")[f"x{i}"]}
+        assert _picture(store, "t") == expected
+        assert sorted(expected) == sorted(f"x{i}" for i in range(20) if i != 9)

@@ -664,9 +664,12 @@ class IndexWrite:
         tail_live = np.flatnonzero(live[sealed:]) + sealed
         renumber[tail_live] = new_sealed + np.arange(len(tail_live))
         # Sources, ids and tail records move down (a new number is never above the old), so moving rows in
-        # ascending order never lands on a key still in use.
-        moved = np.flatnonzero(live & (renumber != np.arange(n)))
+        # ascending order never lands on a key still in use once the dead rows' tail records are gone (deleted
+        # after the moves, they would take with them the live records moved onto their keys).
         src, ids, tail = db["src"], db["ids"], db["tail"]
+        for old in np.flatnonzero(~live[sealed:]).tolist():
+            raw.delete(keys.row_key(ix, old + sealed), db=tail)
+        moved = np.flatnonzero(live & (renumber != np.arange(n)))
         for old, new in zip(moved.tolist(), renumber[moved].tolist()):
             old_key, new_key = keys.row_key(ix, old), keys.row_key(ix, new)
             blob = raw.pop(old_key, db=src)
@@ -674,8 +677,6 @@ class IndexWrite:
             raw.put(keys.id_key(ix, keys.unpack_source_header(blob)[1]), new_key[4:], db=ids)
             if old >= sealed:
                 raw.put(new_key, raw.pop(old_key, db=tail), db=tail)
-        for old in np.flatnonzero(~live[sealed:]).tolist():
-            raw.delete(keys.row_key(ix, old + sealed), db=tail)
         # Columns and postings of the whole sealed region, dead rows dropped, cut by the new layout.
         old_segments = segment_layout(sealed, tail_rows)
         new_segments = segment_layout(new_sealed, tail_rows)
