@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import random
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from xerj_core.store import BulkOp, Store
+from xerj_core.text import term_counts, term_counts_many, tokenize, tokenize_many
 
 from .test_store_compaction import MAPPING, _doc, _picture
 
@@ -75,3 +79,14 @@ def test_a_remembered_tail_is_not_used_after_another_writer_renumbered_it(tmp_pa
         for i in range(13, 18):
             single.put("t", docs[i], f"x{i}")
         assert _picture(first, "t") == _picture(single, "t")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(codec="utf-8"), max_size=12), max_size=8))
+def test_tokenizing_a_batch_equals_tokenizing_each_text(texts):
+    """One lowercasing of the joined batch splits into exactly what each text alone gives (case mapping
+    context, such as a final sigma, stops at the separator; a text holding a NUL takes the slow path)."""
+    assert tokenize_many(texts) == [tokenize(t) for t in texts]
+    assert term_counts_many([tokenize(t) for t in texts]) == [term_counts(tokenize(t)) for t in texts]
+    greek = [t + "Σ" for t in texts] + ["ΑΣ", "ΑΣ'", "Σ"]
+    assert tokenize_many(greek) == [tokenize(t) for t in greek]

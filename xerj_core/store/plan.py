@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 from xerj_core.store import limits
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
 from xerj_core.store.mapping import FLOAT_TYPES, INT_TYPES, FieldSpec, Mapping, coerce
-from xerj_core.text import term_counts, tokenize
+from xerj_core.text import term_counts, term_counts_many, tokenize, tokenize_many
 
 # How a leaf converts a value of the expected Python type without calling ``coerce``.
 _AS_STR, _AS_INT, _AS_DATE, _AS_FLOAT, _AS_OTHER = range(5)
@@ -355,7 +355,7 @@ def _group_records(fields: list[tuple[Leaf, list[Any]]], n: int, dict_cache: dic
                         absent.append((i, path))
             values: list[Any] = [[found] for found in ords]
         elif kind == KIND_LEN:
-            tokens = list(map(tokenize, [value or "" for value in column]))
+            tokens = tokenize_many([value or "" for value in column])
             longest = max(map(len, chain.from_iterable(tokens)), default=0)
             if longest * 4 > limits.MAX_TERM_BYTES:
                 kept = []
@@ -367,7 +367,7 @@ def _group_records(fields: list[tuple[Leaf, list[Any]]], n: int, dict_cache: dic
                 tokens = kept
             values = list(map(len, tokens))
             text_paths.append(path)
-            term_columns.append(list(map(term_counts, tokens)))
+            term_columns.append(term_counts_many(tokens))
         else:
             values = column
         paths.append(path)

@@ -318,22 +318,24 @@ class IndexWrite:
         dictionary ordinals in the same order); the records of like documents are
         prepared together by the write plan (:meth:`WritePlan.records`).
         """
-        docs: list[Any] = []
+        docs: list[Any] = list(map(itemgetter(0), items))
         refused: dict[int, XerjError] = {}
-        for i, (doc, _doc_id, _op_type) in enumerate(items):
-            if self.scope is not None:
+        if self.scope is not None:
+            for i, doc in enumerate(docs):
                 try:
                     refuse_in_document(doc, self.name)
                 except XerjError as exc:
                     refused[i] = exc
-                doc = {**doc, SCOPE_FIELD: scope or self.scope} if isinstance(doc, dict) else doc
-            docs.append(doc)
+                docs[i] = {**doc, SCOPE_FIELD: scope or self.scope} if isinstance(doc, dict) else doc
         committed = self.txn.committed_terms
         batched = self.plan.records(docs, self.dict_cache, self.skipped, lambda name: committed.get((self.ix, name)))
-        ids = [doc_id for _doc, doc_id, _op in items]
+        ids = list(map(itemgetter(1), items))
         if None not in ids and len(set(ids)) == len(ids) and isinstance(self.txn.raw, lmdb.Transaction):
             # With every id given and distinct no item reads another's source or id, so every record is
             # prepared first (ordinals in item order, as one by one) and the rows are written together.
+            if not refused and None not in batched and not any(map(itemgetter(1), batched)):
+                # Every record prepared in the batch, no keyword value new to its dictionary.
+                return self._put_rows(items, ids, list(map(itemgetter(0), batched)), refused)
             records: list[dict[str, Any] | None] = [None] * len(items)
             record_for, resolve = self.record_for, self._resolve
             for i, (full, prepared) in enumerate(zip(docs, batched)):
