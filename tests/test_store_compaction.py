@@ -126,13 +126,15 @@ def _data_bytes(path: Path) -> int:
 
 
 def test_overwriting_the_same_documents_keeps_the_data_directory_bounded(tmp_path):
-    """10k documents overwritten 20 times: the directory stays within a small multiple of its first-pass size.
+    """10k documents overwritten 20 times: the directory stays within 2x of its size after the first pass.
 
-    Without compaction it ends at 8.2x and keeps growing with every pass. With it
-    the file settles at 2.1-2.2x: a compaction rewrites the live rows in one LMDB
-    transaction, which cannot reuse the pages it frees until it commits, so the
-    file must hold the old and the new copy once. The issue asked for 2x; the
-    bound here is what this design reaches, asserted so a regression shows.
+    Without compaction it ends at 8.2x and keeps growing with every pass. A
+    compaction rewrites the live rows in one LMDB transaction, which cannot reuse
+    the pages it frees until it commits, so the file must hold the old and the
+    new copy once: 1.75x after the first compaction. It writes its big column and
+    posting blobs first, while the free pages still hold long contiguous runs, so
+    later compactions rarely grow the file for want of one: 1.90-1.95x at the end
+    (it crept to 2.05x when the blobs came after the sources had fragmented them).
     """
     data = tmp_path / "data"
     words = [f"w{i}" for i in range(500)]
@@ -153,7 +155,7 @@ def test_overwriting_the_same_documents_keeps_the_data_directory_bounded(tmp_pat
         with store.reader("o") as r:
             n = r.column("n")
             assert sorted(int(n.values[row]) % 100 for row in r.live_rows()) == [19] * 10_000
-    assert final <= 2.4 * first, (first, final)
+    assert final <= 2 * first, (first, final)
 
 
 def test_stats_count_dead_rows_and_their_bytes(tmp_path):
