@@ -570,13 +570,14 @@ class IndexWrite:
             built[spec.path] = Column.concat(parts)
         text_fields = [s.path for s in fields if column_kind(s) == KIND_LEN]
         new_segments = new_layout[keep:]
-        postings = {path: self._merge_postings(path, old_segments, new_segments, records, old_sealed)
+        # The new segment at the first old one's start holds all of its rows (the usual merge): every key of that
+        # segment stays where it is, so it is not deleted, and its postings are read only for the terms the
+        # other merged rows hold (they follow its rows); its other terms' keys are left as they are.
+        extends = bool(old_segments) and new_segments[0][0] == old_segments[0][0] \
+            and new_segments[0][1] >= old_segments[0][1]
+        postings = {path: self._merge_postings(path, old_segments, new_segments, records, old_sealed, extends)
                     for path in text_fields}
-        for start, end in old_segments:
-            if (start, end) == old_segments[0] and new_segments[0][0] == start and new_segments[0][1] >= end:
-                # The new segment at the same start holds all of this one's rows, so every one of its keys (a
-                # column per field, a posting per term, its record) is written again: no need to delete them.
-                continue
+        for start, end in old_segments[1:] if extends else old_segments:
             self._drop_segment(start)
         self._write_segments(new_segments, region_start, built, postings)
         self.state.sealed_rows = target
@@ -722,21 +723,42 @@ class IndexWrite:
         return Column.decode(blob)
 
     def _merge_postings(self, path: str, old_segments: list[tuple[int, int]], new_segments: list[tuple[int, int]],
-                        records: list[dict[str, Any]], first_row: int) -> CutPostings:
+                        records: list[dict[str, Any]], first_row: int, extends: bool = False) -> CutPostings:
         """``path``'s postings of the merged region, cut at the new segments: ``(segment, term, blob)`` columns.
 
         The old segments' postings and the leaving tail rows become flat arrays
         (term number, row, tf) sorted once with numpy, so a merge costs one sort
         and one put per term and segment, not a decode and re-encode per term.
+        When the first new segment ``extends`` the first old one, the result
+        holds only the terms of the other parts: that segment's other terms keep
+        the keys they have, which are what a full rewrite would write again.
         """
-        runs = [self._stored_postings(start, path) for start, _end in old_segments]
+        reuse = extends and isinstance(self.txn.raw, lmdb.Transaction)
+        runs = [self._stored_postings(start, path) for start, _end in (old_segments[1:] if reuse else old_segments)]
         # The leaving rows' terms flattened with C-level iteration: one list of terms, one of frequencies.
         maps = [record["t"].get(path) or _NO_TERMS for record in records]
         counts = np.fromiter(map(len, maps), np.int64, len(maps))
         terms = list(map(str.encode, chain.from_iterable(maps)))
         runs.append((terms, None, np.repeat(np.arange(first_row, first_row + len(maps), dtype=np.int64), counts),
                      np.fromiter(chain.from_iterable(map(dict.values, maps)), np.float32, len(terms))))
+        if reuse:
+            # Its rows come first, so its postings of these terms lead their groups.
+            runs.insert(0, self._stored_postings_of(old_segments[0][0], path,
+                                                    sorted(dict.fromkeys(chain.from_iterable(run[0] for run in runs)))))
         return _cut_postings(runs, new_segments)
+
+    def _stored_postings_of(self, start: int, path: str, terms: list[bytes]) -> PostingRun:
+        """The run of a stored segment's postings of ``path`` for those of ``terms`` (key bytes, sorted) it has,
+        found by one ``getmulti`` (LMDB)."""
+        prefix = keys.post_prefix(self.ix, start, path)
+        with self.txn.raw.cursor(db=self.txn.dbs["post"]) as cur:
+            items = cur.getmulti(list(map(prefix.__add__, terms)))
+        if not items:
+            return [], np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32)
+        found, blobs = zip(*items)
+        cut = len(prefix)
+        counts, rows, tfs = decode_postings_many(blobs)
+        return [key[cut:] for key in found], counts, rows, tfs
 
     def _stored_postings(self, start: int, path: str, renumber: np.ndarray | None = None) -> PostingRun:
         """A stored segment's postings of ``path`` as a run (terms as key bytes, in key order); with ``renumber``
