@@ -20,8 +20,7 @@ def row_key(ix: int, row: int) -> bytes:
     return _IX.pack(ix) + _U64.pack(row)
 
 
-def u64(value: int) -> bytes:
-    return _U64.pack(value)
+u64 = _U64.pack  # value -> 8 big-endian bytes; the struct's own method, so C-level maps over rows stay in C
 
 
 def read_u64(blob: bytes, offset: int = 0) -> int:

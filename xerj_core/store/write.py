@@ -392,7 +392,7 @@ class IndexWrite:
             headers = map(keys.SRC_HEADER.pack, repeat(1), map(len, encoded))
             sources = list(zip(row_keys, map(bytes.__add__, map(bytes.__add__, headers, encoded),
                                              map(orjson.dumps, [doc for doc, _id, _op in items]))))
-            id_entries = list(zip(id_keys, [key[4:] for key in row_keys]))
+            id_entries = list(zip(id_keys, map(keys.u64, rows)))
             state.next_row += len(items)
             state.live += len(items)
             self.pending.extend(zip(rows, records))
