@@ -35,6 +35,7 @@ CutPostings = tuple[list[int], list[bytes], list[bytes]]
 # then listed per posting), and the postings' rows and frequencies in that order.
 PostingRun = tuple[list[bytes], "np.ndarray | None", np.ndarray, np.ndarray]
 _NO_TERMS: dict[str, int] = {}
+_UNREAD = object()  # an id entry not read yet
 _STRING_TYPES = frozenset(("keyword", "text"))
 
 
@@ -350,14 +351,21 @@ class IndexWrite:
                     refused[i] = exc
             return self._put_rows(items, ids, records, refused)
         results: list[WriteResult | XerjError] = []
+        # With every id given and distinct, no item reads another's source or id: their puts are gathered and
+        # written through one cursor each at the end.
+        deferred: tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]] | None = (
+            ([], []) if None not in ids and len(set(ids)) == len(ids) else None)
         for i, ((doc, doc_id, op_type), full, prepared) in enumerate(zip(items, docs, batched)):
             try:
                 if i in refused:
                     raise refused[i]
                 record = self.record_for(full) if prepared is None else self._resolve(prepared)
-                results.append(self._put_row(doc, doc_id, op_type, record))
+                results.append(self._put_row(doc, doc_id, op_type, record, deferred))
             except XerjError as exc:
                 results.append(exc)
+        if deferred is not None:
+            _put_all(self.txn.raw, self.txn.dbs["src"], deferred[0])
+            _put_all(self.txn.raw, self.txn.dbs["ids"], deferred[1])
         return results
 
     def _put_rows(self, items: Sequence[tuple[Any, str | None, str]], ids: list[str],
@@ -435,16 +443,16 @@ class IndexWrite:
 
     def _put_row(self, doc: Any, doc_id: str | None, op_type: str, record: dict[str, Any],
                  deferred: tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]] | None = None,
-                 stored: bytes | None = None) -> WriteResult:
+                 stored: Any = _UNREAD) -> WriteResult:
         """Write ``doc``'s source and id (into ``deferred``'s source and id lists instead, when given); ``stored``
-        is the id's entry when the caller already read it (``deferred`` only)."""
+        is the id's entry (None: absent) when the caller already read it."""
         if doc_id is None:
             doc_id = new_doc_id()
         check_doc_id(doc_id)
-        if deferred is not None:
-            old_row = None if stored is None else keys.read_u64(stored)
-        else:
+        if stored is _UNREAD:
             old_row = self.row_of(doc_id)
+        else:
+            old_row = None if stored is None else keys.read_u64(stored)
         version = 1
         if old_row is not None:
             if op_type == "create":
