@@ -42,8 +42,11 @@ _IN_ORDER = ("src", "valid_at", "invalid_at")
 _EMPTY = np.empty(0, np.int64)
 _CSR_KEY = ("xerj.graph", "csr", 1)
 _INT32_BITS = 31  # a packed value fits an int32 when it needs at most this many bits
-_FORMAT = 5  # of a published table's files: a process never maps a set another layout of the code wrote
+_FORMAT = 6  # of a published table's files: a process never maps a set another layout of the code wrote
 _NO_COLUMNS = "no-columns"
+
+# From this many frontier nodes a hop touches its runs before gathering them (see EdgeTable.candidates).
+_TOUCH_AT = 16
 
 FRONTIER_CAP = 4096
 EDGE_CAP = 100_000
@@ -161,6 +164,7 @@ class EdgeTable:
         np.bitwise_or(rank, self.cols["dst"], out=self.hot_out, casting="unsafe")
         self.hot_in = alloc("hot_in", total, packed)
         np.bitwise_or(rank[self.in_perm], direct["src"], out=self.hot_in, casting="unsafe")
+        self._both_runs(alloc, width, shift, int(distinct.size))
         # Each edge's place in the hop ranking (weight desc, valid_at desc, newest row first) over the whole
         # table, in both orders: ranking a hop is then one gather along its runs and a sort of int32 keys,
         # not three gathers scattered over the columns and a three-key sort.
@@ -172,6 +176,28 @@ class EdgeTable:
         self.ids: np.ndarray | None = None
         self._packing()
         self._bounds()
+
+    def _both_runs(self, alloc: Callable[[str, int, Any], np.ndarray], width: int, shift: int, instants: int) -> None:
+        # A both-ways hop reads each frontier node's out-edges and in-edges as one run (``both_off``): half the
+        # scattered runs of reading the two orders apart. Each entry packs the far end, an "in" bit above it
+        # and the invalid_at rank above that; ``both_pos`` is its edge's src-ordered position.
+        outs, ins = np.diff(self.out_off), np.diff(self.in_off)
+        self.both_off = alloc("both_off", width + 1, np.int64)
+        self.both_off[0] = 0
+        np.cumsum(outs + ins, out=self.both_off[1:])
+        total = int(self.out_off[-1])
+        packed = np.int32 if shift + 1 + instants.bit_length() <= _INT32_BITS else np.int64
+        self.hot_both = alloc("hot_both", 2 * total, packed)
+        self.both_pos = alloc("both_pos", 2 * total, np.int32)
+        low = (1 << shift) - 1
+        nodes = np.arange(width)
+        for hot, off, first, positions, inbit in ((self.hot_out, self.out_off, 0, None, 0),
+                                                  (self.hot_in, self.in_off, outs, self.in_perm, 1 << shift)):
+            node = np.repeat(nodes, np.diff(off))
+            dest = (self.both_off[:-1] + first)[node] + (np.arange(total) - off[:-1][node])
+            wide = hot.astype(np.int64)
+            self.hot_both[dest] = ((wide >> shift) << (shift + 1)) | inbit | (wide & low)
+            self.both_pos[dest] = np.arange(total) if positions is None else positions
 
     def attach_ids(self, width: int, ids: np.ndarray, alloc: Callable[[str, int, Any], np.ndarray] | None) -> None:
         """Each edge's ``_id`` bytes in table order (``width`` per edge; zeros where another length is kept apart)."""
@@ -188,6 +214,8 @@ class EdgeTable:
     def _packing(self) -> None:
         self.shift = int(self.hot_shift[0])
         self.low = self.hot_out.dtype.type((1 << self.shift) - 1)
+        self.inbit = 1 << self.shift  # marks an in-edge in ``hot_both``
+        self.both_order = _InOrder({}, self.cols, self.both_pos)
         self._alive_from: dict[int, int] = {}
 
     def alive_from(self, as_of: int) -> int:
@@ -210,7 +238,8 @@ class EdgeTable:
         """Every stored array by the name ``alloc`` gave it."""
         found = {"out_off": self.out_off, "in_off": self.in_off, "in_perm": self.in_perm, "instants": self.instants,
                  "hot_out": self.hot_out, "hot_in": self.hot_in, "hot_shift": self.hot_shift,
-                 "best_out": self.best_out, "best_in": self.best_in}
+                 "best_out": self.best_out, "best_in": self.best_in, "both_off": self.both_off,
+                 "hot_both": self.hot_both, "both_pos": self.both_pos}
         found.update({f"col_{f}": a for f, a in self.cols.items()})
         found.update({f"in_{f}": a for f, a in self.in_order.direct.items()})
         if self.ids is not None:
@@ -237,6 +266,7 @@ class EdgeTable:
         table.instants, table.hot_out, table.hot_in = arrays["instants"], arrays["hot_out"], arrays["hot_in"]
         table.hot_shift = arrays["hot_shift"]
         table.best_out, table.best_in = arrays["best_out"], arrays["best_in"]
+        table.both_off, table.hot_both, table.both_pos = arrays["both_off"], arrays["hot_both"], arrays["both_pos"]
         table.ids = arrays.get("ids")
         table.ids_width = arrays.get("ids_width")
         table._id_view()
@@ -245,46 +275,56 @@ class EdgeTable:
         return table
 
     def candidates(self, frontier: np.ndarray, direction: str, check_live: bool = True) -> list["Part"]:
-        """The edges touching the sorted ``frontier`` in ``direction``: a part of out-edges, a part of in-edges.
+        """The edges touching the sorted ``frontier`` in ``direction``: one part (both ways: each node's out- and
+        in-edges read as one run, see :meth:`_both_runs`).
 
         ``check_live`` False says every row of this table is known live, so no hop needs the live mask."""
         width = self.out_off.size - 1  # every node ordinal of the table lies below
         usable = frontier if frontier[-1] < width else frontier[: np.searchsorted(frontier, width)]
         if not usable.size:
             return []
-        runs = []
-        if direction != IN:
-            starts = self.out_off[usable]
-            runs.append((starts, self.out_off[usable + 1] - starts, self.cols, self.hot_out, True))
-        if direction != OUT:
-            starts = self.in_off[usable]
-            runs.append((starts, self.in_off[usable + 1] - starts, self.in_order, self.hot_in, False))
-        parts = []
-        for starts, lengths, cols, packed, out in runs:
-            if usable.size == 1:  # one node (an ego's first hop): its run is a slice, no gather
-                begin, size = int(starts[0]), int(lengths[0])
-                if not size:
-                    continue
-                idx = np.arange(begin, begin + size)
-                hot = packed[begin:begin + size]
+        if direction == OUT:
+            off, cols, packed, out = self.out_off, self.cols, self.hot_out, True
+        elif direction == IN:
+            off, cols, packed, out = self.in_off, self.in_order, self.hot_in, False
+        else:
+            off, cols, packed, out = self.both_off, self.both_order, self.hot_both, None
+        if usable.size == 1:  # one node (an ego's first hop): its run is a slice, no gather
+            begin, end = int(off[usable[0]]), int(off[usable[0] + 1])
+            if begin == end:
+                return []
+            idx = np.arange(begin, end)
+            hot = packed[begin:end]
+        else:
+            starts = off[usable]
+            ends = off[usable + 1]
+            lengths = ends - starts
+            size = int(lengths.sum())
+            if not size:
+                return []
+            idx = ranges(starts, lengths, size)
+            if usable.size >= _TOUCH_AT:
+                # Read each run's first and last entry before the gather (a software prefetch): the gather walks
+                # run after run, so its cache misses come one at a time, while these reads, one per run, miss
+                # many lines at once; then the gather finds its runs (a line or two each) in the cache.
+                packed.take(starts, mode="clip")
+                packed.take(ends - 1, mode="clip")
+            hot = packed[idx]
+        fresh = None
+        if out is None:  # an in-edge from a frontier node is the out-edge already met
+            far = hot & self.low
+            if usable.size == 1:
+                met = far == usable[0]
+            elif usable.size > BITMAP_AT:
+                seen = np.zeros(width, bool)
+                seen[usable] = True
+                met = seen[far.astype(np.intp)]
             else:
-                size = int(lengths.sum())
-                if not size:
-                    continue
-                idx = ranges(starts, lengths, size)
-                hot = packed[idx]
-            if not out and direction == BOTH:  # an in-edge from a frontier node is the out-edge already met
-                if usable.size > BITMAP_AT:
-                    met = np.zeros(width, bool)
-                    met[usable] = True
-                    fresh = ~met[hot & self.low]
-                else:
-                    fresh = ~member(hot & self.low, usable)
-            else:
-                fresh = None
-            # the met edges are dropped with the screen's own cut (one pass instead of two)
-            parts.append(Part(cols, idx, out, check_live, (self.valid_max, self.invalid_min), hot, self, fresh))
-        return parts
+                met = member(far, usable)
+            met &= (hot & self.inbit).astype(bool)
+            fresh = ~met
+        # the met edges are dropped with the screen's own cut (one pass instead of two)
+        return [Part(cols, idx, out, check_live, (self.valid_max, self.invalid_min), hot, self, fresh)]
 
 
 class _InOrder:
@@ -516,14 +556,15 @@ class HopEdges:
             placed: list[tuple[EdgeTable, list[np.ndarray], list[np.ndarray]]] = []
             for part in self.parts:
                 table = part.table
-                if table is None or (part.cols is not table.cols and part.cols is not table.in_order):
+                if table is None or (part.cols is not table.cols and part.cols is not table.in_order
+                                     and part.cols is not table.both_order):
                     return None
                 if not placed or placed[-1][0] is not table:
                     if any(t is table for t, _, _ in placed):
                         return None  # a table's parts apart: the concatenated order would not hold
                     placed.append((table, [], []))
-                placed[-1][1].append(part.idx if part.cols is table.cols else table.in_perm[part.idx])
-                placed[-1][2].append(np.full(part.idx.size, part.out) if isinstance(part.out, bool) else part.out)
+                placed[-1][1].append(part.idx if part.cols is table.cols else part.cols.perm[part.idx])
+                placed[-1][2].append(part.get("out"))
             self._placed = [(t, np.concatenate(pos) if len(pos) > 1 else pos[0],
                              np.concatenate(out) if len(out) > 1 else out[0]) for t, pos, out in placed]
         return self._placed
@@ -553,8 +594,8 @@ class HopEdges:
             if table is not None and table.ids is not None:
                 if part.cols is table.cols:
                     return table.named(part.idx)
-                if part.cols is table.in_order:
-                    return table.named(table.in_perm[part.idx])
+                if part.cols is table.in_order or part.cols is table.both_order:
+                    return table.named(part.cols.perm[part.idx])
             return [None] * len(self)
         return self._named_at(np.arange(len(self)))
 
@@ -597,6 +638,8 @@ class HopEdges:
                 keys.append(table.best_out[part.idx])
             elif part.cols is table.in_order:
                 keys.append(table.best_in[part.idx])
+            elif part.cols is table.both_order:
+                keys.append(table.best_out[table.both_pos[part.idx]])
             else:
                 return None
         return keys[0] if len(keys) == 1 else np.concatenate(keys)
@@ -633,8 +676,8 @@ class HopEdges:
         """The edges at ``idx`` (positions in this hop's concatenated order), still gathered lazily."""
         if len(self.parts) == 1:
             part = self.parts[0]
-            return HopEdges(self.hop, [Part(part.cols, part.idx[idx], part.out if isinstance(part.out, bool)
-                                            else part.out[idx], hot=None if part.hot is None else part.hot[idx],
+            return HopEdges(self.hop, [Part(part.cols, part.idx[idx], part.out[idx] if isinstance(part.out, np.ndarray)
+                                            else part.out, hot=None if part.hot is None else part.hot[idx],
                                             table=part.table)], self.frontier)
         placed = self._positions()
         if placed is not None and len(placed) == 1:
@@ -679,25 +722,34 @@ class Part:
 
     cols: Any
     idx: np.ndarray
-    out: bool | np.ndarray
+    out: bool | np.ndarray | None  # None: each edge's own in bit says (a both-ways part, see EdgeTable._both_runs)
     check_live: bool = True  # False when every row the part can reach is known live
     bounds: tuple[int, int] | None = None  # the largest valid_at and smallest invalid_at it can reach
     hot: np.ndarray | None = None  # per edge, the packed far end and invalid_at rank (see EdgeTable._packing)
     table: "EdgeTable | None" = None  # the table ``hot`` was gathered from
     fresh: np.ndarray | None = None  # edges not already met this hop (None: all); the screen starts from it
 
+    def directions(self) -> bool | np.ndarray:
+        """Whether the edges were followed out (src → dst): one bool for the whole part, or one per edge."""
+        if self.out is not None:
+            return self.out
+        packed = self.hot if self.hot is not None else self.table.hot_both[self.idx]
+        return (packed & self.table.inbit) == 0
+
     def get(self, field: str) -> np.ndarray:
-        cols, idx, out = self.cols, self.idx, self.out
+        cols, idx = self.cols, self.idx
         if field == "out":
+            out = self.directions()
             return np.full(idx.size, out) if isinstance(out, bool) else out
         if self.hot is not None:
             if field == "other":
                 return (self.hot & self.table.low).astype(np.int64)
-            if field == "invalid_at":
-                return self.table.instants[self.hot >> self.table.shift]
+            if field == "invalid_at":  # the rank sits above the in bit in a both-ways part
+                return self.table.instants[self.hot >> (self.table.shift + (self.out is None))]
         if field in ("other", "near"):
             if "out" in cols:  # a selection already carries its ends
                 return cols[field][idx]
+            out = self.directions()
             far, close = ("dst", "src") if field == "other" else ("src", "dst")
             if isinstance(out, bool):
                 return _take(cols, far if out else close, idx)
@@ -708,15 +760,17 @@ class Part:
         """Per edge, whether its invalid_at lies after ``as_of``."""
         if self.hot is not None:
             # rank >= r exactly when the packed value >= r << shift (the far end fills the low bits): one pass
-            return self.hot >= self.table.alive_from(as_of)
+            return self.hot >= self.table.alive_from(as_of) << (self.out is None)
         return self.get("invalid_at") > as_of
 
     def keep(self, mask: np.ndarray) -> None:
-        self.idx = self.idx[mask]
+        # the kept places found once and taken from each array: one boolean pass rather than one per array
+        kept = np.flatnonzero(mask)
+        self.idx = self.idx.take(kept)
         if self.hot is not None:
-            self.hot = self.hot[mask]
-        if not isinstance(self.out, bool):
-            self.out = self.out[mask]
+            self.hot = self.hot.take(kept)
+        if isinstance(self.out, np.ndarray):
+            self.out = self.out.take(kept)
 
 
 def _take(cols: Any, field: str, idx: np.ndarray) -> np.ndarray:
