@@ -546,7 +546,7 @@ class HopEdges:
     def __len__(self) -> int:
         return self._size
 
-    def _positions(self) -> list[tuple["EdgeTable", np.ndarray, np.ndarray]] | None:
+    def placed(self) -> list[tuple["EdgeTable", np.ndarray, np.ndarray]] | None:
         """Per edge table, in part order: each edge's src-ordered position in it (an in-edge's through the
         permutation) and whether it was followed out; None when a part indexes something else.
 
@@ -572,7 +572,7 @@ class HopEdges:
     def column(self, field: str) -> np.ndarray:
         found = self._cols.get(field)
         if found is None:
-            placed = None if len(self.parts) == 1 or field in ("other", "invalid_at") else self._positions()
+            placed = None if len(self.parts) == 1 or field in ("other", "invalid_at") else self.placed()
             if placed is not None:
                 found = [out if field == "out" else np.where(out, t.cols["src"][pos], t.cols["dst"][pos])
                          if field == "near" else t.cols[field][pos] for t, pos, out in placed]
@@ -602,7 +602,7 @@ class HopEdges:
     def _named_at(self, idx: np.ndarray) -> list[str | None]:
         out: list[str | None] = [None] * idx.size
         lo = 0
-        for table, position, _out in self._positions() or ():
+        for table, position, _out in self.placed() or ():
             hi = lo + position.size
             if table.ids is not None:
                 sel = np.flatnonzero((idx >= lo) & (idx < hi))
@@ -679,7 +679,7 @@ class HopEdges:
             return HopEdges(self.hop, [Part(part.cols, part.idx[idx], part.out[idx] if isinstance(part.out, np.ndarray)
                                             else part.out, hot=None if part.hot is None else part.hot[idx],
                                             table=part.table)], self.frontier)
-        placed = self._positions()
+        placed = self.placed()
         if placed is not None and len(placed) == 1:
             table, position, out = placed[0]
             return HopEdges(self.hop, [Part(table.cols, position[idx], out[idx], table=table)], self.frontier)

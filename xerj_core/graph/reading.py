@@ -106,6 +106,22 @@ def edge_ids(reader: IndexReader, rows: list[int], srcs: list[str], types: list[
     return out
 
 
+def _one_table(chosen: list[HopEdges]) -> tuple[Any, np.ndarray, np.ndarray] | None:
+    """``(table, src-ordered positions, followed out)`` of every chosen edge when they all lie in one edge table
+    (the usual ego: the sealed view alone), in the hops' order; else None."""
+    table, positions, outs = None, [], []
+    for picked in chosen:
+        placed = picked.placed()
+        if placed is None or len(placed) != 1 or (table is not None and placed[0][0] is not table):
+            return None
+        table = placed[0][0]
+        positions.append(placed[0][1])
+        outs.append(placed[0][2])
+    if len(positions) == 1:
+        return table, positions[0], outs[0]
+    return table, np.concatenate(positions), np.concatenate(outs)
+
+
 class GraphReading:
     """The read half of :class:`~xerj_core.graph.service.GraphService`; each call reads one snapshot."""
 
@@ -259,41 +275,53 @@ class GraphReading:
     def _column_edges(self, reader: IndexReader, chosen: list[HopEdges]) -> list[dict[str, Any]]:
         """The chosen edges from the hop columns alone (no document is read): every hop's picks gathered into
         one array per field, then named and shaped in one pass."""
+        placed = _one_table(chosen)
+        if placed is not None:  # every pick in one edge table: each field is one take from it
+            table, position, out = placed
+            cols = table.cols
+            row, src, dst = cols["row"].take(position), cols["src"].take(position), cols["dst"].take(position)
+            type_, valid, invalid = cols["type"].take(position), cols["valid_at"].take(position), \
+                cols["invalid_at"].take(position)
+            weight, trust = cols["weight"].take(position), cols["trust"].take(position)
+            ids = table.named(position) if table.ids is not None else [None] * position.size
+        else:
+            def gather(field: str) -> np.ndarray:
+                return np.concatenate([picked.column(field) for picked in chosen]) if len(chosen) > 1 \
+                    else chosen[0].column(field)
 
-        def gather(field: str) -> np.ndarray:
-            return np.concatenate([picked.column(field) for picked in chosen]) if len(chosen) > 1 \
-                else chosen[0].column(field)
-
-        row, out, src, dst = gather("row"), gather("out"), gather("src").tolist(), gather("dst").tolist()
+            row, out, src, dst = gather("row"), gather("out"), gather("src"), gather("dst")
+            type_, valid, invalid = gather("type"), gather("valid_at"), gather("invalid_at")
+            weight, trust = gather("weight"), gather("trust")
+            # Sealed rows are named from the ids their table keeps in its order (else from their segment's
+            # packed ids); the tail's through the id index.
+            ids = [name for picked in chosen for name in picked.named()]
         hops = [picked.hop for picked in chosen for _ in range(len(picked))]
         node_terms = reader.field_dictionary("src").terms
         type_terms = [*reader.field_dictionary("type").terms, None]  # an absent ordinal (-1) reads as None
         trust_terms = [*reader.field_dictionary("trust").terms, None]
-        srcs = [node_terms[o] for o in src]
-        dsts = [node_terms[o] for o in dst]
-        types = [type_terms[o] for o in gather("type").tolist()]
-        valids = gather("valid_at").tolist()
-        # Sealed rows are named from the ids their table keeps in its order (else from their segment's packed
-        # ids); the tail's through the id index.
-        ids = [name for picked in chosen for name in picked.named()]
-        missing = [i for i, name in enumerate(ids) if name is None]
-        if missing:
+        srcs = list(map(node_terms.__getitem__, src.tolist()))
+        dsts = list(map(node_terms.__getitem__, dst.tolist()))
+        types = list(map(type_terms.__getitem__, type_.tolist()))
+        valids = valid.tolist()
+        if None in ids:
+            missing = [i for i, name in enumerate(ids) if name is None]
             rows = row.tolist()
             for i, name in zip(missing, self.views.row_ids.ids(reader, row[missing])):
                 ids[i] = name
             missing = [i for i in missing if ids[i] is None]
-        if missing:
-            named = edge_ids(reader, [rows[i] for i in missing], [srcs[i] for i in missing],
-                             [types[i] for i in missing], [dsts[i] for i in missing], [valids[i] for i in missing])
-            for i, name in zip(missing, named):
-                ids[i] = name
+            if missing:
+                named = edge_ids(reader, [rows[i] for i in missing], [srcs[i] for i in missing],
+                                 [types[i] for i in missing], [dsts[i] for i in missing],
+                                 [valids[i] for i in missing])
+                for i, name in zip(missing, named):
+                    ids[i] = name
         shortest = SHORTEST_SEEN.get
-        return [{"edge_id": edge_id_, "src": s, "dst": d, "type": type_, "weight": shortest(w) or shortest_float(w),
-                 "hop": hop, "direction": "out" if o else "in", "valid_at": valid,
-                 "invalid_at": None if invalid == ABSENT_INT else invalid, "trust": trust_terms[trust]}
-                for edge_id_, s, d, type_, w, hop, o, valid, invalid, trust in zip(
-                    ids, srcs, dsts, types, gather("weight").tolist(), hops, out.tolist(), valids,
-                    gather("invalid_at").tolist(), gather("trust").tolist())]
+        return [{"edge_id": edge_id_, "src": s, "dst": d, "type": t, "weight": shortest(w) or shortest_float(w),
+                 "hop": hop, "direction": "out" if o else "in", "valid_at": v,
+                 "invalid_at": None if i == ABSENT_INT else i, "trust": trust_terms[r]}
+                for edge_id_, s, d, t, w, hop, o, v, i, r in zip(
+                    ids, srcs, dsts, types, weight.tolist(), hops, out.tolist(), valids, invalid.tolist(),
+                    trust.tolist())]
 
     def overview(self, brain: str, query: Mapping[str, Any] | OverviewRequest) -> tuple[bool, dict[str, Any]]:
         """Brain-level totals and breakdowns: ``(exists, body)``; a missing brain is ``exists: false``."""
