@@ -2,13 +2,15 @@
 
 Sealed segments are immutable, so each gets its rows grouped by ``src``
 ordinal and by ``dst`` ordinal once per process (cached on the segment). Those
-groupings are merged into one CSR keyed by node (its out-edges, then its
-in-edges) over every sealed row, with the hop columns laid out in that order;
-the merge is redone only when the segment layout changes. A hop is then an
-offsets lookup and a gather of contiguous runs. The small mutable tail is
-scanned once per index generation into the same shape, and its rows are
-counted on every hop that consults it. ``_source`` is never read: a segment
-sealed without a column the hop needs is skipped and counted.
+groupings are merged into one CSR keyed by node over every sealed row, with
+the hop columns laid out in ``src`` order; the merge is redone only when the
+segment layout changes. Besides the out-runs and the in-runs, each node has one
+run holding its out-edges then its in-edges, so a hop both ways (the default)
+is one offsets lookup and one gather of contiguous runs. A large frontier's
+runs are touched before the gather, so their cache misses overlap. The small
+mutable tail is scanned once per index generation into the same shape, and its
+rows are counted on every hop that consults it. ``_source`` is never read: a
+segment sealed without a column the hop needs is skipped and counted.
 """
 
 from __future__ import annotations

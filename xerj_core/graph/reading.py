@@ -106,6 +106,16 @@ def edge_ids(reader: IndexReader, rows: list[int], srcs: list[str], types: list[
     return out
 
 
+def _dictionary(reader: IndexReader, field: str) -> Any:
+    """The field's keyword dictionary, looked up once per generation of the index (each lookup is a read)."""
+    return reader.memo(("xerj.graph", "dictionary", field), lambda: reader.field_dictionary(field))
+
+
+def _with_absent(reader: IndexReader, field: str) -> list[str | None]:
+    """A small dictionary's terms by ordinal, then None: an absent ordinal (-1) reads as None."""
+    return reader.memo(("xerj.graph", "with-absent", field), lambda: [*reader.field_dictionary(field).terms, None])
+
+
 def _one_table(chosen: list[HopEdges]) -> tuple[Any, np.ndarray, np.ndarray] | None:
     """``(table, src-ordered positions, followed out)`` of every chosen edge when they all lie in one edge table
     (the usual ego: the sealed view alone), in the hops' order; else None."""
@@ -149,7 +159,7 @@ class GraphReading:
     def _ordinals(reader: IndexReader, field: str, terms: Iterable[str]) -> np.ndarray:
         if reader.field(field) is None:
             return np.empty(0, np.int64)
-        return reader.field_dictionary(field).lookup(terms)
+        return _dictionary(reader, field).lookup(terms)
 
     def _run_hops(self, reader: IndexReader, seeds: list[str], *, hops: int, direction: str, filters: Filters,
                   counters: dict[str, int]) -> list[HopEdges]:
@@ -296,9 +306,8 @@ class GraphReading:
             # packed ids); the tail's through the id index.
             ids = [name for picked in chosen for name in picked.named()]
         hops = [picked.hop for picked in chosen for _ in range(len(picked))]
-        node_terms = reader.field_dictionary("src").terms
-        type_terms = [*reader.field_dictionary("type").terms, None]  # an absent ordinal (-1) reads as None
-        trust_terms = [*reader.field_dictionary("trust").terms, None]
+        node_terms = _dictionary(reader, "src").terms
+        type_terms, trust_terms = _with_absent(reader, "type"), _with_absent(reader, "trust")
         srcs = list(map(node_terms.__getitem__, src.tolist()))
         dsts = list(map(node_terms.__getitem__, dst.tolist()))
         types = list(map(type_terms.__getitem__, type_.tolist()))
