@@ -26,9 +26,7 @@ What each BM25 side does per query (printed again at the top of the run):
 * the "after a write" row puts one document before each timed query, so every
   query meets a new index generation (the tail grows; nothing is rebuilt).
 
-The hybrid runs its kNN leg's scan on a worker thread while the calling thread ranks the BM25 leg (the
-scan's numpy loop releases the GIL), so on two cores it takes about the longer leg; the run prints the
-thread count. The hybrid section also times the exact kNN scan alone (``knn_top`` over the
+The hybrid section also times the exact kNN scan alone (``knn_top`` over the
 same filter and k, no request around it) and prints it as a share of the two
 legs' sum: a hybrid returning the same hits runs that very scan, so the share
 bounds how far below the sum sharing work can bring it.
@@ -46,7 +44,6 @@ from pathlib import Path
 
 import numpy as np
 
-from xerj_core.query import beside
 from xerj_core.query.bm25 import bm25_top
 from xerj_core.query.knn import blas_info, knn_top
 from xerj_core.query.service import SearchService
@@ -323,11 +320,10 @@ def bench_hybrid(args, workdir: Path) -> dict:
             return knn_top(reader, "vec", item[1], 10, service.filter_mask(reader, flt))
 
     contenders["knn scan alone"] = scan_alone
-    print(f"  the hybrid's kNN scan runs on a worker thread beside its BM25 leg when it reads at least "
-          f"{beside.WORTH_FLOATS:,} floats (this one: {args.hybrid_docs * args.dims // 2:,} after the filter) and "
-          f"the machine has {beside.workers()} worker threads for it ({os.cpu_count()} CPUs; 0 = one after the "
-          f"other); the scan is numpy's einsum loop on one thread (BLAS present: {blas_info()}); both legs and "
-          f"the hybrid return the same hits as one after the other (tests/test_query_beside.py)", flush=True)
+    print(f"  every side runs on the calling thread: the kNN scan is numpy's einsum loop, one thread "
+          f"({os.cpu_count()} CPUs; BLAS present but not used by the scan: {blas_info()}); the filter keeps "
+          f"{args.hybrid_docs // 2:,} of {args.hybrid_docs:,} docs, so the scan reads "
+          f"{args.hybrid_docs * args.dims:,} floats", flush=True)
     gc.disable()
     try:
         for fn in contenders.values():

@@ -46,11 +46,10 @@ from xerj_core.memory.graphrecall import BLEND_SEEDS, Expansion, expand_graph
 from xerj_core.memory.rerank import blend_graph, blend_recency
 from xerj_core.memory.tombstones import tombstone_index
 from xerj_core.memory.rerank import overfetch as rerank_overfetch
-from xerj_core.query.beside import beside
 from xerj_core.query.bm25 import bm25_top
 from xerj_core.query.evaluate import filter_mask
 from xerj_core.query.fusion import fuse
-from xerj_core.query.knn import KnnPlan, knn_plan, knn_top
+from xerj_core.query.knn import knn_top
 from xerj_core.query.ranking import Ranked
 from xerj_core.store import ABSENT_INT, IndexReader
 
@@ -533,27 +532,21 @@ class MemoryService:
             return knn_top(reader, VECTOR_FIELD, np.asarray(request.vector, np.float32), fetch, mask)
         if request.mode == "bm25":
             return bm25_top(reader, TEXT_FIELD, request.query, fetch, mask)
-        scan = self._semantic(reader, request.query, fetch, mask)
+        semantic = self._semantic(reader, request.query, fetch, mask)
         if request.mode == "semantic":
-            return scan.run() if scan is not None else Ranked.empty()
-        if scan is None:
-            semantic, lexical = Ranked.empty(), bm25_top(reader, TEXT_FIELD, request.query, fetch, mask)
-        else:  # the vector scan on a worker thread while this one ranks the words (same snapshot, same mask)
-            semantic, lexical = beside(scan.run, lambda: bm25_top(reader, TEXT_FIELD, request.query, fetch, mask),
-                                       floats=scan.floats)
+            return semantic
+        lexical = bm25_top(reader, TEXT_FIELD, request.query, fetch, mask)
         return fuse([lexical, semantic], method=request.fusion, rank_constant=RANK_CONSTANT, window=fetch, k=fetch)
 
-    def _semantic(self, reader: IndexReader, query: str, fetch: int, mask: np.ndarray) -> KnnPlan | None:
-        """The query's vector scan, planned (see :class:`~xerj_core.query.knn.KnnPlan`); None when nothing
-        can be near it."""
+    def _semantic(self, reader: IndexReader, query: str, fetch: int, mask: np.ndarray) -> Ranked:
         field = active_text_vector(reader.mapping.fields)
         if field is None:
-            return None
+            return Ranked.empty()
         embedded = self._embed(self._embedder_for(reader), query)
         if not np.any(embedded):
             # A query with no features is near nothing; ranking every memory at cosine 0 would be noise.
-            return None
-        return knn_plan(reader, field.path, embedded, fetch, mask)
+            return Ranked.empty()
+        return knn_top(reader, field.path, embedded, fetch, mask)
 
     @staticmethod
     def _trust_mask(reader: IndexReader, states: tuple[str, ...], known_at: int | None, candidates: np.ndarray

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import attrs
 import numpy as np
 
 from xerj_core.errors import IllegalArgument
@@ -171,75 +170,38 @@ def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
     per-row score array is built. Errors: unmapped or non-``dense_vector``
     field, or a vector of the wrong dimension (``IllegalArgument``).
     """
-    return knn_plan(reader, field, vector, k, filter_mask, min_similarity=min_similarity).run()
-
-
-@attrs.frozen
-class KnnPlan:
-    """:func:`knn_top` split in two: the snapshot is read when the plan is made, :meth:`run` only computes.
-
-    ``run`` touches no reader (its arrays stay valid while the snapshot's
-    transaction is open) and spends its time in numpy loops that release the
-    GIL, so it can run on a worker thread beside other work over the same
-    snapshot (see :mod:`xerj_core.query.beside`). ``floats`` is how many vector
-    components the scan reads, a measure of whether that is worth a thread.
-    """
-
-    metric: str
-    query: np.ndarray
-    query_norm: float
-    query_sq: float
-    k: int
-    min_similarity: float | None
-    parts: tuple  # (start, values, wanted, inverse, squared) per part holding a wanted row
-    floats: int
-
-    def run(self) -> Ranked:
-        if self.k <= 0:
-            return Ranked.empty()
-        metric, k, min_similarity = self.metric, self.k, self.min_similarity
-        rows, raws = [], []
-        for start, values, wanted, inverse, squared in self.parts:
-            local, raw = _part_raw(metric, self.query, self.query_norm, self.query_sq, values, inverse, squared,
-                                   wanted)
-            valid = wanted if local is None else None
-            if min_similarity is not None:
-                passed = (raw <= min_similarity) if metric == "l2_norm" else (raw >= min_similarity)
-                valid = passed if valid is None else valid & passed
-            better = -raw if metric == "l2_norm" else raw  # larger is nearer
-            if valid is not None and not valid.all():
-                better = np.where(valid, better, -np.inf)
-            if len(better) > k:
-                cut = len(better) - k
-                kth = np.partition(better, cut)[cut]
-                chosen = better >= kth
-                if valid is not None:
-                    chosen &= valid
-                chosen = np.flatnonzero(chosen)
-            else:
-                chosen = np.flatnonzero(valid) if valid is not None else np.arange(len(better))
-            rows.append(start + (chosen if local is None else local[chosen]))
-            raws.append(raw[chosen])
-        if not rows:
-            return Ranked.empty()
-        raw = np.concatenate(raws).astype(np.float64)
-        return select_top(np.concatenate(rows), _score(metric, raw), k)
-
-
-def knn_plan(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
-             filter_mask: np.ndarray | None = None, *, min_similarity: float | None = None) -> KnnPlan:
-    """:func:`knn_top`'s plan: the field checked, its parts and their wanted rows read from ``reader`` now
-    (the same errors as ``knn_top``, raised here); the scan itself waits for :meth:`KnnPlan.run`."""
     query, metric, query_norm, query_sq = _query(reader, field, vector)
-    parts, floats = [], 0
-    if k > 0:
-        candidates = reader.live if filter_mask is None else reader.live & filter_mask
-        for start, end, values, present, inverse, squared in _parts(reader, field):
-            wanted = present & candidates[start:end]
-            if wanted.any():
-                parts.append((start, values, wanted, inverse, squared))
-                floats += values.size
-    return KnnPlan(metric, query, query_norm, query_sq, k, min_similarity, tuple(parts), floats)
+    if k <= 0:
+        return Ranked.empty()
+    candidates = reader.live if filter_mask is None else reader.live & filter_mask
+    rows, raws = [], []
+    for start, end, values, present, inverse, squared in _parts(reader, field):
+        wanted = present & candidates[start:end]
+        if not wanted.any():
+            continue
+        local, raw = _part_raw(metric, query, query_norm, query_sq, values, inverse, squared, wanted)
+        valid = wanted if local is None else None
+        if min_similarity is not None:
+            passed = (raw <= min_similarity) if metric == "l2_norm" else (raw >= min_similarity)
+            valid = passed if valid is None else valid & passed
+        better = -raw if metric == "l2_norm" else raw  # larger is nearer
+        if valid is not None and not valid.all():
+            better = np.where(valid, better, -np.inf)
+        if len(better) > k:
+            cut = len(better) - k
+            kth = np.partition(better, cut)[cut]
+            chosen = better >= kth
+            if valid is not None:
+                chosen &= valid
+            chosen = np.flatnonzero(chosen)
+        else:
+            chosen = np.flatnonzero(valid) if valid is not None else np.arange(len(better))
+        rows.append(start + (chosen if local is None else local[chosen]))
+        raws.append(raw[chosen])
+    if not rows:
+        return Ranked.empty()
+    raw = np.concatenate(raws).astype(np.float64)
+    return select_top(np.concatenate(rows), _score(metric, raw), k)
 
 
 def blas_info() -> str:

@@ -31,7 +31,6 @@ import numpy as np
 from xerj_core.errors import IllegalArgument, IndexNotFound, SearchContextMissing
 from xerj_core.query import aggs as aggs_module
 from xerj_core.query import bm25, dsl, fusion, knn
-from xerj_core.query.beside import beside
 from xerj_core.query.contexts import SearchContexts, parse_keep_alive
 from xerj_core.query.evaluate import Evaluator
 from xerj_core.query.evaluate import filter_mask as _filter_mask
@@ -360,23 +359,15 @@ class SearchService:
         return parts
 
     def _knn_global(self, node: dsl.Knn, readers, k: int, shared: list[dict] | None = None) -> Ranked:
-        return self._knn_plan(node, readers, k, shared)[0]()
-
-    @staticmethod
-    def _knn_plan(node: dsl.Knn, readers, k: int, shared: list[dict] | None = None
-                  ) -> tuple[Callable[[], Ranked], int]:
-        """The kNN leg's scan over every reader as one call that reads no snapshot (each reader's filter and
-        parts are read now), and how many vector components it scans (see :mod:`.beside`)."""
         if node.vector is None:
             raise IllegalArgument(f"[knn] on field [{node.field}] has no query vector")
-        plans = []
+        ranked = []
         for index, reader in enumerate(readers):
             evaluator = Evaluator(reader, shared=shared[index] if shared is not None else None)
             candidates = evaluator.filter(node.filter) if node.filter else None
-            plans.append(knn.knn_plan(reader, node.field, node.vector, k, candidates,
-                                      min_similarity=node.similarity))
-        return (lambda: _merge([_keyed(plan.run(), index) for index, plan in enumerate(plans)], k),
-                sum(plan.floats for plan in plans))
+            ranked.append(_keyed(knn.knn_top(reader, node.field, node.vector, k, candidates,
+                                             min_similarity=node.similarity), index))
+        return _merge(ranked, k)
 
     def _ranked_search(self, request: SearchRequest, readers, sort: tuple[SortKey, ...] | None = None,
                        after: Sequence[Any] | None = None, tiebreak: bool = False):
@@ -479,48 +470,25 @@ class SearchService:
 
         ``shared`` holds, per reader, the filter masks the legs of one request have computed (one snapshot)."""
         if isinstance(node, dsl.Hybrid):
-            legs = self._hybrid_legs(node, readers, shared)
+            legs = [self._rank_leg(leg, readers, node.rank_window_size, shared) for leg in node.legs]
             fused = fusion.fuse([ranking for ranking, _ in legs], method=node.fusion,
                                 rank_constant=node.rank_constant, weights=node.weights,
                                 normalizers=node.normalizers or "none", window=node.rank_window_size)
             masks = [np.logical_or.reduce([leg_masks[i] for _, leg_masks in legs]) for i in range(len(readers))]
             return fused.head(window), masks
         if isinstance(node, dsl.Knn):
-            ranked = self._knn_global(node, readers, self._knn_k(node, window), shared)
-            return ranked, self._knn_masks(ranked, readers)
+            k = min(node.k or node.num_candidates or window, max(window, 1))
+            ranked = self._knn_global(node, readers, k, shared)
+            masks = [np.zeros(r.n_rows, bool) for r in readers]
+            for key in ranked.rows.tolist():
+                masks[key >> _ROW_BITS][key & _ROW_MASK] = True
+            return ranked, masks
         parts, masks = [], []
         for index, reader in enumerate(readers):
             mask, scores = Evaluator(reader, default_knn_k=window, shared=shared[index]).evaluate(node)
             masks.append(mask)
             parts.append(_keyed(top_k(scores, mask, window), index))
         return _merge(parts, window), masks
-
-    def _hybrid_legs(self, node: dsl.Hybrid, readers, shared: list[dict]) -> list[tuple[Ranked, list[np.ndarray]]]:
-        """Every leg's ranking and matches, in leg order. A kNN leg's scan runs on a worker thread while this
-        one ranks the other legs (see :mod:`.beside`); its filter is evaluated first, here, so the legs sharing
-        that filter find its mask computed once."""
-        window = node.rank_window_size
-        scans = [i for i, leg in enumerate(node.legs) if isinstance(leg, dsl.Knn)]
-        if not scans or len(scans) == len(node.legs):
-            return [self._rank_leg(leg, readers, window, shared) for leg in node.legs]
-        first = scans[0]
-        leg = node.legs[first]
-        scan, floats = self._knn_plan(leg, readers, self._knn_k(leg, window), shared)
-        ranked, others = beside(scan, lambda: [self._rank_leg(other, readers, window, shared)
-                                               for i, other in enumerate(node.legs) if i != first], floats=floats)
-        others.insert(first, (ranked, self._knn_masks(ranked, readers)))
-        return others
-
-    @staticmethod
-    def _knn_k(node: dsl.Knn, window: int) -> int:
-        return min(node.k or node.num_candidates or window, max(window, 1))
-
-    @staticmethod
-    def _knn_masks(ranked: Ranked, readers) -> list[np.ndarray]:
-        masks = [np.zeros(r.n_rows, bool) for r in readers]
-        for key in ranked.rows.tolist():
-            masks[key >> _ROW_BITS][key & _ROW_MASK] = True
-        return masks
 
     def _fused_search(self, request: SearchRequest, readers):
         hybrid = request.hybrid
