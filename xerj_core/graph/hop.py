@@ -314,17 +314,16 @@ class EdgeTable:
             hot = packed[idx]
         fresh = None
         if out is None:  # an in-edge from a frontier node is the out-edge already met
-            far = hot & self.low
-            if usable.size == 1:
-                met = far == usable[0]
-            elif usable.size > BITMAP_AT:
-                seen = np.zeros(width, bool)
-                seen[usable] = True
-                met = seen[far.astype(np.intp)]
+            if usable.size > BITMAP_AT:
+                # one lookup by far end and in bit together: fresh unless an in-edge's far end is in the frontier
+                fresh_at = np.ones(2 * self.inbit, bool)
+                fresh_at[usable + self.inbit] = False
+                fresh = fresh_at[(hot & (self.low | self.inbit)).astype(np.intp)]
             else:
-                met = member(far, usable)
-            met &= (hot & self.inbit).astype(bool)
-            fresh = ~met
+                far = hot & self.low
+                met = far == usable[0] if usable.size == 1 else member(far, usable)
+                met &= (hot & self.inbit).astype(bool)
+                fresh = ~met
         # the met edges are dropped with the screen's own cut (one pass instead of two)
         return [Part(cols, idx, out, check_live, (self.valid_max, self.invalid_min), hot, self, fresh)]
 
@@ -779,20 +778,6 @@ def _take(cols: Any, field: str, idx: np.ndarray) -> np.ndarray:
     return cols.take(field, idx) if isinstance(cols, _InOrder) else cols[field][idx]
 
 
-def _count_out(keep: np.ndarray | None, passed: np.ndarray) -> int:
-    """How many edges still kept fail this mask (each withheld edge is counted by its first mask)."""
-    if keep is None:
-        return int(passed.size - np.count_nonzero(passed))
-    return int(np.count_nonzero(keep) - np.count_nonzero(keep & passed))
-
-
-def _both(keep: np.ndarray | None, passed: np.ndarray) -> np.ndarray:
-    if keep is None:
-        return passed
-    keep &= passed
-    return keep
-
-
 def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndarray, direction: str,
             filters: Filters, counters: dict[str, int]) -> None:
     """Keep the live edges no earlier hop met that pass the bitemporal, type, trust and confidence masks.
@@ -800,38 +785,54 @@ def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndar
     An earlier hop met exactly the edges whose far end lies in an earlier
     frontier (``previous``); with ``both``, an edge joining two frontier nodes
     is met once, as ``out``. Dead (overwritten) rows are not edges and are not counted.
-    ``keep`` stays None while every edge is kept, which spares a pass per mask.
+    Each mask is one pass and one count (see :class:`_Kept`).
     """
-    keep = part.fresh
+    kept = _Kept(part.fresh, part.idx.size)
     part.fresh = None
     if part.check_live:
-        keep = _both(keep, view.live[part.get("row")])
+        kept.cut(view.live[part.get("row")])
     if direction == BOTH and previous.size:
-        keep = _both(keep, ~member(part.get("other"), previous))
+        kept.cut(~member(part.get("other"), previous))
     valid_max, invalid_min = part.bounds if part.bounds is not None else (ABSENT_INT, -ABSENT_INT - 1)
     passed = part.get("valid_at") <= filters.as_of if filters.as_of < valid_max else None
     if not filters.include_expired and filters.as_of >= invalid_min:
         alive = part.alive_at(filters.as_of)
         passed = alive if passed is None else passed & alive
     if passed is not None:
-        counters["expired_excluded"] += _count_out(keep, passed)
-        keep = _both(keep, passed)
+        counters["expired_excluded"] += kept.cut(passed)
     for name, field, allowed in (("type_filtered", "type", filters.type_ords),
                                  ("trust_filtered", "trust", filters.trust_ords)):
         if allowed is not None:
-            passed = member(part.get(field), allowed)
-            counters[name] += _count_out(keep, passed)
-            keep = _both(keep, passed)
+            counters[name] += kept.cut(member(part.get(field), allowed))
     if filters.refused_trust_ords is not None:
-        passed = ~member(part.get("trust"), filters.refused_trust_ords)
-        counters["trust_filtered"] += _count_out(keep, passed)
-        keep = _both(keep, passed)
+        counters["trust_filtered"] += kept.cut(~member(part.get("trust"), filters.refused_trust_ords))
     if filters.min_confidence is not None:
-        passed = part.get("confidence") >= np.float32(filters.min_confidence)
-        counters["confidence_filtered"] += _count_out(keep, passed)
-        keep = _both(keep, passed)
-    if keep is not None and not keep.all():
-        part.keep(keep)
+        counters["confidence_filtered"] += kept.cut(part.get("confidence") >= np.float32(filters.min_confidence))
+    if kept.count < kept.size:
+        part.keep(kept.mask)
+
+
+class _Kept:
+    """The edges of a part still kept while it is screened (``mask`` None while every one is) and their count.
+
+    Each cut is one pass over the part and one count: the count says both how many the cut withheld and, at
+    the end, whether anything was cut at all."""
+
+    __slots__ = ("mask", "size", "count")
+
+    def __init__(self, mask: np.ndarray | None, size: int) -> None:
+        self.mask = mask  # the screen's own array: cut in place
+        self.size = size
+        self.count = size if mask is None else int(np.count_nonzero(mask))
+
+    def cut(self, passed: np.ndarray) -> int:
+        """Keep only the kept edges ``passed`` (a fresh array, taken over) also keeps; how many it withheld."""
+        if self.mask is None:
+            self.mask = passed
+        else:
+            np.logical_and(self.mask, passed, out=self.mask)
+        before, self.count = self.count, int(np.count_nonzero(self.mask))
+        return before - self.count
 
 
 def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, filters: Filters,
