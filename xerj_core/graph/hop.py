@@ -541,7 +541,7 @@ class HopEdges:
         self.frontier = frontier  # the node ordinals this hop expanded from
         self._cols: dict[str, np.ndarray] = {}
         self._rank: np.ndarray | None = None
-        self._size = sum(int(p.idx.size) for p in parts)  # the parts are screened before they get here
+        self._size = sum(p.size for p in parts)  # the parts are screened before they get here
         self._placed: list[tuple[EdgeTable, np.ndarray, np.ndarray]] | None = None
 
     def __len__(self) -> int:
@@ -722,13 +722,26 @@ class Part:
     """Candidate edges: indices into an edge table's columns, and whether each was followed out (src → dst)."""
 
     cols: Any
-    idx: np.ndarray
+    _idx: np.ndarray  # see ``idx``
     out: bool | np.ndarray | None  # None: each edge's own in bit says (a both-ways part, see EdgeTable._both_runs)
     check_live: bool = True  # False when every row the part can reach is known live
     bounds: tuple[int, int] | None = None  # the largest valid_at and smallest invalid_at it can reach
     hot: np.ndarray | None = None  # per edge, the packed far end and invalid_at rank (see EdgeTable._packing)
     table: "EdgeTable | None" = None  # the table ``hot`` was gathered from
     fresh: np.ndarray | None = None  # edges not already met this hop (None: all); the screen starts from it
+    _kept: np.ndarray | None = attrs.field(default=None, init=False)  # places of ``_idx`` kept, not yet taken
+
+    @property
+    def idx(self) -> np.ndarray:
+        """Each edge's place in ``cols``. A screen's cut is applied to it only when it is first read: a hop
+        whose caller wants the far ends alone (the next frontier) never gathers the places."""
+        if self._kept is not None:
+            self._idx, self._kept = self._idx.take(self._kept), None
+        return self._idx
+
+    @property
+    def size(self) -> int:
+        return int(self._idx.size if self._kept is None else self._kept.size)
 
     def directions(self) -> bool | np.ndarray:
         """Whether the edges were followed out (src → dst): one bool for the whole part, or one per edge."""
@@ -738,15 +751,15 @@ class Part:
         return (packed & self.table.inbit) == 0
 
     def get(self, field: str) -> np.ndarray:
-        cols, idx = self.cols, self.idx
         if field == "out":
             out = self.directions()
-            return np.full(idx.size, out) if isinstance(out, bool) else out
+            return np.full(self.size, out) if isinstance(out, bool) else out
         if self.hot is not None:
             if field == "other":
                 return (self.hot & self.table.low).astype(np.int64)
             if field == "invalid_at":  # the rank sits above the in bit in a both-ways part
                 return self.table.instants[self.hot >> (self.table.shift + (self.out is None))]
+        cols, idx = self.cols, self.idx
         if field in ("other", "near"):
             if "out" in cols:  # a selection already carries its ends
                 return cols[field][idx]
@@ -767,7 +780,7 @@ class Part:
     def keep(self, mask: np.ndarray) -> None:
         # the kept places found once and taken from each array: one boolean pass rather than one per array
         kept = np.flatnonzero(mask)
-        self.idx = self.idx.take(kept)
+        self._kept = kept if self._kept is None else self._kept.take(kept)
         if self.hot is not None:
             self.hot = self.hot.take(kept)
         if isinstance(self.out, np.ndarray):
@@ -787,7 +800,7 @@ def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndar
     is met once, as ``out``. Dead (overwritten) rows are not edges and are not counted.
     Each mask is one pass and one count (see :class:`_Kept`).
     """
-    kept = _Kept(part.fresh, part.idx.size)
+    kept = _Kept(part.fresh, part.size)
     part.fresh = None
     if part.check_live:
         kept.cut(view.live[part.get("row")])
@@ -866,7 +879,7 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
                                                                                                    direction)
         for part in parts:
             _screen(view, part, frontier, previous, direction, filters, counters)
-        parts = [p for p in parts if p.idx.size]
+        parts = [p for p in parts if p.size]
         if not parts:
             break
         edges = HopEdges(hop, parts, frontier)
