@@ -289,22 +289,28 @@ class GraphReading:
         if placed is not None:  # every pick in one edge table: each field is one take from it
             table, position, out = placed
             cols = table.cols
-            row, src, dst = cols["row"].take(position), cols["src"].take(position), cols["dst"].take(position)
+            src, dst = cols["src"].take(position), cols["dst"].take(position)
             type_, valid, invalid = cols["type"].take(position), cols["valid_at"].take(position), \
                 cols["invalid_at"].take(position)
             weight, trust = cols["weight"].take(position), cols["trust"].take(position)
             ids = table.named(position) if table.ids is not None else [None] * position.size
+
+            def rows() -> np.ndarray:
+                return cols["row"].take(position)
         else:
             def gather(field: str) -> np.ndarray:
                 return np.concatenate([picked.column(field) for picked in chosen]) if len(chosen) > 1 \
                     else chosen[0].column(field)
 
-            row, out, src, dst = gather("row"), gather("out"), gather("src"), gather("dst")
+            out, src, dst = gather("out"), gather("src"), gather("dst")
             type_, valid, invalid = gather("type"), gather("valid_at"), gather("invalid_at")
             weight, trust = gather("weight"), gather("trust")
             # Sealed rows are named from the ids their table keeps in its order (else from their segment's
             # packed ids); the tail's through the id index.
             ids = [name for picked in chosen for name in picked.named()]
+
+            def rows() -> np.ndarray:
+                return gather("row")
         hops = [picked.hop for picked in chosen for _ in range(len(picked))]
         node_terms = _dictionary(reader, "src").terms
         type_terms, trust_terms = _with_absent(reader, "type"), _with_absent(reader, "trust")
@@ -312,14 +318,15 @@ class GraphReading:
         dsts = list(map(node_terms.__getitem__, dst.tolist()))
         types = list(map(type_terms.__getitem__, type_.tolist()))
         valids = valid.tolist()
-        if None in ids:
+        if None in ids:  # rows the table keeps no id of (the tail's): named from the rows themselves
             missing = [i for i, name in enumerate(ids) if name is None]
-            rows = row.tolist()
+            row = rows()
             for i, name in zip(missing, self.views.row_ids.ids(reader, row[missing])):
                 ids[i] = name
             missing = [i for i in missing if ids[i] is None]
             if missing:
-                named = edge_ids(reader, [rows[i] for i in missing], [srcs[i] for i in missing],
+                row_list = row.tolist()
+                named = edge_ids(reader, [row_list[i] for i in missing], [srcs[i] for i in missing],
                                  [types[i] for i in missing], [dsts[i] for i in missing],
                                  [valids[i] for i in missing])
                 for i, name in zip(missing, named):
