@@ -291,6 +291,9 @@ def main() -> None:
     parser.add_argument("--degree", type=int, default=5)
     parser.add_argument("--memories", type=int, default=2000)
     parser.add_argument("--client", choices=["auto", "wrk", "python"], default="auto")
+    parser.add_argument("--audit-reads", choices=["all", "reserved", "none"], default="reserved",
+                        help="passed to xerj serve (and used in process): reserved, the default, appends and "
+                             "fdatasyncs an audit entry for every ego and recall")
     parser.add_argument("--bare-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--body-file", help=argparse.SUPPRESS)
@@ -303,7 +306,7 @@ def main() -> None:
     client = args.client if args.client != "auto" else ("wrk" if shutil.which("wrk") else "python")
     load = run_wrk if client == "wrk" else run_python
     print(f"client {client}; {args.workers} gunicorn sync workers per server; {args.connections} connections; "
-          f"{args.duration:g}s per measurement; {os.cpu_count()} CPUs")
+          f"{args.duration:g}s per measurement; {os.cpu_count()} CPUs; --audit-reads {args.audit_reads}")
     with tempfile.TemporaryDirectory(prefix="xerj-bench-http-") as tmp:
         data = Path(tmp) / "data"
         started = time.perf_counter()
@@ -311,12 +314,12 @@ def main() -> None:
         print(f"seeded {args.nodes * args.degree} edges over {args.nodes} nodes and {args.memories} memories "
               f"in {time.perf_counter() - started:.1f}s")
 
-        in_process = wsgi_costs(data)
+        in_process = wsgi_costs(data, args.audit_reads)
         sqlite_ms = sqlite_two_hop_ms(args.nodes, args.degree, "n1", T0 + 1)
         xerj_port, bare_port, secured_port = free_port(), free_port(), free_port()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         serve = [sys.executable, "-c", "from xerj_core.cli import main; main()", "serve", "--data-dir", str(data),
-                 "--workers", str(args.workers)]
+                 "--workers", str(args.workers), "--audit-reads", args.audit_reads]
         xerj = subprocess.Popen([*serve, "--port", str(xerj_port), "--insecure"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         bare = secured = None
@@ -449,7 +452,7 @@ def scoped_key(data: Path, port: int, proc: subprocess.Popen) -> dict[str, str]:
     return {"Authorization": "ApiKey " + orjson.loads(minted)["encoded"]}
 
 
-def wsgi_costs(data: Path, calls: int = 3000) -> dict[str, float]:
+def wsgi_costs(data: Path, audit_reads: str, calls: int = 3000) -> dict[str, float]:
     """The cost of one WSGI call with no network: the HTTP layer's own overhead, free of loopback noise."""
     import falcon
     from falcon.testing import create_environ
@@ -483,9 +486,11 @@ def wsgi_costs(data: Path, calls: int = 3000) -> dict[str, float]:
     pm = get_plugin_manager()
     ego = (f"/_graph/{BRAIN}/ego", f"node=n1&hops=2&as_of={T0 + 1}")
     with Engine(data, pm) as engine:
+        engine.config.audit_reads = audit_reads
         app = create_app(engine, pm, insecure=True)
         secured = create_app(engine, pm)
-        key = secured.auth_backends[0].keys.mint("bench-in-process", role_descriptors={"bench": {"indices": [
+        api_keys = next(b for b in secured.auth_backends if b.name == "api_key").keys  # not the first backend
+        key = api_keys.mint("bench-in-process", role_descriptors={"bench": {"indices": [
             {"names": [f".xerj-memory-{BRAIN}-edges", f".xerj-memory-{BRAIN}"], "privileges": ["read"]}]}})
         auth = {"Authorization": "ApiKey " + key["encoded"]}
         search = (f"/.xerj-memory-{BRAIN}/_search", "q=text:w3&size=10")
