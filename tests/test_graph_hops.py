@@ -390,3 +390,56 @@ def test_packed_ids_of_an_older_file_layout_are_removed(engine):
     assert engine.graph.ego("b", params)["edges"] == expected["edges"]
     assert not stale.exists()
     assert sorted(views.glob(f"*.ids.*@{rowids._FORMAT}")) == current
+
+
+@pytest.mark.parametrize("as_of", [T0 + 500, T0 + 10**12])
+def test_large_frontier_hops_match_brute_force(tmp_path, as_of):
+    """Frontiers past the sizes where a hop touches its runs first (16 nodes) and dedups both ways through a
+    table lookup (2,048 nodes): out, in and both give the brute-force edges, each once, followed the way it
+    was met, with expired_excluded counted once per edge; sealed rows and the tail alike."""
+    from xerj_core.graph import hop
+
+    rng = np.random.default_rng(12)
+    n_nodes, n_edges = 3000, 12_000
+    src = rng.integers(0, n_nodes, n_edges)
+    dst = (src + rng.integers(1, n_nodes, n_edges)) % n_nodes  # never a self-edge
+    valid = T0 + rng.integers(0, 1000, n_edges)
+    with Engine(tmp_path / "data", config=EngineConfig(tail_rows=4096)) as engine:
+        for lo in range(0, n_edges, 2000):
+            engine.graph.write_edges("b", [EdgeDraft(f"n{src[i]}", f"n{dst[i]}", "cites", "d@1", 0.5, 0.9,
+                                                     int(valid[i])) for i in range(lo, lo + 2000)],
+                                     created_at=T0)
+        retired = rng.choice(n_edges, 2000, replace=False)
+        docs, _, _ = stored_edges(engine.store)
+        by_claim = {(d["src"], d["dst"], d["valid_at"]): eid for eid, (d, _) in docs.items()}
+        engine.graph.invalidate_edges("b", edge_ids=[by_claim[(f"n{src[i]}", f"n{dst[i]}", int(valid[i]))]
+                                                     for i in retired], at=T0 + 700)
+        docs, tail_count, dictionary = stored_edges(engine.store)
+        assert tail_count > 0 and len(docs) > tail_count  # both the sealed view and the tail hold edges
+        for size in (40, 2500):
+            names = {f"n{i}" for i in rng.choice(n_nodes, size, replace=False)}
+            frontier = np.sort(dictionary.lookup(sorted(names)))
+            for direction in ("out", "in", "both"):
+                expected, expired = {}, 0
+                for eid, (doc, _row) in docs.items():
+                    out = direction != "in" and doc["src"] in names
+                    into = direction != "out" and doc["dst"] in names
+                    if not (out or into):
+                        continue
+                    if doc["valid_at"] > as_of or (doc.get("invalid_at") is not None and doc["invalid_at"] <= as_of):
+                        expired += 1
+                    else:
+                        expected[eid] = out
+                counters = hop.new_counters()
+                with engine.store.reader(EDGES) as reader:
+                    view = engine.graph.views.graph(reader)
+                    found = hop.expand(view, frontier, hops=1, direction=direction,
+                                       filters=hop.Filters(as_of=as_of), counters=counters)
+                    got = {reader.id_of(int(row)): bool(out) for row, out in
+                           zip(found[0].column("row").tolist(), found[0].column("out").tolist())}
+                    others = found[0].others
+                assert len(got) == len(found[0])  # each edge once
+                assert got == expected, (size, direction)
+                assert counters["expired_excluded"] == expired
+                ends = {docs[eid][0]["dst" if out else "src"] for eid, out in got.items()}
+                assert set(dictionary.terms[o] for o in others.tolist()) == ends
