@@ -425,6 +425,37 @@ class IndexWrite:
         _put_all(raw, db["ids"], id_entries)
         return results
 
+    def append_new(self, rows: Sequence[tuple[str, bytes, dict[str, Any]]]) -> None:
+        """Write documents as :meth:`put` writes new ones (version 1, the next rows in order), for a caller that
+        checked their ids are distinct and absent from this index and built each record itself:
+        ``(doc_id, source JSON, record)`` per document. Sources and ids go through one cursor each."""
+        ix, start = self.ix, self.state.next_row
+        sources, id_entries = [], []
+        row_key, pack_source, u64 = keys.row_key, keys.pack_source, keys.u64
+        for row, (doc_id, source, record) in enumerate(rows, start):
+            check_doc_id(doc_id)
+            sources.append((row_key(ix, row), pack_source(1, doc_id, source)))
+            id_entries.append((keys.id_key(ix, doc_id), u64(row)))
+            self.pending.append((row, record))
+            self.put_ids.append(doc_id)
+        self.state.next_row += len(rows)
+        self.state.live += len(rows)
+        _put_all(self.txn.raw, self.txn.dbs["src"], sources)
+        _put_all(self.txn.raw, self.txn.dbs["ids"], id_entries)
+
+    def rows_of(self, doc_ids: Sequence[str]) -> dict[str, int]:
+        """The rows of those of ``doc_ids`` stored in this index, found in one pass in key order."""
+        ix = self.ix
+        wanted = sorted(keys.id_key(ix, doc_id) for doc_id in doc_ids)
+        raw, db = self.txn.raw, self.txn.dbs["ids"]
+        if isinstance(raw, lmdb.Transaction):
+            with raw.cursor(db=db) as cur:
+                found = cur.getmulti(wanted)
+        else:  # a database store fetches them in one round trip first (xerj_postgres.kv.Txn.prefetch)
+            getattr(raw, "prefetch", lambda _db, _keys: None)(db, wanted)
+            found = [(k, v) for k, v in ((k, raw.get(k, db=db)) for k in wanted) if v is not None]
+        return {bytes(k[4:]).decode(): keys.read_u64(v) for k, v in found}
+
     def _resolve(self, prepared: Batched) -> dict[str, Any]:
         """A batched record with its dictionary misses given ordinals, as :meth:`WritePlan.record` would."""
         record, misses = prepared
