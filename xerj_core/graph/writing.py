@@ -21,6 +21,7 @@ from xerj_core.graph.brain import (
     rejection_id,
     validate_brain_name,
 )
+from xerj_core.graph import edgebatch
 from xerj_core.graph.edges import draft_document, is_edge, is_retired, link_document
 from xerj_core.graph.history import BatchedPuts, history_batch, put_version
 from xerj_core.graph.requests import parse_link
@@ -195,12 +196,16 @@ class EdgeWriting:
         """
         validate_brain_name(brain)
         created_ms = parse_instant(created_at, "created_at")
-        docs, self_edges = [], 0
-        for draft in drafts:
-            if draft.src == draft.dst:
-                self_edges += 1
-                continue
-            docs.append(draft_document(draft, created_at=created_ms))
+        plain = edgebatch.documents(drafts, created_ms) if edgebatch.ENABLED else None
+        if plain is not None:
+            docs, self_edges = plain
+        else:
+            docs, self_edges = [], 0
+            for draft in drafts:
+                if draft.src == draft.dst:
+                    self_edges += 1
+                    continue
+                docs.append(draft_document(draft, created_at=created_ms))
         summary = {"brain": brain, "edges_index": edges_index(brain), "written": 0, "created": 0, "updated": 0,
                    "suppressed": 0, "self_edges_skipped": self_edges}
         if not docs:
@@ -209,6 +214,10 @@ class EdgeWriting:
         def run(txn: "WriteTxn") -> list[dict[str, Any]]:
             now = now_ms()
             name = self._open_edges(txn, brain, now, nodes_index)
+            fresh = edgebatch.write_new(txn, name, brain, docs, now) if edgebatch.ENABLED else None
+            if fresh is not None:  # all new, no claim decided: written a batch at a time, as below would
+                summary.update(written=len(fresh), created=len(fresh), updated=0, suppressed=0)
+                return fresh
             rejections: dict[str, str | None] = {}
             approvals: dict[str, dict[str, Any] | None] = {}
             stored_docs = []

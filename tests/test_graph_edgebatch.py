@@ -1,0 +1,109 @@
+"""The typed batch paths of edge writes store exactly what the general path stores, byte for byte where it is bytes."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+
+from xerj_core.engine import Engine, EngineConfig
+from xerj_core.graph import edgebatch, writing
+from xerj_core.graph.brain import edge_id
+from xerj_core.model import EdgeDraft, Evidence
+from xerj_core.store.env import DB_NAMES
+
+T0 = 1_735_689_600_000
+
+
+def drafts(rng: random.Random, n: int, nodes: int) -> list[EdgeDraft]:
+    out = []
+    for i in range(n):
+        src, dst = f"n{rng.randrange(nodes)}", f"n{rng.randrange(nodes)}"  # some self-edges
+        evidence = None if i % 7 == 3 else Evidence(f"{src} Mentions {dst} here é", f"notes/{src}.md", i % 997)
+        out.append(EdgeDraft(src, dst, rng.choice(["wikilink", "mdlink", "sequence"]), rng.choice(["d@1", "e@2"]),
+                             round(rng.random(), 3), round(rng.random(), 3), T0 + rng.randrange(10**9), evidence,
+                             src_format="md" if i % 5 == 0 else None, dst_format="pdf" if i % 11 == 0 else None))
+    return out
+
+
+def dump(engine: Engine) -> dict[str, list]:
+    """Every key and value of the store; records parsed (their key order is not part of the format), the
+    instants of index creation and sealing left out."""
+    env = engine.store.env
+    out = {}
+    with env.env.begin() as txn:
+        for name in DB_NAMES:
+            rows = []
+            for key, value in txn.cursor(db=env.dbs[name]):
+                if name in ("tail", "segs", "indices", "mappings") and value[:1] == b"{":
+                    value = orjson.loads(value)
+                    for volatile in ("sealed_at", "created", "uuid"):
+                        value.pop(volatile, None)
+                rows.append((bytes(key), value))
+            out[name] = rows
+    return out
+
+
+def run(tmp: Path, fast: bool, monkeypatch: pytest.MonkeyPatch, script) -> dict[str, list]:
+    clock = itertools.count(T0 + 10**10, 1000)
+    monkeypatch.setattr(writing, "now_ms", lambda: next(clock))
+    monkeypatch.setattr(edgebatch, "ENABLED", fast)
+    # history ids carry a random suffix: the same sequence on both sides
+    monkeypatch.setattr("xerj_core.graph.history.uuid.uuid4", _Counter())
+    with Engine(tmp, config=EngineConfig(tail_rows=64)) as engine:
+        script(engine)
+        return dump(engine)
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self):
+        import uuid
+
+        self.n += 1
+        return uuid.UUID(int=self.n)
+
+
+def test_batches_of_new_edges_store_what_the_general_path_stores(tmp_path, monkeypatch):
+    def script(engine: Engine) -> None:
+        rng = random.Random(5)
+        batches = [drafts(rng, n, 60) for n in (1, 40, 150, 300)]
+        for batch in batches:
+            engine.graph.write_edges("b", batch, created_at=T0)
+        # a batch holding an edge already stored, then one with an edge twice: the general path decides
+        engine.graph.write_edges("b", batches[2][:5] + drafts(rng, 30, 60), created_at=T0 + 1)
+        twice = drafts(rng, 20, 60)
+        engine.graph.write_edges("b", twice + twice[:3], created_at=T0 + 2)
+        # a long detector name (no doc value), then a person's decision: every later batch takes the general path
+        engine.graph.write_edges("b", [EdgeDraft("x", "y", "wikilink", "d" * 600, 0.5, 0.5, T0)], created_at=T0)
+        engine.graph.write_edges("c", drafts(rng, 80, 30), created_at=T0)
+        first = next(d for d in batches[3] if d.src != d.dst)
+        engine.graph.unlink("b", edge_id(first.src, first.type, first.dst, first.valid_at))
+        engine.graph.write_edges("b", drafts(rng, 50, 60), created_at=T0 + 3)
+
+    fast = run(tmp_path / "fast", True, monkeypatch, script)
+    general = run(tmp_path / "general", False, monkeypatch, script)
+    assert fast.keys() == general.keys()
+    for name in fast:
+        assert fast[name] == general[name], name
+
+
+def test_the_typed_path_is_taken_and_refuses_what_the_general_path_refuses(tmp_path, monkeypatch):
+    taken = []
+    original = edgebatch.write_new
+    monkeypatch.setattr(edgebatch, "write_new", lambda *a: taken.append(r := original(*a)) or r)
+    with Engine(tmp_path, config=EngineConfig()) as engine:
+        summary = engine.graph.write_edges("b", drafts(random.Random(1), 50, 20), created_at=T0)
+        assert taken and taken[0] is not None and summary["created"] == len(taken[0])
+        bad = [EdgeDraft("a", "b", "wikilink", "d@1", float("nan"), 0.5, T0)]
+        with pytest.raises(Exception, match="weight"):
+            engine.graph.write_edges("b", bad, created_at=T0)
+        clamped = engine.graph.write_edges("b", [EdgeDraft("a", "b", "wikilink", "d@1", 7, 0.5, T0)],
+                                           created_at=T0)
+        assert clamped["created"] == 1
+        assert engine.store.get(".xerj-memory-b-edges", edge_id("a", "wikilink", "b", T0))[0]["weight"] == 1.0

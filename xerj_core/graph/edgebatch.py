@@ -1,0 +1,213 @@
+"""The typed write path of a detector batch: its edge documents checked, built and given row records a batch at a time.
+
+``write_edges`` of a batch of new edges (the common case: a detector run over
+new or changed files) needs none of the generic store path's work per
+document: every field's type and column are known from the edge mapping, so
+there is nothing to flatten, coerce or map dynamically. This module checks a
+whole batch with C-level passes (``map``, ``set``, ``min``/``max``) and builds
+each document and its row record directly. Whenever a batch is not that plain
+case (a draft the per-draft checks would refuse or convert, an edge already
+stored, an edge id twice, a person's decision on any claim of the brain, a
+mapping changed by hand), it answers None *before writing anything* and the
+caller takes the general path, which decides as it always did. What it writes
+is what the general path writes: the same sources, ids, ordinals (assigned in
+the same order) and column values; ``tests/test_graph_edgebatch.py`` compares
+the two stores whole.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Sequence
+
+import orjson
+import xxhash
+
+from xerj_core.graph.brain import (
+    EDGE_MAPPING,
+    MAX_NODE_ID_BYTES,
+    MAX_TYPE_BYTES,
+    REJECTION_PREFIX,
+    SCHEMA_VERSION,
+    TRUST_DETECTED,
+)
+from xerj_core.graph.history import RECORDED_AT
+from xerj_core.model import EdgeDraft, Evidence
+from xerj_core.params import INSTANT_LIMIT
+from xerj_core.store import keys, limits
+from xerj_core.store.mapping import INT_TYPES, Mapping
+from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC
+from xerj_core.text import term_counts, tokenize
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.store.write import IndexWrite, WriteTxn
+
+# False sends every batch down the general path (the equivalence test compares the two).
+ENABLED = True
+_xxh128 = xxhash.xxh3_128_intdigest
+_LONG_LOW, _LONG_HIGH = INT_TYPES["long"]
+# Keyword fields of an edge document and the dictionary each takes its ordinals from.
+_KEYWORDS = ("edge_id", "type", "detector", "trust", "src_file", "src_format", "dst_format", "evidence.source")
+
+
+def _edge_fields() -> dict[str, Any]:
+    mapping = Mapping.from_es(EDGE_MAPPING)
+    mapping.add_field(SCOPE_SPEC)
+    return dict(mapping.fields)
+
+
+_EDGE_FIELDS = _edge_fields()
+
+
+def _plain_strings(values: list[Any]) -> bool:
+    return set(map(type, values)) == {str} and "" not in values
+
+
+def _fits(values: list[str], limit: int) -> bool:
+    """Every value within ``limit`` UTF-8 bytes (checked on characters first, one C-level pass)."""
+    return max(map(len, values)) * 4 <= limit or max(len(v.encode()) for v in values) <= limit
+
+
+def _units(values: list[Any]) -> bool:
+    """Floats already in [0, 1] (what ``_unit`` would return unchanged)."""
+    return set(map(type, values)) == {float} and 0.0 <= min(values) and max(values) <= 1.0 and all(
+        map(math.isfinite, values))
+
+
+def documents(drafts: Sequence[EdgeDraft], created_ms: int) -> tuple[list[dict[str, Any]], int] | None:
+    """``(documents, self edges skipped)`` of a batch whose every draft ``draft_document`` would take as it is
+    (strings, epoch-ms ints, weights and confidences in [0, 1], plain evidence); None otherwise, so the caller
+    runs the per-draft checks and their refusals."""
+    if not drafts or set(map(type, drafts)) != {EdgeDraft}:
+        return None
+    kept = [d for d in drafts if d.src != d.dst]
+    if not kept:
+        return [], len(drafts)
+    srcs, dsts, types = [d.src for d in kept], [d.dst for d in kept], [d.type for d in kept]
+    detectors, valid = [d.detector for d in kept], [d.valid_at for d in kept]
+    weights, confidences = [d.weight for d in kept], [d.confidence for d in kept]
+    if not (_plain_strings(srcs) and _plain_strings(dsts) and _plain_strings(types) and _plain_strings(detectors)
+            and _fits(srcs, MAX_NODE_ID_BYTES) and _fits(dsts, MAX_NODE_ID_BYTES) and _fits(types, MAX_TYPE_BYTES)
+            and set(map(type, valid)) == {int} and -INSTANT_LIMIT <= min(valid) and max(valid) <= INSTANT_LIMIT
+            and _units(weights) and _units(confidences)):
+        return None
+    if {type(d.evidence) for d in kept} - {Evidence, type(None)}:
+        return None
+    docs = []
+    for d, src, dst, type_, valid_at in zip(kept, srcs, dsts, types, valid):
+        doc = {"edge_id": format(_xxh128(f"xg1\0{src}\0{type_}\0{dst}\0{valid_at}".encode()), "032x"),
+               "src": src, "dst": dst, "type": type_, "weight": d.weight, "confidence": d.confidence,
+               "valid_at": valid_at, "created_at": created_ms, "detector": d.detector, "trust": TRUST_DETECTED,
+               "schema_version": SCHEMA_VERSION}
+        if d.src_format is not None:
+            doc["src_format"] = d.src_format
+        if d.dst_format is not None:
+            doc["dst_format"] = d.dst_format
+        evidence = d.evidence
+        if evidence is not None:
+            doc["evidence"] = {"quote": evidence.quote, "source": evidence.source, "offset": evidence.offset}
+            if type(evidence.source) is str:
+                doc["src_file"] = evidence.source
+        docs.append(doc)
+    return docs, len(drafts) - len(kept)
+
+
+def _typed(docs: list[dict[str, Any]]) -> bool:
+    """Is every optional value of the batch of its column's plain type (nothing to convert, nothing refused)?"""
+    for name in ("src_format", "dst_format"):
+        found = [d[name] for d in docs if name in d]
+        if found and set(map(type, found)) != {str}:
+            return False
+    evidence = [d["evidence"] for d in docs if "evidence" in d]
+    if evidence:
+        offsets = [e["offset"] for e in evidence]
+        if (set(type(e["quote"]) for e in evidence) != {str} or set(type(e["source"]) for e in evidence) != {str}
+                or set(map(type, offsets)) != {int} or min(offsets) < _LONG_LOW or max(offsets) > _LONG_HIGH):
+            return False
+    return True
+
+
+def _claims_exist(target: "IndexWrite") -> bool:
+    """Does the edges index hold any claim document (a person's rejection or approval)? One ordered lookup."""
+    prefix = keys.id_key(target.ix, REJECTION_PREFIX)
+    with target.txn.raw.cursor(db=target.txn.dbs["ids"]) as cur:
+        return bool(cur.set_range(prefix)) and bytes(cur.key()).startswith(prefix)
+
+
+def _ordinals(target: "IndexWrite", field: str, values: list[Any]) -> list[list[int]]:
+    """``[ordinal]`` of each of ``field``'s values in order (``[]`` for one too long to index), assigned as the
+    record path assigns them."""
+    spec = _EDGE_FIELDS[field]
+    name, params = spec.dictionary_name, spec.params
+    cache = target.dict_cache.setdefault(name, {})
+    committed = target.txn.committed_terms.get((target.ix, name))
+    if committed:
+        for value in set(values).difference(cache):
+            found = committed.get(value)
+            if found is not None:
+                cache[value] = found
+    out = []
+    get = cache.get
+    for value in values:
+        found = get(value)
+        if found is None:
+            if not limits.keyword_indexed(value, params, name):
+                target.skipped["keywords"] += 1
+                out.append([])
+                continue
+            found = target.ordinal(name, value)
+        out.append([found])
+    return out
+
+
+def write_new(txn: "WriteTxn", name: str, brain: str, docs: list[dict[str, Any]], now: int
+              ) -> list[dict[str, Any]] | None:
+    """Write ``docs`` (new edges of a detector batch) to the edges index ``name`` in the general path's order and
+    return the stored documents; None, having written nothing, when the batch is not the plain case."""
+    target = txn.index(name)
+    fields = target.mapping.fields
+    if (target.mapping.dynamic != "false" or fields != _EDGE_FIELDS or target.scope != brain or not _typed(docs)
+            or len({d["edge_id"] for d in docs}) != len(docs)):
+        return None
+    ids = [d["edge_id"] for d in docs]
+    if _claims_exist(target) or target.rows_of(ids):
+        return None
+    n = len(docs)
+    nodes = _ordinals(target, "src", [v for d in docs for v in (d["src"], d["dst"])])
+    keyword = {}
+    for field in _KEYWORDS:
+        if field == "evidence.source":
+            present = [i for i, d in enumerate(docs) if "evidence" in d]
+            values = [docs[i]["evidence"]["source"] for i in present]
+        else:
+            present = [i for i, d in enumerate(docs) if field in d] if field not in ("edge_id", "type", "detector",
+                                                                                      "trust") else range(n)
+            values = [docs[i][field] for i in present]
+        if values:
+            keyword[field] = dict(zip(present, _ordinals(target, field, values)))
+    scope = _ordinals(target, SCOPE_FIELD, [brain])[0]
+    rows = []
+    stored = []
+    dumps = orjson.dumps
+    for i, doc in enumerate(docs):
+        doc = {**doc, RECORDED_AT: now}
+        columns: dict[str, Any] = {"weight": doc["weight"], "confidence": doc["confidence"],
+                                   "valid_at": doc["valid_at"], "created_at": doc["created_at"],
+                                   "schema_version": doc["schema_version"], SCOPE_FIELD: scope,
+                                   "src": nodes[2 * i], "dst": nodes[2 * i + 1]}
+        terms: dict[str, Any] = {}
+        evidence = doc.get("evidence")
+        if evidence is not None:
+            tokens, dropped = limits.indexable_terms(tokenize(evidence["quote"]))
+            target.skipped["terms"] += dropped
+            columns["evidence.quote"] = len(tokens)
+            columns["evidence.offset"] = evidence["offset"]
+            terms["evidence.quote"] = term_counts(tokens)
+        for field, ords in keyword.items():
+            found = ords.get(i)
+            if found is not None:
+                columns[field] = found
+        rows.append((doc["edge_id"], dumps(doc), {"c": columns, "t": terms}))
+        stored.append(doc)
+    target.append_new(rows)
+    return stored
