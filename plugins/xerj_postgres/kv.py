@@ -31,6 +31,31 @@ _MISSING = object()
 SCAN_BATCH = 512
 SCAN_BATCH_MAX = 32768
 _IX_ROW = struct.Struct(">IQ")
+# COPY's binary format (the server's own layout): a signature, flags and an empty extension area; each tuple its
+# field count and each field its length and bytes; -1 at the end. Built here a chunk at a time with one join,
+# several times cheaper per row than psycopg's write_row.
+_COPY_HEAD = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+_COPY_END = b"\xff\xff"
+_COPY_CHUNK = 4096  # tuples per write
+_I4 = struct.Struct(">i")
+_KV_TUPLE = struct.Struct(">hihi")  # 3 fields; db (int2) with its length; the key's length
+_DOC_TUPLE = struct.Struct(">hiIiqi")  # 5 fields; ix (int4); row (int8); the id's length
+_ID_TUPLE = struct.Struct(">hiIi")  # 3 fields; ix (int4); the id's length
+_VERSION = struct.Struct(">iqi")  # version (int8) with its length; the source's length
+_ROW8 = struct.Struct(">iq")  # an int8 field with its length
+
+
+def copy_binary(conn: Any, statement: str, tuples: Iterable[bytes]) -> None:
+    """``COPY ... FROM STDIN (FORMAT BINARY)`` of tuples already encoded (see :data:`_COPY_HEAD`)."""
+    with conn.cursor().copy(statement) as copy:
+        chunk = [_COPY_HEAD]
+        for encoded in tuples:
+            chunk.append(encoded)
+            if len(chunk) >= _COPY_CHUNK:
+                copy.write(b"".join(chunk))
+                chunk = []
+        chunk.append(_COPY_END)
+        copy.write(b"".join(chunk))
 
 
 class Table:
@@ -110,11 +135,10 @@ class Table:
         if stale:
             conn.execute("DELETE FROM xerj_kv WHERE db = %s AND k = ANY(%s)", (self.number, stale))
         if puts:
-            with conn.cursor().copy("COPY xerj_kv (db, k, v) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(["int2", "bytea", "bytea"])
-                number = self.number
-                for k, v in puts.items():
-                    copy.write_row((number, k, v))
+            head, i4 = _KV_TUPLE.pack, _I4.pack
+            number = self.number
+            copy_binary(conn, "COPY xerj_kv (db, k, v) FROM STDIN (FORMAT BINARY)",
+                        (b"".join((head(3, 2, number, len(k)), k, i4(len(v)), v)) for k, v in puts.items()))
 
 
 def int8_array(numbers: Iterable[int]) -> str:
@@ -196,15 +220,19 @@ class DocsTable(Table):
         stale = gone + unknown
         _delete_rows(conn, "xerj_docs", stale)
         if puts:
-            with conn.cursor().copy("COPY xerj_docs (ix, row, doc_id, version, source) FROM STDIN "
-                                    "(FORMAT BINARY)") as copy:
-                copy.set_types(["int4", "int8", "bytea", "int8", "json"])
-                header = keys.SRC_HEADER
-                start = header.size
-                for key, blob in puts.items():
-                    ix, row = _IX_ROW.unpack(key)
-                    version, id_len = header.unpack_from(blob)
-                    copy.write_row((ix, row, blob[start:start + id_len], version, _Text(blob[start + id_len:])))
+            header, start = keys.SRC_HEADER, keys.SRC_HEADER.size
+            unkey, unhead, head, tail = _IX_ROW.unpack, header.unpack_from, _DOC_TUPLE.pack, _VERSION.pack
+
+            def encoded(key: bytes, blob: bytes) -> bytes:
+                ix, row = unkey(key)
+                version, id_len = unhead(blob)
+                cut = start + id_len
+                # json's binary form is its text, sent as stored
+                return b"".join((head(5, 4, ix, 8, row, id_len), blob[start:cut], tail(8, version, len(blob) - cut),
+                                 blob[cut:]))
+
+            copy_binary(conn, "COPY xerj_docs (ix, row, doc_id, version, source) FROM STDIN (FORMAT BINARY)",
+                        (encoded(k, v) for k, v in puts.items()))
 
 
 class _Text(bytes):
@@ -292,10 +320,10 @@ class IdsTable(Table):
         for ix, ids in stale.items():
             conn.execute("DELETE FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%s)", (ix, ids))
         if puts:
-            with conn.cursor().copy("COPY xerj_ids (ix, doc_id, row) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(["int4", "bytea", "int8"])
-                for key, value in puts.items():
-                    copy.write_row((int.from_bytes(key[:4], "big"), key[4:], keys.read_u64(value)))
+            head, row8 = _ID_TUPLE.pack, _ROW8.pack
+            copy_binary(conn, "COPY xerj_ids (ix, doc_id, row) FROM STDIN (FORMAT BINARY)",
+                        (b"".join((head(3, 4, int.from_bytes(k[:4], "big"), len(k) - 4), k[4:],
+                                   row8(8, keys.read_u64(v)))) for k, v in puts.items()))
 
 
 class _Overlay:
@@ -484,6 +512,16 @@ class Txn:
             return False
         overlay.set(key, bytes(value))
         return True
+
+    def putmulti(self, items: Iterable[tuple[bytes, bytes]], db: str = "") -> None:
+        """Put every ``(key, value)`` (LMDB's ``Cursor.putmulti``, overwriting): the store's bulk writes."""
+        overlay = self._pending(db)
+        values, unsorted = overlay.values, overlay._unsorted
+        for key, value in items:
+            key = bytes(key)
+            if key not in values:
+                unsorted.append(key)
+            values[key] = bytes(value)
 
     def delete(self, key: bytes, value: bytes = b"", db: str = "") -> bool:
         key = bytes(key)
