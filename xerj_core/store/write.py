@@ -61,6 +61,9 @@ def new_doc_id() -> str:
 COMPACT_MIN_DEAD = 4096
 COMPACT_DEAD_SHARE = 0.5
 
+# Sources and ids a batch of puts gathers before writing them through one cursor each.
+DEFERRED_CHUNK = 2048
+
 # The largest segment, in tails: merges stop growing here, so the write that seals a tail
 # rewrites at most this many rows (a bounded pause) instead of the whole index.
 MAX_SEGMENT_TAILS = 128
@@ -363,6 +366,11 @@ class IndexWrite:
                 results.append(self._put_row(doc, doc_id, op_type, record, deferred))
             except XerjError as exc:
                 results.append(exc)
+            if deferred is not None and len(deferred[0]) >= DEFERRED_CHUNK:
+                # written a chunk at a time: a database store sends them to the server while the rest is prepared
+                _put_all(self.txn.raw, self.txn.dbs["src"], deferred[0])
+                _put_all(self.txn.raw, self.txn.dbs["ids"], deferred[1])
+                deferred = ([], [])
         if deferred is not None:
             _put_all(self.txn.raw, self.txn.dbs["src"], deferred[0])
             _put_all(self.txn.raw, self.txn.dbs["ids"], deferred[1])
