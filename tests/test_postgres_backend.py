@@ -332,3 +332,49 @@ def test_a_write_commits_synchronously_even_when_the_server_default_is_off(pg_st
         store.put("notes", {"text": "kept"}, "n1")
         assert store.get("notes", "n1") == ({"text": "kept"}, 1)
     assert session_default == "off" and seen == "on"
+
+
+def test_a_large_write_streams_its_rows_and_stores_what_lmdb_stores(pg_store_url, tmp_path, monkeypatch):
+    """A bulk large enough to stream its new rows while the rest is prepared: a document written twice in it (a
+    streamed row then replaced), an index deleted after its rows were streamed, and a write failing after
+    streaming (nothing of it stays) leave the database answering exactly as LMDB does."""
+    from xerj_postgres import kv
+    from xerj_core.store import BulkOp
+
+    streamed = []
+    original = kv.Streamer.send
+    monkeypatch.setattr(kv.Streamer, "send", lambda self, db, puts: streamed.append((db, len(puts))) or
+                        original(self, db, puts))
+    monkeypatch.setattr(kv.Txn, "STREAM_MIN", 64)
+    monkeypatch.setattr("xerj_core.store.write.DEFERRED_CHUNK", 128)
+    ops = [BulkOp("index", "docs", f"d{i % 900}", {"text": f"word{i % 37} note {i}", "n": i}) for i in range(1000)]
+    ops += [BulkOp("index", "gone", f"g{i}", {"text": "x"}) for i in range(300)]
+    with engine_on(pg_store_url, tmp_path / "pg") as pg, Engine(tmp_path / "lmdb", config=EngineConfig(
+            tail_rows=8)) as lmdb:
+        for engine in (pg, lmdb):
+            engine.store.bulk(ops)
+
+            def fails(txn):
+                txn.index("docs").put_many([({"text": "never"}, f"f{i}", "index") for i in range(500)])
+                raise RuntimeError("after streaming")
+
+            with pytest.raises(RuntimeError):
+                engine.store.transact(fails)
+
+            def delete_after_streaming(txn):
+                txn.index("gone").put_many([({"text": "y"}, f"h{i}", "index") for i in range(300)])
+                txn.delete_index("gone")
+
+            engine.store.transact(delete_after_streaming)
+            engine.store.bulk(ops[:400])
+        assert {db for db, _n in streamed} >= {"src", "ids"}
+        body = {"query": {"match": {"text": "word3 note"}}, "size": 20, "sort": ["_score", "n"]}
+        answers = [e.search.search("docs", body)["hits"] for e in (pg, lmdb)]
+        assert answers[0] == answers[1] and answers[0]["total"]["value"] == 900
+        for doc_id in ("d0", "d99", "d899", "f0"):
+            assert pg.store.get("docs", doc_id) == lmdb.store.get("docs", doc_id)
+        assert not pg.store.exists("gone") and pg.store.get("docs", "f1") is None
+        with psycopg.connect(pg_store_url) as conn:
+            # the rows streamed and then replaced in the same bulk were deleted again: one row per live document
+            assert conn.execute("SELECT count(*) FROM xerj_ids").fetchone()[0] == 900
+            assert conn.execute("SELECT count(*) FROM xerj_docs").fetchone()[0] == 900

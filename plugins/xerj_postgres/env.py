@@ -17,7 +17,8 @@ from xerj_core.store.env import DB_NAMES
 from xerj_core.storeopts import redact_url as redact
 from xerj_postgres import schema
 from xerj_postgres.project import project_edges
-from xerj_postgres.kv import DictTable, DocsTable, IdsTable, Table, Txn, WriteCache, int8_array, register_text
+from xerj_postgres.kv import (DictTable, DocsTable, IdsTable, Streamer, Table, Txn, WriteCache, int8_array,
+                              register_text)
 
 T = TypeVar("T")
 # Every write transaction of every process takes this lock first: xerj's store has one writer at a time.
@@ -27,6 +28,8 @@ CONNECT_TIMEOUT = 5
 REPLICA_WAIT = 5.0
 # How long a finished read's connection may wait for the thread's next read before its snapshot is ended.
 PARK_SECONDS = 0.05
+# How long a large write waits for a second connection to read on while its rows stream (else it does not stream).
+STREAM_READER_WAIT = 0.05
 # Databases every read transaction fetches whole at its start (one round trip): a record per index or dictionary.
 _CONTROL = ("indices", "state", "dictn")
 
@@ -446,10 +449,20 @@ class PgEnvironment:
                                      (WRITE_LOCK,))
                         seq = conn.execute("UPDATE xerj_commits SET seq = seq + 1 RETURNING seq").fetchone()[0]
                         self.cache.adopt(seq - 1)
-                        txn = Txn(_Guarded(conn, self.url), self.tables, write=True, cache=self.cache)
+                        readers: list[Any] = []
+                        writer = _Guarded(conn, self.url)
+                        txn = Txn(writer, self.tables, write=True, cache=self.cache,
+                                  stream=lambda: self._stream_reader(readers, writer))
                         self._known = None  # the caches may now be ahead of the last read's records
-                        result = fn(txn)
-                        changed = txn.flush()
+                        try:
+                            result = fn(txn)
+                            changed = txn.flush()
+                        finally:
+                            try:
+                                txn.stop_stream()  # a failed one's thread stops before the connection rolls back
+                            finally:
+                                for reader in readers:
+                                    self.give_back(self.pool, reader)
                         project_edges(conn, changed)
                         conn.execute("COMMIT")
                         self.cache.committed(seq, changed)
@@ -464,6 +477,20 @@ class PgEnvironment:
                 return result
             finally:
                 self.give_back(self.pool, conn)
+
+    def _stream_reader(self, readers: list[Any], writer: Any) -> tuple[Any, Streamer] | None:
+        """For a write that starts streaming rows on its own connection: a second connection for its reads
+        and the streamer; None when the pool has none free at once (the write then sends everything at its end).
+
+        The reads see the committed tables, which no one else can change while this writer holds the lock,
+        and the writer's own rows come from its overlay, as before.
+        """
+        try:
+            reader = self.pool.getconn(timeout=STREAM_READER_WAIT)
+        except PoolTimeout:
+            return None
+        readers.append(reader)
+        return _Guarded(reader, self.url), Streamer(writer, self.tables)
 
     def close(self) -> None:
         self.parking.close()

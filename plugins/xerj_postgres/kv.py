@@ -20,8 +20,10 @@ a ``REPEATABLE READ`` snapshot; what it fetched is remembered until it ends.
 from __future__ import annotations
 
 import bisect
+import queue
 import struct
-from typing import Any, Iterable, Iterator
+import threading
+from typing import Any, Callable, Iterable, Iterator
 
 from xerj_core.store import keys
 
@@ -118,6 +120,14 @@ class Table:
             out.update(group if top is None else (k for k in group if k > top))
         return out
 
+    def last(self, conn: Any, ix: bytes) -> bytes | None:
+        """The largest stored key starting with ``ix`` (an index's 4 bytes), None when there is none."""
+        upper = _after(ix)
+        row = conn.execute("SELECT k FROM xerj_kv WHERE db = %s AND k >= %s" + (" AND k < %s" if upper else "")
+                           + " ORDER BY k DESC LIMIT 1", (self.number, ix, upper) if upper else (self.number, ix)
+                           ).fetchone()
+        return None if row is None else bytes(row[0])
+
     def clear(self, conn: Any, prefixes: Iterable[bytes]) -> None:
         """Delete every row whose key starts with one of ``prefixes``, one statement each (no key is read)."""
         for prefix in prefixes:
@@ -202,6 +212,11 @@ class DocsTable(Table):
         pack, blob = _IX_ROW.pack, self._blob
         return {pack(ix, row): blob(version, doc_id, source) for ix, cur in sent
                 for row, version, doc_id, source in cur}
+
+    def last(self, conn: Any, ix: bytes) -> bytes | None:
+        number = _IX_ROW.unpack(ix + bytes(8))[0]
+        top = conn.execute("SELECT max(row) FROM xerj_docs WHERE ix = %s", (number,)).fetchone()[0]
+        return None if top is None else _IX_ROW.pack(number, top)
 
     def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         rows = conn.execute("SELECT ix, row, version, doc_id, source FROM xerj_docs WHERE (ix, row) >= (%s, %s) "
@@ -384,6 +399,47 @@ class WriteCache:
         self.seq = seq
 
 
+class Streamer:
+    """Rows a write transaction adds, sent to their tables on the transaction's connection by a thread of their
+    own while the engine goes on preparing the rest (its reads then go through a second connection).
+
+    Only rows the committed tables cannot hold are sent (a new document's row, its id, its tail record), so
+    each is a plain ``COPY`` with nothing to delete first; the transaction's final flush sends the rest and
+    deletes again any row sent here that the transaction later changed. The server ingests one part while
+    the client prepares the next: on a machine with two cores they overlap.
+    """
+
+    def __init__(self, conn: Any, tables: dict[str, Table]) -> None:
+        self.conn = conn
+        self.tables = tables
+        self._queue: queue.SimpleQueue[tuple[str, dict[bytes, bytes]] | None] = queue.SimpleQueue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="xerj-pg-stream", daemon=True)
+        self._thread.start()
+
+    def send(self, db: str, puts: dict[bytes, bytes]) -> None:
+        self._queue.put((db, puts))
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._error is None:
+                db, puts = item
+                try:
+                    self.tables[db].flush(self.conn, puts, [], set(puts))
+                except BaseException as exc:  # raised in the transaction's thread by finish()
+                    self._error = exc
+
+    def finish(self) -> None:
+        """Wait until everything sent is in the tables; a failure to send is raised here."""
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
 class Txn:
     """A transaction with LMDB's calls over PostgreSQL; see the module docstring.
 
@@ -396,9 +452,19 @@ class Txn:
 
     # Misses in one key range (an index's id map, a dictionary) after which a write transaction loads it whole.
     LOAD_AFTER = 32
+    # Databases whose new rows a large write streams (see Streamer), and how many at once start it.
+    STREAM_DBS = ("src", "ids", "tail")
+    STREAM_MIN = 1024
 
-    def __init__(self, conn: Any, tables: dict[str, Table], *, write: bool, cache: WriteCache | None = None) -> None:
+    def __init__(self, conn: Any, tables: dict[str, Table], *, write: bool, cache: WriteCache | None = None,
+                 stream: Callable[[], Any] | None = None) -> None:
         self.conn = conn
+        # Where the writes go; reads move to another connection (``stream()``'s) once rows are streamed.
+        self.writer = conn
+        self._stream = stream
+        self._streamer: Streamer | None = None
+        self._streamed: dict[str, dict[bytes, bytes]] = {}
+        self._tops: dict[tuple[str, bytes], bytes | None] = {}
         self.tables = tables
         self.write = write
         self._seen: dict[str, dict[bytes, Any]] = {name: {} for name in tables}
@@ -514,14 +580,51 @@ class Txn:
         return True
 
     def putmulti(self, items: Iterable[tuple[bytes, bytes]], db: str = "") -> None:
-        """Put every ``(key, value)`` (LMDB's ``Cursor.putmulti``, overwriting): the store's bulk writes."""
+        """Put every ``(key, value)`` (LMDB's ``Cursor.putmulti``, overwriting): the store's bulk writes; a
+        large batch of new rows is streamed to its table at once (see :class:`Streamer`)."""
         overlay = self._pending(db)
         values, unsorted = overlay.values, overlay._unsorted
+        added = {}
         for key, value in items:
             key = bytes(key)
             if key not in values:
                 unsorted.append(key)
-            values[key] = bytes(value)
+            values[key] = added[key] = bytes(value)
+        if db in self.STREAM_DBS and len(added) >= self.STREAM_MIN and self._stream is not None:
+            self._send(db, added)
+
+    def _send(self, db: str, added: dict[bytes, bytes]) -> None:
+        sent = self._streamed.setdefault(db, {})
+        fresh = {k: v for k, v in added.items() if k not in sent and self._new(db, k)}
+        if len(fresh) < self.STREAM_MIN:
+            return
+        if self._streamer is None:
+            started = self._stream()
+            if started is None:  # no second connection to read on: the final flush sends everything
+                self._stream = None
+                return
+            self.conn, self._streamer = started
+        sent.update(fresh)
+        self._streamer.send(db, fresh)
+
+    def _new(self, db: str, key: bytes) -> bool:
+        """Can the committed table not hold ``key``? Known absent, or past its index's last stored key."""
+        seen = self._seen[db]
+        if seen.get(key, _MISSING) is None or (key not in seen and self._absent(db, key)):
+            return True
+        if db == "ids":
+            return False
+        ix = key[:4]
+        if (db, ix) not in self._tops:
+            self._tops[db, ix] = self.tables[db].last(self.conn, ix)
+        top = self._tops[db, ix]
+        return top is None or key > top
+
+    def stop_stream(self) -> None:
+        """Wait for the streaming thread (a failed transaction's too, before its connection rolls back)."""
+        streamer, self._streamer = self._streamer, None
+        if streamer is not None:
+            streamer.finish()
 
     def delete(self, key: bytes, value: bytes = b"", db: str = "") -> bool:
         key = bytes(key)
@@ -561,19 +664,25 @@ class Txn:
 
     def flush(self) -> list[tuple[str, dict[bytes, bytes], list[bytes]]]:
         """Write the overlay to the tables (``COPY`` for the puts); returns what changed, per database."""
+        self.stop_stream()
         changed = []
+        conn = self.writer
         for db, overlay in self._overlay.items():
             seen = self._seen[db]
             cleared = self._cleared.get(db, ())
             if cleared:
-                self.tables[db].clear(self.conn, cleared)
+                self.tables[db].clear(conn, cleared)
+            sent = self._streamed.get(db, {})
             # Keys the table is known not to hold: no delete needed before their COPY.
-            fresh = {k for k in overlay.values if seen.get(k, _MISSING) is None or
-                     (k not in seen and self._absent(db, k))}
+            fresh = {k for k in overlay.values if k not in sent and (seen.get(k, _MISSING) is None or
+                                                                     (k not in seen and self._absent(db, k)))}
             puts = {k: v for k, v in overlay.values.items() if v is not _DELETED}
             gone = [k for k, v in overlay.values.items() if v is _DELETED and k not in fresh]
+            # A row streamed and since changed is in the table: deleted (above, with gone) and sent again.
+            gone += [k for k, v in puts.items() if k in sent and sent[k] is not v]
+            unsent = {k: v for k, v in puts.items() if sent.get(k) is not v} if sent else puts
             if puts or gone or cleared:
-                self.tables[db].flush(self.conn, puts, gone, fresh)
+                self.tables[db].flush(conn, unsent, gone, fresh)
                 changed.append((db, puts, gone))
         self._overlay.clear()
         self._cleared.clear()
