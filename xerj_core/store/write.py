@@ -29,6 +29,7 @@ from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, r
 from xerj_core.text import term_counts, tokenize
 
 MAX_ID_BYTES = limits.MAX_ID_BYTES
+_MAX_KEY = limits.LMDB_MAX_KEY_BYTES
 # One field's postings cut per segment: each blob's segment (index into the layout), term bytes, and blob.
 CutPostings = tuple[list[int], list[bytes], list[bytes]]
 # A run of postings of one field: its terms (key bytes), how many postings each has (None: one each, the terms
@@ -451,10 +452,20 @@ class IndexWrite:
         _put_all(self.txn.raw, self.txn.dbs["src"], sources)
         _put_all(self.txn.raw, self.txn.dbs["ids"], id_entries)
 
+    def put_records(self, items: Sequence[tuple[Any, str, dict[str, Any]]]) -> None:
+        """:meth:`put` (``index``) of each ``(doc, doc_id, record)`` with distinct ids, for a caller that built each
+        document's record itself; sources and ids go through one cursor each."""
+        deferred: tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]] = ([], [])
+        for doc, doc_id, record in items:
+            self._put_row(doc, doc_id, "index", record, deferred)
+        _put_all(self.txn.raw, self.txn.dbs["src"], deferred[0])
+        _put_all(self.txn.raw, self.txn.dbs["ids"], deferred[1])
+
     def rows_of(self, doc_ids: Sequence[str]) -> dict[str, int]:
         """The rows of those of ``doc_ids`` stored in this index, found in one pass in key order."""
         ix = self.ix
-        wanted = sorted(keys.id_key(ix, doc_id) for doc_id in doc_ids)
+        # an id too long to be a key is stored nowhere (check_doc_id refuses it)
+        wanted = sorted(k for k in (keys.id_key(ix, doc_id) for doc_id in doc_ids) if len(k) <= _MAX_KEY)
         raw, db = self.txn.raw, self.txn.dbs["ids"]
         if isinstance(raw, lmdb.Transaction):
             with raw.cursor(db=db) as cur:
