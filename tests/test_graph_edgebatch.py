@@ -1,4 +1,5 @@
-"""The typed batch paths of edge writes store exactly what the general path stores, byte for byte where it is bytes."""
+"""The typed batch paths of edge writes (ingest and retirement) store exactly what the general path stores, byte for
+byte where it is bytes."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ class _Counter:
         return uuid.UUID(int=self.n)
 
 
-def test_batches_of_new_edges_store_what_the_general_path_stores(tmp_path, monkeypatch):
+def test_batches_of_new_and_retired_edges_store_what_the_general_path_stores(tmp_path, monkeypatch):
     def script(engine: Engine) -> None:
         rng = random.Random(5)
         batches = [drafts(rng, n, 60) for n in (1, 40, 150, 300)]
@@ -82,9 +83,15 @@ def test_batches_of_new_edges_store_what_the_general_path_stores(tmp_path, monke
         # a long detector name (no doc value), then a person's decision: every later batch takes the general path
         engine.graph.write_edges("b", [EdgeDraft("x", "y", "wikilink", "d" * 600, 0.5, 0.5, T0)], created_at=T0)
         engine.graph.write_edges("c", drafts(rng, 80, 30), created_at=T0)
+        ids = [edge_id(d.src, d.type, d.dst, d.valid_at) for d in batches[3] if d.src != d.dst]
+        # retiring: live edges, an unknown id, the brain's meta document, one twice over two calls
+        engine.graph.invalidate_edges("b", edge_ids=ids[:40] + ["nope", "__xerj-brain-meta"], at=T0 + 50)
+        engine.graph.invalidate_edges("b", edge_ids=ids[30:90], at=T0 + 60)
+        engine.graph.invalidate_edges("c", src_file="notes/n3.md", at=T0 + 70)
         first = next(d for d in batches[3] if d.src != d.dst)
         engine.graph.unlink("b", edge_id(first.src, first.type, first.dst, first.valid_at))
         engine.graph.write_edges("b", drafts(rng, 50, 60), created_at=T0 + 3)
+        engine.graph.invalidate_edges("b", edge_ids=ids[90:200], at=T0 + 80)
 
     fast = run(tmp_path / "fast", True, monkeypatch, script)
     general = run(tmp_path / "general", False, monkeypatch, script)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Sequence
 
+import lmdb
 import orjson
 import xxhash
 
@@ -211,3 +212,150 @@ def write_new(txn: "WriteTxn", name: str, brain: str, docs: list[dict[str, Any]]
         stored.append(doc)
     target.append_new(rows)
     return stored
+
+
+# Every key a stored edge document may hold for the typed retire path, and the plain type of its value.
+_EDGE_KEYS = {"edge_id": str, "src": str, "dst": str, "type": str, "detector": str, "trust": str, "src_file": str,
+              "src_format": str, "dst_format": str, "rejection": str, "weight": float, "confidence": float,
+              "valid_at": int, "invalid_at": int, "created_at": int, "expired_at": int, "schema_version": int,
+              "evidence": dict, RECORDED_AT: int}
+_EVIDENCE_KEYS = {"quote": str, "source": str, "offset": int}
+_EDGE_COLUMNS = ("edge_id", "src", "dst", "type", "detector", "trust", "src_file", "src_format", "dst_format",
+                 "rejection")
+
+
+def _plain_edge(doc: Any) -> bool:
+    """Is ``doc`` a stored edge whose every value is its column's plain type (what the typed record covers)?"""
+    if type(doc) is not dict:
+        return False
+    for key, value in doc.items():
+        kind = _EDGE_KEYS.get(key)
+        if kind is None or type(value) is not kind:
+            return False
+    low, high = INT_TYPES["integer"]
+    if "schema_version" in doc and not low <= doc["schema_version"] <= high:
+        return False
+    if not (math.isfinite(doc["weight"]) and math.isfinite(doc["confidence"])):
+        return False
+    evidence = doc.get("evidence")
+    if evidence is not None:
+        if evidence.keys() != _EVIDENCE_KEYS.keys() or any(type(evidence[k]) is not t
+                                                          for k, t in _EVIDENCE_KEYS.items()):
+            return False
+        if not _LONG_LOW <= evidence["offset"] <= _LONG_HIGH:
+            return False
+    return True
+
+
+def _sources(target: "IndexWrite", rows: list[int]) -> dict[int, tuple[int, dict[str, Any]]]:
+    """``row -> (version, document)`` of stored rows, read in one ordered pass."""
+    ix = target.ix
+    wanted = sorted(keys.row_key(ix, row) for row in rows)
+    raw, db = target.txn.raw, target.txn.dbs["src"]
+    if isinstance(raw, lmdb.Transaction):  # one C-level loop over the sorted keys
+        with raw.cursor(db=db) as cur:
+            found = cur.getmulti(wanted)
+    else:  # a database store fetches them in one round trip first
+        getattr(raw, "prefetch", lambda _db, _keys: None)(db, wanted)
+        found = [(k, v) for k, v in ((k, raw.get(k, db=db)) for k in wanted) if v is not None]
+    out = {}
+    for key, blob in found:
+        version, _doc_id, offset = keys.unpack_source_header(blob)
+        out[keys.read_u64(key, 4)] = (version, orjson.loads(blob[offset:]))
+    return out
+
+
+def _edge_records(target: "IndexWrite", brain: str, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The row record of each plain edge document, as the write plan makes it (ordinals in document order)."""
+    nodes = _ordinals(target, "src", [v for d in docs for v in (d["src"], d["dst"])])
+    keyword = {}
+    for field in _EDGE_COLUMNS[3:] + ("evidence.source",):
+        if field == "evidence.source":
+            present = [i for i, d in enumerate(docs) if "evidence" in d]
+            values = [docs[i]["evidence"]["source"] for i in present]
+        else:
+            present = [i for i, d in enumerate(docs) if field in d]
+            values = [docs[i][field] for i in present]
+        if values:
+            keyword[field] = dict(zip(present, _ordinals(target, field, values)))
+    edge_ids = _ordinals(target, "edge_id", [d["edge_id"] for d in docs])
+    scope = _ordinals(target, SCOPE_FIELD, [brain])[0]
+    records = []
+    for i, doc in enumerate(docs):
+        columns: dict[str, Any] = {"edge_id": edge_ids[i], "src": nodes[2 * i], "dst": nodes[2 * i + 1],
+                                   SCOPE_FIELD: scope}
+        for field in ("weight", "confidence", "valid_at", "invalid_at", "created_at", "expired_at", "schema_version"):
+            if field in doc:
+                columns[field] = doc[field]
+        terms: dict[str, Any] = {}
+        evidence = doc.get("evidence")
+        if evidence is not None:
+            tokens, dropped = limits.indexable_terms(tokenize(evidence["quote"]))
+            target.skipped["terms"] += dropped
+            columns["evidence.quote"] = len(tokens)
+            columns["evidence.offset"] = evidence["offset"]
+            terms["evidence.quote"] = term_counts(tokens)
+        for field, ords in keyword.items():
+            found = ords.get(i)
+            if found is not None:
+                columns[field] = found
+        records.append({"c": columns, "t": terms})
+    return records
+
+
+def retire(txn: "WriteTxn", name: str, brain: str, candidates: list[str], when: int, now: int
+           ) -> list[dict[str, Any]] | None:
+    """The reconcile pass's retirement of ``candidates`` (distinct edge ids) at ``when``, written as
+    ``invalidate_edges``'s general path writes it: each live edge's current version archived to the brain's
+    history index, then re-indexed with ``invalid_at`` and ``expired_at``. Returns the new versions; None,
+    having written nothing, when a document or either index is not the plain case."""
+    from xerj_core.graph.history import HISTORY_MAPPING, SUPERSEDED_AT, history_index
+    import uuid
+
+    target = txn.index(name)
+    if target.mapping.dynamic != "false" or target.mapping.fields != _EDGE_FIELDS or target.scope != brain:
+        return None
+    rows = target.rows_of(candidates)
+    stored = _sources(target, list(rows.values()))
+    current = []
+    for eid in candidates:
+        row = rows.get(eid)
+        found = stored.get(row) if row is not None else None
+        doc = found[1] if found is not None else None
+        if not (doc is not None and type(doc.get("src")) is str and type(doc.get("dst")) is str):
+            continue  # not an edge (the general path skips it too)
+        if doc.get("invalid_at") is not None:
+            continue  # already retired
+        if not _plain_edge(doc):
+            return None
+        current.append((eid, doc))
+    if not current:
+        return []
+    archive = history_index(brain)
+    fresh_history = not txn.exists(archive)
+    history = txn.create_index(archive, HISTORY_MAPPING) if fresh_history else txn.index(archive)
+    expected = Mapping.from_es(HISTORY_MAPPING)
+    expected.add_field(SCOPE_SPEC)
+    if history.mapping.dynamic != "false" or history.mapping.fields != expected.fields or history.scope is None:
+        return None
+    versions = [({**doc, "edge_id": eid, SUPERSEDED_AT: now}, f"{eid}@{now}@{uuid.uuid4().hex[:12]}")
+                for eid, doc in current]
+    if len({vid for _v, vid in versions}) != len(versions) or history.rows_of([vid for _v, vid in versions]):
+        return None
+    history_ids = _ordinals(history, "edge_id", [eid for eid, _doc in current])
+    history_scope = _ordinals(history, SCOPE_FIELD, [history.scope])[0]
+    dumps = orjson.dumps
+    archived = []
+    for (version, vid), edge_ord in zip(versions, history_ids):
+        columns: dict[str, Any] = {"edge_id": edge_ord, SUPERSEDED_AT: now, SCOPE_FIELD: history_scope}
+        if RECORDED_AT in version:
+            columns[RECORDED_AT] = version[RECORDED_AT]
+        archived.append((vid, dumps(version), {"c": columns, "t": {}}))
+    history.append_new(archived)
+    retired = []
+    for eid, doc in current:
+        doc = {**doc, "invalid_at": when, "expired_at": now}
+        retired.append({**doc, RECORDED_AT: now})
+    records = _edge_records(target, brain, retired)
+    target.put_records([(doc, doc["edge_id"], record) for doc, record in zip(retired, records)])
+    return retired

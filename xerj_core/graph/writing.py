@@ -287,6 +287,9 @@ class EdgeWriting:
 
         def run(txn: "WriteTxn") -> list[dict[str, Any]]:
             now = now_ms()
+            typed = edgebatch.retire(txn, name, brain, candidates, when, now) if edgebatch.ENABLED else None
+            if typed is not None:  # plain edges: read and re-indexed a batch at a time, as below would
+                return typed
             retired = []
             # Candidates are distinct, so no pending put is read back before the flush.
             batch = (BatchedPuts(txn, name, brain), history_batch(txn, brain))
