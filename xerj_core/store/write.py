@@ -194,6 +194,45 @@ class IndexWrite:
         cache[term] = ordinal
         return ordinal
 
+    def ordinals(self, name: str, terms: Sequence[str]) -> list[int]:
+        """:meth:`ordinal` of each of ``terms``, in order (new terms numbered in order of first appearance, as
+        one call per term numbers them); with LMDB the dictionary is read and added to in one ordered pass."""
+        cache = self.dict_cache.setdefault(name, {})
+        committed = self.txn.committed_terms.get((self.ix, name))
+        missing = [t for t in dict.fromkeys(terms) if t not in cache]
+        if committed and missing:
+            for term in missing:
+                found = committed.get(term)
+                if found is not None:
+                    cache[term] = found
+            missing = [t for t in missing if t not in cache]
+        raw, db = self.txn.raw, self.txn.dbs
+        if len(missing) > 1 and isinstance(raw, lmdb.Transaction):
+            ix = self.ix
+            keyed = {keys.dict_key(ix, name, term): term for term in missing}
+            with raw.cursor(db=db["dict"]) as cur:
+                for key, value in cur.getmulti(sorted(keyed)):
+                    cache[keyed[bytes(key)]] = int.from_bytes(value, "big")
+            size = self.dict_size.get(name)
+            if size is None:
+                stored = raw.get(keys.dictn_key(ix, name), db=db["dictn"])
+                size = int.from_bytes(stored, "big") if stored else 0
+            added, reverse = [], []
+            for term in missing:
+                if term not in cache:
+                    cache[term] = size
+                    added.append((keys.dict_key(ix, name, term), size.to_bytes(4, "big")))
+                    reverse.append((keys.dictr_key(ix, name, size), term.encode()))
+                    size += 1
+            self.dict_size[name] = size
+            added.sort()
+            _put_all(raw, db["dict"], added)
+            _put_all(raw, db["dictr"], reverse)
+        else:
+            for term in missing:
+                self.ordinal(name, term)
+        return list(map(cache.__getitem__, terms))
+
     # -- documents -----------------------------------------------------------------------------
 
     @property
@@ -441,8 +480,12 @@ class IndexWrite:
         ix, start = self.ix, self.state.next_row
         sources, id_entries = [], []
         row_key, pack_source, u64 = keys.row_key, keys.pack_source, keys.u64
+        ids = [doc_id for doc_id, _source, _record in rows]
+        if not (set(map(type, ids)) <= {str} and all(map(str.isascii, ids)) and "" not in ids
+                and max(map(len, ids), default=0) <= MAX_ID_BYTES):
+            for doc_id in ids:
+                check_doc_id(doc_id)
         for row, (doc_id, source, record) in enumerate(rows, start):
-            check_doc_id(doc_id)
             sources.append((row_key(ix, row), pack_source(1, doc_id, source)))
             id_entries.append((keys.id_key(ix, doc_id), u64(row)))
             self.pending.append((row, record))
