@@ -47,8 +47,6 @@ if TYPE_CHECKING:  # pragma: no cover
 ENABLED = True
 _xxh128 = xxhash.xxh3_128_intdigest
 _LONG_LOW, _LONG_HIGH = INT_TYPES["long"]
-# Keyword fields of an edge document and the dictionary each takes its ordinals from.
-_KEYWORDS = ("edge_id", "type", "detector", "trust", "src_file", "src_format", "dst_format", "evidence.source")
 
 
 def _edge_fields() -> dict[str, Any]:
@@ -136,29 +134,21 @@ def _claims_exist(target: "IndexWrite") -> bool:
 
 
 def _ordinals(target: "IndexWrite", field: str, values: list[Any]) -> list[list[int]]:
-    """``[ordinal]`` of each of ``field``'s values in order (``[]`` for one too long to index), assigned as the
-    record path assigns them."""
+    """``[ordinal]`` of each of ``field``'s values in order (``[]`` for one too long to index, counted as skipped),
+    assigned as the record path assigns them: new terms numbered in order of first appearance."""
     spec = _EDGE_FIELDS[field]
     name, params = spec.dictionary_name, spec.params
     cache = target.dict_cache.setdefault(name, {})
-    committed = target.txn.committed_terms.get((target.ix, name))
-    if committed:
-        for value in set(values).difference(cache):
-            found = committed.get(value)
-            if found is not None:
-                cache[value] = found
-    out = []
-    get = cache.get
-    for value in values:
-        found = get(value)
-        if found is None:
-            if not limits.keyword_indexed(value, params, name):
-                target.skipped["keywords"] += 1
-                out.append([])
-                continue
-            found = target.ordinal(name, value)
-        out.append([found])
-    return out
+    unknown = set(values).difference(cache)
+    skip: set[Any] = set()
+    if unknown and (params.get("ignore_above") is not None
+                    or max(map(len, unknown)) * 4 > limits.keyword_room(name)):
+        skip = {v for v in unknown if not limits.keyword_indexed(v, params, name)}
+    if not skip:
+        return [[o] for o in target.ordinals(name, values)]
+    found = iter(target.ordinals(name, [v for v in values if v not in skip]))
+    target.skipped["keywords"] += sum(1 for v in values if v in skip)
+    return [[] if v in skip else [next(found)] for v in values]
 
 
 def write_new(txn: "WriteTxn", name: str, brain: str, docs: list[dict[str, Any]], now: int
@@ -173,44 +163,10 @@ def write_new(txn: "WriteTxn", name: str, brain: str, docs: list[dict[str, Any]]
     ids = [d["edge_id"] for d in docs]
     if _claims_exist(target) or target.rows_of(ids):
         return None
-    n = len(docs)
-    nodes = _ordinals(target, "src", [v for d in docs for v in (d["src"], d["dst"])])
-    keyword = {}
-    for field in _KEYWORDS:
-        if field == "evidence.source":
-            present = [i for i, d in enumerate(docs) if "evidence" in d]
-            values = [docs[i]["evidence"]["source"] for i in present]
-        else:
-            present = [i for i, d in enumerate(docs) if field in d] if field not in ("edge_id", "type", "detector",
-                                                                                      "trust") else range(n)
-            values = [docs[i][field] for i in present]
-        if values:
-            keyword[field] = dict(zip(present, _ordinals(target, field, values)))
-    scope = _ordinals(target, SCOPE_FIELD, [brain])[0]
-    rows = []
-    stored = []
+    stored = [{**doc, RECORDED_AT: now} for doc in docs]
     dumps = orjson.dumps
-    for i, doc in enumerate(docs):
-        doc = {**doc, RECORDED_AT: now}
-        columns: dict[str, Any] = {"weight": doc["weight"], "confidence": doc["confidence"],
-                                   "valid_at": doc["valid_at"], "created_at": doc["created_at"],
-                                   "schema_version": doc["schema_version"], SCOPE_FIELD: scope,
-                                   "src": nodes[2 * i], "dst": nodes[2 * i + 1]}
-        terms: dict[str, Any] = {}
-        evidence = doc.get("evidence")
-        if evidence is not None:
-            tokens, dropped = limits.indexable_terms(tokenize(evidence["quote"]))
-            target.skipped["terms"] += dropped
-            columns["evidence.quote"] = len(tokens)
-            columns["evidence.offset"] = evidence["offset"]
-            terms["evidence.quote"] = term_counts(tokens)
-        for field, ords in keyword.items():
-            found = ords.get(i)
-            if found is not None:
-                columns[field] = found
-        rows.append((doc["edge_id"], dumps(doc), {"c": columns, "t": terms}))
-        stored.append(doc)
-    target.append_new(rows)
+    target.append_new([(doc["edge_id"], dumps(doc), record)
+                       for doc, record in zip(stored, _edge_records(target, brain, stored))])
     return stored
 
 
@@ -222,6 +178,7 @@ _EDGE_KEYS = {"edge_id": str, "src": str, "dst": str, "type": str, "detector": s
 _EVIDENCE_KEYS = {"quote": str, "source": str, "offset": int}
 _EDGE_COLUMNS = ("edge_id", "src", "dst", "type", "detector", "trust", "src_file", "src_format", "dst_format",
                  "rejection")
+_NUMBERS = ("weight", "confidence", "valid_at", "invalid_at", "created_at", "expired_at", "schema_version")
 
 
 def _plain_edge(doc: Any) -> bool:
@@ -265,42 +222,44 @@ def _sources(target: "IndexWrite", rows: list[int]) -> dict[int, tuple[int, dict
     return out
 
 
+def _present(docs: list[dict[str, Any]], field: str) -> tuple[Any, list[Any]]:
+    """``(positions, values)`` of the documents holding ``field`` (``evidence.source`` inside ``evidence``)."""
+    if field == "evidence.source":
+        present = [i for i, d in enumerate(docs) if "evidence" in d]
+        return present, [docs[i]["evidence"]["source"] for i in present]
+    if all(field in d for d in docs):
+        return range(len(docs)), [d[field] for d in docs]
+    present = [i for i, d in enumerate(docs) if field in d]
+    return present, [docs[i][field] for i in present]
+
+
 def _edge_records(target: "IndexWrite", brain: str, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The row record of each plain edge document, as the write plan makes it (ordinals in document order)."""
+    """The row record of each plain edge document, as the write plan makes it: the same columns and terms, and
+    ordinals assigned in document order (each dictionary on its own; src and dst share ``nodes``)."""
     nodes = _ordinals(target, "src", [v for d in docs for v in (d["src"], d["dst"])])
-    keyword = {}
-    for field in _EDGE_COLUMNS[3:] + ("evidence.source",):
-        if field == "evidence.source":
-            present = [i for i, d in enumerate(docs) if "evidence" in d]
-            values = [docs[i]["evidence"]["source"] for i in present]
-        else:
-            present = [i for i, d in enumerate(docs) if field in d]
-            values = [docs[i][field] for i in present]
-        if values:
-            keyword[field] = dict(zip(present, _ordinals(target, field, values)))
-    edge_ids = _ordinals(target, "edge_id", [d["edge_id"] for d in docs])
     scope = _ordinals(target, SCOPE_FIELD, [brain])[0]
-    records = []
-    for i, doc in enumerate(docs):
-        columns: dict[str, Any] = {"edge_id": edge_ids[i], "src": nodes[2 * i], "dst": nodes[2 * i + 1],
-                                   SCOPE_FIELD: scope}
-        for field in ("weight", "confidence", "valid_at", "invalid_at", "created_at", "expired_at", "schema_version"):
-            if field in doc:
-                columns[field] = doc[field]
-        terms: dict[str, Any] = {}
-        evidence = doc.get("evidence")
-        if evidence is not None:
-            tokens, dropped = limits.indexable_terms(tokenize(evidence["quote"]))
-            target.skipped["terms"] += dropped
-            columns["evidence.quote"] = len(tokens)
-            columns["evidence.offset"] = evidence["offset"]
-            terms["evidence.quote"] = term_counts(tokens)
-        for field, ords in keyword.items():
-            found = ords.get(i)
-            if found is not None:
-                columns[field] = found
-        records.append({"c": columns, "t": terms})
-    return records
+    columns = [{"edge_id": e, "src": s, "dst": t, SCOPE_FIELD: scope} for e, s, t in
+               zip(_ordinals(target, "edge_id", [d["edge_id"] for d in docs]), nodes[0::2], nodes[1::2])]
+    for field in _EDGE_COLUMNS[3:] + ("evidence.source",):
+        present, values = _present(docs, field)
+        if values:
+            for i, found in zip(present, _ordinals(target, field, values)):
+                columns[i][field] = found
+    for field in _NUMBERS:
+        present, values = _present(docs, field)
+        for i, value in zip(present, values):
+            columns[i][field] = value
+    terms: list[dict[str, Any]] = [{} for _ in docs]
+    present, evidence = _present(docs, "evidence")
+    skipped = 0
+    for i, found in zip(present, evidence):
+        tokens, dropped = limits.indexable_terms(tokenize(found["quote"]))
+        skipped += dropped
+        columns[i]["evidence.quote"] = len(tokens)
+        columns[i]["evidence.offset"] = found["offset"]
+        terms[i]["evidence.quote"] = term_counts(tokens)
+    target.skipped["terms"] += skipped
+    return [{"c": c, "t": t} for c, t in zip(columns, terms)]
 
 
 def retire(txn: "WriteTxn", name: str, brain: str, candidates: list[str], when: int, now: int
