@@ -209,7 +209,8 @@ class IndexWrite:
         raw, db = self.txn.raw, self.txn.dbs
         if len(missing) > 1 and isinstance(raw, lmdb.Transaction):
             ix = self.ix
-            keyed = {keys.dict_key(ix, name, term): term for term in missing}
+            prefix = keys.dict_key(ix, name, "")  # the dictionary's keys and reverse keys, built by C-level maps
+            keyed = dict(zip(map(prefix.__add__, map(str.encode, missing)), missing))
             with raw.cursor(db=db["dict"]) as cur:
                 for key, value in cur.getmulti(sorted(keyed)):
                     cache[keyed[bytes(key)]] = int.from_bytes(value, "big")
@@ -217,17 +218,14 @@ class IndexWrite:
             if size is None:
                 stored = raw.get(keys.dictn_key(ix, name), db=db["dictn"])
                 size = int.from_bytes(stored, "big") if stored else 0
-            added, reverse = [], []
-            for term in missing:
-                if term not in cache:
-                    cache[term] = size
-                    added.append((keys.dict_key(ix, name, term), size.to_bytes(4, "big")))
-                    reverse.append((keys.dictr_key(ix, name, size), term.encode()))
-                    size += 1
-            self.dict_size[name] = size
-            added.sort()
-            _put_all(raw, db["dict"], added)
-            _put_all(raw, db["dictr"], reverse)
+            new = [term for term in missing if term not in cache]
+            numbers = range(size, size + len(new))
+            cache.update(zip(new, numbers))
+            self.dict_size[name] = size + len(new)
+            encoded = list(map(str.encode, new))
+            fixed = [n.to_bytes(4, "big") for n in numbers]
+            _put_all(raw, db["dict"], sorted(zip(map(prefix.__add__, encoded), fixed)))
+            _put_all(raw, db["dictr"], list(zip(map(prefix.__add__, fixed), encoded)))
         else:
             for term in missing:
                 self.ordinal(name, term)
