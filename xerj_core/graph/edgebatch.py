@@ -18,6 +18,7 @@ the two stores whole.
 from __future__ import annotations
 
 import math
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, Sequence
 
 import lmdb
@@ -82,9 +83,9 @@ def documents(drafts: Sequence[EdgeDraft], created_ms: int) -> tuple[list[dict[s
     kept = [d for d in drafts if d.src != d.dst]
     if not kept:
         return [], len(drafts)
-    srcs, dsts, types = [d.src for d in kept], [d.dst for d in kept], [d.type for d in kept]
-    detectors, valid = [d.detector for d in kept], [d.valid_at for d in kept]
-    weights, confidences = [d.weight for d in kept], [d.confidence for d in kept]
+    srcs, dsts, types, detectors, valid, weights, confidences = (
+        list(map(attrgetter(name), kept)) for name in ("src", "dst", "type", "detector", "valid_at", "weight",
+                                                       "confidence"))
     if not (_plain_strings(srcs) and _plain_strings(dsts) and _plain_strings(types) and _plain_strings(detectors)
             and _fits(srcs, MAX_NODE_ID_BYTES) and _fits(dsts, MAX_NODE_ID_BYTES) and _fits(types, MAX_TYPE_BYTES)
             and set(map(type, valid)) == {int} and -INSTANT_LIMIT <= min(valid) and max(valid) <= INSTANT_LIMIT
@@ -222,13 +223,16 @@ def _sources(target: "IndexWrite", rows: list[int]) -> dict[int, tuple[int, dict
     return out
 
 
-def _present(docs: list[dict[str, Any]], field: str) -> tuple[Any, list[Any]]:
-    """``(positions, values)`` of the documents holding ``field`` (``evidence.source`` inside ``evidence``)."""
+def _present(docs: list[dict[str, Any]], shapes: set[tuple[str, ...]], field: str) -> tuple[Any, list[Any]]:
+    """``(positions, values)`` of the documents holding ``field`` (``evidence.source`` inside ``evidence``);
+    ``shapes`` are the documents' distinct key lists."""
     if field == "evidence.source":
-        present = [i for i, d in enumerate(docs) if "evidence" in d]
-        return present, [docs[i]["evidence"]["source"] for i in present]
-    if all(field in d for d in docs):
-        return range(len(docs)), [d[field] for d in docs]
+        present, found = _present(docs, shapes, "evidence")
+        return present, [e["source"] for e in found]
+    if all(field in shape for shape in shapes):
+        return range(len(docs)), list(map(itemgetter(field), docs))
+    if not any(field in shape for shape in shapes):
+        return (), []
     present = [i for i, d in enumerate(docs) if field in d]
     return present, [docs[i][field] for i in present]
 
@@ -236,21 +240,22 @@ def _present(docs: list[dict[str, Any]], field: str) -> tuple[Any, list[Any]]:
 def _edge_records(target: "IndexWrite", brain: str, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The row record of each plain edge document, as the write plan makes it: the same columns and terms, and
     ordinals assigned in document order (each dictionary on its own; src and dst share ``nodes``)."""
+    shapes = set(map(tuple, docs))
     nodes = _ordinals(target, "src", [v for d in docs for v in (d["src"], d["dst"])])
     scope = _ordinals(target, SCOPE_FIELD, [brain])[0]
     columns = [{"edge_id": e, "src": s, "dst": t, SCOPE_FIELD: scope} for e, s, t in
                zip(_ordinals(target, "edge_id", [d["edge_id"] for d in docs]), nodes[0::2], nodes[1::2])]
     for field in _EDGE_COLUMNS[3:] + ("evidence.source",):
-        present, values = _present(docs, field)
+        present, values = _present(docs, shapes, field)
         if values:
             for i, found in zip(present, _ordinals(target, field, values)):
                 columns[i][field] = found
     for field in _NUMBERS:
-        present, values = _present(docs, field)
+        present, values = _present(docs, shapes, field)
         for i, value in zip(present, values):
             columns[i][field] = value
     terms: list[dict[str, Any]] = [{} for _ in docs]
-    present, evidence = _present(docs, "evidence")
+    present, evidence = _present(docs, shapes, "evidence")
     skipped = 0
     for i, found in zip(present, evidence):
         tokens, dropped = limits.indexable_terms(tokenize(found["quote"]))
