@@ -33,7 +33,7 @@ from xerj_core.graph.brain import (
     SCHEMA_VERSION,
     TRUST_DETECTED,
 )
-from xerj_core.graph.history import RECORDED_AT
+from xerj_core.graph.history import HISTORY_MAPPING, RECORDED_AT, SUPERSEDED_AT, archived_id, history_index
 from xerj_core.model import EdgeDraft, Evidence
 from xerj_core.params import INSTANT_LIMIT
 from xerj_core.store import keys, limits
@@ -273,9 +273,6 @@ def retire(txn: "WriteTxn", name: str, brain: str, candidates: list[str], when: 
     ``invalidate_edges``'s general path writes it: each live edge's current version archived to the brain's
     history index, then re-indexed with ``invalid_at`` and ``expired_at``. Returns the new versions; None,
     having written nothing, when a document or either index is not the plain case."""
-    from xerj_core.graph.history import HISTORY_MAPPING, SUPERSEDED_AT, history_index
-    import uuid
-
     target = txn.index(name)
     if target.mapping.dynamic != "false" or target.mapping.fields != _EDGE_FIELDS or target.scope != brain:
         return None
@@ -302,8 +299,7 @@ def retire(txn: "WriteTxn", name: str, brain: str, candidates: list[str], when: 
     expected.add_field(SCOPE_SPEC)
     if history.mapping.dynamic != "false" or history.mapping.fields != expected.fields or history.scope is None:
         return None
-    versions = [({**doc, "edge_id": eid, SUPERSEDED_AT: now}, f"{eid}@{now}@{uuid.uuid4().hex[:12]}")
-                for eid, doc in current]
+    versions = [({**doc, "edge_id": eid, SUPERSEDED_AT: now}, archived_id(eid, now)) for eid, doc in current]
     if len({vid for _v, vid in versions}) != len(versions) or history.rows_of([vid for _v, vid in versions]):
         return None
     history_ids = _ordinals(history, "edge_id", [eid for eid, _doc in current])
