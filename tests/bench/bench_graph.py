@@ -481,7 +481,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edges", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--raw-sample", type=int, default=200_000, help="edges in the raw lmdb put loop (--ingest-only puts as many as it ingests)")
+    parser.add_argument("--raw-sample", type=int, default=None,
+                        help="edges in the raw lmdb put loop (default: as many as xerj ingests)")
     parser.add_argument("--skip-networkx", action="store_true")
     parser.add_argument("--review-history-edges", type=int, default=200_000,
                         help="edges per brain in the review-history comparison (0 skips it)")
@@ -512,7 +513,7 @@ def main() -> None:
                 retirement_plan(corpus)
                 print(f"ingest: skipped, reusing {data}")
             else:
-                raw = raw_lmdb_rate(Path(tmp) / "raw", corpus, args.raw_sample)
+                raw = raw_lmdb_rate(Path(tmp) / "raw", corpus, args.raw_sample or corpus.size)
                 rate, retire_seconds = ingest(engine, corpus)
                 print(f"ingest: write_edges {rate:,.0f} edges/s; raw lmdb put loop (same docs, {BATCH:,}/txn) "
                       f"{raw:,.0f} docs/s; ratio {rate / raw:.3f} (target: >= 150,000 edges/s)")

@@ -195,8 +195,9 @@ class IndexWrite:
         return ordinal
 
     def ordinals(self, name: str, terms: Sequence[str]) -> list[int]:
-        """:meth:`ordinal` of each of ``terms``, in order (new terms numbered in order of first appearance, as
-        one call per term numbers them); with LMDB the dictionary is read and added to in one ordered pass."""
+        """:meth:`ordinal` of each of ``terms`` (values the caller checked fit a key, see ``limits``), in order: new
+        terms numbered in order of first appearance, as one call per term numbers them; with LMDB the dictionary
+        is read and added to in one ordered pass."""
         cache = self.dict_cache.setdefault(name, {})
         committed = self.txn.committed_terms.get((self.ix, name))
         missing = [t for t in dict.fromkeys(terms) if t not in cache]
