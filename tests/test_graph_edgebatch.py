@@ -88,9 +88,11 @@ def test_batches_of_new_and_retired_edges_store_what_the_general_path_stores(tmp
         engine.graph.invalidate_edges("b", edge_ids=ids[:40] + ["nope", "__xerj-brain-meta"], at=T0 + 50)
         engine.graph.invalidate_edges("b", edge_ids=ids[30:90], at=T0 + 60)
         engine.graph.invalidate_edges("c", src_file="notes/n3.md", at=T0 + 70)
-        first = next(d for d in batches[3] if d.src != d.dst)
-        engine.graph.unlink("b", edge_id(first.src, first.type, first.dst, first.valid_at))
-        engine.graph.write_edges("b", drafts(rng, 50, 60), created_at=T0 + 3)
+        first = next(d for d in batches[1] if d.src != d.dst)  # live (batches[3] has retired ones)
+        assert engine.graph.unlink("b", edge_id(first.src, first.type, first.dst, first.valid_at))["invalidated"]
+        # the rejected claim re-detected at a new instant: stored retired, which only the general path knows
+        again = EdgeDraft(first.src, first.dst, first.type, first.detector, 0.5, 0.5, first.valid_at + 1)
+        engine.graph.write_edges("b", drafts(rng, 50, 60) + [again], created_at=T0 + 3)
         engine.graph.invalidate_edges("b", edge_ids=ids[90:200], at=T0 + 80)
 
     fast = run(tmp_path / "fast", True, monkeypatch, script)
