@@ -102,7 +102,7 @@ def test_batches_of_new_and_retired_edges_store_what_the_general_path_stores(tmp
         assert fast[name] == general[name], name
 
 
-def test_the_typed_path_is_taken_and_refuses_what_the_general_path_refuses(tmp_path, monkeypatch):
+def test_the_typed_paths_are_taken_and_refuse_what_the_general_path_refuses(tmp_path, monkeypatch):
     taken = []
     original = edgebatch.write_new
     monkeypatch.setattr(edgebatch, "write_new", lambda *a: taken.append(r := original(*a)) or r)
@@ -112,6 +112,12 @@ def test_the_typed_path_is_taken_and_refuses_what_the_general_path_refuses(tmp_p
         bad = [EdgeDraft("a", "b", "wikilink", "d@1", float("nan"), 0.5, T0)]
         with pytest.raises(Exception, match="weight"):
             engine.graph.write_edges("b", bad, created_at=T0)
+        retired = []
+        original_retire = edgebatch.retire
+        monkeypatch.setattr(edgebatch, "retire", lambda *a: retired.append(r := original_retire(*a)) or r)
+        ids = [edge_id(d["src"], d["type"], d["dst"], d["valid_at"]) for d in taken[0][:10]]
+        assert engine.graph.invalidate_edges("b", edge_ids=ids, at=T0 + 5) == 10
+        assert retired and retired[0] is not None and len(retired[0]) == 10
         clamped = engine.graph.write_edges("b", [EdgeDraft("a", "b", "wikilink", "d@1", 7, 0.5, T0)],
                                            created_at=T0)
         assert clamped["created"] == 1

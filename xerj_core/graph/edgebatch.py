@@ -1,4 +1,4 @@
-"""The typed write path of a detector batch: its edge documents checked, built and given row records a batch at a time.
+"""The typed write paths of edges: a detector batch, and the reconcile pass's retirement, prepared a batch at a time.
 
 ``write_edges`` of a batch of new edges (the common case: a detector run over
 new or changed files) needs none of the generic store path's work per
@@ -9,10 +9,12 @@ each document and its row record directly. Whenever a batch is not that plain
 case (a draft the per-draft checks would refuse or convert, an edge already
 stored, an edge id twice, a person's decision on any claim of the brain, a
 mapping changed by hand), it answers None *before writing anything* and the
-caller takes the general path, which decides as it always did. What it writes
-is what the general path writes: the same sources, ids, ordinals (assigned in
-the same order) and column values; ``tests/test_graph_edgebatch.py`` compares
-the two stores whole.
+caller takes the general path, which decides as it always did. Retiring
+(``invalidate_edges``) reads its candidates in two ordered passes and builds
+both the archived and the retired version's records the same way. What these
+paths write is what the general path writes: the same sources, ids, ordinals
+(assigned in the same order) and column values; ``tests/test_graph_edgebatch.py``
+compares the two stores whole.
 """
 
 from __future__ import annotations
@@ -50,13 +52,15 @@ _xxh128 = xxhash.xxh3_128_intdigest
 _LONG_LOW, _LONG_HIGH = INT_TYPES["long"]
 
 
-def _edge_fields() -> dict[str, Any]:
-    mapping = Mapping.from_es(EDGE_MAPPING)
+def _fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a reserved index created with the mapping ``body`` (the store adds the scope field)."""
+    mapping = Mapping.from_es(body)
     mapping.add_field(SCOPE_SPEC)
     return dict(mapping.fields)
 
 
-_EDGE_FIELDS = _edge_fields()
+_EDGE_FIELDS = _fields(EDGE_MAPPING)
+_HISTORY_FIELDS = _fields(HISTORY_MAPPING)
 
 
 def _plain_strings(values: list[Any]) -> bool:
@@ -295,9 +299,7 @@ def retire(txn: "WriteTxn", name: str, brain: str, candidates: list[str], when: 
     archive = history_index(brain)
     fresh_history = not txn.exists(archive)
     history = txn.create_index(archive, HISTORY_MAPPING) if fresh_history else txn.index(archive)
-    expected = Mapping.from_es(HISTORY_MAPPING)
-    expected.add_field(SCOPE_SPEC)
-    if history.mapping.dynamic != "false" or history.mapping.fields != expected.fields or history.scope is None:
+    if history.mapping.dynamic != "false" or history.mapping.fields != _HISTORY_FIELDS or history.scope is None:
         return None
     versions = [({**doc, "edge_id": eid, SUPERSEDED_AT: now}, archived_id(eid, now)) for eid, doc in current]
     if len({vid for _v, vid in versions}) != len(versions) or history.rows_of([vid for _v, vid in versions]):
