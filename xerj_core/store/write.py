@@ -491,7 +491,8 @@ class IndexWrite:
             self.put_ids.append(doc_id)
         self.state.next_row += len(rows)
         self.state.live += len(rows)
-        _put_all(self.txn.raw, self.txn.dbs["src"], sources)
+        _put_all(self.txn.raw, self.txn.dbs["src"], sources, ordered=True)
+        id_entries.sort()
         _put_all(self.txn.raw, self.txn.dbs["ids"], id_entries)
 
     def put_records(self, items: Sequence[tuple[Any, str, dict[str, Any]]]) -> None:
