@@ -35,7 +35,7 @@ from xerj_core.embedding import Embedder, get_embedder
 from xerj_core.errors import GraphError, GraphNotFound, IndexNotFound, MapperParsingError, XerjError
 from xerj_core.graph.brain import TRUST_APPROVED, TRUST_ASSERTED, TRUST_REJECTED, now_ms
 from xerj_core.graph.review import parse_decisions, trust_counts
-from xerj_core.memory import embedders, reviews, tombstones
+from xerj_core.memory import dedup, embedders, reviews, tombstones
 from xerj_core.memory.about import about_edges, brain_nodes_indices, put_about_edges, resolve_nodes
 from xerj_core.memory import requests as rq
 from xerj_core.memory.namespace import (FORGOTTEN_AT, METADATA, STORED_AT, TEXT_FIELD, TEXT_VECTOR_FIELD, TRUST,
@@ -258,9 +258,13 @@ class MemoryService:
         A near-duplicate is almost always recent (an agent repeating itself), so
         the probe is recall's top-1 kNN over windows of rows, newest first: the
         tail, the newest sealed segment, then the rest. It stops at the first
-        window whose nearest memory meets the threshold, and only a store with no
-        duplicate pays the whole scan. When memories in several windows meet it,
-        the newest window's nearest answers; the write is skipped either way.
+        window whose nearest memory meets the threshold. When memories in several
+        windows meet it, the newest window's nearest answers; the write is
+        skipped either way. Within a window, rows of large segments whose
+        sketched cosine bound is below the threshold are never scored
+        (:mod:`xerj_core.memory.dedup`): they cannot be the window's nearest
+        memory when that one meets the threshold, so the answer is the full
+        scan's, and a store with no duplicate reads a sketch, not every vector.
         """
         try:
             if request.vector is not None and reader.field(VECTOR_FIELD) is not None:
@@ -272,15 +276,21 @@ class MemoryService:
             if not np.any(probe):
                 return None
             current = self._current_mask(reader, None)
+            cutoff = request.dedup_threshold - 1e-6
             for lo, hi in _newest_windows(reader):
                 window = np.zeros_like(current)
                 window[lo:hi] = current[lo:hi]
+                possible = dedup.candidates(reader, field, probe, lo, hi, cutoff)
+                if possible is not None:
+                    window &= possible
+                    if not window.any():
+                        continue
                 found = knn_top(reader, field, probe, 1, window)
                 if not len(found):
                     continue
                 # Both vector fields use cosine similarity, scored (1 + cos) / 2.
                 row, cosine = int(found.rows[0]), 2.0 * float(found.scores[0]) - 1.0
-                if cosine >= request.dedup_threshold - 1e-6:
+                if cosine >= cutoff:
                     return reader.id_of(row)
         except Exception:  # noqa: BLE001 - by contract a failed probe never blocks the write
             return None

@@ -1,0 +1,127 @@
+"""The dedup probe's pruning: per-segment low-rank sketches that bound every row's cosine to a probe, exactly.
+
+A store with ``dedup`` and no duplicate must show that no current memory
+reaches the threshold, which over a full scan reads every stored vector
+(100k memories of the default embedder's 2,304 float32s are 0.9 GB, some
+45 ms). Instead each sealed segment of at least :data:`SKETCH_MIN_ROWS` rows
+keeps, once per process and beside the kNN norms, an orthonormal basis ``P``
+of :data:`SKETCH_DIMS` directions (the top principal directions of a sample
+of its unit rows, so most of a row's length lies in them) and, per row, the
+projection ``y = P x̂`` of its unit vector and the length ``r`` of what ``P``
+leaves out. For a unit probe ``q̂`` split the same way, Cauchy-Schwarz on the
+left-out parts gives, for every row::
+
+    cos(q̂, x̂) = P q̂ · P x̂ + (q̂ - PᵀP q̂) · (x̂ - PᵀP x̂) <= P q̂ · y + r_q r
+
+so a row whose bound is below the threshold cannot be a duplicate and is
+never read; the rows left (one or two on real text at 0.95) are scored by
+the same kNN code as before, so the answer is the very row the full scan
+gives. The bound costs one ``rows x 64`` matrix-vector product (a 36th of
+the vectors' bytes).
+
+Rounding. Every float32 dot product here has length at most ``D`` (2,304)
+over unit vectors, so its error is below ``D * 2**-24`` (Higham's ``γ_D``,
+1.4e-4), and a sum of ``SKETCH_DIMS`` such errors weighted by a unit vector's
+entries is below ``sqrt(SKETCH_DIMS) * γ_D`` (1.1e-3). The left-out lengths
+are taken from ``1 - |y|² + SLACK`` (never smaller than the true one) and the
+cut sits :data:`MARGIN` below the threshold, which covers both sides' errors
+and the kNN score's own; a wider margin only keeps a few more rows to score.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from xerj_core.query.knn import _norms, similarity_of
+
+SKETCH_DIMS = 64
+# Segments smaller than this are scanned as they are (2,048 rows of 2,304 dims are 19 MB, about a millisecond).
+SKETCH_MIN_ROWS = 2048
+# Below this many dimensions a 64-direction sketch saves too little of the scan to pay for its bound.
+SKETCH_MIN_DIMS = 4 * SKETCH_DIMS
+SAMPLE_ROWS = 1024
+MARGIN = 4e-3
+SLACK = 4e-3
+
+
+def candidates(reader: Any, field: str, probe: np.ndarray, lo: int, hi: int, cutoff: float) -> np.ndarray | None:
+    """Rows of ``[lo, hi)`` (bool over every row of ``reader``) whose cosine to ``probe`` may reach ``cutoff``.
+
+    Rows of sketched segments whose bound is below ``cutoff - MARGIN`` are
+    left out; every other row of the window (the tail, small segments) is
+    kept. None when nothing can be pruned (a field that is not cosine,
+    short vectors, a cutoff the margin reaches below zero, no sketched
+    segment in the window): the caller then scans the whole window.
+    """
+    spec = reader.mapping.fields.get(field)
+    if spec is None or not spec.dims or spec.dims < SKETCH_MIN_DIMS or similarity_of(spec) != "cosine":
+        return None
+    if cutoff - MARGIN <= 0.0:
+        return None
+    query = np.asarray(probe, np.float64)
+    norm = float(np.sqrt(query @ query))
+    if norm == 0.0:
+        return None
+    unit = query / norm
+    keep: np.ndarray | None = None
+    for seg in reader.segments:
+        if seg.start < lo or seg.end > hi or seg.end - seg.start < SKETCH_MIN_ROWS:
+            continue
+        sketch = _sketch(reader, seg, field)
+        if sketch is None:
+            continue
+        basis, projected, left_out = sketch
+        into = basis.astype(np.float64) @ unit
+        probe_left = float(np.sqrt(max(1.0 - float(into @ into) + SLACK, 0.0)))
+        bound = projected @ into.astype(np.float32)
+        bound += left_out * np.float32(probe_left)
+        if keep is None:
+            keep = np.zeros(reader.n_rows, bool)
+            keep[lo:hi] = True
+        keep[seg.start:seg.end] = bound >= cutoff - MARGIN
+    return keep
+
+
+def _sketch(reader: Any, seg: Any, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(P, y, r)`` of one sealed segment's ``field``, built once per process and kept with the segment."""
+    key = ("dedup-sketch", field, SKETCH_DIMS)
+    found = seg.derived.get(key)
+    if found is not None:
+        return found
+    column = reader.segment_column(seg, field)
+    if column is None:
+        return None
+    with seg.lock:
+        found = seg.derived.get(key)
+        if found is None:
+            norms = seg.derived.get(("knn-norms", field))  # the kNN scan's cache: the same norms, computed once
+            if norms is None:
+                norms = seg.derived[("knn-norms", field)] = _norms(column.values)
+            found = seg.derived[key] = build_sketch(column.values, norms[0], norms[1])
+    return found
+
+
+def build_sketch(values: np.ndarray, inverse: np.ndarray,
+                 squared: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(P, y, r)`` for ``values`` (rows x D float32) with per-row inverse norms and squared norms.
+
+    ``P`` (``SKETCH_DIMS x D``, orthonormal rows) spans the top principal
+    directions of an even sample of the unit rows, found with a randomised
+    range finder (a fixed seed: the same rows give the same sketch); ``y`` is
+    each unit row projected; ``r`` bounds from above the length of what the
+    projection leaves out (zero rows get ``y = 0``).
+    """
+    n, dims = values.shape
+    sample = np.unique(np.linspace(0, n - 1, min(n, SAMPLE_ROWS)).astype(np.int64))
+    rows = values[sample] * inverse[sample, None]
+    rng = np.random.default_rng(0x5EED)
+    range_basis, _ = np.linalg.qr(rows.astype(np.float64) @ rng.standard_normal((dims, SKETCH_DIMS + 16)))
+    _, _, directions = np.linalg.svd(range_basis.T @ rows.astype(np.float64), full_matrices=False)
+    basis = np.ascontiguousarray(directions[:SKETCH_DIMS], np.float32)
+    projected = values @ basis.T
+    projected *= inverse[:, None]
+    length = squared.astype(np.float64) * inverse.astype(np.float64) ** 2  # 1 for a stored vector, 0 for none
+    left = np.sqrt(np.maximum(length - np.einsum("ij,ij->i", projected, projected, dtype=np.float64) + SLACK, 0.0))
+    return basis, np.ascontiguousarray(projected), left.astype(np.float32)
