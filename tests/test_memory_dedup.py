@@ -13,7 +13,7 @@ from xerj_core.memory.namespace import VECTOR_FIELD, memory_index
 from xerj_core.memory.service import _newest_windows
 
 T0 = 1_767_225_600_000
-DIMS = 320
+DIMS = 512  # above SKETCH_COORDS, so the sketches use a subset of coordinates
 NS = "agent"
 
 
@@ -80,13 +80,14 @@ def test_a_sketch_bounds_every_rows_cosine_from_above():
     squared = np.einsum("ij,ij->i", values, values, dtype=np.float32)
     inverse = np.zeros_like(squared)
     np.divide(1.0, np.sqrt(squared), out=inverse, where=squared > 0)
-    basis, projected, left = dedup.build_sketch(values, inverse, squared)
+    coords, basis, projected, left = dedup.build_sketch(values, inverse, squared)
+    assert len(coords) == dedup.SKETCH_COORDS and np.all(np.diff(coords) > 0)
     assert np.allclose(basis.astype(np.float64) @ basis.T.astype(np.float64), np.eye(dedup.SKETCH_DIMS), atol=1e-5)
     exact = values.astype(np.float64)
     exact /= np.where(np.linalg.norm(exact, axis=1) > 0, np.linalg.norm(exact, axis=1), 1.0)[:, None]
     for probe in [values[5], values[1] + 0.01 * rng.standard_normal(2304), rng.standard_normal(2304)]:
         unit = probe / np.linalg.norm(probe)
-        into = basis.astype(np.float64) @ unit
+        into = basis.astype(np.float64) @ unit[coords]
         bound = projected.astype(np.float64) @ into + left * np.sqrt(1.0 - into @ into + dedup.SLACK)
         assert np.all(bound >= exact @ unit)
 
