@@ -124,9 +124,12 @@ def build_sketch(values: np.ndarray, inverse: np.ndarray,
     rows = (values[sample] * inverse[sample, None]).astype(np.float64)
     energy = np.einsum("ij,ij->j", rows, rows)
     coords = np.sort(np.argsort(-energy, kind="stable")[: min(dims, SKETCH_COORDS)])
-    _, _, directions = np.linalg.svd(rows[:, coords], full_matrices=False)
+    # The Gram matrix's top eigenvectors are the sample's top right singular vectors, for a third of an SVD's work.
+    within = rows[:, coords]
+    _, vectors = np.linalg.eigh(within.T @ within)
+    directions = vectors[:, ::-1][:, : min(SKETCH_DIMS, len(sample))].T
     basis = np.zeros((SKETCH_DIMS, len(coords)), np.float32)
-    basis[: min(SKETCH_DIMS, len(directions))] = directions[:SKETCH_DIMS]
+    basis[: len(directions)] = directions
     projected = values[:, coords] @ basis.T
     projected *= inverse[:, None]
     length = squared.astype(np.float64) * inverse.astype(np.float64) ** 2  # 1 for a stored vector, 0 for none
