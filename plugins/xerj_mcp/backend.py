@@ -7,6 +7,7 @@ the embedded one runs the very same Falcon app, in this process.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import socket
@@ -123,6 +124,13 @@ class HttpClient:
 
     def send(self, method: str, path: str, params: Mapping[str, Any] | None = None,
              body: Any = None) -> tuple[int, Any]:
+        """``(status, the parsed JSON body)``."""
+        status, payload, _text = self.exchange(method, path, params, body)
+        return status, payload
+
+    def exchange(self, method: str, path: str, params: Mapping[str, Any] | None = None,
+                 body: Any = None) -> tuple[int, Any, str | None]:
+        """``(status, the parsed JSON body, the body's text when it was JSON)``."""
         query = urlencode(_query(params))
         head = f"{method} {self._prefix}{path}{'?' + query if query else ''} HTTP/1.1\r\n{self._head}"
         data = orjson.dumps(body) if body is not None else b""
@@ -149,12 +157,7 @@ class HttpClient:
                 raise BackendUnavailable(self._unreachable(exc)) from None
         if not keep:
             self.close()
-        raw = b"".join(response.body)
-        try:
-            payload = orjson.loads(raw) if raw else {}
-        except orjson.JSONDecodeError:
-            payload = {"raw": raw[:500].decode(errors="replace")}
-        return status, payload
+        return status, *_parsed(b"".join(response.body))
 
     @staticmethod
     def _receive(sock: socket.socket, response: _Response) -> tuple[int, bool]:
@@ -183,6 +186,26 @@ class HttpClient:
             sock.close()
 
 
+def _parsed(raw: bytes) -> tuple[Any, str | None]:
+    if not raw:
+        return {}, None
+    try:
+        return orjson.loads(raw), raw.decode()
+    except (orjson.JSONDecodeError, UnicodeDecodeError):
+        return {"raw": raw[:500].decode(errors="replace")}, None
+
+
+# The text of the JSON answer the current task received last, with the object parsed from it: a tool whose
+# result is that very object gives the text as its text content, instead of serialising the object again.
+_LAST_ANSWER: contextvars.ContextVar[tuple[Any, str] | None] = contextvars.ContextVar("xerj_mcp_answer", default=None)
+
+
+def answer_text(payload: Any) -> str | None:
+    """The server's own JSON text of ``payload`` when ``payload`` is the object the last answer parsed to."""
+    last = _LAST_ANSWER.get()
+    return last[1] if last is not None and last[0] is payload else None
+
+
 class HttpBackend:
     """A running xerj server at ``url``, called with ``Authorization: ApiKey <key>`` when a key is given."""
 
@@ -194,12 +217,15 @@ class HttpBackend:
 
     async def request(self, method: str, path: str, params: Mapping[str, Any] | None = None,
                       body: Any = None) -> tuple[int, Any]:
-        call = functools.partial(self._client.send, method, path, params, body)
+        call = functools.partial(self._client.exchange, method, path, params, body)
         if self._in_thread:
             # A worker thread, so one slow call does not stall the other sessions of `--http`.
-            return await anyio.to_thread.run_sync(call)
-        # stdio has one client, which waits for each answer; the thread hop would only add latency.
-        return call()
+            status, payload, text = await anyio.to_thread.run_sync(call)
+        else:
+            # stdio has one client, which waits for each answer; the thread hop would only add latency.
+            status, payload, text = call()
+        _LAST_ANSWER.set((payload, text) if text is not None else None)
+        return status, payload
 
     async def aclose(self) -> None:
         self._client.close()

@@ -7,11 +7,12 @@ from typing import Any
 
 import orjson
 from jsonschema import Draft202012Validator
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
-from xerj_mcp.backend import BackendUnavailable
+from xerj_mcp.backend import BackendUnavailable, answer_text
 from xerj_mcp.results import wire_form
 from xerj_mcp.tools import READ_ONLY, REVIEW_TOOLS, TOOL_NAMES, Refused, Tools
 
@@ -132,10 +133,20 @@ def as_tool_result(tool: Any) -> Any:
         except Refused as exc:
             return CallToolResult(content=[TextContent(type="text", text=exc.reason)], is_error=True)
         data = wire_form(result)
-        return PlainJsonResult(content=[TextContent(type="text", text=orjson.dumps(data).decode())],
+        # The server's answer text is that JSON already (xerj serve writes compact JSON): no second dump.
+        text = answer_text(data)
+        return PlainJsonResult(content=[TextContent(type="text", text=text if text is not None
+                                                    else orjson.dumps(data).decode())],
                                structured_content=data)
 
     return call
+
+
+def tracing_configured() -> bool:
+    """Whether this process installed an OpenTelemetry tracer provider (by code or ``opentelemetry-instrument``)."""
+    from opentelemetry import trace
+
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 async def server_mode(backend: Any) -> str:
@@ -171,6 +182,10 @@ async def build_server(backend: Any, *, open_mode: bool | None = None, review: b
     checks = CheckArguments()
     server = MCPServer("xerj", instructions=INSTRUCTIONS + (OPEN_MODE if open_mode else SCOPED),
                        middleware=[checks], log_level="WARNING")
+    if not tracing_configured():
+        # The SDK's per-message span middleware is a no-op without a tracer provider, yet it costs each call
+        # a span's set-up and tear-down; the SDK documents dropping it from the chain as the way to opt out.
+        server.middleware[:] = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
     for name in names:
         server.add_tool(as_tool_result(getattr(tools, name)), name=name, structured_output=True,
                         annotations=ToolAnnotations(readOnlyHint=name in READ_ONLY,
