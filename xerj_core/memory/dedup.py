@@ -19,8 +19,9 @@ left-out parts gives, for every row::
 so a row whose bound is below the threshold cannot be a duplicate and is
 never read; the rows left (one or two on real text at 0.95) are scored by
 the same kNN code as before, so the answer is the very row the full scan
-gives. The bound costs one ``rows x 64`` matrix-vector product (a 36th of
-the vectors' bytes).
+gives. The bound costs one ``rows x 32`` matrix-vector product over the
+leading directions (a 72nd of the vectors' bytes), then the full 64 over
+the rows that one leaves (a few percent).
 
 Rounding. Every float32 dot product here has length at most ``D`` (2,304)
 over unit vectors, so its error is below ``D * 2**-24`` (Higham's ``γ_D``,
@@ -40,6 +41,8 @@ import numpy as np
 from xerj_core.query.knn import _norms, similarity_of
 
 SKETCH_DIMS = 64
+# The first pass bounds every row with the leading directions only (half the bytes); the rest refine its survivors.
+HEAD_DIMS = 32
 SKETCH_COORDS = 384
 # Segments smaller than this are scanned as they are; a sealed tail (1,024 rows by default) is sketched.
 SKETCH_MIN_ROWS = 1024
@@ -76,20 +79,32 @@ def candidates(reader: Any, field: str, probe: np.ndarray, lo: int, hi: int, cut
         sketch = _sketch(reader, seg, field)
         if sketch is None:
             continue
-        coords, basis, projected, left_out = sketch
-        into = basis.astype(np.float64) @ unit[coords]
-        probe_left = float(np.sqrt(max(1.0 - float(into @ into) + SLACK, 0.0)))
-        bound = projected @ into.astype(np.float32)
-        bound += left_out * np.float32(probe_left)
         if keep is None:
             keep = np.zeros(reader.n_rows, bool)
             keep[lo:hi] = True
-        keep[seg.start:seg.end] = bound >= cutoff - MARGIN
+        keep[seg.start:seg.end] = _possible(sketch, unit, cutoff - MARGIN)
     return keep
 
 
-def _sketch(reader: Any, seg: Any, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """``(coordinates, P, y, r)`` of one sealed segment's ``field``, built once per process and kept with the segment."""
+def _possible(sketch: tuple[np.ndarray, ...], unit: np.ndarray, cut: float) -> np.ndarray:
+    """Rows of one sketched segment whose bound reaches ``cut``: first with the leading half of the
+    directions over every row, then with all of them over the rows that bound left."""
+    coords, basis, head, rest, head_left, left = sketch
+    into = basis.astype(np.float64) @ unit[coords]
+    lead = into[:HEAD_DIMS]
+    bound = head @ lead.astype(np.float32)
+    bound += head_left * np.float32(np.sqrt(max(1.0 - float(lead @ lead) + SLACK, 0.0)))
+    rows = np.flatnonzero(bound >= cut)
+    out = np.zeros(len(head), bool)
+    if len(rows):
+        full = head[rows] @ lead.astype(np.float32) + rest[rows] @ into[HEAD_DIMS:].astype(np.float32)
+        full += left[rows] * np.float32(np.sqrt(max(1.0 - float(into @ into) + SLACK, 0.0)))
+        out[rows[full >= cut]] = True
+    return out
+
+
+def _sketch(reader: Any, seg: Any, field: str) -> tuple[np.ndarray, ...] | None:
+    """:func:`split` of one sealed segment's sketch of ``field``, built once per process and kept with the segment."""
     key = ("dedup-sketch", field, SKETCH_DIMS, SKETCH_COORDS)
     found = seg.derived.get(key)
     if found is not None:
@@ -103,8 +118,19 @@ def _sketch(reader: Any, seg: Any, field: str) -> tuple[np.ndarray, np.ndarray, 
             norms = seg.derived.get(("knn-norms", field))  # the kNN scan's cache: the same norms, computed once
             if norms is None:
                 norms = seg.derived[("knn-norms", field)] = _norms(column.values)
-            found = seg.derived[key] = build_sketch(column.values, norms[0], norms[1])
+            found = seg.derived[key] = split(*build_sketch(column.values, norms[0], norms[1]), norms)
     return found
+
+
+def split(coords: np.ndarray, basis: np.ndarray, projected: np.ndarray, left: np.ndarray,
+          norms: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """``(coordinates, P, y's leading columns, y's other columns, r beyond the leading ones, r)``, contiguous."""
+    inverse, squared = norms
+    head = np.ascontiguousarray(projected[:, :HEAD_DIMS])
+    length = squared.astype(np.float64) * inverse.astype(np.float64) ** 2
+    head_left = np.sqrt(np.maximum(length - np.einsum("ij,ij->i", head, head, dtype=np.float64) + SLACK, 0.0))
+    return (coords, basis, head, np.ascontiguousarray(projected[:, HEAD_DIMS:]), head_left.astype(np.float32),
+            left)
 
 
 def build_sketch(values: np.ndarray, inverse: np.ndarray,
