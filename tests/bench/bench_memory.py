@@ -296,6 +296,27 @@ def store_part(engine: Engine, args, texts: list[str], words: list[str],
             skipped[name] += status == 200
     plain, deduped, novel = (args.stores / spent[name] for name in names)
     skipped, novel_skipped = skipped["near"], skipped["novel"]
+    # The same fresh-text dedup store with the sketch pruning turned off (the full scan of before), paired with
+    # a plain store each, over a few rounds: what the pruning is worth, in this run.
+    from xerj_core.memory import dedup
+
+    rounds = min(args.stores, 30)
+    rng = random.Random(17)
+    others = [" ".join(rng.choice(words[:5000]) for _ in range(rng.randint(8, 23))) for _ in range(rounds)]
+    unpruned = {"plain": 0.0, "full scan": 0.0}
+    pruning = dedup.candidates
+    try:
+        for i in range(rounds):
+            start = time.perf_counter()
+            memory.store(NS, {"text": f"{fresh[i]} again", "metadata": {"kind": "bench"}})
+            unpruned["plain"] += time.perf_counter() - start
+            dedup.candidates = lambda *a: None
+            start = time.perf_counter()
+            memory.store(NS, {"text": others[i], "dedup": True})
+            unpruned["full scan"] += time.perf_counter() - start
+            dedup.candidates = pruning
+    finally:
+        dedup.candidates = pruning
     matrix = stored_matrix(engine)
     probe_ms = p50(lambda t: int(np.argmax(matrix @ embedder.embed([t])[0])), dedup_texts[:100])
     print(f"store     {plain:7.1f} memories/s without dedup | {deduped:7.1f} memories/s with dedup, near-repeats "
@@ -307,6 +328,10 @@ def store_part(engine: Engine, args, texts: list[str], words: list[str],
           f"= {1000 / probe_ms:,.0f} probes/s")
     ratios.append(("store with dedup / without, near-repeats", deduped / plain, "target >= 0.5"))
     ratios.append(("store with dedup / without, fresh texts", novel / plain, "target >= 0.5"))
+    print(f"          unpruned (every vector scored, as before the sketches), {rounds} rounds paired with plain "
+          f"stores: {rounds / unpruned['full scan']:7.1f} memories/s with dedup against "
+          f"{rounds / unpruned['plain']:7.1f} without")
+    ratios.append(("  the same without the sketch pruning", unpruned["plain"] / unpruned["full scan"], ""))
     ratios.append(("store-with-dedup time / numpy probe time", (1000 / deduped) / probe_ms, ""))
 
 
