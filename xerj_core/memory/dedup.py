@@ -11,8 +11,9 @@ the top principal directions of a sample of the segment's unit rows within
 its :data:`SKETCH_COORDS` coordinates of most energy (on the default
 embedder these hold the dense meaning and the common words' buckets, and the
 bound prunes as well as a full-width PCA), so projecting a segment reads a
-sixth of each row and costs a sixth of the arithmetic. For a unit probe ``q̂`` split the same way, Cauchy-Schwarz on the
-left-out parts gives, for every row::
+sixth of each row and costs a sixth of the arithmetic. For a unit probe
+``q̂`` split the same way, Cauchy-Schwarz on the left-out parts gives, for
+every row::
 
     cos(q̂, x̂) = P q̂ · P x̂ + (q̂ - PᵀP q̂) · (x̂ - PᵀP x̂) <= P q̂ · y + r_q r
 
