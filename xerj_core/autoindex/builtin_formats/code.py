@@ -9,8 +9,10 @@ root), ``version``, ``dependencies`` and ``members`` when present; the
 A ``.py``/``.pyi`` module gets a card (the lines outside top-level definitions:
 docstring, imports, constants; ``fields["imports"]`` lists imported modules)
 and one ``section`` per top-level ``def``/``class`` (decorators included),
-labelled ``def name``/``class name`` with id ``{path}#{name}``. A module that
-does not parse as Python is still indexed, as a card holding all of its text.
+labelled ``def name``/``class name`` with id ``{path}#{name}``. The outline is
+read by a scan that builds no syntax tree (:mod:`.pyoutline`); a module the scan
+cannot vouch for is parsed with ``ast``, and one that does not parse as Python is
+still indexed, as a card holding all of its text.
 ``.rs`` files are one card each.
 """
 
@@ -21,35 +23,13 @@ import posixpath
 import tomllib
 
 from xerj_core.autoindex.builtin_formats._common import Anchors, document
+from xerj_core.autoindex.builtin_formats.pyoutline import outline, outline_from_tree
 from xerj_core.autoindex.formats import FormatError, decode_utf8, extension, file_name
 from xerj_core import hookimpl
 from xerj_core.model import SourceDocument
 
 PYTHON_EXTENSIONS = frozenset({".py", ".pyi"})
 OTHER_EXTENSIONS = frozenset({".rs"})
-
-
-# Statement lists a nested import can sit in; expressions never hold one, so they are not walked.
-_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
-
-
-def _imports(tree: ast.Module) -> list[str]:
-    """Imported module names, found by walking statements only (a file has far more expression nodes)."""
-    names: set[str] = set()
-    stack: list[ast.AST] = list(tree.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.module and not node.level:
-                names.add(node.module)
-        else:
-            for field in _BODIES:
-                found = getattr(node, field, None)
-                if found:
-                    stack.extend(found)
-    return sorted(names)
 
 
 class CodeFormat:
@@ -98,28 +78,27 @@ class CodeFormat:
                           version=version, dependencies=sorted(deps) or None, members=members)
 
     def _python(self, rel_path: str, text: str, mtime_ms: int) -> list[SourceDocument]:
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
-            return [self._card(rel_path, text.strip(), mtime_ms, title=file_name(rel_path))]
+        found = outline(text)
+        if found is None:  # outside what the scan vouches for: the parser decides
+            try:
+                found = outline_from_tree(ast.parse(text))
+            except (SyntaxError, ValueError):
+                return [self._card(rel_path, text.strip(), mtime_ms, title=file_name(rel_path))]
         lines = text.split("\n")
-        spans = []
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-                keyword = {ast.ClassDef: "class", ast.AsyncFunctionDef: "async def"}.get(type(node), "def")
-                spans.append((first - 1, node.end_lineno or node.lineno, f"{keyword} {node.name}", node.name))
-        covered: set[int] = set()
-        for start, end, _, _ in spans:
-            covered.update(range(start, end))
-        outside = "\n".join(line for index, line in enumerate(lines) if index not in covered)
-        docs = [self._card(rel_path, outside.strip(), mtime_ms, title=file_name(rel_path),
-                           imports=_imports(tree) or None)]
+        # the card holds the lines outside every definition (definitions come in order and never overlap)
+        outside: list[str] = []
+        done = 0
+        for definition in found.definitions:
+            outside.extend(lines[done:definition.start])
+            done = max(done, definition.end)
+        outside.extend(lines[done:])
+        docs = [self._card(rel_path, "\n".join(outside).strip(), mtime_ms, title=file_name(rel_path),
+                           imports=list(found.imports) or None)]
         anchors = Anchors("definition")
-        for ordinal, (start, end, label, symbol) in enumerate(spans, start=1):
+        for ordinal, (start, end, keyword, symbol) in enumerate(found.definitions, start=1):
             docs.append(
                 document(self, rel_path, mtime_ms, doc_id=f"{rel_path}#{anchors(symbol)}", title=file_name(rel_path),
-                         text="\n".join(lines[start:end]).strip(), section=label, kind="section",
+                         text="\n".join(lines[start:end]).strip(), section=f"{keyword} {symbol}", kind="section",
                          ordinal=ordinal, symbol=symbol, line=start + 1)
             )
         return docs

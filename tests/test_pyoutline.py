@@ -1,0 +1,155 @@
+"""The Python outline scan answers what the ``ast`` walk answers, on every installed module and on hard cases."""
+
+from __future__ import annotations
+
+import ast
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from xerj_core.autoindex.builtin_formats import code
+from xerj_core.autoindex.builtin_formats._common import Anchors, document
+from xerj_core.autoindex.builtin_formats.pyoutline import Definition, outline, outline_from_tree
+from xerj_core.autoindex.formats import FormatError, decode_text, file_name
+
+MTIME = 1_700_000_000_000
+
+
+def _reference(text: str):
+    try:
+        return outline_from_tree(ast.parse(text))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _installed_modules() -> list[Path]:
+    site = Path(sysconfig.get_paths()["purelib"])
+    return sorted(path for path in site.rglob("*.py") if path.is_file())
+
+
+@pytest.mark.slow
+def test_the_scan_matches_ast_on_every_installed_module():
+    checked = answered = 0
+    wrong = []
+    for path in _installed_modules():
+        try:
+            text = decode_text(path.read_bytes()).text
+        except (OSError, FormatError):
+            continue
+        checked += 1
+        found = outline(text)
+        if found is None:
+            continue
+        answered += 1
+        if found != _reference(text):
+            wrong.append(str(path))
+    assert checked > 1000
+    assert not wrong, f"{len(wrong)} modules outlined unlike ast: {wrong[:5]}"
+    # the scan must vouch for nearly every real module, or it saves nothing
+    assert answered >= 0.99 * checked, (answered, checked)
+
+
+HARD_CASES = {
+    "decorated and async": "import os\n\n@a.b(1,\n   2)\n@c\nasync def f(x):\n    return [\n1]\n# trailing\n\nclass K(object):  # c\n    '''doc\ndef fake():\n'''\n    x = (1,\n)\n\n\nX = 1\n",
+    "closing bracket at column 0": "x = foo(\n    1,\n)\ndef f():\n    pass\n",
+    "string at column 0": 's = """\ndef not_a_def():\n    import nothing\n"""\ndef real(): return 1\n',
+    "backslash continuation": "x = 1 + \\\n2\ndef f(): \\\n    pass\nimport a.b \\\n    as c, d\nfrom e \\\n    import f\n",
+    "one-line bodies": "try: import json\nexcept ImportError: import simplejson as json\nif x: import y; import z.w\n",
+    "nested imports": "def f():\n    if a:\n        import b\n    else:\n        from c.d import e\n    try:\n        pass\n    finally:\n        import g\n"
+                      "match x:\n    case 1:\n        import h\nwhile 1:\n    import i\nelse:\n    import j\n",
+    "relative and dotted": "from . import a\nfrom .b import c\nfrom ..d.e import f\nfrom.g import h\nfrom x . y import (\n  z,\n)\nimport  p . q\n",
+    "import words in strings and comments": "x = 'import os'  # import sys\ny = f\"{'import re'}\"\n#def g(): pass\n",
+    "names with from and import inside": "from a.from_b import c\nimport importlib, my_import\nfrom frommer import x\n",
+    "semicolons and ellipsis": "def f(): ...; x = 1\nclass A: pass\nfrom ... import z\n",
+    "escaped quotes": "s = 'it\\'s'\nt = \"a\\\"b\"\nu = '''x\\'''y'''\ndef f(): pass\n",
+    "raw and byte strings": "r = r'\\d+'\nb = rb\"\\\\\"\ndef f(): return b'('\n",
+    "empty": "",
+    "only comments": "# one\n# two\n",
+    "no trailing newline": "def f():\n    return 1",
+    "blank lines with spaces": "def f():\n    x = 1\n    \n  \n\n    y = 2\n\n\n\nz = 3\n",
+    "class named like keyword prefix": "classify = 1\ndefault = 2\nasync_mode = 3\nclass_ = 4\n",
+    "unicode identifiers": "def ﬁle():\n    pass\nimport ﬁle_mod\nclass Café: pass\n",
+    "py2 print": 'print "hello"\ndef f():\n    pass\n',
+    "py2 print in a function": 'def f():\n    print "hello"\n',
+    "py2 except": "try:\n    pass\nexcept Exception, e:\n    pass\n",
+    "py2 raise": 'raise ValueError, "x"\n',
+    "py2 backticks": "x = `1`\n",
+    "py2 inequality": "if a <> b: pass\n",
+    "unterminated string": "x = 'abc\ndef f(): pass\n",
+    "unterminated triple string": 'x = """abc"\ndef f(): pass\n',
+    "unbalanced brackets": "x = (1,\ndef f(): pass\n",
+    "extra closing bracket": "x = 1)\ndef f(): pass\n",
+    "decorator on nothing": "@dec\nx = 1\n",
+    "def without a name": "def (:\n",
+    "NUL byte": "x = 1\0\n",
+    "form feed": "\fdef f(): pass\n",
+    "bad identifier": "€ = 2\n",
+    "print as a name": "print = 3\nprint (x)\nprint\nprint if a else b\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HARD_CASES))
+def test_the_scan_answers_like_ast_or_not_at_all(name):
+    text = HARD_CASES[name]
+    found = outline(text)
+    reference = _reference(text)
+    if reference is None:
+        assert found is None, "the scan vouched for a module ast refuses"
+    elif found is not None:
+        assert found == reference
+
+
+def test_the_scan_vouches_for_ordinary_modules():
+    for name in ("decorated and async", "backslash continuation", "one-line bodies", "nested imports",
+                 "relative and dotted", "names with from and import inside", "escaped quotes", "empty"):
+        assert outline(HARD_CASES[name]) is not None, name
+    found = outline(HARD_CASES["decorated and async"])
+    assert found.definitions == (Definition(2, 8, "async def", "f"), Definition(10, 16, "class", "K"))
+    assert found.imports == ("os",)
+    assert outline(HARD_CASES["relative and dotted"]).imports == ("p.q", "x.y")
+
+
+def _python_by_tree(fmt: code.CodeFormat, rel_path: str, text: str, mtime_ms: int):
+    """The code format's Python documents as the format built them before the scan: every file through ``ast``."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return [fmt._card(rel_path, text.strip(), mtime_ms, title=file_name(rel_path))]
+    lines = text.split("\n")
+    spans = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            keyword = {ast.ClassDef: "class", ast.AsyncFunctionDef: "async def"}.get(type(node), "def")
+            spans.append((first - 1, node.end_lineno or node.lineno, f"{keyword} {node.name}", node.name))
+    covered: set[int] = set()
+    for start, end, _, _ in spans:
+        covered.update(range(start, end))
+    outside = "\n".join(line for index, line in enumerate(lines) if index not in covered)
+    docs = [fmt._card(rel_path, outside.strip(), mtime_ms, title=file_name(rel_path),
+                      imports=list(outline_from_tree(tree).imports) or None)]
+    anchors = Anchors("definition")
+    for ordinal, (start, end, label, symbol) in enumerate(spans, start=1):
+        docs.append(document(fmt, rel_path, mtime_ms, doc_id=f"{rel_path}#{anchors(symbol)}",
+                             title=file_name(rel_path), text="\n".join(lines[start:end]).strip(), section=label,
+                             kind="section", ordinal=ordinal, symbol=symbol, line=start + 1))
+    return docs
+
+
+def test_code_documents_are_those_of_the_tree_path_on_real_modules():
+    fmt = code.CodeFormat()
+    modules = _installed_modules()[::7][:600]
+    compared = 0
+    for path in modules:
+        data = path.read_bytes()
+        try:
+            text = decode_text(data).text
+        except FormatError:
+            continue
+        rel = path.name
+        assert fmt.parse(rel, data, MTIME) == _python_by_tree(fmt, rel, text, MTIME), str(path)
+        compared += 1
+    for name, text in HARD_CASES.items():
+        assert fmt.parse("m.py", text.encode(), MTIME) == _python_by_tree(fmt, "m.py", text, MTIME), name
+    assert compared >= 300
