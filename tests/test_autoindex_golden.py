@@ -1,0 +1,121 @@
+"""Autoindex writes the same documents and edges as the build before its fast paths (Foam, generated notes, real code).
+
+The fixtures ``tests/fixtures/autoindex-golden-*.json.gz`` were written by
+``python -m tests.test_autoindex_golden`` on the build before the Python outline
+scan, the batched detectors and the streamed reconcile (main at acaaa68). Each
+holds every live document of the brain's dataset indices (without ``mtime``,
+which is the checkout's) and every live edge (claim, detector, weights, trust,
+evidence; not the mtime-derived ids and clocks), plus the run's counters.
+For real code, the run with the outline scan is compared with a run in which
+every module goes through ``ast`` as before.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sysconfig
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.bench.bench_autoindex import generate
+from xerj_core.autoindex.builtin_formats import code
+from xerj_core.autoindex.pipeline import run
+from xerj_core.engine import Engine
+from xerj_core.graph.brain import edges_index
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FOAM = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "foam-docs"
+GENERATED_NOTES = 600
+
+
+def dump(folder: Path, brain: str = "golden") -> dict[str, Any]:
+    """A run's documents and edges, canonical and free of the files' mtimes."""
+    with tempfile.TemporaryDirectory() as data, Engine(Path(data)) as engine:
+        summary = run(engine, folder, brain=brain, clock=lambda: 1_000, workers=1)
+        out: dict[str, Any] = {"documents": {}, "edges": [],
+                               "summary": {"edges_by_type": summary.edges_by_type, "documents": summary.documents,
+                                           "edges_capped": summary.edges_capped}}
+        with engine.store.read_txn() as raw:
+            for index in summary.datasets:
+                reader = engine.store.open_reader(raw, index)
+                docs = []
+                for row in np.flatnonzero(reader.live).tolist():
+                    doc_id, source, _ = reader.document(row)
+                    docs.append([doc_id, {k: v for k, v in source.items() if k != "mtime"}])
+                out["documents"][index.rsplit("-", 1)[0]] = sorted(docs, key=lambda item: item[0])
+            reader = engine.store.open_reader(raw, edges_index(brain))
+            for row in np.flatnonzero(reader.live).tolist():
+                _, edge, _ = reader.document(row)
+                if "src" not in edge:
+                    continue
+                evidence = edge.get("evidence") or {}
+                out["edges"].append([edge["src"], edge["type"], edge["dst"], edge.get("detector"), edge.get("weight"),
+                                     edge.get("confidence"), edge.get("trust"), edge.get("invalid_at") is None,
+                                     evidence.get("quote"), evidence.get("offset"), evidence.get("source")])
+        out["edges"].sort()
+    # through JSON, as the fixture was: tuples and lists compare alike
+    return json.loads(json.dumps(out))
+
+
+def _fixture(name: str) -> dict[str, Any]:
+    return json.loads(gzip.decompress((FIXTURES / f"autoindex-golden-{name}.json.gz").read_bytes()))
+
+
+def _compare(found: dict[str, Any], expected: dict[str, Any]) -> None:
+    assert found["summary"] == expected["summary"]
+    assert found["documents"].keys() == expected["documents"].keys()
+    for dataset, docs in expected["documents"].items():
+        assert found["documents"][dataset] == docs, dataset
+    missing = [e for e in expected["edges"] if e not in found["edges"]][:3]
+    extra = [e for e in found["edges"] if e not in expected["edges"]][:3]
+    assert found["edges"] == expected["edges"], (missing, extra)
+
+
+@pytest.fixture(scope="module")
+def notes(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("golden") / "notes"
+    generate(folder, GENERATED_NOTES)
+    return folder
+
+
+@pytest.mark.skipif(not FOAM.is_dir(), reason="the Foam corpus is not beside the checkout")
+def test_foam_documents_and_edges_are_those_of_the_previous_build():
+    _compare(dump(FOAM), _fixture("foam"))
+
+
+def test_generated_notes_documents_and_edges_are_those_of_the_previous_build(notes):
+    _compare(dump(notes), _fixture("notes"))
+
+
+def test_real_code_documents_and_edges_are_those_of_the_ast_path(tmp_path, monkeypatch):
+    site = Path(sysconfig.get_paths()["purelib"])
+    folder = tmp_path / "code"
+    copied = 0
+    for path in sorted(site.rglob("*.py"))[::9]:
+        if path.is_file() and path.stat().st_size <= 256 * 1024 and copied < 500:
+            target = folder / path.relative_to(site)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+            copied += 1
+    assert copied == 500
+    scanned = dump(folder)
+    monkeypatch.setattr(code, "outline", lambda text: None)  # every module through ast, as before the scan
+    _compare(scanned, dump(folder))
+
+
+if __name__ == "__main__":
+    import sys
+
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else FIXTURES
+    with tempfile.TemporaryDirectory() as tmp:
+        generate(Path(tmp) / "notes", GENERATED_NOTES)
+        for name, folder in (("foam", FOAM), ("notes", Path(tmp) / "notes")):
+            blob = json.dumps(dump(folder), sort_keys=True, ensure_ascii=False).encode()
+            (target / f"autoindex-golden-{name}.json.gz").write_bytes(gzip.compress(blob, 9, mtime=0))
+            print(name, len(blob))
