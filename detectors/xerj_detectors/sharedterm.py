@@ -71,14 +71,33 @@ def family(term: str) -> str:
     return term
 
 
+# Every word a process has judged, by verdict: a vocabulary's words repeat across files, so most of a file's words
+# are judged by one set operation. Bounded: past the limit the memo starts again.
+_ELIGIBLE: set[str] = set()
+_INELIGIBLE: set[str] = set()
+_MEMO_LIMIT = 1 << 20
+
+
+def _eligible(word: str) -> bool:
+    return MIN_TERM <= len(word) <= MAX_TERM and _LETTER.search(word) is not None
+
+
 def file_terms(file_docs: Sequence[SourceDocument]) -> frozenset[str]:
     """The distinct eligible terms of one file."""
-    words: set[str] = set()
-    for doc in file_docs:
-        if doc.text:
-            words.update(tokenize(doc.text))
-    has_letter = _LETTER.search
-    return frozenset(w for w in words if MIN_TERM <= len(w) <= MAX_TERM and has_letter(w))
+    # one tokenizer pass over the file: a newline separates the documents' texts as their ends did
+    words = set(tokenize("\n".join(doc.text for doc in file_docs if doc.text)))
+    # the memo only ever holds true verdicts, so a concurrent run clearing it costs work, never a word
+    known = words & _ELIGIBLE
+    unknown = words - known - _INELIGIBLE
+    if not unknown:
+        return frozenset(known)
+    good = {word for word in unknown if _eligible(word)}
+    if len(_ELIGIBLE) + len(_INELIGIBLE) > _MEMO_LIMIT:
+        _ELIGIBLE.clear()
+        _INELIGIBLE.clear()
+    _ELIGIBLE.update(good)
+    _INELIGIBLE.update(unknown - good)
+    return frozenset(known | good)
 
 
 def _gather(values: np.ndarray, starts: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -99,12 +118,12 @@ class SharedtermDetector:
     def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[str, tuple[str, ...]] | None:
         if not file_docs:
             return None
-        # a sorted tuple of interned strings: a whole corpus of these is held until combine, and a
-        # vocabulary's words repeat across files
-        return (file_docs[0].ax_path, tuple(sorted(map(sys.intern, file_terms(file_docs)))))
+        # a tuple of interned strings, in no particular order (combine numbers and sorts them): a whole corpus
+        # of these is held until combine, and a vocabulary's words repeat across files
+        return (file_docs[0].ax_path, tuple(map(sys.intern, file_terms(file_docs))))
 
     def combine(self, partials: Iterable[tuple[str, Iterable[str]] | None], corpus: Corpus) -> DetectorState:
-        units = sorted(p for p in partials if p is not None)
+        units = sorted((p for p in partials if p is not None), key=lambda unit: unit[0])
         total = len(units)
         df: Counter[str] = Counter()
         for _, terms in units:

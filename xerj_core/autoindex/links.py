@@ -80,12 +80,13 @@ def resolve_relative(
     return None
 
 
+_NOTE_EXTENSION_SET = frozenset(NOTE_EXTENSIONS)
+
+
 def _strip_note_extension(name: str) -> str:
-    lowered = name.lower()
-    for ext in NOTE_EXTENSIONS:
-        if lowered.endswith(ext) and len(name) > len(ext):
-            return name[: -len(ext)]
-    return name
+    # no note extension holds a dot of its own, so the last dot is where one would start
+    dot = name.rfind(".")
+    return name[:dot] if dot > 0 and name[dot:].lower() in _NOTE_EXTENSION_SET else name
 
 
 def note_candidates(corpus: Corpus, from_path: str, name: str) -> tuple[str, ...]:
