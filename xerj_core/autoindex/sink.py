@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 import xxhash
 
-from xerj_core.errors import IndexNotFound
+from xerj_core.errors import IndexNotFound, XerjError
 from xerj_core.graph.brain import edges_index
 from xerj_core.model import EdgeDraft
 from xerj_core.store import residency
@@ -370,12 +370,14 @@ class LocalSink:
             _ensure_indices(txn)
             written = 0
             txn.put(FILES_INDEX, {"brain": brain, "dirty": True}, run_state_id(brain))
+            # Each index's puts go through one put_many (in file order, so rows and dictionary ordinals are
+            # those of putting them one by one); a batch's files never share a document id, so the deletes of
+            # stale documents (ids the files no longer yield) are independent of the puts.
+            puts: dict[str, list[tuple[Any, str, str]]] = {}
             for item in files:
                 refs: list[str] = []
                 for doc in item.documents:
-                    if not txn.exists(doc.index):
-                        txn.create_index(doc.index, DATASET_MAPPING)
-                    txn.put(doc.index, doc.source, doc.id)
+                    puts.setdefault(doc.index, []).append((doc.source, doc.id, "index"))
                     refs.append(doc_ref(doc.index, doc.id))
                     written += 1
                 for ref in item.stale:
@@ -386,10 +388,16 @@ class LocalSink:
                 if item.stamp is None:
                     txn.delete(FILES_INDEX, state_id)
                     continue
-                txn.put(FILES_INDEX, {
+                puts.setdefault(FILES_INDEX, []).append(({
                     "brain": brain, "ax_path": item.path, "mtime_ns": item.stamp.mtime_ns,
                     "size": item.stamp.size, "hash": item.stamp.hash, "docs": refs, "indexed_at": indexed_at,
-                }, state_id)
+                }, state_id, "index"))
+            for index, items in puts.items():
+                if not txn.exists(index):
+                    txn.create_index(index, DATASET_MAPPING)
+                for outcome in txn.index(index).put_many(items):
+                    if isinstance(outcome, XerjError):
+                        raise outcome  # the whole batch is refused, as a refused put always refused it
             return written
 
         with self._releasing():
