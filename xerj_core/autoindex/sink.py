@@ -260,10 +260,10 @@ class BrainSink(Protocol):
 
 # -- embedded ----------------------------------------------------------------------------------
 
-# Edges per write transaction. A first run's peak RSS sits inside one, but it does not follow their number (20,000
-# notes peaked at 438 MB with 2,000 and with 1,000), while fewer per transaction cost more seals (5,000 notes: +6%
-# CPU at 2,000).
-EDGES_PER_TRANSACTION = 5_000
+# Edges per write transaction. A first run's peak RSS sits inside one: on 20,000 notes 5,000 peaked at 466-497 MB,
+# 2,000 at 437-451 MB, 1,000 no lower (438 MB); fewer per transaction cost more seals (about 10% more CPU on 5,000
+# notes at 2,000 than at 5,000).
+EDGES_PER_TRANSACTION = 2_000
 # How often a long write transaction's resident map pages are given back (see LocalSink._releasing): a seal
 # reads segments at memory speed, so a longer wait lets a burst of them stay resident; a call costs ~10 µs.
 RELEASE_EVERY_S = 0.005
