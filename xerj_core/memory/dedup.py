@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from xerj_core.query.knn import _norms, similarity_of
+from xerj_core.query.knn import segment_norms, similarity_of
 
 SKETCH_DIMS = 64
 # The first pass bounds every row with the leading directions only (half the bytes); the rest refine its survivors.
@@ -113,12 +113,10 @@ def _sketch(reader: Any, seg: Any, field: str) -> tuple[np.ndarray, ...] | None:
     column = reader.segment_column(seg, field)
     if column is None:
         return None
+    norms = segment_norms(seg, field, column.values)  # the kNN scan's own cache: the same norms, computed once
     with seg.lock:
         found = seg.derived.get(key)
         if found is None:
-            norms = seg.derived.get(("knn-norms", field))  # the kNN scan's cache: the same norms, computed once
-            if norms is None:
-                norms = seg.derived[("knn-norms", field)] = _norms(column.values)
             found = seg.derived[key] = split(*build_sketch(column.values, norms[0], norms[1]), norms)
     return found
 

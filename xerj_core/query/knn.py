@@ -60,19 +60,25 @@ def _norms(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return inverse, squared
 
 
+def segment_norms(seg, field: str, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_norms` of a sealed segment's ``values`` of ``field``, computed once per process and kept with it."""
+    key = ("knn-norms", field)
+    norms = seg.derived.get(key)
+    if norms is None:
+        with seg.lock:
+            norms = seg.derived.get(key)
+            if norms is None:
+                norms = seg.derived[key] = _norms(values)
+    return norms
+
+
 def _parts(reader, field: str):
     """``(start, end, values, present, inverse_norms, squared_norms)`` per stored part of ``field``."""
-    key = ("knn-norms", field)
     for seg in reader.segments:
         column = reader.segment_column(seg, field)
         if column is None:
             continue
-        norms = seg.derived.get(key)
-        if norms is None:
-            with seg.lock:
-                norms = seg.derived.get(key)
-                if norms is None:
-                    norms = seg.derived[key] = _norms(column.values)
+        norms = segment_norms(seg, field, column.values)
         yield seg.start, seg.end, column.values, column.present, norms[0], norms[1]
     if reader.tail_count:
         column = reader.tail_column(field)
