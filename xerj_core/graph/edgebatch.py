@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import lmdb
 import orjson
-import xxhash
 
 from xerj_core.graph.brain import (
     EDGE_MAPPING,
@@ -34,6 +33,7 @@ from xerj_core.graph.brain import (
     REJECTION_PREFIX,
     SCHEMA_VERSION,
     TRUST_DETECTED,
+    edge_id,
 )
 from xerj_core.graph.history import HISTORY_MAPPING, RECORDED_AT, SUPERSEDED_AT, archived_id, history_index
 from xerj_core.model import EdgeDraft, Evidence
@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # False sends every batch down the general path (the equivalence test compares the two).
 ENABLED = True
-_xxh128 = xxhash.xxh3_128_intdigest
 _LONG_LOW, _LONG_HIGH = INT_TYPES["long"]
 
 
@@ -99,7 +98,7 @@ def documents(drafts: Sequence[EdgeDraft], created_ms: int) -> tuple[list[dict[s
         return None
     docs = []
     for d, src, dst, type_, valid_at in zip(kept, srcs, dsts, types, valid):
-        doc = {"edge_id": format(_xxh128(f"xg1\0{src}\0{type_}\0{dst}\0{valid_at}".encode()), "032x"),
+        doc = {"edge_id": edge_id(src, type_, dst, valid_at),
                "src": src, "dst": dst, "type": type_, "weight": d.weight, "confidence": d.confidence,
                "valid_at": valid_at, "created_at": created_ms, "detector": d.detector, "trust": TRUST_DETECTED,
                "schema_version": SCHEMA_VERSION}
@@ -109,7 +108,7 @@ def documents(drafts: Sequence[EdgeDraft], created_ms: int) -> tuple[list[dict[s
             doc["dst_format"] = d.dst_format
         evidence = d.evidence
         if evidence is not None:
-            doc["evidence"] = {"quote": evidence.quote, "source": evidence.source, "offset": evidence.offset}
+            doc["evidence"] = evidence.to_json()
             if type(evidence.source) is str:
                 doc["src_file"] = evidence.source
         docs.append(doc)
