@@ -420,8 +420,7 @@ class IndexWrite:
         """The rows of ``items`` (distinct ids) whose ``records`` are prepared, in item order; ``refused`` in
         their places. New documents (the bulk-ingest case) are written by C-level passes over the batch:
         one ``getmulti`` finds which ids exist, and sources and ids go through one cursor each."""
-        raw, db, ix, state = self.txn.raw, self.txn.dbs, self.ix, self.state
-        prefix = keys.ix_key(ix)
+        raw, db, prefix = self.txn.raw, self.txn.dbs, keys.ix_key(self.ix)
         try:
             encoded = list(map(str.encode, ids))
             valid = min(map(len, encoded)) > 0 and max(map(len, encoded)) <= MAX_ID_BYTES
@@ -438,62 +437,53 @@ class IndexWrite:
         id_keys = list(map(prefix.__add__, encoded))
         with raw.cursor(db=db["ids"]) as cur:
             existing = dict(cur.getmulti(sorted(key for i, key in enumerate(id_keys) if i not in refused)))
-        sources: list[tuple[bytes, bytes]] = []
-        id_entries: list[tuple[bytes, bytes]] = []
         if not existing and not refused:
-            start = state.next_row
-            rows = range(start, start + len(items))
-            row_keys = list(map(prefix.__add__, map(keys.u64, rows)))
-            headers = map(keys.SRC_HEADER.pack, repeat(1), map(len, encoded))
-            sources = list(zip(row_keys, map(bytes.__add__, map(bytes.__add__, headers, encoded),
-                                             map(orjson.dumps, [doc for doc, _id, _op in items]))))
-            id_entries = list(zip(id_keys, map(keys.u64, rows)))
-            state.next_row += len(items)
-            state.live += len(items)
-            self.pending.extend(zip(rows, records))
-            self.put_ids.extend(ids)
-            results: list[WriteResult | XerjError] = list(map(WriteResult, repeat(self.name), ids, repeat("created"),
-                                                              repeat(1), rows))
-        else:
-            deferred = (sources, id_entries)
-            results = []
-            for i, ((doc, doc_id, op_type), record) in enumerate(zip(items, records)):
-                found = refused.get(i)
-                if found is not None:
-                    results.append(found)
-                    continue
-                try:
-                    results.append(self._put_row(doc, doc_id, op_type, record, deferred,
-                                                 existing.get(id_keys[i])))
-                except XerjError as exc:
-                    results.append(exc)
-        _put_all(raw, db["src"], sources, ordered=True)
-        id_entries.sort()
-        _put_all(raw, db["ids"], id_entries)
+            rows = self._append(ids, encoded, map(orjson.dumps, [doc for doc, _id, _op in items]), records)
+            return list(map(WriteResult, repeat(self.name), ids, repeat("created"), repeat(1), rows))
+        deferred: tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]] = ([], [])
+        results: list[WriteResult | XerjError] = []
+        for i, ((doc, doc_id, op_type), record) in enumerate(zip(items, records)):
+            found = refused.get(i)
+            if found is not None:
+                results.append(found)
+                continue
+            try:
+                results.append(self._put_row(doc, doc_id, op_type, record, deferred, existing.get(id_keys[i])))
+            except XerjError as exc:
+                results.append(exc)
+        _put_all(raw, db["src"], deferred[0], ordered=True)  # rows are taken in ascending order
+        _put_all(raw, db["ids"], sorted(deferred[1]))
         return results
+
+    def _append(self, ids: list[str], encoded: list[bytes], sources: Iterable[bytes],
+                records: Iterable[dict[str, Any] | None]) -> range:
+        """Write new documents (version 1) on the next rows, in order, by C-level passes: ``ids`` (checked
+        distinct and absent), their UTF-8 ``encoded`` forms, source JSONs and records. Sources are appended
+        (full pages rather than half-split ones) and ids put sorted, one cursor each. Returns the rows."""
+        raw, db, prefix, state = self.txn.raw, self.txn.dbs, keys.ix_key(self.ix), self.state
+        rows = range(state.next_row, state.next_row + len(ids))
+        headers = map(keys.SRC_HEADER.pack, repeat(1), map(len, encoded))
+        row_sources = zip(map(prefix.__add__, map(keys.u64, rows)),
+                          map(bytes.__add__, map(bytes.__add__, headers, encoded), sources))
+        id_entries = sorted(zip(map(prefix.__add__, encoded), map(keys.u64, rows)))
+        state.next_row += len(ids)
+        state.live += len(ids)
+        self.pending.extend(zip(rows, records))
+        self.put_ids.extend(ids)
+        _put_all(raw, db["src"], list(row_sources), ordered=True)
+        _put_all(raw, db["ids"], id_entries)
+        return rows
 
     def append_new(self, rows: Sequence[tuple[str, bytes, dict[str, Any]]]) -> None:
         """Write documents as :meth:`put` writes new ones (version 1, the next rows in order), for a caller that
         checked their ids are distinct and absent from this index and built each record itself:
-        ``(doc_id, source JSON, record)`` per document. Sources and ids go through one cursor each."""
-        ix, start = self.ix, self.state.next_row
-        sources, id_entries = [], []
-        row_key, pack_source, u64 = keys.row_key, keys.pack_source, keys.u64
+        ``(doc_id, source JSON, record)`` per document."""
         ids = [doc_id for doc_id, _source, _record in rows]
         if not (set(map(type, ids)) <= {str} and all(map(str.isascii, ids)) and "" not in ids
                 and max(map(len, ids), default=0) <= MAX_ID_BYTES):
             for doc_id in ids:
                 check_doc_id(doc_id)
-        for row, (doc_id, source, record) in enumerate(rows, start):
-            sources.append((row_key(ix, row), pack_source(1, doc_id, source)))
-            id_entries.append((keys.id_key(ix, doc_id), u64(row)))
-            self.pending.append((row, record))
-            self.put_ids.append(doc_id)
-        self.state.next_row += len(rows)
-        self.state.live += len(rows)
-        _put_all(self.txn.raw, self.txn.dbs["src"], sources, ordered=True)
-        id_entries.sort()
-        _put_all(self.txn.raw, self.txn.dbs["ids"], id_entries)
+        self._append(ids, list(map(str.encode, ids)), map(itemgetter(1), rows), map(itemgetter(2), rows))
 
     def put_records(self, items: Sequence[tuple[Any, str, dict[str, Any]]]) -> None:
         """:meth:`put` (``index``) of each ``(doc, doc_id, record)`` with distinct ids, for a caller that built each
