@@ -202,12 +202,16 @@ def recall_part(engine: Engine, args, texts: list[str], words: list[str], qs: li
     def bm25s_query(q: str):
         # bm25s's fastest single-query path: dense scores from its sparse matrix, then a top-k.
         tokens = [t for t in tokenize(q) if t in vocab]
+        if not tokens:  # bm25s indexes past the end of an empty query; no known term scores nothing, as in xerj
+            return np.empty(0, dtype=np.int64)
         scores = retriever.get_scores(tokens)
         top = np.argpartition(-scores, K)[:K]
         return top[np.argsort(-scores[top])]
 
     def bm25s_retrieve(q: str):
         tokens = [t for t in tokenize(q) if t in vocab]
+        if not tokens:
+            return []
         return retriever.retrieve([tokens], k=K, show_progress=False, return_as="documents")
 
     embedder = memory._embedder_for(None)
