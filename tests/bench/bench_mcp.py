@@ -21,6 +21,13 @@ time per call is
 inflated by the load far less than wall time is. `--realtime` (root) runs the
 benchmark's processes under SCHED_FIFO, so that other work on a shared
 machine does not delay their wake-ups; both sides of each comparison run so.
+
+After the rounds, one ego answer is costed in process, step by step, on each
+side: what the baseline's client does with it (``json.loads``), what `xerj mcp`
+does (parse it, the SDK's per-version sieve of the result, the wire line) and
+what the SDK's stdio client does with that line (its JSON-RPC parse, beside the
+same line parsed as a response alone, its sieve, its result model and its
+output schema check): the part of "added" that grows with the answer.
 """
 
 from __future__ import annotations
@@ -128,8 +135,62 @@ def cpu_seconds(proc: psutil.Process) -> float:
         return times.user + times.system
 
 
+def raw_get(http: Http, path: str) -> bytes:
+    http.conn.request("GET", path, headers=http.headers)
+    return http.conn.getresponse().read()
+
+
+def _median_us(call, calls: int = 300) -> float:
+    samples = []
+    for _ in range(calls):
+        started = time.process_time_ns()
+        call()
+        samples.append(time.process_time_ns() - started)
+    return statistics.median(samples) / 1e3
+
+
+def answer_costs(body: bytes, version: str, output_schema: dict | None) -> dict[str, float]:
+    """CPU µs (medians) that one answer costs each side's code, in this process, beyond the transport.
+
+    The line is the one ``xerj mcp`` writes for this answer (its own functions: the text twin is the
+    answer's text, the SDK's runner sieves the result for ``version``); the client side is the SDK's
+    stdio client's own steps on that line, in its order.
+    """
+    import orjson
+    from jsonschema import Draft202012Validator
+    from mcp.types import CallToolResult, JSONRPCResponse, jsonrpc_message_adapter
+    from mcp_types import methods
+    from pydantic import TypeAdapter
+    from xerj_mcp.stdio import wire_line
+
+    data = orjson.loads(body)
+    result = {"content": [{"type": "text", "text": body.decode()}], "structuredContent": data,
+              "isError": False, "resultType": "complete"}
+    sieved = methods.serialize_server_result("tools/call", version, result)
+    line = wire_line(JSONRPCResponse(jsonrpc="2.0", id=7, result=sieved))
+    text = line.decode()
+    raw = jsonrpc_message_adapter.validate_json(text, by_name=False).result
+    single = TypeAdapter(JSONRPCResponse)
+    schema = Draft202012Validator(output_schema or {})
+    return {
+        "line bytes": len(line),
+        "baseline: json.loads of the HTTP body": _median_us(lambda: json.loads(body)),
+        "server: orjson.loads of the answer": _median_us(lambda: orjson.loads(body)),
+        "server: the SDK's result sieve": _median_us(
+            lambda: methods.serialize_server_result("tools/call", version, result)),
+        "server: the wire line (orjson)": _median_us(
+            lambda: wire_line(JSONRPCResponse(jsonrpc="2.0", id=7, result=sieved))),
+        "client: the SDK's JSON-RPC parse of the line": _median_us(
+            lambda: jsonrpc_message_adapter.validate_json(text, by_name=False)),
+        "  (the same line parsed as a response alone)": _median_us(lambda: single.validate_json(text, by_name=False)),
+        "client: the SDK's result sieve": _median_us(lambda: methods.validate_server_result("tools/call", version, raw)),
+        "client: the result model": _median_us(lambda: CallToolResult.model_validate(raw, by_name=False)),
+        "client: the output schema check": _median_us(lambda: list(schema.iter_errors(raw["structuredContent"]))),
+    }
+
+
 async def measure(port: int, key: str, rounds: int) -> tuple[dict[str, dict[str, list[float]]],
-                                                             dict[str, dict[str, float]]]:
+                                                             dict[str, dict[str, float]], dict[str, float]]:
     xerj = shutil.which("xerj") or str(Path(sys.executable).with_name("xerj"))
     params = StdioServerParameters(command=xerj, args=["mcp", "--url", f"http://127.0.0.1:{port}", "--api-key", key])
     http_call = Http(port, key)
@@ -166,7 +227,11 @@ async def measure(port: int, key: str, rounds: int) -> tuple[dict[str, dict[str,
                     times[name][side].append(elapsed)
                     if side != "http":
                         cpu[name][side] += cpu_seconds(mcp_proc) - before
-    return times, {name: {side: spent * 1000 / rounds for side, spent in by.items()} for name, by in cpu.items()}
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        version = client.protocol_version
+    body = raw_get(http_call, calls["ego"]("", "n1")[1][1])
+    costs = answer_costs(body, version, tools["xerj_brain_ego"].output_schema)
+    return times, {name: {side: spent * 1000 / rounds for side, spent in by.items()} for name, by in cpu.items()}, costs
 
 
 def main() -> None:
@@ -186,7 +251,7 @@ def main() -> None:
             admin = Http(port, (Path(tmp) / "data" / "admin.key").read_text().strip())
             key = seed(admin, args.memories)
             load_before = os.getloadavg()[0]
-            times, cpu = anyio.run(measure, port, key, args.rounds)
+            times, cpu, costs = anyio.run(measure, port, key, args.rounds)
         finally:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(timeout=30)
@@ -203,6 +268,14 @@ def main() -> None:
     print("floor: the same tool refused for a misspelled argument inside `xerj mcp` (no HTTP), its CPU there: "
           + ", ".join(f"{name} {by['floor']:.2f}ms" for name, by in cpu.items()))
     print("mcp CPU: the `xerj mcp` process's CPU time per call")
+    print(f"\nwhat one ego answer ({costs.pop('line bytes')} bytes on the MCP wire) costs each side's code, in "
+          f"process, CPU µs medians:")
+    for name, spent in costs.items():
+        print(f"  {spent:8.1f}  {name}")
+    server = sum(v for k, v in costs.items() if k.startswith("server:"))
+    client = sum(v for k, v in costs.items() if k.startswith("client:"))
+    print(f"  server {server:.0f} µs, client {client:.0f} µs, against the baseline's parse "
+          f"{costs['baseline: json.loads of the HTTP body']:.0f} µs")
 
 if __name__ == "__main__":
     main()
