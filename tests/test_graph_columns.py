@@ -56,8 +56,8 @@ def _nodes(engine: Engine) -> list[str]:
         return list(reader.field_dictionary("src").terms)
 
 
-def _ego(engine: Engine, node: str, evidence: bool, **params) -> dict:
-    query = {"node": node, "hops": "2", "direction": "both", "limit": "1000",
+def _ego(engine: Engine, node: str, evidence: bool, limit: int = 1000, **params) -> dict:
+    query = {"node": node, "hops": "2", "direction": "both", "limit": str(limit),
              "include_evidence": "true" if evidence else "false", **params}
     return engine.graph.ego(BRAIN, {k: v for k, v in query.items() if v is not None})
 
@@ -86,6 +86,26 @@ def test_ego_from_columns_matches_ego_from_documents(foam):
             assert fast["not_shown"] == slow["not_shown"] and fast["neighbors"] == slow["neighbors"]
             compared += len(fast["edges"])
     assert compared > 1000
+
+
+def test_ego_from_columns_cut_by_a_limit_matches_ego_from_documents(foam):
+    """A limit that cuts hops meeting sealed and tail rows alike: the best edges of both tables, ranked
+    together and laid out in that order, are the document path's, field for field."""
+    nodes = _nodes(foam)
+    mixed = 0
+    with foam.store.reader(edges_index(BRAIN)) as reader:
+        tail_nodes = set(foam.graph.views.graph(reader).tail.nodes.tolist())
+        ordinal = reader.field_dictionary("src").ordinal
+    # the tail holds the retired versions: seen before they were retired, or with include_expired
+    for params in ({"as_of": str(foam.instants[1])}, {"include_expired": "true"}):
+        for limit in (3, 12, 40):
+            for node in nodes:
+                fast, slow = _ego(foam, node, False, limit, **params), _ego(foam, node, True, limit, **params)
+                assert _projected(fast) == _projected(slow), (node, limit, params)
+                assert (fast["not_shown"], fast["neighbors"], fast["trust"]) == (
+                    slow["not_shown"], slow["neighbors"], slow["trust"])
+                mixed += len(fast["edges"]) > 1 and ordinal(node) in tail_nodes
+    assert mixed > 20  # seeds the tail touches (their hops read both tables)
 
 
 @contextlib.contextmanager

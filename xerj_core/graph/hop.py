@@ -570,6 +570,37 @@ class HopEdges:
                              np.concatenate(out) if len(out) > 1 else out[0]) for t, pos, out in placed]
         return self._placed
 
+    def placed_at(self, picks: np.ndarray) -> list[tuple["EdgeTable", np.ndarray, np.ndarray, np.ndarray | None]] | None:
+        """Per edge table, the edges at ``picks`` (positions in this hop's order) lying in it: ``(table, src-ordered
+        positions, followed out, their places among picks)``, places None when every pick lies in that one table
+        (in order); None when a part indexes something else (see :meth:`placed`)."""
+        if len(self.parts) == 1:  # the usual hop: only the picks are gathered
+            part = self.parts[0]
+            table = part.table
+            if table is not None and (part.cols is table.cols or part.cols is table.in_order
+                                      or part.cols is table.both_order):
+                idx = part.idx.take(picks)
+                if part.out is None:
+                    hot = part.hot.take(picks) if part.hot is not None else table.hot_both[idx]
+                    out = (hot & table.inbit) == 0
+                else:
+                    out = np.full(picks.size, part.out) if isinstance(part.out, bool) else part.out.take(picks)
+                return [(table, idx if part.cols is table.cols else part.cols.perm[idx], out, None)]
+        placed = self.placed()
+        if placed is None:
+            return None
+        if len(placed) == 1:
+            table, position, out = placed[0]
+            return [(table, position.take(picks), out.take(picks), None)]
+        found = []
+        lo = 0
+        for table, position, out in placed:
+            inside = np.flatnonzero((picks >= lo) & (picks < lo + position.size))
+            at = picks[inside] - lo
+            found.append((table, position[at], out[at], inside))
+            lo += position.size
+        return found
+
     def column(self, field: str) -> np.ndarray:
         found = self._cols.get(field)
         if found is None:
@@ -658,6 +689,10 @@ class HopEdges:
                 else:
                     pick = np.argpartition(best, k - 1)[:k]
                     return pick[np.argsort(best[pick])]
+            elif k is not None and 0 < k < n:
+                merged = self._merged_best(k)
+                if merged is not None:
+                    return merged
         if self._rank is not None:
             return self._rank[:k]
         row, valid, weight = self.column("row"), self.column("valid_at"), self.column("weight")
@@ -672,6 +707,28 @@ class HopEdges:
         threshold = np.partition(weight, n - k)[n - k]  # the k-th largest weight
         pick = np.flatnonzero(weight >= threshold)
         return pick[np.lexsort((row[pick], valid[pick], weight[pick]))[::-1][:k]]
+
+    def _merged_best(self, k: int) -> np.ndarray | None:
+        """The best ``k`` of a hop whose edges lie in several tables (the sealed view and the tail): each table's
+        best ``k`` by its own ranking, then those few ranked by the three keys; None when a part is no table's.
+
+        The global best ``k`` are among the tables' own best ``k``, so only those keys are gathered."""
+        placed = self.placed()
+        if placed is None:
+            return None
+        picks, rows, valids, weights = [], [], [], []
+        lo = 0
+        for table, position, _out in placed:
+            ranks = table.best_out[position]  # every part's place in its table's ranking, by src-ordered position
+            pick = np.argpartition(ranks, k - 1)[:k] if ranks.size > k else np.arange(ranks.size)
+            at = position[pick]
+            rows.append(table.cols["row"][at])
+            valids.append(table.cols["valid_at"][at])
+            weights.append(table.cols["weight"][at])
+            picks.append(pick + lo)
+            lo += position.size
+        ranked = np.lexsort((np.concatenate(rows), np.concatenate(valids), np.concatenate(weights)))[::-1][:k]
+        return np.concatenate(picks)[ranked]
 
     def take(self, idx: np.ndarray) -> "HopEdges":
         """The edges at ``idx`` (positions in this hop's concatenated order), still gathered lazily."""

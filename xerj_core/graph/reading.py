@@ -32,7 +32,7 @@ from xerj_core.graph.requests import (
     parse_overview,
     parse_trust,
 )
-from xerj_core.graph.review import review_ordinals, trust_counts, trust_weighted_confidence
+from xerj_core.graph.review import review_ordinals, state_counts, trust_weighted_confidence
 from xerj_core.graph.standing import standing_edge_ids
 from xerj_core.graph.stats import edge_stats
 from xerj_core.store import ABSENT_INT, IndexReader, keys
@@ -44,6 +44,8 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_DANGLING_IDS = 50
 PREVIEW_CHARS = 160
 REACHABLE_LIMIT = 10_000
+_DIRECTIONS = ("in", "out")  # by whether an edge was followed out
+_ROW_NAMES_KEPT = 65_536  # rows named from their columns, remembered per index generation
 
 
 def _preview(source: dict[str, Any]) -> str | None:
@@ -116,20 +118,37 @@ def _with_absent(reader: IndexReader, field: str) -> list[str | None]:
     return reader.memo(("xerj.graph", "with-absent", field), lambda: [*reader.field_dictionary(field).terms, None])
 
 
-def _one_table(chosen: list[HopEdges]) -> tuple[Any, np.ndarray, np.ndarray] | None:
-    """``(table, src-ordered positions, followed out)`` of every chosen edge when they all lie in one edge table
-    (the usual ego: the sealed view alone), in the hops' order; else None."""
-    table, positions, outs = None, [], []
-    for picked in chosen:
-        placed = picked.placed()
-        if placed is None or len(placed) != 1 or (table is not None and placed[0][0] is not table):
+def _placed_picks(chosen: list[tuple[HopEdges, np.ndarray]]
+                  ) -> list[tuple[Any, np.ndarray, np.ndarray, np.ndarray | None]] | None:
+    """Per edge table, the picked edges lying in it: ``(table, src-ordered positions, followed out, places in the
+    response)`` (places None: the one table holds every pick, in order), from each hop and its picks (positions in
+    its rank order); None when some part is no table's (see :meth:`HopEdges.placed_at`).
+
+    The usual ego reads the sealed view alone (one entry); a hop that met the tail too is split by table, so
+    every field is still one gather per table however the two interleave in rank order."""
+    placed = []
+    for hop_edges, picks in chosen:
+        found = hop_edges.placed_at(picks)
+        if found is None:
             return None
-        table = placed[0][0]
-        positions.append(placed[0][1])
-        outs.append(placed[0][2])
-    if len(positions) == 1:
-        return table, positions[0], outs[0]
-    return table, np.concatenate(positions), np.concatenate(outs)
+        placed.append(found)
+    table = placed[0][0][0]
+    if all(len(found) == 1 and found[0][0] is table for found in placed):
+        if len(placed) == 1:
+            return placed[0]
+        return [(table, np.concatenate([found[0][1] for found in placed]),
+                 np.concatenate([found[0][2] for found in placed]), None)]
+    tables: dict[int, tuple[Any, list[np.ndarray], list[np.ndarray], list[np.ndarray]]] = {}
+    base = 0
+    for found, (_, picks) in zip(placed, chosen):
+        for table, position, out, places in found:
+            entry = tables.setdefault(id(table), (table, [], [], []))
+            entry[1].append(position)
+            entry[2].append(out)
+            entry[3].append(base + (np.arange(picks.size) if places is None else places))
+        base += picks.size
+    return [(table, *(x[0] if len(x) == 1 else np.concatenate(x) for x in lists))
+            for table, *lists in tables.values()]
 
 
 class GraphReading:
@@ -200,14 +219,15 @@ class GraphReading:
             seeds = list(dict.fromkeys(names.nodes))
             if request.known_at is not None:  # system time: versions, read apart from the hot columns
                 edges, neighbors = self.ego_known(raw, reader, brain, seeds, request, counters)
+                trusts = [edge.get("trust") for edge in edges]
             else:
                 filters = self._filters(reader, as_of=request.as_of, include_expired=request.include_expired,
                                         types=request.types, trust=request.trust,
                                         min_confidence=request.min_confidence)
                 found = self._run_hops(reader, seeds, hops=request.hops, direction=request.direction,
                                        filters=filters, counters=counters)
-                edges, neighbors = self._ego_edges(reader, found, seeds, request.limit, request.include_evidence,
-                                                   counters)
+                edges, neighbors, trusts = self._ego_edges(reader, found, seeds, request.limit,
+                                                           request.include_evidence, counters)
             response: dict[str, Any] = {"brain": brain, "contract": CONTRACT, "seeds": seeds}
             if len(seeds) == 1:
                 response["node"] = seeds[0]
@@ -219,7 +239,7 @@ class GraphReading:
             if request.known_at is not None:
                 response["known_at"] = request.known_at
             response.update({"as_of": request.as_of, "hops": request.hops, "direction": request.direction,
-                             "edges": edges, "neighbors": neighbors, "trust": trust_counts(edges)})
+                             "edges": edges, "neighbors": neighbors, "trust": state_counts(trusts)})
             dangling: list[str] = []
             if request.include_nodes:
                 response["nodes_index"] = index_list
@@ -233,27 +253,30 @@ class GraphReading:
         return response
 
     def _ego_edges(self, reader: IndexReader, found: list[HopEdges], seeds: list[str], limit: int,
-                   include_evidence: bool, counters: dict[str, int]) -> tuple[list[dict[str, Any]], list[str]]:
+                   include_evidence: bool, counters: dict[str, int]
+                   ) -> tuple[list[dict[str, Any]], list[str], list[str | None]]:
+        """The edges ego lists (the best ``limit`` in hop order), their far ends not among the seeds, and each
+        one's trust state."""
         total = sum(len(h) for h in found)
         if total > limit:
             counters["edges_clipped"] += total - limit
-        chosen: list[HopEdges] = []
+        chosen: list[tuple[HopEdges, np.ndarray]] = []
         room = limit
         for hop_edges in found:
             if room <= 0:
                 break
-            picked = hop_edges.take(hop_edges.order(room))
-            chosen.append(picked)
-            room -= len(picked)
+            picks = hop_edges.order(room)
+            chosen.append((hop_edges, picks))
+            room -= len(picks)
         if not chosen:
-            return [], []
-        if include_evidence:
-            edges = self._evidence_edges(reader, chosen)
-        else:
-            edges = self._column_edges(reader, chosen)
+            return [], [], []
         seed_set = set(seeds)
+        if not include_evidence:
+            edges, others, trusts = self._column_edges(reader, chosen)
+            return edges, [n for n in dict.fromkeys(others) if n not in seed_set], trusts
+        edges = self._evidence_edges(reader, [hop_edges.take(picks) for hop_edges, picks in chosen])
         neighbors = dict.fromkeys([edge["dst"] if edge["direction"] == "out" else edge["src"] for edge in edges])
-        return edges, [n for n in neighbors if n not in seed_set]
+        return edges, [n for n in neighbors if n not in seed_set], [edge.get("trust") for edge in edges]
 
     @staticmethod
     def _evidence_edges(reader: IndexReader, chosen: list[HopEdges]) -> list[dict[str, Any]]:
@@ -282,62 +305,106 @@ class GraphReading:
                 edges.append(edge)
         return edges
 
-    def _column_edges(self, reader: IndexReader, chosen: list[HopEdges]) -> list[dict[str, Any]]:
-        """The chosen edges from the hop columns alone (no document is read): every hop's picks gathered into
-        one array per field, then named and shaped in one pass."""
-        placed = _one_table(chosen)
-        if placed is not None:  # every pick in one edge table: each field is one take from it
-            table, position, out = placed
+    def _column_edges(self, reader: IndexReader, chosen: list[tuple[HopEdges, np.ndarray]]
+                      ) -> tuple[list[dict[str, Any]], list[str], list[str | None]]:
+        """The picked edges from the hop columns alone (no document is read), each one's far end and trust: every
+        field gathered once per edge table (see :func:`_placed_picks`), then named and shaped in one pass."""
+        pieces = _placed_picks(chosen)
+        size = sum(picks.size for _, picks in chosen)
+        hops = [hop_edges.hop for hop_edges, picks in chosen for _ in range(picks.size)]
+        if pieces is not None and len(pieces) == 1:  # one table (the usual ego): each field is one take from it
+            table, position, out, _ = pieces[0]
             cols = table.cols
             src, dst = cols["src"].take(position), cols["dst"].take(position)
             type_, valid, invalid = cols["type"].take(position), cols["valid_at"].take(position), \
                 cols["invalid_at"].take(position)
             weight, trust = cols["weight"].take(position), cols["trust"].take(position)
-            ids = table.named(position) if table.ids is not None else [None] * position.size
+            ids = table.named(position) if table.ids is not None else [None] * size
 
             def rows() -> np.ndarray:
                 return cols["row"].take(position)
-        else:
+        elif pieces is not None:  # several tables: each field a take per table, laid into response order
             def gather(field: str) -> np.ndarray:
-                return np.concatenate([picked.column(field) for picked in chosen]) if len(chosen) > 1 \
-                    else chosen[0].column(field)
+                column = np.empty(size, np.result_type(*(p[0].cols[field].dtype for p in pieces)))
+                for table, position, _out, places in pieces:
+                    column[places] = table.cols[field].take(position)
+                return column
 
-            out, src, dst = gather("out"), gather("src"), gather("dst")
-            type_, valid, invalid = gather("type"), gather("valid_at"), gather("invalid_at")
+            out = np.empty(size, bool)
+            ids = [None] * size
+            for table, position, picked_out, places in pieces:
+                out[places] = picked_out
+                if table.ids is not None:
+                    for place, name in zip(places.tolist(), table.named(position)):
+                        ids[place] = name
+            src, dst, type_, valid, invalid = gather("src"), gather("dst"), gather("type"), gather("valid_at"), \
+                gather("invalid_at")
             weight, trust = gather("weight"), gather("trust")
-            # Sealed rows are named from the ids their table keeps in its order (else from their segment's
-            # packed ids); the tail's through the id index.
-            ids = [name for picked in chosen for name in picked.named()]
 
             def rows() -> np.ndarray:
                 return gather("row")
-        hops = [picked.hop for picked in chosen for _ in range(len(picked))]
+        else:  # a hop clipped at the edge cap across tables: its columns as concatenated selections
+            picked = [hop_edges.take(picks) for hop_edges, picks in chosen]
+
+            def concatenated(field: str) -> np.ndarray:
+                return np.concatenate([p.column(field) for p in picked]) if len(picked) > 1 \
+                    else picked[0].column(field)
+
+            out, src, dst = concatenated("out"), concatenated("src"), concatenated("dst")
+            type_, valid, invalid = concatenated("type"), concatenated("valid_at"), concatenated("invalid_at")
+            weight, trust = concatenated("weight"), concatenated("trust")
+            ids = [name for p in picked for name in p.named()]
+
+            def rows() -> np.ndarray:
+                return concatenated("row")
         node_terms = _dictionary(reader, "src").terms
         type_terms, trust_terms = _with_absent(reader, "type"), _with_absent(reader, "trust")
         srcs = list(map(node_terms.__getitem__, src.tolist()))
         dsts = list(map(node_terms.__getitem__, dst.tolist()))
         types = list(map(type_terms.__getitem__, type_.tolist()))
         valids = valid.tolist()
-        if None in ids:  # rows the table keeps no id of (the tail's): named from the rows themselves
-            missing = [i for i, name in enumerate(ids) if name is None]
-            row = rows()
-            for i, name in zip(missing, self.views.row_ids.ids(reader, row[missing])):
+        if None in ids:  # rows no table keeps the id of (the tail's): named from the rows themselves
+            self._name_rows(reader, ids, rows(), srcs, types, dsts, valids)
+        # each field shaped by one C-level map where it can be, then one dict per edge
+        weights = list(map(SHORTEST_SEEN.get, weight.tolist()))
+        if None in weights:
+            weights = [shortest_float(w) if found is None else found for found, w in zip(weights, weight.tolist())]
+        outs = out.tolist()
+        directions = list(map(_DIRECTIONS.__getitem__, outs))
+        invalids = invalid.tolist()
+        if ABSENT_INT in invalids:
+            invalids = [None if i == ABSENT_INT else i for i in invalids]
+        trusts = list(map(trust_terms.__getitem__, trust.tolist()))
+        edges = [{"edge_id": edge_id_, "src": s, "dst": d, "type": t, "weight": w, "hop": hop, "direction": o,
+                  "valid_at": v, "invalid_at": i, "trust": r}
+                 for edge_id_, s, d, t, w, hop, o, v, i, r in zip(
+                     ids, srcs, dsts, types, weights, hops, directions, valids, invalids, trusts)]
+        return edges, [d if o else s for s, d, o in zip(srcs, dsts, outs)], trusts
+
+    def _name_rows(self, reader: IndexReader, ids: list[str | None], row: np.ndarray, srcs: list[str],
+                   types: list[str | None], dsts: list[str], valids: list[int]) -> None:
+        """Fill the ``ids`` left None from their rows: a sealed row from its segment's packed ids, a tail row from
+        its columns (see :func:`edge_ids`); what is found is remembered for this generation of the index, since a
+        row's id never changes and the tail's rows are met by ego after ego."""
+        known = reader.memo(("xerj.graph", "row-names"), dict)
+        missing = [i for i, name in enumerate(ids) if name is None]
+        row_list = row.tolist()
+        for i in missing:
+            ids[i] = known.get(row_list[i])
+        missing = [i for i in missing if ids[i] is None]
+        if not missing:
+            return
+        for i, name in zip(missing, self.views.row_ids.ids(reader, row[missing])):
+            ids[i] = name
+        unnamed = [i for i in missing if ids[i] is None]
+        if unnamed:
+            named = edge_ids(reader, [row_list[i] for i in unnamed], [srcs[i] for i in unnamed],
+                             [types[i] for i in unnamed], [dsts[i] for i in unnamed], [valids[i] for i in unnamed])
+            for i, name in zip(unnamed, named):
                 ids[i] = name
-            missing = [i for i in missing if ids[i] is None]
-            if missing:
-                row_list = row.tolist()
-                named = edge_ids(reader, [row_list[i] for i in missing], [srcs[i] for i in missing],
-                                 [types[i] for i in missing], [dsts[i] for i in missing],
-                                 [valids[i] for i in missing])
-                for i, name in zip(missing, named):
-                    ids[i] = name
-        shortest = SHORTEST_SEEN.get
-        return [{"edge_id": edge_id_, "src": s, "dst": d, "type": t, "weight": shortest(w) or shortest_float(w),
-                 "hop": hop, "direction": "out" if o else "in", "valid_at": v,
-                 "invalid_at": None if i == ABSENT_INT else i, "trust": trust_terms[r]}
-                for edge_id_, s, d, t, w, hop, o, v, i, r in zip(
-                    ids, srcs, dsts, types, weight.tolist(), hops, out.tolist(), valids, invalid.tolist(),
-                    trust.tolist())]
+        if len(known) > _ROW_NAMES_KEPT:
+            known.clear()
+        known.update((row_list[i], ids[i]) for i in missing if ids[i] is not None)
 
     def overview(self, brain: str, query: Mapping[str, Any] | OverviewRequest) -> tuple[bool, dict[str, Any]]:
         """Brain-level totals and breakdowns: ``(exists, body)``; a missing brain is ``exists: false``."""

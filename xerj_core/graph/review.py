@@ -11,7 +11,8 @@ as well, and a rejection is active while it is ``kind: rejection`` and not lifte
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
 
 import attrs
 import numpy as np
@@ -161,11 +162,15 @@ def trust_weighted_confidence(trust: np.ndarray, confidence: np.ndarray,
 
 def trust_counts(edges: list[dict[str, Any]]) -> dict[str, int]:
     """Per-state counts of the edges a response lists."""
+    return state_counts([edge.get("trust") for edge in edges])
+
+
+def state_counts(states: Iterable[Any]) -> dict[str, int]:
+    """Per-state counts of trust ``states`` (any value not a trust state is not counted)."""
     counts = dict.fromkeys(TRUST_STATES, 0)
-    for edge in edges:
-        state = edge.get("trust")
+    for state, count in Counter(states).items():  # counted in C, then one step per distinct state
         if state in counts:
-            counts[state] += 1
+            counts[state] += count
     return counts
 
 
