@@ -102,6 +102,8 @@ def test_ego_from_columns_cut_by_a_limit_matches_ego_from_documents(foam):
             for node in nodes:
                 fast, slow = _ego(foam, node, False, limit, **params), _ego(foam, node, True, limit, **params)
                 assert _projected(fast) == _projected(slow), (node, limit, params)
+                # and they are the first edges of the uncut answer, which ranks each hop by sorting it whole
+                assert _projected(fast) == _projected(_ego(foam, node, False, **params))[:limit]
                 assert (fast["not_shown"], fast["neighbors"], fast["trust"]) == (
                     slow["not_shown"], slow["neighbors"], slow["trust"])
                 mixed += len(fast["edges"]) > 1 and ordinal(node) in tail_nodes
