@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_DANGLING_IDS = 50
 PREVIEW_CHARS = 160
 REACHABLE_LIMIT = 10_000
-_DIRECTIONS = ("in", "out")  # by whether an edge was followed out
+_DIRECTIONS = np.array(["in", "out"], object)  # by whether an edge was followed out
 _ROW_NAMES_KEPT = 65_536  # rows named from their columns, remembered per index generation
 
 
@@ -113,9 +113,17 @@ def _dictionary(reader: IndexReader, field: str) -> Any:
     return reader.memo(("xerj.graph", "dictionary", field), lambda: reader.field_dictionary(field))
 
 
-def _with_absent(reader: IndexReader, field: str) -> list[str | None]:
-    """A small dictionary's terms by ordinal, then None: an absent ordinal (-1) reads as None."""
-    return reader.memo(("xerj.graph", "with-absent", field), lambda: [*reader.field_dictionary(field).terms, None])
+def _with_absent(reader: IndexReader, field: str) -> np.ndarray:
+    """A small dictionary's terms by ordinal, then None, as an object array: an absent ordinal (-1) reads as None,
+    and a column of ordinals becomes its terms with one take."""
+    return reader.memo(("xerj.graph", "with-absent", field),
+                       lambda: _objects([*reader.field_dictionary(field).terms, None]))
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    found = np.empty(len(values), object)
+    found[:] = values
+    return found
 
 
 def _placed_picks(chosen: list[tuple[HopEdges, np.ndarray]]
@@ -311,7 +319,9 @@ class GraphReading:
         field gathered once per edge table (see :func:`_placed_picks`), then named and shaped in one pass."""
         pieces = _placed_picks(chosen)
         size = sum(picks.size for _, picks in chosen)
-        hops = [hop_edges.hop for hop_edges, picks in chosen for _ in range(picks.size)]
+        hops: list[int] = []
+        for hop_edges, picks in chosen:
+            hops += [hop_edges.hop] * picks.size
         if pieces is not None and len(pieces) == 1:  # one table (the usual ego): each field is one take from it
             table, position, out, _ = pieces[0]
             cols = table.cols
@@ -357,29 +367,27 @@ class GraphReading:
 
             def rows() -> np.ndarray:
                 return concatenated("row")
-        node_terms = _dictionary(reader, "src").terms
-        type_terms, trust_terms = _with_absent(reader, "type"), _with_absent(reader, "trust")
-        srcs = list(map(node_terms.__getitem__, src.tolist()))
-        dsts = list(map(node_terms.__getitem__, dst.tolist()))
-        types = list(map(type_terms.__getitem__, type_.tolist()))
+        # each field becomes its Python values with a take over an object array or one C-level map, then one
+        # dict per edge
+        node_terms = self.views.terms.of(_dictionary(reader, "src"))
+        srcs, dsts = node_terms.take(src).tolist(), node_terms.take(dst).tolist()
+        types = _with_absent(reader, "type").take(type_).tolist()
         valids = valid.tolist()
-        if None in ids:  # rows no table keeps the id of (the tail's): named from the rows themselves
+        if not all(ids):  # rows no table keeps the id of (the tail's): named from the rows themselves
             self._name_rows(reader, ids, rows(), srcs, types, dsts, valids)
-        # each field shaped by one C-level map where it can be, then one dict per edge
         weights = list(map(SHORTEST_SEEN.get, weight.tolist()))
         if None in weights:
             weights = [shortest_float(w) if found is None else found for found, w in zip(weights, weight.tolist())]
-        outs = out.tolist()
-        directions = list(map(_DIRECTIONS.__getitem__, outs))
+        directions = _DIRECTIONS.take(out.astype(np.intp)).tolist()
         invalids = invalid.tolist()
         if ABSENT_INT in invalids:
             invalids = [None if i == ABSENT_INT else i for i in invalids]
-        trusts = list(map(trust_terms.__getitem__, trust.tolist()))
+        trusts = _with_absent(reader, "trust").take(trust).tolist()
         edges = [{"edge_id": edge_id_, "src": s, "dst": d, "type": t, "weight": w, "hop": hop, "direction": o,
                   "valid_at": v, "invalid_at": i, "trust": r}
                  for edge_id_, s, d, t, w, hop, o, v, i, r in zip(
                      ids, srcs, dsts, types, weights, hops, directions, valids, invalids, trusts)]
-        return edges, [d if o else s for s, d, o in zip(srcs, dsts, outs)], trusts
+        return edges, node_terms.take(np.where(out, dst, src)).tolist(), trusts
 
     def _name_rows(self, reader: IndexReader, ids: list[str | None], row: np.ndarray, srcs: list[str],
                    types: list[str | None], dsts: list[str], valids: list[int]) -> None:
