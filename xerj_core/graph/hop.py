@@ -25,7 +25,7 @@ import numpy as np
 
 from xerj_core.arrays import BITMAP_AT, member, ranges, unique_ids
 from xerj_core.graph.mapped import ArrayFiles
-from xerj_core.graph.rowids import RowIds, fixed_width_ids
+from xerj_core.graph.rowids import RowIds
 from xerj_core.store import ABSENT_INT, IndexReader, Segment
 
 # The columns a hop reads; a sealed segment lacking any of them is skipped (and counted).
@@ -210,9 +210,9 @@ class EdgeTable:
         self._id_view()
 
     def _id_view(self) -> None:
-        # the ids as one row of ``width`` bytes per edge, so naming a pick is one fancy index
         self._ids_width = int(self.ids_width[0]) if self.ids is not None else 0
-        self._id_rows = self.ids.reshape(-1, self._ids_width) if self.ids is not None else None
+        # one fixed-width bytes value per edge: naming picks is one take and one tolist
+        self._id_values = self.ids.view(f"S{self._ids_width}") if self.ids is not None and self._ids_width else None
 
     def _packing(self) -> None:
         self.shift = int(self.hot_shift[0])
@@ -251,12 +251,11 @@ class EdgeTable:
 
     def named(self, position: np.ndarray) -> list[str | None]:
         """The ``_id`` of the edges at src-ordered ``position``; None where the table does not hold it."""
-        width = self._ids_width
-        picked = self._id_rows[position]
-        out = fixed_width_ids(picked.tobytes(), width)
-        if not picked[:, 0].all():
-            for i in np.flatnonzero(picked[:, 0] == 0).tolist():  # a blank: an id of another length, kept apart
-                out[i] = None
+        if self._id_values is None:
+            return [None] * len(position)
+        out = list(map(bytes.decode, self._id_values.take(position).tolist()))
+        if not all(out):  # a blank (all zero bytes, read as b""): an id of another length, kept apart
+            out = [name or None for name in out]
         return out
 
     @classmethod
