@@ -6,6 +6,7 @@ import numpy as np
 
 # Membership tests against a sorted id set switch from binary search to a bitmap past this many values.
 BITMAP_AT = 2048
+_FEW = 64  # unique_ids of at most this many values goes through a Python set
 
 
 def member(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -29,6 +30,8 @@ def member(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 def unique_ids(values: np.ndarray) -> np.ndarray:
     """The sorted distinct non-negative ids in ``values`` (a bitmap pass when there are many)."""
+    if values.size <= _FEW:  # a set of Python ints costs less than np.unique's own steps
+        return np.array(sorted(set(values.tolist())), np.int64)
     if values.size <= BITMAP_AT:
         return np.unique(values).astype(np.int64)
     seen = np.zeros(int(values.max()) + 1, bool)

@@ -114,9 +114,14 @@ def _build_names(reader: "IndexReader", index: str) -> NodeNames:
     return NodeNames(corpus, {k: tuple(dict.fromkeys(v)) for k, v in titles.items()}, labels)
 
 
+def field_dictionary(reader: "IndexReader", field: str) -> Any:
+    """The field's keyword dictionary, looked up once per generation of the index (each lookup is a read)."""
+    return reader.memo(("xerj.graph", "dictionary", field), lambda: reader.field_dictionary(field))
+
+
 def _is_edge_node(name: str, edges: "IndexReader | None") -> bool:
     return edges is not None and edges.field("src") is not None and \
-        edges.field_dictionary("src").ordinal(name) is not None
+        field_dictionary(edges, "src").ordinal(name) is not None
 
 
 def reads_nodes_indices(store: "OpenStore", brain: str, names: Iterable[str]) -> bool:

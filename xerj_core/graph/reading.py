@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -22,7 +23,7 @@ from xerj_core.graph.hop import (
     new_counters,
     shortest_float,
 )
-from xerj_core.graph.names import resolve_in
+from xerj_core.graph.names import field_dictionary as _dictionary, resolve_in
 from xerj_core.graph.requests import (
     EgoRequest,
     OverviewRequest,
@@ -106,11 +107,6 @@ def edge_ids(reader: IndexReader, rows: list[int], srcs: list[str], types: list[
                 found = candidate
         out.append(found if found is not None else reader.id_of(row))
     return out
-
-
-def _dictionary(reader: IndexReader, field: str) -> Any:
-    """The field's keyword dictionary, looked up once per generation of the index (each lookup is a read)."""
-    return reader.memo(("xerj.graph", "dictionary", field), lambda: reader.field_dictionary(field))
 
 
 def _with_absent(reader: IndexReader, field: str) -> np.ndarray:
@@ -227,7 +223,7 @@ class GraphReading:
             seeds = list(dict.fromkeys(names.nodes))
             if request.known_at is not None:  # system time: versions, read apart from the hot columns
                 edges, neighbors = self.ego_known(raw, reader, brain, seeds, request, counters)
-                trusts = [edge.get("trust") for edge in edges]
+                trusts = Counter([edge.get("trust") for edge in edges])
             else:
                 filters = self._filters(reader, as_of=request.as_of, include_expired=request.include_expired,
                                         types=request.types, trust=request.trust,
@@ -262,9 +258,9 @@ class GraphReading:
 
     def _ego_edges(self, reader: IndexReader, found: list[HopEdges], seeds: list[str], limit: int,
                    include_evidence: bool, counters: dict[str, int]
-                   ) -> tuple[list[dict[str, Any]], list[str], list[str | None]]:
-        """The edges ego lists (the best ``limit`` in hop order), their far ends not among the seeds, and each
-        one's trust state."""
+                   ) -> tuple[list[dict[str, Any]], list[str], Mapping[Any, int]]:
+        """The edges ego lists (the best ``limit`` in hop order), their far ends not among the seeds, and how many
+        hold each trust value."""
         total = sum(len(h) for h in found)
         if total > limit:
             counters["edges_clipped"] += total - limit
@@ -277,14 +273,14 @@ class GraphReading:
             chosen.append((hop_edges, picks))
             room -= len(picks)
         if not chosen:
-            return [], [], []
+            return [], [], {}
         seed_set = set(seeds)
         if not include_evidence:
             edges, others, trusts = self._column_edges(reader, chosen)
             return edges, [n for n in dict.fromkeys(others) if n not in seed_set], trusts
         edges = self._evidence_edges(reader, [hop_edges.take(picks) for hop_edges, picks in chosen])
         neighbors = dict.fromkeys([edge["dst"] if edge["direction"] == "out" else edge["src"] for edge in edges])
-        return edges, [n for n in neighbors if n not in seed_set], [edge.get("trust") for edge in edges]
+        return edges, [n for n in neighbors if n not in seed_set], Counter([edge.get("trust") for edge in edges])
 
     @staticmethod
     def _evidence_edges(reader: IndexReader, chosen: list[HopEdges]) -> list[dict[str, Any]]:
@@ -314,14 +310,15 @@ class GraphReading:
         return edges
 
     def _column_edges(self, reader: IndexReader, chosen: list[tuple[HopEdges, np.ndarray]]
-                      ) -> tuple[list[dict[str, Any]], list[str], list[str | None]]:
-        """The picked edges from the hop columns alone (no document is read), each one's far end and trust: every
+                      ) -> tuple[list[dict[str, Any]], list[str], dict[Any, int]]:
+        """The picked edges from the hop columns alone (no document is read), each one's far end, and how many
+        hold each trust value: every
         field gathered once per edge table (see :func:`_placed_picks`), then named and shaped in one pass."""
         pieces = _placed_picks(chosen)
-        size = sum(picks.size for _, picks in chosen)
         hops: list[int] = []
         for hop_edges, picks in chosen:
             hops += [hop_edges.hop] * picks.size
+        size = len(hops)
         if pieces is not None and len(pieces) == 1:  # one table (the usual ego): each field is one take from it
             table, position, out, _ = pieces[0]
             cols = table.cols
@@ -375,19 +372,23 @@ class GraphReading:
         valids = valid.tolist()
         if not all(ids):  # rows no table keeps the id of (the tail's): named from the rows themselves
             self._name_rows(reader, ids, rows(), srcs, types, dsts, valids)
-        weights = list(map(SHORTEST_SEEN.get, weight.tolist()))
-        if None in weights:
-            weights = [shortest_float(w) if found is None else found for found, w in zip(weights, weight.tolist())]
+        try:
+            weights = list(map(SHORTEST_SEEN.__getitem__, weight.tolist()))
+        except KeyError:  # a weight not seen yet
+            weights = list(map(shortest_float, weight.tolist()))
         directions = _DIRECTIONS.take(out.astype(np.intp)).tolist()
         invalids = invalid.tolist()
         if ABSENT_INT in invalids:
             invalids = [None if i == ABSENT_INT else i for i in invalids]
-        trusts = _with_absent(reader, "trust").take(trust).tolist()
+        trust_terms = _with_absent(reader, "trust")
+        trusts = trust_terms.take(trust).tolist()
+        tallies = np.bincount(trust.astype(np.intp) + 1)  # an absent state (-1) first
+        held = {trust_terms[at - 1]: count for at, count in enumerate(tallies.tolist()) if count}
         edges = [{"edge_id": edge_id_, "src": s, "dst": d, "type": t, "weight": w, "hop": hop, "direction": o,
                   "valid_at": v, "invalid_at": i, "trust": r}
                  for edge_id_, s, d, t, w, hop, o, v, i, r in zip(
                      ids, srcs, dsts, types, weights, hops, directions, valids, invalids, trusts)]
-        return edges, node_terms.take(np.where(out, dst, src)).tolist(), trusts
+        return edges, node_terms.take(np.where(out, dst, src)).tolist(), held
 
     def _name_rows(self, reader: IndexReader, ids: list[str | None], row: np.ndarray, srcs: list[str],
                    types: list[str | None], dsts: list[str], valids: list[int]) -> None:

@@ -12,7 +12,7 @@ as well, and a rejection is active while it is ``kind: rejection`` and not lifte
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 import attrs
 import numpy as np
@@ -162,13 +162,13 @@ def trust_weighted_confidence(trust: np.ndarray, confidence: np.ndarray,
 
 def trust_counts(edges: list[dict[str, Any]]) -> dict[str, int]:
     """Per-state counts of the edges a response lists."""
-    return state_counts([edge.get("trust") for edge in edges])
+    return state_counts(Counter([edge.get("trust") for edge in edges]))
 
 
-def state_counts(states: Iterable[Any]) -> dict[str, int]:
-    """Per-state counts of trust ``states`` (any value not a trust state is not counted)."""
+def state_counts(tallies: Mapping[Any, int]) -> dict[str, int]:
+    """Per-state counts from the edges' trust values tallied (a value not a trust state is not counted)."""
     counts = dict.fromkeys(TRUST_STATES, 0)
-    for state, count in Counter(states).items():  # counted in C, then one step per distinct state
+    for state, count in tallies.items():
         if state in counts:
             counts[state] += count
     return counts
