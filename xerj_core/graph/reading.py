@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -372,10 +373,12 @@ class GraphReading:
         valids = valid.tolist()
         if not all(ids):  # rows no table keeps the id of (the tail's): named from the rows themselves
             self._name_rows(reader, ids, rows(), srcs, types, dsts, valids)
-        try:
-            weights = list(map(SHORTEST_SEEN.__getitem__, weight.tolist()))
+        raw_weights = weight.tolist()
+        try:  # every weight already seen (the usual case): one C-level lookup of them all
+            weights = list(itemgetter(*raw_weights)(SHORTEST_SEEN)) if len(raw_weights) > 1 \
+                else [SHORTEST_SEEN[raw_weights[0]]]
         except KeyError:  # a weight not seen yet
-            weights = list(map(shortest_float, weight.tolist()))
+            weights = list(map(shortest_float, raw_weights))
         directions = _DIRECTIONS.take(out.astype(np.intp)).tolist()
         invalids = invalid.tolist()
         if ABSENT_INT in invalids:
