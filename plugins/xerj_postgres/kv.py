@@ -450,6 +450,8 @@ class Txn:
     read of the committed tables with the process's later write transactions.
     """
 
+    # The store engine's batch paths (xerj_core.store.write._batch_calls) may use Cursor.getmulti.
+    batch_calls = True
     # Misses in one key range (an index's id map, a dictionary) after which a write transaction loads it whole.
     LOAD_AFTER = 32
     # Databases whose new rows a large write streams (see Streamer), and how many at once start it.
@@ -500,11 +502,8 @@ class Txn:
             if scope is not None:
                 misses = self._misses[db, scope] = self._misses.get((db, scope), 0) + 1
                 if misses >= self.LOAD_AFTER:
-                    seen = self._seen[db]
-                    for k, v in table.load(self.conn, scope).items():
-                        seen.setdefault(k, v)  # the overlay, not seen, holds this transaction's own writes
-                    self._ranges[db].add(scope)
-                    return seen.get(key)
+                    self._load(db, scope)
+                    return self._seen[db].get(key)
             return table.get(self.conn, key)
         value, extra = table.fetch(self.conn, key)
         for other, rows in extra.items():
@@ -526,10 +525,33 @@ class Txn:
         return default if found is None else found
 
     def prefetch(self, db: str, wanted: Iterable[bytes]) -> None:
-        """Fetch ``wanted`` keys of ``db`` in one round trip, so the ``get`` calls that follow are local."""
+        """Fetch ``wanted`` keys of ``db`` in one round trip, so the ``get`` calls that follow are local.
+
+        A write transaction counts the misses per key range as :meth:`get` does, and loads a range whole
+        once they pass :data:`LOAD_AFTER` (an ingest's new ids: the process then knows them all absent)."""
         missing = self.missing(db, wanted)
+        if missing and self.write:
+            scope = self.tables[db].scope
+            counts: dict[bytes, int] = {}
+            for key in missing:
+                found = scope(key)
+                if found is not None:
+                    counts[found] = counts.get(found, 0) + 1
+            for found, count in counts.items():
+                misses = self._misses[db, found] = self._misses.get((db, found), 0) + count
+                if misses >= self.LOAD_AFTER:
+                    self._load(db, found)
+            if counts:
+                missing = self.missing(db, missing)
         if missing:
             self.fetched(db, missing, self.tables[db].get_many(self.conn, missing))
+
+    def _load(self, db: str, scope: bytes) -> None:
+        """Fetch the key range ``scope`` of ``db`` whole: a key in it that is not seen is then absent."""
+        seen = self._seen[db]
+        for k, v in self.tables[db].load(self.conn, scope).items():
+            seen.setdefault(k, v)  # the overlay, not seen, holds this transaction's own writes
+        self._ranges[db].add(scope)
 
     def missing(self, db: str, wanted: Iterable[bytes]) -> list[bytes]:
         """Which of ``wanted`` this transaction has not fetched yet (nor knows to be absent)."""
@@ -808,6 +830,15 @@ class Cursor:
         if self._key is None:
             return self.first()
         return self._seek(self._key, True)
+
+    def getmulti(self, wanted: Iterable[bytes]) -> list[tuple[bytes, bytes]]:
+        """LMDB's ``Cursor.getmulti``: the ``(key, value)`` of each of ``wanted`` that is stored, in order, fetched
+        in one round trip (the store engine's batch paths: an ingest's ids, a merge's postings)."""
+        wanted = list(map(bytes, wanted))
+        txn, db = self.txn, self.db
+        txn.prefetch(db, wanted)
+        get = txn.get
+        return [(k, v) for k, v in zip(wanted, (get(k, db=db) for k in wanted)) if v is not None]
 
     def key(self) -> bytes:
         return self._key if self._key is not None else b""
