@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import psycopg
 from psycopg.adapt import Loader
-from psycopg.pq import TransactionStatus
+from psycopg.pq import Format, TransactionStatus
 from psycopg.types.string import BytesBinaryDumper
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -41,6 +41,13 @@ class _RawJson(Loader):
         return bytes(data)
 
 
+class _RawJsonBinary(_RawJson):
+    """The same for results in binary format (json's binary form is its text), which the store's reads ask for:
+    ``bytea`` then comes as its bytes, not as hex text the server encodes and the client decodes."""
+
+    format = Format.BINARY
+
+
 def _configure(conn: psycopg.Connection) -> None:
     """Raw json loading and dumping; statements run often are prepared on the server (psycopg's threshold).
 
@@ -52,6 +59,7 @@ def _configure(conn: psycopg.Connection) -> None:
     undo) and only a failed transaction is rolled back, outside any pipeline.
     """
     conn.adapters.register_loader("json", _RawJson)
+    conn.adapters.register_loader("json", _RawJsonBinary)
     register_text(conn.adapters)
     # COPY picks the dumper by column type, and for bytea that is DB-API's Binary dumper (pure Python, registered
     # last); the bytes dumper (C in psycopg[binary]) writes the same bytes, several times faster.
@@ -166,7 +174,8 @@ class ReadTxn(Txn):
                 if self._parked:
                     conn.execute("COMMIT")  # the snapshot of this thread's previous read (it wrote nothing)
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                control = conn.execute("SELECT db, k, v FROM xerj_kv WHERE db = ANY(%s::int2[])", (listed,))
+                control = conn.execute("SELECT db, k, v FROM xerj_kv WHERE db = ANY(%s::int2[])", (listed,),
+                                       binary=True)
                 if statement is not None:
                     cur = conn.execute(*statement[0], **statement[1])
             for db, k, v in control:

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from xerj_core.store import keys
 
+_BYTES = {bytes}
 _DELETED = object()
 _MISSING = object()
 # Rows a cursor fetches per round trip; sequential reads (a seal reading the tail) hit the batch.
@@ -67,7 +68,7 @@ class Table:
         self.number = number
 
     def get(self, conn: Any, key: bytes) -> bytes | None:
-        row = conn.execute("SELECT v FROM xerj_kv WHERE db = %s AND k = %s", (self.number, key)).fetchone()
+        row = conn.execute("SELECT v FROM xerj_kv WHERE db = %s AND k = %s", (self.number, key), binary=True).fetchone()
         return None if row is None else row[0]
 
     def fetch(self, conn: Any, key: bytes) -> tuple[bytes | None, dict[str, dict[bytes, bytes]]]:
@@ -80,14 +81,15 @@ class Table:
     def send_many(self, conn: Any, found: list[bytes]) -> list[Any]:
         """Send the statements fetching ``found`` without reading their rows (so they can share a pipeline);
         :meth:`collect` reads them."""
-        return [conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k = ANY(%s)", (self.number, found))]
+        return [conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k = ANY(%b)", (self.number, found),
+                             binary=True)]
 
     def collect(self, sent: list[Any]) -> dict[bytes, bytes]:
         return {bytes(k): v for cur in sent for k, v in cur}
 
     def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         rows = conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k >= %s ORDER BY k LIMIT %s",
-                            (self.number, start, limit))
+                            (self.number, start, limit), binary=True)
         return [(bytes(k), v) for k, v in rows]
 
     def scope(self, key: bytes) -> bytes | None:
@@ -98,7 +100,7 @@ class Table:
         """Every row whose key starts with ``scope``."""
         upper = _after(scope)
         rows = conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k >= %s" + (" AND k < %s" if upper else ""),
-                            (self.number, scope, upper) if upper else (self.number, scope))
+                            (self.number, scope, upper) if upper else (self.number, scope), binary=True)
         return {bytes(k): v for k, v in rows}
 
     def _above(self, conn: Any, found: list[bytes]) -> set[bytes]:
@@ -115,7 +117,7 @@ class Table:
             upper = _after(ix)
             row = conn.execute("SELECT k FROM xerj_kv WHERE db = %s AND k >= %s" + (" AND k < %s" if upper else "")
                                + " ORDER BY k DESC LIMIT 1", (self.number, ix, upper) if upper else (self.number, ix)
-                               ).fetchone()
+                               , binary=True).fetchone()
             top = None if row is None else bytes(row[0])
             out.update(group if top is None else (k for k in group if k > top))
         return out
@@ -125,7 +127,7 @@ class Table:
         upper = _after(ix)
         row = conn.execute("SELECT k FROM xerj_kv WHERE db = %s AND k >= %s" + (" AND k < %s" if upper else "")
                            + " ORDER BY k DESC LIMIT 1", (self.number, ix, upper) if upper else (self.number, ix)
-                           ).fetchone()
+                           , binary=True).fetchone()
         return None if row is None else bytes(row[0])
 
     def clear(self, conn: Any, prefixes: Iterable[bytes]) -> None:
@@ -143,7 +145,7 @@ class Table:
             unknown = [k for k in unknown if k not in above]
         stale = gone + unknown
         if stale:
-            conn.execute("DELETE FROM xerj_kv WHERE db = %s AND k = ANY(%s)", (self.number, stale))
+            conn.execute("DELETE FROM xerj_kv WHERE db = %s AND k = ANY(%b)", (self.number, stale))
         if puts:
             head, i4 = _KV_TUPLE.pack, _I4.pack
             number = self.number
@@ -196,7 +198,7 @@ class DocsTable(Table):
         if len(key) != 12:
             return None
         row = conn.execute("SELECT version, doc_id, source FROM xerj_docs WHERE ix = %s AND row = %s",
-                           _ix_row(key)).fetchone()
+                           _ix_row(key), binary=True).fetchone()
         return None if row is None else self._blob(*row)
 
     def send_many(self, conn: Any, found: list[bytes]) -> list[Any]:
@@ -206,7 +208,8 @@ class DocsTable(Table):
                 ix, row = _IX_ROW.unpack(key)
                 by_ix.setdefault(ix, []).append(row)
         return [(ix, conn.execute("SELECT row, version, doc_id, source FROM xerj_docs WHERE ix = %s "
-                                  "AND row = ANY(%s::int8[])", (ix, int8_array(rows)))) for ix, rows in by_ix.items()]
+                                  "AND row = ANY(%s::int8[])", (ix, int8_array(rows)), binary=True))
+                for ix, rows in by_ix.items()]
 
     def collect(self, sent: list[Any]) -> dict[bytes, bytes]:
         pack, blob = _IX_ROW.pack, self._blob
@@ -215,12 +218,12 @@ class DocsTable(Table):
 
     def last(self, conn: Any, ix: bytes) -> bytes | None:
         number = _IX_ROW.unpack(ix + bytes(8))[0]
-        top = conn.execute("SELECT max(row) FROM xerj_docs WHERE ix = %s", (number,)).fetchone()[0]
+        top = conn.execute("SELECT max(row) FROM xerj_docs WHERE ix = %s", (number,), binary=True).fetchone()[0]
         return None if top is None else _IX_ROW.pack(number, top)
 
     def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         rows = conn.execute("SELECT ix, row, version, doc_id, source FROM xerj_docs WHERE (ix, row) >= (%s, %s) "
-                            "ORDER BY ix, row LIMIT %s", (*_ix_row(start), limit))
+                            "ORDER BY ix, row LIMIT %s", (*_ix_row(start), limit), binary=True)
         return [(_IX_ROW.pack(ix, row), self._blob(version, doc_id, source)) for ix, row, version, doc_id, source
                 in rows]
 
@@ -229,7 +232,8 @@ class DocsTable(Table):
         if unknown:  # rows past an index's last stored row are new (rows are numbered upwards)
             tops = {}
             for ix in {_IX_ROW.unpack(k)[0] for k in unknown}:
-                tops[ix] = conn.execute("SELECT max(row) FROM xerj_docs WHERE ix = %s", (ix,)).fetchone()[0]
+                tops[ix] = conn.execute("SELECT max(row) FROM xerj_docs WHERE ix = %s", (ix,),
+                                        binary=True).fetchone()[0]
             unknown = [k for k in unknown if tops[_IX_ROW.unpack(k)[0]] is not None
                        and _IX_ROW.unpack(k)[1] <= tops[_IX_ROW.unpack(k)[0]]]
         stale = gone + unknown
@@ -293,18 +297,20 @@ class IdsTable(Table):
         return key[:4] if len(key) >= 4 else None
 
     def load(self, conn: Any, scope: bytes) -> dict[bytes, bytes]:
-        rows = conn.execute("SELECT doc_id, row FROM xerj_ids WHERE ix = %s", (self._split(scope)[0],))
+        rows = conn.execute("SELECT doc_id, row FROM xerj_ids WHERE ix = %s", (self._split(scope)[0],), binary=True)
         return {scope + doc_id: keys.u64(row) for doc_id, row in rows}
 
     def get(self, conn: Any, key: bytes) -> bytes | None:
-        row = conn.execute("SELECT row FROM xerj_ids WHERE ix = %s AND doc_id = %s", self._split(key)).fetchone()
+        row = conn.execute("SELECT row FROM xerj_ids WHERE ix = %s AND doc_id = %s", self._split(key),
+                           binary=True).fetchone()
         return None if row is None else keys.u64(row[0])
 
     def fetch(self, conn: Any, key: bytes) -> tuple[bytes | None, dict[str, dict[bytes, bytes]]]:
         """A read looks an id up to read its document next: both come back in one round trip."""
         ix, doc_id = self._split(key)
         row = conn.execute("SELECT i.row, d.version, d.doc_id, d.source FROM xerj_ids i LEFT JOIN xerj_docs d "
-                           "ON d.ix = i.ix AND d.row = i.row WHERE i.ix = %s AND i.doc_id = %s", (ix, doc_id)).fetchone()
+                           "ON d.ix = i.ix AND d.row = i.row WHERE i.ix = %s AND i.doc_id = %s", (ix, doc_id),
+                           binary=True).fetchone()
         if row is None:
             return None, {}
         found, version, stored_id, source = row
@@ -316,7 +322,8 @@ class IdsTable(Table):
         for key in found:
             ix, doc_id = self._split(key)
             by_ix.setdefault(ix, []).append(doc_id)
-        return [(ix, conn.execute("SELECT doc_id, row FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%s)", (ix, ids)))
+        return [(ix, conn.execute("SELECT doc_id, row FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%b)", (ix, ids),
+                                  binary=True))
                 for ix, ids in by_ix.items()]
 
     def collect(self, sent: list[Any]) -> dict[bytes, bytes]:
@@ -324,7 +331,7 @@ class IdsTable(Table):
 
     def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         rows = conn.execute("SELECT ix, doc_id, row FROM xerj_ids WHERE (ix, doc_id) >= (%s, %s) "
-                            "ORDER BY ix, doc_id LIMIT %s", (*self._split(start), limit))
+                            "ORDER BY ix, doc_id LIMIT %s", (*self._split(start), limit), binary=True)
         return [(keys.ix_key(ix) + doc_id, keys.u64(row)) for ix, doc_id, row in rows]
 
     def flush(self, conn: Any, puts: dict[bytes, bytes], gone: list[bytes], fresh: set[bytes]) -> None:
@@ -333,7 +340,7 @@ class IdsTable(Table):
             ix, doc_id = self._split(key)
             stale.setdefault(ix, []).append(doc_id)
         for ix, ids in stale.items():
-            conn.execute("DELETE FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%s)", (ix, ids))
+            conn.execute("DELETE FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%b)", (ix, ids))
         if puts:
             head, row8 = _ID_TUPLE.pack, _ROW8.pack
             copy_binary(conn, "COPY xerj_ids (ix, doc_id, row) FROM STDIN (FORMAT BINARY)",
@@ -605,19 +612,19 @@ class Txn:
         """Put every ``(key, value)`` (LMDB's ``Cursor.putmulti``, overwriting): the store's bulk writes; a
         large batch of new rows is streamed to its table at once (see :class:`Streamer`)."""
         overlay = self._pending(db)
-        values, unsorted = overlay.values, overlay._unsorted
-        added = {}
-        for key, value in items:
-            key = bytes(key)
-            if key not in values:
-                unsorted.append(key)
-            values[key] = added[key] = bytes(value)
+        values = overlay.values
+        added = dict(items)  # the engine's keys and values are bytes: the loops stay in C
+        if not (set(map(type, added)) <= _BYTES and set(map(type, added.values())) <= _BYTES):
+            added = {bytes(k): bytes(v) for k, v in added.items()}
+        overlay._unsorted.extend(added.keys() - values.keys() if values else added)
+        values.update(added)
         if db in self.STREAM_DBS and len(added) >= self.STREAM_MIN and self._stream is not None:
             self._send(db, added)
 
     def _send(self, db: str, added: dict[bytes, bytes]) -> None:
         sent = self._streamed.setdefault(db, {})
-        fresh = {k: v for k, v in added.items() if k not in sent and self._new(db, k)}
+        new = self._new_keys(db, added.keys() - sent.keys())
+        fresh = {k: v for k, v in added.items() if k in new}  # in the engine's order (ascending rows)
         if len(fresh) < self.STREAM_MIN:
             return
         if self._streamer is None:
@@ -629,18 +636,37 @@ class Txn:
         sent.update(fresh)
         self._streamer.send(db, fresh)
 
-    def _new(self, db: str, key: bytes) -> bool:
-        """Can the committed table not hold ``key``? Known absent, or past its index's last stored key."""
+    def _new_keys(self, db: str, candidates: set[bytes]) -> set[bytes]:
+        """Which of ``candidates`` the committed table cannot hold: known absent, or past their index's last
+        stored key (rows and log entries are numbered upwards). Set operations, so a batch costs little."""
         seen = self._seen[db]
-        if seen.get(key, _MISSING) is None or (key not in seen and self._absent(db, key)):
-            return True
-        if db == "ids":
-            return False
-        ix = key[:4]
-        if (db, ix) not in self._tops:
-            self._tops[db, ix] = self.tables[db].last(self.conn, ix)
-        top = self._tops[db, ix]
-        return top is None or key > top
+        known = candidates & seen.keys()
+        new = {k for k in known if seen[k] is None}
+        rest = candidates - known
+        if not rest or db in self._complete:
+            return new | rest
+        cleared = self._cleared.get(db)
+        if cleared:
+            gone = {k for k in rest if k.startswith(cleared)}
+            new |= gone
+            rest -= gone
+        ranges = self._ranges[db]
+        if ranges:
+            scope = self.tables[db].scope
+            inside = {k for k in rest if scope(k) in ranges}
+            new |= inside
+            rest -= inside
+        if not rest or db == "ids":
+            return new
+        by_ix: dict[bytes, list[bytes]] = {}
+        for key in rest:
+            by_ix.setdefault(key[:4], []).append(key)
+        for ix, group in by_ix.items():
+            if (db, ix) not in self._tops:
+                self._tops[db, ix] = self.tables[db].last(self.conn, ix)
+            top = self._tops[db, ix]
+            new.update(group if top is None or min(group) > top else (k for k in group if k > top))
+        return new
 
     def stop_stream(self) -> None:
         """Wait for the streaming thread (a failed transaction's too, before its connection rolls back)."""
