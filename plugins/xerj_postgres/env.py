@@ -490,7 +490,7 @@ class PgEnvironment:
                                     self.give_back(self.pool, reader)
                         project_edges(conn, changed)
                         conn.execute("COMMIT")
-                        self.cache.committed(seq, changed)
+                        self.cache.committed(seq, changed, txn.segment_writes)
                     except BaseException:
                         if not conn.closed and not conn.broken:
                             conn.execute("ROLLBACK")

@@ -33,7 +33,9 @@ _MISSING = object()
 # Rows a cursor fetches per round trip; sequential reads (a seal reading the tail) hit the batch.
 SCAN_BATCH = 512
 SCAN_BATCH_MAX = 32768
+PROBE_BATCH = 8  # rows a cursor fetches first when it leaves a segment it read from memory
 _IX_ROW = struct.Struct(">IQ")
+SEGMENT_KEY = 12  # a sealed segment's key prefix in cols and post: the index (4 bytes) and its first row (8)
 # COPY's binary format (the server's own layout): a signature, flags and an empty extension area; each tuple its
 # field count and each field its length and bytes; -1 at the end. Built here a chunk at a time with one join,
 # several times cheaper per row than psycopg's write_row.
@@ -385,11 +387,13 @@ class WriteCache:
         self.seq: int | None = None
         self.values: dict[str, dict[bytes, Any]] = {db: {} for db in self.DBS}
         self.complete: dict[str, set[bytes]] = {db: set() for db in self.DBS}
+        self.segments = SegmentCache()
 
     def clear(self) -> None:
         for db in self.DBS:
             self.values[db].clear()
             self.complete[db].clear()
+        self.segments.clear()
 
     def adopt(self, seq: int) -> None:
         """Start a write transaction whose lock-holding commit counter read ``seq`` (before its own bump)."""
@@ -397,13 +401,106 @@ class WriteCache:
             self.clear()
         self.seq = None  # until this transaction commits
 
-    def committed(self, seq: int, changed: list[tuple[str, dict[bytes, bytes], list[bytes]]]) -> None:
+    def committed(self, seq: int, changed: list[tuple[str, dict[bytes, bytes], list[bytes]]],
+                  segments: dict[str, tuple[tuple[bytes, ...], set[bytes]]] | None = None) -> None:
+        """After the commit of a transaction that began with :meth:`adopt`: what it wrote (``changed``) and, for
+        the segment databases, the prefixes it cleared and the segments it knows it wrote whole (Txn.flush)."""
         for db, puts, gone in changed:
             known = self.values.get(db)
             if known is not None:
                 known.update(puts)
                 known.update(dict.fromkeys(gone))
+            elif db in SegmentCache.DBS:
+                cleared, whole = (segments or {}).get(db, ((), set()))
+                self.segments.committed(db, puts, gone, cleared, whole)
+        self.segments.trim()
         self.seq = seq
+
+
+class SegmentCache:
+    """The committed columns and postings of the sealed segments this process wrote, segment by segment, kept
+    while no other process writes (with :class:`WriteCache`): a merge reads back the segments it rewrites,
+    and reading them here saves the server detoasting them and this process decoding them off the wire.
+
+    A segment is kept only when its whole content is known: this process cleared it (or found nothing stored
+    under it) and wrote it, or kept it whole since. Past :data:`LIMIT` bytes the segments at the lowest row
+    numbers go first: the full ones, which are never merged again.
+    """
+
+    DBS = ("cols", "post")
+    LIMIT = 256 << 20
+
+    def __init__(self) -> None:
+        self.scopes: dict[str, dict[bytes, dict[bytes, bytes]]] = {db: {} for db in self.DBS}
+        self._sizes: dict[tuple[str, bytes], int] = {}
+        self._sorted: dict[tuple[str, bytes], tuple[list[tuple[bytes, bytes]], list[bytes]]] = {}
+
+    def clear(self) -> None:
+        for scopes in self.scopes.values():
+            scopes.clear()
+        self._sizes.clear()
+        self._sorted.clear()
+
+    def get(self, db: str, key: bytes) -> dict[bytes, bytes] | None:
+        """The known content of ``key``'s segment in ``db`` (None: not known here)."""
+        scopes = self.scopes.get(db)
+        return scopes.get(key[:SEGMENT_KEY]) if scopes and len(key) >= SEGMENT_KEY else None
+
+    def items(self, db: str, scope: bytes) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
+        """A known segment's rows in key order, and their keys."""
+        found = self._sorted.get((db, scope))
+        if found is None:
+            rows = sorted(self.scopes[db][scope].items())
+            found = self._sorted[db, scope] = (rows, [k for k, _v in rows])
+        return found
+
+    def committed(self, db: str, puts: dict[bytes, bytes], gone: list[bytes], cleared: tuple[bytes, ...],
+                  whole: set[bytes]) -> None:
+        scopes = self.scopes[db]
+        for prefix in cleared:
+            for scope in [s for s in scopes if s.startswith(prefix[:SEGMENT_KEY])]:
+                if len(prefix) <= SEGMENT_KEY:
+                    self._drop(db, scope)
+                else:  # part of one segment (a field's keys): the rest of it is still known
+                    contents = scopes[scope]
+                    for key in [k for k in contents if k.startswith(prefix)]:
+                        del contents[key]
+                    self._touch(db, scope)
+        for scope in whole:
+            if scope not in scopes:
+                scopes[scope] = {}
+        touched = set()
+        for key, value in puts.items():
+            scope = key[:SEGMENT_KEY]
+            contents = scopes.get(scope)
+            if contents is not None:
+                contents[key] = value
+                touched.add(scope)
+        for key in gone:
+            contents = scopes.get(key[:SEGMENT_KEY])
+            if contents is not None and contents.pop(key, None) is not None:
+                touched.add(key[:SEGMENT_KEY])
+        for scope in touched | whole:
+            self._touch(db, scope)
+
+    def _touch(self, db: str, scope: bytes) -> None:
+        self._sorted.pop((db, scope), None)
+        self._sizes[db, scope] = sum(map(len, self.scopes[db][scope].values()))
+
+    def _drop(self, db: str, scope: bytes) -> None:
+        del self.scopes[db][scope]
+        self._sizes.pop((db, scope), None)
+        self._sorted.pop((db, scope), None)
+
+    def trim(self) -> None:
+        total = sum(self._sizes.values())
+        if total <= self.LIMIT:
+            return
+        for db, scope in sorted(self._sizes, key=lambda pair: pair[1][4:]):  # by start row, lowest first
+            total -= self._sizes[db, scope]
+            self._drop(db, scope)
+            if total <= self.LIMIT * 3 // 4:
+                return
 
 
 class Streamer:
@@ -478,9 +575,14 @@ class Txn:
         self.write = write
         self._seen: dict[str, dict[bytes, Any]] = {name: {} for name in tables}
         self._ranges: dict[str, set[bytes]] = {name: set() for name in tables}
+        # The committed segments this process knows whole (SegmentCache), read in place of the tables.
+        self._segments: SegmentCache | None = None
         if cache is not None:
             self._seen.update(cache.values)
             self._ranges.update(cache.complete)
+            self._segments = cache.segments
+        # Set by flush for the commit: per segment database, the prefixes cleared and the segments written whole.
+        self.segment_writes: dict[str, tuple[tuple[bytes, ...], set[bytes]]] = {}
         self._misses: dict[tuple[str, bytes], int] = {}
         self._overlay: dict[str, _Overlay] = {}
         self._complete: set[str] = set()  # databases fetched whole: a key not seen is absent
@@ -527,9 +629,21 @@ class Txn:
         seen = self._seen[db]
         found = seen.get(key, _MISSING)
         if found is _MISSING:
-            found = None if self._absent(db, key) else self._fetch(db, key)
+            if self._absent(db, key):
+                found = None
+            else:
+                known = self._segments.get(db, key) if self._segments is not None else None
+                found = known.get(key) if known is not None else self._fetch(db, key)
             seen[key] = found
         return default if found is None else found
+
+    def segment_items(self, db: str, scope: bytes) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
+        """A segment :meth:`known_segment` knows: its committed rows in key order, and their keys."""
+        return self._segments.items(db, scope)
+
+    def known_segment(self, db: str, key: bytes) -> dict[bytes, bytes] | None:
+        """The committed content of ``key``'s sealed segment when this process knows it whole (else None)."""
+        return self._segments.get(db, key) if self._segments is not None else None
 
     def prefetch(self, db: str, wanted: Iterable[bytes]) -> None:
         """Fetch ``wanted`` keys of ``db`` in one round trip, so the ``get`` calls that follow are local.
@@ -565,7 +679,11 @@ class Txn:
         if db in self._complete:
             return []
         seen = self._seen[db]
-        return [k for k in wanted if k not in seen and not self._absent(db, k)]
+        found = [k for k in wanted if k not in seen and not self._absent(db, k)]
+        if found and self._segments is not None and db in SegmentCache.DBS:
+            known = self._segments.get
+            found = [k for k in found if known(db, k) is None]
+        return found
 
     def fetched(self, db: str, asked: list[bytes], found: dict[bytes, bytes]) -> None:
         """Remember what fetching ``asked`` found (a key asked for and not found is absent)."""
@@ -724,6 +842,11 @@ class Txn:
             # Keys the table is known not to hold: no delete needed before their COPY.
             fresh = {k for k in overlay.values if k not in sent and (seen.get(k, _MISSING) is None or
                                                                      (k not in seen and self._absent(db, k)))}
+            if self._segments is not None and db in SegmentCache.DBS:
+                known = self._segments.get
+                fresh.update(k for k in overlay.values if k not in seen and k not in fresh
+                             and (found := known(db, k)) is not None and k not in found)
+                self.segment_writes[db] = (cleared, self._whole(db, overlay.values, cleared))
             puts = {k: v for k, v in overlay.values.items() if v is not _DELETED}
             gone = [k for k, v in overlay.values.items() if v is _DELETED and k not in fresh]
             # A row streamed and since changed is in the table: deleted (above, with gone) and sent again.
@@ -735,6 +858,18 @@ class Txn:
         self._overlay.clear()
         self._cleared.clear()
         return changed
+
+    def _whole(self, db: str, values: dict[bytes, Any], cleared: tuple[bytes, ...]) -> set[bytes]:
+        """The segments of ``db`` this transaction writes whose whole content is known once it commits: those it
+        cleared, and those under which the table (its cleared prefixes deleted) holds nothing."""
+        scopes = {k[:SEGMENT_KEY] for k in values if len(k) >= SEGMENT_KEY}
+        known = self._segments.scopes[db] if self._segments is not None else {}
+        whole = {s for s in scopes if s in known or s in cleared}
+        rest = scopes - whole
+        for ix in {s[:4] for s in rest}:
+            top = self.tables[db].last(self.writer, ix)
+            whole.update(s for s in rest if s[:4] == ix and (top is None or top < s))
+        return whole
 
     # -- cursors' merged view ------------------------------------------------------------------
 
@@ -755,11 +890,12 @@ class Cursor:
         self.table = txn.tables[db]
         self._key: bytes | None = None
         self._value: Any = None
-        # The last batch fetched: rows from _lo on, complete to the end of the table when _done.
+        # The last batch fetched: every row from _lo up to _hi (excluded; None: the end of the table).
         self._batch: list[tuple[bytes, bytes]] = []
         self._batch_keys: list[bytes] = []
         self._lo: bytes | None = None
-        self._done = False
+        self._hi: bytes | None = None
+        self._known = False  # the batch is a segment known whole (Txn.known_segment), not a fetch
         self._size = SCAN_BATCH
 
     def __enter__(self) -> "Cursor":
@@ -780,27 +916,38 @@ class Cursor:
         if self.db in self.txn.complete_dbs and self._lo is None:  # fetched whole with the snapshot: no round trip
             self._batch = sorted((k, v) for k, v in self.txn.seen(self.db).items() if v is not None)
             self._batch_keys = [k for k, _v in self._batch]
-            self._lo, self._done = b"", True
+            self._lo, self._hi, self._known = b"", None, False
         while True:
-            covered = self._lo is not None and self._lo <= key and (
-                self._done or (self._batch_keys and key < self._batch_keys[-1]))
+            covered = self._lo is not None and self._lo <= key and (self._hi is None or key < self._hi)
             if not covered:
-                self._batch = self.table.scan(self.txn.conn, key, self._size)
-                self._batch_keys = [k for k, _v in self._batch]
-                self._lo = key
-                self._done = len(self._batch) < self._size
+                known = self.txn.known_segment(self.db, key)
+                if known is not None:  # a segment this process knows whole: no round trip
+                    scope = key[:SEGMENT_KEY]
+                    self._batch, self._batch_keys = self.txn.segment_items(self.db, scope)
+                    self._lo, self._hi, self._known = scope, _after(scope), True
+                else:
+                    self._batch = self.table.scan(self.txn.conn, key, self._size)
+                    self._batch_keys = [k for k, _v in self._batch]
+                    self._lo, self._known = key, False
+                    self._hi = self._batch_keys[-1] if len(self._batch) >= self._size else None
             at = (bisect.bisect_right if strict else bisect.bisect_left)(self._batch_keys, key)
             while at < len(self._batch) and (self._batch_keys[at] in shadow or
                                              (cleared and self._batch_keys[at].startswith(cleared))):
                 at += 1
             if at < len(self._batch):
                 return self._batch[at]
-            if self._done:
+            if self._hi is None:
                 return None
-            key, strict = self._batch_keys[-1], True
+            if self._known:
+                # On past the known segment: a reader of one segment's range stops at the first key after it,
+                # so the first fetch is a probe of a few rows (the size grows again if the cursor walks on).
+                key, strict = self._hi, False
+                self._size = PROBE_BATCH
+            else:
+                key, strict = self._batch_keys[-1], True
+                # a cursor walking on past a batch is reading a range (a segment's postings): fewer, larger fetches
+                self._size = min(self._size * 4, SCAN_BATCH_MAX)
             self._lo = None  # fetch the next batch
-            # a cursor walking on past a batch is reading a range (a segment's postings): fewer, larger fetches
-            self._size = min(self._size * 4, SCAN_BATCH_MAX)
 
     def _overlay_from(self, key: bytes, strict: bool) -> tuple[bytes, bytes] | None:
         overlay = self.txn.overlay_of(self.db)
