@@ -591,6 +591,19 @@ class Txn:
 
     # -- reading -------------------------------------------------------------------------------
 
+    def not_absent(self, db: str, found: Iterable[bytes]) -> list[bytes]:
+        """Those of ``found`` not known to be missing from the table (:meth:`_absent`, a batch at a time)."""
+        if db in self._complete:
+            return []
+        cleared = self._cleared.get(db)
+        if cleared:
+            found = [k for k in found if not k.startswith(cleared)]
+        ranges = self._ranges[db]
+        if ranges:
+            scope = self.tables[db].scope
+            return [k for k in found if scope(k) not in ranges]
+        return list(found)
+
     def _absent(self, db: str, key: bytes) -> bool:
         """Is ``key`` known to be missing from the table without asking it?"""
         if db in self._complete:
@@ -674,12 +687,34 @@ class Txn:
             seen.setdefault(k, v)  # the overlay, not seen, holds this transaction's own writes
         self._ranges[db].add(scope)
 
+    def fetched_items(self, db: str, wanted: list[bytes]) -> list[tuple[bytes, bytes]]:
+        """``(key, value)`` of each of ``wanted`` that is stored, after :meth:`prefetch` of them: a key neither
+        pending nor fetched is known absent (or in a segment known whole)."""
+        overlay = self._overlay.get(db)
+        pending = overlay.values if overlay is not None else {}
+        seen = self._seen[db]
+        segments = self._segments is not None and db in SegmentCache.DBS
+        out = []
+        for key in wanted:
+            value = pending.get(key, _MISSING)
+            if value is _MISSING:
+                value = seen.get(key, _MISSING)
+                if value is _MISSING:
+                    if not segments:
+                        continue
+                    value = self.get(key, db=db)
+            elif value is _DELETED:
+                continue
+            if value is not None:
+                out.append((key, value))
+        return out
+
     def missing(self, db: str, wanted: Iterable[bytes]) -> list[bytes]:
         """Which of ``wanted`` this transaction has not fetched yet (nor knows to be absent)."""
         if db in self._complete:
             return []
         seen = self._seen[db]
-        found = [k for k in wanted if k not in seen and not self._absent(db, k)]
+        found = self.not_absent(db, [k for k in wanted if k not in seen])
         if found and self._segments is not None and db in SegmentCache.DBS:
             known = self._segments.get
             found = [k for k in found if known(db, k) is None]
@@ -758,28 +793,14 @@ class Txn:
         """Which of ``candidates`` the committed table cannot hold: known absent, or past their index's last
         stored key (rows and log entries are numbered upwards). Set operations, so a batch costs little."""
         seen = self._seen[db]
-        known = candidates & seen.keys()
+        known = {k for k in candidates if k in seen}  # (not candidates & seen.keys(): that walks all of seen)
         new = {k for k in known if seen[k] is None}
-        rest = candidates - known
-        if not rest or db in self._complete:
-            return new | rest
-        cleared = self._cleared.get(db)
-        if cleared:
-            gone = {k for k in rest if k.startswith(cleared)}
-            new |= gone
-            rest -= gone
-        ranges = self._ranges[db]
-        if ranges:
-            scope = self.tables[db].scope
-            inside = {k for k in rest if scope(k) in ranges}
-            new |= inside
-            rest -= inside
+        rest = set(self.not_absent(db, candidates - known))
+        new |= candidates - known - rest
         if not rest or db == "ids":
             return new
-        by_ix: dict[bytes, list[bytes]] = {}
-        for key in rest:
-            by_ix.setdefault(key[:4], []).append(key)
-        for ix, group in by_ix.items():
+        for ix in {k[:4] for k in rest}:
+            group = [k for k in rest if k[:4] == ix]
             if (db, ix) not in self._tops:
                 self._tops[db, ix] = self.tables[db].last(self.conn, ix)
             top = self._tops[db, ix]
@@ -1008,10 +1029,8 @@ class Cursor:
         """LMDB's ``Cursor.getmulti``: the ``(key, value)`` of each of ``wanted`` that is stored, in order, fetched
         in one round trip (the store engine's batch paths: an ingest's ids, a merge's postings)."""
         wanted = list(map(bytes, wanted))
-        txn, db = self.txn, self.db
-        txn.prefetch(db, wanted)
-        get = txn.get
-        return [(k, v) for k, v in zip(wanted, (get(k, db=db) for k in wanted)) if v is not None]
+        self.txn.prefetch(self.db, wanted)
+        return self.txn.fetched_items(self.db, wanted)
 
     def key(self) -> bytes:
         return self._key if self._key is not None else b""
