@@ -66,6 +66,8 @@ def copy_binary(conn: Any, statement: str, tuples: Iterable[bytes]) -> None:
 class Table:
     """One named database in the shared ``xerj_kv`` table: opaque bytea keys and values."""
 
+    SCOPE_BYTES = 0  # when :meth:`scope` is the key's first N bytes (for keys of at least N bytes): N
+
     def __init__(self, number: int) -> None:
         self.number = number
 
@@ -294,6 +296,8 @@ class IdsTable(Table):
     @staticmethod
     def _split(key: bytes) -> tuple[int, bytes]:
         return struct.unpack(">I", key[:4].ljust(4, b"\x00"))[0], key[4:]
+
+    SCOPE_BYTES = 4
 
     def scope(self, key: bytes) -> bytes | None:
         return key[:4] if len(key) >= 4 else None
@@ -600,6 +604,9 @@ class Txn:
             found = [k for k in found if not k.startswith(cleared)]
         ranges = self._ranges[db]
         if ranges:
+            if self.tables[db].SCOPE_BYTES:  # a fixed-length scope: sliced, no call per key
+                cut = self.tables[db].SCOPE_BYTES
+                return [k for k in found if len(k) < cut or k[:cut] not in ranges]
             scope = self.tables[db].scope
             return [k for k in found if scope(k) not in ranges]
         return list(found)
@@ -917,6 +924,7 @@ class Cursor:
         self._lo: bytes | None = None
         self._hi: bytes | None = None
         self._known = False  # the batch is a segment known whole (Txn.known_segment), not a fetch
+        self._at: int | None = None  # where the current row is in the batch (None: not from it)
         self._size = SCAN_BATCH
 
     def __enter__(self) -> "Cursor":
@@ -956,6 +964,7 @@ class Cursor:
                                              (cleared and self._batch_keys[at].startswith(cleared))):
                 at += 1
             if at < len(self._batch):
+                self._at = at
                 return self._batch[at]
             if self._hi is None:
                 return None
@@ -985,10 +994,12 @@ class Cursor:
         return None
 
     def _seek(self, key: bytes, strict: bool) -> bool:
+        self._at = None
         found = self._table_from(key, strict)
         pending = self._overlay_from(key, strict)
         if pending is not None and (found is None or pending[0] < found[0]):
             found = pending
+            self._at = None
         if found is None:
             self._key = self._value = None
             return False
@@ -1003,6 +1014,7 @@ class Cursor:
     def set_key(self, key: bytes) -> bool:
         key = bytes(key)
         value = self.txn.get(key, db=self.db)
+        self._at = None
         if value is None:
             self._key = self._value = None
             return False
@@ -1023,6 +1035,15 @@ class Cursor:
     def next(self) -> bool:
         if self._key is None:
             return self.first()
+        at = self._at
+        if at is not None and at + 1 < len(self._batch):
+            # The current row is the batch's row at: with nothing pending or deleted in this database, the next
+            # row is the batch's next one (a merge reading a segment's postings walks thousands of them).
+            overlay = self.txn.overlay_of(self.db)
+            if (overlay is None or not overlay.values) and not self.txn.cleared(self.db):
+                self._at = at + 1
+                self._key, self._value = self._batch[at + 1]
+                return True
         return self._seek(self._key, True)
 
     def getmulti(self, wanted: Iterable[bytes]) -> list[tuple[bytes, bytes]]:
