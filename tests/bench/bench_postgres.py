@@ -274,7 +274,7 @@ def main() -> None:
         print(f"  CPU per document: postgres client {per_doc['postgres'][0]} us (this process, every thread) + server "
               f"{server}; lmdb {per_doc['lmdb'][0]} us (server during lmdb's batches: {per_doc['lmdb'][1]} us, "
               f"other work); each side prepares the same records, xerj's engine code; postgres also packs and "
-              f"sends the rows and reads back the segments a merge rewrites")
+              f"sends the rows (the server then stores them; the segments a merge rewrites are read from memory)")
         print(f"write_edges: postgres {edges['postgres']:,.0f} edges/s, lmdb {edges['lmdb']:,.0f}, ratio "
               f"{edges['postgres'] / edges['lmdb']:.2f}")
         print(f"BM25 top-10 p50: postgres {bm25['postgres'] * 1e3:.2f} ms, lmdb {bm25['lmdb'] * 1e3:.2f} ms, ratio "
