@@ -378,3 +378,60 @@ def test_a_large_write_streams_its_rows_and_stores_what_lmdb_stores(pg_store_url
             # the rows streamed and then replaced in the same bulk were deleted again: one row per live document
             assert conn.execute("SELECT count(*) FROM xerj_ids").fetchone()[0] == 900
             assert conn.execute("SELECT count(*) FROM xerj_docs").fetchone()[0] == 900
+
+
+def test_merges_read_the_segments_this_process_wrote_from_memory_and_another_writer_ends_that(pg_store_url,
+                                                                                               tmp_path, monkeypatch):
+    """A write process keeps the sealed segments it wrote (columns and postings), so its next merges read none of
+    them from the server; once another process has written, it reads them afresh. Every step answers as LMDB,
+    which gets the same writes: overwrites and deletes merged into kept segments, a compaction, a stale cache."""
+    from xerj_core.store import BulkOp
+    from xerj_postgres import kv
+
+    def ops(lo, hi, salt):
+        return [BulkOp("index", "docs", f"d{i}", {"text": f"word{(i * salt) % 23} note{i % 5} {salt}", "n": i})
+                for i in range(lo, hi)]
+
+    with engine_on(pg_store_url, tmp_path / "a") as a, engine_on(pg_store_url, tmp_path / "b") as b, \
+            Engine(tmp_path / "lmdb", config=EngineConfig(tail_rows=8)) as lmdb:
+        segment_tables = {id(a.store.env.tables[name]) for name in ("cols", "post")}
+        fetched = []
+        for method in ("scan", "send_many", "get", "load"):
+            original = getattr(type(a.store.env.tables["post"]), method)
+
+            def counted(self, conn, *args, original=original, method=method):
+                found = original(self, conn, *args)
+                if id(self) in segment_tables and (method != "scan" or len(found) > kv.PROBE_BATCH):
+                    fetched.append(method)  # a point read, or a scan beyond a probe past a kept segment's end
+                return found
+
+            monkeypatch.setattr(type(a.store.env.tables["post"]), method, counted)
+
+        def both(writer, batch):
+            for engine in (writer, lmdb):
+                items = engine.store.bulk(batch)
+                assert not any(item.error for item in items)
+
+        def same():
+            for query in ("word3 note1", "note4", "word7", "3"):
+                body = {"query": {"match": {"text": query}}, "size": 30, "sort": ["_score", "n"]}
+                assert a.search.search("docs", body)["hits"] == lmdb.search.search("docs", body)["hits"]
+            assert a.store.count("docs") == lmdb.store.count("docs")
+
+        both(a, ops(0, 100, 1))
+        fetched.clear()
+        both(a, ops(100, 260, 2) + ops(10, 40, 3))  # merges of segments a wrote, overwrites among them
+        assert fetched == []
+        same()
+        for engine in (a, lmdb):
+            engine.store.delete("docs", "d5")
+            engine.store.forcemerge("docs")
+        fetched.clear()
+        both(a, ops(260, 330, 4))
+        assert fetched == []
+        same()
+        both(b, ops(0, 50, 5) + ops(330, 400, 5))  # another process writes: what a keeps is stale
+        fetched.clear()
+        both(a, ops(400, 480, 6))
+        assert fetched  # read afresh from the tables
+        same()

@@ -27,12 +27,15 @@ from typing import Any, Callable, Iterable, Iterator
 
 from xerj_core.store import keys
 
+_BYTES = {bytes}
 _DELETED = object()
 _MISSING = object()
 # Rows a cursor fetches per round trip; sequential reads (a seal reading the tail) hit the batch.
 SCAN_BATCH = 512
 SCAN_BATCH_MAX = 32768
+PROBE_BATCH = 8  # rows a cursor fetches first when it leaves a segment it read from memory
 _IX_ROW = struct.Struct(">IQ")
+SEGMENT_KEY = 12  # a sealed segment's key prefix in cols and post: the index (4 bytes) and its first row (8)
 # COPY's binary format (the server's own layout): a signature, flags and an empty extension area; each tuple its
 # field count and each field its length and bytes; -1 at the end. Built here a chunk at a time with one join,
 # several times cheaper per row than psycopg's write_row.
@@ -63,11 +66,13 @@ def copy_binary(conn: Any, statement: str, tuples: Iterable[bytes]) -> None:
 class Table:
     """One named database in the shared ``xerj_kv`` table: opaque bytea keys and values."""
 
+    SCOPE_BYTES = 0  # when :meth:`scope` is the key's first N bytes (for keys of at least N bytes): N
+
     def __init__(self, number: int) -> None:
         self.number = number
 
     def get(self, conn: Any, key: bytes) -> bytes | None:
-        row = conn.execute("SELECT v FROM xerj_kv WHERE db = %s AND k = %s", (self.number, key)).fetchone()
+        row = conn.execute("SELECT v FROM xerj_kv WHERE db = %s AND k = %s", (self.number, key), binary=True).fetchone()
         return None if row is None else row[0]
 
     def fetch(self, conn: Any, key: bytes) -> tuple[bytes | None, dict[str, dict[bytes, bytes]]]:
@@ -80,14 +85,15 @@ class Table:
     def send_many(self, conn: Any, found: list[bytes]) -> list[Any]:
         """Send the statements fetching ``found`` without reading their rows (so they can share a pipeline);
         :meth:`collect` reads them."""
-        return [conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k = ANY(%s)", (self.number, found))]
+        return [conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k = ANY(%b)", (self.number, found),
+                             binary=True)]
 
     def collect(self, sent: list[Any]) -> dict[bytes, bytes]:
         return {bytes(k): v for cur in sent for k, v in cur}
 
     def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         rows = conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k >= %s ORDER BY k LIMIT %s",
-                            (self.number, start, limit))
+                            (self.number, start, limit), binary=True)
         return [(bytes(k), v) for k, v in rows]
 
     def scope(self, key: bytes) -> bytes | None:
@@ -98,7 +104,7 @@ class Table:
         """Every row whose key starts with ``scope``."""
         upper = _after(scope)
         rows = conn.execute("SELECT k, v FROM xerj_kv WHERE db = %s AND k >= %s" + (" AND k < %s" if upper else ""),
-                            (self.number, scope, upper) if upper else (self.number, scope))
+                            (self.number, scope, upper) if upper else (self.number, scope), binary=True)
         return {bytes(k): v for k, v in rows}
 
     def _above(self, conn: Any, found: list[bytes]) -> set[bytes]:
@@ -115,7 +121,7 @@ class Table:
             upper = _after(ix)
             row = conn.execute("SELECT k FROM xerj_kv WHERE db = %s AND k >= %s" + (" AND k < %s" if upper else "")
                                + " ORDER BY k DESC LIMIT 1", (self.number, ix, upper) if upper else (self.number, ix)
-                               ).fetchone()
+                               , binary=True).fetchone()
             top = None if row is None else bytes(row[0])
             out.update(group if top is None else (k for k in group if k > top))
         return out
@@ -125,7 +131,7 @@ class Table:
         upper = _after(ix)
         row = conn.execute("SELECT k FROM xerj_kv WHERE db = %s AND k >= %s" + (" AND k < %s" if upper else "")
                            + " ORDER BY k DESC LIMIT 1", (self.number, ix, upper) if upper else (self.number, ix)
-                           ).fetchone()
+                           , binary=True).fetchone()
         return None if row is None else bytes(row[0])
 
     def clear(self, conn: Any, prefixes: Iterable[bytes]) -> None:
@@ -143,7 +149,7 @@ class Table:
             unknown = [k for k in unknown if k not in above]
         stale = gone + unknown
         if stale:
-            conn.execute("DELETE FROM xerj_kv WHERE db = %s AND k = ANY(%s)", (self.number, stale))
+            conn.execute("DELETE FROM xerj_kv WHERE db = %s AND k = ANY(%b)", (self.number, stale))
         if puts:
             head, i4 = _KV_TUPLE.pack, _I4.pack
             number = self.number
@@ -196,7 +202,7 @@ class DocsTable(Table):
         if len(key) != 12:
             return None
         row = conn.execute("SELECT version, doc_id, source FROM xerj_docs WHERE ix = %s AND row = %s",
-                           _ix_row(key)).fetchone()
+                           _ix_row(key), binary=True).fetchone()
         return None if row is None else self._blob(*row)
 
     def send_many(self, conn: Any, found: list[bytes]) -> list[Any]:
@@ -206,7 +212,8 @@ class DocsTable(Table):
                 ix, row = _IX_ROW.unpack(key)
                 by_ix.setdefault(ix, []).append(row)
         return [(ix, conn.execute("SELECT row, version, doc_id, source FROM xerj_docs WHERE ix = %s "
-                                  "AND row = ANY(%s::int8[])", (ix, int8_array(rows)))) for ix, rows in by_ix.items()]
+                                  "AND row = ANY(%s::int8[])", (ix, int8_array(rows)), binary=True))
+                for ix, rows in by_ix.items()]
 
     def collect(self, sent: list[Any]) -> dict[bytes, bytes]:
         pack, blob = _IX_ROW.pack, self._blob
@@ -215,12 +222,12 @@ class DocsTable(Table):
 
     def last(self, conn: Any, ix: bytes) -> bytes | None:
         number = _IX_ROW.unpack(ix + bytes(8))[0]
-        top = conn.execute("SELECT max(row) FROM xerj_docs WHERE ix = %s", (number,)).fetchone()[0]
+        top = conn.execute("SELECT max(row) FROM xerj_docs WHERE ix = %s", (number,), binary=True).fetchone()[0]
         return None if top is None else _IX_ROW.pack(number, top)
 
     def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         rows = conn.execute("SELECT ix, row, version, doc_id, source FROM xerj_docs WHERE (ix, row) >= (%s, %s) "
-                            "ORDER BY ix, row LIMIT %s", (*_ix_row(start), limit))
+                            "ORDER BY ix, row LIMIT %s", (*_ix_row(start), limit), binary=True)
         return [(_IX_ROW.pack(ix, row), self._blob(version, doc_id, source)) for ix, row, version, doc_id, source
                 in rows]
 
@@ -229,7 +236,8 @@ class DocsTable(Table):
         if unknown:  # rows past an index's last stored row are new (rows are numbered upwards)
             tops = {}
             for ix in {_IX_ROW.unpack(k)[0] for k in unknown}:
-                tops[ix] = conn.execute("SELECT max(row) FROM xerj_docs WHERE ix = %s", (ix,)).fetchone()[0]
+                tops[ix] = conn.execute("SELECT max(row) FROM xerj_docs WHERE ix = %s", (ix,),
+                                        binary=True).fetchone()[0]
             unknown = [k for k in unknown if tops[_IX_ROW.unpack(k)[0]] is not None
                        and _IX_ROW.unpack(k)[1] <= tops[_IX_ROW.unpack(k)[0]]]
         stale = gone + unknown
@@ -289,22 +297,26 @@ class IdsTable(Table):
     def _split(key: bytes) -> tuple[int, bytes]:
         return struct.unpack(">I", key[:4].ljust(4, b"\x00"))[0], key[4:]
 
+    SCOPE_BYTES = 4
+
     def scope(self, key: bytes) -> bytes | None:
         return key[:4] if len(key) >= 4 else None
 
     def load(self, conn: Any, scope: bytes) -> dict[bytes, bytes]:
-        rows = conn.execute("SELECT doc_id, row FROM xerj_ids WHERE ix = %s", (self._split(scope)[0],))
+        rows = conn.execute("SELECT doc_id, row FROM xerj_ids WHERE ix = %s", (self._split(scope)[0],), binary=True)
         return {scope + doc_id: keys.u64(row) for doc_id, row in rows}
 
     def get(self, conn: Any, key: bytes) -> bytes | None:
-        row = conn.execute("SELECT row FROM xerj_ids WHERE ix = %s AND doc_id = %s", self._split(key)).fetchone()
+        row = conn.execute("SELECT row FROM xerj_ids WHERE ix = %s AND doc_id = %s", self._split(key),
+                           binary=True).fetchone()
         return None if row is None else keys.u64(row[0])
 
     def fetch(self, conn: Any, key: bytes) -> tuple[bytes | None, dict[str, dict[bytes, bytes]]]:
         """A read looks an id up to read its document next: both come back in one round trip."""
         ix, doc_id = self._split(key)
         row = conn.execute("SELECT i.row, d.version, d.doc_id, d.source FROM xerj_ids i LEFT JOIN xerj_docs d "
-                           "ON d.ix = i.ix AND d.row = i.row WHERE i.ix = %s AND i.doc_id = %s", (ix, doc_id)).fetchone()
+                           "ON d.ix = i.ix AND d.row = i.row WHERE i.ix = %s AND i.doc_id = %s", (ix, doc_id),
+                           binary=True).fetchone()
         if row is None:
             return None, {}
         found, version, stored_id, source = row
@@ -316,7 +328,8 @@ class IdsTable(Table):
         for key in found:
             ix, doc_id = self._split(key)
             by_ix.setdefault(ix, []).append(doc_id)
-        return [(ix, conn.execute("SELECT doc_id, row FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%s)", (ix, ids)))
+        return [(ix, conn.execute("SELECT doc_id, row FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%b)", (ix, ids),
+                                  binary=True))
                 for ix, ids in by_ix.items()]
 
     def collect(self, sent: list[Any]) -> dict[bytes, bytes]:
@@ -324,7 +337,7 @@ class IdsTable(Table):
 
     def scan(self, conn: Any, start: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         rows = conn.execute("SELECT ix, doc_id, row FROM xerj_ids WHERE (ix, doc_id) >= (%s, %s) "
-                            "ORDER BY ix, doc_id LIMIT %s", (*self._split(start), limit))
+                            "ORDER BY ix, doc_id LIMIT %s", (*self._split(start), limit), binary=True)
         return [(keys.ix_key(ix) + doc_id, keys.u64(row)) for ix, doc_id, row in rows]
 
     def flush(self, conn: Any, puts: dict[bytes, bytes], gone: list[bytes], fresh: set[bytes]) -> None:
@@ -333,7 +346,7 @@ class IdsTable(Table):
             ix, doc_id = self._split(key)
             stale.setdefault(ix, []).append(doc_id)
         for ix, ids in stale.items():
-            conn.execute("DELETE FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%s)", (ix, ids))
+            conn.execute("DELETE FROM xerj_ids WHERE ix = %s AND doc_id = ANY(%b)", (ix, ids))
         if puts:
             head, row8 = _ID_TUPLE.pack, _ROW8.pack
             copy_binary(conn, "COPY xerj_ids (ix, doc_id, row) FROM STDIN (FORMAT BINARY)",
@@ -378,11 +391,13 @@ class WriteCache:
         self.seq: int | None = None
         self.values: dict[str, dict[bytes, Any]] = {db: {} for db in self.DBS}
         self.complete: dict[str, set[bytes]] = {db: set() for db in self.DBS}
+        self.segments = SegmentCache()
 
     def clear(self) -> None:
         for db in self.DBS:
             self.values[db].clear()
             self.complete[db].clear()
+        self.segments.clear()
 
     def adopt(self, seq: int) -> None:
         """Start a write transaction whose lock-holding commit counter read ``seq`` (before its own bump)."""
@@ -390,13 +405,106 @@ class WriteCache:
             self.clear()
         self.seq = None  # until this transaction commits
 
-    def committed(self, seq: int, changed: list[tuple[str, dict[bytes, bytes], list[bytes]]]) -> None:
+    def committed(self, seq: int, changed: list[tuple[str, dict[bytes, bytes], list[bytes]]],
+                  segments: dict[str, tuple[tuple[bytes, ...], set[bytes]]] | None = None) -> None:
+        """After the commit of a transaction that began with :meth:`adopt`: what it wrote (``changed``) and, for
+        the segment databases, the prefixes it cleared and the segments it knows it wrote whole (Txn.flush)."""
         for db, puts, gone in changed:
             known = self.values.get(db)
             if known is not None:
                 known.update(puts)
                 known.update(dict.fromkeys(gone))
+            elif db in SegmentCache.DBS:
+                cleared, whole = (segments or {}).get(db, ((), set()))
+                self.segments.committed(db, puts, gone, cleared, whole)
+        self.segments.trim()
         self.seq = seq
+
+
+class SegmentCache:
+    """The committed columns and postings of the sealed segments this process wrote, segment by segment, kept
+    while no other process writes (with :class:`WriteCache`): a merge reads back the segments it rewrites,
+    and reading them here saves the server detoasting them and this process decoding them off the wire.
+
+    A segment is kept only when its whole content is known: this process cleared it (or found nothing stored
+    under it) and wrote it, or kept it whole since. Past :data:`LIMIT` bytes the segments at the lowest row
+    numbers go first: the full ones, which are never merged again.
+    """
+
+    DBS = ("cols", "post")
+    LIMIT = 256 << 20
+
+    def __init__(self) -> None:
+        self.scopes: dict[str, dict[bytes, dict[bytes, bytes]]] = {db: {} for db in self.DBS}
+        self._sizes: dict[tuple[str, bytes], int] = {}
+        self._sorted: dict[tuple[str, bytes], tuple[list[tuple[bytes, bytes]], list[bytes]]] = {}
+
+    def clear(self) -> None:
+        for scopes in self.scopes.values():
+            scopes.clear()
+        self._sizes.clear()
+        self._sorted.clear()
+
+    def get(self, db: str, key: bytes) -> dict[bytes, bytes] | None:
+        """The known content of ``key``'s segment in ``db`` (None: not known here)."""
+        scopes = self.scopes.get(db)
+        return scopes.get(key[:SEGMENT_KEY]) if scopes and len(key) >= SEGMENT_KEY else None
+
+    def items(self, db: str, scope: bytes) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
+        """A known segment's rows in key order, and their keys."""
+        found = self._sorted.get((db, scope))
+        if found is None:
+            rows = sorted(self.scopes[db][scope].items())
+            found = self._sorted[db, scope] = (rows, [k for k, _v in rows])
+        return found
+
+    def committed(self, db: str, puts: dict[bytes, bytes], gone: list[bytes], cleared: tuple[bytes, ...],
+                  whole: set[bytes]) -> None:
+        scopes = self.scopes[db]
+        for prefix in cleared:
+            for scope in [s for s in scopes if s.startswith(prefix[:SEGMENT_KEY])]:
+                if len(prefix) <= SEGMENT_KEY:
+                    self._drop(db, scope)
+                else:  # part of one segment (a field's keys): the rest of it is still known
+                    contents = scopes[scope]
+                    for key in [k for k in contents if k.startswith(prefix)]:
+                        del contents[key]
+                    self._touch(db, scope)
+        for scope in whole:
+            if scope not in scopes:
+                scopes[scope] = {}
+        touched = set()
+        for key, value in puts.items():
+            scope = key[:SEGMENT_KEY]
+            contents = scopes.get(scope)
+            if contents is not None:
+                contents[key] = value
+                touched.add(scope)
+        for key in gone:
+            contents = scopes.get(key[:SEGMENT_KEY])
+            if contents is not None and contents.pop(key, None) is not None:
+                touched.add(key[:SEGMENT_KEY])
+        for scope in touched | whole:
+            self._touch(db, scope)
+
+    def _touch(self, db: str, scope: bytes) -> None:
+        self._sorted.pop((db, scope), None)
+        self._sizes[db, scope] = sum(map(len, self.scopes[db][scope].values()))
+
+    def _drop(self, db: str, scope: bytes) -> None:
+        del self.scopes[db][scope]
+        self._sizes.pop((db, scope), None)
+        self._sorted.pop((db, scope), None)
+
+    def trim(self) -> None:
+        total = sum(self._sizes.values())
+        if total <= self.LIMIT:
+            return
+        for db, scope in sorted(self._sizes, key=lambda pair: pair[1][4:]):  # by start row, lowest first
+            total -= self._sizes[db, scope]
+            self._drop(db, scope)
+            if total <= self.LIMIT * 3 // 4:
+                return
 
 
 class Streamer:
@@ -450,6 +558,8 @@ class Txn:
     read of the committed tables with the process's later write transactions.
     """
 
+    # The store engine's batch paths (xerj_core.store.write._batch_calls) may use Cursor.getmulti.
+    batch_calls = True
     # Misses in one key range (an index's id map, a dictionary) after which a write transaction loads it whole.
     LOAD_AFTER = 32
     # Databases whose new rows a large write streams (see Streamer), and how many at once start it.
@@ -469,9 +579,14 @@ class Txn:
         self.write = write
         self._seen: dict[str, dict[bytes, Any]] = {name: {} for name in tables}
         self._ranges: dict[str, set[bytes]] = {name: set() for name in tables}
+        # The committed segments this process knows whole (SegmentCache), read in place of the tables.
+        self._segments: SegmentCache | None = None
         if cache is not None:
             self._seen.update(cache.values)
             self._ranges.update(cache.complete)
+            self._segments = cache.segments
+        # Set by flush for the commit: per segment database, the prefixes cleared and the segments written whole.
+        self.segment_writes: dict[str, tuple[tuple[bytes, ...], set[bytes]]] = {}
         self._misses: dict[tuple[str, bytes], int] = {}
         self._overlay: dict[str, _Overlay] = {}
         self._complete: set[str] = set()  # databases fetched whole: a key not seen is absent
@@ -479,6 +594,22 @@ class Txn:
         self._cleared: dict[str, tuple[bytes, ...]] = {}
 
     # -- reading -------------------------------------------------------------------------------
+
+    def not_absent(self, db: str, found: Iterable[bytes]) -> list[bytes]:
+        """Those of ``found`` not known to be missing from the table (:meth:`_absent`, a batch at a time)."""
+        if db in self._complete:
+            return []
+        cleared = self._cleared.get(db)
+        if cleared:
+            found = [k for k in found if not k.startswith(cleared)]
+        ranges = self._ranges[db]
+        if ranges:
+            if self.tables[db].SCOPE_BYTES:  # a fixed-length scope: sliced, no call per key
+                cut = self.tables[db].SCOPE_BYTES
+                return [k for k in found if len(k) < cut or k[:cut] not in ranges]
+            scope = self.tables[db].scope
+            return [k for k in found if scope(k) not in ranges]
+        return list(found)
 
     def _absent(self, db: str, key: bytes) -> bool:
         """Is ``key`` known to be missing from the table without asking it?"""
@@ -500,11 +631,8 @@ class Txn:
             if scope is not None:
                 misses = self._misses[db, scope] = self._misses.get((db, scope), 0) + 1
                 if misses >= self.LOAD_AFTER:
-                    seen = self._seen[db]
-                    for k, v in table.load(self.conn, scope).items():
-                        seen.setdefault(k, v)  # the overlay, not seen, holds this transaction's own writes
-                    self._ranges[db].add(scope)
-                    return seen.get(key)
+                    self._load(db, scope)
+                    return self._seen[db].get(key)
             return table.get(self.conn, key)
         value, extra = table.fetch(self.conn, key)
         for other, rows in extra.items():
@@ -521,22 +649,83 @@ class Txn:
         seen = self._seen[db]
         found = seen.get(key, _MISSING)
         if found is _MISSING:
-            found = None if self._absent(db, key) else self._fetch(db, key)
+            if self._absent(db, key):
+                found = None
+            else:
+                known = self._segments.get(db, key) if self._segments is not None else None
+                found = known.get(key) if known is not None else self._fetch(db, key)
             seen[key] = found
         return default if found is None else found
 
+    def segment_items(self, db: str, scope: bytes) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
+        """A segment :meth:`known_segment` knows: its committed rows in key order, and their keys."""
+        return self._segments.items(db, scope)
+
+    def known_segment(self, db: str, key: bytes) -> dict[bytes, bytes] | None:
+        """The committed content of ``key``'s sealed segment when this process knows it whole (else None)."""
+        return self._segments.get(db, key) if self._segments is not None else None
+
     def prefetch(self, db: str, wanted: Iterable[bytes]) -> None:
-        """Fetch ``wanted`` keys of ``db`` in one round trip, so the ``get`` calls that follow are local."""
+        """Fetch ``wanted`` keys of ``db`` in one round trip, so the ``get`` calls that follow are local.
+
+        A write transaction counts the misses per key range as :meth:`get` does, and loads a range whole
+        once they pass :data:`LOAD_AFTER` (an ingest's new ids: the process then knows them all absent)."""
         missing = self.missing(db, wanted)
+        if missing and self.write:
+            scope = self.tables[db].scope
+            counts: dict[bytes, int] = {}
+            for key in missing:
+                found = scope(key)
+                if found is not None:
+                    counts[found] = counts.get(found, 0) + 1
+            for found, count in counts.items():
+                misses = self._misses[db, found] = self._misses.get((db, found), 0) + count
+                if misses >= self.LOAD_AFTER:
+                    self._load(db, found)
+            if counts:
+                missing = self.missing(db, missing)
         if missing:
             self.fetched(db, missing, self.tables[db].get_many(self.conn, missing))
+
+    def _load(self, db: str, scope: bytes) -> None:
+        """Fetch the key range ``scope`` of ``db`` whole: a key in it that is not seen is then absent."""
+        seen = self._seen[db]
+        for k, v in self.tables[db].load(self.conn, scope).items():
+            seen.setdefault(k, v)  # the overlay, not seen, holds this transaction's own writes
+        self._ranges[db].add(scope)
+
+    def fetched_items(self, db: str, wanted: list[bytes]) -> list[tuple[bytes, bytes]]:
+        """``(key, value)`` of each of ``wanted`` that is stored, after :meth:`prefetch` of them: a key neither
+        pending nor fetched is known absent (or in a segment known whole)."""
+        overlay = self._overlay.get(db)
+        pending = overlay.values if overlay is not None else {}
+        seen = self._seen[db]
+        segments = self._segments is not None and db in SegmentCache.DBS
+        out = []
+        for key in wanted:
+            value = pending.get(key, _MISSING)
+            if value is _MISSING:
+                value = seen.get(key, _MISSING)
+                if value is _MISSING:
+                    if not segments:
+                        continue
+                    value = self.get(key, db=db)
+            elif value is _DELETED:
+                continue
+            if value is not None:
+                out.append((key, value))
+        return out
 
     def missing(self, db: str, wanted: Iterable[bytes]) -> list[bytes]:
         """Which of ``wanted`` this transaction has not fetched yet (nor knows to be absent)."""
         if db in self._complete:
             return []
         seen = self._seen[db]
-        return [k for k in wanted if k not in seen and not self._absent(db, k)]
+        found = self.not_absent(db, [k for k in wanted if k not in seen])
+        if found and self._segments is not None and db in SegmentCache.DBS:
+            known = self._segments.get
+            found = [k for k in found if known(db, k) is None]
+        return found
 
     def fetched(self, db: str, asked: list[bytes], found: dict[bytes, bytes]) -> None:
         """Remember what fetching ``asked`` found (a key asked for and not found is absent)."""
@@ -583,19 +772,19 @@ class Txn:
         """Put every ``(key, value)`` (LMDB's ``Cursor.putmulti``, overwriting): the store's bulk writes; a
         large batch of new rows is streamed to its table at once (see :class:`Streamer`)."""
         overlay = self._pending(db)
-        values, unsorted = overlay.values, overlay._unsorted
-        added = {}
-        for key, value in items:
-            key = bytes(key)
-            if key not in values:
-                unsorted.append(key)
-            values[key] = added[key] = bytes(value)
+        values = overlay.values
+        added = dict(items)  # the engine's keys and values are bytes: the loops stay in C
+        if not (set(map(type, added)) <= _BYTES and set(map(type, added.values())) <= _BYTES):
+            added = {bytes(k): bytes(v) for k, v in added.items()}
+        overlay._unsorted.extend(added.keys() - values.keys() if values else added)
+        values.update(added)
         if db in self.STREAM_DBS and len(added) >= self.STREAM_MIN and self._stream is not None:
             self._send(db, added)
 
     def _send(self, db: str, added: dict[bytes, bytes]) -> None:
         sent = self._streamed.setdefault(db, {})
-        fresh = {k: v for k, v in added.items() if k not in sent and self._new(db, k)}
+        new = self._new_keys(db, added.keys() - sent.keys())
+        fresh = {k: v for k, v in added.items() if k in new}  # in the engine's order (ascending rows)
         if len(fresh) < self.STREAM_MIN:
             return
         if self._streamer is None:
@@ -607,18 +796,23 @@ class Txn:
         sent.update(fresh)
         self._streamer.send(db, fresh)
 
-    def _new(self, db: str, key: bytes) -> bool:
-        """Can the committed table not hold ``key``? Known absent, or past its index's last stored key."""
+    def _new_keys(self, db: str, candidates: set[bytes]) -> set[bytes]:
+        """Which of ``candidates`` the committed table cannot hold: known absent, or past their index's last
+        stored key (rows and log entries are numbered upwards). Set operations, so a batch costs little."""
         seen = self._seen[db]
-        if seen.get(key, _MISSING) is None or (key not in seen and self._absent(db, key)):
-            return True
-        if db == "ids":
-            return False
-        ix = key[:4]
-        if (db, ix) not in self._tops:
-            self._tops[db, ix] = self.tables[db].last(self.conn, ix)
-        top = self._tops[db, ix]
-        return top is None or key > top
+        known = {k for k in candidates if k in seen}  # (not candidates & seen.keys(): that walks all of seen)
+        new = {k for k in known if seen[k] is None}
+        rest = set(self.not_absent(db, candidates - known))
+        new |= candidates - known - rest
+        if not rest or db == "ids":
+            return new
+        for ix in {k[:4] for k in rest}:
+            group = [k for k in rest if k[:4] == ix]
+            if (db, ix) not in self._tops:
+                self._tops[db, ix] = self.tables[db].last(self.conn, ix)
+            top = self._tops[db, ix]
+            new.update(group if top is None or min(group) > top else (k for k in group if k > top))
+        return new
 
     def stop_stream(self) -> None:
         """Wait for the streaming thread (a failed transaction's too, before its connection rolls back)."""
@@ -676,6 +870,11 @@ class Txn:
             # Keys the table is known not to hold: no delete needed before their COPY.
             fresh = {k for k in overlay.values if k not in sent and (seen.get(k, _MISSING) is None or
                                                                      (k not in seen and self._absent(db, k)))}
+            if self._segments is not None and db in SegmentCache.DBS:
+                known = self._segments.get
+                fresh.update(k for k in overlay.values if k not in seen and k not in fresh
+                             and (found := known(db, k)) is not None and k not in found)
+                self.segment_writes[db] = (cleared, self._whole(db, overlay.values, cleared))
             puts = {k: v for k, v in overlay.values.items() if v is not _DELETED}
             gone = [k for k, v in overlay.values.items() if v is _DELETED and k not in fresh]
             # A row streamed and since changed is in the table: deleted (above, with gone) and sent again.
@@ -687,6 +886,18 @@ class Txn:
         self._overlay.clear()
         self._cleared.clear()
         return changed
+
+    def _whole(self, db: str, values: dict[bytes, Any], cleared: tuple[bytes, ...]) -> set[bytes]:
+        """The segments of ``db`` this transaction writes whose whole content is known once it commits: those it
+        cleared, and those under which the table (its cleared prefixes deleted) holds nothing."""
+        scopes = {k[:SEGMENT_KEY] for k in values if len(k) >= SEGMENT_KEY}
+        known = self._segments.scopes[db] if self._segments is not None else {}
+        whole = {s for s in scopes if s in known or s in cleared}
+        rest = scopes - whole
+        for ix in {s[:4] for s in rest}:
+            top = self.tables[db].last(self.writer, ix)
+            whole.update(s for s in rest if s[:4] == ix and (top is None or top < s))
+        return whole
 
     # -- cursors' merged view ------------------------------------------------------------------
 
@@ -707,11 +918,13 @@ class Cursor:
         self.table = txn.tables[db]
         self._key: bytes | None = None
         self._value: Any = None
-        # The last batch fetched: rows from _lo on, complete to the end of the table when _done.
+        # The last batch fetched: every row from _lo up to _hi (excluded; None: the end of the table).
         self._batch: list[tuple[bytes, bytes]] = []
         self._batch_keys: list[bytes] = []
         self._lo: bytes | None = None
-        self._done = False
+        self._hi: bytes | None = None
+        self._known = False  # the batch is a segment known whole (Txn.known_segment), not a fetch
+        self._at: int | None = None  # where the current row is in the batch (None: not from it)
         self._size = SCAN_BATCH
 
     def __enter__(self) -> "Cursor":
@@ -732,27 +945,39 @@ class Cursor:
         if self.db in self.txn.complete_dbs and self._lo is None:  # fetched whole with the snapshot: no round trip
             self._batch = sorted((k, v) for k, v in self.txn.seen(self.db).items() if v is not None)
             self._batch_keys = [k for k, _v in self._batch]
-            self._lo, self._done = b"", True
+            self._lo, self._hi, self._known = b"", None, False
         while True:
-            covered = self._lo is not None and self._lo <= key and (
-                self._done or (self._batch_keys and key < self._batch_keys[-1]))
+            covered = self._lo is not None and self._lo <= key and (self._hi is None or key < self._hi)
             if not covered:
-                self._batch = self.table.scan(self.txn.conn, key, self._size)
-                self._batch_keys = [k for k, _v in self._batch]
-                self._lo = key
-                self._done = len(self._batch) < self._size
+                known = self.txn.known_segment(self.db, key)
+                if known is not None:  # a segment this process knows whole: no round trip
+                    scope = key[:SEGMENT_KEY]
+                    self._batch, self._batch_keys = self.txn.segment_items(self.db, scope)
+                    self._lo, self._hi, self._known = scope, _after(scope), True
+                else:
+                    self._batch = self.table.scan(self.txn.conn, key, self._size)
+                    self._batch_keys = [k for k, _v in self._batch]
+                    self._lo, self._known = key, False
+                    self._hi = self._batch_keys[-1] if len(self._batch) >= self._size else None
             at = (bisect.bisect_right if strict else bisect.bisect_left)(self._batch_keys, key)
             while at < len(self._batch) and (self._batch_keys[at] in shadow or
                                              (cleared and self._batch_keys[at].startswith(cleared))):
                 at += 1
             if at < len(self._batch):
+                self._at = at
                 return self._batch[at]
-            if self._done:
+            if self._hi is None:
                 return None
-            key, strict = self._batch_keys[-1], True
+            if self._known:
+                # On past the known segment: a reader of one segment's range stops at the first key after it,
+                # so the first fetch is a probe of a few rows (the size grows again if the cursor walks on).
+                key, strict = self._hi, False
+                self._size = PROBE_BATCH
+            else:
+                key, strict = self._batch_keys[-1], True
+                # a cursor walking on past a batch is reading a range (a segment's postings): fewer, larger fetches
+                self._size = min(self._size * 4, SCAN_BATCH_MAX)
             self._lo = None  # fetch the next batch
-            # a cursor walking on past a batch is reading a range (a segment's postings): fewer, larger fetches
-            self._size = min(self._size * 4, SCAN_BATCH_MAX)
 
     def _overlay_from(self, key: bytes, strict: bool) -> tuple[bytes, bytes] | None:
         overlay = self.txn.overlay_of(self.db)
@@ -769,10 +994,12 @@ class Cursor:
         return None
 
     def _seek(self, key: bytes, strict: bool) -> bool:
+        self._at = None
         found = self._table_from(key, strict)
         pending = self._overlay_from(key, strict)
         if pending is not None and (found is None or pending[0] < found[0]):
             found = pending
+            self._at = None
         if found is None:
             self._key = self._value = None
             return False
@@ -787,6 +1014,7 @@ class Cursor:
     def set_key(self, key: bytes) -> bool:
         key = bytes(key)
         value = self.txn.get(key, db=self.db)
+        self._at = None
         if value is None:
             self._key = self._value = None
             return False
@@ -807,7 +1035,23 @@ class Cursor:
     def next(self) -> bool:
         if self._key is None:
             return self.first()
+        at = self._at
+        if at is not None and at + 1 < len(self._batch):
+            # The current row is the batch's row at: with nothing pending or deleted in this database, the next
+            # row is the batch's next one (a merge reading a segment's postings walks thousands of them).
+            overlay = self.txn.overlay_of(self.db)
+            if (overlay is None or not overlay.values) and not self.txn.cleared(self.db):
+                self._at = at + 1
+                self._key, self._value = self._batch[at + 1]
+                return True
         return self._seek(self._key, True)
+
+    def getmulti(self, wanted: Iterable[bytes]) -> list[tuple[bytes, bytes]]:
+        """LMDB's ``Cursor.getmulti``: the ``(key, value)`` of each of ``wanted`` that is stored, in order, fetched
+        in one round trip (the store engine's batch paths: an ingest's ids, a merge's postings)."""
+        wanted = list(map(bytes, wanted))
+        self.txn.prefetch(self.db, wanted)
+        return self.txn.fetched_items(self.db, wanted)
 
     def key(self) -> bytes:
         return self._key if self._key is not None else b""

@@ -83,6 +83,32 @@ def ingest_batch(engine: Engine, docs: list[dict], lo: int) -> None:
     assert not any(item.error for item in items)
 
 
+def server_cpu(postmaster: int | None) -> float | None:
+    """CPU seconds used so far by a local PostgreSQL server: its postmaster and every process it started (the
+    backends serving our connections, the WAL writer, the checkpointer), from /proc; None when not readable."""
+    if postmaster is None:
+        return None
+    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(pid) == postmaster or int(fields[1]) == postmaster:
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
+def postmaster_of(conn: Any) -> int | None:
+    """The postmaster's process id when the server runs on this machine and its data directory is readable."""
+    try:
+        data = conn.execute("SELECT setting FROM pg_settings WHERE name = 'data_directory'").fetchone()[0]
+        return int(Path(data, "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, TypeError, IndexError):
+        return None
+
+
 def alternate(calls: dict[str, Any], args: list) -> tuple[dict[str, list[float]], dict[str, list]]:
     """Each argument through every call in turn (so all sides see the same load): the times and answers."""
     times: dict[str, list[float]] = {name: [] for name in calls}
@@ -182,8 +208,19 @@ def main() -> None:
             # Every step alternates the stores batch by batch or call by call: the same load for both sides.
             for engine in stores.values():
                 engine.store.create_index("docs", MAPPING)
-            spent, _ = alternate({name: (lambda lo, e=e: ingest_batch(e, docs, lo)) for name, e in stores.items()},
-                                 list(range(0, len(docs), BATCH)))
+            with psycopg.connect(url, autocommit=True) as conn:
+                postmaster = postmaster_of(conn)
+            cpu = {name: [0.0, 0.0] for name in stores}  # this process's CPU seconds, the server's
+
+            def ingest_measured(name: str, engine: Engine, lo: int) -> None:
+                before, server = time.process_time(), server_cpu(postmaster)
+                ingest_batch(engine, docs, lo)
+                cpu[name][0] += time.process_time() - before
+                if server is not None:
+                    cpu[name][1] += server_cpu(postmaster) - server
+
+            spent, _ = alternate({name: (lambda lo, name=name, e=e: ingest_measured(name, e, lo))
+                                  for name, e in stores.items()}, list(range(0, len(docs), BATCH)))
             ingest = {name: len(docs) / sum(t) for name, t in spent.items()}
             spent, _ = alternate({name: (lambda lo, e=e: e.graph.write_edges(BRAIN, edge_drafts[lo:lo + BATCH],
                                                                               created_at=as_of))
@@ -232,6 +269,12 @@ def main() -> None:
         print(f"bulk ingest of {len(docs):,} documents: postgres {ingest['postgres']:,.0f} docs/s, lmdb "
               f"{ingest['lmdb']:,.0f} docs/s, ratio {ingest['postgres'] / ingest['lmdb']:.2f} "
               f"(target >= 20,000 docs/s on postgres)")
+        per_doc = {name: [f"{seconds / len(docs) * 1e6:.1f}" for seconds in pair] for name, pair in cpu.items()}
+        server = f"{per_doc['postgres'][1]} us" if postmaster is not None else "not measured (server not local)"
+        print(f"  CPU per document: postgres client {per_doc['postgres'][0]} us (this process, every thread) + server "
+              f"{server}; lmdb {per_doc['lmdb'][0]} us (server during lmdb's batches: {per_doc['lmdb'][1]} us, "
+              f"other work); each side prepares the same records, xerj's engine code; postgres also packs and "
+              f"sends the rows (the server then stores them; the segments a merge rewrites are read from memory)")
         print(f"write_edges: postgres {edges['postgres']:,.0f} edges/s, lmdb {edges['lmdb']:,.0f}, ratio "
               f"{edges['postgres'] / edges['lmdb']:.2f}")
         print(f"BM25 top-10 p50: postgres {bm25['postgres'] * 1e3:.2f} ms, lmdb {bm25['lmdb'] * 1e3:.2f} ms, ratio "

@@ -373,7 +373,7 @@ class IndexWrite:
         committed = self.txn.committed_terms
         batched = self.plan.records(docs, self.dict_cache, self.skipped, lambda name: committed.get((self.ix, name)))
         ids = list(map(itemgetter(1), items))
-        if None not in ids and len(set(ids)) == len(ids) and isinstance(self.txn.raw, lmdb.Transaction):
+        if None not in ids and len(set(ids)) == len(ids) and _batch_calls(self.txn.raw):
             # With every id given and distinct no item reads another's source or id, so every record is
             # prepared first (ordinals in item order, as one by one) and the rows are written together.
             if not refused and None not in batched and not any(map(itemgetter(1), batched)):
@@ -824,7 +824,7 @@ class IndexWrite:
         holds only the terms of the other parts: that segment's other terms keep
         the keys they have, which are what a full rewrite would write again.
         """
-        reuse = extends and isinstance(self.txn.raw, lmdb.Transaction)
+        reuse = extends and _batch_calls(self.txn.raw)
         runs = [self._stored_postings(start, path) for start, _end in (old_segments[1:] if reuse else old_segments)]
         # The leaving rows' terms flattened with C-level iteration: one list of terms, one of frequencies.
         maps = [record["t"].get(path) or _NO_TERMS for record in records]
@@ -922,6 +922,12 @@ def _slice(column: Column, lo: int, hi: int) -> Column:
     mask = (column.extra_rows >= lo) & (column.extra_rows < hi)
     return Column(column.kind, column.values[lo:hi], column.present[lo:hi],
                   column.extra_rows[mask] - lo, column.extra_ords[mask])
+
+
+def _batch_calls(raw: Any) -> bool:
+    """Does ``raw`` take LMDB's batch cursor calls (``getmulti``; ``putmulti`` through :func:`_put_all`)? LMDB's
+    transactions do, and a database store's that say so (``xerj_postgres.kv.Txn.batch_calls``)."""
+    return isinstance(raw, lmdb.Transaction) or getattr(raw, "batch_calls", False)
 
 
 def _put_all(txn: lmdb.Transaction, db: Any, items: Iterable[tuple[bytes, bytes]], *, ordered: bool = False) -> None:
