@@ -393,8 +393,10 @@ def _batch_state(store, items, batched):
                     results.append(exc)
         shown = [r if not isinstance(r, XerjError) else ("error", type(r).__name__, str(r)) for r in results]
         stored = [target.get(doc_id) for _doc, doc_id, _op in items if doc_id]  # sources and versions written
-        # Ordinals compared by term: new terms' numbers show the order they were given in.
-        return shown, list(target.pending), {k: sorted(v.items()) for k, v in target.dict_cache.items() if v}, \
+        # Ordinals compared by term: new terms' numbers show the order they were given in. The pending rows are
+        # compared as the tail block they become (column values and postings as stored).
+        pending = target.pending_block()
+        return shown, None if pending is None else pending.encode(), {k: sorted(v.items()) for k, v in target.dict_cache.items() if v}, \
             dict(target.skipped), stored, target.state
     return store.transact(run)
 

@@ -249,6 +249,16 @@ class WritePlan:
                 out[i] = batched
         return out
 
+    def batch_fields(self, docs: list[Any]) -> list[tuple[Leaf, list[Any]]] | None:
+        """:meth:`_columns` of a whole batch when every document is an object with the same keys in the same
+        order and every value goes to its column as it is (the bulk-ingest case), else None."""
+        if len(docs) < 2 or set(map(type, docs)) != {dict}:
+            return None
+        shapes = list(map(tuple, docs))
+        if shapes.count(shapes[0]) != len(shapes):
+            return None
+        return self._columns(docs)
+
     def _columns(self, group: list[dict[str, Any]]) -> list[tuple[Leaf, list[Any]]] | None:
         """``(leaf, values)`` per mapped field of like documents (None where a document has no value), in the
         order :meth:`_pairs` visits them; None when any value needs converting or the generic path."""

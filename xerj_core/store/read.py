@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import threading
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -11,10 +10,11 @@ import lmdb
 import numpy as np
 import orjson
 
-from xerj_core.store import keys, limits, pins
+from xerj_core.store import keys, limits, pins, tailblock
 from xerj_core.store.columns import KIND_LEN, Column, column_kind, decode_postings
 from xerj_core.store.mapping import FieldSpec, Mapping
 from xerj_core.store.scope import SCOPE_FIELD, scope_of
+from xerj_core.store.tailblock import Block
 
 
 class Dictionary:
@@ -49,102 +49,65 @@ class Segment:
         self.lock = threading.Lock()
 
 
-class _GrowingColumn:
-    """A tail column filled incrementally: rows are only ever appended within one tail."""
-
-    __slots__ = ("spec", "kind", "values", "present", "extra_rows", "extra_ords", "count")
-
-    def __init__(self, spec: FieldSpec) -> None:
-        self.spec = spec
-        self.kind = column_kind(spec)
-        empty = Column.empty(self.kind, 0, spec.dims or 0)
-        self.values, self.present = empty.values, empty.present
-        self.extra_rows: list[int] = []
-        self.extra_ords: list[int] = []
-        self.count = 0
-
-    def extend(self, records: Sequence[dict[str, Any]]) -> None:
-        path = self.spec.path
-        fresh = Column.build(self.spec, self.kind, [rec["c"].get(path) for rec in records[self.count:]])
-        need = self.count + len(fresh)
-        if need > len(self.present):
-            # Grown into a new buffer: views handed out earlier keep the old one, unchanged.
-            capacity = max(need, 2 * len(self.present), 64)
-            grown = Column.empty(self.kind, capacity, self.spec.dims or 0)
-            grown.values[: self.count] = self.values[: self.count]
-            grown.present[: self.count] = self.present[: self.count]
-            self.values, self.present = grown.values, grown.present
-        self.values[self.count:need] = fresh.values
-        self.present[self.count:need] = fresh.present
-        self.extra_rows.extend((fresh.extra_rows + self.count).tolist())
-        self.extra_ords.extend(fresh.extra_ords.tolist())
-        self.count = need
-
-    def view(self, rows: int) -> Column:
-        if not self.extra_rows:
-            return Column(self.kind, self.values[:rows], self.present[:rows])
-        extra_rows = np.array(self.extra_rows, np.int64)
-        keep = extra_rows < rows
-        return Column(self.kind, self.values[:rows], self.present[:rows], extra_rows[keep],
-                      np.array(self.extra_ords, np.int32)[keep])
-
-
 class Tail:
-    """The mutable tail of one index between two seals: records, postings and columns, all append-only.
+    """The mutable tail of one index between two seals: the blocks write transactions appended to it.
 
-    Rows are only appended until the next seal replaces the whole tail, so a
+    Blocks are only appended until the next seal replaces the whole tail, so a
     reader that knows how many tail rows its snapshot holds can share this
-    object with newer readers: a write costs the next read only the new rows.
+    object with newer readers: a write costs the next read only its own block.
     """
 
     def __init__(self, start: int) -> None:
         self.start = start
-        self.records: list[dict[str, Any]] = []
-        self._terms: dict[str, tuple[int, dict[str, tuple[list[int], list[int]]]]] = {}
-        self._columns: dict[str, _GrowingColumn] = {}
-        # Postings already turned into arrays, per (field, term): a write converts only its own rows.
-        self._arrays: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+        self.blocks: list[Block] = []
+        self.rows = 0  # rows of the blocks read so far
+        self._columns: dict[str, tuple[FieldSpec, int, Column]] = {}  # path -> (spec, blocks in it, column)
+        # Postings already gathered, per (field, term): (blocks looked at, rows, frequencies).
+        self._postings: dict[tuple[str, str], tuple[int, np.ndarray, np.ndarray]] = {}
         self.lock = threading.Lock()
+
+    def add(self, blocks: Sequence[Block]) -> None:
+        with self.lock:
+            self.blocks.extend(blocks)
+            self.rows += sum(block.n for block in blocks)
 
     def column(self, spec: FieldSpec, rows: int) -> Column:
         with self.lock:
-            column = self._columns.get(spec.path)
-            if column is None or column.spec != spec:
-                column = self._columns[spec.path] = _GrowingColumn(spec)
-            if column.count < len(self.records):
-                column.extend(self.records)
-            return column.view(rows)
+            found = self._columns.get(spec.path)
+            blocks = self.blocks
+            if found is None or found[0] != spec:
+                found = (spec, 0, Column.empty(column_kind(spec), 0, spec.dims or 0))
+            if found[1] < len(blocks):
+                found = (spec, len(blocks), Column.concat([found[2], *(b.column(spec) for b in blocks[found[1]:])]))
+                self._columns[spec.path] = found
+            column = found[2]
+        if rows == len(column):
+            return column
+        keep = column.extra_rows < rows
+        return Column(column.kind, column.values[:rows], column.present[:rows], column.extra_rows[keep],
+                      column.extra_ords[keep])
 
     def postings(self, path: str, term: str, rows: int) -> tuple[np.ndarray, np.ndarray] | None:
         with self.lock:
-            indexed, terms = self._terms.get(path, (0, {}))
-            for offset in range(indexed, len(self.records)):
-                found = self.records[offset]["t"].get(path)
-                if found:
-                    row = self.start + offset
-                    for word, tf in found.items():
-                        entry = terms.get(word)
-                        if entry is None:
-                            terms[word] = ([row], [tf])
-                        else:
-                            entry[0].append(row)
-                            entry[1].append(tf)
-            self._terms[path] = (len(self.records), terms)
-            entry = terms.get(term)
-            if entry is None:
-                return None
-            cut = bisect.bisect_left(entry[0], self.start + rows)
-            if not cut:
-                return None
             key = (path, term)
-            done = self._arrays.get(key)
-            have = 0 if done is None else len(done[0])
-            if have < cut:
-                fresh = (np.array(entry[0][have:cut], np.int64), np.array(entry[1][have:cut], np.float32))
-                done = fresh if done is None else (np.concatenate([done[0], fresh[0]]),
-                                                   np.concatenate([done[1], fresh[1]]))
-                self._arrays[key] = done
-            return (done[0], done[1]) if len(done[0]) == cut else (done[0][:cut], done[1][:cut])
+            found = self._postings.get(key)
+            blocks = self.blocks
+            if found is None or found[0] < len(blocks):
+                name = term.encode()
+                parts = [] if found is None else [(found[1], found[2])]
+                parts += [p for p in (b.term_postings(path, name) for b in blocks[0 if found is None else found[0]:])
+                          if p is not None]
+                if not parts:
+                    found = (len(blocks), np.empty(0, np.int64), np.empty(0, np.float32))
+                else:
+                    found = (len(blocks), np.concatenate([p[0] for p in parts], dtype=np.int64),
+                             np.concatenate([p[1] for p in parts], dtype=np.float32))
+                self._postings[key] = found
+        _seen, found_rows, tfs = found
+        cut = int(np.searchsorted(found_rows, self.start + rows))
+        if not cut:
+            return None
+        return (found_rows, tfs) if cut == len(found_rows) else (found_rows[:cut], tfs[:cut])
 
 
 class Snapshot:
@@ -202,13 +165,12 @@ class IndexCache:
             self.mapping_version = state.mapping_version
         segments = self._read_segments(txn, dbs, old.segments)
         tail = old.tail if old.tail.start == state.sealed_rows else Tail(state.sealed_rows)
-        have = tail.start + len(tail.records)
+        have = tail.start + tail.rows
         if state.next_row > have:
+            # The blocks written since (a legacy tail holds a JSON record per row: each one is a block).
             with txn.cursor(db=dbs["tail"]) as cur:
-                if cur.set_key(keys.row_key(self.ix, have)):
-                    fresh = [orjson.loads(value) for _i, (_k, value) in zip(range(state.next_row - have), cur)]
-                    with tail.lock:
-                        tail.records.extend(fresh)
+                fresh = tailblock.read(cur, self.ix, have, state.next_row, mapping.fields)
+            tail.add(fresh)
         live = self._live
         if len(live) < state.next_row:
             grown = np.ones(max(state.next_row, 2 * len(live)), bool)

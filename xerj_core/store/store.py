@@ -150,8 +150,8 @@ class Store:
         # (index number, dictionary) -> committed term ordinals; index numbers are never reused, and a
         # dictionary's ordinals never change, so this never goes stale (another process only appends).
         self._committed_terms: dict[tuple[int, str], dict[str, int]] = {}
-        # index number -> (generation, first tail row, records) of the tails this process committed last.
-        self._tails: dict[int, tuple[int, int, list[dict[str, Any]]]] = {}
+        # index number -> (generation, first tail row, blocks) of the tails this process committed last.
+        self._tails: dict[int, tuple[int, int, list[Any]]] = {}
         self.migrate_scopes()
 
     def migrate_scopes(self) -> list[str]:

@@ -18,24 +18,21 @@ import orjson
 
 from xerj_core.errors import (DocumentMissing, IndexAlreadyExists, IndexClosed, IndexNotFound, InvalidIndexName,
                               MapperParsingError, VersionConflict, XerjError)
-from xerj_core.store import keys, limits, pins
+from xerj_core.store import keys, limits, pins, tailblock
 from xerj_core.store import meta as index_meta
-from xerj_core.store.columns import (KIND_LEN, KIND_ORD, Column, column_kind, decode_postings_many,
+from xerj_core.store.columns import (KIND_LEN, KIND_ORD, NO_ORD, Column, column_kind, decode_postings_many,
                                      encode_postings_many)
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
 from xerj_core.store.names import validate_index_name
-from xerj_core.store.plan import Batched, WritePlan, plan_for
+from xerj_core.store.plan import Batched, Leaf, WritePlan, plan_for
+from xerj_core.store.tailblock import Block, PostingRun
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, refuse_in_mapping, scope_of
-from xerj_core.text import term_counts, tokenize
+from xerj_core.text import term_counts, tokenize, tokenize_many
 
 MAX_ID_BYTES = limits.MAX_ID_BYTES
 _MAX_KEY = limits.LMDB_MAX_KEY_BYTES
 # One field's postings cut per segment: each blob's segment (index into the layout), term bytes, and blob.
 CutPostings = tuple[list[int], list[bytes], list[bytes]]
-# A run of postings of one field: its terms (key bytes), how many postings each has (None: one each, the terms
-# then listed per posting), and the postings' rows and frequencies in that order.
-PostingRun = tuple[list[bytes], "np.ndarray | None", np.ndarray, np.ndarray]
-_NO_TERMS: dict[str, int] = {}
 _UNREAD = object()  # an id entry not read yet
 _STRING_TYPES = frozenset(("keyword", "text"))
 
@@ -107,7 +104,8 @@ class IndexWrite:
         self.mapping_changed = False
         self._plan = plan_for(mapping_blob, self.mapping)
         self._plan_fields = len(self.mapping.fields)
-        self.pending: list[tuple[int, dict[str, Any]]] = []
+        # This transaction's new rows in row order: ``(row, record)`` per row, or a Block of a batch's rows.
+        self.pending: list[tuple[int, dict[str, Any]] | Block] = []
         self.dict_cache: dict[str, dict[str, int]] = {}
         self.dict_size: dict[str, int] = {}
         self._dict_cursor: Any = None  # a cursor on the dictionaries (LMDB), opened at the first new term
@@ -115,10 +113,10 @@ class IndexWrite:
         self.deleted_ids: list[str] = []
         self.force_compact = False
         self.compacted = False
-        # The records of the committed tail rows when this process wrote them last (see WriteTxn.tails), and
-        # those of every row the tail holds after this transaction (set by finish when they are all known).
+        # The blocks of the committed tail rows when this process wrote them last (see WriteTxn.tails), and
+        # those the tail holds after this transaction (set by finish when they are all known).
         self.known_tail = txn.known_tail(ix, self.state)
-        self.tail_after: list[dict[str, Any]] | None = None
+        self.tail_after: list[Block] | None = None
         self.finished = False
         # Terms and keyword values too long to be keys, left out of this transaction's rows.
         self.skipped = {"terms": 0, "keywords": 0}
@@ -370,9 +368,13 @@ class IndexWrite:
                 except XerjError as exc:
                     refused[i] = exc
                 docs[i] = {**doc, SCOPE_FIELD: scope or self.scope} if isinstance(doc, dict) else doc
+        ids = list(map(itemgetter(1), items))
+        if not refused:
+            done = self._put_batch(items, docs, ids)
+            if done is not None:
+                return done
         committed = self.txn.committed_terms
         batched = self.plan.records(docs, self.dict_cache, self.skipped, lambda name: committed.get((self.ix, name)))
-        ids = list(map(itemgetter(1), items))
         if None not in ids and len(set(ids)) == len(ids) and _batch_calls(self.txn.raw):
             # With every id given and distinct no item reads another's source or id, so every record is
             # prepared first (ordinals in item order, as one by one) and the rows are written together.
@@ -415,6 +417,91 @@ class IndexWrite:
             _put_all(self.txn.raw, self.txn.dbs["ids"], deferred[1])
         return results
 
+    def _put_batch(self, items: Sequence[tuple[Any, str | None, str]], docs: list[Any],
+                   ids: list[Any]) -> list[WriteResult] | None:
+        """The bulk-ingest case of :meth:`put_many` as whole columns: new documents with distinct ids and the same
+        fields, every value of its field's plain type. Their rows become one tail block built field by field
+        (one tokenizer pass, one dictionary pass, numpy for the rest) with no record per document. None (and
+        nothing done) when the batch is not that case."""
+        if not isinstance(self.txn.raw, lmdb.Transaction) or None in ids or len(set(ids)) != len(ids):
+            return None
+        fields = self.plan.batch_fields(docs)
+        if fields is None:
+            return None
+        try:
+            encoded = list(map(str.encode, ids))
+        except (TypeError, UnicodeEncodeError):
+            return None
+        if min(map(len, encoded)) == 0 or max(map(len, encoded)) > MAX_ID_BYTES:
+            return None
+        prefix = keys.ix_key(self.ix)
+        with self.txn.raw.cursor(db=self.txn.dbs["ids"]) as cur:
+            if cur.getmulti(sorted(map(prefix.__add__, encoded))):
+                return None  # an overwrite: the general path reads and kills the old rows
+        block = self._batch_block(fields, len(docs), self.state.next_row)
+        rows = self._append(ids, encoded, map(orjson.dumps, [doc for doc, _id, _op in items]), block=block)
+        return list(map(WriteResult, repeat(self.name), ids, repeat("created"), repeat(1), rows))
+
+    def _batch_block(self, fields: list[tuple[Leaf, list[Any]]], n: int, start: int) -> Block:
+        """The tail block of ``n`` documents' ``fields`` (:meth:`WritePlan.batch_fields`) on rows ``start`` on:
+        the block :meth:`pending_block` makes of their records, with the same ordinals given in the same order."""
+        columns: dict[str, Column] = {}
+        postings: dict[str, PostingRun] = {}
+        ords: dict[str, list[int | None]] = {}
+        misses: list[tuple[int, int, Leaf, Any]] = []
+        committed = self.txn.committed_terms
+        for order, (leaf, column) in enumerate(fields):
+            path, kind = leaf.path, leaf.kind
+            if kind == KIND_ORD:
+                cache = self.dict_cache.setdefault(leaf.dictionary, {})
+                known = committed.get((self.ix, leaf.dictionary))
+                if known:
+                    # A committed term's ordinal is fixed whatever the order: only new terms are misses.
+                    for value in set(column).difference(cache):
+                        found = known.get(value)
+                        if found is not None:
+                            cache[value] = found
+                found_ords = ords[path] = list(map(cache.get, column))
+                if None in found_ords:
+                    misses.extend((i, order, leaf, value) for i, value, found in zip(range(n), column, found_ords)
+                                  if found is None and value is not None)
+            elif kind == KIND_LEN:
+                tokens = tokenize_many([value or "" for value in column])
+                longest = max(map(len, chain.from_iterable(tokens)), default=0)
+                if longest * 4 > limits.MAX_TERM_BYTES:
+                    kept = []
+                    for value, found in zip(column, tokens):
+                        found, dropped = limits.indexable_terms(found)
+                        if value is not None:
+                            self.skipped["terms"] += dropped
+                        kept.append(found)
+                    tokens = kept
+                lengths = list(map(len, tokens))
+                if None in column:
+                    lengths = [None if value is None else size for value, size in zip(column, lengths)]
+                columns[path] = Column.build(leaf.spec, kind, lengths)
+                postings[path] = tailblock.postings_of_tokens(tokens, start)
+            else:
+                columns[path] = Column.build(leaf.spec, kind, column)
+        # Ordinals for values new to their dictionary, document by document as one put at a time gives them.
+        misses.sort(key=itemgetter(0, 1))
+        for i, _order, leaf, value in misses:
+            name = leaf.dictionary
+            found = self.dict_cache[name].get(value)
+            if found is None and not limits.keyword_indexed(value, leaf.spec.params, name):
+                self.skipped["keywords"] += 1
+                continue
+            ords[leaf.path][i] = found if found is not None else self.ordinal(name, value)
+        for leaf, _column in fields:
+            found_ords = ords.get(leaf.path)
+            if found_ords is not None:
+                if None in found_ords:
+                    values = np.fromiter((NO_ORD if o is None else o for o in found_ords), np.int32, n)
+                    columns[leaf.path] = Column(KIND_ORD, values, values != NO_ORD)
+                else:
+                    columns[leaf.path] = Column(KIND_ORD, np.array(found_ords, np.int32), np.ones(n, bool))
+        return Block(start, n, {leaf.path: columns[leaf.path] for leaf, _column in fields}, postings)
+
     def _put_rows(self, items: Sequence[tuple[Any, str | None, str]], ids: list[str],
                   records: list[dict[str, Any] | None], refused: dict[int, XerjError]) -> list[WriteResult | XerjError]:
         """The rows of ``items`` (distinct ids) whose ``records`` are prepared, in item order; ``refused`` in
@@ -456,10 +543,11 @@ class IndexWrite:
         return results
 
     def _append(self, ids: list[str], encoded: list[bytes], sources: Iterable[bytes],
-                records: Iterable[dict[str, Any] | None]) -> range:
+                records: Iterable[dict[str, Any] | None] = (), block: Block | None = None) -> range:
         """Write new documents (version 1) on the next rows, in order, by C-level passes: ``ids`` (checked
-        distinct and absent), their UTF-8 ``encoded`` forms, source JSONs and records. Sources are appended
-        (full pages rather than half-split ones) and ids put sorted, one cursor each. Returns the rows."""
+        distinct and absent), their UTF-8 ``encoded`` forms, source JSONs and records (or their ``block``).
+        Sources are appended (full pages rather than half-split ones) and ids put sorted, one cursor each.
+        Returns the rows."""
         raw, db, prefix, state = self.txn.raw, self.txn.dbs, keys.ix_key(self.ix), self.state
         rows = range(state.next_row, state.next_row + len(ids))
         headers = map(keys.SRC_HEADER.pack, repeat(1), map(len, encoded))
@@ -468,7 +556,10 @@ class IndexWrite:
         id_entries = sorted(zip(map(prefix.__add__, encoded), map(keys.u64, rows)))
         state.next_row += len(ids)
         state.live += len(ids)
-        self.pending.extend(zip(rows, records))
+        if block is not None:
+            self.pending.append(block)
+        else:
+            self.pending.extend(zip(rows, records))
         self.put_ids.extend(ids)
         _put_all(raw, db["src"], list(row_sources), ordered=True)
         _put_all(raw, db["ids"], id_entries)
@@ -589,24 +680,41 @@ class IndexWrite:
 
     # -- commit --------------------------------------------------------------------------------
 
+    def pending_block(self) -> Block | None:
+        """This transaction's new rows (every one pending so far) as one tail block, or None when there are none."""
+        parts: list[Block] = []
+        records: list[tuple[int, dict[str, Any]]] = []
+        specs = self.mapping.fields.values()
+        for part in self.pending:
+            if type(part) is tuple:
+                records.append(part)
+                continue
+            if records:
+                parts.append(tailblock.from_records(records[0][0], list(map(itemgetter(1), records)), specs))
+                records = []
+            parts.append(part)
+        if records:
+            parts.append(tailblock.from_records(records[0][0], list(map(itemgetter(1), records)), specs))
+        return tailblock.concat(parts, specs) if parts else None
+
     def finish(self) -> None:
         raw, db = self.txn.raw, self.txn.dbs
         tail_rows = self.txn.tail_rows
+        block = self.pending_block()
+        self.pending.clear()
         known = self.known_tail
-        if known is not None and len(self.pending) == self.state.next_row - self.state.sealed_rows - len(known):
-            known = known + list(map(itemgetter(1), self.pending))  # every tail row's record, in row order
-        else:
-            known = None
-        first_known = self.state.sealed_rows
+        if known is not None and block is not None:
+            known = known + [block]  # every tail row's block, in row order
         target = self.state.next_row // tail_rows * tail_rows
         if target > self.state.sealed_rows:
-            self._seal(target)
-        if self.pending:
-            rows, records = zip(*self.pending)
-            prefix = keys.ix_key(self.ix)
-            _put_all(raw, db["tail"], list(zip(map(prefix.__add__, map(keys.u64, rows)), map(orjson.dumps, records))),
-                     ordered=True)
-        self.pending.clear()
+            committed = self._take_tail(self.state.sealed_rows, self.state.next_row if block is None else block.start,
+                                        self.known_tail)
+            region = tailblock.concat(committed + ([block] if block is not None else []), self.mapping.fields.values())
+            self._seal(target, region.sliced(region.start, target))
+            block = region.sliced(target, region.end) if region.end > target else None
+            known = [block] if block is not None else []
+        if block is not None:
+            _put_all(raw, db["tail"], tailblock.stored(self.ix, block), ordered=True)
         for name, size in self.dict_size.items():
             raw.put(keys.dictn_key(self.ix, name), size.to_bytes(4, "big"), db=db["dictn"])
         if any(self.skipped.values()):
@@ -618,7 +726,7 @@ class IndexWrite:
         if self.force_compact or (dead >= COMPACT_MIN_DEAD and dead >= self.state.live * COMPACT_DEAD_SHARE):
             self.compacted = self.compact()
         if known is not None and not self.compacted:
-            self.tail_after = known[self.state.sealed_rows - first_known:]
+            self.tail_after = known
         self.finished = True
         self.state.generation += 1
         raw.put(keys.ix_key(self.ix), self.state.pack(), db=db["state"])
@@ -633,9 +741,9 @@ class IndexWrite:
         raw.put(key, orjson.dumps(counts), db=db["aux"])
         self.skipped = {"terms": 0, "keywords": 0}
 
-    def _seal(self, target: int) -> None:
-        """Turn rows up to ``target`` into sealed segments, rebuilding the segments the layout changed."""
-        raw, db, ix = self.txn.raw, self.txn.dbs, self.ix
+    def _seal(self, target: int, leaving: Block) -> None:
+        """Turn rows up to ``target`` into sealed segments, rebuilding the segments the layout changed;
+        ``leaving`` holds the rows leaving the tail (from the sealed rows to ``target``)."""
         tail_rows = self.txn.tail_rows
         old_sealed = self.state.sealed_rows
         old_layout = segment_layout(old_sealed, tail_rows)
@@ -644,20 +752,13 @@ class IndexWrite:
         while keep < min(len(old_layout), len(new_layout)) and old_layout[keep] == new_layout[keep]:
             keep += 1
         region_start = new_layout[keep][0]
-        # Records of rows leaving the tail: those committed earlier, then this transaction's.
-        first_pending = self.pending[0][0] if self.pending else self.state.next_row
-        records = self._take_tail(old_sealed, min(first_pending, target))
-        moved = [rec for row, rec in self.pending if row < target]
-        records.extend(moved)
-        self.pending = [(row, rec) for row, rec in self.pending if row >= target]
         old_segments = old_layout[keep:]
         fields = list(self.mapping.fields.values())
         built: dict[str, Column] = {}
-        values = list(map(itemgetter("c"), records))
         for spec in fields:
             kind = column_kind(spec)
             parts = [self._load_column(start, end, spec, kind) for start, end in old_segments]
-            parts.append(Column.build(spec, kind, list(map(methodcaller("get", spec.path), values))))
+            parts.append(leaving.column(spec))
             built[spec.path] = Column.concat(parts)
         text_fields = [s.path for s in fields if column_kind(s) == KIND_LEN]
         new_segments = new_layout[keep:]
@@ -666,41 +767,42 @@ class IndexWrite:
         # other merged rows hold (they follow its rows); its other terms' keys are left as they are.
         extends = bool(old_segments) and new_segments[0][0] == old_segments[0][0] \
             and new_segments[0][1] >= old_segments[0][1]
-        postings = {path: self._merge_postings(path, old_segments, new_segments, records, old_sealed, extends)
+        postings = {path: self._merge_postings(path, old_segments, new_segments, leaving.run(path), extends)
                     for path in text_fields}
         for start, end in old_segments[1:] if extends else old_segments:
             self._drop_segment(start)
         self._write_segments(new_segments, region_start, built, postings)
         self.state.sealed_rows = target
 
-    def _take_tail(self, first: int, end: int) -> list[dict[str, Any]]:
-        """The records of tail rows ``first`` to ``end`` (committed by earlier transactions), deleted from the tail."""
-        raw, db, ix = self.txn.raw, self.txn.dbs, self.ix
-        count = end - first
-        if count <= 0:
+    def _take_tail(self, first: int, end: int, known: list[Block] | None = None) -> list[Block]:
+        """The blocks of tail rows ``first`` to ``end``, deleted from the tail; ``known``: those blocks as this
+        process committed them, when it knows them."""
+        if end <= first:
             return []
-        known = self.known_tail
-        with raw.cursor(db=db["tail"]) as cur:
-            if isinstance(raw, lmdb.Transaction):
-                # The rows are consecutive keys: one C-level slice of the cursor reads them and one deletes them.
-                first_key = keys.row_key(ix, first)
-                if known is not None and first == self.state.sealed_rows and count <= len(known):
-                    # Their records are the ones this process committed (same generation): not decoded again.
-                    if not cur.set_key(first_key):
-                        raise XerjError(f"the tail of index [{self.name}] is missing row {first}")
-                    deque(starmap(cur.delete, repeat((), count)), 0)
-                    return known[:count]
-                found = list(islice(cur.iternext(), count)) if cur.set_key(first_key) else []
-                if len(found) != count or found[-1][0] != keys.row_key(ix, end - 1):
-                    raise XerjError(f"the tail of index [{self.name}] is missing rows between {first} and {end}")
-                cur.set_key(first_key)
-                deque(starmap(cur.delete, repeat((), count)), 0)
-                return list(map(orjson.loads, map(itemgetter(1), found)))
-            records = []
-            for row in range(first, end):
-                records.append(orjson.loads(cur.get(keys.row_key(ix, row))))
-                cur.delete()
-            return records
+        if known is not None and known and known[0].start == first and known[-1].end == end:
+            # The blocks this process committed (same generation): not read and decoded again.
+            found = known
+        else:
+            found = self._read_tail(first, end)
+        with self.txn.raw.cursor(db=self.txn.dbs["tail"]) as cur:
+            deleted = tailblock.delete(cur, self.ix, first, end)
+        if deleted != len(found):
+            raise XerjError(f"the tail of index [{self.name}] holds {deleted} blocks for rows {first} to {end}, "
+                            f"not the {len(found)} expected")
+        return found
+
+    def _read_tail(self, first: int, end: int) -> list[Block]:
+        """The stored tail blocks of rows ``first`` to ``end`` (a legacy JSON record is a one-row block)."""
+        with self.txn.raw.cursor(db=self.txn.dbs["tail"]) as cur:
+            blocks = tailblock.read(cur, self.ix, first, end, self.mapping.fields)
+        at = first
+        for block in blocks:
+            if block.start != at:
+                break
+            at = block.end
+        if at != end:
+            raise XerjError(f"the tail of index [{self.name}] is missing rows between {first} and {end}")
+        return blocks
 
     def _write_segments(self, segments: list[tuple[int, int]], region_start: int, built: dict[str, Column],
                         postings: dict[str, CutPostings], after: int = 0) -> None:
@@ -783,20 +885,19 @@ class IndexWrite:
         for start, _end in old_segments:
             self._drop_segment(start)
         self._write_segments(new_segments, 0, built, postings, after=max(stamps, default=0))
-        # Sources, ids and tail records move down (a new number is never above the old), so moving rows in
-        # ascending order never lands on a key still in use once the dead rows' tail records are gone (deleted
-        # after the moves, they would take with them the live records moved onto their keys).
-        src, ids, tail = db["src"], db["ids"], db["tail"]
-        for old in np.flatnonzero(~live[sealed:]).tolist():
-            raw.delete(keys.row_key(ix, old + sealed), db=tail)
+        # Sources and ids move down (a new number is never above the old), so moving rows in ascending order
+        # never lands on a key still in use. The tail's blocks become one block of its live rows.
+        src, ids = db["src"], db["ids"]
+        tail = self._take_tail(sealed, n) if n > sealed else []
+        if tail_live.size:
+            block = tailblock.concat(tail, self.mapping.fields.values()).select(live[sealed:], new_sealed)
+            _put_all(raw, db["tail"], tailblock.stored(ix, block))
         moved = np.flatnonzero(live & (renumber != np.arange(n)))
         for old, new in zip(moved.tolist(), renumber[moved].tolist()):
             old_key, new_key = keys.row_key(ix, old), keys.row_key(ix, new)
             blob = raw.pop(old_key, db=src)
             raw.put(new_key, blob, db=src)
             raw.put(keys.id_key(ix, keys.unpack_source_header(blob)[1]), new_key[4:], db=ids)
-            if old >= sealed:
-                raw.put(new_key, raw.pop(old_key, db=tail), db=tail)
         # The dead log now holds only the fillers.
         _delete_prefix(raw, db["dead"], keys.ix_key(ix))
         for seq, row in enumerate(range(sealed_live, new_sealed)):
@@ -814,24 +915,19 @@ class IndexWrite:
         return Column.decode(blob)
 
     def _merge_postings(self, path: str, old_segments: list[tuple[int, int]], new_segments: list[tuple[int, int]],
-                        records: list[dict[str, Any]], first_row: int, extends: bool = False) -> CutPostings:
+                        leaving: PostingRun, extends: bool = False) -> CutPostings:
         """``path``'s postings of the merged region, cut at the new segments: ``(segment, term, blob)`` columns.
 
-        The old segments' postings and the leaving tail rows become flat arrays
-        (term number, row, tf) sorted once with numpy, so a merge costs one sort
-        and one put per term and segment, not a decode and re-encode per term.
+        The old segments' postings and the leaving tail rows' (``leaving``, grouped
+        by term) become flat arrays sorted once with numpy, so a merge costs one
+        sort and one put per term and segment, not a decode and re-encode per term.
         When the first new segment ``extends`` the first old one, the result
         holds only the terms of the other parts: that segment's other terms keep
         the keys they have, which are what a full rewrite would write again.
         """
         reuse = extends and _batch_calls(self.txn.raw)
         runs = [self._stored_postings(start, path) for start, _end in (old_segments[1:] if reuse else old_segments)]
-        # The leaving rows' terms flattened with C-level iteration: one list of terms, one of frequencies.
-        maps = [record["t"].get(path) or _NO_TERMS for record in records]
-        counts = np.fromiter(map(len, maps), np.int64, len(maps))
-        terms = list(map(str.encode, chain.from_iterable(maps)))
-        runs.append((terms, None, np.repeat(np.arange(first_row, first_row + len(maps), dtype=np.int64), counts),
-                     np.fromiter(chain.from_iterable(map(dict.values, maps)), np.float32, len(terms))))
+        runs.append(leaving)
         if reuse:
             # Its rows come first, so its postings of these terms lead their groups.
             runs.insert(0, self._stored_postings_of(old_segments[0][0], path,
@@ -881,41 +977,11 @@ class IndexWrite:
 
 def _cut_postings(runs: list[PostingRun], segments: list[tuple[int, int]]) -> CutPostings:
     """Runs of postings grouped per (segment, term) and encoded, in key order (segment, then term bytes),
-    which LMDB inserts fastest.
-
-    Terms are numbered by their rank among the runs' distinct key bytes (a sort
-    and dicts built in C), so the numbers sort as the keys do. ``runs``
-    is emptied as it is read: a merge of big segments handles millions of
-    postings, so the arrays are int32 (row and term numbers stay far below 2**31).
-    """
-    # Stored runs list their terms sorted, so their concatenation (first occurrences kept in order by
-    # dict.fromkeys) is mostly sorted runs, which the sort merges instead of sorting from scratch (5x faster).
-    names = sorted(dict.fromkeys(chain.from_iterable(run[0] for run in runs)))
-    if not names or not sum(len(run[2]) for run in runs):
-        runs.clear()
+    which LMDB inserts fastest; ``runs`` is emptied as it is read."""
+    seg, names, rows, tfs, bounds = tailblock.grouped(runs, np.array([start for start, _end in segments], np.int64))
+    if not names:
         return [], [], []
-    number = dict(zip(names, range(len(names))))
-    ids = np.concatenate([np.fromiter(map(number.__getitem__, terms), np.int32, len(terms)) if counts is None
-                          else np.repeat(np.fromiter(map(number.__getitem__, terms), np.int32, len(terms)), counts)
-                          for terms, counts, _rows, _tfs in runs])
-    del number
-    rows = np.concatenate([run[2] for run in runs], dtype=np.int32, casting="unsafe")
-    tfs = np.concatenate([run[3] for run in runs], dtype=np.float32)
-    runs.clear()
-    starts = np.array([start for start, _end in segments], np.int64)
-    # (segment, term rank) as one number; within each run a term's rows ascend and runs come in row
-    # order, so a stable sort on it leaves every group's rows ascending
-    key = (np.searchsorted(starts, rows, side="right") - 1) * len(names)
-    key += ids
-    del ids
-    order = np.argsort(key, kind="stable")
-    key, rows, tfs = key[order], rows[order], tfs[order]
-    del order
-    cut = np.flatnonzero(np.diff(key)) + 1
-    bounds = np.concatenate(([0], cut, [len(key)]))
-    seg, ranked = np.divmod(key[bounds[:-1]], len(names))
-    del key, cut
-    return seg.tolist(), list(map(names.__getitem__, ranked.tolist())), encode_postings_many(rows, tfs, bounds)
+    return seg.tolist(), names, encode_postings_many(rows, tfs, bounds)
 
 
 def _slice(column: Column, lo: int, hi: int) -> Column:
@@ -1035,13 +1101,13 @@ class WriteTxn:
 
     def __init__(self, raw: lmdb.Transaction, dbs: dict[str, Any], tail_rows: int,
                  committed_terms: dict[tuple[int, str], dict[str, int]] | None = None,
-                 tails: dict[int, tuple[int, int, list[dict[str, Any]]]] | None = None) -> None:
+                 tails: dict[int, tuple[int, int, list[Block]]] | None = None) -> None:
         self.raw = raw
         self.dbs = dbs
         self.tail_rows = tail_rows
         # Dictionary ordinals known to be committed, shared by the store's transactions (read-only here).
         self.committed_terms = committed_terms if committed_terms is not None else {}
-        # index number -> (generation, first tail row, the tail rows' records) as this process committed them
+        # index number -> (generation, first tail row, the tail's blocks) as this process committed them
         # (read-only here; see remember_tails).
         self.tails = tails if tails is not None else {}
         self._open: dict[str, IndexWrite] = {}
@@ -1221,20 +1287,20 @@ class WriteTxn:
                 elif room > 0:
                     known.update(dict(zip(list(terms)[:room], list(terms.values())[:room])))
 
-    def known_tail(self, ix: int, state: keys.IndexState) -> list[dict[str, Any]] | None:
-        """The records of index ``ix``'s committed tail rows when this process committed them and nobody wrote
+    def known_tail(self, ix: int, state: keys.IndexState) -> list[Block] | None:
+        """The blocks of index ``ix``'s committed tail rows when this process committed them and nobody wrote
         the index since (same generation: every write moves it), else None (an empty tail is always known)."""
         if state.next_row == state.sealed_rows:
             return []
         found = self.tails.get(ix)
-        if (found is None or found[0] != state.generation or found[1] != state.sealed_rows
-                or len(found[2]) != state.next_row - state.sealed_rows or not isinstance(self.raw, lmdb.Transaction)):
+        if (found is None or found[0] != state.generation or found[1] != state.sealed_rows or not found[2]
+                or found[2][-1].end != state.next_row or not isinstance(self.raw, lmdb.Transaction)):
             return None
         return found[2]
 
-    def remember_tails(self, shared: dict[int, tuple[int, int, list[dict[str, Any]]]], limit: int) -> None:
-        """After the commit: the tail records each index now holds, when all of them are known (so the next seal
-        in this process need not decode them); at most ``limit`` indices are remembered."""
+    def remember_tails(self, shared: dict[int, tuple[int, int, list[Block]]], limit: int) -> None:
+        """After the commit: the tail blocks each index now holds, when all of them are known (so the next seal
+        in this process need not read them); at most ``limit`` indices are remembered."""
         for target in self._open.values():
             if not target.finished:
                 continue  # not written: its generation, and what is remembered of it, did not move
