@@ -709,9 +709,11 @@ class IndexWrite:
         if target > self.state.sealed_rows:
             committed = self._take_tail(self.state.sealed_rows, self.state.next_row if block is None else block.start,
                                         self.known_tail)
-            region = tailblock.concat(committed + ([block] if block is not None else []), self.mapping.fields.values())
-            self._seal(target, region.sliced(region.start, target))
-            block = region.sliced(target, region.end) if region.end > target else None
+            leaving = committed
+            if block is not None:
+                leaving = [*committed, block.sliced(block.start, min(target, block.end))]
+                block = block.sliced(target, block.end) if block.end > target else None
+            self._seal(target, leaving)
             known = [block] if block is not None else []
         if block is not None:
             _put_all(raw, db["tail"], tailblock.stored(self.ix, block), ordered=True)
@@ -741,9 +743,9 @@ class IndexWrite:
         raw.put(key, orjson.dumps(counts), db=db["aux"])
         self.skipped = {"terms": 0, "keywords": 0}
 
-    def _seal(self, target: int, leaving: Block) -> None:
+    def _seal(self, target: int, leaving: list[Block]) -> None:
         """Turn rows up to ``target`` into sealed segments, rebuilding the segments the layout changed;
-        ``leaving`` holds the rows leaving the tail (from the sealed rows to ``target``)."""
+        ``leaving`` holds the rows leaving the tail (from the sealed rows to ``target``), in order."""
         tail_rows = self.txn.tail_rows
         old_sealed = self.state.sealed_rows
         old_layout = segment_layout(old_sealed, tail_rows)
@@ -758,7 +760,7 @@ class IndexWrite:
         for spec in fields:
             kind = column_kind(spec)
             parts = [self._load_column(start, end, spec, kind) for start, end in old_segments]
-            parts.append(leaving.column(spec))
+            parts += [b.column(spec) for b in leaving]
             built[spec.path] = Column.concat(parts)
         text_fields = [s.path for s in fields if column_kind(s) == KIND_LEN]
         new_segments = new_layout[keep:]
@@ -767,7 +769,8 @@ class IndexWrite:
         # other merged rows hold (they follow its rows); its other terms' keys are left as they are.
         extends = bool(old_segments) and new_segments[0][0] == old_segments[0][0] \
             and new_segments[0][1] >= old_segments[0][1]
-        postings = {path: self._merge_postings(path, old_segments, new_segments, leaving.run(path), extends)
+        postings = {path: self._merge_postings(path, old_segments, new_segments, [b.run(path) for b in leaving],
+                                               extends)
                     for path in text_fields}
         for start, end in old_segments[1:] if extends else old_segments:
             self._drop_segment(start)
@@ -915,11 +918,11 @@ class IndexWrite:
         return Column.decode(blob)
 
     def _merge_postings(self, path: str, old_segments: list[tuple[int, int]], new_segments: list[tuple[int, int]],
-                        leaving: PostingRun, extends: bool = False) -> CutPostings:
+                        leaving: list[PostingRun], extends: bool = False) -> CutPostings:
         """``path``'s postings of the merged region, cut at the new segments: ``(segment, term, blob)`` columns.
 
-        The old segments' postings and the leaving tail rows' (``leaving``, grouped
-        by term) become flat arrays sorted once with numpy, so a merge costs one
+        The old segments' postings and the leaving tail rows' (``leaving``, each
+        block's grouped by term) become flat arrays sorted once with numpy, so a merge costs one
         sort and one put per term and segment, not a decode and re-encode per term.
         When the first new segment ``extends`` the first old one, the result
         holds only the terms of the other parts: that segment's other terms keep
@@ -927,7 +930,7 @@ class IndexWrite:
         """
         reuse = extends and _batch_calls(self.txn.raw)
         runs = [self._stored_postings(start, path) for start, _end in (old_segments[1:] if reuse else old_segments)]
-        runs.append(leaving)
+        runs += leaving
         if reuse:
             # Its rows come first, so its postings of these terms lead their groups.
             runs.insert(0, self._stored_postings_of(old_segments[0][0], path,
