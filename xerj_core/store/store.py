@@ -18,6 +18,7 @@ from xerj_core.errors import IndexClosed, IndexNotFound, XerjError
 from xerj_core.store import env as envs
 from xerj_core.store import keys, pins
 from xerj_core.store import meta as index_meta
+from xerj_core.store.merge import Merger
 from xerj_core.store.read import IndexCache, IndexReader, PinnedReader
 from xerj_core.store.scope import SCOPE_FIELD, public_mapping, scope_of
 from xerj_core.store.write import IndexWrite, WriteResult, WriteTxn
@@ -28,6 +29,10 @@ DEFAULT_TAIL_ROWS = 1024
 TERM_CACHE_LIMIT = 200_000
 # Indices whose tail records the write path remembers across transactions (each at most a tail's rows).
 TAIL_CACHE_INDICES = 64
+# A seal that would merge more sealed rows than this (16 tails of the default size: a merge that holds the
+# write lock for tens of milliseconds and more) appends its rows as a segment and leaves the merge to the
+# store's merge thread.
+MERGE_ABOVE = 16 * DEFAULT_TAIL_ROWS
 
 
 _pause_lock = threading.Lock()
@@ -132,9 +137,11 @@ class Store:
     """
 
     def __init__(self, path: str | Path, *, tail_rows: int = DEFAULT_TAIL_ROWS, map_size: int | None = None,
-                 sync: bool = True, env: Any = None) -> None:
+                 sync: bool = True, env: Any = None, merge_above: int | None = MERGE_ABOVE) -> None:
         """``env``: another environment with LMDB's calls (a storage backend's, see ``xerj_postgres``); by
-        default the LMDB environment of the data directory ``path``."""
+        default the LMDB environment of the data directory ``path``. ``merge_above``: a seal that would merge
+        more sealed rows than this leaves the merge to a background thread (None: every merge in the write;
+        always so on another backend's environment)."""
         self.path = Path(path)
         if env is None:
             options: dict[str, Any] = {"sync": sync}
@@ -152,6 +159,8 @@ class Store:
         self._committed_terms: dict[tuple[int, str], dict[str, int]] = {}
         # index number -> (generation, first tail row, blocks) of the tails this process committed last.
         self._tails: dict[int, tuple[int, int, list[Any]]] = {}
+        self.merge_above = merge_above if isinstance(env, envs.Environment) else None
+        self._merger = Merger(self) if self.merge_above is not None else None
         self.migrate_scopes()
 
     def migrate_scopes(self) -> list[str]:
@@ -177,7 +186,14 @@ class Store:
         return pending
 
     def close(self) -> None:
+        if self._merger is not None:
+            self._merger.close()
         envs.release(self.env)
+
+    def wait_merges(self) -> None:
+        """Return once the background merges asked for so far are done (see :mod:`xerj_core.store.merge`)."""
+        if self._merger is not None:
+            self._merger.wait()
 
     def __enter__(self) -> "Store":
         return self
@@ -196,7 +212,7 @@ class Store:
         holder: list[WriteTxn] = []
 
         def run(raw) -> T:
-            txn = WriteTxn(raw, self.env.dbs, self.tail_rows, self._committed_terms, self._tails)
+            txn = WriteTxn(raw, self.env.dbs, self.tail_rows, self._committed_terms, self._tails, self.merge_above)
             holder[:] = [txn]
             result = fn(txn)
             txn.finish()
@@ -206,6 +222,9 @@ class Store:
             result = self.env.write(run)
         holder[0].remember_terms(self._committed_terms, TERM_CACHE_LIMIT)
         holder[0].remember_tails(self._tails, TAIL_CACHE_INDICES)
+        wanted = holder[0].merges_wanted()
+        if wanted and self._merger is not None:
+            self._merger.want(wanted)
         for index, put_ids, deleted in holder[0].written():
             for listener in self.listeners:
                 listener(index, put_ids, deleted)

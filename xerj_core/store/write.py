@@ -113,6 +113,8 @@ class IndexWrite:
         self.deleted_ids: list[str] = []
         self.force_compact = False
         self.compacted = False
+        self.merge_wanted = False  # a seal left its merge to the merge thread
+        self.merged = False  # segments were swapped by a merge (xerj_core.store.merge)
         # The blocks of the committed tail rows when this process wrote them last (see WriteTxn.tails), and
         # those the tail holds after this transaction (set by finish when they are all known).
         self.known_tail = txn.known_tail(ix, self.state)
@@ -748,13 +750,23 @@ class IndexWrite:
         ``leaving`` holds the rows leaving the tail (from the sealed rows to ``target``), in order."""
         tail_rows = self.txn.tail_rows
         old_sealed = self.state.sealed_rows
-        old_layout = segment_layout(old_sealed, tail_rows)
+        # The segments as stored: the canonical layout of the sealed rows, unless merges were left to the
+        # store's merge thread (see xerj_core.store.merge), which brings them back to it.
+        old_layout = self.stored_layout()
         new_layout = segment_layout(target, tail_rows)
         keep = 0
         while keep < min(len(old_layout), len(new_layout)) and old_layout[keep] == new_layout[keep]:
             keep += 1
         region_start = new_layout[keep][0]
         old_segments = old_layout[keep:]
+        above = self.txn.merge_above
+        if above is not None and (sum(end - start for start, end in old_segments) > above
+                                  or old_layout != segment_layout(old_sealed, tail_rows)):
+            # A merge this big would pause the writer: the leaving rows become a segment of their own, and the
+            # merge thread rewrites the segments from a snapshot, outside the write lock.
+            new_layout, region_start, old_segments = [*old_layout, (old_sealed, target)], old_sealed, []
+            keep = len(old_layout)
+            self.merge_wanted = True
         fields = list(self.mapping.fields.values())
         built: dict[str, Column] = {}
         for spec in fields:
@@ -865,7 +877,7 @@ class IndexWrite:
         # Columns and postings of the whole sealed region, dead rows dropped, cut by the new layout. They go
         # first: their blobs need runs of contiguous free pages, which the many small copies of sources and ids
         # would break up (LMDB then grows the file for a run; 20 overwrites of 10k documents crept to 2.05x).
-        old_segments = segment_layout(sealed, tail_rows)
+        old_segments = self.stored_layout()
         new_segments = segment_layout(new_sealed, tail_rows)
         keep = live[:sealed]
         built: dict[str, Column] = {}
@@ -910,6 +922,11 @@ class IndexWrite:
         state.next_row = new_sealed + len(tail_live)
         state.epoch += 1
         return True
+
+    def stored_layout(self) -> list[tuple[int, int]]:
+        """``(start, end)`` of each stored sealed segment, in row order."""
+        return [(keys.read_u64(key, 4), orjson.loads(value)["end"])
+                for key, value in _range(self.txn.raw, self.txn.dbs["segs"], keys.ix_key(self.ix))]
 
     def _load_column(self, start: int, end: int, spec: FieldSpec, kind: int) -> Column:
         blob = self.txn.raw.get(keys.col_key(self.ix, start, spec.path), db=self.txn.dbs["cols"])
@@ -1104,8 +1121,11 @@ class WriteTxn:
 
     def __init__(self, raw: lmdb.Transaction, dbs: dict[str, Any], tail_rows: int,
                  committed_terms: dict[tuple[int, str], dict[str, int]] | None = None,
-                 tails: dict[int, tuple[int, int, list[Block]]] | None = None) -> None:
+                 tails: dict[int, tuple[int, int, list[Block]]] | None = None,
+                 merge_above: int | None = None) -> None:
         self.raw = raw
+        # Sealed rows a seal may merge in the write; a bigger merge is left to the merge thread (None: none is).
+        self.merge_above = merge_above
         self.dbs = dbs
         self.tail_rows = tail_rows
         # Dictionary ordinals known to be committed, shared by the store's transactions (read-only here).
@@ -1273,7 +1293,7 @@ class WriteTxn:
     def finish(self) -> None:
         for target in self._open.values():
             if (target.pending or target.mapping_changed or target.put_ids or target.deleted_ids or target.dict_size
-                    or target.force_compact):
+                    or target.force_compact or target.merged):
                 target.finish()
 
     def remember_terms(self, shared: dict[tuple[int, str], dict[str, int]], limit: int) -> None:
@@ -1313,6 +1333,10 @@ class WriteTxn:
             if len(shared) >= limit:
                 shared.clear()
             shared[target.ix] = (target.state.generation, target.state.sealed_rows, target.tail_after)
+
+    def merges_wanted(self) -> list[str]:
+        """The indices whose seals left a merge to the merge thread."""
+        return [t.name for t in self._open.values() if t.merge_wanted and t.name not in self.dropped]
 
     def written(self) -> list[tuple[str, list[str], list[str]]]:
         return [(t.name, t.put_ids, t.deleted_ids) for t in self._open.values() if t.put_ids or t.deleted_ids]

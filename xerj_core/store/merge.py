@@ -1,0 +1,196 @@
+"""Background merges: an index's sealed segments brought back to their canonical layout outside the write lock.
+
+A seal whose merge would rewrite many sealed rows (``Store(merge_above=...)``)
+only appends its rows as a segment of their own and leaves the merge here. The
+merge thread reads the segments from a read snapshot and computes the merged
+columns and postings there, with no lock held: writers keep writing and readers
+keep their snapshots. It then swaps the result in with one short write
+transaction that first checks the source segments are still exactly the ones it
+read (same records, same epoch). Deletes and overwrites never change a sealed
+segment (they go to the dead log and a merge keeps dead rows), and seals in the
+meantime only append segments after the sources, so the check fails only when
+a compaction or another process's merge rewrote them: the merge is then planned
+again from a newer snapshot. A crash at any point leaves either the old
+segments or the merged ones, each a valid layout, since the swap is one commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import lmdb
+import orjson
+
+from xerj_core.errors import IndexNotFound, XerjError
+from xerj_core.store import keys
+from xerj_core.store.columns import KIND_LEN, Column, column_kind
+from xerj_core.store.mapping import Mapping
+from xerj_core.store.write import CutPostings, IndexWrite, WriteTxn, segment_layout
+
+if TYPE_CHECKING:
+    from xerj_core.store.store import Store
+
+log = logging.getLogger(__name__)
+
+# Plans tried per index and wake-up before giving up until the next seal asks again (each failed try means
+# another writer rewrote the sources meanwhile).
+_ATTEMPTS = 4
+
+
+@attrs.frozen
+class MergePlan:
+    """A computed merge of one index: the source segments as read, and the segments replacing them."""
+
+    name: str
+    ix: int
+    epoch: int
+    sources: list[tuple[bytes, bytes]]  # (segs key, segs record) of each source segment, in row order
+    targets: list[tuple[int, int]]
+    region_start: int
+    built: dict[str, Column]
+    postings: dict[str, CutPostings]
+    extends: bool  # the first target keeps the first source's posting keys (see IndexWrite._merge_postings)
+
+
+class _SnapshotSegments:
+    """The part of :class:`IndexWrite` that reads stored segments, over a read transaction."""
+
+    _load_column = IndexWrite._load_column
+    _merge_postings = IndexWrite._merge_postings
+    _stored_postings = IndexWrite._stored_postings
+    _stored_postings_of = IndexWrite._stored_postings_of
+
+    def __init__(self, raw: Any, dbs: dict[str, Any], ix: int) -> None:
+        self.txn = attrs.make_class("View", ["raw", "dbs"])(raw, dbs)
+        self.ix = ix
+
+
+def plan(raw: Any, dbs: dict[str, Any], name: str, tail_rows: int) -> MergePlan | None:
+    """The merge that brings index ``name``'s segments (as the read transaction ``raw`` sees them) to the
+    canonical layout of its sealed rows, or None when they are in it (or the index is gone)."""
+    meta = raw.get(name.encode(), db=dbs["indices"])
+    if meta is None:
+        return None
+    ix = orjson.loads(meta)["ix"]
+    state = keys.IndexState.unpack(raw.get(keys.ix_key(ix), db=dbs["state"]))
+    prefix = keys.ix_key(ix)
+    records: list[tuple[bytes, bytes]] = []
+    with raw.cursor(db=dbs["segs"]) as cur:
+        if cur.set_range(prefix):
+            for key, value in cur:
+                if not key.startswith(prefix):
+                    break
+                records.append((bytes(key), bytes(value)))
+    layout = [(keys.read_u64(key, 4), orjson.loads(value)["end"]) for key, value in records]
+    canonical = segment_layout(state.sealed_rows, tail_rows)
+    if layout == canonical or not layout or layout[-1][1] != state.sealed_rows:
+        return None
+    keep = 0
+    while keep < min(len(layout), len(canonical)) and layout[keep] == canonical[keep]:
+        keep += 1
+    sources, targets = layout[keep:], canonical[keep:]
+    mapping = Mapping.from_es(orjson.loads(raw.get(keys.ix_key(ix), db=dbs["mappings"])))
+    view = _SnapshotSegments(raw, dbs, ix)
+    fields = list(mapping.fields.values())
+    built = {}
+    for spec in fields:
+        kind = column_kind(spec)
+        built[spec.path] = Column.concat([view._load_column(start, end, spec, kind) for start, end in sources])
+    extends = targets[0][0] == sources[0][0] and targets[0][1] >= sources[0][1]
+    postings = {spec.path: view._merge_postings(spec.path, sources[:1], targets, [
+        view._stored_postings(start, spec.path) for start, _end in sources[1:]], extends)
+        for spec in fields if column_kind(spec) == KIND_LEN}
+    return MergePlan(name, ix, state.epoch, records[keep:], targets, sources[0][0], built, postings, extends)
+
+
+def apply(txn: WriteTxn, merge: MergePlan) -> bool:
+    """Swap ``merge``'s segments in when its sources are unchanged; False (nothing written) when they are not."""
+    raw, dbs = txn.raw, txn.dbs
+    if not txn.exists(merge.name):
+        return False
+    target = txn.index(merge.name, allow_closed=True)
+    if target.ix != merge.ix or target.state.epoch != merge.epoch:
+        return False  # dropped and created again, or compacted (rows renumbered)
+    if any(raw.get(key, db=dbs["segs"]) != record for key, record in merge.sources):
+        return False  # another merge rewrote them
+    starts = [keys.read_u64(key, 4) for key, _record in merge.sources]
+    for start in starts[1:] if merge.extends else starts:
+        target._drop_segment(start)
+    stamps = [orjson.loads(record).get("sealed_at", 0) for _key, record in merge.sources]
+    target._write_segments(merge.targets, merge.region_start, merge.built, merge.postings, after=max(stamps))
+    target.merged = True
+    return True
+
+
+def merge_index(store: "Store", name: str) -> bool:
+    """Merge index ``name`` until its segments are in their canonical layout; False when it gave up."""
+    for _ in range(_ATTEMPTS):
+        with store.read_txn() as gated:
+            raw = getattr(gated, "_txn", gated)  # the LMDB transaction itself, for its cursors' batch reads
+            merge = plan(raw, store.env.dbs, name, store.tail_rows)
+        if merge is None:
+            return True
+        store.transact(lambda txn: apply(txn, merge))
+    return False
+
+
+class Merger:
+    """The merge thread of one store: it merges the indices seals named, one at a time."""
+
+    def __init__(self, store: "Store") -> None:
+        self.store = store
+        self.wanted: dict[str, None] = {}
+        self.busy = False
+        self.closed = False
+        self.cond = threading.Condition()
+        self.thread: threading.Thread | None = None
+
+    def want(self, names: list[str]) -> None:
+        with self.cond:
+            if self.closed:
+                return
+            self.wanted.update(dict.fromkeys(names))
+            if self.thread is None or not self.thread.is_alive():  # also after a fork: threads do not cross it
+                self.thread = threading.Thread(target=self._run, name="xerj-merge", daemon=True)
+                self.thread.start()
+            self.cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.wanted and not self.closed:
+                    self.cond.wait()
+                if self.closed:
+                    return
+                name = next(iter(self.wanted))
+                del self.wanted[name]
+                self.busy = True
+            try:
+                merge_index(self.store, name)
+            except (IndexNotFound, lmdb.Error, XerjError):
+                log.exception("background merge of index [%s] failed; the next seal asks again", name)
+            finally:
+                with self.cond:
+                    self.busy = False
+                    self.cond.notify_all()
+
+    def wait(self) -> None:
+        """Return once every merge asked for so far is done."""
+        with self.cond:
+            while (self.wanted or self.busy) and not self.closed:
+                self.cond.wait()
+
+    def close(self) -> None:
+        """Stop the thread (a merge under way finishes first; one not started is left to a later process)."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+            thread = self.thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+
+__all__ = ["MergePlan", "Merger", "apply", "merge_index", "plan"]
