@@ -62,7 +62,9 @@ class Tail:
         self.blocks: list[Block] = []
         self.rows = 0  # rows of the blocks read so far
         self._columns: dict[str, tuple[FieldSpec, int, Column]] = {}  # path -> (spec, blocks in it, column)
-        # Postings already gathered, per (field, term): (blocks looked at, rows, frequencies).
+        # Per text field: (blocks indexed, term -> its postings in each block holding it).
+        self._terms: dict[str, tuple[int, dict[bytes, list[tuple[np.ndarray, np.ndarray]]]]] = {}
+        # Postings already joined, per (field, term): (parts joined, rows, frequencies).
         self._postings: dict[tuple[str, str], tuple[int, np.ndarray, np.ndarray]] = {}
         self.lock = threading.Lock()
 
@@ -89,21 +91,32 @@ class Tail:
 
     def postings(self, path: str, term: str, rows: int) -> tuple[np.ndarray, np.ndarray] | None:
         with self.lock:
-            key = (path, term)
-            found = self._postings.get(key)
+            # Every term's postings per block, indexed once per block (a write costs the next read its block).
+            indexed, terms = self._terms.get(path, (0, {}))
             blocks = self.blocks
-            if found is None or found[0] < len(blocks):
-                name = term.encode()
-                parts = [] if found is None else [(found[1], found[2])]
-                parts += [p for p in (b.term_postings(path, name) for b in blocks[0 if found is None else found[0]:])
-                          if p is not None]
-                if not parts:
-                    found = (len(blocks), np.empty(0, np.int64), np.empty(0, np.float32))
-                else:
-                    found = (len(blocks), np.concatenate([p[0] for p in parts], dtype=np.int64),
-                             np.concatenate([p[1] for p in parts], dtype=np.float32))
-                self._postings[key] = found
-        _seen, found_rows, tfs = found
+            for block in blocks[indexed:]:
+                run = block.postings.get(path)
+                if run is None or not len(run[0]):
+                    continue
+                names, counts, found_rows, tfs = run
+                ends = np.cumsum(counts).tolist()
+                for name, lo, hi in zip(names, [0, *ends[:-1]], ends):
+                    entry = terms.get(name)
+                    if entry is None:
+                        terms[name] = [(found_rows[lo:hi], tfs[lo:hi])]
+                    else:
+                        entry.append((found_rows[lo:hi], tfs[lo:hi]))
+            self._terms[path] = (len(blocks), terms)
+            parts = terms.get(term.encode())
+            if not parts:
+                return None
+            key = (path, term)
+            done = self._postings.get(key)
+            if done is None or done[0] != len(parts):
+                done = (len(parts), np.concatenate([p[0] for p in parts], dtype=np.int64),
+                        np.concatenate([p[1] for p in parts], dtype=np.float32))
+                self._postings[key] = done
+        _seen, found_rows, tfs = done
         cut = int(np.searchsorted(found_rows, self.start + rows))
         if not cut:
             return None

@@ -50,14 +50,13 @@ class Block:
     """Rows ``start`` to ``start + n``: a column per field (``n`` rows each, extra keyword rows relative) and
     per text field its grouped postings (rows absolute). Immutable once built."""
 
-    __slots__ = ("start", "n", "columns", "postings", "_where")
+    __slots__ = ("start", "n", "columns", "postings")
 
     def __init__(self, start: int, n: int, columns: dict[str, Column], postings: dict[str, PostingRun]) -> None:
         self.start = start
         self.n = n
         self.columns = columns
         self.postings = postings
-        self._where: dict[str, dict[bytes, tuple[int, int]]] = {}
 
     @property
     def end(self) -> int:
@@ -70,19 +69,6 @@ class Block:
 
     def run(self, path: str) -> PostingRun:
         return self.postings.get(path) or empty_run()
-
-    def term_postings(self, path: str, term: bytes) -> tuple[np.ndarray, np.ndarray] | None:
-        """``term``'s rows and frequencies in text field ``path``, or None."""
-        where = self._where.get(path)
-        if where is None:
-            terms, counts, _rows, _tfs = self.run(path)
-            ends = np.cumsum(counts).tolist()
-            where = self._where[path] = dict(zip(terms, zip([0] + ends[:-1], ends)))
-        found = where.get(term)
-        if found is None:
-            return None
-        _terms, _counts, rows, tfs = self.postings[path]
-        return rows[found[0]:found[1]], tfs[found[0]:found[1]]
 
     def encode(self) -> bytes:
         parts = [_HEADER.pack(MAGIC, self.start, self.n, len(self.columns), len(self.postings))]
@@ -170,7 +156,8 @@ def delete(cur: Any, ix: int, first: int, end: int) -> int:
 
 def decode(blob: bytes | memoryview, start: int, specs: dict[str, FieldSpec]) -> Block:
     """The block stored at row ``start``; a legacy JSON row record (``specs``: the mapping's fields) is one row."""
-    blob = bytes(blob)
+    if type(blob) is not bytes:
+        blob = bytes(blob)
     if blob[:4] != MAGIC:
         return from_records(start, [orjson.loads(blob)], specs.values())
     _magic, first, n, n_columns, n_texts = _HEADER.unpack_from(blob)
@@ -180,7 +167,8 @@ def decode(blob: bytes | memoryview, start: int, specs: dict[str, FieldSpec]) ->
         path, offset = _name(blob, offset)
         (size,) = _LEN.unpack_from(blob, offset)
         offset += 4
-        columns[path] = Column.decode(blob[offset:offset + size])
+        # Views of ``blob`` (read-only): a block's arrays are only ever read or copied by concatenation.
+        columns[path] = Column.decode(memoryview(blob)[offset:offset + size], copy=False)
         offset += size
     postings: dict[str, PostingRun] = {}
     for _ in range(n_texts):
@@ -223,7 +211,13 @@ def from_records(start: int, records: Sequence[dict[str, Any]], specs: Iterable[
             continue
         kind = column_kind(spec)
         columns[path] = Column.build(spec, kind, column)
-        if kind == KIND_LEN:
+        if kind == KIND_LEN and n == 1:  # one put: its terms sorted, each a posting of the row
+            found = records[0]["t"].get(path) or _NO_TERMS
+            names = sorted(found)
+            postings[path] = (list(map(str.encode, names)), np.ones(len(names), np.int64),
+                              np.full(len(names), start, np.int64),
+                              np.fromiter(map(found.__getitem__, names), np.float32, len(names)))
+        elif kind == KIND_LEN:
             maps = [record["t"].get(path) or _NO_TERMS for record in records]
             counts = np.fromiter(map(len, maps), np.int64, n)
             terms = list(map(str.encode, chain.from_iterable(maps)))
