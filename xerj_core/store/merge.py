@@ -127,13 +127,21 @@ def apply(txn: WriteTxn, merge: MergePlan) -> bool:
 
 def merge_index(store: "Store", name: str) -> bool:
     """Merge index ``name`` until its segments are in their canonical layout; False when it gave up."""
+    release = getattr(store.env, "release_pages", None)
     for _ in range(_ATTEMPTS):
         with store.read_txn() as gated:
             raw = getattr(gated, "_txn", gated)  # the LMDB transaction itself, for its cursors' batch reads
             merge = plan(raw, store.env.dbs, name, store.tail_rows)
+        if release is not None:
+            release()  # the map pages the plan read would otherwise stay in this process's RSS beside a writer's
         if merge is None:
             return True
-        store.transact(lambda txn: apply(txn, merge))
+        applied = store.transact(lambda txn: apply(txn, merge))
+        del merge
+        if release is not None:
+            release()
+        if applied:
+            continue
     return False
 
 
