@@ -365,16 +365,7 @@ def _group_records(fields: list[tuple[Leaf, list[Any]]], n: int, dict_cache: dic
                         absent.append((i, path))
             values: list[Any] = [[found] for found in ords]
         elif kind == KIND_LEN:
-            tokens = tokenize_many([value or "" for value in column])
-            longest = max(map(len, chain.from_iterable(tokens)), default=0)
-            if longest * 4 > limits.MAX_TERM_BYTES:
-                kept = []
-                for value, found in zip(column, tokens):
-                    found, dropped = limits.indexable_terms(found)
-                    if value is not None:
-                        skipped["terms"] += dropped
-                    kept.append(found)
-                tokens = kept
+            tokens = column_tokens(column, skipped)
             values = list(map(len, tokens))
             text_paths.append(path)
             term_columns.append(term_counts_many(tokens))
@@ -390,6 +381,22 @@ def _group_records(fields: list[tuple[Leaf, list[Any]]], n: int, dict_cache: dic
     if not misses:
         return [({"c": c, "t": t}, []) for c, t in zip(columns, terms)]
     return [({"c": c, "t": t}, misses.get(i, [])) for i, (c, t) in enumerate(zip(columns, terms))]
+
+
+def column_tokens(column: list[str | None], skipped: dict[str, int]) -> list[list[str]]:
+    """The indexable tokens of each text value of ``column`` (None: none), by one tokenizer pass over the
+    batch; terms too long to be keys are left out and counted in ``skipped``."""
+    tokens = tokenize_many([value or "" for value in column])
+    longest = max(map(len, chain.from_iterable(tokens)), default=0)
+    if longest * 4 > limits.MAX_TERM_BYTES:
+        kept = []
+        for value, found in zip(column, tokens):
+            found, dropped = limits.indexable_terms(found)
+            if value is not None:
+                skipped["terms"] += dropped
+            kept.append(found)
+        tokens = kept
+    return tokens
 
 
 def _add(values: dict[str, list[Any]], leaf: Leaf, value: Any) -> None:

@@ -8,7 +8,7 @@ import time
 from bisect import bisect_left
 from collections import deque
 from itertools import chain, islice, repeat, starmap
-from operator import itemgetter, methodcaller
+from operator import itemgetter
 from typing import Any, Iterable, Sequence
 
 import attrs
@@ -24,10 +24,10 @@ from xerj_core.store.columns import (KIND_LEN, KIND_ORD, NO_ORD, Column, column_
                                      encode_postings_many)
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
 from xerj_core.store.names import validate_index_name
-from xerj_core.store.plan import Batched, Leaf, WritePlan, plan_for
+from xerj_core.store.plan import Batched, Leaf, WritePlan, column_tokens, plan_for
 from xerj_core.store.tailblock import Block, PostingRun
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, refuse_in_mapping, scope_of
-from xerj_core.text import term_counts, tokenize, tokenize_many
+from xerj_core.text import term_counts, tokenize
 
 MAX_ID_BYTES = limits.MAX_ID_BYTES
 _MAX_KEY = limits.LMDB_MAX_KEY_BYTES
@@ -468,16 +468,7 @@ class IndexWrite:
                     misses.extend((i, order, leaf, value) for i, value, found in zip(range(n), column, found_ords)
                                   if found is None and value is not None)
             elif kind == KIND_LEN:
-                tokens = tokenize_many([value or "" for value in column])
-                longest = max(map(len, chain.from_iterable(tokens)), default=0)
-                if longest * 4 > limits.MAX_TERM_BYTES:
-                    kept = []
-                    for value, found in zip(column, tokens):
-                        found, dropped = limits.indexable_terms(found)
-                        if value is not None:
-                            self.skipped["terms"] += dropped
-                        kept.append(found)
-                    tokens = kept
+                tokens = column_tokens(column, self.skipped)
                 lengths = list(map(len, tokens))
                 if None in column:
                     lengths = [None if value is None else size for value, size in zip(column, lengths)]
