@@ -16,6 +16,7 @@ segments or the merged ones, each a valid layout, since the swap is one commit.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import TYPE_CHECKING, Any
@@ -127,7 +128,11 @@ def apply(txn: WriteTxn, merge: MergePlan) -> bool:
 
 def merge_index(store: "Store", name: str) -> bool:
     """Merge index ``name`` until its segments are in their canonical layout; False when it gave up."""
+    # Map pages only: the merge thread also runs in serving processes, whose memory must stay lean without a
+    # process-wide malloc_trim (a long write such as autoindex trims the heap itself, in its sink).
     release = getattr(store.env, "release_pages", None)
+    if release is not None:
+        release = functools.partial(release, heap=False)
     for _ in range(_ATTEMPTS):
         with store.read_txn() as gated:
             raw = getattr(gated, "_txn", gated)  # the LMDB transaction itself, for its cursors' batch reads
