@@ -22,12 +22,14 @@ import multiprocessing
 import os
 import pickle
 import signal
+import zlib
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
+import orjson
 import xxhash
 
-from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, detect_file, summarize
+from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine, detect_file, summarize
 from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file
 from xerj_core.autoindex.walk import FileEntry
 from xerj_core.errors import BatchFailed, PluginError, XerjError
@@ -38,13 +40,18 @@ __all__ = [
     "Broadcast",
     "Broadcasting",
     "InlineExecutor",
+    "Kept",
     "ParseOutcome",
     "Plugins",
     "PluginsRef",
     "detect_batch",
+    "combine_kept",
+    "detect_kept",
     "init_worker",
     "open_pool",
+    "parse_and_keep",
     "parse_batch",
+    "unpack_outcomes",
     "rebuilds_alike",
     "share",
     "watch_batch",
@@ -204,6 +211,111 @@ def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with
         partial = summarize(plugins.detectors, list(docs)) if with_partials and docs else None
         outcomes.append(ParseOutcome(entry, docs, xxhash.xxh3_64_hexdigest(data), partial=partial))
     return outcomes
+
+
+@attrs.frozen
+class Kept:
+    """What detection keeps of a parsed file until it runs: its documents without their text, the texts
+    compressed apart (put back for the file's detect batch only), and the file's ``summarize`` partial."""
+
+    docs: tuple[SourceDocument, ...]
+    texts: bytes
+    partial: Any
+
+    @classmethod
+    def of(cls, outcome: ParseOutcome) -> "Kept":
+        texts = [doc.text for doc in outcome.docs]
+        docs = tuple(with_text(doc, "") if doc.text else doc for doc in outcome.docs)
+        return cls(docs, zlib.compress(orjson.dumps(texts), 1), outcome.partial or {})
+
+    def documents(self) -> tuple[SourceDocument, ...]:
+        texts = orjson.loads(zlib.decompress(self.texts))
+        return tuple(with_text(doc, text) if text else doc for doc, text in zip(self.docs, texts))
+
+
+_DOCUMENT_FIELDS = ("doc_id", "dataset", "ax_path", "title", "text", "section", "kind", "mtime_ms", "format", "fields")
+assert tuple(f.name for f in attrs.fields(SourceDocument)) == _DOCUMENT_FIELDS, "update with_text"
+
+
+def with_text(doc: SourceDocument, text: str) -> SourceDocument:
+    """``attrs.evolve(doc, text=text)`` at a fraction of its cost (a run makes one per document, twice)."""
+    return SourceDocument(doc.doc_id, doc.dataset, doc.ax_path, doc.title, text, doc.section, doc.kind,
+                          doc.mtime_ms, doc.format, doc.fields)
+
+
+# -- the companion: one worker process that keeps a run's detection state between its tasks ------------------
+#
+# A run's own pool of exactly one process (see pipeline._Runner) runs its tasks one at a time, in the order they
+# were sent. So the worker can keep what detection needs of each file it parsed (a :class:`Kept`), combine the
+# partials itself once the last file is parsed, and detect from what it kept: the run's process only writes, and
+# never holds, ships or broadcasts the corpus. The state lives under the run's token and dies with the pool.
+
+
+def _companion_state(token: str) -> dict[str, Any]:
+    state = _WORKER.get("companion")
+    if state is None or state["token"] != token:
+        state = _WORKER["companion"] = {"token": token, "kept": {}, "corpus": None, "states": None}
+    return state
+
+
+def pack_outcomes(outcomes: list[ParseOutcome]) -> bytes:
+    """A batch's outcomes as the companion ships them: pickled and compressed, so a run can hold many batches
+    that are parsed ahead of its writer without holding their documents as objects."""
+    return zlib.compress(pickle.dumps(outcomes, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def unpack_outcomes(blob: bytes) -> list[ParseOutcome]:
+    return pickle.loads(zlib.decompress(blob))
+
+
+def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[FileEntry], keep: bool,
+                   ship: bool) -> bytes:
+    """The companion's parse: :func:`parse_batch`, keeping each parsed file for detection when ``keep``.
+
+    Returns the packed outcomes, without their partials (those stay here); with
+    ``ship`` false (files parsed for the corpus only) just the failures.
+    """
+    outcomes = parse_batch(source, entries, keep)
+    if keep:
+        kept = _companion_state(token)["kept"]
+        for outcome in outcomes:
+            if outcome.docs:
+                kept[outcome.entry.rel_path] = Kept.of(outcome)
+    shipped = [attrs.evolve(o, partial=None) if o.partial is not None else o
+               for o in outcomes if ship or o.failure is not None]
+    return pack_outcomes(shipped)
+
+
+def combine_kept(source: Plugins | PluginsRef, token: str) -> tuple[list[str], dict[str, int]]:
+    """The companion's combine over every file it kept: the files in detection order, and the run's counters."""
+    plugins = _resolve(source)
+    state = _companion_state(token)
+    kept: dict[str, Kept] = state["kept"]
+    ordered = sorted(kept)
+    corpus = Corpus({path: kept[path].docs for path in ordered})
+    states = combine(plugins.detectors, (kept[path].partial for path in ordered), corpus)
+    for path in ordered:  # the partials are folded into the states: let them go
+        kept[path] = attrs.evolve(kept[path], partial=None)
+    state["corpus"], state["states"] = corpus, states
+    counters: dict[str, int] = {}
+    for detector_state in states.values():
+        for key, value in detector_state.counters.items():
+            counters[key] = counters.get(key, 0) + int(value)
+    return ordered, counters
+
+
+def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str]) -> list[EdgeDraft]:
+    """The companion's detect batch: these kept files (let go once detected) against its combined states."""
+    plugins = _resolve(source)
+    state = _companion_state(token)
+    kept: dict[str, Kept] = state["kept"]
+    corpus, states = state["corpus"], state["states"]
+    if corpus is None:
+        raise PluginError(f"worker process {os.getpid()} was asked to detect before it combined the run's files")
+    drafts: list[EdgeDraft] = []
+    for path in paths:
+        drafts.extend(detect_file(plugins.detectors, list(kept.pop(path).documents()), corpus, states))
+    return drafts
 
 
 @attrs.frozen

@@ -4,28 +4,32 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 import weakref
-import zlib
 from collections import deque
 from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import attrs
-import orjson
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine
 from xerj_core.autoindex.formats import collect_formats
 from xerj_core.autoindex.parallel import (
     InlineExecutor,
+    Kept,
     ParseOutcome,
     Plugins,
     batch_failure,
+    combine_kept,
     detect_batch,
+    detect_kept,
     open_pool,
+    parse_and_keep,
     parse_batch,
     rebuilds_alike,
     share,
+    unpack_outcomes,
     watch_batch,
 )
 from xerj_core.autoindex.sink import (
@@ -161,7 +165,10 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
     detection overlaps the writes when both are needed. Without ``executor``
     the run starts a spawned process pool of ``workers`` processes (default:
     :func:`default_workers`) when it has at least :data:`POOL_MIN_FILES` files to parse
-    or detect, and shuts it down on every way out (Ctrl-C included); smaller
+    or detect, and shuts it down on every way out (Ctrl-C included); on two or
+    three cores with neither ``executor`` nor ``workers`` given, that pool is a
+    companion (:func:`companion_default`): one process that parses, keeps the
+    corpus, combines and detects while this one writes. Smaller
     runs, ``workers=1``, and runs whose plugin manager has plugins registered
     by hand (a test fixture's ``pm``: those exist in this process only, a
     worker's ``get_plugin_manager()`` would not see them) run in this process.
@@ -225,11 +232,10 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
     try:
         forced = bool(removed) or run_dirty or not state.edges_index
         runner.expect(len(to_parse) + (len(unchanged) if may_detect and forced else 0))
-        changed_parses = [runner.submit(parse_batch, batch, may_detect, step=PARSING, files=_paths(batch))
-                          for batch in _chunks(to_parse, PARSE_BATCH_FILES)]
+        changed_parses = [runner.parse(batch, may_detect) for batch in _chunks(to_parse, PARSE_BATCH_FILES)]
         detection = _Detection(runner, changed_parses, unchanged, forced=forced) if may_detect else None
-        changed = _write_documents(sink, brain_name, state.root_id, changed_parses, removed, prior, now_ms,
-                                   summary, progress, detection)
+        changed = _write_documents(sink, brain_name, state.root_id, runner, changed_parses, removed, prior,
+                                   now_ms, summary, progress, detection)
         datasets = _datasets_after(prior, changed, removed)
         summary.datasets = datasets
         dirty = bool(changed or removed) or run_dirty or state.root != summary.root
@@ -263,10 +269,22 @@ def default_workers() -> int:
 
     Writing stays in this process and is most of a first run; measured on two
     cores, a pool of two made a 5,000-note run 8-15% slower (its workers
-    compete with the writer), so small machines run inline unless asked.
+    compete with the writer), so smaller machines get a companion instead
+    (see :func:`companion_default`).
     """
     cores = os.cpu_count() or 1
     return cores if cores >= 4 else 1
+
+
+def companion_default() -> bool:
+    """Whether a run that names no executor nor ``workers`` gets a companion: on two or three cores.
+
+    A companion is one worker process that parses every file, keeps what
+    detection needs, combines and detects, while this process only writes:
+    the writer is most of a first run, and on two cores the companion's work
+    then costs it next to nothing (a pool of two competed with it instead).
+    """
+    return 2 <= (os.cpu_count() or 1) < 4
 
 
 class _Runner:
@@ -275,6 +293,10 @@ class _Runner:
     def __init__(self, executor: Executor | None, workers: int | None, plugins: Plugins, graph: bool) -> None:
         self.given = executor
         self.workers = workers if workers is not None else default_workers()
+        # a companion: the run's own pool of one process, which keeps detection's state between its tasks
+        self.may_accompany = executor is None and workers is None and self.workers < 2 and companion_default()
+        self.companion = False
+        self.token = uuid.uuid4().hex
         self.plugins = plugins
         self.ref = plugins.ref(graph)
         self.graph = graph
@@ -287,19 +309,41 @@ class _Runner:
         self.out = 0
 
     def expect(self, work_files: int) -> None:
-        """Open a pool once the run has ``work_files`` files to parse or detect, if a pool pays and may be used."""
-        if self.given is not None or self.pool is not None or self.workers < 2 or work_files < POOL_MIN_FILES:
+        """Open a pool once the run has ``work_files`` files to parse or detect, if a pool pays and may be used.
+
+        A companion is opened by the first call only (the run's start), since it
+        must parse every file whose documents detection keeps.
+        """
+        accompany, self.may_accompany = self.may_accompany, False
+        if self.given is not None or self.pool is not None or work_files < POOL_MIN_FILES:
+            return
+        if self.workers < 2 and not accompany:
             return
         if self.pool_allowed is None:
             self.pool_allowed = rebuilds_alike(self.plugins, self.graph)
         if self.pool_allowed:
-            self.pool = open_pool(self.workers)
+            self.pool = open_pool(max(self.workers, 1))
+            self.companion = self.workers < 2
+
+    def parse(self, batch: Sequence[FileEntry], with_partials: bool, *, ship: bool = True) -> Future:
+        """A parse batch's future; its outcomes come from :meth:`outcomes`. With ``ship`` false (files parsed
+        for the corpus only) a companion returns only the failures."""
+        if self.companion:
+            # its outcomes come back packed, so every parse batch is sent at once and the companion runs ahead
+            return self.submit(parse_and_keep, self.token, batch, with_partials, ship, step=PARSING,
+                               files=_paths(batch), eager=True)
+        return self.submit(parse_batch, batch, with_partials, step=PARSING, files=_paths(batch))
+
+    def outcomes(self, future: Future) -> list[ParseOutcome]:
+        result = future.result()
+        return unpack_outcomes(result) if self.companion else result
 
     @property
     def in_process(self) -> bool:
         return isinstance(self.given or self.pool or _INLINE, InlineExecutor)
 
-    def submit(self, fn: Callable[..., Any], *args: Any, step: str, files: Sequence[str]) -> Future:
+    def submit(self, fn: Callable[..., Any], *args: Any, step: str, files: Sequence[str],
+               eager: bool = False) -> Future:
         """``fn(plugins, *args)`` on the executor; tasks for another process name the plugins, not carry them.
 
         With no executor of its own the run defers the call until its result is
@@ -308,22 +352,27 @@ class _Runner:
         On an executor, at most :attr:`window` tasks are out at once (sent and
         their results not yet taken): the rest wait here, so results never pile
         up faster than the writer takes them.
+        An ``eager`` task (one whose result is small or packed) is sent at once and not counted in the window.
         The future fails with ``BatchFailed`` naming ``files`` when the task fails as a whole.
         """
         if self.given is None and self.pool is None:
             return _Deferred(fn, step, files, self.plugins, *args)
-        queued = _Queued(self, fn, args, step, files)
-        self.backlog.append(queued)
-        self._send()
+        queued = _Queued(self, fn, args, step, files, counted=not eager)
+        if eager:
+            queued.send()
+        else:
+            self.backlog.append(queued)
+            self._send()
         return queued
 
     def _send(self) -> None:
         while self.backlog and self.out < self.window:
             self.backlog.popleft().send()
 
-    def send(self, fn: Callable[..., Any], args: tuple[Any, ...], step: str, files: Sequence[str]) -> Future:
+    def send(self, fn: Callable[..., Any], args: tuple[Any, ...], step: str, files: Sequence[str],
+             counted: bool = True) -> Future:
         """Hand one task to the executor now; the future of its outcome."""
-        self.out += 1
+        self.out += counted
         executor = self.given or self.pool or _INLINE
         future = executor.submit(fn, self.plugins if self.in_process else self.ref, *args)
         self.futures.add(future)
@@ -401,11 +450,13 @@ class _Queued(_OnDemand):
     """A task for the runner's executor, sent when the runner's window has room or its result is asked for."""
 
     def __init__(self, runner: _Runner, fn: Callable[..., Any], args: tuple[Any, ...], step: str,
-                 files: Sequence[str]) -> None:
+                 files: Sequence[str], counted: bool = True) -> None:
         super().__init__()
         self._runner = runner
-        self._call: tuple[Callable[..., Any], tuple[Any, ...], str, Sequence[str]] | None = (fn, args, step, files)
-        self._taken = False
+        self._call: tuple[Callable[..., Any], tuple[Any, ...], str, Sequence[str], bool] | None = (
+            fn, args, step, files, counted)
+        # an uncounted task takes no room in the runner's window
+        self._taken = not counted
 
     def send(self) -> None:
         call, self._call = self._call, None
@@ -439,42 +490,13 @@ def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [items[start:start + size] for start in range(0, len(items), size)]
 
 
-@attrs.frozen
-class _Kept:
-    """What detection keeps of a parsed file until it runs: its documents without their text, the texts
-    compressed apart (put back for the file's detect batch only), and the file's ``summarize`` partial."""
-
-    docs: tuple[SourceDocument, ...]
-    texts: bytes
-    partial: Any
-
-    @classmethod
-    def of(cls, outcome: ParseOutcome) -> "_Kept":
-        texts = [doc.text for doc in outcome.docs]
-        docs = tuple(_with_text(doc, "") if doc.text else doc for doc in outcome.docs)
-        return cls(docs, zlib.compress(orjson.dumps(texts), 1), outcome.partial or {})
-
-    def documents(self) -> tuple[SourceDocument, ...]:
-        texts = orjson.loads(zlib.decompress(self.texts))
-        return tuple(_with_text(doc, text) if text else doc for doc, text in zip(self.docs, texts))
-
-
-_DOCUMENT_FIELDS = ("doc_id", "dataset", "ax_path", "title", "text", "section", "kind", "mtime_ms", "format", "fields")
-assert tuple(f.name for f in attrs.fields(SourceDocument)) == _DOCUMENT_FIELDS, "update _with_text"
-
-
-def _with_text(doc: SourceDocument, text: str) -> SourceDocument:
-    """``attrs.evolve(doc, text=text)`` at a fraction of its cost (a run makes one per document, twice)."""
-    return SourceDocument(doc.doc_id, doc.dataset, doc.ax_path, doc.title, text, doc.section, doc.kind,
-                          doc.mtime_ms, doc.format, doc.fields)
-
-
 def _paths(entries: Sequence[FileEntry]) -> list[str]:
     return [entry.rel_path for entry in entries]
 
 
 # a batch task's step, as BatchFailed names it
 PARSING = "parse"
+COMBINING = "combine"
 DETECTING = "detect"
 
 
@@ -485,7 +507,7 @@ class _Detection:
     corpus and states broadcast with each detect batch → map (``detect_file``).
     Unchanged files are parsed for the corpus once edges are known to be redone.
 
-    Between its parse and its detect batch a file is held as a :class:`_Kept`
+    Between its parse and its detect batch a file is held as a :class:`Kept`
     (no text objects); a parse batch's outcomes are taken as soon as the writer
     is done with them, and detect batches are built and run a window at a time,
     so the run never holds every file's documents, texts and drafts at once.
@@ -498,11 +520,16 @@ class _Detection:
         self.unchanged_entries = unchanged
         self.unchanged: list[Future | None] = []
         self.needed = False
-        self.kept: dict[str, _Kept] = {}
+        self.kept: dict[str, Kept] = {}
         self.failures: list[dict[str, str]] = []
         self.states: dict[str, DetectorState] | None = None
         self.corpus: Corpus | None = None
         self.shared: Any = None
+        # with a companion (see _Runner), the worker keeps the files and combines them itself
+        self.combined: Future | None = None
+        self.detected: list[str] = []  # the files whose edges a lost combine would lose, to name them
+        self.started = False
+        self.companion_counters: dict[str, int] = {}
         if forced:
             self._need()
 
@@ -510,20 +537,28 @@ class _Detection:
         if not self.needed:
             self.needed = True
             self.runner.expect(len(self.unchanged_entries))
-            self.unchanged = [self.runner.submit(parse_batch, batch, True, step=PARSING, files=_paths(batch))
+            self.unchanged = [self.runner.parse(batch, True, ship=False)
                               for batch in _chunks(self.unchanged_entries, PARSE_BATCH_FILES)]
+            if self.runner.companion:
+                # sent now, it runs in the worker right after the last parse, while this process still writes
+                self.detected.extend(_paths(self.unchanged_entries))
+                self.combined = self.runner.submit(combine_kept, self.runner.token, step=COMBINING,
+                                                   files=self.detected, eager=True)
 
     def take(self, outcomes: Sequence[ParseOutcome]) -> None:
         """A batch of changed files is parsed and written: keep what detection needs of it. One that parsed
         means edges are redone."""
         if any(o.failure is None for o in outcomes):
             self._need()
-        self._keep(outcomes)
+        if self.runner.companion:
+            self.detected.extend(o.entry.rel_path for o in outcomes if o.docs)
+        else:
+            self._keep(outcomes)
 
     def _keep(self, outcomes: Sequence[ParseOutcome]) -> None:
         for outcome in outcomes:
             if outcome.docs:
-                self.kept[outcome.entry.rel_path] = _Kept.of(outcome)
+                self.kept[outcome.entry.rel_path] = Kept.of(outcome)
 
     def ready(self) -> bool:
         """Whether detection can start now: every changed file is taken and, with an executor that works
@@ -536,16 +571,19 @@ class _Detection:
         return self.failures
 
     def start(self) -> None:
-        if self.states is not None:
+        if self.started:
             return
         for position, future in enumerate(self.unchanged):
             if future is None:
                 continue
-            outcomes = future.result()
+            outcomes = self.runner.outcomes(future)
             self.unchanged[position] = None
             self.failures.extend({"path": o.entry.rel_path, "reason": o.failure}
                                  for o in outcomes if o.failure is not None)
             self._keep(outcomes)
+        self.started = True
+        if self.runner.companion:
+            return
         ordered = sorted(self.kept)
         self.corpus = Corpus({path: self.kept[path].docs for path in ordered})
         self.states = combine(self.runner.plugins.detectors, (self.kept[path].partial for path in ordered),
@@ -559,7 +597,10 @@ class _Detection:
     def batches(self) -> Iterator[list[EdgeDraft]]:
         """Each detect batch's drafts, in file order, with at most the runner's window of batches in flight."""
         self.start()
-        ordered = sorted(self.kept)
+        if self.combined is not None:
+            ordered, self.companion_counters = self.combined.result()
+        else:
+            ordered = sorted(self.kept)
         pending: deque[Future] = deque()
         # a lost batch does not stop the others: they are awaited so that every lost file is named at the end
         lost: list[BatchFailed] = []
@@ -572,10 +613,15 @@ class _Detection:
                 return []
 
         for lo in range(0, len(ordered), DETECT_BATCH_FILES):
-            # a file's compressed texts are needed by its own batch only (the corpus keeps its text-free documents)
-            work = [(path, self.kept.pop(path).documents()) for path in ordered[lo:lo + DETECT_BATCH_FILES]]
-            pending.append(self.runner.submit(detect_batch, self.shared, work, step=DETECTING,
-                                              files=ordered[lo:lo + DETECT_BATCH_FILES]))
+            paths = ordered[lo:lo + DETECT_BATCH_FILES]
+            if self.combined is not None:  # the companion kept the files: it is sent their names
+                pending.append(self.runner.submit(detect_kept, self.runner.token, paths, step=DETECTING,
+                                                  files=paths))
+            else:
+                # a file's compressed texts are needed by its own batch only (the corpus keeps its text-free
+                # documents)
+                work = [(path, self.kept.pop(path).documents()) for path in paths]
+                pending.append(self.runner.submit(detect_batch, self.shared, work, step=DETECTING, files=paths))
             if len(pending) >= self.runner.window:
                 yield drafts(pending.popleft())
         while pending:
@@ -584,6 +630,8 @@ class _Detection:
             raise BatchFailed.joined(lost)
 
     def counters(self) -> dict[str, int]:
+        if self.combined is not None:
+            return dict(self.companion_counters)
         counters: dict[str, int] = {}
         for detector_state in (self.states or {}).values():
             for key, value in detector_state.counters.items():
@@ -627,9 +675,9 @@ def _file_write(rel_path: str, parsed: _Parsed | None, prior: Mapping[str, FileS
     return FileWrite(path=rel_path, stamp=stamp, documents=documents, stale=stale)
 
 
-def _write_documents(sink: BrainSink, brain: str, root_id: str, parses: list[Future | None], removed: Sequence[str],
-                     prior: Mapping[str, FileState], now_ms: int, summary: RunSummary, progress: Progress,
-                     detection: _Detection | None) -> dict[str, tuple[str, ...]]:
+def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner, parses: list[Future | None],
+                     removed: Sequence[str], prior: Mapping[str, FileState], now_ms: int, summary: RunSummary,
+                     progress: Progress, detection: _Detection | None) -> dict[str, tuple[str, ...]]:
     """Write changed files' documents as their parses come in, then forget removed files.
 
     A batch of whole files per transaction. Each parse batch is let go once its
@@ -653,7 +701,7 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, parses: list[Fut
                 detection.start()
 
     for position, future in enumerate(parses):
-        outcomes = future.result()  # type: ignore[union-attr]
+        outcomes = runner.outcomes(future)  # type: ignore[arg-type]
         parses[position] = None
         if detection is not None:
             detection.take(outcomes)
