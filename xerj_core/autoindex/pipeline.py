@@ -58,8 +58,12 @@ from xerj_core.text import derive_brain_name
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.engine import Engine
 
-# Files per write transaction: an interrupted run loses at most this batch, never half a file.
-BATCH_FILES = 256
+# Files per write transaction: an interrupted run loses at most this batch, never half a file. Each transaction
+# seals (and may merge) its indices, so fewer, larger ones cost the writer less: on 20,000 notes 1,024 files cost
+# 6.7-7.3 s of writer CPU against 6.7-8.5 s at 256, and the run's peak RSS stays in its edge writes (docs 235 MB).
+BATCH_FILES = 1024
+# The first transactions are smaller (doubling up to BATCH_FILES), so the writer starts after a few parsed files.
+FIRST_BATCH_FILES = 128
 # Files per executor task: small enough to spread over the workers and to stop soon on Ctrl-C.
 PARSE_BATCH_FILES = 64
 DETECT_BATCH_FILES = 512
@@ -688,11 +692,14 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
     """
     changed: dict[str, tuple[str, ...]] = {}
     work: list[tuple[str, _Parsed | None]] = []
+    size = min(FIRST_BATCH_FILES, BATCH_FILES)
 
     def flush(everything: bool) -> None:
-        while len(work) >= BATCH_FILES or (everything and work):
-            batch = [_file_write(path, parsed, prior, root_id) for path, parsed in work[:BATCH_FILES]]
-            del work[:BATCH_FILES]
+        nonlocal size
+        while len(work) >= size or (everything and work):
+            batch = [_file_write(path, parsed, prior, root_id) for path, parsed in work[:size]]
+            del work[:size]
+            size = min(size * 2, BATCH_FILES)
             count = sink.write_files(brain, batch, now_ms)
             del batch
             summary.documents += count
