@@ -33,7 +33,7 @@ from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors,
 from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file
 from xerj_core.autoindex.walk import FileEntry
 from xerj_core.errors import BatchFailed, PluginError, XerjError
-from xerj_core.graph.brain import MAX_NODE_ID_BYTES, node_id_problem
+from xerj_core.graph.brain import MAX_NODE_ID_BYTES, edge_id, node_id_problem
 from xerj_core.model import EdgeDraft, SourceDocument
 
 __all__ = [
@@ -182,6 +182,20 @@ class ParseOutcome:
     digest: str = ""
     failure: str | None = None
     partial: Mapping[str, Any] | None = None
+    # the documents as the writer takes them, ``(dataset, id, source)``, when they travel so instead of ``docs``
+    # (a companion's: plain dicts cost the writer less to unpickle than documents, and nothing to convert)
+    sources: tuple[tuple[str, str, dict[str, Any]], ...] | None = None
+
+    @property
+    def yields(self) -> bool:
+        """Whether a format read the file into documents."""
+        return bool(self.docs) or bool(self.sources)
+
+    def for_writer(self) -> tuple[tuple[str, str, dict[str, Any]], ...]:
+        """The documents as ``(dataset, id, source)``."""
+        if self.sources is not None:
+            return self.sources
+        return tuple((doc.dataset, doc.doc_id, doc.to_source()) for doc in self.docs)
 
 
 def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with_partials: bool) -> list[ParseOutcome]:
@@ -281,7 +295,7 @@ def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[F
         for outcome in outcomes:
             if outcome.docs:
                 kept[outcome.entry.rel_path] = Kept.of(outcome)
-    shipped = [attrs.evolve(o, partial=None) if o.partial is not None else o
+    shipped = [attrs.evolve(o, docs=(), partial=None, sources=o.for_writer()) if o.docs else o
                for o in outcomes if ship or o.failure is not None]
     return pack_outcomes(shipped)
 
@@ -304,8 +318,9 @@ def combine_kept(source: Plugins | PluginsRef, token: str) -> tuple[list[str], d
     return ordered, counters
 
 
-def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str]) -> list[EdgeDraft]:
-    """The companion's detect batch: these kept files (let go once detected) against its combined states."""
+def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str]) -> tuple[list[EdgeDraft], list[str]]:
+    """The companion's detect batch: these kept files (let go once detected) against its combined states; the
+    drafts and their edge ids (see ``graph.brain.edge_id``), which the writer reconciles by."""
     plugins = _resolve(source)
     state = _companion_state(token)
     kept: dict[str, Kept] = state["kept"]
@@ -315,7 +330,7 @@ def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str]) 
     drafts: list[EdgeDraft] = []
     for path in paths:
         drafts.extend(detect_file(plugins.detectors, list(kept.pop(path).documents()), corpus, states))
-    return drafts
+    return drafts, [edge_id(d.src, d.type, d.dst, d.valid_at) for d in drafts]
 
 
 @attrs.frozen

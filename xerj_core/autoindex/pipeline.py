@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import os
 import time
 import uuid
@@ -50,7 +51,7 @@ from xerj_core.autoindex.sink import (
 from xerj_core.autoindex.walk import UNREADABLE, FileEntry, Skipped, walk
 from xerj_core.errors import BatchFailed, IllegalArgument
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, MAX_TYPE_BYTES, edge_id, node_id_problem, validate_brain_name
-from xerj_core.model import EdgeDraft, SourceDocument
+from xerj_core.model import EdgeDraft
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.store.residency import trim_heap
 from xerj_core.text import derive_brain_name
@@ -135,7 +136,7 @@ NO_FORMAT_REASON = "no format reads this file"
 @attrs.frozen
 class _Parsed:
     entry: FileEntry
-    docs: tuple[SourceDocument, ...]
+    docs: tuple[tuple[str, str, dict[str, Any]], ...]  # (dataset, id, source): ParseOutcome.for_writer
     digest: str
 
 
@@ -555,7 +556,7 @@ class _Detection:
         if any(o.failure is None for o in outcomes):
             self._need()
         if self.runner.companion:
-            self.detected.extend(o.entry.rel_path for o in outcomes if o.docs)
+            self.detected.extend(o.entry.rel_path for o in outcomes if o.yields)
         else:
             self._keep(outcomes)
 
@@ -598,8 +599,9 @@ class _Detection:
         trim_heap()
         self.shared = self.runner.share(self.corpus, self.states)
 
-    def batches(self) -> Iterator[list[EdgeDraft]]:
-        """Each detect batch's drafts, in file order, with at most the runner's window of batches in flight."""
+    def batches(self) -> Iterator[tuple[list[EdgeDraft], list[str] | None]]:
+        """Each detect batch's drafts, in file order, with at most the runner's window of batches in flight,
+        and their edge ids when the companion worked them out (else None)."""
         self.start()
         if self.combined is not None:
             ordered, self.companion_counters = self.combined.result()
@@ -609,12 +611,13 @@ class _Detection:
         # a lost batch does not stop the others: they are awaited so that every lost file is named at the end
         lost: list[BatchFailed] = []
 
-        def drafts(future: Future) -> list[EdgeDraft]:
+        def drafts(future: Future) -> tuple[list[EdgeDraft], list[str] | None]:
             try:
-                return future.result()
+                found = future.result()
             except BatchFailed as exc:
                 lost.append(exc)
-                return []
+                return [], None
+            return found if self.combined is not None else (found, None)
 
         for lo in range(0, len(ordered), DETECT_BATCH_FILES):
             paths = ordered[lo:lo + DETECT_BATCH_FILES]
@@ -644,6 +647,7 @@ class _Detection:
 
 
 _SURELY_SHORT = min(MAX_NODE_ID_BYTES, MAX_TYPE_BYTES) // 4
+_CLAIM = operator.attrgetter("src", "type", "dst")
 
 
 def _run_is_dirty(state: RunState | None, detector_tags: list[str]) -> bool:
@@ -670,8 +674,8 @@ def _datasets_after(prior: Mapping[str, FileState], changed: Mapping[str, tuple[
 
 def _file_write(rel_path: str, parsed: _Parsed | None, prior: Mapping[str, FileState], root_id: str) -> FileWrite:
     """One file's documents as parsed now and the ones it no longer yields (all of them once it is gone)."""
-    documents = tuple(IndexedDocument(dataset_index(doc.dataset, root_id), doc.doc_id, doc.to_source())
-                      for doc in parsed.docs) if parsed is not None else ()
+    documents = tuple(IndexedDocument(dataset_index(dataset, root_id), doc_id, source)
+                      for dataset, doc_id, source in parsed.docs) if parsed is not None else ()
     known = prior.get(rel_path)
     now = {doc_ref(doc.index, doc.id) for doc in documents}
     stale = tuple(sorted(set(known.docs if known is not None else ()) - now))
@@ -716,12 +720,13 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
             if outcome.failure is not None:
                 summary.fail(outcome.entry.rel_path, outcome.failure)
                 continue
-            if not outcome.docs:
+            if not outcome.yields:
                 summary.skip(outcome.entry.rel_path, NO_FORMAT, NO_FORMAT_REASON)
+            docs = outcome.for_writer()
             # A file no format accepts is not part of the corpus, but it is remembered so it is not re-read.
-            changed[outcome.entry.rel_path] = tuple(dict.fromkeys(dataset_index(doc.dataset, root_id)
-                                                                  for doc in outcome.docs))
-            work.append((outcome.entry.rel_path, _Parsed(outcome.entry, outcome.docs, outcome.digest)))
+            changed[outcome.entry.rel_path] = tuple(dict.fromkeys(dataset_index(dataset, root_id)
+                                                                  for dataset, _, _ in docs))
+            work.append((outcome.entry.rel_path, _Parsed(outcome.entry, docs, outcome.digest)))
         progress("files", len(outcomes))
         del future, outcomes
         flush(everything=False)
@@ -750,21 +755,21 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
     nodes = ",".join(datasets) or None
 
     def write(drafts: list[EdgeDraft]) -> None:
-        drafts.sort(key=lambda d: (d.src, d.type, d.dst))
+        drafts.sort(key=_CLAIM)
         written = sink.write_edges(brain, drafts, created_at=now_ms, nodes_index=nodes)
         for draft in drafts:
             summary.edges_by_type[draft.type] = summary.edges_by_type.get(draft.type, 0) + 1
         summary.claims_suppressed += written.suppressed
         progress("edges", len(drafts))
 
-    for drafts in detection.batches():
-        for draft in drafts:
+    for drafts, eids in detection.batches():
+        for position, draft in enumerate(drafts):
             # a string of at most a quarter of the limit in characters fits it in UTF-8 bytes: check the rest
             if (len(draft.src) > _SURELY_SHORT or len(draft.dst) > _SURELY_SHORT or len(draft.type) > _SURELY_SHORT) \
                     and any(node_id_problem(f, getattr(draft, f)) for f in ("src", "dst", "type")):
                 summary.edges_too_long += 1
                 continue
-            eid = edge_id(draft.src, draft.type, draft.dst, draft.valid_at)
+            eid = eids[position] if eids is not None else edge_id(draft.src, draft.type, draft.dst, draft.valid_at)
             if eid in wanted:
                 continue
             wanted.add(eid)
