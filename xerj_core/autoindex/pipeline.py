@@ -65,6 +65,9 @@ if TYPE_CHECKING:  # pragma: no cover
 BATCH_FILES = 1024
 # The first transactions are smaller (doubling up to BATCH_FILES), so the writer starts after a few parsed files.
 FIRST_BATCH_FILES = 128
+# ... and a transaction takes files up to this many bytes (at least one file), so large files (real code: 5,000
+# files of site-packages peaked at 412 MB in 1,024-file transactions) hold no more text at once than notes do.
+BATCH_BYTES = 4 << 20
 # Files per executor task: small enough to spread over the workers and to stop soon on Ctrl-C.
 PARSE_BATCH_FILES = 64
 DETECT_BATCH_FILES = 512
@@ -698,11 +701,21 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
     work: list[tuple[str, _Parsed | None]] = []
     size = min(FIRST_BATCH_FILES, BATCH_FILES)
 
+    def due() -> int:
+        """How many of the files waiting make the next transaction (0: not enough yet)."""
+        held = 0
+        for count, (_, parsed) in enumerate(work[:size], 1):
+            held += parsed.entry.size if parsed is not None else 0
+            if held >= BATCH_BYTES:
+                return count
+        return size if len(work) >= size else 0
+
     def flush(everything: bool) -> None:
         nonlocal size
-        while len(work) >= size or (everything and work):
-            batch = [_file_write(path, parsed, prior, root_id) for path, parsed in work[:size]]
-            del work[:size]
+        while work and (everything or due()):
+            take = due() or len(work)
+            batch = [_file_write(path, parsed, prior, root_id) for path, parsed in work[:take]]
+            del work[:take]
             size = min(size * 2, BATCH_FILES)
             count = sink.write_files(brain, batch, now_ms)
             del batch
