@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import subprocess
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -207,6 +209,30 @@ def test_a_companion_killed_mid_run_fails_the_run_and_the_next_run_finishes(tmp_
     with Engine(tmp_path / "inline", get_plugin_manager()) as eng:
         expected = run(eng, folder, brain="b", workers=1)
     assert summary.edges_by_type == expected.edges_by_type
+
+
+UNGUARDED_SCRIPT = """
+import sys
+from pathlib import Path
+from xerj_core.autoindex import pipeline
+from xerj_core.engine import Engine
+
+pipeline.companion_default = lambda: True
+with Engine(Path(sys.argv[1])) as engine:
+    summary = pipeline.run(engine, Path(sys.argv[2]), brain="b")
+print("edges", summary.edges_written)
+"""
+
+
+def test_a_script_without_a_main_guard_gets_its_companion(tmp_path):
+    # a spawned worker would run such a script again (and start a run of its own) unless the pool leaves it behind
+    folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 20)
+    script = tmp_path / "index_my_notes.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "d"), str(folder)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2] == "edges" and int(done.stdout.split()[-1]) > 0
 
 
 class Pools:

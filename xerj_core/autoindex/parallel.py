@@ -18,10 +18,13 @@ process (:class:`InlineExecutor`) the run's own :class:`Plugins` travel instead.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import multiprocessing
 import os
 import pickle
 import signal
+import sys
+import types
 import zlib
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
@@ -48,6 +51,7 @@ __all__ = [
     "combine_kept",
     "detect_kept",
     "init_worker",
+    "main_left_behind",
     "open_pool",
     "parse_and_keep",
     "parse_batch",
@@ -425,6 +429,26 @@ def open_pool(workers: int) -> cf.ProcessPoolExecutor:
     """
     return cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                   initializer=init_worker)
+
+
+@contextlib.contextmanager
+def main_left_behind() -> Any:
+    """While a pool of the run's own spawns its workers: they do not run the caller's main script again.
+
+    A spawned worker imports the parent's ``__main__`` from its path first, so a
+    script calling ``run()`` at its top level, with no ``if __name__ ==
+    "__main__"`` guard, would start a run in every worker (and break the pool).
+    The run's tasks are functions of this package over plain values, so a
+    worker needs nothing from the caller's main module: while the worker
+    starts, ``__main__`` is an empty module, and the caller's is put back.
+    """
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 def batch_failure(step: str, files: Sequence[str], exc: BaseException) -> BaseException:

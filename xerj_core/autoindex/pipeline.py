@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import time
@@ -25,6 +26,7 @@ from xerj_core.autoindex.parallel import (
     combine_kept,
     detect_batch,
     detect_kept,
+    main_left_behind,
     open_pool,
     parse_and_keep,
     parse_batch,
@@ -382,7 +384,9 @@ class _Runner:
         """Hand one task to the executor now; the future of its outcome."""
         self.out += counted
         executor = self.given or self.pool or _INLINE
-        future = executor.submit(fn, self.plugins if self.in_process else self.ref, *args)
+        # a pool of the run's own spawns its workers as tasks are submitted
+        with main_left_behind() if executor is self.pool else contextlib.nullcontext():
+            future = executor.submit(fn, self.plugins if self.in_process else self.ref, *args)
         self.futures.add(future)
         return watch_batch(future, step, files)
 
