@@ -44,6 +44,7 @@ __all__ = [
     "Broadcasting",
     "InlineExecutor",
     "Kept",
+    "adopt_kept",
     "ParseOutcome",
     "Plugins",
     "PluginsRef",
@@ -302,6 +303,11 @@ def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[F
     shipped = [attrs.evolve(o, docs=(), partial=None, sources=o.for_writer()) if o.docs else o
                for o in outcomes if ship or o.failure is not None]
     return pack_outcomes(shipped)
+
+
+def adopt_kept(source: Plugins | PluginsRef, token: str, kept: Sequence[tuple[str, Kept]]) -> None:
+    """The companion keeps these files, parsed by the run's own process (while the companion started)."""
+    _companion_state(token)["kept"].update(kept)
 
 
 def combine_kept(source: Plugins | PluginsRef, token: str) -> tuple[list[str], dict[str, int]]:

@@ -9,7 +9,7 @@ import time
 import uuid
 import weakref
 from collections import deque
-from concurrent.futures import Executor, Future
+from concurrent.futures import BrokenExecutor, Executor, Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
@@ -23,6 +23,7 @@ from xerj_core.autoindex.parallel import (
     ParseOutcome,
     Plugins,
     batch_failure,
+    adopt_kept,
     combine_kept,
     detect_batch,
     detect_kept,
@@ -67,6 +68,8 @@ if TYPE_CHECKING:  # pragma: no cover
 BATCH_FILES = 1024
 # The first transactions are smaller (doubling up to BATCH_FILES), so the writer starts after a few parsed files.
 FIRST_BATCH_FILES = 128
+# With a companion, the files this process parses itself while the companion starts.
+HEAD_PARSE_FILES = 256
 # ... and a transaction takes files up to this many bytes (at least one file), so large files (real code: 5,000
 # files of site-packages peaked at 412 MB in 1,024-file transactions) hold no more text at once than notes do.
 BATCH_BYTES = 4 << 20
@@ -242,7 +245,13 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
     try:
         forced = bool(removed) or run_dirty or not state.edges_index
         runner.expect(len(to_parse) + (len(unchanged) if may_detect and forced else 0))
-        changed_parses = [runner.parse(batch, may_detect) for batch in _chunks(to_parse, PARSE_BATCH_FILES)]
+        # a companion takes a few tenths of a second to start: the first files are parsed here meanwhile (sent
+        # after the rest, so the companion starts at once), and it adopts them before it combines
+        head = HEAD_PARSE_FILES if runner.companion else 0
+        rest = [runner.parse(batch, may_detect) for batch in _chunks(to_parse[head:], PARSE_BATCH_FILES)]
+        first = [runner.parse(batch, may_detect, here=True) for batch in _chunks(to_parse[:head], PARSE_BATCH_FILES)]
+        runner.parsed_here = len(first)
+        changed_parses = first + rest
         detection = _Detection(runner, changed_parses, unchanged, forced=forced) if may_detect else None
         changed = _write_documents(sink, brain_name, state.root_id, runner, changed_parses, removed, prior,
                                    now_ms, summary, progress, detection)
@@ -307,6 +316,7 @@ class _Runner:
         self.may_accompany = executor is None and workers is None and self.workers < 2 and companion_default()
         self.companion = False
         self.token = uuid.uuid4().hex
+        self.parsed_here = 0  # with a companion: how many of the first parse batches this process parses
         self.plugins = plugins
         self.ref = plugins.ref(graph)
         self.graph = graph
@@ -335,9 +345,12 @@ class _Runner:
             self.pool = open_pool(max(self.workers, 1))
             self.companion = self.workers < 2
 
-    def parse(self, batch: Sequence[FileEntry], with_partials: bool, *, ship: bool = True) -> Future:
+    def parse(self, batch: Sequence[FileEntry], with_partials: bool, *, ship: bool = True,
+              here: bool = False) -> Future:
         """A parse batch's future; its outcomes come from :meth:`outcomes`. With ``ship`` false (files parsed
-        for the corpus only) a companion returns only the failures."""
+        for the corpus only) a companion returns only the failures; ``here`` parses in this process anyway."""
+        if here:
+            return _Deferred(parse_batch, PARSING, _paths(batch), self.plugins, batch, with_partials)
         if self.companion:
             # its outcomes come back packed, so every parse batch is sent at once and the companion runs ahead
             return self.submit(parse_and_keep, self.token, batch, with_partials, ship, step=PARSING,
@@ -346,7 +359,7 @@ class _Runner:
 
     def outcomes(self, future: Future) -> list[ParseOutcome]:
         result = future.result()
-        return unpack_outcomes(result) if self.companion else result
+        return unpack_outcomes(result) if isinstance(result, bytes) else result
 
     @property
     def in_process(self) -> bool:
@@ -385,8 +398,12 @@ class _Runner:
         self.out += counted
         executor = self.given or self.pool or _INLINE
         # a pool of the run's own spawns its workers as tasks are submitted
-        with main_left_behind() if executor is self.pool else contextlib.nullcontext():
-            future = executor.submit(fn, self.plugins if self.in_process else self.ref, *args)
+        try:
+            with main_left_behind() if executor is self.pool else contextlib.nullcontext():
+                future = executor.submit(fn, self.plugins if self.in_process else self.ref, *args)
+        except BrokenExecutor as exc:  # a worker died since the last task went out: this one is lost as well
+            future = Future()
+            future.set_exception(exc)
         self.futures.add(future)
         return watch_batch(future, step, files)
 
@@ -542,6 +559,7 @@ class _Detection:
         self.detected: list[str] = []  # the files whose edges a lost combine would lose, to name them
         self.started = False
         self.companion_counters: dict[str, int] = {}
+        self.taken = 0  # changed parse batches taken so far
         if forced:
             self._need()
 
@@ -552,20 +570,35 @@ class _Detection:
             self.unchanged = [self.runner.parse(batch, True, ship=False)
                               for batch in _chunks(self.unchanged_entries, PARSE_BATCH_FILES)]
             if self.runner.companion:
-                # sent now, it runs in the worker right after the last parse, while this process still writes
                 self.detected.extend(_paths(self.unchanged_entries))
-                self.combined = self.runner.submit(combine_kept, self.runner.token, step=COMBINING,
-                                                   files=self.detected, eager=True)
+                self._combine_when_adopted()
+
+    def _combine_when_adopted(self) -> None:
+        """With a companion, send the combine once edges are to be redone and the companion was sent every
+        file parsed here: it runs in the worker right after the last parse, while this process still writes."""
+        if self.needed and self.combined is None and self.taken >= self.runner.parsed_here:
+            self.combined = self.runner.submit(combine_kept, self.runner.token, step=COMBINING,
+                                               files=self.detected, eager=True)
 
     def take(self, outcomes: Sequence[ParseOutcome]) -> None:
         """A batch of changed files is parsed and written: keep what detection needs of it. One that parsed
         means edges are redone."""
-        if any(o.failure is None for o in outcomes):
-            self._need()
-        if self.runner.companion:
-            self.detected.extend(o.entry.rel_path for o in outcomes if o.yields)
-        else:
+        parsed = any(o.failure is None for o in outcomes)
+        if not self.runner.companion:
+            if parsed:
+                self._need()
             self._keep(outcomes)
+            return
+        if self.taken < self.runner.parsed_here:  # parsed in this process: the companion adopts the files
+            adopted = [(o.entry.rel_path, Kept.of(o)) for o in outcomes if o.docs]
+            if adopted:
+                self.runner.submit(adopt_kept, self.runner.token, adopted, step=PARSING,
+                                   files=[path for path, _ in adopted], eager=True)
+        self.taken += 1
+        self.detected.extend(o.entry.rel_path for o in outcomes if o.yields)
+        if parsed:
+            self._need()
+        self._combine_when_adopted()
 
     def _keep(self, outcomes: Sequence[ParseOutcome]) -> None:
         for outcome in outcomes:
