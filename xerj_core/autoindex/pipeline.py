@@ -252,6 +252,7 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
         first = [runner.parse(batch, may_detect, here=True) for batch in _chunks(to_parse[:head], PARSE_BATCH_FILES)]
         runner.parsed_here = len(first)
         changed_parses = first + rest
+        del first, rest  # each batch's future (and its documents, once parsed) is let go as the writer takes it
         detection = _Detection(runner, changed_parses, unchanged, forced=forced) if may_detect else None
         changed = _write_documents(sink, brain_name, state.root_id, runner, changed_parses, removed, prior,
                                    now_ms, summary, progress, detection)
