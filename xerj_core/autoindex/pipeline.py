@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
+import re
 import time
 import uuid
 import weakref
@@ -689,6 +690,12 @@ class _Detection:
 
 _SURELY_SHORT = min(MAX_NODE_ID_BYTES, MAX_TYPE_BYTES) // 4
 _CLAIM = operator.attrgetter("src", "type", "dst")
+_DERIVED_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def _id_number(eid: str) -> int | None:
+    """The number an edge id derived by ``edge_id`` spells; None for any other id (never wanted by a run)."""
+    return int(eid, 16) if _DERIVED_ID.fullmatch(eid) else None
 
 
 def _run_is_dirty(state: RunState | None, detector_tags: list[str]) -> bool:
@@ -801,7 +808,9 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
     """
     standing = sink.standing_edges(brain)
     settled = standing.settled
-    wanted: set[str] = set()
+    # the ids of the edges the corpus teaches, as the 128-bit numbers they spell (half the memory of the strings;
+    # a run can want hundreds of thousands): edge_id gives 32 lowercase hex digits, so the two forms are one-to-one
+    wanted: set[int] = set()
     fresh: list[EdgeDraft] = []
     nodes = ",".join(datasets) or None
 
@@ -821,9 +830,10 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
                 summary.edges_too_long += 1
                 continue
             eid = eids[position] if eids is not None else edge_id(draft.src, draft.type, draft.dst, draft.valid_at)
-            if eid in wanted:
+            number = int(eid, 16)
+            if number in wanted:
                 continue
-            wanted.add(eid)
+            wanted.add(number)
             if eid not in settled:
                 fresh.append(draft)
         if len(fresh) >= EDGES_PER_TRANSACTION:
@@ -831,7 +841,7 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
             fresh = []
     write(fresh)
     summary.edges_capped = int(detection.counters().get("edges_capped", 0))
-    stale = sorted(eid for eid in standing.live if eid not in wanted)
+    stale = sorted(eid for eid in standing.live if _id_number(eid) not in wanted)
     if stale:
         summary.edges_invalidated = sink.invalidate_edges(brain, stale, now_ms)
 
