@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import subprocess
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -56,7 +58,7 @@ class Recorded:
         def batches(detection):
             drafts = []
             for batch in real(detection):
-                drafts.extend(batch)
+                drafts.extend(batch[0])  # (drafts, their edge ids when a companion worked them out)
                 yield batch
             self.results.append(DetectionResult(edges=tuple(drafts), counters=detection.counters()))
 
@@ -91,17 +93,28 @@ def run_both(tmp_path, folder: Path, monkeypatch, executor, steps=(lambda work: 
     return run_each(tmp_path, folder, monkeypatch, {"inline": InlineExecutor(), "pooled": executor}, steps)
 
 
-def run_each(tmp_path, folder: Path, monkeypatch, executors: dict, steps=(lambda work: None,)) -> list:
+# In place of an executor: the run's own companion process (see pipeline.companion_default), on any machine.
+COMPANION = "companion"
+
+
+def run_each(tmp_path, folder: Path, monkeypatch, executors: dict, steps=(lambda work: None,),
+             pools: list | None = None) -> list:
     """Run through each named executor into its own data dir, once per step.
 
     Per executor: the summaries, the detection results (drafts with evidence, counters), the stored
-    edges and the stored notes (ids and sources).
+    edges and the stored notes (ids and sources). The pools the runs open are added to ``pools``.
     """
     outcomes = []
     for name, chosen in executors.items():
         work = tmp_path / f"{name}-folder"
         shutil.copytree(folder, work, copy_function=shutil.copy2)
         recorded = Recorded(monkeypatch)
+        if pools is not None:
+            real_open = pipeline.open_pool
+            monkeypatch.setattr(pipeline, "open_pool", lambda n: pools.append(real_open(n)) or pools[-1])
+        if chosen == COMPANION:
+            monkeypatch.setattr(pipeline, "companion_default", lambda: True)
+            chosen = None
         monkeypatch.setattr(pipeline, "BATCH_FILES", 40)  # detection starts while documents are still written
         summaries = []
         with Engine(tmp_path / name, get_plugin_manager()) as eng:
@@ -152,6 +165,74 @@ def test_a_process_pool_gives_the_inline_drafts_on_a_generated_corpus(tmp_path, 
     assert summaries[1]["edges_written"] == 0 and len(results) == 2  # the no-change re-run detects nothing
     assert summaries[2]["files_indexed"] == 1 and summaries[2]["files_removed"] == 1
     assert pooled == inline
+
+
+def test_a_companion_gives_the_inline_drafts_documents_and_edges(tmp_path, monkeypatch):
+    folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 60)
+    pools: list = []
+    inline, accompanied = run_each(tmp_path, folder, monkeypatch, {"inline": InlineExecutor(), "c": COMPANION},
+                                   steps=RERUN_STEPS, pools=pools)
+    summaries = inline[0]
+    assert summaries[0]["edges_by_type"].get("shared_term") and summaries[0]["files_failed"]
+    assert summaries[2]["files_indexed"] == 1 and summaries[2]["files_removed"] == 1 and summaries[2]["edges_written"]
+    assert accompanied == inline  # the drafts in the same order, counters, summaries, stored edges and documents
+    # one companion per run that had files to parse or detect: the first, and the one after the change (which
+    # parses the unchanged files for the corpus in the companion); the no-change re-run opens none
+    assert [pool._max_workers for pool in pools] == [1, 1]
+    assert not [proc for pool in pools for proc in (pool._processes or {}).values() if proc.is_alive()]
+
+
+def test_a_companion_killed_mid_run_fails_the_run_and_the_next_run_finishes(tmp_path, monkeypatch):
+    from xerj_core.errors import BatchFailed
+
+    folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 60)
+    monkeypatch.setattr(pipeline, "companion_default", lambda: True)
+    monkeypatch.setattr(pipeline, "BATCH_FILES", 50)
+    pools = Pools(monkeypatch)
+
+    class Killing(LocalSink):
+        calls = 0
+
+        def write_files(self, brain, files, now_ms):
+            Killing.calls += 1
+            if Killing.calls == 2:  # the companion dies while the writer still has files to take from it
+                for proc in pools.opened[0]._processes.values():
+                    os.kill(proc.pid, 9)
+            return super().write_files(brain, files, now_ms)
+
+    with Engine(tmp_path / "d", get_plugin_manager()) as eng:
+        with pytest.raises(BatchFailed):
+            run(Killing(eng.store, eng.graph), folder, brain="b", pm=eng.pm)
+        assert pools.workers_left() == [] and LocalSink(eng.store, eng.graph).load("b").run.dirty
+        summary = run(eng, folder, brain="b")
+        assert summary.edges_written > 0 and not LocalSink(eng.store, eng.graph).load("b").run.dirty
+    with Engine(tmp_path / "inline", get_plugin_manager()) as eng:
+        expected = run(eng, folder, brain="b", workers=1)
+    assert summary.edges_by_type == expected.edges_by_type
+
+
+UNGUARDED_SCRIPT = """
+import sys
+from pathlib import Path
+from xerj_core.autoindex import pipeline
+from xerj_core.engine import Engine
+
+pipeline.companion_default = lambda: True
+with Engine(Path(sys.argv[1])) as engine:
+    summary = pipeline.run(engine, Path(sys.argv[2]), brain="b")
+print("edges", summary.edges_written)
+"""
+
+
+def test_a_script_without_a_main_guard_gets_its_companion(tmp_path):
+    # a spawned worker would run such a script again (and start a run of its own) unless the pool leaves it behind
+    folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 20)
+    script = tmp_path / "index_my_notes.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "d"), str(folder)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2] == "edges" and int(done.stdout.split()[-1]) > 0
 
 
 class Pools:

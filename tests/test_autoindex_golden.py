@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from tests.bench.bench_autoindex import generate
+from xerj_core.autoindex import pipeline
 from xerj_core.autoindex.builtin_formats import code
 from xerj_core.autoindex.pipeline import run
 from xerj_core.engine import Engine
@@ -34,10 +35,10 @@ FOAM = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "foam-docs"
 GENERATED_NOTES = 600
 
 
-def dump(folder: Path, brain: str = "golden") -> dict[str, Any]:
+def dump(folder: Path, brain: str = "golden", workers: int | None = 1) -> dict[str, Any]:
     """A run's documents and edges, canonical and free of the files' mtimes."""
     with tempfile.TemporaryDirectory() as data, Engine(Path(data)) as engine:
-        summary = run(engine, folder, brain=brain, clock=lambda: 1_000, workers=1)
+        summary = run(engine, folder, brain=brain, clock=lambda: 1_000, workers=workers)
         out: dict[str, Any] = {"documents": {}, "edges": [],
                                "summary": {"edges_by_type": summary.edges_by_type, "documents": summary.documents,
                                            "edges_capped": summary.edges_capped}}
@@ -91,6 +92,33 @@ def test_foam_documents_and_edges_are_those_of_the_previous_build():
 
 def test_generated_notes_documents_and_edges_are_those_of_the_previous_build(notes):
     _compare(dump(notes), _fixture("notes"))
+
+
+@pytest.fixture
+def companion(monkeypatch):
+    """Runs with no ``workers`` get a companion process, whatever this machine's core count; the pools opened."""
+    opened: list[int] = []
+    real = pipeline.open_pool
+
+    def open_pool(workers):
+        opened.append(workers)
+        return real(workers)
+
+    monkeypatch.setattr(pipeline, "companion_default", lambda: True)
+    monkeypatch.setattr(pipeline, "open_pool", open_pool)
+    monkeypatch.setattr(pipeline, "POOL_MIN_FILES", 2)  # Foam's 87 files are fewer than a companion waits for
+    return opened
+
+
+@pytest.mark.skipif(not FOAM.is_dir(), reason="the Foam corpus is not beside the checkout")
+def test_foam_with_a_companion_process_is_the_previous_build(companion):
+    _compare(dump(FOAM, workers=None), _fixture("foam"))
+    assert companion == [1]
+
+
+def test_generated_notes_with_a_companion_process_are_the_previous_build(notes, companion):
+    _compare(dump(notes, workers=None), _fixture("notes"))
+    assert companion == [1]
 
 
 def test_real_code_documents_and_edges_are_those_of_the_ast_path(tmp_path, monkeypatch):

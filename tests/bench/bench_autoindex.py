@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -89,11 +90,29 @@ from pathlib import Path
 from xerj_core.autoindex.pipeline import run
 from xerj_core.engine import Engine
 with Engine(Path({data!r})) as engine:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     summary = run(engine, Path({corpus!r}), brain="bench")
-    elapsed = time.perf_counter() - start
-print(elapsed, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, summary.documents, summary.edges_written)
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+helpers = resource.getrusage(resource.RUSAGE_CHILDREN)  # the run's companion or pool, reaped when it ended
+print(cpu, helpers.ru_utime + helpers.ru_stime, helpers.ru_maxrss / 1024,
+      elapsed, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, summary.documents, summary.edges_written)
 """
+
+
+def run_child(data: Path, corpus: Path) -> tuple[float, ...]:
+    """Autoindex ``corpus`` in a fresh process: (its CPU s, its workers' CPU s, their peak RSS MB, wall s,
+    its peak RSS MB, documents, edges)."""
+    code = RSS_CHILD.format(data=str(data), corpus=str(corpus))
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return tuple(float(x) for x in out.stdout.split()[-7:])
+
+
+def helpers_note(cpu: float, helper_cpu: float, helper_rss: float) -> str:
+    """What the run's own process and its worker processes (a companion, a pool) spent, for the record."""
+    if helper_cpu <= 0.05:
+        return f"CPU {cpu:.1f}s, no worker process"
+    return f"CPU {cpu:.1f}s in the writing process + {helper_cpu:.1f}s in its worker process(es), whose peak RSS " \
+           f"was {helper_rss:,.0f} MB"
 
 XERJ_VAULT = """
 from pathlib import Path
@@ -112,10 +131,14 @@ assert len(vault.graph.edges) > 0
 """
 
 
-def whole_process(code: str) -> float:
+def whole_process(code: str) -> tuple[float, float]:
+    """Wall and CPU seconds (the process and every process it started) of a fresh interpreter running ``code``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], check=True)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def bench_notes(tmp: Path, notes: int) -> None:
@@ -123,12 +146,15 @@ def bench_notes(tmp: Path, notes: int) -> None:
     generate(corpus, notes)
     floor = read_floor(corpus, "*.md")
     with Engine(tmp / "data-notes") as engine:
+        cpu, helpers = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
         first = run(engine, corpus, brain="bench")
+        cpu, after = time.process_time() - cpu, resource.getrusage(resource.RUSAGE_CHILDREN)
+        helper_cpu = (after.ru_utime + after.ru_stime) - (helpers.ru_utime + helpers.ru_stime)
         second = run(engine, corpus, brain="bench")
     print(f"generated notes ({notes:,}): read floor {floor:.2f}s ({notes / floor:,.0f} files/s)")
     print(f"  first run: {first.elapsed_s:.2f}s, {notes / first.elapsed_s:,.0f} files/s (target >= 1,000), "
           f"{first.edges_written / first.elapsed_s:,.0f} edges/s ({first.edges_written:,} edges), "
-          f"{first.elapsed_s / floor:.1f}x the read floor")
+          f"{first.elapsed_s / floor:.1f}x the read floor; {helpers_note(cpu, helper_cpu, after.ru_maxrss / 1024)}")
     print(f"  no-change re-run: {second.elapsed_s:.2f}s, {notes / second.elapsed_s:,.0f} files/s, "
           f"{first.elapsed_s / second.elapsed_s:.1f}x faster than the first run (target >= 10x)", flush=True)
 
@@ -137,27 +163,27 @@ def bench_python(tmp: Path, wanted: int) -> None:
     corpus = tmp / "code"
     count = copy_python_files(corpus, wanted)
     size = sum(p.stat().st_size for p in corpus.rglob("*.py"))
+    cpu_floor = time.process_time()
     floor = read_floor(corpus, "*.py", tokens=True)
+    cpu_floor = time.process_time() - cpu_floor
     # a fresh process, so its peak RSS is the run's own
-    code = RSS_CHILD.format(data=str(tmp / "data-code"), corpus=str(corpus))
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    elapsed, peak, documents, edges = (float(x) for x in out.stdout.split()[-4:])
+    cpu, helper_cpu, helper_rss, elapsed, peak, documents, edges = run_child(tmp / "data-code", corpus)
     ratio = floor / elapsed
     print(f"real Python ({count:,} .py files from site-packages, {size / 1e6:.0f} MB): read + tokenize floor "
           f"(read each file, decode, tokenize its text) {floor:.2f}s ({count / floor:,.0f} files/s); autoindex "
           f"(read, outline, write {documents:,.0f} documents with their postings and columns, detect and write "
           f"{edges:,.0f} edges) {elapsed:.2f}s ({count / elapsed:,.0f} files/s), peak RSS {peak:,.0f} MB; "
-          f"ratio to the floor {ratio:.3f} (target >= 0.25)", flush=True)
+          f"ratio to the floor {ratio:.3f} (target >= 0.25); floor CPU {cpu_floor:.2f}s, autoindex "
+          f"{helpers_note(cpu, helper_cpu, helper_rss)}; CPU ratio {cpu_floor / (cpu + helper_cpu):.3f}", flush=True)
 
 
 def bench_rss(tmp: Path, notes: int) -> None:
     corpus = tmp / "rss-notes"
     generate(corpus, notes)
-    code = RSS_CHILD.format(data=str(tmp / "data-rss"), corpus=str(corpus))
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    elapsed, peak = (float(x) for x in out.stdout.split()[-4:-2])
+    cpu, helper_cpu, helper_rss, elapsed, peak, _, _ = run_child(tmp / "data-rss", corpus)
     print(f"peak RSS autoindexing {notes:,} generated notes in a fresh process: {peak:,.0f} MB "
-          f"({elapsed:.1f}s, {notes / elapsed:,.0f} files/s) (target <= 400 MB)", flush=True)
+          f"({elapsed:.1f}s, {notes / elapsed:,.0f} files/s) (target <= 400 MB); "
+          f"{helpers_note(cpu, helper_cpu, helper_rss)}", flush=True)
 
 
 def bench_vault(tmp: Path, notes: int) -> None:
@@ -168,13 +194,14 @@ def bench_vault(tmp: Path, notes: int) -> None:
         return
     corpus = tmp / "vault"
     generate(corpus, notes)
-    ours = whole_process(XERJ_VAULT.format(data=str(tmp / "data-vault"), corpus=str(corpus)))
-    theirs = whole_process(OBSIDIAN_VAULT.format(corpus=str(corpus)))
-    startup = whole_process("import xerj_core.autoindex.pipeline, xerj_core.engine")
+    ours, our_cpu = whole_process(XERJ_VAULT.format(data=str(tmp / "data-vault"), corpus=str(corpus)))
+    theirs, their_cpu = whole_process(OBSIDIAN_VAULT.format(corpus=str(corpus)))
+    startup, _ = whole_process("import xerj_core.autoindex.pipeline, xerj_core.engine")
     print(f"vault of {notes:,} linked notes, whole process: xerj autoindex (documents, postings, columns, every "
           f"detector's edges) {ours:.2f}s, of which interpreter start and imports {startup:.2f}s; obsidiantools "
           f"Vault(path).connect() (read notes, wikilink graph) {theirs:.2f}s; ratio {ours / theirs:.2f} "
-          f"(target <= 0.25)", flush=True)
+          f"(target <= 0.25); CPU (every process each side started) {our_cpu:.2f}s vs {their_cpu:.2f}s, "
+          f"ratio {our_cpu / their_cpu:.2f}", flush=True)
 
 
 def main() -> None:

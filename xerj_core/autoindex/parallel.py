@@ -18,33 +18,45 @@ process (:class:`InlineExecutor`) the run's own :class:`Plugins` travel instead.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import multiprocessing
 import os
 import pickle
 import signal
+import sys
+import types
+import zlib
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
+import orjson
 import xxhash
 
-from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, detect_file, summarize
+from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine, detect_file, summarize
 from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file
 from xerj_core.autoindex.walk import FileEntry
 from xerj_core.errors import BatchFailed, PluginError, XerjError
-from xerj_core.graph.brain import MAX_NODE_ID_BYTES, node_id_problem
+from xerj_core.graph.brain import MAX_NODE_ID_BYTES, edge_id, node_id_problem
 from xerj_core.model import EdgeDraft, SourceDocument
 
 __all__ = [
     "Broadcast",
     "Broadcasting",
     "InlineExecutor",
+    "Kept",
+    "adopt_kept",
     "ParseOutcome",
     "Plugins",
     "PluginsRef",
     "detect_batch",
+    "combine_kept",
+    "detect_kept",
     "init_worker",
+    "main_left_behind",
     "open_pool",
+    "parse_and_keep",
     "parse_batch",
+    "unpack_outcomes",
     "rebuilds_alike",
     "share",
     "watch_batch",
@@ -175,6 +187,20 @@ class ParseOutcome:
     digest: str = ""
     failure: str | None = None
     partial: Mapping[str, Any] | None = None
+    # the documents as the writer takes them, ``(dataset, id, source)``, when they travel so instead of ``docs``
+    # (a companion's: plain dicts cost the writer less to unpickle than documents, and nothing to convert)
+    sources: tuple[tuple[str, str, dict[str, Any]], ...] | None = None
+
+    @property
+    def yields(self) -> bool:
+        """Whether a format read the file into documents."""
+        return bool(self.docs) or bool(self.sources)
+
+    def for_writer(self) -> tuple[tuple[str, str, dict[str, Any]], ...]:
+        """The documents as ``(dataset, id, source)``."""
+        if self.sources is not None:
+            return self.sources
+        return tuple((doc.dataset, doc.doc_id, doc.to_source()) for doc in self.docs)
 
 
 def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with_partials: bool) -> list[ParseOutcome]:
@@ -204,6 +230,117 @@ def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with
         partial = summarize(plugins.detectors, list(docs)) if with_partials and docs else None
         outcomes.append(ParseOutcome(entry, docs, xxhash.xxh3_64_hexdigest(data), partial=partial))
     return outcomes
+
+
+@attrs.frozen
+class Kept:
+    """What detection keeps of a parsed file until it runs: its documents without their text, the texts
+    compressed apart (put back for the file's detect batch only), and the file's ``summarize`` partial."""
+
+    docs: tuple[SourceDocument, ...]
+    texts: bytes
+    partial: Any
+
+    @classmethod
+    def of(cls, outcome: ParseOutcome) -> "Kept":
+        texts = [doc.text for doc in outcome.docs]
+        docs = tuple(with_text(doc, "") if doc.text else doc for doc in outcome.docs)
+        return cls(docs, zlib.compress(orjson.dumps(texts), 1), outcome.partial or {})
+
+    def documents(self) -> tuple[SourceDocument, ...]:
+        texts = orjson.loads(zlib.decompress(self.texts))
+        return tuple(with_text(doc, text) if text else doc for doc, text in zip(self.docs, texts))
+
+
+_DOCUMENT_FIELDS = ("doc_id", "dataset", "ax_path", "title", "text", "section", "kind", "mtime_ms", "format", "fields")
+assert tuple(f.name for f in attrs.fields(SourceDocument)) == _DOCUMENT_FIELDS, "update with_text"
+
+
+def with_text(doc: SourceDocument, text: str) -> SourceDocument:
+    """``attrs.evolve(doc, text=text)`` at a fraction of its cost (a run makes one per document, twice)."""
+    return SourceDocument(doc.doc_id, doc.dataset, doc.ax_path, doc.title, text, doc.section, doc.kind,
+                          doc.mtime_ms, doc.format, doc.fields)
+
+
+# -- the companion: one worker process that keeps a run's detection state between its tasks ------------------
+#
+# A run's own pool of exactly one process (see pipeline._Runner) runs its tasks one at a time, in the order they
+# were sent. So the worker can keep what detection needs of each file it parsed (a :class:`Kept`), combine the
+# partials itself once the last file is parsed, and detect from what it kept: the run's process only writes, and
+# never holds, ships or broadcasts the corpus. The state lives under the run's token and dies with the pool.
+
+
+def _companion_state(token: str) -> dict[str, Any]:
+    state = _WORKER.get("companion")
+    if state is None or state["token"] != token:
+        state = _WORKER["companion"] = {"token": token, "kept": {}, "corpus": None, "states": None}
+    return state
+
+
+def pack_outcomes(outcomes: list[ParseOutcome]) -> bytes:
+    """A batch's outcomes as the companion ships them: pickled and compressed, so a run can hold many batches
+    that are parsed ahead of its writer without holding their documents as objects."""
+    return zlib.compress(pickle.dumps(outcomes, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def unpack_outcomes(blob: bytes) -> list[ParseOutcome]:
+    return pickle.loads(zlib.decompress(blob))
+
+
+def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[FileEntry], keep: bool,
+                   ship: bool) -> bytes:
+    """The companion's parse: :func:`parse_batch`, keeping each parsed file for detection when ``keep``.
+
+    Returns the packed outcomes, without their partials (those stay here); with
+    ``ship`` false (files parsed for the corpus only) just the failures.
+    """
+    outcomes = parse_batch(source, entries, keep)
+    if keep:
+        kept = _companion_state(token)["kept"]
+        for outcome in outcomes:
+            if outcome.docs:
+                kept[outcome.entry.rel_path] = Kept.of(outcome)
+    shipped = [attrs.evolve(o, docs=(), partial=None, sources=o.for_writer()) if o.docs else o
+               for o in outcomes if ship or o.failure is not None]
+    return pack_outcomes(shipped)
+
+
+def adopt_kept(source: Plugins | PluginsRef, token: str, kept: Sequence[tuple[str, Kept]]) -> None:
+    """The companion keeps these files, parsed by the run's own process (while the companion started)."""
+    _companion_state(token)["kept"].update(kept)
+
+
+def combine_kept(source: Plugins | PluginsRef, token: str) -> tuple[list[str], dict[str, int]]:
+    """The companion's combine over every file it kept: the files in detection order, and the run's counters."""
+    plugins = _resolve(source)
+    state = _companion_state(token)
+    kept: dict[str, Kept] = state["kept"]
+    ordered = sorted(kept)
+    corpus = Corpus({path: kept[path].docs for path in ordered})
+    states = combine(plugins.detectors, (kept[path].partial for path in ordered), corpus)
+    for path in ordered:  # the partials are folded into the states: let them go
+        kept[path] = attrs.evolve(kept[path], partial=None)
+    state["corpus"], state["states"] = corpus, states
+    counters: dict[str, int] = {}
+    for detector_state in states.values():
+        for key, value in detector_state.counters.items():
+            counters[key] = counters.get(key, 0) + int(value)
+    return ordered, counters
+
+
+def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str]) -> tuple[list[EdgeDraft], list[str]]:
+    """The companion's detect batch: these kept files (let go once detected) against its combined states; the
+    drafts and their edge ids (see ``graph.brain.edge_id``), which the writer reconciles by."""
+    plugins = _resolve(source)
+    state = _companion_state(token)
+    kept: dict[str, Kept] = state["kept"]
+    corpus, states = state["corpus"], state["states"]
+    if corpus is None:
+        raise PluginError(f"worker process {os.getpid()} was asked to detect before it combined the run's files")
+    drafts: list[EdgeDraft] = []
+    for path in paths:
+        drafts.extend(detect_file(plugins.detectors, list(kept.pop(path).documents()), corpus, states))
+    return drafts, [edge_id(d.src, d.type, d.dst, d.valid_at) for d in drafts]
 
 
 @attrs.frozen
@@ -298,6 +435,26 @@ def open_pool(workers: int) -> cf.ProcessPoolExecutor:
     """
     return cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                   initializer=init_worker)
+
+
+@contextlib.contextmanager
+def main_left_behind() -> Any:
+    """While a pool of the run's own spawns its workers: they do not run the caller's main script again.
+
+    A spawned worker imports the parent's ``__main__`` from its path first, so a
+    script calling ``run()`` at its top level, with no ``if __name__ ==
+    "__main__"`` guard, would start a run in every worker (and break the pool).
+    The run's tasks are functions of this package over plain values, so a
+    worker needs nothing from the caller's main module: while the worker
+    starts, ``__main__`` is an empty module, and the caller's is put back.
+    """
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 def batch_failure(step: str, files: Sequence[str], exc: BaseException) -> BaseException:

@@ -2,30 +2,39 @@
 
 from __future__ import annotations
 
+import contextlib
+import operator
 import os
+import re
 import time
+import uuid
 import weakref
-import zlib
 from collections import deque
-from concurrent.futures import Executor, Future
+from concurrent.futures import BrokenExecutor, Executor, Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import attrs
-import orjson
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine
 from xerj_core.autoindex.formats import collect_formats
 from xerj_core.autoindex.parallel import (
     InlineExecutor,
+    Kept,
     ParseOutcome,
     Plugins,
     batch_failure,
+    adopt_kept,
+    combine_kept,
     detect_batch,
+    detect_kept,
+    main_left_behind,
     open_pool,
+    parse_and_keep,
     parse_batch,
     rebuilds_alike,
     share,
+    unpack_outcomes,
     watch_batch,
 )
 from xerj_core.autoindex.sink import (
@@ -46,7 +55,7 @@ from xerj_core.autoindex.sink import (
 from xerj_core.autoindex.walk import UNREADABLE, FileEntry, Skipped, walk
 from xerj_core.errors import BatchFailed, IllegalArgument
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, MAX_TYPE_BYTES, edge_id, node_id_problem, validate_brain_name
-from xerj_core.model import EdgeDraft, SourceDocument
+from xerj_core.model import EdgeDraft
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.store.residency import trim_heap
 from xerj_core.text import derive_brain_name
@@ -54,8 +63,17 @@ from xerj_core.text import derive_brain_name
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.engine import Engine
 
-# Files per write transaction: an interrupted run loses at most this batch, never half a file.
-BATCH_FILES = 256
+# Files per write transaction: an interrupted run loses at most this batch, never half a file. Each transaction
+# seals (and may merge) its indices, so fewer, larger ones cost the writer less: on 20,000 notes 1,024 files cost
+# 6.7-7.3 s of writer CPU against 6.7-8.5 s at 256, and the run's peak RSS stays in its edge writes (docs 235 MB).
+BATCH_FILES = 1024
+# The first transactions are smaller (doubling up to BATCH_FILES), so the writer starts after a few parsed files.
+FIRST_BATCH_FILES = 128
+# With a companion, the files this process parses itself while the companion starts.
+HEAD_PARSE_FILES = 256
+# ... and a transaction takes files up to this many bytes (at least one file), so large files (real code: 5,000
+# files of site-packages peaked at 412 MB in 1,024-file transactions) hold no more text at once than notes do.
+BATCH_BYTES = 4 << 20
 # Files per executor task: small enough to spread over the workers and to stop soon on Ctrl-C.
 PARSE_BATCH_FILES = 64
 DETECT_BATCH_FILES = 512
@@ -127,7 +145,7 @@ NO_FORMAT_REASON = "no format reads this file"
 @attrs.frozen
 class _Parsed:
     entry: FileEntry
-    docs: tuple[SourceDocument, ...]
+    docs: tuple[tuple[str, str, dict[str, Any]], ...]  # (dataset, id, source): ParseOutcome.for_writer
     digest: str
 
 
@@ -161,7 +179,10 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
     detection overlaps the writes when both are needed. Without ``executor``
     the run starts a spawned process pool of ``workers`` processes (default:
     :func:`default_workers`) when it has at least :data:`POOL_MIN_FILES` files to parse
-    or detect, and shuts it down on every way out (Ctrl-C included); smaller
+    or detect, and shuts it down on every way out (Ctrl-C included); on two or
+    three cores with neither ``executor`` nor ``workers`` given, that pool is a
+    companion (:func:`companion_default`): one process that parses, keeps the
+    corpus, combines and detects while this one writes. Smaller
     runs, ``workers=1``, and runs whose plugin manager has plugins registered
     by hand (a test fixture's ``pm``: those exist in this process only, a
     worker's ``get_plugin_manager()`` would not see them) run in this process.
@@ -225,11 +246,17 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
     try:
         forced = bool(removed) or run_dirty or not state.edges_index
         runner.expect(len(to_parse) + (len(unchanged) if may_detect and forced else 0))
-        changed_parses = [runner.submit(parse_batch, batch, may_detect, step=PARSING, files=_paths(batch))
-                          for batch in _chunks(to_parse, PARSE_BATCH_FILES)]
+        # a companion takes a few tenths of a second to start: the first files are parsed here meanwhile (sent
+        # after the rest, so the companion starts at once), and it adopts them before it combines
+        head = HEAD_PARSE_FILES if runner.companion else 0
+        rest = [runner.parse(batch, may_detect) for batch in _chunks(to_parse[head:], PARSE_BATCH_FILES)]
+        first = [runner.parse(batch, may_detect, here=True) for batch in _chunks(to_parse[:head], PARSE_BATCH_FILES)]
+        runner.parsed_here = len(first)
+        changed_parses = first + rest
+        del first, rest  # each batch's future (and its documents, once parsed) is let go as the writer takes it
         detection = _Detection(runner, changed_parses, unchanged, forced=forced) if may_detect else None
-        changed = _write_documents(sink, brain_name, state.root_id, changed_parses, removed, prior, now_ms,
-                                   summary, progress, detection)
+        changed = _write_documents(sink, brain_name, state.root_id, runner, changed_parses, removed, prior,
+                                   now_ms, summary, progress, detection)
         datasets = _datasets_after(prior, changed, removed)
         summary.datasets = datasets
         dirty = bool(changed or removed) or run_dirty or state.root != summary.root
@@ -263,10 +290,22 @@ def default_workers() -> int:
 
     Writing stays in this process and is most of a first run; measured on two
     cores, a pool of two made a 5,000-note run 8-15% slower (its workers
-    compete with the writer), so small machines run inline unless asked.
+    compete with the writer), so smaller machines get a companion instead
+    (see :func:`companion_default`).
     """
     cores = os.cpu_count() or 1
     return cores if cores >= 4 else 1
+
+
+def companion_default() -> bool:
+    """Whether a run that names no executor nor ``workers`` gets a companion: on two or three cores.
+
+    A companion is one worker process that parses every file, keeps what
+    detection needs, combines and detects, while this process only writes:
+    the writer is most of a first run, and on two cores the companion's work
+    then costs it next to nothing (a pool of two competed with it instead).
+    """
+    return 2 <= (os.cpu_count() or 1) < 4
 
 
 class _Runner:
@@ -275,6 +314,11 @@ class _Runner:
     def __init__(self, executor: Executor | None, workers: int | None, plugins: Plugins, graph: bool) -> None:
         self.given = executor
         self.workers = workers if workers is not None else default_workers()
+        # a companion: the run's own pool of one process, which keeps detection's state between its tasks
+        self.may_accompany = executor is None and workers is None and self.workers < 2 and companion_default()
+        self.companion = False
+        self.token = uuid.uuid4().hex
+        self.parsed_here = 0  # with a companion: how many of the first parse batches this process parses
         self.plugins = plugins
         self.ref = plugins.ref(graph)
         self.graph = graph
@@ -287,19 +331,44 @@ class _Runner:
         self.out = 0
 
     def expect(self, work_files: int) -> None:
-        """Open a pool once the run has ``work_files`` files to parse or detect, if a pool pays and may be used."""
-        if self.given is not None or self.pool is not None or self.workers < 2 or work_files < POOL_MIN_FILES:
+        """Open a pool once the run has ``work_files`` files to parse or detect, if a pool pays and may be used.
+
+        A companion is opened by the first call only (the run's start), since it
+        must parse every file whose documents detection keeps.
+        """
+        accompany, self.may_accompany = self.may_accompany, False
+        if self.given is not None or self.pool is not None or work_files < POOL_MIN_FILES:
+            return
+        if self.workers < 2 and not accompany:
             return
         if self.pool_allowed is None:
             self.pool_allowed = rebuilds_alike(self.plugins, self.graph)
         if self.pool_allowed:
-            self.pool = open_pool(self.workers)
+            self.pool = open_pool(max(self.workers, 1))
+            self.companion = self.workers < 2
+
+    def parse(self, batch: Sequence[FileEntry], with_partials: bool, *, ship: bool = True,
+              here: bool = False) -> Future:
+        """A parse batch's future; its outcomes come from :meth:`outcomes`. With ``ship`` false (files parsed
+        for the corpus only) a companion returns only the failures; ``here`` parses in this process anyway."""
+        if here:
+            return _Deferred(parse_batch, PARSING, _paths(batch), self.plugins, batch, with_partials)
+        if self.companion:
+            # its outcomes come back packed, so every parse batch is sent at once and the companion runs ahead
+            return self.submit(parse_and_keep, self.token, batch, with_partials, ship, step=PARSING,
+                               files=_paths(batch), eager=True)
+        return self.submit(parse_batch, batch, with_partials, step=PARSING, files=_paths(batch))
+
+    def outcomes(self, future: Future) -> list[ParseOutcome]:
+        result = future.result()
+        return unpack_outcomes(result) if isinstance(result, bytes) else result
 
     @property
     def in_process(self) -> bool:
         return isinstance(self.given or self.pool or _INLINE, InlineExecutor)
 
-    def submit(self, fn: Callable[..., Any], *args: Any, step: str, files: Sequence[str]) -> Future:
+    def submit(self, fn: Callable[..., Any], *args: Any, step: str, files: Sequence[str],
+               eager: bool = False) -> Future:
         """``fn(plugins, *args)`` on the executor; tasks for another process name the plugins, not carry them.
 
         With no executor of its own the run defers the call until its result is
@@ -308,24 +377,35 @@ class _Runner:
         On an executor, at most :attr:`window` tasks are out at once (sent and
         their results not yet taken): the rest wait here, so results never pile
         up faster than the writer takes them.
+        An ``eager`` task (one whose result is small or packed) is sent at once and not counted in the window.
         The future fails with ``BatchFailed`` naming ``files`` when the task fails as a whole.
         """
         if self.given is None and self.pool is None:
             return _Deferred(fn, step, files, self.plugins, *args)
-        queued = _Queued(self, fn, args, step, files)
-        self.backlog.append(queued)
-        self._send()
+        queued = _Queued(self, fn, args, step, files, counted=not eager)
+        if eager:
+            queued.send()
+        else:
+            self.backlog.append(queued)
+            self._send()
         return queued
 
     def _send(self) -> None:
         while self.backlog and self.out < self.window:
             self.backlog.popleft().send()
 
-    def send(self, fn: Callable[..., Any], args: tuple[Any, ...], step: str, files: Sequence[str]) -> Future:
+    def send(self, fn: Callable[..., Any], args: tuple[Any, ...], step: str, files: Sequence[str],
+             counted: bool = True) -> Future:
         """Hand one task to the executor now; the future of its outcome."""
-        self.out += 1
+        self.out += counted
         executor = self.given or self.pool or _INLINE
-        future = executor.submit(fn, self.plugins if self.in_process else self.ref, *args)
+        # a pool of the run's own spawns its workers as tasks are submitted
+        try:
+            with main_left_behind() if executor is self.pool else contextlib.nullcontext():
+                future = executor.submit(fn, self.plugins if self.in_process else self.ref, *args)
+        except BrokenExecutor as exc:  # a worker died since the last task went out: this one is lost as well
+            future = Future()
+            future.set_exception(exc)
         self.futures.add(future)
         return watch_batch(future, step, files)
 
@@ -401,11 +481,13 @@ class _Queued(_OnDemand):
     """A task for the runner's executor, sent when the runner's window has room or its result is asked for."""
 
     def __init__(self, runner: _Runner, fn: Callable[..., Any], args: tuple[Any, ...], step: str,
-                 files: Sequence[str]) -> None:
+                 files: Sequence[str], counted: bool = True) -> None:
         super().__init__()
         self._runner = runner
-        self._call: tuple[Callable[..., Any], tuple[Any, ...], str, Sequence[str]] | None = (fn, args, step, files)
-        self._taken = False
+        self._call: tuple[Callable[..., Any], tuple[Any, ...], str, Sequence[str], bool] | None = (
+            fn, args, step, files, counted)
+        # an uncounted task takes no room in the runner's window
+        self._taken = not counted
 
     def send(self) -> None:
         call, self._call = self._call, None
@@ -439,42 +521,13 @@ def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [items[start:start + size] for start in range(0, len(items), size)]
 
 
-@attrs.frozen
-class _Kept:
-    """What detection keeps of a parsed file until it runs: its documents without their text, the texts
-    compressed apart (put back for the file's detect batch only), and the file's ``summarize`` partial."""
-
-    docs: tuple[SourceDocument, ...]
-    texts: bytes
-    partial: Any
-
-    @classmethod
-    def of(cls, outcome: ParseOutcome) -> "_Kept":
-        texts = [doc.text for doc in outcome.docs]
-        docs = tuple(_with_text(doc, "") if doc.text else doc for doc in outcome.docs)
-        return cls(docs, zlib.compress(orjson.dumps(texts), 1), outcome.partial or {})
-
-    def documents(self) -> tuple[SourceDocument, ...]:
-        texts = orjson.loads(zlib.decompress(self.texts))
-        return tuple(_with_text(doc, text) if text else doc for doc, text in zip(self.docs, texts))
-
-
-_DOCUMENT_FIELDS = ("doc_id", "dataset", "ax_path", "title", "text", "section", "kind", "mtime_ms", "format", "fields")
-assert tuple(f.name for f in attrs.fields(SourceDocument)) == _DOCUMENT_FIELDS, "update _with_text"
-
-
-def _with_text(doc: SourceDocument, text: str) -> SourceDocument:
-    """``attrs.evolve(doc, text=text)`` at a fraction of its cost (a run makes one per document, twice)."""
-    return SourceDocument(doc.doc_id, doc.dataset, doc.ax_path, doc.title, text, doc.section, doc.kind,
-                          doc.mtime_ms, doc.format, doc.fields)
-
-
 def _paths(entries: Sequence[FileEntry]) -> list[str]:
     return [entry.rel_path for entry in entries]
 
 
 # a batch task's step, as BatchFailed names it
 PARSING = "parse"
+COMBINING = "combine"
 DETECTING = "detect"
 
 
@@ -485,7 +538,7 @@ class _Detection:
     corpus and states broadcast with each detect batch → map (``detect_file``).
     Unchanged files are parsed for the corpus once edges are known to be redone.
 
-    Between its parse and its detect batch a file is held as a :class:`_Kept`
+    Between its parse and its detect batch a file is held as a :class:`Kept`
     (no text objects); a parse batch's outcomes are taken as soon as the writer
     is done with them, and detect batches are built and run a window at a time,
     so the run never holds every file's documents, texts and drafts at once.
@@ -498,11 +551,17 @@ class _Detection:
         self.unchanged_entries = unchanged
         self.unchanged: list[Future | None] = []
         self.needed = False
-        self.kept: dict[str, _Kept] = {}
+        self.kept: dict[str, Kept] = {}
         self.failures: list[dict[str, str]] = []
         self.states: dict[str, DetectorState] | None = None
         self.corpus: Corpus | None = None
         self.shared: Any = None
+        # with a companion (see _Runner), the worker keeps the files and combines them itself
+        self.combined: Future | None = None
+        self.detected: list[str] = []  # the files whose edges a lost combine would lose, to name them
+        self.started = False
+        self.companion_counters: dict[str, int] = {}
+        self.taken = 0  # changed parse batches taken so far
         if forced:
             self._need()
 
@@ -510,20 +569,43 @@ class _Detection:
         if not self.needed:
             self.needed = True
             self.runner.expect(len(self.unchanged_entries))
-            self.unchanged = [self.runner.submit(parse_batch, batch, True, step=PARSING, files=_paths(batch))
+            self.unchanged = [self.runner.parse(batch, True, ship=False)
                               for batch in _chunks(self.unchanged_entries, PARSE_BATCH_FILES)]
+            if self.runner.companion:
+                self.detected.extend(_paths(self.unchanged_entries))
+                self._combine_when_adopted()
+
+    def _combine_when_adopted(self) -> None:
+        """With a companion, send the combine once edges are to be redone and the companion was sent every
+        file parsed here: it runs in the worker right after the last parse, while this process still writes."""
+        if self.needed and self.combined is None and self.taken >= self.runner.parsed_here:
+            self.combined = self.runner.submit(combine_kept, self.runner.token, step=COMBINING,
+                                               files=self.detected, eager=True)
 
     def take(self, outcomes: Sequence[ParseOutcome]) -> None:
         """A batch of changed files is parsed and written: keep what detection needs of it. One that parsed
         means edges are redone."""
-        if any(o.failure is None for o in outcomes):
+        parsed = any(o.failure is None for o in outcomes)
+        if not self.runner.companion:
+            if parsed:
+                self._need()
+            self._keep(outcomes)
+            return
+        if self.taken < self.runner.parsed_here:  # parsed in this process: the companion adopts the files
+            adopted = [(o.entry.rel_path, Kept.of(o)) for o in outcomes if o.docs]
+            if adopted:
+                self.runner.submit(adopt_kept, self.runner.token, adopted, step=PARSING,
+                                   files=[path for path, _ in adopted], eager=True)
+        self.taken += 1
+        self.detected.extend(o.entry.rel_path for o in outcomes if o.yields)
+        if parsed:
             self._need()
-        self._keep(outcomes)
+        self._combine_when_adopted()
 
     def _keep(self, outcomes: Sequence[ParseOutcome]) -> None:
         for outcome in outcomes:
             if outcome.docs:
-                self.kept[outcome.entry.rel_path] = _Kept.of(outcome)
+                self.kept[outcome.entry.rel_path] = Kept.of(outcome)
 
     def ready(self) -> bool:
         """Whether detection can start now: every changed file is taken and, with an executor that works
@@ -536,16 +618,19 @@ class _Detection:
         return self.failures
 
     def start(self) -> None:
-        if self.states is not None:
+        if self.started:
             return
         for position, future in enumerate(self.unchanged):
             if future is None:
                 continue
-            outcomes = future.result()
+            outcomes = self.runner.outcomes(future)
             self.unchanged[position] = None
             self.failures.extend({"path": o.entry.rel_path, "reason": o.failure}
                                  for o in outcomes if o.failure is not None)
             self._keep(outcomes)
+        self.started = True
+        if self.runner.companion:
+            return
         ordered = sorted(self.kept)
         self.corpus = Corpus({path: self.kept[path].docs for path in ordered})
         self.states = combine(self.runner.plugins.detectors, (self.kept[path].partial for path in ordered),
@@ -556,26 +641,36 @@ class _Detection:
         trim_heap()
         self.shared = self.runner.share(self.corpus, self.states)
 
-    def batches(self) -> Iterator[list[EdgeDraft]]:
-        """Each detect batch's drafts, in file order, with at most the runner's window of batches in flight."""
+    def batches(self) -> Iterator[tuple[list[EdgeDraft], list[str] | None]]:
+        """Each detect batch's drafts, in file order, with at most the runner's window of batches in flight,
+        and their edge ids when the companion worked them out (else None)."""
         self.start()
-        ordered = sorted(self.kept)
+        if self.combined is not None:
+            ordered, self.companion_counters = self.combined.result()
+        else:
+            ordered = sorted(self.kept)
         pending: deque[Future] = deque()
         # a lost batch does not stop the others: they are awaited so that every lost file is named at the end
         lost: list[BatchFailed] = []
 
-        def drafts(future: Future) -> list[EdgeDraft]:
+        def drafts(future: Future) -> tuple[list[EdgeDraft], list[str] | None]:
             try:
-                return future.result()
+                found = future.result()
             except BatchFailed as exc:
                 lost.append(exc)
-                return []
+                return [], None
+            return found if self.combined is not None else (found, None)
 
         for lo in range(0, len(ordered), DETECT_BATCH_FILES):
-            # a file's compressed texts are needed by its own batch only (the corpus keeps its text-free documents)
-            work = [(path, self.kept.pop(path).documents()) for path in ordered[lo:lo + DETECT_BATCH_FILES]]
-            pending.append(self.runner.submit(detect_batch, self.shared, work, step=DETECTING,
-                                              files=ordered[lo:lo + DETECT_BATCH_FILES]))
+            paths = ordered[lo:lo + DETECT_BATCH_FILES]
+            if self.combined is not None:  # the companion kept the files: it is sent their names
+                pending.append(self.runner.submit(detect_kept, self.runner.token, paths, step=DETECTING,
+                                                  files=paths))
+            else:
+                # a file's compressed texts are needed by its own batch only (the corpus keeps its text-free
+                # documents)
+                work = [(path, self.kept.pop(path).documents()) for path in paths]
+                pending.append(self.runner.submit(detect_batch, self.shared, work, step=DETECTING, files=paths))
             if len(pending) >= self.runner.window:
                 yield drafts(pending.popleft())
         while pending:
@@ -584,6 +679,8 @@ class _Detection:
             raise BatchFailed.joined(lost)
 
     def counters(self) -> dict[str, int]:
+        if self.combined is not None:
+            return dict(self.companion_counters)
         counters: dict[str, int] = {}
         for detector_state in (self.states or {}).values():
             for key, value in detector_state.counters.items():
@@ -592,6 +689,13 @@ class _Detection:
 
 
 _SURELY_SHORT = min(MAX_NODE_ID_BYTES, MAX_TYPE_BYTES) // 4
+_CLAIM = operator.attrgetter("src", "type", "dst")
+_DERIVED_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def _id_number(eid: str) -> int | None:
+    """The number an edge id derived by ``edge_id`` spells; None for any other id (never wanted by a run)."""
+    return int(eid, 16) if _DERIVED_ID.fullmatch(eid) else None
 
 
 def _run_is_dirty(state: RunState | None, detector_tags: list[str]) -> bool:
@@ -618,8 +722,8 @@ def _datasets_after(prior: Mapping[str, FileState], changed: Mapping[str, tuple[
 
 def _file_write(rel_path: str, parsed: _Parsed | None, prior: Mapping[str, FileState], root_id: str) -> FileWrite:
     """One file's documents as parsed now and the ones it no longer yields (all of them once it is gone)."""
-    documents = tuple(IndexedDocument(dataset_index(doc.dataset, root_id), doc.doc_id, doc.to_source())
-                      for doc in parsed.docs) if parsed is not None else ()
+    documents = tuple(IndexedDocument(dataset_index(dataset, root_id), doc_id, source)
+                      for dataset, doc_id, source in parsed.docs) if parsed is not None else ()
     known = prior.get(rel_path)
     now = {doc_ref(doc.index, doc.id) for doc in documents}
     stale = tuple(sorted(set(known.docs if known is not None else ()) - now))
@@ -627,9 +731,9 @@ def _file_write(rel_path: str, parsed: _Parsed | None, prior: Mapping[str, FileS
     return FileWrite(path=rel_path, stamp=stamp, documents=documents, stale=stale)
 
 
-def _write_documents(sink: BrainSink, brain: str, root_id: str, parses: list[Future | None], removed: Sequence[str],
-                     prior: Mapping[str, FileState], now_ms: int, summary: RunSummary, progress: Progress,
-                     detection: _Detection | None) -> dict[str, tuple[str, ...]]:
+def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner, parses: list[Future | None],
+                     removed: Sequence[str], prior: Mapping[str, FileState], now_ms: int, summary: RunSummary,
+                     progress: Progress, detection: _Detection | None) -> dict[str, tuple[str, ...]]:
     """Write changed files' documents as their parses come in, then forget removed files.
 
     A batch of whole files per transaction. Each parse batch is let go once its
@@ -640,11 +744,24 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, parses: list[Fut
     """
     changed: dict[str, tuple[str, ...]] = {}
     work: list[tuple[str, _Parsed | None]] = []
+    size = min(FIRST_BATCH_FILES, BATCH_FILES)
+
+    def due() -> int:
+        """How many of the files waiting make the next transaction (0: not enough yet)."""
+        held = 0
+        for count, (_, parsed) in enumerate(work[:size], 1):
+            held += parsed.entry.size if parsed is not None else 0
+            if held >= BATCH_BYTES:
+                return count
+        return size if len(work) >= size else 0
 
     def flush(everything: bool) -> None:
-        while len(work) >= BATCH_FILES or (everything and work):
-            batch = [_file_write(path, parsed, prior, root_id) for path, parsed in work[:BATCH_FILES]]
-            del work[:BATCH_FILES]
+        nonlocal size
+        while work and (everything or due()):
+            take = due() or len(work)
+            batch = [_file_write(path, parsed, prior, root_id) for path, parsed in work[:take]]
+            del work[:take]
+            size = min(size * 2, BATCH_FILES)
             count = sink.write_files(brain, batch, now_ms)
             del batch
             summary.documents += count
@@ -653,7 +770,7 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, parses: list[Fut
                 detection.start()
 
     for position, future in enumerate(parses):
-        outcomes = future.result()  # type: ignore[union-attr]
+        outcomes = runner.outcomes(future)  # type: ignore[arg-type]
         parses[position] = None
         if detection is not None:
             detection.take(outcomes)
@@ -661,12 +778,13 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, parses: list[Fut
             if outcome.failure is not None:
                 summary.fail(outcome.entry.rel_path, outcome.failure)
                 continue
-            if not outcome.docs:
+            if not outcome.yields:
                 summary.skip(outcome.entry.rel_path, NO_FORMAT, NO_FORMAT_REASON)
+            docs = outcome.for_writer()
             # A file no format accepts is not part of the corpus, but it is remembered so it is not re-read.
-            changed[outcome.entry.rel_path] = tuple(dict.fromkeys(dataset_index(doc.dataset, root_id)
-                                                                  for doc in outcome.docs))
-            work.append((outcome.entry.rel_path, _Parsed(outcome.entry, outcome.docs, outcome.digest)))
+            changed[outcome.entry.rel_path] = tuple(dict.fromkeys(dataset_index(dataset, root_id)
+                                                                  for dataset, _, _ in docs))
+            work.append((outcome.entry.rel_path, _Parsed(outcome.entry, docs, outcome.digest)))
         progress("files", len(outcomes))
         del future, outcomes
         flush(everything=False)
@@ -690,29 +808,32 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
     """
     standing = sink.standing_edges(brain)
     settled = standing.settled
-    wanted: set[str] = set()
+    # the ids of the edges the corpus teaches, as the 128-bit numbers they spell (half the memory of the strings;
+    # a run can want hundreds of thousands): edge_id gives 32 lowercase hex digits, so the two forms are one-to-one
+    wanted: set[int] = set()
     fresh: list[EdgeDraft] = []
     nodes = ",".join(datasets) or None
 
     def write(drafts: list[EdgeDraft]) -> None:
-        drafts.sort(key=lambda d: (d.src, d.type, d.dst))
+        drafts.sort(key=_CLAIM)
         written = sink.write_edges(brain, drafts, created_at=now_ms, nodes_index=nodes)
         for draft in drafts:
             summary.edges_by_type[draft.type] = summary.edges_by_type.get(draft.type, 0) + 1
         summary.claims_suppressed += written.suppressed
         progress("edges", len(drafts))
 
-    for drafts in detection.batches():
-        for draft in drafts:
+    for drafts, eids in detection.batches():
+        for position, draft in enumerate(drafts):
             # a string of at most a quarter of the limit in characters fits it in UTF-8 bytes: check the rest
             if (len(draft.src) > _SURELY_SHORT or len(draft.dst) > _SURELY_SHORT or len(draft.type) > _SURELY_SHORT) \
                     and any(node_id_problem(f, getattr(draft, f)) for f in ("src", "dst", "type")):
                 summary.edges_too_long += 1
                 continue
-            eid = edge_id(draft.src, draft.type, draft.dst, draft.valid_at)
-            if eid in wanted:
+            eid = eids[position] if eids is not None else edge_id(draft.src, draft.type, draft.dst, draft.valid_at)
+            number = int(eid, 16)
+            if number in wanted:
                 continue
-            wanted.add(eid)
+            wanted.add(number)
             if eid not in settled:
                 fresh.append(draft)
         if len(fresh) >= EDGES_PER_TRANSACTION:
@@ -720,7 +841,7 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
             fresh = []
     write(fresh)
     summary.edges_capped = int(detection.counters().get("edges_capped", 0))
-    stale = sorted(eid for eid in standing.live if eid not in wanted)
+    stale = sorted(eid for eid in standing.live if _id_number(eid) not in wanted)
     if stale:
         summary.edges_invalidated = sink.invalidate_edges(brain, stale, now_ms)
 
