@@ -20,6 +20,7 @@ compares the two stores whole.
 from __future__ import annotations
 
 import math
+from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -41,7 +42,7 @@ from xerj_core.params import INSTANT_LIMIT
 from xerj_core.store import keys, limits
 from xerj_core.store.mapping import INT_TYPES, Mapping
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC
-from xerj_core.text import term_counts, tokenize
+from xerj_core.text import term_counts_many, tokenize_many
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.store.write import IndexWrite, WriteTxn
@@ -77,15 +78,37 @@ def _units(values: list[Any]) -> bool:
         map(math.isfinite, values))
 
 
-def documents(drafts: Sequence[EdgeDraft], created_ms: int) -> tuple[list[dict[str, Any]], int] | None:
-    """``(documents, self edges skipped)`` of a batch whose every draft ``draft_document`` would take as it is
-    (strings, epoch-ms ints, weights and confidences in [0, 1], plain evidence); None otherwise, so the caller
-    runs the per-draft checks and their refusals."""
+class NewEdges:
+    """A plain detector batch: its new edge documents (drafts' order, self-edges left out) and, field by field, the
+    values their row records are built from (so nothing is read back out of the documents)."""
+
+    __slots__ = ("docs", "self_edges", "values")
+
+    def __init__(self, docs: list[dict[str, Any]], self_edges: int, values: dict[str, tuple[Any, list[Any]]]) -> None:
+        self.docs = docs
+        self.self_edges = self_edges
+        # column path -> (positions of the documents holding it, their values); ``range(len(docs))`` when all do
+        self.values = values
+
+
+def _optional(kept: Sequence[EdgeDraft], name: str) -> tuple[list[int], list[Any]]:
+    """Positions and values of the drafts whose attribute ``name`` is set."""
+    found = list(map(attrgetter(name), kept))
+    if found.count(None) == len(found):
+        return [], []
+    present = [i for i, v in enumerate(found) if v is not None]
+    return present, [found[i] for i in present]
+
+
+def documents(drafts: Sequence[EdgeDraft], created_ms: int) -> NewEdges | None:
+    """The batch's documents and column values when every draft is one ``draft_document`` would take as it is
+    (strings, epoch-ms ints, weights and confidences in [0, 1], plain evidence and formats); None otherwise, so
+    the caller runs the per-draft checks and their refusals (and the general path stores what they make)."""
     if not drafts or set(map(type, drafts)) != {EdgeDraft}:
         return None
     kept = [d for d in drafts if d.src != d.dst]
     if not kept:
-        return [], len(drafts)
+        return NewEdges([], len(drafts), {})
     srcs, dsts, types, detectors, valid, weights, confidences = (
         list(map(attrgetter(name), kept)) for name in ("src", "dst", "type", "detector", "valid_at", "weight",
                                                        "confidence"))
@@ -94,40 +117,40 @@ def documents(drafts: Sequence[EdgeDraft], created_ms: int) -> tuple[list[dict[s
             and set(map(type, valid)) == {int} and -INSTANT_LIMIT <= min(valid) and max(valid) <= INSTANT_LIMIT
             and _units(weights) and _units(confidences)):
         return None
-    if {type(d.evidence) for d in kept} - {Evidence, type(None)}:
+    src_formats, dst_formats = _optional(kept, "src_format"), _optional(kept, "dst_format")
+    with_evidence, evidence = _optional(kept, "evidence")
+    if any(found and set(map(type, found)) != {str} for _at, found in (src_formats, dst_formats)):
         return None
-    docs = []
-    for d, src, dst, type_, valid_at in zip(kept, srcs, dsts, types, valid):
-        doc = {"edge_id": edge_id(src, type_, dst, valid_at),
-               "src": src, "dst": dst, "type": type_, "weight": d.weight, "confidence": d.confidence,
-               "valid_at": valid_at, "created_at": created_ms, "detector": d.detector, "trust": TRUST_DETECTED,
-               "schema_version": SCHEMA_VERSION}
-        if d.src_format is not None:
-            doc["src_format"] = d.src_format
-        if d.dst_format is not None:
-            doc["dst_format"] = d.dst_format
-        evidence = d.evidence
-        if evidence is not None:
-            doc["evidence"] = evidence.to_json()
-            if type(evidence.source) is str:
-                doc["src_file"] = evidence.source
-        docs.append(doc)
-    return docs, len(drafts) - len(kept)
-
-
-def _typed(docs: list[dict[str, Any]]) -> bool:
-    """Is every optional value of the batch of its column's plain type (nothing to convert, nothing refused)?"""
-    for name in ("src_format", "dst_format"):
-        found = [d[name] for d in docs if name in d]
-        if found and set(map(type, found)) != {str}:
-            return False
-    evidence = [d["evidence"] for d in docs if "evidence" in d]
     if evidence:
-        offsets = [e["offset"] for e in evidence]
-        if (set(type(e["quote"]) for e in evidence) != {str} or set(type(e["source"]) for e in evidence) != {str}
-                or set(map(type, offsets)) != {int} or min(offsets) < _LONG_LOW or max(offsets) > _LONG_HIGH):
-            return False
-    return True
+        quotes, sources, offsets = (list(map(attrgetter(name), evidence)) for name in ("quote", "source", "offset"))
+        if (set(map(type, evidence)) != {Evidence} or set(map(type, quotes)) != {str}
+                or set(map(type, sources)) != {str} or set(map(type, offsets)) != {int}
+                or min(offsets) < _LONG_LOW or max(offsets) > _LONG_HIGH):
+            return None
+    else:
+        quotes = sources = offsets = []
+    eids = list(map(edge_id, srcs, types, dsts, valid))
+    # the key order of draft_document's documents (the stored source bytes are the same)
+    docs = [{"edge_id": e, "src": s, "dst": t, "type": k, "weight": w, "confidence": c, "valid_at": v,
+             "created_at": created_ms, "detector": d, "trust": TRUST_DETECTED, "schema_version": SCHEMA_VERSION}
+            for e, s, t, k, w, c, v, d in zip(eids, srcs, dsts, types, weights, confidences, valid, detectors)]
+    for name, (present, found) in (("src_format", src_formats), ("dst_format", dst_formats)):
+        for i, value in zip(present, found):
+            docs[i][name] = value
+    for i, found, source in zip(with_evidence, map(Evidence.to_json, evidence), sources):
+        doc = docs[i]
+        doc["evidence"] = found
+        doc["src_file"] = source
+    every = range(len(docs))
+    n = len(docs)
+    values = {"edge_id": (every, eids), "src": (every, srcs), "dst": (every, dsts), "type": (every, types),
+              "detector": (every, detectors), "trust": (every, [TRUST_DETECTED] * n), "src_format": src_formats,
+              "dst_format": dst_formats, "src_file": (with_evidence, sources),
+              "evidence.source": (with_evidence, sources), "weight": (every, weights),
+              "confidence": (every, confidences), "valid_at": (every, valid), "created_at": (every, [created_ms] * n),
+              "schema_version": (every, [SCHEMA_VERSION] * n), "evidence.quote": (with_evidence, quotes),
+              "evidence.offset": (with_evidence, offsets)}
+    return NewEdges(docs, len(drafts) - n, values)
 
 
 def _claims_exist(target: "IndexWrite") -> bool:
@@ -155,23 +178,22 @@ def _ordinals(target: "IndexWrite", field: str, values: list[Any]) -> list[list[
     return [[] if v in skip else [next(found)] for v in values]
 
 
-def write_new(txn: "WriteTxn", name: str, brain: str, docs: list[dict[str, Any]], now: int
-              ) -> list[dict[str, Any]] | None:
-    """Write ``docs`` (new edges of a detector batch) to the edges index ``name`` in the general path's order and
-    return the stored documents; None, having written nothing, when the batch is not the plain case."""
+def write_new(txn: "WriteTxn", name: str, brain: str, batch: NewEdges, now: int) -> list[dict[str, Any]] | None:
+    """Write ``batch`` (new edges of a detector batch) to the edges index ``name`` in the general path's order and
+    return the stored documents (``batch.docs``, stamped); None, having written nothing, when the batch is not the
+    plain case."""
     target = txn.index(name)
-    fields = target.mapping.fields
-    if (target.mapping.dynamic != "false" or fields != _EDGE_FIELDS or target.scope != brain or not _typed(docs)
-            or len({d["edge_id"] for d in docs}) != len(docs)):
+    docs = batch.docs
+    ids = batch.values["edge_id"][1]
+    if (target.mapping.dynamic != "false" or target.mapping.fields != _EDGE_FIELDS or target.scope != brain
+            or len(set(ids)) != len(ids)):
         return None
-    ids = [d["edge_id"] for d in docs]
     if _claims_exist(target) or target.rows_of(ids):
         return None
-    stored = [{**doc, RECORDED_AT: now} for doc in docs]
-    dumps = orjson.dumps
-    target.append_new([(doc["edge_id"], dumps(doc), record)
-                       for doc, record in zip(stored, _edge_records(target, brain, stored))])
-    return stored
+    for doc in docs:  # the batch's own documents, stamped as put_version stamps a new version
+        doc[RECORDED_AT] = now
+    target.append_new(list(zip(ids, map(orjson.dumps, docs), _records(target, brain, len(docs), batch.values))))
+    return docs
 
 
 # Every key a stored edge document may hold for the typed retire path, and the plain type of its value.
@@ -183,6 +205,9 @@ _EVIDENCE_KEYS = {"quote": str, "source": str, "offset": int}
 _EDGE_COLUMNS = ("edge_id", "src", "dst", "type", "detector", "trust", "src_file", "src_format", "dst_format",
                  "rejection")
 _NUMBERS = ("weight", "confidence", "valid_at", "invalid_at", "created_at", "expired_at", "schema_version")
+# The columns of an edge row other than its scope (text: the quote's length; its terms go to the postings).
+_COLUMN_PATHS = _EDGE_COLUMNS + _NUMBERS + ("evidence.source", "evidence.quote", "evidence.offset")
+_NO_TERMS: dict[str, Any] = {}
 
 
 def _plain_edge(doc: Any) -> bool:
@@ -227,11 +252,11 @@ def _sources(target: "IndexWrite", rows: list[int]) -> dict[int, tuple[int, dict
 
 
 def _present(docs: list[dict[str, Any]], shapes: set[tuple[str, ...]], field: str) -> tuple[Any, list[Any]]:
-    """``(positions, values)`` of the documents holding ``field`` (``evidence.source`` inside ``evidence``);
+    """``(positions, values)`` of the documents holding ``field`` (``evidence.*`` inside ``evidence``);
     ``shapes`` are the documents' distinct key lists."""
-    if field == "evidence.source":
+    if field.startswith("evidence."):
         present, found = _present(docs, shapes, "evidence")
-        return present, [e["source"] for e in found]
+        return present, list(map(itemgetter(field[9:]), found))
     if all(field in shape for shape in shapes):
         return range(len(docs)), list(map(itemgetter(field), docs))
     if not any(field in shape for shape in shapes):
@@ -240,33 +265,54 @@ def _present(docs: list[dict[str, Any]], shapes: set[tuple[str, ...]], field: st
     return present, [docs[i][field] for i in present]
 
 
-def _edge_records(target: "IndexWrite", brain: str, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The row record of each plain edge document, as the write plan makes it: the same columns and terms, and
-    ordinals assigned in document order (each dictionary on its own; src and dst share ``nodes``)."""
+def _values(docs: list[dict[str, Any]]) -> dict[str, tuple[Any, list[Any]]]:
+    """``(positions, values)`` of each edge column held by any of ``docs`` (plain stored edges)."""
     shapes = set(map(tuple, docs))
-    nodes = _ordinals(target, "src", [v for d in docs for v in (d["src"], d["dst"])])
-    scope = _ordinals(target, SCOPE_FIELD, [brain])[0]
-    columns = [{"edge_id": e, "src": s, "dst": t, SCOPE_FIELD: scope} for e, s, t in
-               zip(_ordinals(target, "edge_id", [d["edge_id"] for d in docs]), nodes[0::2], nodes[1::2])]
-    for field in _EDGE_COLUMNS[3:] + ("evidence.source",):
-        present, values = _present(docs, shapes, field)
-        if values:
-            for i, found in zip(present, _ordinals(target, field, values)):
-                columns[i][field] = found
-    for field in _NUMBERS:
-        present, values = _present(docs, shapes, field)
-        for i, value in zip(present, values):
-            columns[i][field] = value
-    terms: list[dict[str, Any]] = [{} for _ in docs]
-    present, evidence = _present(docs, shapes, "evidence")
-    skipped = 0
-    for i, found in zip(present, evidence):
-        tokens, dropped = limits.indexable_terms(tokenize(found["quote"]))
-        skipped += dropped
-        columns[i]["evidence.quote"] = len(tokens)
-        columns[i]["evidence.offset"] = found["offset"]
-        terms[i]["evidence.quote"] = term_counts(tokens)
-    target.skipped["terms"] += skipped
+    values = {}
+    for path in _COLUMN_PATHS:
+        present, found = _present(docs, shapes, path)
+        if found:
+            values[path] = (present, found)
+    return values
+
+
+def _records(target: "IndexWrite", brain: str, n: int, values: dict[str, tuple[Any, list[Any]]]
+             ) -> list[dict[str, Any]]:
+    """The row record of each of ``n`` plain edge documents from their ``values`` (column path -> positions,
+    values), as the write plan makes it: the same columns and terms, and ordinals assigned in document order
+    (each dictionary on its own; src and dst, which every edge holds, share ``nodes``). Built a column at a
+    time: each dictionary is read and added to once, each row's record made by one C-level ``zip``."""
+    srcs, dsts = values["src"][1], values["dst"][1]
+    interleaved: list[Any] = [None] * (2 * n)
+    interleaved[0::2], interleaved[1::2] = srcs, dsts
+    nodes = _ordinals(target, "src", interleaved)
+    full: dict[str, list[Any]] = {"src": nodes[0::2], "dst": nodes[1::2],
+                                  SCOPE_FIELD: [_ordinals(target, SCOPE_FIELD, [brain])[0]] * n}
+    partial: list[tuple[str, Any, list[Any]]] = []
+    terms: list[dict[str, Any]] = [_NO_TERMS] * n
+    for path, (present, found) in values.items():
+        if not found or path in ("src", "dst"):
+            continue
+        if path == "evidence.quote":
+            tokens = tokenize_many(found)
+            if max(map(len, chain.from_iterable(tokens)), default=0) * 4 > limits.MAX_TERM_BYTES:
+                kept = [limits.indexable_terms(t) for t in tokens]
+                target.skipped["terms"] += sum(map(itemgetter(1), kept))
+                tokens = list(map(itemgetter(0), kept))
+            found = list(map(len, tokens))
+            for i, counts in zip(present, term_counts_many(tokens)):
+                terms[i] = {path: counts}
+        elif _EDGE_FIELDS[path].type == "keyword":
+            found = _ordinals(target, path, found)
+        if len(found) == n:
+            full[path] = found
+        else:
+            partial.append((path, present, found))
+    names = list(full)
+    columns = list(map(dict, map(zip, repeat(names), zip(*full.values()))))
+    for path, present, found in partial:
+        for i, value in zip(present, found):
+            columns[i][path] = value
     return [{"c": c, "t": t} for c, t in zip(columns, terms)]
 
 
@@ -317,6 +363,6 @@ def retire(txn: "WriteTxn", name: str, brain: str, candidates: list[str], when: 
     for eid, doc in current:
         doc = {**doc, "invalid_at": when, "expired_at": now}
         retired.append({**doc, RECORDED_AT: now})
-    records = _edge_records(target, brain, retired)
+    records = _records(target, brain, len(retired), _values(retired))
     target.put_records([(doc, doc["edge_id"], record) for doc, record in zip(retired, records)])
     return retired

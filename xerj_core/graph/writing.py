@@ -198,7 +198,7 @@ class EdgeWriting:
         created_ms = parse_instant(created_at, "created_at")
         plain = edgebatch.documents(drafts, created_ms) if edgebatch.ENABLED else None
         if plain is not None:
-            docs, self_edges = plain
+            docs, self_edges = plain.docs, plain.self_edges
         else:
             docs, self_edges = [], 0
             for draft in drafts:
@@ -214,7 +214,7 @@ class EdgeWriting:
         def run(txn: "WriteTxn") -> list[dict[str, Any]]:
             now = now_ms()
             name = self._open_edges(txn, brain, now, nodes_index)
-            fresh = edgebatch.write_new(txn, name, brain, docs, now) if edgebatch.ENABLED else None
+            fresh = edgebatch.write_new(txn, name, brain, plain, now) if plain is not None else None
             if fresh is not None:  # all new, no claim decided: written a batch at a time, as below would
                 summary.update(written=len(fresh), created=len(fresh), updated=0, suppressed=0)
                 return fresh
