@@ -41,8 +41,9 @@ _pauses = [0, False]  # write transactions under way in this process; whether th
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Suspend Python's cyclic garbage collector while write transactions run.
+def collector_paused() -> Iterator[None]:
+    """Suspend Python's cyclic garbage collector while write transactions run (and while a writer that makes no
+    reference cycles prepares a batch for one, such as the graph's detector batches).
 
     A bulk write allocates a few containers per document (records, pending
     rows, results) that live until the commit. Their number triggers
@@ -219,7 +220,7 @@ class Store:
             txn.finish()
             return result
 
-        with _collector_paused():
+        with collector_paused():
             result = self.env.write(run)
         holder[0].remember_terms(self._committed_terms, TERM_CACHE_LIMIT)
         holder[0].remember_tails(self._tails, TAIL_CACHE_INDICES)
