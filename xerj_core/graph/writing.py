@@ -28,6 +28,7 @@ from xerj_core.graph.requests import parse_link
 from xerj_core.graph.review import KIND_APPROVAL, KIND_REJECTION, active_decision, review_stamp
 from xerj_core.model import EdgeDraft
 from xerj_core.store import IndexReader
+from xerj_core.store.store import collector_paused
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.store import Store, WriteTxn
@@ -196,6 +197,16 @@ class EdgeWriting:
         """
         validate_brain_name(brain)
         created_ms = parse_instant(created_at, "created_at")
+        # A document or two per edge and no reference cycles: the collector, paused over the whole batch, would
+        # only traverse the batch's objects (again after each pause) to find nothing.
+        with collector_paused():
+            summary, written = self._write_batch(brain, drafts, created_ms, nodes_index)
+        self._notify(brain, written)
+        return summary
+
+    def _write_batch(self, brain: str, drafts: Sequence[EdgeDraft], created_ms: int, nodes_index: str | None
+                     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """:meth:`write_edges`'s documents and transaction: ``(summary, stored documents)``."""
         plain = edgebatch.documents(drafts, created_ms) if edgebatch.ENABLED else None
         if plain is not None:
             docs, self_edges = plain.docs, plain.self_edges
@@ -209,7 +220,7 @@ class EdgeWriting:
         summary = {"brain": brain, "edges_index": edges_index(brain), "written": 0, "created": 0, "updated": 0,
                    "suppressed": 0, "self_edges_skipped": self_edges}
         if not docs:
-            return summary
+            return summary, []
 
         def run(txn: "WriteTxn") -> list[dict[str, Any]]:
             now = now_ms()
@@ -243,9 +254,7 @@ class EdgeWriting:
             summary.update(counts)
             return stored_docs
 
-        written = self._transact(run)
-        self._notify(brain, written)
-        return summary
+        return summary, self._transact(run)
 
     def _rows_for_file(self, reader: IndexReader, src_file: str) -> np.ndarray:
         """Rows of live (never retired) edges taught by ``src_file``, found on columns."""
