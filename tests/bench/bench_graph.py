@@ -95,6 +95,16 @@ def retirement_plan(corpus: Corpus) -> list[tuple[int, np.ndarray]]:
 
 
 CPU: dict[str, float] = {}  # this process's CPU seconds of the last ingest ("ingest", "retire") and raw loop
+WROTE: dict[str, int] = {}  # bytes this process handed to write calls (LMDB's dirty pages) in the same spans
+
+
+def written() -> int:
+    """Bytes this process has passed to write system calls so far (Linux ``/proc/self/io`` wchar; 0 elsewhere)."""
+    try:
+        with open("/proc/self/io") as io:
+            return next(int(line.split()[1]) for line in io if line.startswith("wchar:"))
+    except (OSError, StopIteration):
+        return 0
 
 
 def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
@@ -103,23 +113,27 @@ def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
     Only the calls are timed: the benchmark's own making of each batch's drafts (and of the retired ids)
     happens outside, as the raw loop's making of its documents does. Their CPU seconds go to :data:`CPU`."""
     spent = cpu = 0.0
+    wrote = 0
     for lo in range(0, corpus.size, BATCH):
         drafts = [corpus.draft(i) for i in range(lo, min(corpus.size, lo + BATCH))]
-        start, clock = time.perf_counter(), time.process_time()
+        start, clock, before = time.perf_counter(), time.process_time(), written()
         engine.graph.write_edges(BRAIN, drafts, created_at=T0 + YEAR)
         spent += time.perf_counter() - start
         cpu += time.process_time() - clock
+        wrote += written() - before
     rate = corpus.size / spent
-    CPU["ingest"] = cpu
+    CPU["ingest"], WROTE["ingest"] = cpu, wrote
     retiring = cpu = 0.0
+    wrote = 0
     for at, chosen in retirement_plan(corpus):
         for part in range(0, chosen.size, BATCH):
             ids = [corpus.edge_id(int(i)) for i in chosen[part:part + BATCH]]
-            start, clock = time.perf_counter(), time.process_time()
+            start, clock, before = time.perf_counter(), time.process_time(), written()
             engine.graph.invalidate_edges(BRAIN, edge_ids=ids, at=at)
             retiring += time.perf_counter() - start
             cpu += time.process_time() - clock
-    CPU["retire"] = cpu
+            wrote += written() - before
+    CPU["retire"], WROTE["retire"] = cpu, wrote
     return rate, retiring
 
 
@@ -137,11 +151,13 @@ def ingest_scaling(sizes: list[int]) -> None:
                 rate, retire_seconds = ingest(engine, corpus)
             retired = int(corpus.retired.sum())
             rates[size], per_edge[size] = rate, retire_seconds / retired
-            print(f"{size:>9,} edges: write_edges {rate:,.0f} edges/s ({CPU['ingest'] / size * 1e6:.1f} us CPU/edge); "
-                  f"raw lmdb put loop of the same {size:,} documents ({BATCH:,}/txn) {raw:,.0f} docs/s "
-                  f"({CPU['raw'] / size * 1e6:.1f} us CPU/doc); ratio {rate / raw:.3f} (target >= 0.50); retiring "
-                  f"{retired:,} edges {retire_seconds:.1f} s = {per_edge[size] * 1e6:.1f} us/edge "
-                  f"({CPU['retire'] / retired * 1e6:.1f} us CPU/edge); load {os.getloadavg()[0]:.1f}", flush=True)
+            print(f"{size:>9,} edges: write_edges {rate:,.0f} edges/s ({CPU['ingest'] / size * 1e6:.1f} us CPU, "
+                  f"{WROTE['ingest'] / size / 1024:.1f} KiB written per edge); raw lmdb put loop of the same "
+                  f"{size:,} documents ({BATCH:,}/txn) {raw:,.0f} docs/s ({CPU['raw'] / size * 1e6:.1f} us CPU, "
+                  f"{WROTE['raw'] / size / 1024:.1f} KiB written per doc); ratio {rate / raw:.3f} (target >= 0.50); "
+                  f"retiring {retired:,} edges {retire_seconds:.1f} s = {per_edge[size] * 1e6:.1f} us/edge "
+                  f"({CPU['retire'] / retired * 1e6:.1f} us CPU, {WROTE['retire'] / retired / 1024:.1f} KiB written "
+                  f"per edge); load {os.getloadavg()[0]:.1f}", flush=True)
             shutil.rmtree(Path(tmp) / f"data-{size}", ignore_errors=True)
     small, large = min(sizes), max(sizes)
     print(f"rate at {large:,} / rate at {small:,}: write_edges {rates[large] / rates[small]:.2f} (target 0.8-1.2), "
@@ -155,6 +171,7 @@ def raw_lmdb_rate(path: Path, corpus: Corpus, limit: int) -> float:
     env = lmdb.open(str(path), map_size=1 << 34, sync=True)
     n = min(limit, corpus.size)
     spent = cpu = 0.0
+    wrote = 0
     for lo in range(0, n, BATCH):
         docs = []
         for i in range(lo, min(n, lo + BATCH)):
@@ -164,14 +181,15 @@ def raw_lmdb_rate(path: Path, corpus: Corpus, limit: int) -> float:
                 "confidence": d.confidence, "valid_at": d.valid_at, "created_at": T0 + YEAR, "detector": d.detector,
                 "trust": "detected", "schema_version": 1, "evidence": d.evidence.to_json(),
                 "src_file": d.evidence.source}))
-        start, clock = time.perf_counter(), time.process_time()
+        start, clock, before = time.perf_counter(), time.process_time(), written()
         with env.begin(write=True) as txn:
             for key, doc in docs:
                 txn.put(key, orjson.dumps(doc))
         spent += time.perf_counter() - start
         cpu += time.process_time() - clock
+        wrote += written() - before
     env.close()
-    CPU["raw"] = cpu
+    CPU["raw"], WROTE["raw"] = cpu, wrote
     return n / spent
 
 
