@@ -194,38 +194,46 @@ class IndexWrite:
         cache[term] = ordinal
         return ordinal
 
-    def ordinals(self, name: str, terms: Sequence[str]) -> list[int]:
+    def ordinals(self, name: str, terms: Sequence[str], *, fresh: bool = False) -> list[int]:
         """:meth:`ordinal` of each of ``terms`` (values the caller checked fit a key, see ``limits``), in order: new
         terms numbered in order of first appearance, as one call per term numbers them; with LMDB the dictionary
-        is read and added to in one ordered pass."""
+        is read and added to in one ordered pass. ``fresh`` says the terms no cache knows are most likely new (a
+        batch of new edges' ids): they are then stored by one insert-if-absent pass instead of looked up first."""
         cache = self.dict_cache.setdefault(name, {})
         committed = self.txn.committed_terms.get((self.ix, name))
         missing = [t for t in dict.fromkeys(terms) if t not in cache]
         if committed and missing:
-            for term in missing:
-                found = committed.get(term)
-                if found is not None:
-                    cache[term] = found
-            missing = [t for t in missing if t not in cache]
+            found = list(map(committed.get, missing))
+            if found.count(None) != len(found):
+                cache.update((t, o) for t, o in zip(missing, found) if o is not None)
+                missing = [t for t, o in zip(missing, found) if o is None]
         raw, db = self.txn.raw, self.txn.dbs
         if len(missing) > 1 and isinstance(raw, lmdb.Transaction):
             ix = self.ix
             prefix = keys.dict_key(ix, name, "")  # the dictionary's keys and reverse keys, built by C-level maps
-            keyed = dict(zip(map(prefix.__add__, map(str.encode, missing)), missing))
-            with raw.cursor(db=db["dict"]) as cur:
-                for key, value in cur.getmulti(sorted(keyed)):
-                    cache[keyed[bytes(key)]] = int.from_bytes(value, "big")
             size = self.dict_size.get(name)
             if size is None:
                 stored = raw.get(keys.dictn_key(ix, name), db=db["dictn"])
                 size = int.from_bytes(stored, "big") if stored else 0
-            new = [term for term in missing if term not in cache]
-            numbers = range(size, size + len(new))
-            cache.update(zip(new, numbers))
-            self.dict_size[name] = size + len(new)
-            encoded = list(map(str.encode, new))
-            fixed = [n.to_bytes(4, "big") for n in numbers]
-            _put_all(raw, db["dict"], sorted(zip(map(prefix.__add__, encoded), fixed)))
+            encoded = list(map(str.encode, missing))
+            dict_keys = list(map(prefix.__add__, encoded))
+            fixed = list(map(int.to_bytes, range(size, size + len(missing)), repeat(4), repeat("big")))
+            with raw.cursor(db=db["dict"]) as cur:
+                # Fresh terms are numbered as new and stored by one insert-if-absent pass (one B-tree descent each);
+                # only when some were stored already are the numbers redone (the stored ones keep theirs).
+                added = cur.putmulti(sorted(zip(dict_keys, fixed)), overwrite=False)[1] if fresh else 0
+                if added != len(missing):
+                    found = {bytes(k): v for k, v in cur.getmulti(sorted(dict_keys))}
+                    ours = dict(zip(dict_keys, fixed)) if fresh else {}  # what the insert pass stored
+                    before = [k in found and found[k] != ours.get(k) for k in dict_keys]
+                    cache.update((t, int.from_bytes(found[k], "big"))
+                                 for t, k, was in zip(missing, dict_keys, before) if was)
+                    kept = [i for i, was in enumerate(before) if not was]
+                    missing, encoded = [missing[i] for i in kept], [encoded[i] for i in kept]
+                    fixed = fixed[:len(kept)]
+                    cur.putmulti(sorted((dict_keys[i], f) for i, f in zip(kept, fixed) if ours.get(dict_keys[i]) != f))
+            cache.update(zip(missing, range(size, size + len(missing))))
+            self.dict_size[name] = size + len(missing)
             _put_all(raw, db["dictr"], list(zip(map(prefix.__add__, fixed), encoded)))
         else:
             for term in missing:
