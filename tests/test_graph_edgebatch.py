@@ -122,3 +122,32 @@ def test_the_typed_paths_are_taken_and_refuse_what_the_general_path_refuses(tmp_
                                            created_at=T0)
         assert clamped["created"] == 1
         assert engine.store.get(".xerj-memory-b-edges", edge_id("a", "wikilink", "b", T0))[0]["weight"] == 1.0
+
+
+@pytest.mark.parametrize("stored_share", [0.0, 0.3, 1.0])
+def test_fresh_ordinals_number_terms_as_lookups_do_when_some_are_stored_already(tmp_path, stored_share):
+    """``IndexWrite.ordinals(fresh=True)`` (new edges' ids) inserts before it looks: terms a reopened store's caches
+    do not know but its dictionary holds keep their ordinals, new ones are numbered in order of first appearance,
+    and the dictionary ends as the lookup-first pass leaves it."""
+    from xerj_core.store import Store
+
+    rng = random.Random(int(stored_share * 10))
+    old = [f"t{i:03d}" for i in range(60)]
+    new = [f"u{i:03d}" for i in range(40)]
+    asked = rng.sample(old, int(len(old) * stored_share)) + new
+    rng.shuffle(asked)
+    asked += asked[:7]  # repeats keep their first number
+    found, dumps = {}, {}
+    for fresh in (False, True):
+        path = tmp_path / str(fresh)
+        with Store(path) as store:
+            store.create_index("ix", {"properties": {"f": {"type": "keyword"}}})
+            store.transact(lambda txn: txn.index("ix").put_many([({"f": t}, t, "index") for t in old]))
+        with Store(path) as store:  # reopened: no cache knows the stored terms
+            found[fresh] = store.transact(lambda txn: txn.index("ix").ordinals("f", asked, fresh=fresh))
+            with store.env.env.begin() as txn:
+                dumps[fresh] = {name: list(txn.cursor(db=store.env.dbs[name])) for name in ("dict", "dictr", "dictn")}
+    first_new = {t: len(old) + i for i, t in enumerate(dict.fromkeys(t for t in asked if t in new))}
+    assert found[False] == [old.index(t) if t in old else first_new[t] for t in asked]
+    assert found[True] == found[False]
+    assert dumps[True] == dumps[False]

@@ -160,9 +160,10 @@ def _claims_exist(target: "IndexWrite") -> bool:
         return bool(cur.set_range(prefix)) and bytes(cur.key()).startswith(prefix)
 
 
-def _ordinals(target: "IndexWrite", field: str, values: list[Any]) -> list[list[int]]:
-    """``[ordinal]`` of each of ``field``'s values in order (``[]`` for one too long to index, counted as skipped),
-    assigned as the record path assigns them: new terms numbered in order of first appearance."""
+def _ordinal_numbers(target: "IndexWrite", field: str, values: list[Any], fresh: bool = False) -> list[int | None]:
+    """The ordinal of each of ``field``'s values in order (None for one too long to index, counted as skipped),
+    assigned as the record path assigns them: new terms numbered in order of first appearance (``fresh``: the
+    values are most likely new to the dictionary, see ``IndexWrite.ordinals``)."""
     spec = _EDGE_FIELDS[field]
     name, params = spec.dictionary_name, spec.params
     cache = target.dict_cache.setdefault(name, {})
@@ -172,10 +173,15 @@ def _ordinals(target: "IndexWrite", field: str, values: list[Any]) -> list[list[
                     or max(map(len, unknown)) * 4 > limits.keyword_room(name)):
         skip = {v for v in unknown if not limits.keyword_indexed(v, params, name)}
     if not skip:
-        return [[o] for o in target.ordinals(name, values)]
-    found = iter(target.ordinals(name, [v for v in values if v not in skip]))
+        return target.ordinals(name, values, fresh=fresh)  # type: ignore[return-value]
+    found = iter(target.ordinals(name, [v for v in values if v not in skip], fresh=fresh))
     target.skipped["keywords"] += sum(1 for v in values if v in skip)
-    return [[] if v in skip else [next(found)] for v in values]
+    return [None if v in skip else next(found) for v in values]
+
+
+def _ordinals(target: "IndexWrite", field: str, values: list[Any], fresh: bool = False) -> list[list[int]]:
+    """``[ordinal]`` of each of ``field``'s values in order, ``[]`` for one too long to index (a record's form)."""
+    return [[] if o is None else [o] for o in _ordinal_numbers(target, field, values, fresh)]
 
 
 def write_new(txn: "WriteTxn", name: str, brain: str, batch: NewEdges, now: int) -> list[dict[str, Any]] | None:
@@ -192,7 +198,8 @@ def write_new(txn: "WriteTxn", name: str, brain: str, batch: NewEdges, now: int)
         return None
     for doc in docs:  # the batch's own documents, stamped as put_version stamps a new version
         doc[RECORDED_AT] = now
-    target.append_new(list(zip(ids, map(orjson.dumps, docs), _records(target, brain, len(docs), batch.values))))
+    records = _records(target, brain, len(docs), batch.values, fresh=True)
+    target.append_new(list(zip(ids, map(orjson.dumps, docs), records)))
     return docs
 
 
@@ -276,12 +283,13 @@ def _values(docs: list[dict[str, Any]]) -> dict[str, tuple[Any, list[Any]]]:
     return values
 
 
-def _records(target: "IndexWrite", brain: str, n: int, values: dict[str, tuple[Any, list[Any]]]
-             ) -> list[dict[str, Any]]:
+def _records(target: "IndexWrite", brain: str, n: int, values: dict[str, tuple[Any, list[Any]]], *,
+             fresh: bool = False) -> list[dict[str, Any]]:
     """The row record of each of ``n`` plain edge documents from their ``values`` (column path -> positions,
     values), as the write plan makes it: the same columns and terms, and ordinals assigned in document order
     (each dictionary on its own; src and dst, which every edge holds, share ``nodes``). Built a column at a
-    time: each dictionary is read and added to once, each row's record made by one C-level ``zip``."""
+    time: each dictionary is read and added to once, each row's record made by one C-level ``zip``. ``fresh``: the
+    documents are new edges, whose ids are most likely new to the ``edge_id`` dictionary."""
     srcs, dsts = values["src"][1], values["dst"][1]
     interleaved: list[Any] = [None] * (2 * n)
     interleaved[0::2], interleaved[1::2] = srcs, dsts
@@ -303,7 +311,7 @@ def _records(target: "IndexWrite", brain: str, n: int, values: dict[str, tuple[A
             for i, counts in zip(present, term_counts_many(tokens)):
                 terms[i] = {path: counts}
         elif _EDGE_FIELDS[path].type == "keyword":
-            found = _ordinals(target, path, found)
+            found = _ordinals(target, path, found, fresh and path == "edge_id")
         if len(found) == n:
             full[path] = found
         else:
