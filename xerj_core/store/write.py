@@ -571,11 +571,17 @@ class IndexWrite:
         checked their ids are distinct and absent from this index and built each record itself:
         ``(doc_id, source JSON, record)`` per document."""
         ids = [doc_id for doc_id, _source, _record in rows]
-        if not (set(map(type, ids)) <= {str} and all(map(str.isascii, ids)) and "" not in ids
-                and max(map(len, ids), default=0) <= MAX_ID_BYTES):
-            for doc_id in ids:
-                check_doc_id(doc_id)
+        _check_ids(ids)
         self._append(ids, list(map(str.encode, ids)), map(itemgetter(1), rows), map(itemgetter(2), rows))
+
+    def append_block(self, ids: list[str], sources: Iterable[bytes], block: Block) -> None:
+        """:meth:`append_new` for a caller that built the new rows' tail block itself (rows from the next row on,
+        one per id, as :meth:`pending_block` would make of their records)."""
+        if block.start != self.state.next_row or block.n != len(ids):
+            raise XerjError(f"a block of rows {block.start} to {block.end} cannot be appended to index [{self.name}] "
+                            f"at row {self.state.next_row} with {len(ids)} documents")
+        _check_ids(ids)
+        self._append(ids, list(map(str.encode, ids)), sources, block=block)
 
     def put_records(self, items: Sequence[tuple[Any, str, dict[str, Any]]]) -> None:
         """:meth:`put` (``index``) of each ``(doc, doc_id, record)`` with distinct ids, for a caller that built each
@@ -1097,6 +1103,14 @@ def _delete_prefix(txn: lmdb.Transaction, db: Any, prefix: bytes) -> None:
         while cur.key().startswith(prefix):
             if not cur.delete():
                 break
+
+
+def _check_ids(ids: list[Any]) -> None:
+    """:func:`check_doc_id` of each of ``ids``, after one C-level pass that passes the usual case (short ASCII)."""
+    if not (set(map(type, ids)) <= {str} and all(map(str.isascii, ids)) and "" not in ids
+            and max(map(len, ids), default=0) <= MAX_ID_BYTES):
+        for doc_id in ids:
+            check_doc_id(doc_id)
 
 
 def check_doc_id(doc_id: Any) -> None:
