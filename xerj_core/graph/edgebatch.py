@@ -25,6 +25,7 @@ from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, Sequence
 
 import lmdb
+import numpy as np
 import orjson
 
 from xerj_core.graph.brain import (
@@ -40,8 +41,10 @@ from xerj_core.graph.history import HISTORY_MAPPING, RECORDED_AT, SUPERSEDED_AT,
 from xerj_core.model import EdgeDraft, Evidence
 from xerj_core.params import INSTANT_LIMIT
 from xerj_core.store import keys, limits
+from xerj_core.store.columns import KIND_LEN, KIND_ORD, NO_ORD, Column, column_kind
 from xerj_core.store.mapping import INT_TYPES, Mapping
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC
+from xerj_core.store.tailblock import Block, postings_of_tokens
 from xerj_core.text import term_counts_many, tokenize_many
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -179,9 +182,9 @@ def _ordinal_numbers(target: "IndexWrite", field: str, values: list[Any], fresh:
     return [None if v in skip else next(found) for v in values]
 
 
-def _ordinals(target: "IndexWrite", field: str, values: list[Any], fresh: bool = False) -> list[list[int]]:
+def _ordinals(target: "IndexWrite", field: str, values: list[Any]) -> list[list[int]]:
     """``[ordinal]`` of each of ``field``'s values in order, ``[]`` for one too long to index (a record's form)."""
-    return [[] if o is None else [o] for o in _ordinal_numbers(target, field, values, fresh)]
+    return [[] if o is None else [o] for o in _ordinal_numbers(target, field, values)]
 
 
 def write_new(txn: "WriteTxn", name: str, brain: str, batch: NewEdges, now: int) -> list[dict[str, Any]] | None:
@@ -198,9 +201,66 @@ def write_new(txn: "WriteTxn", name: str, brain: str, batch: NewEdges, now: int)
         return None
     for doc in docs:  # the batch's own documents, stamped as put_version stamps a new version
         doc[RECORDED_AT] = now
-    records = _records(target, brain, len(docs), batch.values, fresh=True)
-    target.append_new(list(zip(ids, map(orjson.dumps, docs), records)))
+    block = _block(target, brain, len(docs), batch.values, target.state.next_row)
+    target.append_block(ids, list(map(orjson.dumps, docs)), block)
     return docs
+
+
+def _block(target: "IndexWrite", brain: str, n: int, values: dict[str, tuple[Any, list[Any]]], start: int
+           ) -> Block:
+    """The tail block of ``n`` plain edge documents on rows ``start`` on, from their ``values`` (column path ->
+    positions, values): the block the store makes of the records :func:`_records` builds (the same columns,
+    postings and ordinals, assigned in the same order), made a column at a time with no record per row."""
+    nodes = [None] * (2 * n)
+    nodes[0::2], nodes[1::2] = values["src"][1], values["dst"][1]
+    numbers = _ordinal_numbers(target, "src", nodes)
+    columns = {"src": _ord_column(n, range(n), numbers[0::2]), "dst": _ord_column(n, range(n), numbers[1::2]),
+               SCOPE_FIELD: _ord_column(n, range(n), _ordinal_numbers(target, SCOPE_FIELD, [brain]) * n)}
+    postings = {}
+    for path, (present, found) in values.items():
+        if not found or path in ("src", "dst"):
+            continue
+        spec = _EDGE_FIELDS[path]
+        kind = column_kind(spec)
+        if kind == KIND_ORD:
+            # a new edge's id is new to the dictionary unless an edge of that id was stored and deleted
+            columns[path] = _ord_column(n, present, _ordinal_numbers(target, path, found, fresh=path == "edge_id"))
+            continue
+        if kind == KIND_LEN:
+            tokens = _indexable(target, tokenize_many(found))
+            found = list(map(len, tokens))
+            if len(present) != n:
+                aligned: list[list[str]] = [[]] * n
+                for i, row_tokens in zip(present, tokens):
+                    aligned[i] = row_tokens
+                tokens = aligned
+            postings[path] = postings_of_tokens(tokens, start)
+        if len(found) != n:
+            aligned_values: list[Any] = [None] * n
+            for i, value in zip(present, found):
+                aligned_values[i] = value
+            found = aligned_values
+        columns[path] = Column.build(spec, kind, found)
+    return Block(start, n, columns, postings)
+
+
+def _ord_column(n: int, present: Any, numbers: list[int | None]) -> Column:
+    """A keyword column of ``n`` rows: ``numbers[k]`` (None: a value too long to index) on row ``present[k]``,
+    as ``Column.build`` makes it of the records' ``[ordinal]`` lists."""
+    if len(numbers) == n and None not in numbers:
+        return Column(KIND_ORD, np.array(numbers, np.int32), np.ones(n, bool))
+    ords = np.full(n, NO_ORD, np.int32)
+    ords[np.fromiter(present, np.int64, len(numbers))] = [NO_ORD if o is None else o for o in numbers]
+    return Column(KIND_ORD, ords, ords != NO_ORD)
+
+
+def _indexable(target: "IndexWrite", tokens: list[list[str]]) -> list[list[str]]:
+    """``tokens`` without terms too long to be keys (counted as skipped)."""
+    if max(map(len, chain.from_iterable(tokens)), default=0) * 4 <= limits.MAX_TERM_BYTES:
+        return tokens
+    kept = [limits.indexable_terms(t) for t in tokens]
+    target.skipped["terms"] += sum(map(itemgetter(1), kept))
+    return list(map(itemgetter(0), kept))
 
 
 # Every key a stored edge document may hold for the typed retire path, and the plain type of its value.
@@ -283,13 +343,12 @@ def _values(docs: list[dict[str, Any]]) -> dict[str, tuple[Any, list[Any]]]:
     return values
 
 
-def _records(target: "IndexWrite", brain: str, n: int, values: dict[str, tuple[Any, list[Any]]], *,
-             fresh: bool = False) -> list[dict[str, Any]]:
+def _records(target: "IndexWrite", brain: str, n: int, values: dict[str, tuple[Any, list[Any]]]
+             ) -> list[dict[str, Any]]:
     """The row record of each of ``n`` plain edge documents from their ``values`` (column path -> positions,
     values), as the write plan makes it: the same columns and terms, and ordinals assigned in document order
     (each dictionary on its own; src and dst, which every edge holds, share ``nodes``). Built a column at a
-    time: each dictionary is read and added to once, each row's record made by one C-level ``zip``. ``fresh``: the
-    documents are new edges, whose ids are most likely new to the ``edge_id`` dictionary."""
+    time: each dictionary is read and added to once, each row's record made by one C-level ``zip``."""
     srcs, dsts = values["src"][1], values["dst"][1]
     interleaved: list[Any] = [None] * (2 * n)
     interleaved[0::2], interleaved[1::2] = srcs, dsts
@@ -302,16 +361,12 @@ def _records(target: "IndexWrite", brain: str, n: int, values: dict[str, tuple[A
         if not found or path in ("src", "dst"):
             continue
         if path == "evidence.quote":
-            tokens = tokenize_many(found)
-            if max(map(len, chain.from_iterable(tokens)), default=0) * 4 > limits.MAX_TERM_BYTES:
-                kept = [limits.indexable_terms(t) for t in tokens]
-                target.skipped["terms"] += sum(map(itemgetter(1), kept))
-                tokens = list(map(itemgetter(0), kept))
+            tokens = _indexable(target, tokenize_many(found))
             found = list(map(len, tokens))
             for i, counts in zip(present, term_counts_many(tokens)):
                 terms[i] = {path: counts}
         elif _EDGE_FIELDS[path].type == "keyword":
-            found = _ordinals(target, path, found, fresh and path == "edge_id")
+            found = _ordinals(target, path, found)
         if len(found) == n:
             full[path] = found
         else:
