@@ -20,7 +20,7 @@ compares the two stores whole.
 from __future__ import annotations
 
 import math
-from itertools import chain, repeat
+from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -43,9 +43,10 @@ from xerj_core.params import INSTANT_LIMIT
 from xerj_core.store import keys, limits
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, NO_ORD, Column, column_kind
 from xerj_core.store.mapping import INT_TYPES, Mapping
+from xerj_core.store.plan import column_tokens
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC
 from xerj_core.store.tailblock import Block, postings_of_tokens
-from xerj_core.text import term_counts_many, tokenize_many
+from xerj_core.text import term_counts_many
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.store.write import IndexWrite, WriteTxn
@@ -227,7 +228,7 @@ def _block(target: "IndexWrite", brain: str, n: int, values: dict[str, tuple[Any
             columns[path] = _ord_column(n, present, _ordinal_numbers(target, path, found, fresh=path == "edge_id"))
             continue
         if kind == KIND_LEN:
-            tokens = _indexable(target, tokenize_many(found))
+            tokens = column_tokens(found, target.skipped)
             found = list(map(len, tokens))
             if len(present) != n:
                 aligned: list[list[str]] = [[]] * n
@@ -252,15 +253,6 @@ def _ord_column(n: int, present: Any, numbers: list[int | None]) -> Column:
     ords = np.full(n, NO_ORD, np.int32)
     ords[np.fromiter(present, np.int64, len(numbers))] = [NO_ORD if o is None else o for o in numbers]
     return Column(KIND_ORD, ords, ords != NO_ORD)
-
-
-def _indexable(target: "IndexWrite", tokens: list[list[str]]) -> list[list[str]]:
-    """``tokens`` without terms too long to be keys (counted as skipped)."""
-    if max(map(len, chain.from_iterable(tokens)), default=0) * 4 <= limits.MAX_TERM_BYTES:
-        return tokens
-    kept = [limits.indexable_terms(t) for t in tokens]
-    target.skipped["terms"] += sum(map(itemgetter(1), kept))
-    return list(map(itemgetter(0), kept))
 
 
 # Every key a stored edge document may hold for the typed retire path, and the plain type of its value.
@@ -361,7 +353,7 @@ def _records(target: "IndexWrite", brain: str, n: int, values: dict[str, tuple[A
         if not found or path in ("src", "dst"):
             continue
         if path == "evidence.quote":
-            tokens = _indexable(target, tokenize_many(found))
+            tokens = column_tokens(found, target.skipped)
             found = list(map(len, tokens))
             for i, counts in zip(present, term_counts_many(tokens)):
                 terms[i] = {path: counts}
