@@ -31,4 +31,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     except Exception as exc:  # a broken plugin must say which, not crash with a trace
         click.echo(f"xerj: could not load plugins: {exc}", err=True)
         sys.exit(2)
-    build_cli(pm).main(args=list(argv) if argv is not None else None, prog_name="xerj")
+    from xerj_core.errors import StoreFormatUnsupported
+
+    try:
+        build_cli(pm).main(args=list(argv) if argv is not None else None, prog_name="xerj")
+    except StoreFormatUnsupported as exc:  # met by whichever command opened the data directory first
+        click.echo(f"xerj: {exc.reason}", err=True)
+        sys.exit(2)

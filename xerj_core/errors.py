@@ -195,3 +195,16 @@ class BatchFailed(XerjError):
                      first.__cause__ or first, batches=len(failures))
         joined.__cause__ = first.__cause__
         return joined
+
+
+class StoreFormatUnsupported(XerjError):
+    """A data directory written in a store format newer than this xerj reads; nothing in it was touched."""
+
+    status = 500
+    error_type = "store_format_exception"
+
+    def __init__(self, path: str, found: int, supported: int) -> None:
+        super().__init__(f"the data directory [{path}] holds store format {found}, and this xerj reads formats up "
+                         f"to {supported}: upgrade xerj to open it (nothing in it was changed)",
+                         found=found, supported=supported)
+        self.found = found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import click
@@ -19,15 +20,26 @@ def store_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                              "(keys, audit log, caches). Also XERJ_STORE.")(fn)
 
 
-def check_store(command: str, store: str | None, read_url: str | None, pm: Any = None) -> None:
-    """Open and close ``store`` once, so a database that is down or refuses this xerj stops the command here with
-    its reason (exit status 2) rather than in each worker."""
+def check_store(command: str, store: str | None, read_url: str | None, pm: Any = None,
+                data_dir: Path | None = None) -> None:
+    """Open and close ``store`` (else the LMDB data directory ``data_dir``, when it holds one) once, so a database
+    that is down or refuses this xerj stops the command here with its reason (exit status 2) rather than in each
+    worker."""
+    from xerj_core.errors import XerjError
+
     if not store:
         if read_url:
             click.echo(f"xerj {command}: --read-url needs --store", err=True)
             sys.exit(2)
+        if data_dir is not None and (Path(data_dir) / "data.mdb").exists():
+            from xerj_core.store import env as envs
+
+            try:
+                envs.release(envs.acquire(Path(data_dir)))  # refuses a store format newer than this xerj's
+            except XerjError as exc:
+                click.echo(f"xerj {command}: {exc.reason}", err=True)
+                sys.exit(2)
         return
-    from xerj_core.errors import XerjError
     from xerj_core.plugins import get_plugin_manager
     from xerj_core.store.backends import open_store
 

@@ -204,7 +204,7 @@ def serve_command(data_dir: Path, host: str, port: int, workers: int, insecure: 
     config.audit_reads = audit_reads
     config.store_url, config.read_url = store, read_url
     data_dir = Path(data_dir).expanduser()
-    check_store("serve", store, read_url)
+    check_store("serve", store, read_url, data_dir=data_dir)
     try:
         listener = bind_listener(host, port)
     except OSError as exc:

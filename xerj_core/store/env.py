@@ -11,6 +11,7 @@ from typing import Any, Callable, TypeVar
 import lmdb
 
 from xerj_core.errors import InsufficientStorage
+from xerj_core.store import format as store_format
 from xerj_core.store import residency
 
 T = TypeVar("T")
@@ -122,8 +123,13 @@ class Environment:
             str(path), map_size=map_size, max_dbs=len(DB_NAMES) + 2, subdir=True,
             sync=sync, metasync=sync, readahead=False, max_readers=256, lock=True,
         )
-        with self.env.begin(write=True) as txn:
-            self.dbs = {name: self.env.open_db(name.encode(), txn=txn) for name in DB_NAMES}
+        try:
+            with self.env.begin(write=True) as txn:
+                self.dbs = {name: self.env.open_db(name.encode(), txn=txn) for name in DB_NAMES}
+                self.format_found = store_format.check_and_stamp(txn, self.dbs["aux"], str(path))
+        except BaseException:
+            self.env.close()
+            raise
         self.write_lock = threading.Lock()
         self.readers = _ReaderGate()
         # Held while the map may move (a resize remaps it, close unmaps it) and while release_pages advises
