@@ -120,6 +120,15 @@ def seed(admin: Http, memories: int) -> str:
     return minted["encoded"]
 
 
+# Each call: the tool and its arguments, and the same request over HTTP.
+CALLS = {
+    "recall": lambda q, n: (("xerj_memory_recall", {"namespace": NS, "query": q, "k": 10}),
+                            ("POST", f"/_memory/{NS}/_recall", {"query": q, "k": 10})),
+    "ego": lambda q, n: (("xerj_brain_ego", {"brain": NS, "node": n, "hops": 2}),
+                         ("GET", f"/_graph/{NS}/ego?node={n}&hops=2&direction=both&include_nodes=true", None)),
+}
+
+
 def pct(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -195,12 +204,7 @@ async def measure(port: int, key: str, rounds: int) -> tuple[dict[str, dict[str,
     params = StdioServerParameters(command=xerj, args=["mcp", "--url", f"http://127.0.0.1:{port}", "--api-key", key])
     http_call = Http(port, key)
     rng = random.Random(9)
-    calls = {
-        "recall": lambda q, n: (("xerj_memory_recall", {"namespace": NS, "query": q, "k": 10}),
-                                ("POST", f"/_memory/{NS}/_recall", {"query": q, "k": 10})),
-        "ego": lambda q, n: (("xerj_brain_ego", {"brain": NS, "node": n, "hops": 2}),
-                             ("GET", f"/_graph/{NS}/ego?node={n}&hops=2&direction=both&include_nodes=true", None)),
-    }
+    calls = CALLS
     sides = ("http", "mcp", "floor")
     times = {name: {side: [] for side in sides} for name in calls}
     cpu = {name: {"mcp": 0.0, "floor": 0.0} for name in calls}
@@ -234,6 +238,82 @@ async def measure(port: int, key: str, rounds: int) -> tuple[dict[str, dict[str,
     return times, {name: {side: spent * 1000 / rounds for side, spent in by.items()} for name, by in cpu.items()}, costs
 
 
+HOPS = (("call", "client write", "the SDK client: request model, dispatch, the line"),
+        ("client write", "server read", "pipe, and `xerj mcp` wakes up"),
+        ("server read", "server parsed", "`xerj mcp`: the SDK's parse of the request line"),
+        ("server parsed", "server tool", "`xerj mcp`: the SDK's dispatch, middleware, argument model"),
+        ("server tool", "server sent", "`xerj mcp`: the tool builds and sends its HTTP request"),
+        ("server sent", "server answered", "`xerj serve` answers (loopback HTTP round trip)"),
+        ("server answered", "server loaded", "`xerj mcp`: orjson parses the answer"),
+        ("server loaded", "server returned", "`xerj mcp`: the tool wraps the answer as its result"),
+        ("server returned", "server write", "`xerj mcp`: the SDK's output check and result sieve"),
+        ("server write", "server line", "`xerj mcp`: the wire line (orjson)"),
+        ("server line", "server written", "`xerj mcp`: the line into the pipe"),
+        ("server written", "client chunk", "pipe, and the client wakes up"),
+        ("client chunk", "client chunk*", "the client reads the rest of the line"),
+        ("client chunk*", "client parse", "the client splits the line off"),
+        ("client parse", "client parsed", "the SDK client's JSON-RPC parse"),
+        ("client parsed", "done", "the SDK client: dispatch, result sieve, model, output schema check"))
+
+
+async def hop_timeline(port: int, key: str, calls: dict, rounds: int) -> dict[str, dict]:
+    """Each hop's median over ``rounds`` calls of each tool, from timestamps both processes take (mcp_hops.py)."""
+    import mcp_hops
+
+    mcp_hops.client_hooks()
+    with tempfile.NamedTemporaryFile(prefix="xerj-hops-", suffix=".tsv", delete=False) as f:
+        path = f.name
+    params = StdioServerParameters(
+        command=sys.executable, args=[str(Path(mcp_hops.__file__)), "mcp", "--url", f"http://127.0.0.1:{port}",
+                                      "--api-key", key], env={"XERJ_BENCH_HOPS": path})
+    http_call = Http(port, key)
+    rng = random.Random(11)
+    spans: dict[str, list[tuple[int, int]]] = {name: [] for name in calls}
+    http_times: dict[str, list[float]] = {name: [] for name in calls}
+    async with Client(params, read_timeout_seconds=120) as client:
+        for i in range(rounds + 20):
+            query, node = " ".join(rng.sample(WORDS, 2)), f"n{rng.randrange(50)}"
+            for name, make in calls.items():
+                (tool, args), request = make(query, node)
+                t0 = time.perf_counter()
+                http_call(*request)
+                http_ms = (time.perf_counter() - t0) * 1000
+                start = mcp_hops.now()
+                mcp_hops.stamp("call")
+                await client.call_tool(tool, args)
+                mcp_hops.stamp("done")
+                if i >= 20:
+                    spans[name].append((start, mcp_hops.now()))
+                    http_times[name].append(http_ms)
+    server = mcp_hops.read_stamps(path)
+    os.unlink(path)
+    stamps = sorted(mcp_hops.STAMPS + server, key=lambda s: s[1])
+    out = {}
+    for name, windows in spans.items():
+        per_hop: dict[str, list[float]] = {label: [] for _, _, label in HOPS}
+        sizes: dict[str, int] = {}
+        totals = []
+        for start, end in windows:
+            seen: dict[str, int] = {}
+            for event, ns, size in stamps:
+                if start <= ns <= end:
+                    if event == "client chunk" and event in seen:
+                        event = "client chunk*"
+                    seen[event] = ns
+                    if size:
+                        sizes[event] = size
+            seen.setdefault("client chunk*", seen.get("client chunk", 0))
+            if not all(a in seen and b in seen for a, b, _ in HOPS):
+                continue
+            for a, b, label in HOPS:
+                per_hop[label].append((seen[b] - seen[a]) / 1e3)
+            totals.append((seen["done"] - seen["call"]) / 1e3)
+        out[name] = {"hops": {label: statistics.median(v) for label, v in per_hop.items() if v},
+                     "total": statistics.median(totals), "http": statistics.median(http_times[name]) * 1000,
+                     "calls": len(totals), "sizes": sizes}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--memories", type=int, default=5000)
@@ -241,6 +321,8 @@ def main() -> None:
     parser.add_argument("--realtime", action="store_true",
                         help="run this process and its children (xerj serve, xerj mcp) under SCHED_FIFO (root): on a "
                              "shared machine other work then no longer delays their wake-ups, for both sides alike")
+    parser.add_argument("--hops", type=int, default=100, metavar="R",
+                        help="after the rounds, R calls of each tool timed hop by hop (0: none)")
     args = parser.parse_args()
     if args.realtime:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(5))
@@ -252,6 +334,7 @@ def main() -> None:
             key = seed(admin, args.memories)
             load_before = os.getloadavg()[0]
             times, cpu, costs = anyio.run(measure, port, key, args.rounds)
+            hops = anyio.run(hop_timeline, port, key, CALLS, args.hops) if args.hops else {}
         finally:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(timeout=30)
@@ -276,6 +359,18 @@ def main() -> None:
     client = sum(v for k, v in costs.items() if k.startswith("client:"))
     print(f"  server {server:.0f} µs, client {client:.0f} µs, against the baseline's parse "
           f"{costs['baseline: json.loads of the HTTP body']:.0f} µs")
+
+    for name, got in hops.items():
+        print(f"\n{name}, hop by hop ({got['calls']} calls, medians in µs; the stamps themselves cost a few µs): "
+              f"MCP {got['total']:.0f} against HTTP {got['http']:.0f}, added {got['total'] - got['http']:.0f}; "
+              f"HTTP answer {got['sizes'].get('server loaded', 0)} bytes, MCP line "
+              f"{got['sizes'].get('server line', 0)} bytes")
+        for label, spent in got["hops"].items():
+            print(f"  {spent:8.1f}  {label}")
+        backend = got["hops"][HOPS[5][2]]
+        print(f"  {got['total'] - backend:8.1f}  all but `xerj serve`'s answer; HTTP's client side beyond that answer "
+              f"~{got['http'] - backend:.0f}")
+
 
 if __name__ == "__main__":
     main()
