@@ -238,22 +238,23 @@ async def measure(port: int, key: str, rounds: int) -> tuple[dict[str, dict[str,
     return times, {name: {side: spent * 1000 / rounds for side, spent in by.items()} for name, by in cpu.items()}, costs
 
 
-HOPS = (("call", "client write", "the SDK client: request model, dispatch, the line"),
-        ("client write", "server read", "pipe, and `xerj mcp` wakes up"),
-        ("server read", "server parsed", "`xerj mcp`: the SDK's parse of the request line"),
-        ("server parsed", "server tool", "`xerj mcp`: the SDK's dispatch, middleware, argument model"),
-        ("server tool", "server sent", "`xerj mcp`: the tool builds and sends its HTTP request"),
-        ("server sent", "server answered", "`xerj serve` answers (loopback HTTP round trip)"),
-        ("server answered", "server loaded", "`xerj mcp`: orjson parses the answer"),
-        ("server loaded", "server returned", "`xerj mcp`: the tool wraps the answer as its result"),
-        ("server returned", "server write", "`xerj mcp`: the SDK's output check and result sieve"),
-        ("server write", "server line", "`xerj mcp`: the wire line (orjson)"),
-        ("server line", "server written", "`xerj mcp`: the line into the pipe"),
-        ("server written", "client chunk", "pipe, and the client wakes up"),
-        ("client chunk", "client chunk*", "the client reads the rest of the line"),
-        ("client chunk*", "client parse", "the client splits the line off"),
-        ("client parse", "client parsed", "the SDK client's JSON-RPC parse"),
-        ("client parsed", "done", "the SDK client: dispatch, result sieve, model, output schema check"))
+# (from event, to event, what happens in between, whose code it is)
+HOPS = (("call", "client write", "the SDK client: request model, dispatch, the line", "SDK client"),
+        ("client write", "server read", "pipe, and `xerj mcp` wakes up", "pipes and wake-ups"),
+        ("server read", "server parsed", "`xerj mcp`: the SDK's parse of the request line", "SDK server"),
+        ("server parsed", "server tool", "`xerj mcp`: the SDK's dispatch, middleware, argument model", "SDK server"),
+        ("server tool", "server sent", "`xerj mcp`: the tool builds and sends its HTTP request", "xerj mcp's own"),
+        ("server sent", "server answered", "`xerj serve` answers (loopback HTTP round trip)", "xerj serve"),
+        ("server answered", "server loaded", "`xerj mcp`: orjson parses the answer", "xerj mcp's own"),
+        ("server loaded", "server returned", "`xerj mcp`: the tool wraps the answer as its result", "xerj mcp's own"),
+        ("server returned", "server write", "`xerj mcp`: the SDK's output check and result sieve", "SDK server"),
+        ("server write", "server line", "`xerj mcp`: the wire line (orjson)", "xerj mcp's own"),
+        ("server line", "server written", "`xerj mcp`: the line into the pipe", "xerj mcp's own"),
+        ("server written", "client chunk", "pipe, and the client wakes up", "pipes and wake-ups"),
+        ("client chunk", "client chunk*", "the client reads the rest of the line", "SDK client"),
+        ("client chunk*", "client parse", "the client splits the line off", "SDK client"),
+        ("client parse", "client parsed", "the SDK client's JSON-RPC parse", "SDK client"),
+        ("client parsed", "done", "the SDK client: dispatch, result sieve, model, output schema check", "SDK client"))
 
 
 async def hop_timeline(port: int, key: str, calls: dict, rounds: int) -> dict[str, dict]:
@@ -290,7 +291,7 @@ async def hop_timeline(port: int, key: str, calls: dict, rounds: int) -> dict[st
     stamps = sorted(mcp_hops.STAMPS + server, key=lambda s: s[1])
     out = {}
     for name, windows in spans.items():
-        per_hop: dict[str, list[float]] = {label: [] for _, _, label in HOPS}
+        per_hop: dict[str, list[float]] = {label: [] for _, _, label, _ in HOPS}
         sizes: dict[str, int] = {}
         totals = []
         for start, end in windows:
@@ -303,9 +304,9 @@ async def hop_timeline(port: int, key: str, calls: dict, rounds: int) -> dict[st
                     if size:
                         sizes[event] = size
             seen.setdefault("client chunk*", seen.get("client chunk", 0))
-            if not all(a in seen and b in seen for a, b, _ in HOPS):
+            if not all(a in seen and b in seen for a, b, _, _ in HOPS):
                 continue
-            for a, b, label in HOPS:
+            for a, b, label, _ in HOPS:
                 per_hop[label].append((seen[b] - seen[a]) / 1e3)
             totals.append((seen["done"] - seen["call"]) / 1e3)
         out[name] = {"hops": {label: statistics.median(v) for label, v in per_hop.items() if v},
@@ -370,6 +371,12 @@ def main() -> None:
         backend = got["hops"][HOPS[5][2]]
         print(f"  {got['total'] - backend:8.1f}  all but `xerj serve`'s answer; HTTP's client side beyond that answer "
               f"~{got['http'] - backend:.0f}")
+        owners: dict[str, float] = {}
+        for _, _, label, owner in HOPS:
+            if owner != "xerj serve":
+                owners[owner] = owners.get(owner, 0.0) + got["hops"][label]
+        print("  by whose code (sums of medians): " + ", ".join(f"{owner} {spent:.0f}" for owner, spent in owners.items())
+              + f"; less the HTTP baseline's own client ~{got['http'] - backend:.0f}")
 
 
 if __name__ == "__main__":
