@@ -1,6 +1,6 @@
 """MCP benchmark: what `xerj mcp` over stdio adds to recall and ego, against the same calls over HTTP.
 
-Run: python tests/bench/bench_mcp.py [--memories N] [--rounds R] [--realtime]
+Run: python tests/bench/bench_mcp.py [--memories N] [--rounds R] [--realtime] [--hops R]
 
 A secured `xerj serve` (one worker) gets N memories in namespace `bench` and
 a brain of N/2 edges; a key scoped to that namespace is minted. Each round
@@ -27,7 +27,12 @@ side: what the baseline's client does with it (``json.loads``), what `xerj mcp`
 does (parse it, the SDK's per-version sieve of the result, the wire line) and
 what the SDK's stdio client does with that line (its JSON-RPC parse, beside the
 same line parsed as a response alone, its sieve, its result model and its
-output schema check): the part of "added" that grows with the answer.
+output schema check): the part of "added" that grows with the answer; the
+answer's bytes over HTTP and on the MCP wire, with and without the text twin.
+
+Then (``--hops R``, default 100) R more calls of each tool are timed hop by hop
+from timestamps both processes take on one clock (``mcp_hops.py``): where the
+time MCP adds goes, and whose code spends it.
 """
 
 from __future__ import annotations
@@ -181,8 +186,10 @@ def answer_costs(body: bytes, version: str, output_schema: dict | None) -> dict[
     raw = jsonrpc_message_adapter.validate_json(text, by_name=False).result
     single = TypeAdapter(JSONRPCResponse)
     schema = Draft202012Validator(output_schema or {})
+    bare = methods.serialize_server_result("tools/call", version, {**result, "content": []})
     return {
         "line bytes": len(line),
+        "line bytes without the text twin": len(wire_line(JSONRPCResponse(jsonrpc="2.0", id=7, result=bare))),
         "baseline: json.loads of the HTTP body": _median_us(lambda: json.loads(body)),
         "server: orjson.loads of the answer": _median_us(lambda: orjson.loads(body)),
         "server: the SDK's result sieve": _median_us(
@@ -199,7 +206,7 @@ def answer_costs(body: bytes, version: str, output_schema: dict | None) -> dict[
 
 
 async def measure(port: int, key: str, rounds: int) -> tuple[dict[str, dict[str, list[float]]],
-                                                             dict[str, dict[str, float]], dict[str, float]]:
+                                                             dict[str, dict[str, float]], dict[str, float], bytes]:
     xerj = shutil.which("xerj") or str(Path(sys.executable).with_name("xerj"))
     params = StdioServerParameters(command=xerj, args=["mcp", "--url", f"http://127.0.0.1:{port}", "--api-key", key])
     http_call = Http(port, key)
@@ -235,7 +242,8 @@ async def measure(port: int, key: str, rounds: int) -> tuple[dict[str, dict[str,
         version = client.protocol_version
     body = raw_get(http_call, calls["ego"]("", "n1")[1][1])
     costs = answer_costs(body, version, tools["xerj_brain_ego"].output_schema)
-    return times, {name: {side: spent * 1000 / rounds for side, spent in by.items()} for name, by in cpu.items()}, costs
+    return times, {name: {side: spent * 1000 / rounds for side, spent in by.items()} for name, by in cpu.items()}, \
+        costs, body
 
 
 # (from event, to event, what happens in between, whose code it is)
@@ -334,7 +342,7 @@ def main() -> None:
             admin = Http(port, (Path(tmp) / "data" / "admin.key").read_text().strip())
             key = seed(admin, args.memories)
             load_before = os.getloadavg()[0]
-            times, cpu, costs = anyio.run(measure, port, key, args.rounds)
+            times, cpu, costs, body = anyio.run(measure, port, key, args.rounds)
             hops = anyio.run(hop_timeline, port, key, CALLS, args.hops) if args.hops else {}
         finally:
             os.killpg(server.pid, signal.SIGTERM)
@@ -352,8 +360,9 @@ def main() -> None:
     print("floor: the same tool refused for a misspelled argument inside `xerj mcp` (no HTTP), its CPU there: "
           + ", ".join(f"{name} {by['floor']:.2f}ms" for name, by in cpu.items()))
     print("mcp CPU: the `xerj mcp` process's CPU time per call")
-    print(f"\nwhat one ego answer ({costs.pop('line bytes')} bytes on the MCP wire) costs each side's code, in "
-          f"process, CPU µs medians:")
+    print(f"\nwhat one ego answer ({len(body)} bytes over HTTP; {costs.pop('line bytes')} bytes on the MCP wire, of "
+          f"which the line without its text twin {costs.pop('line bytes without the text twin')}) costs each side's "
+          f"code, in process, CPU µs medians:")
     for name, spent in costs.items():
         print(f"  {spent:8.1f}  {name}")
     server = sum(v for k, v in costs.items() if k.startswith("server:"))
