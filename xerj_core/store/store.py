@@ -159,6 +159,8 @@ class Store:
         # (index number, dictionary) -> committed term ordinals; index numbers are never reused, and a
         # dictionary's ordinals never change, so this never goes stale (another process only appends).
         self._committed_terms: dict[tuple[int, str], dict[str, int]] = {}
+        # (index number, dictionary, first, end ordinal) -> a committed dictionary run (xerj_core.store.dictruns)
+        self._dict_runs: dict[tuple[int, str, int, int], Any] = {}
         # index number -> (generation, first tail row, blocks) of the tails this process committed last.
         self._tails: dict[int, tuple[int, int, list[Any]]] = {}
         self.merge_above = merge_above if isinstance(env, envs.Environment) else None
@@ -214,7 +216,8 @@ class Store:
         holder: list[WriteTxn] = []
 
         def run(raw) -> T:
-            txn = WriteTxn(raw, self.env.dbs, self.tail_rows, self._committed_terms, self._tails, self.merge_above)
+            txn = WriteTxn(raw, self.env.dbs, self.tail_rows, self._committed_terms, self._tails, self.merge_above,
+                           self._dict_runs)
             holder[:] = [txn]
             result = fn(txn)
             txn.finish()

@@ -18,7 +18,7 @@ import orjson
 
 from xerj_core.errors import (DocumentMissing, IndexAlreadyExists, IndexClosed, IndexNotFound, InvalidIndexName,
                               MapperParsingError, VersionConflict, XerjError)
-from xerj_core.store import keys, limits, pins, tailblock
+from xerj_core.store import dictruns, keys, limits, pins, tailblock
 from xerj_core.store import meta as index_meta
 from xerj_core.store.columns import (KIND_LEN, KIND_ORD, NO_ORD, Column, column_kind, decode_postings_many,
                                      encode_postings_many)
@@ -109,6 +109,7 @@ class IndexWrite:
         self.dict_cache: dict[str, dict[str, int]] = {}
         self.dict_size: dict[str, int] = {}
         self._dict_cursor: Any = None  # a cursor on the dictionaries (LMDB), opened at the first new term
+        self._dict_runs: dict[str, dictruns.DictRuns | None] = {}  # per dictionary: its runs (None: per-term layout)
         self.put_ids: list[str] = []
         self.deleted_ids: list[str] = []
         self.force_compact = False
@@ -173,6 +174,17 @@ class IndexWrite:
             stored = raw.get(keys.dictn_key(self.ix, name), db=db["dictn"])
             size = int.from_bytes(stored, "big") if stored else 0
             self.dict_size[name] = size
+        runs = self._runs(name, size)
+        if runs is not None:
+            encoded = term.encode()
+            (ordinal,), hashed = runs.lookup([encoded])
+            if ordinal is None:
+                ordinal = size
+                self.dict_size[name] = size + 1
+                raw.put(keys.dictr_key(self.ix, name, ordinal), encoded, db=db["dictr"])
+                runs.add(hashed, ordinal)
+            cache[term] = ordinal
+            return ordinal
         key = keys.dict_key(self.ix, name, term)
         # One insert-if-absent: a new term (ingest: edge ids, nodes) is stored by it, and a term stored by an
         # earlier transaction (retiring an edge re-reads its id) is found by the same B-tree search, since a
@@ -216,22 +228,18 @@ class IndexWrite:
                 stored = raw.get(keys.dictn_key(ix, name), db=db["dictn"])
                 size = int.from_bytes(stored, "big") if stored else 0
             encoded = list(map(str.encode, missing))
-            dict_keys = list(map(prefix.__add__, encoded))
-            fixed = list(map(int.to_bytes, range(size, size + len(missing)), repeat(4), repeat("big")))
-            with raw.cursor(db=db["dict"]) as cur:
-                # Fresh terms are numbered as new and stored by one insert-if-absent pass (one B-tree descent each);
-                # only when some were stored already are the numbers redone (the stored ones keep theirs).
-                added = cur.putmulti(sorted(zip(dict_keys, fixed)), overwrite=False)[1] if fresh else 0
-                if added != len(missing):
-                    found = {bytes(k): v for k, v in cur.getmulti(sorted(dict_keys))}
-                    ours = dict(zip(dict_keys, fixed)) if fresh else {}  # what the insert pass stored
-                    before = [k in found and found[k] != ours.get(k) for k in dict_keys]
-                    cache.update((t, int.from_bytes(found[k], "big"))
-                                 for t, k, was in zip(missing, dict_keys, before) if was)
-                    kept = [i for i, was in enumerate(before) if not was]
+            runs = self._runs(name, size)
+            if runs is not None:  # looked up in the runs; the new terms numbered in order and added as one run
+                found, hashed = runs.lookup(encoded)
+                if found.count(None) != len(found):
+                    cache.update((t, o) for t, o in zip(missing, found) if o is not None)
+                    kept = [i for i, o in enumerate(found) if o is None]
                     missing, encoded = [missing[i] for i in kept], [encoded[i] for i in kept]
-                    fixed = fixed[:len(kept)]
-                    cur.putmulti(sorted((dict_keys[i], f) for i, f in zip(kept, fixed) if ours.get(dict_keys[i]) != f))
+                    hashed = hashed[kept]
+                runs.add(hashed, size)
+                fixed = list(map(int.to_bytes, range(size, size + len(missing)), repeat(4), repeat("big")))
+            else:
+                fixed, missing, encoded = self._btree_ordinals(name, prefix, missing, encoded, size, fresh)
             cache.update(zip(missing, range(size, size + len(missing))))
             self.dict_size[name] = size + len(missing)
             _put_all(raw, db["dictr"], list(zip(map(prefix.__add__, fixed), encoded)))
@@ -239,6 +247,41 @@ class IndexWrite:
             for term in missing:
                 self.ordinal(name, term)
         return list(map(cache.__getitem__, terms))
+
+    def _runs(self, name: str, size: int) -> "dictruns.DictRuns | None":
+        """The runs of dictionary ``name`` (holding ``size`` terms) in this transaction; None for a dictionary
+        in the per-term layout (written before runs existed, or by a database store)."""
+        found = self._dict_runs.get(name, _UNREAD)
+        if found is _UNREAD:
+            raw = self.txn.raw
+            found = self._dict_runs[name] = (dictruns.DictRuns.open(raw, self.txn.dbs, self.ix, name, size,
+                                                                    self.txn.dict_runs)
+                                             if isinstance(raw, lmdb.Transaction) else None)
+        return found  # type: ignore[return-value]
+
+    def _btree_ordinals(self, name: str, prefix: bytes, missing: list[str], encoded: list[bytes], size: int,
+                        fresh: bool) -> tuple[list[bytes], list[str], list[bytes]]:
+        """The per-term layout's part of :meth:`ordinals`: ``(fixed-width new ordinals, new terms, their bytes)``,
+        the terms stored already put in the cache."""
+        raw, db = self.txn.raw, self.txn.dbs
+        cache = self.dict_cache[name]
+        dict_keys = list(map(prefix.__add__, encoded))
+        fixed = list(map(int.to_bytes, range(size, size + len(missing)), repeat(4), repeat("big")))
+        with raw.cursor(db=db["dict"]) as cur:
+            # Fresh terms are numbered as new and stored by one insert-if-absent pass (one B-tree descent each);
+            # only when some were stored already are the numbers redone (the stored ones keep theirs).
+            added = cur.putmulti(sorted(zip(dict_keys, fixed)), overwrite=False)[1] if fresh else 0
+            if added != len(missing):
+                found = {bytes(k): v for k, v in cur.getmulti(sorted(dict_keys))}
+                ours = dict(zip(dict_keys, fixed)) if fresh else {}  # what the insert pass stored
+                before = [k in found and found[k] != ours.get(k) for k in dict_keys]
+                cache.update((t, int.from_bytes(found[k], "big"))
+                             for t, k, was in zip(missing, dict_keys, before) if was)
+                kept = [i for i, was in enumerate(before) if not was]
+                missing, encoded = [missing[i] for i in kept], [encoded[i] for i in kept]
+                fixed = fixed[:len(kept)]
+                cur.putmulti(sorted((dict_keys[i], f) for i, f in zip(kept, fixed) if ours.get(dict_keys[i]) != f))
+        return fixed, missing, encoded
 
     # -- documents -----------------------------------------------------------------------------
 
@@ -726,6 +769,9 @@ class IndexWrite:
             _put_all(raw, db["tail"], tailblock.stored(self.ix, block), ordered=True)
         for name, size in self.dict_size.items():
             raw.put(keys.dictn_key(self.ix, name), size.to_bytes(4, "big"), db=db["dictn"])
+        for runs in self._dict_runs.values():
+            if runs is not None:
+                runs.finish()
         if any(self.skipped.values()):
             self._count_skipped()
         if self.mapping_changed:
@@ -1135,7 +1181,8 @@ class WriteTxn:
     def __init__(self, raw: lmdb.Transaction, dbs: dict[str, Any], tail_rows: int,
                  committed_terms: dict[tuple[int, str], dict[str, int]] | None = None,
                  tails: dict[int, tuple[int, int, list[Block]]] | None = None,
-                 merge_above: int | None = None) -> None:
+                 merge_above: int | None = None,
+                 dict_runs: dict[tuple[int, str, int, int], Any] | None = None) -> None:
         self.raw = raw
         # Sealed rows a seal may merge in the write; a bigger merge is left to the merge thread (None: none is).
         self.merge_above = merge_above
@@ -1143,6 +1190,8 @@ class WriteTxn:
         self.tail_rows = tail_rows
         # Dictionary ordinals known to be committed, shared by the store's transactions (read-only here).
         self.committed_terms = committed_terms if committed_terms is not None else {}
+        # Committed dictionary runs (see xerj_core.store.dictruns), shared like committed_terms.
+        self.dict_runs: dict[tuple[int, str, int, int], Any] = dict_runs if dict_runs is not None else {}
         # index number -> (generation, first tail row, the tail's blocks) as this process committed them
         # (read-only here; see remember_tails).
         self.tails = tails if tails is not None else {}
@@ -1315,6 +1364,9 @@ class WriteTxn:
         A dictionary stops growing in the cache at ``limit`` terms (an edge-id
         dictionary has a term per edge, each looked up about once)."""
         for target in self._open.values():
+            for runs in target._dict_runs.values():
+                if runs is not None:
+                    runs.remember()
             for name, terms in target.dict_cache.items():
                 known = shared.setdefault((target.ix, name), {})
                 room = limit - len(known)

@@ -1,0 +1,220 @@
+"""A dictionary's term -> ordinal lookup kept as a few sorted runs of 64-bit term hashes (an LSM), not a B-tree entry per term.
+
+The reverse records (``dictr``: ordinal -> term) stay the truth; this is only
+how a writer finds the ordinal of a term it is given. The older layout put one
+``dict`` entry per term, keyed by the term: a dictionary with a term per
+document (an edge index's ``edge_id``) then inserts random keys into a B-tree
+far larger than one commit, and every insert dirties a page of its own, so the
+cost per term grows with the dictionary. Here a transaction's new terms become
+one run (their hashes sorted, with their ordinals), written as a few
+sequential values; a run merges with the one before it while that one is no
+larger (a binary counter: each ordinal is rewritten O(log n) times, at 12
+bytes), so a dictionary has O(log n) runs. A lookup hashes the terms (xxh3-64) and searches every run
+with numpy; a hash found is confirmed against the reverse record, so two terms
+with the same hash are told apart.
+
+Keys (``dict`` database), after ``<ix><name>\\x00\\xff`` (no term key continues with
+``\\xff``, a byte UTF-8 never holds): ``m`` the run bounds, ``c<lo><k>`` the
+``k``-th chunk of the run of ordinals from ``lo``. A dictionary is in this
+layout when it has the bounds record; one created by LMDB code that knows this
+layout always is (older dictionaries keep their per-term entries; a database
+store keeps them too, its own B-trees being server side).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Sequence
+
+import numpy as np
+import xxhash
+
+from xerj_core.store import keys
+
+FORMAT = b"R1"
+# Bytes per stored value: small enough to live in a leaf page, so LMDB reuses freed pages (see tailblock.CHUNK).
+CHUNK = 1900
+# Runs stop merging at this many terms: a merge rewrites at most this many, and a dictionary of n terms has
+# about n / MAX_RUN + log2(MAX_RUN) runs to search.
+MAX_RUN = 1 << 21
+_LO_K = struct.Struct(">II")
+_HASH = np.dtype("<u8")
+_ORD = np.dtype("<u4")
+
+Run = tuple[np.ndarray, np.ndarray]  # sorted term hashes, and each one's ordinal
+
+
+def prefix(ix: int, name: str) -> bytes:
+    return keys.dict_key(ix, name, "") + b"\xff"
+
+
+def hashes(encoded: Sequence[bytes]) -> np.ndarray:
+    """The 64-bit hash of each UTF-8 term, as the runs hold them."""
+    return np.fromiter(map(xxhash.xxh3_64_intdigest, encoded), np.uint64, len(encoded))
+
+
+class DictRuns:
+    """One dictionary's runs as one write transaction sees them, with the terms it adds (a run at :meth:`finish`).
+
+    ``cache`` is the store's ``(ix, name, lo, hi) -> Run`` of committed runs: the ordinals of a committed range
+    never change and index numbers are never reused, so a run read once serves every later transaction.
+    """
+
+    def __init__(self, raw: Any, dbs: dict[str, Any], ix: int, name: str, bounds: list[tuple[int, int]],
+                 cache: dict[tuple[int, str, int, int], Run]) -> None:
+        self.raw = raw
+        self.dbs = dbs
+        self.ix = ix
+        self.name = name
+        self.prefix = prefix(ix, name)
+        self.bounds = bounds
+        self.cache = cache
+        self.runs: dict[tuple[int, int], Run] = {}
+        self.added_hashes: list[np.ndarray] = []
+        self.added_first: int | None = None
+        self.added = 0
+        self.written: list[tuple[tuple[int, int], Run]] = []  # runs this transaction wrote (cached after commit)
+        self.merged: list[tuple[int, int]] = []  # runs it merged away (dropped from the cache after commit)
+
+    @classmethod
+    def open(cls, raw: Any, dbs: dict[str, Any], ix: int, name: str, size: int,
+             cache: dict[tuple[int, str, int, int], Run]) -> "DictRuns | None":
+        """The runs of the dictionary ``name`` of index ``ix`` holding ``size`` terms; a new (empty) dictionary
+        is created in this layout; None for one stored in the per-term layout."""
+        stored = raw.get(prefix(ix, name) + b"m", db=dbs["dict"])
+        if stored is None:
+            if size:
+                return None
+            return cls(raw, dbs, ix, name, [], cache)
+        if stored[:2] != FORMAT:
+            raise ValueError(f"dictionary '{name}' has runs of an unknown format {stored[:2]!r}")
+        flat = np.frombuffer(stored, ">u4", offset=2).tolist()
+        return cls(raw, dbs, ix, name, list(zip(flat[0::2], flat[1::2])), cache)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _run(self, lo: int, hi: int) -> Run:
+        found = self.runs.get((lo, hi))
+        if found is None:
+            found = self.cache.get((self.ix, self.name, lo, hi))
+            if found is None:
+                found = self._read(lo, hi)
+                self.cache[(self.ix, self.name, lo, hi)] = found  # committed (this transaction writes at the end)
+            self.runs[(lo, hi)] = found
+        return found
+
+    def _read(self, lo: int, hi: int) -> Run:
+        start = self.prefix + b"c" + _LO_K.pack(lo, 0)
+        head = start[:-4]
+        parts = []
+        with self.raw.cursor(db=self.dbs["dict"]) as cur:
+            if cur.set_range(start):
+                for key, value in cur:
+                    if not key.startswith(head):
+                        break
+                    parts.append(bytes(value))
+        blob = b"".join(parts)
+        n = hi - lo
+        if len(blob) != n * (_HASH.itemsize + _ORD.itemsize):
+            raise ValueError(f"dictionary '{self.name}': the run of ordinals {lo}-{hi} is damaged")
+        return (np.frombuffer(blob, _HASH, n).astype(np.uint64),
+                np.frombuffer(blob, _ORD, n, offset=n * _HASH.itemsize).astype(np.int64))
+
+    def lookup(self, encoded: Sequence[bytes]) -> tuple[list[int | None], np.ndarray]:
+        """The stored ordinal of each UTF-8 term (None: not in a committed run), each hash confirmed against the
+        term's reverse record, and the terms' hashes (for :meth:`add`). Terms this transaction added are not
+        searched (the caller's cache has them)."""
+        n = len(encoded)
+        found: list[int | None] = [None] * n
+        wanted = hashes(encoded)
+        if not self.bounds or not n:
+            return found, wanted
+        pairs: list[tuple[int, int]] = []  # (position, candidate ordinal)
+        for lo, hi in self.bounds:
+            run_hashes, run_ords = self._run(lo, hi)
+            at = np.searchsorted(run_hashes, wanted)
+            hit = at < run_hashes.size
+            hit[hit] = run_hashes[at[hit]] == wanted[hit]
+            for i in np.flatnonzero(hit).tolist():
+                j = int(at[i])
+                while j < run_hashes.size and run_hashes[j] == wanted[i]:  # every term of that hash
+                    pairs.append((i, int(run_ords[j])))
+                    j += 1
+        if pairs:
+            terms = self._terms(sorted({o for _i, o in pairs}))
+            for i, ordinal in pairs:
+                if terms.get(ordinal) == encoded[i]:
+                    found[i] = ordinal
+        return found, wanted
+
+    def _terms(self, ordinals: list[int]) -> dict[int, bytes]:
+        """``ordinal -> term bytes`` from the reverse records (ascending ``ordinals``), in one ordered pass."""
+        head = keys.dict_key(self.ix, self.name, "")
+        with self.raw.cursor(db=self.dbs["dictr"]) as cur:
+            got = cur.getmulti([head + o.to_bytes(4, "big") for o in ordinals])
+        return {int.from_bytes(bytes(k)[-4:], "big"): bytes(v) for k, v in got}
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def add(self, term_hashes: np.ndarray, first: int) -> None:
+        """Record that the terms of hashes ``term_hashes`` were given the ordinals ``first`` on, in order."""
+        if not term_hashes.size:
+            return
+        if self.added_first is None:
+            self.added_first = first
+        if first != self.added_first + self.added:
+            raise ValueError(f"dictionary '{self.name}': ordinal {first} added out of order")
+        self.added_hashes.append(term_hashes)
+        self.added += term_hashes.size
+
+    def finish(self) -> None:
+        """Write this transaction's terms as a run, merged with each run before it that is no larger (up to
+        :data:`MAX_RUN` terms), and store the bounds."""
+        if not self.added and self.bounds:
+            return
+        bounds = list(self.bounds)
+        if self.added:
+            lo = self.added_first
+            assert lo is not None
+            new_hashes = np.concatenate(self.added_hashes)
+            order = np.argsort(new_hashes, kind="stable")
+            run: Run = (new_hashes[order], order.astype(np.int64) + lo)
+            span = (lo, lo + self.added)
+            gone: list[int] = []
+            while bounds and bounds[-1][1] - bounds[-1][0] <= span[1] - span[0] and span[1] - bounds[-1][0] <= MAX_RUN:
+                older = bounds.pop()
+                self.merged.append(older)
+                old_hashes, old_ords = self._run(*older)
+                both = np.concatenate([old_hashes, run[0]])
+                order = np.argsort(both, kind="stable")
+                run = (both[order], np.concatenate([old_ords, run[1]])[order])
+                gone.append(span[0])
+                span = (older[0], span[1])
+            raw, db = self.raw, self.dbs["dict"]
+            for lo_gone in gone:
+                self._delete_chunks(lo_gone)
+            blob = run[0].astype(_HASH).tobytes() + run[1].astype(_ORD).tobytes()
+            head = self.prefix + b"c"
+            items = [(head + _LO_K.pack(span[0], k), blob[at:at + CHUNK])
+                     for k, at in enumerate(range(0, len(blob), CHUNK))]
+            self._delete_chunks(span[0])  # a run merged into this one was stored at the same start
+            with raw.cursor(db=db) as cur:
+                cur.putmulti(items)
+            bounds.append(span)
+            self.written.append((span, run))
+        flat = np.array(bounds, ">u4").reshape(-1)
+        self.raw.put(self.prefix + b"m", FORMAT + flat.tobytes(), db=self.dbs["dict"])
+        self.bounds = bounds
+
+    def _delete_chunks(self, lo: int) -> None:
+        head = self.prefix + b"c" + lo.to_bytes(4, "big")
+        with self.raw.cursor(db=self.dbs["dict"]) as cur:
+            while cur.set_range(head) and cur.key().startswith(head):
+                cur.delete()
+
+    def remember(self) -> None:
+        """After the commit: this transaction's runs are committed, so later transactions may skip reading them."""
+        for lo, hi in self.merged:
+            self.cache.pop((self.ix, self.name, lo, hi), None)
+        for (lo, hi), run in self.written:
+            self.cache[(self.ix, self.name, lo, hi)] = run
