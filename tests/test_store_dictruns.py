@@ -1,0 +1,138 @@
+"""Dictionary runs (xerj_core.store.dictruns): every term's ordinal as a plain dict numbers them, on real text."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xerj_core.store import Store, dictruns, keys
+
+FOAM = Path("/work/shared/corpora/foam-docs")
+FIELDS = {"properties": {"tag": {"type": "keyword"}}}
+
+
+def real_terms() -> list[str]:
+    """Words of the Foam vault's notes (and, when it is absent, of this venv's standard library), with repeats."""
+    files = sorted(FOAM.rglob("*.md")) if FOAM.is_dir() else sorted(Path(re.__file__).parent.glob("*.py"))[:60]
+    words: list[str] = []
+    for path in files:
+        words += re.findall(r"[\w\-\[\]#@./]+", path.read_text(errors="replace"))
+    assert len(set(words)) > 2000
+    return words
+
+
+def numbered(store: Store, batches: list[list[str]], *, single: bool = False) -> list[list[int]]:
+    """The ordinals ``IndexWrite.ordinals`` (or ``ordinal`` a term at a time) gives each batch, a transaction each."""
+    out = []
+    for batch in batches:
+        def run(txn):
+            target = txn.index("words")
+            return [target.ordinal("tag", t) for t in batch] if single else target.ordinals("tag", batch)
+        out.append(store.transact(run))
+    return out
+
+
+def model(batches: list[list[str]]) -> list[list[int]]:
+    known: dict[str, int] = {}
+    return [[known.setdefault(t, len(known)) for t in batch] for batch in batches]
+
+
+def ordinals_of(batches: list[list[str]]) -> dict[str, int]:
+    return {t: o for batch, found in zip(batches, model(batches)) for t, o in zip(batch, found)}
+
+
+def batches_of(words: list[str], sizes: list[int]) -> list[list[str]]:
+    out, at = [], 0
+    for size in sizes:
+        out.append(words[at:at + size])
+        at += size
+    return [b for b in out if b]
+
+
+def bounds(store: Store, name: str = "tag") -> list[tuple[int, int]] | None:
+    with store.read_txn() as raw:
+        ix = store.open_reader(raw, "words").ix
+        found = raw.get(dictruns.prefix(ix, name) + b"m", db=store.env.dbs["dict"])
+    if found is None:
+        return None
+    flat = np.frombuffer(found, ">u4", offset=2).tolist()
+    return list(zip(flat[0::2], flat[1::2]))
+
+
+@pytest.mark.parametrize("single", [False, True])
+def test_ordinals_match_a_dict_on_real_text(tmp_path, single):
+    words = real_terms()[:12_000 if single else None]
+    sizes = [1, 2, 700, 1, 3000, 50, 5, 9000, 1, 1, 20_000, 400] * 20
+    batches = batches_of(words, sizes)
+    path = tmp_path / "data"
+    with Store(path) as store:
+        store.create_index("words", FIELDS)
+        got = numbered(store, batches, single=single)
+        assert got == model(batches)
+        runs = bounds(store)
+        size = len(set(words))
+        # the runs tile the ordinals, and there are O(log n) of them
+        assert runs[0][0] == 0 and runs[-1][1] == size
+        assert all(a[1] == b[0] for a, b in zip(runs, runs[1:]))
+        assert len(runs) <= 2 * size.bit_length()
+    # A new store object knows no term: every lookup goes through the runs read back from disk.
+    with Store(path) as store:
+        known = ordinals_of(batches)
+        again = [words[i:i + 5000] for i in range(0, len(words), 5000)][::-1]
+        assert numbered(store, again) == [[known[t] for t in batch] for batch in again]
+        with store.reader("words") as reader:
+            dictionary = reader.field_dictionary("tag")
+            assert dictionary.terms == list(dict.fromkeys(words))
+
+
+def test_hash_collisions_are_told_apart(tmp_path, monkeypatch):
+    """With a hash of 3 bits nearly every term shares its hash with others: the reverse records decide."""
+    real = dictruns.hashes
+    monkeypatch.setattr(dictruns, "hashes", lambda encoded: real(encoded) & np.uint64(7))
+    words = real_terms()[:6000]
+    batches = batches_of(words, [1, 300, 2, 2000, 7, 1500, 1, 4000])
+    with Store(tmp_path / "data") as store:
+        store.create_index("words", FIELDS)
+        assert numbered(store, batches) == model(batches)
+    with Store(tmp_path / "data") as store:  # cold: through the runs
+        known = ordinals_of(batches)
+        assert numbered(store, [words[::-1]]) == [[known[t] for t in words[::-1]]]
+
+
+def test_a_dictionary_in_the_per_term_layout_stays_in_it(tmp_path, monkeypatch):
+    """A dictionary written before runs existed (one entry per term) keeps that layout and its ordinals."""
+    words = real_terms()[:8000]
+    batches = batches_of(words, [1, 1000, 3, 3000, 1, 4000])
+    expected = model(batches)
+    with monkeypatch.context() as m:
+        m.setattr(dictruns.DictRuns, "open", classmethod(lambda cls, *args: None))
+        with Store(tmp_path / "data") as store:
+            store.create_index("words", FIELDS)
+            assert numbered(store, batches[:3]) == expected[:3]
+    with Store(tmp_path / "data") as store:
+        assert numbered(store, batches[3:]) == expected[3:]
+        assert bounds(store) is None
+        with store.read_txn() as raw:
+            ix = store.open_reader(raw, "words").ix
+            assert raw.get(keys.dict_key(ix, "tag", words[-1]), db=store.env.dbs["dict"]) is not None
+
+
+def test_an_aborted_transaction_leaves_no_run_behind(tmp_path):
+    """Ordinals a failed transaction handed out go to other terms next time; no cache keeps the failed ones."""
+    with Store(tmp_path / "data") as store:
+        store.create_index("words", FIELDS)
+        assert numbered(store, [["a", "b", "c"]]) == [[0, 1, 2]]
+
+        def fail(txn):
+            txn.index("words").ordinals("tag", ["x", "y", "z"])
+            raise RuntimeError("abort")
+        with pytest.raises(RuntimeError):
+            store.transact(fail)
+        assert numbered(store, [["z", "q", "y", "a"]]) == [[3, 4, 5, 0]]
+        assert numbered(store, [["x", "y", "z", "q", "c"]]) == [[6, 5, 3, 4, 2]]
+    with Store(tmp_path / "data") as store:
+        assert numbered(store, [["x", "y", "z", "q", "c", "b", "a"]]) == [[6, 5, 3, 4, 2, 1, 0]]
+        assert bounds(store)[-1][1] == 7
