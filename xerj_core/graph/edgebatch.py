@@ -383,6 +383,7 @@ def retire(txn: "WriteTxn", name: str, brain: str, candidates: list[str], when: 
     rows = target.rows_of(candidates)
     stored = _sources(target, list(rows.values()))
     current = []
+    versions_of: list[tuple[int, int]] = []  # each current edge's (row, version), read above
     for eid in candidates:
         row = rows.get(eid)
         found = stored.get(row) if row is not None else None
@@ -394,6 +395,7 @@ def retire(txn: "WriteTxn", name: str, brain: str, candidates: list[str], when: 
         if not _plain_edge(doc):
             return None
         current.append((eid, doc))
+        versions_of.append((row, found[0]))  # type: ignore[index]
     if not current:
         return []
     archive = history_index(brain)
@@ -419,5 +421,7 @@ def retire(txn: "WriteTxn", name: str, brain: str, candidates: list[str], when: 
         doc = {**doc, "invalid_at": when, "expired_at": now}
         retired.append({**doc, RECORDED_AT: now})
     records = _records(target, brain, len(retired), _values(retired))
-    target.put_records([(doc, doc["edge_id"], record) for doc, record in zip(retired, records)])
+    same_ids = all(doc["edge_id"] == eid for doc, (eid, _doc) in zip(retired, current))
+    target.put_records([(doc, doc["edge_id"], record) for doc, record in zip(retired, records)],
+                       versions_of if same_ids else None)
     return retired

@@ -24,6 +24,7 @@ store keeps them too, its own B-trees being server side).
 from __future__ import annotations
 
 import struct
+from itertools import repeat
 from typing import Any, Sequence
 
 import numpy as np
@@ -129,30 +130,37 @@ class DictRuns:
         wanted = hashes(encoded)
         if not self.bounds or not n:
             return found, wanted
-        pairs: list[tuple[int, int]] = []  # (position, candidate ordinal)
+        positions, candidates = [], []  # each (position, ordinal) whose hash matches, found by numpy passes
         for lo, hi in self.bounds:
             run_hashes, run_ords = self._run(lo, hi)
             at = np.searchsorted(run_hashes, wanted)
-            hit = at < run_hashes.size
-            hit[hit] = run_hashes[at[hit]] == wanted[hit]
-            for i in np.flatnonzero(hit).tolist():
-                j = int(at[i])
-                while j < run_hashes.size and run_hashes[j] == wanted[i]:  # every term of that hash
-                    pairs.append((i, int(run_ords[j])))
-                    j += 1
-        if pairs:
-            terms = self._terms(sorted({o for _i, o in pairs}))
-            for i, ordinal in pairs:
-                if terms.get(ordinal) == encoded[i]:
-                    found[i] = ordinal
+            at[at == run_hashes.size] = 0
+            where = np.flatnonzero(run_hashes[at] == wanted)
+            at = at[where]
+            while where.size:  # the first entry of each matching hash, then any next one of the same hash
+                positions.append(where)
+                candidates.append(run_ords[at])
+                at = at + 1
+                more = at < run_hashes.size
+                where, at = where[more], at[more]
+                same = run_hashes[at] == wanted[where]
+                where, at = where[same], at[same]
+        if not positions:
+            return found, wanted
+        position = np.concatenate(positions).tolist()
+        ordinals = np.concatenate(candidates).tolist()
+        terms = self._terms(sorted(set(ordinals)))
+        for i, ordinal, term in zip(position, ordinals, map(terms.get, ordinals)):
+            if term == encoded[i]:
+                found[i] = ordinal
         return found, wanted
 
     def _terms(self, ordinals: list[int]) -> dict[int, bytes]:
         """``ordinal -> term bytes`` from the reverse records (ascending ``ordinals``), in one ordered pass."""
         head = keys.dict_key(self.ix, self.name, "")
         with self.raw.cursor(db=self.dbs["dictr"]) as cur:
-            got = cur.getmulti([head + o.to_bytes(4, "big") for o in ordinals])
-        return {int.from_bytes(bytes(k)[-4:], "big"): bytes(v) for k, v in got}
+            got = cur.getmulti(list(map(head.__add__, map(int.to_bytes, ordinals, repeat(4), repeat("big")))))
+        return {int.from_bytes(k[-4:], "big"): bytes(v) for k, v in got}
 
     # -- writing ---------------------------------------------------------------------------------
 

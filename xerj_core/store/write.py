@@ -626,12 +626,18 @@ class IndexWrite:
         _check_ids(ids)
         self._append(ids, list(map(str.encode, ids)), sources, block=block)
 
-    def put_records(self, items: Sequence[tuple[Any, str, dict[str, Any]]]) -> None:
+    def put_records(self, items: Sequence[tuple[Any, str, dict[str, Any]]],
+                    stored: Sequence[tuple[int, int]] | None = None) -> None:
         """:meth:`put` (``index``) of each ``(doc, doc_id, record)`` with distinct ids, for a caller that built each
-        document's record itself; sources and ids go through one cursor each."""
+        document's record itself; sources and ids go through one cursor each. ``stored``: each id's current
+        ``(row, version)`` when the caller read them in this transaction (the ids are then not read again)."""
         deferred: tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]] = ([], [])
-        for doc, doc_id, record in items:
-            self._put_row(doc, doc_id, "index", record, deferred)
+        if stored is not None:
+            for (doc, doc_id, record), current in zip(items, stored, strict=True):
+                self._put_row(doc, doc_id, "index", record, deferred, current=current)
+        else:
+            for doc, doc_id, record in items:
+                self._put_row(doc, doc_id, "index", record, deferred)
         _put_all(self.txn.raw, self.txn.dbs["src"], deferred[0])
         _put_all(self.txn.raw, self.txn.dbs["ids"], deferred[1])
 
@@ -667,13 +673,16 @@ class IndexWrite:
 
     def _put_row(self, doc: Any, doc_id: str | None, op_type: str, record: dict[str, Any],
                  deferred: tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]] | None = None,
-                 stored: Any = _UNREAD) -> WriteResult:
+                 stored: Any = _UNREAD, current: tuple[int, int] | None = None) -> WriteResult:
         """Write ``doc``'s source and id (into ``deferred``'s source and id lists instead, when given); ``stored``
-        is the id's entry (None: absent) when the caller already read it."""
+        is the id's entry (None: absent) when the caller already read it; ``current`` the stored document's
+        ``(row, version)`` when the caller read both."""
         if doc_id is None:
             doc_id = new_doc_id()
         check_doc_id(doc_id)
-        if stored is _UNREAD:
+        if current is not None:
+            old_row = current[0]
+        elif stored is _UNREAD:
             old_row = self.row_of(doc_id)
         else:
             old_row = None if stored is None else keys.read_u64(stored)
@@ -683,7 +692,7 @@ class IndexWrite:
                 raise VersionConflict(
                     f"[{doc_id}]: version conflict, document already exists (current version "
                     f"[{self.version_of(old_row)}])", index=self.name)
-            version = self.version_of(old_row) + 1
+            version = (current[1] if current is not None else self.version_of(old_row)) + 1
             self._kill(old_row)
         else:
             self.state.live += 1
