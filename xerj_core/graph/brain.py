@@ -110,14 +110,13 @@ def nodes_index(brain: str) -> str:
 
 def edge_id(src: str, type_: str, dst: str, valid_at_ms: int) -> str:
     """The derived ``_id`` of an edge: the same claim at the same ``valid_at`` is the same document."""
-    data = f"xg1\0{src}\0{type_}\0{dst}\0{int(valid_at_ms)}".encode()
-    return format(xxhash.xxh3_128_intdigest(data), "032x")
+    # the hex digest is the 128-bit number in 32 lowercase hex digits, made in C (a third of format's cost)
+    return xxhash.xxh3_128_hexdigest(f"xg1\0{src}\0{type_}\0{dst}\0{int(valid_at_ms)}".encode())
 
 
 def rejection_id(src: str, type_: str, dst: str) -> str:
     """The ``_id`` of the rejection of a claim: keyed on ``(src, type, dst)``, never on ``valid_at``."""
-    data = f"xr1\0{src}\0{type_}\0{dst}".encode()
-    return REJECTION_PREFIX + format(xxhash.xxh3_128_intdigest(data), "032x")
+    return REJECTION_PREFIX + xxhash.xxh3_128_hexdigest(f"xr1\0{src}\0{type_}\0{dst}".encode())
 
 
 def hops_refusal(hops: Any, *, engine_level: bool) -> GraphError | None:

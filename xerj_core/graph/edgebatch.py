@@ -20,8 +20,8 @@ compares the two stores whole.
 from __future__ import annotations
 
 import math
-from itertools import repeat
-from operator import attrgetter, itemgetter
+from itertools import compress, repeat
+from operator import attrgetter, is_not, itemgetter
 from typing import TYPE_CHECKING, Any, Sequence
 
 import lmdb
@@ -95,12 +95,16 @@ class NewEdges:
         self.values = values
 
 
-def _optional(kept: Sequence[EdgeDraft], name: str) -> tuple[list[int], list[Any]]:
+def _optional(kept: Sequence[EdgeDraft], name: str) -> tuple[Sequence[int], list[Any]]:
     """Positions and values of the drafts whose attribute ``name`` is set."""
     found = list(map(attrgetter(name), kept))
-    if found.count(None) == len(found):
+    # by identity: ``count(None)`` would call each value's ``__eq__`` (attrs' for evidence)
+    held = list(map(is_not, found, repeat(None)))
+    if not any(held):
         return [], []
-    present = [i for i, v in enumerate(found) if v is not None]
+    if all(held):
+        return range(len(found)), found
+    present = list(compress(range(len(found)), held))
     return present, [found[i] for i in present]
 
 

@@ -643,9 +643,10 @@ class IndexWrite:
 
     def rows_of(self, doc_ids: Sequence[str]) -> dict[str, int]:
         """The rows of those of ``doc_ids`` stored in this index, found in one pass in key order."""
-        ix = self.ix
-        # an id too long to be a key is stored nowhere (check_doc_id refuses it)
-        wanted = sorted(k for k in (keys.id_key(ix, doc_id) for doc_id in doc_ids) if len(k) <= _MAX_KEY)
+        # keys built by C-level maps; an id too long to be a key is stored nowhere (check_doc_id refuses it)
+        wanted = sorted(map(keys.ix_key(self.ix).__add__, map(str.encode, doc_ids)))
+        if wanted and max(map(len, wanted)) > _MAX_KEY:
+            wanted = [k for k in wanted if len(k) <= _MAX_KEY]
         raw, db = self.txn.raw, self.txn.dbs["ids"]
         if isinstance(raw, lmdb.Transaction):
             with raw.cursor(db=db) as cur:
