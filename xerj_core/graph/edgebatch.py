@@ -202,12 +202,16 @@ def write_new(txn: "WriteTxn", name: str, brain: str, batch: NewEdges, now: int)
     if (target.mapping.dynamic != "false" or target.mapping.fields != _EDGE_FIELDS or target.scope != brain
             or len(set(ids)) != len(ids)):
         return None
-    if _claims_exist(target) or target.rows_of(ids):
+    if _claims_exist(target):
+        return None
+    # the ids stored on the next rows by one insert-if-absent pass, or (one stored already) nothing written
+    claimed = target.claim_ids(ids)
+    if not claimed and target.rows_of(ids):
         return None
     for doc in docs:  # the batch's own documents, stamped as put_version stamps a new version
         doc[RECORDED_AT] = now
     block = _block(target, brain, len(docs), batch.values, target.state.next_row)
-    target.append_block(ids, list(map(orjson.dumps, docs)), block)
+    target.append_block(ids, list(map(orjson.dumps, docs)), block, ids_stored=claimed)
     return docs
 
 

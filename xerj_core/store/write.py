@@ -587,17 +587,17 @@ class IndexWrite:
         return results
 
     def _append(self, ids: list[str], encoded: list[bytes], sources: Iterable[bytes],
-                records: Iterable[dict[str, Any] | None] = (), block: Block | None = None) -> range:
+                records: Iterable[dict[str, Any] | None] = (), block: Block | None = None,
+                ids_stored: bool = False) -> range:
         """Write new documents (version 1) on the next rows, in order, by C-level passes: ``ids`` (checked
         distinct and absent), their UTF-8 ``encoded`` forms, source JSONs and records (or their ``block``).
-        Sources are appended (full pages rather than half-split ones) and ids put sorted, one cursor each.
-        Returns the rows."""
+        Sources are appended (full pages rather than half-split ones) and ids put sorted, one cursor each
+        (``ids_stored``: :meth:`claim_ids` put them). Returns the rows."""
         raw, db, prefix, state = self.txn.raw, self.txn.dbs, keys.ix_key(self.ix), self.state
         rows = range(state.next_row, state.next_row + len(ids))
         headers = map(keys.SRC_HEADER.pack, repeat(1), map(len, encoded))
         row_sources = zip(map(prefix.__add__, map(keys.u64, rows)),
                           map(bytes.__add__, map(bytes.__add__, headers, encoded), sources))
-        id_entries = sorted(zip(map(prefix.__add__, encoded), map(keys.u64, rows)))
         state.next_row += len(ids)
         state.live += len(ids)
         if block is not None:
@@ -606,8 +606,32 @@ class IndexWrite:
             self.pending.extend(zip(rows, records))
         self.put_ids.extend(ids)
         _put_all(raw, db["src"], list(row_sources), ordered=True)
-        _put_all(raw, db["ids"], id_entries)
+        if not ids_stored:
+            _put_all(raw, db["ids"], sorted(zip(map(prefix.__add__, encoded), map(keys.u64, rows))))
         return rows
+
+    def claim_ids(self, ids: list[str]) -> bool:
+        """Store the id entries of new documents ``ids`` (distinct) on the next rows, as :meth:`append_block` would,
+        when none of them is stored: True. When one is, nothing changes and the answer is False. With LMDB this
+        is one insert-if-absent pass (no lookup pass first); the entries it added are deleted again when some
+        were refused."""
+        _check_ids(ids)
+        raw, db = self.txn.raw, self.txn.dbs["ids"]
+        if not isinstance(raw, lmdb.Transaction):
+            return False
+        prefix, start = keys.ix_key(self.ix), self.state.next_row
+        entries = sorted(zip(map(prefix.__add__, map(str.encode, ids)), map(keys.u64, range(start, start + len(ids)))))
+        with raw.cursor(db=db) as cur:
+            added = cur.putmulti(entries, overwrite=False)[1]
+            if added == len(entries):
+                return True
+            # rows from ``start`` on are new, so an entry holding its row is one this pass added
+            ours = dict(entries)
+            mine = [bytes(k) for k, v in cur.getmulti([k for k, _v in entries]) if bytes(v) == ours[bytes(k)]]
+            for key in mine:
+                if cur.set_key(key):
+                    cur.delete()
+        return False
 
     def append_new(self, rows: Sequence[tuple[str, bytes, dict[str, Any]]]) -> None:
         """Write documents as :meth:`put` writes new ones (version 1, the next rows in order), for a caller that
@@ -617,14 +641,16 @@ class IndexWrite:
         _check_ids(ids)
         self._append(ids, list(map(str.encode, ids)), map(itemgetter(1), rows), map(itemgetter(2), rows))
 
-    def append_block(self, ids: list[str], sources: Iterable[bytes], block: Block) -> None:
+    def append_block(self, ids: list[str], sources: Iterable[bytes], block: Block, *, ids_stored: bool = False
+                     ) -> None:
         """:meth:`append_new` for a caller that built the new rows' tail block itself (rows from the next row on,
-        one per id, as :meth:`pending_block` would make of their records)."""
+        one per id, as :meth:`pending_block` would make of their records); ``ids_stored``: :meth:`claim_ids`
+        stored their id entries."""
         if block.start != self.state.next_row or block.n != len(ids):
             raise XerjError(f"a block of rows {block.start} to {block.end} cannot be appended to index [{self.name}] "
                             f"at row {self.state.next_row} with {len(ids)} documents")
         _check_ids(ids)
-        self._append(ids, list(map(str.encode, ids)), sources, block=block)
+        self._append(ids, list(map(str.encode, ids)), sources, block=block, ids_stored=ids_stored)
 
     def put_records(self, items: Sequence[tuple[Any, str, dict[str, Any]]],
                     stored: Sequence[tuple[int, int]] | None = None) -> None:
