@@ -17,7 +17,9 @@ from xerj_core.errors import StoreFormatUnsupported
 
 # 1: a JSON record per tail row (every data directory written before the stamp existed).
 # 2: the tail as binary blocks, one per write transaction (store/tailblock.py).
-FORMAT_VERSION = 2
+# 3: a dictionary created from now on finds its terms' ordinals through runs of term hashes (store/dictruns.py);
+#    code of format 2 would look its terms up in the per-term entries, find none, and number them again.
+FORMAT_VERSION = 3
 UNSTAMPED = 1
 FORMAT_KEY = b"\x00store-format"  # an exact key beside the node uuid's; no per-index aux key has its length and bytes
 _STAMP = struct.Struct(">I")
