@@ -30,6 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 import xxhash
 
+from xerj_core.errors import XerjError
 from xerj_core.store import keys
 
 FORMAT = b"R1"
@@ -88,7 +89,7 @@ class DictRuns:
                 return None
             return cls(raw, dbs, ix, name, [], cache)
         if stored[:2] != FORMAT:
-            raise ValueError(f"dictionary '{name}' has runs of an unknown format {stored[:2]!r}")
+            raise XerjError(f"dictionary '{name}' has runs of an unknown format {stored[:2]!r}")
         flat = np.frombuffer(stored, ">u4", offset=2).tolist()
         return cls(raw, dbs, ix, name, list(zip(flat[0::2], flat[1::2])), cache)
 
@@ -117,9 +118,10 @@ class DictRuns:
         blob = b"".join(parts)
         n = hi - lo
         if len(blob) != n * (_HASH.itemsize + _ORD.itemsize):
-            raise ValueError(f"dictionary '{self.name}': the run of ordinals {lo}-{hi} is damaged")
-        return (np.frombuffer(blob, _HASH, n).astype(np.uint64),
-                np.frombuffer(blob, _ORD, n, offset=n * _HASH.itemsize).astype(np.int64))
+            raise XerjError(f"dictionary '{self.name}': the run of ordinals {lo}-{hi} is damaged")
+        # views of the one joined blob (12 bytes a term in memory), converted only on a big-endian machine
+        return (np.frombuffer(blob, _HASH, n).astype(np.uint64, copy=False),
+                np.frombuffer(blob, _ORD, n, offset=n * _HASH.itemsize).astype(np.uint32, copy=False))
 
     def lookup(self, encoded: Sequence[bytes]) -> tuple[list[int | None], np.ndarray]:
         """The stored ordinal of each UTF-8 term (None: not in a committed run), each hash confirmed against the
@@ -171,7 +173,7 @@ class DictRuns:
         if self.added_first is None:
             self.added_first = first
         if first != self.added_first + self.added:
-            raise ValueError(f"dictionary '{self.name}': ordinal {first} added out of order")
+            raise XerjError(f"dictionary '{self.name}': ordinal {first} added out of order")
         self.added_hashes.append(term_hashes)
         self.added += term_hashes.size
 
@@ -186,7 +188,7 @@ class DictRuns:
             assert lo is not None
             new_hashes = np.concatenate(self.added_hashes)
             order = np.argsort(new_hashes, kind="stable")
-            run: Run = (new_hashes[order], order.astype(np.int64) + lo)
+            run: Run = (new_hashes[order], (order + lo).astype(np.uint32))
             span = (lo, lo + self.added)
             gone: list[int] = []
             while bounds and bounds[-1][1] - bounds[-1][0] <= span[1] - span[0] and span[1] - bounds[-1][0] <= MAX_RUN:
