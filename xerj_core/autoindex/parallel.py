@@ -56,6 +56,7 @@ __all__ = [
     "open_pool",
     "parse_and_keep",
     "parse_batch",
+    "unpack_drafts",
     "unpack_outcomes",
     "rebuilds_alike",
     "share",
@@ -328,9 +329,11 @@ def combine_kept(source: Plugins | PluginsRef, token: str) -> tuple[list[str], d
     return ordered, counters
 
 
-def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str]) -> tuple[list[EdgeDraft], list[str]]:
+def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str]) -> bytes:
     """The companion's detect batch: these kept files (let go once detected) against its combined states; the
-    drafts and their edge ids (see ``graph.brain.edge_id``), which the writer reconciles by."""
+    drafts and their edge ids (see ``graph.brain.edge_id``), which the writer reconciles by, packed
+    (:func:`unpack_drafts`): the run sends every detect batch at once and holds their results compressed, so the
+    companion detects ahead of the writer and exits, and its corpus with it, while the writer still writes."""
     plugins = _resolve(source)
     state = _companion_state(token)
     kept: dict[str, Kept] = state["kept"]
@@ -340,7 +343,13 @@ def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str]) 
     drafts: list[EdgeDraft] = []
     for path in paths:
         drafts.extend(detect_file(plugins.detectors, list(kept.pop(path).documents()), corpus, states))
-    return drafts, [edge_id(d.src, d.type, d.dst, d.valid_at) for d in drafts]
+    return zlib.compress(pickle.dumps((drafts, [edge_id(d.src, d.type, d.dst, d.valid_at) for d in drafts]),
+                                      protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def unpack_drafts(blob: bytes) -> tuple[list[EdgeDraft], list[str]]:
+    """:func:`detect_kept`'s drafts and edge ids."""
+    return pickle.loads(zlib.decompress(blob))
 
 
 @attrs.frozen

@@ -34,6 +34,7 @@ from xerj_core.autoindex.parallel import (
     parse_batch,
     rebuilds_alike,
     share,
+    unpack_drafts,
     unpack_outcomes,
     watch_batch,
 )
@@ -426,6 +427,13 @@ class _Runner:
         workers = getattr(self.given or self.pool, "_max_workers", None) or self.workers
         return max(2, DETECT_WINDOW_PER_WORKER * workers)
 
+    def release(self) -> None:
+        """A companion whose every task is done is shut down now rather than when the run ends: its memory
+        (the corpus it kept) goes back while the writer still writes."""
+        if self.companion and self.pool is not None and not self.backlog \
+                and all(future.done() for future in list(self.futures)):
+            self.pool.shutdown(wait=True)
+
     def close(self) -> None:
         """Cancel what is still queued; a pool of the run's own lets running batches end and reaps its workers."""
         while self.backlog:
@@ -558,6 +566,7 @@ class _Detection:
         self.shared: Any = None
         # with a companion (see _Runner), the worker keeps the files and combines them itself
         self.combined: Future | None = None
+        self.dispatched: deque[Future] | None = None  # the companion's detect batches, once sent
         self.detected: list[str] = []  # the files whose edges a lost combine would lose, to name them
         self.started = False
         self.companion_counters: dict[str, int] = {}
@@ -646,10 +655,11 @@ class _Detection:
         and their edge ids when the companion worked them out (else None)."""
         self.start()
         if self.combined is not None:
-            ordered, self.companion_counters = self.combined.result()
+            self.dispatch(wait=True)
+            pending: deque[Future] = self.dispatched  # type: ignore[assignment]
         else:
             ordered = sorted(self.kept)
-        pending: deque[Future] = deque()
+            pending = deque()
         # a lost batch does not stop the others: they are awaited so that every lost file is named at the end
         lost: list[BatchFailed] = []
 
@@ -659,24 +669,42 @@ class _Detection:
             except BatchFailed as exc:
                 lost.append(exc)
                 return [], None
-            return found if self.combined is not None else (found, None)
+            return unpack_drafts(found) if self.combined is not None else (found, None)
 
+        if self.combined is not None:
+            while pending:
+                if all(future.done() for future in pending):
+                    self.runner.release()
+                yield drafts(pending.popleft())
+            self.runner.release()
+            if lost:
+                raise BatchFailed.joined(lost)
+            return
         for lo in range(0, len(ordered), DETECT_BATCH_FILES):
             paths = ordered[lo:lo + DETECT_BATCH_FILES]
-            if self.combined is not None:  # the companion kept the files: it is sent their names
-                pending.append(self.runner.submit(detect_kept, self.runner.token, paths, step=DETECTING,
-                                                  files=paths))
-            else:
-                # a file's compressed texts are needed by its own batch only (the corpus keeps its text-free
-                # documents)
-                work = [(path, self.kept.pop(path).documents()) for path in paths]
-                pending.append(self.runner.submit(detect_batch, self.shared, work, step=DETECTING, files=paths))
+            # a file's compressed texts are needed by its own batch only (the corpus keeps its text-free documents)
+            work = [(path, self.kept.pop(path).documents()) for path in paths]
+            pending.append(self.runner.submit(detect_batch, self.shared, work, step=DETECTING, files=paths))
             if len(pending) >= self.runner.window:
                 yield drafts(pending.popleft())
         while pending:
             yield drafts(pending.popleft())
         if lost:
             raise BatchFailed.joined(lost)
+
+    def dispatch(self, wait: bool = False) -> None:
+        """With a companion, once its combine is done (or, with ``wait``, when it is): send it every detect
+        batch at once. It detects while this process still writes (documents, then edges); the packed results
+        are held here until the writer takes them, and once the last is in, the companion, and the corpus it
+        holds, is let go (see :meth:`_Runner.release`) while the writer still writes."""
+        if self.combined is None or self.dispatched is not None or not (wait or self.combined.done()):
+            return
+        if not wait and self.combined.exception() is not None:
+            return  # raised where the batches are taken
+        ordered, self.companion_counters = self.combined.result()
+        self.dispatched = deque(
+            self.runner.submit(detect_kept, self.runner.token, paths, step=DETECTING, files=paths, eager=True)
+            for paths in (ordered[lo:lo + DETECT_BATCH_FILES] for lo in range(0, len(ordered), DETECT_BATCH_FILES)))
 
     def counters(self) -> dict[str, int]:
         if self.combined is not None:
@@ -766,8 +794,10 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
             del batch
             summary.documents += count
             progress("documents", count)
-            if detection is not None and detection.ready():
-                detection.start()
+            if detection is not None:
+                detection.dispatch()
+                if detection.ready():
+                    detection.start()
 
     for position, future in enumerate(parses):
         outcomes = runner.outcomes(future)  # type: ignore[arg-type]
@@ -837,8 +867,12 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
             if eid not in settled:
                 fresh.append(draft)
         if len(fresh) >= EDGES_PER_TRANSACTION:
-            write(fresh)
-            fresh = []
+            # whole transactions only: the rest waits for the next batch's drafts, so no transaction but the
+            # last is a small one (each seals and merges as a full one does)
+            fresh.sort(key=_CLAIM)
+            cut = len(fresh) - len(fresh) % EDGES_PER_TRANSACTION
+            write(fresh[:cut])
+            del fresh[:cut]
     write(fresh)
     summary.edges_capped = int(detection.counters().get("edges_capped", 0))
     stale = sorted(eid for eid in standing.live if _id_number(eid) not in wanted)
