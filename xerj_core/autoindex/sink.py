@@ -42,6 +42,8 @@ DATASET_MAPPING = {
         "encoding": {"type": "keyword"},
     }
 }
+# A file's ``hash`` and ``docs`` (its documents' refs) are read back from its source only, never searched: left
+# unmapped, they cost no dictionary entry each (a run's every document ref would be a new term).
 FILES_MAPPING = {
     "dynamic": False,
     "properties": {
@@ -49,8 +51,6 @@ FILES_MAPPING = {
         "ax_path": {"type": "keyword"},
         "mtime_ns": {"type": "long"},
         "size": {"type": "long"},
-        "hash": {"type": "keyword"},
-        "docs": {"type": "keyword"},
         "indexed_at": {"type": "date", "format": "epoch_millis"},
     },
 }
