@@ -20,6 +20,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import multiprocessing
+import operator
 import os
 import pickle
 import signal
@@ -37,7 +38,8 @@ from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file
 from xerj_core.autoindex.walk import FileEntry
 from xerj_core.errors import BatchFailed, PluginError, XerjError
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, edge_id, node_id_problem
-from xerj_core.model import EdgeDraft, SourceDocument
+from xerj_core.model import EdgeDraft, Evidence, SourceDocument
+from xerj_core.store.residency import trim_heap
 
 __all__ = [
     "Broadcast",
@@ -58,6 +60,7 @@ __all__ = [
     "parse_batch",
     "unpack_drafts",
     "unpack_outcomes",
+    "with_entries",
     "rebuilds_alike",
     "share",
     "watch_batch",
@@ -271,6 +274,10 @@ def with_text(doc: SourceDocument, text: str) -> SourceDocument:
 # never holds, ships or broadcasts the corpus. The state lives under the run's token and dies with the pool.
 
 
+# How many files the companion parses between two returns of its heap's free pages (a call costs about a ms).
+TRIM_EVERY_FILES = 1024
+
+
 def _companion_state(token: str) -> dict[str, Any]:
     state = _WORKER.get("companion")
     if state is None or state["token"] != token:
@@ -297,13 +304,30 @@ def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[F
     """
     outcomes = parse_batch(source, entries, keep)
     if keep:
-        kept = _companion_state(token)["kept"]
+        state = _companion_state(token)
+        kept = state["kept"]
         for outcome in outcomes:
             if outcome.docs:
                 kept[outcome.entry.rel_path] = Kept.of(outcome)
-    shipped = [attrs.evolve(o, docs=(), partial=None, sources=o.for_writer()) if o.docs else o
-               for o in outcomes if ship or o.failure is not None]
-    return pack_outcomes(shipped)
+        # a file's text is let go once parsed, between the kept files' objects: now and then the heap's free
+        # pages go back, so the companion holds what it kept rather than every text it read
+        state["parsed"] = state.get("parsed", 0) + len(entries)
+        if state["parsed"] >= TRIM_EVERY_FILES:
+            state["parsed"] = 0
+            trim_heap()
+    if not ship:
+        return pack_outcomes([o for o in outcomes if o.failure is not None])
+    # every file's outcome, in the batch's order: the run puts back the entries it sent (see with_entries), which
+    # cost its writer a path object each to unpickle
+    return pack_outcomes([attrs.evolve(o, entry=None, docs=(), partial=None, sources=o.for_writer()) if o.docs
+                          else attrs.evolve(o, entry=None) for o in outcomes])
+
+
+def with_entries(outcomes: list[ParseOutcome], entries: Sequence[FileEntry]) -> list[ParseOutcome]:
+    """:func:`parse_and_keep`'s shipped outcomes of the batch ``entries``, each with its entry put back."""
+    if len(outcomes) != len(entries):
+        raise PluginError(f"a parse batch of {len(entries)} files came back with {len(outcomes)} outcomes")
+    return [o if o.entry is not None else attrs.evolve(o, entry=entry) for o, entry in zip(outcomes, entries)]
 
 
 def adopt_kept(source: Plugins | PluginsRef, token: str, kept: Sequence[tuple[str, Kept]]) -> None:
@@ -322,6 +346,9 @@ def combine_kept(source: Plugins | PluginsRef, token: str) -> tuple[list[str], d
     for path in ordered:  # the partials are folded into the states: let them go
         kept[path] = attrs.evolve(kept[path], partial=None)
     state["corpus"], state["states"] = corpus, states
+    # combining frees the partials and many arrays and sets at once: hand the heap's free pages back, since the
+    # companion holds the corpus (and its memory counts in the run's) until its last detect batch
+    trim_heap()
     counters: dict[str, int] = {}
     for detector_state in states.values():
         for key, value in detector_state.counters.items():
@@ -343,13 +370,28 @@ def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str]) 
     drafts: list[EdgeDraft] = []
     for path in paths:
         drafts.extend(detect_file(plugins.detectors, list(kept.pop(path).documents()), corpus, states))
-    return zlib.compress(pickle.dumps((drafts, [edge_id(d.src, d.type, d.dst, d.valid_at) for d in drafts]),
-                                      protocol=pickle.HIGHEST_PROTOCOL), 1)
+    columns = [list(map(operator.attrgetter(name), drafts)) for name in _DRAFT_FIELDS]
+    evidence = columns[_DRAFT_FIELDS.index("evidence")]
+    if None not in evidence:  # the contract's case: each draft's evidence as three columns too
+        columns[_DRAFT_FIELDS.index("evidence")] = [list(map(operator.attrgetter(name), evidence))
+                                                    for name in _EVIDENCE_FIELDS]
+    eids = [edge_id(d.src, d.type, d.dst, d.valid_at) for d in drafts]
+    return zlib.compress(pickle.dumps((columns, None not in evidence, eids), protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+# Drafts travel as columns of plain values: unpickling a list of attrs objects calls Python code per object, and
+# the writer, which unpacks them, is the run's busy process.
+_DRAFT_FIELDS = tuple(f.name for f in attrs.fields(EdgeDraft))
+_EVIDENCE_FIELDS = tuple(f.name for f in attrs.fields(Evidence))
 
 
 def unpack_drafts(blob: bytes) -> tuple[list[EdgeDraft], list[str]]:
     """:func:`detect_kept`'s drafts and edge ids."""
-    return pickle.loads(zlib.decompress(blob))
+    columns, split, eids = pickle.loads(zlib.decompress(blob))
+    if split:
+        at = _DRAFT_FIELDS.index("evidence")
+        columns[at] = list(map(Evidence, *columns[at]))
+    return list(map(EdgeDraft, *columns)), eids
 
 
 @attrs.frozen

@@ -37,6 +37,7 @@ from xerj_core.autoindex.parallel import (
     unpack_drafts,
     unpack_outcomes,
     watch_batch,
+    with_entries,
 )
 from xerj_core.autoindex.sink import (
     EDGES_PER_TRANSACTION,
@@ -356,13 +357,19 @@ class _Runner:
             return _Deferred(parse_batch, PARSING, _paths(batch), self.plugins, batch, with_partials)
         if self.companion:
             # its outcomes come back packed, so every parse batch is sent at once and the companion runs ahead
-            return self.submit(parse_and_keep, self.token, batch, with_partials, ship, step=PARSING,
-                               files=_paths(batch), eager=True)
+            future = self.submit(parse_and_keep, self.token, batch, with_partials, ship, step=PARSING,
+                                 files=_paths(batch), eager=True)
+            if ship:
+                future.entries = batch  # type: ignore[attr-defined]  # put back into its outcomes
+            return future
         return self.submit(parse_batch, batch, with_partials, step=PARSING, files=_paths(batch))
 
     def outcomes(self, future: Future) -> list[ParseOutcome]:
         result = future.result()
-        return unpack_outcomes(result) if isinstance(result, bytes) else result
+        if not isinstance(result, bytes):
+            return result
+        entries = getattr(future, "entries", None)
+        return unpack_outcomes(result) if entries is None else with_entries(unpack_outcomes(result), entries)
 
     @property
     def in_process(self) -> bool:
