@@ -253,6 +253,40 @@ class Pools:
         return [proc for pool in self.opened for proc in (pool._processes or {}).values() if proc.is_alive()]
 
 
+def test_a_companion_detects_a_bounded_way_ahead_and_is_gone_before_the_last_edges_are_written(tmp_path, monkeypatch):
+    folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 60)
+    with Engine(tmp_path / "inline", get_plugin_manager()) as eng:
+        run(eng, folder, brain="b", workers=1, clock=CLOCK)
+        expected = stored(eng, "b")
+    monkeypatch.setattr(pipeline, "companion_default", lambda: True)
+    monkeypatch.setattr(pipeline, "DETECT_BATCH_FILES", 10)
+    monkeypatch.setattr(pipeline, "DETECT_AHEAD_BATCHES", 3)
+    monkeypatch.setattr(pipeline, "EDGES_PER_TRANSACTION", 40)
+    pools = Pools(monkeypatch)
+    ahead: list[int] = []
+    real_send = pipeline._Detection._send_detects
+
+    def send_detects(self):
+        real_send(self)
+        ahead.append(len(self.dispatched))
+
+    monkeypatch.setattr(pipeline._Detection, "_send_detects", send_detects)
+    alive_at_edge_writes: list[bool] = []
+
+    class Watching(LocalSink):
+        def write_edges(self, brain, drafts, **kwargs):
+            alive_at_edge_writes.append(bool(pools.workers_left()))
+            return super().write_edges(brain, drafts, **kwargs)
+
+    with Engine(tmp_path / "d", get_plugin_manager()) as eng:
+        run(Watching(eng.store, eng.graph), folder, brain="b", pm=eng.pm, clock=CLOCK)
+        assert stored(eng, "b") == expected and expected
+    assert len(pools.opened) == 1 and ahead and max(ahead) == 3  # never more than 3 batches' results held
+    # the companion was let go once its last detect batch was in, before the writer wrote the last edges
+    assert len(alive_at_edge_writes) > 3 and not alive_at_edge_writes[-1]
+    assert pools.workers_left() == []
+
+
 def test_the_default_pool_starts_for_a_large_run_and_leaves_no_process(tmp_path, monkeypatch):
     folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 20)
     pools = Pools(monkeypatch)

@@ -84,6 +84,9 @@ POOL_MIN_FILES = 200
 # Detect batches a pool holds at once (per worker): enough to keep every worker busy, few enough that the
 # drafts and the texts of the batches in flight stay a bounded share of the corpus.
 DETECT_WINDOW_PER_WORKER = 2
+# A companion's detect batches whose packed results the writer may hold at once (0.3-0.45 MB a batch of 512 notes): it
+# detects this far ahead, so on most runs it is done, and gone, while the writer still writes edges.
+DETECT_AHEAD_BATCHES = 32
 
 
 @attrs.define
@@ -573,7 +576,8 @@ class _Detection:
         self.shared: Any = None
         # with a companion (see _Runner), the worker keeps the files and combines them itself
         self.combined: Future | None = None
-        self.dispatched: deque[Future] | None = None  # the companion's detect batches, once sent
+        self.dispatched: deque[Future] | None = None  # the companion's detect batches sent, results not yet taken
+        self.waiting: deque[list[str]] = deque()  # ... and the files of those not sent yet
         self.detected: list[str] = []  # the files whose edges a lost combine would lose, to name them
         self.started = False
         self.companion_counters: dict[str, int] = {}
@@ -658,8 +662,8 @@ class _Detection:
         self.shared = self.runner.share(self.corpus, self.states)
 
     def batches(self) -> Iterator[tuple[list[EdgeDraft], list[str] | None]]:
-        """Each detect batch's drafts, in file order, with at most the runner's window of batches in flight,
-        and their edge ids when the companion worked them out (else None)."""
+        """Each detect batch's drafts, in file order, with at most the runner's window of batches in flight (a
+        companion's: see :meth:`dispatch`), and their edge ids when the companion worked them out (else None)."""
         self.start()
         if self.combined is not None:
             self.dispatch(wait=True)
@@ -680,9 +684,11 @@ class _Detection:
 
         if self.combined is not None:
             while pending:
-                if all(future.done() for future in pending):
+                if not self.waiting and all(future.done() for future in pending):
                     self.runner.release()
-                yield drafts(pending.popleft())
+                found = drafts(pending.popleft())
+                self._send_detects()
+                yield found
             self.runner.release()
             if lost:
                 raise BatchFailed.joined(lost)
@@ -700,18 +706,25 @@ class _Detection:
             raise BatchFailed.joined(lost)
 
     def dispatch(self, wait: bool = False) -> None:
-        """With a companion, once its combine is done (or, with ``wait``, when it is): send it every detect
-        batch at once. It detects while this process still writes (documents, then edges); the packed results
-        are held here until the writer takes them, and once the last is in, the companion, and the corpus it
-        holds, is let go (see :meth:`_Runner.release`) while the writer still writes."""
+        """With a companion, once its combine is done (or, with ``wait``, when it is): send it the detect
+        batches, up to :data:`DETECT_AHEAD_BATCHES` more than the writer took. It detects while this process
+        still writes (documents, then edges); the packed results are held here until the writer takes them, and
+        once the last is in, the companion, and the corpus it holds, is let go (see :meth:`_Runner.release`)
+        while the writer still writes."""
         if self.combined is None or self.dispatched is not None or not (wait or self.combined.done()):
             return
         if not wait and self.combined.exception() is not None:
             return  # raised where the batches are taken
         ordered, self.companion_counters = self.combined.result()
-        self.dispatched = deque(
-            self.runner.submit(detect_kept, self.runner.token, paths, step=DETECTING, files=paths, eager=True)
-            for paths in (ordered[lo:lo + DETECT_BATCH_FILES] for lo in range(0, len(ordered), DETECT_BATCH_FILES)))
+        self.waiting = deque(ordered[lo:lo + DETECT_BATCH_FILES] for lo in range(0, len(ordered), DETECT_BATCH_FILES))
+        self.dispatched = deque()
+        self._send_detects()
+
+    def _send_detects(self) -> None:
+        while self.waiting and len(self.dispatched) < DETECT_AHEAD_BATCHES:  # type: ignore[arg-type]
+            paths = self.waiting.popleft()
+            self.dispatched.append(self.runner.submit(  # type: ignore[union-attr]
+                detect_kept, self.runner.token, paths, step=DETECTING, files=paths, eager=True))
 
     def counters(self) -> dict[str, int]:
         if self.combined is not None:
