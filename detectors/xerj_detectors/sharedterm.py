@@ -58,6 +58,9 @@ MAX_TERM = 40
 SIGNATURE_TERMS = 32
 CANDIDATES_PER_FILE = 16
 _LETTER = re.compile(r"[^\W\d_]")
+# File and term numbers in combine's arrays: a corpus has fewer than 2**31 of each, and the arrays over every
+# file's terms are most of what combine holds at its peak, which the run's memory is measured by
+_IDS = np.int32
 
 
 def family(term: str) -> str:
@@ -138,7 +141,7 @@ class SharedtermDetector:
         family_of = {}
         families = np.array([family_of.setdefault(family(term), len(family_of)) for term in names], np.int64)
         lookup = number.get
-        distinctive = [np.array(sorted(n for n in map(lookup, terms) if n is not None), np.int64)
+        distinctive = [np.array(sorted(n for n in map(lookup, terms) if n is not None), _IDS)
                        for _, terms in units]
         del df, number
         signatures = [terms[:SIGNATURE_TERMS] for terms in distinctive]
@@ -146,8 +149,8 @@ class SharedtermDetector:
         seeding = np.zeros(len(names), bool)
         for signature in signatures:
             seeding[signature] = True
-        file_of = np.repeat(np.arange(total, dtype=np.int64), [len(terms) for terms in distinctive])
-        term_of = np.concatenate(distinctive) if distinctive else np.empty(0, np.int64)
+        file_of = np.repeat(np.arange(total, dtype=_IDS), [len(terms) for terms in distinctive])
+        term_of = np.concatenate(distinctive) if distinctive else np.empty(0, _IDS)
         keep = seeding[term_of]
         file_of, term_of = file_of[keep], term_of[keep]
         order = np.argsort(term_of, kind="stable")  # each term's files stay in file order
@@ -156,8 +159,8 @@ class SharedtermDetector:
 
         # the files holding each signature term in their signature, the other way round: how many of file j's
         # signature terms file i holds, for every j at once, is then one bincount over i's distinctive terms
-        sig_file = np.repeat(np.arange(total, dtype=np.int64), [len(s) for s in signatures])
-        sig_term = np.concatenate(signatures) if signatures else np.empty(0, np.int64)
+        sig_file = np.repeat(np.arange(total, dtype=_IDS), [len(s) for s in signatures])
+        sig_term = np.concatenate(signatures) if signatures else np.empty(0, _IDS)
         order = np.argsort(sig_term, kind="stable")
         sig_file, sig_term = sig_file[order], sig_term[order]
         sig_starts = np.searchsorted(sig_term, np.arange(len(names) + 1))
@@ -168,7 +171,7 @@ class SharedtermDetector:
         pair_scores: list[float] = []
         # each file's scored files (its first CANDIDATES_PER_FILE, -1 past them): a pair was examined when
         # either file has the other here
-        scored = np.full((total, CANDIDATES_PER_FILE), -1, np.int64)
+        scored = np.full((total, CANDIDATES_PER_FILE), -1, _IDS)
         # pairs meeting on two signature terms from either end that neither end scored, counted once: a pair
         # (j, i), j < i, is settled when i is reached, since both files' scored lists are known then
         unscored = 0
