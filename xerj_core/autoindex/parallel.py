@@ -340,6 +340,7 @@ def combine_kept(source: Plugins | PluginsRef, token: str) -> tuple[list[str], d
     plugins = _resolve(source)
     state = _companion_state(token)
     kept: dict[str, Kept] = state["kept"]
+    trim_heap()  # the last parses' texts, before combining adds its own peak
     ordered = sorted(kept)
     corpus = Corpus({path: kept[path].docs for path in ordered})
     states = combine(plugins.detectors, (kept[path].partial for path in ordered), corpus)
