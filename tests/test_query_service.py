@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 
 import numpy as np
 import pytest
@@ -251,6 +252,55 @@ def test_hybrid_legs_share_their_filter(search, monkeypatch):
     assert len(calls) == 1
     genres = {h["_id"]: h["_source"]["genre"] for h in search.search("books", {"size": 10})["hits"]["hits"]}
     assert hits and all("scifi" in np.atleast_1d(genres[h["_id"]]) for h in hits)
+
+
+@pytest.mark.parametrize("forms", [
+    # rrf retriever with a shared filter; linear fusion; a hybrid query with two lexical legs and a kNN leg
+    {"retriever": {"rrf": {"retrievers": [{"standard": {"query": {"match": {"text": "planet cabin ocean"}}}},
+                                          {"knn": {"field": "vec", "query_vector": [0.0, 0.1, 1.0], "k": 4}}],
+                           "filter": {"term": {"genre": "scifi"}}}}},
+    {"query": {"hybrid": {"queries": [{"match": {"text": "planet cabin"}},
+                                      {"knn": {"field": "vec", "query_vector": [0.3, 0.1, 1.0], "k": 3}}],
+                          "fusion": "linear"}}},
+    {"query": {"hybrid": {"queries": [{"match": {"text": "planet"}}, {"knn": {"field": "vec",
+                                      "query_vector": [1.0, 0.0, 0.2], "k": 2}}, {"term": {"genre": "essay"}}]}}},
+])
+def test_hybrid_legs_side_by_side_answer_as_in_turn(search, monkeypatch, forms):
+    """With a spare core the lexical legs run on the worker while the kNN leg scans: the same response as
+    running them in turn, and the worker is really used."""
+    from xerj_core.query import sidebyside
+
+    monkeypatch.setattr(sidebyside, "idle_core", lambda: False)
+    in_turn = search.search("books", forms)
+    monkeypatch.setattr(sidebyside, "idle_core", lambda: True)
+    threads = set()
+    original = search._rank_leg
+
+    def rank_leg(node, *args):
+        threads.add(threading.current_thread().name)
+        return original(node, *args)
+
+    monkeypatch.setattr(search, "_rank_leg", rank_leg)
+    side = search.search("books", forms)
+    assert {k: v for k, v in side.items() if k != "took"} == {k: v for k, v in in_turn.items() if k != "took"}
+    assert any(name.startswith("xerj-leg") for name in threads) and threading.current_thread().name in threads
+
+
+def test_hybrid_leg_errors_side_by_side(search, monkeypatch):
+    """A leg failing on either thread fails the request with its own error, after the worker is done."""
+    from xerj_core.query import sidebyside
+
+    monkeypatch.setattr(sidebyside, "idle_core", lambda: True)
+    lexical = {"match": {"text": "planet"}}
+    with pytest.raises(IllegalArgument, match="different number of dimensions"):
+        search.search("books", {"query": {"hybrid": {"queries": [lexical, {"knn": {
+            "field": "vec", "query_vector": [1.0, 0.0], "k": 2}}]}}})
+    with pytest.raises(IllegalArgument, match="does not support \\[match\\] queries"):
+        search.search("books", {"query": {"hybrid": {"queries": [{"match": {"vec": "x"}}, {"knn": {
+            "field": "vec", "query_vector": [1.0, 0.0, 0.0], "k": 2}}]}}})
+    # the worker is free again: the next hybrid still answers
+    assert ids(search.search("books", {"query": {"hybrid": {"queries": [lexical, {"knn": {
+        "field": "vec", "query_vector": [1.0, 0.0, 0.0], "k": 2}}]}}}))
 
 
 def test_query_vector_builder_uses_a_registered_embedder(store):

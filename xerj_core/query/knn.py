@@ -86,6 +86,15 @@ def _parts(reader, field: str):
         yield reader.tail_start, reader.n_rows, column.values, column.present, norms[0], norms[1]
 
 
+def prepare(reader, field: str) -> None:
+    """Read what a scan of ``field`` reads from the store (its columns, their norms, the live rows) into the
+    reader's caches, so the scan itself touches numpy arrays alone (see :mod:`~xerj_core.query.sidebyside`)."""
+    if field in reader.mapping.fields:
+        reader.live  # noqa: B018 - a reserved index builds its live rows from a column
+        for _part in _parts(reader, field):
+            pass
+
+
 def _query(reader, field: str, vector) -> tuple[np.ndarray, str, float, float]:
     query = np.asarray(vector, np.float32)
     spec = vector_spec(reader, field, len(query))

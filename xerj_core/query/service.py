@@ -30,7 +30,7 @@ import numpy as np
 
 from xerj_core.errors import IllegalArgument, IndexNotFound, SearchContextMissing
 from xerj_core.query import aggs as aggs_module
-from xerj_core.query import bm25, dsl, fusion, knn
+from xerj_core.query import bm25, dsl, fusion, knn, sidebyside
 from xerj_core.query.contexts import SearchContexts, parse_keep_alive
 from xerj_core.query.evaluate import Evaluator
 from xerj_core.query.evaluate import filter_mask as _filter_mask
@@ -470,7 +470,7 @@ class SearchService:
 
         ``shared`` holds, per reader, the filter masks the legs of one request have computed (one snapshot)."""
         if isinstance(node, dsl.Hybrid):
-            legs = [self._rank_leg(leg, readers, node.rank_window_size, shared) for leg in node.legs]
+            legs = self._rank_legs(node.legs, readers, node.rank_window_size, shared)
             fused = fusion.fuse([ranking for ranking, _ in legs], method=node.fusion,
                                 rank_constant=node.rank_constant, weights=node.weights,
                                 normalizers=node.normalizers or "none", window=node.rank_window_size)
@@ -489,6 +489,37 @@ class SearchService:
             masks.append(mask)
             parts.append(_keyed(top_k(scores, mask, window), index))
         return _merge(parts, window), masks
+
+    def _rank_legs(self, nodes, readers, window: int, shared: list[dict]) -> list[tuple[Ranked, list[np.ndarray]]]:
+        """Each of a hybrid's legs ranked (see :meth:`_rank_leg`), in order; its kNN legs scan on this thread while
+        a spare core runs the others (see :mod:`~xerj_core.query.sidebyside`), else one after another."""
+        scans = [i for i, node in enumerate(nodes) if isinstance(node, dsl.Knn)]
+        if scans and len(scans) < len(nodes):
+            with sidebyside.spare_worker() as submit:
+                if submit is not None:
+                    return self._legs_side_by_side(nodes, scans, readers, window, shared, submit)
+        return [self._rank_leg(node, readers, window, shared) for node in nodes]
+
+    def _legs_side_by_side(self, nodes, scans: list[int], readers, window: int, shared: list[dict],
+                           submit) -> list[tuple[Ranked, list[np.ndarray]]]:
+        # What the scans read from the store (their filter masks, which the other legs share, and their vector
+        # columns) is read here first: from then on only the worker reads the snapshot's transaction.
+        for i in scans:
+            node = nodes[i]
+            for index, reader in enumerate(readers):
+                if node.filter:
+                    Evaluator(reader, shared=shared[index]).filter(node.filter)
+                knn.prepare(reader, node.field)
+        others = [i for i in range(len(nodes)) if i not in scans]
+        future = submit(lambda: [self._rank_leg(nodes[i], readers, window, shared) for i in others])
+        try:
+            found = {i: self._rank_leg(nodes[i], readers, window, shared) for i in scans}
+        finally:
+            failed = future.exception()  # waits: the worker is done with the snapshot before it may close
+        if failed is not None:
+            raise failed
+        found.update(zip(others, future.result()))
+        return [found[i] for i in range(len(nodes))]
 
     def _fused_search(self, request: SearchRequest, readers):
         hybrid = request.hybrid
