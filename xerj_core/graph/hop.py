@@ -44,7 +44,7 @@ _IN_ORDER = ("src", "valid_at", "invalid_at")
 _EMPTY = np.empty(0, np.int64)
 _CSR_KEY = ("xerj.graph", "csr", 1)
 _INT32_BITS = 31  # a packed value fits an int32 when it needs at most this many bits
-_FORMAT = 6  # of a published table's files: a process never maps a set another layout of the code wrote
+_FORMAT = 7  # of a published table's files: a process never maps a set another layout of the code wrote
 _NO_COLUMNS = "no-columns"
 
 # From this many frontier nodes a hop touches its runs before gathering them (see EdgeTable.candidates).
@@ -176,6 +176,10 @@ class EdgeTable:
         self.best_out[best] = np.arange(total, dtype=np.int32)
         self.best_in = alloc("best_in", total, np.int32)
         np.take(self.best_out, self.in_perm, out=self.best_in)
+        # and in both-ways order: a both-ways hop ranks its candidates along the runs it read (a line or two per
+        # node) rather than through ``both_pos`` to an in-edge's src-ordered place (a cache miss per edge)
+        self.best_both = alloc("best_both", 2 * total, np.int32)
+        np.take(self.best_out, self.both_pos, out=self.best_both)
         self.ids: np.ndarray | None = None
         self._packing()
         self._bounds()
@@ -241,7 +245,8 @@ class EdgeTable:
         """Every stored array by the name ``alloc`` gave it."""
         found = {"out_off": self.out_off, "in_off": self.in_off, "in_perm": self.in_perm, "instants": self.instants,
                  "hot_out": self.hot_out, "hot_in": self.hot_in, "hot_shift": self.hot_shift,
-                 "best_out": self.best_out, "best_in": self.best_in, "both_off": self.both_off,
+                 "best_out": self.best_out, "best_in": self.best_in, "best_both": self.best_both,
+                 "both_off": self.both_off,
                  "hot_both": self.hot_both, "both_pos": self.both_pos}
         found.update({f"col_{f}": a for f, a in self.cols.items()})
         found.update({f"in_{f}": a for f, a in self.in_order.direct.items()})
@@ -267,7 +272,7 @@ class EdgeTable:
         table.in_order = _InOrder({f: arrays[f"in_{f}"] for f in _IN_ORDER}, table.cols, table.in_perm)
         table.instants, table.hot_out, table.hot_in = arrays["instants"], arrays["hot_out"], arrays["hot_in"]
         table.hot_shift = arrays["hot_shift"]
-        table.best_out, table.best_in = arrays["best_out"], arrays["best_in"]
+        table.best_out, table.best_in, table.best_both = arrays["best_out"], arrays["best_in"], arrays["best_both"]
         table.both_off, table.hot_both, table.both_pos = arrays["both_off"], arrays["hot_both"], arrays["both_pos"]
         table.ids = arrays.get("ids")
         table.ids_width = arrays.get("ids_width")
@@ -704,7 +709,7 @@ class HopEdges:
             elif part.cols is table.in_order:
                 keys.append(table.best_in[part.idx])
             elif part.cols is table.both_order:
-                keys.append(table.best_out[table.both_pos[part.idx]])
+                keys.append(table.best_both[part.idx])
             else:
                 return None
         return keys[0] if len(keys) == 1 else np.concatenate(keys)

@@ -380,9 +380,11 @@ class GraphReading:
         except KeyError:  # a weight not seen yet
             weights = list(map(shortest_float, raw_weights))
         directions = _DIRECTIONS.take(out.astype(np.intp)).tolist()
-        invalids = invalid.tolist()
-        if ABSENT_INT in invalids:
-            invalids = [None if i == ABSENT_INT else i for i in invalids]
+        # most edges are never retired: None for all, then the few instants set written in place
+        retired = np.flatnonzero(invalid != ABSENT_INT)
+        invalids = [None] * size
+        for at, instant in zip(retired.tolist(), invalid.take(retired).tolist()):
+            invalids[at] = instant
         trust_terms = _with_absent(reader, "trust")
         trusts = trust_terms.take(trust).tolist()
         tallies = np.bincount(trust.astype(np.intp) + 1)  # an absent state (-1) first
