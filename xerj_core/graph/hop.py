@@ -35,6 +35,8 @@ _CARRIED = ("row", "near", "other", "out", "type", "trust", "valid_at", "invalid
 # An edge table's columns, one entry per edge.
 _STORED = {"row": np.int32, "src": np.int32, "dst": np.int32, "type": np.int32, "trust": np.int32,
            "valid_at": np.int64, "invalid_at": np.int64, "weight": np.float32, "confidence": np.float32}
+# The fields ego names a picked edge by, also stored together per edge (``EdgeTable.record``).
+_RECORD_FIELDS = ("valid_at", "invalid_at", "src", "dst", "weight", "type", "trust")
 # The columns an in-hop screens, also stored in dst order (the rest is reached through the permutation).
 _IN_ORDER = ("src", "valid_at", "invalid_at")
 # A hop's far end and its invalid_at, packed in one integer per edge (in each order): the rank of invalid_at
@@ -44,7 +46,7 @@ _IN_ORDER = ("src", "valid_at", "invalid_at")
 _EMPTY = np.empty(0, np.int64)
 _CSR_KEY = ("xerj.graph", "csr", 1)
 _INT32_BITS = 31  # a packed value fits an int32 when it needs at most this many bits
-_FORMAT = 7  # of a published table's files: a process never maps a set another layout of the code wrote
+_FORMAT = 8  # of a published table's files: a process never maps a set another layout of the code wrote
 _NO_COLUMNS = "no-columns"
 
 # From this many frontier nodes a hop touches its runs before gathering them (see EdgeTable.candidates).
@@ -147,6 +149,12 @@ class EdgeTable:
             position = np.empty(int(csr.out_order.max()) + 1, np.int64)  # local row → its stored position
             position[csr.out_order] = dest
             self.in_perm[_placement(csr.in_order, csr.in_off, in_cursor)] = position[csr.in_order]
+        # Ego's picks lie at scattered places (an in-edge's anywhere in src order): each field read apart would
+        # cost a cache miss per pick per field, so the fields it names edges by are also kept side by side, one
+        # aligned 32-byte record per edge with the usual narrow type and trust (a miss per pick).
+        self.record = alloc("record", total, np.dtype([(f, self.cols[f].dtype) for f in _RECORD_FIELDS], align=True))
+        for f in _RECORD_FIELDS:
+            self.record[f] = self.cols[f]
         # What every in-hop reads is also kept in dst order, so an in-hop is contiguous runs like an out-hop;
         # the other columns are reached through the permutation, for the few edges that get that far.
         direct = {}
@@ -247,7 +255,7 @@ class EdgeTable:
                  "hot_out": self.hot_out, "hot_in": self.hot_in, "hot_shift": self.hot_shift,
                  "best_out": self.best_out, "best_in": self.best_in, "best_both": self.best_both,
                  "both_off": self.both_off,
-                 "hot_both": self.hot_both, "both_pos": self.both_pos}
+                 "hot_both": self.hot_both, "both_pos": self.both_pos, "record": self.record}
         found.update({f"col_{f}": a for f, a in self.cols.items()})
         found.update({f"in_{f}": a for f, a in self.in_order.direct.items()})
         if self.ids is not None:
@@ -269,6 +277,7 @@ class EdgeTable:
         table = cls.__new__(cls)
         table.out_off, table.in_off, table.in_perm = arrays["out_off"], arrays["in_off"], arrays["in_perm"]
         table.cols = {f: arrays[f"col_{f}"] for f in _STORED}
+        table.record = arrays["record"]
         table.in_order = _InOrder({f: arrays[f"in_{f}"] for f in _IN_ORDER}, table.cols, table.in_perm)
         table.instants, table.hot_out, table.hot_in = arrays["instants"], arrays["hot_out"], arrays["hot_in"]
         table.hot_shift = arrays["hot_shift"]
