@@ -286,6 +286,46 @@ def test_hybrid_legs_side_by_side_answer_as_in_turn(search, monkeypatch, forms):
     assert any(name.startswith("xerj-leg") for name in threads) and threading.current_thread().name in threads
 
 
+@pytest.mark.parametrize("similarity", ["cosine", "l2_norm", "dot_product"])
+def test_knn_scan_shared_by_two_threads_answers_as_one(tmp_path, monkeypatch, similarity):
+    """A kNN scan whose runs of rows two threads take in turn ranks exactly as one thread's: sealed segments and
+    the tail, a filter, ties at the cut, a similarity floor."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from xerj_core.query import knn
+
+    rng = np.random.default_rng(4)
+    vectors = np.round(rng.standard_normal((60, 4)), 1)  # rounded: many exact ties
+    vectors[10:20] = vectors[0]
+    with Store(tmp_path / "data", tail_rows=16) as s, ThreadPoolExecutor(1) as pool:
+        s.create_index("v", {"properties": {"vec": {"type": "dense_vector", "dims": 4, "similarity": similarity},
+                                            "kind": {"type": "keyword"}}})
+        for i, vector in enumerate(vectors):
+            s.put("v", {"vec": vector.tolist(), "kind": "ab"[i % 3 == 0]}, f"d{i}")
+        monkeypatch.setattr(knn, "_RUN_ROWS", 5)
+        with s.reader("v") as reader:
+            assert len(reader.segments) >= 2 and reader.tail_count
+            allowed = SearchService(s).filter_mask(reader, {"term": {"kind": "a"}})
+            taken = []
+
+            def helper(fn):
+                return pool.submit(lambda: taken.append(fn()))
+
+            def takes_all(fn):  # the helper takes every run before this thread looks
+                done = Future()
+                done.set_result(fn())
+                return done
+
+            for query in (vectors[0], vectors[33], rng.standard_normal(4)):
+                for k, mask, floor in ((5, None, None), (12, allowed, None), (3, allowed, 0.1), (60, None, None)):
+                    alone = knn.knn_top(reader, "vec", query, k, mask, min_similarity=floor)
+                    for way in (helper, takes_all):
+                        shared = knn.knn_top(reader, "vec", query, k, mask, min_similarity=floor, helper=way)
+                        assert alone.rows.tolist() == shared.rows.tolist()
+                        assert alone.scores.tolist() == shared.scores.tolist()
+            assert taken  # the worker really ran
+
+
 def test_hybrid_leg_errors_side_by_side(search, monkeypatch):
     """A leg failing on either thread fails the request with its own error, after the worker is done."""
     from xerj_core.query import sidebyside

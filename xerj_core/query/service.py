@@ -358,7 +358,8 @@ class SearchService:
                 parts[index][1][row] += score * node.boost
         return parts
 
-    def _knn_global(self, node: dsl.Knn, readers, k: int, shared: list[dict] | None = None) -> Ranked:
+    def _knn_global(self, node: dsl.Knn, readers, k: int, shared: list[dict] | None = None,
+                    helper=None) -> Ranked:
         if node.vector is None:
             raise IllegalArgument(f"[knn] on field [{node.field}] has no query vector")
         ranked = []
@@ -366,7 +367,7 @@ class SearchService:
             evaluator = Evaluator(reader, shared=shared[index] if shared is not None else None)
             candidates = evaluator.filter(node.filter) if node.filter else None
             ranked.append(_keyed(knn.knn_top(reader, node.field, node.vector, k, candidates,
-                                             min_similarity=node.similarity), index))
+                                             min_similarity=node.similarity, helper=helper), index))
         return _merge(ranked, k)
 
     def _ranked_search(self, request: SearchRequest, readers, sort: tuple[SortKey, ...] | None = None,
@@ -477,18 +478,23 @@ class SearchService:
             masks = [np.logical_or.reduce([leg_masks[i] for _, leg_masks in legs]) for i in range(len(readers))]
             return fused.head(window), masks
         if isinstance(node, dsl.Knn):
-            k = min(node.k or node.num_candidates or window, max(window, 1))
-            ranked = self._knn_global(node, readers, k, shared)
-            masks = [np.zeros(r.n_rows, bool) for r in readers]
-            for key in ranked.rows.tolist():
-                masks[key >> _ROW_BITS][key & _ROW_MASK] = True
-            return ranked, masks
+            return self._rank_knn(node, readers, window, shared)
         parts, masks = [], []
         for index, reader in enumerate(readers):
             mask, scores = Evaluator(reader, default_knn_k=window, shared=shared[index]).evaluate(node)
             masks.append(mask)
             parts.append(_keyed(top_k(scores, mask, window), index))
         return _merge(parts, window), masks
+
+    def _rank_knn(self, node: dsl.Knn, readers, window: int, shared: list[dict], helper=None
+                  ) -> tuple[Ranked, list[np.ndarray]]:
+        """A kNN leg's ranking and matches (see :meth:`_rank_leg`); ``helper`` shares its scan (see knn_top)."""
+        k = min(node.k or node.num_candidates or window, max(window, 1))
+        ranked = self._knn_global(node, readers, k, shared, helper)
+        masks = [np.zeros(r.n_rows, bool) for r in readers]
+        for key in ranked.rows.tolist():
+            masks[key >> _ROW_BITS][key & _ROW_MASK] = True
+        return ranked, masks
 
     def _rank_legs(self, nodes, readers, window: int, shared: list[dict]) -> list[tuple[Ranked, list[np.ndarray]]]:
         """Each of a hybrid's legs ranked (see :meth:`_rank_leg`), in order; its kNN legs scan on this thread while
@@ -512,8 +518,8 @@ class SearchService:
                 knn.prepare(reader, node.field)
         others = [i for i in range(len(nodes)) if i not in scans]
         future = submit(lambda: [self._rank_leg(nodes[i], readers, window, shared) for i in others])
-        try:
-            found = {i: self._rank_leg(nodes[i], readers, window, shared) for i in scans}
+        try:  # the worker, done with its legs, then takes runs of the scans' rows too (one thread, in order)
+            found = {i: self._rank_knn(nodes[i], readers, window, shared, submit) for i in scans}
         finally:
             failed = future.exception()  # waits: the worker is done with the snapshot before it may close
         if failed is not None:
