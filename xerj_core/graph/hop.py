@@ -713,14 +713,10 @@ class HopEdges:
         for part in self.parts:
             if part.table is not table or table is None:
                 return None
-            if part.cols is table.cols:
-                keys.append(table.best_out[part.idx])
-            elif part.cols is table.in_order:
-                keys.append(table.best_in[part.idx])
-            elif part.cols is table.both_order:
-                keys.append(table.best_both[part.idx])
-            else:
+            ranks = _ranks(part)
+            if ranks is None:
                 return None
+            keys.append(ranks)
         return keys[0] if len(keys) == 1 else np.concatenate(keys)
 
     def order(self, k: int | None = None) -> np.ndarray:
@@ -759,19 +755,32 @@ class HopEdges:
         """The best ``k`` of a hop whose edges lie in several tables (the sealed view and the tail): each table's
         best ``k`` by its own ranking, then those few ranked by the three keys; None when a part is no table's.
 
-        The global best ``k`` are among the tables' own best ``k``, so only those keys are gathered."""
+        The global best ``k`` are among the tables' own best ``k``, so only those keys are gathered. Each
+        part's ranks are read in the order it read its runs (see EdgeTable.best_both), and a table's parts are
+        consecutive (see :meth:`placed`)."""
         placed = self.placed()
         if placed is None:
             return None
+        ranked_parts: list[list[np.ndarray]] = []
+        owner = None
+        for part in self.parts:
+            ranks = _ranks(part)
+            if ranks is None:
+                return None
+            if part.table is not owner:
+                ranked_parts.append([])
+                owner = part.table
+            ranked_parts[-1].append(ranks)
         picks, rows, valids, weights = [], [], [], []
         lo = 0
-        for table, position, _out in placed:
-            ranks = table.best_out[position]  # every part's place in its table's ranking, by src-ordered position
+        for (table, position, _out), parts in zip(placed, ranked_parts):
+            ranks = parts[0] if len(parts) == 1 else np.concatenate(parts)
             pick = np.argpartition(ranks, k - 1)[:k] if ranks.size > k else np.arange(ranks.size)
             at = position[pick]
+            record = table.record.take(at)
             rows.append(table.cols["row"][at])
-            valids.append(table.cols["valid_at"][at])
-            weights.append(table.cols["weight"][at])
+            valids.append(record["valid_at"])
+            weights.append(record["weight"])
             picks.append(pick + lo)
             lo += position.size
         ranked = np.lexsort((np.concatenate(rows), np.concatenate(valids), np.concatenate(weights)))[::-1][:k]
@@ -789,6 +798,21 @@ class HopEdges:
             table, position, out = placed[0]
             return HopEdges(self.hop, [Part(table.cols, position[idx], out[idx], table=table)], self.frontier)
         return HopEdges(self.hop, [Part(_Columns(self), idx, self.out[idx])], self.frontier)
+
+
+def _ranks(part: "Part") -> np.ndarray | None:
+    """Each edge of ``part``'s place in its table's ranking, read in the part's own order; None when the part
+    indexes no table."""
+    table = part.table
+    if table is None:
+        return None
+    if part.cols is table.cols:
+        return table.best_out[part.idx]
+    if part.cols is table.in_order:
+        return table.best_in[part.idx]
+    if part.cols is table.both_order:
+        return table.best_both[part.idx]
+    return None
 
 
 class _Columns:
