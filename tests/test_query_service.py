@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import os
+import signal
 import threading
 
 import numpy as np
@@ -551,3 +553,20 @@ def test_highlight_fragment_size_and_number_of_fragments(search, store):
     escaped = parse_highlight({"fields": {"*": {}}, "encoder": "html"})
     assert highlight_hit({"t": "<img src=x> planet"}, escaped, {None: {"planet"}}) == {
         "t": ["&lt;img src=x&gt; <em>planet</em>"]}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_side_by_side_worker_in_a_forked_child(monkeypatch):
+    """A child forked after the worker started gets a worker of its own (the parent's thread is not in it)."""
+    from xerj_core.query import sidebyside
+
+    monkeypatch.setattr(sidebyside, "idle_core", lambda: True)
+    with sidebyside.spare_worker() as submit:
+        assert submit(lambda: 1).result() == 1
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's verdict is its exit status
+        signal.alarm(10)  # a worker that never runs fails the test instead of hanging it
+        with sidebyside.spare_worker() as submit:
+            os._exit(0 if submit(lambda: 2).result() == 2 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

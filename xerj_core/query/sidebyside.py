@@ -31,6 +31,7 @@ _LOAD_EVERY = 1.0  # seconds between readings of the load average (it moves on a
 _lock = threading.Lock()
 _busy = threading.Lock()  # held by the one request whose legs the worker runs
 _pool: ThreadPoolExecutor | None = None
+_pool_pid = 0
 _reading = [0.0, 0.0]  # when the load average was read, and what it was
 # How many requests ran their legs each way (benchmarks print it: a figure says which way it was made).
 runs = {"side_by_side": 0, "in_turn": 0}
@@ -55,10 +56,11 @@ def _load() -> float:
 
 
 def _worker() -> ThreadPoolExecutor:
-    global _pool
+    global _pool, _pool_pid
     with _lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(1, thread_name_prefix="xerj-leg")
+        # a forked child inherits the pool but not its thread: work sent there would wait forever
+        if _pool is None or _pool_pid != os.getpid():
+            _pool, _pool_pid = ThreadPoolExecutor(1, thread_name_prefix="xerj-leg"), os.getpid()
         return _pool
 
 
