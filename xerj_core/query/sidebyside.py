@@ -67,10 +67,11 @@ def _worker() -> ThreadPoolExecutor:
 def idle_core() -> bool:
     """Whether this process may use a second CPU that the machine leaves idle (affinity and load average)."""
     cpus = _cpus()
-    # the load average counts this process's own busy thread (about 1 while it serves): below ``cpus`` the
-    # other runnable tasks leave part of a core idle on average; at 5-9 on 2 cores, legs side by side were
-    # measured no faster than in turn and cost a few percent more CPU
-    return cpus >= 2 and _load() < cpus
+    # the load average counts this process's own threads: up to 2 while its hybrids run side by side (so a
+    # bound of ``cpus`` would turn them off by their own doing); below ``cpus + 1`` the others' runnable tasks
+    # leave part of a core idle on average. At 5-9 on 2 cores, legs side by side were measured no faster than
+    # in turn and cost a few percent more CPU.
+    return cpus >= 2 and _load() < cpus + 1
 
 
 @contextlib.contextmanager
