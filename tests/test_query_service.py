@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gc
+import os
+import signal
+import threading
 
 import numpy as np
 import pytest
@@ -253,6 +256,95 @@ def test_hybrid_legs_share_their_filter(search, monkeypatch):
     assert hits and all("scifi" in np.atleast_1d(genres[h["_id"]]) for h in hits)
 
 
+@pytest.mark.parametrize("forms", [
+    # rrf retriever with a shared filter; linear fusion; a hybrid query with two lexical legs and a kNN leg
+    {"retriever": {"rrf": {"retrievers": [{"standard": {"query": {"match": {"text": "planet cabin ocean"}}}},
+                                          {"knn": {"field": "vec", "query_vector": [0.0, 0.1, 1.0], "k": 4}}],
+                           "filter": {"term": {"genre": "scifi"}}}}},
+    {"query": {"hybrid": {"queries": [{"match": {"text": "planet cabin"}},
+                                      {"knn": {"field": "vec", "query_vector": [0.3, 0.1, 1.0], "k": 3}}],
+                          "fusion": "linear"}}},
+    {"query": {"hybrid": {"queries": [{"match": {"text": "planet"}}, {"knn": {"field": "vec",
+                                      "query_vector": [1.0, 0.0, 0.2], "k": 2}}, {"term": {"genre": "essay"}}]}}},
+])
+def test_hybrid_legs_side_by_side_answer_as_in_turn(search, monkeypatch, forms):
+    """With a spare core the lexical legs run on the worker while the kNN leg scans: the same response as
+    running them in turn, and the worker is really used."""
+    from xerj_core.query import sidebyside
+
+    monkeypatch.setattr(sidebyside, "idle_core", lambda: False)
+    in_turn = search.search("books", forms)
+    monkeypatch.setattr(sidebyside, "idle_core", lambda: True)
+    threads = set()
+    original = search._rank_leg
+
+    def rank_leg(node, *args):
+        threads.add(threading.current_thread().name)
+        return original(node, *args)
+
+    monkeypatch.setattr(search, "_rank_leg", rank_leg)
+    side = search.search("books", forms)
+    assert {k: v for k, v in side.items() if k != "took"} == {k: v for k, v in in_turn.items() if k != "took"}
+    assert any(name.startswith("xerj-leg") for name in threads) and threading.current_thread().name in threads
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "l2_norm", "dot_product"])
+def test_knn_scan_shared_by_two_threads_answers_as_one(tmp_path, monkeypatch, similarity):
+    """A kNN scan whose runs of rows two threads take in turn ranks exactly as one thread's: sealed segments and
+    the tail, a filter, ties at the cut, a similarity floor."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from xerj_core.query import knn
+
+    rng = np.random.default_rng(4)
+    vectors = np.round(rng.standard_normal((60, 4)), 1)  # rounded: many exact ties
+    vectors[10:20] = vectors[0]
+    with Store(tmp_path / "data", tail_rows=16) as s, ThreadPoolExecutor(1) as pool:
+        s.create_index("v", {"properties": {"vec": {"type": "dense_vector", "dims": 4, "similarity": similarity},
+                                            "kind": {"type": "keyword"}}})
+        for i, vector in enumerate(vectors):
+            s.put("v", {"vec": vector.tolist(), "kind": "ab"[i % 3 == 0]}, f"d{i}")
+        monkeypatch.setattr(knn, "_RUN_ROWS", 5)
+        with s.reader("v") as reader:
+            assert len(reader.segments) >= 2 and reader.tail_count
+            allowed = SearchService(s).filter_mask(reader, {"term": {"kind": "a"}})
+            taken = []
+
+            def helper(fn):
+                return pool.submit(lambda: taken.append(fn()))
+
+            def takes_all(fn):  # the helper takes every run before this thread looks
+                done = Future()
+                done.set_result(fn())
+                return done
+
+            for query in (vectors[0], vectors[33], rng.standard_normal(4)):
+                for k, mask, floor in ((5, None, None), (12, allowed, None), (3, allowed, 0.1), (60, None, None)):
+                    alone = knn.knn_top(reader, "vec", query, k, mask, min_similarity=floor)
+                    for way in (helper, takes_all):
+                        shared = knn.knn_top(reader, "vec", query, k, mask, min_similarity=floor, helper=way)
+                        assert alone.rows.tolist() == shared.rows.tolist()
+                        assert alone.scores.tolist() == shared.scores.tolist()
+            assert taken  # the worker really ran
+
+
+def test_hybrid_leg_errors_side_by_side(search, monkeypatch):
+    """A leg failing on either thread fails the request with its own error, after the worker is done."""
+    from xerj_core.query import sidebyside
+
+    monkeypatch.setattr(sidebyside, "idle_core", lambda: True)
+    lexical = {"match": {"text": "planet"}}
+    with pytest.raises(IllegalArgument, match="different number of dimensions"):
+        search.search("books", {"query": {"hybrid": {"queries": [lexical, {"knn": {
+            "field": "vec", "query_vector": [1.0, 0.0], "k": 2}}]}}})
+    with pytest.raises(IllegalArgument, match="does not support \\[match\\] queries"):
+        search.search("books", {"query": {"hybrid": {"queries": [{"match": {"vec": "x"}}, {"knn": {
+            "field": "vec", "query_vector": [1.0, 0.0, 0.0], "k": 2}}]}}})
+    # the worker is free again: the next hybrid still answers
+    assert ids(search.search("books", {"query": {"hybrid": {"queries": [lexical, {"knn": {
+        "field": "vec", "query_vector": [1.0, 0.0, 0.0], "k": 2}}]}}}))
+
+
 def test_query_vector_builder_uses_a_registered_embedder(store):
     class Embedder:
         id, dims = "fake", 3
@@ -461,3 +553,20 @@ def test_highlight_fragment_size_and_number_of_fragments(search, store):
     escaped = parse_highlight({"fields": {"*": {}}, "encoder": "html"})
     assert highlight_hit({"t": "<img src=x> planet"}, escaped, {None: {"planet"}}) == {
         "t": ["&lt;img src=x&gt; <em>planet</em>"]}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_side_by_side_worker_in_a_forked_child(monkeypatch):
+    """A child forked after the worker started gets a worker of its own (the parent's thread is not in it)."""
+    from xerj_core.query import sidebyside
+
+    monkeypatch.setattr(sidebyside, "idle_core", lambda: True)
+    with sidebyside.spare_worker() as submit:
+        assert submit(lambda: 1).result() == 1
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's verdict is its exit status
+        signal.alarm(10)  # a worker that never runs fails the test instead of hanging it
+        with sidebyside.spare_worker() as submit:
+            os._exit(0 if submit(lambda: 2).result() == 2 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -35,6 +35,8 @@ _CARRIED = ("row", "near", "other", "out", "type", "trust", "valid_at", "invalid
 # An edge table's columns, one entry per edge.
 _STORED = {"row": np.int32, "src": np.int32, "dst": np.int32, "type": np.int32, "trust": np.int32,
            "valid_at": np.int64, "invalid_at": np.int64, "weight": np.float32, "confidence": np.float32}
+# The fields ego names a picked edge by, also stored together per edge (``EdgeTable.record``).
+_RECORD_FIELDS = ("valid_at", "invalid_at", "src", "dst", "weight", "type", "trust")
 # The columns an in-hop screens, also stored in dst order (the rest is reached through the permutation).
 _IN_ORDER = ("src", "valid_at", "invalid_at")
 # A hop's far end and its invalid_at, packed in one integer per edge (in each order): the rank of invalid_at
@@ -44,7 +46,7 @@ _IN_ORDER = ("src", "valid_at", "invalid_at")
 _EMPTY = np.empty(0, np.int64)
 _CSR_KEY = ("xerj.graph", "csr", 1)
 _INT32_BITS = 31  # a packed value fits an int32 when it needs at most this many bits
-_FORMAT = 6  # of a published table's files: a process never maps a set another layout of the code wrote
+_FORMAT = 8  # of a published table's files: a process never maps a set another layout of the code wrote
 _NO_COLUMNS = "no-columns"
 
 # From this many frontier nodes a hop touches its runs before gathering them (see EdgeTable.candidates).
@@ -147,6 +149,12 @@ class EdgeTable:
             position = np.empty(int(csr.out_order.max()) + 1, np.int64)  # local row → its stored position
             position[csr.out_order] = dest
             self.in_perm[_placement(csr.in_order, csr.in_off, in_cursor)] = position[csr.in_order]
+        # Ego's picks lie at scattered places (an in-edge's anywhere in src order): each field read apart would
+        # cost a cache miss per pick per field, so the fields it names edges by are also kept side by side, one
+        # aligned 32-byte record per edge with the usual narrow type and trust (a miss per pick).
+        self.record = alloc("record", total, np.dtype([(f, self.cols[f].dtype) for f in _RECORD_FIELDS], align=True))
+        for f in _RECORD_FIELDS:
+            self.record[f] = self.cols[f]
         # What every in-hop reads is also kept in dst order, so an in-hop is contiguous runs like an out-hop;
         # the other columns are reached through the permutation, for the few edges that get that far.
         direct = {}
@@ -176,6 +184,10 @@ class EdgeTable:
         self.best_out[best] = np.arange(total, dtype=np.int32)
         self.best_in = alloc("best_in", total, np.int32)
         np.take(self.best_out, self.in_perm, out=self.best_in)
+        # and in both-ways order: a both-ways hop ranks its candidates along the runs it read (a line or two per
+        # node) rather than through ``both_pos`` to an in-edge's src-ordered place (a cache miss per edge)
+        self.best_both = alloc("best_both", 2 * total, np.int32)
+        np.take(self.best_out, self.both_pos, out=self.best_both)
         self.ids: np.ndarray | None = None
         self._packing()
         self._bounds()
@@ -241,8 +253,9 @@ class EdgeTable:
         """Every stored array by the name ``alloc`` gave it."""
         found = {"out_off": self.out_off, "in_off": self.in_off, "in_perm": self.in_perm, "instants": self.instants,
                  "hot_out": self.hot_out, "hot_in": self.hot_in, "hot_shift": self.hot_shift,
-                 "best_out": self.best_out, "best_in": self.best_in, "both_off": self.both_off,
-                 "hot_both": self.hot_both, "both_pos": self.both_pos}
+                 "best_out": self.best_out, "best_in": self.best_in, "best_both": self.best_both,
+                 "both_off": self.both_off,
+                 "hot_both": self.hot_both, "both_pos": self.both_pos, "record": self.record}
         found.update({f"col_{f}": a for f, a in self.cols.items()})
         found.update({f"in_{f}": a for f, a in self.in_order.direct.items()})
         if self.ids is not None:
@@ -264,10 +277,11 @@ class EdgeTable:
         table = cls.__new__(cls)
         table.out_off, table.in_off, table.in_perm = arrays["out_off"], arrays["in_off"], arrays["in_perm"]
         table.cols = {f: arrays[f"col_{f}"] for f in _STORED}
+        table.record = arrays["record"]
         table.in_order = _InOrder({f: arrays[f"in_{f}"] for f in _IN_ORDER}, table.cols, table.in_perm)
         table.instants, table.hot_out, table.hot_in = arrays["instants"], arrays["hot_out"], arrays["hot_in"]
         table.hot_shift = arrays["hot_shift"]
-        table.best_out, table.best_in = arrays["best_out"], arrays["best_in"]
+        table.best_out, table.best_in, table.best_both = arrays["best_out"], arrays["best_in"], arrays["best_both"]
         table.both_off, table.hot_both, table.both_pos = arrays["both_off"], arrays["hot_both"], arrays["both_pos"]
         table.ids = arrays.get("ids")
         table.ids_width = arrays.get("ids_width")
@@ -699,14 +713,10 @@ class HopEdges:
         for part in self.parts:
             if part.table is not table or table is None:
                 return None
-            if part.cols is table.cols:
-                keys.append(table.best_out[part.idx])
-            elif part.cols is table.in_order:
-                keys.append(table.best_in[part.idx])
-            elif part.cols is table.both_order:
-                keys.append(table.best_out[table.both_pos[part.idx]])
-            else:
+            ranks = _ranks(part)
+            if ranks is None:
                 return None
+            keys.append(ranks)
         return keys[0] if len(keys) == 1 else np.concatenate(keys)
 
     def order(self, k: int | None = None) -> np.ndarray:
@@ -745,19 +755,32 @@ class HopEdges:
         """The best ``k`` of a hop whose edges lie in several tables (the sealed view and the tail): each table's
         best ``k`` by its own ranking, then those few ranked by the three keys; None when a part is no table's.
 
-        The global best ``k`` are among the tables' own best ``k``, so only those keys are gathered."""
+        The global best ``k`` are among the tables' own best ``k``, so only those keys are gathered. Each
+        part's ranks are read in the order it read its runs (see EdgeTable.best_both), and a table's parts are
+        consecutive (see :meth:`placed`)."""
         placed = self.placed()
         if placed is None:
             return None
+        ranked_parts: list[list[np.ndarray]] = []
+        owner = None
+        for part in self.parts:
+            ranks = _ranks(part)
+            if ranks is None:
+                return None
+            if part.table is not owner:
+                ranked_parts.append([])
+                owner = part.table
+            ranked_parts[-1].append(ranks)
         picks, rows, valids, weights = [], [], [], []
         lo = 0
-        for table, position, _out in placed:
-            ranks = table.best_out[position]  # every part's place in its table's ranking, by src-ordered position
+        for (table, position, _out), parts in zip(placed, ranked_parts):
+            ranks = parts[0] if len(parts) == 1 else np.concatenate(parts)
             pick = np.argpartition(ranks, k - 1)[:k] if ranks.size > k else np.arange(ranks.size)
             at = position[pick]
+            record = table.record.take(at)
             rows.append(table.cols["row"][at])
-            valids.append(table.cols["valid_at"][at])
-            weights.append(table.cols["weight"][at])
+            valids.append(record["valid_at"])
+            weights.append(record["weight"])
             picks.append(pick + lo)
             lo += position.size
         ranked = np.lexsort((np.concatenate(rows), np.concatenate(valids), np.concatenate(weights)))[::-1][:k]
@@ -775,6 +798,21 @@ class HopEdges:
             table, position, out = placed[0]
             return HopEdges(self.hop, [Part(table.cols, position[idx], out[idx], table=table)], self.frontier)
         return HopEdges(self.hop, [Part(_Columns(self), idx, self.out[idx])], self.frontier)
+
+
+def _ranks(part: "Part") -> np.ndarray | None:
+    """Each edge of ``part``'s place in its table's ranking, read in the part's own order; None when the part
+    indexes no table."""
+    table = part.table
+    if table is None:
+        return None
+    if part.cols is table.cols:
+        return table.best_out[part.idx]
+    if part.cols is table.in_order:
+        return table.best_in[part.idx]
+    if part.cols is table.both_order:
+        return table.best_both[part.idx]
+    return None
 
 
 class _Columns:

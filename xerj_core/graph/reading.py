@@ -322,20 +322,26 @@ class GraphReading:
         size = len(hops)
         if pieces is not None and len(pieces) == 1:  # one table (the usual ego): each field is one take from it
             table, position, out, _ = pieces[0]
-            cols = table.cols
-            src, dst = cols["src"].take(position), cols["dst"].take(position)
-            type_, valid, invalid = cols["type"].take(position), cols["valid_at"].take(position), \
-                cols["invalid_at"].take(position)
-            weight, trust = cols["weight"].take(position), cols["trust"].take(position)
+            record = table.record.take(position)  # every field of a pick from one place (see EdgeTable.record)
+            src, dst, type_, valid, invalid, weight, trust = (record[f] for f in (
+                "src", "dst", "type", "valid_at", "invalid_at", "weight", "trust"))
             ids = table.named(position) if table.ids is not None else [None] * size
 
             def rows() -> np.ndarray:
-                return cols["row"].take(position)
+                return table.cols["row"].take(position)
         elif pieces is not None:  # several tables: each field a take per table, laid into response order
+            records = [(table.record.take(position), places) for table, position, _out, places in pieces]
+
             def gather(field: str) -> np.ndarray:
-                column = np.empty(size, np.result_type(*(p[0].cols[field].dtype for p in pieces)))
+                column = np.empty(size, np.result_type(*(found[field].dtype for found, _ in records)))
+                for found, places in records:
+                    column[places] = found[field]
+                return column
+
+            def rows() -> np.ndarray:
+                column = np.empty(size, np.int64)
                 for table, position, _out, places in pieces:
-                    column[places] = table.cols[field].take(position)
+                    column[places] = table.cols["row"].take(position)
                 return column
 
             out = np.empty(size, bool)
@@ -348,9 +354,6 @@ class GraphReading:
             src, dst, type_, valid, invalid = gather("src"), gather("dst"), gather("type"), gather("valid_at"), \
                 gather("invalid_at")
             weight, trust = gather("weight"), gather("trust")
-
-            def rows() -> np.ndarray:
-                return gather("row")
         else:  # a hop clipped at the edge cap across tables: its columns as concatenated selections
             picked = [hop_edges.take(picks) for hop_edges, picks in chosen]
 
@@ -380,9 +383,11 @@ class GraphReading:
         except KeyError:  # a weight not seen yet
             weights = list(map(shortest_float, raw_weights))
         directions = _DIRECTIONS.take(out.astype(np.intp)).tolist()
-        invalids = invalid.tolist()
-        if ABSENT_INT in invalids:
-            invalids = [None if i == ABSENT_INT else i for i in invalids]
+        # most edges are never retired: None for all, then the few instants set written in place
+        retired = np.flatnonzero(invalid != ABSENT_INT)
+        invalids = [None] * size
+        for at, instant in zip(retired.tolist(), invalid.take(retired).tolist()):
+            invalids[at] = instant
         trust_terms = _with_absent(reader, "trust")
         trusts = trust_terms.take(trust).tolist()
         tallies = np.bincount(trust.astype(np.intp) + 1)  # an absent state (-1) first

@@ -179,6 +179,14 @@ def as_float(value: Any, what: str) -> float:
     return params.number(value, what, ParsingError, source=params.ES_BODY)
 
 
+def _vector(values: list, what: str) -> tuple[float, ...]:
+    """A query vector's numbers: finite floats (JSON's) pass in one C-level check; anything else goes number by
+    number through :func:`as_float`, which names the first it refuses."""
+    if set(map(type, values)) == {float} and all(map(math.isfinite, values)):
+        return tuple(values)
+    return tuple(as_float(x, what) for x in values)
+
+
 def as_int(value: Any, what: str) -> int:
     return params.integer(value, what, ParsingError, source=params.ES_BODY)
 
@@ -440,7 +448,7 @@ def parse_knn(body: Any, *, where: str = "knn", top_level: bool = False) -> Knn:
     if vector is not None:
         if not isinstance(vector, list) or not vector:
             raise ParsingError(f"[{where}] [query_vector] must be a non-empty array of numbers")
-        parsed_vector = tuple(as_float(x, f"{where}.query_vector") for x in vector)
+        parsed_vector = _vector(vector, f"{where}.query_vector")
     else:
         embed = builder.get("text_embedding") if isinstance(builder, dict) else None
         if not isinstance(embed, dict) or len(builder) != 1:

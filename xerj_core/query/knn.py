@@ -17,7 +17,9 @@ BLAS matmul over the same matrix.
 
 from __future__ import annotations
 
-from typing import Sequence
+import itertools
+from concurrent.futures import Future
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -27,6 +29,9 @@ from xerj_core.query.ranking import Ranked, select_top
 SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
 # Below this share of a part's rows passing the filter, gather those rows instead of scoring all.
 _GATHER_BELOW = 0.25
+# Rows per run when two threads share a scan (see knn_top's ``helper``): 12 MB of 384-dim float32 rows, few
+# enough runs that their own costs stay small, enough that neither thread waits long for the other.
+_RUN_ROWS = 8192
 
 
 def vector_spec(reader, field: str, dims: int | None = None):
@@ -84,6 +89,15 @@ def _parts(reader, field: str):
         column = reader.tail_column(field)
         norms = reader.memo(("knn-tail-norms", field), lambda: _norms(column.values))
         yield reader.tail_start, reader.n_rows, column.values, column.present, norms[0], norms[1]
+
+
+def prepare(reader, field: str) -> None:
+    """Read what a scan of ``field`` reads from the store (its columns, their norms, the live rows) into the
+    reader's caches, so the scan itself touches numpy arrays alone (see :mod:`~xerj_core.query.sidebyside`)."""
+    if field in reader.mapping.fields:
+        reader.live  # noqa: B018 - a reserved index builds its live rows from a column
+        for _part in _parts(reader, field):
+            pass
 
 
 def _query(reader, field: str, vector) -> tuple[np.ndarray, str, float, float]:
@@ -165,7 +179,8 @@ def _score(metric: str, raw: np.ndarray) -> np.ndarray:
 
 
 def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
-            filter_mask: np.ndarray | None = None, *, min_similarity: float | None = None) -> Ranked:
+            filter_mask: np.ndarray | None = None, *, min_similarity: float | None = None,
+            helper: Callable[[Callable[[], None]], Future] | None = None) -> Ranked:
     """The ``k`` live rows of ``reader`` nearest to ``vector`` in ``field``, exactly, best first.
 
     ``filter_mask`` (bool over ``reader.n_rows``) is applied before ranking, so
@@ -175,16 +190,20 @@ def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
     ``argpartition``-style cut to its best ``k`` (ties kept), so no dense
     per-row score array is built. Errors: unmapped or non-``dense_vector``
     field, or a vector of the wrong dimension (``IllegalArgument``).
+
+    ``helper(fn)`` runs ``fn`` on another thread (see :mod:`~xerj_core.query.sidebyside`): the parts are then
+    cut into runs of rows that this thread and that one take in turn, and the answer is the same.
     """
     query, metric, query_norm, query_sq = _query(reader, field, vector)
     if k <= 0:
         return Ranked.empty()
     candidates = reader.live if filter_mask is None else reader.live & filter_mask
-    rows, raws = [], []
-    for start, end, values, present, inverse, squared in _parts(reader, field):
+
+    def best(task) -> tuple[np.ndarray, np.ndarray] | None:
+        start, end, values, present, inverse, squared = task
         wanted = present & candidates[start:end]
         if not wanted.any():
-            continue
+            return None
         local, raw = _part_raw(metric, query, query_norm, query_sq, values, inverse, squared, wanted)
         valid = wanted if local is None else None
         if min_similarity is not None:
@@ -202,12 +221,50 @@ def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
             chosen = np.flatnonzero(chosen)
         else:
             chosen = np.flatnonzero(valid) if valid is not None else np.arange(len(better))
-        rows.append(start + (chosen if local is None else local[chosen]))
-        raws.append(raw[chosen])
-    if not rows:
+        return start + (chosen if local is None else local[chosen]), raw[chosen]
+
+    tasks = list(_parts(reader, field))
+    if helper is None:
+        found = [best(task) for task in tasks]
+    else:
+        found = _shared(_runs(tasks), best, helper)
+    found = [f for f in found if f is not None]
+    if not found:
         return Ranked.empty()
-    raw = np.concatenate(raws).astype(np.float64)
-    return select_top(np.concatenate(rows), _score(metric, raw), k)
+    raw = np.concatenate([f[1] for f in found]).astype(np.float64)
+    return select_top(np.concatenate([f[0] for f in found]), _score(metric, raw), k)
+
+
+def _runs(tasks: list[tuple]) -> list[tuple]:
+    """The parts cut into runs of at most ``_RUN_ROWS`` rows (each run's best ``k``, ties kept, holds every row
+    of the part's best ``k`` it contains, so the final cut is the same)."""
+    out = []
+    for start, end, values, present, inverse, squared in tasks:
+        for lo in range(0, end - start, _RUN_ROWS):
+            hi = min(lo + _RUN_ROWS, end - start)
+            out.append((start + lo, start + hi, values[lo:hi], present[lo:hi], inverse[lo:hi], squared[lo:hi]))
+    return out
+
+
+def _shared(tasks: list, run: Callable, helper: Callable[[Callable[[], None]], Future]) -> list:
+    """``[run(t) for t in tasks]`` with the tasks taken in turn by this thread and ``helper``'s."""
+    found: list = [None] * len(tasks)
+    claimed = itertools.count()  # next() on it is atomic: each task is taken once
+
+    def drain() -> None:
+        for i in iter(claimed.__next__, None):
+            if i >= len(tasks):
+                return
+            found[i] = run(tasks[i])
+
+    future = helper(drain)
+    try:
+        drain()
+    finally:
+        failed = future.exception()  # waits: the helper is done with the arrays before they may go
+    if failed is not None:
+        raise failed
+    return found
 
 
 def blas_info() -> str:

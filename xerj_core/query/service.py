@@ -30,7 +30,7 @@ import numpy as np
 
 from xerj_core.errors import IllegalArgument, IndexNotFound, SearchContextMissing
 from xerj_core.query import aggs as aggs_module
-from xerj_core.query import bm25, dsl, fusion, knn
+from xerj_core.query import bm25, dsl, fusion, knn, sidebyside
 from xerj_core.query.contexts import SearchContexts, parse_keep_alive
 from xerj_core.query.evaluate import Evaluator
 from xerj_core.query.evaluate import filter_mask as _filter_mask
@@ -358,7 +358,8 @@ class SearchService:
                 parts[index][1][row] += score * node.boost
         return parts
 
-    def _knn_global(self, node: dsl.Knn, readers, k: int, shared: list[dict] | None = None) -> Ranked:
+    def _knn_global(self, node: dsl.Knn, readers, k: int, shared: list[dict] | None = None,
+                    helper=None) -> Ranked:
         if node.vector is None:
             raise IllegalArgument(f"[knn] on field [{node.field}] has no query vector")
         ranked = []
@@ -366,7 +367,7 @@ class SearchService:
             evaluator = Evaluator(reader, shared=shared[index] if shared is not None else None)
             candidates = evaluator.filter(node.filter) if node.filter else None
             ranked.append(_keyed(knn.knn_top(reader, node.field, node.vector, k, candidates,
-                                             min_similarity=node.similarity), index))
+                                             min_similarity=node.similarity, helper=helper), index))
         return _merge(ranked, k)
 
     def _ranked_search(self, request: SearchRequest, readers, sort: tuple[SortKey, ...] | None = None,
@@ -470,25 +471,61 @@ class SearchService:
 
         ``shared`` holds, per reader, the filter masks the legs of one request have computed (one snapshot)."""
         if isinstance(node, dsl.Hybrid):
-            legs = [self._rank_leg(leg, readers, node.rank_window_size, shared) for leg in node.legs]
+            legs = self._rank_legs(node.legs, readers, node.rank_window_size, shared)
             fused = fusion.fuse([ranking for ranking, _ in legs], method=node.fusion,
                                 rank_constant=node.rank_constant, weights=node.weights,
                                 normalizers=node.normalizers or "none", window=node.rank_window_size)
             masks = [np.logical_or.reduce([leg_masks[i] for _, leg_masks in legs]) for i in range(len(readers))]
             return fused.head(window), masks
         if isinstance(node, dsl.Knn):
-            k = min(node.k or node.num_candidates or window, max(window, 1))
-            ranked = self._knn_global(node, readers, k, shared)
-            masks = [np.zeros(r.n_rows, bool) for r in readers]
-            for key in ranked.rows.tolist():
-                masks[key >> _ROW_BITS][key & _ROW_MASK] = True
-            return ranked, masks
+            return self._rank_knn(node, readers, window, shared)
         parts, masks = [], []
         for index, reader in enumerate(readers):
             mask, scores = Evaluator(reader, default_knn_k=window, shared=shared[index]).evaluate(node)
             masks.append(mask)
             parts.append(_keyed(top_k(scores, mask, window), index))
         return _merge(parts, window), masks
+
+    def _rank_knn(self, node: dsl.Knn, readers, window: int, shared: list[dict], helper=None
+                  ) -> tuple[Ranked, list[np.ndarray]]:
+        """A kNN leg's ranking and matches (see :meth:`_rank_leg`); ``helper`` shares its scan (see knn_top)."""
+        k = min(node.k or node.num_candidates or window, max(window, 1))
+        ranked = self._knn_global(node, readers, k, shared, helper)
+        masks = [np.zeros(r.n_rows, bool) for r in readers]
+        for key in ranked.rows.tolist():
+            masks[key >> _ROW_BITS][key & _ROW_MASK] = True
+        return ranked, masks
+
+    def _rank_legs(self, nodes, readers, window: int, shared: list[dict]) -> list[tuple[Ranked, list[np.ndarray]]]:
+        """Each of a hybrid's legs ranked (see :meth:`_rank_leg`), in order; its kNN legs scan on this thread while
+        a spare core runs the others (see :mod:`~xerj_core.query.sidebyside`), else one after another."""
+        scans = [i for i, node in enumerate(nodes) if isinstance(node, dsl.Knn)]
+        if scans and len(scans) < len(nodes):
+            with sidebyside.spare_worker() as submit:
+                if submit is not None:
+                    return self._legs_side_by_side(nodes, scans, readers, window, shared, submit)
+        return [self._rank_leg(node, readers, window, shared) for node in nodes]
+
+    def _legs_side_by_side(self, nodes, scans: list[int], readers, window: int, shared: list[dict],
+                           submit) -> list[tuple[Ranked, list[np.ndarray]]]:
+        # What the scans read from the store (their filter masks, which the other legs share, and their vector
+        # columns) is read here first: from then on only the worker reads the snapshot's transaction.
+        for i in scans:
+            node = nodes[i]
+            for index, reader in enumerate(readers):
+                if node.filter:
+                    Evaluator(reader, shared=shared[index]).filter(node.filter)
+                knn.prepare(reader, node.field)
+        others = [i for i in range(len(nodes)) if i not in scans]
+        future = submit(lambda: [self._rank_leg(nodes[i], readers, window, shared) for i in others])
+        try:  # the worker, done with its legs, then takes runs of the scans' rows too (one thread, in order)
+            found = {i: self._rank_knn(nodes[i], readers, window, shared, submit) for i in scans}
+        finally:
+            failed = future.exception()  # waits: the worker is done with the snapshot before it may close
+        if failed is not None:
+            raise failed
+        found.update(zip(others, future.result()))
+        return [found[i] for i in range(len(nodes))]
 
     def _fused_search(self, request: SearchRequest, readers):
         hybrid = request.hybrid

@@ -216,6 +216,23 @@ class AbstractStorageBackendTests:
         self.same(pair, lambda e: e.search.search("docs", {"query": {"hybrid": {"queries": [
             {"match": {"body": "memory w2"}}, {"knn": knn}]}}, "size": 10}))
 
+    def test_hybrid_legs_side_by_side(self, pair, monkeypatch):
+        """With a second core taken as idle, a hybrid's lexical legs run on a worker thread over the same snapshot
+        (see xerj_core.query.sidebyside): the backend still answers as LMDB does, and as in turn."""
+        from xerj_core.query import sidebyside
+
+        docs = self.load(pair)
+        knn = {"field": "vec", "query_vector": docs[7]["vec"], "k": 10, "num_candidates": 50}
+        body = {"retriever": {"rrf": {"retrievers": [{"standard": {"query": {"match": {"body": "memory w2 w9"}}}},
+                                                     {"knn": knn}], "filter": {"term": {"tag": "t1"}}}}, "size": 10}
+        monkeypatch.setattr(sidebyside, "idle_core", lambda: False)
+        in_turn = self.same(pair, lambda e: e.search.search("docs", body))
+        monkeypatch.setattr(sidebyside, "idle_core", lambda: True)
+        before = sidebyside.runs["side_by_side"]
+        assert in_turn[0] == "ok" and in_turn[1]["hits"]["hits"]
+        assert self.same(pair, lambda e: e.search.search("docs", body)) == in_turn
+        assert sidebyside.runs["side_by_side"] == before + 2
+
     def test_aggregations(self, pair):
         self.load(pair)
         body = {"size": 0, "query": {"match": {"body": "w5"}}, "aggs": {
