@@ -26,6 +26,19 @@ def small_docs(n: int) -> list[dict]:
             for i in range(n)]
 
 
+def written_bytes() -> int | None:
+    """Bytes this process has caused to be written to disk so far (Linux ``/proc/self/io``), None elsewhere."""
+    try:
+        with open("/proc/self/io") as io:
+            return next(int(line.split()[1]) for line in io if line.startswith("write_bytes"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+def _megabytes(before: int | None, after: int | None) -> str:
+    return "n/a" if before is None or after is None else f"{(after - before) / 1e6:.1f} MB"
+
+
 def bench_raw_lmdb(path: Path, docs: list[dict]) -> tuple[float, float]:
     """Docs/s and CPU seconds of the floor: each document's JSON put under its id, a synced commit per batch."""
     env = lmdb.open(str(path), map_size=1 << 32)
@@ -90,12 +103,16 @@ def main() -> None:
     args = parser.parse_args()
     docs = small_docs(args.docs)
     with tempfile.TemporaryDirectory() as tmp:
+        w0 = written_bytes()
         raw, raw_cpu = bench_raw_lmdb(Path(tmp) / "raw", docs)
+        w1 = written_bytes()
         ours, our_cpu = bench_store_puts(Path(tmp) / "store", docs)
+        w2 = written_bytes()
         print(f"put throughput, {args.docs:,} docs in bulks of {BATCH} (load average {os.getloadavg()[0]:.1f}): "
               f"xerj store {ours:,.0f} docs/s (CPU {our_cpu:.2f} s), raw lmdb put loop of the same JSON "
               f"{raw:,.0f} docs/s (CPU {raw_cpu:.2f} s), ratio {ours / raw:.2f} (target >= 0.30); "
-              f"CPU ratio {raw_cpu / our_cpu:.2f}")
+              f"CPU ratio {raw_cpu / our_cpu:.2f}; written to disk: xerj {_megabytes(w1, w2)}, raw loop "
+              f"{_megabytes(w0, w1)}")
         mine, numpy_only = bench_filter(Path(tmp) / "filter", args.rows)
         print(f"bitemporal filter over {args.rows:,} rows: xerj {mine * 1e3:.3f} ms, plain numpy "
               f"{numpy_only * 1e3:.3f} ms, ratio {mine / numpy_only:.2f} (target <= 1.5)")

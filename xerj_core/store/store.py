@@ -20,6 +20,7 @@ from xerj_core.store import keys, pins
 from xerj_core.store import meta as index_meta
 from xerj_core.store.merge import Merger
 from xerj_core.store.read import IndexCache, IndexReader, PinnedReader
+from xerj_core.store.records import frozen_many
 from xerj_core.store.scope import SCOPE_FIELD, public_mapping, scope_of
 from xerj_core.store.write import IndexWrite, WriteResult, WriteTxn
 
@@ -298,7 +299,7 @@ class Store:
                         items.extend(BulkItem(o, error=r) if isinstance(r, XerjError) else BulkItem(o, result=r)
                                      for o, r in zip(batch, results))
                     else:
-                        items.extend(map(BulkItem, batch, results))
+                        items.extend(frozen_many(BulkItem, len(batch), batch, results))
                     at = run_end
                     continue
                 op = ops[at]

@@ -25,6 +25,7 @@ from xerj_core.store.columns import (KIND_LEN, KIND_ORD, NO_ORD, Column, column_
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
 from xerj_core.store.names import validate_index_name
 from xerj_core.store.plan import Batched, Leaf, WritePlan, column_tokens, plan_for
+from xerj_core.store.records import frozen_many
 from xerj_core.store.tailblock import Block, PostingRun
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, refuse_in_mapping, scope_of
 from xerj_core.text import term_counts, tokenize
@@ -493,7 +494,7 @@ class IndexWrite:
                 return None  # an overwrite: the general path reads and kills the old rows
         block = self._batch_block(fields, len(docs), self.state.next_row)
         rows = self._append(ids, encoded, map(orjson.dumps, [doc for doc, _id, _op in items]), block=block)
-        return list(map(WriteResult, repeat(self.name), ids, repeat("created"), repeat(1), rows))
+        return frozen_many(WriteResult, len(ids), repeat(self.name), ids, repeat("created"), repeat(1), rows)
 
     def _batch_block(self, fields: list[tuple[Leaf, list[Any]]], n: int, start: int) -> Block:
         """The tail block of ``n`` documents' ``fields`` (:meth:`WritePlan.batch_fields`) on rows ``start`` on:
@@ -570,7 +571,7 @@ class IndexWrite:
             existing = dict(cur.getmulti(sorted(key for i, key in enumerate(id_keys) if i not in refused)))
         if not existing and not refused:
             rows = self._append(ids, encoded, map(orjson.dumps, [doc for doc, _id, _op in items]), records)
-            return list(map(WriteResult, repeat(self.name), ids, repeat("created"), repeat(1), rows))
+            return frozen_many(WriteResult, len(ids), repeat(self.name), ids, repeat("created"), repeat(1), rows)
         deferred: tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]] = ([], [])
         results: list[WriteResult | XerjError] = []
         for i, ((doc, doc_id, op_type), record) in enumerate(zip(items, records)):
