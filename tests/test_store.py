@@ -122,17 +122,29 @@ def test_bulk_reports_items_and_applies_the_rest(store):
     assert store.get("typed", "1")[0] == {"n": 1, "ok": True}
 
 
-def test_segment_layout_is_a_binary_counter():
+def test_segment_layout_is_a_base_fanout_counter():
+    from xerj_core.store.write import FANOUT
+
+    assert FANOUT == 8
     assert segment_layout(0, 4) == []
-    assert segment_layout(4 * 5, 4) == [(0, 16), (16, 20)]
-    assert segment_layout(4 * 7, 4) == [(0, 16), (16, 24), (24, 28)]
+    assert segment_layout(4 * 5, 4) == [(0, 4), (4, 8), (8, 12), (12, 16), (16, 20)]
+    assert segment_layout(4 * 8, 4) == [(0, 32)]
+    assert segment_layout(4 * 19, 4) == [(0, 32), (32, 64), (64, 68), (68, 72), (72, 76)]
+    assert segment_layout(4 * 64, 4) == [(0, 256)]
     # Full segments stop merging: 11 tails of 4 rows with segments of at most 4 tails.
-    assert segment_layout(4 * 11, 4, max_tails=4) == [(0, 16), (16, 32), (32, 40), (40, 44)]
-    layouts = [segment_layout(4 * n, 4, max_tails=4) for n in range(40)]
-    for before, after in zip(layouts, layouts[1:]):
-        # one more tail never rewrites a full segment
-        assert [s for s in before if s[1] - s[0] == 16] == [s for s in after if s[1] - s[0] == 16][:len(
-            [s for s in before if s[1] - s[0] == 16])]
+    assert segment_layout(4 * 11, 4, max_tails=4) == [(0, 16), (16, 32), (32, 36), (36, 40), (40, 44)]
+    for max_tails in (4, 128):
+        layouts = [segment_layout(4 * n, 4, max_tails=max_tails) for n in range(300)]
+        for n, (before, after) in enumerate(zip(layouts, layouts[1:])):
+            assert after[-1][1] == 4 * (n + 1) and all(a[1] == b[0] for a, b in zip(after, after[1:]))
+            # one more tail never rewrites a full segment, and keeps every segment before the merged ones
+            full = [s for s in before if s[1] - s[0] == 4 * max_tails]
+            assert full == [s for s in after if s[1] - s[0] == 4 * max_tails][:len(full)]
+            kept = [s for s in before if s in after]
+            assert kept == before[:len(kept)]
+            # at most FANOUT - 1 segments of each size below full
+            sizes = [e - s for s, e in after if e - s < 4 * max_tails]
+            assert all(sizes.count(size) < FANOUT for size in set(sizes))
 
 
 def test_absent_is_distinct_from_every_value(store):
@@ -451,7 +463,7 @@ def test_every_stored_posting_key_belongs_to_a_current_segment(tmp_path):
     segment's posting keys are exactly the terms of its rows, and nothing is left under an old segment."""
     import random
 
-    from xerj_core.store import keys
+    from xerj_core.store import keys, postpack
     from xerj_core.text import tokenize
 
     rng = random.Random(5)
@@ -471,14 +483,26 @@ def test_every_stored_posting_key_belongs_to_a_current_segment(tmp_path):
                         expected.setdefault((seg.start, term), set()).add(row)
             stored = {}
             prefix = keys.ix_key(r.ix)
+            by_segment: dict = {}
             with raw.cursor(db=store.env.dbs["post"]) as cur:
                 cur.set_range(prefix)
-                for key, _blob in cur:
+                for key, blob in cur:
                     if not key.startswith(prefix):
                         break
-                    start, term = keys.read_u64(key, 4), key[12:].split(b"\x00", 1)[1].decode()
-                    segment = next(s for s in r.segments if s.start == start)
-                    stored[(start, term)] = set(r.segment_postings(segment, "text", term)[0].tolist())
+                    # a key is a bucket of terms or one large term (xerj_core.store.postpack)
+                    start, suffix = keys.read_u64(key, 4), key[12:].split(b"\x00", 1)[1]
+                    assert key[12:].split(b"\x00", 1)[0] == b"text"
+                    by_segment.setdefault(start, ([], []))[0].append(suffix)
+                    by_segment[start][1].append(blob)
+            for start, (suffixes, blobs) in by_segment.items():
+                segment = next(s for s in r.segments if s.start == start)
+                terms, counts, rows, _tfs = postpack.unpack(suffixes, blobs)
+                ends = np.cumsum(counts)
+                for term, count, end in zip(terms, counts, ends):
+                    assert (start, term.decode()) not in stored  # one entry per term and segment
+                    stored[(start, term.decode())] = set(rows[end - count:end].tolist())
+                    assert stored[(start, term.decode())] == set(
+                        r.segment_postings(segment, "text", term.decode())[0].tolist())
             assert stored == expected
 
 

@@ -53,7 +53,6 @@ class MergePlan:
     region_start: int
     built: dict[str, Column]
     postings: dict[str, CutPostings]
-    extends: bool  # the first target keeps the first source's posting keys (see IndexWrite._merge_postings)
 
 
 class _SnapshotSegments:
@@ -62,7 +61,6 @@ class _SnapshotSegments:
     _load_column = IndexWrite._load_column
     _merge_postings = IndexWrite._merge_postings
     _stored_postings = IndexWrite._stored_postings
-    _stored_postings_of = IndexWrite._stored_postings_of
 
     def __init__(self, raw: Any, dbs: dict[str, Any], ix: int) -> None:
         self.txn = attrs.make_class("View", ["raw", "dbs"])(raw, dbs)
@@ -100,11 +98,9 @@ def plan(raw: Any, dbs: dict[str, Any], name: str, tail_rows: int) -> MergePlan 
     for spec in fields:
         kind = column_kind(spec)
         built[spec.path] = Column.concat([view._load_column(start, end, spec, kind) for start, end in sources])
-    extends = targets[0][0] == sources[0][0] and targets[0][1] >= sources[0][1]
-    postings = {spec.path: view._merge_postings(spec.path, sources[:1], targets, [
-        view._stored_postings(start, spec.path) for start, _end in sources[1:]], extends)
-        for spec in fields if column_kind(spec) == KIND_LEN}
-    return MergePlan(name, ix, state.epoch, records[keep:], targets, sources[0][0], built, postings, extends)
+    postings = {spec.path: view._merge_postings(spec.path, sources, targets, [])
+                for spec in fields if column_kind(spec) == KIND_LEN}
+    return MergePlan(name, ix, state.epoch, records[keep:], targets, sources[0][0], built, postings)
 
 
 def apply(txn: WriteTxn, merge: MergePlan) -> bool:
@@ -118,7 +114,7 @@ def apply(txn: WriteTxn, merge: MergePlan) -> bool:
     if any(raw.get(key, db=dbs["segs"]) != record for key, record in merge.sources):
         return False  # another merge rewrote them
     starts = [keys.read_u64(key, 4) for key, _record in merge.sources]
-    for start in starts[1:] if merge.extends else starts:
+    for start in starts:
         target._drop_segment(start)
     stamps = [orjson.loads(record).get("sealed_at", 0) for _key, record in merge.sources]
     target._write_segments(merge.targets, merge.region_start, merge.built, merge.postings, after=max(stamps))

@@ -10,7 +10,7 @@ import lmdb
 import numpy as np
 import orjson
 
-from xerj_core.store import keys, limits, pins, tailblock
+from xerj_core.store import keys, limits, pins, postpack, tailblock
 from xerj_core.store.columns import KIND_LEN, Column, column_kind, decode_postings
 from xerj_core.store.mapping import FieldSpec, Mapping
 from xerj_core.store.scope import SCOPE_FIELD, scope_of
@@ -38,11 +38,15 @@ class Dictionary:
 class Segment:
     """A sealed, immutable run of rows; its columns and postings are decoded once per process."""
 
-    def __init__(self, start: int, end: int, fields: Sequence[str], sealed_at: int = 0) -> None:
+    def __init__(self, start: int, end: int, fields: Sequence[str], sealed_at: int = 0,
+                 buckets: dict[str, int] | None = None) -> None:
         self.start = start
         self.end = end
         self.sealed_at = sealed_at  # with start and end, names this segment's bytes (a derived cache's key)
         self.fields = frozenset(fields)
+        # Per text field whose postings are packed, its bucket count (xerj_core.store.postpack); the others
+        # (segments sealed before buckets, fields with no terms here) keep a key per term.
+        self.buckets = buckets or {}
         self.columns: dict[str, Column] = {}
         # Derived, immutable structures built by engines (CSR offsets, ...), cached with the segment.
         self.derived: dict[Any, Any] = {}
@@ -234,8 +238,8 @@ class IndexCache:
                         meta = orjson.loads(value)
                         start = keys.read_u64(key, 4)
                         sealed_at = meta.get("sealed_at", 0)
-                        seg = by_range.get((start, meta["end"], sealed_at)) or Segment(start, meta["end"],
-                                                                                       meta["fields"], sealed_at)
+                        seg = by_range.get((start, meta["end"], sealed_at)) or Segment(
+                            start, meta["end"], meta["fields"], sealed_at, meta.get("buckets"))
                     records[(key, value)] = seg
                     fresh.append(seg)
         self._segment_records = records
@@ -455,7 +459,14 @@ class IndexReader:
         reuse them keep their own bounded cache (BM25 does), so the store holds no per-term copies."""
         if not limits.term_fits(term):  # never indexed (see store.limits), and too long to look up as a key
             return None
-        blob = self.txn.get(keys.post_prefix(self.ix, segment.start, path) + term.encode(), db=self.dbs["post"])
+        prefix, name = keys.post_prefix(self.ix, segment.start, path), term.encode()
+        buckets = segment.buckets.get(path)
+        if buckets:
+            blob = self.txn.get(prefix + postpack.bucket_suffix(postpack.bucket_of(name, buckets)), db=self.dbs["post"])
+            found = None if blob is None else postpack.find(blob, name)
+            if found is not postpack.OWN:
+                return found  # type: ignore[return-value]
+        blob = self.txn.get(prefix + name, db=self.dbs["post"])
         return None if blob is None else decode_postings(blob)
 
     def prefetch_postings(self, path: str, term: str) -> None:
@@ -464,8 +475,15 @@ class IndexReader:
         prefetch = getattr(self.txn, "prefetch", None)
         if prefetch is not None and limits.term_fits(term):
             name = term.encode()
-            prefetch(self.dbs["post"], [keys.post_prefix(self.ix, seg.start, path) + name
-                                        for seg in self.snapshot.segments if path in seg.fields])
+            wanted = []
+            for seg in self.snapshot.segments:
+                if path in seg.fields:
+                    prefix = keys.post_prefix(self.ix, seg.start, path)
+                    buckets = seg.buckets.get(path)
+                    if buckets:  # the term's bucket, and its own key in case it is a large term
+                        wanted.append(prefix + postpack.bucket_suffix(postpack.bucket_of(name, buckets)))
+                    wanted.append(prefix + name)
+            prefetch(self.dbs["post"], wanted)
 
     def postings_parts(self, path: str, term: str) -> list[tuple[Segment | None, np.ndarray, np.ndarray]]:
         """``(segment, rows, frequencies)`` per part holding ``term`` in ``path``: sealed segments, then the tail

@@ -1,0 +1,64 @@
+"""Packed postings: a segment's buckets and large terms give back every term's postings, by lookup and by merge."""
+
+import random
+
+import numpy as np
+
+from xerj_core.store import postpack
+
+
+def _segment(rng: random.Random, n_terms: int) -> tuple[list[bytes], dict[bytes, tuple[list[int], list[float]]]]:
+    words = sorted({("".join(rng.choice("abcdéz0_") for _ in range(rng.randint(1, 12)))).encode()
+                    for _ in range(n_terms)})
+    postings = {}
+    for word in words:
+        count = rng.choice([1, 1, 2, 3, postpack.OWN_KEY_POSTINGS, postpack.OWN_KEY_POSTINGS + 1, 200])
+        rows = sorted(rng.sample(range(5_000, 9_000), count))
+        postings[word] = (rows, [float(rng.randint(1, 9)) for _ in rows])
+    return words, postings
+
+
+def _packed(words, postings):
+    bounds = np.concatenate(([0], np.cumsum([len(postings[w][0]) for w in words])))
+    rows = np.concatenate([postings[w][0] for w in words]).astype(np.int32)
+    tfs = np.concatenate([postings[w][1] for w in words]).astype(np.float32)
+    return postpack.pack(words, rows, tfs, bounds)
+
+
+def test_pack_find_and_unpack_give_back_every_posting():
+    rng = random.Random(3)
+    for n_terms in (1, 7, 300, 2_000):
+        words, postings = _segment(rng, n_terms)
+        buckets, suffixes, values = _packed(words, postings)
+        assert suffixes == sorted(suffixes) and buckets >= 1
+        stored = dict(zip(suffixes, values))
+        big = [w for w in words if len(postings[w][0]) > postpack.OWN_KEY_POSTINGS]
+        assert set(big) == {s for s in suffixes if s[:1] != b"\x00"}
+        # most buckets stay inside an LMDB leaf page
+        sizes = [len(v) for s, v in stored.items() if s[:1] == b"\x00"]
+        assert np.median(sizes) < 2_000
+        for word in words:
+            found = postpack.find(stored[postpack.bucket_suffix(postpack.bucket_of(word, buckets))], word)
+            if word in big:
+                assert found is postpack.OWN
+                continue
+            assert found[0].tolist() == postings[word][0] and found[1].tolist() == postings[word][1]
+        for absent in (b"zzzzzzzzzzzzzzz", words[0] + b"x", words[-1][:-1] or b"q"):
+            if absent not in postings:
+                blob = stored.get(postpack.bucket_suffix(postpack.bucket_of(absent, buckets)))
+                assert blob is None or postpack.find(blob, absent) is None
+        terms, counts, rows, tfs = postpack.unpack(suffixes, values)
+        ends = np.cumsum(counts)
+        got = {t: (rows[e - c:e].tolist(), tfs[e - c:e].tolist()) for t, c, e in zip(terms, counts, ends)}
+        assert got == postings
+
+
+def test_a_term_inside_another_is_not_found_by_its_bytes():
+    words = [b"ab", b"abc", b"bc", b"c"]
+    postings = {w: ([10 + i], [1.0]) for i, w in enumerate(words)}
+    buckets, suffixes, values = _packed(words, postings)
+    assert buckets == 1 and len(values) == 1
+    for i, word in enumerate(words):
+        assert postpack.find(values[0], word)[0].tolist() == [10 + i]
+    for part in (b"a", b"b", b"abcb", b"cc"):
+        assert postpack.find(values[0], part) is None

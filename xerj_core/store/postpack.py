@@ -1,0 +1,181 @@
+"""Sealed postings packed into hash buckets: one LMDB value holds the postings of many rare terms.
+
+A sealed segment's postings of one text field used to be one key per term, so
+a seal or merge of a thousand rows put (and a later merge read and deleted)
+about a thousand keys per field, most holding a single posting. Now the terms
+with at most :data:`OWN_KEY_POSTINGS` postings go to buckets: term ``t`` is in
+bucket ``crc32(t) % buckets`` (the count is in the segment's record, about
+:data:`BUCKET_BYTES` of postings per bucket, so a bucket stays inside an LMDB
+leaf page and freed pages are reused), and a lookup reads one bucket. A term
+with more postings keeps a key of its own (what readers fetch then would
+otherwise copy a large bucket) and is listed in its bucket with no postings,
+which says so.
+
+Keys (after ``keys.post_prefix``): a bucket is a NUL and its number (4 bytes,
+big-endian), a term of its own is the term's UTF-8 bytes; a term is never
+empty, so the two never meet. A bucket is ``[terms u32][postings u32]
+[term lengths u16...][terms...][counts u32...][rows u32...][tfs f32...]``,
+rows absolute, each part padded to 4 bytes. Segments written before buckets (no count in their record) keep
+one key per term and are read as before; a merge rewrites them packed.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Sequence
+
+import numpy as np
+
+from xerj_core.store.columns import decode_postings_many, encode_postings_many
+from xerj_core.store.tailblock import PostingRun, empty_run
+
+# A term with more postings than this keeps its own key (8 bytes a posting).
+OWN_KEY_POSTINGS = 32
+# Bytes of terms and postings aimed at per bucket; hashing spreads them unevenly, and LMDB keeps values below
+# about 2,000 bytes inside a leaf page, so the aim leaves room.
+BUCKET_BYTES = 1024
+_HEADER = struct.Struct("<II")
+_BUCKET = struct.Struct(">I")
+OWN = object()  # find: the term has a key of its own
+
+
+def bucket_suffix(bucket: int) -> bytes:
+    return b"\x00" + _BUCKET.pack(bucket)
+
+
+def bucket_of(term: bytes, buckets: int) -> int:
+    return zlib.crc32(term) % buckets
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions ``starts[k] + j`` for ``j < lengths[k]``, run after run."""
+    total = int(lengths.sum())
+    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(total)
+
+
+def _pad4(sizes: np.ndarray) -> np.ndarray:
+    return (sizes + 3) & ~3
+
+
+def pack(terms: Sequence[bytes], rows: np.ndarray, tfs: np.ndarray, bounds: np.ndarray) -> tuple[int, list[bytes],
+                                                                                                   list[bytes]]:
+    """One segment's postings of one field (group ``k``: ``terms[k]``'s rows ``rows[bounds[k]:bounds[k+1]]``,
+    ascending, and their frequencies) as ``(buckets, key suffixes, values)``, suffixes ascending.
+
+    Every bucket is laid out by numpy scatters into one buffer (each section
+    padded to 4 bytes, so the buckets' words can be gathered back as arrays),
+    then cut into one value per bucket.
+    """
+    n = len(terms)
+    if not n:
+        return 0, [], []
+    bounds = np.asarray(bounds, np.int64)
+    counts = np.diff(bounds)
+    lengths = np.fromiter(map(len, terms), np.int64, n)
+    own = counts > OWN_KEY_POSTINGS
+    listed = np.where(own, 0, counts)  # a large term is listed with no postings: its own key holds them
+    buckets = max(1, -(-(int(lengths.sum()) + 6 * n + 8 * int(listed.sum())) // BUCKET_BYTES))
+    which = np.fromiter(map(zlib.crc32, terms), np.int64, n) % buckets
+    order = np.argsort(which, kind="stable")
+    which, listed_o, lengths_o = which[order], listed[order], lengths[order]
+    used = np.flatnonzero(np.bincount(which, minlength=buckets))
+    firsts = np.searchsorted(which, used)
+    per_n = np.diff(np.append(firsts, n))
+    per_total = np.add.reduceat(listed_o, firsts)
+    per_bytes = np.add.reduceat(lengths_o, firsts)
+    sizes = 8 + _pad4(2 * per_n) + _pad4(per_bytes) + 4 * per_n + 8 * per_total
+    at = np.cumsum(sizes) - sizes  # each bucket's first byte
+    out = np.zeros(int(sizes.sum()) // 4, np.uint32)
+    out[at // 4] = per_n
+    out[at // 4 + 1] = per_total
+    out.view(np.uint16)[_ranges(at // 2 + 4, per_n)] = lengths_o
+    term_at = at + 8 + _pad4(2 * per_n)
+    joined = np.frombuffer(b"".join(map(list(terms).__getitem__, order.tolist())), np.uint8)
+    out.view(np.uint8)[_ranges(term_at, per_bytes)] = joined
+    counts_at = (term_at + _pad4(per_bytes)) // 4
+    out[_ranges(counts_at, per_n)] = listed_o
+    postings = _ranges(bounds[:-1][order], listed_o)  # the listed postings, in bucket order
+    rows_at = counts_at + per_n
+    out[_ranges(rows_at, per_total)] = rows[postings]
+    out.view(np.float32)[_ranges(rows_at + per_total, per_total)] = tfs[postings]
+    buf = out.tobytes()
+    suffixes = list(map(b"\x00".__add__, map(_BUCKET.pack, used.tolist())))
+    values = list(map(buf.__getitem__, map(slice, at.tolist(), (at + sizes).tolist())))
+    if own.any():
+        big = np.flatnonzero(own)
+        suffixes += [terms[i] for i in big.tolist()]
+        values += encode_postings_many(rows[_ranges(bounds[big], counts[big])], tfs[_ranges(bounds[big], counts[big])],
+                                       np.concatenate(([0], np.cumsum(counts[big]))))
+    return buckets, suffixes, values
+
+
+def find(blob: bytes, term: bytes) -> tuple[np.ndarray, np.ndarray] | object | None:
+    """``term``'s ``(rows, frequencies)`` in a bucket, :data:`OWN` when its own key holds them, None when absent."""
+    n, total = _HEADER.unpack_from(blob)
+    lengths = np.frombuffer(blob, np.uint16, n, _HEADER.size).astype(np.int64)
+    base = _HEADER.size + (2 * n + 3 & ~3)
+    ends = np.cumsum(lengths) + base
+    end = int(ends[-1])
+    at = blob.find(term, base, end)
+    while at >= 0:
+        i = int(np.searchsorted(ends, at, side="right"))
+        if at == int(ends[i]) - int(lengths[i]) and lengths[i] == len(term):
+            counts_at = end + 3 & ~3
+            counts = np.frombuffer(blob, np.uint32, n, counts_at)
+            count = int(counts[i])
+            if not count:
+                return OWN
+            before = int(counts[:i].sum())
+            rows_at = counts_at + 4 * n
+            rows = np.frombuffer(blob, np.uint32, count, rows_at + 4 * before).astype(np.int64)
+            tfs = np.frombuffer(blob, np.float32, count, rows_at + 4 * total + 4 * before).copy()
+            return rows, tfs
+        at = blob.find(term, at + 1, end)
+    return None
+
+
+def unpack(suffixes: Sequence[bytes], values: Sequence[bytes]) -> PostingRun:
+    """A stored segment's postings of one field (its key suffixes and values, buckets or one term each) as one
+    run, terms in no particular order; a segment stored before buckets is all terms of their own. Every
+    bucket is read by gathers over the words of their concatenation."""
+    own = [i for i, suffix in enumerate(suffixes) if suffix[:1] != b"\x00"]
+    packed = values if not own else [v for i, v in enumerate(values) if suffixes[i][:1] == b"\x00"]
+    runs: list[PostingRun] = []
+    if packed:
+        buf = b"".join(packed)
+        words = np.frombuffer(buf, np.uint32)
+        sizes = np.fromiter(map(len, packed), np.int64, len(packed))
+        at = np.cumsum(sizes) - sizes
+        per_n = words[at // 4].astype(np.int64)
+        per_total = words[at // 4 + 1].astype(np.int64)
+        lengths = np.frombuffer(buf, np.uint16)[_ranges(at // 2 + 4, per_n)].astype(np.int64)
+        term_at = at + 8 + _pad4(2 * per_n)
+        firsts = np.cumsum(per_n) - per_n
+        per_bytes = np.add.reduceat(lengths, firsts) if len(lengths) else np.zeros(len(per_n), np.int64)
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        # each term's first byte: its bucket's terms start, plus the lengths before it in its bucket
+        starts += np.repeat(term_at - starts[firsts], per_n)
+        counts_at = (term_at + _pad4(per_bytes)) // 4
+        counts = words[_ranges(counts_at, per_n)].astype(np.int64)
+        rows_at = counts_at + per_n
+        rows = words[_ranges(rows_at, per_total)].astype(np.int64)
+        tfs = words.view(np.float32)[_ranges(rows_at + per_total, per_total)]
+        listed = counts > 0
+        if not listed.all():
+            starts, lengths, counts = starts[listed], lengths[listed], counts[listed]
+        names = list(map(buf.__getitem__, map(slice, starts.tolist(), (starts + lengths).tolist())))
+        runs.append((names, counts, rows, tfs))
+    if own:
+        own_counts, own_rows, own_tfs = decode_postings_many([values[i] for i in own])
+        runs.append(([suffixes[i] for i in own], own_counts, own_rows, own_tfs))
+    if not runs:
+        return empty_run()
+    if len(runs) == 1:
+        return runs[0]
+    return ([*runs[0][0], *runs[1][0]], np.concatenate([runs[0][1], runs[1][1]]),
+            np.concatenate([runs[0][2], runs[1][2]]), np.concatenate([runs[0][3], runs[1][3]]))
+
+
+__all__ = ["BUCKET_BYTES", "OWN", "OWN_KEY_POSTINGS", "bucket_of", "bucket_suffix", "find", "pack", "unpack"]
