@@ -62,3 +62,46 @@ def test_a_term_inside_another_is_not_found_by_its_bytes():
         assert postpack.find(values[0], word)[0].tolist() == [10 + i]
     for part in (b"a", b"b", b"abcb", b"cc"):
         assert postpack.find(values[0], part) is None
+
+
+def test_segments_with_a_key_per_term_and_packed_ones_answer_alike(tmp_path):
+    """A compaction writes a key per term (as every segment sealed before buckets has); later seals merge such
+    segments into packed ones. Every term's postings match a brute force over the documents throughout."""
+    from xerj_core.store import BulkOp, Store
+    from xerj_core.text import tokenize
+
+    rng = random.Random(11)
+    words = [f"w{i}" for i in range(60)] + ["common"] * 20
+    docs: dict[str, str] = {}
+
+    def check(store, want_packed: bool | None) -> None:
+        with store.reader("p") as r:
+            packed = [bool(seg.buckets) for seg in r.segments]
+            if want_packed is not None:
+                assert packed and all(p == want_packed for p in packed)
+            live = {r.id_of(int(row)) for row in r.live_rows()}
+            assert live == set(docs)
+            for term in set(words) | {"absent"}:
+                rows, _tfs = r.postings("text", term)
+                found = {r.id_of(int(row)) for row in rows if r.live[row]}
+                assert found == {d for d, text in docs.items() if term in tokenize(text)}, term
+
+    with Store(tmp_path / "data", tail_rows=4) as store:
+        store.create_index("p", {"properties": {"text": {"type": "text"}}})
+        for batch in range(12):
+            ops = []
+            for _ in range(rng.randint(3, 9)):
+                doc_id = f"d{rng.randint(0, 40)}"
+                docs[doc_id] = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))
+                ops.append(BulkOp("index", "p", doc_id, {"text": docs[doc_id]}))
+            store.bulk(ops)
+        check(store, None)
+        assert store.forcemerge("p")
+        check(store, False)  # compacted: a key per term
+        for batch in range(40):
+            doc_id = f"n{batch}"
+            docs[doc_id] = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))
+            store.bulk([BulkOp("index", "p", doc_id, {"text": docs[doc_id]})])
+        with store.reader("p") as r:
+            assert any(seg.buckets for seg in r.segments)
+        check(store, None)

@@ -19,7 +19,9 @@ from xerj_core.errors import StoreFormatUnsupported
 # 2: the tail as binary blocks, one per write transaction (store/tailblock.py).
 # 3: a dictionary created from now on finds its terms' ordinals through runs of term hashes (store/dictruns.py);
 #    code of format 2 would look its terms up in the per-term entries, find none, and number them again.
-FORMAT_VERSION = 3
+# 4: sealed postings of rare terms packed into hash buckets (store/postpack.py); a segment's record says so,
+#    and code of format 3 would miss those terms.
+FORMAT_VERSION = 4
 UNSTAMPED = 1
 FORMAT_KEY = b"\x00store-format"  # an exact key beside the node uuid's; no per-index aux key has its length and bytes
 _STAMP = struct.Struct(">I")
