@@ -27,7 +27,8 @@ def memory(engine, monkeypatch):
     rng = np.random.default_rng(17)
     centers = rng.standard_normal((12, DIMS))
     vectors = []
-    for n in range(600):
+    # 700 stores (and the forgets below) seal into 512 + 3 x 64 + 8 rows: four segments sketched, as the test asks
+    for n in range(700):
         if n % 50 == 49:
             vector = vectors[n - 7]  # an exact repeat: two rows tie on any probe
         else:
