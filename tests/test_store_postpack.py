@@ -60,7 +60,7 @@ def test_a_term_inside_another_is_not_found_by_its_bytes():
     assert buckets == 1 and len(values) == 1
     for i, word in enumerate(words):
         assert postpack.find(values[0], word)[0].tolist() == [10 + i]
-    for part in (b"a", b"b", b"abcb", b"cc"):
+    for part in (b"a", b"b", b"abcb", b"cc", b""):
         assert postpack.find(values[0], part) is None
 
 

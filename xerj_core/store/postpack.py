@@ -112,6 +112,8 @@ def pack(terms: Sequence[bytes], rows: np.ndarray, tfs: np.ndarray, bounds: np.n
 
 def find(blob: bytes, term: bytes) -> tuple[np.ndarray, np.ndarray] | object | None:
     """``term``'s ``(rows, frequencies)`` in a bucket, :data:`OWN` when its own key holds them, None when absent."""
+    if not term:
+        return None  # no stored term is empty (an empty one would match anywhere)
     n, total = _HEADER.unpack_from(blob)
     lengths = np.frombuffer(blob, np.uint16, n, _HEADER.size).astype(np.int64)
     base = _HEADER.size + (2 * n + 3 & ~3)
