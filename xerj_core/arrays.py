@@ -39,11 +39,34 @@ def unique_ids(values: np.ndarray) -> np.ndarray:
     return np.flatnonzero(seen)
 
 
+_COUNTING = np.arange(1 << 16, dtype=np.int64)
+_COUNTING.flags.writeable = False
+
+
+def counting(n: int) -> np.ndarray:
+    """``arange(n)`` as a read-only view of one process-wide array, grown when asked for more: a hop adds it to
+    every run it gathers, and a fresh array of that size each time costs its allocation and, once the C heap
+    hands the pages back between calls, a page fault per 4 KiB."""
+    global _COUNTING
+    found = _COUNTING
+    if found.size < n:
+        found = np.arange(max(n, 2 * found.size), dtype=np.int64)
+        found.flags.writeable = False
+        _COUNTING = found  # older views stay valid: a replaced array lives while they do
+    return found[:n]
+
+
 def ranges(starts: np.ndarray, lengths: np.ndarray, total: int | None = None) -> np.ndarray:
-    """The concatenation of ``arange(s, s + n)`` for each start and length."""
+    """The concatenation of ``arange(s, s + n)`` for each start and length (int64).
+
+    One temporary the size of the result: each run's offset repeated, then the shared count added in place."""
     if total is None:
         total = int(lengths.sum())
     if starts.size == 1:
-        return np.arange(starts[0], starts[0] + total)
-    ends = np.cumsum(lengths)
-    return np.arange(total) + np.repeat(starts - (ends - lengths), lengths)
+        return np.arange(starts[0], starts[0] + total, dtype=np.int64)
+    shift = np.cumsum(lengths, dtype=np.int64)
+    np.subtract(shift, lengths, out=shift)  # where each run begins in the result
+    np.subtract(starts, shift, out=shift)
+    out = np.repeat(shift, lengths)
+    np.add(out, counting(total), out=out)
+    return out

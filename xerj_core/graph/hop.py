@@ -325,19 +325,20 @@ class EdgeTable:
                 # many lines at once; then the gather finds its runs (a line or two each) in the cache.
                 packed.take(starts, mode="clip")
                 packed.take(ends - 1, mode="clip")
-            hot = packed[idx]
+            hot = packed.take(idx)
         fresh = None
         if out is None:  # an in-edge from a frontier node is the out-edge already met
-            if usable.size > BITMAP_AT:
-                # one lookup by far end and in bit together: fresh unless an in-edge's far end is in the frontier
+            # The far end and the in bit read together: an edge is met already when it is an in-edge whose far
+            # end is in the frontier, that is when those bits equal a frontier node's with the in bit set.
+            ends = hot & (self.low | self.inbit)
+            if usable.size == 1:
+                fresh = ends != (int(usable[0]) | self.inbit)
+            elif usable.size > BITMAP_AT:
                 fresh_at = np.ones(2 * self.inbit, bool)
                 fresh_at[usable + self.inbit] = False
-                fresh = fresh_at[(hot & (self.low | self.inbit)).astype(np.intp)]
+                fresh = fresh_at.take(ends)
             else:
-                far = hot & self.low
-                met = far == usable[0] if usable.size == 1 else member(far, usable)
-                met &= (hot & self.inbit).astype(bool)
-                fresh = ~met
+                fresh = ~member(ends, usable + self.inbit)
         # the met edges are dropped with the screen's own cut (one pass instead of two)
         return [Part(cols, idx, out, check_live, (self.valid_max, self.invalid_min), hot, self, fresh)]
 
@@ -857,19 +858,20 @@ class Part:
     hot: np.ndarray | None = None  # per edge, the packed far end and invalid_at rank (see EdgeTable._packing)
     table: "EdgeTable | None" = None  # the table ``hot`` was gathered from
     fresh: np.ndarray | None = None  # edges not already met this hop (None: all); the screen starts from it
-    _kept: np.ndarray | None = attrs.field(default=None, init=False)  # places of ``_idx`` kept, not yet taken
+    _kept: np.ndarray | None = attrs.field(default=None, init=False)  # which of ``_idx`` are kept, not yet cut
+    _count: int = attrs.field(default=0, init=False)  # how many ``_kept`` keeps
 
     @property
     def idx(self) -> np.ndarray:
         """Each edge's place in ``cols``. A screen's cut is applied to it only when it is first read: a hop
         whose caller wants the far ends alone (the next frontier) never gathers the places."""
         if self._kept is not None:
-            self._idx, self._kept = self._idx.take(self._kept), None
+            self._idx, self._kept = self._idx[self._kept], None
         return self._idx
 
     @property
     def size(self) -> int:
-        return int(self._idx.size if self._kept is None else self._kept.size)
+        return int(self._idx.size if self._kept is None else self._count)
 
     def directions(self) -> bool | np.ndarray:
         """Whether the edges were followed out (src → dst): one bool for the whole part, or one per edge."""
@@ -905,14 +907,21 @@ class Part:
             return self.hot >= self.table.alive_from(as_of) << (self.out is None)
         return self.get("invalid_at") > as_of
 
-    def keep(self, mask: np.ndarray) -> None:
-        # the kept places found once and taken from each array: one boolean pass rather than one per array
-        kept = np.flatnonzero(mask)
-        self._kept = kept if self._kept is None else self._kept.take(kept)
+    def keep(self, mask: np.ndarray, count: int) -> None:
+        """Keep the edges ``mask`` (one bool per edge, ``count`` of them true) says: each array is cut by the mask
+        itself, one pass each, with no list of kept places made first."""
+        if self._kept is not None:  # cut again before the places were read: the mask over every place
+            first = self._kept
+            mask_all = np.zeros(first.size, bool)
+            mask_all[np.flatnonzero(first)[mask]] = True
+            self._kept = mask_all
+        else:
+            self._kept = mask
+        self._count = count
         if self.hot is not None:
-            self.hot = self.hot.take(kept)
+            self.hot = self.hot[mask]
         if isinstance(self.out, np.ndarray):
-            self.out = self.out.take(kept)
+            self.out = self.out[mask]
 
 
 def _take(cols: Any, field: str, idx: np.ndarray) -> np.ndarray:
@@ -926,14 +935,14 @@ def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndar
     An earlier hop met exactly the edges whose far end lies in an earlier
     frontier (``previous``); with ``both``, an edge joining two frontier nodes
     is met once, as ``out``. Dead (overwritten) rows are not edges and are not counted.
-    Each mask is one pass and one count (see :class:`_Kept`).
+    Each mask is one pass; the kept edges are counted only where a counter needs it (see :class:`_Kept`).
     """
     kept = _Kept(part.fresh, part.size)
     part.fresh = None
     if part.check_live:
-        kept.cut(view.live[part.get("row")])
+        kept.cut(view.live[part.get("row")], counted=False)
     if direction == BOTH and previous.size:
-        kept.cut(~member(part.get("other"), previous))
+        kept.cut(~member(part.get("other"), previous), counted=False)
     valid_max, invalid_min = part.bounds if part.bounds is not None else (ABSENT_INT, -ABSENT_INT - 1)
     passed = part.get("valid_at") <= filters.as_of if filters.as_of < valid_max else None
     if not filters.include_expired and filters.as_of >= invalid_min:
@@ -949,31 +958,38 @@ def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndar
         counters["trust_filtered"] += kept.cut(~member(part.get("trust"), filters.refused_trust_ords))
     if filters.min_confidence is not None:
         counters["confidence_filtered"] += kept.cut(part.get("confidence") >= np.float32(filters.min_confidence))
-    if kept.count < kept.size:
-        part.keep(kept.mask)
+    if kept.mask is not None and kept.counted() < kept.size:
+        part.keep(kept.mask, kept.count)
 
 
 class _Kept:
     """The edges of a part still kept while it is screened (``mask`` None while every one is) and their count.
 
-    Each cut is one pass over the part and one count: the count says both how many the cut withheld and, at
-    the end, whether anything was cut at all."""
+    Each cut is one pass over the part; the kept edges are counted only where a count is asked for (a counter
+    the cut feeds, and at the end whether anything was cut at all), not after every cut."""
 
     __slots__ = ("mask", "size", "count")
 
     def __init__(self, mask: np.ndarray | None, size: int) -> None:
         self.mask = mask  # the screen's own array: cut in place
         self.size = size
-        self.count = size if mask is None else int(np.count_nonzero(mask))
+        self.count: int | None = size if mask is None else None  # None: not counted since the last cut
 
-    def cut(self, passed: np.ndarray) -> int:
-        """Keep only the kept edges ``passed`` (a fresh array, taken over) also keeps; how many it withheld."""
+    def counted(self) -> int:
+        if self.count is None:
+            self.count = int(np.count_nonzero(self.mask))
+        return self.count
+
+    def cut(self, passed: np.ndarray, *, counted: bool = True) -> int:
+        """Keep only the kept edges ``passed`` (a fresh array, taken over) also keeps; how many it withheld
+        (0, and nothing counted, when not ``counted``)."""
+        before = self.counted() if counted else 0
         if self.mask is None:
             self.mask = passed
         else:
             np.logical_and(self.mask, passed, out=self.mask)
-        before, self.count = self.count, int(np.count_nonzero(self.mask))
-        return before - self.count
+        self.count = None
+        return before - self.counted() if counted else 0
 
 
 def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, filters: Filters,
