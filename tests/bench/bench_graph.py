@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import os
 import shutil
@@ -212,15 +213,17 @@ def frontier_hop_times(engine: Engine, corpus: Corpus, repeats: int) -> dict[str
                      for _ in range(repeats)]
         filters = Filters(as_of=corpus.as_of)
         for direction in ("out", "both"):
-            times, kept, reached = [], [], []
+            times, cpu, kept, reached = [], [], [], []
             for frontier in frontiers:
-                t = time.perf_counter()
+                t, clock = time.perf_counter(), time.process_time()
                 found = expand(view, frontier, hops=1, direction=direction, filters=filters, counters=new_counters())
                 next_frontier = unique_ids(found[0].others)
                 times.append(time.perf_counter() - t)
+                cpu.append(time.process_time() - clock)
                 kept.append(len(found[0]))
                 reached.append(next_frontier.size)
             out[direction] = p50(times)
+            out[direction + "_cpu"] = p50(cpu)
             out[direction + "_edges"] = float(np.mean(kept))
             out[direction + "_next"] = float(np.mean(reached))
     return out
@@ -346,34 +349,46 @@ def strict_comparison(engine: Engine, db: sqlite3.Connection, corpus: Corpus, se
                   "sqlite": lambda node: sqlite_pairs(db, node, corpus.as_of),
                   "sqlite two-step": lambda node: sqlite_ego(db, node, corpus.as_of)}
     pairs = statistics.mean(len(sqlite_pairs(db, corpus.node(s), corpus.as_of)) for s in seeds[:50])
-    times = interleaved(contenders, corpus, seeds)
+    after: dict[tuple[str, str], list[float]] = {}
+    timed, cpu = cpu_timed(contenders)
+    times = interleaved(timed, corpus, seeds, after=after)
     figures = {name: p50(t[1]) for name, t in times.items()}
+    calls = 2 * len(seeds)
     print(f"2-hop ego (both, as_of, default limit 100, no evidence) vs sqlite's one statement returning every "
           f"(src, dst) within two hops (mean {pairs:.0f} pairs), warm, alternated: xerj p50 "
           f"{figures['xerj'] * 1e3:.3f} ms, sqlite p50 {figures['sqlite'] * 1e3:.3f} ms; "
           f"xerj/sqlite {figures['xerj'] / figures['sqlite']:.2f} (target <= 1.0); against the hydrated two-step "
           f"(p50 {figures['sqlite two-step'] * 1e3:.3f} ms) {figures['xerj'] / figures['sqlite two-step']:.2f} "
-          f"(target <= 0.5)")
-    # The same two alternated as a pair: in the rotation above the hydrated two-step runs between them, and it
-    # reads the same covering-index pages through the same sqlite code as the one statement on the same seed
-    # (warming them for it), while it evicts xerj's. CPU seconds per call are taken apart for each side.
-    pair = {"xerj": contenders["xerj"], "sqlite": contenders["sqlite"]}
-    cpu = {name: 0.0 for name in pair}
-
-    def timed_cpu(name):
-        def run(node):
-            start = time.process_time()
-            pair[name](node)
-            cpu[name] += time.process_time() - start
-        return run
-
-    times = interleaved({name: timed_cpu(name) for name in pair}, corpus, seeds)
+          f"(target <= 0.5); CPU per call xerj {cpu['xerj'] / calls * 1e3:.3f} ms, sqlite "
+          f"{cpu['sqlite'] / calls * 1e3:.3f} ms, ratio {cpu['xerj'] / cpu['sqlite']:.2f}; load average "
+          f"{os.getloadavg()[0]:.1f}")
+    print(f"  by what ran just before on the same seed (each order equally often): xerj "
+          f"{by_predecessor(after, 'xerj')}; sqlite {by_predecessor(after, 'sqlite')}")
+    # The same two alternated as a pair, with no third query between them. CPU seconds per call are taken apart
+    # for each side.
+    timed, cpu = cpu_timed({"xerj": contenders["xerj"], "sqlite": contenders["sqlite"]})
+    times = interleaved(timed, corpus, seeds)
     figures = {name: p50(t[1]) for name, t in times.items()}
-    calls = 2 * len(seeds)
     print(f"  the pair alone, alternated: xerj p50 {figures['xerj'] * 1e3:.3f} ms, sqlite p50 "
           f"{figures['sqlite'] * 1e3:.3f} ms; xerj/sqlite {figures['xerj'] / figures['sqlite']:.2f}; CPU per call "
           f"xerj {cpu['xerj'] / calls * 1e3:.3f} ms, sqlite {cpu['sqlite'] / calls * 1e3:.3f} ms, "
           f"ratio {cpu['xerj'] / cpu['sqlite']:.2f}; load average {os.getloadavg()[0]:.1f}")
+
+
+def cpu_timed(contenders: dict) -> tuple[dict, dict[str, float]]:
+    """The contenders, each adding the CPU seconds of its calls to its entry of the returned totals."""
+    cpu = {name: 0.0 for name in contenders}
+
+    def timed(name):
+        run = contenders[name]
+
+        def call(node):
+            start = time.process_time()
+            run(node)
+            cpu[name] += time.process_time() - start
+        return call
+
+    return {name: timed(name) for name in contenders}, cpu
 
 
 def sqlite_single_statement(db: sqlite3.Connection, corpus: Corpus, seeds: list[int]) -> float:
@@ -386,21 +401,39 @@ def sqlite_single_statement(db: sqlite3.Connection, corpus: Corpus, seeds: list[
     return p50(times)
 
 
-def interleaved(contenders: dict, corpus: Corpus, seeds: list[int], passes: int = 2) -> dict[str, list[list[float]]]:
-    """Time every contender on every seed, alternating query by query (and rotating who goes first) so load on
-    the machine and cache pollution hit all alike."""
+def interleaved(contenders: dict, corpus: Corpus, seeds: list[int], passes: int = 2,
+                after: dict[tuple[str, str], list[float]] | None = None) -> dict[str, list[list[float]]]:
+    """Time every contender on every seed, alternating query by query, so load on the machine and cache pollution
+    hit all alike: seed by seed the order walks through every permutation of the contenders, so each runs first,
+    and right after each of the others, equally often. (Rotating where one fixed order starts would put each
+    contender after the same neighbour every time: with three, xerj always ran right after the hydrated two-step,
+    which evicts its cache lines, and the one statement never did.)
+
+    ``after``, when given, collects the last pass's times by (contender, the one run just before it on the same
+    seed, "first" for none)."""
     times: dict[str, list[list[float]]] = {name: [] for name in contenders}
-    for _ in range(passes):
+    orders = list(itertools.permutations(contenders))
+    for pass_no in range(passes):
         for name in contenders:
             times[name].append([])
-        names = list(contenders)
         for i, s in enumerate(seeds):
             node = corpus.node(s)
-            for name in names[i % len(names):] + names[: i % len(names)]:  # rotate who runs first
+            before = "first"
+            for name in orders[i % len(orders)]:
                 t = time.perf_counter()
                 contenders[name](node)
-                times[name][-1].append(time.perf_counter() - t)
+                elapsed = time.perf_counter() - t
+                times[name][-1].append(elapsed)
+                if after is not None and pass_no == passes - 1:
+                    after.setdefault((name, before), []).append(elapsed)
+                before = name
     return times
+
+
+def by_predecessor(after: dict[tuple[str, str], list[float]], name: str) -> str:
+    """``name``'s p50 after each contender (and when first), as printed beside a rotation."""
+    return ", ".join(f"after {before} {p50(t) * 1e3:.3f} ms" for (who, before), t in sorted(after.items())
+                     if who == name)
 
 
 def build_networkx(corpus: Corpus):
@@ -573,7 +606,8 @@ def main() -> None:
             print(f"one hop over a 4096-id frontier (rows, bitemporal mask, next frontier): out p50 "
                   f"{hop['out'] * 1e3:.3f} ms ({hop['out_edges']:.0f} edges kept, {hop['out_next']:.0f} next ids), "
                   f"both p50 {hop['both'] * 1e3:.3f} ms ({hop['both_edges']:.0f} edges, {hop['both_next']:.0f} next "
-                  f"ids) (target: <= 1 ms)")
+                  f"ids) (target: <= 1 ms); CPU p50 out {hop['out_cpu'] * 1e3:.3f} ms, both {hop['both_cpu'] * 1e3:.3f} ms; "
+                  f"load average {os.getloadavg()[0]:.1f}")
 
             start = time.perf_counter()
             db = build_sqlite(corpus)
