@@ -266,7 +266,11 @@ class EdgeTable:
         """The ``_id`` of the edges at src-ordered ``position``; None where the table does not hold it."""
         if self._id_values is None:
             return [None] * len(position)
-        out = list(map(bytes.decode, self._id_values.take(position).tolist()))
+        taken = self._id_values.take(position).tobytes()
+        if taken.isascii() and b"\0" not in taken:  # the usual: every id ASCII, at full width (one decode)
+            text, width = taken.decode("ascii"), self._ids_width
+            return [text[at:at + width] for at in range(0, len(text), width)]
+        out = [name.decode() for name in self._id_values.take(position).tolist()]
         if not all(out):  # a blank (all zero bytes, read as b""): an id of another length, kept apart
             out = [name or None for name in out]
         return out
@@ -325,7 +329,7 @@ class EdgeTable:
                 # many lines at once; then the gather finds its runs (a line or two each) in the cache.
                 packed.take(starts, mode="clip")
                 packed.take(ends - 1, mode="clip")
-            hot = packed.take(idx)
+            hot = packed.take(idx, mode="clip")  # every place lies inside: no bounds check
         fresh = None
         if out is None:  # an in-edge from a frontier node is the out-edge already met
             # The far end and the in bit read together: an edge is met already when it is an in-edge whose far
@@ -336,7 +340,7 @@ class EdgeTable:
             elif usable.size > BITMAP_AT:
                 fresh_at = np.ones(2 * self.inbit, bool)
                 fresh_at[usable + self.inbit] = False
-                fresh = fresh_at.take(ends)
+                fresh = fresh_at.take(ends.astype(np.intp), mode="clip")  # a take casts other indices itself, slower
             else:
                 fresh = ~member(ends, usable + self.inbit)
         # the met edges are dropped with the screen's own cut (one pass instead of two)
@@ -555,6 +559,10 @@ class ViewCache:
         return view
 
     def graph(self, reader: IndexReader) -> "GraphView":
+        """The index as hops see it in ``reader``'s snapshot, made once per generation of the index."""
+        return reader.memo(("xerj.graph", "view", id(self), reader.meta["uuid"]), lambda: self._graph(reader))
+
+    def _graph(self, reader: IndexReader) -> "GraphView":
         sealed = self.sealed(reader)
         tail = reader.memo(("xerj.graph", "tail"), lambda: TailView(reader))
         return GraphView(sealed, tail, reader.live, len(reader.dead_rows()) != sealed.dead_at_build)
@@ -589,7 +597,8 @@ class HopEdges:
         self.frontier = frontier  # the node ordinals this hop expanded from
         self._cols: dict[str, np.ndarray] = {}
         self._rank: np.ndarray | None = None
-        self._size = sum(p.size for p in parts)  # the parts are screened before they get here
+        # the parts are screened before they get here
+        self._size = parts[0].size if len(parts) == 1 else sum(p.size for p in parts)
         self._placed: list[tuple[EdgeTable, np.ndarray, np.ndarray]] | None = None
 
     def __len__(self) -> int:
@@ -942,7 +951,10 @@ def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndar
     if part.check_live:
         kept.cut(view.live[part.get("row")], counted=False)
     if direction == BOTH and previous.size:
-        kept.cut(~member(part.get("other"), previous), counted=False)
+        if previous.size == 1 and part.hot is not None:  # an ego's second hop: the far ends read off the packing
+            kept.cut((part.hot & part.table.low) != previous[0], counted=False)
+        else:
+            kept.cut(~member(part.get("other"), previous), counted=False)
     valid_max, invalid_min = part.bounds if part.bounds is not None else (ABSENT_INT, -ABSENT_INT - 1)
     passed = part.get("valid_at") <= filters.as_of if filters.as_of < valid_max else None
     if not filters.include_expired and filters.as_of >= invalid_min:

@@ -117,8 +117,13 @@ def parse_ego(query: Mapping[str, Any], *, engine_level: bool = True) -> EgoRequ
     ``engine_level`` is the contract's distinction for ``hops`` below 1: asked
     of the engine directly, the refusal names the floor (``hops must be at
     least 1.``) before the cap sentence; through HTTP it is the sentence alone.
+
+    Requests differ mostly in their node: what the other parameters parse to is
+    remembered (by their exact values and types), so a repeated shape costs a
+    lookup; ``as_of`` left out is still read from the clock on every call.
     """
-    params.refuse_unknown(query, EGO_PARAMS, GraphError, what="ego")
+    if not EGO_PARAMS.issuperset(query):
+        params.refuse_unknown(query, EGO_PARAMS, GraphError, what="ego")
     node, nodes = query.get("node"), query.get("nodes")
     if node is not None and nodes is not None:
         raise GraphError("[node] and [nodes] are mutually exclusive: give one node, or a comma-separated list")
@@ -132,6 +137,29 @@ def parse_ego(query: Mapping[str, Any], *, engine_level: bool = True) -> EgoRequ
         seeds = params.names(nodes, "nodes", GraphError)
         if not seeds:
             raise GraphError("[nodes] must name at least one node id")
+    try:
+        key = (engine_level, *((name, type(value), value) for name, value in query.items()
+                               if name != "node" and name != "nodes"))
+        options = _EGO_OPTIONS.get(key)
+    except TypeError:  # a value that cannot be a key (a list of names): parsed every time
+        key, options = None, None
+    if options is None:
+        options = _ego_options(query, engine_level)
+        if key is not None:
+            if len(_EGO_OPTIONS) >= _EGO_OPTIONS_KEPT:
+                _EGO_OPTIONS.clear()
+            _EGO_OPTIONS[key] = options
+    as_of = options["as_of"]
+    return EgoRequest(seeds=tuple(seeds), single=node is not None, **{
+        **options, "as_of": now_ms() if as_of is None else as_of})
+
+
+_EGO_OPTIONS: dict[tuple[Any, ...], dict[str, Any]] = {}  # see parse_ego
+_EGO_OPTIONS_KEPT = 256
+
+
+def _ego_options(query: Mapping[str, Any], engine_level: bool) -> dict[str, Any]:
+    """Every ego parameter but the seeds, checked; ``as_of`` None when left out (now, read per call)."""
 
     def flag(name: str, default: bool) -> bool:
         value = query.get(name)
@@ -144,14 +172,13 @@ def parse_ego(query: Mapping[str, Any], *, engine_level: bool = True) -> EgoRequ
     types = optional("types", lambda v: tuple(params.names(v, "types", GraphError)))
     trust = optional("trust", lambda v: tuple(parse_trust(v)))
     nodes_index = optional("nodes_index", lambda v: ",".join(params.names(v, "nodes_index", GraphError)))
-    return EgoRequest(
-        seeds=tuple(seeds), single=node is not None,
+    return dict(
         hops=parse_hops(query.get("hops", 1), engine_level=engine_level, source=params.QUERY),
         direction=parse_direction(query.get("direction", BOTH)),
         types=types, trust=trust,
         limit=min(MAX_LIMIT, max(1, params.integer(query.get("limit", DEFAULT_LIMIT), "limit", GraphError,
                                                     source=params.QUERY))),
-        as_of=now_ms() if query.get("as_of") is None else params.instant(query["as_of"], "as_of", GraphError),
+        as_of=None if query.get("as_of") is None else params.instant(query["as_of"], "as_of", GraphError),
         include_expired=flag("include_expired", False),
         include_nodes=flag("include_nodes", False),
         include_evidence=flag("include_evidence", True),
