@@ -14,6 +14,7 @@ import gc
 import itertools
 import json
 import os
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -214,6 +215,7 @@ def frontier_hop_times(engine: Engine, corpus: Corpus, repeats: int) -> dict[str
         filters = Filters(as_of=corpus.as_of)
         for direction in ("out", "both"):
             times, cpu, kept, reached = [], [], [], []
+            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             for frontier in frontiers:
                 t, clock = time.perf_counter(), time.process_time()
                 found = expand(view, frontier, hops=1, direction=direction, filters=filters, counters=new_counters())
@@ -224,6 +226,8 @@ def frontier_hop_times(engine: Engine, corpus: Corpus, repeats: int) -> dict[str
                 reached.append(next_frontier.size)
             out[direction] = p50(times)
             out[direction + "_cpu"] = p50(cpu)
+            # pages the C heap handed back and the hop touched again (a heap that trims between calls pays these)
+            out[direction + "_faults"] = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / len(frontiers)
             out[direction + "_edges"] = float(np.mean(kept))
             out[direction + "_next"] = float(np.mean(reached))
     return out
@@ -607,6 +611,7 @@ def main() -> None:
                   f"{hop['out'] * 1e3:.3f} ms ({hop['out_edges']:.0f} edges kept, {hop['out_next']:.0f} next ids), "
                   f"both p50 {hop['both'] * 1e3:.3f} ms ({hop['both_edges']:.0f} edges, {hop['both_next']:.0f} next "
                   f"ids) (target: <= 1 ms); CPU p50 out {hop['out_cpu'] * 1e3:.3f} ms, both {hop['both_cpu'] * 1e3:.3f} ms; "
+                  f"minor page faults per hop out {hop['out_faults']:.0f}, both {hop['both_faults']:.0f}; "
                   f"load average {os.getloadavg()[0]:.1f}")
 
             start = time.perf_counter()

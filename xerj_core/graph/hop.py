@@ -275,6 +275,28 @@ class EdgeTable:
             out = [name or None for name in out]
         return out
 
+    def picked(self, chosen: list[tuple["Part", np.ndarray]]) -> tuple[np.ndarray, np.ndarray] | None:
+        """The edges at ``picks`` of each ``(part, picks)``, all parts of this table read the same way (out-runs,
+        in-runs or both-ways runs), in order: their src-ordered positions and whether each was followed out;
+        None when the parts are read otherwise. Each step is one pass over every pick, whatever the parts."""
+        cols = chosen[0][0].cols
+        if (cols is not self.cols and cols is not self.in_order and cols is not self.both_order) \
+                or any(part.table is not self or part.cols is not cols for part, _ in chosen[1:]):
+            return None
+        places = [part.idx.take(picks) for part, picks in chosen]
+        idx = _joined(places)
+        if chosen[0][0].out is None:  # both ways: each edge's own in bit says
+            if any(part.out is not None for part, _ in chosen):
+                return None
+            out = (_joined([part.hot.take(picks) if part.hot is not None else self.hot_both.take(at)
+                            for (part, picks), at in zip(chosen, places)]) & self.inbit) == 0
+        else:
+            if any(part.out is None for part, _ in chosen):
+                return None
+            out = _joined([np.full(picks.size, part.out) if isinstance(part.out, bool) else part.out.take(picks)
+                           for part, picks in chosen])
+        return (idx if cols is self.cols else cols.perm.take(idx)), out
+
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "EdgeTable":
         """A table over arrays :meth:`arrays` named (e.g. mapped back from files)."""
@@ -631,18 +653,10 @@ class HopEdges:
         """Per edge table, the edges at ``picks`` (positions in this hop's order) lying in it: ``(table, src-ordered
         positions, followed out, their places among picks)``, places None when every pick lies in that one table
         (in order); None when a part indexes something else (see :meth:`placed`)."""
-        if len(self.parts) == 1:  # the usual hop: only the picks are gathered
-            part = self.parts[0]
-            table = part.table
-            if table is not None and (part.cols is table.cols or part.cols is table.in_order
-                                      or part.cols is table.both_order):
-                idx = part.idx.take(picks)
-                if part.out is None:
-                    hot = part.hot.take(picks) if part.hot is not None else table.hot_both[idx]
-                    out = (hot & table.inbit) == 0
-                else:
-                    out = np.full(picks.size, part.out) if isinstance(part.out, bool) else part.out.take(picks)
-                return [(table, idx if part.cols is table.cols else part.cols.perm[idx], out, None)]
+        if len(self.parts) == 1 and self.parts[0].table is not None:  # the usual hop: only the picks are gathered
+            found = self.parts[0].table.picked([(self.parts[0], picks)])
+            if found is not None:
+                return [(self.parts[0].table, *found, None)]
         placed = self.placed()
         if placed is None:
             return None
@@ -931,6 +945,10 @@ class Part:
             self.hot = self.hot[mask]
         if isinstance(self.out, np.ndarray):
             self.out = self.out[mask]
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def _take(cols: Any, field: str, idx: np.ndarray) -> np.ndarray:

@@ -131,6 +131,11 @@ def _placed_picks(chosen: list[tuple[HopEdges, np.ndarray]]
 
     The usual ego reads the sealed view alone (one entry); a hop that met the tail too is split by table, so
     every field is still one gather per table however the two interleave in rank order."""
+    parts = [hop_edges.parts[0] for hop_edges, _ in chosen if len(hop_edges.parts) == 1]
+    if len(parts) == len(chosen) and parts[0].table is not None:  # each hop one part: its picks read together
+        found = parts[0].table.picked([(part, picks) for part, (_, picks) in zip(parts, chosen)])
+        if found is not None:
+            return [(parts[0].table, *found, None)]
     placed = []
     for hop_edges, picks in chosen:
         found = hop_edges.placed_at(picks)
@@ -331,12 +336,17 @@ class GraphReading:
                 return table.cols["row"].take(position)
         elif pieces is not None:  # several tables: each field a take per table, laid into response order
             records = [(table.record.take(position), places) for table, position, _out, places in pieces]
-
-            def gather(field: str) -> np.ndarray:
-                column = np.empty(size, np.result_type(*(found[field].dtype for found, _ in records)))
+            if len({found.dtype for found, _ in records}) == 1:  # the usual: whole records laid in, one pass each
+                joined = np.empty(size, records[0][0].dtype)
                 for found, places in records:
-                    column[places] = found[field]
-                return column
+                    joined[places] = found
+                gather: Callable[[str], np.ndarray] = joined.__getitem__
+            else:  # the tables narrowed type or trust differently: field by field, each to the wider type
+                def gather(field: str) -> np.ndarray:
+                    column = np.empty(size, np.result_type(*(found[field].dtype for found, _ in records)))
+                    for found, places in records:
+                        column[places] = found[field]
+                    return column
 
             def rows() -> np.ndarray:
                 column = np.empty(size, np.int64)
@@ -345,12 +355,12 @@ class GraphReading:
                 return column
 
             out = np.empty(size, bool)
-            ids = [None] * size
+            names = np.full(size, None, object)
             for table, position, picked_out, places in pieces:
                 out[places] = picked_out
                 if table.ids is not None:
-                    for place, name in zip(places.tolist(), table.named(position)):
-                        ids[place] = name
+                    names[places] = _objects(table.named(position))
+            ids = names.tolist()
             src, dst, type_, valid, invalid = gather("src"), gather("dst"), gather("type"), gather("valid_at"), \
                 gather("invalid_at")
             weight, trust = gather("weight"), gather("trust")
