@@ -657,6 +657,20 @@ class HopEdges:
             found = self.parts[0].table.picked([(self.parts[0], picks)])
             if found is not None:
                 return [(self.parts[0].table, *found, None)]
+        tables = [part.table for part in self.parts]
+        if None not in tables and len({id(table) for table in tables}) == len(tables):
+            # a part per table (the sealed view's and the tail's): only each part's picks are placed
+            found = []
+            lo = 0
+            for part in self.parts:
+                inside = np.flatnonzero((picks >= lo) & (picks < lo + part.size))
+                got = part.table.picked([(part, picks[inside] - lo)])
+                if got is None:
+                    break
+                found.append((part.table, *got, inside))
+                lo += part.size
+            else:
+                return found
         placed = self.placed()
         if placed is None:
             return None
@@ -776,37 +790,29 @@ class HopEdges:
         return pick[np.lexsort((row[pick], valid[pick], weight[pick]))[::-1][:k]]
 
     def _merged_best(self, k: int) -> np.ndarray | None:
-        """The best ``k`` of a hop whose edges lie in several tables (the sealed view and the tail): each table's
-        best ``k`` by its own ranking, then those few ranked by the three keys; None when a part is no table's.
+        """The best ``k`` of a hop whose edges lie in several parts (the sealed view's and the tail's): each
+        part's best ``k`` by its table's ranking, then those few ranked by the three keys; None when a part
+        indexes no table.
 
-        The global best ``k`` are among the tables' own best ``k``, so only those keys are gathered. Each
-        part's ranks are read in the order it read its runs (see EdgeTable.best_both), and a table's parts are
-        consecutive (see :meth:`placed`)."""
-        placed = self.placed()
-        if placed is None:
-            return None
-        ranked_parts: list[list[np.ndarray]] = []
-        owner = None
+        The global best ``k`` are among each part's own best ``k`` (rows are unique, so the three keys order
+        every edge), so only those keys are gathered, and only those picks are placed in their tables. Each
+        part's ranks are read in the order it read its runs (see EdgeTable.best_both)."""
+        picks, rows, valids, weights = [], [], [], []
+        lo = 0
         for part in self.parts:
             ranks = _ranks(part)
             if ranks is None:
                 return None
-            if part.table is not owner:
-                ranked_parts.append([])
-                owner = part.table
-            ranked_parts[-1].append(ranks)
-        picks, rows, valids, weights = [], [], [], []
-        lo = 0
-        for (table, position, _out), parts in zip(placed, ranked_parts):
-            ranks = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            table = part.table
             pick = np.argpartition(ranks, k - 1)[:k] if ranks.size > k else np.arange(ranks.size)
-            at = position[pick]
+            idx = part.idx.take(pick)
+            at = idx if part.cols is table.cols else part.cols.perm.take(idx)
             record = table.record.take(at)
-            rows.append(table.cols["row"][at])
+            rows.append(table.cols["row"].take(at))
             valids.append(record["valid_at"])
             weights.append(record["weight"])
             picks.append(pick + lo)
-            lo += position.size
+            lo += part.size
         ranked = np.lexsort((np.concatenate(rows), np.concatenate(valids), np.concatenate(weights)))[::-1][:k]
         return np.concatenate(picks)[ranked]
 
