@@ -230,6 +230,7 @@ class EdgeTable:
         self.shift = int(self.hot_shift[0])
         self.low = self.hot_out.dtype.type((1 << self.shift) - 1)
         self.inbit = 1 << self.shift  # marks an in-edge in ``hot_both``
+        self.ends_mask = self.hot_both.dtype.type(self.low | self.inbit)  # far end and in bit, in the packed type
         self.both_order = _InOrder({}, self.cols, self.both_pos)
         self._alive_from: dict[int, int] = {}
 
@@ -356,7 +357,7 @@ class EdgeTable:
         if out is None:  # an in-edge from a frontier node is the out-edge already met
             # The far end and the in bit read together: an edge is met already when it is an in-edge whose far
             # end is in the frontier, that is when those bits equal a frontier node's with the in bit set.
-            ends = hot & (self.low | self.inbit)
+            ends = hot & self.ends_mask
             if usable.size == 1:
                 fresh = ends != (int(usable[0]) | self.inbit)
             elif usable.size > BITMAP_AT:

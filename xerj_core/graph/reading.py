@@ -393,11 +393,7 @@ class GraphReading:
         except KeyError:  # a weight not seen yet
             weights = list(map(shortest_float, raw_weights))
         directions = _DIRECTIONS.take(out.astype(np.intp)).tolist()
-        # most edges are never retired: None for all, then the few instants set written in place
-        retired = np.flatnonzero(invalid != ABSENT_INT)
-        invalids = [None] * size
-        for at, instant in zip(retired.tolist(), invalid.take(retired).tolist()):
-            invalids[at] = instant
+        invalids = [None if instant == ABSENT_INT else instant for instant in invalid.tolist()]  # never retired: None
         trust_terms = _with_absent(reader, "trust")
         trusts = trust_terms.take(trust).tolist()
         tallies = np.bincount(trust.astype(np.intp) + 1)  # an absent state (-1) first
