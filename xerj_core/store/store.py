@@ -342,8 +342,11 @@ class Store:
         run = getattr(self.env, "read", None)
         if run is not None:
             return run(fn)
-        with self.read_txn() as raw:
+        raw = self.env.begin_read()  # read_txn without its generator: this is every ego's and search's way in
+        try:
             return fn(raw)
+        finally:
+            raw.abort()
 
     @contextlib.contextmanager
     def reader(self, index: str) -> Iterator[IndexReader]:
