@@ -354,8 +354,8 @@ def strict_comparison(engine: Engine, db: sqlite3.Connection, corpus: Corpus, se
                   "sqlite two-step": lambda node: sqlite_ego(db, node, corpus.as_of)}
     pairs = statistics.mean(len(sqlite_pairs(db, corpus.node(s), corpus.as_of)) for s in seeds[:50])
     after: dict[tuple[str, str], list[float]] = {}
-    timed, cpu = cpu_timed(contenders)
-    times = interleaved(timed, corpus, seeds, after=after)
+    cpu: dict[str, float] = {}
+    times = interleaved(contenders, corpus, seeds, after=after, cpu=cpu)
     figures = {name: p50(t[1]) for name, t in times.items()}
     calls = 2 * len(seeds)
     print(f"2-hop ego (both, as_of, default limit 100, no evidence) vs sqlite's one statement returning every "
@@ -370,29 +370,13 @@ def strict_comparison(engine: Engine, db: sqlite3.Connection, corpus: Corpus, se
           f"{by_predecessor(after, 'xerj')}; sqlite {by_predecessor(after, 'sqlite')}")
     # The same two alternated as a pair, with no third query between them. CPU seconds per call are taken apart
     # for each side.
-    timed, cpu = cpu_timed({"xerj": contenders["xerj"], "sqlite": contenders["sqlite"]})
-    times = interleaved(timed, corpus, seeds)
+    cpu = {}
+    times = interleaved({"xerj": contenders["xerj"], "sqlite": contenders["sqlite"]}, corpus, seeds, cpu=cpu)
     figures = {name: p50(t[1]) for name, t in times.items()}
     print(f"  the pair alone, alternated: xerj p50 {figures['xerj'] * 1e3:.3f} ms, sqlite p50 "
           f"{figures['sqlite'] * 1e3:.3f} ms; xerj/sqlite {figures['xerj'] / figures['sqlite']:.2f}; CPU per call "
           f"xerj {cpu['xerj'] / calls * 1e3:.3f} ms, sqlite {cpu['sqlite'] / calls * 1e3:.3f} ms, "
           f"ratio {cpu['xerj'] / cpu['sqlite']:.2f}; load average {os.getloadavg()[0]:.1f}")
-
-
-def cpu_timed(contenders: dict) -> tuple[dict, dict[str, float]]:
-    """The contenders, each adding the CPU seconds of its calls to its entry of the returned totals."""
-    cpu = {name: 0.0 for name in contenders}
-
-    def timed(name):
-        run = contenders[name]
-
-        def call(node):
-            start = time.process_time()
-            run(node)
-            cpu[name] += time.process_time() - start
-        return call
-
-    return {name: timed(name) for name in contenders}, cpu
 
 
 def sqlite_single_statement(db: sqlite3.Connection, corpus: Corpus, seeds: list[int]) -> float:
@@ -406,7 +390,8 @@ def sqlite_single_statement(db: sqlite3.Connection, corpus: Corpus, seeds: list[
 
 
 def interleaved(contenders: dict, corpus: Corpus, seeds: list[int], passes: int = 2,
-                after: dict[tuple[str, str], list[float]] | None = None) -> dict[str, list[list[float]]]:
+                after: dict[tuple[str, str], list[float]] | None = None,
+                cpu: dict[str, float] | None = None) -> dict[str, list[list[float]]]:
     """Time every contender on every seed, alternating query by query, so load on the machine and cache pollution
     hit all alike: seed by seed the order walks through every permutation of the contenders, so each runs first,
     and right after each of the others, equally often. (Rotating where one fixed order starts would put each
@@ -414,7 +399,8 @@ def interleaved(contenders: dict, corpus: Corpus, seeds: list[int], passes: int 
     which evicts its cache lines, and the one statement never did.)
 
     ``after``, when given, collects the last pass's times by (contender, the one run just before it on the same
-    seed, "first" for none)."""
+    seed, "first" for none); ``cpu`` sums each contender's CPU seconds over every pass, read outside the span
+    its wall time is taken over."""
     times: dict[str, list[list[float]]] = {name: [] for name in contenders}
     orders = list(itertools.permutations(contenders))
     for pass_no in range(passes):
@@ -424,9 +410,12 @@ def interleaved(contenders: dict, corpus: Corpus, seeds: list[int], passes: int 
             node = corpus.node(s)
             before = "first"
             for name in orders[i % len(orders)]:
+                clock = time.process_time()
                 t = time.perf_counter()
                 contenders[name](node)
                 elapsed = time.perf_counter() - t
+                if cpu is not None:
+                    cpu[name] = cpu.get(name, 0.0) + time.process_time() - clock
                 times[name][-1].append(elapsed)
                 if after is not None and pass_no == passes - 1:
                     after.setdefault((name, before), []).append(elapsed)
