@@ -105,3 +105,38 @@ def test_segments_with_a_key_per_term_and_packed_ones_answer_alike(tmp_path):
         with store.reader("p") as r:
             assert any(seg.buckets for seg in r.segments)
         check(store, None)
+
+
+def _grouped_by_dicts(runs, starts):
+    """``tailblock.grouped`` as a plain Python oracle: every (part, term)'s postings, in key order."""
+    found: dict[tuple[int, bytes], list[tuple[int, float]]] = {}
+    for terms, counts, rows, tfs in runs:
+        per_posting = terms if counts is None else [t for t, c in zip(terms, counts.tolist()) for _ in range(c)]
+        for term, row, tf in zip(per_posting, rows.tolist(), tfs.tolist()):
+            part = int(np.searchsorted(starts, row, side="right")) - 1
+            found.setdefault((part, term), []).append((row, tf))
+    return sorted(found.items())
+
+
+def test_grouped_ranks_short_long_and_nul_terms_alike():
+    # Short terms are ranked by a fixed-width numpy array, which drops trailing NULs; long ones and any
+    # holding a NUL must take the other way and still group exactly.
+    from xerj_core.store import tailblock
+
+    rng = random.Random(5)
+    for extra in ([], [b"x" * 200], [b"nul\x00"], [b"\x00"]):
+        vocabulary = [f"t{i}".encode() for i in range(40)] + [b"t1\x01", "é".encode()] + extra
+        runs, row = [], 0
+        for _run in range(4):
+            terms = sorted(rng.sample(vocabulary, 12))
+            counts = np.array([rng.randint(1, 3) for _ in terms])
+            rows = np.concatenate([np.sort(rng.sample(range(row, row + 50), c)) for c in counts.tolist()])
+            tfs = rng.choices([1.0, 2.0, 3.0], k=len(rows))
+            runs.append((terms, counts, rows, np.array(tfs, np.float32)))
+            row += 50
+        starts = np.array([0, 70, 150], np.int64)
+        expected = _grouped_by_dicts(runs, starts)
+        part, names, rows, tfs, bounds = tailblock.grouped(list(runs), starts)
+        got = [((int(p), name), sorted(zip(rows[lo:hi].tolist(), tfs[lo:hi].tolist())))
+               for p, name, lo, hi in zip(part.tolist(), names, bounds[:-1].tolist(), bounds[1:].tolist())]
+        assert got == [(key, sorted(postings)) for key, postings in expected]

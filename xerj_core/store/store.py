@@ -123,8 +123,14 @@ class BulkItem:
 _PUT_FIELDS = attrgetter("doc", "doc_id", "action")
 
 
+_TARGET = attrgetter("action", "index")
+
+
 def _put_run_end(ops: Sequence[BulkOp], start: int) -> int:
     """The end of the run of index/create operations into the same index starting at ``start``."""
+    index = ops[start].index
+    if set(map(_TARGET, ops[start:])) <= {("index", index), ("create", index)}:
+        return len(ops)  # the common bulk (every op a put into one index), checked by one C-level pass
     end = start
     while end < len(ops) and ops[end].action in ("index", "create") and ops[end].index == ops[start].index:
         end += 1
