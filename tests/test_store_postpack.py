@@ -140,3 +140,35 @@ def test_grouped_ranks_short_long_and_nul_terms_alike():
         got = [((int(p), name), sorted(zip(rows[lo:hi].tolist(), tfs[lo:hi].tolist())))
                for p, name, lo, hi in zip(part.tolist(), names, bounds[:-1].tolist(), bounds[1:].tolist())]
         assert got == [(key, sorted(postings)) for key, postings in expected]
+
+
+def test_fixed_width_terms_pack_and_unpack_as_bytes_terms_do():
+    # The merge path carries short terms as one fixed-width numpy array: its crc32 buckets, packed bytes and
+    # unpacked postings must be exactly those of a bytes object per term.
+    import zlib
+
+    rng = random.Random(11)
+    terms = sorted({bytes(rng.randrange(1, 256) for _ in range(rng.randint(1, 20))) for _ in range(600)}
+                   | {"é".encode(), b"a", b"ab", b"abc"})
+    fixed = np.array(terms, dtype=bytes)
+    matrix, lengths = postpack.term_bytes(fixed)
+    assert lengths.tolist() == list(map(len, terms))
+    assert postpack.crc32_many(matrix, lengths).tolist() == [zlib.crc32(t) for t in terms]
+    for n_terms in (1, 7, 300, 2_000):
+        words, postings = _segment(rng, n_terms)
+        rows = np.array([r for w in words for r in postings[w][0]], np.int64)
+        tfs = np.array([f for w in words for f in postings[w][1]], np.float32)
+        bounds = np.concatenate(([0], np.cumsum([len(postings[w][0]) for w in words])))
+        as_bytes = postpack.pack(words, rows, tfs, bounds)
+        assert postpack.pack(np.array(words, dtype=bytes), rows, tfs, bounds) == as_bytes
+        plain = postpack.unpack(as_bytes[1], as_bytes[2])
+        short = postpack.unpack(as_bytes[1], as_bytes[2], short=48)
+        assert isinstance(short[0], np.ndarray)
+        assert short[0].tolist() == plain[0]
+        assert all(np.array_equal(a, b) for a, b in zip(short[1:], plain[1:]))
+        # a term too long for the width, or holding a NUL, keeps bytes objects
+        for odd in (b"x" * 60, b"nul\x00in"):
+            extra = postpack.pack([*words, odd], np.append(rows, 10**6), np.append(tfs, 1.0),
+                                  np.append(bounds, bounds[-1] + 1))
+            got = postpack.unpack(extra[1], extra[2], short=48)
+            assert isinstance(got[0], list) and odd in got[0]

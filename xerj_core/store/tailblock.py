@@ -247,13 +247,14 @@ def concat(blocks: Sequence[Block], specs: Iterable[FieldSpec]) -> Block:
 def group(runs: list[PostingRun]) -> PostingRun:
     """Runs (in row order: each run's rows come after the previous run's) as one run grouped by term."""
     _part, terms, rows, tfs, bounds = grouped(runs, np.zeros(1, np.int64))
-    return terms, np.diff(bounds), rows, tfs
+    return terms.tolist() if isinstance(terms, np.ndarray) else terms, np.diff(bounds), rows, tfs
 
 
 def grouped(runs: list[PostingRun], starts: np.ndarray) -> tuple[np.ndarray, list[bytes], np.ndarray, np.ndarray,
                                                                   np.ndarray]:
     """Runs grouped per (part, term): the part of each group (``starts``: the parts' first rows, ascending), its
-    term, then the postings' rows and frequencies in group order and the groups' bounds in them.
+    term (a list of bytes, or a fixed-width bytes array: see :func:`_ranked`), then the postings' rows and
+    frequencies in group order and the groups' bounds in them.
 
     Groups come in key order (part, then term bytes). Terms are numbered by
     their rank among the runs' distinct terms (:func:`_ranked`), so
@@ -280,35 +281,52 @@ def grouped(runs: list[PostingRun], starts: np.ndarray) -> tuple[np.ndarray, lis
     bounds = np.concatenate(([0], cut, [len(key)]))
     part, ranked = np.divmod(key[bounds[:-1]], len(names))
     del key, cut
+    if isinstance(names, np.ndarray):
+        return part, names[ranked], rows, tfs, bounds
     return part, list(map(names.__getitem__, ranked.tolist())), rows, tfs, bounds
 
 
 # Terms up to this many bytes are ranked as a fixed-width numpy array (see _ranked).
-_SHORT_TERM = 48
+SHORT_TERM = 48
 
 
-def _ranked(runs: list[PostingRun]) -> tuple[list[bytes], np.ndarray]:
+def _ranked(runs: list[PostingRun]) -> tuple[list[bytes] | np.ndarray, np.ndarray]:
     """The runs' distinct terms, sorted, and the rank of each posting's term (int32: a merge of big segments
     handles millions of postings, and row and term numbers stay far below 2**31).
 
     Short terms are ranked by one numpy ``unique`` over a fixed-width bytes array (sorted and numbered in C,
-    about twice as fast on a merge as a sort and a dict of Python terms). That array drops trailing NULs, so
-    a term holding one (the tokenizer makes none) or a long one (wide rows) takes the dict.
+    about twice as fast on a merge as a sort and a dict of Python terms), and their distinct terms come back as
+    such an array (``postpack.pack`` takes it as it is); a run may bring its terms as one already
+    (``postpack.unpack``). That array drops trailing NULs, so when a term holds one (the tokenizer makes none)
+    or is long (wide rows) the terms are ranked by a dict and come back as a list.
     """
-    every = list(chain.from_iterable(run[0] for run in runs))
     sizes = [len(run[0]) for run in runs]
-    if not every:
+    if not sum(sizes):
         return [], np.empty(0, np.int32)
-    if max(map(len, every)) <= _SHORT_TERM and b"\x00" not in b"".join(every):
-        unique, inverse = np.unique(np.array(every, dtype=bytes), return_inverse=True)
-        names, ranks = unique.tolist(), inverse.reshape(-1).astype(np.int32)
+    fixed: list[np.ndarray] | None = []
+    for terms, _counts, _rows, _tfs in runs:
+        if isinstance(terms, np.ndarray):
+            fixed.append(terms)
+        elif not terms:
+            continue
+        elif max(map(len, terms)) <= SHORT_TERM and b"\x00" not in b"".join(terms):
+            fixed.append(np.array(terms, dtype=bytes))
+        else:
+            fixed = None
+            break
+    if fixed is not None:
+        unique, inverse = np.unique(np.concatenate(fixed), return_inverse=True)
+        names: list[bytes] | np.ndarray = unique
+        ranks = inverse.reshape(-1).astype(np.int32)
     else:
+        every = list(chain.from_iterable(run[0].tolist() if isinstance(run[0], np.ndarray) else run[0]
+                                         for run in runs))
         # Stored runs list their terms sorted, so their concatenation (first occurrences kept in order by
         # dict.fromkeys) is mostly sorted runs, which the sort merges instead of sorting from scratch.
         names = sorted(dict.fromkeys(every))
         number = dict(zip(names, range(len(names))))
         ranks = np.fromiter(map(number.__getitem__, every), np.int32, len(every))
-    del every
+        del every, number
     parts = np.split(ranks, np.cumsum(sizes)[:-1])
     return names, np.concatenate([part if counts is None else np.repeat(part, counts)
                                   for part, (_terms, counts, _rows, _tfs) in zip(parts, runs)])
@@ -348,4 +366,4 @@ def _column_slice(column: Column, lo: int, hi: int) -> Column:
 
 
 __all__ = ["Block", "CHUNK", "MAGIC", "PostingRun", "concat", "decode", "delete", "empty_run", "from_records",
-           "group", "grouped", "postings_of_tokens", "read", "stored"]
+           "SHORT_TERM", "group", "grouped", "postings_of_tokens", "read", "stored"]

@@ -1056,7 +1056,7 @@ class IndexWrite:
         found, blobs = zip(*items)
         del items
         cut = len(prefix)
-        terms, counts, rows, tfs = postpack.unpack([key[cut:] for key in found], blobs)
+        terms, counts, rows, tfs = postpack.unpack([key[cut:] for key in found], blobs, short=tailblock.SHORT_TERM)
         if renumber is not None:
             rows = renumber[rows]
             keep = rows >= 0
@@ -1078,7 +1078,7 @@ def _cut_postings(runs: list[PostingRun], segments: list[tuple[int, int]], packe
     False a key per term), each segment's keys in key order, which LMDB inserts fastest; ``runs`` is emptied as
     it is read."""
     seg, names, rows, tfs, bounds = tailblock.grouped(runs, np.array([start for start, _end in segments], np.int64))
-    if not names:
+    if not len(names):
         return [(0, [], []) for _segment in segments]
     firsts = np.searchsorted(seg, np.arange(len(segments) + 1)).tolist()
     cut: CutPostings = []
@@ -1089,7 +1089,8 @@ def _cut_postings(runs: list[PostingRun], segments: list[tuple[int, int]], packe
             continue
         p_lo, p_hi = int(bounds[lo]), int(bounds[hi])
         if not packed:
-            cut.append((0, names[lo:hi], encode_postings_many(rows[p_lo:p_hi], tfs[p_lo:p_hi], bounds[lo:hi + 1] - p_lo)))
+            terms = names[lo:hi].tolist() if isinstance(names, np.ndarray) else names[lo:hi]
+            cut.append((0, terms, encode_postings_many(rows[p_lo:p_hi], tfs[p_lo:p_hi], bounds[lo:hi + 1] - p_lo)))
             continue
         cut.append(postpack.pack(names[lo:hi], rows[p_lo:p_hi], tfs[p_lo:p_hi], bounds[lo:hi + 1] - p_lo))
     return cut
