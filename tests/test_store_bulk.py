@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from xerj_core.store import BulkOp, Store
 from xerj_core.text import term_counts, term_counts_many, tokenize, tokenize_many
 
-from .test_store_compaction import MAPPING, _doc, _picture
+from .test_store_compaction import MAPPING, WORDS, _doc, _picture
 
 
 def _ops(rng: random.Random, start: int, count: int, ids: int) -> list[BulkOp]:
@@ -90,3 +90,50 @@ def test_tokenizing_a_batch_equals_tokenizing_each_text(texts):
     assert term_counts_many([tokenize(t) for t in texts]) == [term_counts(tokenize(t)) for t in texts]
     greek = [t + "Σ" for t in texts] + ["ΑΣ", "ΑΣ'", "Σ"]
     assert tokenize_many(greek) == [tokenize(t) for t in greek]
+
+
+def test_a_bulk_of_mixed_shapes_with_multi_fields_takes_the_batch_path_and_equals_single_puts(tmp_path, monkeypatch):
+    """Like an autoindex file's card and its sections: documents holding different keys (one order holds them
+    all) and a dynamic text field with its ``.keyword`` multi-field (values past ``ignore_above`` included) are
+    written as one block, with the rows, dictionaries (ordinals in the same order), columns and postings of
+    single puts."""
+    from xerj_core.store import write as write_module
+
+    rng = random.Random(5)
+
+    def card(i: int) -> dict:
+        return {"title": f"note {i}", "path": f"p/{i}.md", "kind": "file", "ordinal": 0, "encoding": "utf-8"}
+
+    def section(i: int, k: int) -> dict:
+        anchor = rng.choice(WORDS) + ("-x" * 200 if rng.random() < 0.1 else f"-{k}")
+        return {"title": f"note {i}", "path": f"p/{i}.md", "kind": "section", "text": " ".join(
+            rng.choice(WORDS) for _ in range(rng.randint(0, 5))), "ordinal": k, "level": 2, "anchor": anchor}
+
+    docs = [(card(i), f"{i}") for i in range(60)]
+    docs = [item for i, item in enumerate(docs) for item in [item, *((section(i, k), f"{i}#{k}") for k in (1, 2, 3))]]
+    mapping = {"properties": {"title": {"type": "text"}, "text": {"type": "text"}, "path": {"type": "keyword"},
+                              "kind": {"type": "keyword"}, "encoding": {"type": "keyword"}}}
+    blocks = []
+    original = write_module.IndexWrite._batch_block
+    monkeypatch.setattr(write_module.IndexWrite, "_batch_block",
+                        lambda self, *a: blocks.append(1) or original(self, *a))
+    with Store(tmp_path / "bulk", tail_rows=16) as bulk, Store(tmp_path / "single", tail_rows=16) as single:
+        for store in (bulk, single):
+            store.create_index("t", mapping)
+        results = []
+        for lo in range(0, len(docs), 50):
+            results += [item.result for item in bulk.bulk([BulkOp("index", "t", doc_id, doc)
+                                                           for doc, doc_id in docs[lo:lo + 50]])]
+        expected = [single.put("t", doc, doc_id) for doc, doc_id in docs]
+        assert results == expected
+        assert len(blocks) == len(range(50, len(docs), 50))  # every bulk but the first, which maps new fields
+        assert _picture(bulk, "t") == _picture(single, "t")
+        with bulk.reader("t") as a, single.reader("t") as b:
+            assert a.mapping.fields.keys() == b.mapping.fields.keys()
+            assert "anchor.keyword" in a.mapping.fields
+            for path, spec in a.mapping.fields.items():
+                if spec.type == "keyword":
+                    assert a.field_dictionary(path).terms == b.field_dictionary(path).terms, path
+            for path in a.text_fields():
+                for word in ["note", *WORDS]:
+                    assert [x.tolist() for x in a.postings(path, word)] == [x.tolist() for x in b.postings(path, word)]

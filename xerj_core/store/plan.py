@@ -250,29 +250,38 @@ class WritePlan:
         return out
 
     def batch_fields(self, docs: list[Any]) -> list[tuple[Leaf, list[Any]]] | None:
-        """:meth:`_columns` of a whole batch when every document is an object with the same keys in the same
-        order and every value goes to its column as it is (the bulk-ingest case), else None."""
+        """:meth:`_columns` of a whole batch when every document is an object and every value goes to its column
+        as it is (the bulk-ingest case), else None. Documents may differ in which keys they hold (an autoindex
+        file's card and its sections) when one key order holds each document's keys in its own order: a missing
+        key reads as None, which is what one put at a time makes of it, and each document's keyword misses keep
+        their order."""
         if len(docs) < 2 or set(map(type, docs)) != {dict}:
             return None
-        shapes = list(map(tuple, docs))
-        if shapes.count(shapes[0]) != len(shapes):
-            return None
-        return self._columns(docs)
+        shapes = set(map(tuple, docs))
+        if len(shapes) == 1:
+            return self._columns(docs)
+        order = _common_order(shapes)
+        return None if order is None else self._columns(docs, order)
 
-    def _columns(self, group: list[dict[str, Any]]) -> list[tuple[Leaf, list[Any]]] | None:
+    def _columns(self, group: list[dict[str, Any]],
+                 order: tuple[Any, ...] | None = None) -> list[tuple[Leaf, list[Any]]] | None:
         """``(leaf, values)`` per mapped field of like documents (None where a document has no value), in the
-        order :meth:`_pairs` visits them; None when any value needs converting or the generic path."""
+        order :meth:`_pairs` visits them; None when any value needs converting or the generic path. ``order``:
+        the top-level keys when the documents' shapes differ (see :meth:`batch_fields`). A text or keyword
+        field's multi-fields follow it, each with the values it indexes."""
         fields: list[tuple[Leaf, list[Any]]] = []
         stack = [(self.root, group)]
         ignores = self.ignores_unmapped
         while stack:
             level, objs = stack.pop()
-            shape = tuple(objs[0])
-            if level is not self.root and len(set(map(tuple, objs))) != 1:
+            at_root = level is self.root
+            shape = order if at_root and order is not None else tuple(objs[0])
+            if not at_root and len(set(map(tuple, objs))) != 1:
                 return None
             leaves, objects = level.leaves, level.objects
             for key in shape:
-                column = list(map(itemgetter(key), objs))
+                column = [obj.get(key) for obj in objs] if at_root and order is not None \
+                    else list(map(itemgetter(key), objs))
                 kinds = set(map(type, column))
                 leaf = leaves.get(key)
                 if leaf is None:
@@ -285,7 +294,7 @@ class WritePlan:
                     if ignores and self._passes_by(level, key, column, kinds):
                         continue
                     return None
-                if leaf.subs or leaf.kind == KIND_VEC:
+                if leaf.kind == KIND_VEC:
                     return None
                 kinds.discard(type(None))
                 if not kinds:
@@ -293,7 +302,41 @@ class WritePlan:
                 if len(kinds) > 1 or not _plain(leaf, kinds.pop(), column):
                     return None
                 fields.append((leaf, column))
+                if leaf.subs:
+                    subs = self._sub_columns(leaf, column)
+                    if subs is None:
+                        return None
+                    fields.extend(subs)
         return fields
+
+    def _sub_columns(self, leaf: Leaf, column: list[Any]) -> list[tuple[Leaf, list[Any]]] | None:
+        """The columns of ``leaf``'s multi-fields fed from its string ``column``, as :func:`_add` fills them (a
+        value past a sub's ``ignore_above`` is not indexed there: None); None unless every sub is a plain text
+        or keyword field."""
+        if leaf.convert != _AS_STR:
+            return None
+        found = []
+        for spec in leaf.subs:
+            sub = self.leaves.get(spec.path)
+            if sub is None or sub.subs or sub.convert != _AS_STR or sub.kind == KIND_VEC:
+                return None
+            ignore_above = spec.params.get("ignore_above")
+            values = column if ignore_above is None or max(map(len, filter(None, column)), default=0) <= ignore_above \
+                else [None if value is None or len(value) > ignore_above else value for value in column]
+            found.append((sub, values))
+        return found
+
+
+def _common_order(shapes: set[tuple[Any, ...]]) -> tuple[Any, ...] | None:
+    """One order of every key of ``shapes`` holding each shape's keys in that shape's order, or None."""
+    ordered = sorted(shapes, key=len, reverse=True)
+    order = list(dict.fromkeys(key for shape in ordered for key in shape))
+    position = {key: i for i, key in enumerate(order)}
+    for shape in ordered:
+        places = [position[key] for key in shape]
+        if places != sorted(places):
+            return None
+    return tuple(order)
 
 
 def _inert(value: Any) -> bool:
