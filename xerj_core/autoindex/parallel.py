@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import gc
 import multiprocessing
 import operator
 import os
@@ -157,6 +158,7 @@ def init_worker() -> None:
     down; a worker interrupted mid-batch would only break the pool under it.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _WORKER["pool_worker"] = True
     _worker_plugins()
 
 
@@ -315,6 +317,7 @@ def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[F
         if state["parsed"] >= TRIM_EVERY_FILES:
             state["parsed"] = 0
             trim_heap()
+        _keep_out_of_collections()
     if not ship:
         return pack_outcomes([o for o in outcomes if o.failure is not None])
     # every file's outcome, in the batch's order: the run puts back the entries it sent (see with_entries), which
@@ -330,9 +333,20 @@ def with_entries(outcomes: list[ParseOutcome], entries: Sequence[FileEntry]) -> 
     return [o if o.entry is not None else attrs.evolve(o, entry=entry) for o, entry in zip(outcomes, entries)]
 
 
+def _keep_out_of_collections() -> None:
+    """The companion's kept files (and, once combined, its corpus and states) live until detection ends and
+    hold no reference cycle: moved out of the cyclic collector's generations, so its full collections (a
+    batch's allocations set them off) no longer walk the whole corpus each time. Freed as usual, by their
+    reference counts, when let go (the companion is a process of its own and ends with the run; in any other
+    process, where they would stay out of sight of ``gc.get_objects``, nothing is done)."""
+    if _WORKER.get("pool_worker"):
+        gc.freeze()
+
+
 def adopt_kept(source: Plugins | PluginsRef, token: str, kept: Sequence[tuple[str, Kept]]) -> None:
     """The companion keeps these files, parsed by the run's own process (while the companion started)."""
     _companion_state(token)["kept"].update(kept)
+    _keep_out_of_collections()
 
 
 def combine_kept(source: Plugins | PluginsRef, token: str) -> tuple[list[str], dict[str, int]]:
@@ -347,6 +361,7 @@ def combine_kept(source: Plugins | PluginsRef, token: str) -> tuple[list[str], d
     for path in ordered:  # the partials are folded into the states: let them go
         kept[path] = attrs.evolve(kept[path], partial=None)
     state["corpus"], state["states"] = corpus, states
+    _keep_out_of_collections()
     # combining frees the partials and many arrays and sets at once: hand the heap's free pages back, since the
     # companion holds the corpus (and its memory counts in the run's) until its last detect batch
     trim_heap()
