@@ -538,15 +538,21 @@ class IndexWrite:
                 postings[path] = tailblock.postings_of_tokens(tokens, start)
             else:
                 columns[path] = Column.build(leaf.spec, kind, column)
-        # Ordinals for values new to their dictionary, document by document as one put at a time gives them.
+        # Ordinals for values new to their dictionary, document by document as one put at a time gives them: a
+        # dictionary numbers its new terms in order of first appearance, whatever the other dictionaries do, so
+        # each dictionary's misses (in document order) take one ``ordinals`` pass (one ordered lookup of the lot,
+        # not one per term); a value too long to index is left out, and counted, at each of its places.
         misses.sort(key=itemgetter(0, 1))
+        by_dictionary: dict[str, list[tuple[int, Leaf, Any]]] = {}
         for i, _order, leaf, value in misses:
-            name = leaf.dictionary
-            found = self.dict_cache[name].get(value)
-            if found is None and not limits.keyword_indexed(value, leaf.spec.params, name):
-                self.skipped["keywords"] += 1
-                continue
-            ords[leaf.path][i] = found if found is not None else self.ordinal(name, value)
+            by_dictionary.setdefault(leaf.dictionary, []).append((i, leaf, value))
+        for name, found_misses in by_dictionary.items():
+            cache = self.dict_cache[name]
+            indexed = [(i, leaf, value) for i, leaf, value in found_misses
+                       if value in cache or limits.keyword_indexed(value, leaf.spec.params, name)]
+            self.skipped["keywords"] += len(found_misses) - len(indexed)
+            for (i, leaf, _value), found in zip(indexed, self.ordinals(name, [value for _i, _leaf, value in indexed])):
+                ords[leaf.path][i] = found
         for leaf, _column in fields:
             found_ords = ords.get(leaf.path)
             if found_ords is not None:
