@@ -379,3 +379,41 @@ def test_a_run_streams_holding_a_bounded_number_of_documents(tmp_path, pm, monke
     assert 0 < held["detect"] <= 20 * docs_per_file
     # fresh edges were written as detection streamed, about 50 at a time, not in one go at the end
     assert len(edge_writes) > 3 and max(edge_writes) < 50 + 20 * 10 and sum(edge_writes) == whole.edges_written
+
+
+def test_a_run_gives_back_what_it_kept_out_of_the_cyclic_collector(tmp_path, pm):
+    """A run freezes what existed when it started (so full collections skip it) and unfreezes it on every way
+    out: after a run, and after a run that failed, the collector sees every object again. In a process that
+    froze objects of its own, a run leaves them frozen."""
+    import gc
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nsee [[b]]\n")
+    (folder / "b.md").write_text("# B\n")
+    before = gc.get_freeze_count()
+    seen_frozen = []
+
+    class Watching(LocalSink):
+        def write_files(self, brain, files, indexed_at):
+            seen_frozen.append(gc.get_freeze_count())
+            return super().write_files(brain, files, indexed_at)
+
+    with Engine(tmp_path / "data", pm) as engine:
+        run(Watching(engine.store, engine.graph), folder, brain="b", pm=pm)
+        assert seen_frozen and seen_frozen[0] > before
+        assert gc.get_freeze_count() == before
+
+        class Failing(LocalSink):
+            def write_files(self, brain, files, indexed_at):
+                raise RuntimeError("disk gone")
+
+        with pytest.raises(RuntimeError):
+            run(Failing(engine.store, engine.graph), folder, brain="c", pm=pm)
+        assert gc.get_freeze_count() == before
+        gc.freeze()
+        try:
+            run(engine, folder, brain="d", pm=pm)
+            assert gc.get_freeze_count() > 0  # not unfrozen (a few of the frozen objects may be freed meanwhile)
+        finally:
+            gc.unfreeze()

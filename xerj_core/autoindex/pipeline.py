@@ -198,13 +198,17 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
     """
     started = time.perf_counter()
     # what exists now (modules, functions, the engine) outlives the run: kept out of the cyclic collector's
-    # full collections while the run's allocations set them off (7 on 10k notes), and given back after it
-    gc.freeze()
+    # full collections while the run's allocations set them off (7 on 10k notes), and given back after it; a
+    # process that froze objects of its own (a server before it forks, another run) is left as it is
+    freezing = gc.get_freeze_count() == 0
+    if freezing:
+        gc.freeze()
     try:
         return _run(target, folder, brain=brain, graph=graph, progress=progress, clock=clock, pm=pm,
                     executor=executor, workers=workers, started=started)
     finally:
-        gc.unfreeze()
+        if freezing:
+            gc.unfreeze()
 
 
 def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, graph: bool, progress: Progress,
