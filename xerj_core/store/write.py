@@ -673,14 +673,18 @@ class IndexWrite:
                     stored: Sequence[tuple[int, int]] | None = None) -> None:
         """:meth:`put` (``index``) of each ``(doc, doc_id, record)`` with distinct ids, for a caller that built each
         document's record itself; sources and ids go through one cursor each. ``stored``: each id's current
-        ``(row, version)`` when the caller read them in this transaction (the ids are then not read again)."""
+        ``(row, version)`` when the caller read them in this transaction (the ids are then not read again).
+        The replaced rows' sources are deleted last, in row order: one cursor walks the source B-tree once
+        instead of a search from its root per row, in whatever order the ids came."""
         deferred: tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]] = ([], [])
+        replaced: list[bytes] = []
         if stored is not None:
             for (doc, doc_id, record), current in zip(items, stored, strict=True):
-                self._put_row(doc, doc_id, "index", record, deferred, current=current)
+                self._put_row(doc, doc_id, "index", record, deferred, current=current, replaced=replaced)
         else:
             for doc, doc_id, record in items:
-                self._put_row(doc, doc_id, "index", record, deferred)
+                self._put_row(doc, doc_id, "index", record, deferred, replaced=replaced)
+        _delete_all(self.txn.raw, self.txn.dbs["src"], sorted(replaced))
         _put_all(self.txn.raw, self.txn.dbs["src"], deferred[0])
         _put_all(self.txn.raw, self.txn.dbs["ids"], deferred[1])
 
@@ -717,10 +721,12 @@ class IndexWrite:
 
     def _put_row(self, doc: Any, doc_id: str | None, op_type: str, record: dict[str, Any],
                  deferred: tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]] | None = None,
-                 stored: Any = _UNREAD, current: tuple[int, int] | None = None) -> WriteResult:
+                 stored: Any = _UNREAD, current: tuple[int, int] | None = None,
+                 replaced: list[bytes] | None = None) -> WriteResult:
         """Write ``doc``'s source and id (into ``deferred``'s source and id lists instead, when given); ``stored``
         is the id's entry (None: absent) when the caller already read it; ``current`` the stored document's
-        ``(row, version)`` when the caller read both."""
+        ``(row, version)`` when the caller read both; ``replaced`` collects the source key of the row it
+        replaces, for the caller to delete, instead of deleting it."""
         if doc_id is None:
             doc_id = new_doc_id()
         check_doc_id(doc_id)
@@ -737,7 +743,7 @@ class IndexWrite:
                     f"[{doc_id}]: version conflict, document already exists (current version "
                     f"[{self.version_of(old_row)}])", index=self.name)
             version = (current[1] if current is not None else self.version_of(old_row)) + 1
-            self._kill(old_row)
+            self._kill(old_row, replaced)
         else:
             self.state.live += 1
         row = self.state.next_row
@@ -766,12 +772,16 @@ class IndexWrite:
         self.deleted_ids.append(doc_id)
         return WriteResult(self.name, doc_id, "deleted", version, row)
 
-    def _kill(self, row: int) -> None:
+    def _kill(self, row: int, replaced: list[bytes] | None = None) -> None:
+        """Mark ``row`` dead and delete its source (``replaced``: add its key there, for the caller to delete)."""
         raw, db = self.txn.raw, self.txn.dbs
         raw.put(keys.row_key(self.ix, self.state.dead_seq), keys.u64(row), db=db["dead"])
         self.state.dead_seq += 1
         pins.retire_source(raw, db, self.ix, row)  # an open scroll or point in time may still show it
-        raw.delete(keys.row_key(self.ix, row), db=db["src"])
+        if replaced is None:
+            raw.delete(keys.row_key(self.ix, row), db=db["src"])
+        else:
+            replaced.append(keys.row_key(self.ix, row))
 
     def get(self, doc_id: str) -> tuple[dict[str, Any], int] | None:
         row = self.row_of(doc_id)
@@ -1177,6 +1187,19 @@ def _range(txn: Any, db: Any, prefix: bytes) -> list[tuple[bytes, bytes]]:
                 break
             found.append((key, value))
         return found
+
+
+def _delete_all(txn: lmdb.Transaction, db: Any, found: list[bytes]) -> None:
+    """Delete the stored keys ``found`` (ascending): with LMDB through one cursor, whose search from a key to the
+    next one stays on the leaf page it is on when the next key is there."""
+    if not isinstance(txn, lmdb.Transaction):
+        for key in found:
+            txn.delete(key, db=db)
+        return
+    with txn.cursor(db=db) as cur:
+        for key in found:
+            if cur.set_key(key):
+                cur.delete()
 
 
 def _delete_prefix(txn: lmdb.Transaction, db: Any, prefix: bytes) -> None:
