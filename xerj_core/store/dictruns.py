@@ -133,9 +133,14 @@ class DictRuns:
         if not self.bounds or not n:
             return found, wanted
         positions, candidates = [], []  # each (position, ordinal) whose hash matches, found by numpy passes
+        # Searched in ascending order: numpy's binary search then starts each from where the last one ended, so
+        # a batch walks a run forward instead of descending it from the top per term (the run outgrows the caches).
+        order = np.argsort(wanted)
+        ascending = wanted[order]
         for lo, hi in self.bounds:
             run_hashes, run_ords = self._run(lo, hi)
-            at = np.searchsorted(run_hashes, wanted)
+            at = np.empty(n, np.int64)
+            at[order] = np.searchsorted(run_hashes, ascending)
             at[at == run_hashes.size] = 0
             where = np.flatnonzero(run_hashes[at] == wanted)
             at = at[where]

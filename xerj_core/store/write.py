@@ -674,8 +674,8 @@ class IndexWrite:
         """:meth:`put` (``index``) of each ``(doc, doc_id, record)`` with distinct ids, for a caller that built each
         document's record itself; sources and ids go through one cursor each. ``stored``: each id's current
         ``(row, version)`` when the caller read them in this transaction (the ids are then not read again).
-        The replaced rows' sources are deleted last, in row order: one cursor walks the source B-tree once
-        instead of a search from its root per row, in whatever order the ids came."""
+        The replaced rows' sources are deleted last, in row order, and the ids put in key order: one cursor
+        walks each B-tree once instead of a search from its root per row, in whatever order the ids came."""
         deferred: tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]] = ([], [])
         replaced: list[bytes] = []
         if stored is not None:
@@ -686,7 +686,7 @@ class IndexWrite:
                 self._put_row(doc, doc_id, "index", record, deferred, replaced=replaced)
         _delete_all(self.txn.raw, self.txn.dbs["src"], sorted(replaced))
         _put_all(self.txn.raw, self.txn.dbs["src"], deferred[0])
-        _put_all(self.txn.raw, self.txn.dbs["ids"], deferred[1])
+        _put_all(self.txn.raw, self.txn.dbs["ids"], sorted(deferred[1]))
 
     def rows_of(self, doc_ids: Sequence[str]) -> dict[str, int]:
         """The rows of those of ``doc_ids`` stored in this index, found in one pass in key order."""
