@@ -136,3 +136,30 @@ def test_an_aborted_transaction_leaves_no_run_behind(tmp_path):
     with Store(tmp_path / "data") as store:
         assert numbered(store, [["x", "y", "z", "q", "c", "b", "a"]]) == [[6, 5, 3, 4, 2, 1, 0]]
         assert bounds(store)[-1][1] == 7
+
+
+@pytest.mark.parametrize("bits", [64, 3])
+def test_known_terms_read_a_reverse_record_only_when_their_hash_is_shared(tmp_path, monkeypatch, bits):
+    """Terms the caller knows are stored (a retired edge's id) take the one entry their hash matches; a hash
+    matching several entries is still decided by the reverse records (3 bits: nearly all are shared)."""
+    if bits < 64:
+        real = dictruns.hashes
+        monkeypatch.setattr(dictruns, "hashes", lambda encoded: real(encoded) & np.uint64((1 << bits) - 1))
+    words = real_terms()[:6000]
+    batches = batches_of(words, [1, 300, 2, 2000, 7, 1500, 1, 4000])
+    with Store(tmp_path / "data") as store:
+        store.create_index("words", FIELDS)
+        numbered(store, batches)
+    asked: list[int] = []
+    real_terms_of = dictruns.DictRuns._terms
+    monkeypatch.setattr(dictruns.DictRuns, "_terms", lambda self, ordinals: asked.extend(ordinals) or
+                        real_terms_of(self, ordinals))
+    known = ordinals_of(batches)
+    wanted = list(dict.fromkeys(words[::-1]))
+    with Store(tmp_path / "data") as store:  # cold: every term through the runs
+        got = store.transact(lambda txn: txn.index("words").ordinals("tag", wanted, known=True))
+    assert got == [known[t] for t in wanted]
+    if bits == 64:
+        assert asked == []
+    else:
+        assert len(set(asked)) == len(wanted)

@@ -168,10 +168,12 @@ def _claims_exist(target: "IndexWrite") -> bool:
         return bool(cur.set_range(prefix)) and bytes(cur.key()).startswith(prefix)
 
 
-def _ordinal_numbers(target: "IndexWrite", field: str, values: list[Any], fresh: bool = False) -> list[int | None]:
+def _ordinal_numbers(target: "IndexWrite", field: str, values: list[Any], fresh: bool = False,
+                     known: bool = False) -> list[int | None]:
     """The ordinal of each of ``field``'s values in order (None for one too long to index, counted as skipped),
     assigned as the record path assigns them: new terms numbered in order of first appearance (``fresh``: the
-    values are most likely new to the dictionary, see ``IndexWrite.ordinals``)."""
+    values are most likely new to the dictionary; ``known``: every one indexed is in it, see
+    ``IndexWrite.ordinals``)."""
     spec = _EDGE_FIELDS[field]
     name, params = spec.dictionary_name, spec.params
     cache = target.dict_cache.setdefault(name, {})
@@ -181,15 +183,15 @@ def _ordinal_numbers(target: "IndexWrite", field: str, values: list[Any], fresh:
                     or max(map(len, unknown)) * 4 > limits.keyword_room(name)):
         skip = {v for v in unknown if not limits.keyword_indexed(v, params, name)}
     if not skip:
-        return target.ordinals(name, values, fresh=fresh)  # type: ignore[return-value]
-    found = iter(target.ordinals(name, [v for v in values if v not in skip], fresh=fresh))
+        return target.ordinals(name, values, fresh=fresh, known=known)  # type: ignore[return-value]
+    found = iter(target.ordinals(name, [v for v in values if v not in skip], fresh=fresh, known=known))
     target.skipped["keywords"] += sum(1 for v in values if v in skip)
     return [None if v in skip else next(found) for v in values]
 
 
-def _ordinals(target: "IndexWrite", field: str, values: list[Any]) -> list[list[int]]:
+def _ordinals(target: "IndexWrite", field: str, values: list[Any], known: bool = False) -> list[list[int]]:
     """``[ordinal]`` of each of ``field``'s values in order, ``[]`` for one too long to index (a record's form)."""
-    return [[] if o is None else [o] for o in _ordinal_numbers(target, field, values)]
+    return [[] if o is None else [o] for o in _ordinal_numbers(target, field, values, known=known)]
 
 
 def write_new(txn: "WriteTxn", name: str, brain: str, batch: NewEdges, now: int) -> list[dict[str, Any]] | None:
@@ -366,7 +368,10 @@ def _records(target: "IndexWrite", brain: str, n: int, values: dict[str, tuple[A
             for i, counts in zip(present, term_counts_many(tokens)):
                 terms[i] = {path: counts}
         elif _EDGE_FIELDS[path].type == "keyword":
-            found = _ordinals(target, path, found)
+            # A retired edge keeps its id, which its stored row indexed (the edge mapping has always held
+            # edge_id as a keyword): the id's hash, when it matches one dictionary entry, names its ordinal.
+            # An edge-id dictionary outgrows the writer's term cache, so most ids are found there, not cached.
+            found = _ordinals(target, path, found, known=path == "edge_id")
         if len(found) == n:
             full[path] = found
         else:

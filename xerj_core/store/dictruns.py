@@ -123,10 +123,14 @@ class DictRuns:
         return (np.frombuffer(blob, _HASH, n).astype(np.uint64, copy=False),
                 np.frombuffer(blob, _ORD, n, offset=n * _HASH.itemsize).astype(np.uint32, copy=False))
 
-    def lookup(self, encoded: Sequence[bytes]) -> tuple[list[int | None], np.ndarray]:
+    def lookup(self, encoded: Sequence[bytes], *, known: bool = False) -> tuple[list[int | None], np.ndarray]:
         """The stored ordinal of each UTF-8 term (None: not in a committed run), each hash confirmed against the
         term's reverse record, and the terms' hashes (for :meth:`add`). Terms this transaction added are not
-        searched (the caller's cache has them)."""
+        searched (the caller's cache has them).
+
+        ``known``: the caller knows every term is in a committed run (a stored document's value, read back).
+        A term whose hash matches one entry only is then that entry, with no reverse record read; a hash
+        matching several entries is still confirmed."""
         n = len(encoded)
         found: list[int | None] = [None] * n
         wanted = hashes(encoded)
@@ -156,6 +160,15 @@ class DictRuns:
             return found, wanted
         position = np.concatenate(positions).tolist()
         ordinals = np.concatenate(candidates).tolist()
+        if known:
+            matches = np.bincount(position, minlength=n)
+            for i, ordinal in zip(position, ordinals):
+                if matches[i] == 1:
+                    found[i] = ordinal
+            kept = [k for k, i in enumerate(position) if matches[i] > 1]
+            position, ordinals = [position[k] for k in kept], [ordinals[k] for k in kept]
+            if not position:
+                return found, wanted
         terms = self._terms(sorted(set(ordinals)))
         for i, ordinal, term in zip(position, ordinals, map(terms.get, ordinals)):
             if term == encoded[i]:

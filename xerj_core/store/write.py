@@ -217,11 +217,13 @@ class IndexWrite:
         cache[term] = ordinal
         return ordinal
 
-    def ordinals(self, name: str, terms: Sequence[str], *, fresh: bool = False) -> list[int]:
+    def ordinals(self, name: str, terms: Sequence[str], *, fresh: bool = False, known: bool = False) -> list[int]:
         """:meth:`ordinal` of each of ``terms`` (values the caller checked fit a key, see ``limits``), in order: new
         terms numbered in order of first appearance, as one call per term numbers them; with LMDB the dictionary
         is read and added to in one ordered pass. ``fresh`` says the terms no cache knows are most likely new (a
-        batch of new edges' ids): they are then stored by one insert-if-absent pass instead of looked up first."""
+        batch of new edges' ids): they are then stored by one insert-if-absent pass instead of looked up first.
+        ``known`` says every term is in the dictionary already (values of stored documents read back): see
+        ``DictRuns.lookup``."""
         cache = self.dict_cache.setdefault(name, {})
         committed = self.txn.committed_terms.get((self.ix, name))
         missing = [t for t in dict.fromkeys(terms) if t not in cache]
@@ -241,7 +243,7 @@ class IndexWrite:
             encoded = list(map(str.encode, missing))
             runs = self._runs(name, size)
             if runs is not None:  # looked up in the runs; the new terms numbered in order and added as one run
-                found, hashed = runs.lookup(encoded)
+                found, hashed = runs.lookup(encoded, known=known)
                 if found.count(None) != len(found):
                     cache.update((t, o) for t, o in zip(missing, found) if o is not None)
                     kept = [i for i, o in enumerate(found) if o is None]
