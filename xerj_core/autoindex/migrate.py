@@ -69,20 +69,14 @@ def migrate(store: Any) -> dict[str, Any] | None:
 
 def _all_live(txn: Any, index: str) -> list[tuple[str, dict[str, Any]]]:
     """Every live document of ``index`` in this write transaction, as ``(id, source)``."""
-    from xerj_core.store import keys
+    from xerj_core.store import idmap
 
     target = txn.index(index)
     found = []
-    with txn.raw.cursor(db=txn.dbs["ids"]) as cur:
-        prefix = keys.ix_key(target.ix)
-        if cur.set_range(prefix):
-            for key, _row in cur:
-                if not key.startswith(prefix):
-                    break
-                doc_id = key[len(prefix):].decode()
-                got = target.get(doc_id)
-                if got is not None:
-                    found.append((doc_id, got[0]))
+    for doc_id in list(idmap.scan(txn.raw, txn.dbs, target.ix, target.id_runs())):
+        got = target.get(doc_id)
+        if got is not None:
+            found.append((doc_id, got[0]))
     return found
 
 

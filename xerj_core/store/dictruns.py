@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 from itertools import repeat
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import xxhash
@@ -60,7 +60,18 @@ class DictRuns:
 
     ``cache`` is the store's ``(ix, name, lo, hi) -> Run`` of committed runs: the ordinals of a committed range
     never change and index numbers are never reused, so a run read once serves every later transaction.
+
+    The id map (xerj_core.store.idmap) keeps its runs the same way, in its own database (:attr:`DB`) and with
+    numbers that need not be dense (:attr:`DENSE`: a run of rows ``lo``-``hi`` holds only some of them).
     """
+
+    DB = "dict"
+    DENSE = True
+
+    @classmethod
+    def key_prefix(cls, ix: int, name: str) -> bytes:
+        """What every key of these runs starts with."""
+        return prefix(ix, name)
 
     def __init__(self, raw: Any, dbs: dict[str, Any], ix: int, name: str, bounds: list[tuple[int, int]],
                  cache: dict[tuple[int, str, int, int], Run]) -> None:
@@ -68,12 +79,14 @@ class DictRuns:
         self.dbs = dbs
         self.ix = ix
         self.name = name
-        self.prefix = prefix(ix, name)
+        self.prefix = self.key_prefix(ix, name)
         self.bounds = bounds
         self.cache = cache
         self.runs: dict[tuple[int, int], Run] = {}
         self.added_hashes: list[np.ndarray] = []
+        self.added_ords: list[np.ndarray] = []
         self.added_first: int | None = None
+        self.added_end = 0  # one past the last number added
         self.added = 0
         self.written: list[tuple[tuple[int, int], Run]] = []  # runs this transaction wrote (cached after commit)
         self.merged: list[tuple[int, int]] = []  # runs it merged away (dropped from the cache after commit)
@@ -83,7 +96,7 @@ class DictRuns:
              cache: dict[tuple[int, str, int, int], Run]) -> "DictRuns | None":
         """The runs of the dictionary ``name`` of index ``ix`` holding ``size`` terms; a new (empty) dictionary
         is created in this layout; None for one stored in the per-term layout."""
-        stored = raw.get(prefix(ix, name) + b"m", db=dbs["dict"])
+        stored = raw.get(cls.key_prefix(ix, name) + b"m", db=dbs[cls.DB])
         if stored is None:
             if size:
                 return None
@@ -109,15 +122,16 @@ class DictRuns:
         start = self.prefix + b"c" + _LO_K.pack(lo, 0)
         head = start[:-4]
         parts = []
-        with self.raw.cursor(db=self.dbs["dict"]) as cur:
+        with self.raw.cursor(db=self.dbs[self.DB]) as cur:
             if cur.set_range(start):
                 for key, value in cur:
                     if not key.startswith(head):
                         break
                     parts.append(bytes(value))
         blob = b"".join(parts)
-        n = hi - lo
-        if len(blob) != n * (_HASH.itemsize + _ORD.itemsize):
+        width = _HASH.itemsize + _ORD.itemsize
+        n = hi - lo if self.DENSE else len(blob) // width
+        if len(blob) != n * width or n > hi - lo:
             raise XerjError(f"dictionary '{self.name}': the run of ordinals {lo}-{hi} is damaged")
         # views of the one joined blob (12 bytes a term in memory), converted only on a big-endian machine
         return (np.frombuffer(blob, _HASH, n).astype(np.uint64, copy=False),
@@ -134,15 +148,14 @@ class DictRuns:
         n = len(encoded)
         found: list[int | None] = [None] * n
         wanted = hashes(encoded)
-        if not self.bounds or not n:
+        if not n:
             return found, wanted
         positions, candidates = [], []  # each (position, ordinal) whose hash matches, found by numpy passes
         # Searched in ascending order: numpy's binary search then starts each from where the last one ended, so
         # a batch walks a run forward instead of descending it from the top per term (the run outgrows the caches).
         order = np.argsort(wanted)
         ascending = wanted[order]
-        for lo, hi in self.bounds:
-            run_hashes, run_ords = self._run(lo, hi)
+        for run_hashes, run_ords in self._searched():
             at = np.empty(n, np.int64)
             at[order] = np.searchsorted(run_hashes, ascending)
             at[at == run_hashes.size] = 0
@@ -175,6 +188,11 @@ class DictRuns:
                 found[i] = ordinal
         return found, wanted
 
+    def _searched(self) -> Iterator[Run]:
+        """The runs :meth:`lookup` searches: the committed ones."""
+        for lo, hi in self.bounds:
+            yield self._run(lo, hi)
+
     def _terms(self, ordinals: list[int]) -> dict[int, bytes]:
         """``ordinal -> term bytes`` from the reverse records (ascending ``ordinals``), in one ordered pass."""
         head = keys.dict_key(self.ix, self.name, "")
@@ -189,11 +207,13 @@ class DictRuns:
         if not term_hashes.size:
             return
         if self.added_first is None:
-            self.added_first = first
-        if first != self.added_first + self.added:
+            self.added_first = self.added_end = first
+        if first != self.added_end if self.DENSE else first < self.added_end:
             raise XerjError(f"dictionary '{self.name}': ordinal {first} added out of order")
         self.added_hashes.append(term_hashes)
+        self.added_ords.append(np.arange(first, first + term_hashes.size, dtype=np.uint32))
         self.added += term_hashes.size
+        self.added_end = first + term_hashes.size
 
     def finish(self) -> None:
         """Write this transaction's terms as a run, merged with each run before it that is no larger (up to
@@ -206,8 +226,8 @@ class DictRuns:
             assert lo is not None
             new_hashes = np.concatenate(self.added_hashes)
             order = np.argsort(new_hashes, kind="stable")
-            run: Run = (new_hashes[order], (order + lo).astype(np.uint32))
-            span = (lo, lo + self.added)
+            run: Run = (new_hashes[order], np.concatenate(self.added_ords)[order])
+            span = (lo, self.added_end)
             gone: list[int] = []
             while bounds and bounds[-1][1] - bounds[-1][0] <= span[1] - span[0] and span[1] - bounds[-1][0] <= MAX_RUN:
                 older = bounds.pop()
@@ -218,7 +238,7 @@ class DictRuns:
                 run = (both[order], np.concatenate([old_ords, run[1]])[order])
                 gone.append(span[0])
                 span = (older[0], span[1])
-            raw, db = self.raw, self.dbs["dict"]
+            raw, db = self.raw, self.dbs[self.DB]
             for lo_gone in gone:
                 self._delete_chunks(lo_gone)
             blob = run[0].astype(_HASH).tobytes() + run[1].astype(_ORD).tobytes()
@@ -231,12 +251,12 @@ class DictRuns:
             bounds.append(span)
             self.written.append((span, run))
         flat = np.array(bounds, ">u4").reshape(-1)
-        self.raw.put(self.prefix + b"m", FORMAT + flat.tobytes(), db=self.dbs["dict"])
+        self.raw.put(self.prefix + b"m", FORMAT + flat.tobytes(), db=self.dbs[self.DB])
         self.bounds = bounds
 
     def _delete_chunks(self, lo: int) -> None:
         head = self.prefix + b"c" + lo.to_bytes(4, "big")
-        with self.raw.cursor(db=self.dbs["dict"]) as cur:
+        with self.raw.cursor(db=self.dbs[self.DB]) as cur:
             while cur.set_range(head) and cur.key().startswith(head):
                 cur.delete()
 

@@ -21,7 +21,9 @@ from xerj_core.errors import StoreFormatUnsupported
 #    code of format 2 would look its terms up in the per-term entries, find none, and number them again.
 # 4: sealed postings of rare terms packed into hash buckets (store/postpack.py); a segment's record says so,
 #    and code of format 3 would miss those terms.
-FORMAT_VERSION = 4
+# 5: the ids of a batch of new documents (the graph's edge ingest) are runs of id hashes (store/idmap.py), not
+#    an entry each; code of format 4 would not find those documents by id.
+FORMAT_VERSION = 5
 UNSTAMPED = 1
 FORMAT_KEY = b"\x00store-format"  # an exact key beside the node uuid's; no per-index aux key has its length and bytes
 _STAMP = struct.Struct(">I")

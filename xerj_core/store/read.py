@@ -10,12 +10,14 @@ import lmdb
 import numpy as np
 import orjson
 
-from xerj_core.store import keys, limits, pins, postpack, tailblock
+from xerj_core.store import idmap, keys, limits, pins, postpack, tailblock
 from xerj_core.store.columns import KIND_LEN, Column, column_kind, decode_postings
 from xerj_core.store.mapping import FieldSpec, Mapping
 from xerj_core.store.scope import SCOPE_FIELD, scope_of
 from xerj_core.store.tailblock import Block
 
+
+_UNREAD = object()
 
 class Dictionary:
     """A keyword dictionary: ordinals are assigned in first-seen order and never change."""
@@ -158,6 +160,7 @@ class IndexCache:
         self._live = np.ones(0, bool)  # capacity buffer; snapshots hold views of a prefix
         self.dictionaries: dict[str, Dictionary] = {}
         self.memo: dict[Any, Any] = {}
+        self.id_runs: dict[Any, Any] = {}  # committed runs of the id map (xerj_core.store.idmap), read once
         # Derived data over every sealed segment, kept until a seal changes the layout (writes to the tail keep it).
         self._segment_records: dict[tuple[bytes, bytes], Segment] = {}
         self.sealed_layout: tuple[tuple[int, int], ...] = ()
@@ -282,6 +285,7 @@ class IndexReader:
         scope = scope_of(name)
         self.scope = scope if scope is not None and SCOPE_FIELD in self.snapshot.mapping.fields else None
         self._begin_mapped = begin_mapped
+        self._runs_of_ids: Any = _UNREAD  # the id map's runs, read at the first lookup that misses the B-tree
 
     # -- shape ---------------------------------------------------------------------------------
 
@@ -517,16 +521,24 @@ class IndexReader:
     def row_of(self, doc_id: str) -> int | None:
         if len(doc_id) > limits.MAX_ID_BYTES // 4 and len(doc_id.encode(errors="replace")) > limits.MAX_ID_BYTES:
             return None  # no stored id is that long, and the key could not be looked up
-        blob = self.txn.get(keys.id_key(self.ix, doc_id), db=self.dbs["ids"])
-        return None if blob is None else keys.read_u64(blob)
+        return idmap.row(self.txn, self.dbs, self.ix, self._id_runs, doc_id.encode())
+
+    def _id_runs(self) -> idmap.IdRuns | None:
+        if self._runs_of_ids is _UNREAD:
+            self._runs_of_ids = idmap.runs_of(self.txn, self.dbs, self.ix, self.state.epoch, self.cache.id_runs)
+        return self._runs_of_ids  # type: ignore[no-any-return]
 
     def rows_of(self, doc_ids: Iterable[str]) -> dict[str, int]:
-        found = {}
+        wanted, encoded = [], []
         for doc_id in doc_ids:
-            row = self.row_of(doc_id)
-            if row is not None:
-                found[doc_id] = row
-        return found
+            if len(doc_id) > limits.MAX_ID_BYTES // 4 and len(doc_id.encode(errors="replace")) > limits.MAX_ID_BYTES:
+                continue  # no stored id is that long (see row_of)
+            wanted.append(doc_id)
+            encoded.append(doc_id.encode())
+        if not wanted:
+            return {}
+        found = idmap.rows(self.txn, self.dbs, self.ix, self._id_runs, encoded)
+        return {doc_id: row for doc_id, row in zip(wanted, found) if row is not None}
 
     def document(self, row: int) -> tuple[str, dict[str, Any], int] | None:
         """``(_id, _source, _version)`` of a live row, else None."""

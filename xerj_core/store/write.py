@@ -18,7 +18,7 @@ import orjson
 
 from xerj_core.errors import (DocumentMissing, IndexAlreadyExists, IndexClosed, IndexNotFound, InvalidIndexName,
                               MapperParsingError, VersionConflict, XerjError)
-from xerj_core.store import dictruns, keys, limits, pins, postpack, tailblock
+from xerj_core.store import dictruns, idmap, keys, limits, pins, postpack, tailblock
 from xerj_core.store import meta as index_meta
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, NO_ORD, Column, column_kind, encode_postings_many
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
@@ -121,6 +121,7 @@ class IndexWrite:
         self.dict_size: dict[str, int] = {}
         self._dict_cursor: Any = None  # a cursor on the dictionaries (LMDB), opened at the first new term
         self._dict_runs: dict[str, dictruns.DictRuns | None] = {}  # per dictionary: its runs (None: per-term layout)
+        self._id_runs: Any = _UNREAD  # the id map's runs (xerj_core.store.idmap), read at the first id lookup
         self.put_ids: list[str] = []
         self.deleted_ids: list[str] = []
         self.force_compact = False
@@ -398,9 +399,14 @@ class IndexWrite:
             return found
         return (*found, *(s for s in added.values() if s.source_path == path))
 
+    def id_runs(self) -> idmap.IdRuns | None:
+        """The id map's runs in this transaction (None: a database store, B-tree entries only)."""
+        if self._id_runs is _UNREAD:
+            self._id_runs = idmap.runs_of(self.txn.raw, self.txn.dbs, self.ix, self.state.epoch, self.txn.dict_runs)
+        return self._id_runs  # type: ignore[no-any-return]
+
     def row_of(self, doc_id: str) -> int | None:
-        blob = self.txn.raw.get(keys.id_key(self.ix, doc_id), db=self.txn.dbs["ids"])
-        return None if blob is None else keys.read_u64(blob)
+        return idmap.row(self.txn.raw, self.txn.dbs, self.ix, self.id_runs, doc_id.encode())
 
     def version_of(self, row: int) -> int:
         blob = self.txn.raw.get(keys.row_key(self.ix, row), db=self.txn.dbs["src"])
@@ -476,12 +482,17 @@ class IndexWrite:
             if deferred is not None and len(deferred[0]) >= DEFERRED_CHUNK:
                 # written a chunk at a time: a database store sends them to the server while the rest is prepared
                 _put_all(self.txn.raw, self.txn.dbs["src"], deferred[0])
-                _put_all(self.txn.raw, self.txn.dbs["ids"], deferred[1])
+                self._put_ids(deferred[1])
                 deferred = ([], [])
         if deferred is not None:
             _put_all(self.txn.raw, self.txn.dbs["src"], deferred[0])
-            _put_all(self.txn.raw, self.txn.dbs["ids"], deferred[1])
+            self._put_ids(deferred[1])
         return results
+
+    def _put_ids(self, entries: list[tuple[bytes, bytes]]) -> None:
+        """The id map's entries of documents just written (rows ascending, ids distinct): runs, or B-tree entries."""
+        if not idmap.put(self.id_runs(), self.txn.raw, self.txn.dbs, entries):
+            _put_all(self.txn.raw, self.txn.dbs["ids"], sorted(entries))
 
     def _put_batch(self, items: Sequence[tuple[Any, str | None, str]], docs: list[Any],
                    ids: list[Any]) -> list[WriteResult] | None:
@@ -500,10 +511,8 @@ class IndexWrite:
             return None
         if min(map(len, encoded)) == 0 or max(map(len, encoded)) > MAX_ID_BYTES:
             return None
-        prefix = keys.ix_key(self.ix)
-        with self.txn.raw.cursor(db=self.txn.dbs["ids"]) as cur:
-            if cur.getmulti(sorted(map(prefix.__add__, encoded))):
-                return None  # an overwrite: the general path reads and kills the old rows
+        if idmap.rows(self.txn.raw, self.txn.dbs, self.ix, self.id_runs, encoded).count(None) != len(encoded):
+            return None  # an overwrite: the general path reads and kills the old rows
         block = self._batch_block(fields, len(docs), self.state.next_row)
         rows = self._append(ids, encoded, map(orjson.dumps, [doc for doc, _id, _op in items]), block=block)
         return frozen_many(WriteResult, len(ids), repeat(self.name), ids, repeat("created"), repeat(1), rows)
@@ -585,8 +594,10 @@ class IndexWrite:
                         refused[i] = exc
             encoded = [doc_id.encode() if i not in refused else b"" for i, doc_id in enumerate(ids)]
         id_keys = list(map(prefix.__add__, encoded))
-        with raw.cursor(db=db["ids"]) as cur:
-            existing = dict(cur.getmulti(sorted(key for i, key in enumerate(id_keys) if i not in refused)))
+        asked = [i for i in range(len(ids)) if i not in refused]
+        existing = {id_keys[i]: keys.u64(row) for i, row in
+                    zip(asked, idmap.rows(raw, db, self.ix, self.id_runs, [encoded[i] for i in asked]))
+                    if row is not None}
         if not existing and not refused:
             rows = self._append(ids, encoded, map(orjson.dumps, [doc for doc, _id, _op in items]), records)
             return frozen_many(WriteResult, len(ids), repeat(self.name), ids, repeat("created"), repeat(1), rows)
@@ -602,7 +613,7 @@ class IndexWrite:
             except XerjError as exc:
                 results.append(exc)
         _put_all(raw, db["src"], deferred[0], ordered=True)  # rows are taken in ascending order
-        _put_all(raw, db["ids"], sorted(deferred[1]))
+        self._put_ids(deferred[1])
         return results
 
     def _append(self, ids: list[str], encoded: list[bytes], sources: Iterable[bytes],
@@ -610,8 +621,9 @@ class IndexWrite:
                 ids_stored: bool = False) -> range:
         """Write new documents (version 1) on the next rows, in order, by C-level passes: ``ids`` (checked
         distinct and absent), their UTF-8 ``encoded`` forms, source JSONs and records (or their ``block``).
-        Sources are appended (full pages rather than half-split ones) and ids put sorted, one cursor each
-        (``ids_stored``: :meth:`claim_ids` put them). Returns the rows."""
+        Sources are appended (full pages rather than half-split ones); the ids become a run of the id map, or
+        (a database store) are put sorted through one cursor (``ids_stored``: :meth:`claim_ids` stored them).
+        Returns the rows."""
         raw, db, prefix, state = self.txn.raw, self.txn.dbs, keys.ix_key(self.ix), self.state
         rows = range(state.next_row, state.next_row + len(ids))
         headers = map(keys.SRC_HEADER.pack, repeat(1), map(len, encoded))
@@ -625,32 +637,17 @@ class IndexWrite:
             self.pending.extend(zip(rows, records))
         self.put_ids.extend(ids)
         _put_all(raw, db["src"], list(row_sources), ordered=True)
-        if not ids_stored:
+        if not ids_stored and not idmap.add(self.id_runs(), encoded, rows.start):
             _put_all(raw, db["ids"], sorted(zip(map(prefix.__add__, encoded), map(keys.u64, rows))))
         return rows
 
     def claim_ids(self, ids: list[str]) -> bool:
-        """Store the id entries of new documents ``ids`` (distinct) on the next rows, as :meth:`append_block` would,
-        when none of them is stored: True. When one is, nothing changes and the answer is False. With LMDB this
-        is one insert-if-absent pass (no lookup pass first); the entries it added are deleted again when some
-        were refused."""
+        """Give the new documents ``ids`` (distinct) the next rows in the id map, as :meth:`append_block` would,
+        when none of them is stored: True (the entries are one run of id hashes, see xerj_core.store.idmap).
+        When one is, or the store keeps B-tree entries only, nothing changes and the answer is False."""
         _check_ids(ids)
-        raw, db = self.txn.raw, self.txn.dbs["ids"]
-        if not isinstance(raw, lmdb.Transaction):
-            return False
-        prefix, start = keys.ix_key(self.ix), self.state.next_row
-        entries = sorted(zip(map(prefix.__add__, map(str.encode, ids)), map(keys.u64, range(start, start + len(ids)))))
-        with raw.cursor(db=db) as cur:
-            added = cur.putmulti(entries, overwrite=False)[1]
-            if added == len(entries):
-                return True
-            # rows from ``start`` on are new, so an entry holding its row is one this pass added
-            ours = dict(entries)
-            mine = [bytes(k) for k, v in cur.getmulti([k for k, _v in entries]) if bytes(v) == ours[bytes(k)]]
-            for key in mine:
-                if cur.set_key(key):
-                    cur.delete()
-        return False
+        return idmap.claim(self.id_runs(), self.txn.raw, self.txn.dbs, self.ix, list(map(str.encode, ids)),
+                           self.state.next_row)
 
     def append_new(self, rows: Sequence[tuple[str, bytes, dict[str, Any]]]) -> None:
         """Write documents as :meth:`put` writes new ones (version 1, the next rows in order), for a caller that
@@ -688,22 +685,16 @@ class IndexWrite:
                 self._put_row(doc, doc_id, "index", record, deferred, replaced=replaced)
         _delete_all(self.txn.raw, self.txn.dbs["src"], sorted(replaced))
         _put_all(self.txn.raw, self.txn.dbs["src"], deferred[0])
-        _put_all(self.txn.raw, self.txn.dbs["ids"], sorted(deferred[1]))
+        self._put_ids(deferred[1])
 
     def rows_of(self, doc_ids: Sequence[str]) -> dict[str, int]:
         """The rows of those of ``doc_ids`` stored in this index, found in one pass in key order."""
-        # keys built by C-level maps; an id too long to be a key is stored nowhere (check_doc_id refuses it)
-        wanted = sorted(map(keys.ix_key(self.ix).__add__, map(str.encode, doc_ids)))
-        if wanted and max(map(len, wanted)) > _MAX_KEY:
-            wanted = [k for k in wanted if len(k) <= _MAX_KEY]
-        raw, db = self.txn.raw, self.txn.dbs["ids"]
-        if isinstance(raw, lmdb.Transaction):
-            with raw.cursor(db=db) as cur:
-                found = cur.getmulti(wanted)
-        else:  # a database store fetches them in one round trip first (xerj_postgres.kv.Txn.prefetch)
-            getattr(raw, "prefetch", lambda _db, _keys: None)(db, wanted)
-            found = [(k, v) for k, v in ((k, raw.get(k, db=db)) for k in wanted) if v is not None]
-        return {bytes(k[4:]).decode(): keys.read_u64(v) for k, v in found}
+        # an id too long to be a key is stored nowhere (check_doc_id refuses it)
+        wanted = list(map(str.encode, doc_ids))
+        if wanted and max(map(len, wanted)) > _MAX_KEY - 4:
+            wanted = [k for k in wanted if len(k) <= _MAX_KEY - 4]
+        found = idmap.rows(self.txn.raw, self.txn.dbs, self.ix, self.id_runs, wanted)
+        return {k.decode(): row for k, row in zip(wanted, found) if row is not None}
 
     def _resolve(self, prepared: Batched) -> dict[str, Any]:
         """A batched record with its dictionary misses given ordinals, as :meth:`WritePlan.record` would."""
@@ -837,6 +828,8 @@ class IndexWrite:
         for runs in self._dict_runs.values():
             if runs is not None:
                 runs.finish()
+        if self._id_runs is not _UNREAD and self._id_runs is not None:
+            self._id_runs.finish()
         if any(self.skipped.values()):
             self._count_skipped()
         if self.mapping_changed:
@@ -1020,6 +1013,12 @@ class IndexWrite:
         # Sources and ids move down (a new number is never above the old), so moving rows in ascending order
         # never lands on a key still in use. The tail's blocks become one block of its live rows.
         src, ids = db["src"], db["ids"]
+        id_runs = self.id_runs()
+        # a row whose id is in the id runs keeps it there (renumbered below), not in a B-tree entry
+        in_runs = np.zeros(n, bool)
+        for lo, hi in id_runs.bounds if id_runs is not None else ():
+            run_rows = id_runs.stored_run(lo, hi)[1]
+            in_runs[run_rows[run_rows < n]] = True
         tail = self._take_tail(sealed, n) if n > sealed else []
         if tail_live.size:
             block = tailblock.concat(tail, self.mapping.fields.values()).select(live[sealed:], new_sealed)
@@ -1029,7 +1028,10 @@ class IndexWrite:
             old_key, new_key = keys.row_key(ix, old), keys.row_key(ix, new)
             blob = raw.pop(old_key, db=src)
             raw.put(new_key, blob, db=src)
-            raw.put(keys.id_key(ix, keys.unpack_source_header(blob)[1]), new_key[4:], db=ids)
+            if not in_runs[old]:
+                raw.put(keys.id_key(ix, keys.unpack_source_header(blob)[1]), new_key[4:], db=ids)
+        if id_runs is not None and id_runs.bounds:
+            id_runs.renumber(live, renumber)
         # The dead log now holds only the fillers.
         _delete_prefix(raw, db["dead"], keys.ix_key(ix))
         for seq, row in enumerate(range(sealed_live, new_sealed)):
@@ -1439,6 +1441,8 @@ class WriteTxn:
             for runs in target._dict_runs.values():
                 if runs is not None:
                     runs.remember()
+            if target._id_runs is not _UNREAD and target._id_runs is not None:
+                target._id_runs.remember()
             for name, terms in target.dict_cache.items():
                 known = shared.setdefault((target.ix, name), {})
                 room = limit - len(known)
