@@ -1,0 +1,137 @@
+"""The id map (xerj_core.store.idmap): B-tree entries plus runs of id hashes answer every lookup as a dict would."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from xerj_core.store import BulkOp, Store, dictruns, format as store_format, idmap, keys
+
+FIELDS = {"properties": {"n": {"type": "long"}, "t": {"type": "text"}}}
+
+
+def doc(i: int, v: int) -> dict:
+    return {"n": i * 100 + v, "t": f"word{i % 13} v{v}"}
+
+
+class Model:
+    """What the index should hold: ``_id -> (n, version)``."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, tuple[int, int]] = {}
+
+    def put(self, doc_id: str, n: int) -> None:
+        self.docs[doc_id] = (n, self.docs.get(doc_id, (0, 0))[1] + 1)
+
+
+def check(store: Store, model: Model, asked: list[str]) -> None:
+    """Every id of ``asked`` found (or absent) as the model says, by the reader's and the writer's lookups."""
+    with store.reader("o") as reader:
+        rows = reader.rows_of(asked)
+        assert set(rows) == {i for i in asked if i in model.docs}
+        for doc_id in asked:
+            found = reader.get(doc_id)
+            if doc_id in model.docs:
+                assert found is not None and (found[0]["n"], found[1]) == model.docs[doc_id]
+                assert reader.row_of(doc_id) == rows[doc_id]
+            else:
+                assert found is None and reader.row_of(doc_id) is None
+    written = store.transact(lambda txn: txn.index("o").rows_of(asked))
+    assert written == rows
+    assert store.count("o") == len(model.docs)
+
+
+def random_ops(store: Store, model: Model, rng: random.Random, rounds: int, universe: int) -> list[str]:
+    """Bulk writes of new and stored ids, single puts and deletes, a forced compaction now and then."""
+    ids = [f"{rng.getrandbits(64):016x}-{i}" for i in range(universe)]
+    for r in range(rounds):
+        kind = rng.random()
+        if kind < 0.5:  # a batch: mostly new ids (runs), sometimes some stored ones (the general path)
+            batch = rng.sample(ids, rng.randrange(1, 400))
+            store.bulk([BulkOp("index", "o", i, doc(ids.index(i), r)) for i in batch])
+            for i in batch:
+                model.put(i, ids.index(i) * 100 + r)
+        elif kind < 0.7:
+            for i in rng.sample(ids, 5):
+                store.put("o", doc(ids.index(i), r), i)
+                model.put(i, ids.index(i) * 100 + r)
+        elif kind < 0.9:
+            for i in rng.sample(ids, 20):
+                result = store.delete("o", i)
+                assert result.result == ("deleted" if i in model.docs else "not_found")
+                model.docs.pop(i, None)
+        else:
+            store.forcemerge("o")
+    return ids
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_id_map_answers_as_a_dict_through_writes_deletes_and_compactions(tmp_path, seed):
+    rng = random.Random(seed)
+    model = Model()
+    with Store(tmp_path / "data") as store:
+        store.create_index("o", FIELDS)
+        ids = random_ops(store, model, rng, 80, 3000)
+        check(store, model, ids + ["absent", "x" * 300])
+        with store.read_txn() as raw:
+            ix = store.open_reader(raw, "o").ix
+            assert raw.get(idmap.IdRuns.key_prefix(ix, "") + b"m", db=store.env.dbs["ids"]) is not None
+    with Store(tmp_path / "data") as store:  # cold caches: every run read back from disk
+        check(store, model, ids)
+        random_ops(store, model, rng, 30, 3000)
+        check(store, model, ids)
+
+
+def test_hash_collisions_are_told_apart(tmp_path, monkeypatch):
+    """With a 3-bit hash almost every id shares its hash: the row's source record decides."""
+    real = dictruns.hashes
+    monkeypatch.setattr(dictruns, "hashes", lambda encoded: real(encoded) & np.uint64(7))
+    model = Model()
+    with Store(tmp_path / "data") as store:
+        store.create_index("o", FIELDS)
+        ids = random_ops(store, model, random.Random(3), 40, 800)
+        check(store, model, ids + ["absent"])
+
+
+def test_an_id_map_written_by_format_4_still_answers(tmp_path, monkeypatch):
+    """Format 4 gave every id a B-tree entry: such a data directory opens, is stamped 5, and its ids answer
+    (overwritten, deleted and new ones alike)."""
+    model = Model()
+    rng = random.Random(4)
+    with monkeypatch.context() as m:
+        m.setattr(idmap, "runs_of", lambda *args: None)  # the B-tree entries format 4 wrote
+        m.setattr(store_format, "FORMAT_VERSION", 4)
+        with Store(tmp_path / "data") as store:
+            store.create_index("o", FIELDS)
+            ids = random_ops(store, model, rng, 30, 1500)
+            with store.read_txn() as raw:
+                ix = store.open_reader(raw, "o").ix
+                prefix = keys.ix_key(ix)
+                entries = [bytes(k) for k, _v in raw.cursor(db=store.env.dbs["ids"]) if bytes(k).startswith(prefix)]
+                assert len(entries) == len(model.docs) and not any(k.startswith(prefix + b"\xff") for k in entries)
+    with Store(tmp_path / "data") as store:
+        with store.read_txn() as raw:
+            assert store_format.stamped(raw, store.env.dbs["aux"]) == 5
+        check(store, model, ids)
+        random_ops(store, model, rng, 30, 1500)
+        check(store, model, ids)
+
+
+def test_an_aborted_transaction_leaves_no_id_behind(tmp_path):
+    """Rows a failed transaction gave new ids are given to other ids next time; no cache keeps the failed ones."""
+    with Store(tmp_path / "data") as store:
+        store.create_index("o", FIELDS)
+        store.bulk([BulkOp("index", "o", f"a{i}", doc(i, 0)) for i in range(50)])
+
+        def fail(txn):
+            txn.index("o").put_many([(doc(i, 1), f"b{i}", "index") for i in range(50)])
+            assert txn.index("o").rows_of(["b3"]) == {"b3": 53}
+            raise RuntimeError("abort")
+        with pytest.raises(RuntimeError):
+            store.transact(fail)
+        store.bulk([BulkOp("index", "o", f"c{i}", doc(i, 2)) for i in range(50)])
+        with store.reader("o") as reader:
+            assert reader.rows_of(["b3", "c3", "a3"]) == {"c3": 53, "a3": 3}
+        assert store.get("o", "b3") is None and store.get("o", "c3")[0]["n"] == 302
