@@ -74,14 +74,17 @@ def hydrate_nodes(store: "Store", raw: Any, indices: list[str], ids: list[str]) 
     dangling: list[str] = []
     wanted = list(dict.fromkeys(ids))
     remaining = wanted
+    held = []  # each index's rows of the wanted ids, looked up together (the id map's runs search whole arrays)
     for _name, reader in readers:  # each index's ids and documents in two batches (round trips on a database)
         reader.prefetch_ids(remaining)
-        remaining = [node_id for node_id in remaining if reader.row_of(node_id) is None]
+        held.append(reader.rows_of(wanted))
+        remaining = [node_id for node_id in remaining if node_id not in held[-1]]
     for node_id in wanted:
-        for name, reader in readers:
-            found = reader.get(node_id)
+        for (name, reader), rows in zip(readers, held):
+            row = rows.get(node_id)
+            found = None if row is None else reader.document(row)
             if found is not None:
-                source = found[0]
+                source = found[1]
                 title = source.get("title")
                 path = source.get("ax_path")
                 nodes[node_id] = {"index": name, "title": title if isinstance(title, str) else None,

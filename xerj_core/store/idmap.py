@@ -49,6 +49,10 @@ class IdRuns(dictruns.DictRuns):
     DB = "ids"
     DENSE = False
 
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._known: tuple[list[tuple[int, int]], list[dictruns.Run]] | None = None  # the bounds, their runs
+
     @classmethod
     def key_prefix(cls, ix: int, name: str) -> bytes:
         return keys.ix_key(ix) + b"\xff"
@@ -61,11 +65,28 @@ class IdRuns(dictruns.DictRuns):
 
     def _searched(self) -> Iterator[dictruns.Run]:
         """The committed runs, then the ids this transaction claimed (a later batch may hold one of them)."""
-        yield from super()._searched()
+        known = self._known
+        if known is None or known[0] is not self.bounds:  # read again once finish or renumber replaced the bounds
+            known = self._known = (self.bounds, list(super()._searched()))
+        yield from known[1]
         if self.added:
             hashes = np.concatenate(self.added_hashes)
             order = np.argsort(hashes, kind="stable")
             yield hashes[order], np.concatenate(self.added_ords)[order]
+
+    def lookup_one(self, encoded: bytes) -> int | None:
+        """:meth:`lookup` of one id, with a few scalar searches instead of whole-array passes."""
+        wanted = dictruns.hashes([encoded])[0]
+        candidates = []
+        for run_hashes, run_rows in self._searched():
+            at = int(run_hashes.searchsorted(wanted))
+            while at < run_hashes.size and run_hashes[at] == wanted:
+                candidates.append(int(run_rows[at]))
+                at += 1
+        if not candidates:
+            return None
+        stored = self._terms(sorted(set(candidates)))
+        return next((found for found in candidates if stored.get(found) == encoded), None)
 
     def _terms(self, ordinals: list[int]) -> dict[int, bytes]:
         """``row -> id bytes`` of those ``ordinals`` (ascending rows) whose source record is stored."""
@@ -168,7 +189,7 @@ def row(raw: Any, dbs: dict[str, Any], ix: int, runs_of_ix: Callable[[], IdRuns 
     runs = runs_of_ix()
     if runs is None or (not runs.bounds and not runs.added):
         return None
-    return runs.lookup([encoded])[0][0]
+    return runs.lookup_one(encoded)
 
 
 def add(runs: IdRuns | None, encoded: Sequence[bytes], start: int) -> bool:
