@@ -78,6 +78,17 @@ def test_the_id_map_answers_as_a_dict_through_writes_deletes_and_compactions(tmp
         with store.read_txn() as raw:
             ix = store.open_reader(raw, "o").ix
             assert raw.get(idmap.IdRuns.key_prefix(ix, "") + b"m", db=store.env.dbs["ids"]) is not None
+        # a reader's cache keeps only the runs of the newest bounds it opened (merged-away ones leave it)
+        for k in range(4):
+            with store.reader("o") as reader:
+                reader.row_of("absent")
+            store.bulk([BulkOp("index", "o", f"more-{k}-{i}", doc(i, k)) for i in range(300)])
+            for i in range(300):
+                model.put(f"more-{k}-{i}", i * 100 + k)
+        with store.reader("o") as reader:
+            reader.row_of("absent")
+            bounds = reader._id_runs().bounds
+            assert set(reader.cache.id_runs) <= {(ix, reader._id_runs().name, lo, hi) for lo, hi in bounds}
     with Store(tmp_path / "data") as store:  # cold caches: every run read back from disk
         check(store, model, ids)
         random_ops(store, model, rng, 30, 3000)

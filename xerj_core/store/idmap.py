@@ -147,11 +147,20 @@ def _lmdb(raw: Any) -> bool:
     return isinstance(raw, lmdb.Transaction) or isinstance(getattr(raw, "_txn", None), lmdb.Transaction)
 
 
-def runs_of(raw: Any, dbs: dict[str, Any], ix: int, epoch: int, cache: dict[Any, Any]) -> IdRuns | None:
-    """The id runs of index ``ix`` in transaction ``raw`` (None for a database store: it keeps B-tree entries)."""
+def runs_of(raw: Any, dbs: dict[str, Any], ix: int, epoch: int, cache: dict[Any, Any], *, own: bool = False
+            ) -> IdRuns | None:
+    """The id runs of index ``ix`` in transaction ``raw`` (None for a database store: it keeps B-tree entries).
+
+    ``own``: ``cache`` holds this index's id runs only (a reader's): the runs merged away or numbered before a
+    compaction leave it, as a writer's :meth:`IdRuns.remember` drops them from the store's cache."""
     if not _lmdb(raw):
         return None
-    return IdRuns.open_at(raw, dbs, ix, epoch, cache)
+    runs = IdRuns.open_at(raw, dbs, ix, epoch, cache)
+    if own and cache:
+        current = {(ix, runs.name, lo, hi) for lo, hi in runs.bounds}
+        for key in [key for key in list(cache) if key not in current]:
+            cache.pop(key, None)  # an older snapshot still reading it reads it again
+    return runs
 
 
 def rows(raw: Any, dbs: dict[str, Any], ix: int, runs_of_ix: Callable[[], IdRuns | None], encoded: Sequence[bytes]

@@ -525,7 +525,8 @@ class IndexReader:
 
     def _id_runs(self) -> idmap.IdRuns | None:
         if self._runs_of_ids is _UNREAD:
-            self._runs_of_ids = idmap.runs_of(self.txn, self.dbs, self.ix, self.state.epoch, self.cache.id_runs)
+            self._runs_of_ids = idmap.runs_of(self.txn, self.dbs, self.ix, self.state.epoch, self.cache.id_runs,
+                                              own=True)
         return self._runs_of_ids  # type: ignore[no-any-return]
 
     def rows_of(self, doc_ids: Iterable[str]) -> dict[str, int]:
