@@ -140,8 +140,10 @@ _TARGET = attrgetter("action", "index")
 def _put_run_end(ops: Sequence[BulkOp], start: int) -> int:
     """The end of the run of index/create operations into the same index starting at ``start``."""
     index = ops[start].index
-    if set(map(_TARGET, ops[start:])) <= {("index", index), ("create", index)}:
-        return len(ops)  # the common bulk (every op a put into one index), checked by one C-level pass
+    # the common bulk (every op a put into one index), checked by one C-level pass; only from the bulk's start,
+    # since a bulk of deletes or updates asks at every op, and a pass over the rest each time would be quadratic
+    if start == 0 and set(map(_TARGET, ops)) <= {("index", index), ("create", index)}:
+        return len(ops)
     end = start
     while end < len(ops) and ops[end].action in ("index", "create") and ops[end].index == ops[start].index:
         end += 1
