@@ -77,7 +77,7 @@ def hydrate_nodes(store: "Store", raw: Any, indices: list[str], ids: list[str]) 
     held = []  # each index's rows of the wanted ids, looked up together (the id map's runs search whole arrays)
     for _name, reader in readers:  # each index's ids and documents in two batches (round trips on a database)
         reader.prefetch_ids(remaining)
-        held.append(reader.rows_of(wanted))
+        held.append(reader.rows_of(remaining))
         remaining = [node_id for node_id in remaining if node_id not in held[-1]]
     for node_id in wanted:
         for (name, reader), rows in zip(readers, held):

@@ -19,6 +19,7 @@ from xerj_core.store.tailblock import Block
 
 _UNREAD = object()
 
+
 class Dictionary:
     """A keyword dictionary: ordinals are assigned in first-seen order and never change."""
 
