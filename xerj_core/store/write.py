@@ -8,7 +8,7 @@ import time
 from bisect import bisect_left
 from collections import deque
 from itertools import islice, repeat, starmap
-from operator import itemgetter
+from operator import is_not, itemgetter
 from typing import Any, Iterable, Sequence
 
 import attrs
@@ -23,7 +23,7 @@ from xerj_core.store import meta as index_meta
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, NO_ORD, Column, column_kind, encode_postings_many
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
 from xerj_core.store.names import validate_index_name
-from xerj_core.store.plan import Batched, Leaf, WritePlan, column_tokens, plan_for
+from xerj_core.store.plan import Batched, Leaf, WritePlan, column_postings, plan_for
 from xerj_core.store.records import frozen_many
 from xerj_core.store.tailblock import Block, PostingRun
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, refuse_in_mapping, scope_of
@@ -541,12 +541,12 @@ class IndexWrite:
                     misses.extend((i, order, leaf, value) for i, value, found in zip(range(n), column, found_ords)
                                   if found is None and value is not None)
             elif kind == KIND_LEN:
-                tokens = column_tokens(column, self.skipped)
-                lengths = list(map(len, tokens))
+                lengths, postings[path] = column_postings(column, start, self.skipped)
                 if None in column:
-                    lengths = [None if value is None else size for value, size in zip(column, lengths)]
-                columns[path] = Column.build(leaf.spec, kind, lengths)
-                postings[path] = tailblock.postings_of_tokens(tokens, start)
+                    columns[path] = Column(kind, np.asarray(lengths, np.int32),
+                                           np.fromiter(map(is_not, column, repeat(None)), bool, n))
+                else:
+                    columns[path] = Column(kind, np.asarray(lengths, np.int32), np.ones(n, bool))
             else:
                 columns[path] = Column.build(leaf.spec, kind, column)
         # Ordinals for values new to their dictionary, document by document as one put at a time gives them: a

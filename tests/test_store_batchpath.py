@@ -1,0 +1,124 @@
+"""The bulk path's column-wise text postings on real text: the batch tokenizer pass against one value at a time,
+and a bulk-written index against the same documents put one by one (sources, columns, every term's postings)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xerj_core.store import BulkOp, Store, write
+from xerj_core.store.columns import KIND_ORD, column_kind
+from xerj_core.store.plan import column_postings, column_tokens
+from xerj_core.store.tailblock import postings_of_tokens
+from xerj_core.text import tokenize
+
+from .conftest import CORPORA
+
+FOAM = CORPORA / "foam-docs"
+SITE = Path(np.__file__).resolve().parents[1]  # this venv's site-packages
+# Real .py files: ASCII ones, ones with CJK (charset_normalizer, pygments' test lexers), and ones with words too
+# long to be keys (idna's tables).
+PY_FILES = ["charset_normalizer/constant.py", "pygments/lexers/testing.py", "idna/uts46data.py",
+            "idna/idnadata.py", "pygments/lexers/python.py", "click/core.py", "falcon/request.py"]
+MAPPING = {"properties": {"title": {"type": "text"}, "body": {"type": "text"}, "path": {"type": "keyword"},
+                          "size": {"type": "long"}}}
+
+
+def _texts() -> list[tuple[str, str]]:
+    """(path, text) of the Foam vault's notes and of the .py files, each file also cut into its paragraphs."""
+    if not FOAM.is_dir():
+        pytest.skip(f"the Foam vault is missing at {FOAM}")
+    files = sorted(FOAM.rglob("*.md")) + [SITE / name for name in PY_FILES if (SITE / name).is_file()]
+    out = []
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        out.append((str(path), text))
+        out += [(f"{path}#{i}", part) for i, part in enumerate(text.split("\n\n")) if part.strip()]
+    return out
+
+
+def _expected(column, start, skipped):
+    tokens = column_tokens(column, skipped)
+    return list(map(len, tokens)), postings_of_tokens(tokens, start)
+
+
+def _same_run(got, want):
+    assert list(got[0]) == list(want[0])
+    for a, b in zip(got[1][1:], want[1][1:]):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+# Made-up values on the edges of the batch tokenizer: case, digits and underscores, a NUL inside a value,
+# Greek final sigma, CJK, an empty value, an absent one, a word too long to be a key.
+EDGES = ["Hello_World 42 x", "ΟΔΟΣ ΟΔΟΣ.", "a\x00b c", "漢字 かな text", "", None, "z" * 300 + " short", "Tab\tNew\nline"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 100, 1000])
+def test_the_batch_tokenizer_pass_equals_a_value_at_a_time_on_real_text(size):
+    values = [text for _path, text in _texts()]
+    for lo in range(0, len(values), size):
+        batch = values[lo:lo + size]
+        got_skipped, want_skipped = {"terms": 0}, {"terms": 0}
+        got = column_postings(batch, 10 + lo, got_skipped)
+        want = _expected(batch, 10 + lo, want_skipped)
+        _same_run(got, want)
+        assert got[1][0] == want[1][0]
+        assert got_skipped == want_skipped
+
+
+def test_the_batch_tokenizer_pass_on_edge_values():
+    for i in range(len(EDGES)):
+        for batch in (EDGES[i:], EDGES[:i + 1], [EDGES[i]] * 3, [v for v in EDGES if v is None or v.isascii()]):
+            got_skipped, want_skipped = {"terms": 0}, {"terms": 0}
+            got, want = column_postings(batch, 3, got_skipped), _expected(batch, 3, want_skipped)
+            _same_run(got, want)
+            assert got[1][0] == want[1][0] and got_skipped == want_skipped
+
+
+def _everything(store: Store, index: str, vocabulary: set[str]) -> dict:
+    """Every live document's source and column values and every term's postings, keyed by _id."""
+    with store.reader(index) as r:
+        ids = {int(row): r.id_of(int(row)) for row in r.live_rows()}
+        out: dict = {doc_id: {"source": r.get(doc_id)} for doc_id in ids.values()}
+        for path, spec in r.mapping.fields.items():
+            column = r.column(path)
+            for row, doc_id in ids.items():
+                value = column.values[row].item() if column.present[row] else None
+                if column_kind(spec) == KIND_ORD and value is not None:
+                    value = r.field_dictionary(path).terms[value]
+                out[doc_id][path] = value
+        for path in r.text_fields():
+            for word in sorted(vocabulary):
+                rows, tfs = r.postings(path, word)
+                for row, tf in zip(rows.tolist(), tfs.tolist()):
+                    if r.live[row]:
+                        out[ids[row]].setdefault(("postings", path), {})[word] = tf
+        return out
+
+
+def test_a_bulk_of_real_text_equals_single_puts(tmp_path, monkeypatch):
+    """Foam notes and .py files (CJK, long words) written in bulks through the column-wise path, sealed and
+    merged (a small tail), against the same documents put one at a time."""
+    batched = []
+    monkeypatch.setattr(write, "column_postings", lambda *args: batched.append(args) or column_postings(*args))
+    texts = _texts()
+    docs = [{"title": Path(path).name.replace("_", " ").upper(), "body": text, "path": path, "size": len(text)}
+            for path, text in texts]
+    vocabulary = {word for doc in docs for word in tokenize(doc["title"] + " " + doc["body"])}
+    with Store(tmp_path / "bulk", tail_rows=32) as bulk, Store(tmp_path / "single", tail_rows=32) as single:
+        for store in (bulk, single):
+            store.create_index("t", MAPPING)
+        for lo in range(0, len(docs), 90):
+            items = bulk.bulk([BulkOp("index", "t", f"d{i}", docs[i]) for i in range(lo, min(len(docs), lo + 90))])
+            assert all(item.error is None for item in items)
+        for i, doc in enumerate(docs):
+            single.put("t", doc, f"d{i}")
+        assert len(batched) == 2 * -(-len(docs) // 90)  # every bulk took the column-wise path, both text fields
+        assert _everything(bulk, "t", vocabulary) == _everything(single, "t", vocabulary)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-q"]))
