@@ -50,8 +50,12 @@ def bucket_of(term: bytes, buckets: int) -> int:
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """The positions ``starts[k] + j`` for ``j < lengths[k]``, run after run."""
-    total = int(lengths.sum())
-    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(total)
+    # array methods rather than numpy's functions: a seal calls this a dozen times on small arrays, where the
+    # functions' Python dispatch costs as much as the work
+    ends = lengths.cumsum()
+    total = int(ends[-1]) if len(ends) else 0
+    ends -= lengths
+    return (starts - ends).repeat(lengths) + np.arange(total)
 
 
 def _pad4(sizes: np.ndarray) -> np.ndarray:

@@ -627,8 +627,7 @@ class IndexWrite:
         raw, db, prefix, state = self.txn.raw, self.txn.dbs, keys.ix_key(self.ix), self.state
         rows = range(state.next_row, state.next_row + len(ids))
         headers = map(keys.SRC_HEADER.pack, repeat(1), map(len, encoded))
-        row_sources = zip(map(prefix.__add__, map(keys.u64, rows)),
-                          map(bytes.__add__, map(bytes.__add__, headers, encoded), sources))
+        row_sources = zip(keys.row_keys(self.ix, rows), map(b"".join, zip(headers, encoded, sources)))
         state.next_row += len(ids)
         state.live += len(ids)
         if block is not None:
