@@ -52,8 +52,10 @@ def _same_run(got, want):
 
 
 # Made-up values on the edges of the batch tokenizer: case, digits and underscores, a NUL inside a value,
-# Greek final sigma, CJK, an empty value, an absent one, a word too long to be a key.
-EDGES = ["Hello_World 42 x", "ΟΔΟΣ ΟΔΟΣ.", "a\x00b c", "漢字 かな text", "", None, "z" * 300 + " short", "Tab\tNew\nline"]
+# Greek final sigma, CJK, an empty value, an absent one, words too long to be keys.
+# Words of 254 and 260 UTF-8 bytes (the first is indexed, the second too long), and ASCII and CJK ones too long.
+EDGES = ["Hello_World 42 x", "ΟΔΟΣ ΟΔΟΣ.", "a\x00b c", "漢字 かな text", "", None, "z" * 300 + " short", "Tab\tNew\nline",
+         "é" * 127 + " ok", "é" * 130, "漢" * 90 + " 漢", "mixed É word"]
 
 
 @pytest.mark.parametrize("size", [1, 2, 7, 100, 1000])

@@ -11,7 +11,7 @@ the generic path, which owns every refusal and every dynamic mapping rule.
 from __future__ import annotations
 
 import math
-from itertools import chain
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
@@ -454,41 +454,71 @@ _ASCII_WORDS = bytes(c if chr(c).isdigit() or chr(c).islower() or c in (0, 95) e
 def column_postings(column: list[str | None], start: int, skipped: dict[str, int]
                     ) -> tuple[np.ndarray | list[int], PostingRun]:
     """Each text value's token count (absent values: 0) and the grouped postings of the values of ``column`` as
-    rows ``start`` on: what :func:`column_tokens` and ``tailblock.postings_of_tokens`` make of it.
+    rows ``start`` on: what :func:`column_tokens` and ``tailblock.postings_of_tokens`` make of it (words too
+    long to be keys left out and counted in ``skipped``).
 
-    A batch of ASCII text (most of it) is tokenized as one bytes string: a
-    translation table lowercases it and blanks every non-word byte, one
-    ``split`` cuts the words (about 6x the regex's pace), and each value ends
-    with a NUL word, so a token's row is the count of NULs before it; terms are
-    numbered once and the (term, row) pairs counted by one numpy ``unique``.
-    Other text, a value holding a NUL, or a word too long to be a key, takes the
-    per-value path.
+    ASCII values (most text) are tokenized as one bytes string: a
+    translation table lowercases it and blanks every non-word byte, and one
+    ``split`` cuts the words (about 6x the regex's pace); other values are
+    tokenized one by one, in their places. Each value ends with a NUL word, so a
+    word's row is the count of NULs before it; terms are numbered once and the
+    (term, row) pairs counted by one numpy ``unique``. A batch where a value
+    holds a NUL itself takes the per-value path.
     """
     n = len(column)
     texts = [value or "" for value in column]
     joined = " \x00 ".join(texts)
-    if not joined.isascii() or joined.count("\x00") != n - 1:
+    if joined.count("\x00") != n - 1:
         tokens = column_tokens(column, skipped)
         return list(map(len, tokens)), postings_of_tokens(tokens, start)
-    flat = (joined + " \x00").encode().translate(_ASCII_WORDS).split()
-    names = sorted(set(flat))  # b"\x00" first: every word byte sorts after it
+    flat = _ascii_words(joined) if joined.isascii() else _words(texts)
+    names = sorted(set(flat))  # b"\x00" first: every word's first byte sorts after it
     if len(names) == 1:
         return np.zeros(n, np.int64), empty_run()
-    if max(map(len, names)) * 4 > limits.MAX_TERM_BYTES:
-        tokens = column_tokens(column, skipped)
-        return list(map(len, tokens)), postings_of_tokens(tokens, start)
     number = dict(zip(names, range(len(names))))
+    if max(map(len, names)) > limits.MAX_TERM_BYTES:
+        long = [name for name in names if len(name) > limits.MAX_TERM_BYTES]
+        skipped["terms"] += sum(map(flat.count, long))
+        names = [name for name in names if len(name) <= limits.MAX_TERM_BYTES]
+        number = dict(zip(names, range(len(names))))
+        number.update(zip(long, repeat(-1)))
     ranks = np.fromiter(map(number.__getitem__, flat), np.int64, len(flat))
     ends = ranks == 0
     row = np.cumsum(ends)
     row -= ends  # a value's words and its closing NUL share its row
-    words = ~ends
+    words = ranks > 0
     ranks, row = ranks[words], row[words]
     lengths = np.bincount(row, minlength=n)
+    if len(names) == 1:
+        return lengths, empty_run()
     pairs, tfs = np.unique((ranks - 1) * n + row, return_counts=True)
     term, rows = np.divmod(pairs, n)
     del names[0]
     return lengths, (names, np.bincount(term, minlength=len(names)), rows + start, tfs.astype(np.float32))
+
+
+def _ascii_words(joined: str) -> list[bytes]:
+    """The words of ASCII values joined by `` \\x00 ``, lowercased, each value closed by a NUL word."""
+    return (joined + " \x00").encode().translate(_ASCII_WORDS).split()
+
+
+def _words(texts: list[str]) -> list[bytes]:
+    """:func:`_ascii_words` of ``texts`` with non-ASCII ones among them: each run of ASCII values as one string,
+    each other value by ``tokenize`` (UTF-8 bytes, which sort as its code points do)."""
+    flat: list[bytes] = []
+    run: list[str] = []
+    for text in texts:
+        if text.isascii():
+            run.append(text)
+            continue
+        if run:
+            flat += _ascii_words(" \x00 ".join(run))
+            run = []
+        flat += map(str.encode, tokenize(text))
+        flat.append(b"\x00")
+    if run:
+        flat += _ascii_words(" \x00 ".join(run))
+    return flat
 
 
 def _add(values: dict[str, list[Any]], leaf: Leaf, value: Any) -> None:
