@@ -8,12 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xerj_core.store import BulkOp, Store, write
 from xerj_core.store.columns import KIND_ORD, column_kind
 from xerj_core.store.plan import column_postings, column_tokens
 from xerj_core.store.tailblock import postings_of_tokens
-from xerj_core.text import tokenize
+from xerj_core.text import tokenize, tokenize_many
 
 from .conftest import CORPORA
 
@@ -78,6 +80,20 @@ def test_the_batch_tokenizer_pass_on_edge_values():
             got, want = column_postings(batch, 3, got_skipped), _expected(batch, 3, want_skipped)
             _same_run(got, want)
             assert got[1][0] == want[1][0] and got_skipped == want_skipped
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(alphabet=st.characters(max_codepoint=127), max_size=30),
+                          st.text(alphabet=st.characters(codec="utf-8"), max_size=12)), min_size=1, max_size=8))
+def test_the_batch_tokenizer_pass_equals_a_value_at_a_time(values):
+    """Any ASCII (control bytes, punctuation, digits, both cases) and other text, mixed with absent values: the
+    bytes pass, its per-value mixing, and ``tokenize_many``'s ASCII path give what the regex gives."""
+    texts = [value or "" for value in values]
+    assert tokenize_many(texts) == [tokenize(text) for text in texts]
+    got_skipped, want_skipped = {"terms": 0}, {"terms": 0}
+    got, want = column_postings(values, 5, got_skipped), _expected(values, 5, want_skipped)
+    _same_run(got, want)
+    assert got[1][0] == want[1][0] and got_skipped == want_skipped
 
 
 def _everything(store: Store, index: str, vocabulary: set[str]) -> dict:

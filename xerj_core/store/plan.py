@@ -21,7 +21,7 @@ from xerj_core.store import limits
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
 from xerj_core.store.mapping import FLOAT_TYPES, INT_TYPES, FieldSpec, Mapping, coerce
 from xerj_core.store.tailblock import PostingRun, empty_run, postings_of_tokens
-from xerj_core.text import term_counts, term_counts_many, tokenize, tokenize_many
+from xerj_core.text import ascii_words, term_counts, term_counts_many, tokenize, tokenize_many
 
 # How a leaf converts a value of the expected Python type without calling ``coerce``.
 _AS_STR, _AS_INT, _AS_DATE, _AS_FLOAT, _AS_OTHER = range(5)
@@ -445,12 +445,6 @@ def column_tokens(column: list[str | None], skipped: dict[str, int]) -> list[lis
     return tokens
 
 
-# ASCII bytes as the tokenizer sees them: a word character (for ASCII text ``\w`` is ``[0-9A-Za-z_]``) as itself
-# lowercased, a NUL (the separator between values) as itself, anything else as a space.
-_ASCII_WORDS = bytes(c if chr(c).isdigit() or chr(c).islower() or c in (0, 95) else
-                     c + 32 if chr(c).isupper() else 32 for c in range(128)) + b" " * 128
-
-
 def column_postings(column: list[str | None], start: int, skipped: dict[str, int]
                     ) -> tuple[np.ndarray | list[int], PostingRun]:
     """Each text value's token count (absent values: 0) and the grouped postings of the values of ``column`` as
@@ -499,7 +493,7 @@ def column_postings(column: list[str | None], start: int, skipped: dict[str, int
 
 def _ascii_words(joined: str) -> list[bytes]:
     """The words of ASCII values joined by `` \\x00 ``, lowercased, each value closed by a NUL word."""
-    return (joined + " \x00").encode().translate(_ASCII_WORDS).split()
+    return ascii_words(joined + " \x00")
 
 
 def _words(texts: list[str]) -> list[bytes]:
