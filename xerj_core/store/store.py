@@ -134,15 +134,15 @@ class BulkItem:
 _PUT_FIELDS = attrgetter("doc", "doc_id", "action")
 
 
-_TARGET = attrgetter("action", "index")
+_ACTION, _INDEX = attrgetter("action"), attrgetter("index")
 
 
 def _put_run_end(ops: Sequence[BulkOp], start: int) -> int:
     """The end of the run of index/create operations into the same index starting at ``start``."""
     index = ops[start].index
-    # the common bulk (every op a put into one index), checked by one C-level pass; only from the bulk's start,
+    # the common bulk (every op a put into one index), checked by two C-level passes; only from the bulk's start,
     # since a bulk of deletes or updates asks at every op, and a pass over the rest each time would be quadratic
-    if start == 0 and set(map(_TARGET, ops)) <= {("index", index), ("create", index)}:
+    if start == 0 and set(map(_INDEX, ops)) == {index} and set(map(_ACTION, ops)) <= {"index", "create"}:
         return len(ops)
     end = start
     while end < len(ops) and ops[end].action in ("index", "create") and ops[end].index == ops[start].index:

@@ -514,7 +514,7 @@ class IndexWrite:
         if idmap.rows(self.txn.raw, self.txn.dbs, self.ix, self.id_runs, encoded).count(None) != len(encoded):
             return None  # an overwrite: the general path reads and kills the old rows
         block = self._batch_block(fields, len(docs), self.state.next_row)
-        rows = self._append(ids, encoded, map(orjson.dumps, [doc for doc, _id, _op in items]), block=block)
+        rows = self._append(ids, encoded, map(orjson.dumps, map(itemgetter(0), items)), block=block)
         return frozen_many(WriteResult, len(ids), repeat(self.name), ids, repeat("created"), repeat(1), rows)
 
     def _batch_block(self, fields: list[tuple[Leaf, list[Any]]], n: int, start: int) -> Block:
