@@ -163,3 +163,39 @@ def test_known_terms_read_a_reverse_record_only_when_their_hash_is_shared(tmp_pa
         assert asked == []
     else:
         assert len(set(asked)) == len(wanted)
+
+
+def test_the_term_cache_keeps_copies_of_new_terms_only_and_their_right_ordinals(tmp_path, monkeypatch):
+    """What a writer remembers across transactions: each new term once, as its own copy (not the caller's string
+    or the transaction's ordinal object), with the ordinal the dictionary gave it, up to the cache's limit."""
+    from xerj_core.store import store as store_module
+
+    monkeypatch.setattr(store_module, "TERM_CACHE_LIMIT", 1500)
+    words = list(dict.fromkeys(real_terms()))[:4000]
+    batches = [words[:1000], words[500:1200], words[1100:4000]]
+    with Store(tmp_path / "data") as store:
+        store.create_index("words", FIELDS)
+        given: list[dict[str, int]] = []
+
+        def run(batch):
+            def write(txn):
+                target = txn.index("words")
+                found = target.ordinals("tag", batch)
+                given.append(target.dict_cache["tag"])
+                return found
+            return write
+
+        got = [store.transact(run(batch)) for batch in batches]
+        assert got == model(batches)
+        cache = next(terms for (ix, name), terms in store._committed_terms.items() if name == "tag")
+        known = ordinals_of(batches)
+        assert len(cache) == 1500 and all(known[t] == o for t, o in cache.items())
+        assert list(cache) == words[:1500]  # the first terms met, each once
+        keys_kept = {id(t) for t in cache}
+        assert not keys_kept & {id(t) for batch in batches for t in batch}
+        assert not keys_kept & {id(t) for terms in given for t in terms}
+        ords_kept = {id(o) for o in cache.values() if o > 256}
+        assert ords_kept and not ords_kept & {id(o) for o in given[0].values()}  # the first transaction's, all new
+        # fresh terms skip the cache, and those the dictionary holds still get their ordinals
+        assert store.transact(lambda txn: txn.index("words").ordinals("tag", words[:10] + ["brand-new"], fresh=True)) \
+            == [known[t] for t in words[:10]] + [len(words)]

@@ -228,7 +228,9 @@ class IndexWrite:
         cache = self.dict_cache.setdefault(name, {})
         committed = self.txn.committed_terms.get((self.ix, name))
         missing = [t for t in dict.fromkeys(terms) if t not in cache]
-        if committed and missing:
+        # fresh terms are most likely new, so a probe of the cache (one cache miss each in a large dictionary) would
+        # miss; a committed one is found by the lookup below all the same
+        if committed and missing and not fresh:
             found = list(map(committed.get, missing))
             if found.count(None) != len(found):
                 cache.update((t, o) for t, o in zip(missing, found) if o is not None)
@@ -1445,10 +1447,14 @@ class WriteTxn:
             for name, terms in target.dict_cache.items():
                 known = shared.setdefault((target.ix, name), {})
                 room = limit - len(known)
-                if room >= len(terms):
-                    known.update(terms)
-                elif room > 0:
-                    known.update(dict(zip(list(terms)[:room], list(terms.values())[:room])))
+                if room <= 0:
+                    continue
+                new = [term for term in terms if term not in known][:room]
+                # Kept as copies made together: the batch's own term and ordinal objects lie scattered among its
+                # temporaries, and keeping them would leave the allocator's pools holed for good, so every later
+                # batch's objects land farther apart (a 1M-edge ingest ran about a tenth slower per edge).
+                known.update(zip(map("".join, zip(new, repeat(""))),
+                                 map(int.__add__, map(terms.__getitem__, new), repeat(0))))
 
     def known_tail(self, ix: int, state: keys.IndexState) -> list[Block] | None:
         """The blocks of index ``ix``'s committed tail rows when this process committed them and nobody wrote
