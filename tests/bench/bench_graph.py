@@ -96,6 +96,9 @@ def retirement_plan(corpus: Corpus) -> list[tuple[int, np.ndarray]]:
     return plan
 
 
+# Edges per window of the ingest's CPU figures: whether a write costs more as the brain grows, and from where.
+WINDOW = 100_000
+WINDOWS: list[float] = []  # CPU seconds per edge of the last ingest, window by window
 CPU: dict[str, float] = {}  # this process's CPU seconds of the last ingest ("ingest", "retire") and raw loop
 WROTE: dict[str, int] = {}  # bytes this process handed to write calls (LMDB's dirty pages) in the same spans
 
@@ -116,15 +119,19 @@ def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
     happens outside, as the raw loop's making of its documents does. Their CPU seconds go to :data:`CPU`."""
     spent = cpu = 0.0
     wrote = 0
+    windows = [0.0] * -(-corpus.size // WINDOW)
     for lo in range(0, corpus.size, BATCH):
         drafts = [corpus.draft(i) for i in range(lo, min(corpus.size, lo + BATCH))]
         start, clock, before = time.perf_counter(), time.process_time(), written()
         engine.graph.write_edges(BRAIN, drafts, created_at=T0 + YEAR)
         spent += time.perf_counter() - start
-        cpu += time.process_time() - clock
+        used = time.process_time() - clock
+        cpu += used
+        windows[lo // WINDOW] += used
         wrote += written() - before
     rate = corpus.size / spent
     CPU["ingest"], WROTE["ingest"] = cpu, wrote
+    WINDOWS[:] = [used / min(WINDOW, corpus.size - k * WINDOW) for k, used in enumerate(windows)]
     retiring = cpu = 0.0
     wrote = 0
     for at, chosen in retirement_plan(corpus):
@@ -160,6 +167,8 @@ def ingest_scaling(sizes: list[int]) -> None:
                   f"retiring {retired:,} edges {retire_seconds:.1f} s = {per_edge[size] * 1e6:.1f} us/edge "
                   f"({CPU['retire'] / retired * 1e6:.1f} us CPU, {WROTE['retire'] / retired / 1024:.1f} KiB written "
                   f"per edge); load {os.getloadavg()[0]:.1f}", flush=True)
+            print(f"{'':>9}  write_edges CPU per edge by {WINDOW:,}-edge window (us): "
+                  + " ".join(f"{used * 1e6:.1f}" for used in WINDOWS), flush=True)
             shutil.rmtree(Path(tmp) / f"data-{size}", ignore_errors=True)
     small, large = min(sizes), max(sizes)
     print(f"rate at {large:,} / rate at {small:,}: write_edges {rates[large] / rates[small]:.2f} (target 0.8-1.2), "
