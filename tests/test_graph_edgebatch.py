@@ -124,6 +124,22 @@ def test_the_typed_paths_are_taken_and_refuse_what_the_general_path_refuses(tmp_
         assert engine.store.get(".xerj-memory-b-edges", edge_id("a", "wikilink", "b", T0))[0]["weight"] == 1.0
 
 
+def test_retiring_reads_each_edge_source_once(tmp_path, monkeypatch):
+    """The id map confirms a batch-written edge's row by reading its source; retire parses that record and
+    reads no source of a found edge a second time."""
+    reread = []
+    original = edgebatch._sources
+    monkeypatch.setattr(edgebatch, "_sources", lambda target, rows, read: reread.extend(
+        row for row in rows if row not in read) or original(target, rows, read))
+    with Engine(tmp_path, config=EngineConfig()) as engine:
+        batch = [d for d in drafts(random.Random(2), 200, 40) if d.src != d.dst]
+        engine.graph.write_edges("b", batch, created_at=T0)
+        ids = list(dict.fromkeys(edge_id(d.src, d.type, d.dst, d.valid_at) for d in batch))
+        assert engine.graph.invalidate_edges("b", edge_ids=ids[:120], at=T0 + 5) == 120
+        assert engine.graph.invalidate_edges("b", edge_ids=ids[100:], at=T0 + 6) == len(ids) - 120
+    assert reread == []
+
+
 @pytest.mark.parametrize("stored_share", [0.0, 0.3, 1.0])
 def test_fresh_ordinals_number_terms_as_lookups_do_when_some_are_stored_already(tmp_path, stored_share):
     """``IndexWrite.ordinals(fresh=True)`` (new edges' ids) inserts before it looks: terms a reopened store's caches

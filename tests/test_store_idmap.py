@@ -146,3 +146,31 @@ def test_an_aborted_transaction_leaves_no_id_behind(tmp_path):
         with store.reader("o") as reader:
             assert reader.rows_of(["b3", "c3", "a3"]) == {"c3": 53, "a3": 3}
         assert store.get("o", "b3") is None and store.get("o", "c3")[0]["n"] == 302
+
+
+@pytest.mark.parametrize("bits", [64, 3])
+def test_rows_hand_back_the_source_records_they_read_to_confirm_a_hash(tmp_path, monkeypatch, bits):
+    """``rows_of(ids, sources)``: each id found through the runs has its row's stored source record in
+    ``sources`` (read once to confirm the hash; a caller reading the document uses it), and every record there is
+    the one stored for its row, also when hashes collide (3 bits) and rows of other ids were read."""
+    real = dictruns.hashes
+    monkeypatch.setattr(dictruns, "hashes", lambda encoded: real(encoded) & np.uint64((1 << bits) - 1))
+    model = Model()
+    with Store(tmp_path / "data") as store:
+        store.create_index("o", FIELDS)
+        ids = random_ops(store, model, random.Random(6), 40, 800)
+        asked = ids + ["absent"]
+
+        def look(txn):
+            target = txn.index("o")
+            sources: dict[int, bytes] = {}
+            rows = target.rows_of(asked, sources)
+            in_btree = {i for i in rows if txn.raw.get(keys.id_key(target.ix, i), db=txn.dbs["ids"]) is not None}
+            stored = {row: txn.raw.get(keys.row_key(target.ix, row), db=txn.dbs["src"]) for row in sources}
+            return rows, in_btree, sources, stored
+
+        rows, in_btree, sources, stored = store.transact(look)
+        assert rows == store.transact(lambda txn: txn.index("o").rows_of(asked))
+        assert len(in_btree) < len(rows)  # most ids were written in batches: their rows are found in the runs
+        assert {rows[i] for i in rows if i not in in_btree} <= set(sources)
+        assert all(blob is not None and sources[row] == blob for row, blob in stored.items())

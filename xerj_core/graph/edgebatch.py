@@ -302,21 +302,27 @@ def _plain_edge(doc: Any) -> bool:
     return True
 
 
-def _sources(target: "IndexWrite", rows: list[int]) -> dict[int, tuple[int, dict[str, Any]]]:
-    """``row -> (version, document)`` of stored rows, read in one ordered pass."""
+def _sources(target: "IndexWrite", rows: list[int], read: dict[int, bytes]) -> dict[int, tuple[int, dict[str, Any]]]:
+    """``row -> (version, document)`` of stored rows: those ``read`` holds (row -> source record, read in this
+    transaction) as they are, the others read in one ordered pass."""
     ix = target.ix
-    wanted = sorted(keys.row_key(ix, row) for row in rows)
+    wanted = sorted(keys.row_key(ix, row) for row in rows if row not in read)
     raw, db = target.txn.raw, target.txn.dbs["src"]
-    if isinstance(raw, lmdb.Transaction):  # one C-level loop over the sorted keys
+    if not wanted:
+        found: Any = ()
+    elif isinstance(raw, lmdb.Transaction):  # one C-level loop over the sorted keys
         with raw.cursor(db=db) as cur:
             found = cur.getmulti(wanted)
     else:  # a database store fetches them in one round trip first
         getattr(raw, "prefetch", lambda _db, _keys: None)(db, wanted)
         found = [(k, v) for k, v in ((k, raw.get(k, db=db)) for k in wanted) if v is not None]
+    blobs = {row: read[row] for row in rows if row in read}
+    blobs.update((keys.read_u64(key, 4), blob) for key, blob in found)
     out = {}
-    for key, blob in found:
-        version, _doc_id, offset = keys.unpack_source_header(blob)
-        out[keys.read_u64(key, 4)] = (version, orjson.loads(blob[offset:]))
+    header, start, loads = keys.SRC_HEADER.unpack_from, keys.SRC_HEADER.size, orjson.loads
+    for row, blob in blobs.items():
+        version, id_len = header(blob)
+        out[row] = (version, loads(blob[start + id_len:]))
     return out
 
 
@@ -393,8 +399,9 @@ def retire(txn: "WriteTxn", name: str, brain: str, candidates: list[str], when: 
     target = txn.index(name)
     if target.mapping.dynamic != "false" or target.mapping.fields != _EDGE_FIELDS or target.scope != brain:
         return None
-    rows = target.rows_of(candidates)
-    stored = _sources(target, list(rows.values()))
+    read: dict[int, bytes] = {}  # the sources the id map read to confirm a row: each is read once
+    rows = target.rows_of(candidates, read)
+    stored = _sources(target, list(rows.values()), read)
     current = []
     versions_of: list[tuple[int, int]] = []  # each current edge's (row, version), read above
     for eid in candidates:

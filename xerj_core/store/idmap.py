@@ -52,6 +52,7 @@ class IdRuns(dictruns.DictRuns):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self._known: tuple[list[tuple[int, int]], list[dictruns.Run]] | None = None  # the bounds, their runs
+        self._keep: dict[int, bytes] | None = None  # see lookup_keeping
 
     @classmethod
     def key_prefix(cls, ix: int, name: str) -> bytes:
@@ -88,6 +89,15 @@ class IdRuns(dictruns.DictRuns):
         stored = self._terms(sorted(set(candidates)))
         return next((found for found in candidates if stored.get(found) == encoded), None)
 
+    def lookup_keeping(self, encoded: Sequence[bytes], sources: dict[int, bytes]) -> list[int | None]:
+        """:meth:`lookup`'s rows, with the source record of each row read to confirm a hash put in ``sources``
+        (row -> record): a caller about to read those documents need not read them again."""
+        self._keep = sources
+        try:
+            return self.lookup(encoded)[0]
+        finally:
+            self._keep = None
+
     def _terms(self, ordinals: list[int]) -> dict[int, bytes]:
         """``row -> id bytes`` of those ``ordinals`` (ascending rows) whose source record is stored."""
         head = keys.ix_key(self.ix)
@@ -95,9 +105,13 @@ class IdRuns(dictruns.DictRuns):
             got = cur.getmulti(list(map(head.__add__, map(keys.u64, ordinals))))
         out = {}
         start = keys.SRC_HEADER.size
+        keep = self._keep
         for key, blob in got:
             _version, id_len = keys.SRC_HEADER.unpack_from(blob)
-            out[keys.read_u64(key, 4)] = bytes(blob[start:start + id_len])
+            row = keys.read_u64(key, 4)
+            out[row] = bytes(blob[start:start + id_len])
+            if keep is not None:
+                keep[row] = blob
         return out
 
     def stored_run(self, lo: int, hi: int) -> dictruns.Run:
@@ -163,10 +177,12 @@ def runs_of(raw: Any, dbs: dict[str, Any], ix: int, epoch: int, cache: dict[Any,
     return runs
 
 
-def rows(raw: Any, dbs: dict[str, Any], ix: int, runs_of_ix: Callable[[], IdRuns | None], encoded: Sequence[bytes]
-         ) -> list[int | None]:
+def rows(raw: Any, dbs: dict[str, Any], ix: int, runs_of_ix: Callable[[], IdRuns | None], encoded: Sequence[bytes],
+         sources: dict[int, bytes] | None = None) -> list[int | None]:
     """The row of each UTF-8 id (None: stored nowhere), ids that fit a key (``limits.MAX_ID_BYTES``);
-    ``runs_of_ix`` gives the index's runs, asked only when an id has no B-tree entry."""
+    ``runs_of_ix`` gives the index's runs, asked only when an id has no B-tree entry. ``sources``: receives
+    the source record (row -> record) of each row whose id was confirmed by reading it (found through the runs),
+    for a caller that reads the documents next."""
     prefix = keys.ix_key(ix)
     wanted = list(map(prefix.__add__, encoded))
     db = dbs["ids"]
@@ -183,7 +199,8 @@ def rows(raw: Any, dbs: dict[str, Any], ix: int, runs_of_ix: Callable[[], IdRuns
     if runs is None or (not runs.bounds and not runs.added):
         return found
     missing = [i for i, row in enumerate(found) if row is None]
-    in_runs, _hashes = runs.lookup([encoded[i] for i in missing])
+    asked = [encoded[i] for i in missing]
+    in_runs = runs.lookup(asked)[0] if sources is None else runs.lookup_keeping(asked, sources)
     for i, row in zip(missing, in_runs):
         found[i] = row
     return found

@@ -688,13 +688,14 @@ class IndexWrite:
         _put_all(self.txn.raw, self.txn.dbs["src"], deferred[0])
         self._put_ids(deferred[1])
 
-    def rows_of(self, doc_ids: Sequence[str]) -> dict[str, int]:
-        """The rows of those of ``doc_ids`` stored in this index, found in one pass in key order."""
+    def rows_of(self, doc_ids: Sequence[str], sources: dict[int, bytes] | None = None) -> dict[str, int]:
+        """The rows of those of ``doc_ids`` stored in this index, found in one pass in key order. ``sources``:
+        receives the source records read on the way (see ``idmap.rows``)."""
         # an id too long to be a key is stored nowhere (check_doc_id refuses it)
         wanted = list(map(str.encode, doc_ids))
         if wanted and max(map(len, wanted)) > _MAX_KEY - 4:
             wanted = [k for k in wanted if len(k) <= _MAX_KEY - 4]
-        found = idmap.rows(self.txn.raw, self.txn.dbs, self.ix, self.id_runs, wanted)
+        found = idmap.rows(self.txn.raw, self.txn.dbs, self.ix, self.id_runs, wanted, sources)
         return {k.decode(): row for k, row in zip(wanted, found) if row is not None}
 
     def _resolve(self, prepared: Batched) -> dict[str, Any]:
