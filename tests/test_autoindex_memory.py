@@ -105,6 +105,34 @@ def test_release_pages_drops_the_map_and_reads_stay_right(tmp_path):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the map's pages are given back on Linux only")
+def test_release_pages_since_drops_only_the_pages_mapped_since(tmp_path):
+    """What a background merge does: the pages read after ``pages_mapped()`` are dropped, the ones mapped before
+    it (a writer's working set) stay mapped, and reads stay right."""
+    env = Environment(tmp_path / "d")
+    try:
+        kept = {f"a{i:05d}".encode(): bytes([i % 251]) * 8192 for i in range(1500)}  # ~12 MB each
+        read = {f"b{i:05d}".encode(): bytes([i % 241]) * 8192 for i in range(1500)}
+        env.write(lambda txn: [txn.put(k, v, db=env.dbs["aux"]) for k, v in {**kept, **read}.items()])
+        data = tmp_path / "d" / "data.mdb"
+        env.release_pages()
+        with env.begin_read() as txn:
+            assert all(txn.get(k, db=env.dbs["aux"]) == v for k, v in kept.items())
+        before, mapped = env.pages_mapped(), _resident_mb(data)
+        assert before is not None and mapped > 10
+        with env.begin_read() as txn:
+            assert all(txn.get(k, db=env.dbs["aux"]) == v for k, v in read.items())
+        assert _resident_mb(data) > mapped + 5
+        env.release_pages(heap=False, since=before)
+        assert abs(_resident_mb(data) - mapped) < 0.5  # the kept pages are all still mapped, the others gone
+        with env.begin_read() as txn:
+            assert all(txn.get(k, db=env.dbs["aux"]) == v for k, v in {**kept, **read}.items())
+        env.release_pages(heap=False)
+        assert _resident_mb(data) < 1
+    finally:
+        env.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the map's pages are given back on Linux only")
 def test_an_autoindex_run_leaves_little_of_the_map_resident(tmp_path):
     folder = generate(tmp_path / "gen", 400)
     with Engine(tmp_path / "d", get_plugin_manager()) as eng:

@@ -204,22 +204,48 @@ class Environment:
         if used > info["map_size"] * _GROW_AT and not self.readers.held():
             self._set_mapsize(info["map_size"] * 2)
 
-    def release_pages(self, *, heap: bool = True) -> None:
+    def pages_mapped(self) -> Any:
+        """Which pages of the map's used part this process maps now, for :meth:`release_pages` ``since``; None
+        when that cannot be read (``release_pages`` then drops every page)."""
+        with self._map_lock:
+            if self._closed:
+                return None
+            if self._map_ranges is None:
+                self._map_ranges = residency.mapped_ranges(self.path / "data.mdb")
+            info = self.env.info()
+            room = (info["last_pgno"] + 1) * self.env.stat()["psize"]  # pages past the file's end hold nothing
+            used = []
+            for start, end in self._map_ranges:
+                if room <= 0:
+                    break
+                used.append((start, min(end, start + room)))
+                room -= end - start
+            present = residency.present_pages(used)
+            return None if present is None else (self._map_ranges, used, present)
+
+    def release_pages(self, *, heap: bool = True, since: Any = None) -> bool:
         """Give back the memory a long run of writes leaves resident: the map's pages, and with ``heap`` the C
-        heap's free pages (LMDB's freed overflow pages among them).
+        heap's free pages (LMDB's freed overflow pages among them). ``since`` (what :meth:`pages_mapped` gave
+        before a task): only the pages mapped since then, so the pages other threads keep using (a writer's
+        B-tree) stay mapped.
 
         The map's pages count in this process's RSS once touched, until the
         whole file is; dropping them costs the next reads a page fault each.
         Safe at any time, from any thread, a write transaction open or not:
-        the map is read-only (LMDB writes through ``pwrite``).
+        the map is read-only (LMDB writes through ``pwrite``). True when every page of the map was dropped.
         """
+        every = True
         with self._map_lock:
             if not self._closed:
                 if self._map_ranges is None:
                     self._map_ranges = residency.mapped_ranges(self.path / "data.mdb")
-                residency.drop_pages(self._map_ranges)
+                if since is not None and since[0] is self._map_ranges:  # the map has not moved since
+                    every = residency.drop_pages_since(since[1], since[2]) is None
+                else:
+                    residency.drop_pages(self._map_ranges)
         if heap:
             residency.trim_heap()
+        return every
 
     def close(self) -> None:
         with self._map_lock:

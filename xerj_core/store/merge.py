@@ -16,7 +16,6 @@ segments or the merged ones, each a valid layout, since the swap is one commit.
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 from typing import TYPE_CHECKING, Any
@@ -26,7 +25,7 @@ import lmdb
 import orjson
 
 from xerj_core.errors import IndexNotFound, XerjError
-from xerj_core.store import keys
+from xerj_core.store import keys, residency
 from xerj_core.store.columns import KIND_LEN, Column, column_kind
 from xerj_core.store.mapping import Mapping
 from xerj_core.store.write import CutPostings, IndexWrite, WriteTxn, segment_layout
@@ -124,26 +123,55 @@ def apply(txn: WriteTxn, merge: MergePlan) -> bool:
 
 def merge_index(store: "Store", name: str) -> bool:
     """Merge index ``name`` until its segments are in their canonical layout; False when it gave up."""
-    # Map pages only: the merge thread also runs in serving processes, whose memory must stay lean without a
-    # process-wide malloc_trim (a long write such as autoindex trims the heap itself, in its sink).
-    release = getattr(store.env, "release_pages", None)
-    if release is not None:
-        release = functools.partial(release, heap=False)
+    release = PageRelease(store.env)
     for _ in range(_ATTEMPTS):
         with store.read_txn() as gated:
             raw = getattr(gated, "_txn", gated)  # the LMDB transaction itself, for its cursors' batch reads
             merge = plan(raw, store.env.dbs, name, store.tail_rows)
-        if release is not None:
-            release()  # the map pages the plan read would otherwise stay in this process's RSS beside a writer's
+        release()  # the map pages the plan read would otherwise stay in this process's RSS beside a writer's
         if merge is None:
             return True
         applied = store.transact(lambda txn: apply(txn, merge))
         del merge
-        if release is not None:
-            release()
+        release()
         if applied:
             continue
     return False
+
+
+class PageRelease:
+    """Gives back the map pages this process mapped since it was made (what a merge read), once they add up to
+    :attr:`WORTH`.
+
+    Map pages only: the merge thread also runs in serving processes, whose
+    memory must stay lean without a process-wide malloc_trim (a long write
+    such as autoindex trims the heap itself, in its sink). And only the pages
+    mapped since (``Environment.release_pages`` ``since``): a writer in the
+    same process keeps the B-tree pages it had mapped instead of faulting
+    them back one by one after every merge.
+    """
+
+    # Reading which pages are mapped costs about 10 ms per GB of data, so a merge that read little (growth below
+    # this) leaves its pages mapped.
+    WORTH = 16 << 20
+
+    def __init__(self, env: Any) -> None:
+        self.env = env if hasattr(env, "release_pages") else None
+        self.since: Any = None
+        self.resident: int | None = None
+        if self.env is not None:
+            self.since = env.pages_mapped() if hasattr(env, "pages_mapped") else None
+            self.resident = residency.file_resident_bytes()
+
+    def __call__(self) -> None:
+        if self.env is None:
+            return
+        now = residency.file_resident_bytes()
+        if now is not None and self.resident is not None and now - self.resident < self.WORTH:
+            return
+        if self.env.release_pages(heap=False, since=self.since):  # every page (the map moved, or unreadable)
+            self.since = self.env.pages_mapped() if hasattr(self.env, "pages_mapped") else None
+        self.resident = residency.file_resident_bytes()
 
 
 class Merger:
@@ -202,4 +230,4 @@ class Merger:
             thread.join()
 
 
-__all__ = ["MergePlan", "Merger", "apply", "merge_index", "plan"]
+__all__ = ["MergePlan", "Merger", "PageRelease", "apply", "merge_index", "plan"]

@@ -21,6 +21,8 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 _MADV_DONTNEED = 4
 _libc: ctypes.CDLL | None | bool = None
 
@@ -86,6 +88,44 @@ def drop_pages(ranges: list[tuple[int, int]]) -> int:
     for start, end in ranges:
         if lib.madvise(start, end - start, _MADV_DONTNEED) == 0:
             advised += end - start
+    return advised
+
+
+_PRESENT = np.uint64(1 << 63)  # a /proc/self/pagemap entry's "page present" bit
+
+
+def present_pages(ranges: list[tuple[int, int]]) -> list[np.ndarray] | None:
+    """For each ``(start, end)`` of ``ranges``, which of its pages this process maps now (one bool a page, from
+    ``/proc/self/pagemap``); None where that cannot be read."""
+    out = []
+    try:
+        with open("/proc/self/pagemap", "rb", buffering=0) as pagemap:
+            for start, end in ranges:
+                count = (end - start) // _PAGE
+                blob = os.pread(pagemap.fileno(), count * 8, start // _PAGE * 8)
+                if len(blob) != count * 8:
+                    return None
+                out.append((np.frombuffer(blob, np.uint64) & _PRESENT) != 0)
+    except OSError:
+        return None
+    return out
+
+
+def drop_pages_since(ranges: list[tuple[int, int]], before: list[np.ndarray]) -> int | None:
+    """Drop the pages of ``ranges`` this process maps now and did not when :func:`present_pages` gave ``before``
+    (what one task read meanwhile, in a map another thread keeps using): bytes advised. When the two cannot be
+    compared, every page of the ranges is dropped and the answer is None."""
+    lib = _c_library()
+    now = present_pages(ranges)
+    if lib is None or now is None or [a.size for a in now] != [b.size for b in before]:
+        drop_pages(ranges)
+        return None
+    advised = 0
+    for (start, _end), was, is_now in zip(ranges, before, now):
+        new = np.flatnonzero(np.diff(np.concatenate(([0], (is_now & ~was).view(np.int8), [0]))))
+        for first, last in zip(new[0::2].tolist(), new[1::2].tolist()):  # each run of newly mapped pages
+            if lib.madvise(start + first * _PAGE, (last - first) * _PAGE, _MADV_DONTNEED) == 0:
+                advised += (last - first) * _PAGE
     return advised
 
 
