@@ -279,14 +279,24 @@ _COLUMN_PATHS = _EDGE_COLUMNS + _NUMBERS + ("evidence.source", "evidence.quote",
 _NO_TERMS: dict[str, Any] = {}
 
 
+# A stored edge's key tuple -> the plain type of each of its values in order (None: a key no edge holds). Edges
+# come in a handful of shapes, so each document's check is one lookup and one C-level tuple of its types.
+_SHAPES: dict[tuple[str, ...], tuple[type, ...] | None] = {}
+
+
 def _plain_edge(doc: Any) -> bool:
     """Is ``doc`` a stored edge whose every value is its column's plain type (what the typed record covers)?"""
     if type(doc) is not dict:
         return False
-    for key, value in doc.items():
-        kind = _EDGE_KEYS.get(key)
-        if kind is None or type(value) is not kind:
-            return False
+    shape = tuple(doc)
+    kinds = _SHAPES.get(shape, _SHAPES)
+    if kinds is _SHAPES:
+        found = tuple(map(_EDGE_KEYS.get, shape))
+        kinds = None if None in found else found  # type: ignore[assignment]
+        if len(_SHAPES) < 256:  # documents written by hand may come in any shape: those are not all kept
+            _SHAPES[shape] = kinds  # type: ignore[assignment]
+    if kinds is None or tuple(map(type, doc.values())) != kinds:
+        return False
     low, high = INT_TYPES["integer"]
     if "schema_version" in doc and not low <= doc["schema_version"] <= high:
         return False
