@@ -101,6 +101,7 @@ WINDOW = 100_000
 WINDOWS: list[float] = []  # CPU seconds per edge of the last ingest, window by window
 CPU: dict[str, float] = {}  # this process's CPU seconds of the last ingest ("ingest", "retire") and raw loop
 WROTE: dict[str, int] = {}  # bytes this process handed to write calls (LMDB's dirty pages) in the same spans
+FAULTS: dict[str, int] = {}  # this process's minor page faults in the same spans (a map page touched again)
 
 
 def written() -> int:
@@ -133,23 +134,25 @@ def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
     CPU["ingest"], WROTE["ingest"] = cpu, wrote
     WINDOWS[:] = [used / min(WINDOW, corpus.size - k * WINDOW) for k, used in enumerate(windows)]
     retiring = cpu = 0.0
-    wrote = 0
+    wrote = faults = 0
     for at, chosen in retirement_plan(corpus):
         for part in range(0, chosen.size, BATCH):
             ids = [corpus.edge_id(int(i)) for i in chosen[part:part + BATCH]]
             start, clock, before = time.perf_counter(), time.process_time(), written()
+            faulted = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             engine.graph.invalidate_edges(BRAIN, edge_ids=ids, at=at)
             retiring += time.perf_counter() - start
             cpu += time.process_time() - clock
             wrote += written() - before
-    CPU["retire"], WROTE["retire"] = cpu, wrote
+            faults += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faulted
+    CPU["retire"], WROTE["retire"], FAULTS["retire"] = cpu, wrote, faults
     return rate, retiring
 
 
 def ingest_scaling(sizes: list[int]) -> None:
     """Ingest and retirement at several brain sizes, each in a fresh data directory, against a raw lmdb put loop
     measured in the same run: the rate should not fall, and a retired edge should cost the same, as the brain grows."""
-    rates, per_edge, raws = {}, {}, {}
+    rates, per_edge, raws, retire_cpu = {}, {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
             corpus = Corpus(size)
@@ -160,20 +163,22 @@ def ingest_scaling(sizes: list[int]) -> None:
                 rate, retire_seconds = ingest(engine, corpus)
             retired = int(corpus.retired.sum())
             rates[size], per_edge[size] = rate, retire_seconds / retired
+            retire_cpu[size] = CPU["retire"] / retired
             print(f"{size:>9,} edges: write_edges {rate:,.0f} edges/s ({CPU['ingest'] / size * 1e6:.1f} us CPU, "
                   f"{WROTE['ingest'] / size / 1024:.1f} KiB written per edge); raw lmdb put loop of the same "
                   f"{size:,} documents ({BATCH:,}/txn) {raw:,.0f} docs/s ({CPU['raw'] / size * 1e6:.1f} us CPU, "
                   f"{WROTE['raw'] / size / 1024:.1f} KiB written per doc); ratio {rate / raw:.3f} (target >= 0.50); "
                   f"retiring {retired:,} edges {retire_seconds:.1f} s = {per_edge[size] * 1e6:.1f} us/edge "
-                  f"({CPU['retire'] / retired * 1e6:.1f} us CPU, {WROTE['retire'] / retired / 1024:.1f} KiB written "
-                  f"per edge); load {os.getloadavg()[0]:.1f}", flush=True)
+                  f"({CPU['retire'] / retired * 1e6:.1f} us CPU, {WROTE['retire'] / retired / 1024:.1f} KiB written, "
+                  f"{FAULTS['retire'] / retired:.2f} minor faults per edge); load {os.getloadavg()[0]:.1f}", flush=True)
             print(f"{'':>9}  write_edges CPU per edge by {WINDOW:,}-edge window (us): "
                   + " ".join(f"{used * 1e6:.1f}" for used in WINDOWS), flush=True)
             shutil.rmtree(Path(tmp) / f"data-{size}", ignore_errors=True)
     small, large = min(sizes), max(sizes)
     print(f"rate at {large:,} / rate at {small:,}: write_edges {rates[large] / rates[small]:.2f} (target 0.8-1.2), "
           f"the raw lmdb loop {raws[large] / raws[small]:.2f} (its random-key B-tree alone); time per retired edge "
-          f"at {large:,} / at {small:,}: {per_edge[large] / per_edge[small]:.2f} (target 0.8-1.2)")
+          f"at {large:,} / at {small:,}: {per_edge[large] / per_edge[small]:.2f} (target 0.8-1.2; CPU "
+          f"{retire_cpu[large] / retire_cpu[small]:.2f})")
 
 
 def raw_lmdb_rate(path: Path, corpus: Corpus, limit: int) -> float:
