@@ -3,6 +3,8 @@
 import random
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xerj_core.store import postpack
 
@@ -172,3 +174,17 @@ def test_fixed_width_terms_pack_and_unpack_as_bytes_terms_do():
                                   np.append(bounds, bounds[-1] + 1))
             got = postpack.unpack(extra[1], extra[2], short=48)
             assert isinstance(got[0], list) and odd in got[0]
+
+
+@given(st.lists(st.binary(min_size=1, max_size=48).filter(lambda t: b"\x00" not in t), min_size=1, max_size=300))
+@settings(max_examples=300, deadline=None)
+def test_unique_fixed_is_numpys_unique(terms):
+    # a merge numbers its short terms by integer sorts over their bytes as big-endian words (one word up to
+    # 8 bytes, a lexsort beyond): the distinct terms and every term's rank must be numpy's string unique's
+    from xerj_core.store import tailblock
+
+    fixed = np.array(terms, dtype=bytes)
+    names, inverse = tailblock.unique_fixed(fixed)
+    want_names, want_inverse = np.unique(fixed, return_inverse=True)
+    assert names.dtype == want_names.dtype and names.tolist() == want_names.tolist()
+    assert inverse.dtype == np.int32 and inverse.tolist() == want_inverse.reshape(-1).tolist()

@@ -315,9 +315,7 @@ def _ranked(runs: list[PostingRun]) -> tuple[list[bytes] | np.ndarray, np.ndarra
             fixed = None
             break
     if fixed is not None:
-        unique, inverse = np.unique(np.concatenate(fixed), return_inverse=True)
-        names: list[bytes] | np.ndarray = unique
-        ranks = inverse.reshape(-1).astype(np.int32)
+        names, ranks = unique_fixed(np.concatenate(fixed))
     else:
         every = list(chain.from_iterable(run[0].tolist() if isinstance(run[0], np.ndarray) else run[0]
                                          for run in runs))
@@ -327,9 +325,37 @@ def _ranked(runs: list[PostingRun]) -> tuple[list[bytes] | np.ndarray, np.ndarra
         number = dict(zip(names, range(len(names))))
         ranks = np.fromiter(map(number.__getitem__, every), np.int32, len(every))
         del every, number
-    parts = np.split(ranks, np.cumsum(sizes)[:-1])
-    return names, np.concatenate([part if counts is None else np.repeat(part, counts)
-                                  for part, (_terms, counts, _rows, _tfs) in zip(parts, runs)])
+    if all(run[1] is None for run in runs):
+        return names, ranks
+    # each term's rank once per posting (a run without counts has one posting per term)
+    counts = np.concatenate([np.ones(size, np.int64) if run[1] is None else run[1] for size, run in zip(sizes, runs)])
+    return names, ranks.repeat(counts)
+
+
+def unique_fixed(terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(terms, return_inverse=True)`` for a fixed-width bytes array whose terms hold no NUL (the
+    inverse as int32), by integer sorts: each term's bytes, NUL padded to whole 8-byte words, read as big-endian
+    words order exactly as the bytes do. A merge's distinct terms were about half its cost of grouping postings
+    when numpy compared them as strings; one word (terms up to 8 bytes, most of a text's) takes one integer
+    argsort, longer terms a lexsort over their words, about twice as fast."""
+    n, width = len(terms), terms.itemsize
+    words = -(-width // 8)
+    matrix = np.zeros((n, words * 8), np.uint8)
+    matrix[:, :width] = terms.view(np.uint8).reshape(n, width)
+    key = matrix.view(">u8").astype(np.uint64)
+    first = np.ones(n, bool)
+    if words == 1:
+        key = key.reshape(-1)
+        order = key.argsort()
+        key = key[order]
+        np.not_equal(key[1:], key[:-1], out=first[1:])
+    else:
+        order = np.lexsort(key.T[::-1])  # lexsort's last key is the primary one
+        key = key[order]
+        np.any(key[1:] != key[:-1], axis=1, out=first[1:])
+    inverse = np.empty(n, np.int32)
+    inverse[order] = first.cumsum(dtype=np.int32) - 1
+    return terms[order[first]], inverse
 
 
 def postings_of_tokens(tokens: list[list[str]], start: int) -> PostingRun:
