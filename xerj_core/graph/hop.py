@@ -53,6 +53,7 @@ _NO_COLUMNS = "no-columns"
 _TOUCH_AT = 16
 
 FRONTIER_CAP = 4096
+_SORT_WHOLE = 2048  # a hop of at most this many edges is ranked by one sort, not a selection first
 _TERM_ARRAYS_KEPT = 64  # node dictionaries whose term arrays are kept (see TermArrays)
 EDGE_CAP = 100_000
 
@@ -764,13 +765,19 @@ class HopEdges:
         if self._rank is None:
             best = self._best()
             if best is not None:
+                # Ranks are unique, so a stable sort orders them as any would. NumPy's quicksort and selection
+                # finish small spans with a vectorised network tens of KiB of code long, fetched cold whenever an
+                # ego follows other work; its merge sort is compact, and sorting a small hop whole is as cheap as
+                # selecting from it first.
                 if k is None or k >= n:
-                    self._rank = np.argsort(best)
+                    self._rank = np.argsort(best, kind="stable")
                 elif k <= 0:
                     return _EMPTY
+                elif n <= _SORT_WHOLE:
+                    return np.argsort(best, kind="stable")[:k]
                 else:
                     pick = np.argpartition(best, k - 1)[:k]
-                    return pick[np.argsort(best[pick])]
+                    return pick[np.argsort(best[pick], kind="stable")]
             elif k is not None and 0 < k < n:
                 merged = self._merged_best(k)
                 if merged is not None:
@@ -805,7 +812,8 @@ class HopEdges:
             if ranks is None:
                 return None
             table = part.table
-            pick = np.argpartition(ranks, k - 1)[:k] if ranks.size > k else np.arange(ranks.size)
+            pick = np.arange(ranks.size) if ranks.size <= k else np.argsort(ranks, kind="stable")[:k] \
+                if ranks.size <= _SORT_WHOLE else np.argpartition(ranks, k - 1)[:k]  # see order
             idx = part.idx.take(pick)
             at = idx if part.cols is table.cols else part.cols.perm.take(idx)
             record = table.record.take(at)
