@@ -54,7 +54,6 @@ _TOUCH_AT = 16
 
 FRONTIER_CAP = 4096
 _SORT_WHOLE = 2048  # a hop of at most this many edges is ranked by one sort, not a selection first
-_TERM_ARRAYS_KEPT = 64  # node dictionaries whose term arrays are kept (see TermArrays)
 EDGE_CAP = 100_000
 
 OUT, IN, BOTH = "out", "in", "both"
@@ -515,38 +514,6 @@ class TailView:
         return self.table.candidates(frontier, direction, False) if frontier.size else []
 
 
-class TermArrays:
-    """The node dictionary's terms as an object array (ordinal → the term's own str), grown as the dictionary
-    grows (it only appends), so naming 100 edges' ends is a take and a ``tolist`` rather than 100 lookups."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._found: dict[int, tuple[Any, np.ndarray, int]] = {}  # id(dictionary) -> (dictionary, array, filled)
-
-    def of(self, dictionary: Any) -> np.ndarray:
-        """An array whose first ``len(dictionary.terms)`` (at least) entries are its terms."""
-        found = self._found.get(id(dictionary))
-        size = len(dictionary.terms)
-        if found is not None and found[0] is dictionary and found[2] >= size:
-            return found[1]
-        with self._lock:
-            found = self._found.get(id(dictionary))
-            if found is None or found[0] is not dictionary:
-                array, filled = np.empty(max(size, 1024), object), 0
-            else:
-                _, array, filled = found
-            size = len(dictionary.terms)
-            if size > array.size:  # room for growth: the copy is amortized over many appends
-                grown = np.empty(2 * size, object)
-                grown[:filled] = array[:filled]
-                array = grown
-            array[filled:size] = dictionary.terms[filled:size]
-            if len(self._found) >= _TERM_ARRAYS_KEPT:  # dictionaries of dropped indices are let go in time
-                self._found.clear()
-            self._found[id(dictionary)] = (dictionary, array, size)
-            return array
-
-
 class ViewCache:
     """One sealed view per edges index, kept while its segment layout is unchanged.
 
@@ -560,7 +527,6 @@ class ViewCache:
         self._lock = threading.Lock()
         self._files = ArrayFiles(directory) if directory is not None else None
         self.row_ids = RowIds(self._files)
-        self.terms = TermArrays()
 
     def _current(self, reader: IndexReader) -> SealedView | None:
         found = self._views.get(reader.name)
