@@ -323,7 +323,7 @@ class EdgeTable:
 
         ``check_live`` False says every row of this table is known live, so no hop needs the live mask."""
         width = self.out_off.size - 1  # every node ordinal of the table lies below
-        usable = frontier if frontier[-1] < width else frontier[: np.searchsorted(frontier, width)]
+        usable = frontier if frontier[-1] < width else frontier[: frontier.searchsorted(width)]
         if not usable.size:
             return []
         if direction == OUT:
@@ -509,7 +509,7 @@ class TailView:
         # no tail node at all, and stop here.
         touched = self.touched
         if frontier[-1] >= touched.size:
-            frontier = frontier[: np.searchsorted(frontier, touched.size)]
+            frontier = frontier[: frontier.searchsorted(touched.size)]
         frontier = frontier[touched[frontier]]
         return self.table.candidates(frontier, direction, False) if frontier.size else []
 
@@ -736,14 +736,14 @@ class HopEdges:
                 # ego follows other work; its merge sort is compact, and sorting a small hop whole is as cheap as
                 # selecting from it first.
                 if k is None or k >= n:
-                    self._rank = np.argsort(best, kind="stable")
+                    self._rank = best.argsort(kind="stable")
                 elif k <= 0:
                     return _EMPTY
                 elif n <= _SORT_WHOLE:
-                    return np.argsort(best, kind="stable")[:k]
+                    return best.argsort(kind="stable")[:k]
                 else:
                     pick = np.argpartition(best, k - 1)[:k]
-                    return pick[np.argsort(best[pick], kind="stable")]
+                    return pick[best[pick].argsort(kind="stable")]
             elif k is not None and 0 < k < n:
                 merged = self._merged_best(k)
                 if merged is not None:
@@ -778,7 +778,7 @@ class HopEdges:
             if ranks is None:
                 return None
             table = part.table
-            pick = np.arange(ranks.size) if ranks.size <= k else np.argsort(ranks, kind="stable")[:k] \
+            pick = np.arange(ranks.size) if ranks.size <= k else ranks.argsort(kind="stable")[:k] \
                 if ranks.size <= _SORT_WHOLE else np.argpartition(ranks, k - 1)[:k]  # see order
             idx = part.idx.take(pick)
             at = idx if part.cols is table.cols else part.cols.perm.take(idx)
@@ -890,7 +890,7 @@ class Part:
             return np.full(self.size, out) if isinstance(out, bool) else out
         if self.hot is not None:
             if field == "other":
-                return (self.hot & self.table.low).astype(np.int64)
+                return np.bitwise_and(self.hot, self.table.low, dtype=np.int64)  # one pass, no int32 temporary
             if field == "invalid_at":  # the rank sits above the in bit in a both-ways part
                 return self.table.instants[self.hot >> (self.table.shift + (self.out is None))]
         cols, idx = self.cols, self.idx
