@@ -182,6 +182,48 @@ def test_a_companion_gives_the_inline_drafts_documents_and_edges(tmp_path, monke
     assert not [proc for pool in pools for proc in (pool._processes or {}).values() if proc.is_alive()]
 
 
+def test_batches_taken_back_from_a_starting_companion_give_the_inline_drafts_documents_and_edges(tmp_path,
+                                                                                                monkeypatch):
+    # no first files parsed here and small batches: the writer reaches the companion's first batch at once, and
+    # parses the last batches the still starting companion has not begun; the companion keeps those files too
+    folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 140)
+    taken_back: list = []
+    real_take_back = pipeline._Runner.take_back
+
+    def take_back(runner, future):
+        outcomes = real_take_back(runner, future)
+        if outcomes is not None:
+            taken_back.append(len(outcomes))
+        return outcomes
+
+    def with_take_back():
+        monkeypatch.setattr(pipeline, "HEAD_PARSE_FILES", 0)
+        monkeypatch.setattr(pipeline, "PARSE_BATCH_FILES", 16)
+        monkeypatch.setattr(pipeline._Runner, "take_back", take_back)
+
+    outcomes = []
+    for name, chosen in (("inline", InlineExecutor()), ("c", COMPANION)):
+        work = tmp_path / f"{name}-folder"
+        shutil.copytree(folder, work, copy_function=shutil.copy2)
+        recorded = Recorded(monkeypatch)
+        if chosen == COMPANION:
+            monkeypatch.setattr(pipeline, "companion_default", lambda: True)
+            with_take_back()
+            chosen = None
+        with Engine(tmp_path / name, get_plugin_manager()) as eng:
+            summaries = [comparable(run(eng, work, brain="b", clock=CLOCK, executor=chosen)) for _ in RERUN_STEPS[:2]]
+            edit_one_remove_one(work)
+            summaries.append(comparable(run(eng, work, brain="b", clock=CLOCK, executor=chosen)))
+            edges = stored(eng, "b")
+            notes = documents(eng, dataset_index("ax-notes", LocalSink(eng.store, eng.graph).load("b").root_id))
+        outcomes.append((summaries, recorded.results, edges, notes))
+        monkeypatch.undo()
+    inline, accompanied = outcomes
+    assert taken_back and sum(taken_back) < pipeline.POOL_MIN_FILES + 140  # some batches, never all of them
+    assert inline[0][0]["edges_by_type"].get("shared_term") and inline[2]
+    assert accompanied == inline  # the drafts in the same order, counters, summaries, stored edges and documents
+
+
 def test_a_companion_killed_mid_run_fails_the_run_and_the_next_run_finishes(tmp_path, monkeypatch):
     from xerj_core.errors import BatchFailed
 

@@ -275,6 +275,7 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
         rest = [runner.parse(batch, may_detect) for batch in _chunks(to_parse[head:], PARSE_BATCH_FILES)]
         first = [runner.parse(batch, may_detect, here=True) for batch in _chunks(to_parse[:head], PARSE_BATCH_FILES)]
         runner.parsed_here = len(first)
+        runner.taking_back = runner.companion and bool(rest)
         changed_parses = first + rest
         del first, rest  # each batch's future (and its documents, once parsed) is let go as the writer takes it
         detection = _Detection(runner, changed_parses, unchanged, forced=forced) if may_detect else None
@@ -342,6 +343,8 @@ class _Runner:
         self.companion = False
         self.token = uuid.uuid4().hex
         self.parsed_here = 0  # with a companion: how many of the first parse batches this process parses
+        # ... and whether it still parses, while it waits for the companion's first batch, the last batches the
+        # companion has not started (see _take_back_while_waiting)
         self.plugins = plugins
         self.ref = plugins.ref(graph)
         self.graph = graph
@@ -352,6 +355,7 @@ class _Runner:
         # Tasks for an executor wait here until fewer than ``window`` are out (sent, result not yet taken).
         self.backlog: deque[_Queued] = deque()
         self.out = 0
+        self.taking_back = False
 
     def expect(self, work_files: int) -> None:
         """Open a pool once the run has ``work_files`` files to parse or detect, if a pool pays and may be used.
@@ -382,6 +386,7 @@ class _Runner:
                                  files=_paths(batch), eager=True)
             if ship:
                 future.entries = batch  # type: ignore[attr-defined]  # put back into its outcomes
+                future.with_partials = with_partials  # type: ignore[attr-defined]  # to parse it here instead
             return future
         return self.submit(parse_batch, batch, with_partials, step=PARSING, files=_paths(batch))
 
@@ -436,7 +441,18 @@ class _Runner:
             future = Future()
             future.set_exception(exc)
         self.futures.add(future)
-        return watch_batch(future, step, files)
+        watched = watch_batch(future, step, files)
+        watched.inner = future  # type: ignore[attr-defined]  # to take a task back that has not started
+        return watched
+
+    def take_back(self, future: Future) -> list[ParseOutcome] | None:
+        """A companion's changed-file parse batch that it has not started, parsed here instead (its outcomes;
+        None when it started, or was not such a batch)."""
+        inner = getattr(future, "inner", None)
+        entries = getattr(future, "entries", None)
+        if inner is None or entries is None or not inner.cancel():
+            return None
+        return parse_batch(self.plugins, entries, future.with_partials)  # type: ignore[attr-defined]
 
     def taken(self) -> None:
         """A task's result was taken: another may go out."""
@@ -530,6 +546,7 @@ class _Queued(_OnDemand):
         if call is None or self.done():
             return
         outcome = self._runner.send(*call)
+        self.inner = getattr(outcome, "inner", None)
         outcome.add_done_callback(self._settle)
 
     def _settle(self, outcome: Future) -> None:
@@ -616,7 +633,8 @@ class _Detection:
     def _combine_when_adopted(self) -> None:
         """With a companion, send the combine once edges are to be redone and the companion was sent every
         file parsed here: it runs in the worker right after the last parse, while this process still writes."""
-        if self.needed and self.combined is None and self.taken >= self.runner.parsed_here:
+        if self.needed and self.combined is None and self.taken >= self.runner.parsed_here \
+                and not self.runner.taking_back:
             self.combined = self.runner.submit(combine_kept, self.runner.token, step=COMBINING,
                                                files=self.detected, eager=True)
 
@@ -630,14 +648,22 @@ class _Detection:
             self._keep(outcomes)
             return
         if self.taken < self.runner.parsed_here:  # parsed in this process: the companion adopts the files
-            adopted = [(o.entry.rel_path, Kept.of(o)) for o in outcomes if o.docs]
-            if adopted:
-                self.runner.submit(adopt_kept, self.runner.token, adopted, step=PARSING,
-                                   files=[path for path, _ in adopted], eager=True)
+            self.adopt(outcomes)
         self.taken += 1
         self.detected.extend(o.entry.rel_path for o in outcomes if o.yields)
         if parsed:
             self._need()
+        self._combine_when_adopted()
+
+    def adopt(self, outcomes: Sequence[ParseOutcome]) -> None:
+        """Files parsed in this process: the companion keeps them for detection (sent now, so before the
+        combine, which follows every parse and adoption the companion was sent)."""
+        adopted = [(o.entry.rel_path, Kept.of(o)) for o in outcomes if o.docs]
+        if adopted:
+            self.runner.submit(adopt_kept, self.runner.token, adopted, step=PARSING,
+                               files=[path for path, _ in adopted], eager=True)
+
+    def after_taking_back(self) -> None:
         self._combine_when_adopted()
 
     def _keep(self, outcomes: Sequence[ParseOutcome]) -> None:
@@ -838,6 +864,9 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
                     detection.start()
 
     for position, future in enumerate(parses):
+        if runner.taking_back and isinstance(future, _Queued):
+            _take_back_while_waiting(runner, parses, position, detection)
+            future = parses[position]
         outcomes = runner.outcomes(future)  # type: ignore[arg-type]
         parses[position] = None
         if detection is not None:
@@ -859,6 +888,28 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
     work.extend((path, None) for path in removed)
     flush(everything=True)
     return changed
+
+
+def _take_back_while_waiting(runner: _Runner, parses: list[Future | None], position: int,
+                             detection: _Detection | None) -> None:
+    """While the companion's first parse batch (``parses[position]``) is not back, this process would only wait
+    (the companion is still starting: a fresh interpreter and its imports): it parses the last batches the
+    companion has not started instead, and sends their files for the companion to keep, as it does the first
+    files. Once that batch is back (or nothing is left to take back) the companion parses the rest, and the
+    combine may be sent: it must follow every file the companion is sent to keep."""
+    last = len(parses) - 1
+    while not parses[position].done() and last > position:  # type: ignore[union-attr]
+        outcomes = runner.take_back(parses[last])  # type: ignore[arg-type]
+        if outcomes is not None:
+            done: Future = Future()
+            done.set_result(outcomes)
+            parses[last] = done
+            if detection is not None:
+                detection.adopt(outcomes)
+        last -= 1
+    runner.taking_back = False
+    if detection is not None:
+        detection.after_taking_back()
 
 
 def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, datasets: list[str], now_ms: int,
