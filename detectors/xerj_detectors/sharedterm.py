@@ -175,7 +175,7 @@ class SharedtermDetector:
         # pairs meeting on two signature terms from either end that neither end scored, counted once: a pair
         # (j, i), j < i, is settled when i is reached, since both files' scored lists are known then
         unscored = 0
-        in_best = np.zeros(total, bool)
+        times_scored = np.zeros(total, np.int64)  # how many earlier files have each file in their scored list
         mine = np.zeros(len(names), bool)  # the current file's terms, marked (and cleared after use)
         for index, terms in enumerate(distinctive):
             signature = signatures[index]
@@ -190,13 +190,17 @@ class SharedtermDetector:
             else:
                 hits = np.zeros(total, np.int64)
                 best = ranked = np.empty(0, np.int64)
-            earlier = np.flatnonzero((hits[:index] >= MIN_FAMILIES) | (met_by[:index] >= MIN_FAMILIES))
-            in_best[best] = True
-            earlier = earlier[~in_best[earlier]]
-            in_best[best] = False
-            unscored += int(len(earlier)) - int(np.count_nonzero((scored[earlier] == index).any(axis=1)))
+            # the earlier files meeting this one (from either end) that neither end scored, counted without
+            # listing them: every file of ``best`` meets it, and so does every earlier file that scored it (its
+            # hits on this file are this file's ``met_by`` on it), which ``times_scored`` counts
+            earlier = int(np.count_nonzero((hits[:index] >= MIN_FAMILIES) | (met_by[:index] >= MIN_FAMILIES)))
+            before = best < index
+            scored_me = before & (scored[best] == index).any(axis=1)
+            unscored += earlier - int(np.count_nonzero(before)) - int(times_scored[index]) \
+                + int(np.count_nonzero(scored_me))
+            times_scored[best[~before]] += 1
             # a pair examined from the other end is not scored again
-            fresh = best[~((best < index) & (scored[best] == index).any(axis=1))].tolist()
+            fresh = best[~scored_me].tolist()
             if not fresh:
                 continue
             # each fresh file's terms that this file holds, in one pass: its sorted terms, masked
