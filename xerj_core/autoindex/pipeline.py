@@ -86,8 +86,10 @@ POOL_MIN_FILES = 200
 # drafts and the texts of the batches in flight stay a bounded share of the corpus.
 DETECT_WINDOW_PER_WORKER = 2
 # A companion's detect batches whose packed results the writer may hold at once (0.3-0.45 MB a batch of 512 notes): it
-# detects this far ahead, so on most runs it is done, and gone, while the writer still writes edges.
-DETECT_AHEAD_BATCHES = 32
+# detects this far ahead, so on most runs it is done, and gone, while the writer still writes edges. 64 covers 32k
+# files: on 20k notes (40 batches) a window of 32 kept the companion (about 190 MB) waiting for the writer to take
+# 8 batches, alive through the first edge transactions and their merges, for some 20 MB of results held instead.
+DETECT_AHEAD_BATCHES = 64
 
 
 @attrs.define
