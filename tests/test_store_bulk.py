@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xerj_core.store import BulkOp, Store
-from xerj_core.text import term_counts, term_counts_many, tokenize, tokenize_many
+from xerj_core.text import long_words, term_counts, term_counts_many, tokenize, tokenize_many
 
 from .test_store_compaction import MAPPING, WORDS, _doc, _picture
 
@@ -90,6 +90,9 @@ def test_tokenizing_a_batch_equals_tokenizing_each_text(texts):
     assert term_counts_many([tokenize(t) for t in texts]) == [term_counts(tokenize(t)) for t in texts]
     greek = [t + "Σ" for t in texts] + ["ΑΣ", "ΑΣ'", "Σ"]
     assert tokenize_many(greek) == [tokenize(t) for t in greek]
+    for text in texts + greek + ["İstanbul ab abc ΑΣΣ x_y1 ｆｕｌｌ"]:
+        for shortest in (1, 3, 4):
+            assert long_words(text, shortest) == [word for word in tokenize(text) if len(word) >= shortest]
 
 
 def test_a_bulk_of_mixed_shapes_with_multi_fields_takes_the_batch_path_and_equals_single_puts(tmp_path, monkeypatch):

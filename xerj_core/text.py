@@ -40,6 +40,19 @@ def ascii_words(text: str) -> list[bytes]:
     return text.encode().translate(_ASCII_WORDS).split()
 
 
+def long_words(text: str, shortest: int) -> list[str]:
+    """The words of ``tokenize(text)`` at least ``shortest`` characters long, in order, by one scan that makes no
+    string of the shorter ones (the regex meets each run of word characters at its start, so a short run never
+    yields its tail)."""
+    pattern = _LONG_WORDS.get(shortest)
+    if pattern is None:
+        pattern = _LONG_WORDS[shortest] = re.compile(rf"{_WORD.pattern[:-1]}{{{max(shortest, 1)},}}")
+    return pattern.findall(text.lower())
+
+
+_LONG_WORDS: dict[int, re.Pattern[str]] = {}
+
+
 def tokenize_many(texts: list[str]) -> list[list[str]]:
     """``tokenize`` of each text, lowercased as one string: for a batch of short texts (bulk writes) the
     per-call costs are most of the work. A NUL stops case mapping context like a text's end does. An ASCII

@@ -46,7 +46,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft
-from xerj_core.text import tokenize
+from xerj_core.text import long_words
 
 MAX_SHARE_PERCENT = 10
 MIN_FAMILIES = 2
@@ -87,8 +87,9 @@ def _eligible(word: str) -> bool:
 
 def file_terms(file_docs: Sequence[SourceDocument]) -> frozenset[str]:
     """The distinct eligible terms of one file."""
-    # one tokenizer pass over the file: a newline separates the documents' texts as their ends did
-    words = set(tokenize("\n".join(doc.text for doc in file_docs if doc.text)))
+    # one tokenizer pass over the file (a newline separates the documents' texts as their ends did) that finds
+    # only its words of at least MIN_TERM characters: the same runs ``tokenize`` finds, without the short ones
+    words = set(long_words("\n".join(doc.text for doc in file_docs if doc.text), MIN_TERM))
     # the memo only ever holds true verdicts, so a concurrent run clearing it costs work, never a word
     known = words & _ELIGIBLE
     unknown = words - known - _INELIGIBLE
