@@ -184,8 +184,8 @@ def test_a_companion_gives_the_inline_drafts_documents_and_edges(tmp_path, monke
 
 def test_batches_taken_back_from_a_starting_companion_give_the_inline_drafts_documents_and_edges(tmp_path,
                                                                                                 monkeypatch):
-    # no first files parsed here and small batches: the writer reaches the companion's first batch at once, and
-    # parses the last batches the still starting companion has not begun; the companion keeps those files too
+    # small batches: the writer reaches the companion's first batch at once, and parses the last batches the still
+    # starting companion has not begun; the companion keeps those files too
     folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 140)
     taken_back: list = []
     real_take_back = pipeline._Runner.take_back
@@ -197,7 +197,6 @@ def test_batches_taken_back_from_a_starting_companion_give_the_inline_drafts_doc
         return outcomes
 
     def with_take_back():
-        monkeypatch.setattr(pipeline, "HEAD_PARSE_FILES", 0)
         monkeypatch.setattr(pipeline, "PARSE_BATCH_FILES", 16)
         monkeypatch.setattr(pipeline._Runner, "take_back", take_back)
 

@@ -72,8 +72,6 @@ if TYPE_CHECKING:  # pragma: no cover
 BATCH_FILES = 1024
 # The first transactions are smaller (doubling up to BATCH_FILES), so the writer starts after a few parsed files.
 FIRST_BATCH_FILES = 128
-# With a companion, the files this process parses itself while the companion starts.
-HEAD_PARSE_FILES = 256
 # ... and a transaction takes files up to this many bytes (at least one file), so large files (real code: 5,000
 # files of site-packages peaked at 412 MB in 1,024-file transactions) hold no more text at once than notes do.
 BATCH_BYTES = 4 << 20
@@ -271,15 +269,10 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
     try:
         forced = bool(removed) or run_dirty or not state.edges_index
         runner.expect(len(to_parse) + (len(unchanged) if may_detect and forced else 0))
-        # a companion takes a few tenths of a second to start: the first files are parsed here meanwhile (sent
-        # after the rest, so the companion starts at once), and it adopts them before it combines
-        head = HEAD_PARSE_FILES if runner.companion else 0
-        rest = [runner.parse(batch, may_detect) for batch in _chunks(to_parse[head:], PARSE_BATCH_FILES)]
-        first = [runner.parse(batch, may_detect, here=True) for batch in _chunks(to_parse[:head], PARSE_BATCH_FILES)]
-        runner.parsed_here = len(first)
-        runner.taking_back = runner.companion and bool(rest)
-        changed_parses = first + rest
-        del first, rest  # each batch's future (and its documents, once parsed) is let go as the writer takes it
+        # each batch's future (and its documents, once parsed) is let go as the writer takes it
+        changed_parses = [runner.parse(batch, may_detect) for batch in _chunks(to_parse, PARSE_BATCH_FILES)]
+        # a companion takes a few tenths of a second to start: meanwhile this process parses what it has not begun
+        runner.taking_back = runner.companion and bool(changed_parses)
         detection = _Detection(runner, changed_parses, unchanged, forced=forced) if may_detect else None
         changed = _write_documents(sink, brain_name, state.root_id, runner, changed_parses, removed, prior,
                                    now_ms, summary, progress, detection)
@@ -344,9 +337,6 @@ class _Runner:
         self.may_accompany = executor is None and workers is None and self.workers < 2 and companion_default()
         self.companion = False
         self.token = uuid.uuid4().hex
-        self.parsed_here = 0  # with a companion: how many of the first parse batches this process parses
-        # ... and whether it still parses, while it waits for the companion's first batch, the last batches the
-        # companion has not started (see _take_back_while_waiting)
         self.plugins = plugins
         self.ref = plugins.ref(graph)
         self.graph = graph
@@ -357,6 +347,8 @@ class _Runner:
         # Tasks for an executor wait here until fewer than ``window`` are out (sent, result not yet taken).
         self.backlog: deque[_Queued] = deque()
         self.out = 0
+        # with a companion: whether this process still parses, while it waits for the companion's first batch,
+        # the last batches the companion has not begun (see _take_back_while_waiting)
         self.taking_back = False
 
     def expect(self, work_files: int) -> None:
@@ -376,12 +368,9 @@ class _Runner:
             self.pool = open_pool(max(self.workers, 1))
             self.companion = self.workers < 2
 
-    def parse(self, batch: Sequence[FileEntry], with_partials: bool, *, ship: bool = True,
-              here: bool = False) -> Future:
+    def parse(self, batch: Sequence[FileEntry], with_partials: bool, *, ship: bool = True) -> Future:
         """A parse batch's future; its outcomes come from :meth:`outcomes`. With ``ship`` false (files parsed
-        for the corpus only) a companion returns only the failures; ``here`` parses in this process anyway."""
-        if here:
-            return _Deferred(parse_batch, PARSING, _paths(batch), self.plugins, batch, with_partials)
+        for the corpus only) a companion returns only the failures."""
         if self.companion:
             # its outcomes come back packed, so every parse batch is sent at once and the companion runs ahead
             future = self.submit(parse_and_keep, self.token, batch, with_partials, ship, step=PARSING,
@@ -618,7 +607,6 @@ class _Detection:
         self.detected: list[str] = []  # the files whose edges a lost combine would lose, to name them
         self.started = False
         self.companion_counters: dict[str, int] = {}
-        self.taken = 0  # changed parse batches taken so far
         if forced:
             self._need()
 
@@ -635,8 +623,7 @@ class _Detection:
     def _combine_when_adopted(self) -> None:
         """With a companion, send the combine once edges are to be redone and the companion was sent every
         file parsed here: it runs in the worker right after the last parse, while this process still writes."""
-        if self.needed and self.combined is None and self.taken >= self.runner.parsed_here \
-                and not self.runner.taking_back:
+        if self.needed and self.combined is None and not self.runner.taking_back:
             self.combined = self.runner.submit(combine_kept, self.runner.token, step=COMBINING,
                                                files=self.detected, eager=True)
 
@@ -649,9 +636,6 @@ class _Detection:
                 self._need()
             self._keep(outcomes)
             return
-        if self.taken < self.runner.parsed_here:  # parsed in this process: the companion adopts the files
-            self.adopt(outcomes)
-        self.taken += 1
         self.detected.extend(o.entry.rel_path for o in outcomes if o.yields)
         if parsed:
             self._need()
@@ -896,9 +880,11 @@ def _take_back_while_waiting(runner: _Runner, parses: list[Future | None], posit
                              detection: _Detection | None) -> None:
     """While the companion's first parse batch (``parses[position]``) is not back, this process would only wait
     (the companion is still starting: a fresh interpreter and its imports): it parses the last batches the
-    companion has not started instead, and sends their files for the companion to keep, as it does the first
-    files. Once that batch is back (or nothing is left to take back) the companion parses the rest, and the
-    combine may be sent: it must follow every file the companion is sent to keep."""
+    companion has not begun instead, and sends their files for the companion to keep. Once that batch is back
+    (or nothing is left to take back) the companion parses the rest, and the combine may be sent: it must
+    follow every file the companion is sent to keep. How much is taken back adapts to how long the companion
+    takes to start (a fixed share parsed here either left this process waiting or did work the companion was
+    ready for)."""
     last = len(parses) - 1
     while not parses[position].done() and last > position:  # type: ignore[union-attr]
         outcomes = runner.take_back(parses[last])  # type: ignore[arg-type]
