@@ -196,30 +196,17 @@ def test_batches_taken_back_from_a_starting_companion_give_the_inline_drafts_doc
             taken_back.append(len(outcomes))
         return outcomes
 
-    def with_take_back():
-        monkeypatch.setattr(pipeline, "PARSE_BATCH_FILES", 16)
-        monkeypatch.setattr(pipeline._Runner, "take_back", take_back)
+    def patched(step):
+        def run_step(work):
+            monkeypatch.setattr(pipeline, "PARSE_BATCH_FILES", 16)
+            monkeypatch.setattr(pipeline._Runner, "take_back", take_back)
+            step(work)
+        return run_step
 
-    outcomes = []
-    for name, chosen in (("inline", InlineExecutor()), ("c", COMPANION)):
-        work = tmp_path / f"{name}-folder"
-        shutil.copytree(folder, work, copy_function=shutil.copy2)
-        recorded = Recorded(monkeypatch)
-        if chosen == COMPANION:
-            monkeypatch.setattr(pipeline, "companion_default", lambda: True)
-            with_take_back()
-            chosen = None
-        with Engine(tmp_path / name, get_plugin_manager()) as eng:
-            summaries = [comparable(run(eng, work, brain="b", clock=CLOCK, executor=chosen)) for _ in RERUN_STEPS[:2]]
-            edit_one_remove_one(work)
-            summaries.append(comparable(run(eng, work, brain="b", clock=CLOCK, executor=chosen)))
-            edges = stored(eng, "b")
-            notes = documents(eng, dataset_index("ax-notes", LocalSink(eng.store, eng.graph).load("b").root_id))
-        outcomes.append((summaries, recorded.results, edges, notes))
-        monkeypatch.undo()
-    inline, accompanied = outcomes
+    inline, accompanied = run_each(tmp_path, folder, monkeypatch, {"inline": InlineExecutor(), "c": COMPANION},
+                                   steps=tuple(map(patched, RERUN_STEPS)))
     assert taken_back and sum(taken_back) < pipeline.POOL_MIN_FILES + 140  # some batches, never all of them
-    assert inline[0][0]["edges_by_type"].get("shared_term") and inline[2]
+    assert inline[0][0]["edges_by_type"].get("shared_term") and inline[2] and inline[3]
     assert accompanied == inline  # the drafts in the same order, counters, summaries, stored edges and documents
 
 
