@@ -182,10 +182,11 @@ def test_a_companion_gives_the_inline_drafts_documents_and_edges(tmp_path, monke
     assert not [proc for pool in pools for proc in (pool._processes or {}).values() if proc.is_alive()]
 
 
+@pytest.mark.parametrize("bound", [None, 1])
 def test_batches_taken_back_from_a_starting_companion_give_the_inline_drafts_documents_and_edges(tmp_path,
-                                                                                                monkeypatch):
+                                                                                                monkeypatch, bound):
     # small batches: the writer reaches the companion's first batch at once, and parses the last batches the still
-    # starting companion has not begun; the companion keeps those files too
+    # starting companion has not begun (up to a bound in bytes of files); the companion keeps those files too
     folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 140)
     taken_back: list = []
     real_take_back = pipeline._Runner.take_back
@@ -200,12 +201,16 @@ def test_batches_taken_back_from_a_starting_companion_give_the_inline_drafts_doc
         def run_step(work):
             monkeypatch.setattr(pipeline, "PARSE_BATCH_FILES", 16)
             monkeypatch.setattr(pipeline._Runner, "take_back", take_back)
+            if bound is not None:
+                monkeypatch.setattr(pipeline, "TAKE_BACK_BYTES", bound)
             step(work)
         return run_step
 
     inline, accompanied = run_each(tmp_path, folder, monkeypatch, {"inline": InlineExecutor(), "c": COMPANION},
                                    steps=tuple(map(patched, RERUN_STEPS)))
     assert taken_back and sum(taken_back) < pipeline.POOL_MIN_FILES + 140  # some batches, never all of them
+    if bound is not None:  # past the bound, one batch per run that takes back at all
+        assert len(taken_back) <= 2
     assert inline[0][0]["edges_by_type"].get("shared_term") and inline[2] and inline[3]
     assert accompanied == inline  # the drafts in the same order, counters, summaries, stored edges and documents
 

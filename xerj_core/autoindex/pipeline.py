@@ -75,6 +75,10 @@ FIRST_BATCH_FILES = 128
 # ... and a transaction takes files up to this many bytes (at least one file), so large files (real code: 5,000
 # files of site-packages peaked at 412 MB in 1,024-file transactions) hold no more text at once than notes do.
 BATCH_BYTES = 4 << 20
+# With a companion, the most bytes of files this process parses while the companion starts (see
+# _take_back_while_waiting): their documents are held until the writer reaches them (on a loaded machine, 5,000
+# files of real code held 100 MB more in the writer without a bound).
+TAKE_BACK_BYTES = 8 << 20
 # Files per executor task: small enough to spread over the workers and to stop soon on Ctrl-C.
 PARSE_BATCH_FILES = 64
 DETECT_BATCH_FILES = 512
@@ -884,11 +888,14 @@ def _take_back_while_waiting(runner: _Runner, parses: list[Future | None], posit
     (or nothing is left to take back) the companion parses the rest, and the combine may be sent: it must
     follow every file the companion is sent to keep. How much is taken back adapts to how long the companion
     takes to start (a fixed share parsed here either left this process waiting or did work the companion was
-    ready for)."""
+    ready for), up to :data:`TAKE_BACK_BYTES` of files: their documents wait here, in file order, until the
+    writer reaches them."""
     last = len(parses) - 1
-    while not parses[position].done() and last > position:  # type: ignore[union-attr]
+    held = 0
+    while not parses[position].done() and last > position and held < TAKE_BACK_BYTES:  # type: ignore[union-attr]
         outcomes = runner.take_back(parses[last])  # type: ignore[arg-type]
         if outcomes is not None:
+            held += sum(outcome.entry.size for outcome in outcomes)
             done: Future = Future()
             done.set_result(outcomes)
             parses[last] = done
