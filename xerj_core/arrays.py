@@ -23,7 +23,7 @@ def member(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
         found = np.zeros(values.size, bool)
         found[inside] = bitmap[values[inside]]
         return found
-    at = ids.searchsorted(values)  # the method: numpy's module-level functions add a Python call
+    at = np.searchsorted(ids, values)
     at[at == ids.size] = 0
     return ids[at] == values
 
@@ -36,7 +36,7 @@ def unique_ids(values: np.ndarray) -> np.ndarray:
         return np.unique(values).astype(np.int64)
     seen = np.zeros(int(values.max()) + 1, bool)
     seen[values] = True
-    return seen.nonzero()[0]
+    return np.flatnonzero(seen)
 
 
 _COUNTING = np.arange(1 << 16, dtype=np.int64)
@@ -64,9 +64,9 @@ def ranges(starts: np.ndarray, lengths: np.ndarray, total: int | None = None) ->
         total = int(lengths.sum())
     if starts.size == 1:
         return np.arange(starts[0], starts[0] + total, dtype=np.int64)
-    shift = lengths.cumsum(dtype=np.int64)
+    shift = np.cumsum(lengths, dtype=np.int64)
     np.subtract(shift, lengths, out=shift)  # where each run begins in the result
     np.subtract(starts, shift, out=shift)
-    out = shift.repeat(lengths)
+    out = np.repeat(shift, lengths)
     np.add(out, counting(total), out=out)
     return out

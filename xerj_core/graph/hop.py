@@ -53,7 +53,7 @@ _NO_COLUMNS = "no-columns"
 _TOUCH_AT = 16
 
 FRONTIER_CAP = 4096
-_SORT_WHOLE = 2048  # a hop of at most this many edges is ranked by one sort, not a selection first
+_TERM_ARRAYS_KEPT = 64  # node dictionaries whose term arrays are kept (see TermArrays)
 EDGE_CAP = 100_000
 
 OUT, IN, BOTH = "out", "in", "both"
@@ -323,7 +323,7 @@ class EdgeTable:
 
         ``check_live`` False says every row of this table is known live, so no hop needs the live mask."""
         width = self.out_off.size - 1  # every node ordinal of the table lies below
-        usable = frontier if frontier[-1] < width else frontier[: frontier.searchsorted(width)]
+        usable = frontier if frontier[-1] < width else frontier[: np.searchsorted(frontier, width)]
         if not usable.size:
             return []
         if direction == OUT:
@@ -509,9 +509,41 @@ class TailView:
         # no tail node at all, and stop here.
         touched = self.touched
         if frontier[-1] >= touched.size:
-            frontier = frontier[: frontier.searchsorted(touched.size)]
+            frontier = frontier[: np.searchsorted(frontier, touched.size)]
         frontier = frontier[touched[frontier]]
         return self.table.candidates(frontier, direction, False) if frontier.size else []
+
+
+class TermArrays:
+    """The node dictionary's terms as an object array (ordinal → the term's own str), grown as the dictionary
+    grows (it only appends), so naming 100 edges' ends is a take and a ``tolist`` rather than 100 lookups."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._found: dict[int, tuple[Any, np.ndarray, int]] = {}  # id(dictionary) -> (dictionary, array, filled)
+
+    def of(self, dictionary: Any) -> np.ndarray:
+        """An array whose first ``len(dictionary.terms)`` (at least) entries are its terms."""
+        found = self._found.get(id(dictionary))
+        size = len(dictionary.terms)
+        if found is not None and found[0] is dictionary and found[2] >= size:
+            return found[1]
+        with self._lock:
+            found = self._found.get(id(dictionary))
+            if found is None or found[0] is not dictionary:
+                array, filled = np.empty(max(size, 1024), object), 0
+            else:
+                _, array, filled = found
+            size = len(dictionary.terms)
+            if size > array.size:  # room for growth: the copy is amortized over many appends
+                grown = np.empty(2 * size, object)
+                grown[:filled] = array[:filled]
+                array = grown
+            array[filled:size] = dictionary.terms[filled:size]
+            if len(self._found) >= _TERM_ARRAYS_KEPT:  # dictionaries of dropped indices are let go in time
+                self._found.clear()
+            self._found[id(dictionary)] = (dictionary, array, size)
+            return array
 
 
 class ViewCache:
@@ -527,6 +559,7 @@ class ViewCache:
         self._lock = threading.Lock()
         self._files = ArrayFiles(directory) if directory is not None else None
         self.row_ids = RowIds(self._files)
+        self.terms = TermArrays()
 
     def _current(self, reader: IndexReader) -> SealedView | None:
         found = self._views.get(reader.name)
@@ -731,19 +764,13 @@ class HopEdges:
         if self._rank is None:
             best = self._best()
             if best is not None:
-                # Ranks are unique, so a stable sort orders them as any would. NumPy's quicksort and selection
-                # finish small spans with a vectorised network tens of KiB of code long, fetched cold whenever an
-                # ego follows other work; its merge sort is compact, and sorting a small hop whole is as cheap as
-                # selecting from it first.
                 if k is None or k >= n:
-                    self._rank = best.argsort(kind="stable")
+                    self._rank = np.argsort(best)
                 elif k <= 0:
                     return _EMPTY
-                elif n <= _SORT_WHOLE:
-                    return best.argsort(kind="stable")[:k]
                 else:
                     pick = np.argpartition(best, k - 1)[:k]
-                    return pick[best[pick].argsort(kind="stable")]
+                    return pick[np.argsort(best[pick])]
             elif k is not None and 0 < k < n:
                 merged = self._merged_best(k)
                 if merged is not None:
@@ -778,8 +805,7 @@ class HopEdges:
             if ranks is None:
                 return None
             table = part.table
-            pick = np.arange(ranks.size) if ranks.size <= k else ranks.argsort(kind="stable")[:k] \
-                if ranks.size <= _SORT_WHOLE else np.argpartition(ranks, k - 1)[:k]  # see order
+            pick = np.argpartition(ranks, k - 1)[:k] if ranks.size > k else np.arange(ranks.size)
             idx = part.idx.take(pick)
             at = idx if part.cols is table.cols else part.cols.perm.take(idx)
             record = table.record.take(at)
@@ -890,7 +916,7 @@ class Part:
             return np.full(self.size, out) if isinstance(out, bool) else out
         if self.hot is not None:
             if field == "other":
-                return np.bitwise_and(self.hot, self.table.low, dtype=np.int64)  # one pass, no int32 temporary
+                return (self.hot & self.table.low).astype(np.int64)
             if field == "invalid_at":  # the rank sits above the in bit in a both-ways part
                 return self.table.instants[self.hot >> (self.table.shift + (self.out is None))]
         cols, idx = self.cols, self.idx

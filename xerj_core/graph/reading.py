@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -36,7 +37,7 @@ from xerj_core.graph.requests import (
 from xerj_core.graph.review import review_ordinals, state_counts, trust_weighted_confidence
 from xerj_core.graph.standing import standing_edge_ids
 from xerj_core.graph.stats import edge_stats
-from xerj_core.store import ABSENT_INT, IndexReader
+from xerj_core.store import ABSENT_INT, IndexReader, keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.query.service import SearchService
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_DANGLING_IDS = 50
 PREVIEW_CHARS = 160
 REACHABLE_LIMIT = 10_000
+_DIRECTIONS = np.array(["in", "out"], object)  # by whether an edge was followed out
 _ROW_NAMES_KEPT = 65_536  # rows named from their columns, remembered per index generation
 
 
@@ -96,19 +98,32 @@ def hydrate_nodes(store: "Store", raw: Any, indices: list[str], ids: list[str]) 
 def edge_ids(reader: IndexReader, rows: list[int], srcs: list[str], types: list[str | None], dsts: list[str],
              valid_ats: list[int]) -> list[str | None]:
     """The ``_id`` of each edge row, from its columns: an edge written by the graph is stored under the hash
-    of its claim and ``valid_at``, which the id map confirms (one batched lookup: B-tree entries, then the runs
-    batch-written ids live in), so no document is read for it. A row stored under another id (written through
-    the ES door) falls back to its document's header."""
-    candidates = [edge_id(src, type_, dst, valid) if type_ is not None and valid != ABSENT_INT else None
-                  for src, type_, dst, valid in zip(srcs, types, dsts, valid_ats)]
-    held = reader.rows_of([candidate for candidate in candidates if candidate is not None])
-    return [candidate if candidate is not None and held.get(candidate) == row else reader.id_of(row)
-            for row, candidate in zip(rows, candidates)]
+    of its claim and ``valid_at``, which the id index confirms with an 8-byte read (no document is read).
+    A row stored under another id (written through the ES door) falls back to its document's header."""
+    out: list[str | None] = []
+    txn, db, prefix, read_row = reader.txn, reader.dbs["ids"], keys.ix_key(reader.ix), keys.read_u64
+    for row, src, type_, dst, valid in zip(rows, srcs, types, dsts, valid_ats):
+        found = None
+        if type_ is not None and valid != ABSENT_INT:
+            candidate = edge_id(src, type_, dst, valid)
+            stored = txn.get(prefix + candidate.encode(), db=db)
+            if stored is not None and read_row(stored) == row:
+                found = candidate
+        out.append(found if found is not None else reader.id_of(row))
+    return out
 
 
-def _with_absent(reader: IndexReader, field: str) -> list[str | None]:
-    """A small dictionary's terms by ordinal, then None: an absent ordinal (-1) indexes the None."""
-    return reader.memo(("xerj.graph", "with-absent", field), lambda: [*reader.field_dictionary(field).terms, None])
+def _with_absent(reader: IndexReader, field: str) -> np.ndarray:
+    """A small dictionary's terms by ordinal, then None, as an object array: an absent ordinal (-1) reads as None,
+    and a column of ordinals becomes its terms with one take."""
+    return reader.memo(("xerj.graph", "with-absent", field),
+                       lambda: _objects([*reader.field_dictionary(field).terms, None]))
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    found = np.empty(len(values), object)
+    found[:] = values
+    return found
 
 
 def _placed_picks(chosen: list[tuple[HopEdges, np.ndarray]]
@@ -343,12 +358,12 @@ class GraphReading:
                 return column
 
             out = np.empty(size, bool)
-            ids = [None] * size
+            names = np.full(size, None, object)
             for table, position, picked_out, places in pieces:
                 out[places] = picked_out
                 if table.ids is not None:
-                    for at, name in zip(places.tolist(), table.named(position)):
-                        ids[at] = name
+                    names[places] = _objects(table.named(position))
+            ids = names.tolist()
             src, dst, type_, valid, invalid = gather("src"), gather("dst"), gather("type"), gather("valid_at"), \
                 gather("invalid_at")
             weight, trust = gather("weight"), gather("trust")
@@ -366,30 +381,31 @@ class GraphReading:
 
             def rows() -> np.ndarray:
                 return concatenated("row")
-        # Each field becomes a list of plain values with one ``tolist``, and each edge's dict is made in one pass
-        # that names its ends, type and trust by indexing Python lists: a few calls for the whole response rather
-        # than a take and a list per field, so an ego that follows other work fetches little cold code.
-        terms = _dictionary(reader, "src").terms  # node ordinal -> id (src and dst share the dictionary)
-        type_names, trust_names = _with_absent(reader, "type"), _with_absent(reader, "trust")
-        srcs, dsts, type_ords, trust_ords = src.tolist(), dst.tolist(), type_.tolist(), trust.tolist()
-        valids, invalids, weights, outs = valid.tolist(), invalid.tolist(), weight.tolist(), out.tolist()
+        # each field becomes its Python values with a take over an object array or one C-level map, then one
+        # dict per edge
+        node_terms = self.views.terms.of(_dictionary(reader, "src"))
+        srcs, dsts = node_terms.take(src).tolist(), node_terms.take(dst).tolist()
+        types = _with_absent(reader, "type").take(type_).tolist()
+        valids = valid.tolist()
         if not all(ids):  # rows no table keeps the id of (the tail's): named from the rows themselves
-            self._name_rows(reader, ids, rows(), [terms[n] for n in srcs], [type_names[t] for t in type_ords],
-                            [terms[n] for n in dsts], valids)
-        weight_of: Mapping[float, float] = SHORTEST_SEEN
-        absent = ABSENT_INT
-        while True:
-            try:
-                edges = [{"edge_id": edge_id_, "src": terms[s], "dst": terms[d], "type": type_names[t],
-                          "weight": weight_of[w], "hop": hop, "direction": "out" if o else "in", "valid_at": v,
-                          "invalid_at": None if i == absent else i, "trust": trust_names[r]}  # never retired: None
-                         for edge_id_, s, d, t, w, hop, o, v, i, r in zip(
-                             ids, srcs, dsts, type_ords, weights, hops, outs, valids, invalids, trust_ords)]
-                break
-            except KeyError:  # a weight not seen yet: these weights' own shortest forms, then once more
-                weight_of = {w: shortest_float(w) for w in weights}
-        held = {trust_names[r]: trust_ords.count(r) for r in set(trust_ords)}
-        return edges, [terms[d] if o else terms[s] for s, d, o in zip(srcs, dsts, outs)], held
+            self._name_rows(reader, ids, rows(), srcs, types, dsts, valids)
+        raw_weights = weight.tolist()
+        try:  # every weight already seen (the usual case): one C-level lookup of them all
+            weights = list(itemgetter(*raw_weights)(SHORTEST_SEEN)) if len(raw_weights) > 1 \
+                else [SHORTEST_SEEN[raw_weights[0]]]
+        except KeyError:  # a weight not seen yet
+            weights = list(map(shortest_float, raw_weights))
+        directions = _DIRECTIONS.take(out.astype(np.intp)).tolist()
+        invalids = [None if instant == ABSENT_INT else instant for instant in invalid.tolist()]  # never retired: None
+        trust_terms = _with_absent(reader, "trust")
+        trusts = trust_terms.take(trust).tolist()
+        tallies = np.bincount(trust.astype(np.intp) + 1)  # an absent state (-1) first
+        held = {trust_terms[at - 1]: count for at, count in enumerate(tallies.tolist()) if count}
+        edges = [{"edge_id": edge_id_, "src": s, "dst": d, "type": t, "weight": w, "hop": hop, "direction": o,
+                  "valid_at": v, "invalid_at": i, "trust": r}
+                 for edge_id_, s, d, t, w, hop, o, v, i, r in zip(
+                     ids, srcs, dsts, types, weights, hops, directions, valids, invalids, trusts)]
+        return edges, node_terms.take(np.where(out, dst, src)).tolist(), held
 
     def _name_rows(self, reader: IndexReader, ids: list[str | None], row: np.ndarray, srcs: list[str],
                    types: list[str | None], dsts: list[str], valids: list[int]) -> None:
