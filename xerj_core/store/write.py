@@ -699,17 +699,17 @@ class IndexWrite:
         raw, db, ix = self.txn.raw, self.txn.dbs, self.ix
         old_rows = list(map(itemgetter(0), stored))
         dead_from, self.state.dead_seq = self.state.dead_seq, self.state.dead_seq + len(old_rows)
-        _put_all(raw, db["dead"], list(zip(map(keys.row_key, repeat(ix), range(dead_from, self.state.dead_seq)),
+        _put_all(raw, db["dead"], list(zip(keys.row_keys(ix, range(dead_from, self.state.dead_seq)),
                                            map(keys.u64, old_rows))))
         if pins.is_pinned(raw, db, ix):  # an open scroll or point in time may still show them
             for row in old_rows:
                 pins.retire_source(raw, db, ix, row)
-        _delete_all(raw, db["src"], sorted(map(keys.row_key, repeat(ix), old_rows)))
+        _delete_all(raw, db["src"], sorted(keys.row_keys(ix, old_rows)))
         first, self.state.next_row = self.state.next_row, self.state.next_row + len(items)
         rows = range(first, self.state.next_row)
         versions = [version + 1 for _row, version in stored]
         dumps = orjson.dumps
-        _put_all(raw, db["src"], list(zip(map(keys.row_key, repeat(ix), rows), map(
+        _put_all(raw, db["src"], list(zip(keys.row_keys(ix, rows), map(
             keys.pack_source, versions, ids, [dumps(doc) for doc, _id, _record in items]))))
         self._put_ids(list(zip(map(keys.id_key, repeat(ix), ids), map(keys.u64, rows))))
         self.pending.extend(zip(rows, map(itemgetter(2), items)))
