@@ -12,7 +12,7 @@ import pytest
 
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.graph import edgebatch, writing
-from xerj_core.graph.brain import edge_id
+from xerj_core.graph.brain import edge_id, rejection_id
 from xerj_core.model import EdgeDraft, Evidence
 from xerj_core.store.env import DB_NAMES
 
@@ -167,3 +167,32 @@ def test_fresh_ordinals_number_terms_as_lookups_do_when_some_are_stored_already(
     assert found[False] == [old.index(t) if t in old else first_new[t] for t in asked]
     assert found[True] == found[False]
     assert dumps[True] == dumps[False]
+
+
+def test_a_claim_restored_through_bulk_still_turns_its_edge_away(tmp_path, monkeypatch):
+    """A brain's edges index copied out and written back through ``_bulk`` (a restore) brings its claim documents
+    along as batch-written ids; the typed path must still see them, so a rejected claim re-detected is stored
+    retired, as the general path stores it."""
+    from xerj_core.store.store import BulkOp
+
+    def script(engine: Engine) -> None:
+        batch = [d for d in drafts(random.Random(3), 60, 20) if d.src != d.dst]
+        engine.graph.write_edges("b", batch, created_at=T0)
+        edges = ".xerj-memory-b-edges"
+        claims = []
+        for one in batch[:2]:
+            assert engine.graph.unlink("b", edge_id(one.src, one.type, one.dst, one.valid_at))["invalidated"]
+            rid = rejection_id(one.src, one.type, one.dst)
+            claims.append(BulkOp("index", edges, rid, engine.store.get(edges, rid)[0]))
+            engine.store.delete(edges, rid)
+        engine.store.bulk(claims)  # a run of new ids: the batch door
+        first = batch[0]
+        again = EdgeDraft(first.src, first.dst, first.type, first.detector, 0.5, 0.5, first.valid_at + 1)
+        engine.graph.write_edges("b", drafts(random.Random(4), 30, 20) + [again], created_at=T0 + 3)
+        stored = engine.store.get(edges, edge_id(again.src, again.type, again.dst, again.valid_at))[0]
+        assert stored["trust"] == "rejected" and "invalid_at" in stored
+
+    fast = run(tmp_path / "fast", True, monkeypatch, script)
+    general = run(tmp_path / "general", False, monkeypatch, script)
+    for name in fast:
+        assert fast[name] == general[name], name

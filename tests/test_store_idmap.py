@@ -174,3 +174,27 @@ def test_rows_hand_back_the_source_records_they_read_to_confirm_a_hash(tmp_path,
         assert len(in_btree) < len(rows)  # most ids were written in batches: their rows are found in the runs
         assert {rows[i] for i in rows if i not in in_btree} <= set(sources)
         assert all(blob is not None and sources[row] == blob for row, blob in stored.items())
+
+
+def test_reserved_ids_keep_btree_entries_through_every_batch_door(tmp_path):
+    """An id of the reserved prefix written in a batch gets its own B-tree entry, so one ordered lookup of the
+    prefix finds it (the graph asks so whether a brain holds claims); a batch without one goes to the runs."""
+    store = Store(tmp_path)
+    try:
+        store.bulk([BulkOp("index", "o", i, doc(n, 0)) for n, i in enumerate(["p1", "p2", "p3"])])
+        store.bulk([BulkOp("index", "o", i, doc(n, 0)) for n, i in enumerate(["a", "__xerj-claim", "b"])])
+        store.bulk([BulkOp("index", "o", i, doc(n, 1)) for n, i in enumerate(["p1", "__xerj-claim", "c"])])
+
+        def btree(txn):
+            target = txn.index("o")
+            prefix = keys.id_key(target.ix, "")
+            with txn.raw.cursor(db=txn.dbs["ids"]) as cur:
+                cur.set_range(prefix)
+                return {bytes(k)[len(prefix):].decode() for k in cur.iternext(values=False)
+                        if bytes(k).startswith(prefix) and bytes(k)[len(prefix):len(prefix) + 1] != b"\xff"}
+
+        assert store.transact(btree) == {"a", "__xerj-claim", "b", "p1", "c"}
+        assert {idmap.RESERVED_ID_PREFIX + "claim", "p2"} <= set(store.transact(lambda t: t.index("o").rows_of(
+            ["__xerj-claim", "p2", "p3", "c"])))
+    finally:
+        store.close()

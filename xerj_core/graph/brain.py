@@ -11,6 +11,7 @@ import xxhash
 
 from xerj_core import params
 from xerj_core.errors import GraphError
+from xerj_core.store.idmap import RESERVED_ID_PREFIX
 from xerj_core.store.limits import keyword_room
 from xerj_core.store.names import RESERVED_PREFIX
 
@@ -26,10 +27,11 @@ HOPS_CAP_REASON = (
 HOPS_MIN_PREFIX = "hops must be at least 1. "
 MAX_HOPS = 2
 
-META_ID = "__xerj-brain-meta"
+# Ids of the reserved prefix keep exact id-map entries, so claims are found by one ordered lookup.
+META_ID = RESERVED_ID_PREFIX + "brain-meta"
 META_VERSION = 1
 SCHEMA_VERSION = 1
-REJECTION_PREFIX = "__xerj-rejection-"
+REJECTION_PREFIX = RESERVED_ID_PREFIX + "rejection-"
 
 TRUST_DETECTED = "detected"
 TRUST_ASSERTED = "asserted"

@@ -162,7 +162,8 @@ def documents(drafts: Sequence[EdgeDraft], created_ms: int) -> NewEdges | None:
 
 
 def _claims_exist(target: "IndexWrite") -> bool:
-    """Does the edges index hold any claim document (a person's rejection or approval)? One ordered lookup."""
+    """Does the edges index hold any claim document (a person's rejection or approval)? One ordered lookup: claim
+    ids are reserved ids, which keep their B-tree entries whichever door wrote them (xerj_core.store.idmap)."""
     prefix = keys.id_key(target.ix, REJECTION_PREFIX)
     with target.txn.raw.cursor(db=target.txn.dbs["ids"]) as cur:
         return bool(cur.set_range(prefix)) and bytes(cur.key()).startswith(prefix)

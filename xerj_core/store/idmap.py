@@ -22,6 +22,11 @@ holds a live id, so the B-tree entry (kept exact, as before) is asked first and
 the runs only when it has none. Compaction renumbers rows: it rewrites the
 runs as one run of the live rows under their new numbers (:func:`renumber`).
 
+Ids that begin with ``__xerj-`` (:data:`RESERVED_ID_PREFIX`: a brain's meta
+document, its claim documents) always keep their own B-tree entries, whichever
+door wrote them: the graph asks whether any claim exists by one ordered lookup
+of that prefix, which a hash cannot answer.
+
 Keys: the runs live in ``ids`` after ``<ix>\\xff`` (no UTF-8 id holds that byte),
 ``m`` their bounds and ``c<lo><k>`` their chunks, as in dictruns.
 """
@@ -34,6 +39,10 @@ import lmdb
 import numpy as np
 
 from xerj_core.store import dictruns, keys
+
+# Ids xerj itself names documents by; see the module doc.
+RESERVED_ID_PREFIX = "__xerj-"
+_RESERVED_MARK = b"\0" + RESERVED_ID_PREFIX.encode()
 
 # Rows past this do not fit a run's 32-bit numbers: such an index's new ids get B-tree entries.
 MAX_RUN_ROW = (1 << 32) - 1
@@ -218,10 +227,17 @@ def row(raw: Any, dbs: dict[str, Any], ix: int, runs_of_ix: Callable[[], IdRuns 
     return runs.lookup_one(encoded)
 
 
+def _holds_reserved(encoded: Sequence[bytes]) -> bool:
+    """Is an id of the reserved prefix among ``encoded``? One join and one search in C (an id holding a NUL
+    before that text is a false alarm, which only costs its batch B-tree entries)."""
+    return (b"\0" + b"\0".join(encoded)).find(_RESERVED_MARK) >= 0
+
+
 def add(runs: IdRuns | None, encoded: Sequence[bytes], start: int) -> bool:
     """Give the new ids ``encoded`` (distinct, and checked absent by the caller) the rows ``start`` on in the
-    runs: True; False (nothing done) when the store keeps B-tree entries only or the rows do not fit a run."""
-    if runs is None or start + len(encoded) > MAX_RUN_ROW:
+    runs: True; False (nothing done) when the store keeps B-tree entries only, the rows do not fit a run or an
+    id is reserved."""
+    if runs is None or start + len(encoded) > MAX_RUN_ROW or _holds_reserved(encoded):
         return False
     runs.add(dictruns.hashes(encoded), start)
     return True
@@ -230,18 +246,20 @@ def add(runs: IdRuns | None, encoded: Sequence[bytes], start: int) -> bool:
 def put(runs: IdRuns | None, raw: Any, dbs: dict[str, Any], entries: Sequence[tuple[bytes, bytes]]) -> bool:
     """Store the written documents' ``entries`` (``(id key, 8-byte row)``, rows ascending, ids distinct; new ids
     or overwritten ones) in the runs, deleting the B-tree entry an overwritten id may hold: True. False (nothing
-    done; the caller puts B-tree entries) when the store keeps B-tree entries only or the rows do not fit."""
+    done; the caller puts B-tree entries) when the store keeps B-tree entries only, the rows do not fit or an id
+    is reserved."""
     if not entries:
         return True
     row_list = [keys.read_u64(value) for _key, value in entries]
-    if runs is None or row_list[-1] >= MAX_RUN_ROW:
+    encoded = [key[4:] for key, _value in entries]
+    if runs is None or row_list[-1] >= MAX_RUN_ROW or _holds_reserved(encoded):
         return False
     with raw.cursor(db=dbs["ids"]) as cur:
         for key in sorted(key for key, _value in entries):
             if cur.set_key(key):
                 cur.delete()
     found = np.array(row_list, np.int64)
-    hashed = dictruns.hashes([key[4:] for key, _value in entries])
+    hashed = dictruns.hashes(encoded)
     # one add per stretch of consecutive rows (a refused item takes no row, so the rows are ascending)
     cuts = np.flatnonzero(np.diff(found) != 1) + 1
     for part, part_rows in zip(np.split(hashed, cuts), np.split(found, cuts)):
@@ -252,8 +270,8 @@ def put(runs: IdRuns | None, raw: Any, dbs: dict[str, Any], entries: Sequence[tu
 def claim(runs: IdRuns | None, raw: Any, dbs: dict[str, Any], ix: int, encoded: Sequence[bytes], start: int
           ) -> bool:
     """:func:`add` when none of the new ids ``encoded`` (distinct) is stored (True); when one is, or the store
-    keeps B-tree entries only, nothing changes (False)."""
-    if runs is None or start + len(encoded) > MAX_RUN_ROW:
+    keeps B-tree entries only or an id is reserved, nothing changes (False)."""
+    if runs is None or start + len(encoded) > MAX_RUN_ROW or _holds_reserved(encoded):
         return False
     prefix = keys.ix_key(ix)
     with raw.cursor(db=dbs["ids"]) as cur:
