@@ -111,7 +111,7 @@ def run_each(tmp_path, folder: Path, monkeypatch, executors: dict, steps=(lambda
         recorded = Recorded(monkeypatch)
         if pools is not None:
             real_open = pipeline.open_pool
-            monkeypatch.setattr(pipeline, "open_pool", lambda n: pools.append(real_open(n)) or pools[-1])
+            monkeypatch.setattr(pipeline, "open_pool", lambda n, **kw: pools.append(real_open(n, **kw)) or pools[-1])
         if chosen == COMPANION:
             monkeypatch.setattr(pipeline, "companion_default", lambda: True)
             chosen = None
@@ -167,11 +167,19 @@ def test_a_process_pool_gives_the_inline_drafts_on_a_generated_corpus(tmp_path, 
     assert pooled == inline
 
 
-def test_a_companion_gives_the_inline_drafts_documents_and_edges(tmp_path, monkeypatch):
+@pytest.mark.parametrize("forked", [True, False])
+def test_a_companion_gives_the_inline_drafts_documents_and_edges(tmp_path, monkeypatch, forked):
     folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 60)
     pools: list = []
+
+    def step(work):
+        # forked where the run finds it safe, else spawned: both give the inline run's results
+        monkeypatch.setattr(pipeline, "may_fork", lambda: forked)
+
+    steps = tuple(lambda work, real=real: (step(work), real(work)) for real in RERUN_STEPS)
     inline, accompanied = run_each(tmp_path, folder, monkeypatch, {"inline": InlineExecutor(), "c": COMPANION},
-                                   steps=RERUN_STEPS, pools=pools)
+                                   steps=steps, pools=pools)
+    assert [pool._mp_context.get_start_method() for pool in pools] == ["fork" if forked else "spawn"] * 2
     summaries = inline[0]
     assert summaries[0]["edges_by_type"].get("shared_term") and summaries[0]["files_failed"]
     assert summaries[2]["files_indexed"] == 1 and summaries[2]["files_removed"] == 1 and summaries[2]["edges_written"]
@@ -275,8 +283,8 @@ class Pools:
         self.opened = []
         real = pipeline.open_pool
 
-        def open_pool(workers):
-            pool = real(workers)
+        def open_pool(workers, **kw):
+            pool = real(workers, **kw)
             self.opened.append(pool)
             return pool
 
@@ -470,3 +478,75 @@ def test_every_failed_detect_batch_is_named_and_no_edge_is_written(tmp_path, mon
         assert set(Failing.bad) <= set(err.files) and isinstance(err.__cause__, RuntimeError)
         assert err.reason.startswith("the detect tasks of 2 batches (8 files) failed (RuntimeError: cannot read")
         assert not eng.store.exists(".xerj-memory-b-edges") and LocalSink(eng.store, eng.graph).load("b").run.dirty
+
+
+def _reader_pids(env) -> set[int]:
+    """The processes holding a slot in the LMDB reader table (``env.readers()``: a header, then a line each)."""
+    lines = env.readers().splitlines()[1:]
+    return {int(line.split()[0]) for line in lines if line.split() and line.split()[0].isdigit()}
+
+
+def test_a_companion_forked_with_the_store_open_leaves_it_whole(tmp_path, monkeypatch):
+    # the writer forks its companion with its LMDB environment open, here with a read snapshot held all along:
+    # the child must not take a reader slot nor leave anything behind, and the store must go on reading and
+    # writing in this process and open in a fresh one
+    folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 60)
+    monkeypatch.setattr(pipeline, "companion_default", lambda: True)
+    monkeypatch.setattr(pipeline, "may_fork", lambda: True)
+    pools = Pools(monkeypatch)
+    children: set[int] = set()
+
+    class Watching(LocalSink):
+        def write_files(self, brain, files, now_ms):
+            children.update(pools.opened[-1]._processes or {})
+            return super().write_files(brain, files, now_ms)
+
+    with Engine(tmp_path / "d", get_plugin_manager()) as eng:
+        first = run(Watching(eng.store, eng.graph), folder, brain="b", pm=eng.pm, clock=CLOCK)
+        edges = stored(eng, "b")
+        env = eng.store.env.env
+        with eng.store.reader(f".xerj-memory-b-edges") as held:
+            edit_one_remove_one(folder)
+            second = run(Watching(eng.store, eng.graph), folder, brain="b", pm=eng.pm, clock=CLOCK)
+            assert sum(1 for _ in held.live_rows()) == len(edges) + 1  # the snapshot still reads what it read
+            assert _reader_pids(env) <= {os.getpid()}
+        assert [pool._mp_context.get_start_method() for pool in pools.opened] == ["fork", "fork"]
+        assert children and pools.workers_left() == []
+        assert not any(Path(f"/proc/{pid}").exists() for pid in children)  # exited and reaped
+        assert first.edges_written and second.files_indexed == 1 and second.files_removed == 1
+        after = stored(eng, "b")
+    check = ("import sys; from pathlib import Path; from xerj_core.engine import Engine; "
+             "from xerj_core.autoindex.pipeline import run\n"
+             "with Engine(Path(sys.argv[1])) as eng:\n"
+             "    s = run(eng, Path(sys.argv[2]), brain='b')\n"
+             "print(s.files_unchanged, s.edges_written)")
+    done = subprocess.run([sys.executable, "-c", check, str(tmp_path / "d"), str(folder)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [str(first.files_indexed - 1), "0"]  # a no-change run in a fresh process
+    with Engine(tmp_path / "d", get_plugin_manager()) as eng:
+        assert stored(eng, "b") == after
+
+
+def test_a_companion_is_forked_only_on_linux_while_one_thread_runs(monkeypatch):
+    from xerj_core.autoindex import parallel
+
+    monkeypatch.setattr(parallel.sys, "platform", "linux")
+    monkeypatch.setattr(parallel.threading, "active_count", lambda: 1)
+    assert parallel.may_fork()
+    monkeypatch.setattr(parallel.threading, "active_count", lambda: 2)  # a merge thread, a server's threads
+    assert not parallel.may_fork()
+    monkeypatch.setattr(parallel.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(parallel.sys, "platform", "darwin")
+    assert not parallel.may_fork()
+    monkeypatch.undo()
+    import threading
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not parallel.may_fork()
+    finally:
+        stop.set()
+        other.join()

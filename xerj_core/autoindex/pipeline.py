@@ -30,6 +30,7 @@ from xerj_core.autoindex.parallel import (
     detect_batch,
     detect_kept,
     main_left_behind,
+    may_fork,
     open_pool,
     parse_and_keep,
     parse_batch,
@@ -369,8 +370,10 @@ class _Runner:
         if self.pool_allowed is None:
             self.pool_allowed = rebuilds_alike(self.plugins, self.graph)
         if self.pool_allowed:
-            self.pool = open_pool(max(self.workers, 1))
             self.companion = self.workers < 2
+            # a companion starts forked where that is safe (parse at once instead of importing for 0.4 s); a
+            # pool of several stays spawned
+            self.pool = open_pool(max(self.workers, 1), fork=self.companion and may_fork())
 
     def parse(self, batch: Sequence[FileEntry], with_partials: bool, *, ship: bool = True) -> Future:
         """A parse batch's future; its outcomes come from :meth:`outcomes`. With ``ship`` false (files parsed
