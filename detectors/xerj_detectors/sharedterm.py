@@ -41,7 +41,8 @@ import math
 import re
 import sys
 from collections import Counter, defaultdict
-from typing import Iterable, Sequence
+from itertools import repeat
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -112,6 +113,14 @@ def _gather(values: np.ndarray, starts: np.ndarray, keys: np.ndarray) -> np.ndar
     return values[np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(lo - before, counts)]
 
 
+def _numbered(lookup: Callable[[str, int], int], terms: Sequence[str]) -> np.ndarray:
+    """The sorted numbers of a file's ``terms`` that ``lookup`` numbers (-1: not distinctive, left out)."""
+    found = np.fromiter(map(lookup, terms, repeat(-1)), np.int64, len(terms))
+    found = found[found >= 0].astype(_IDS)
+    found.sort()
+    return found
+
+
 class SharedtermDetector:
     name = "sharedterm"
     type = "shared_term"
@@ -141,9 +150,9 @@ class SharedtermDetector:
         rarity = np.array([math.log(total / df[term]) for term in names], np.float64)
         family_of = {}
         families = np.array([family_of.setdefault(family(term), len(family_of)) for term in names], np.int64)
+        family_count = max(len(family_of), 1)
         lookup = number.get
-        distinctive = [np.array(sorted(n for n in map(lookup, terms) if n is not None), _IDS)
-                       for _, terms in units]
+        distinctive = [_numbered(lookup, terms) for _, terms in units]
         del df, number
         signatures = [terms[:SIGNATURE_TERMS] for terms in distinctive]
         # the inverted index over the signature terms: each to every file holding it (df >= 2, so never alone)
@@ -204,20 +213,26 @@ class SharedtermDetector:
             fresh = best[~scored_me].tolist()
             if not fresh:
                 continue
-            # each fresh file's terms that this file holds, in one pass: its sorted terms, masked
+            # each fresh file's terms that this file holds, in one pass over them all: their sorted terms, masked,
+            # stay grouped by file in ``fresh`` order
             theirs = [distinctive[other] for other in fresh]
             mine[terms] = True
-            common = mine[np.concatenate(theirs)]
+            joined = np.concatenate(theirs)
+            common = mine[joined]
             mine[terms] = False
-            lo = 0
-            for other, their_terms in zip(fresh, theirs):
-                shared = their_terms[common[lo:lo + len(their_terms)]]
-                lo += len(their_terms)
-                if len(shared) < MIN_FAMILIES or len(set(families[shared].tolist())) < MIN_FAMILIES:
-                    continue
+            shared = joined[common]
+            owner = np.repeat(np.arange(len(fresh)), [len(t) for t in theirs])[common]
+            counts = np.bincount(owner, minlength=len(fresh))
+            # how many word families each fresh file shares with this one: its distinct (file, family) pairs
+            kinds = np.bincount(np.unique(owner * family_count + families[shared]) // family_count,
+                                minlength=len(fresh))
+            ends = np.cumsum(counts).tolist()
+            rarities = rarity[shared].tolist()
+            for k in np.flatnonzero((counts >= MIN_FAMILIES) & (kinds >= MIN_FAMILIES)).tolist():
+                other = fresh[k]
                 # fsum is exact, so the score never depends on the order terms are summed in
                 pair_numbers.append(min(index, other) * total + max(index, other))
-                pair_scores.append(math.fsum(rarity[shared].tolist()))
+                pair_scores.append(math.fsum(rarities[ends[k] - counts[k]:ends[k]]))
         numbers = np.array(pair_numbers, np.int64)
         scores = np.array(pair_scores, np.float64)
         del pair_numbers, pair_scores, scored, sig_file, sig_term
