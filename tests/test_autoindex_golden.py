@@ -100,9 +100,9 @@ def companion(monkeypatch):
     opened: list[int] = []
     real = pipeline.open_pool
 
-    def open_pool(workers):
+    def open_pool(workers, **kw):
         opened.append(workers)
-        return real(workers)
+        return real(workers, **kw)
 
     monkeypatch.setattr(pipeline, "companion_default", lambda: True)
     monkeypatch.setattr(pipeline, "open_pool", open_pool)
