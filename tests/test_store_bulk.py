@@ -169,3 +169,57 @@ def test_a_bulk_of_deletes_finds_its_put_runs_in_linear_work():
     while at < len(ops):
         at = max(at + 1, _put_run_end(ops, at))
     assert Counted.read < 10 * len(ops)
+
+
+def test_records_with_new_keywords_take_their_ordinals_together_and_equal_single_puts(tmp_path, monkeypatch):
+    """The records path (like documents grouped, a lone shape made one at a time, a refusal in between): the
+    grouped records' new keyword values get their ordinals by one pass per dictionary up to each record made
+    one at a time, and every dictionary numbers its terms in the order single puts number them."""
+    from xerj_core.store import write as write_module
+
+    rng = random.Random(9)
+    long_value = "v" * 600  # too long for a dictionary key: left out, and counted, at each place
+
+    def like(i: int) -> dict:
+        return {"path": f"p{rng.randrange(40)}" if i % 9 else long_value, "kind": rng.choice(["a", "b", f"k{i}"]),
+                "text": " ".join(rng.choice(WORDS) for _ in range(3)), "n": i}
+
+    docs: list[tuple[dict, str]] = []
+    for i in range(120):
+        docs.append((like(i), f"d{i}"))
+        if i % 17 == 5:  # a shape of its own: made one at a time, its new values numbered in its place
+            docs.append(({"kind": f"lone{i}", "path": f"p{i % 50}", f"extra{i}": "x"}, f"lone{i}"))
+        if i % 29 == 7:  # refused (not a number): takes no ordinal, and the records around it keep their order
+            docs.append(({"kind": f"bad{i}", "n": "not a number"}, f"bad{i}"))
+    mapping = {"properties": {"path": {"type": "keyword"}, "kind": {"type": "keyword"}, "text": {"type": "text"},
+                              "n": {"type": "long"}}}
+    monkeypatch.setattr(write_module.IndexWrite, "_put_batch", lambda self, *a: None)  # the records path
+    calls = []
+    one_at_a_time = write_module.IndexWrite.ordinal
+    monkeypatch.setattr(write_module.IndexWrite, "ordinal", lambda self, *a: calls.append(1) or one_at_a_time(self, *a))
+    with Store(tmp_path / "bulk", tail_rows=16) as bulk, Store(tmp_path / "single", tail_rows=16) as single:
+        for store in (bulk, single):
+            store.create_index("t", mapping)
+        results = []
+        for lo in range(0, len(docs), 60):
+            results += [item.error or item.result for item in bulk.bulk([BulkOp("index", "t", doc_id, doc)
+                                                                         for doc, doc_id in docs[lo:lo + 60]])]
+        bulk_calls = len(calls)
+        expected = []
+        for doc, doc_id in docs:
+            try:
+                expected.append(single.put("t", doc, doc_id))
+            except Exception as exc:  # noqa: BLE001  the same refusal as the bulk's item
+                expected.append(exc)
+        assert [type(r) if isinstance(r, Exception) else r for r in results] == \
+            [type(r) if isinstance(r, Exception) else r for r in expected]
+        assert sum(isinstance(r, Exception) for r in results) == 4
+        assert _picture(bulk, "t") == _picture(single, "t")
+        assert bulk.skipped_counts("t") == single.skipped_counts("t") and bulk.skipped_counts("t")["keywords"] >= 13
+        with bulk.reader("t") as a, single.reader("t") as b:
+            for path, spec in a.mapping.fields.items():
+                if spec.type == "keyword":
+                    assert a.field_dictionary(path).terms == b.field_dictionary(path).terms, path
+        # one lookup per term only for the values of documents made one at a time (the lone shapes, the refused),
+        # not for the grouped records' (about 200 new values)
+        assert 0 < bulk_calls <= 3 * sum(1 for _doc, doc_id in docs if doc_id.startswith(("lone", "bad")))

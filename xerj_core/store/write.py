@@ -456,17 +456,25 @@ class IndexWrite:
                 # Every record prepared in the batch, no keyword value new to its dictionary.
                 return self._put_rows(items, ids, list(map(itemgetter(0), batched)), refused)
             records: list[dict[str, Any] | None] = [None] * len(items)
-            record_for, resolve = self.record_for, self._resolve
+            record_for = self.record_for
+            # records with misses are resolved together up to the next record made one at a time, so every
+            # dictionary still numbers its new terms in item order
+            waiting: list[int] = []
             for i, (full, prepared) in enumerate(zip(docs, batched)):
                 if i in refused:
                     continue
+                if prepared is not None:
+                    records[i] = prepared[0]
+                    if prepared[1]:
+                        waiting.append(i)
+                    continue
+                self._resolve_many([batched[k] for k in waiting])  # type: ignore[misc]
+                waiting = []
                 try:
-                    if prepared is None:
-                        records[i] = record_for(full)
-                    else:
-                        records[i] = resolve(prepared) if prepared[1] else prepared[0]
+                    records[i] = record_for(full)
                 except XerjError as exc:
                     refused[i] = exc
+            self._resolve_many([batched[k] for k in waiting])  # type: ignore[misc]
             return self._put_rows(items, ids, records, refused)
         results: list[WriteResult | XerjError] = []
         # With every id given and distinct, no item reads another's source or id: their puts are gathered and
@@ -724,6 +732,27 @@ class IndexWrite:
             wanted = [k for k in wanted if len(k) <= _MAX_KEY - 4]
         found = idmap.rows(self.txn.raw, self.txn.dbs, self.ix, self.id_runs, wanted, sources)
         return {k.decode(): row for k, row in zip(wanted, found) if row is not None}
+
+    def _resolve_many(self, prepared: list[Batched]) -> None:
+        """:meth:`_resolve` of each of ``prepared`` in order, each dictionary's misses given their ordinals by one
+        :meth:`ordinals` pass (new terms numbered in order of first appearance, as one call per record numbers
+        them), not one dictionary lookup per term."""
+        by_dictionary: dict[str, list[tuple[dict[str, Any], Leaf, Any]]] = {}
+        for record, misses in prepared:
+            columns = record["c"]
+            for leaf, value in misses:
+                by_dictionary.setdefault(leaf.dictionary, []).append((columns, leaf, value))
+        for name, found_misses in by_dictionary.items():
+            cache = self.dict_cache.setdefault(name, {})
+            indexed = []
+            for columns, leaf, value in found_misses:
+                if value in cache or limits.keyword_indexed(value, leaf.spec.params, name):
+                    indexed.append((columns, leaf, value))
+                else:
+                    self.skipped["keywords"] += 1
+                    columns[leaf.path] = []
+            for (columns, leaf, _value), found in zip(indexed, self.ordinals(name, [v for _c, _l, v in indexed])):
+                columns[leaf.path] = [found]
 
     def _resolve(self, prepared: Batched) -> dict[str, Any]:
         """A batched record with its dictionary misses given ordinals, as :meth:`WritePlan.record` would."""
