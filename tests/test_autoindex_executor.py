@@ -223,11 +223,18 @@ def test_batches_taken_back_from_a_starting_companion_give_the_inline_drafts_doc
     assert accompanied == inline  # the drafts in the same order, counters, summaries, stored edges and documents
 
 
-def test_a_companion_killed_mid_run_fails_the_run_and_the_next_run_finishes(tmp_path, monkeypatch):
+@pytest.mark.parametrize("forked, signum", [(False, 9), (True, 9), (True, 15)])
+def test_a_companion_killed_mid_run_fails_the_run_and_the_next_run_finishes(tmp_path, monkeypatch, forked, signum):
+    import signal
+
     from xerj_core.errors import BatchFailed
 
     folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 60)
     monkeypatch.setattr(pipeline, "companion_default", lambda: True)
+    monkeypatch.setattr(pipeline, "may_fork", lambda: forked)
+    # a forked companion inherits its parent's handlers (``autoindex --watch`` has one for SIGTERM that only
+    # notes the stop): SIGTERM must still end it
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)
     monkeypatch.setattr(pipeline, "BATCH_FILES", 50)
     pools = Pools(monkeypatch)
 
@@ -238,13 +245,18 @@ def test_a_companion_killed_mid_run_fails_the_run_and_the_next_run_finishes(tmp_
             Killing.calls += 1
             if Killing.calls == 2:  # the companion dies while the writer still has files to take from it
                 for proc in pools.opened[0]._processes.values():
-                    os.kill(proc.pid, 9)
+                    os.kill(proc.pid, signum)
             return super().write_files(brain, files, now_ms)
 
+    try:
+        with Engine(tmp_path / "d", get_plugin_manager()) as eng:
+            with pytest.raises(BatchFailed):
+                run(Killing(eng.store, eng.graph), folder, brain="b", pm=eng.pm)
+            assert pools.workers_left() == [] and LocalSink(eng.store, eng.graph).load("b").run.dirty
+            assert [pool._mp_context.get_start_method() for pool in pools.opened] == ["fork" if forked else "spawn"]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     with Engine(tmp_path / "d", get_plugin_manager()) as eng:
-        with pytest.raises(BatchFailed):
-            run(Killing(eng.store, eng.graph), folder, brain="b", pm=eng.pm)
-        assert pools.workers_left() == [] and LocalSink(eng.store, eng.graph).load("b").run.dirty
         summary = run(eng, folder, brain="b")
         assert summary.edges_written > 0 and not LocalSink(eng.store, eng.graph).load("b").run.dirty
     with Engine(tmp_path / "inline", get_plugin_manager()) as eng:
