@@ -562,3 +562,22 @@ def test_a_companion_is_forked_only_on_linux_while_one_thread_runs(monkeypatch):
     finally:
         stop.set()
         other.join()
+
+
+INIT_WORKER_CHECK = """
+import signal, socket
+from xerj_core.autoindex import parallel
+pipe, _other = socket.socketpair()
+pipe.setblocking(False)
+signal.set_wakeup_fd(pipe.fileno())  # an event loop's, as a forked worker inherits it
+signal.signal(signal.SIGTERM, lambda *_: None)  # a parent's own handler
+parallel.init_worker()
+print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN, signal.getsignal(signal.SIGTERM) is signal.SIG_DFL,
+      signal.set_wakeup_fd(-1))
+"""
+
+
+def test_a_worker_leaves_ctrl_c_to_its_parent_and_takes_back_sigterm_and_the_wakeup_pipe():
+    done = subprocess.run([sys.executable, "-c", INIT_WORKER_CHECK], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True", "-1"]

@@ -160,10 +160,13 @@ def init_worker() -> None:
     The parent turns Ctrl-C into cancelling what is queued and shutting the pool
     down; a worker interrupted mid-batch would only break the pool under it.
     SIGTERM ends the worker as it ends a spawned one, even when it was forked
-    from a process with a handler of its own (``autoindex --watch``'s).
+    from a process with a handler of its own (``autoindex --watch``'s), and a
+    forked worker's signals no longer wake its parent's event loop (asyncio's
+    wakeup pipe, which the fork shares).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
     _WORKER["pool_worker"] = True
     _worker_plugins()
 
