@@ -540,6 +540,19 @@ def test_a_companion_forked_with_the_store_open_leaves_it_whole(tmp_path, monkey
         assert stored(eng, "b") == after
 
 
+def test_a_large_run_spawns_its_companion_where_it_could_fork(tmp_path, monkeypatch):
+    folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 20)
+    monkeypatch.setattr(pipeline, "companion_default", lambda: True)
+    monkeypatch.setattr(pipeline, "may_fork", lambda: True)
+    pools = Pools(monkeypatch)
+    with Engine(tmp_path / "d", get_plugin_manager()) as eng:
+        monkeypatch.setattr(pipeline, "FORK_BELOW_FILES", 10 * pipeline.POOL_MIN_FILES)
+        run(eng, folder, brain="small")
+        monkeypatch.setattr(pipeline, "FORK_BELOW_FILES", pipeline.POOL_MIN_FILES)  # the folder has more
+        run(eng, folder, brain="large")
+    assert [pool._mp_context.get_start_method() for pool in pools.opened] == ["fork", "spawn"]
+
+
 def test_a_companion_is_forked_only_on_linux_while_one_thread_runs(monkeypatch):
     from xerj_core.autoindex import parallel
 

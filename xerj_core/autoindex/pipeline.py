@@ -85,6 +85,11 @@ PARSE_BATCH_FILES = 64
 DETECT_BATCH_FILES = 512
 # Below this many files to parse or detect, a process pool costs more than it saves.
 POOL_MIN_FILES = 200
+# Below this many, a companion is forked where that is safe (see parallel.may_fork): its 0.4 s of imports are a
+# sixth of a 2,000-note run and on its critical path. Larger runs keep the spawned companion their rate and peak
+# RSS were measured with: there the imports are a few percent of the run and overlap the writer's own parsing,
+# and a forked child's pages shared with the writer would count twice in the run's summed RSS.
+FORK_BELOW_FILES = 5_000
 # Detect batches a pool holds at once (per worker): enough to keep every worker busy, few enough that the
 # drafts and the texts of the batches in flight stay a bounded share of the corpus.
 DETECT_WINDOW_PER_WORKER = 2
@@ -371,9 +376,10 @@ class _Runner:
             self.pool_allowed = rebuilds_alike(self.plugins, self.graph)
         if self.pool_allowed:
             self.companion = self.workers < 2
-            # a companion starts forked where that is safe (parse at once instead of importing for 0.4 s); a
-            # pool of several stays spawned
-            self.pool = open_pool(max(self.workers, 1), fork=self.companion and may_fork())
+            # a small run's companion starts forked where that is safe (parse at once instead of importing for
+            # 0.4 s); a pool of several stays spawned
+            fork = self.companion and work_files < FORK_BELOW_FILES and may_fork()
+            self.pool = open_pool(max(self.workers, 1), fork=fork)
 
     def parse(self, batch: Sequence[FileEntry], with_partials: bool, *, ship: bool = True) -> Future:
         """A parse batch's future; its outcomes come from :meth:`outcomes`. With ``ship`` false (files parsed
