@@ -18,8 +18,10 @@ from xerj_core.graph.hop import (
     Filters,
     GraphView,
     HopEdges,
+    LeanPicks,
     ViewCache,
     expand,
+    lean_picks,
     member,
     new_counters,
     shortest_float,
@@ -237,10 +239,19 @@ class GraphReading:
                 filters = self._filters(reader, as_of=request.as_of, include_expired=request.include_expired,
                                         types=request.types, trust=request.trust,
                                         min_confidence=request.min_confidence)
-                found = self._run_hops(reader, seeds, hops=request.hops, direction=request.direction,
-                                       filters=filters, counters=counters)
-                edges, neighbors, trusts = self._ego_edges(reader, found, seeds, request.limit,
-                                                           request.include_evidence, counters)
+                seed_ords = self._ordinals(reader, "src", seeds)
+                lean = None if request.include_evidence else lean_picks(
+                    self._graph(reader), seed_ords, hops=request.hops, direction=request.direction,
+                    filters=filters, limit=request.limit, counters=counters, frontier_cap=self.frontier_cap,
+                    edge_cap=self.edge_cap)
+                if lean is not None:  # the usual request: its picks found in one pass (see lean_picks)
+                    edges, neighbors, trusts = self._lean_edges(reader, lean, seeds, request.limit, counters)
+                else:
+                    found = expand(self._graph(reader), seed_ords, hops=request.hops, direction=request.direction,
+                                   filters=filters, counters=counters, frontier_cap=self.frontier_cap,
+                                   edge_cap=self.edge_cap)
+                    edges, neighbors, trusts = self._ego_edges(reader, found, seeds, request.limit,
+                                                               request.include_evidence, counters)
             response: dict[str, Any] = {"brain": brain, "contract": CONTRACT, "seeds": seeds}
             if len(seeds) == 1:
                 response["node"] = seeds[0]
@@ -264,6 +275,17 @@ class GraphReading:
         response["not_shown"] = {**counters, "dangling_nodes": len(dangling),
                                  "dangling_ids": dangling[:MAX_DANGLING_IDS]}
         return response
+
+    def _lean_edges(self, reader: IndexReader, lean: LeanPicks, seeds: list[str], limit: int,
+                    counters: dict[str, int]) -> tuple[list[dict[str, Any]], list[str], Mapping[Any, int]]:
+        """As :meth:`_ego_edges` without evidence, from the picks :func:`lean_picks` found."""
+        if lean.total > limit:
+            counters["edges_clipped"] += lean.total - limit
+        if not lean.hops:
+            return [], [], {}
+        edges, others, trusts = self._table_edges(reader, lean.table, lean.position, lean.out, lean.hops)
+        seed_set = set(seeds)
+        return edges, [n for n in dict.fromkeys(others) if n not in seed_set], trusts
 
     def _ego_edges(self, reader: IndexReader, found: list[HopEdges], seeds: list[str], limit: int,
                    include_evidence: bool, counters: dict[str, int]
@@ -330,14 +352,8 @@ class GraphReading:
         size = len(hops)
         if pieces is not None and len(pieces) == 1:  # one table (the usual ego): each field is one take from it
             table, position, out, _ = pieces[0]
-            record = table.record.take(position)  # every field of a pick from one place (see EdgeTable.record)
-            src, dst, type_, valid, invalid, weight, trust = (record[f] for f in (
-                "src", "dst", "type", "valid_at", "invalid_at", "weight", "trust"))
-            ids = table.named(position) if table.ids is not None else [None] * size
-
-            def rows() -> np.ndarray:
-                return table.cols["row"].take(position)
-        elif pieces is not None:  # several tables: each field a take per table, laid into response order
+            return self._table_edges(reader, table, position, out, hops)
+        if pieces is not None:  # several tables: each field a take per table, laid into response order
             records = [(table.record.take(position), places) for table, position, _out, places in pieces]
             if len({found.dtype for found, _ in records}) == 1:  # the usual: whole records laid in, one pass each
                 joined = np.empty(size, records[0][0].dtype)
@@ -381,6 +397,25 @@ class GraphReading:
 
             def rows() -> np.ndarray:
                 return concatenated("row")
+        return self._shaped(reader, ids, rows, out, src, dst, type_, valid, invalid, weight, trust, hops)
+
+    def _table_edges(self, reader: IndexReader, table: Any, position: np.ndarray, out: np.ndarray, hops: list[int]
+                     ) -> tuple[list[dict[str, Any]], list[str], dict[Any, int]]:
+        """The edges at src-ordered ``position`` of one table, as :meth:`_column_edges` lists them."""
+        record = table.record.take(position)  # every field of a pick from one place (see EdgeTable.record)
+        src, dst, type_, valid, invalid, weight, trust = (record[f] for f in (
+            "src", "dst", "type", "valid_at", "invalid_at", "weight", "trust"))
+        ids = table.named(position) if table.ids is not None else [None] * len(hops)
+
+        def rows() -> np.ndarray:
+            return table.cols["row"].take(position)
+        return self._shaped(reader, ids, rows, out, src, dst, type_, valid, invalid, weight, trust, hops)
+
+    def _shaped(self, reader: IndexReader, ids: list[str | None], rows: Callable[[], np.ndarray], out: np.ndarray,
+                src: np.ndarray, dst: np.ndarray, type_: np.ndarray, valid: np.ndarray, invalid: np.ndarray,
+                weight: np.ndarray, trust: np.ndarray, hops: list[int]
+                ) -> tuple[list[dict[str, Any]], list[str], dict[Any, int]]:
+        """The picked edges' columns named and shaped: the response's edges, each one's far end, trust counts."""
         # each field becomes its Python values with a take over an object array or one C-level map, then one
         # dict per edge
         node_terms = self.views.terms.of(_dictionary(reader, "src"))
