@@ -283,7 +283,11 @@ class GraphReading:
             counters["edges_clipped"] += lean.total - limit
         if not lean.hops:
             return [], [], {}
-        edges, others, trusts = self._table_edges(reader, lean.table, lean.position, lean.out, lean.hops)
+        if len(lean.pieces) == 1:  # one table holds every pick, in response order
+            table, position, out, _ = lean.pieces[0]
+            edges, others, trusts = self._table_edges(reader, table, position, out, lean.hops)
+        else:
+            edges, others, trusts = self._pieces_edges(reader, lean.pieces, lean.hops)
         seed_set = set(seeds)
         return edges, [n for n in dict.fromkeys(others) if n not in seed_set], trusts
 
@@ -349,54 +353,61 @@ class GraphReading:
         hops: list[int] = []
         for hop_edges, picks in chosen:
             hops += [hop_edges.hop] * picks.size
-        size = len(hops)
         if pieces is not None and len(pieces) == 1:  # one table (the usual ego): each field is one take from it
             table, position, out, _ = pieces[0]
             return self._table_edges(reader, table, position, out, hops)
-        if pieces is not None:  # several tables: each field a take per table, laid into response order
-            records = [(table.record.take(position), places) for table, position, _out, places in pieces]
-            if len({found.dtype for found, _ in records}) == 1:  # the usual: whole records laid in, one pass each
-                joined = np.empty(size, records[0][0].dtype)
-                for found, places in records:
-                    joined[places] = found
-                gather: Callable[[str], np.ndarray] = joined.__getitem__
-            else:  # the tables narrowed type or trust differently: field by field, each to the wider type
-                def gather(field: str) -> np.ndarray:
-                    column = np.empty(size, np.result_type(*(found[field].dtype for found, _ in records)))
-                    for found, places in records:
-                        column[places] = found[field]
-                    return column
+        if pieces is not None:
+            return self._pieces_edges(reader, pieces, hops)
+        # a hop clipped at the edge cap across tables: its columns as concatenated selections
+        picked = [hop_edges.take(picks) for hop_edges, picks in chosen]
 
-            def rows() -> np.ndarray:
-                column = np.empty(size, np.int64)
-                for table, position, _out, places in pieces:
-                    column[places] = table.cols["row"].take(position)
+        def concatenated(field: str) -> np.ndarray:
+            return np.concatenate([p.column(field) for p in picked]) if len(picked) > 1 \
+                else picked[0].column(field)
+
+        out, src, dst = concatenated("out"), concatenated("src"), concatenated("dst")
+        type_, valid, invalid = concatenated("type"), concatenated("valid_at"), concatenated("invalid_at")
+        weight, trust = concatenated("weight"), concatenated("trust")
+        ids = [name for p in picked for name in p.named()]
+
+        def rows() -> np.ndarray:
+            return concatenated("row")
+        return self._shaped(reader, ids, rows, out, src, dst, type_, valid, invalid, weight, trust, hops)
+
+    def _pieces_edges(self, reader: IndexReader, pieces: list[tuple[Any, np.ndarray, np.ndarray, np.ndarray]],
+                      hops: list[int]) -> tuple[list[dict[str, Any]], list[str], dict[Any, int]]:
+        """The picked edges lying in several tables (``(table, positions, followed out, response places)`` each):
+        each field a take per table, laid into response order."""
+        size = len(hops)
+        records = [(table.record.take(position), places) for table, position, _out, places in pieces]
+        if len({found.dtype for found, _ in records}) == 1:  # the usual: whole records laid in, one pass each
+            joined = np.empty(size, records[0][0].dtype)
+            for found, places in records:
+                joined[places] = found
+            gather: Callable[[str], np.ndarray] = joined.__getitem__
+        else:  # the tables narrowed type or trust differently: field by field, each to the wider type
+            def gather(field: str) -> np.ndarray:
+                column = np.empty(size, np.result_type(*(found[field].dtype for found, _ in records)))
+                for found, places in records:
+                    column[places] = found[field]
                 return column
 
-            out = np.empty(size, bool)
-            names = np.full(size, None, object)
-            for table, position, picked_out, places in pieces:
-                out[places] = picked_out
-                if table.ids is not None:
-                    names[places] = _objects(table.named(position))
-            ids = names.tolist()
-            src, dst, type_, valid, invalid = gather("src"), gather("dst"), gather("type"), gather("valid_at"), \
-                gather("invalid_at")
-            weight, trust = gather("weight"), gather("trust")
-        else:  # a hop clipped at the edge cap across tables: its columns as concatenated selections
-            picked = [hop_edges.take(picks) for hop_edges, picks in chosen]
+        def rows() -> np.ndarray:
+            column = np.empty(size, np.int64)
+            for table, position, _out, places in pieces:
+                column[places] = table.cols["row"].take(position)
+            return column
 
-            def concatenated(field: str) -> np.ndarray:
-                return np.concatenate([p.column(field) for p in picked]) if len(picked) > 1 \
-                    else picked[0].column(field)
-
-            out, src, dst = concatenated("out"), concatenated("src"), concatenated("dst")
-            type_, valid, invalid = concatenated("type"), concatenated("valid_at"), concatenated("invalid_at")
-            weight, trust = concatenated("weight"), concatenated("trust")
-            ids = [name for p in picked for name in p.named()]
-
-            def rows() -> np.ndarray:
-                return concatenated("row")
+        out = np.empty(size, bool)
+        names = np.full(size, None, object)
+        for table, position, picked_out, places in pieces:
+            out[places] = picked_out
+            if table.ids is not None:
+                names[places] = _objects(table.named(position))
+        ids = names.tolist()
+        src, dst, type_, valid, invalid = gather("src"), gather("dst"), gather("type"), gather("valid_at"), \
+            gather("invalid_at")
+        weight, trust = gather("weight"), gather("trust")
         return self._shaped(reader, ids, rows, out, src, dst, type_, valid, invalid, weight, trust, hops)
 
     def _table_edges(self, reader: IndexReader, table: Any, position: np.ndarray, out: np.ndarray, hops: list[int]
