@@ -1167,6 +1167,8 @@ def lean_picks(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str,
             break
         base = len(hop_numbers)
         for part, picks, places in _lean_best(parts, room):
+            if not picks.size:  # a part none of whose edges made the cut: its table may hold no pick at all
+                continue
             table = part.table
             entry = pieces.setdefault(id(table), (table, [], [], []))
             entry[1].append(table.both_pos.take(part.idx.take(picks)))
