@@ -1086,7 +1086,6 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
     return result
 
 
-
 @attrs.frozen
 class LeanPicks:
     """What :func:`lean_picks` found: per edge table holding some of the listed edges, ``(table, their src-ordered
