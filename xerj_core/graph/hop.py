@@ -1086,6 +1086,179 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
     return result
 
 
+@attrs.frozen
+class LeanPicks:
+    """What :func:`lean_picks` found: per edge table holding some of the listed edges, ``(table, their src-ordered
+    positions, whether each was followed out, their places in the response)``; each listed edge's ``hops``
+    number, in response order; and how many edges the hops kept in all (``total``)."""
+
+    pieces: list[tuple[EdgeTable, np.ndarray, np.ndarray, np.ndarray]]
+    hops: list[int]
+    total: int
+
+
+class _LeanPart:
+    """The edges one hop kept in one table: their places in its both-ways runs and their packed entries."""
+
+    __slots__ = ("table", "idx", "hot")
+
+    def __init__(self, table: EdgeTable, idx: np.ndarray, hot: np.ndarray) -> None:
+        self.table, self.idx, self.hot = table, idx, hot
+
+
+def lean_picks(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, filters: Filters, limit: int,
+               counters: dict[str, int], frontier_cap: int = FRONTIER_CAP, edge_cap: int = EDGE_CAP
+               ) -> LeanPicks | None:
+    """The usual ego (one seed, both ways, one or two hops, the bitemporal mask alone, every sealed row live)
+    in one pass: what :func:`expand`, then ranking each hop and placing its best ``limit`` picks would give, with
+    the same counters; None, with ``counters`` untouched, when the request or the snapshot is not that case (or
+    a frontier or the edges kept outgrow their caps), and the general path answers.
+
+    It makes no Part, HopEdges or screen per hop: a few array passes per table a hop reads (the sealed view's,
+    and the tail's where its edges touch the frontier), so an ego runs fewer distinct steps, which is what a
+    cache shared with other work keeps warm."""
+    if direction != BOTH or not 1 <= hops <= 2 or seeds.size != 1 or limit <= 0 or view.check_live \
+            or filters.type_ords is not None or filters.trust_ords is not None \
+            or filters.refused_trust_ords is not None or filters.min_confidence is not None:
+        return None
+    seed = int(seeds[0])
+    if seed < 0:
+        return None
+    tail = view.tail
+    frontier = seeds.astype(np.int64, copy=False)
+    previous = None
+    found: list[tuple[int, list[_LeanPart]]] = []
+    expired = scanned = total = 0
+    for hop in range(1, hops + 1):
+        if not frontier.size:
+            break
+        parts: list[_LeanPart] = []
+        expired += _lean_hop(view.sealed.table, frontier, previous, filters, parts)
+        if tail.table is not None:
+            scanned += tail.count
+            touched = tail.touched
+            near = frontier if frontier[-1] < touched.size else frontier[: np.searchsorted(frontier, touched.size)]
+            near = near[touched.take(near)]
+            if near.size:
+                expired += _lean_hop(tail.table, near, previous, filters, parts)
+        if not parts:
+            break
+        total += sum(part.idx.size for part in parts)
+        if total > edge_cap:
+            return None
+        found.append((hop, parts))
+        if hop == hops:
+            break
+        others = _joined([(part.hot & part.table.low).astype(np.int64) for part in parts])
+        frontier = unique_ids(others[others != seed])  # the one node visited so far is the seed
+        if frontier.size > frontier_cap:
+            return None
+        previous = seed
+    counters["segments_without_columns"] += view.segments_without_columns
+    counters["memtable_docs_scanned"] += scanned
+    counters["expired_excluded"] += expired
+    # each hop's best, in hop order, until ``limit`` are listed; laid out per table with their response places
+    pieces: dict[int, tuple[EdgeTable, list[np.ndarray], list[np.ndarray], list[np.ndarray]]] = {}
+    hop_numbers: list[int] = []
+    for hop, parts in found:
+        room = limit - len(hop_numbers)
+        if room <= 0:
+            break
+        base = len(hop_numbers)
+        for part, picks, places in _lean_best(parts, room):
+            if not picks.size:  # a part none of whose edges made the cut: its table may hold no pick at all
+                continue
+            table = part.table
+            entry = pieces.setdefault(id(table), (table, [], [], []))
+            entry[1].append(table.both_pos.take(part.idx.take(picks)))
+            entry[2].append((part.hot.take(picks) & table.inbit) == 0)
+            entry[3].append(places + base)
+            hop_numbers += [hop] * picks.size
+    return LeanPicks([(table, _joined(position), _joined(out), _joined(places))
+                      for table, position, out, places in pieces.values()], hop_numbers, total)
+
+
+def _lean_hop(table: EdgeTable, frontier: np.ndarray, previous: int | None, filters: Filters,
+              parts: list[_LeanPart]) -> int:
+    """One hop both ways from the sorted ``frontier`` over ``table``, as :meth:`EdgeTable.candidates` then
+    :func:`_screen` would keep it (``previous``: the one node an earlier hop visited): the kept edges appended to
+    ``parts`` (when any), and how many the bitemporal mask withheld returned."""
+    width = table.both_off.size - 1
+    usable = frontier if frontier[-1] < width else frontier[: np.searchsorted(frontier, width)]
+    if not usable.size:
+        return 0
+    if usable.size == 1:  # one node: its run is a slice
+        begin, end = table.both_off[usable[0]:usable[0] + 2].tolist()
+        if begin == end:
+            return 0
+        idx = np.arange(begin, end)
+        hot = table.hot_both[begin:end]
+        keep = (hot & table.ends_mask) != (int(usable[0]) | table.inbit)  # an in-edge from the node: met as out
+    else:
+        starts = table.both_off.take(usable)
+        lengths = table.both_off.take(usable + 1) - starts
+        size = int(lengths.sum())
+        if not size:
+            return 0
+        idx = ranges(starts, lengths, size)
+        if usable.size >= _TOUCH_AT:  # see EdgeTable.candidates
+            table.hot_both.take(starts, mode="clip")
+        hot = table.hot_both.take(idx, mode="clip")
+        keep = ~member(hot & table.ends_mask, usable + table.inbit)  # an in-edge from the frontier: met as out
+    if previous is not None:  # the edges back to the node visited before were met by the hop before
+        np.logical_and(keep, (hot & table.low) != previous, out=keep)
+    as_of = filters.as_of
+    check_valid = as_of < table.valid_max
+    alive_from = table.alive_from(as_of) << 1 if not filters.include_expired and as_of >= table.invalid_min \
+        else None  # a both-ways entry's invalid_at rank sits above the in bit
+    withheld = 0
+    if check_valid or alive_from is not None:
+        before = int(np.count_nonzero(keep))
+        if check_valid:
+            np.logical_and(keep, table.cols["valid_at"].take(table.both_pos.take(idx)) <= as_of, out=keep)
+        if alive_from is not None:
+            np.logical_and(keep, hot >= alive_from, out=keep)
+        withheld = before - int(np.count_nonzero(keep))
+    kept = np.flatnonzero(keep)
+    if kept.size:
+        parts.append(_LeanPart(table, idx.take(kept), hot.take(kept)))
+    return withheld
+
+
+def _lean_best(parts: list[_LeanPart], k: int) -> list[tuple[_LeanPart, np.ndarray, np.ndarray]]:
+    """A hop's best ``k`` edges (as :meth:`HopEdges.order`): per part, the picks (its own places) and where each
+    lies among the hop's picks, best first."""
+    if len(parts) == 1:
+        part = parts[0]
+        ranks = part.table.best_both.take(part.idx)
+        if k >= ranks.size:
+            picks = ranks.argsort()
+        else:
+            picks = ranks.argpartition(k - 1)[:k]
+            picks = picks.take(ranks.take(picks).argsort())
+        return [(part, picks, np.arange(picks.size))]
+    # several tables: each part's own best k by its table's ranking, then those few by the ranking's three keys
+    # (weight, valid_at, row, all descending; rows are unique, so they order every edge)
+    chosen, rows, valids, weights = [], [], [], []
+    for part in parts:
+        ranks = part.table.best_both.take(part.idx)
+        pick = ranks.argpartition(k - 1)[:k] if ranks.size > k else np.arange(ranks.size)
+        at = part.table.both_pos.take(part.idx.take(pick))
+        record = part.table.record.take(at)
+        rows.append(part.table.cols["row"].take(at))
+        valids.append(record["valid_at"])
+        weights.append(record["weight"])
+        chosen.append(pick)
+    ranked = np.lexsort((np.concatenate(rows), np.concatenate(valids), np.concatenate(weights)))[::-1][:k]
+    found = []
+    lo = 0
+    for part, pick in zip(parts, chosen):
+        places = np.flatnonzero((ranked >= lo) & (ranked < lo + pick.size))
+        found.append((part, pick.take(ranked.take(places) - lo), places))
+        lo += pick.size
+    return found
+
+
 # shortest_float's memo, public so a caller shaping many values can look each up without the call
 SHORTEST_SEEN: dict[float, float] = {}
 

@@ -18,8 +18,10 @@ from xerj_core.graph.hop import (
     Filters,
     GraphView,
     HopEdges,
+    LeanPicks,
     ViewCache,
     expand,
+    lean_picks,
     member,
     new_counters,
     shortest_float,
@@ -237,10 +239,19 @@ class GraphReading:
                 filters = self._filters(reader, as_of=request.as_of, include_expired=request.include_expired,
                                         types=request.types, trust=request.trust,
                                         min_confidence=request.min_confidence)
-                found = self._run_hops(reader, seeds, hops=request.hops, direction=request.direction,
-                                       filters=filters, counters=counters)
-                edges, neighbors, trusts = self._ego_edges(reader, found, seeds, request.limit,
-                                                           request.include_evidence, counters)
+                seed_ords = self._ordinals(reader, "src", seeds)
+                lean = None if request.include_evidence else lean_picks(
+                    self._graph(reader), seed_ords, hops=request.hops, direction=request.direction,
+                    filters=filters, limit=request.limit, counters=counters, frontier_cap=self.frontier_cap,
+                    edge_cap=self.edge_cap)
+                if lean is not None:  # the usual request: its picks found in one pass (see lean_picks)
+                    edges, neighbors, trusts = self._lean_edges(reader, lean, seeds, request.limit, counters)
+                else:
+                    found = expand(self._graph(reader), seed_ords, hops=request.hops, direction=request.direction,
+                                   filters=filters, counters=counters, frontier_cap=self.frontier_cap,
+                                   edge_cap=self.edge_cap)
+                    edges, neighbors, trusts = self._ego_edges(reader, found, seeds, request.limit,
+                                                               request.include_evidence, counters)
             response: dict[str, Any] = {"brain": brain, "contract": CONTRACT, "seeds": seeds}
             if len(seeds) == 1:
                 response["node"] = seeds[0]
@@ -264,6 +275,21 @@ class GraphReading:
         response["not_shown"] = {**counters, "dangling_nodes": len(dangling),
                                  "dangling_ids": dangling[:MAX_DANGLING_IDS]}
         return response
+
+    def _lean_edges(self, reader: IndexReader, lean: LeanPicks, seeds: list[str], limit: int,
+                    counters: dict[str, int]) -> tuple[list[dict[str, Any]], list[str], Mapping[Any, int]]:
+        """As :meth:`_ego_edges` without evidence, from the picks :func:`lean_picks` found."""
+        if lean.total > limit:
+            counters["edges_clipped"] += lean.total - limit
+        if not lean.hops:
+            return [], [], {}
+        if len(lean.pieces) == 1:  # one table holds every pick, in response order
+            table, position, out, _ = lean.pieces[0]
+            edges, others, trusts = self._table_edges(reader, table, position, out, lean.hops)
+        else:
+            edges, others, trusts = self._pieces_edges(reader, lean.pieces, lean.hops)
+        seed_set = set(seeds)
+        return edges, [n for n in dict.fromkeys(others) if n not in seed_set], trusts
 
     def _ego_edges(self, reader: IndexReader, found: list[HopEdges], seeds: list[str], limit: int,
                    include_evidence: bool, counters: dict[str, int]
@@ -327,60 +353,80 @@ class GraphReading:
         hops: list[int] = []
         for hop_edges, picks in chosen:
             hops += [hop_edges.hop] * picks.size
-        size = len(hops)
         if pieces is not None and len(pieces) == 1:  # one table (the usual ego): each field is one take from it
             table, position, out, _ = pieces[0]
-            record = table.record.take(position)  # every field of a pick from one place (see EdgeTable.record)
-            src, dst, type_, valid, invalid, weight, trust = (record[f] for f in (
-                "src", "dst", "type", "valid_at", "invalid_at", "weight", "trust"))
-            ids = table.named(position) if table.ids is not None else [None] * size
+            return self._table_edges(reader, table, position, out, hops)
+        if pieces is not None:
+            return self._pieces_edges(reader, pieces, hops)
+        # a hop clipped at the edge cap across tables: its columns as concatenated selections
+        picked = [hop_edges.take(picks) for hop_edges, picks in chosen]
 
-            def rows() -> np.ndarray:
-                return table.cols["row"].take(position)
-        elif pieces is not None:  # several tables: each field a take per table, laid into response order
-            records = [(table.record.take(position), places) for table, position, _out, places in pieces]
-            if len({found.dtype for found, _ in records}) == 1:  # the usual: whole records laid in, one pass each
-                joined = np.empty(size, records[0][0].dtype)
+        def concatenated(field: str) -> np.ndarray:
+            return np.concatenate([p.column(field) for p in picked]) if len(picked) > 1 \
+                else picked[0].column(field)
+
+        out, src, dst = concatenated("out"), concatenated("src"), concatenated("dst")
+        type_, valid, invalid = concatenated("type"), concatenated("valid_at"), concatenated("invalid_at")
+        weight, trust = concatenated("weight"), concatenated("trust")
+        ids = [name for p in picked for name in p.named()]
+
+        def rows() -> np.ndarray:
+            return concatenated("row")
+        return self._shaped(reader, ids, rows, out, src, dst, type_, valid, invalid, weight, trust, hops)
+
+    def _pieces_edges(self, reader: IndexReader, pieces: list[tuple[Any, np.ndarray, np.ndarray, np.ndarray]],
+                      hops: list[int]) -> tuple[list[dict[str, Any]], list[str], dict[Any, int]]:
+        """The picked edges lying in several tables (``(table, positions, followed out, response places)`` each):
+        each field a take per table, laid into response order."""
+        size = len(hops)
+        records = [(table.record.take(position), places) for table, position, _out, places in pieces]
+        if len({found.dtype for found, _ in records}) == 1:  # the usual: whole records laid in, one pass each
+            joined = np.empty(size, records[0][0].dtype)
+            for found, places in records:
+                joined[places] = found
+            gather: Callable[[str], np.ndarray] = joined.__getitem__
+        else:  # the tables narrowed type or trust differently: field by field, each to the wider type
+            def gather(field: str) -> np.ndarray:
+                column = np.empty(size, np.result_type(*(found[field].dtype for found, _ in records)))
                 for found, places in records:
-                    joined[places] = found
-                gather: Callable[[str], np.ndarray] = joined.__getitem__
-            else:  # the tables narrowed type or trust differently: field by field, each to the wider type
-                def gather(field: str) -> np.ndarray:
-                    column = np.empty(size, np.result_type(*(found[field].dtype for found, _ in records)))
-                    for found, places in records:
-                        column[places] = found[field]
-                    return column
-
-            def rows() -> np.ndarray:
-                column = np.empty(size, np.int64)
-                for table, position, _out, places in pieces:
-                    column[places] = table.cols["row"].take(position)
+                    column[places] = found[field]
                 return column
 
-            out = np.empty(size, bool)
-            names = np.full(size, None, object)
-            for table, position, picked_out, places in pieces:
-                out[places] = picked_out
-                if table.ids is not None:
-                    names[places] = _objects(table.named(position))
-            ids = names.tolist()
-            src, dst, type_, valid, invalid = gather("src"), gather("dst"), gather("type"), gather("valid_at"), \
-                gather("invalid_at")
-            weight, trust = gather("weight"), gather("trust")
-        else:  # a hop clipped at the edge cap across tables: its columns as concatenated selections
-            picked = [hop_edges.take(picks) for hop_edges, picks in chosen]
+        def rows() -> np.ndarray:
+            column = np.empty(size, np.int64)
+            for table, position, _out, places in pieces:
+                column[places] = table.cols["row"].take(position)
+            return column
 
-            def concatenated(field: str) -> np.ndarray:
-                return np.concatenate([p.column(field) for p in picked]) if len(picked) > 1 \
-                    else picked[0].column(field)
+        out = np.empty(size, bool)
+        names = np.full(size, None, object)
+        for table, position, picked_out, places in pieces:
+            out[places] = picked_out
+            if table.ids is not None:
+                names[places] = _objects(table.named(position))
+        ids = names.tolist()
+        src, dst, type_, valid, invalid = gather("src"), gather("dst"), gather("type"), gather("valid_at"), \
+            gather("invalid_at")
+        weight, trust = gather("weight"), gather("trust")
+        return self._shaped(reader, ids, rows, out, src, dst, type_, valid, invalid, weight, trust, hops)
 
-            out, src, dst = concatenated("out"), concatenated("src"), concatenated("dst")
-            type_, valid, invalid = concatenated("type"), concatenated("valid_at"), concatenated("invalid_at")
-            weight, trust = concatenated("weight"), concatenated("trust")
-            ids = [name for p in picked for name in p.named()]
+    def _table_edges(self, reader: IndexReader, table: Any, position: np.ndarray, out: np.ndarray, hops: list[int]
+                     ) -> tuple[list[dict[str, Any]], list[str], dict[Any, int]]:
+        """The edges at src-ordered ``position`` of one table, as :meth:`_column_edges` lists them."""
+        record = table.record.take(position)  # every field of a pick from one place (see EdgeTable.record)
+        src, dst, type_, valid, invalid, weight, trust = (record[f] for f in (
+            "src", "dst", "type", "valid_at", "invalid_at", "weight", "trust"))
+        ids = table.named(position) if table.ids is not None else [None] * len(hops)
 
-            def rows() -> np.ndarray:
-                return concatenated("row")
+        def rows() -> np.ndarray:
+            return table.cols["row"].take(position)
+        return self._shaped(reader, ids, rows, out, src, dst, type_, valid, invalid, weight, trust, hops)
+
+    def _shaped(self, reader: IndexReader, ids: list[str | None], rows: Callable[[], np.ndarray], out: np.ndarray,
+                src: np.ndarray, dst: np.ndarray, type_: np.ndarray, valid: np.ndarray, invalid: np.ndarray,
+                weight: np.ndarray, trust: np.ndarray, hops: list[int]
+                ) -> tuple[list[dict[str, Any]], list[str], dict[Any, int]]:
+        """The picked edges' columns named and shaped: the response's edges, each one's far end, trust counts."""
         # each field becomes its Python values with a take over an object array or one C-level map, then one
         # dict per edge
         node_terms = self.views.terms.of(_dictionary(reader, "src"))
