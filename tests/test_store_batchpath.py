@@ -15,7 +15,7 @@ from xerj_core.store import BulkOp, Store, write
 from xerj_core.store.columns import KIND_ORD, column_kind
 from xerj_core.store.plan import column_postings, column_tokens
 from xerj_core.store.tailblock import postings_of_tokens
-from xerj_core.text import tokenize, tokenize_many
+from xerj_core.text import tokenize, tokenize_many, utf8_words
 
 from .conftest import CORPORA
 
@@ -94,6 +94,35 @@ def test_the_batch_tokenizer_pass_equals_a_value_at_a_time(values):
     got, want = column_postings(values, 5, got_skipped), _expected(values, 5, want_skipped)
     _same_run(got, want)
     assert got[1][0] == want[1][0] and got_skipped == want_skipped
+
+
+# Characters whose lowercasing depends on their neighbours or changes the word's bytes (final sigma, a dotted
+# capital I, the Kelvin sign), non-ASCII separators (em dash, no-break space, a combining mark) and word
+# characters, mixed with ASCII word and non-word characters.
+_TRICKY = "ΣΑσς İK\u212a—\u00a0\u0307é漢_aZ09 .'-\t"
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(alphabet=st.characters(codec="utf-8"), max_size=40),
+                 st.text(alphabet=st.sampled_from(_TRICKY), max_size=40),
+                 st.text(alphabet=st.characters(blacklist_categories=[]), max_size=20)))
+def test_utf8_words_is_tokenize_as_utf8_bytes(text):
+    """Any text (lone surrogates too, which cannot be UTF-8): the translation pass with the regex for pieces
+    holding non-ASCII characters gives the regex's words of the whole text (a NUL is the callers' separator)."""
+    text = text.replace("\x00", "")
+    assert utf8_words(text) == [word.encode("utf-8", "surrogatepass") for word in tokenize(text)]
+
+
+def test_the_batch_tokenizer_pass_beyond_sixteen_bit_terms_and_with_long_words_only():
+    """A batch of more distinct terms than a 16-bit sort key holds takes the general grouping, and a batch whose
+    only words are too long to be keys gives no postings: both equal one value at a time."""
+    many = [" ".join(f"w{i * 7 + j}" for j in range(7)) + (" shared" if i % 3 else "") for i in range(10_000)]
+    for batch in (many, ["x" * 300, None, "y" * 400 + " " + "z" * 300]):
+        got_skipped, want_skipped = {"terms": 0}, {"terms": 0}
+        got, want = column_postings(batch, 11, got_skipped), _expected(batch, 11, want_skipped)
+        _same_run(got, want)
+        assert got[1][0] == want[1][0] and got_skipped == want_skipped
+    assert len(column_postings(many, 0, {"terms": 0})[1][0]) > 1 << 16
 
 
 def _everything(store: Store, index: str, vocabulary: set[str]) -> dict:

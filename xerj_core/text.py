@@ -12,6 +12,8 @@ import os
 import re
 import unicodedata
 from collections import _count_elements  # type: ignore[attr-defined]  # Counter's own C counting loop
+from itertools import compress
+from operator import not_
 
 _WORD = re.compile(r"\w+")
 _NOT_SLUG = re.compile(r"[^\w\- ]+")
@@ -38,6 +40,39 @@ def ascii_words(text: str) -> list[bytes]:
     neighbours: one translation of the bytes (lowercase, every non-word byte a space) and one ``split``, about
     six times the regex's pace. ``text`` must be ASCII (``str.isascii``)."""
     return text.encode().translate(_ASCII_WORDS).split()
+
+
+# UTF-8 bytes of lowercased text as the translation in ``utf8_words`` sees them: ASCII as in ``_ASCII_WORDS``,
+# every byte of a non-ASCII character kept (it may be a word character; the regex decides).
+_UTF8_WORDS = _ASCII_WORDS[:128] + bytes(range(128, 256))
+
+
+def utf8_words(text: str) -> list[bytes]:
+    """``tokenize`` of any ``text`` as UTF-8 bytes (a NUL kept as in :func:`ascii_words`), mostly at the
+    translation's pace. An ASCII non-word character separates words in Unicode too, so the lowercased
+    text's UTF-8 bytes are cut at those by one translation and one ``split``: a piece of ASCII bytes only
+    is a whole word as the regex finds it, and only the few pieces holding a non-ASCII character go
+    through the regex (which cuts them the same way inside the whole text, since they are bounded by
+    separators). Lowercasing the whole text first keeps ``str.lower``'s context rules (a final sigma).
+    Text that cannot be UTF-8 (a lone surrogate) takes the regex throughout."""
+    if text.isascii():
+        return ascii_words(text)
+    lowered = text.lower()
+    try:
+        pieces = lowered.encode().translate(_UTF8_WORDS).split()
+    except UnicodeEncodeError:
+        return list(map(str.encode, _WORD.findall(lowered)))
+    mixed = list(compress(range(len(pieces)), map(not_, map(bytes.isascii, pieces))))
+    if not mixed:
+        return pieces
+    words: list[bytes] = []
+    done = 0
+    for at in mixed:
+        words += pieces[done:at]
+        words += map(str.encode, _WORD.findall(pieces[at].decode()))
+        done = at + 1
+    words += pieces[done:]
+    return words
 
 
 def long_words(text: str, shortest: int) -> list[str]:

@@ -21,7 +21,7 @@ from xerj_core.store import limits
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
 from xerj_core.store.mapping import FLOAT_TYPES, INT_TYPES, FieldSpec, Mapping, coerce
 from xerj_core.store.tailblock import PostingRun, empty_run, postings_of_tokens
-from xerj_core.text import ascii_words, term_counts, term_counts_many, tokenize, tokenize_many
+from xerj_core.text import ascii_words, term_counts, term_counts_many, tokenize, tokenize_many, utf8_words
 
 # How a leaf converts a value of the expected Python type without calling ``coerce``.
 _AS_STR, _AS_INT, _AS_DATE, _AS_FLOAT, _AS_OTHER = range(5)
@@ -485,8 +485,21 @@ def column_postings(column: list[str | None], start: int, skipped: dict[str, int
     lengths = np.bincount(row, minlength=n)
     if len(names) == 1:
         return lengths, empty_run()
-    pairs, tfs = np.unique((ranks - 1) * n + row, return_counts=True)
-    term, rows = np.divmod(pairs, n)
+    if len(names) <= 1 << 16 and len(ranks):
+        # Words in value order have their rows ascending, so a stable sort by term alone (numpy's radix sort
+        # for 16-bit keys, linear) leaves each term's rows ascending: (term, row) pairs are then runs.
+        order = np.argsort((ranks - 1).astype(np.uint16), kind="stable")
+        by_term, by_row = ranks[order] - 1, row[order]
+        first = np.empty(len(order), bool)
+        first[0] = True
+        np.not_equal(by_term[1:], by_term[:-1], out=first[1:])
+        first[1:] |= by_row[1:] != by_row[:-1]
+        at = np.flatnonzero(first)
+        term, rows = by_term[at], by_row[at]
+        tfs = np.diff(at, append=len(order))
+    else:
+        pairs, tfs = np.unique((ranks - 1) * n + row, return_counts=True)
+        term, rows = np.divmod(pairs, n)
     del names[0]
     return lengths, (names, np.bincount(term, minlength=len(names)), rows + start, tfs.astype(np.float32))
 
@@ -498,7 +511,7 @@ def _ascii_words(joined: str) -> list[bytes]:
 
 def _words(texts: list[str]) -> list[bytes]:
     """:func:`_ascii_words` of ``texts`` with non-ASCII ones among them: each run of ASCII values as one string,
-    each other value by ``tokenize`` (UTF-8 bytes, which sort as its code points do)."""
+    each other value by ``utf8_words`` (``tokenize`` as UTF-8 bytes, which sort as its code points do)."""
     flat: list[bytes] = []
     run: list[str] = []
     for text in texts:
@@ -508,7 +521,7 @@ def _words(texts: list[str]) -> list[bytes]:
         if run:
             flat += _ascii_words(" \x00 ".join(run))
             run = []
-        flat += map(str.encode, tokenize(text))
+        flat += utf8_words(text)
         flat.append(b"\x00")
     if run:
         flat += _ascii_words(" \x00 ".join(run))
