@@ -456,8 +456,9 @@ def column_postings(column: list[str | None], start: int, skipped: dict[str, int
     ``split`` cuts the words (about 6x the regex's pace); other values are
     tokenized one by one, in their places. Each value ends with a NUL word, so a
     word's row is the count of NULs before it; terms are numbered once and the
-    (term, row) pairs counted by one numpy ``unique``. A batch where a value
-    holds a NUL itself takes the per-value path.
+    (term, row) pairs counted after one stable sort by term (a 16-bit radix
+    sort when the batch's terms fit). A batch where a value holds a NUL itself
+    takes the per-value path.
     """
     n = len(column)
     texts = [value or "" for value in column]
@@ -470,35 +471,40 @@ def column_postings(column: list[str | None], start: int, skipped: dict[str, int
     if len(names) == 1:
         return np.zeros(n, np.int64), empty_run()
     number = dict(zip(names, range(len(names))))
+    long = 0
     if max(map(len, names)) > limits.MAX_TERM_BYTES:
-        long = [name for name in names if len(name) > limits.MAX_TERM_BYTES]
-        skipped["terms"] += sum(map(flat.count, long))
+        too_long = [name for name in names if len(name) > limits.MAX_TERM_BYTES]
         names = [name for name in names if len(name) <= limits.MAX_TERM_BYTES]
         number = dict(zip(names, range(len(names))))
-        number.update(zip(long, repeat(-1)))
-    ranks = np.fromiter(map(number.__getitem__, flat), np.int64, len(flat))
+        number.update(zip(too_long, repeat(-1)))
+    ranks = np.fromiter(map(number.__getitem__, flat), np.int32, len(flat))
     ends = ranks == 0
-    row = np.cumsum(ends)
-    row -= ends  # a value's words and its closing NUL share its row
-    words = ranks > 0
-    ranks, row = ranks[words], row[words]
-    lengths = np.bincount(row, minlength=n)
+    row = np.cumsum(ends, dtype=np.int32)  # at a word: the NULs before it, its value's row
+    if len(number) > len(names):
+        long = int(np.count_nonzero(ranks < 0))
+        skipped["terms"] += long
+        lengths = np.bincount(row[ranks > 0], minlength=n)
+    else:
+        lengths = np.diff(np.flatnonzero(ends), prepend=-1) - 1  # every value ends with its NUL
     if len(names) == 1:
         return lengths, empty_run()
-    if len(names) <= 1 << 16 and len(ranks):
+    if len(names) < (1 << 16) - 1:
         # Words in value order have their rows ascending, so a stable sort by term alone (numpy's radix sort
-        # for 16-bit keys, linear) leaves each term's rows ascending: (term, row) pairs are then runs.
-        order = np.argsort((ranks - 1).astype(np.uint16), kind="stable")
-        by_term, by_row = ranks[order] - 1, row[order]
+        # for 16-bit keys, linear) leaves each term's rows ascending: (term, row) pairs are then runs. The
+        # NULs (rank 0) sort first and the words too long to be keys (-1, wrapped to the largest key) last.
+        key = ranks.astype(np.uint16)
+        order = np.argsort(key, kind="stable")[n:len(flat) - long]
+        by_term, by_row = key[order], row[order]
         first = np.empty(len(order), bool)
         first[0] = True
         np.not_equal(by_term[1:], by_term[:-1], out=first[1:])
         first[1:] |= by_row[1:] != by_row[:-1]
         at = np.flatnonzero(first)
-        term, rows = by_term[at], by_row[at]
+        term, rows = by_term[at].astype(np.int64) - 1, by_row[at].astype(np.int64)
         tfs = np.diff(at, append=len(order))
     else:
-        pairs, tfs = np.unique((ranks - 1) * n + row, return_counts=True)
+        words = ranks > 0
+        pairs, tfs = np.unique((ranks[words] - 1).astype(np.int64) * n + row[words], return_counts=True)
         term, rows = np.divmod(pairs, n)
     del names[0]
     return lengths, (names, np.bincount(term, minlength=len(names)), rows + start, tfs.astype(np.float32))
