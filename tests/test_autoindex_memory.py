@@ -140,3 +140,32 @@ def test_an_autoindex_run_leaves_little_of_the_map_resident(tmp_path):
         data = tmp_path / "d" / "data.mdb"
         size = data.stat().st_size / 2**20
         assert size > 4 and _resident_mb(data) < size / 4
+
+
+def test_kept_documents_share_equal_fields_maps_and_keep_every_value():
+    from xerj_core.autoindex.parallel import Kept, ParseOutcome, shared_fields
+    from xerj_core.autoindex.walk import FileEntry
+    from xerj_core.model import SourceDocument
+
+    def doc(doc_id: str, fields: dict) -> SourceDocument:
+        return SourceDocument(doc_id, "ax-notes", "a.md", "t", "some text", "", "section", 1, "markdown", fields)
+
+    maps = [{"ordinal": 1, "anchor": "x"}, {"ordinal": 1, "anchor": "x"}, {"anchor": "x", "ordinal": 1},
+            {"ordinal": True, "anchor": "x"}, {"ordinal": 1.0, "anchor": "x"}, {"aliases": ["a"]},
+            {"aliases": ["a"]}, {}, {"ordinal": 1, "anchor": "x"}]
+    docs = [doc(f"a.md#{i}", dict(fields)) for i, fields in enumerate(maps)]
+    table: dict = {}
+    shared = shared_fields(docs, table)
+    assert shared == tuple(docs)  # equal documents, every value and its type kept
+    assert [list(d.fields.items()) for d in shared] == [list(m.items()) for m in maps]
+    assert [type(d.fields.get("ordinal")) for d in shared] == [type(m.get("ordinal")) for m in maps]
+    assert shared[1].fields is shared[0].fields and shared[8].fields is shared[0].fields
+    assert shared[2].fields is not shared[0].fields  # another key order is another map
+    assert shared[3].fields is not shared[0].fields and shared[4].fields is not shared[0].fields  # True, 1.0
+    assert shared[6].fields is not shared[5].fields  # a list value is not shared
+    # a kept file puts its texts back, and its maps are shared through the run's table
+    entry = FileEntry.__new__(FileEntry)
+    kept = Kept.of(ParseOutcome(entry, tuple(docs[:2])), table)
+    assert kept.docs[0].fields is shared[0].fields and kept.docs[0].text == ""
+    assert kept.documents() == tuple(docs[:2])
+    assert Kept.of(ParseOutcome(entry, tuple(docs[:2]))).sharing(table).docs[1].fields is shared[0].fields

@@ -728,6 +728,25 @@ def test_corpus_lookups():
     assert corpus.mtime("m.eml") == files["m.eml"][0].mtime_ms
 
 
+
+def test_corpus_lookups_give_one_path_or_several_alike():
+    files = parse_files({"d/Note.md": b"# x\n", "d/note.md": b"# y\n", "d/z.txt": b"z", "e/z.md": b"# z\n",
+                         "e/solo.md": b"---\naliases: [Twice, once]\n---\n", "f/g/z.md": b"w"})
+    corpus = Corpus(files)
+    assert corpus.lookup_path("D/NOTE.MD") is None  # two files fold to it
+    assert corpus.lookup_path("E/SOLO.md") == "e/solo.md" and corpus.lookup_path("e/z.md") == "e/z.md"
+    assert corpus.by_stem("z") == ("d/z.txt", "e/z.md", "f/g/z.md") and corpus.by_stem("solo") == ("e/solo.md",)
+    assert corpus.by_stem("nope") == () and corpus.by_file_name("Z.MD") == ("e/z.md", "f/g/z.md")
+    assert corpus.by_path_without_extension("d/note") == ("d/Note.md", "d/note.md")
+    assert corpus.by_path_without_extension("e/z") == ("e/z.md",)
+    assert corpus.by_alias("twice") == ("e/solo.md",) and corpus.by_alias("nope") == ()
+    assert corpus.directory("d") == ("d/Note.md", "d/note.md", "d/z.txt") and corpus.directory("f/g") == ("f/g/z.md",)
+    assert corpus.directory("nope") == ()
+    assert corpus.next_sibling("d/note.md") == "d/z.txt" and corpus.next_sibling("f/g/z.md") is None
+    assert corpus.nearest(["f/g/z.md", "e/z.md"], "e/solo.md") == "e/z.md"
+    # one lookup map's tuple is every answer's own
+    assert isinstance(corpus.by_stem("z"), tuple) and isinstance(corpus.directory("e"), tuple)
+
 # -- the example third-party plugin (contrib/xerj-detect-hashtag, pip-installed by CI) ----------------------
 
 

@@ -188,3 +188,23 @@ def test_unique_fixed_is_numpys_unique(terms):
     want_names, want_inverse = np.unique(fixed, return_inverse=True)
     assert names.dtype == want_names.dtype and names.tolist() == want_names.tolist()
     assert inverse.dtype == np.int32 and inverse.tolist() == want_inverse.reshape(-1).tolist()
+
+
+def test_postings_encoded_a_bounded_run_at_a_time_are_the_blobs_of_one_scatter(monkeypatch):
+    from xerj_core.store import columns
+
+    rng = np.random.default_rng(5)
+    # empty groups, groups of one, groups around the bound and one far past it
+    counts = np.array([0, 1, 3, 0, 700, 64, 65, 63, 1, 5_000, 2, 0, 128, 129, 9, 0], np.int64)
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    rows = rng.integers(0, 1 << 31, int(bounds[-1])).astype(np.int64)
+    tfs = rng.integers(1, 50, int(bounds[-1])).astype(np.float32)
+    whole = columns.encode_postings_many(rows, tfs, bounds)
+    monkeypatch.setattr(columns, "ENCODE_POSTINGS_AT_ONCE", 64)
+    runs = columns.encode_postings_many(rows, tfs, bounds)
+    assert runs == whole and len(runs) == len(counts)
+    got_counts, got_rows, got_tfs = columns.decode_postings_many(runs)
+    assert got_counts.tolist() == counts.tolist()
+    assert got_rows.tolist() == rows.tolist() and got_tfs.tolist() == tfs.tolist()
+    assert columns.encode_postings_many(rows[:5_000], tfs[:5_000], np.array([0, 5_000])) == \
+        [np.concatenate(([5_000], rows[:5_000], tfs[:5_000])).astype(np.uint32).tobytes()]

@@ -237,6 +237,15 @@ def _blank_span(match: re.Match[bytes]) -> bytes:
     return b" " * (match.end() - match.start())  # spans are single-line
 
 
+def _compact(index: Mapping[str, list[str]]) -> dict[str, str | tuple[str, ...]]:
+    """A corpus lookup map as it is held: a key's one path itself, or its paths as a tuple."""
+    return {key: paths[0] if len(paths) == 1 else tuple(paths) for key, paths in index.items()}
+
+
+def _paths_of(found: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (found,) if isinstance(found, str) else found
+
+
 class Corpus:
     """Every document of one run, without text: the lookups detectors resolve targets with.
 
@@ -255,6 +264,7 @@ class Corpus:
         self._aliases: dict[str, list[str]] = defaultdict(list)
         self._dirs: dict[str, list[str]] = defaultdict(list)
         self._dir_parts: dict[str, tuple[str, ...]] = {}
+        parts_of: dict[str, tuple[str, ...]] = {}  # a directory's parts, one tuple for all its files
         for path in sorted(files):
             docs = tuple(attrs.evolve(doc, text="") if doc.text else doc for doc in files[path])
             if not docs:
@@ -265,12 +275,16 @@ class Corpus:
             directory, name = posixpath.split(path)
             dot = name.rfind(".")
             base = name[:dot] if dot > 0 else name
-            self._folded[path.lower()].append(path)
+            folded = path.lower()
+            self._folded[path if folded == path else folded].append(path)
             self._stems[base.lower()].append(path)
             self._names[name.lower()].append(path)
             self._noext[posixpath.join(directory, base).lower()].append(path)
             self._dirs[directory].append(path)
-            self._dir_parts[path] = _parts(directory)
+            found = parts_of.get(directory)
+            if found is None:
+                found = parts_of[directory] = _parts(directory)
+            self._dir_parts[path] = found
             card = docs[0]
             for alias in card.fields.get("aliases") or ():
                 if isinstance(alias, str) and alias.strip():
@@ -280,6 +294,10 @@ class Corpus:
         for siblings in self._dirs.values():
             for here, after in zip(siblings, siblings[1:]):
                 self._next_sibling[here] = after
+        # held as a run holds it until its last detect batch: a key of one file maps to the path itself (a list
+        # of one costs 88 bytes, on 20k notes some 7 MB over these maps), a key of several to a tuple
+        self._folded, self._stems, self._names, self._noext, self._aliases, self._dirs = map(  # type: ignore[assignment]
+            _compact, (self._folded, self._stems, self._names, self._noext, self._aliases, self._dirs))
 
     @classmethod
     def from_documents(cls, docs: Iterable[SourceDocument]) -> "Corpus":
@@ -311,28 +329,28 @@ class Corpus:
         """``path`` itself when it is a corpus file, else its single case-insensitive match, else ``None``."""
         if path in self._files:
             return path
-        matches = self._folded.get(path.lower(), ())
-        return matches[0] if len(matches) == 1 else None
+        found = self._folded.get(path.lower())
+        return found if isinstance(found, str) else None
 
     def by_stem(self, stem: str) -> tuple[str, ...]:
         """Files whose name without extension is ``stem`` (case-insensitive)."""
-        return tuple(self._stems.get(stem.lower(), ()))
+        return _paths_of(self._stems.get(stem.lower(), ()))
 
     def by_file_name(self, name: str) -> tuple[str, ...]:
         """Files whose name (with extension) is ``name`` (case-insensitive)."""
-        return tuple(self._names.get(name.lower(), ()))
+        return _paths_of(self._names.get(name.lower(), ()))
 
     def by_path_without_extension(self, path: str) -> tuple[str, ...]:
         """Files whose root-relative path minus extension is ``path`` (case-insensitive)."""
-        return tuple(self._noext.get(path.lower(), ()))
+        return _paths_of(self._noext.get(path.lower(), ()))
 
     def by_alias(self, alias: str) -> tuple[str, ...]:
         """Files whose card lists ``alias`` in ``fields["aliases"]`` (case-insensitive)."""
-        return tuple(self._aliases.get(alias.strip().lower(), ()))
+        return _paths_of(self._aliases.get(alias.strip().lower(), ()))
 
     def directory(self, directory: str) -> tuple[str, ...]:
         """Files directly inside ``directory`` (``""`` is the root), in path order."""
-        return tuple(self._dirs.get(directory, ()))
+        return _paths_of(self._dirs.get(directory, ()))
 
     def next_sibling(self, path: str) -> str | None:
         """The file after ``path`` in its directory, in path order (``None`` for the last)."""

@@ -50,6 +50,7 @@ __all__ = [
     "InlineExecutor",
     "Kept",
     "adopt_kept",
+    "shared_fields",
     "ParseOutcome",
     "Plugins",
     "PluginsRef",
@@ -248,14 +249,42 @@ def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with
 
 
 def _squeeze(data: bytes) -> bytes:
-    """``data`` compressed for holding or shipping within a run (a kept file's texts, a parse batch): LZ4,
-    which on 5,000 files of real code compressed 68 MB in 0.12 s of CPU against zlib's 0.55 s at its fastest
-    level and decompressed in 0.03 s against 0.24 s, for 25 MB held instead of 19 MB."""
+    """``data`` compressed for shipping within a run (a parse batch): LZ4, which on 5,000 files of real code
+    compressed 68 MB in 0.12 s of CPU against zlib's 0.55 s at its fastest level and decompressed in 0.03 s
+    against 0.24 s."""
     return lz4.block.compress(data)
 
 
 def _unsqueeze(blob: bytes) -> bytes:
     return lz4.block.decompress(blob)
+
+
+# A kept file's texts are held from its parse to its detect batch, so the whole corpus's at once: zlib at its
+# fastest level holds 19 MB of that code where LZ4 held 25 (on 20k notes, the companion's peak is 6-10 MB lower),
+# for about 0.6 s more of the companion's CPU on those 5,000 files.
+_TEXTS_LEVEL = 1
+
+# Values of a document's ``fields`` that let equal maps be shared (see :func:`shared_fields`): a map holding any
+# other value (a list, a float, whose -0.0 equals 0.0) is kept as it is.
+_SHAREABLE = frozenset({str, int, bool})
+
+
+def shared_fields(docs: Sequence[SourceDocument], table: dict[tuple, dict[str, Any]]) -> tuple[SourceDocument, ...]:
+    """``docs``, each whose ``fields`` equal a map ``table`` holds (same keys and values of the same types, in
+    the same order) given that map instead: a run keeps every file's text-free documents until detection, and
+    most of their maps repeat (every note's card, the sections of a level, an anchor such as ``summary``), at
+    some 200 bytes each. Documents never change their fields, so sharing one map changes no result."""
+    out = []
+    for doc in docs:
+        fields = doc.fields
+        if fields and all(type(value) in _SHAREABLE for value in fields.values()):
+            key = (*fields.items(), *map(type, fields.values()))
+            held = table.setdefault(key, fields)
+            if held is not fields:
+                doc = SourceDocument(doc.doc_id, doc.dataset, doc.ax_path, doc.title, doc.text, doc.section,
+                                     doc.kind, doc.mtime_ms, doc.format, held)
+        out.append(doc)
+    return tuple(out)
 
 
 @attrs.frozen
@@ -268,13 +297,20 @@ class Kept:
     partial: Any
 
     @classmethod
-    def of(cls, outcome: ParseOutcome) -> "Kept":
+    def of(cls, outcome: ParseOutcome, fields: dict[tuple, dict[str, Any]] | None = None) -> "Kept":
+        """``outcome`` kept; with ``fields``, its documents' equal ``fields`` maps shared (:func:`shared_fields`)."""
         texts = [doc.text for doc in outcome.docs]
         docs = tuple(with_text(doc, "") if doc.text else doc for doc in outcome.docs)
-        return cls(docs, _squeeze(orjson.dumps(texts)), outcome.partial or {})
+        if fields is not None:
+            docs = shared_fields(docs, fields)
+        return cls(docs, zlib.compress(orjson.dumps(texts), _TEXTS_LEVEL), outcome.partial or {})
+
+    def sharing(self, fields: dict[tuple, dict[str, Any]]) -> "Kept":
+        """This file with its documents' ``fields`` maps shared through ``fields``."""
+        return attrs.evolve(self, docs=shared_fields(self.docs, fields))
 
     def documents(self) -> tuple[SourceDocument, ...]:
-        texts = orjson.loads(_unsqueeze(self.texts))
+        texts = orjson.loads(zlib.decompress(self.texts))
         return tuple(with_text(doc, text) if text else doc for doc, text in zip(self.docs, texts))
 
 
@@ -303,7 +339,7 @@ TRIM_EVERY_FILES = 1024
 def _companion_state(token: str) -> dict[str, Any]:
     state = _WORKER.get("companion")
     if state is None or state["token"] != token:
-        state = _WORKER["companion"] = {"token": token, "kept": {}, "corpus": None, "states": None}
+        state = _WORKER["companion"] = {"token": token, "kept": {}, "corpus": None, "states": None, "fields": {}}
     return state
 
 
@@ -327,10 +363,10 @@ def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[F
     outcomes = parse_batch(source, entries, keep)
     if keep:
         state = _companion_state(token)
-        kept = state["kept"]
+        kept, fields = state["kept"], state["fields"]
         for outcome in outcomes:
             if outcome.docs:
-                kept[outcome.entry.rel_path] = Kept.of(outcome)
+                kept[outcome.entry.rel_path] = Kept.of(outcome, fields)
         # a file's text is let go once parsed, between the kept files' objects: now and then the heap's free
         # pages go back, so the companion holds what it kept rather than every text it read
         state["parsed"] = state.get("parsed", 0) + len(entries)
@@ -365,7 +401,8 @@ def _keep_out_of_collections() -> None:
 
 def adopt_kept(source: Plugins | PluginsRef, token: str, kept: Sequence[tuple[str, Kept]]) -> None:
     """The companion keeps these files, parsed by the run's own process (while the companion started)."""
-    _companion_state(token)["kept"].update(kept)
+    state = _companion_state(token)
+    state["kept"].update((path, held.sharing(state["fields"])) for path, held in kept)
     _keep_out_of_collections()
 
 
@@ -374,6 +411,7 @@ def combine_kept(source: Plugins | PluginsRef, token: str) -> tuple[list[str], d
     plugins = _resolve(source)
     state = _companion_state(token)
     kept: dict[str, Kept] = state["kept"]
+    state["fields"] = {}  # every file is kept: the maps stay shared, the table's keys go
     trim_heap()  # the last parses' texts, before combining adds its own peak
     ordered = sorted(kept)
     corpus = Corpus({path: kept[path].docs for path in ordered})

@@ -609,6 +609,7 @@ class _Detection:
         self.unchanged: list[Future | None] = []
         self.needed = False
         self.kept: dict[str, Kept] = {}
+        self.fields: dict[tuple, dict[str, Any]] = {}  # the kept documents' shared fields maps, until combined
         self.failures: list[dict[str, str]] = []
         self.states: dict[str, DetectorState] | None = None
         self.corpus: Corpus | None = None
@@ -668,7 +669,7 @@ class _Detection:
     def _keep(self, outcomes: Sequence[ParseOutcome]) -> None:
         for outcome in outcomes:
             if outcome.docs:
-                self.kept[outcome.entry.rel_path] = Kept.of(outcome)
+                self.kept[outcome.entry.rel_path] = Kept.of(outcome, self.fields)
 
     def ready(self) -> bool:
         """Whether detection can start now: every changed file is taken and, with an executor that works
@@ -692,6 +693,7 @@ class _Detection:
                                  for o in outcomes if o.failure is not None)
             self._keep(outcomes)
         self.started = True
+        self.fields = {}
         if self.runner.companion:
             return
         ordered = sorted(self.kept)
