@@ -169,3 +169,18 @@ def test_kept_documents_share_equal_fields_maps_and_keep_every_value():
     assert kept.docs[0].fields is shared[0].fields and kept.docs[0].text == ""
     assert kept.documents() == tuple(docs[:2])
     assert Kept.of(ParseOutcome(entry, tuple(docs[:2]))).sharing(table).docs[1].fields is shared[0].fields
+
+
+def test_remade_documents_keep_every_other_attribute():
+    """``remade`` (and ``with_text`` through it) builds documents positionally for speed: it must equal
+    ``attrs.evolve`` for every attribute, so a field added to SourceDocument cannot be dropped silently."""
+    import attrs
+
+    from xerj_core.autoindex.parallel import remade, with_text
+    from xerj_core.model import SourceDocument
+
+    values = {a.name: f"v-{a.name}" for a in attrs.fields(SourceDocument)}
+    values["mtime_ms"] = 7
+    original = SourceDocument(**values)
+    assert remade(original, "new", {"k": 1}) == attrs.evolve(original, text="new", fields={"k": 1})
+    assert with_text(original, "x") == attrs.evolve(original, text="x")
