@@ -199,3 +199,79 @@ def test_the_term_cache_keeps_copies_of_new_terms_only_and_their_right_ordinals(
         # fresh terms skip the cache, and those the dictionary holds still get their ordinals
         assert store.transact(lambda txn: txn.index("words").ordinals("tag", words[:10] + ["brand-new"], fresh=True)) \
             == [known[t] for t in words[:10]] + [len(words)]
+
+
+@pytest.mark.parametrize("bits", [64, 3])
+def test_sketched_runs_give_every_term_its_ordinal(tmp_path, monkeypatch, bits):
+    """With every committed run sketched, new, stored and known terms get the ordinals a plain dict gives them,
+    also when nearly every hash is shared (3 bits: the sketches then let everything through)."""
+    monkeypatch.setattr(dictruns, "SKETCH_MIN", 1)
+    if bits < 64:
+        real = dictruns.hashes
+        monkeypatch.setattr(dictruns, "hashes", lambda encoded: real(encoded) & np.uint64((1 << bits) - 1))
+    words = real_terms()[:9000]
+    batches = batches_of(words, [1, 300, 2, 2000, 7, 1500, 1, 4000, 1189])
+    made = []
+    real_sketch = dictruns.Sketch.__init__
+    monkeypatch.setattr(dictruns.Sketch, "__init__", lambda self, h: made.append(h.size) or real_sketch(self, h))
+    with Store(tmp_path / "data") as store:
+        store.create_index("words", FIELDS)
+        assert numbered(store, batches) == model(batches)
+        assert made  # the runs were sketched, and asked through their sketches
+        known = ordinals_of(batches)
+        wanted = list(dict.fromkeys(words[::-1]))
+        assert store.transact(lambda txn: txn.index("words").ordinals("tag", wanted + ["brand-new"], fresh=True)) \
+            == [known[t] for t in wanted] + [len(known)]
+    with Store(tmp_path / "data") as store:  # cold: every run read and sketched again
+        got = store.transact(lambda txn: txn.index("words").ordinals("tag", wanted, known=True))
+        assert got == [known[t] for t in wanted]
+        assert numbered(store, [words[::-1]]) == [[known[t] for t in words[::-1]]]
+
+
+def test_new_terms_are_searched_for_only_where_a_run_may_hold_them(tmp_path, monkeypatch):
+    """A batch of new terms against large committed runs: the sketches turn away nearly all of them, so the
+    binary searches (several cache misses per term in a run larger than the caches) are for a few terms only."""
+    terms = [f"edge-{i:08d}" for i in range(60_000)]
+    with Store(tmp_path / "data") as store:
+        store.create_index("words", FIELDS)
+        for lo in range(0, 50_000, 10_000):
+            store.transact(lambda txn: txn.index("words").ordinals("tag", terms[lo:lo + 10_000], fresh=True))
+    searched: list[int] = []
+
+    class Numpy:
+        """numpy, counting the hashes each binary search of a run is asked for."""
+
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def searchsorted(run, asked, *args, **kwargs):
+            searched.append(len(asked))
+            return np.searchsorted(run, asked, *args, **kwargs)
+
+    monkeypatch.setattr(dictruns, "np", Numpy())
+    with Store(tmp_path / "data") as store:
+        got = store.transact(lambda txn: txn.index("words").ordinals("tag", terms[50_000:], fresh=True))
+        assert got == list(range(50_000, 60_000))
+        assert bounds(store) is not None and len(bounds(store)) >= 2
+        assert searched and sum(searched) < 0.05 * 10_000 * len(searched)
+        # a stored term is still found in its run
+        assert store.transact(lambda txn: txn.index("words").ordinals("tag", terms[7:9], known=True)) == [7, 8]
+
+
+def test_a_sketch_goes_with_its_run(tmp_path):
+    """Sketches are kept per run array: once the store that cached the runs is gone, so are their sketches."""
+    import gc
+
+    gc.collect()  # runs other tests' stores cached
+    before = len(dictruns._SKETCHES)
+    terms = [f"t{i}" for i in range(3 * dictruns.SKETCH_MIN)]
+    with Store(tmp_path / "data") as store:
+        store.create_index("words", FIELDS)
+        for lo in range(0, len(terms), dictruns.SKETCH_MIN):
+            store.transact(lambda txn: txn.index("words").ordinals("tag", terms[lo:lo + dictruns.SKETCH_MIN]))
+        assert store.transact(lambda txn: txn.index("words").ordinals("tag", ["t5", "new"])) == [5, len(terms)]
+        assert len(dictruns._SKETCHES) > before
+    del store
+    gc.collect()
+    assert len(dictruns._SKETCHES) == before

@@ -11,7 +11,12 @@ sequential values; a run merges with the one before it while that one is no
 larger (a binary counter: each ordinal is rewritten O(log n) times, at 12
 bytes), so a dictionary has O(log n) runs. A lookup hashes the terms (xxh3-64) and searches every run
 with numpy; a hash found is confirmed against the reverse record, so two terms
-with the same hash are told apart.
+with the same hash are told apart. A committed run of :data:`SKETCH_MIN` terms
+or more is first asked through its sketch (:class:`Sketch`, a blocked Bloom
+filter made once per process and run): only the hashes it may hold are searched
+for, since a binary search of a run that has outgrown the processor's caches
+costs several cache misses per term, and a batch of new terms (an edge ingest's
+ids) is absent from every run.
 
 Keys (``dict`` database), after ``<ix><name>\\x00\\xff`` (no term key continues with
 ``\\xff``, a byte UTF-8 never holds): ``m`` the run bounds, ``c<lo><k>`` the
@@ -24,6 +29,7 @@ store keeps them too, its own B-trees being server side).
 from __future__ import annotations
 
 import struct
+import weakref
 from itertools import repeat
 from typing import Any, Iterator, Sequence
 
@@ -44,6 +50,64 @@ _HASH = np.dtype("<u8")
 _ORD = np.dtype("<u4")
 
 Run = tuple[np.ndarray, np.ndarray]  # sorted term hashes, and each one's ordinal
+
+# Runs this long or longer are asked through a sketch first: a shorter run's binary search stays in the caches.
+SKETCH_MIN = 4096
+# Sketch bits per term: one 64-bit word per 4 terms, 3 bits set per term, so about 1% of absent hashes pass.
+SKETCH_BITS = 16
+_ONE, _LOW6 = np.uint64(1), np.uint64(63)
+_SIX, _TWELVE = np.uint64(6), np.uint64(12)
+
+
+def _bits(term_hashes: np.ndarray) -> np.ndarray:
+    """Each hash's 3 bits in its sketch word, from its low 18 bits (the word is chosen by its top bits)."""
+    return ((_ONE << (term_hashes & _LOW6)) | (_ONE << ((term_hashes >> _SIX) & _LOW6))
+            | (_ONE << ((term_hashes >> _TWELVE) & _LOW6)))
+
+
+class Sketch:
+    """A blocked Bloom filter of one run's hashes: :meth:`may_hold` is False only for a hash the run does not
+    hold, and asks one 64-bit word (one cache line) per hash where a binary search asks a line per level.
+
+    Made from the run's stored hashes alone, so nothing on disk changes; kept per run array (see
+    :func:`sketch_of`), it lives exactly as long as the run stays cached."""
+
+    __slots__ = ("words", "shift", "__weakref__")
+
+    def __init__(self, term_hashes: np.ndarray) -> None:
+        words_log = max(1, (term_hashes.size * SKETCH_BITS // 64 - 1).bit_length())
+        self.shift = np.uint64(64 - words_log)
+        self.words = np.zeros(1 << words_log, np.uint64)
+        np.bitwise_or.at(self.words, term_hashes >> self.shift, _bits(term_hashes))
+
+    def may_hold(self, term_hashes: np.ndarray) -> np.ndarray:
+        """Per hash: might the run hold it (False: it does not)."""
+        wanted = _bits(term_hashes)
+        return (self.words[term_hashes >> self.shift] & wanted) == wanted
+
+
+# id(run hashes) -> (a weak reference to that array, its sketch); an entry leaves when its array is freed.
+_SKETCHES: dict[int, tuple[weakref.ref, Sketch]] = {}
+
+
+def sketch_of(term_hashes: np.ndarray, *, make: bool = False) -> Sketch | None:
+    """The sketch of a committed run's hash array (``make``: made now when it has none and is long enough);
+    None when it has none."""
+    key = id(term_hashes)
+    found = _SKETCHES.get(key)
+    if found is not None and found[0]() is term_hashes:
+        return found[1]
+    if not make or term_hashes.size < SKETCH_MIN:
+        return None
+    sketch = Sketch(term_hashes)
+    _SKETCHES[key] = (weakref.ref(term_hashes, lambda _ref, key=key: _forget(key, _ref)), sketch)
+    return sketch
+
+
+def _forget(key: int, ref: weakref.ref) -> None:
+    found = _SKETCHES.get(key)
+    if found is not None and found[0] is ref:
+        del _SKETCHES[key]
 
 
 def prefix(ix: int, name: str) -> bytes:
@@ -116,6 +180,7 @@ class DictRuns:
                 found = self._read(lo, hi)
                 self.cache[(self.ix, self.name, lo, hi)] = found  # committed (this transaction writes at the end)
             self.runs[(lo, hi)] = found
+            sketch_of(found[0], make=True)  # committed: searched by later transactions too
         return found
 
     def _read(self, lo: int, hi: int) -> Run:
@@ -156,11 +221,21 @@ class DictRuns:
         order = np.argsort(wanted)
         ascending = wanted[order]
         for run_hashes, run_ords in self._searched():
-            at = np.empty(n, np.int64)
-            at[order] = np.searchsorted(run_hashes, ascending)
-            at[at == run_hashes.size] = 0
-            where = np.flatnonzero(run_hashes[at] == wanted)
-            at = at[where]
+            sketch = sketch_of(run_hashes)
+            if sketch is None:
+                at = np.empty(n, np.int64)
+                at[order] = np.searchsorted(run_hashes, ascending)
+                at[at == run_hashes.size] = 0
+                where = np.flatnonzero(run_hashes[at] == wanted)
+                at = at[where]
+            else:  # only the hashes the run may hold are searched for (still ascending)
+                asked = np.flatnonzero(sketch.may_hold(ascending))
+                at = np.searchsorted(run_hashes, ascending[asked])
+                at[at == run_hashes.size] = 0
+                hit = np.flatnonzero(run_hashes[at] == ascending[asked])
+                where, at = order[asked[hit]], at[hit]
+                by_position = np.argsort(where)
+                where, at = where[by_position], at[by_position]
             while where.size:  # the first entry of each matching hash, then any next one of the same hash
                 positions.append(where)
                 candidates.append(run_ords[at])
