@@ -106,8 +106,8 @@ def sketch_of(term_hashes: np.ndarray, *, make: bool = False) -> Sketch | None:
 
 def _forget(key: int, ref: weakref.ref) -> None:
     found = _SKETCHES.get(key)
-    if found is not None and found[0] is ref:
-        del _SKETCHES[key]
+    if found is not None and found[0] is ref:  # not a sketch made since for a new array at the same address
+        _SKETCHES.pop(key, None)  # a sketch dropped by a race is only made again (or not used): never wrong
 
 
 def prefix(ix: int, name: str) -> bytes:
