@@ -78,7 +78,13 @@ class Sketch:
         words_log = max(1, (term_hashes.size * SKETCH_BITS // 64 - 1).bit_length())
         self.shift = np.uint64(64 - words_log)
         self.words = np.zeros(1 << words_log, np.uint64)
-        np.bitwise_or.at(self.words, term_hashes >> self.shift, _bits(term_hashes))
+        word, bits = term_hashes >> self.shift, _bits(term_hashes)
+        if word.size and bool((word[1:] >= word[:-1]).all()):  # a run's sorted hashes: one OR per word, in C
+            starts = np.flatnonzero(word[1:] != word[:-1]) + 1
+            starts = np.concatenate((np.zeros(1, np.int64), starts))
+            self.words[word[starts]] = np.bitwise_or.reduceat(bits, starts)
+        else:
+            np.bitwise_or.at(self.words, word, bits)
 
     def may_hold(self, term_hashes: np.ndarray) -> np.ndarray:
         """Per hash: might the run hold it (False: it does not)."""
