@@ -174,3 +174,20 @@ def test_edges_written_through_the_es_door_come_out_as_their_documents_say(monke
                 hop_numbers = [edge["hop"] for edge in body["edges"]]
                 assert set(odd) <= {edge["edge_id"] for edge in body["edges"]}
                 assert orjson.dumps(body["edges"]) == orjson.dumps(shaped_one_at_a_time(stored, outs, hop_numbers))
+
+
+def test_source_records_are_the_stored_records_of_live_rows():
+    with tempfile.TemporaryDirectory() as tmp:
+        with Engine(Path(tmp) / "data", config=EngineConfig(tail_rows=4)) as engine:
+            ids = [engine.graph.link("b", {"src": "a", "dst": f"d{i}", "type": "t", "valid_at": T0})[1]["edge_id"]
+                   for i in range(6)]
+            with engine.store.reader(EDGES) as reader:
+                old = reader.row_of(ids[2])
+            engine.graph.unlink("b", ids[2], invalid_at=T0 + 1)  # rewritten: its old row dies
+            with engine.store.reader(EDGES) as reader:
+                rows = [reader.row_of(edge_id) for edge_id in ids] + [old, reader.n_rows + 5]
+                found = reader.source_records(rows)
+                assert found[-2:] == [None, None]
+                for row, record in zip(rows[:-2], found):
+                    _version, doc_id, offset = keys.unpack_source_header(record)
+                    assert (doc_id, orjson.loads(record[offset:])) == reader.document(row)[:2]

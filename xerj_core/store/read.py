@@ -575,7 +575,7 @@ class IndexReader:
         found = [get(prefix + pack_row(row), db=db) for row in rows]
         if self.scope is not None:
             visible = self.live
-            found = [blob if visible[row] else None for row, blob in zip(rows, found)]
+            found = [blob if blob is not None and visible[row] else None for row, blob in zip(rows, found)]
         return found
 
     def prefetch_documents(self, rows: Sequence[int]) -> None:
