@@ -206,7 +206,7 @@ def _documents_as_edges(records: list[bytes | None], outs: list[bool], hops: lis
         return []
     ids = b"".join(parts[3::5])
     if not ids.isalnum() and len(ids.translate(None, _ESCAPED)) != len(ids):  # an id JSON must escape
-        parts[3::5] = [orjson.dumps(found.decode())[1:-1] for found in parts[3::5]]
+        parts[3::5] = [orjson.dumps(bytes(found).decode())[1:-1] for found in parts[3::5]]
     parts[0] = b"["
     parts.append(b"]")
     try:
