@@ -7,6 +7,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
+import orjson
 
 from xerj_core import params
 from xerj_core.errors import GraphError, GraphNotFound, IndexNotFound
@@ -166,6 +167,84 @@ def _placed_picks(chosen: list[tuple[HopEdges, np.ndarray]]
             for table, *lists in tables.values()]
 
 
+# The stored fields ego leaves out of an edge, and those it lists as null when the document has none (after
+# ``edge_id``, ``hop`` and ``direction``, in this order).
+_LEFT_OUT = ("schema_version", "src_file", "src_format", "dst_format")
+_NULL_WHEN_ABSENT = ("invalid_at", "expired_at", "evidence")
+_ID_START = b',"edge_id":"'
+_ESCAPED = bytes([*range(32), ord('"'), ord("\\")])  # the bytes a JSON string cannot hold as they are
+
+
+class _HopTails(dict):
+    """(hop, followed out) -> the JSON closing an edge after its id: ``","hop":1,"direction":"out"}``."""
+
+    def __missing__(self, key: tuple[int, bool]) -> bytes:
+        hop, out = key
+        found = self[key] = b'","hop":%d,"direction":"%s"}' % (hop, b"out" if out else b"in")
+        return found
+
+
+_HOP_TAILS = _HopTails()
+
+
+def _documents_as_edges(records: list[bytes | None], outs: list[bool], hops: list[int]) -> list[dict[str, Any]]:
+    """Stored source records (None: no live document, the edge is left out) as ego lists their edges: the stored
+    fields but ``_LEFT_OUT``, then ``edge_id`` (the document's ``_id``), ``hop`` and ``direction``, then a null for
+    each of ``_NULL_WHEN_ABSENT`` the document lacks.
+
+    Each record's JSON is an object written by ``orjson.dumps`` (no space, no repeated key), so ``edge_id``,
+    ``hop`` and ``direction`` are written into the text itself, before its closing brace: a key the document
+    already holds keeps its place and takes the new value, as setting it on the decoded dict would. Every edge is
+    then decoded by one ``orjson.loads`` of one array, and only the fields left out and those null when absent are
+    touched edge by edge."""
+    parts: list[bytes] = []
+    for record, tail in zip(records, map(_HOP_TAILS.__getitem__, zip(hops, outs))):
+        if record is not None:
+            start = 10 + ((record[8] << 8) | record[9])  # after the header (see keys.SRC_HEADER) and the _id
+            parts += (b",", record[start:-1], _ID_START, record[10:start], tail)
+    if not parts:
+        return []
+    ids = b"".join(parts[3::5])
+    if not ids.isalnum() and len(ids.translate(None, _ESCAPED)) != len(ids):  # an id JSON must escape
+        parts[3::5] = [orjson.dumps(bytes(found).decode())[1:-1] for found in parts[3::5]]
+    parts[0] = b"["
+    parts.append(b"]")
+    try:
+        edges: list[dict[str, Any]] = orjson.loads(b"".join(parts))
+    except orjson.JSONDecodeError:  # a source not as orjson writes one (none is): decoded and shaped one by one
+        return _shaped_one_by_one(records, outs, hops)
+    for edge in edges:
+        pop = edge.pop
+        pop("schema_version", None), pop("src_file", None), pop("src_format", None), pop("dst_format", None)
+        if "invalid_at" not in edge:
+            edge["invalid_at"] = None
+        if "expired_at" not in edge:
+            edge["expired_at"] = None
+        if "evidence" not in edge:
+            edge["evidence"] = None
+    return edges
+
+
+def _shaped_one_by_one(records: list[bytes | None], outs: list[bool], hops: list[int]) -> list[dict[str, Any]]:
+    """What :func:`_documents_as_edges` gives, a record at a time through its decoded dict."""
+    edges = []
+    for record, hop, out in zip(records, hops, outs):
+        if record is None:
+            continue
+        _version, doc_id, offset = keys.unpack_source_header(record)
+        edge = orjson.loads(record[offset:])
+        for name in _LEFT_OUT:
+            edge.pop(name, None)
+        edge["edge_id"] = doc_id
+        edge["hop"] = hop
+        edge["direction"] = "out" if out else "in"
+        for name in _NULL_WHEN_ABSENT:
+            if name not in edge:
+                edge[name] = None
+        edges.append(edge)
+    return edges
+
+
 class GraphReading:
     """The read half of :class:`~xerj_core.graph.service.GraphService`; each call reads one snapshot."""
 
@@ -240,12 +319,13 @@ class GraphReading:
                                         types=request.types, trust=request.trust,
                                         min_confidence=request.min_confidence)
                 seed_ords = self._ordinals(reader, "src", seeds)
-                lean = None if request.include_evidence else lean_picks(
+                lean = lean_picks(
                     self._graph(reader), seed_ords, hops=request.hops, direction=request.direction,
                     filters=filters, limit=request.limit, counters=counters, frontier_cap=self.frontier_cap,
                     edge_cap=self.edge_cap)
                 if lean is not None:  # the usual request: its picks found in one pass (see lean_picks)
-                    edges, neighbors, trusts = self._lean_edges(reader, lean, seeds, request.limit, counters)
+                    edges, neighbors, trusts = self._lean_edges(reader, lean, seeds, request.limit,
+                                                                request.include_evidence, counters)
                 else:
                     found = expand(self._graph(reader), seed_ords, hops=request.hops, direction=request.direction,
                                    filters=filters, counters=counters, frontier_cap=self.frontier_cap,
@@ -277,12 +357,24 @@ class GraphReading:
         return response
 
     def _lean_edges(self, reader: IndexReader, lean: LeanPicks, seeds: list[str], limit: int,
-                    counters: dict[str, int]) -> tuple[list[dict[str, Any]], list[str], Mapping[Any, int]]:
-        """As :meth:`_ego_edges` without evidence, from the picks :func:`lean_picks` found."""
+                    include_evidence: bool, counters: dict[str, int]
+                    ) -> tuple[list[dict[str, Any]], list[str], Mapping[Any, int]]:
+        """As :meth:`_ego_edges`, from the picks :func:`lean_picks` found."""
         if lean.total > limit:
             counters["edges_clipped"] += lean.total - limit
         if not lean.hops:
             return [], [], {}
+        if include_evidence:
+            if len(lean.pieces) == 1:  # one table holds every pick, in response order
+                table, position, out, _ = lean.pieces[0]
+                rows, outs = table.cols["row"].take(position).tolist(), out.tolist()
+            else:
+                row_column, out_column = np.empty(len(lean.hops), np.int64), np.empty(len(lean.hops), bool)
+                for table, position, out, places in lean.pieces:
+                    row_column[places] = table.cols["row"].take(position)
+                    out_column[places] = out
+                rows, outs = row_column.tolist(), out_column.tolist()
+            return self._documented(reader, rows, outs, lean.hops, set(seeds))
         if len(lean.pieces) == 1:  # one table holds every pick, in response order
             table, position, out, _ = lean.pieces[0]
             edges, others, trusts = self._table_edges(reader, table, position, out, lean.hops)
@@ -313,36 +405,26 @@ class GraphReading:
         if not include_evidence:
             edges, others, trusts = self._column_edges(reader, chosen)
             return edges, [n for n in dict.fromkeys(others) if n not in seed_set], trusts
-        edges = self._evidence_edges(reader, [hop_edges.take(picks) for hop_edges, picks in chosen])
-        neighbors = dict.fromkeys([edge["dst"] if edge["direction"] == "out" else edge["src"] for edge in edges])
-        return edges, [n for n in neighbors if n not in seed_set], Counter([edge.get("trust") for edge in edges])
+        rows: list[int] = []
+        outs: list[bool] = []
+        hops: list[int] = []
+        for hop_edges, picks in chosen:
+            picked = hop_edges.take(picks)
+            rows += picked.column("row").tolist()
+            outs += picked.column("out").tolist()
+            hops += [hop_edges.hop] * picks.size
+        return self._documented(reader, rows, outs, hops, seed_set)
 
     @staticmethod
-    def _evidence_edges(reader: IndexReader, chosen: list[HopEdges]) -> list[dict[str, Any]]:
-        """The chosen edges as their stored documents: every field, evidence included."""
-        # every hop's documents fetched at once (one round trip on a database store), then read hop by hop
-        reader.prefetch_documents([row for picked in chosen for row in picked.column("row").tolist()])
-        edges: list[dict[str, Any]] = []
-        for picked in chosen:
-            hop = picked.hop
-            rows = picked.column("row").tolist()
-            direction_of = dict(zip(rows, picked.column("out").tolist()))
-            for row, doc_id, edge, _version in reader.documents(rows):
-                # decoded for this response alone, so it is ours to reshape
-                pop = edge.pop
-                pop("schema_version", None), pop("src_file", None)
-                pop("src_format", None), pop("dst_format", None)
-                edge["edge_id"] = doc_id
-                edge["hop"] = hop
-                edge["direction"] = "out" if direction_of[row] else "in"
-                if "invalid_at" not in edge:
-                    edge["invalid_at"] = None
-                if "expired_at" not in edge:
-                    edge["expired_at"] = None
-                if "evidence" not in edge:
-                    edge["evidence"] = None
-                edges.append(edge)
-        return edges
+    def _documented(reader: IndexReader, rows: list[int], outs: list[bool], hops: list[int], seeds: set[str]
+                    ) -> tuple[list[dict[str, Any]], list[str], Mapping[Any, int]]:
+        """The edges at ``rows`` (each followed out or not, met at its hop) as their stored documents, every field
+        and evidence included; their far ends not among ``seeds``; how many hold each trust value. A row without a
+        live document is left out."""
+        # every hop's documents read at once (one round trip on a database store), in response order
+        edges = _documents_as_edges(reader.source_records(rows), outs, hops)
+        neighbors = dict.fromkeys([edge["dst"] if edge["direction"] == "out" else edge["src"] for edge in edges])
+        return edges, [n for n in neighbors if n not in seeds], Counter([edge.get("trust") for edge in edges])
 
     def _column_edges(self, reader: IndexReader, chosen: list[tuple[HopEdges, np.ndarray]]
                       ) -> tuple[list[dict[str, Any]], list[str], dict[Any, int]]:

@@ -566,6 +566,18 @@ class IndexReader:
             version, id_len = header.unpack_from(blob)
             yield row, blob[start:start + id_len].decode(), loads(memoryview(blob)[start + id_len:]), version
 
+    def source_records(self, rows: Sequence[int]) -> list[bytes | None]:
+        """Each of ``rows``' stored source record as it is kept (see :func:`keys.pack_source`: a header, the
+        ``_id``, then the source's JSON), None for a row with no live document; for a caller that reads many
+        documents' JSON at once rather than one decoded dict at a time."""
+        self.prefetch_documents(rows)
+        get, db, prefix, pack_row = self.txn.get, self.dbs["src"], keys.ix_key(self.ix), keys.u64
+        found = [get(prefix + pack_row(row), db=db) for row in rows]
+        if self.scope is not None:
+            visible = self.live
+            found = [blob if blob is not None and visible[row] else None for row, blob in zip(rows, found)]
+        return found
+
     def prefetch_documents(self, rows: Sequence[int]) -> None:
         """Let a backend whose gets are round trips (``xerj_postgres``) fetch the sources of ``rows`` at once, before
         :meth:`document` asks row by row (a page of hits); LMDB has nothing to do."""
@@ -674,6 +686,9 @@ class PinnedReader(IndexReader):
             found = self.document(row)
             if found is not None:
                 yield row, found[0], found[1], found[2]
+
+    def source_records(self, rows: Sequence[int]) -> list[bytes | None]:
+        return [self._source_blob(row) for row in rows]
 
     def id_of(self, row: int) -> str | None:
         found = self.document(row)
