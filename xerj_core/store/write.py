@@ -521,10 +521,12 @@ class IndexWrite:
             return None
         if min(map(len, encoded)) == 0 or max(map(len, encoded)) > MAX_ID_BYTES:
             return None
-        if idmap.rows(self.txn.raw, self.txn.dbs, self.ix, self.id_runs, encoded).count(None) != len(encoded):
+        raw, dbs = self.txn.raw, self.txn.dbs
+        hashed = idmap.none_stored(raw, dbs, self.ix, self.id_runs, encoded)
+        if hashed is None and idmap.rows(raw, dbs, self.ix, self.id_runs, encoded).count(None) != len(encoded):
             return None  # an overwrite: the general path reads and kills the old rows
         block = self._batch_block(fields, len(docs), self.state.next_row)
-        rows = self._append(ids, encoded, map(orjson.dumps, map(itemgetter(0), items)), block=block)
+        rows = self._append(ids, encoded, map(orjson.dumps, map(itemgetter(0), items)), block=block, hashed=hashed)
         return frozen_many(WriteResult, len(ids), repeat(self.name), ids, repeat("created"), repeat(1), rows)
 
     def _batch_block(self, fields: list[tuple[Leaf, list[Any]]], n: int, start: int) -> Block:
@@ -628,12 +630,12 @@ class IndexWrite:
 
     def _append(self, ids: list[str], encoded: list[bytes], sources: Iterable[bytes],
                 records: Iterable[dict[str, Any] | None] = (), block: Block | None = None,
-                ids_stored: bool = False) -> range:
+                ids_stored: bool = False, hashed: np.ndarray | None = None) -> range:
         """Write new documents (version 1) on the next rows, in order, by C-level passes: ``ids`` (checked
         distinct and absent), their UTF-8 ``encoded`` forms, source JSONs and records (or their ``block``).
         Sources are appended (full pages rather than half-split ones); the ids become a run of the id map, or
-        (a database store) are put sorted through one cursor (``ids_stored``: :meth:`claim_ids` stored them).
-        Returns the rows."""
+        (a database store) are put sorted through one cursor (``ids_stored``: :meth:`claim_ids` stored them;
+        ``hashed``: the ids' hashes, when the caller has them). Returns the rows."""
         raw, db, prefix, state = self.txn.raw, self.txn.dbs, keys.ix_key(self.ix), self.state
         rows = range(state.next_row, state.next_row + len(ids))
         headers = map(keys.SRC_HEADER.pack, repeat(1), map(len, encoded))
@@ -646,7 +648,7 @@ class IndexWrite:
             self.pending.extend(zip(rows, records))
         self.put_ids.extend(ids)
         _put_all(raw, db["src"], list(row_sources), ordered=True)
-        if not ids_stored and not idmap.add(self.id_runs(), encoded, rows.start):
+        if not ids_stored and not idmap.add(self.id_runs(), encoded, rows.start, hashed):
             _put_all(raw, db["ids"], sorted(zip(map(prefix.__add__, encoded), map(keys.u64, rows))))
         return rows
 
