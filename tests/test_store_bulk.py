@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xerj_core.store import BulkOp, Store
+from xerj_core.store.scope import RESERVED_PREFIX
 from xerj_core.text import long_words, term_counts, term_counts_many, tokenize, tokenize_many
 
 from .test_store_compaction import MAPPING, WORDS, _doc, _picture
@@ -223,3 +224,38 @@ def test_records_with_new_keywords_take_their_ordinals_together_and_equal_single
         # one lookup per term only for the values of documents made one at a time (the lone shapes, the refused),
         # not for the grouped records' (about 200 new values)
         assert 0 < bulk_calls <= 3 * sum(1 for _doc, doc_id in docs if doc_id.startswith(("lone", "bad")))
+
+
+def test_row_key_range_is_row_keys():
+    """The numpy-made keys of a range of rows are ``row_keys``' byte for byte, trailing NUL bytes kept."""
+    from xerj_core.store import keys
+    for ix, start, stop in [(0, 0, 300), (7, 250, 260), (2**32 - 1, 2**40 - 3, 2**40 + 3), (3, 5, 5)]:
+        assert keys.row_key_range(ix, start, stop) == keys.row_keys(ix, range(start, stop))
+
+
+def test_put_new_takes_only_the_bulk_ingest_case_and_gives_put_many_results(tmp_path):
+    """``IndexWrite.put_new`` writes a batch of new, like documents as ``put_many`` would (same results, same
+    stored documents); for a stored id, a repeated id or a reserved (scoped) index it does nothing and says so
+    (None), and ``Store.bulk`` then gives ``put_many`` the batch."""
+    mapping = {"properties": {"t": {"type": "text"}, "k": {"type": "keyword"}, "n": {"type": "long"}}}
+    docs = [{"t": f"word {i} w{i % 7}", "k": f"k{i % 5}", "n": i} for i in range(40)]
+    with Store(tmp_path / "a") as a, Store(tmp_path / "b") as b:
+        for store in (a, b):
+            store.create_index("i", mapping)
+        ids = [f"d{i}" for i in range(40)]
+        got = a.transact(lambda txn: txn.index("i").put_new(docs, ids))
+        want = b.transact(lambda txn: txn.index("i").put_many([(d, i, "index") for d, i in zip(docs, ids)]))
+        assert got == want and [r.result for r in got] == ["created"] * 40
+        for store in (a, b):
+            assert store.transact(lambda txn: txn.index("i").put_new(docs[:2], ["d1", "x"])) is None  # stored id
+            assert store.transact(lambda txn: txn.index("i").put_new(docs[:2], ["y", "y"])) is None  # repeated
+        for i in range(40):
+            assert a.get("i", f"d{i}") == b.get("i", f"d{i}")
+        assert a.count("i") == b.count("i") == 40
+        items = a.bulk([BulkOp("index", "i", f"d{i}", {**docs[i], "n": -i}) for i in range(3)])
+        assert [item.result.result for item in items] == ["updated"] * 3 and a.get("i", "d2")[0]["n"] == -2
+        reserved = RESERVED_PREFIX + "ns"
+        a.create_index(reserved, mapping)
+        assert a.transact(lambda txn: txn.index(reserved).put_new(docs[:2], ["r0", "r1"])) is None
+        items = a.bulk([BulkOp("index", reserved, f"r{i}", docs[i]) for i in range(3)])
+        assert [item.result.result for item in items] == ["created"] * 3 and a.get(reserved, "r1")[0] == docs[1]

@@ -198,3 +198,43 @@ def test_reserved_ids_keep_btree_entries_through_every_batch_door(tmp_path):
             ["__xerj-claim", "p2", "p3", "c"])))
     finally:
         store.close()
+
+
+def test_a_batch_of_new_ids_is_checked_without_a_lookup_per_id(tmp_path, monkeypatch):
+    """``none_stored`` answers the bulk-ingest case (every id new) with their hashes, so a bulk of new documents
+    never asks ``rows`` id by id; an id held by a B-tree entry (inside the batch's range), by a run, by this
+    transaction's own batch or by a stale run entry (a deleted document) makes it answer None, and the
+    exact lookup then decides: new ids are created, stored ones updated."""
+    asked: list[int] = []
+    real_rows = idmap.rows
+    monkeypatch.setattr(idmap, "rows", lambda *args, **kw: asked.append(len(args[4])) or real_rows(*args, **kw))
+    with Store(tmp_path / "data") as store:
+        store.create_index("o", FIELDS)
+        results = store.bulk([BulkOp("index", "o", f"k{i:03d}", doc(i, 0)) for i in range(200)])
+        assert [item.result.result for item in results] == ["created"] * 200 and asked == []
+        store.put("o", doc(7, 0), "k500")  # a B-tree entry, between the next batch's smallest and largest id
+        store.delete("o", "k010")  # a stale run entry: the run keeps the hash of a row that lost its source
+
+        def answer(txn, ids):
+            target = txn.index("o")
+            return idmap.none_stored(txn.raw, txn.dbs, target.ix, target.id_runs, [i.encode() for i in ids])
+
+        fresh = [f"n{i}" for i in range(50)]
+        hashed = store.transact(lambda txn: answer(txn, fresh))
+        assert hashed is not None and hashed.tolist() == dictruns.hashes([i.encode() for i in fresh]).tolist()
+        assert store.transact(lambda txn: answer(txn, ["k400", "k500", "k600"])) is None  # B-tree entry
+        assert store.transact(lambda txn: answer(txn, ["k501", "k502"])) is not None  # none in that range
+        assert store.transact(lambda txn: answer(txn, ["x1", "k005"])) is None  # a run holds k005
+        assert store.transact(lambda txn: answer(txn, ["x1", "k010"])) is None  # stale: rows decides
+
+        def same_transaction(txn):
+            txn.index("o").put_many([(doc(1, 1), "t1", "index"), (doc(2, 1), "t2", "index")])
+            return answer(txn, ["t2", "t3"])
+        assert store.transact(same_transaction) is None
+        asked.clear()
+        results = store.bulk([BulkOp("index", "o", i, doc(k, 2)) for k, i in enumerate(["k010", "k600", "k601"])])
+        assert [item.result.result for item in results] == ["created"] * 3 and asked == [3]
+        results = store.bulk([BulkOp("index", "o", i, doc(k, 3)) for k, i in enumerate(["k005", "k602", "k500"])])
+        assert [item.result.result for item in results] == ["updated", "created", "updated"]
+        assert store.get("o", "k010")[0]["n"] == 2 and store.get("o", "k500")[0]["n"] == 203
+        assert store.count("o") == 200 + 1 - 1 + 2 + 3 + 1

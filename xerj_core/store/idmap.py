@@ -215,6 +215,36 @@ def rows(raw: Any, dbs: dict[str, Any], ix: int, runs_of_ix: Callable[[], IdRuns
     return found
 
 
+def none_stored(raw: Any, dbs: dict[str, Any], ix: int, runs_of_ix: Callable[[], IdRuns | None],
+                encoded: Sequence[bytes]) -> np.ndarray | None:
+    """When none of the UTF-8 ids ``encoded`` (distinct, each fitting a key) is stored in index ``ix``'s map:
+    their hashes as the runs hold them (for :func:`add`); None when one of them may be (ask :func:`rows`).
+
+    The bulk-ingest case (every id new) in a few C-level passes instead of :func:`rows`' per-id lists: the
+    B-tree holds no entry between the smallest and the largest of the ids (one seek), and no run holds any of
+    their hashes (one sorted search per run). A hash found may be a collision or a stale entry: None then, and
+    the caller's exact answer is :func:`rows`'. LMDB transactions only (None otherwise)."""
+    runs = runs_of_ix()
+    if runs is None or not _lmdb(raw) or not encoded:
+        return None
+    prefix = keys.ix_key(ix)
+    first, last = prefix + min(encoded), prefix + max(encoded)
+    with raw.cursor(db=dbs["ids"]) as cur:
+        if cur.set_range(first) and cur.key() <= last:
+            return None
+    hashed = dictruns.hashes(encoded)
+    if runs.bounds or runs.added:
+        ascending = np.sort(hashed)
+        for run_hashes, _rows in runs._searched():
+            if not run_hashes.size:
+                continue
+            at = run_hashes.searchsorted(ascending)
+            at[at == run_hashes.size] = run_hashes.size - 1
+            if (run_hashes[at] == ascending).any():
+                return None
+    return hashed
+
+
 def row(raw: Any, dbs: dict[str, Any], ix: int, runs_of_ix: Callable[[], IdRuns | None], encoded: bytes
         ) -> int | None:
     """:func:`rows` of one id: its B-tree entry, else the runs."""
@@ -233,13 +263,13 @@ def _holds_reserved(encoded: Sequence[bytes]) -> bool:
     return (b"\0" + b"\0".join(encoded)).find(_RESERVED_MARK) >= 0
 
 
-def add(runs: IdRuns | None, encoded: Sequence[bytes], start: int) -> bool:
+def add(runs: IdRuns | None, encoded: Sequence[bytes], start: int, hashed: np.ndarray | None = None) -> bool:
     """Give the new ids ``encoded`` (distinct, and checked absent by the caller) the rows ``start`` on in the
     runs: True; False (nothing done) when the store keeps B-tree entries only, the rows do not fit a run or an
-    id is reserved."""
+    id is reserved. ``hashed``: their hashes, when the caller has them (:func:`none_stored`)."""
     if runs is None or start + len(encoded) > MAX_RUN_ROW or _holds_reserved(encoded):
         return False
-    runs.add(dictruns.hashes(encoded), start)
+    runs.add(dictruns.hashes(encoded) if hashed is None else hashed, start)
     return True
 
 
@@ -300,4 +330,4 @@ def scan(raw: Any, dbs: dict[str, Any], ix: int, runs: IdRuns | None) -> Iterato
             yield from (blob.decode() for blob in stored.values())
 
 
-__all__ = ["IdRuns", "MAX_RUN_ROW", "add", "claim", "put", "row", "rows", "runs_of", "scan"]
+__all__ = ["IdRuns", "MAX_RUN_ROW", "add", "claim", "none_stored", "put", "row", "rows", "runs_of", "scan"]

@@ -7,6 +7,7 @@ from itertools import repeat
 from typing import Iterable
 
 import attrs
+import numpy as np
 
 _IX = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -29,6 +30,18 @@ _ROW = struct.Struct(">IQ")
 def row_keys(ix: int, rows: Iterable[int]) -> list[bytes]:
     """``row_key(ix, row)`` of each of ``rows``: one struct call per row, mapped in C."""
     return list(map(_ROW.pack, repeat(ix), rows))
+
+
+_ROW_ARRAY = np.dtype([("ix", ">u4"), ("row", ">u8")])
+
+
+def row_key_range(ix: int, start: int, stop: int) -> list[bytes]:
+    """``row_keys(ix, range(start, stop))`` made by numpy: the keys laid out in one array whose 12-byte items
+    ``tolist`` hands back as bytes (no int or struct call per row)."""
+    found = np.empty(stop - start, _ROW_ARRAY)
+    found["ix"] = ix
+    found["row"] = np.arange(start, stop, dtype=np.uint64)
+    return found.view("V12").tolist()  # type: ignore[no-any-return]
 
 
 def read_u64(blob: bytes, offset: int = 0) -> int:

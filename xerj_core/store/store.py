@@ -134,7 +134,7 @@ class BulkItem:
 _PUT_FIELDS = attrgetter("doc", "doc_id", "action")
 
 
-_ACTION, _INDEX = attrgetter("action"), attrgetter("index")
+_ACTION, _INDEX, _DOC, _DOC_ID = attrgetter("action"), attrgetter("index"), attrgetter("doc"), attrgetter("doc_id")
 
 
 def _put_run_end(ops: Sequence[BulkOp], start: int) -> int:
@@ -313,7 +313,12 @@ class Store:
                 if target is not None:
                     # Consecutive puts into one existing index: their records are prepared together.
                     batch = ops[at:run_end]
-                    results = target.put_many(list(map(_PUT_FIELDS, batch)))
+                    done = target.put_new(list(map(_DOC, batch)), list(map(_DOC_ID, batch)))
+                    if done is not None:  # the bulk-ingest case: every op a new document, no refusal
+                        items.extend(frozen_many(BulkItem, len(batch), batch, done))
+                        at = run_end
+                        continue
+                    results = target.put_many(list(map(_PUT_FIELDS, batch)), batch_tried=True)
                     if any(map(isinstance, results, repeat(XerjError))):
                         items.extend(BulkItem(o, error=r) if isinstance(r, XerjError) else BulkItem(o, result=r)
                                      for o, r in zip(batch, results))

@@ -60,6 +60,9 @@ def new_doc_id() -> str:
 COMPACT_MIN_DEAD = 4096
 COMPACT_DEAD_SHARE = 0.5
 
+# The source record header of a new document (version 1) by the length of its id, made once.
+_NEW_HEADERS = [keys.SRC_HEADER.pack(1, length) for length in range(MAX_ID_BYTES + 1)]
+
 # Sources and ids a batch of puts gathers before writing them through one cursor each.
 DEFERRED_CHUNK = 2048
 
@@ -425,17 +428,31 @@ class IndexWrite:
             record = self.record_for(doc)
         return self._put_row(doc, doc_id, op_type, record)
 
+    def put_new(self, docs: list[Any], ids: list[Any]) -> list[WriteResult] | None:
+        """:meth:`put_many` of ``docs`` under ``ids`` (``index`` or ``create`` alike) when they are its bulk-ingest
+        case (:meth:`_put_batch`: new documents with distinct ids and like fields) in an index without row
+        scopes: their results. None, and nothing done, otherwise (then ``put_many(..., batch_tried=True)``).
+
+        A bulk's puts given as two columns: no ``(doc, id, op_type)`` tuple per document and no refusal to look
+        for among the results."""
+        if self.scope is not None:
+            return None
+        return self._put_batch(docs, docs, ids)
+
     def put_many(self, items: Sequence[tuple[Any, str | None, str]], *,
-                 scope: str | None = None) -> list[WriteResult | XerjError]:
+                 scope: str | None = None, batch_tried: bool = False) -> list[WriteResult | XerjError]:
         """``put`` of each ``(doc, doc_id, op_type)`` in order, each refusal returned in its place.
 
         The outcome is that of calling :meth:`put` item by item (rows, versions,
         dictionary ordinals in the same order); the records of like documents are
-        prepared together by the write plan (:meth:`WritePlan.records`).
+        prepared together by the write plan (:meth:`WritePlan.records`). ``batch_tried``: :meth:`put_new` found
+        the items are not the bulk-ingest case (not asked again).
         """
-        docs: list[Any] = list(map(itemgetter(0), items))
+        sources: list[Any] = list(map(itemgetter(0), items))
+        docs = sources
         refused: dict[int, XerjError] = {}
         if self.scope is not None:
+            docs = list(sources)
             for i, doc in enumerate(docs):
                 try:
                     refuse_in_document(doc, self.name)
@@ -443,8 +460,8 @@ class IndexWrite:
                     refused[i] = exc
                 docs[i] = {**doc, SCOPE_FIELD: scope or self.scope} if isinstance(doc, dict) else doc
         ids = list(map(itemgetter(1), items))
-        if not refused:
-            done = self._put_batch(items, docs, ids)
+        if not refused and not (batch_tried and self.scope is None):
+            done = self._put_batch(sources, docs, ids)
             if done is not None:
                 return done
         committed = self.txn.committed_terms
@@ -504,12 +521,12 @@ class IndexWrite:
         if not idmap.put(self.id_runs(), self.txn.raw, self.txn.dbs, entries):
             _put_all(self.txn.raw, self.txn.dbs["ids"], sorted(entries))
 
-    def _put_batch(self, items: Sequence[tuple[Any, str | None, str]], docs: list[Any],
-                   ids: list[Any]) -> list[WriteResult] | None:
+    def _put_batch(self, sources: list[Any], docs: list[Any], ids: list[Any]) -> list[WriteResult] | None:
         """The bulk-ingest case of :meth:`put_many` as whole columns: new documents with distinct ids and the same
         fields, every value of its field's plain type. Their rows become one tail block built field by field
         (one tokenizer pass, one dictionary pass, numpy for the rest) with no record per document. None (and
-        nothing done) when the batch is not that case."""
+        nothing done) when the batch is not that case. ``sources``: the documents as sent (their JSON is stored);
+        ``docs``: as indexed (with their row scope in a reserved index)."""
         if not isinstance(self.txn.raw, lmdb.Transaction) or None in ids or len(set(ids)) != len(ids):
             return None
         fields = self.plan.batch_fields(docs)
@@ -521,10 +538,12 @@ class IndexWrite:
             return None
         if min(map(len, encoded)) == 0 or max(map(len, encoded)) > MAX_ID_BYTES:
             return None
-        if idmap.rows(self.txn.raw, self.txn.dbs, self.ix, self.id_runs, encoded).count(None) != len(encoded):
+        raw, dbs = self.txn.raw, self.txn.dbs
+        hashed = idmap.none_stored(raw, dbs, self.ix, self.id_runs, encoded)
+        if hashed is None and idmap.rows(raw, dbs, self.ix, self.id_runs, encoded).count(None) != len(encoded):
             return None  # an overwrite: the general path reads and kills the old rows
         block = self._batch_block(fields, len(docs), self.state.next_row)
-        rows = self._append(ids, encoded, map(orjson.dumps, map(itemgetter(0), items)), block=block)
+        rows = self._append(ids, encoded, map(orjson.dumps, sources), block=block, hashed=hashed)
         return frozen_many(WriteResult, len(ids), repeat(self.name), ids, repeat("created"), repeat(1), rows)
 
     def _batch_block(self, fields: list[tuple[Leaf, list[Any]]], n: int, start: int) -> Block:
@@ -628,16 +647,17 @@ class IndexWrite:
 
     def _append(self, ids: list[str], encoded: list[bytes], sources: Iterable[bytes],
                 records: Iterable[dict[str, Any] | None] = (), block: Block | None = None,
-                ids_stored: bool = False) -> range:
+                ids_stored: bool = False, hashed: np.ndarray | None = None) -> range:
         """Write new documents (version 1) on the next rows, in order, by C-level passes: ``ids`` (checked
         distinct and absent), their UTF-8 ``encoded`` forms, source JSONs and records (or their ``block``).
         Sources are appended (full pages rather than half-split ones); the ids become a run of the id map, or
-        (a database store) are put sorted through one cursor (``ids_stored``: :meth:`claim_ids` stored them).
-        Returns the rows."""
+        (a database store) are put sorted through one cursor (``ids_stored``: :meth:`claim_ids` stored them;
+        ``hashed``: the ids' hashes, when the caller has them). Returns the rows."""
         raw, db, prefix, state = self.txn.raw, self.txn.dbs, keys.ix_key(self.ix), self.state
         rows = range(state.next_row, state.next_row + len(ids))
-        headers = map(keys.SRC_HEADER.pack, repeat(1), map(len, encoded))
-        row_sources = zip(keys.row_keys(self.ix, rows), map(b"".join, zip(headers, encoded, sources)))
+        headers = map(_NEW_HEADERS.__getitem__, map(len, encoded))  # ids are checked to fit MAX_ID_BYTES
+        row_sources = zip(keys.row_key_range(self.ix, rows.start, rows.stop),
+                          map(b"".join, zip(headers, encoded, sources)))
         state.next_row += len(ids)
         state.live += len(ids)
         if block is not None:
@@ -646,7 +666,7 @@ class IndexWrite:
             self.pending.extend(zip(rows, records))
         self.put_ids.extend(ids)
         _put_all(raw, db["src"], list(row_sources), ordered=True)
-        if not ids_stored and not idmap.add(self.id_runs(), encoded, rows.start):
+        if not ids_stored and not idmap.add(self.id_runs(), encoded, rows.start, hashed):
             _put_all(raw, db["ids"], sorted(zip(map(prefix.__add__, encoded), map(keys.u64, rows))))
         return rows
 
