@@ -38,10 +38,13 @@ import xxhash
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine, detect_file, summarize
 from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file
+from xerj_core.autoindex.sink import COUNTED_FIELD
 from xerj_core.autoindex.walk import FileEntry
 from xerj_core.errors import BatchFailed, PluginError, XerjError
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, edge_id, node_id_problem
 from xerj_core.model import EdgeDraft, Evidence, SourceDocument
+from xerj_core.store.limits import MAX_TERM_BYTES
+from xerj_core.text import CountedTerms, counted_terms
 from xerj_core.store.residency import trim_heap
 
 __all__ = [
@@ -56,6 +59,7 @@ __all__ = [
     "PluginsRef",
     "detect_batch",
     "combine_kept",
+    "with_counts",
     "detect_kept",
     "init_worker",
     "main_left_behind",
@@ -206,6 +210,9 @@ class ParseOutcome:
     # the documents as the writer takes them, ``(dataset, id, source)``, when they travel so instead of ``docs``
     # (a companion's: plain dicts cost the writer less to unpickle than documents, and nothing to convert)
     sources: tuple[tuple[str, str, dict[str, Any]], ...] | None = None
+    # per document of :meth:`for_writer`, ``text.counted_terms`` of its ``text`` (see ``sink.COUNTED_FIELD``), or
+    # None for the whole file when they were not counted (the writer's store then tokenizes them)
+    counted: tuple[CountedTerms | None, ...] | None = None
 
     @property
     def yields(self) -> bool:
@@ -246,6 +253,17 @@ def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with
         partial = summarize(plugins.detectors, list(docs)) if with_partials and docs else None
         outcomes.append(ParseOutcome(entry, docs, xxhash.xxh3_64_hexdigest(data), partial=partial))
     return outcomes
+
+
+def with_counts(outcome: ParseOutcome) -> ParseOutcome:
+    """``outcome`` with its documents as the writer takes them and each one's text counted: a companion's work,
+    done beside the writer, which then does not tokenize those texts on the run's critical path."""
+    if not outcome.yields:
+        return outcome
+    sources = outcome.for_writer()
+    return attrs.evolve(outcome, docs=(), sources=sources, counted=tuple(
+        counted_terms(text, MAX_TERM_BYTES) if type(text := source.get(COUNTED_FIELD)) is str else None
+        for _dataset, _id, source in sources))
 
 
 def _squeeze(data: bytes) -> bytes:
@@ -382,7 +400,7 @@ def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[F
         return pack_outcomes([o for o in outcomes if o.failure is not None])
     # every file's outcome, in the batch's order: the run puts back the entries it sent (see with_entries), which
     # cost its writer a path object each to unpickle
-    return pack_outcomes([attrs.evolve(o, entry=None, docs=(), partial=None, sources=o.for_writer()) if o.docs
+    return pack_outcomes([attrs.evolve(with_counts(o), entry=None, partial=None) if o.docs
                           else attrs.evolve(o, entry=None) for o in outcomes])
 
 
