@@ -23,7 +23,9 @@ from xerj_core.plugins import get_plugin_manager
 from xerj_core.store import Store, write
 from xerj_core.store.env import DB_NAMES
 from xerj_core.store.limits import MAX_TERM_BYTES
-from xerj_core.text import counted_terms, counted_terms_split, tokenize
+from xerj_core.model import SourceDocument
+from xerj_core.text import counted_terms, counted_terms_split, counted_words, remembering_counts, tokenize
+from xerj_detectors import sharedterm
 
 from .test_autoindex_executor import CLOCK, generate
 from .test_store_batchpath import SITE, _texts
@@ -209,3 +211,18 @@ def _index_contents(store: Store, index: str) -> dict:
         ix = json.loads(raw.get(index.encode(), db=store.env.dbs["indices"]))["ix"]
     prefix = ix.to_bytes(4, "big")
     return {key: value for key, value in _contents(store).items() if key[1].startswith(prefix)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TEXT, min_size=1, max_size=4))
+def test_sharedterm_takes_a_files_terms_from_its_counted_texts_as_from_the_texts(texts):
+    """A file's shared-vocabulary terms from the words counted for the store (a companion's parse) are those the
+    detector's own word filter finds in the texts."""
+    docs = [SourceDocument(f"d{i}", "notes", "a.md", "A", text, "", "section", 0, "markdown", {})
+            for i, text in enumerate(texts)]
+    want = sharedterm.file_terms(docs)
+    with remembering_counts():
+        for text in texts:
+            counted_terms(text, MAX_TERM_BYTES)
+        assert all(counted_words(text) is not None for text in texts)
+        assert sharedterm.file_terms(docs) == want

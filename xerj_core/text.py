@@ -8,6 +8,7 @@ bind it once (``from xerj_core.text import tokenize``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import unicodedata
@@ -15,6 +16,7 @@ from array import array
 from collections import _count_elements  # type: ignore[attr-defined]  # Counter's own C counting loop
 from itertools import compress
 from operator import not_
+from typing import Collection, Iterator
 
 _WORD = re.compile(r"\w+")
 _NOT_SLUG = re.compile(r"[^\w\- ]+")
@@ -123,6 +125,30 @@ def term_counts(tokens: list[str]) -> dict[str, int]:
 CountedTerms = tuple[int, int, bytes, bytes]
 
 
+# While a caller is remembering (:func:`remembering_counts`): each text :func:`counted_terms` counted, with its
+# distinct terms (the keys of its counts).
+_REMEMBERED: dict[str, dict[bytes, int]] | None = None
+
+
+@contextlib.contextmanager
+def remembering_counts() -> Iterator[None]:
+    """While this lasts, :func:`counted_terms` remembers each text's distinct terms for :func:`counted_words`:
+    a parse that counts a file's texts for the store lets a detector's summary of the file (``sharedterm``)
+    reuse those words instead of cutting the texts again. What is remembered goes when this ends."""
+    global _REMEMBERED
+    outer, _REMEMBERED = _REMEMBERED, {}
+    try:
+        yield
+    finally:
+        _REMEMBERED = outer
+
+
+def counted_words(text: str) -> Collection[bytes] | None:
+    """The distinct words (UTF-8, those of at most the ``longest`` bytes it was given) :func:`counted_terms` found
+    in ``text`` while remembering; None when it did not count that text."""
+    return None if _REMEMBERED is None else _REMEMBERED.get(text)
+
+
 def counted_terms(text: str, longest: int) -> CountedTerms:
     """The terms of ``tokenize(text)`` counted, words of more than ``longest`` UTF-8 bytes left out (and counted):
     what the store makes of a text value, for a caller that counts a text in another process than the store's
@@ -135,6 +161,8 @@ def counted_terms(text: str, longest: int) -> CountedTerms:
     if counts and max(map(len, counts)) > longest:
         for word in [word for word in counts if len(word) > longest]:
             dropped += counts.pop(word)
+    if _REMEMBERED is not None:
+        _REMEMBERED[text] = counts
     return len(words) - dropped, dropped, b"\x00".join(counts), array("I", counts.values()).tobytes()
 
 

@@ -47,7 +47,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft
-from xerj_core.text import long_words
+from xerj_core.text import counted_words, long_words
 
 MAX_SHARE_PERCENT = 10
 MIN_FAMILIES = 2
@@ -90,7 +90,15 @@ def file_terms(file_docs: Sequence[SourceDocument]) -> frozenset[str]:
     """The distinct eligible terms of one file."""
     # one tokenizer pass over the file (a newline separates the documents' texts as their ends did) that finds
     # only its words of at least MIN_TERM characters: the same runs ``tokenize`` finds, without the short ones
-    words = set(long_words("\n".join(doc.text for doc in file_docs if doc.text), MIN_TERM))
+    texts = [doc.text for doc in file_docs if doc.text]
+    counted = list(map(counted_words, texts))
+    if texts and None not in counted:
+        # each text's distinct words as the parse counted them for the store (no word spans two texts): only
+        # the long ones are decoded
+        words = {word for word in map(bytes.decode, (word for word in set().union(*counted)  # type: ignore[misc]
+                                                     if len(word) >= MIN_TERM)) if len(word) >= MIN_TERM}
+    else:
+        words = set(long_words("\n".join(texts), MIN_TERM))
     # the memo only ever holds true verdicts, so a concurrent run clearing it costs work, never a word
     known = words & _ELIGIBLE
     unknown = words - known - _INELIGIBLE

@@ -27,7 +27,6 @@ from xerj_core.autoindex.parallel import (
     batch_failure,
     adopt_kept,
     combine_kept,
-    with_counts,
     detect_batch,
     detect_kept,
     main_left_behind,
@@ -458,7 +457,8 @@ class _Runner:
         entries = getattr(future, "entries", None)
         if inner is None or entries is None or not inner.cancel():
             return None
-        return parse_batch(self.plugins, entries, future.with_partials)  # type: ignore[attr-defined]
+        # counted here, as the companion counts the batches it parses, so every write batch takes the counts
+        return parse_batch(self.plugins, entries, future.with_partials, True)  # type: ignore[attr-defined]
 
     def taken(self) -> None:
         """A task's result was taken: another may go out."""
@@ -916,8 +916,7 @@ def _take_back_while_waiting(runner: _Runner, parses: list[Future | None], posit
             if detection is not None:
                 detection.adopt(outcomes)
             done: Future = Future()
-            # counted here, as the companion counts the batches it parses, so every write batch takes the counts
-            done.set_result(list(map(with_counts, outcomes)))
+            done.set_result(outcomes)
             parses[last] = done
         last -= 1
     runner.taking_back = False
