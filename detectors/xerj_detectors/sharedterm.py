@@ -42,7 +42,7 @@ import re
 import sys
 from collections import Counter, defaultdict
 from itertools import repeat
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -93,12 +93,8 @@ def file_terms(file_docs: Sequence[SourceDocument]) -> frozenset[str]:
     texts = [doc.text for doc in file_docs if doc.text]
     counted = list(map(counted_words, texts))
     if texts and None not in counted:
-        # each text's distinct words as the parse counted them for the store (no word spans two texts): only
-        # the long ones are decoded
-        words = {word for word in map(bytes.decode, (word for word in set().union(*counted)  # type: ignore[misc]
-                                                     if len(word) >= MIN_TERM)) if len(word) >= MIN_TERM}
-    else:
-        words = set(long_words("\n".join(texts), MIN_TERM))
+        return _counted_file_terms(counted)  # type: ignore[arg-type]
+    words = set(long_words("\n".join(texts), MIN_TERM))
     # the memo only ever holds true verdicts, so a concurrent run clearing it costs work, never a word
     known = words & _ELIGIBLE
     unknown = words - known - _INELIGIBLE
@@ -111,6 +107,31 @@ def file_terms(file_docs: Sequence[SourceDocument]) -> frozenset[str]:
     _ELIGIBLE.update(good)
     _INELIGIBLE.update(unknown - good)
     return frozenset(known | good)
+
+
+# The same verdicts on words as UTF-8, as the store's counts hold them: an eligible word's string (interned, as
+# summarize hands terms on), or the word in the ineligible set.
+_ELIGIBLE_UTF8: dict[bytes, str] = {}
+_INELIGIBLE_UTF8: set[bytes] = set()
+
+
+def _counted_file_terms(counted: Sequence[Collection[bytes]]) -> frozenset[str]:
+    """:func:`file_terms` of a file from each text's distinct words as the parse counted them for the store (no
+    word spans two texts, so the file's words are their union): judged as UTF-8, so a word seen before is
+    neither decoded nor judged again."""
+    if len(_ELIGIBLE_UTF8) + len(_INELIGIBLE_UTF8) > _MEMO_LIMIT:
+        _ELIGIBLE_UTF8.clear()
+        _INELIGIBLE_UTF8.clear()
+    words = set().union(*counted)
+    known = words & _ELIGIBLE_UTF8.keys()
+    for word in words - known - _INELIGIBLE_UTF8:
+        text = word.decode()
+        if _eligible(text):
+            _ELIGIBLE_UTF8[word] = sys.intern(text)
+            known.add(word)
+        else:
+            _INELIGIBLE_UTF8.add(word)
+    return frozenset(map(_ELIGIBLE_UTF8.__getitem__, known))
 
 
 def _gather(values: np.ndarray, starts: np.ndarray, keys: np.ndarray) -> np.ndarray:
