@@ -38,7 +38,7 @@ import xxhash
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine, detect_file, summarize
 from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file
-from xerj_core.autoindex.sink import COUNTED_FIELD
+from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD
 from xerj_core.autoindex.walk import FileEntry
 from xerj_core.errors import BatchFailed, PluginError, XerjError
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, edge_id, node_id_problem
@@ -275,6 +275,8 @@ def with_counts(outcome: ParseOutcome) -> ParseOutcome:
     if not outcome.yields:
         return outcome
     sources = outcome.for_writer()
+    if any(dataset not in COUNTED_DATASETS for dataset, _id, _source in sources):
+        return attrs.evolve(outcome, docs=(), sources=sources)
     return attrs.evolve(outcome, docs=(), sources=sources, counted=tuple(
         counted_terms(text, MAX_TERM_BYTES) if type(text := source.get(COUNTED_FIELD)) is str else None
         for _dataset, _id, source in sources))
