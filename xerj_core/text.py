@@ -8,12 +8,15 @@ bind it once (``from xerj_core.text import tokenize``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import unicodedata
+from array import array
 from collections import _count_elements  # type: ignore[attr-defined]  # Counter's own C counting loop
 from itertools import compress
 from operator import not_
+from typing import Collection, Iterator
 
 _WORD = re.compile(r"\w+")
 _NOT_SLUG = re.compile(r"[^\w\- ]+")
@@ -114,6 +117,59 @@ def term_counts(tokens: list[str]) -> dict[str, int]:
     counts: dict[str, int] = {}
     _count_elements(counts, tokens)
     return counts
+
+
+# One text's indexable words as :func:`counted_terms` hands them over: how many were kept, how many were too long
+# to be keys, the distinct kept terms (UTF-8) joined by NULs in order of first appearance, and their counts as
+# native uint32 bytes. Plain bytes and ints: a batch of them pickles and unpickles at memory speed.
+CountedTerms = tuple[int, int, bytes, bytes]
+
+
+# While a caller is remembering (:func:`remembering_counts`): each text :func:`counted_terms` counted, with its
+# distinct terms (the keys of its counts).
+_REMEMBERED: dict[str, dict[bytes, int]] | None = None
+
+
+@contextlib.contextmanager
+def remembering_counts() -> Iterator[None]:
+    """While this lasts, :func:`counted_terms` remembers each text's distinct terms for :func:`counted_words`:
+    a parse that counts a file's texts for the store lets a detector's summary of the file (``sharedterm``)
+    reuse those words instead of cutting the texts again. What is remembered goes when this ends."""
+    global _REMEMBERED
+    outer, _REMEMBERED = _REMEMBERED, {}
+    try:
+        yield
+    finally:
+        _REMEMBERED = outer
+
+
+def counted_words(text: str) -> Collection[bytes] | None:
+    """The distinct words (UTF-8, those of at most the ``longest`` bytes it was given) :func:`counted_terms` found
+    in ``text`` while remembering; None when it did not count that text."""
+    return None if _REMEMBERED is None else _REMEMBERED.get(text)
+
+
+def counted_terms(text: str, longest: int) -> CountedTerms:
+    """The terms of ``tokenize(text)`` counted, words of more than ``longest`` UTF-8 bytes left out (and counted):
+    what the store makes of a text value, for a caller that counts a text in another process than the store's
+    writer (``IndexWrite.put_many_counted``). The words are cut as :func:`utf8_words` cuts them (the store's
+    batch tokenizer); a text holding a NUL (which that translation would keep inside a word) takes the regex."""
+    words = utf8_words(text) if "\x00" not in text else list(map(str.encode, tokenize(text)))
+    counts: dict[bytes, int] = {}
+    _count_elements(counts, words)
+    dropped = 0
+    if counts and max(map(len, counts)) > longest:
+        for word in [word for word in counts if len(word) > longest]:
+            dropped += counts.pop(word)
+    if _REMEMBERED is not None:
+        _REMEMBERED[text] = counts
+    return len(words) - dropped, dropped, b"\x00".join(counts), array("I", counts.values()).tobytes()
+
+
+def counted_terms_split(counted: CountedTerms) -> tuple[list[bytes], array]:
+    """The distinct terms and their counts held in one :data:`CountedTerms`."""
+    _kept, _dropped, joined, counts = counted
+    return (joined.split(b"\x00") if joined else []), array("I", counts)
 
 
 def slugify(text: str) -> str:

@@ -42,12 +42,12 @@ import re
 import sys
 from collections import Counter, defaultdict
 from itertools import repeat
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
 from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft
-from xerj_core.text import long_words
+from xerj_core.text import counted_words, long_words
 
 MAX_SHARE_PERCENT = 10
 MIN_FAMILIES = 2
@@ -90,7 +90,11 @@ def file_terms(file_docs: Sequence[SourceDocument]) -> frozenset[str]:
     """The distinct eligible terms of one file."""
     # one tokenizer pass over the file (a newline separates the documents' texts as their ends did) that finds
     # only its words of at least MIN_TERM characters: the same runs ``tokenize`` finds, without the short ones
-    words = set(long_words("\n".join(doc.text for doc in file_docs if doc.text), MIN_TERM))
+    texts = [doc.text for doc in file_docs if doc.text]
+    counted = list(map(counted_words, texts))
+    if texts and None not in counted:
+        return _counted_file_terms(counted)  # type: ignore[arg-type]
+    words = set(long_words("\n".join(texts), MIN_TERM))
     # the memo only ever holds true verdicts, so a concurrent run clearing it costs work, never a word
     known = words & _ELIGIBLE
     unknown = words - known - _INELIGIBLE
@@ -103,6 +107,31 @@ def file_terms(file_docs: Sequence[SourceDocument]) -> frozenset[str]:
     _ELIGIBLE.update(good)
     _INELIGIBLE.update(unknown - good)
     return frozenset(known | good)
+
+
+# The same verdicts on words as UTF-8, as the store's counts hold them: an eligible word's string (interned, as
+# summarize hands terms on), or the word in the ineligible set.
+_ELIGIBLE_UTF8: dict[bytes, str] = {}
+_INELIGIBLE_UTF8: set[bytes] = set()
+
+
+def _counted_file_terms(counted: Sequence[Collection[bytes]]) -> frozenset[str]:
+    """:func:`file_terms` of a file from each text's distinct words as the parse counted them for the store (no
+    word spans two texts, so the file's words are their union): judged as UTF-8, so a word seen before is
+    neither decoded nor judged again."""
+    if len(_ELIGIBLE_UTF8) + len(_INELIGIBLE_UTF8) > _MEMO_LIMIT:
+        _ELIGIBLE_UTF8.clear()
+        _INELIGIBLE_UTF8.clear()
+    words = set().union(*counted)
+    known = words & _ELIGIBLE_UTF8.keys()
+    for word in words - known - _INELIGIBLE_UTF8:
+        text = word.decode()
+        if _eligible(text):
+            _ELIGIBLE_UTF8[word] = sys.intern(text)
+            known.add(word)
+        else:
+            _INELIGIBLE_UTF8.add(word)
+    return frozenset(map(_ELIGIBLE_UTF8.__getitem__, known))
 
 
 def _gather(values: np.ndarray, starts: np.ndarray, keys: np.ndarray) -> np.ndarray:

@@ -38,10 +38,13 @@ import xxhash
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine, detect_file, summarize
 from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file
+from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD
 from xerj_core.autoindex.walk import FileEntry
 from xerj_core.errors import BatchFailed, PluginError, XerjError
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, edge_id, node_id_problem
 from xerj_core.model import EdgeDraft, Evidence, SourceDocument
+from xerj_core.store.limits import MAX_TERM_BYTES
+from xerj_core.text import CountedTerms, counted_terms, remembering_counts
 from xerj_core.store.residency import trim_heap
 
 __all__ = [
@@ -56,6 +59,7 @@ __all__ = [
     "PluginsRef",
     "detect_batch",
     "combine_kept",
+    "with_counts",
     "detect_kept",
     "init_worker",
     "main_left_behind",
@@ -206,6 +210,9 @@ class ParseOutcome:
     # the documents as the writer takes them, ``(dataset, id, source)``, when they travel so instead of ``docs``
     # (a companion's: plain dicts cost the writer less to unpickle than documents, and nothing to convert)
     sources: tuple[tuple[str, str, dict[str, Any]], ...] | None = None
+    # per document of :meth:`for_writer`, ``text.counted_terms`` of its ``text`` (see ``sink.COUNTED_FIELD``), or
+    # None for the whole file when they were not counted (the writer's store then tokenizes them)
+    counted: tuple[CountedTerms | None, ...] | None = None
 
     @property
     def yields(self) -> bool:
@@ -219,13 +226,23 @@ class ParseOutcome:
         return tuple((doc.dataset, doc.doc_id, doc.to_source()) for doc in self.docs)
 
 
-def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with_partials: bool) -> list[ParseOutcome]:
-    """Read and parse each file of the batch; with ``with_partials``, also each file's ``summarize`` map output.
+def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with_partials: bool,
+                count: bool = False) -> list[ParseOutcome]:
+    """Read and parse each file of the batch; with ``with_partials``, also each file's ``summarize`` map output;
+    with ``count``, its documents also as the writer takes them, their texts counted (:func:`with_counts`).
 
     A file that cannot be read or parsed is an outcome with its reason, never an
     exception: one bad file does not cost the batch.
     """
-    plugins = _resolve(source)
+    if count:
+        # counted before they are summarized: a detector may reuse the words counted (see text.counted_words)
+        with remembering_counts():
+            return _parse_batch(_resolve(source), entries, with_partials, count)
+    return _parse_batch(_resolve(source), entries, with_partials, count)
+
+
+def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: bool,
+                 count: bool) -> list[ParseOutcome]:
     outcomes = []
     for entry in entries:
         try:
@@ -243,9 +260,26 @@ def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with
             outcomes.append(ParseOutcome(entry, failure=f"a document id is {len(too_long.encode())} bytes long "
                                          f"(at most {MAX_NODE_ID_BYTES}): {too_long[:80]}..."))
             continue
-        partial = summarize(plugins.detectors, list(docs)) if with_partials and docs else None
-        outcomes.append(ParseOutcome(entry, docs, xxhash.xxh3_64_hexdigest(data), partial=partial))
+        outcome = ParseOutcome(entry, docs, xxhash.xxh3_64_hexdigest(data))
+        if count:
+            outcome = attrs.evolve(with_counts(outcome), docs=docs)
+        if with_partials and docs:
+            outcome = attrs.evolve(outcome, partial=summarize(plugins.detectors, list(docs)))
+        outcomes.append(outcome)
     return outcomes
+
+
+def with_counts(outcome: ParseOutcome) -> ParseOutcome:
+    """``outcome`` with its documents as the writer takes them and each one's text counted: a companion's work,
+    done beside the writer, which then does not tokenize those texts on the run's critical path."""
+    if not outcome.yields:
+        return outcome
+    sources = outcome.for_writer()
+    if any(dataset not in COUNTED_DATASETS for dataset, _id, _source in sources):
+        return attrs.evolve(outcome, docs=(), sources=sources)
+    return attrs.evolve(outcome, docs=(), sources=sources, counted=tuple(
+        counted_terms(text, MAX_TERM_BYTES) if type(text := source.get(COUNTED_FIELD)) is str else None
+        for _dataset, _id, source in sources))
 
 
 def _squeeze(data: bytes) -> bytes:
@@ -364,7 +398,7 @@ def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[F
     Returns the packed outcomes, without their partials (those stay here); with
     ``ship`` false (files parsed for the corpus only) just the failures.
     """
-    outcomes = parse_batch(source, entries, keep)
+    outcomes = parse_batch(source, entries, keep, ship)
     if keep:
         state = _companion_state(token)
         kept, fields = state["kept"], state["fields"]
@@ -382,7 +416,7 @@ def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[F
         return pack_outcomes([o for o in outcomes if o.failure is not None])
     # every file's outcome, in the batch's order: the run puts back the entries it sent (see with_entries), which
     # cost its writer a path object each to unpickle
-    return pack_outcomes([attrs.evolve(o, entry=None, docs=(), partial=None, sources=o.for_writer()) if o.docs
+    return pack_outcomes([attrs.evolve(o, entry=None, docs=(), partial=None) if o.docs
                           else attrs.evolve(o, entry=None) for o in outcomes])
 
 

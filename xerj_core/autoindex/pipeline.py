@@ -62,7 +62,7 @@ from xerj_core.graph.brain import MAX_NODE_ID_BYTES, MAX_TYPE_BYTES, edge_id, no
 from xerj_core.model import EdgeDraft
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.store.residency import trim_heap
-from xerj_core.text import derive_brain_name
+from xerj_core.text import CountedTerms, derive_brain_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.engine import Engine
@@ -163,6 +163,7 @@ class _Parsed:
     entry: FileEntry
     docs: tuple[tuple[str, str, dict[str, Any]], ...]  # (dataset, id, source): ParseOutcome.for_writer
     digest: str
+    counted: tuple[CountedTerms | None, ...] | None = None  # ParseOutcome.counted
 
 
 # ``progress(event, count)``: "total" once (the files the walk saw), then "files" as they are accounted for,
@@ -456,7 +457,8 @@ class _Runner:
         entries = getattr(future, "entries", None)
         if inner is None or entries is None or not inner.cancel():
             return None
-        return parse_batch(self.plugins, entries, future.with_partials)  # type: ignore[attr-defined]
+        # counted here, as the companion counts the batches it parses, so every write batch takes the counts
+        return parse_batch(self.plugins, entries, future.with_partials, True)  # type: ignore[attr-defined]
 
     def taken(self) -> None:
         """A task's result was taken: another may go out."""
@@ -837,6 +839,7 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
     """
     changed: dict[str, tuple[str, ...]] = {}
     work: list[tuple[str, _Parsed | None]] = []
+    counting = getattr(type(sink), "write_files", None) is LocalSink.write_files
     size = min(FIRST_BATCH_FILES, BATCH_FILES)
 
     def due() -> int:
@@ -853,9 +856,12 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
         while work and (everything or due()):
             take = due() or len(work)
             batch = [_file_write(path, parsed, prior, root_id) for path, parsed in work[:take]]
+            counts = [parsed.counted if parsed is not None else () for _path, parsed in work[:take]]
             del work[:take]
             size = min(size * 2, BATCH_FILES)
-            count = sink.write_files(brain, batch, now_ms)
+            # LocalSink's own write takes the texts' counts (a remote sink's server tokenizes the texts itself)
+            count = sink.write_files(brain, batch, now_ms, counted=counts) if counting else \
+                sink.write_files(brain, batch, now_ms)
             del batch
             summary.documents += count
             progress("documents", count)
@@ -882,7 +888,7 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
             # A file no format accepts is not part of the corpus, but it is remembered so it is not re-read.
             changed[outcome.entry.rel_path] = tuple(dict.fromkeys(dataset_index(dataset, root_id)
                                                                   for dataset, _, _ in docs))
-            work.append((outcome.entry.rel_path, _Parsed(outcome.entry, docs, outcome.digest)))
+            work.append((outcome.entry.rel_path, _Parsed(outcome.entry, docs, outcome.digest, outcome.counted)))
         progress("files", len(outcomes))
         del future, outcomes
         flush(everything=False)
@@ -907,11 +913,11 @@ def _take_back_while_waiting(runner: _Runner, parses: list[Future | None], posit
         outcomes = runner.take_back(parses[last])  # type: ignore[arg-type]
         if outcomes is not None:
             held += sum(outcome.entry.size for outcome in outcomes)
+            if detection is not None:
+                detection.adopt(outcomes)
             done: Future = Future()
             done.set_result(outcomes)
             parses[last] = done
-            if detection is not None:
-                detection.adopt(outcomes)
         last -= 1
     runner.taking_back = False
     if detection is not None:

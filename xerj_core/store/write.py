@@ -27,7 +27,7 @@ from xerj_core.store.plan import Batched, Leaf, WritePlan, column_postings, plan
 from xerj_core.store.records import frozen_many
 from xerj_core.store.tailblock import Block, PostingRun
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, refuse_in_mapping, scope_of
-from xerj_core.text import term_counts, tokenize
+from xerj_core.text import CountedTerms, term_counts, tokenize
 
 MAX_ID_BYTES = limits.MAX_ID_BYTES
 _MAX_KEY = limits.LMDB_MAX_KEY_BYTES
@@ -440,19 +440,21 @@ class IndexWrite:
         return self._put_batch(docs, docs, ids)
 
     def put_many(self, items: Sequence[tuple[Any, str | None, str]], *,
-                 scope: str | None = None, batch_tried: bool = False) -> list[WriteResult | XerjError]:
+                 scope: str | None = None, batch_tried: bool = False,
+                 records_from: Sequence[Any] | None = None) -> list[WriteResult | XerjError]:
         """``put`` of each ``(doc, doc_id, op_type)`` in order, each refusal returned in its place.
 
         The outcome is that of calling :meth:`put` item by item (rows, versions,
         dictionary ordinals in the same order); the records of like documents are
         prepared together by the write plan (:meth:`WritePlan.records`). ``batch_tried``: :meth:`put_new` found
-        the items are not the bulk-ingest case (not asked again).
+        the items are not the bulk-ingest case (not asked again). ``records_from``: the documents to index, one
+        per item, when they are not the items' own (the sources stored): see :meth:`put_many_counted`.
         """
         sources: list[Any] = list(map(itemgetter(0), items))
-        docs = sources
+        docs = sources if records_from is None else list(records_from)
         refused: dict[int, XerjError] = {}
         if self.scope is not None:
-            docs = list(sources)
+            docs = list(docs)
             for i, doc in enumerate(docs):
                 try:
                     refuse_in_document(doc, self.name)
@@ -514,6 +516,49 @@ class IndexWrite:
         if deferred is not None:
             _put_all(self.txn.raw, self.txn.dbs["src"], deferred[0])
             self._put_ids(deferred[1])
+        return results
+
+    def put_many_counted(self, items: Sequence[tuple[Any, str | None, str]], path: str,
+                         counted: Sequence[CountedTerms | None]) -> list[WriteResult | XerjError]:
+        """:meth:`put_many` of documents whose text field ``path`` (a top-level one) was tokenized and counted by
+        the caller, often in another process: ``counted[i]`` is ``text.counted_terms`` of item ``i``'s string
+        value there (None where it holds no string). Those values are not tokenized here: each document is indexed
+        with an empty string in their place, and the new rows' length column and postings of ``path`` are then
+        made from the counts. The outcome is :meth:`put_many`'s (rows, ordinals, stored bytes); it is simply
+        called when ``path`` is not a plain text field of the mapping or an item does not fit its count."""
+        spec = self.mapping.fields.get(path)
+        docs = list(map(itemgetter(0), items))
+        if (spec is None or column_kind(spec) != KIND_LEN or "." in path or self.mapping.subfields_of(path)
+                or self.scope is not None or len(counted) != len(items)
+                or not all(type(doc) is dict and (type(doc.get(path)) is str) == (found is not None)
+                           for doc, found in zip(docs, counted))):
+            return self.put_many(items)
+        before = len(self.pending)
+        results = self.put_many(items, records_from=[doc if found is None else {**doc, path: ""}
+                                                     for doc, found in zip(docs, counted)])
+        rows = {result.seq_no: found for result, found in zip(results, counted)
+                if found is not None and type(result) is WriteResult}
+        if not rows:
+            return results
+        pending, self.pending = self.pending, self.pending[before:]
+        block = self.pending_block()
+        self.pending = pending[:before]
+        assert block is not None and not len(block.run(path)[2]), "every counted value was indexed empty"
+        at = np.fromiter(rows, np.int64, len(rows))
+        at.sort()
+        found = list(map(rows.__getitem__, at.tolist()))
+        column = block.columns[path]
+        lengths = column.values.copy()
+        lengths[at - block.start] = np.fromiter(map(itemgetter(0), found), lengths.dtype, len(found))
+        self.skipped["terms"] += sum(map(itemgetter(1), found))
+        joined = b"\x00".join(filter(None, map(itemgetter(2), found)))
+        tfs = np.frombuffer(b"".join(map(itemgetter(3), found)), np.uint32)
+        run = (joined.split(b"\x00") if joined else [], None,
+               np.repeat(at, np.fromiter(map(len, map(itemgetter(3), found)), np.int64, len(found)) // 4),
+               tfs.astype(np.float32))
+        self.pending.append(Block(block.start, block.n, {
+            **block.columns, path: Column(column.kind, lengths, column.present, column.extra_rows, column.extra_ords)},
+            {**block.postings, path: tailblock.group([run])}))
         return results
 
     def _put_ids(self, entries: list[tuple[bytes, bytes]]) -> None:

@@ -1,0 +1,229 @@
+"""Texts counted outside the store's writer: ``text.counted_terms`` against the store's tokenizer, and
+``IndexWrite.put_many_counted`` against ``put_many`` (the same stored bytes), alone and in an autoindex run whose
+companion counts the texts."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xerj_core.autoindex import pipeline
+from xerj_core.autoindex.parallel import InlineExecutor
+from xerj_core.autoindex.pipeline import run
+from xerj_core.autoindex.sink import LocalSink, dataset_index
+from xerj_core.engine import Engine
+from xerj_core.plugins import get_plugin_manager
+from xerj_core.store import Store, write
+from xerj_core.store.env import DB_NAMES
+from xerj_core.store.limits import MAX_TERM_BYTES
+from xerj_core.model import SourceDocument
+from xerj_core.text import counted_terms, counted_terms_split, counted_words, remembering_counts, tokenize
+from xerj_detectors import sharedterm
+
+from .test_autoindex_executor import CLOCK, generate
+from .test_store_batchpath import SITE, _texts
+
+# Odd text: lone surrogates, NULs, Greek final sigma, a dotted capital I, the Kelvin sign, CJK, combining marks,
+# non-ASCII separators, and words of 254 and 260 UTF-8 bytes (the first a key, the second too long to be one).
+_ODD = "ΣΑσς İK\u212a—\u00a0\u0307\u0301é漢字かな_aZ09 .'-\t\x00\ud800\udfff"
+_TEXT = st.one_of(
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=60),
+    st.text(alphabet=st.sampled_from(_ODD), max_size=60),
+    st.text(alphabet=st.characters(blacklist_categories=[]), max_size=30),
+    st.builds(lambda a, n, b: f"{a} {'é' * n} {'x' * (2 * n)} {b}", st.text(max_size=10), st.integers(120, 135),
+              st.text(max_size=10)),
+)
+
+
+def _words(text: str) -> tuple[Counter, int]:
+    """The store's view of ``text``: its keyable terms counted (UTF-8), and how many words were too long."""
+    words = [word.encode() for word in tokenize(text)]
+    kept = Counter(word for word in words if len(word) <= MAX_TERM_BYTES)
+    return kept, len(words) - sum(kept.values())
+
+
+@settings(max_examples=500, deadline=None)
+@given(_TEXT)
+def test_counted_terms_are_the_stores_tokens_counted(text):
+    kept, dropped = _words(text)
+    counted = counted_terms(text, MAX_TERM_BYTES)
+    terms, counts = counted_terms_split(counted)
+    assert counted[:2] == (sum(kept.values()), dropped)
+    assert dict(zip(terms, counts)) == kept and len(terms) == len(kept)
+
+
+MAPPING = {"properties": {"title": {"type": "text"}, "text": {"type": "text"}, "path": {"type": "keyword"},
+                          "n": {"type": "long"}}}
+
+def _storable(text: str) -> str:
+    return re.sub("[\ud800-\udfff]", "", text)
+
+
+_DOC = st.fixed_dictionaries(
+    {"path": st.sampled_from(["a", "b", "漢"])},
+    # (a lone surrogate has no UTF-8 form: a source holding one is refused by both paths alike)
+    optional={"title": st.text(max_size=8).map(_storable), "text": st.one_of(_TEXT.map(_storable), st.none()),
+              "tags": st.lists(st.sampled_from(["x", "y"]), max_size=2),  # a list: the write plan's per-record path
+              "n": st.integers(0, 9)})
+
+
+def _put_both(tmp_path: Path, batches: list[list[dict]], tail_rows: int = 4) -> tuple[Store, Store, list]:
+    """The batches put through ``put_many`` into one store and ``put_many_counted`` into another, one
+    transaction each (a small tail: rows are sealed and merged as they come); both stores and the outcomes."""
+    plain, counted = Store(tmp_path / "plain", tail_rows=tail_rows), Store(tmp_path / "counted", tail_rows=tail_rows)
+    outcomes = []
+    for store in (plain, counted):
+        store.create_index("t", MAPPING)
+    for k, docs in enumerate(batches):
+        items = [(doc, f"d{i % 5}", "index") for i, doc in enumerate(docs)]  # ids again, in a batch and after
+
+        def apply_plain(txn):
+            return [(r.doc_id, r.result, r.version, r.seq_no) for r in txn.index("t").put_many(items)]
+
+        def apply_counted(txn):
+            found = [counted_terms(doc["text"], MAX_TERM_BYTES) if type(doc.get("text")) is str else None
+                     for doc in docs]
+            return [(r.doc_id, r.result, r.version, r.seq_no)
+                    for r in txn.index("t").put_many_counted(items, "text", found)]
+
+        outcomes.append((plain.transact(apply_plain), counted.transact(apply_counted)))
+    return plain, counted, outcomes
+
+
+def _contents(store: Store) -> dict:
+    """Every key and value of the store's databases, with the wall clock left out of segment records."""
+    out = {}
+    with store.read_txn() as raw:
+        for name in DB_NAMES:
+            for key, value in raw.cursor(db=store.env.dbs[name]):
+                if name == "segs":
+                    value = re.sub(rb'"sealed_at":\d+', b"", bytes(value))
+                elif name == "indices":
+                    value = {k: v for k, v in json.loads(value).items() if k not in ("created", "uuid")} \
+                        if not key.startswith(b"\x00") else bytes(value)
+                out[(name, bytes(key))] = bytes(value) if not isinstance(value, dict) else value
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(_DOC, min_size=1, max_size=9), min_size=1, max_size=4))
+def test_put_many_counted_stores_what_put_many_stores(tmp_path_factory, batches):
+    """Documents of odd text (and absent ones, lists, overwrites, refusal-free mixes of shapes) written with
+    their texts counted give the bytes put_many writes: sources, ids, tails, segments, postings, dictionaries
+    and the count of words too long to be keys."""
+    plain, counted, outcomes = _put_both(tmp_path_factory.mktemp("s"), batches)
+    with plain, counted:
+        for want, got in outcomes:
+            assert got == want
+        assert _contents(counted) == _contents(plain)
+
+
+def test_put_many_counted_on_real_text(tmp_path, monkeypatch):
+    """Foam notes and .py files (CJK, words too long to be keys) in batches of 90 through the counted path, every
+    batch taking it: the bytes put_many writes."""
+    calls = []
+    real = write.IndexWrite.put_many
+    monkeypatch.setattr(write.IndexWrite, "put_many", lambda self, items, **kw: calls.append(kw) or real(
+        self, items, **kw))
+    docs = [{"title": Path(path).name, "text": text, "path": path, "n": len(text) % 10} for path, text in _texts()]
+    batches = [docs[lo:lo + 90] for lo in range(0, len(docs), 90)]
+    plain, counted, outcomes = _put_both(tmp_path, batches, tail_rows=32)
+    with plain, counted:
+        assert all(got == want for want, got in outcomes)
+        assert _contents(counted) == _contents(plain)
+    assert sum("records_from" in kw for kw in calls) == len(batches)  # no batch fell back to tokenizing
+
+
+def test_put_many_counted_falls_back_where_a_value_is_not_its_count(tmp_path):
+    """A string the caller did not count, or a field that is not a plain text field, is indexed by put_many as it
+    is: the bytes put_many writes."""
+    mapping = {"properties": {"text": {"type": "text"}, "k": {"type": "keyword"},
+                              "multi": {"type": "text", "fields": {"raw": {"type": "keyword"}}}}}
+    docs = [{"text": "Alpha beta", "k": "Gamma", "multi": "Delta delta"}, {"text": "beta", "k": "x", "multi": "y"}]
+    stores = []
+    for name in ("plain", "counted"):
+        store = Store(tmp_path / name)
+        store.create_index("t", mapping)
+        stores.append(store)
+
+        def apply(txn, name=name):
+            index = txn.index("t")
+            for path in ("text", "k", "multi"):
+                items = [(doc, f"{path}{i}", "index") for i, doc in enumerate(docs)]
+                counted = [counted_terms(doc[path], MAX_TERM_BYTES) for doc in docs]
+                if name == "plain":
+                    index.put_many(items)
+                elif path == "text":
+                    index.put_many_counted(items, path, [None, counted[1]])  # a string left uncounted
+                else:
+                    index.put_many_counted(items, path, counted)  # a keyword, a text field with a sub-field
+
+        store.transact(apply)
+    with stores[0], stores[1]:
+        assert _contents(stores[1]) == _contents(stores[0])
+
+
+def test_a_companion_run_counts_the_texts_and_stores_what_an_inline_run_stores(tmp_path, monkeypatch):
+    """Notes and real .py files (CJK, long words) autoindexed with a companion, which counts the code's texts it
+    parses (and the writer those it takes back), give the dataset indices an inline run stores, byte for byte;
+    every write of the code's documents took the counted path."""
+    folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 40)
+    for name in ("charset_normalizer/constant.py", "pygments/lexers/testing.py", "idna/uts46data.py", "click/core.py"):
+        if (SITE / name).is_file():
+            shutil.copy(SITE / name, folder / name.replace("/", "_"))
+    calls: list[bool] = []
+    real = write.IndexWrite.put_many_counted
+
+    def put_many_counted(self, items, path, counted):
+        calls.append((self.name, None not in counted))
+        return real(self, items, path, counted)
+
+    contents = {}
+    for name in ("inline", "companion"):
+        monkeypatch.setattr(pipeline, "BATCH_FILES", 40)
+        monkeypatch.setattr(write.IndexWrite, "put_many_counted", put_many_counted)
+        if name == "companion":
+            monkeypatch.setattr(pipeline, "companion_default", lambda: True)
+        with Engine(tmp_path / name, get_plugin_manager()) as eng:
+            run(eng, folder, brain="b", clock=CLOCK, executor=InlineExecutor() if name == "inline" else None)
+            rid = LocalSink(eng.store, eng.graph).load("b").root_id
+            indices = [dataset_index(dataset, rid) for dataset in ("ax-notes", "ax-code")]
+            assert all(map(eng.store.exists, indices))
+            contents[name] = {index: _index_contents(eng.store, index) for index in indices}
+        monkeypatch.undo()
+        if name == "inline":
+            assert not calls
+    # only the code's texts are counted (see sink.COUNTED_DATASETS), and every write of them took the counts
+    assert calls and all(ok for _name, ok in calls) and {name.rsplit("-", 1)[0] for name, _ok in calls} == {"ax-code"}
+    assert contents["companion"] == contents["inline"]
+
+
+def _index_contents(store: Store, index: str) -> dict:
+    """Every key and value of one index in the store's databases (its own prefix), segments without the wall
+    clock; the mtime column of each document is the file's, so equal on both runs."""
+    with store.read_txn() as raw:
+        ix = json.loads(raw.get(index.encode(), db=store.env.dbs["indices"]))["ix"]
+    prefix = ix.to_bytes(4, "big")
+    return {key: value for key, value in _contents(store).items() if key[1].startswith(prefix)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TEXT, min_size=1, max_size=4))
+def test_sharedterm_takes_a_files_terms_from_its_counted_texts_as_from_the_texts(texts):
+    """A file's shared-vocabulary terms from the words counted for the store (a companion's parse) are those the
+    detector's own word filter finds in the texts."""
+    docs = [SourceDocument(f"d{i}", "notes", "a.md", "A", text, "", "section", 0, "markdown", {})
+            for i, text in enumerate(texts)]
+    want = sharedterm.file_terms(docs)
+    with remembering_counts():
+        for text in texts:
+            counted_terms(text, MAX_TERM_BYTES)
+        assert all(counted_words(text) is not None for text in texts)
+        assert sharedterm.file_terms(docs) == want
