@@ -10,7 +10,6 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
