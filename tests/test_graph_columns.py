@@ -208,3 +208,24 @@ def test_hop_ranking_by_table_places_matches_the_three_key_sort(foam, monkeypatc
                         monkeypatch.undo()
                         assert fresh.order(k).tolist() == slow.tolist()
         assert ranked_by_places > 50
+
+
+def test_a_view_built_into_files_keeps_no_private_grouping(foam, tmp_path):
+    """A view built into files is mapped back from them, so the per-segment groupings it was built from go with
+    the build (they were the building process's only private copy of the edges); a view kept in private memory
+    keeps them with the segments for its next build. Both answer alike."""
+    with foam.store.reader(edges_index(BRAIN)) as reader:
+        segments = [seg for seg in reader.segments if seg.start < seg.end]
+        assert len(segments) > 3
+
+        def kept() -> int:
+            return sum(hop._CSR_KEY in seg.derived for seg in segments)
+
+        for seg in segments:
+            seg.derived.pop(hop._CSR_KEY, None)
+        mapped = hop.ViewCache(tmp_path / "views").sealed(reader)
+        assert kept() == 0 and any((tmp_path / "views").iterdir())
+        private = hop.ViewCache(None).sealed(reader)
+        assert kept() == len(segments) - private.skipped
+        for name, values in private.table.arrays().items():
+            assert (mapped.table.arrays()[name] == values).all(), name
