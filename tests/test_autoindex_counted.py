@@ -10,6 +10,7 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -226,3 +227,22 @@ def test_sharedterm_takes_a_files_terms_from_its_counted_texts_as_from_the_texts
             counted_terms(text, MAX_TERM_BYTES)
         assert all(counted_words(text) is not None for text in texts)
         assert sharedterm.file_terms(docs) == want
+
+
+def test_counts_out_of_step_with_their_documents_refuse_the_batch_rather_than_drop_documents(tmp_path):
+    """``LocalSink.write_files`` pairs each file's documents with their counts; a count list shorter than the
+    documents (a bug upstream) refuses the batch instead of writing the paired documents alone."""
+    from xerj_core.autoindex.sink import FileStamp, FileWrite, IndexedDocument
+
+    texts = ["alpha beta", "gamma delta"]
+    docs = tuple(IndexedDocument("ax-code-test", f"d{i}", {"text": text}) for i, text in enumerate(texts))
+    counts = tuple(counted_terms(text, MAX_TERM_BYTES) for text in texts)
+    with Engine(tmp_path / "data", get_plugin_manager()) as eng:
+        sink = LocalSink(eng.store, eng.graph)
+        stamp = FileStamp(1, 1, "h")
+        assert sink.write_files("b", [FileWrite("a.py", stamp, docs)], 0, counted=[counts]) == 2
+        with pytest.raises(ValueError):
+            sink.write_files("b", [FileWrite("b.py", stamp, docs)], 0, counted=[counts[:1]])
+        with pytest.raises(ValueError):
+            sink.write_files("b", [FileWrite("b.py", stamp, docs)], 0, counted=[])
+        assert eng.store.count("ax-code-test") == 2

@@ -393,9 +393,10 @@ class LocalSink:
             puts: dict[str, list[tuple[Any, str, str]]] = {}
             counts: dict[str, list[CountedTerms | None]] = {}
             uncounted = repeat(None)
-            for item, found in zip(files, counted or repeat(None)):
+            # strict: a count list out of step with its documents is a bug to surface, never documents dropped
+            for item, found in zip(files, counted, strict=True) if counted is not None else zip(files, uncounted):
                 refs: list[str] = []
-                for doc, terms in zip(item.documents, found or uncounted):
+                for doc, terms in zip(item.documents, found, strict=True) if found else zip(item.documents, uncounted):
                     puts.setdefault(doc.index, []).append((doc.source, doc.id, "index"))
                     counts.setdefault(doc.index, []).append(terms)
                     refs.append(doc_ref(doc.index, doc.id))
