@@ -354,9 +354,9 @@ def test_a_run_streams_holding_a_bounded_number_of_documents(tmp_path, pm, monke
     edge_writes = []
 
     class Counting(LocalSink):
-        def write_files(self, brain, files, indexed_at):
+        def write_files(self, brain, files, indexed_at, counted=None):
             held["write"] = max(held["write"], _texts_held(earlier))
-            return super().write_files(brain, files, indexed_at)
+            return super().write_files(brain, files, indexed_at, counted)
 
         def write_edges(self, brain, drafts, **kwargs):
             edge_writes.append(len(drafts))
@@ -395,9 +395,9 @@ def test_a_run_gives_back_what_it_kept_out_of_the_cyclic_collector(tmp_path, pm)
     seen_frozen = []
 
     class Watching(LocalSink):
-        def write_files(self, brain, files, indexed_at):
+        def write_files(self, brain, files, indexed_at, counted=None):
             seen_frozen.append(gc.get_freeze_count())
-            return super().write_files(brain, files, indexed_at)
+            return super().write_files(brain, files, indexed_at, counted)
 
     with Engine(tmp_path / "data", pm) as engine:
         run(Watching(engine.store, engine.graph), folder, brain="b", pm=pm)
@@ -405,7 +405,7 @@ def test_a_run_gives_back_what_it_kept_out_of_the_cyclic_collector(tmp_path, pm)
         assert gc.get_freeze_count() == before
 
         class Failing(LocalSink):
-            def write_files(self, brain, files, indexed_at):
+            def write_files(self, brain, files, indexed_at, counted=None):
                 raise RuntimeError("disk gone")
 
         with pytest.raises(RuntimeError):

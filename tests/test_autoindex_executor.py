@@ -241,12 +241,12 @@ def test_a_companion_killed_mid_run_fails_the_run_and_the_next_run_finishes(tmp_
     class Killing(LocalSink):
         calls = 0
 
-        def write_files(self, brain, files, now_ms):
+        def write_files(self, brain, files, now_ms, counted=None):
             Killing.calls += 1
             if Killing.calls == 2:  # the companion dies while the writer still has files to take from it
                 for proc in pools.opened[0]._processes.values():
                     os.kill(proc.pid, signum)
-            return super().write_files(brain, files, now_ms)
+            return super().write_files(brain, files, now_ms, counted)
 
     try:
         with Engine(tmp_path / "d", get_plugin_manager()) as eng:
@@ -406,11 +406,11 @@ def test_ctrl_c_shuts_the_pool_down(tmp_path, monkeypatch):
     calls = {"n": 0}
 
     class Interrupting(pipeline.LocalSink):
-        def write_files(self, brain, files, now_ms):
+        def write_files(self, brain, files, now_ms, counted=None):
             calls["n"] += 1
             if calls["n"] == 2:
                 raise KeyboardInterrupt
-            return super().write_files(brain, files, now_ms)
+            return super().write_files(brain, files, now_ms, counted)
 
     with Engine(tmp_path / "d", get_plugin_manager()) as eng:
         with pytest.raises(KeyboardInterrupt):
@@ -509,9 +509,9 @@ def test_a_companion_forked_with_the_store_open_leaves_it_whole(tmp_path, monkey
     children: set[int] = set()
 
     class Watching(LocalSink):
-        def write_files(self, brain, files, now_ms):
+        def write_files(self, brain, files, now_ms, counted=None):
             children.update(pools.opened[-1]._processes or {})
-            return super().write_files(brain, files, now_ms)
+            return super().write_files(brain, files, now_ms, counted)
 
     with Engine(tmp_path / "d", get_plugin_manager()) as eng:
         first = run(Watching(eng.store, eng.graph), folder, brain="b", pm=eng.pm, clock=CLOCK)

@@ -39,9 +39,9 @@ def test_parse_tasks_go_out_a_window_at_a_time(tmp_path, monkeypatch):
     out_at_writes: list[int] = []
 
     class Watching(LocalSink):
-        def write_files(self, brain, files, indexed_at):
+        def write_files(self, brain, files, indexed_at, counted=None):
             out_at_writes.append(executor.parses)
-            return super().write_files(brain, files, indexed_at)
+            return super().write_files(brain, files, indexed_at, counted)
 
     with Engine(tmp_path / "d", get_plugin_manager()) as eng:
         summary = run(Watching(eng.store, eng.graph), folder, brain="b", clock=CLOCK, executor=executor, workers=1,

@@ -839,7 +839,6 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
     """
     changed: dict[str, tuple[str, ...]] = {}
     work: list[tuple[str, _Parsed | None]] = []
-    counting = getattr(type(sink), "write_files", None) is LocalSink.write_files
     size = min(FIRST_BATCH_FILES, BATCH_FILES)
 
     def due() -> int:
@@ -859,9 +858,7 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
             counts = [parsed.counted if parsed is not None else () for _path, parsed in work[:take]]
             del work[:take]
             size = min(size * 2, BATCH_FILES)
-            # LocalSink's own write takes the texts' counts (a remote sink's server tokenizes the texts itself)
-            count = sink.write_files(brain, batch, now_ms, counted=counts) if counting else \
-                sink.write_files(brain, batch, now_ms)
+            count = sink.write_files(brain, batch, now_ms, counted=counts)
             del batch
             summary.documents += count
             progress("documents", count)

@@ -21,6 +21,7 @@ from xerj_core.autoindex.sink import BrainState, EdgeWriteSummary, FileWrite, Ru
 from xerj_core.credentials import authorization_header
 from xerj_core.errors import IllegalArgument, ParsingError, XerjError
 from xerj_core.model import EdgeDraft
+from xerj_core.text import CountedTerms
 
 T = TypeVar("T")
 
@@ -125,7 +126,9 @@ class RemoteSink:
         path = self._path("_xerj", "autoindex", brain)
         return self._read(self._json("GET", path), BrainState, "GET", path)
 
-    def write_files(self, brain: str, files: Sequence[FileWrite], indexed_at: int) -> int:
+    def write_files(self, brain: str, files: Sequence[FileWrite], indexed_at: int,
+                    counted: Sequence[Sequence[CountedTerms | None] | None] | None = None) -> int:
+        # ``counted`` is not sent: the server's own sink tokenizes the texts (counts would only add bytes on the wire)
         path = self._path("_xerj", "autoindex", brain, "_batch")
         head = b'{"indexed_at":' + orjson.dumps(indexed_at) + b',"files":['
         written = 0

@@ -252,9 +252,12 @@ class BrainSink(Protocol):
     def load(self, brain: str) -> BrainState:
         """The brain's file states, run marker and whether its edges index exists."""
 
-    def write_files(self, brain: str, files: Sequence[FileWrite], indexed_at: int) -> int:
+    def write_files(self, brain: str, files: Sequence[FileWrite], indexed_at: int,
+                    counted: Sequence[Sequence[CountedTerms | None] | None] | None = None) -> int:
         """Write these files' documents and states (and mark the run dirty) in one transaction; returns how
-        many documents were written."""
+        many documents were written. ``counted``: per file, ``text.counted_terms`` of each of its documents'
+        ``text`` (see :data:`COUNTED_FIELD`), or None where the caller did not count them; a sink may index
+        those texts from the counts instead of tokenizing them, or ignore them."""
 
     def standing_edges(self, brain: str) -> StandingEdges:
         """The ids of the brain's live edges and of its edges retired by a person's rejection."""
@@ -381,8 +384,7 @@ class LocalSink:
 
     def write_files(self, brain: str, files: Sequence[FileWrite], indexed_at: int,
                     counted: Sequence[Sequence[CountedTerms | None] | None] | None = None) -> int:
-        """:meth:`BrainSink.write_files`; ``counted``: per file, ``text.counted_terms`` of each of its documents'
-        ``text`` (see :data:`COUNTED_FIELD`), or None where the caller did not count them."""
+        """:meth:`BrainSink.write_files`, indexing the counted texts from their counts."""
         def apply(txn: Any) -> int:
             _ensure_indices(txn)
             written = 0
