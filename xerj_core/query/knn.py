@@ -87,7 +87,7 @@ def _parts(reader, field: str):
         yield seg.start, seg.end, column.values, column.present, norms[0], norms[1]
     if reader.tail_count:
         column = reader.tail_column(field)
-        norms = reader.memo(("knn-tail-norms", field), lambda: _norms(column.values))
+        norms = reader.tail_derived(("knn-norms", field), lambda lo, hi: _norms(column.values[lo:hi]))
         yield reader.tail_start, reader.n_rows, column.values, column.present, norms[0], norms[1]
 
 

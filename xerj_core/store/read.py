@@ -56,6 +56,68 @@ class Segment:
         self.lock = threading.Lock()
 
 
+class GrowingRows:
+    """Per-row arrays appended in place into buffers of doubling capacity.
+
+    Appending copies only the new rows, and a view of the first ``n`` rows
+    handed out earlier stays valid while later rows land beyond it, because
+    rows once appended are never written again (a larger buffer is a new
+    array; views of the old one keep it).
+    """
+
+    __slots__ = ("arrays", "n")
+
+    def __init__(self) -> None:
+        self.arrays: tuple[np.ndarray, ...] = ()
+        self.n = 0
+
+    def append(self, parts: Sequence[np.ndarray]) -> None:
+        need = self.n + len(parts[0])
+        if not self.arrays or need > len(self.arrays[0]):
+            capacity = max(need, 2 * self.n, 64)
+            grown = []
+            for i, part in enumerate(parts):
+                buffer = np.empty((capacity, *part.shape[1:]), part.dtype)
+                if self.arrays:
+                    buffer[: self.n] = self.arrays[i][: self.n]
+                grown.append(buffer)
+            self.arrays = tuple(grown)
+        for buffer, part in zip(self.arrays, parts):
+            buffer[self.n: need] = part
+        self.n = need
+
+    def view(self, rows: int) -> tuple[np.ndarray, ...]:
+        return tuple(array[:rows] for array in self.arrays)
+
+
+class _TailColumn:
+    """One field's column over the tail's blocks read so far, grown block by block (see :class:`GrowingRows`)."""
+
+    __slots__ = ("spec", "blocks", "rows", "column")
+
+    def __init__(self, spec: FieldSpec) -> None:
+        self.spec = spec
+        self.blocks = 0
+        self.rows = GrowingRows()
+        self.column = Column.empty(column_kind(spec), 0, spec.dims or 0)
+
+    def extend(self, blocks: Sequence[Block]) -> None:
+        parts = [block.column(self.spec) for block in blocks]
+        extras = [p for p in parts if len(p.extra_rows)]
+        at = self.rows.n
+        for part in parts:
+            self.rows.append((part.values, part.present))
+        values, present = self.rows.view(self.rows.n)
+        extra_rows, extra_ords = self.column.extra_rows, self.column.extra_ords
+        if extras:  # rows of several keyword values: rare, joined whole
+            offsets = np.cumsum([at] + [len(p) for p in parts[:-1]])
+            shifted = [p.extra_rows + off for p, off in zip(parts, offsets) if len(p.extra_rows)]
+            extra_rows = np.concatenate([extra_rows, *shifted])
+            extra_ords = np.concatenate([extra_ords, *(p.extra_ords for p in extras)])
+        self.column = Column(self.column.kind, values, present, extra_rows, extra_ords)
+        self.blocks += len(blocks)
+
+
 class Tail:
     """The mutable tail of one index between two seals: the blocks write transactions appended to it.
 
@@ -68,7 +130,8 @@ class Tail:
         self.start = start
         self.blocks: list[Block] = []
         self.rows = 0  # rows of the blocks read so far
-        self._columns: dict[str, tuple[FieldSpec, int, Column]] = {}  # path -> (spec, blocks in it, column)
+        self._columns: dict[str, _TailColumn] = {}
+        self._derived: dict[Any, GrowingRows] = {}  # per-row arrays derived from the rows (see derived_rows)
         # Per text field: (blocks indexed, term -> its postings in each block holding it).
         self._terms: dict[str, tuple[int, dict[bytes, list[tuple[np.ndarray, np.ndarray]]]]] = {}
         # Postings already joined, per (field, term): (parts joined, rows, frequencies).
@@ -83,18 +146,34 @@ class Tail:
     def column(self, spec: FieldSpec, rows: int) -> Column:
         with self.lock:
             found = self._columns.get(spec.path)
-            blocks = self.blocks
-            if found is None or found[0] != spec:
-                found = (spec, 0, Column.empty(column_kind(spec), 0, spec.dims or 0))
-            if found[1] < len(blocks):
-                found = (spec, len(blocks), Column.concat([found[2], *(b.column(spec) for b in blocks[found[1]:])]))
-                self._columns[spec.path] = found
-            column = found[2]
+            if found is None or found.spec != spec:
+                found = self._columns[spec.path] = _TailColumn(spec)
+            if found.blocks < len(self.blocks):
+                found.extend(self.blocks[found.blocks:])
+            column = found.column
         if rows == len(column):
             return column
         keep = column.extra_rows < rows
         return Column(column.kind, column.values[:rows], column.present[:rows], column.extra_rows[keep],
                       column.extra_ords[keep])
+
+    def derived_rows(self, key: Any, rows: int,
+                     build: Callable[[int, int], Sequence[np.ndarray]]) -> tuple[np.ndarray, ...]:
+        """Per-row arrays derived from this tail's first ``rows`` rows, each row's computed once.
+
+        ``build(lo, hi)`` returns the arrays' entries for tail rows ``[lo, hi)``;
+        tail rows are never rewritten, so what was derived from a row stays true
+        for every later generation, and a write costs the next caller only its
+        own rows (kNN's norms over a tail of 2,304-dim vectors were recomputed
+        whole after each memory stored).
+        """
+        with self.lock:
+            grown = self._derived.get(key)
+            if grown is None:
+                grown = self._derived[key] = GrowingRows()
+            if grown.n < rows:
+                grown.append(build(grown.n, rows))
+            return grown.view(rows)
 
     def postings(self, path: str, term: str, rows: int) -> tuple[np.ndarray, np.ndarray] | None:
         with self.lock:
@@ -428,6 +507,11 @@ class IndexReader:
 
     def tail_column(self, path: str) -> Column:
         return self.snapshot.tail.column(self.snapshot.mapping.fields[path], self.tail_count)
+
+    def tail_derived(self, key: Any, build: Callable[[int, int], Sequence[np.ndarray]]) -> tuple[np.ndarray, ...]:
+        """Per-row arrays derived from this snapshot's tail rows, shared with every generation of the same tail
+        (``build(lo, hi)`` gives tail rows ``[lo, hi)``; see :meth:`Tail.derived_rows`)."""
+        return self.snapshot.tail.derived_rows(key, self.tail_count, build)
 
     def column_parts(self, path: str) -> Iterator[tuple[int, int, Column | None]]:
         """``(start, end, column)`` per sealed segment, then the tail; column None where a segment lacks it."""
