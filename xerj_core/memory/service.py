@@ -592,10 +592,14 @@ class MemoryService:
     def _current_mask(self, reader: IndexReader, as_of: int | None) -> np.ndarray:
         """Live rows remembered now (not forgotten), or at ``as_of`` (stored by then, not yet forgotten)."""
         mask = reader.live.copy()
-        forgotten, forgotten_present = _dates(reader, FORGOTTEN_AT)
         if as_of is None:
-            mask &= ~forgotten_present
+            # Part by part: the whole column would be joined anew after every write (a store, a forget).
+            if reader.field(FORGOTTEN_AT) is not None:
+                for start, end, column in reader.column_parts(FORGOTTEN_AT):
+                    if column is not None:
+                        mask[start:end] &= ~column.present
         else:
+            forgotten = _dates(reader, FORGOTTEN_AT)[0]
             mask &= _dates(reader, STORED_AT)[0] <= as_of
             # An absent forgotten_at sits at int64 max in the column, so one comparison covers both cases.
             mask &= forgotten > as_of
