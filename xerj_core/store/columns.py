@@ -145,6 +145,9 @@ class Column:
             present &= values != NO_ORD
             return cls(kind, values, present, np.array(extra_rows, np.int64), np.array(extra_ords, np.int32))
         if full:
+            if kind == KIND_I64:
+                # a known length and an integer type: fromiter skips np.array's shape and type discovery per row
+                return cls(kind, np.fromiter(rows, _DTYPES[kind], n), present)
             return cls(kind, np.array(rows, _DTYPES[kind]), present)
         filler = _FILLERS[kind]
         values = np.array([filler if v is None else v for v in rows], _DTYPES[kind])

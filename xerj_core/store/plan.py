@@ -367,7 +367,7 @@ def _plain(leaf: Leaf, kind: type, column: list[Any]) -> bool:
     if convert == _AS_INT:
         if kind is not int:
             return False
-        present = [v for v in column if v is not None]
+        present = column if None not in column else [v for v in column if v is not None]
         return leaf.low <= min(present) and max(present) <= leaf.high
     if convert == _AS_FLOAT:
         return kind is float and all(map(math.isfinite, (v for v in column if v is not None)))
@@ -461,7 +461,7 @@ def column_postings(column: list[str | None], start: int, skipped: dict[str, int
     takes the per-value path.
     """
     n = len(column)
-    texts = [value or "" for value in column]
+    texts = column if None not in column else [value or "" for value in column]
     joined = " \x00 ".join(texts)
     if joined.count("\x00") != n - 1:
         tokens = column_tokens(column, skipped)

@@ -309,8 +309,9 @@ def _ranked(runs: list[PostingRun]) -> tuple[list[bytes] | np.ndarray, np.ndarra
             fixed.append(terms)
         elif not terms:
             continue
-        elif max(map(len, terms)) <= SHORT_TERM and b"\x00" not in b"".join(terms):
-            fixed.append(np.array(terms, dtype=bytes))
+        elif (width := max(map(len, terms))) <= SHORT_TERM and b"\x00" not in b"".join(terms):
+            # the width given: numpy otherwise discovers it by a slower pass of its own (about 4x the copy)
+            fixed.append(np.array(terms, dtype=f"S{max(width, 1)}"))
         else:
             fixed = None
             break
@@ -382,7 +383,7 @@ def _filter(run: PostingRun, keep: np.ndarray) -> PostingRun:
     which = np.repeat(np.arange(len(terms)), counts)[keep]
     kept = np.bincount(which, minlength=len(terms))
     alive = np.flatnonzero(kept)
-    return [terms[i] for i in alive.tolist()], kept[alive], rows[keep], tfs[keep]
+    return list(map(terms.__getitem__, alive.tolist())), kept[alive], rows[keep], tfs[keep]
 
 
 def _column_slice(column: Column, lo: int, hi: int) -> Column:

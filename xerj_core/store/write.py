@@ -645,7 +645,7 @@ class IndexWrite:
                     values = np.fromiter((NO_ORD if o is None else o for o in found_ords), np.int32, n)
                     columns[leaf.path] = Column(KIND_ORD, values, values != NO_ORD)
                 else:
-                    columns[leaf.path] = Column(KIND_ORD, np.array(found_ords, np.int32), np.ones(n, bool))
+                    columns[leaf.path] = Column(KIND_ORD, np.fromiter(found_ords, np.int32, n), np.ones(n, bool))
         return Block(start, n, {leaf.path: columns[leaf.path] for leaf, _column in fields}, postings)
 
     def _put_rows(self, items: Sequence[tuple[Any, str | None, str]], ids: list[str],
