@@ -81,18 +81,37 @@ def test_a_child_that_fails_leaves_the_build_to_the_serving_process(engine, monk
     assert len(_tables(engine)) == 1  # published by this process, as without a child
 
 
-def test_a_child_that_hangs_is_stopped_and_the_serving_process_builds(engine, monkeypatch, tmp_path):
+@pytest.mark.parametrize("body, wait", [("exec sleep 300", 300.0), ('exec {python} -c "while True: pass"', 3.0)])
+def test_a_child_that_hangs_is_stopped_and_the_serving_process_builds(engine, monkeypatch, tmp_path, body, wait):
+    """Stuck (no CPU for a while) or busy past the deadline: the child is stopped and the answer built here."""
     expected = _brain(engine)
     _children(engine)
     hangs = tmp_path / "hangs"
-    hangs.write_text("#!/bin/sh\nexec sleep 120\n")
+    hangs.write_text(f"#!/bin/sh\n{body.format(python=sys.executable)}\n")
     hangs.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(hangs))
-    monkeypatch.setattr(viewchild, "_WAIT_SECONDS", 1.0)
+    monkeypatch.setattr(viewchild, "_STALL_SECONDS", 1.0)
+    monkeypatch.setattr(viewchild, "_WAIT_SECONDS", wait)
+    monkeypatch.setattr(viewchild, "_WAIT_PER_ROW", 0.0)
     start = time.monotonic()
     assert engine.graph.ego("b", PARAMS) == expected
     assert time.monotonic() - start < 60
     assert len(_tables(engine)) == 1
+
+
+def test_a_child_at_work_is_waited_for_past_the_stall_bound(engine, monkeypatch, tmp_path):
+    """Only a child using no CPU counts as stuck: one that computes for longer than the stall bound finishes."""
+    _brain(engine)
+    _children(engine)
+    done = tmp_path / "done"
+    works = tmp_path / "works"
+    works.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import time, pathlib\nt = time.process_time()\n"
+                     f"while time.process_time() - t < 1.5: pass\npathlib.Path(\"{done}\").touch()'\n")
+    works.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(works))
+    monkeypatch.setattr(viewchild, "_STALL_SECONDS", 1.0)
+    engine.graph.ego("b", PARAMS)
+    assert done.exists()
 
 
 def test_a_child_whose_snapshot_moved_on_publishes_nothing_under_the_callers_key(engine):

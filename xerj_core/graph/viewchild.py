@@ -23,6 +23,7 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -37,10 +38,13 @@ log = logging.getLogger(__name__)
 # heap keeps of them does not matter, and a child's start (about 0.4 s of CPU importing numpy, lmdb and the store)
 # would cost more than the build.
 CHILD_FROM_ROWS = 100_000
-# How long a caller waits for the child (or for another process's child) before building itself: generous for a
-# loaded machine (a quiet one builds a million rows in about 3 s of CPU), yet bounded, so no request waits forever.
-_WAIT_SECONDS = 30.0
-_WAIT_PER_ROW = 50e-6
+# How long a caller waits for the child (or for another process's child) before building itself: bounded, so no
+# request waits forever, and generous, since a child still at work would only have its work done twice: a quiet
+# machine builds a million rows in about 3 s of CPU, one loaded by ten busy processes took 85 s.
+_WAIT_SECONDS = 60.0
+_WAIT_PER_ROW = 300e-6
+# A child that used no CPU for this long is stuck (a lock it waits for, a stopped process): it is stopped sooner.
+_STALL_SECONDS = 20.0
 _POLL_SECONDS = 0.05
 # The child's exit status when its snapshot holds another view than the caller's (a seal or a delete came between).
 MOVED = 3
@@ -80,29 +84,63 @@ class ChildBuilds:
                 time.sleep(_POLL_SECONDS)
             if self.files.has(key):
                 return True
-            return self._run(reader.name, key, deadline - time.monotonic())
+            return self._run(reader.name, key, deadline)
         finally:
             os.close(lock)  # and with it the lock; a process that dies lets go of it the same way
 
-    def _run(self, index: str, key: str, seconds: float) -> bool:
+    def _run(self, index: str, key: str, deadline: float) -> bool:
         env = dict(os.environ)
         # The child imports this very copy of the code, whatever the caller's own sys.path was made of.
         code = str(Path(xerj_core.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (code, env.get("PYTHONPATH")) if p)
-        try:
-            # -P: not the working directory first on the child's path, where another copy of the code may lie
-            done = subprocess.run([sys.executable, "-P", "-m", __name__, str(self.data.resolve()), index, key], env=env,
-                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=max(seconds, 1.0))
-        except subprocess.TimeoutExpired:  # run() has killed it
-            log.warning("building the sealed view %s took over %.0f s in a child; building it in process", key, seconds)
-            return False
-        except OSError as exc:
-            log.warning("could not start a child to build the sealed view %s: %s", key, exc)
-            return False
-        if done.returncode not in (0, MOVED):
-            log.warning("the child building the sealed view %s exited with %s: %s", key, done.returncode,
-                        done.stderr.decode(errors="replace")[-2000:])
+        with tempfile.TemporaryFile() as err:
+            try:
+                # -P: not the working directory first on the child's path, where another copy of the code may lie
+                child = subprocess.Popen([sys.executable, "-P", "-m", __name__, str(self.data.resolve()), index, key],
+                                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+            except OSError as exc:
+                log.warning("could not start a child to build the sealed view %s: %s", key, exc)
+                return False
+            try:
+                if not _waited(child, deadline):
+                    log.warning("the child building the sealed view %s overran or stalled; building it in process", key)
+                    return False
+            finally:
+                if child.returncode is None:
+                    child.kill()
+                    child.wait()
+            if child.returncode not in (0, MOVED):
+                err.seek(0)
+                log.warning("the child building the sealed view %s exited with %s: %s", key, child.returncode,
+                            err.read()[-2000:].decode(errors="replace"))
         return self.files.has(key)
+
+
+def _waited(child: subprocess.Popen, deadline: float) -> bool:
+    """Whether ``child`` exited before ``deadline`` without going ``_STALL_SECONDS`` without CPU."""
+    used, since = _cpu_ticks(child.pid), time.monotonic()
+    while True:
+        try:
+            child.wait(timeout=_POLL_SECONDS)
+            return True
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        ticks = _cpu_ticks(child.pid)
+        if ticks is None or ticks != used:  # at work (or not measurable: the deadline alone bounds it)
+            used, since = ticks, now
+        if now >= deadline or now - since >= _STALL_SECONDS:
+            return False
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """The CPU time process ``pid`` has used, in clock ticks; None where /proc does not say."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of the line)
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class _ReadOnly:
