@@ -26,6 +26,7 @@ import numpy as np
 from xerj_core.arrays import BITMAP_AT, member, ranges, unique_ids
 from xerj_core.graph.mapped import ArrayFiles
 from xerj_core.graph.rowids import RowIds
+from xerj_core.graph.viewchild import ChildBuilds
 from xerj_core.store import ABSENT_INT, IndexReader, Segment
 
 # The columns a hop reads; a sealed segment lacking any of them is skipped (and counted).
@@ -419,16 +420,19 @@ class SealedView:
     the reader's).
     """
 
-    def __init__(self, reader: IndexReader, files: ArrayFiles | None = None, row_ids: RowIds | None = None) -> None:
+    def __init__(self, reader: IndexReader, files: ArrayFiles | None = None, row_ids: RowIds | None = None,
+                 elsewhere: Callable[[IndexReader, str], bool] | None = None) -> None:
+        """``elsewhere(reader, key)``: asked to have the files of ``key`` published by another process (see
+        :mod:`.viewchild`) when they are not yet; False, or no files after it, and this process builds them."""
         self.segments = tuple(reader.segments)
         self.skipped = 0
         self.dead_at_build = len(reader.dead_rows())
         key = None
         if files is not None:
-            layout = ",".join(f"{s.start}:{s.end}:{s.sealed_at}" for s in self.segments)
-            digest = hashlib.blake2b(f"{layout}/{self.dead_at_build}/{_FORMAT}".encode(), digest_size=12).hexdigest()
-            key = f"{reader.meta['uuid']}@{digest}"
+            key = view_key(reader)
             found = files.load(key)
+            if found is None and elsewhere is not None and elsewhere(reader, key):
+                found = files.load(key)
             if found is not None:
                 self.table, self.skipped = EdgeTable.from_arrays(found[0]), found[1]["skipped"]
                 return
@@ -475,6 +479,19 @@ class SealedView:
 
     def candidates(self, frontier: np.ndarray, direction: str, check_live: bool) -> list["Part"]:
         return self.table.candidates(frontier, direction, check_live)
+
+
+def view_key(reader: IndexReader) -> str:
+    """The name of the files of ``reader``'s sealed view: its index, its segment layout and which of the segments'
+    rows are live. Two snapshots with the same key hold the same view, whichever process or reader (a pinned one,
+    whose dead rows are not the newest's) computed it."""
+    segments = reader.segments
+    layout = ",".join(f"{s.start}:{s.end}:{s.sealed_at}" for s in segments)
+    sealed_end = max((s.end for s in segments), default=0)
+    live = hashlib.blake2b(np.packbits(reader.live[:sealed_end]).tobytes(), digest_size=16).hexdigest()
+    dead = len(reader.dead_rows())
+    digest = hashlib.blake2b(f"{layout}/{dead}/{live}/{_FORMAT}".encode(), digest_size=12).hexdigest()
+    return f"{reader.meta['uuid']}@{digest}"
 
 
 def _ordinal_dtype(largest: int) -> type:
@@ -558,13 +575,16 @@ class ViewCache:
     recreated brain never reads the old one's view.
     """
 
-    def __init__(self, directory: Path | None = None) -> None:
-        """``directory``: where sealed views are kept as mapped files (None keeps them in private memory)."""
+    def __init__(self, directory: Path | None = None, data: Path | None = None) -> None:
+        """``directory``: where sealed views are kept as mapped files (None keeps them in private memory).
+        ``data``: the LMDB data directory those views are of; a child process opens it to build a large view
+        (see :mod:`.viewchild`), so the heap the build frees is not left to this process. None builds here."""
         self._views: dict[str, tuple[str, SealedView]] = {}
         self._lock = threading.Lock()
         self._files = ArrayFiles(directory) if directory is not None else None
         self.row_ids = RowIds(self._files)
         self.terms = TermArrays()
+        self.children = ChildBuilds(data, self._files) if data is not None and self._files is not None else None
 
     def _current(self, reader: IndexReader) -> SealedView | None:
         found = self._views.get(reader.name)
@@ -582,7 +602,8 @@ class ViewCache:
             view = self._current(reader)
             if view is None:
                 self._views.pop(reader.name, None)  # let the old view go before the new one is built
-                view = SealedView(reader, self._files, self.row_ids)
+                view = SealedView(reader, self._files, self.row_ids,
+                                  self.children.build if self.children is not None else None)
                 self._views[reader.name] = (reader.meta["uuid"], view)
         return view
 

@@ -42,6 +42,10 @@ class ArrayFiles:
             return None
         return arrays, meta
 
+    def has(self, key: str) -> bool:
+        """Whether the set ``key`` is published (its metadata is written last, inside the folder renamed into place)."""
+        return (self.root / key / _META).is_file()
+
     def writer(self, key: str) -> "ArrayWriter | None":
         """A writer for the set ``key``, or None when the folder cannot be written (the caller builds in memory)."""
         try:

@@ -9,6 +9,7 @@ from xerj_core.graph.history import EdgeHistory
 from xerj_core.graph.reading import GraphReading
 from xerj_core.graph.review import EdgeReview
 from xerj_core.graph.writing import EdgeWriting, Notify
+from xerj_core.store.env import Environment
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.query.service import SearchService
@@ -35,7 +36,8 @@ class GraphService(EdgeWriting, EdgeReview, EdgeHistory, GraphReading):
         self.search = search
         self.embedder_of = embedder_of
         # Sealed views live as mapped files beside the data: shared page cache, not per-worker private memory.
-        self.views = ViewCache(store.path / "views")
+        # A large view is built by a child process opening the same LMDB directory (another backend has none).
+        self.views = ViewCache(store.path / "views", store.path if isinstance(store.env, Environment) else None)
         # The contract's bounds; instance attributes so a test can shrink them.
         self.max_seeds = MAX_SEEDS
         self.frontier_cap = FRONTIER_CAP
