@@ -88,50 +88,55 @@ def _eligible(word: str) -> bool:
 
 def file_terms(file_docs: Sequence[SourceDocument]) -> frozenset[str]:
     """The distinct eligible terms of one file."""
-    # one tokenizer pass over the file (a newline separates the documents' texts as their ends did) that finds
-    # only its words of at least MIN_TERM characters: the same runs ``tokenize`` finds, without the short ones
+    return frozenset(_file_terms(file_docs)[0])
+
+
+def _file_terms(file_docs: Sequence[SourceDocument]) -> tuple[Collection[str], bool]:
+    """:func:`file_terms` as a collection of distinct terms, and whether they are interned already."""
     texts = [doc.text for doc in file_docs if doc.text]
     counted = list(map(counted_words, texts))
     if texts and None not in counted:
-        return _counted_file_terms(counted)  # type: ignore[arg-type]
+        return _counted_file_terms(counted), True  # type: ignore[arg-type]
+    # one tokenizer pass over the file (a newline separates the documents' texts as their ends did) that finds
+    # only its words of at least MIN_TERM characters: the same runs ``tokenize`` finds, without the short ones
     words = set(long_words("\n".join(texts), MIN_TERM))
     # the memo only ever holds true verdicts, so a concurrent run clearing it costs work, never a word
     known = words & _ELIGIBLE
     unknown = words - known - _INELIGIBLE
     if not unknown:
-        return frozenset(known)
+        return known, False
     good = {word for word in unknown if _eligible(word)}
     if len(_ELIGIBLE) + len(_INELIGIBLE) > _MEMO_LIMIT:
         _ELIGIBLE.clear()
         _INELIGIBLE.clear()
     _ELIGIBLE.update(good)
     _INELIGIBLE.update(unknown - good)
-    return frozenset(known | good)
+    return known | good, False
 
 
-# The same verdicts on words as UTF-8, as the store's counts hold them: an eligible word's string (interned, as
-# summarize hands terms on), or the word in the ineligible set.
-_ELIGIBLE_UTF8: dict[bytes, str] = {}
-_INELIGIBLE_UTF8: set[bytes] = set()
+# The same verdicts on words as UTF-8, as the store's counts hold them: each word judged, to its string when it
+# is eligible (interned, as summarize hands terms on) and to None when it is not.
+_VERDICT_UTF8: dict[bytes, str | None] = {}
+_UNJUDGED = object()
 
 
-def _counted_file_terms(counted: Sequence[Collection[bytes]]) -> frozenset[str]:
+def _counted_file_terms(counted: Sequence[Collection[bytes]]) -> set[str]:
     """:func:`file_terms` of a file from each text's distinct words as the parse counted them for the store (no
     word spans two texts, so the file's words are their union): judged as UTF-8, so a word seen before is
-    neither decoded nor judged again."""
-    if len(_ELIGIBLE_UTF8) + len(_INELIGIBLE_UTF8) > _MEMO_LIMIT:
-        _ELIGIBLE_UTF8.clear()
-        _INELIGIBLE_UTF8.clear()
+    neither decoded nor judged again, and its verdict is one lookup (a distinct eligible word has a string of its
+    own, so the set of the words' verdicts is the file's terms)."""
+    if len(_VERDICT_UTF8) > _MEMO_LIMIT:
+        _VERDICT_UTF8.clear()
     words = set().union(*counted)
-    known = words & _ELIGIBLE_UTF8.keys()
-    for word in words - known - _INELIGIBLE_UTF8:
-        text = word.decode()
-        if _eligible(text):
-            _ELIGIBLE_UTF8[word] = sys.intern(text)
-            known.add(word)
-        else:
-            _INELIGIBLE_UTF8.add(word)
-    return frozenset(map(_ELIGIBLE_UTF8.__getitem__, known))
+    found = set(map(_VERDICT_UTF8.get, words, repeat(_UNJUDGED)))
+    if _UNJUDGED in found:
+        found.discard(_UNJUDGED)
+        for word in words.difference(_VERDICT_UTF8):
+            text = word.decode()
+            found.add(verdict := sys.intern(text) if _eligible(text) else None)
+            _VERDICT_UTF8[word] = verdict
+    found.discard(None)
+    return found  # type: ignore[return-value]
 
 
 def _gather(values: np.ndarray, starts: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -162,7 +167,8 @@ class SharedtermDetector:
             return None
         # a tuple of interned strings, in no particular order (combine numbers and sorts them): a whole corpus
         # of these is held until combine, and a vocabulary's words repeat across files
-        return (file_docs[0].ax_path, tuple(map(sys.intern, file_terms(file_docs))))
+        terms, interned = _file_terms(file_docs)
+        return (file_docs[0].ax_path, tuple(terms) if interned else tuple(map(sys.intern, terms)))
 
     def combine(self, partials: Iterable[tuple[str, Iterable[str]] | None], corpus: Corpus) -> DetectorState:
         units = sorted((p for p in partials if p is not None), key=lambda unit: unit[0])

@@ -35,6 +35,7 @@ _MAX_KEY = limits.LMDB_MAX_KEY_BYTES
 # and values (see xerj_core.store.postpack).
 CutPostings = list[tuple[int, list[bytes], list[bytes]]]
 _UNREAD = object()  # an id entry not read yet
+_LATER = object()  # an ordinal left for IndexWrite._resolve_many (see _record_deferred)
 _STRING_TYPES = frozenset(("keyword", "text"))
 
 
@@ -482,6 +483,14 @@ class IndexWrite:
             for i, (full, prepared) in enumerate(zip(docs, batched)):
                 if i in refused:
                     continue
+                if prepared is None:
+                    # a record the plan does not batch (a list value: an autoindex card's imports) is still made
+                    # here with its misses left for the next pass, so it does not cut the pass short
+                    try:
+                        prepared = batched[i] = self._record_deferred(full)
+                    except XerjError as exc:
+                        refused[i] = exc
+                        continue
                 if prepared is not None:
                     records[i] = prepared[0]
                     if prepared[1]:
@@ -801,23 +810,93 @@ class IndexWrite:
     def _resolve_many(self, prepared: list[Batched]) -> None:
         """:meth:`_resolve` of each of ``prepared`` in order, each dictionary's misses given their ordinals by one
         :meth:`ordinals` pass (new terms numbered in order of first appearance, as one call per record numbers
-        them), not one dictionary lookup per term."""
-        by_dictionary: dict[str, list[tuple[dict[str, Any], Leaf, Any]]] = {}
+        them), not one dictionary lookup per term. A miss is ``(leaf, value)`` (the field's one value: its column
+        becomes ``[ordinal]``, or ``[]`` for a value too long to index) or, from :meth:`_record_deferred`,
+        ``(leaf, value, ords, at)`` (a place in the field's list of ordinals, dropped when too long)."""
+        by_dictionary: dict[str, list[tuple[dict[str, Any], tuple[Any, ...]]]] = {}
         for record, misses in prepared:
             columns = record["c"]
-            for leaf, value in misses:
-                by_dictionary.setdefault(leaf.dictionary, []).append((columns, leaf, value))
+            for miss in misses:
+                found_misses = by_dictionary.get(miss[0].dictionary)
+                if found_misses is None:
+                    by_dictionary[miss[0].dictionary] = [(columns, miss)]
+                else:
+                    found_misses.append((columns, miss))
+        holed: list[list[Any]] = []
         for name, found_misses in by_dictionary.items():
             cache = self.dict_cache.setdefault(name, {})
             indexed = []
-            for columns, leaf, value in found_misses:
+            for columns, miss in found_misses:
+                leaf, value = miss[0], miss[1]
                 if value in cache or limits.keyword_indexed(value, leaf.spec.params, name):
-                    indexed.append((columns, leaf, value))
+                    indexed.append((columns, miss))
                 else:
                     self.skipped["keywords"] += 1
-                    columns[leaf.path] = []
-            for (columns, leaf, _value), found in zip(indexed, self.ordinals(name, [v for _c, _l, v in indexed])):
-                columns[leaf.path] = [found]
+                    if len(miss) == 2:
+                        columns[leaf.path] = []
+                    else:
+                        holed.append(miss[2])
+            for (columns, miss), found in zip(indexed, self.ordinals(name, [miss[1] for _c, miss in indexed])):
+                if len(miss) == 2:
+                    columns[miss[0].path] = [found]
+                else:
+                    miss[2][miss[3]] = found
+        for ords in holed:  # a value too long to index takes no place in its field's list
+            ords[:] = [found for found in ords if found is not None]
+
+    def _record_deferred(self, doc: Any) -> Batched | None:
+        """:meth:`record_for` of ``doc`` with every keyword value new to its dictionary left as a miss for
+        :meth:`_resolve_many` (the record as ``record_for`` makes it once those are resolved, the dictionaries
+        numbering the same terms in the same order); None (nothing done) when ``doc`` needs the generic path.
+
+        A document the plan prepares in one pass has its one value per field; one with a list value (an
+        autoindex card's ``imports``) takes :meth:`WritePlan.values`, whose misses keep their places in the
+        field's list of ordinals. Made one at a time, each such document's misses cost an ``ordinals`` pass
+        for itself and cut the batched records' pass short before it."""
+        if type(doc) is not dict:
+            return None
+        plan = self.plan
+        asked: list[tuple[str, Any]] = []
+
+        def later(name: str, value: Any) -> Any:
+            asked.append((name, value))
+            return _LATER
+
+        record = plan.record(doc, later, self.dict_cache, self.skipped)
+        if record is not None:
+            if not asked:
+                return record, []
+            leaves = plan.leaves
+            # the plan gives each field its one ordinal in the order it asks for them, a field at a time
+            holding = [path for path, found in record["c"].items() if type(found) is list and found
+                       and found[0] is _LATER]
+            return record, [(leaves[path], value) for path, (_name, value) in zip(holding, asked, strict=True)]
+        values = plan.values(doc)
+        if values is None:
+            return None
+        columns: dict[str, Any] = {}
+        terms: dict[str, dict[str, int]] = {}
+        misses: list[tuple[Any, ...]] = []
+        dict_cache, leaves = self.dict_cache, plan.leaves
+        for path, vals in values.items():
+            leaf = leaves[path]
+            kind = leaf.kind
+            if kind == KIND_ORD:
+                cache = dict_cache.get(leaf.dictionary) or {}
+                ords: list[int | None] = list(map(cache.get, vals))
+                if None in ords:
+                    misses.extend((leaf, value, ords, at) for at, (value, found) in enumerate(zip(vals, ords))
+                                  if found is None)
+                columns[path] = ords
+            elif kind == KIND_LEN:
+                tokens = tokenize(vals[0]) if len(vals) == 1 else [t for v in vals for t in tokenize(v)]
+                tokens, skipped = limits.indexable_terms(tokens)
+                self.skipped["terms"] += skipped
+                columns[path] = len(tokens)
+                terms[path] = term_counts(tokens)  # stored as a plain JSON object
+            else:
+                columns[path] = vals[0]
+        return {"c": columns, "t": terms}, misses
 
     def _resolve(self, prepared: Batched) -> dict[str, Any]:
         """A batched record with its dictionary misses given ordinals, as :meth:`WritePlan.record` would."""
