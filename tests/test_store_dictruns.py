@@ -275,3 +275,39 @@ def test_a_sketch_goes_with_its_run(tmp_path):
     del store
     gc.collect()
     assert len(dictruns._SKETCHES) == before
+
+
+def test_runs_merge_by_tiers_of_fanout_and_a_large_run_absorbs_the_smaller_ones(tmp_path):
+    """Equal batches merge FANOUT (4) runs at a time, so a term is rewritten about log4 times where merging pairs
+    rewrote it log2 times; a batch of a higher tier takes in the smaller runs before it; every term keeps the
+    ordinal a plain dict gives it."""
+    words = list(dict.fromkeys(real_terms()))[:2000]
+    with Store(tmp_path / "data") as store:
+        store.create_index("words", FIELDS)
+        batches = batches_of(words, [100] * 7)
+        assert numbered(store, batches) == model(batches)
+        assert [hi - lo for lo, hi in bounds(store)] == [400, 100, 100, 100]
+        more = batches_of(words[700:], [100])
+        assert numbered(store, more) == model(batches + more)[len(batches):]
+        # the fourth run of a tier: four into one, a 400 beside the 400 before it (two runs of their tier)
+        assert [hi - lo for lo, hi in bounds(store)] == [400, 400]
+        large = batches_of(words[800:], [1100])
+        assert numbered(store, large) == model(batches + more + large)[len(batches + more):]
+        # 1100 is of a higher tier than 400: it takes in both runs before it
+        assert [hi - lo for lo, hi in bounds(store)] == [1900]
+
+
+def test_a_sketch_made_a_slice_at_a_time_is_the_sketch_made_at_once(monkeypatch):
+    """Slices cut words of the sketch in two (sorted hashes), and unsorted hashes take the other path: the words
+    are the same whatever the slice."""
+    rng = np.random.default_rng(7)
+    for n in (1, 4095, 4096, 50_000):
+        hashes = np.sort(rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2) + np.uint64(1))
+        for data in (hashes, rng.permutation(hashes)):
+            monkeypatch.setattr(dictruns, "_SKETCH_SLICE", 1 << 30)
+            whole = dictruns.Sketch(data)
+            for size in (1, 7, 1000, 1 << 14):
+                monkeypatch.setattr(dictruns, "_SKETCH_SLICE", size)
+                sliced = dictruns.Sketch(data)
+                assert sliced.shift == whole.shift and np.array_equal(sliced.words, whole.words)
+                assert sliced.may_hold(data).all()

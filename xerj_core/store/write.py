@@ -123,6 +123,9 @@ class IndexWrite:
         self.pending: list[tuple[int, dict[str, Any]] | Block] = []
         self.dict_cache: dict[str, dict[str, int]] = {}
         self.dict_size: dict[str, int] = {}
+        # Dictionaries whose terms this transaction met are not kept in the store's term cache after the commit
+        # (see WriteTxn.remember_terms): a term per document, each looked up about once (an edge index's ids).
+        self.unremembered: set[str] = set()
         self._dict_cursor: Any = None  # a cursor on the dictionaries (LMDB), opened at the first new term
         self._dict_runs: dict[str, dictruns.DictRuns | None] = {}  # per dictionary: its runs (None: per-term layout)
         self._id_runs: Any = _UNREAD  # the id map's runs (xerj_core.store.idmap), read at the first id lookup
@@ -1637,8 +1640,9 @@ class WriteTxn:
     def remember_terms(self, shared: dict[tuple[int, str], dict[str, int]], limit: int) -> None:
         """After the commit: every ordinal this transaction used is committed, so later ones may skip LMDB.
 
-        A dictionary stops growing in the cache at ``limit`` terms (an edge-id
-        dictionary has a term per edge, each looked up about once)."""
+        A dictionary stops growing in the cache at ``limit`` terms; one a writer
+        marked ``unremembered`` (a term per document, each looked up about once)
+        is not kept at all."""
         for target in self._open.values():
             for runs in target._dict_runs.values():
                 if runs is not None:
@@ -1646,6 +1650,8 @@ class WriteTxn:
             if target._id_runs is not _UNREAD and target._id_runs is not None:
                 target._id_runs.remember()
             for name, terms in target.dict_cache.items():
+                if name in target.unremembered:
+                    continue
                 known = shared.setdefault((target.ix, name), {})
                 room = limit - len(known)
                 if room <= 0:
