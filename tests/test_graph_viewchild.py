@@ -5,7 +5,6 @@ in an answer, built in process when need be."""
 from __future__ import annotations
 
 import fcntl
-import mmap
 import os
 import sys
 import threading
@@ -17,6 +16,8 @@ import pytest
 
 from xerj_core.graph import hop, rowids, viewchild
 from xerj_core.graph.mapped import ArrayFiles
+
+from tests.test_graph_hops import _file_backed
 
 T0 = 1_767_225_600_000
 EDGES = ".xerj-memory-b-edges"
@@ -62,14 +63,6 @@ def test_a_child_builds_the_view_and_the_serving_process_only_maps_it(engine, mo
         view = engine.graph.views.sealed(reader)
         assert _tables(engine) == [engine.store.path / "views" / hop.view_key(reader)]
     assert all(_file_backed(a) for a in view.table.arrays().values())
-
-
-def _file_backed(array) -> bool:
-    while array is not None:
-        if isinstance(array, (np.memmap, mmap.mmap)):
-            return True
-        array = getattr(array, "base", None)
-    return False
 
 
 @pytest.mark.parametrize("executable", ["/bin/false", "/nonexistent/python"])

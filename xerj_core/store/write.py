@@ -354,14 +354,17 @@ class IndexWrite:
                     ords.append(known)
                 columns[path] = ords
             elif kind == KIND_LEN:
-                tokens = tokenize(vals[0]) if len(vals) == 1 else [t for v in vals for t in tokenize(v)]
-                tokens, skipped = limits.indexable_terms(tokens)
-                self.skipped["terms"] += skipped
-                columns[path] = len(tokens)
-                terms[path] = term_counts(tokens)  # stored as a plain JSON object
+                columns[path], terms[path] = self._text_values(vals)
             else:
                 columns[path] = vals[0]
         return {"c": columns, "t": terms}
+
+    def _text_values(self, vals: list[Any]) -> tuple[int, dict[str, int]]:
+        """A text field's column value (its indexed token count) and term frequencies (a plain JSON object)."""
+        tokens = tokenize(vals[0]) if len(vals) == 1 else [t for v in vals for t in tokenize(v)]
+        tokens, skipped = limits.indexable_terms(tokens)
+        self.skipped["terms"] += skipped
+        return len(tokens), term_counts(tokens)
 
     def _generic_values(self, doc: dict[str, Any]) -> dict[str, list[Any]]:
         """Values per field path by the generic rules: dynamic mapping, strictness, every refusal."""
@@ -892,11 +895,7 @@ class IndexWrite:
                                   if found is None)
                 columns[path] = ords
             elif kind == KIND_LEN:
-                tokens = tokenize(vals[0]) if len(vals) == 1 else [t for v in vals for t in tokenize(v)]
-                tokens, skipped = limits.indexable_terms(tokens)
-                self.skipped["terms"] += skipped
-                columns[path] = len(tokens)
-                terms[path] = term_counts(tokens)  # stored as a plain JSON object
+                columns[path], terms[path] = self._text_values(vals)
             else:
                 columns[path] = vals[0]
         return {"c": columns, "t": terms}, misses
