@@ -201,19 +201,10 @@ def test_records_with_new_keywords_take_their_ordinals_together_and_equal_single
     with Store(tmp_path / "bulk", tail_rows=16) as bulk, Store(tmp_path / "single", tail_rows=16) as single:
         for store in (bulk, single):
             store.create_index("t", mapping)
-        results = []
-        for lo in range(0, len(docs), 60):
-            results += [item.error or item.result for item in bulk.bulk([BulkOp("index", "t", doc_id, doc)
-                                                                         for doc, doc_id in docs[lo:lo + 60]])]
+        results = bulked(bulk, "t", docs, 60)
         bulk_calls = len(calls)
-        expected = []
-        for doc, doc_id in docs:
-            try:
-                expected.append(single.put("t", doc, doc_id))
-            except Exception as exc:  # noqa: BLE001  the same refusal as the bulk's item
-                expected.append(exc)
-        assert [type(r) if isinstance(r, Exception) else r for r in results] == \
-            [type(r) if isinstance(r, Exception) else r for r in expected]
+        expected = put_one_by_one(single, "t", docs)
+        assert outcomes(results) == outcomes(expected)
         assert sum(isinstance(r, Exception) for r in results) == 4
         assert _picture(bulk, "t") == _picture(single, "t")
         assert bulk.skipped_counts("t") == single.skipped_counts("t") and bulk.skipped_counts("t")["keywords"] >= 13
@@ -259,3 +250,28 @@ def test_put_new_takes_only_the_bulk_ingest_case_and_gives_put_many_results(tmp_
         assert a.transact(lambda txn: txn.index(reserved).put_new(docs[:2], ["r0", "r1"])) is None
         items = a.bulk([BulkOp("index", reserved, f"r{i}", docs[i]) for i in range(3)])
         assert [item.result.result for item in items] == ["created"] * 3 and a.get(reserved, "r1")[0] == docs[1]
+
+
+def bulked(store: Store, index: str, docs: list[tuple[dict, str]], size: int) -> list:
+    """Each ``(doc, id)`` indexed through bulks of ``size``: its result, or its item's error."""
+    results = []
+    for lo in range(0, len(docs), size):
+        ops = [BulkOp("index", index, doc_id, doc) for doc, doc_id in docs[lo:lo + size]]
+        results += [item.error or item.result for item in store.bulk(ops)]
+    return results
+
+
+def put_one_by_one(store: Store, index: str, docs: list[tuple[dict, str]]) -> list:
+    """Each ``(doc, id)`` put on its own: its result, or the exception refusing it."""
+    expected = []
+    for doc, doc_id in docs:
+        try:
+            expected.append(store.put(index, doc, doc_id))
+        except Exception as exc:  # noqa: BLE001  the same refusal as a bulk's item
+            expected.append(exc)
+    return expected
+
+
+def outcomes(results: list) -> list:
+    """Results as compared across the two ways: a refusal by its type."""
+    return [type(r) if isinstance(r, Exception) else r for r in results]

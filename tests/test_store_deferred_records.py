@@ -8,9 +8,10 @@ import random
 
 import numpy as np
 
-from xerj_core.store import BulkOp, Store
+from xerj_core.store import Store
 from xerj_core.store.columns import KIND_ORD, column_kind
 
+from .test_store_bulk import bulked, outcomes, put_one_by_one
 from .test_store_compaction import WORDS
 
 MAPPING = {"properties": {
@@ -75,19 +76,10 @@ def test_records_made_apart_leave_their_new_keywords_to_the_batch_pass_and_equal
     with Store(tmp_path / "bulk", tail_rows=16) as bulk, Store(tmp_path / "single", tail_rows=16) as single:
         for store in (bulk, single):
             store.create_index("t", MAPPING)
-        results = []
-        for lo in range(0, len(docs), 70):
-            results += [item.error or item.result for item in bulk.bulk([BulkOp("index", "t", doc_id, doc)
-                                                                         for doc, doc_id in docs[lo:lo + 70]])]
+        results = bulked(bulk, "t", docs, 70)
         bulk_made, bulk_passes = list(made), [n for n in passes if n]
-        expected = []
-        for doc, doc_id in docs:
-            try:
-                expected.append(single.put("t", doc, doc_id))
-            except Exception as exc:  # noqa: BLE001  the same refusal as the bulk's item
-                expected.append(exc)
-        assert [type(r) if isinstance(r, Exception) else r for r in results] == \
-            [type(r) if isinstance(r, Exception) else r for r in expected]
+        expected = put_one_by_one(single, "t", docs)
+        assert outcomes(results) == outcomes(expected)
         assert sum(isinstance(r, Exception) for r in results) == sum(doc_id.startswith("bad") for _d, doc_id in docs)
         assert _columns(bulk) == _columns(single)
         assert bulk.skipped_counts("t") == single.skipped_counts("t") and bulk.skipped_counts("t")["keywords"] >= 20

@@ -361,7 +361,7 @@ class DictRuns:
                 order = np.argsort(both, kind="stable")  # sorted runs, oldest first: merged in one pass
                 run = (both[order], np.concatenate([p[1] for p in parts])[order])
             raw, db = self.raw, self.dbs[self.DB]
-            for older in taken:
+            for older in taken[1:]:  # the first starts where the merged run does: cleared just below
                 self._delete_chunks(older[0])
             blob = run[0].astype(_HASH).tobytes() + run[1].astype(_ORD).tobytes()
             head = self.prefix + b"c"
