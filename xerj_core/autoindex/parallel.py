@@ -260,12 +260,12 @@ def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: 
             outcomes.append(ParseOutcome(entry, failure=f"a document id is {len(too_long.encode())} bytes long "
                                          f"(at most {MAX_NODE_ID_BYTES}): {too_long[:80]}..."))
             continue
-        outcome = ParseOutcome(entry, docs, xxhash.xxh3_64_hexdigest(data))
-        if count:
-            outcome = attrs.evolve(with_counts(outcome), docs=docs)
-        if with_partials and docs:
-            outcome = attrs.evolve(outcome, partial=summarize(plugins.detectors, list(docs)))
-        outcomes.append(outcome)
+        sources, counted = _for_writer_counted(docs) if count and docs else (None, None)
+        # one outcome made with every part (attrs.evolve walks every field per call: five of them per file were
+        # a few percent of a companion's parse of real code)
+        outcomes.append(ParseOutcome(entry, docs, xxhash.xxh3_64_hexdigest(data),
+                                     partial=summarize(plugins.detectors, list(docs)) if with_partials and docs
+                                     else None, sources=sources, counted=counted))
     return outcomes
 
 
@@ -274,12 +274,22 @@ def with_counts(outcome: ParseOutcome) -> ParseOutcome:
     done beside the writer, which then does not tokenize those texts on the run's critical path."""
     if not outcome.yields:
         return outcome
-    sources = outcome.for_writer()
+    if outcome.sources is not None:
+        return attrs.evolve(outcome, docs=())
+    sources, counted = _for_writer_counted(outcome.docs)
+    return attrs.evolve(outcome, docs=(), sources=sources, counted=counted)
+
+
+def _for_writer_counted(docs: Sequence[SourceDocument]) -> tuple[tuple[tuple[str, str, dict[str, Any]], ...],
+                                                                  tuple[CountedTerms | None, ...] | None]:
+    """``docs`` as the writer takes them (:meth:`ParseOutcome.for_writer`) and each one's text counted (None
+    for them all when a document is of a dataset whose texts are not counted)."""
+    sources = tuple((doc.dataset, doc.doc_id, doc.to_source()) for doc in docs)
     if any(dataset not in COUNTED_DATASETS for dataset, _id, _source in sources):
-        return attrs.evolve(outcome, docs=(), sources=sources)
-    return attrs.evolve(outcome, docs=(), sources=sources, counted=tuple(
+        return sources, None
+    return sources, tuple(
         counted_terms(text, MAX_TERM_BYTES) if type(text := source.get(COUNTED_FIELD)) is str else None
-        for _dataset, _id, source in sources))
+        for _dataset, _id, source in sources)
 
 
 def _squeeze(data: bytes) -> bytes:
@@ -416,8 +426,8 @@ def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[F
         return pack_outcomes([o for o in outcomes if o.failure is not None])
     # every file's outcome, in the batch's order: the run puts back the entries it sent (see with_entries), which
     # cost its writer a path object each to unpickle
-    return pack_outcomes([attrs.evolve(o, entry=None, docs=(), partial=None) if o.docs
-                          else attrs.evolve(o, entry=None) for o in outcomes])
+    return pack_outcomes([ParseOutcome(None, digest=o.digest, sources=o.sources,  # type: ignore[arg-type]
+                                       counted=o.counted) if o.docs else attrs.evolve(o, entry=None) for o in outcomes])
 
 
 def with_entries(outcomes: list[ParseOutcome], entries: Sequence[FileEntry]) -> list[ParseOutcome]:
