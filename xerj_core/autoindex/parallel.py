@@ -303,10 +303,11 @@ def _unsqueeze(blob: bytes) -> bytes:
     return lz4.block.decompress(blob)
 
 
-# A kept file's texts are held from its parse to its detect batch, so the whole corpus's at once: zlib at its
-# fastest level holds 19 MB of that code where LZ4 held 25 (on 20k notes, the companion's peak is 6-10 MB lower),
-# for about 0.6 s more of the companion's CPU on those 5,000 files.
-_TEXTS_LEVEL = 1
+# A kept file's texts are held from its parse to its detect batch, so the whole corpus's at once. They are packed
+# as a parse batch is (LZ4): zlib at its fastest level held 19 MB of 5,000 files of real code where LZ4 holds 25 (on
+# 20k notes, the companion's peak was 6-10 MB lower), but cost 0.6 s to compress and 0.28 s to decompress against
+# 0.14 and 0.03 s, and on real code the companion's parse and combine set the run's wall time (its writer waits
+# for the combine).
 
 # Values of a document's ``fields`` that let equal maps be shared (see :func:`shared_fields`): a map holding any
 # other value (a list, a float, whose -0.0 equals 0.0) is kept as it is.
@@ -346,14 +347,14 @@ class Kept:
         docs = tuple(with_text(doc, "") if doc.text else doc for doc in outcome.docs)
         if fields is not None:
             docs = shared_fields(docs, fields)
-        return cls(docs, zlib.compress(orjson.dumps(texts), _TEXTS_LEVEL), outcome.partial or {})
+        return cls(docs, _squeeze(orjson.dumps(texts)), outcome.partial or {})
 
     def sharing(self, fields: dict[tuple, dict[str, Any]]) -> "Kept":
         """This file with its documents' ``fields`` maps shared through ``fields``."""
         return attrs.evolve(self, docs=shared_fields(self.docs, fields))
 
     def documents(self) -> tuple[SourceDocument, ...]:
-        texts = orjson.loads(zlib.decompress(self.texts))
+        texts = orjson.loads(_unsqueeze(self.texts))
         return tuple(with_text(doc, text) if text else doc for doc, text in zip(self.docs, texts))
 
 
