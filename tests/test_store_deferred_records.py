@@ -88,3 +88,30 @@ def test_records_made_apart_leave_their_new_keywords_to_the_batch_pass_and_equal
     generic = [doc["path"] for doc, doc_id in docs if doc_id.startswith("gen")]
     assert bulk_made == generic
     assert len(bulk_passes) <= -(-len(docs) // 70) + len(generic)
+
+
+def test_the_pass_judges_keyword_lengths_at_their_bounds_as_single_puts_do(tmp_path):
+    """The batch's ordinals pass takes a short string value as fitting without asking ``keyword_indexed``: at
+    the bounds (``ignore_above`` characters, four bytes a character within the key's room, and wide characters
+    past the room in bytes but not in characters) every value is kept or left out exactly as single puts do."""
+    mapping = {"properties": {"path": {"type": "keyword"}, "tags": {"type": "keyword"},
+                              "short": {"type": "keyword", "ignore_above": 12}}}
+    room = 511 - 4 - 1  # limits.keyword_room less the dictionary's name: about 500 bytes
+    lengths = [11, 12, 13, room // 4 - 20, room // 4, room // 4 + 1, room // 3, room // 2, room - 20, room, 600]
+    docs: list[tuple[dict, str]] = []
+    for i, n in enumerate(lengths):
+        for char in ("a", "é", "\u20ac"):  # one, two and three UTF-8 bytes a character
+            value = f"{i}{char}" + char * (n - 2)
+            # one value per field (the plan's batched records) and a list (records made apart)
+            docs.append(({"path": f"p{i}{char}", "tags": value, "short": value}, f"one{i}{char}"))
+            docs.append(({"path": f"c{i}{char}", "tags": [value, f"t{i}"], "short": [f"s{i}", value]},
+                         f"list{i}{char}"))
+    with Store(tmp_path / "bulk", tail_rows=16) as bulk, Store(tmp_path / "single", tail_rows=16) as single:
+        for store in (bulk, single):
+            store.create_index("t", mapping)
+        results = bulked(bulk, "t", docs, 40)
+        expected = put_one_by_one(single, "t", docs)
+        assert outcomes(results) == outcomes(expected)
+        assert _columns(bulk) == _columns(single)
+        assert bulk.skipped_counts("t") == single.skipped_counts("t")
+        assert bulk.skipped_counts("t")["keywords"] >= 20

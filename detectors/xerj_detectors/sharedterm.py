@@ -256,8 +256,11 @@ class SharedtermDetector:
             common = mine[joined]
             mine[terms] = False
             shared = joined[common]
-            owner = np.repeat(np.arange(len(fresh)), [len(t) for t in theirs])[common]
-            counts = np.bincount(owner, minlength=len(fresh))
+            # how many each fresh file shares, summed over its stretch of the mask (every file's list is
+            # non-empty: it met this one on signature terms); the owner of each shared term then comes from these
+            # few counts, not from an owner array as long as every fresh file's terms
+            counts = np.add.reduceat(common, np.cumsum([0] + [len(t) for t in theirs[:-1]]), dtype=np.int64)
+            owner = np.repeat(np.arange(len(fresh)), counts)
             # how many word families each fresh file shares with this one: its distinct (file, family) pairs
             kinds = np.bincount(np.unique(owner * family_count + families[shared]) // family_count,
                                 minlength=len(fresh))

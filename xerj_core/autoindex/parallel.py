@@ -260,12 +260,12 @@ def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: 
             outcomes.append(ParseOutcome(entry, failure=f"a document id is {len(too_long.encode())} bytes long "
                                          f"(at most {MAX_NODE_ID_BYTES}): {too_long[:80]}..."))
             continue
-        outcome = ParseOutcome(entry, docs, xxhash.xxh3_64_hexdigest(data))
-        if count:
-            outcome = attrs.evolve(with_counts(outcome), docs=docs)
-        if with_partials and docs:
-            outcome = attrs.evolve(outcome, partial=summarize(plugins.detectors, list(docs)))
-        outcomes.append(outcome)
+        sources, counted = _for_writer_counted(docs) if count and docs else (None, None)
+        # one outcome made with every part (attrs.evolve walks every field per call: five of them per file were
+        # a few percent of a companion's parse of real code)
+        outcomes.append(ParseOutcome(entry, docs, xxhash.xxh3_64_hexdigest(data),
+                                     partial=summarize(plugins.detectors, list(docs)) if with_partials and docs
+                                     else None, sources=sources, counted=counted))
     return outcomes
 
 
@@ -274,12 +274,22 @@ def with_counts(outcome: ParseOutcome) -> ParseOutcome:
     done beside the writer, which then does not tokenize those texts on the run's critical path."""
     if not outcome.yields:
         return outcome
-    sources = outcome.for_writer()
+    if outcome.sources is not None:
+        return attrs.evolve(outcome, docs=())
+    sources, counted = _for_writer_counted(outcome.docs)
+    return attrs.evolve(outcome, docs=(), sources=sources, counted=counted)
+
+
+def _for_writer_counted(docs: Sequence[SourceDocument]) -> tuple[tuple[tuple[str, str, dict[str, Any]], ...],
+                                                                  tuple[CountedTerms | None, ...] | None]:
+    """``docs`` as the writer takes them (:meth:`ParseOutcome.for_writer`) and each one's text counted (None
+    for them all when a document is of a dataset whose texts are not counted)."""
+    sources = tuple((doc.dataset, doc.doc_id, doc.to_source()) for doc in docs)
     if any(dataset not in COUNTED_DATASETS for dataset, _id, _source in sources):
-        return attrs.evolve(outcome, docs=(), sources=sources)
-    return attrs.evolve(outcome, docs=(), sources=sources, counted=tuple(
+        return sources, None
+    return sources, tuple(
         counted_terms(text, MAX_TERM_BYTES) if type(text := source.get(COUNTED_FIELD)) is str else None
-        for _dataset, _id, source in sources))
+        for _dataset, _id, source in sources)
 
 
 def _squeeze(data: bytes) -> bytes:
@@ -293,10 +303,11 @@ def _unsqueeze(blob: bytes) -> bytes:
     return lz4.block.decompress(blob)
 
 
-# A kept file's texts are held from its parse to its detect batch, so the whole corpus's at once: zlib at its
-# fastest level holds 19 MB of that code where LZ4 held 25 (on 20k notes, the companion's peak is 6-10 MB lower),
-# for about 0.6 s more of the companion's CPU on those 5,000 files.
-_TEXTS_LEVEL = 1
+# A kept file's texts are held from its parse to its detect batch, so the whole corpus's at once. They are packed
+# as a parse batch is (LZ4): zlib at its fastest level held 19 MB of 5,000 files of real code where LZ4 holds 25 (on
+# 20k notes, the companion's peak was 6-10 MB lower), but cost 0.6 s to compress and 0.28 s to decompress against
+# 0.14 and 0.03 s, and on real code the companion's parse and combine set the run's wall time (its writer waits
+# for the combine).
 
 # Values of a document's ``fields`` that let equal maps be shared (see :func:`shared_fields`): a map holding any
 # other value (a list, a float, whose -0.0 equals 0.0) is kept as it is.
@@ -336,14 +347,14 @@ class Kept:
         docs = tuple(with_text(doc, "") if doc.text else doc for doc in outcome.docs)
         if fields is not None:
             docs = shared_fields(docs, fields)
-        return cls(docs, zlib.compress(orjson.dumps(texts), _TEXTS_LEVEL), outcome.partial or {})
+        return cls(docs, _squeeze(orjson.dumps(texts)), outcome.partial or {})
 
     def sharing(self, fields: dict[tuple, dict[str, Any]]) -> "Kept":
         """This file with its documents' ``fields`` maps shared through ``fields``."""
         return attrs.evolve(self, docs=shared_fields(self.docs, fields))
 
     def documents(self) -> tuple[SourceDocument, ...]:
-        texts = orjson.loads(zlib.decompress(self.texts))
+        texts = orjson.loads(_unsqueeze(self.texts))
         return tuple(with_text(doc, text) if text else doc for doc, text in zip(self.docs, texts))
 
 
@@ -416,8 +427,8 @@ def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[F
         return pack_outcomes([o for o in outcomes if o.failure is not None])
     # every file's outcome, in the batch's order: the run puts back the entries it sent (see with_entries), which
     # cost its writer a path object each to unpickle
-    return pack_outcomes([attrs.evolve(o, entry=None, docs=(), partial=None) if o.docs
-                          else attrs.evolve(o, entry=None) for o in outcomes])
+    return pack_outcomes([ParseOutcome(None, digest=o.digest, sources=o.sources,  # type: ignore[arg-type]
+                                       counted=o.counted) if o.docs else attrs.evolve(o, entry=None) for o in outcomes])
 
 
 def with_entries(outcomes: list[ParseOutcome], entries: Sequence[FileEntry]) -> list[ParseOutcome]:
