@@ -275,3 +275,33 @@ def put_one_by_one(store: Store, index: str, docs: list[tuple[dict, str]]) -> li
 def outcomes(results: list) -> list:
     """Results as compared across the two ways: a refusal by its type."""
     return [type(r) if isinstance(r, Exception) else r for r in results]
+
+
+def test_a_committed_write_transaction_is_freed_without_the_cyclic_collector(tmp_path):
+    """Writes run with the collector paused (``collector_paused``), on the promise that reference counting frees
+    what a write made. An index opened in a transaction refers back to it, so the store breaks that cycle once it
+    is done with the transaction: with the collector off, the transaction (its blocks, records and built columns)
+    is gone when the write returns."""
+    import gc
+    import weakref
+
+    with Store(tmp_path / "data", tail_rows=8) as store:
+        store.create_index("t", MAPPING)
+        seen: list[weakref.ref] = []
+
+        def bulk(txn):
+            seen.append(weakref.ref(txn))
+            return txn.index("t").put_many([(_doc(random.Random(i), i), f"d{i}", "index") for i in range(20)])
+
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            done = store.transact(bulk)  # a batch of new documents that seals the tail
+            assert [r.seq_no for r in done] == list(range(20))
+            assert seen[-1]() is None
+            store.transact(lambda txn: (seen.append(weakref.ref(txn)), txn.put("t", _doc(random.Random(1), 1), "d1")))
+            assert seen[-1]() is None
+        finally:
+            if was:
+                gc.enable()
+        assert store.count("t") == 20

@@ -76,7 +76,12 @@ def term_bytes(terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A fixed-width bytes array of terms (no term holds a NUL) as a ``(terms, width)`` uint8 matrix, NUL padded,
     and each term's length."""
     matrix = terms.view(np.uint8).reshape(len(terms), terms.itemsize)
-    return matrix, np.count_nonzero(matrix, axis=1)
+    # No term holds a NUL, so a term's length is its count of nonzero bytes, summed a byte column at a time:
+    # numpy's count along the short rows (``count_nonzero(axis=1)``) took about 2.5x as long on a seal's terms.
+    lengths = np.zeros(len(terms), np.int64)
+    for column in matrix.T:
+        lengths += column != 0
+    return matrix, lengths
 
 
 def crc32_many(matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray:

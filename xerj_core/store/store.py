@@ -250,7 +250,9 @@ class Store:
         wanted = holder[0].merges_wanted()
         if wanted and self._merger is not None:
             self._merger.want(wanted)
-        for index, put_ids, deleted in holder[0].written():
+        written = holder[0].written()
+        holder[0].release()
+        for index, put_ids, deleted in written:
             for listener in self.listeners:
                 listener(index, put_ids, deleted)
         return result

@@ -1695,6 +1695,12 @@ class WriteTxn:
                 shared.clear()
             shared[target.ix] = (target.state.generation, target.state.sealed_rows, target.tail_after)
 
+    def release(self) -> None:
+        """After the commit and everything read from this transaction: drop the indices it opened. Each of them
+        refers back to this transaction, a reference cycle only the cyclic collector would free, holding the
+        transaction's blocks, records and built columns until its next collection of the older generations."""
+        self._open.clear()
+
     def merges_wanted(self) -> list[str]:
         """The indices whose seals left a merge to the merge thread."""
         return [t.name for t in self._open.values() if t.merge_wanted and t.name not in self.dropped]
