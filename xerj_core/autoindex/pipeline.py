@@ -226,7 +226,7 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
          clock: Callable[[], int] | None, pm: Any, executor: Executor | None, workers: int | None,
          started: float) -> RunSummary:
     now_ms = (clock or (lambda: int(time.time() * 1000)))()
-    sink = target if isinstance(target, BrainSink) else LocalSink(target.store, target.graph)
+    sink = target if isinstance(target, BrainSink) else LocalSink.of_engine(target)
     if pm is None:
         pm = getattr(target, "pm", None) or get_plugin_manager()
     root = Path(folder)
