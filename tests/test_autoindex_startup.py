@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from xerj_core.autoindex import pipeline
 from xerj_core.autoindex.pipeline import run
 from xerj_core.autoindex.sink import LocalSink
 from xerj_core.engine import Engine
+from xerj_core import plugins as plugins_module
 from xerj_core.plugins import get_plugin_manager
 
 CLOCK = lambda: 1_700_000_000_000  # noqa: E731
@@ -66,3 +69,41 @@ def test_plugin_discovery_reads_each_distribution_metadata_once_per_field(monkey
     # the name, and the version (which reads the metadata again), once per distribution, not per entry point
     assert len(pm.origins) > len(reads) > 0 and max(reads.values()) <= 2
     assert pm.origins["core_commands"].builtin and pm.origins["core_commands"].version
+
+
+def test_a_forked_companion_keeps_the_runs_plugins_instead_of_loading_them_again(tmp_path, monkeypatch):
+    folder = notes(tmp_path / "notes", pipeline.POOL_MIN_FILES + 10)
+    with Engine(tmp_path / "inline") as engine:
+        expected = run(engine, folder, brain="b", workers=1, clock=CLOCK)
+    monkeypatch.setattr(pipeline, "companion_default", lambda: True)
+    monkeypatch.setattr(pipeline, "may_fork", lambda: True)
+    parent = os.getpid()
+    real = plugins_module.get_plugin_manager
+
+    def in_this_process_only(*args, **kwargs):
+        if os.getpid() != parent:  # a forked companion loading the plugins again
+            raise AssertionError("the companion loaded the plugins again")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plugins_module, "get_plugin_manager", in_this_process_only)
+    with Engine(tmp_path / "d") as engine:
+        summary = run(engine, folder, brain="b", clock=CLOCK)
+    assert summary.edges_by_type == expected.edges_by_type and summary.documents == expected.documents > 0
+
+
+def test_the_shared_term_combine_does_not_import_numpy_ma(tmp_path):
+    # numpy's unique imports numpy.ma on first use; the companion's combine, on a run's critical path, avoids it
+    script = tmp_path / "combine.py"
+    repo = Path(__file__).resolve().parents[1]
+    script.write_text(
+        f"import sys\nsys.path.insert(0, {str(repo)!r})\n"
+        "from tests.test_detectors import parse_files, vocabulary_corpus\n"
+        "from xerj_core.autoindex.detect import run_detectors\n"
+        "from xerj_detectors import sharedterm\n"
+        "extra = {i: 'alphaterm betaterm' for i in range(0, 200, 11)[:17]}\n"
+        "result = run_detectors([sharedterm.SharedtermDetector()], parse_files(vocabulary_corpus(extra, size=200)))\n"
+        "assert result.edges\n"
+        "print('numpy.ma' in sys.modules)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "False"

@@ -380,7 +380,7 @@ class _Runner:
             # a small run's companion starts forked where that is safe (parse at once instead of importing for
             # 0.4 s); a pool of several stays spawned
             fork = self.companion and work_files < FORK_BELOW_FILES and may_fork()
-            self.pool = open_pool(max(self.workers, 1), fork=fork)
+            self.pool = open_pool(max(self.workers, 1), fork=fork, plugins=self.plugins)
 
     def parse(self, batch: Sequence[FileEntry], with_partials: bool, *, ship: bool = True) -> Future:
         """A parse batch's future; its outcomes come from :meth:`outcomes`. With ``ship`` false (files parsed
