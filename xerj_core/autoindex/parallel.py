@@ -159,8 +159,9 @@ def _matches(plugins: Plugins, ref: PluginsRef) -> bool:
 _WORKER: dict[str, Any] = {}
 
 
-def init_worker() -> None:
-    """Pool initializer: load the plugins once, and leave Ctrl-C to the parent.
+def init_worker(plugins: Plugins | None = None) -> None:
+    """Pool initializer: load the plugins once (or take ``plugins``, a forked worker's copy of its parent's,
+    which the parent checked a fresh load would match: see :func:`open_pool`), and leave Ctrl-C to the parent.
 
     The parent turns Ctrl-C into cancelling what is queued and shutting the pool
     down; a worker interrupted mid-batch would only break the pool under it.
@@ -173,6 +174,8 @@ def init_worker() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
     _WORKER["pool_worker"] = True
+    if plugins is not None:
+        _WORKER["plugins"] = plugins
     _worker_plugins()
 
 
@@ -603,15 +606,20 @@ def watch_batch(future: cf.Future, step: str, files: Sequence[str]) -> cf.Future
     return outer
 
 
-def open_pool(workers: int, *, fork: bool = False) -> cf.ProcessPoolExecutor:
+def open_pool(workers: int, *, fork: bool = False, plugins: Plugins | None = None) -> cf.ProcessPoolExecutor:
     """A process pool whose workers load the installed plugins once each: spawned, or with ``fork`` (see
     :func:`may_fork`) forked from this process.
+
+    A forked worker given ``plugins`` (the run's, which :func:`rebuilds_alike` found a fresh load matches) keeps
+    its copy of them instead of loading the plugins again: on a small run the companion is the critical path,
+    and a second plugin manager cost it some 15-25 ms before its first file. (Forked, they are not pickled.)
 
     Spawned by default: a worker never inherits the parent's open store or its
     threads, and behaves the same on every platform.
     """
     context = multiprocessing.get_context("fork" if fork else "spawn")
-    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=init_worker)
+    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=init_worker,
+                                  initargs=(plugins,) if fork and plugins is not None else ())
 
 
 def may_fork() -> bool:

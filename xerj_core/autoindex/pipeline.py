@@ -226,7 +226,7 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
          clock: Callable[[], int] | None, pm: Any, executor: Executor | None, workers: int | None,
          started: float) -> RunSummary:
     now_ms = (clock or (lambda: int(time.time() * 1000)))()
-    sink = target if isinstance(target, BrainSink) else LocalSink(target.store, target.graph)
+    sink = target if isinstance(target, BrainSink) else LocalSink.of_engine(target)
     if pm is None:
         pm = getattr(target, "pm", None) or get_plugin_manager()
     root = Path(folder)
@@ -380,7 +380,7 @@ class _Runner:
             # a small run's companion starts forked where that is safe (parse at once instead of importing for
             # 0.4 s); a pool of several stays spawned
             fork = self.companion and work_files < FORK_BELOW_FILES and may_fork()
-            self.pool = open_pool(max(self.workers, 1), fork=fork)
+            self.pool = open_pool(max(self.workers, 1), fork=fork, plugins=self.plugins)
 
     def parse(self, batch: Sequence[FileEntry], with_partials: bool, *, ship: bool = True) -> Future:
         """A parse batch's future; its outcomes come from :meth:`outcomes`. With ``ship`` false (files parsed
