@@ -260,11 +260,12 @@ class MemoryService:
         tail, the newest sealed segment, then the rest. It stops at the first
         window whose nearest memory meets the threshold. When memories in several
         windows meet it, the newest window's nearest answers; the write is
-        skipped either way. Within a window, rows of large segments whose
-        sketched cosine bound is below the threshold are never scored
-        (:mod:`xerj_core.memory.dedup`): they cannot be the window's nearest
-        memory when that one meets the threshold, so the answer is the full
-        scan's, and a store with no duplicate reads a sketch, not every vector.
+        skipped either way. Within a window, rows of large segments and of the
+        tail whose sketched cosine bound, then exact cosine, is below the
+        threshold are never scored (:mod:`xerj_core.memory.dedup`): they cannot
+        be the window's nearest memory when that one meets the threshold, so
+        the answer is the full scan's, and a store with no duplicate reads
+        sketches, not every vector, and builds no mask of current memories.
         """
         try:
             if request.vector is not None and reader.field(VECTOR_FIELD) is not None:
@@ -275,12 +276,16 @@ class MemoryService:
                 return None
             if not np.any(probe):
                 return None
-            current = self._current_mask(reader, None)
+            current = None  # built only for a window with rows left to score (a fresh text usually has none)
             cutoff = request.dedup_threshold - 1e-6
             for lo, hi in _newest_windows(reader):
+                possible = dedup.candidates(reader, field, probe, lo, hi, cutoff)
+                if possible is not None and not possible[lo:hi].any():
+                    continue
+                if current is None:
+                    current = self._current_mask(reader, None)
                 window = np.zeros_like(current)
                 window[lo:hi] = current[lo:hi]
-                possible = dedup.candidates(reader, field, probe, lo, hi, cutoff)
                 if possible is not None:
                     window &= possible
                     if not window.any():

@@ -87,8 +87,13 @@ def _parts(reader, field: str):
         yield seg.start, seg.end, column.values, column.present, norms[0], norms[1]
     if reader.tail_count:
         column = reader.tail_column(field)
-        norms = reader.tail_derived(("knn-norms", field), lambda lo, hi: _norms(column.values[lo:hi]))
+        norms = tail_norms(reader, field, column)
         yield reader.tail_start, reader.n_rows, column.values, column.present, norms[0], norms[1]
+
+
+def tail_norms(reader, field: str, column) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_norms` of the tail's ``column`` of ``field``, each row's computed once for every generation."""
+    return reader.tail_derived(("knn-norms", field), lambda lo, hi: _norms(column.values[lo:hi]))
 
 
 def prepare(reader, field: str) -> None:
