@@ -208,6 +208,18 @@ def test_sigterm_is_a_graceful_shutdown(tmp_path):
         request(srv.port, "GET", "/", timeout=1)
 
 
+def test_workers_exit_cleanly_when_the_master_checked_an_embedder(tmp_path, monkeypatch):
+    # Checking --embedder lists every embedder, which imports fastembed and with it onnxruntime (threads started
+    # at import); done in the master, each forked worker inherited that state and aborted or segfaulted on exit.
+    monkeypatch.setenv("XERJ_EMBEDDER", "lexical-feature-hash")
+    srv = Server(tmp_path / "data", tmp_path / "serve.log", workers=2)
+    assert request(srv.port, "POST", "/_memory/notes", {"text": "bread rises overnight"})[0] == 201
+    assert request(srv.port, "POST", "/_memory/notes/_recall", {"query": "bread"})[0] == 200
+    assert srv.stop(signal.SIGTERM) == 0
+    log = (tmp_path / "serve.log").read_text()
+    assert "was sent" not in log and "terminate called" not in log, log
+
+
 def test_cleartext_bind_on_a_non_loopback_address_refuses_to_start(pm, tmp_path):
     result = CliRunner().invoke(build_cli(pm), ["serve", "--data-dir", str(tmp_path), "--host", "0.0.0.0",
                                                 "--port", str(free_port())])

@@ -6,6 +6,7 @@ import errno
 import ipaddress
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -133,17 +134,40 @@ def run_server(app_factory: Callable[[], tuple[Any, Callable[[], None]]], *, hos
 
 def _engine_config(embedder: str | None, model_cache: Path | None, offline: bool):
     """The engine settings from the command line; an embedder id that is not installed stops here, named."""
-    from xerj_core.embedding import EmbedderSettings, collect_embedders, get_embedder
     from xerj_core.engine import EngineConfig
+
+    if embedder:
+        # Checked in a child process: listing the embedders imports fastembed, whose onnxruntime starts threads
+        # at import, and gunicorn forks its workers from this process; a worker that inherits that state aborts
+        # or segfaults on exit (joining threads only the master had), so nothing of it may load here.
+        # (A plain child, not a multiprocessing pool: that would leave its resource tracker a child of the master.)
+        child = subprocess.run(
+            [sys.executable, "-c", _CHECK_EMBEDDER, embedder, str(model_cache or ""), "1" if offline else ""],
+            capture_output=True, text=True)
+        if child.returncode != 0:
+            raise click.BadParameter(f"could not be checked: {(child.stderr.strip().splitlines() or ['?'])[-1]}",
+                                     param_hint="--embedder")
+        if child.stdout:
+            raise click.BadParameter(child.stdout, param_hint="--embedder")
+    return EngineConfig(embedder=embedder or None, model_cache=model_cache, offline=offline)
+
+
+_CHECK_EMBEDDER = ("import sys; from pathlib import Path; from xerj_http.serve import _embedder_problem; "
+                   "print(_embedder_problem(sys.argv[1], Path(sys.argv[2]) if sys.argv[2] else None, "
+                   "bool(sys.argv[3])) or '', end='')")
+
+
+def _embedder_problem(embedder: str, model_cache: Path | None, offline: bool) -> str | None:
+    """Why ``embedder`` cannot be used (its error's reason), or None; run in a child process by _engine_config."""
+    from xerj_core.embedding import EmbedderSettings, collect_embedders, get_embedder
     from xerj_core.errors import XerjError
     from xerj_core.plugins import get_plugin_manager
 
-    if embedder:
-        try:
-            get_embedder(collect_embedders(get_plugin_manager(), EmbedderSettings(model_cache, offline)), embedder)
-        except XerjError as exc:
-            raise click.BadParameter(exc.reason, param_hint="--embedder") from None
-    return EngineConfig(embedder=embedder or None, model_cache=model_cache, offline=offline)
+    try:
+        get_embedder(collect_embedders(get_plugin_manager(), EmbedderSettings(model_cache, offline)), embedder)
+    except XerjError as exc:
+        return exc.reason
+    return None
 
 
 def prepare_admin_key(data_dir: Path) -> Path:
