@@ -151,6 +151,11 @@ def run(seconds: float) -> Result:
                                  result)
     finally:
         server.stop()
+        # a worker that died by a signal on its way out (gunicorn logs "Worker (pid:N) was sent SIGABRT!") is a
+        # crash even when every write was kept
+        crashes = [line for line in server.log_path.read_text(errors="replace").splitlines() if "was sent SIG" in line]
+        result.errors += len(crashes)
+        result.notes.extend(crashes[:5])
         cleanup(root)
     return result
 
