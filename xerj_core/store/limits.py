@@ -53,6 +53,14 @@ def keyword_room(dictionary: str) -> int:
     return LMDB_MAX_KEY_BYTES - 4 - len(dictionary.encode()) - 1
 
 
+def keyword_sure_chars(params: dict[str, Any], dictionary: str) -> int:
+    """The length in characters up to which any string gets a doc value (:func:`keyword_indexed` is true for it
+    without encoding it): within ``ignore_above``, and four bytes a character within the key's room."""
+    ignore_above = params.get("ignore_above")
+    room = keyword_room(dictionary) // 4
+    return min(room, ignore_above) if isinstance(ignore_above, int) else room
+
+
 def keyword_indexed(value: Any, params: dict[str, Any], dictionary: str) -> bool:
     """Whether a keyword value gets a doc value: within ``ignore_above`` characters and its key's room."""
     if not isinstance(value, str):
@@ -73,4 +81,4 @@ def check_field_paths(paths: Iterable[str]) -> None:
 
 
 __all__ = ["MAX_FIELD_BYTES", "MAX_ID_BYTES", "MAX_TERM_BYTES", "check_field_paths", "indexable_terms",
-           "keyword_indexed", "keyword_room", "term_fits"]
+           "keyword_indexed", "keyword_room", "keyword_sure_chars", "term_fits"]

@@ -832,16 +832,13 @@ class IndexWrite:
         for name, found_misses in by_dictionary.items():
             cache = self.dict_cache.setdefault(name, {})
             indexed = []
-            # the characters a string value of each leaf surely fits in (see limits.keyword_indexed: within
-            # ignore_above, and four bytes a character within the key's room), so most misses need no call
+            # the characters a string value of each leaf surely fits in, so most misses need no call
             surely = {}
             for columns, miss in found_misses:
                 leaf, value = miss[0], miss[1]
                 fits = surely.get(leaf)
                 if fits is None:
-                    ignore_above = leaf.spec.params.get("ignore_above")
-                    fits = surely[leaf] = min(limits.keyword_room(name) // 4, ignore_above
-                                              if isinstance(ignore_above, int) else limits.LMDB_MAX_KEY_BYTES)
+                    fits = surely[leaf] = limits.keyword_sure_chars(leaf.spec.params, name)
                 if (type(value) is str and len(value) <= fits) or value in cache \
                         or limits.keyword_indexed(value, leaf.spec.params, name):
                     indexed.append((columns, miss))
