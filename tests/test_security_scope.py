@@ -97,12 +97,12 @@ def test_a_row_of_another_tenant_in_the_wrong_index_is_never_returned(http, engi
                                                        {"_index": NODES, "_id": "mine"}]}).json["docs"]
     assert [d["found"] for d in docs] == [False, True]
     searched = http.simulate_post("/.xerj-memory-*/_search", json={"size": 50}).text
-    assert "bob" not in searched and "alice second note" in searched
+    assert "bob-secret" not in searched and "bob secret" not in searched and "alice second note" in searched
     assert http.simulate_post(f"/{NODES}/_count", json={}).json["count"] == 2
     listed = http.simulate_get("/_memory/alice").json
     assert sorted(m["text"] for m in listed["memories"]) == ["alice owns this", "alice second note"]
     recalled = http.simulate_post("/_memory/alice/_recall", json={"query": "secret leaked note"}).text
-    assert "bob" not in recalled and "alice second note" in recalled
+    assert "bob-secret" not in recalled and "bob secret" not in recalled and "alice second note" in recalled
     rows = http.simulate_get("/_cat/indices", params={"format": "json", "expand_wildcards": "all"}).json
     assert next(r for r in rows if r["index"] == NODES)["docs.count"] == "2"
 
