@@ -121,6 +121,9 @@ def test_caller_vectors_size_the_field_and_a_wrong_dimension_is_refused(memory, 
     err = refusal(memory.store, "agent", {"vector": [1.0, 0.0]})
     assert "[vector] has 2 dimensions" in err.reason and "3" in err.reason
     refusal(memory.store, "agent", {"vector": [1.0, 0.0, 0.0, 0.0]})
+    # Finite but beyond float32 (where vectors are stored and scored): refused as the caller's vector, by name.
+    err = refusal(memory.store, "agent", {"vector": [1.0, 1e300, 0.0]})
+    assert err.reason == "[vector] must hold numbers within the float32 range; element 1 is [1e+300]"
     assert memory.list("agent", {})["total"] == 2
 
 

@@ -108,6 +108,32 @@ def test_mapping_conflicts_and_bad_documents_leave_nothing_behind(store):
     assert not store.exists("badmap")
 
 
+def test_a_vector_is_refused_for_any_bad_entry_and_kept_exactly_otherwise(store):
+    """Plain floats take a quick check (their sum): every bad entry still refuses the vector wherever it sits."""
+    store.create_index("typed", EDGE_LIKE)
+    bad = [[1.0, 2.0, math.inf], [-math.inf, 2.0, 3.0], [1.0, math.nan, 3.0], [1.0, True, 3.0], [1.0, 2.0],
+           [1.0, None, 3.0], [1.0, 2.0, 3.0, 4.0], [math.inf, -math.inf, 1.0], [1.0, "x", 3.0]]
+    for n, vector in enumerate(bad):
+        with pytest.raises(MapperParsingError, match=r"expects 3 finite numbers|failed to parse"):
+            store.put("typed", {"vec": vector}, f"bad{n}")
+    assert store.count("typed") == 0
+    # A finite number beyond float32 would be an infinity in the column: refused, on either path.
+    for vector in ([1e308, 1.0, 2.0], [1, 2, 10**39], [3.5e38, -3.5e38, 1.0]):
+        with pytest.raises(MapperParsingError, match=r"beyond the float32 range"):
+            store.put("typed", {"vec": vector}, "huge")
+    # Ints and numeric strings take the per-element path; the largest float32s and plain floats the quick one.
+    good = {"edge": [3.4028234663852886e38, -3.4028234663852886e38, 0.0], "ints": [1, 2, 3],
+            "mixed": [1, 2.5, "3.5"], "plain": [0.1, -0.2, 0.3]}
+    for doc_id, vector in good.items():
+        store.put("typed", {"vec": vector}, doc_id)
+    assert store.count("typed") == len(good)
+    with store.reader("typed") as reader:
+        column = reader.column("vec")
+        for doc_id, vector in good.items():
+            row = reader.row_of(doc_id)
+            assert column.present[row] and column.values[row].tolist() == [float(np.float32(x)) for x in vector]
+
+
 def test_bulk_reports_items_and_applies_the_rest(store):
     store.create_index("typed", EDGE_LIKE)
     items = store.bulk([

@@ -19,6 +19,7 @@ from xerj_core import params
 from xerj_core.errors import GraphError
 from xerj_core.graph.brain import parse_instant, validate_brain_name
 from xerj_core.graph.requests import parse_hops, parse_trust
+from xerj_core.store.mapping import FLOAT32_MAX
 
 STORE_FIELDS = ("text", "vector", "metadata", "dedup", "dedup_threshold", "override_rejection",
                 "about", "brain")
@@ -130,6 +131,8 @@ def parse_vector(value: Any, field: str = "vector") -> tuple[float, ...]:
     for i, x in enumerate(value):
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
             raise GraphError(f"[{field}] must hold finite numbers only; element {i} is [{x!r:.40}]")
+        if abs(x) > FLOAT32_MAX:  # vectors are stored and scored as float32s, where it would be an infinity
+            raise GraphError(f"[{field}] must hold numbers within the float32 range; element {i} is [{x!r:.40}]")
         out.append(float(x))
     return tuple(out)
 

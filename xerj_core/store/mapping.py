@@ -203,6 +203,8 @@ class Mapping:
 
 
 _SCALARS = (str, int, float, bool)
+# The largest float32: a vector column holds float32s, and a larger finite number would become an infinity there.
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 def flatten(doc: dict[str, Any], mapping: Mapping) -> list[tuple[str, Any]]:
@@ -330,8 +332,17 @@ def coerce(spec: FieldSpec, value: Any) -> Any:
                 return value == "true"
         elif ftype == "dense_vector":
             if isinstance(value, list) and len(value) == spec.dims:
+                # Plain floats whose sum is finite are all finite (an infinity or a NaN makes the sum one), so
+                # the common vector skips the per-element pass below, which cost a memory store 0.2-0.3 ms.
+                if (set(map(type, value)) == {float} and math.isfinite(sum(value))
+                        and max(map(abs, value)) <= FLOAT32_MAX):
+                    return list(value)
                 floats = [float(x) for x in value if not isinstance(x, bool)]
                 if len(floats) == spec.dims and all(math.isfinite(x) for x in floats):
+                    largest = max(map(abs, floats), default=0.0)
+                    if largest > FLOAT32_MAX:
+                        raise MapperParsingError(f"The [dense_vector] field [{spec.path}] holds [{largest}], beyond "
+                                                 f"the float32 range of its column")
                     return floats
             got = len(value) if isinstance(value, list) else type(value).__name__
             raise MapperParsingError(
