@@ -196,3 +196,22 @@ def test_a_full_disk_answers_507_and_the_write_succeeds_once_space_is_freed(smal
     finally:
         srv.stop()
     assert "Traceback" not in (tmp_path / "serve.log").read_text()
+
+
+def test_the_harness_counts_every_worker_a_signal_ended_except_those_it_killed(tmp_path):
+    from tests.reliability.common import Result, count_signal_deaths
+
+    (tmp_path / "serve-1.log").write_text(
+        "[INFO] Booting worker with pid: 11\n"
+        "[ERROR] Worker (pid:11) was sent SIGKILL! Perhaps out of memory?\n"  # killed on purpose below
+        "[ERROR] Worker (pid:12) was sent SIGKILL! Perhaps out of memory?\n"
+        "[ERROR] Worker (pid:13) was sent SIGABRT!\n")
+    (tmp_path / "serve-2.log").write_text("[ERROR] Worker (pid:11) was sent SIGSEGV!\n[INFO] Shutting down: Master\n")
+    (tmp_path / "other.log").write_text("[ERROR] Worker (pid:14) was sent SIGSEGV!\n")  # not a server's log
+    result = Result("s", "l")
+    count_signal_deaths(result, tmp_path, killed=[11])
+    assert result.errors == 3 and result.failed
+    assert [note.split(": ", 1)[0] for note in result.notes] == ["serve-1.log", "serve-1.log", "serve-2.log"]
+    clean = Result("s", "l")
+    count_signal_deaths(clean, tmp_path / "nothing-here")
+    assert clean.errors == 0 and not clean.notes

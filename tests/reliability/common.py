@@ -5,12 +5,13 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import attrs
 
@@ -112,3 +113,22 @@ def workdir() -> Path:
 
 def cleanup(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+# gunicorn's master logs each worker that a signal ended: "Worker (pid:N) was sent SIGABRT!".
+_SIGNAL_DEATH = re.compile(r"Worker \(pid:(\d+)\) was sent (SIG[A-Z]+)")
+
+
+def count_signal_deaths(result: Result, root: Path, killed: Iterable[int] = ()) -> None:
+    """Count as errors the workers that died by a signal, in every server log under ``root``.
+
+    A worker that crashes on its way out (a fork that inherited threads, a native abort) answers every request
+    and loses nothing, so only its log shows it; ``killed`` are the pids a scenario sent SIGKILL on purpose.
+    """
+    killed = set(killed)
+    for log in sorted(root.glob("serve-*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            found = _SIGNAL_DEATH.search(line)
+            if found and not (found[2] == "SIGKILL" and int(found[1]) in killed):
+                result.errors += 1
+                result.notes.append(f"{log.name}: {line.strip()[:200]}")

@@ -6,7 +6,8 @@ import json
 import os
 import time
 
-from tests.reliability.common import Client, Result, cleanup, mount_tmpfs, start_server, unmount, workdir
+from tests.reliability.common import (Client, Result, cleanup, count_signal_deaths, mount_tmpfs, start_server, unmount,
+                                      workdir)
 
 
 def run(rounds: int) -> Result:
@@ -64,6 +65,7 @@ def run(rounds: int) -> Result:
     finally:
         server.stop()
         unmount(mount)
+        count_signal_deaths(result, root)
         cleanup(root)
     result.duration = time.monotonic() - begin
     return result

@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.reliability.common import Client, Result, cleanup, start_server, workdir
+from tests.reliability.common import Client, Result, cleanup, count_signal_deaths, start_server, workdir
 
 INDEX = "faults"
 BULK = 500
@@ -45,6 +45,7 @@ def kill_mid_bulk(trials: int, whole_server: bool) -> Result:
     root = workdir()
     rnd = random.Random(7 if whole_server else 8)
     acked: list[list[str]] = []
+    killed: list[int] = []  # workers sent SIGKILL on purpose: the only signal deaths their logs may show
     start = time.monotonic()
     server = start_server(root, workers=2, secured=False)
     try:
@@ -80,7 +81,8 @@ def kill_mid_bulk(trials: int, whole_server: bool) -> Result:
                 server.log.close()
             else:
                 workers = server.workers()
-                os.kill(rnd.choice(workers), signal.SIGKILL)
+                killed.append(rnd.choice(workers))
+                os.kill(killed[-1], signal.SIGKILL)
             time.sleep(0.2)
             done.set()
             t.join(30)
@@ -102,6 +104,7 @@ def kill_mid_bulk(trials: int, whole_server: bool) -> Result:
         result.notes.append(f"{acked_total} acknowledged documents checked after every kill")
     finally:
         server.stop()
+        count_signal_deaths(result, root, killed)
         cleanup(root)
     result.duration = time.monotonic() - start
     return result

@@ -15,7 +15,7 @@ import time
 import zlib
 from pathlib import Path
 
-from tests.reliability.common import Client, Result, cleanup, start_server, workdir
+from tests.reliability.common import Client, Result, cleanup, count_signal_deaths, start_server, workdir
 
 MEMORY_BOUND = 1536 << 20  # bytes of peak resident memory per worker
 CASE_SECONDS = 30.0
@@ -107,6 +107,7 @@ def fixed_cases() -> Result:
             result.notes.append("a worker timed out")
     finally:
         server.stop()
+        count_signal_deaths(result, root)
         cleanup(root)
     result.duration = time.monotonic() - begin
     return result
@@ -191,6 +192,7 @@ def schemathesis_run(max_examples: int) -> Result:
             result.errors += 1
     finally:
         server.stop()
+        count_signal_deaths(result, root)
         cleanup(root)
     result.duration = time.monotonic() - begin
     return result

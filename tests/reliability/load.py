@@ -6,7 +6,8 @@ import random
 import threading
 import time
 
-from tests.reliability.common import Client, Result, cleanup, mint_key, start_server, workdir
+from tests.reliability.common import (Client, Result, cleanup, count_signal_deaths, mint_key, start_server,
+                                      workdir)
 
 INDEX = "load"
 BRAIN = "loadbrain"
@@ -151,11 +152,7 @@ def run(seconds: float) -> Result:
                                  result)
     finally:
         server.stop()
-        # a worker that died by a signal on its way out (gunicorn logs "Worker (pid:N) was sent SIGABRT!") is a
-        # crash even when every write was kept
-        crashes = [line for line in server.log_path.read_text(errors="replace").splitlines() if "was sent SIG" in line]
-        result.errors += len(crashes)
-        result.notes.extend(crashes[:5])
+        count_signal_deaths(result, root)
         cleanup(root)
     return result
 
