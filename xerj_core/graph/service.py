@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
+from xerj_core.graph import viewsweep
 from xerj_core.graph.hop import EDGE_CAP, FRONTIER_CAP, ViewCache
 from xerj_core.graph.history import EdgeHistory
 from xerj_core.graph.reading import GraphReading
@@ -38,6 +39,9 @@ class GraphService(EdgeWriting, EdgeReview, EdgeHistory, GraphReading):
         # Sealed views live as mapped files beside the data: shared page cache, not per-worker private memory.
         # A large view is built by a child process opening the same LMDB directory (another backend has none).
         self.views = ViewCache(store.path / "views", store.path if isinstance(store.env, Environment) else None)
+        # A dropped index's view files are never read again: removed at its drop, and here for drops unseen.
+        viewsweep.sweep(store.path / "views", store)
+        store.drop_listeners.append(lambda _names: viewsweep.sweep(store.path / "views", store))
         # The contract's bounds; instance attributes so a test can shrink them.
         self.max_seeds = MAX_SEEDS
         self.frontier_cap = FRONTIER_CAP

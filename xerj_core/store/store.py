@@ -176,6 +176,8 @@ class Store:
         self._caches_lock = threading.Lock()
         self._sizes: dict[int, tuple[int, int, float]] = {}  # ix -> (generation, bytes, when computed)
         self.listeners: list[Callable[[str, list[str], list[str]], None]] = []
+        # Called with the names of the indices a transaction dropped, after its commit.
+        self.drop_listeners: list[Callable[[list[str]], None]] = []
         # (index number, dictionary) -> committed term ordinals; index numbers are never reused, and a
         # dictionary's ordinals never change, so this never goes stale (another process only appends).
         self._committed_terms: dict[tuple[int, str], dict[str, int]] = {}
@@ -250,11 +252,14 @@ class Store:
         wanted = holder[0].merges_wanted()
         if wanted and self._merger is not None:
             self._merger.want(wanted)
-        written = holder[0].written()
+        written, dropped = holder[0].written(), list(holder[0].dropped)
         holder[0].release()
         for index, put_ids, deleted in written:
             for listener in self.listeners:
                 listener(index, put_ids, deleted)
+        if dropped:
+            for drop_listener in self.drop_listeners:
+                drop_listener(dropped)
         return result
 
     def create_index(self, name: str, mapping: Any = None, settings: dict[str, Any] | None = None,
