@@ -1141,7 +1141,9 @@ class IndexWrite:
             items: list[tuple[bytes, bytes]] = []
             for (start, _end), (_buckets, suffixes, values) in zip(segments, cut):
                 items += zip(map(keys.post_prefix(ix, start, path).__add__, suffixes), values)
-            _put_all(raw, db["post"], items)
+            # Appended (each segment's keys come in key order, segments in row order, and the segments written
+            # are the index's last): pages filled instead of split in half, about 17% fewer posting pages.
+            _put_all(raw, db["post"], items, ordered=True)
         for i, (start, end) in enumerate(segments):
             lo, hi = start - region_start, end - region_start
             for path, column in built.items():
@@ -1232,7 +1234,8 @@ class IndexWrite:
         tail = self._take_tail(sealed, n) if n > sealed else []
         if tail_live.size:
             block = tailblock.concat(tail, self.mapping.fields.values()).select(live[sealed:], new_sealed)
-            _put_all(raw, db["tail"], tailblock.stored(ix, block))
+            # appended: its values of up to 1,900 bytes two to a page, not one to each half of a split page
+            _put_all(raw, db["tail"], tailblock.stored(ix, block), ordered=True)
         moved = np.flatnonzero(live & (renumber != np.arange(n)))
         for old, new in zip(moved.tolist(), renumber[moved].tolist()):
             old_key, new_key = keys.row_key(ix, old), keys.row_key(ix, new)
@@ -1348,7 +1351,12 @@ def _put_all(txn: lmdb.Transaction, db: Any, items: Iterable[tuple[bytes, bytes]
     """
     if isinstance(txn, lmdb.Transaction):
         with txn.cursor(db=db) as cur:
-            cur.putmulti(items, append=bool(ordered and items and (not cur.last() or cur.key() < items[0][0])))
+            append = bool(ordered and items and (not cur.last() or cur.key() < items[0][0]))
+            _consumed, added = cur.putmulti(items, append=append)
+        if append and added != len(items):
+            # LMDB's append skips, without an error, a key that does not sort after the one before it: refuse the
+            # transaction rather than commit a database missing those items.
+            raise XerjError(f"{len(items) - added} of {len(items)} items to append were not in ascending key order")
         return
     putmulti = getattr(txn, "putmulti", None)  # a database store's own (xerj_postgres.kv.Txn)
     if putmulti is not None:
