@@ -220,3 +220,24 @@ def test_the_writer_keeps_no_edge_id_in_its_term_cache_and_still_finds_every_edg
     assert kept[0].get("edge_id", 0) == 0
     assert kept[0]["nodes"] > 0 and kept[0]["src_file"] > 0
     assert fast == run(tmp_path / "general", False, monkeypatch, script)
+
+
+def test_the_writer_keeps_no_source_file_of_a_new_batch_in_its_term_cache(tmp_path, monkeypatch):
+    """A detector batch's source files (``src_file``, ``evidence.source``) are met again only when a file changes:
+    the typed ingest path leaves none of them in the store's term cache, and a later batch from the same files
+    (their terms then found in the dictionary's runs) stores what the general path stores."""
+    def script(engine: Engine) -> None:
+        batch = [d for d in drafts(random.Random(6), 600, 60) if d.src != d.dst]
+        for part in range(0, 400, 200):
+            engine.graph.write_edges("b", batch[part:part + 200], created_at=T0)
+        sizes: dict[str, int] = {}
+        for (_ix, name), terms in engine.store._committed_terms.items():
+            sizes[name] = sizes.get(name, 0) + len(terms)
+        kept.append(sizes)
+        engine.graph.write_edges("b", batch[400:], created_at=T0 + 1)  # the same 60 nodes' files again
+
+    kept: list[dict[str, int]] = []
+    fast = run(tmp_path / "fast", True, monkeypatch, script)
+    assert kept[0].get("src_file", 0) == 0 and kept[0].get("evidence.source", 0) == 0
+    assert kept[0]["nodes"] > 0
+    assert fast == run(tmp_path / "general", False, monkeypatch, script)
