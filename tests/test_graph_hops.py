@@ -451,3 +451,33 @@ def test_large_frontier_hops_match_brute_force(tmp_path, as_of):
                 assert counters["expired_excluded"] == expired
                 ends = {docs[eid][0]["dst" if out else "src"] for eid, out in got.items()}
                 assert set(dictionary.terms[o] for o in others.tolist()) == ends
+
+
+def test_a_view_an_older_layout_published_is_rebuilt_not_mapped(engine, monkeypatch):
+    """Run offsets are int32 now; files an older layout wrote (int64 offsets, under that layout's key) are never
+    mapped by this code: a fresh process builds its own table, answers alike, and removes the older set."""
+    from xerj_core.graph import hop
+
+    for i in range(40):
+        engine.graph.link("b", {"src": f"n{i % 5}", "dst": f"m{i}", "type": "t", "valid_at": T0})
+    params = {"node": "n1", "hops": 2, "as_of": T0, "limit": 100, "include_evidence": "false"}
+    views = engine.store.path / "views"
+
+    def tables() -> list[Path]:
+        return [p for p in views.iterdir() if ".ids." not in p.name and not p.name.startswith(".")]
+
+    with monkeypatch.context() as older:  # the layout before: int64 offsets, the format number before
+        older.setattr(hop, "_FORMAT", hop._FORMAT - 1)
+        older.setattr(hop, "_offsets_dtype", lambda edges: np.int64)
+        engine.graph.views = hop.ViewCache(views)
+        expected = engine.graph.ego("b", params)
+        with engine.store.reader(EDGES) as reader:
+            old_key = hop.view_key(reader)
+            assert engine.graph.views.sealed(reader).table.both_off.dtype == np.int64
+    assert [p.name for p in tables()] == [old_key]
+    engine.graph.views = hop.ViewCache(views)  # a fresh process of this layout
+    assert engine.graph.ego("b", params) == expected
+    with engine.store.reader(EDGES) as reader:
+        table = engine.graph.views.sealed(reader).table
+        assert all(off.dtype == np.int32 for off in (table.out_off, table.in_off, table.both_off))
+        assert [p.name for p in tables()] == [hop.view_key(reader)] != [old_key]

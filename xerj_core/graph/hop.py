@@ -47,7 +47,7 @@ _IN_ORDER = ("src", "valid_at", "invalid_at")
 _EMPTY = np.empty(0, np.int64)
 _CSR_KEY = ("xerj.graph", "csr", 1)
 _INT32_BITS = 31  # a packed value fits an int32 when it needs at most this many bits
-_FORMAT = 8  # of a published table's files: a process never maps a set another layout of the code wrote
+_FORMAT = 9  # of a published table's files: a process never maps a set another layout of the code wrote
 _NO_COLUMNS = "no-columns"
 
 # From this many frontier nodes a hop touches its runs before gathering them (see EdgeTable.candidates).
@@ -133,8 +133,9 @@ class EdgeTable:
         for _, csr, _ in groups:
             outs[: len(csr.out_off) - 1] += np.diff(csr.out_off)
             ins[: len(csr.in_off) - 1] += np.diff(csr.in_off)
-        self.out_off = alloc("out_off", width + 1, np.int64)
-        self.in_off = alloc("in_off", width + 1, np.int64)
+        offsets = _offsets_dtype(int(outs.sum()))
+        self.out_off = alloc("out_off", width + 1, offsets)
+        self.in_off = alloc("in_off", width + 1, offsets)
         self.out_off[0] = self.in_off[0] = 0
         np.cumsum(outs, out=self.out_off[1:])
         np.cumsum(ins, out=self.in_off[1:])
@@ -203,7 +204,7 @@ class EdgeTable:
         # scattered runs of reading the two orders apart. Each entry packs the far end, an "in" bit above it
         # and the invalid_at rank above that; ``both_pos`` is its edge's src-ordered position.
         outs, ins = np.diff(self.out_off), np.diff(self.in_off)
-        self.both_off = alloc("both_off", width + 1, np.int64)
+        self.both_off = alloc("both_off", width + 1, self.out_off.dtype)
         self.both_off[0] = 0
         np.cumsum(outs + ins, out=self.both_off[1:])
         total = int(self.out_off[-1])
@@ -367,8 +368,12 @@ class EdgeTable:
             if usable.size == 1:
                 fresh = ends != (int(usable[0]) | self.inbit)
             elif usable.size > BITMAP_AT:
-                fresh_at = np.ones(2 * self.inbit, bool)
-                fresh_at[usable + self.inbit] = False
+                # One flag per node, after a first flag for every out-edge: an in-edge's far end moved up by one,
+                # while every out-edge (no in bit) falls to zero or below and is clipped to the first flag:
+                # at most half the bytes to fill per hop of a bitmap over far end and in bit together.
+                fresh_at = np.ones(width + 1, bool)
+                fresh_at[usable + 1] = False
+                ends -= self.inbit - 1
                 fresh = fresh_at.take(ends.astype(np.intp), mode="clip")  # a take casts other indices itself, slower
             else:
                 fresh = ~member(ends, usable + self.inbit)
@@ -396,6 +401,13 @@ class _InOrder:
 
     def __contains__(self, field: str) -> bool:
         return False  # carries no hop ends of its own (see Part.get)
+
+
+def _offsets_dtype(edges: int) -> type:
+    """The type of a table's run offsets: int32 while every run end fits (both-ways runs hold each edge twice).
+    A hop looks up two offsets per frontier node at scattered places, so half the bytes is half the table those
+    reads span; a published table of int64 offsets is an older layout (see ``_FORMAT``) and is rebuilt."""
+    return np.int32 if 2 * edges < 2**31 else np.int64
 
 
 def _placement(order: np.ndarray, off: np.ndarray, cursor: np.ndarray) -> np.ndarray:
