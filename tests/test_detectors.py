@@ -19,6 +19,7 @@ from xerj_core.autoindex.detect import (
     Corpus,
     DetectorState,
     collect_detectors,
+    detect_file,
     line_at,
     make_draft,
     mask_code,
@@ -26,6 +27,7 @@ from xerj_core.autoindex.detect import (
 )
 from xerj_core.autoindex.formats import collect_formats, parse_file
 from xerj_core.errors import PluginError
+from xerj_core.model import EdgeDraft, Evidence
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.testing.detectors import AbstractDetectorTests, detect_directly, parse_files
 from xerj_detectors import (
@@ -709,6 +711,55 @@ def test_the_runner_refuses_a_contract_breach_naming_the_detector():
         run_detectors([SelfLinker()], files)
     with pytest.raises(PluginError, match="without evidence"):
         run_detectors([Mute()], files)
+
+
+class _Shaped(Fake):
+    """Yields one draft from a.md's card to b.md's, reshaped by ``shape`` (a breach of the contract, or none)."""
+
+    def __init__(self, shape, **overrides):
+        super().__init__(**overrides)
+        self.shape = shape
+
+    def detect(self, file_docs, corpus, state):
+        if file_docs[0].ax_path == "a.md":
+            yield self.shape(make_draft(self, file_docs[0], corpus.card("b.md"), quote="a to b"))
+
+
+class _LaterDraft(EdgeDraft):
+    """A draft type of a plugin's own: an EdgeDraft all the same."""
+
+
+@pytest.mark.parametrize(("shape", "overrides", "message"), [
+    (lambda d: (d.src, d.dst), {}, "yielded .* which is not an EdgeDraft"),
+    (lambda d: "a.md", {}, "yielded 'a.md', which is not an EdgeDraft"),
+    (lambda d: attrs.evolve(d, dst=d.src), {}, "proposed a self-edge on 'a.md'"),
+    (lambda d: attrs.evolve(d, src="b.md", dst="a.md"), {}, "edge from 'b.md', which is not a document of the file being read"),
+    (lambda d: attrs.evolve(d, dst="c.md"), {}, "edge to 'c.md', which is not a document of the corpus"),
+    (lambda d: attrs.evolve(d, detector="other@1"), {}, "tagged an edge 'other@1' instead of 'fake@1'"),
+    (lambda d: attrs.evolve(d, evidence=None), {}, "'a.md' -> 'b.md' without evidence"),
+    (lambda d: attrs.evolve(d, evidence=Evidence("", "a.md")), {}, "without evidence"),
+    (lambda d: attrs.evolve(d, type="other"), {}, "edge of undeclared type 'other'"),
+    (lambda d: attrs.evolve(d, type="fake"), {"types": ("one", "two")}, "undeclared type 'fake'"),
+    (lambda d: _LaterDraft(**attrs.asdict(d, recurse=False) | {"dst": "a.md"}), {},
+     "proposed a self-edge"),
+])
+def test_detect_file_names_every_breach(shape, overrides, message):
+    """Every condition of the contract is checked on every draft, whichever way a draft is checked."""
+    files = parse_files({"a.md": b"a", "b.md": b"b"})
+    corpus = Corpus(files)
+    with pytest.raises(PluginError, match=f"detector 'fake' .*{message}"):
+        detect_file([_Shaped(shape, **overrides)], files["a.md"], corpus)
+
+
+def test_detect_file_keeps_sound_drafts_of_any_draft_type():
+    files = parse_files({"a.md": b"a", "b.md": b"b"})
+    corpus = Corpus(files)
+    plain = detect_file([_Shaped(lambda d: d)], files["a.md"], corpus)
+    own = detect_file([_Shaped(lambda d: _LaterDraft(**attrs.asdict(d, recurse=False)))], files["a.md"], corpus)
+    assert [attrs.asdict(d) for d in own] == [attrs.asdict(d) for d in plain] and len(plain) == 1
+    assert type(own[0]) is _LaterDraft
+    typed = detect_file([_Shaped(lambda d: attrs.evolve(d, type="two"), types=("one", "two"))], files["a.md"], corpus)
+    assert [d.type for d in typed] == ["two"]
 
 
 def test_corpus_lookups():

@@ -657,3 +657,31 @@ def test_any_bytes_parse_or_raise_format_error(path, data):
 def test_html_survives_malformed_declarations(markup):
     (doc,) = html.HtmlFormat().parse("p.html", markup, MTIME)
     assert "<![ bogus" not in doc.text
+
+
+# Lines a heading walk must tell apart: levels, too many hashes, indents of 0-4 spaces, tabs, closing hashes,
+# empty labels, carriage returns and other line-like separators that only ``\n`` splits, and fence markers.
+_HEADING_PIECES = ["#", "##", "######", "#######", " ", "   ", "    ", "\t", "\n", "\r", "\x0b", "\x85", "\u2028",
+                   "a", "é", "x y", "#x", " #", "## T ##", "\\#", "`", "``", "```", "~~", "~~~", "````"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_HEADING_PIECES), max_size=16).map("".join))
+def test_headings_of_a_body_without_fences_are_the_line_walks(body):
+    # an unclosed fence opened after the last line hides nothing before it, but sends the body down the line walk
+    # (a body with no fence marker takes one regex pass): both must find the same headings at the same offsets
+    assert markdown.headings(body) == markdown.headings(body + "\n```")
+
+
+def test_markdown_sections_are_the_documents_document_makes():
+    data = b"---\ntitle: T\naliases: [a, b]\n---\npre\n# One\ntext\n## Two ##\nmore\n### \n## One\n"
+    docs = markdown.MarkdownFormat().parse("d/n.md", data, MTIME)
+    fmt = markdown.MarkdownFormat()
+    expected = [
+        markdown.document(fmt, "d/n.md", MTIME, doc_id=f"d/n.md#{anchor}", title="T", text=text, section=label,
+                          kind="section", ordinal=ordinal, level=level, anchor=anchor)
+        for ordinal, (anchor, text, label, level) in enumerate([
+            ("one", "# One\ntext", "One", 1), ("two", "## Two ##\nmore", "Two", 2), ("section", "###", "", 3),
+            ("one-1", "## One", "One", 2)], 1)]
+    assert docs[1:] == expected
+    assert [list(doc.fields) for doc in docs[1:]] == [["ordinal", "level", "anchor"]] * 4
