@@ -39,11 +39,22 @@ def _slow_parse_and_keep(*args, **kwargs):
 def test_the_writer_takes_batches_back_all_run_long_and_the_results_are_the_inline_runs(tmp_path, monkeypatch):
     folder = generate(tmp_path / "gen", pipeline.POOL_MIN_FILES + 140)
     waits: list[int] = []  # the batch the writer waited for, each time it took batches back
+    taken: list[int] = []  # the batches taken back, in the order taken
+    batches: list[int] = []  # each run's changed-file parse batches (numbered first, from 0)
     real_wait = pipeline._take_back_while_waiting
+    real_take_back = pipeline._Runner.take_back
 
     def take_back_while_waiting(runner, parses, position, detection):
         waits.append(position)
+        if not batches or batches[-1] != len(parses):
+            batches.append(len(parses))
         return real_wait(runner, parses, position, detection)
+
+    def take_back(runner, future):
+        outcomes = real_take_back(runner, future)
+        if outcomes is not None:
+            taken.append(future.seq)
+        return outcomes
 
     def patched(step):
         def run_step(work):
@@ -52,6 +63,8 @@ def test_the_writer_takes_batches_back_all_run_long_and_the_results_are_the_inli
             monkeypatch.setattr(pipeline, "PARSE_BATCH_FILES", 16)
             monkeypatch.setattr(pipeline, "parse_and_keep", _slow_parse_and_keep)
             monkeypatch.setattr(pipeline, "_take_back_while_waiting", take_back_while_waiting)
+            monkeypatch.setattr(pipeline._Runner, "take_back", take_back)
+            monkeypatch.setattr(pipeline, "TAKE_TAIL_BYTES", 2000)  # a batch or two of these notes
             step(work)
         return run_step
 
@@ -59,6 +72,10 @@ def test_the_writer_takes_batches_back_all_run_long_and_the_results_are_the_inli
                                    steps=tuple(map(patched, RERUN_STEPS)))
     # not only while the companion starts (the first batch): later batches too
     assert any(position > 0 for position in waits), waits
+    # the first run's first batch taken back is its last (so the companion combines while the writer writes it);
+    # batches next in line follow
+    assert taken[0] == batches[0] - 1, (taken, batches)
+    assert any(seq < batches[0] - 3 for seq in taken), (taken, batches)
     assert inline[0][0]["edges_by_type"].get("shared_term") and inline[2] and inline[3]
     assert accompanied == inline  # the drafts in the same order, counters, summaries, stored edges and documents
 

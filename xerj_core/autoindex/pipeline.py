@@ -79,10 +79,12 @@ BATCH_BYTES = 4 << 20
 # With a companion, the most bytes of files this process parses in a run instead of waiting for the companion
 # (see _take_back_while_waiting) ...
 TAKE_BACK_BYTES = 64 << 20
-# ... and the most bytes of those it holds parsed ahead of the batch it writes: their documents wait here until
-# the writer reaches them (on a loaded machine, 5,000 files of real code held 100 MB more in the writer without a
-# bound, when the batches taken back were the run's last).
-TAKE_AHEAD_BYTES = 8 << 20
+# ... of which the run's last batches, taken first: their documents are held until the writer reaches them at the
+# run's end (on a loaded machine, 5,000 files of real code held 100 MB more in the writer without a bound), and
+# the companion combines while the writer writes them ...
+TAKE_TAIL_BYTES = 8 << 20
+# ... then the batches next in line, at most this many bytes of files parsed ahead of the batch the writer writes.
+TAKE_AHEAD_BYTES = 4 << 20
 # Files per executor task: small enough to spread over the workers and to stop soon on Ctrl-C.
 PARSE_BATCH_FILES = 64
 DETECT_BATCH_FILES = 512
@@ -366,6 +368,7 @@ class _Runner:
         # it parsed so; and how many parse batches the companion keeps for detection (numbered as they are sent)
         self.taking_back = False
         self.taken_back_bytes = 0
+        self.tail_bytes = 0  # of those, taken from the run's end
         self.kept_batches = 0
 
     def expect(self, work_files: int) -> None:
@@ -932,38 +935,60 @@ def _take_back_while_waiting(runner: _Runner, parses: list[Future | None], posit
                              detection: _Detection | None) -> None:
     """While the companion's parse batch ``parses[position]`` is not back, this process would only wait (the
     companion is starting, a fresh interpreter and its imports, or its parsing, not the writing, is the run's
-    pace): it parses the next batches the companion has not begun instead (that one first, if not begun), and
-    sends their files for the companion to keep. So the two processes share the parsing as their pace
-    demands: a fixed share parsed here either left this process waiting or did work the companion was ready
-    for. Taken nearest first, a batch parsed ahead waits here only until the writer reaches it: at most
-    :data:`TAKE_AHEAD_BYTES` of files at once, :data:`TAKE_BACK_BYTES` in a run. The combine, asked for
-    already, waits in the companion for every batch adopted so (see :func:`parallel.combine_kept`)."""
+    pace): it parses batches the companion has not begun instead, and sends their files for the companion to
+    keep. So the two processes share the parsing as their pace demands (a fixed share parsed here either left
+    this process waiting or did work the companion was ready for).
+
+    Which batches: first the run's last ones, up to :data:`TAKE_TAIL_BYTES` of files. Their documents wait here
+    for the writer, but the companion then parses its last batch before the writer has written the run's
+    last documents, and combines (which needs every file, and would otherwise leave the writer waiting) while
+    the writer writes them. Then the batches next in line (``parses[position]`` itself if not begun), which
+    the writer reaches soon: at most :data:`TAKE_AHEAD_BYTES` of files parsed ahead at once. At most
+    :data:`TAKE_BACK_BYTES` in a run. The combine, asked for already, waits in the companion for every batch
+    adopted so (see :func:`parallel.combine_kept`)."""
     waited = parses[position]
-    later = position
+
+    def not_begun(at: int) -> bool:
+        return isinstance(parses[at], _Queued) and not parses[at].done()  # type: ignore[union-attr]
+
+    later, last = position, len(parses) - 1
     while not waited.done() and runner.taken_back_bytes < TAKE_BACK_BYTES:  # type: ignore[union-attr]
-        ahead = sum(getattr(f, "held", 0) for f in parses[position:])
-        if ahead >= TAKE_AHEAD_BYTES:
-            return
-        # the nearest batch not begun (the companion has one running and the next in its queue at most)
-        while later < len(parses) and not (isinstance(parses[later], _Queued) and not parses[later].done()):
-            later += 1
-        if later >= len(parses):
-            return
-        taken = parses[later]
+        if runner.tail_bytes < TAKE_TAIL_BYTES:
+            while last > position and not not_begun(last):
+                last -= 1
+            at, tail = last, True
+            if at <= position:  # nothing left at the end: next in line
+                runner.tail_bytes = TAKE_TAIL_BYTES
+                continue
+        else:
+            if sum(getattr(f, "held", 0) for f in parses[position:]) >= TAKE_AHEAD_BYTES:
+                return
+            # the nearest batch not begun (the companion has one running and the next in its queue at most)
+            while later < len(parses) and not not_begun(later):
+                later += 1
+            if later >= len(parses):
+                return
+            at, tail = later, False
+        taken = parses[at]
         outcomes = runner.take_back(taken)  # type: ignore[arg-type]
         if outcomes is None:  # begun by the companion
-            later += 1
+            if tail:
+                last -= 1
+            else:
+                later += 1
             continue
-        held = sum(outcome.entry.size for outcome in outcomes)
-        runner.taken_back_bytes += held
+        size = sum(outcome.entry.size for outcome in outcomes)
+        runner.taken_back_bytes += size
         if detection is not None:
             detection.adopt(outcomes, getattr(taken, "seq", None))
         done: Future = Future()
         done.set_result(outcomes)
-        done.held = held  # type: ignore[attr-defined]
-        parses[later] = done
-        later += 1
-        if later - 1 == position:
+        if tail:
+            runner.tail_bytes += size
+        else:
+            done.held = size  # type: ignore[attr-defined]
+        parses[at] = done
+        if at == position:
             return
 
 
