@@ -82,7 +82,7 @@ TAKE_BACK_BYTES = 64 << 20
 # ... of which the run's last batches, taken first: their documents are held until the writer reaches them at the
 # run's end (on a loaded machine, 5,000 files of real code held 100 MB more in the writer without a bound), and
 # the companion combines while the writer writes them ...
-TAKE_TAIL_BYTES = 8 << 20
+TAKE_TAIL_BYTES = 16 << 20
 # ... then the batches next in line, at most this many bytes of files parsed ahead of the batch the writer writes.
 TAKE_AHEAD_BYTES = 4 << 20
 # Files per executor task: small enough to spread over the workers and to stop soon on Ctrl-C.
@@ -981,6 +981,8 @@ def _take_back_while_waiting(runner: _Runner, parses: list[Future | None], posit
         runner.taken_back_bytes += size
         if detection is not None:
             detection.adopt(outcomes, getattr(taken, "seq", None))
+            # the companion keeps the files' documents now: what waits here is what the writer takes
+            outcomes = [attrs.evolve(o, docs=(), partial=None) if o.sources is not None else o for o in outcomes]
         done: Future = Future()
         done.set_result(outcomes)
         if tail:
