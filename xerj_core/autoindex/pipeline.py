@@ -57,7 +57,7 @@ from xerj_core.autoindex.sink import (
     split_ref,
 )
 from xerj_core.autoindex.walk import UNREADABLE, FileEntry, Skipped, walk
-from xerj_core.errors import BatchFailed, IllegalArgument
+from xerj_core.errors import BatchFailed, IllegalArgument, PluginError
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, MAX_TYPE_BYTES, edge_id, node_id_problem, validate_brain_name
 from xerj_core.model import EdgeDraft
 from xerj_core.plugins import get_plugin_manager
@@ -76,10 +76,15 @@ FIRST_BATCH_FILES = 128
 # ... and a transaction takes files up to this many bytes (at least one file), so large files (real code: 5,000
 # files of site-packages peaked at 412 MB in 1,024-file transactions) hold no more text at once than notes do.
 BATCH_BYTES = 4 << 20
-# With a companion, the most bytes of files this process parses while the companion starts (see
-# _take_back_while_waiting): their documents are held until the writer reaches them (on a loaded machine, 5,000
-# files of real code held 100 MB more in the writer without a bound).
-TAKE_BACK_BYTES = 8 << 20
+# With a companion, the most bytes of files this process parses in a run instead of waiting for the companion
+# (see _take_back_while_waiting) ...
+TAKE_BACK_BYTES = 64 << 20
+# ... of which the run's last batches, taken first: their documents are held until the writer reaches them at the
+# run's end (on a loaded machine, 5,000 files of real code held 100 MB more in the writer without a bound), and
+# the companion combines while the writer writes them ...
+TAKE_TAIL_BYTES = 16 << 20
+# ... then the batches next in line, at most this many bytes of files parsed ahead of the batch the writer writes.
+TAKE_AHEAD_BYTES = 4 << 20
 # Files per executor task: small enough to spread over the workers and to stop soon on Ctrl-C.
 PARSE_BATCH_FILES = 64
 DETECT_BATCH_FILES = 512
@@ -358,9 +363,13 @@ class _Runner:
         # Tasks for an executor wait here until fewer than ``window`` are out (sent, result not yet taken).
         self.backlog: deque[_Queued] = deque()
         self.out = 0
-        # with a companion: whether this process still parses, while it waits for the companion's first batch,
-        # the last batches the companion has not begun (see _take_back_while_waiting)
+        # with a companion: whether this process parses, whenever it would wait for the companion's next batch,
+        # the next batches the companion has not begun (see _take_back_while_waiting); how many bytes of files
+        # it parsed so; and how many parse batches the companion keeps for detection (numbered as they are sent)
         self.taking_back = False
+        self.taken_back_bytes = 0
+        self.tail_bytes = 0  # of those, taken from the run's end
+        self.kept_batches = 0
 
     def expect(self, work_files: int) -> None:
         """Open a pool once the run has ``work_files`` files to parse or detect, if a pool pays and may be used.
@@ -387,8 +396,12 @@ class _Runner:
         for the corpus only) a companion returns only the failures."""
         if self.companion:
             # its outcomes come back packed, so every parse batch is sent at once and the companion runs ahead
-            future = self.submit(parse_and_keep, self.token, batch, with_partials, ship, step=PARSING,
+            seq = None
+            if with_partials:
+                seq, self.kept_batches = self.kept_batches, self.kept_batches + 1
+            future = self.submit(parse_and_keep, self.token, batch, with_partials, ship, seq, step=PARSING,
                                  files=_paths(batch), eager=True)
+            future.seq = seq  # type: ignore[attr-defined]  # the batch number it is kept under
             if ship:
                 future.entries = batch  # type: ignore[attr-defined]  # put back into its outcomes
                 future.with_partials = with_partials  # type: ignore[attr-defined]  # to parse it here instead
@@ -590,6 +603,31 @@ COMBINING = "combine"
 DETECTING = "detect"
 
 
+class _Combining:
+    """The companion's combine, as a future: its outcome comes back from the combine task, or from the adoption of
+    the batch the combine waited for (see :func:`parallel.adopt_kept`); the others answer None."""
+
+    def __init__(self, first: Future, adoptions: list[Future]) -> None:
+        self.first = first
+        self.adoptions = adoptions  # the detection's own list: adoptions sent later join it
+
+    def _futures(self) -> list[Future]:
+        return [self.first, *self.adoptions]
+
+    def done(self) -> bool:
+        return any(f.done() and (f.exception() is not None or f.result() is not None) for f in self._futures())
+
+    def exception(self) -> BaseException | None:
+        return next((exc for f in self._futures() if f.done() and (exc := f.exception()) is not None), None)
+
+    def result(self) -> Any:
+        for future in self._futures():
+            found = future.result()
+            if found is not None:
+                return found
+        raise PluginError("the companion answered no combine: a parse batch never reached it")
+
+
 class _Detection:
     """Detection over the whole corpus: started once every file is parsed, streamed after the writes.
 
@@ -617,7 +655,8 @@ class _Detection:
         self.corpus: Corpus | None = None
         self.shared: Any = None
         # with a companion (see _Runner), the worker keeps the files and combines them itself
-        self.combined: Future | None = None
+        self.combined: _Combining | None = None
+        self.adoptions: list[Future] = []  # files parsed here that the companion keeps: one may end in the combine
         self.dispatched: deque[Future] | None = None  # the companion's detect batches sent, results not yet taken
         self.waiting: deque[list[str]] = deque()  # ... and the files of those not sent yet
         self.detected: list[str] = []  # the files whose edges a lost combine would lose, to name them
@@ -637,11 +676,13 @@ class _Detection:
                 self._combine_when_adopted()
 
     def _combine_when_adopted(self) -> None:
-        """With a companion, send the combine once edges are to be redone and the companion was sent every
-        file parsed here: it runs in the worker right after the last parse, while this process still writes."""
-        if self.needed and self.combined is None and not self.runner.taking_back:
-            self.combined = self.runner.submit(combine_kept, self.runner.token, step=COMBINING,
-                                               files=self.detected, eager=True)
+        """With a companion, send the combine once edges are to be redone (every parse batch is sent by then):
+        it runs in the worker right after the last of those batches reaches it (parsed there, or here and
+        adopted: see :func:`parallel.combine_kept`), while this process still writes."""
+        if self.needed and self.combined is None:
+            first = self.runner.submit(combine_kept, self.runner.token, self.runner.kept_batches, step=COMBINING,
+                                       files=self.detected, eager=True)
+            self.combined = _Combining(first, self.adoptions)
 
     def take(self, outcomes: Sequence[ParseOutcome]) -> None:
         """A batch of changed files is parsed and written: keep what detection needs of it. One that parsed
@@ -657,16 +698,12 @@ class _Detection:
             self._need()
         self._combine_when_adopted()
 
-    def adopt(self, outcomes: Sequence[ParseOutcome]) -> None:
-        """Files parsed in this process: the companion keeps them for detection (sent now, so before the
-        combine, which follows every parse and adoption the companion was sent)."""
+    def adopt(self, outcomes: Sequence[ParseOutcome], batch: int | None) -> None:
+        """A parse batch parsed in this process: the companion keeps its files for detection, and counts the
+        batch (a combine asked for already waits for it)."""
         adopted = [(o.entry.rel_path, Kept.of(o)) for o in outcomes if o.docs]
-        if adopted:
-            self.runner.submit(adopt_kept, self.runner.token, adopted, step=PARSING,
-                               files=[path for path, _ in adopted], eager=True)
-
-    def after_taking_back(self) -> None:
-        self._combine_when_adopted()
+        self.adoptions.append(self.runner.submit(adopt_kept, self.runner.token, adopted, batch, step=PARSING,
+                                                 files=[path for path, _ in adopted], eager=True))
 
     def _keep(self, outcomes: Sequence[ParseOutcome]) -> None:
         for outcome in outcomes:
@@ -868,7 +905,7 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
                     detection.start()
 
     for position, future in enumerate(parses):
-        if runner.taking_back and isinstance(future, _Queued):
+        if runner.taking_back and isinstance(future, _Queued) and not future.done():
             _take_back_while_waiting(runner, parses, position, detection)
             future = parses[position]
         outcomes = runner.outcomes(future)  # type: ignore[arg-type]
@@ -896,29 +933,65 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
 
 def _take_back_while_waiting(runner: _Runner, parses: list[Future | None], position: int,
                              detection: _Detection | None) -> None:
-    """While the companion's first parse batch (``parses[position]``) is not back, this process would only wait
-    (the companion is still starting: a fresh interpreter and its imports): it parses the last batches the
-    companion has not begun instead, and sends their files for the companion to keep. Once that batch is back
-    (or nothing is left to take back) the companion parses the rest, and the combine may be sent: it must
-    follow every file the companion is sent to keep. How much is taken back adapts to how long the companion
-    takes to start (a fixed share parsed here either left this process waiting or did work the companion was
-    ready for), up to :data:`TAKE_BACK_BYTES` of files: their documents wait here, in file order, until the
-    writer reaches them."""
-    last = len(parses) - 1
-    held = 0
-    while not parses[position].done() and last > position and held < TAKE_BACK_BYTES:  # type: ignore[union-attr]
-        outcomes = runner.take_back(parses[last])  # type: ignore[arg-type]
-        if outcomes is not None:
-            held += sum(outcome.entry.size for outcome in outcomes)
-            if detection is not None:
-                detection.adopt(outcomes)
-            done: Future = Future()
-            done.set_result(outcomes)
-            parses[last] = done
-        last -= 1
-    runner.taking_back = False
-    if detection is not None:
-        detection.after_taking_back()
+    """While the companion's parse batch ``parses[position]`` is not back, this process would only wait (the
+    companion is starting, a fresh interpreter and its imports, or its parsing, not the writing, is the run's
+    pace): it parses batches the companion has not begun instead, and sends their files for the companion to
+    keep. So the two processes share the parsing as their pace demands (a fixed share parsed here either left
+    this process waiting or did work the companion was ready for).
+
+    Which batches: first the run's last ones, up to :data:`TAKE_TAIL_BYTES` of files. Their documents wait here
+    for the writer, but the companion then parses its last batch before the writer has written the run's
+    last documents, and combines (which needs every file, and would otherwise leave the writer waiting) while
+    the writer writes them. Then the batches next in line (``parses[position]`` itself if not begun), which
+    the writer reaches soon: at most :data:`TAKE_AHEAD_BYTES` of files parsed ahead at once. At most
+    :data:`TAKE_BACK_BYTES` in a run. The combine, asked for already, waits in the companion for every batch
+    adopted so (see :func:`parallel.combine_kept`)."""
+    waited = parses[position]
+
+    def not_begun(at: int) -> bool:
+        return isinstance(parses[at], _Queued) and not parses[at].done()  # type: ignore[union-attr]
+
+    later, last = position, len(parses) - 1
+    while not waited.done() and runner.taken_back_bytes < TAKE_BACK_BYTES:  # type: ignore[union-attr]
+        if runner.tail_bytes < TAKE_TAIL_BYTES:
+            while last > position and not not_begun(last):
+                last -= 1
+            at, tail = last, True
+            if at <= position:  # nothing left at the end: next in line
+                runner.tail_bytes = TAKE_TAIL_BYTES
+                continue
+        else:
+            if sum(getattr(f, "held", 0) for f in parses[position:]) >= TAKE_AHEAD_BYTES:
+                return
+            # the nearest batch not begun (the companion has one running and the next in its queue at most)
+            while later < len(parses) and not not_begun(later):
+                later += 1
+            if later >= len(parses):
+                return
+            at, tail = later, False
+        taken = parses[at]
+        outcomes = runner.take_back(taken)  # type: ignore[arg-type]
+        if outcomes is None:  # begun by the companion
+            if tail:
+                last -= 1
+            else:
+                later += 1
+            continue
+        size = sum(outcome.entry.size for outcome in outcomes)
+        runner.taken_back_bytes += size
+        if detection is not None:
+            detection.adopt(outcomes, getattr(taken, "seq", None))
+            # the companion keeps the files' documents now: what waits here is what the writer takes
+            outcomes = [attrs.evolve(o, docs=(), partial=None) if o.sources is not None else o for o in outcomes]
+        done: Future = Future()
+        done.set_result(outcomes)
+        if tail:
+            runner.tail_bytes += size
+        else:
+            done.held = size  # type: ignore[attr-defined]
+        parses[at] = done
+        if at == position:
+            return
 
 
 def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, datasets: list[str], now_ms: int,
