@@ -22,22 +22,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 # A set's owner: the uuid its name starts with (URL-safe base64, so no "." or "@"). Names of sets being
 # written (".<key>.<pid>.<random>") are left alone: their writer renames or removes them.
 _OWNED = re.compile(r"^(?:\.(?P<lock>[A-Za-z0-9_-]+)\.build\.lock|(?P<set>[A-Za-z0-9_-]+)(?:@|\.ids\.).*)$")
-
-
-def live_uuids(store: Any) -> set[str]:
-    """The uuids of every index in a snapshot begun now (closed indices included)."""
-    found = set()
-    with store.read_txn() as raw:
-        with raw.cursor(db=store.env.dbs["indices"]) as cursor:
-            for key, blob in cursor:
-                if not key.startswith(b"\x00"):  # the aliases record
-                    found.add(orjson.loads(blob)["uuid"])
-    return found
 
 
 def sweep(directory: Path, store: Any) -> int:
@@ -53,7 +40,7 @@ def sweep(directory: Path, store: Any) -> int:
     owned = [(name, found["lock"] or found["set"], bool(found["lock"])) for name, found in owned if found]
     if not owned:
         return 0
-    live = live_uuids(store)
+    live = store.index_uuids()
     removed = 0
     for name, owner, is_lock in owned:
         if owner in live:

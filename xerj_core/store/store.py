@@ -423,6 +423,12 @@ class Store:
             with raw.cursor(db=self.env.dbs["indices"]) as cur:
                 return [k.decode() for k in cur.iternext(values=False) if not k.startswith(b"\x00")]
 
+    def index_uuids(self) -> set[str]:
+        """The uuid of every index (closed ones included) in a snapshot begun now."""
+        with self.read_txn() as raw:
+            with raw.cursor(db=self.env.dbs["indices"]) as cur:
+                return {orjson.loads(blob)["uuid"] for key, blob in cur if not key.startswith(b"\x00")}
+
     def index_info(self, index: str) -> IndexInfo:
         """What an index is (closed ones included): counts, mapping, settings as given, open or closed."""
         with self.read_txn() as raw:
