@@ -124,6 +124,9 @@ def test_caller_vectors_size_the_field_and_a_wrong_dimension_is_refused(memory, 
     # Finite but beyond float32 (where vectors are stored and scored): refused as the caller's vector, by name.
     err = refusal(memory.store, "agent", {"vector": [1.0, 1e300, 0.0]})
     assert err.reason == "[vector] must hold numbers within the float32 range; element 1 is [1e+300]"
+    # an int too large for a float (a JSON parser may give one) is the same refusal, not an OverflowError
+    err = refusal(memory.store, "agent", {"vector": [10**400, 0.0, 0.0]})
+    assert err.reason.startswith("[vector] must hold numbers within the float32 range; element 0 is [1000")
     assert memory.list("agent", {})["total"] == 2
 
 

@@ -129,7 +129,8 @@ def parse_vector(value: Any, field: str = "vector") -> tuple[float, ...]:
         raise GraphError(f"[{field}] has {len(value)} dimensions, the limit is {MAX_VECTOR_DIMS}")
     out = []
     for i, x in enumerate(value):
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        # an int is finite (and math.isfinite of one too large for a float raises): only floats are asked
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or (isinstance(x, float) and not math.isfinite(x)):
             raise GraphError(f"[{field}] must hold finite numbers only; element {i} is [{x!r:.40}]")
         if abs(x) > FLOAT32_MAX:  # vectors are stored and scored as float32s, where it would be an infinity
             raise GraphError(f"[{field}] must hold numbers within the float32 range; element {i} is [{x!r:.40}]")
