@@ -1,0 +1,98 @@
+"""A tail's postings are found per block by binary search over its sorted terms: exact however the blocks came."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xerj_core.store import BulkOp, Store, tailblock
+from xerj_core.store.mapping import Mapping
+from xerj_core.store.read import Tail
+
+# Terms whose UTF-8 byte order and code point order must agree for the search to find them.
+WORDS = ["alpha", "beta", "zeta", "zz", "é", "éa", "ü", "日本", "日", "ω", "a1", "a10", "a2", "_x"]
+
+
+def _recount(reader, term: str) -> dict[int, int]:
+    want = {}
+    for row in reader.live_rows():
+        words = reader.document(int(row))[1]["text"].split()
+        if term in words:
+            want[int(row)] = words.count(term)
+    return want
+
+
+def _found(reader, term: str) -> dict[int, int]:
+    rows, tfs = reader.postings("text", term)
+    return {int(r): int(t) for r, t in zip(rows, tfs) if reader.live[r]}
+
+
+@pytest.mark.parametrize("reopen", [False, True])
+def test_tail_postings_match_a_recount_over_bulks_puts_deletes_and_a_reopen(tmp_path, reopen):
+    rng = np.random.default_rng(7)
+    data = tmp_path / "data"
+    store = Store(data, tail_rows=4096)  # nothing seals: every row stays in the tail
+    try:
+        for round_no in range(12):
+            if round_no % 3 == 0:  # a bulk: one block of many rows, its terms grouped and sorted
+                ops = [BulkOp("index", "t", str(int(i)), {"text": " ".join(rng.choice(WORDS, 1 + i % 5))})
+                       for i in rng.integers(0, 60, 25)]
+                store.bulk(ops)
+            else:  # single puts: a block each; overwrites and deletes leave dead rows
+                doc_id = str(int(rng.integers(0, 60)))
+                store.put("t", {"text": " ".join(rng.choice(WORDS, 3))}, doc_id)
+                if round_no % 4 == 1:
+                    store.delete("t", str(int(rng.integers(0, 60))))
+            if reopen:  # a new process reads the tail's blocks back from their stored form
+                store.close()
+                store = Store(data, tail_rows=4096)
+            with store.reader("t") as reader:
+                for term in [*WORDS, "absent", "日本語"]:
+                    assert _found(reader, term) == _recount(reader, term), term
+    finally:
+        store.close()
+
+
+def test_a_term_asked_before_later_blocks_arrive_takes_their_postings_too(tmp_path):
+    with Store(tmp_path / "data", tail_rows=4096) as store:
+        store.put("t", {"text": "beta"}, "1")
+        with store.reader("t") as reader:
+            assert reader.postings("text", "alpha")[0].tolist() == []
+        for i in range(2, 6):
+            store.put("t", {"text": f"alpha {'alpha ' * i}"}, str(i))
+            with store.reader("t") as reader:
+                assert _found(reader, "alpha") == _recount(reader, "alpha")
+        with store.read_txn() as txn:
+            older = store.open_reader(txn, "t")
+            store.put("t", {"text": "alpha"}, "9")
+            with store.reader("t") as newer:  # the newer reader's search must not show the older one its row
+                assert len(_found(newer, "alpha")) == 5
+            assert len(_found(older, "alpha")) == 4
+
+
+def test_every_way_a_block_is_built_lists_its_terms_sorted():
+    fields = list(Mapping.from_es({"properties": {"text": {"type": "text"}}}).fields.values())
+    rng = np.random.default_rng(3)
+    records = [{"c": {"text": 2}, "t": {"text": {w: 1 for w in rng.choice(WORDS, 4)}}} for _ in range(9)]
+    built = {
+        "one record": tailblock.from_records(0, records[:1], fields),
+        "records": tailblock.from_records(0, records, fields),
+        "concat": tailblock.concat([tailblock.from_records(0, records[:4], fields),
+                                    tailblock.from_records(4, records[4:], fields)], fields),
+    }
+    built["decoded"] = tailblock.decode(built["records"].encode(), 0, {})
+    built["sliced"] = built["records"].sliced(2, 7)
+    built["selected"] = built["records"].select(np.arange(9) % 2 == 0, 0)
+    for how, block in built.items():
+        terms = list(block.run("text")[0])
+        assert terms == sorted(terms) and len(set(terms)) == len(terms), how
+        tail = Tail(block.start)
+        tail.add([block])
+        for word in WORDS:  # each term's postings found by the search equal a scan of the block
+            wanted = word.encode()
+            counts = block.run("text")[1]
+            starts = np.concatenate(([0], np.cumsum(counts)))
+            at = [i for i, t in enumerate(terms) if t == wanted]
+            want = block.run("text")[2][starts[at[0]]:starts[at[0] + 1]].tolist() if at else None
+            got = tail.postings("text", word, block.n)
+            assert (got[0].tolist() if got is not None else None) == want, (how, word)
