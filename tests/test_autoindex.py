@@ -202,6 +202,8 @@ def test_bad_input_is_reported_and_nothing_is_lost(engine, tmp_path, monkeypatch
     summary = run(engine, folder, brain="messy")
     skipped = {f["path"]: f["kind"] for f in summary.files_skipped}
     assert skipped["sub/loop"] == "symlink_loop" and skipped["dangling.md"] == "broken_symlink"
+    reasons = {f["path"]: f["reason"] for f in summary.files_skipped}
+    assert reasons["sub/loop"] == "symlink loop: this directory was already walked as [.]"
     assert engine.store.get(index_of(engine, "messy"), "latin1.txt")[0]["text"] == "caf\u00e9"
     assert engine.store.get(index_of(engine, "messy"), "good.md") is not None
     # A file that later becomes unreadable keeps what was indexed for it.
@@ -417,3 +419,22 @@ def test_a_run_gives_back_what_it_kept_out_of_the_cyclic_collector(tmp_path, pm)
             assert gc.get_freeze_count() > 0  # not unfrozen (a few of the frozen objects may be freed meanwhile)
         finally:
             gc.unfreeze()
+
+
+def test_two_links_to_one_directory_walk_it_once_and_name_where(tmp_path):
+    from xerj_core.autoindex.walk import SYMLINK_LOOP, FileEntry, Skipped, walk
+
+    folder = tmp_path / "docs"
+    (folder / "shared").mkdir(parents=True)
+    (folder / "shared" / "a.md").write_text("# A\n")
+    (folder / "gcc").symlink_to(folder / "shared", target_is_directory=True)
+    (folder / "g++").symlink_to(folder / "shared", target_is_directory=True)
+    seen = list(walk(folder))
+    files = [entry.rel_path for entry in seen if isinstance(entry, FileEntry)]
+    skipped = {entry.rel_path: entry for entry in seen if isinstance(entry, Skipped)}
+    assert len(files) == 1 and files[0].endswith("/a.md")
+    first = files[0].rsplit("/", 1)[0]
+    assert sorted([first, *skipped]) == ["g++", "gcc", "shared"]
+    for entry in skipped.values():
+        assert entry.kind == SYMLINK_LOOP
+        assert entry.reason == f"symlink loop: this directory was already walked as [{first}]"

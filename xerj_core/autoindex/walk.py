@@ -66,7 +66,7 @@ def walk(root: Path) -> Iterator[FileEntry | Skipped]:
     corpus. Symbolic links are followed, but a directory reached twice (a link
     loop, or two links to one place) is walked once and reported the second time.
     """
-    visited: set[tuple[int, int]] = set()
+    visited: dict[tuple[int, int], str] = {}  # each directory walked -> where it was walked
     stack: list[tuple[Path, str]] = [(root, "")]
     while stack:
         directory, rel_dir = stack.pop()
@@ -76,10 +76,12 @@ def walk(root: Path) -> Iterator[FileEntry | Skipped]:
             yield Skipped(rel_dir or ".", f"unreadable directory: {exc.strerror or exc}")
             continue
         key = (info.st_dev, info.st_ino)
-        if key in visited:
-            yield Skipped(rel_dir, "symlink loop: this directory was already walked", SYMLINK_LOOP)
+        first = visited.get(key)
+        if first is not None:
+            yield Skipped(rel_dir, f"symlink loop: this directory was already walked as [{first or '.'}]",
+                          SYMLINK_LOOP)
             continue
-        visited.add(key)
+        visited[key] = rel_dir
         try:
             with os.scandir(directory) as it:
                 entries = sorted(it, key=lambda e: e.name)
