@@ -10,6 +10,8 @@ virtualenv's site-packages, one document each (its path a keyword, its text a te
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import os
 import statistics
 import sysconfig
@@ -58,7 +60,34 @@ def bench_raw_lmdb(path: Path, docs: list[dict]) -> tuple[float, float]:
     return len(docs) / elapsed, cpu
 
 
-def bench_store_puts(path: Path, docs: list[dict]) -> tuple[float, float, float]:
+class Collections:
+    """Python's cyclic collections while it is installed (``gc.callbacks``): their count and CPU seconds per
+    generation, so the put line says what the collector cost (0: young, 2: full)."""
+
+    def __init__(self) -> None:
+        self.count, self.cpu, self._began = [0, 0, 0], [0.0, 0.0, 0.0], 0.0
+
+    def __enter__(self) -> "Collections":
+        gc.callbacks.append(self._heard)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._heard)
+
+    def _heard(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._began = time.process_time()
+        else:
+            self.count[info["generation"]] += 1
+            self.cpu[info["generation"]] += time.process_time() - self._began
+
+    def __str__(self) -> str:
+        return ", ".join(f"{n} {name} ({cpu:.3f} s)" for n, name, cpu in
+                         zip(self.count, ("young", "middle", "full"), self.cpu))
+
+
+def bench_store_puts(path: Path, docs: list[dict], collections: Collections | None = None
+                     ) -> tuple[float, float, float]:
     """Docs/s and CPU seconds of ``Store.bulk`` over the same batches, from the same document dicts: each
     document's id made, its ``BulkOp`` built (the API's input; its CPU is counted, and also returned apart),
     then per batch sources (the same orjson JSON) and ids, keyword ordinals, the tail's blocks, the seals and
@@ -67,14 +96,15 @@ def bench_store_puts(path: Path, docs: list[dict]) -> tuple[float, float, float]
     with Store(path) as store:
         store.create_index("bench", {"properties": {"title": {"type": "text"}, "kind": {"type": "keyword"},
                                                     "n": {"type": "long"}, "valid_at": {"type": "date"}}})
-        start, cpu, ops_cpu = time.perf_counter(), time.process_time(), 0.0
-        for i in range(0, len(docs), BATCH):
-            before = time.process_time()
-            ops = [BulkOp("index", "bench", f"doc-{j}", doc) for j, doc in enumerate(docs[i:i + BATCH], i)]
-            ops_cpu += time.process_time() - before
-            store.bulk(ops)
-        store.wait_merges()
-        return len(docs) / (time.perf_counter() - start), time.process_time() - cpu, ops_cpu
+        with collections or contextlib.nullcontext():
+            start, cpu, ops_cpu = time.perf_counter(), time.process_time(), 0.0
+            for i in range(0, len(docs), BATCH):
+                before = time.process_time()
+                ops = [BulkOp("index", "bench", f"doc-{j}", doc) for j, doc in enumerate(docs[i:i + BATCH], i)]
+                ops_cpu += time.process_time() - before
+                store.bulk(ops)
+            store.wait_merges()
+            return len(docs) / (time.perf_counter() - start), time.process_time() - cpu, ops_cpu
 
 
 def py_file_docs(limit: int) -> list[dict]:
@@ -156,7 +186,8 @@ def main() -> None:
         w0 = written_bytes()
         raw, raw_cpu = bench_raw_lmdb(Path(tmp) / "raw", docs)
         w1 = written_bytes()
-        ours, our_cpu, ops_cpu = bench_store_puts(Path(tmp) / "store", docs)
+        collections = Collections()
+        ours, our_cpu, ops_cpu = bench_store_puts(Path(tmp) / "store", docs, collections)
         w2 = written_bytes()
         per = 100_000 / args.docs
         print(f"put throughput, {args.docs:,} docs in bulks of {BATCH} (load average {os.getloadavg()[0]:.1f}), "
@@ -165,7 +196,8 @@ def main() -> None:
               f"per 100k, of which building the BulkOps {ops_cpu * per:.3f} s), raw lmdb put loop (ids, orjson "
               f"JSON, one put each) {raw:,.0f} docs/s (CPU {raw_cpu * per:.3f} s per 100k), ratio "
               f"{ours / raw:.2f} (target >= 0.30); CPU ratio {raw_cpu / our_cpu:.2f}; written to disk: xerj "
-              f"{_megabytes(w1, w2)}, raw loop {_megabytes(w0, w1)}")
+              f"{_megabytes(w1, w2)}, raw loop {_megabytes(w0, w1)}; cyclic collections during xerj's puts: "
+              f"{collections}")
         if args.py_files:
             large = py_file_docs(args.py_files)
             mb = sum(len(doc["text"].encode()) for doc in large) / 1e6
