@@ -106,6 +106,16 @@ WINDOWS_MAIN: list[float] = []  # the same, the writing thread's alone (the rest
 # The first batch of each is left out: it imports modules and creates the index.
 AGE_EDGES = 50_000
 AGE: dict[str, float] = {}  # "before", "after": the writing thread's CPU seconds per edge of those edges
+# ("ref before", "ref after": a loop that stays in the processor's caches, timed at both points: when it slowed
+# too, the machine did, under other processes' load, and the ratio says nothing of the process's age)
+
+
+def reference_loop() -> float:
+    """CPU seconds of a fixed pure-Python loop that touches almost no memory (a yardstick of the machine's speed)."""
+    clock, x = time.thread_time(), 0
+    for i in range(1_000_000):
+        x += i & 7
+    return time.thread_time() - clock
 CPU: dict[str, float] = {}  # this process's CPU seconds of the last ingest ("ingest", "retire") and raw loop
 WROTE: dict[str, int] = {}  # bytes this process handed to write calls (LMDB's dirty pages) in the same spans
 FAULTS: dict[str, int] = {}  # this process's minor page faults in the same spans (a map page touched again)
@@ -130,6 +140,7 @@ def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
     windows = [0.0] * -(-corpus.size // WINDOW)
     mains = [0.0] * len(windows)
     first = 0.0
+    AGE["ref before"] = reference_loop()
     for lo in range(0, corpus.size, BATCH):
         drafts = [corpus.draft(i) for i in range(lo, min(corpus.size, lo + BATCH))]
         start, clock, before = time.perf_counter(), time.process_time(), written()
@@ -191,6 +202,7 @@ def ingest_at(size: int, tmp: Path) -> dict[str, float]:
     with Engine(tmp / f"data-{size}", config=EngineConfig()) as engine:
         rate, retire_seconds = ingest(engine, corpus)
     AGE["after"] = fresh_brain_after(corpus, tmp / f"fresh-{size}")
+    AGE["ref after"] = reference_loop()
     retired = int(corpus.retired.sum())
     print(f"{size:>9,} edges: write_edges {rate:,.0f} edges/s ({CPU['ingest'] / size * 1e6:.1f} us CPU, "
           f"{WROTE['ingest'] / size / 1024:.1f} KiB written per edge); raw lmdb put loop of the same "
@@ -205,10 +217,11 @@ def ingest_at(size: int, tmp: Path) -> dict[str, float]:
           + " ".join(f"{used * 1e6:.1f}" for used in WINDOWS_MAIN), flush=True)
     print(f"{'':>9}  process age: a fresh brain's edges {BATCH:,}-{min(AGE_EDGES, size):,} cost {AGE['before'] * 1e6:.1f} us "
           f"CPU per edge as the ingest began and {AGE['after'] * 1e6:.1f} us written again after it (x"
-          f"{AGE['after'] / AGE['before']:.2f}, same work, same brain size)", flush=True)
+          f"{AGE['after'] / AGE['before']:.2f}, same work, same brain size; a loop that stays in the caches x"
+          f"{AGE['ref after'] / AGE['ref before']:.2f} meanwhile: the machine's own drift)", flush=True)
     shutil.rmtree(tmp / f"data-{size}", ignore_errors=True)
     return {"rate": rate, "raw": raw, "retire": retire_seconds / retired, "retire_cpu": CPU["retire"] / retired,
-            "age": AGE["after"] / AGE["before"]}
+            "age": AGE["after"] / AGE["before"], "drift": AGE["ref after"] / AGE["ref before"]}
 
 
 RESULT = "ingest-figures "  # the line a child of ingest_scaling ends with: this prefix, then its figures as JSON
@@ -240,7 +253,8 @@ def ingest_scaling(sizes: list[int], same_process: bool = False) -> None:
           f"at {min(sizes):,}: {large['retire'] / small['retire']:.2f} (target 0.8-1.2; CPU "
           f"{large['retire_cpu'] / small['retire_cpu']:.2f})")
     print(f"process age (a fresh brain's first edges after the ingest / as it began, same process): "
-          + ", ".join(f"{size:,}: x{figures[size]['age']:.2f}" for size in sizes))
+          + ", ".join(f"{size:,}: x{figures[size]['age']:.2f} (machine drift x{figures[size]['drift']:.2f})"
+                      for size in sizes))
 
 
 def raw_lmdb_rate(path: Path, corpus: Corpus, limit: int) -> float:
