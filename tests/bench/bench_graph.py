@@ -100,6 +100,22 @@ def retirement_plan(corpus: Corpus) -> list[tuple[int, np.ndarray]]:
 # Edges per window of the ingest's CPU figures: whether a write costs more as the brain grows, and from where.
 WINDOW = 100_000
 WINDOWS: list[float] = []  # CPU seconds per edge of the last ingest, window by window
+WINDOWS_MAIN: list[float] = []  # the same, the writing thread's alone (the rest: background merges)
+# A fresh brain's first edges, written twice by the same process: as its ingest begins and after it (into another
+# fresh brain). The work is the same, so their CPU ratio is what the process's age alone costs (its heap and caches).
+# The first batch of each is left out: it imports modules and creates the index.
+AGE_EDGES = 50_000
+AGE: dict[str, float] = {}  # "before", "after": the writing thread's CPU seconds per edge of those edges
+# ("ref before", "ref after": a loop that stays in the processor's caches, timed at both points: when it slowed
+# too, the machine did, under other processes' load, and the ratio says nothing of the process's age)
+
+
+def reference_loop() -> float:
+    """CPU seconds of a fixed pure-Python loop that touches almost no memory (a yardstick of the machine's speed)."""
+    clock, x = time.thread_time(), 0
+    for i in range(1_000_000):
+        x += i & 7
+    return time.thread_time() - clock
 CPU: dict[str, float] = {}  # this process's CPU seconds of the last ingest ("ingest", "retire") and raw loop
 WROTE: dict[str, int] = {}  # bytes this process handed to write calls (LMDB's dirty pages) in the same spans
 FAULTS: dict[str, int] = {}  # this process's minor page faults in the same spans (a map page touched again)
@@ -122,18 +138,28 @@ def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
     spent = cpu = 0.0
     wrote = 0
     windows = [0.0] * -(-corpus.size // WINDOW)
+    mains = [0.0] * len(windows)
+    first = 0.0
+    AGE["ref before"] = reference_loop()
     for lo in range(0, corpus.size, BATCH):
         drafts = [corpus.draft(i) for i in range(lo, min(corpus.size, lo + BATCH))]
         start, clock, before = time.perf_counter(), time.process_time(), written()
+        own = time.thread_time()
         engine.graph.write_edges(BRAIN, drafts, created_at=T0 + YEAR)
+        own = time.thread_time() - own
         spent += time.perf_counter() - start
         used = time.process_time() - clock
         cpu += used
         windows[lo // WINDOW] += used
+        mains[lo // WINDOW] += own
+        if BATCH <= lo < AGE_EDGES:
+            first += own
         wrote += written() - before
     rate = corpus.size / spent
     CPU["ingest"], WROTE["ingest"] = cpu, wrote
     WINDOWS[:] = [used / min(WINDOW, corpus.size - k * WINDOW) for k, used in enumerate(windows)]
+    WINDOWS_MAIN[:] = [used / min(WINDOW, corpus.size - k * WINDOW) for k, used in enumerate(mains)]
+    AGE["before"] = first / max(1, min(AGE_EDGES, corpus.size) - BATCH)
     retiring = cpu = 0.0
     wrote = faults = 0
     for at, chosen in retirement_plan(corpus):
@@ -150,6 +176,22 @@ def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
     return rate, retiring
 
 
+def fresh_brain_after(corpus: Corpus, path: Path) -> float:
+    """The writing thread's CPU seconds per edge of the corpus's first :data:`AGE_EDGES` edges (its first batch left
+    out) written into a fresh brain at ``path`` by this process (after its ingest): as :func:`ingest` began, but in
+    an older process."""
+    used, n = 0.0, min(AGE_EDGES, corpus.size)
+    with Engine(path, config=EngineConfig()) as engine:
+        for lo in range(0, n, BATCH):
+            drafts = [corpus.draft(i) for i in range(lo, min(n, lo + BATCH))]
+            own = time.thread_time()
+            engine.graph.write_edges(BRAIN, drafts, created_at=T0 + YEAR)
+            if lo >= BATCH:
+                used += time.thread_time() - own
+    shutil.rmtree(path, ignore_errors=True)
+    return used / max(1, n - BATCH)
+
+
 def ingest_at(size: int, tmp: Path) -> dict[str, float]:
     """Ingest and retire ``size`` edges in a fresh data directory under ``tmp``, after a raw lmdb put loop of the
     same documents; prints both and returns the figures the scaling line compares."""
@@ -159,6 +201,8 @@ def ingest_at(size: int, tmp: Path) -> dict[str, float]:
     shutil.rmtree(tmp / f"raw-{size}", ignore_errors=True)
     with Engine(tmp / f"data-{size}", config=EngineConfig()) as engine:
         rate, retire_seconds = ingest(engine, corpus)
+    AGE["after"] = fresh_brain_after(corpus, tmp / f"fresh-{size}")
+    AGE["ref after"] = reference_loop()
     retired = int(corpus.retired.sum())
     print(f"{size:>9,} edges: write_edges {rate:,.0f} edges/s ({CPU['ingest'] / size * 1e6:.1f} us CPU, "
           f"{WROTE['ingest'] / size / 1024:.1f} KiB written per edge); raw lmdb put loop of the same "
@@ -169,8 +213,15 @@ def ingest_at(size: int, tmp: Path) -> dict[str, float]:
           f"{FAULTS['retire'] / retired:.2f} minor faults per edge); load {os.getloadavg()[0]:.1f}", flush=True)
     print(f"{'':>9}  write_edges CPU per edge by {WINDOW:,}-edge window (us): "
           + " ".join(f"{used * 1e6:.1f}" for used in WINDOWS), flush=True)
+    print(f"{'':>9}  of which the writing thread's (the rest: background merges): "
+          + " ".join(f"{used * 1e6:.1f}" for used in WINDOWS_MAIN), flush=True)
+    print(f"{'':>9}  process age: a fresh brain's edges {BATCH:,}-{min(AGE_EDGES, size):,} cost {AGE['before'] * 1e6:.1f} us "
+          f"CPU per edge as the ingest began and {AGE['after'] * 1e6:.1f} us written again after it (x"
+          f"{AGE['after'] / AGE['before']:.2f}, same work, same brain size; a loop that stays in the caches x"
+          f"{AGE['ref after'] / AGE['ref before']:.2f} meanwhile: the machine's own drift)", flush=True)
     shutil.rmtree(tmp / f"data-{size}", ignore_errors=True)
-    return {"rate": rate, "raw": raw, "retire": retire_seconds / retired, "retire_cpu": CPU["retire"] / retired}
+    return {"rate": rate, "raw": raw, "retire": retire_seconds / retired, "retire_cpu": CPU["retire"] / retired,
+            "age": AGE["after"] / AGE["before"], "drift": AGE["ref after"] / AGE["ref before"]}
 
 
 RESULT = "ingest-figures "  # the line a child of ingest_scaling ends with: this prefix, then its figures as JSON
@@ -201,6 +252,9 @@ def ingest_scaling(sizes: list[int], same_process: bool = False) -> None:
           f"{large['raw'] / small['raw']:.2f} (its random-key B-tree alone); time per retired edge at {max(sizes):,} / "
           f"at {min(sizes):,}: {large['retire'] / small['retire']:.2f} (target 0.8-1.2; CPU "
           f"{large['retire_cpu'] / small['retire_cpu']:.2f})")
+    print(f"process age (a fresh brain's first edges after the ingest / as it began, same process): "
+          + ", ".join(f"{size:,}: x{figures[size]['age']:.2f} (machine drift x{figures[size]['drift']:.2f})"
+                      for size in sizes))
 
 
 def raw_lmdb_rate(path: Path, corpus: Corpus, limit: int) -> float:
