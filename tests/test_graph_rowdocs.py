@@ -1,10 +1,10 @@
 """Ego with evidence from the edge listings packed per sealed segment (``xerj_core.graph.rowdocs``).
 
 A listing (``fragment``) closed by its ``TAILS`` entry must decode, key order included, to what the oracle makes
-of the stored document, whatever the document holds; documents whose listing depends on the request (holding
-``hop`` or ``direction``) have none. Through the engine, the lean path with evidence must read no stored record
-for an edge of a sealed segment (only the tail's, and a listing too large for its span), answer as the general
-path does, and keep each segment's listings across a rebuild of the view.
+of the stored document, whatever the document holds (``hop`` or ``direction`` of its own included). Through the
+engine, the lean path with evidence must read no stored record for an edge of a sealed segment (only the tail's,
+and a listing too large for its span), answer as the general path does, and keep each segment's listings across
+a rebuild of the view.
 """
 
 from __future__ import annotations
@@ -39,9 +39,8 @@ def test_a_listing_closed_by_its_tail_is_the_edge_the_oracle_shapes(found, data)
         if record is None:
             continue
         made = rowdocs.record_fragment(record)
-        assert (made is None) == ("hop" in entry[0] or "direction" in entry[0])  # placed by the request
-        if made is not None:
-            kept.append((record, out, hop, made[0] + rowdocs.TAILS[hop, out, made[1]]))
+        assert made is not None  # every object has one, whatever keys it holds
+        kept.append((record, out, hop, made[0] + rowdocs.TAILS[hop, out, made[1]]))
     if not kept:
         return
     listed = orjson.loads(b"[" + b"".join(text for *_, text in kept)[:-1] + b"]")
@@ -69,6 +68,9 @@ def test_sealed_edges_are_listed_with_evidence_without_reading_their_records(mon
                 if i % 3:
                     body["evidence"] = {"quote": f'm{i} "quoted" \\ here', "source": f"n{i}.md", "offset": i}
                 engine.graph.link("b", body)
+            for doc_id, extra in (("retires-later", {"invalid_at": T0 + 10**9}), ("expiry-null", {"expired_at": None})):
+                engine.store.put(EDGES, {"src": "n1", "dst": doc_id, "type": "t", "weight": 0.9, "confidence": 1.0,
+                                         "valid_at": T0, "trust": "detected", **extra}, doc_id)  # one null each
             big = "x" * 70_000  # a listing longer than a span can say: read from its record
             engine.store.put(EDGES, {"src": "n1", "dst": "far", "type": "t", "weight": 0.99, "confidence": 1.0,
                                      "valid_at": T0, "trust": "detected", "evidence": {"quote": big}}, "big-one")
@@ -84,6 +86,7 @@ def test_sealed_edges_are_listed_with_evidence_without_reading_their_records(mon
             edges = orjson.loads(fast)["edges"]
             assert len(edges) > 20 and any(edge["evidence"] is None for edge in edges)
             assert any(edge["edge_id"] == "big-one" and edge["evidence"] == {"quote": big} for edge in edges)
+            assert {"retires-later", "expiry-null"} <= {edge["edge_id"] for edge in edges}
             lean_asked = asked[:len(asked) - len(edges)]  # the general path asks every listed edge's record
             assert lean_asked and all(row >= tail_start or row == big_row for row in lean_asked)
             assert big_row in lean_asked

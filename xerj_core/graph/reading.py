@@ -424,8 +424,8 @@ class GraphReading:
                 ) -> tuple[list[dict[str, Any]], list[str], Mapping[Any, int]] | None:
         """What :meth:`_documented` gives for the lean picks, from the listings the sealed view keeps (see
         :mod:`.rowdocs`): a slice of a mapped blob per edge, no document read; a pick with none (a tail row, a
-        document ego places otherwise) has its listing made from its stored record. None leaves the picks to
-        :meth:`_documented` (a pinned reader, a view without listings, a record placed otherwise)."""
+        listing too long for its span) has its listing made from its stored record. None leaves the picks to
+        :meth:`_documented` (a pinned reader, a view without listings, a record that is not a JSON object)."""
         if type(reader) is not IndexReader:
             return None  # a pinned reader's rows that died since are read from their retired copies
         size = len(lean.hops)
@@ -463,7 +463,7 @@ class GraphReading:
             at_list = np.flatnonzero(uncovered).tolist()
         else:
             at_list = []
-        if at_list:  # made here from the stored records: the tail's rows, a document the segment pass set aside
+        if at_list:  # made here from the stored records: the tail's rows, a listing too long for its span
             records = reader.source_records(rows.take(at_list).tolist())
             for at, record in zip(at_list, records):
                 if record is None:  # no live document (or not this reader's): the edge is left out

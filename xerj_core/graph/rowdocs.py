@@ -10,9 +10,11 @@ to where ego adds ``hop`` and ``direction`` (a *fragment*), and published under
 ``<data>/views`` (see :mod:`.mapped`): page cache shared by every worker. The
 sealed view then keeps, per edge in table order, where its fragment lies
 (:data:`DOC_SPAN`), so 100 edges' evidence is 100 slices of mapped blobs and
-one ``orjson.loads`` of their join. A row whose document ego could not list
-from a fragment (one holding ``hop`` or ``direction`` itself, whose place in
-the listing depends on the request) is marked uncovered and read as before.
+one ``orjson.loads`` of their join. ``hop`` and ``direction`` follow each
+fragment as text: a document already holding one of them keeps it in its own
+place with ego's value, as JSON's repeated key decodes (the last value, in
+the first key's place), which is what setting it on the decoded dict does.
+A row with no fragment (a document that is not an object) is read as before.
 """
 
 from __future__ import annotations
@@ -32,10 +34,6 @@ _FORMAT = 1  # of the published files
 # ``edge_id``, ``hop`` and ``direction``, in this order).
 LEFT_OUT = ("schema_version", "src_file", "src_format", "dst_format")
 NULL_WHEN_ABSENT = ("invalid_at", "expired_at", "evidence")
-# The keys ego itself places in each listed edge after the document's own: a document holding one of these keeps
-# it in its own place, with ego's value, so its listing depends on the request.
-_PLACED = ("hop", "direction")
-
 UNCOVERED = 0xFF  # a row's ``nulls`` when it has no fragment (no live document, or a document placed otherwise)
 # Where a sealed edge's fragment lies: ``lo`` and ``size`` in the blob of the view's segment ``seg``; ``nulls``:
 # bit k set when the document lacks NULL_WHEN_ABSENT[k], or UNCOVERED.
@@ -48,13 +46,12 @@ _MAX_SEGMENTS = 255
 def fragment(doc_id: str, source: bytes | memoryview) -> tuple[bytes, int] | None:
     """The edge stored under ``doc_id`` with ``source`` as ego lists it, as JSON text up to ``hop``: ``{`` and its
     fields but ``LEFT_OUT`` in stored order, ``edge_id`` (in its own place if the document has one), no closing
-    brace; with its ``nulls`` bits. None when ego places it otherwise (not an object, or holding ``hop`` or
-    ``direction``)."""
+    brace; with its ``nulls`` bits. None when the source is not a JSON object."""
     try:
         doc = orjson.loads(source)
     except orjson.JSONDecodeError:
         return None
-    if type(doc) is not dict or any(name in doc for name in _PLACED):
+    if type(doc) is not dict:
         return None
     for name in LEFT_OUT:
         doc.pop(name, None)
@@ -114,7 +111,7 @@ def _read_segment(reader: IndexReader, segment: Segment) -> dict[str, np.ndarray
                     doc = loads(memoryview(value)[start:])
                 except (UnicodeDecodeError, decode_error):
                     continue
-                if type(doc) is not dict or "hop" in doc or "direction" in doc:
+                if type(doc) is not dict:
                     continue
                 for name in left_out:
                     if name in doc:
