@@ -451,6 +451,8 @@ class GraphReading:
         tails = list(map(rowdocs.TAILS.__getitem__, zip(lean.hops, outs, nulls.tolist())))
         row_docs = self.views.row_docs
         blobs = reader.memo(("xerj.graph", "doc-blobs", id(row_docs)), lambda: row_docs.blobs(reader))
+        if not blobs:  # no sealed segment: every pick is the tail's
+            return None
         starts = spans["lo"].tolist()
         frags: list[Any] = [blobs[seg][lo:hi] for seg, lo, hi in zip(
             spans["seg"].tolist(), starts, (spans["size"] + spans["lo"].astype(np.int64)).tolist())]
