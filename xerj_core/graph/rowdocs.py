@@ -93,7 +93,8 @@ def _read_segment(reader: IndexReader, segment: Segment) -> dict[str, np.ndarray
     prefix = keys.ix_key(reader.ix)
     first, stop = prefix + keys.u64(segment.start), prefix + keys.u64(segment.end)
     size = segment.end - segment.start
-    pieces: list[bytes] = [b""] * size
+    blob = bytearray()  # grown in place, row after row (the cursor goes in row order): no list of pieces to join
+    ends = np.zeros(size, np.int64)  # where each row's fragment ends in ``blob``; 0 for a row without one
     nulls = bytearray([UNCOVERED]) * size
     unpack, read_row, skip = keys.SRC_HEADER.unpack_from, keys.read_u64, len(prefix)
     begin, base = keys.SRC_HEADER.size, segment.start
@@ -118,12 +119,12 @@ def _read_segment(reader: IndexReader, segment: Segment) -> dict[str, np.ndarray
                         del doc[name]
                 doc["edge_id"] = doc_id
                 local = read_row(key, skip) - base
-                pieces[local] = dumps(doc)[:-1]
+                blob += dumps(doc)[:-1]
+                ends[local] = len(blob)
                 nulls[local] = (invalid not in doc) | ((expired not in doc) << 1) | ((evidence not in doc) << 2)
-    lengths = np.fromiter(map(len, pieces), np.int64, size)
     offsets = np.zeros(size + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return {"blob": np.frombuffer(b"".join(pieces), np.uint8), "offsets": offsets,
+    np.maximum.accumulate(ends, out=offsets[1:])  # a row without a fragment ends where the one before it did
+    return {"blob": np.frombuffer(blob, np.uint8), "offsets": offsets,
             "nulls": np.frombuffer(nulls, np.uint8).copy()}
 
 
