@@ -318,7 +318,7 @@ def _file_backed(array) -> bool:
 def test_sealed_views_are_mapped_files_that_other_processes_reuse(engine, monkeypatch):
     """The sealed view is built into files beside the data and mapped back (page cache, not private memory);
     a fresh cache (another worker) maps the published files instead of building, and answers alike."""
-    from xerj_core.graph import hop, rowids
+    from xerj_core.graph import hop, rowdocs, rowids
 
     for i in range(40):
         engine.graph.link("b", {"src": f"n{i % 5}", "dst": f"m{i}", "type": "t", "valid_at": T0})
@@ -328,17 +328,21 @@ def test_sealed_views_are_mapped_files_that_other_processes_reuse(engine, monkey
         view = engine.graph.views.sealed(reader)
     assert all(_file_backed(a) for a in view.table.arrays().values())
     published = [p for p in (engine.store.path / "views").iterdir() if not p.name.startswith(".")]
-    tables = [p for p in published if ".ids." not in p.name]
+    tables = [p for p in published if ".ids." not in p.name and ".docs." not in p.name]
     assert len(tables) == 1
-    assert len(published) - len(tables) == len(reader.segments)  # each sealed segment's packed edge ids
+    assert len([p for p in published if ".ids." in p.name]) == len(reader.segments)  # each segment's packed ids
+    assert len([p for p in published if ".docs." in p.name]) == len(reader.segments)  # and its edge listings
 
     def refuse(*args, **kwargs):
         raise AssertionError("a published view must be mapped, not rebuilt")
 
     monkeypatch.setattr(hop.EdgeTable, "__init__", refuse)
     monkeypatch.setattr(rowids, "_read_segment", refuse)
+    monkeypatch.setattr(rowdocs, "_read_segment", refuse)
     engine.graph.views = hop.ViewCache(engine.store.path / "views")
     assert engine.graph.ego("b", params) == {**first, "as_of": first["as_of"]}
+    with_evidence = engine.graph.ego("b", {**params, "include_evidence": "true"})  # the listings mapped too
+    assert [e["edge_id"] for e in with_evidence["edges"]] == [e["edge_id"] for e in first["edges"]]
 
 
 def test_a_view_that_cannot_be_written_is_kept_in_memory(engine, monkeypatch):
@@ -392,7 +396,7 @@ def test_packed_ids_of_an_older_file_layout_are_removed(engine):
     assert current
     stale = current[0].with_name(current[0].name.rsplit("@", 1)[0] + f"@{rowids._FORMAT - 1}")
     shutil.copytree(current[0], stale)
-    for table in [p for p in views.iterdir() if ".ids." not in p.name]:
+    for table in [p for p in views.iterdir() if ".ids." not in p.name and ".docs." not in p.name]:
         shutil.rmtree(table)  # the published tables of another layout, as after an upgrade
     engine.graph.views = hop.ViewCache(views)  # a fresh process
     assert engine.graph.ego("b", params)["edges"] == expected["edges"]
@@ -464,7 +468,7 @@ def test_a_view_an_older_layout_published_is_rebuilt_not_mapped(engine, monkeypa
     views = engine.store.path / "views"
 
     def tables() -> list[Path]:
-        return [p for p in views.iterdir() if ".ids." not in p.name and not p.name.startswith(".")]
+        return [p for p in views.iterdir() if ".ids." not in p.name and ".docs." not in p.name and not p.name.startswith(".")]
 
     with monkeypatch.context() as older:  # the layout before: int64 offsets, the format number before
         older.setattr(hop, "_FORMAT", hop._FORMAT - 1)

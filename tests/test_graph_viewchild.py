@@ -46,7 +46,7 @@ def _children(engine) -> hop.ViewCache:
 
 
 def _tables(engine) -> list:
-    return [p for p in (engine.store.path / "views").iterdir() if not p.name.startswith(".") and ".ids." not in p.name]
+    return [p for p in (engine.store.path / "views").iterdir() if not p.name.startswith(".") and ".ids." not in p.name and ".docs." not in p.name]
 
 
 def _refuse(*args, **kwargs):

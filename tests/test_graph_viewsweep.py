@@ -21,7 +21,7 @@ def _brain(engine, name: str, edges: int = 40) -> str:
 def _owners(engine) -> dict[str, int]:
     counts: dict[str, int] = {}
     for path in (engine.store.path / "views").iterdir():
-        owner = path.name.lstrip(".").split("@")[0].split(".ids.")[0].split(".build")[0]
+        owner = path.name.lstrip(".").split("@")[0].split(".ids.")[0].split(".docs.")[0].split(".build")[0]
         counts[owner] = counts.get(owner, 0) + 1
     return counts
 

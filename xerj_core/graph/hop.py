@@ -25,6 +25,7 @@ import numpy as np
 
 from xerj_core.arrays import BITMAP_AT, member, ranges, unique_ids
 from xerj_core.graph.mapped import ArrayFiles
+from xerj_core.graph.rowdocs import RowDocs
 from xerj_core.graph.rowids import RowIds
 from xerj_core.graph.viewchild import ChildBuilds
 from xerj_core.store import ABSENT_INT, IndexReader, Segment
@@ -47,7 +48,7 @@ _IN_ORDER = ("src", "valid_at", "invalid_at")
 _EMPTY = np.empty(0, np.int64)
 _CSR_KEY = ("xerj.graph", "csr", 1)
 _INT32_BITS = 31  # a packed value fits an int32 when it needs at most this many bits
-_FORMAT = 9  # of a published table's files: a process never maps a set another layout of the code wrote
+_FORMAT = 10  # of a published table's files: a process never maps a set another layout of the code wrote
 _NO_COLUMNS = "no-columns"
 
 # From this many frontier nodes a hop touches its runs before gathering them (see EdgeTable.candidates).
@@ -196,6 +197,7 @@ class EdgeTable:
         self.best_both = alloc("best_both", 2 * total, np.int32)
         np.take(self.best_out, self.both_pos, out=self.best_both)
         self.ids: np.ndarray | None = None
+        self.doc_span: np.ndarray | None = None  # where each edge's listing with evidence lies (see .rowdocs)
         self._packing()
         self._bounds()
 
@@ -268,6 +270,8 @@ class EdgeTable:
         found.update({f"in_{f}": a for f, a in self.in_order.direct.items()})
         if self.ids is not None:
             found.update(ids=self.ids, ids_width=self.ids_width)
+        if self.doc_span is not None:
+            found["doc_span"] = self.doc_span
         return found
 
     def named(self, position: np.ndarray) -> list[str | None]:
@@ -319,6 +323,7 @@ class EdgeTable:
         table.both_off, table.hot_both, table.both_pos = arrays["both_off"], arrays["hot_both"], arrays["both_pos"]
         table.ids = arrays.get("ids")
         table.ids_width = arrays.get("ids_width")
+        table.doc_span = arrays.get("doc_span")
         table._id_view()
         table._packing()
         table._bounds()
@@ -433,9 +438,11 @@ class SealedView:
     """
 
     def __init__(self, reader: IndexReader, files: ArrayFiles | None = None, row_ids: RowIds | None = None,
-                 elsewhere: Callable[[IndexReader, str], bool] | None = None) -> None:
+                 elsewhere: Callable[[IndexReader, str], bool] | None = None, row_docs: RowDocs | None = None
+                 ) -> None:
         """``elsewhere(reader, key)``: asked to have the files of ``key`` published by another process (see
-        :mod:`.viewchild`) when they are not yet; False, or no files after it, and this process builds them."""
+        :mod:`.viewchild`) when they are not yet; False, or no files after it, and this process builds them.
+        ``row_docs``: the segments' edge listings, whose places the table keeps per edge (see :mod:`.rowdocs`)."""
         self.segments = tuple(reader.segments)
         self.skipped = 0
         self.dead_at_build = len(reader.dead_rows())
@@ -462,13 +469,14 @@ class SealedView:
                     csr = _alive_only(csr, alive, columns["src"].values, columns["dst"].values)
                 groups.append((seg.start, csr, (lambda cols: lambda field: cols[field].values)(columns)))
             try:
-                self.table = self._built(groups, reader, row_ids, writer.alloc if writer is not None else None)
+                self.table = self._built(groups, reader, row_ids, writer.alloc if writer is not None else None,
+                                         row_docs)
             except OSError:
                 if writer is None:
                     raise
                 writer.abandon()  # no room for the files (a full or read-only disk): keep the table in memory
                 writer = None
-                self.table = self._built(groups, reader, row_ids, None)
+                self.table = self._built(groups, reader, row_ids, None, row_docs)
             except BaseException:
                 if writer is not None:
                     writer.abandon()
@@ -480,13 +488,17 @@ class SealedView:
 
     @staticmethod
     def _built(groups: list[tuple[int, SegmentCSR, Callable[[str], np.ndarray]]], reader: IndexReader,
-               row_ids: RowIds | None, alloc: Callable[[str, int, Any], np.ndarray] | None) -> EdgeTable:
+               row_ids: RowIds | None, alloc: Callable[[str, int, Any], np.ndarray] | None,
+               row_docs: RowDocs | None = None) -> EdgeTable:
         """The table, with its edges' ids in table order when ``row_ids`` names the segments' rows (so ego
-        names a hop's picks with one gather)."""
+        names a hop's picks with one gather), and where each edge's listing lies when ``row_docs`` is given
+        (so ego with evidence reads its picks' listings as slices of mapped blobs)."""
         table = EdgeTable(groups, alloc)
         found = row_ids.in_order(reader, table.cols["row"], alloc) if row_ids is not None else None
         if found is not None:
             table.attach_ids(*found, alloc)
+        if row_docs is not None:
+            table.doc_span = row_docs.in_order(reader, table.cols["row"], alloc)
         return table
 
     def candidates(self, frontier: np.ndarray, direction: str, check_live: bool) -> list["Part"]:
@@ -595,6 +607,7 @@ class ViewCache:
         self._lock = threading.Lock()
         self._files = ArrayFiles(directory) if directory is not None else None
         self.row_ids = RowIds(self._files)
+        self.row_docs = RowDocs(self._files)
         self.terms = TermArrays()
         self.children = ChildBuilds(data, self._files) if data is not None and self._files is not None else None
 
@@ -615,7 +628,7 @@ class ViewCache:
             if view is None:
                 self._views.pop(reader.name, None)  # let the old view go before the new one is built
                 view = SealedView(reader, self._files, self.row_ids,
-                                  self.children.build if self.children is not None else None)
+                                  self.children.build if self.children is not None else None, self.row_docs)
                 self._views[reader.name] = (reader.meta["uuid"], view)
         return view
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from itertools import chain
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
@@ -27,6 +28,7 @@ from xerj_core.graph.hop import (
     new_counters,
     shortest_float,
 )
+from xerj_core.graph import rowdocs
 from xerj_core.graph.names import field_dictionary as _dictionary, resolve_in
 from xerj_core.graph.requests import (
     EgoRequest,
@@ -169,8 +171,8 @@ def _placed_picks(chosen: list[tuple[HopEdges, np.ndarray]]
 
 # The stored fields ego leaves out of an edge, and those it lists as null when the document has none (after
 # ``edge_id``, ``hop`` and ``direction``, in this order).
-_LEFT_OUT = ("schema_version", "src_file", "src_format", "dst_format")
-_NULL_WHEN_ABSENT = ("invalid_at", "expired_at", "evidence")
+_LEFT_OUT = rowdocs.LEFT_OUT
+_NULL_WHEN_ABSENT = rowdocs.NULL_WHEN_ABSENT
 _ID_START = b',"edge_id":"'
 _ESCAPED = bytes([*range(32), ord('"'), ord("\\")])  # the bytes a JSON string cannot hold as they are
 
@@ -365,6 +367,9 @@ class GraphReading:
         if not lean.hops:
             return [], [], {}
         if include_evidence:
+            found = self._listed(reader, lean, seeds)
+            if found is not None:
+                return found
             if len(lean.pieces) == 1:  # one table holds every pick, in response order
                 table, position, out, _ = lean.pieces[0]
                 rows, outs = table.cols["row"].take(position).tolist(), out.tolist()
@@ -414,6 +419,73 @@ class GraphReading:
             outs += picked.column("out").tolist()
             hops += [hop_edges.hop] * picks.size
         return self._documented(reader, rows, outs, hops, seed_set)
+
+    def _listed(self, reader: IndexReader, lean: LeanPicks, seeds: list[str]
+                ) -> tuple[list[dict[str, Any]], list[str], Mapping[Any, int]] | None:
+        """What :meth:`_documented` gives for the lean picks, from the listings the sealed view keeps (see
+        :mod:`.rowdocs`): a slice of a mapped blob per edge, no document read; a pick with none (a tail row, a
+        listing too long for its span) has its listing made from its stored record. None leaves the picks to
+        :meth:`_documented` (a pinned reader, a view without listings, a record that is not a JSON object)."""
+        if type(reader) is not IndexReader:
+            return None  # a pinned reader's rows that died since are read from their retired copies
+        size = len(lean.hops)
+        if len(lean.pieces) == 1:  # one table holds every pick, in response order
+            table, position, out, _ = lean.pieces[0]
+            if table.doc_span is None:
+                return None
+            spans = table.doc_span.take(position)
+            rows = None
+        else:
+            spans = np.zeros(size, rowdocs.DOC_SPAN)
+            spans["nulls"] = rowdocs.UNCOVERED
+            out, rows = np.empty(size, bool), np.empty(size, np.int64)
+            for table, position, picked_out, places in lean.pieces:
+                out[places] = picked_out
+                rows[places] = table.cols["row"].take(position)
+                if table.doc_span is not None:
+                    spans[places] = table.doc_span.take(position)
+                elif table is self._graph(reader).sealed.table:
+                    return None
+        nulls = spans["nulls"]
+        outs = out.tolist()
+        tails = list(map(rowdocs.TAILS.__getitem__, zip(lean.hops, outs, nulls.tolist())))
+        row_docs = self.views.row_docs
+        blobs = reader.memo(("xerj.graph", "doc-blobs", id(row_docs)), lambda: row_docs.blobs(reader))
+        if not blobs:  # no sealed segment: every pick is the tail's
+            return None
+        starts = spans["lo"].tolist()
+        frags: list[Any] = [blobs[seg][lo:hi] for seg, lo, hi in zip(
+            spans["seg"].tolist(), starts, (spans["size"] + spans["lo"].astype(np.int64)).tolist())]
+        uncovered = nulls == rowdocs.UNCOVERED
+        if reader.scope is not None or uncovered.any():
+            if rows is None:
+                rows = lean.pieces[0][0].cols["row"].take(lean.pieces[0][1])
+            if reader.scope is not None:  # a row another tenant's is shown as no document, as source_records does
+                uncovered |= ~reader.live.take(rows, mode="clip")
+            at_list = np.flatnonzero(uncovered).tolist()
+        else:
+            at_list = []
+        if at_list:  # made here from the stored records: the tail's rows, a listing too long for its span
+            records = reader.source_records(rows.take(at_list).tolist())
+            for at, record in zip(at_list, records):
+                if record is None:  # no live document (or not this reader's): the edge is left out
+                    frags[at] = tails[at] = None
+                    continue
+                made = rowdocs.record_fragment(record)
+                if made is None:
+                    return None
+                frags[at], tails[at] = made[0], rowdocs.TAILS[lean.hops[at], outs[at], made[1]]
+            frags = [frag for frag in frags if frag is not None]
+            tails = [tail for tail in tails if tail is not None]
+            if not frags:
+                return [], [], Counter()
+        parts = [b"["]
+        parts += chain.from_iterable(zip(frags, tails))
+        parts[-1] = parts[-1][:-1] + b"]"
+        edges: list[dict[str, Any]] = orjson.loads(b"".join(parts))
+        seed_set = set(seeds)
+        neighbors = dict.fromkeys([edge["dst"] if edge["direction"] == "out" else edge["src"] for edge in edges])
+        return edges, [n for n in neighbors if n not in seed_set], Counter([edge.get("trust") for edge in edges])
 
     @staticmethod
     def _documented(reader: IndexReader, rows: list[int], outs: list[bool], hops: list[int], seeds: set[str]

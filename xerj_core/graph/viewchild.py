@@ -166,6 +166,7 @@ def main(argv: list[str]) -> int:
     """``DATA INDEX KEY``: build the sealed view ``KEY`` of ``INDEX`` and publish it; 0 once it is published, 3
     (:data:`MOVED`) when this snapshot holds another view."""
     from xerj_core.graph.hop import SealedView, view_key
+    from xerj_core.graph.rowdocs import RowDocs
     from xerj_core.graph.rowids import RowIds
     from xerj_core.store import Store
 
@@ -178,7 +179,7 @@ def main(argv: list[str]) -> int:
             if view_key(reader) != key:
                 return MOVED
             files = ArrayFiles(data / "views")
-            SealedView(reader, files, RowIds(files))
+            SealedView(reader, files, RowIds(files), row_docs=RowDocs(files))
             return 0 if files.has(key) else 1
     finally:
         env.env.close()

@@ -1,7 +1,7 @@
 """Removing the mapped view files of indices that no longer exist (deleted, or recreated under a new uuid).
 
 Every file set under ``<data>/views/`` is named after the uuid of the index
-it was built from (``<uuid>@…``, ``<uuid>.ids.…``, and the build lock
+it was built from (``<uuid>@…``, ``<uuid>.ids.…``, ``<uuid>.docs.…``, and the build lock
 ``.<uuid>.build.lock``), and nothing else ever reads a set once its index
 is gone: a recreated index has a new uuid. A 1M-edge brain's sets are about
 200 MB, so they are removed when an index is dropped and, for drops this
@@ -24,7 +24,7 @@ from typing import Any
 
 # A set's owner: the uuid its name starts with (URL-safe base64, so no "." or "@"). Names of sets being
 # written (".<key>.<pid>.<random>") are left alone: their writer renames or removes them.
-_OWNED = re.compile(r"^(?:\.(?P<lock>[A-Za-z0-9_-]+)\.build\.lock|(?P<set>[A-Za-z0-9_-]+)(?:@|\.ids\.).*)$")
+_OWNED = re.compile(r"^(?:\.(?P<lock>[A-Za-z0-9_-]+)\.build\.lock|(?P<set>[A-Za-z0-9_-]+)(?:@|\.ids\.|\.docs\.).*)$")
 
 
 def sweep(directory: Path, store: Any) -> int:
