@@ -529,6 +529,10 @@ def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str]) 
     # as columns of plain values (unpickling an attrs object per draft calls Python code, in the writer, the run's
     # busy process), with the edge ids worked out here once for the writer and its typed edge path (DraftColumns)
     batch = DraftColumns.of(drafts)
+    del drafts
+    # the batch's kept files (their documents, texts) are let go: their pages go back while the writer still writes
+    # (its edge transactions are its peak, and the run's RSS is the two processes' added up)
+    trim_heap()
     # zlib rather than LZ4: a run holds up to DETECT_AHEAD_BATCHES of these (0.31 MB a batch of 512 notes; 0.47
     # with LZ4)
     return zlib.compress(pickle.dumps((batch.columns(), batch.ids), protocol=pickle.HIGHEST_PROTOCOL), 1)
