@@ -132,3 +132,19 @@ def test_a_pools_pipes_hold_a_parse_batchs_result():
             assert fcntl.fcntl(queue._reader.fileno(), 1032) >= wanted  # F_GETPIPE_SZ
     finally:
         pool.shutdown()
+
+
+def test_each_detect_batch_gives_its_kept_files_pages_back(tmp_path, monkeypatch):
+    # the run's RSS adds the companion's to the writer's, whose edge transactions are its peak: each detect batch
+    # lets its kept files go, and their pages go back then rather than when the companion exits
+    folder = generate(tmp_path / "gen", 40)
+    entries = _entries(folder)
+    plugins = _plugins()
+    monkeypatch.setattr(parallel, "_WORKER", {})
+    parallel.parse_and_keep(plugins, "t", entries, True, True, 0)
+    ordered, _counters = parallel.combine_kept(plugins, "t", 1)
+    trims = []
+    monkeypatch.setattr(parallel, "trim_heap", lambda: trims.append(1))
+    for lo in range(0, len(ordered), 10):
+        parallel.detect_kept(plugins, "t", ordered[lo:lo + 10])
+    assert len(trims) == -(-len(ordered) // 10)

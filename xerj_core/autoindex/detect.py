@@ -291,6 +291,9 @@ class Corpus:
                 if isinstance(alias, str) and alias.strip():
                     self._aliases[alias.strip().lower()].append(path)
         self.paths: tuple[str, ...] = tuple(self._files)
+        # wikilink names' candidates as links.note_candidates found them (a corpus never changes, so a name that
+        # is not relative to its linking file resolves alike wherever it is written)
+        self.named_candidates: dict[str, tuple[str, ...]] = {}
         self._next_sibling: dict[str, str] = {}
         for siblings in self._dirs.values():
             for here, after in zip(siblings, siblings[1:]):

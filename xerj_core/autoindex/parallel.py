@@ -21,7 +21,6 @@ import concurrent.futures as cf
 import contextlib
 import gc
 import multiprocessing
-import operator
 import os
 import pickle
 import signal
@@ -41,8 +40,9 @@ from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file
 from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD
 from xerj_core.autoindex.walk import FileEntry
 from xerj_core.errors import BatchFailed, PluginError, XerjError
-from xerj_core.graph.brain import MAX_NODE_ID_BYTES, edge_id, node_id_problem
-from xerj_core.model import EdgeDraft, Evidence, SourceDocument
+from xerj_core.graph.brain import MAX_NODE_ID_BYTES, node_id_problem
+from xerj_core.graph.draftcolumns import DraftColumns
+from xerj_core.model import EdgeDraft, SourceDocument
 from xerj_core.store.limits import MAX_TERM_BYTES
 from xerj_core.text import CountedTerms, counted_terms, remembering_counts
 from xerj_core.store.residency import trim_heap
@@ -526,30 +526,22 @@ def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str]) 
     drafts: list[EdgeDraft] = []
     for path in paths:
         drafts.extend(detect_file(plugins.detectors, list(kept.pop(path).documents()), corpus, states))
-    columns = [list(map(operator.attrgetter(name), drafts)) for name in _DRAFT_FIELDS]
-    evidence = columns[_DRAFT_FIELDS.index("evidence")]
-    if None not in evidence:  # the contract's case: each draft's evidence as three columns too
-        columns[_DRAFT_FIELDS.index("evidence")] = [list(map(operator.attrgetter(name), evidence))
-                                                    for name in _EVIDENCE_FIELDS]
-    eids = [edge_id(d.src, d.type, d.dst, d.valid_at) for d in drafts]
+    # as columns of plain values (unpickling an attrs object per draft calls Python code, in the writer, the run's
+    # busy process), with the edge ids worked out here once for the writer and its typed edge path (DraftColumns)
+    batch = DraftColumns.of(drafts)
+    del drafts
+    # the batch's kept files (their documents, texts) are let go: their pages go back while the writer still writes
+    # (its edge transactions are its peak, and the run's RSS is the two processes' added up)
+    trim_heap()
     # zlib rather than LZ4: a run holds up to DETECT_AHEAD_BATCHES of these (0.31 MB a batch of 512 notes; 0.47
     # with LZ4)
-    return zlib.compress(pickle.dumps((columns, None not in evidence, eids), protocol=pickle.HIGHEST_PROTOCOL), 1)
+    return zlib.compress(pickle.dumps((batch.columns(), batch.ids), protocol=pickle.HIGHEST_PROTOCOL), 1)
 
 
-# Drafts travel as columns of plain values: unpickling a list of attrs objects calls Python code per object, and
-# the writer, which unpacks them, is the run's busy process.
-_DRAFT_FIELDS = tuple(f.name for f in attrs.fields(EdgeDraft))
-_EVIDENCE_FIELDS = tuple(f.name for f in attrs.fields(Evidence))
-
-
-def unpack_drafts(blob: bytes) -> tuple[list[EdgeDraft], list[str]]:
-    """:func:`detect_kept`'s drafts and edge ids."""
-    columns, split, eids = pickle.loads(zlib.decompress(blob))
-    if split:
-        at = _DRAFT_FIELDS.index("evidence")
-        columns[at] = list(map(Evidence, *columns[at]))
-    return list(map(EdgeDraft, *columns)), eids
+def unpack_drafts(blob: bytes) -> tuple[DraftColumns, list[str]]:
+    """:func:`detect_kept`'s drafts (as columns) and their edge ids."""
+    columns, ids = pickle.loads(zlib.decompress(blob))
+    return DraftColumns(columns, ids), ids
 
 
 @attrs.frozen

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import operator
 import os
 import re
 import time
 import uuid
 import weakref
-from collections import deque
+from collections import Counter, deque
 from concurrent.futures import BrokenExecutor, Executor, Future
+from itertools import repeat
+from operator import and_, not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
@@ -58,7 +59,8 @@ from xerj_core.autoindex.sink import (
 )
 from xerj_core.autoindex.walk import UNREADABLE, FileEntry, Skipped, walk
 from xerj_core.errors import BatchFailed, IllegalArgument, PluginError
-from xerj_core.graph.brain import MAX_NODE_ID_BYTES, MAX_TYPE_BYTES, edge_id, node_id_problem, validate_brain_name
+from xerj_core.graph.brain import MAX_NODE_ID_BYTES, MAX_TYPE_BYTES, node_id_problem, validate_brain_name
+from xerj_core.graph.draftcolumns import DraftColumns
 from xerj_core.model import EdgeDraft
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.store.residency import trim_heap
@@ -745,7 +747,7 @@ class _Detection:
         trim_heap()
         self.shared = self.runner.share(self.corpus, self.states)
 
-    def batches(self) -> Iterator[tuple[list[EdgeDraft], list[str] | None]]:
+    def batches(self) -> Iterator[tuple[Sequence[EdgeDraft], list[str] | None]]:
         """Each detect batch's drafts, in file order, with at most the runner's window of batches in flight (a
         companion's: see :meth:`dispatch`), and their edge ids when the companion worked them out (else None)."""
         self.start()
@@ -758,7 +760,7 @@ class _Detection:
         # a lost batch does not stop the others: they are awaited so that every lost file is named at the end
         lost: list[BatchFailed] = []
 
-        def drafts(future: Future) -> tuple[list[EdgeDraft], list[str] | None]:
+        def drafts(future: Future) -> tuple[Sequence[EdgeDraft], list[str] | None]:
             try:
                 found = future.result()
             except BatchFailed as exc:
@@ -821,7 +823,6 @@ class _Detection:
 
 
 _SURELY_SHORT = min(MAX_NODE_ID_BYTES, MAX_TYPE_BYTES) // 4
-_CLAIM = operator.attrgetter("src", "type", "dst")
 _DERIVED_ID = re.compile(r"[0-9a-f]{32}")
 
 
@@ -1012,43 +1013,71 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
     # the ids of the edges the corpus teaches, as the 128-bit numbers they spell (half the memory of the strings;
     # a run can want hundreds of thousands): edge_id gives 32 lowercase hex digits, so the two forms are one-to-one
     wanted: set[int] = set()
-    fresh: list[EdgeDraft] = []
+    # the fresh drafts not written yet, as columns (DraftColumns: no object per draft), in parts
+    fresh: list[DraftColumns] = []
+    held = 0
     nodes = ",".join(datasets) or None
 
-    def write(drafts: list[EdgeDraft]) -> None:
-        drafts.sort(key=_CLAIM)
+    def write(drafts: DraftColumns, in_order: bool = False) -> None:
+        if not in_order:
+            drafts = drafts.take(drafts.claim_order())
         written = sink.write_edges(brain, drafts, created_at=now_ms, nodes_index=nodes)
-        for draft in drafts:
-            summary.edges_by_type[draft.type] = summary.edges_by_type.get(draft.type, 0) + 1
+        for kind, count in Counter(drafts.type).items():
+            summary.edges_by_type[kind] = summary.edges_by_type.get(kind, 0) + count
         summary.claims_suppressed += written.suppressed
         progress("edges", len(drafts))
 
     for drafts, eids in detection.batches():
-        for position, draft in enumerate(drafts):
-            # a string of at most a quarter of the limit in characters fits it in UTF-8 bytes: check the rest
-            if (len(draft.src) > _SURELY_SHORT or len(draft.dst) > _SURELY_SHORT or len(draft.type) > _SURELY_SHORT) \
-                    and any(node_id_problem(f, getattr(draft, f)) for f in ("src", "dst", "type")):
-                summary.edges_too_long += 1
-                continue
-            eid = eids[position] if eids is not None else edge_id(draft.src, draft.type, draft.dst, draft.valid_at)
-            number = int(eid, 16)
-            if number in wanted:
-                continue
-            wanted.add(number)
-            if eid not in settled:
-                fresh.append(draft)
-        if len(fresh) >= EDGES_PER_TRANSACTION:
+        batch = drafts if isinstance(drafts, DraftColumns) else DraftColumns.of(drafts, eids)
+        chosen = _wanted_fresh(batch, wanted, settled, summary)
+        if chosen:
+            fresh.append(chosen)
+            held += len(chosen)
+        if held >= EDGES_PER_TRANSACTION:
             # whole transactions only: the rest waits for the next batch's drafts, so no transaction but the
             # last is a small one (each seals and merges as a full one does)
-            fresh.sort(key=_CLAIM)
-            cut = len(fresh) - len(fresh) % EDGES_PER_TRANSACTION
-            write(fresh[:cut])
-            del fresh[:cut]
-    write(fresh)
+            pending = DraftColumns.joined(fresh)
+            pending = pending.take(pending.claim_order())
+            cut = held - held % EDGES_PER_TRANSACTION
+            write(pending[:cut], in_order=True)
+            fresh, held = [pending[cut:]], held - cut
+    write(DraftColumns.joined(fresh))
     summary.edges_capped = int(detection.counters().get("edges_capped", 0))
     stale = sorted(eid for eid in standing.live if _id_number(eid) not in wanted)
     if stale:
         summary.edges_invalidated = sink.invalidate_edges(brain, stale, now_ms)
+
+
+def _wanted_fresh(batch: DraftColumns, wanted: set[int], settled: frozenset[str], summary: RunSummary,
+                  ) -> DraftColumns:
+    """The drafts of ``batch`` to write: each whose ids fit and whose edge id is not wanted yet is now wanted (as
+    its number), and those not settled already are returned, in order. A draft naming a node id or type too long
+    for the edges index is counted in ``summary`` and left out."""
+    n = len(batch)
+    if not n:
+        return batch
+    numbers = list(map(int, batch.ids, repeat(16)))
+    # a string of at most a quarter of the limit in characters fits it in UTF-8 bytes: only longer ones are checked
+    fits = max(map(len, batch.src)) <= _SURELY_SHORT and max(map(len, batch.dst)) <= _SURELY_SHORT \
+        and max(map(len, batch.type)) <= _SURELY_SHORT
+    distinct = set(numbers) if fits else None
+    if distinct is not None and len(distinct) == n and wanted.isdisjoint(distinct):
+        wanted |= distinct  # the common case, met by C-level set passes: every draft fits and is new to the run
+        keep = [True] * n
+    else:  # draft by draft, in order
+        keep = [False] * n
+        for position, (src, dst, kind, number) in enumerate(zip(batch.src, batch.dst, batch.type, numbers)):
+            if (len(src) > _SURELY_SHORT or len(dst) > _SURELY_SHORT or len(kind) > _SURELY_SHORT) \
+                    and any(node_id_problem(f, v) for f, v in (("src", src), ("dst", dst), ("type", kind))):
+                summary.edges_too_long += 1
+                continue
+            if number in wanted:
+                continue
+            wanted.add(number)
+            keep[position] = True
+    if settled:
+        keep = list(map(and_, keep, map(not_, map(settled.__contains__, batch.ids))))
+    return batch if all(keep) else batch.where(keep)
 
 
 __all__ = ["BATCH_FILES", "DETECT_BATCH_FILES", "PARSE_BATCH_FILES", "POOL_MIN_FILES", "RunSummary", "run"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from itertools import compress, repeat
-from operator import attrgetter, is_not, itemgetter
+from operator import attrgetter, is_not, itemgetter, ne
 from typing import TYPE_CHECKING, Any, Sequence
 
 import lmdb
@@ -35,17 +35,17 @@ from xerj_core.graph.brain import (
     REJECTION_PREFIX,
     SCHEMA_VERSION,
     TRUST_DETECTED,
-    edge_id,
 )
+from xerj_core.graph.draftcolumns import DraftColumns
 from xerj_core.graph.history import HISTORY_MAPPING, RECORDED_AT, SUPERSEDED_AT, archived_id, history_index
 from xerj_core.model import EdgeDraft, Evidence
 from xerj_core.params import INSTANT_LIMIT
 from xerj_core.store import keys, limits
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, NO_ORD, Column, column_kind
 from xerj_core.store.mapping import INT_TYPES, Mapping
-from xerj_core.store.plan import column_tokens
+from xerj_core.store.plan import column_postings, column_tokens
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC
-from xerj_core.store.tailblock import Block, postings_of_tokens
+from xerj_core.store.tailblock import Block
 from xerj_core.text import term_counts_many
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -101,49 +101,67 @@ class NewEdges:
         self.values = values
 
 
-def _optional(kept: Sequence[EdgeDraft], name: str) -> tuple[Sequence[int], list[Any]]:
-    """Positions and values of the drafts whose attribute ``name`` is set."""
-    found = list(map(attrgetter(name), kept))
-    # by identity: ``count(None)`` would call each value's ``__eq__`` (attrs' for evidence)
-    held = list(map(is_not, found, repeat(None)))
+def _held(column: list[Any]) -> tuple[Sequence[int], list[Any]]:
+    """Positions and values of ``column``'s values that are not None."""
+    # by identity: ``count(None)`` would call each value's ``__eq__``
+    held = list(map(is_not, column, repeat(None)))
     if not any(held):
         return [], []
     if all(held):
-        return range(len(found)), found
-    present = list(compress(range(len(found)), held))
-    return present, [found[i] for i in present]
+        return range(len(column)), column
+    present = list(compress(range(len(column)), held))
+    return present, list(compress(column, held))
+
+
+_NO_EVIDENCE = frozenset({Evidence, type(None)})
 
 
 def documents(drafts: Sequence[EdgeDraft], created_ms: int) -> NewEdges | None:
     """The batch's documents and column values when every draft is one ``draft_document`` would take as it is
     (strings, epoch-ms ints, weights and confidences in [0, 1], plain evidence and formats); None otherwise, so
-    the caller runs the per-draft checks and their refusals (and the general path stores what they make)."""
-    if not drafts or set(map(type, drafts)) != {EdgeDraft}:
+    the caller runs the per-draft checks and their refusals (and the general path stores what they make).
+
+    ``drafts`` held as :class:`DraftColumns` (an autoindex run's) are read column by column with the edge ids
+    they carry; others are taken apart into columns first."""
+    if not drafts:
         return None
-    kept = [d for d in drafts if d.src != d.dst]
-    if not kept:
+    if isinstance(drafts, DraftColumns):
+        batch = drafts
+    else:
+        if set(map(type, drafts)) != {EdgeDraft}:
+            return None
+        evidence = list(map(attrgetter("evidence"), drafts))
+        # an Evidence whose quote is None would read as no evidence in columns: the general path takes it
+        if not set(map(type, evidence)) <= _NO_EVIDENCE or any(e is not None and e.quote is None for e in evidence):
+            return None
+        batch = DraftColumns.of(drafts)
+    keep = list(map(ne, batch.src, batch.dst))
+    if not all(keep):
+        batch = batch.where(keep)
+    n = len(batch)
+    if not n:
         return NewEdges([], len(drafts), {})
     srcs, dsts, types, detectors, valid, weights, confidences = (
-        list(map(attrgetter(name), kept)) for name in ("src", "dst", "type", "detector", "valid_at", "weight",
-                                                       "confidence"))
+        batch.src, batch.dst, batch.type, batch.detector, batch.valid_at, batch.weight, batch.confidence)
     if not (_plain_strings(srcs) and _plain_strings(dsts) and _plain_strings(types) and _plain_strings(detectors)
             and _fits(srcs, MAX_NODE_ID_BYTES) and _fits(dsts, MAX_NODE_ID_BYTES) and _fits(types, MAX_TYPE_BYTES)
             and set(map(type, valid)) == {int} and -INSTANT_LIMIT <= min(valid) and max(valid) <= INSTANT_LIMIT
             and _units(weights) and _units(confidences)):
         return None
-    src_formats, dst_formats = _optional(kept, "src_format"), _optional(kept, "dst_format")
-    with_evidence, evidence = _optional(kept, "evidence")
+    src_formats, dst_formats = _held(batch.src_format), _held(batch.dst_format)
+    with_evidence, quotes = _held(batch.quote)
     if any(found and set(map(type, found)) != {str} for _at, found in (src_formats, dst_formats)):
         return None
-    if evidence:
-        quotes, sources, offsets = (list(map(attrgetter(name), evidence)) for name in ("quote", "source", "offset"))
-        if (set(map(type, evidence)) != {Evidence} or set(map(type, quotes)) != {str}
-                or set(map(type, sources)) != {str} or set(map(type, offsets)) != {int}
+    if quotes:
+        every_one = len(quotes) == n
+        sources = batch.source if every_one else list(map(batch.source.__getitem__, with_evidence))
+        offsets = batch.offset if every_one else list(map(batch.offset.__getitem__, with_evidence))
+        if (set(map(type, quotes)) != {str} or set(map(type, sources)) != {str} or set(map(type, offsets)) != {int}
                 or min(offsets) < _LONG_LOW or max(offsets) > _LONG_HIGH):
             return None
     else:
-        quotes = sources = offsets = []
-    eids = list(map(edge_id, srcs, types, dsts, valid))
+        sources = offsets = []
+    eids = batch.ids
     # the key order of draft_document's documents (the stored source bytes are the same)
     docs = [{"edge_id": e, "src": s, "dst": t, "type": k, "weight": w, "confidence": c, "valid_at": v,
              "created_at": created_ms, "detector": d, "trust": TRUST_DETECTED, "schema_version": SCHEMA_VERSION}
@@ -151,12 +169,11 @@ def documents(drafts: Sequence[EdgeDraft], created_ms: int) -> NewEdges | None:
     for name, (present, found) in (("src_format", src_formats), ("dst_format", dst_formats)):
         for i, value in zip(present, found):
             docs[i][name] = value
-    for i, found, source in zip(with_evidence, map(Evidence.to_json, evidence), sources):
+    for i, quote, source, offset in zip(with_evidence, quotes, sources, offsets):
         doc = docs[i]
-        doc["evidence"] = found
+        doc["evidence"] = {"quote": quote, "source": source, "offset": offset}  # Evidence.to_json's
         doc["src_file"] = source
-    every = range(len(docs))
-    n = len(docs)
+    every = range(n)
     values = {"edge_id": (every, eids), "src": (every, srcs), "dst": (every, dsts), "type": (every, types),
               "detector": (every, detectors), "trust": (every, [TRUST_DETECTED] * n), "src_format": src_formats,
               "dst_format": dst_formats, "src_file": (with_evidence, sources),
@@ -251,14 +268,16 @@ def _block(target: "IndexWrite", brain: str, n: int, values: dict[str, tuple[Any
             columns[path] = _ord_column(n, present, _ordinal_numbers(target, path, found, fresh=path == "edge_id"))
             continue
         if kind == KIND_LEN:
-            tokens = column_tokens(found, target.skipped)
-            found = list(map(len, tokens))
+            # the store's batch tokenizer, as a bulk of documents takes it (see IndexWrite._batch_block)
+            column: list[Any] = found
             if len(present) != n:
-                aligned: list[list[str]] = [[]] * n
-                for i, row_tokens in zip(present, tokens):
-                    aligned[i] = row_tokens
-                tokens = aligned
-            postings[path] = postings_of_tokens(tokens, start)
+                column = [None] * n
+                for i, value in zip(present, found):
+                    column[i] = value
+            lengths, postings[path] = column_postings(column, start, target.skipped)
+            held = np.ones(n, bool) if column is found else np.fromiter(map(is_not, column, repeat(None)), bool, n)
+            columns[path] = Column(kind, np.asarray(lengths, np.int32), held)
+            continue
         if len(found) != n:
             aligned_values: list[Any] = [None] * n
             for i, value in zip(present, found):
