@@ -16,8 +16,7 @@ one-row block, so an old tail is read as it is and sealed in the new form.
 from __future__ import annotations
 
 import struct
-from bisect import bisect_left
-from itertools import chain, compress
+from itertools import chain
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -299,30 +298,24 @@ def _ranked(runs: list[PostingRun]) -> tuple[list[bytes] | np.ndarray, np.ndarra
     about twice as fast on a merge as a sort and a dict of Python terms), and their distinct terms come back as
     such an array (``postpack.pack`` takes it as it is); a run may bring its terms as one already
     (``postpack.unpack``). That array drops trailing NULs, so when a term holds one (the tokenizer makes none)
-    the terms are ranked by a dict and come back as a list. Long terms (wide rows) are ranked apart by a dict
-    and merged in (:func:`_ranked_mixed`); the terms then come back as a list.
+    or is long (wide rows) the terms are ranked by a dict and come back as a list.
     """
     sizes = [len(run[0]) for run in runs]
     if not sum(sizes):
         return [], np.empty(0, np.int32)
     fixed: list[np.ndarray] | None = []
-    mixed = False
     for terms, _counts, _rows, _tfs in runs:
         if isinstance(terms, np.ndarray):
             fixed.append(terms)
         elif not terms:
             continue
-        elif b"\x00" in b"".join(terms):
-            fixed = None
-            break
-        elif (width := max(map(len, terms))) <= SHORT_TERM:
+        elif (width := max(map(len, terms))) <= SHORT_TERM and b"\x00" not in b"".join(terms):
             # the width given: numpy otherwise discovers it by a slower pass of its own (about 4x the copy)
             fixed.append(np.array(terms, dtype=f"S{max(width, 1)}"))
         else:
-            mixed = True
-    if fixed is not None and mixed:
-        names, ranks = _ranked_mixed(runs, sizes)
-    elif fixed is not None:
+            fixed = None
+            break
+    if fixed is not None:
         names, ranks = unique_fixed(np.concatenate(fixed))
     else:
         every = list(chain.from_iterable(run[0].tolist() if isinstance(run[0], np.ndarray) else run[0]
@@ -338,49 +331,6 @@ def _ranked(runs: list[PostingRun]) -> tuple[list[bytes] | np.ndarray, np.ndarra
     # each term's rank once per posting (a run without counts has one posting per term)
     counts = np.concatenate([np.ones(size, np.int64) if run[1] is None else run[1] for size, run in zip(sizes, runs)])
     return names, ranks.repeat(counts)
-
-
-def _ranked_mixed(runs: list[PostingRun], sizes: list[int]) -> tuple[list[bytes], np.ndarray]:
-    """:func:`_ranked`'s terms and ranks (one per term of the runs, in order) when some terms are longer than
-    ``SHORT_TERM`` and none holds a NUL. On real code a few such words (a hash, a long identifier) sit in most
-    merged segments; ranking every term of such a merge by a dict of Python bytes cost most of a writer's
-    seals. Here only the long ones are: the short ones take :func:`unique_fixed`, and the two sorted lists are
-    merged, each long term's place among the short ones found by a binary search."""
-    short_parts: list[np.ndarray] = []
-    long_terms: list[bytes] = []
-    is_long = np.zeros(sum(sizes), bool)
-    at = 0
-    for (terms, _counts, _rows, _tfs), size in zip(runs, sizes):
-        if isinstance(terms, np.ndarray):
-            short_parts.append(terms)
-        elif terms:
-            lengths = np.fromiter(map(len, terms), np.int64, size)
-            longs = lengths > SHORT_TERM
-            if longs.any():
-                is_long[at:at + size] = longs
-                long_terms.extend(compress(terms, longs.tolist()))
-                terms = list(compress(terms, (~longs).tolist()))
-                lengths = lengths[~longs]
-            if terms:
-                short_parts.append(np.array(terms, dtype=f"S{max(int(lengths.max()), 1)}"))
-        at += size
-    if short_parts:
-        short_names, short_ranks = unique_fixed(np.concatenate(short_parts))
-    else:
-        short_names, short_ranks = np.empty(0, "S1"), np.empty(0, np.int32)
-    long_names = sorted(set(long_terms))
-    number = dict(zip(long_names, range(len(long_names))))
-    long_ranks = np.fromiter(map(number.__getitem__, long_terms), np.int32, len(long_terms))
-    # how many short names sort before each long name (a long name never equals a short one)
-    short_list = short_names.tolist()
-    before = np.fromiter((bisect_left(short_list, name) for name in long_names), np.int64, len(long_names))
-    ranks = np.empty(len(is_long), np.int32)
-    ranks[is_long] = (before + np.arange(len(long_names)))[long_ranks]
-    # a short name's rank grows by the long names sorted before it
-    ranks[~is_long] = (np.arange(len(short_list)) + np.searchsorted(before, np.arange(len(short_list)),
-                                                                   side="right"))[short_ranks]
-    names = sorted(short_list + long_names)  # two sorted runs: merged, not sorted from scratch
-    return names, ranks
 
 
 def unique_fixed(terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
