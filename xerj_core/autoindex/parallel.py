@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import functools
 import gc
 import multiprocessing
 import os
@@ -46,6 +47,7 @@ from xerj_core.model import EdgeDraft, SourceDocument
 from xerj_core.store.limits import MAX_TERM_BYTES
 from xerj_core.text import CountedTerms, counted_terms, remembering_counts
 from xerj_core.store.residency import trim_heap
+from xerj_core.store.store import collector_paused
 
 __all__ = [
     "Broadcast",
@@ -201,6 +203,26 @@ def _resolve(source: Plugins | PluginsRef) -> Plugins:
     return plugins
 
 
+
+def _task(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A task run with the cyclic garbage collector paused (``store.collector_paused``), wherever it runs.
+
+    A task allocates a few containers per file and per document (outcomes,
+    documents, counts, drafts) and makes no reference cycles: reference counting
+    frees all of it. With the collector on, those allocations set off collections
+    that walk the objects the task holds (a parse batch's documents, a combine's
+    arrays and sets): 7% of a companion's CPU on 5,000 files of real code (same
+    process, interleaved; the instructions differ by under 1%, so what it costs is
+    mostly cache misses). The collector runs again when the task ends.
+    """
+    @functools.wraps(fn)
+    def task(*args: Any, **kwargs: Any) -> Any:
+        with collector_paused():
+            return fn(*args, **kwargs)
+
+    return task
+
+
 @attrs.frozen
 class ParseOutcome:
     """One file read and parsed: its documents (``()`` when no format takes it) or why it failed."""
@@ -229,6 +251,7 @@ class ParseOutcome:
         return tuple((doc.dataset, doc.doc_id, doc.to_source()) for doc in self.docs)
 
 
+@_task
 def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with_partials: bool,
                 count: bool = False) -> list[ParseOutcome]:
     """Read and parse each file of the batch; with ``with_partials``, also each file's ``summarize`` map output;
@@ -406,6 +429,7 @@ def unpack_outcomes(blob: bytes) -> list[ParseOutcome]:
     return pickle.loads(_unsqueeze(blob))
 
 
+@_task
 def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[FileEntry], keep: bool,
                    ship: bool, batch: int | None = None) -> bytes:
     """The companion's parse: :func:`parse_batch`, keeping each parsed file for detection when ``keep``.
@@ -455,6 +479,7 @@ def _keep_out_of_collections() -> None:
         gc.freeze()
 
 
+@_task
 def adopt_kept(source: Plugins | PluginsRef, token: str, kept: Sequence[tuple[str, Kept]],
                batch: int | None = None) -> tuple[list[str], dict[str, int]] | None:
     """The companion keeps these files of ``batch``, parsed by the run's own process (which parses a batch the
@@ -474,6 +499,7 @@ def adopt_kept(source: Plugins | PluginsRef, token: str, kept: Sequence[tuple[st
     return None
 
 
+@_task
 def combine_kept(source: Plugins | PluginsRef, token: str, batches: int | None = None,
                  ) -> tuple[list[str], dict[str, int]] | None:
     """The companion's combine over every file it kept: the files in detection order, and the run's counters.
@@ -512,6 +538,7 @@ def _combine(plugins: Plugins, state: dict[str, Any]) -> tuple[list[str], dict[s
     return ordered, counters
 
 
+@_task
 def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str]) -> bytes:
     """The companion's detect batch: these kept files (let go once detected) against its combined states; the
     drafts and their edge ids (see ``graph.brain.edge_id``), which the writer reconciles by, packed
@@ -563,6 +590,7 @@ class Broadcast:
         return cached[1]
 
 
+@_task
 def detect_batch(source: Plugins | PluginsRef, shared: Broadcast | tuple[Corpus, Mapping[str, DetectorState]],
                  files: Sequence[tuple[str, Sequence[SourceDocument]]]) -> list[EdgeDraft]:
     """Every detector over each file of the batch, with the run's corpus and states; drafts in file order."""
