@@ -19,13 +19,12 @@ A row with no fragment (a document that is not an object) is read as before.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 import orjson
 
-from xerj_core.graph.mapped import ArrayFiles
+from xerj_core.graph.segfiles import SegmentFiles
 from xerj_core.store import IndexReader, Segment, keys
 
 _FORMAT = 1  # of the published files
@@ -139,69 +138,17 @@ class _Segment:
         self.view = memoryview(self.blob)
 
 
-class RowDocs:
+class RowDocs(SegmentFiles[_Segment]):
     """Per sealed segment, its rows' fragments: mapped from ``files`` when published, else read and published."""
 
-    def __init__(self, files: ArrayFiles | None) -> None:
-        self._files = files
-        self._packed: dict[tuple[str, int, int, int], _Segment] = {}
-        self._lock = threading.Lock()
+    KIND = "docs"
+    FORMAT = _FORMAT
 
-    def _segment(self, reader: IndexReader, segment: Segment) -> _Segment:
-        name = (reader.meta["uuid"], segment.start, segment.end, segment.sealed_at)
-        found = self._packed.get(name)
-        if found is not None:
-            return found
-        with self._lock:
-            found = self._packed.get(name)
-            if found is None:
-                found = self._load_or_build(reader, segment, name)
-                self._forget_gone(reader)
-                self._packed[name] = found
-        return found
+    def _read(self, reader: IndexReader, segment: Segment) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        return {}, _read_segment(reader, segment)
 
-    def _load_or_build(self, reader: IndexReader, segment: Segment, name: tuple[str, int, int, int]) -> _Segment:
-        key = f"{name[0]}.docs.{name[1]}-{name[2]}-{name[3]}@{_FORMAT}"
-        if self._files is not None:
-            loaded = self._files.load(key)
-            if loaded is not None:
-                return _Segment(segment, _trimmed(*loaded))
-        arrays = _read_segment(reader, segment)
-        writer = self._files.writer(key) if self._files is not None else None
-        if writer is not None:
-            try:
-                for array_name, array in arrays.items():
-                    # a file holds at least one element (an empty .npy cannot be mapped back)
-                    writer.alloc(array_name, max(1, array.size), array.dtype)[:array.size] = array
-            except OSError:
-                writer.abandon()  # no room for the files: keep this process's copy
-            else:
-                published = writer.publish({"sizes": {k: int(a.size) for k, a in arrays.items()}})
-                if published is not None:
-                    return _Segment(segment, _trimmed(*published))
+    def _wrap(self, segment: Segment, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> _Segment:
         return _Segment(segment, arrays)
-
-    def _forget_gone(self, reader: IndexReader) -> None:
-        """As :meth:`.rowids.RowIds._forget_gone`, for these files."""
-        uuid = reader.meta["uuid"]
-        layout = [(s.start, s.end, s.sealed_at) for s in reader.segments]
-
-        def replaced(start: int, end: int, stamp: int) -> bool:
-            return any(lo < end and start < hi and stamp < at for lo, hi, at in layout)
-
-        for name in [n for n in self._packed if n[0] == uuid and replaced(*n[1:])]:
-            del self._packed[name]
-        if self._files is None or not self._files.root.is_dir():
-            return
-        for path in self._files.root.glob(f"{uuid}.docs.*@*"):
-            try:
-                span, version = path.name.split(".docs.", 1)[1].split("@", 1)
-                start, end, stamp = (int(x) for x in span.split("-"))
-                older = int(version) < _FORMAT
-            except ValueError:
-                continue
-            if older or (version == str(_FORMAT) and replaced(start, end, stamp)):
-                self._files.forget(path.name)
 
     def in_order(self, reader: IndexReader, rows: np.ndarray, alloc: Any = None) -> np.ndarray | None:
         """Each of the sealed ``rows``' :data:`DOC_SPAN` (``alloc(name, size, dtype)`` provides the array); a row
@@ -214,30 +161,19 @@ class RowDocs:
         spans = alloc("doc_span", rows.size, DOC_SPAN) if alloc is not None else np.empty(rows.size, DOC_SPAN)
         spans["nulls"] = UNCOVERED
         spans["lo"] = spans["size"] = spans["seg"] = 0
-        starts = np.fromiter((s.start for s in segments), np.int64, len(segments))
-        step = 1 << 16  # bounded temporaries: the table may hold millions of rows
-        for lo in range(0, rows.size, step):
-            chunk = rows[lo:lo + step].astype(np.int64)
-            at = np.searchsorted(starts, chunk, side="right") - 1
-            for k in np.unique(at[at >= 0]).tolist():
-                pack = packs[k]
-                sel = np.flatnonzero((at == k) & (chunk < pack.end))
-                local = chunk[sel] - pack.start
-                begin, end = pack.offsets[local], pack.offsets[local + 1]
-                fits = (end <= _MAX_LO) & (end - begin <= _MAX_SIZE) & (pack.nulls[local] != UNCOVERED)
-                sel, begin, end, local = sel[fits], begin[fits], end[fits], local[fits]
-                out = spans[lo:lo + step]
-                out["lo"][sel] = begin
-                out["size"][sel] = end - begin
-                out["seg"][sel] = k
-                out["nulls"][sel] = pack.nulls[local]
+        for lo, k, sel, found in self._groups(reader, rows):
+            pack = packs[k]
+            local = found - pack.start
+            begin, end = pack.offsets[local], pack.offsets[local + 1]
+            fits = (end <= _MAX_LO) & (end - begin <= _MAX_SIZE) & (pack.nulls[local] != UNCOVERED)
+            sel, begin, end, local = (sel + lo)[fits], begin[fits], end[fits], local[fits]
+            spans["lo"][sel] = begin
+            spans["size"][sel] = end - begin
+            spans["seg"][sel] = k
+            spans["nulls"][sel] = pack.nulls[local]
         return spans
 
     def blobs(self, reader: IndexReader) -> list[memoryview]:
         """Each of ``reader``'s segments' fragment blob, in layout order (what a span's ``seg`` names)."""
         return [self._segment(reader, s).view for s in reader.segments]
 
-
-def _trimmed(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, np.ndarray]:
-    """The mapped arrays cut to their true sizes (an empty one was stored as one element)."""
-    return {name: array[:meta["sizes"][name]] for name, array in arrays.items()}

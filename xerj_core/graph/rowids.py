@@ -11,13 +11,12 @@ mutable tail are not covered; the caller names those itself.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from typing import Any
 
 import numpy as np
 
-from xerj_core.graph.mapped import ArrayFiles
+from xerj_core.graph.segfiles import SegmentFiles
 from xerj_core.store import IndexReader, Segment, keys
 
 _FORMAT = 3  # of the published files
@@ -104,77 +103,18 @@ def _read_segment(reader: IndexReader, segment: Segment) -> tuple[int, dict[str,
                    "odd_offsets": offsets, "odd_blob": np.frombuffer(b"".join(found[i] for i in odd), np.uint8)}
 
 
-def _trimmed(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, np.ndarray]:
-    """The mapped arrays cut to their true sizes (an empty one was stored as one element)."""
-    return {name: array[:meta["sizes"][name]] for name, array in arrays.items()}
-
-
-class RowIds:
+class RowIds(SegmentFiles[_Packed]):
     """Per sealed segment, its rows' ids: mapped from ``files`` when published, else read and published."""
 
-    def __init__(self, files: ArrayFiles | None) -> None:
-        self._files = files
-        self._packed: dict[tuple[str, int, int, int], _Packed] = {}
-        self._lock = threading.Lock()
+    KIND = "ids"
+    FORMAT = _FORMAT
 
-    def _segment(self, reader: IndexReader, segment: Segment) -> _Packed:
-        name = (reader.meta["uuid"], segment.start, segment.end, segment.sealed_at)
-        found = self._packed.get(name)
-        if found is not None:
-            return found
-        with self._lock:
-            found = self._packed.get(name)
-            if found is None:
-                found = self._load_or_build(reader, segment, name)
-                self._forget_gone(reader)
-                self._packed[name] = found
-        return found
-
-    def _load_or_build(self, reader: IndexReader, segment: Segment, name: tuple[str, int, int, int]) -> _Packed:
-        key = f"{name[0]}.ids.{name[1]}-{name[2]}-{name[3]}@{_FORMAT}"
-        if self._files is not None:
-            loaded = self._files.load(key)
-            if loaded is not None:
-                return _Packed(segment, loaded[1]["width"], _trimmed(*loaded))
+    def _read(self, reader: IndexReader, segment: Segment) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         width, arrays = _read_segment(reader, segment)
-        writer = self._files.writer(key) if self._files is not None else None
-        if writer is not None:
-            try:
-                for array_name, array in arrays.items():
-                    # a file holds at least one element (an empty .npy cannot be mapped back)
-                    writer.alloc(array_name, max(1, array.size), array.dtype)[:array.size] = array
-            except OSError:
-                writer.abandon()  # no room for the files: keep this process's copy
-            else:
-                published = writer.publish({"width": width, "sizes": {k: int(a.size) for k, a in arrays.items()}})
-                if published is not None:
-                    return _Packed(segment, width, _trimmed(*published))
-        return _Packed(segment, width, arrays)
+        return {"width": width}, arrays
 
-    def _forget_gone(self, reader: IndexReader) -> None:
-        """Let go of this index's id sets a newer segment of the reader's layout has replaced (merged away or
-        compacted: a segment sealed later over the same rows), in memory and under ``views/``, and the sets an
-        older layout of these files wrote. A set the layout does not know but nothing newer covers may belong to
-        a newer snapshot: it stays."""
-        uuid = reader.meta["uuid"]
-        layout = [(s.start, s.end, s.sealed_at) for s in reader.segments]
-
-        def replaced(start: int, end: int, stamp: int) -> bool:
-            return any(lo < end and start < hi and stamp < at for lo, hi, at in layout)
-
-        for name in [n for n in self._packed if n[0] == uuid and replaced(*n[1:])]:
-            del self._packed[name]
-        if self._files is None or not self._files.root.is_dir():
-            return
-        for path in self._files.root.glob(f"{uuid}.ids.*@*"):
-            try:
-                span, version = path.name.split(".ids.", 1)[1].split("@", 1)
-                start, end, stamp = (int(x) for x in span.split("-"))
-                older = int(version) < _FORMAT  # files this code no longer reads
-            except ValueError:
-                continue
-            if older or (version == str(_FORMAT) and replaced(start, end, stamp)):
-                self._files.forget(path.name)  # a process still mapping it keeps its pages
+    def _wrap(self, segment: Segment, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> _Packed:
+        return _Packed(segment, meta["width"], arrays)
 
     def in_order(self, reader: IndexReader, rows: np.ndarray, alloc: Any = None) -> tuple[int, np.ndarray] | None:
         """``(width, ids)``: the ids of sealed ``rows`` (any order) packed at the width most segments use, as one
@@ -189,17 +129,9 @@ class RowIds:
         flat = alloc("ids", rows.size * width, np.uint8) if alloc is not None else np.empty(rows.size * width, np.uint8)
         out = flat.reshape(-1, width)
         out[:] = 0
-        starts = np.fromiter((s.start for s in segments), np.int64, len(segments))
-        step = 1 << 16  # bounded temporaries: the table may hold millions of rows
-        for lo in range(0, rows.size, step):
-            chunk = rows[lo:lo + step].astype(np.int64)
-            at = np.searchsorted(starts, chunk, side="right") - 1
-            for k in np.unique(at[at >= 0]).tolist():
-                pack = packs[k]
-                if pack.width != width:
-                    continue
-                sel = np.flatnonzero((at == k) & (chunk < pack.end))
-                out[lo + sel] = pack.fixed[chunk[sel] - pack.start]
+        for lo, k, sel, found in self._groups(reader, rows):
+            if packs[k].width == width:
+                out[lo + sel] = packs[k].fixed[found - packs[k].start]
         return width, flat
 
     def ids(self, reader: IndexReader, rows: np.ndarray) -> list[str | None]:
