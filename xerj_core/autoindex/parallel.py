@@ -203,7 +203,6 @@ def _resolve(source: Plugins | PluginsRef) -> Plugins:
     return plugins
 
 
-
 def _task(fn: Callable[..., Any]) -> Callable[..., Any]:
     """A task run with the cyclic garbage collector paused (``store.collector_paused``), wherever it runs.
 
