@@ -247,6 +247,12 @@ def _shaped_one_by_one(records: list[bytes | None], outs: list[bool], hops: list
     return edges
 
 
+def _answered(edges: list[dict[str, Any]], seeds: set[str]) -> tuple[list[dict[str, Any]], list[str], Counter]:
+    """Ego's listed edges, their far ends not among ``seeds`` (first met first), and how many hold each trust."""
+    neighbors = dict.fromkeys([edge["dst"] if edge["direction"] == "out" else edge["src"] for edge in edges])
+    return edges, [n for n in neighbors if n not in seeds], Counter([edge.get("trust") for edge in edges])
+
+
 class GraphReading:
     """The read half of :class:`~xerj_core.graph.service.GraphService`; each call reads one snapshot."""
 
@@ -482,10 +488,7 @@ class GraphReading:
         parts = [b"["]
         parts += chain.from_iterable(zip(frags, tails))
         parts[-1] = parts[-1][:-1] + b"]"
-        edges: list[dict[str, Any]] = orjson.loads(b"".join(parts))
-        seed_set = set(seeds)
-        neighbors = dict.fromkeys([edge["dst"] if edge["direction"] == "out" else edge["src"] for edge in edges])
-        return edges, [n for n in neighbors if n not in seed_set], Counter([edge.get("trust") for edge in edges])
+        return _answered(orjson.loads(b"".join(parts)), set(seeds))
 
     @staticmethod
     def _documented(reader: IndexReader, rows: list[int], outs: list[bool], hops: list[int], seeds: set[str]
@@ -495,8 +498,7 @@ class GraphReading:
         live document is left out."""
         # every hop's documents read at once (one round trip on a database store), in response order
         edges = _documents_as_edges(reader.source_records(rows), outs, hops)
-        neighbors = dict.fromkeys([edge["dst"] if edge["direction"] == "out" else edge["src"] for edge in edges])
-        return edges, [n for n in neighbors if n not in seeds], Counter([edge.get("trust") for edge in edges])
+        return _answered(edges, seeds)
 
     def _column_edges(self, reader: IndexReader, chosen: list[tuple[HopEdges, np.ndarray]]
                       ) -> tuple[list[dict[str, Any]], list[str], dict[Any, int]]:
