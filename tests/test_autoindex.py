@@ -57,6 +57,15 @@ def live(edges: dict[str, dict]) -> dict[str, dict]:
     return {k: e for k, e in edges.items() if "invalid_at" not in e}
 
 
+def save_again(path: Path, seconds: int) -> None:
+    """``path`` saved again ``seconds`` later with an edit that teaches nothing new (a trailing newline): a change,
+    so its claims are taught again under the new mtime."""
+    stat = path.stat()
+    with path.open("ab") as out:
+        out.write(b"\n")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + seconds * 1_000_000_000))
+
+
 @pytest.fixture
 def foam(tmp_path):
     return copy_corpus(FOAM, tmp_path / "foam-docs")
@@ -106,14 +115,13 @@ def test_no_change_rerun_writes_nothing(engine, foam):
     assert edges_of(engine, "foam-docs") == before  # byte-identical, created_at included
 
 
-def test_touching_a_file_invalidates_only_its_prior_edges(engine, foam):
+def test_saving_a_file_again_invalidates_only_its_prior_edges(engine, foam):
     run(engine, foam)
     before = live(edges_of(engine, "foam-docs"))
     target = "user/features/wikilinks.md"
     taught = {k for k, e in before.items() if e["src_file"] == target}
     assert taught
-    stat = (foam / target).stat()
-    os.utime(foam / target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    save_again(foam / target, 5)
     summary = run(engine, foam)
     assert summary.files_indexed == 1
     after = edges_of(engine, "foam-docs")
@@ -122,6 +130,42 @@ def test_touching_a_file_invalidates_only_its_prior_edges(engine, foam):
     assert summary.edges_invalidated == len(taught)
     fresh = {k for k, e in live(after).items() if k not in before}
     assert fresh and all(after[k]["src_file"] == target for k in fresh)
+
+
+def test_a_touched_file_keeps_its_documents_and_edges(engine, foam, monkeypatch):
+    """A new mtime over the same bytes (touch, a copy without -p, a checkout) is no change: nothing is parsed,
+    retired or taught again, and the new stamp is kept, so the next run does not read the file either."""
+    run(engine, foam)
+    before = edges_of(engine, "foam-docs")
+    target = foam / "user/features/wikilinks.md"
+    document = engine.store.get(index_of(engine, "foam-docs"), "user/features/wikilinks.md")
+    stat = target.stat()
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    summary = run(engine, foam)
+    assert summary.files_indexed == 0 and summary.files_unchanged == summary.files_seen
+    assert summary.edges_written == 0 and summary.edges_invalidated == 0
+    assert edges_of(engine, "foam-docs") == before  # byte-identical: the claims stand since they were first true
+    assert engine.store.get(index_of(engine, "foam-docs"), "user/features/wikilinks.md") == document
+    state = LocalSink(engine.store, engine.graph).load("foam-docs").files["user/features/wikilinks.md"]
+    assert state.mtime_ns == stat.st_mtime_ns + 5_000_000_000 and state.docs
+    monkeypatch.setattr(pipeline, "_same_bytes", lambda *_: pytest.fail("a restamped file was read again"))
+    again = run(engine, foam)
+    assert again.files_unchanged == again.files_seen and again.edges_written == 0
+
+
+def test_an_edit_that_keeps_the_size_is_a_change(engine, foam):
+    run(engine, foam)
+    target = foam / "user/features/wikilinks.md"
+    data = target.read_bytes()
+    edited = data.replace(b"Foam", b"FOAM", 1)
+    assert edited != data and len(edited) == len(data)
+    stat = target.stat()
+    target.write_bytes(edited)
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    summary = run(engine, foam)
+    assert summary.files_indexed == 1
+    found = engine.store.get(index_of(engine, "foam-docs"), "user/features/wikilinks.md")[0]
+    assert found["mtime"] == (stat.st_mtime_ns + 5_000_000_000) // 1_000_000
 
 
 def test_removed_file_retires_what_it_taught(engine, foam):
@@ -143,9 +187,7 @@ def test_a_rejected_claim_stays_rejected_after_its_file_is_saved_again(engine, f
     edges = live(edges_of(engine, "foam-docs"))
     edge_id, edge = next((k, e) for k, e in sorted(edges.items()) if e["type"] == "wikilink")
     engine.graph.unlink("foam-docs", edge_id)
-    path = foam / edge["src_file"]
-    stat = path.stat()
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 7_000_000_000))
+    save_again(foam / edge["src_file"], 7)
     summary = run(engine, foam)
     assert summary.claims_suppressed >= 1
     same_claim = [e for e in edges_of(engine, "foam-docs").values()

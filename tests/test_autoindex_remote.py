@@ -19,7 +19,7 @@ from xerj_core.engine import Engine
 from xerj_core.plugins import get_plugin_manager
 
 from .conftest import CORPORA
-from .test_autoindex import copy_corpus, edges_of
+from .test_autoindex import copy_corpus, edges_of, save_again
 from .test_http_serve import Server, free_port, request
 
 FOAM = CORPORA / "foam-docs"
@@ -73,11 +73,6 @@ def live(edges: dict[str, dict]) -> dict[str, dict]:
     return {k: e for k, e in edges.items() if "invalid_at" not in e}
 
 
-def touch(path, seconds: int) -> None:
-    stat = path.stat()
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + seconds * 1_000_000_000))
-
-
 def test_a_run_over_the_url_builds_the_same_brain_as_an_embedded_run(server, url, foam, tmp_path, pm):
     over_http = autoindex(str(foam), "--brain", "same", "--url", url)
     with Engine(tmp_path / "embedded", pm) as engine:
@@ -105,13 +100,28 @@ def test_a_no_change_rerun_over_the_url_writes_nothing(server, url, foam):
     assert server_edges(server, "again") == before  # created_at included: nothing was rewritten
 
 
-def test_touching_a_file_invalidates_only_its_edges_over_the_url(server, url, foam):
+def test_a_touched_file_writes_nothing_but_its_stamp_over_the_url(server, url, foam):
+    autoindex(str(foam), "--brain", "restamped", "--url", url)
+    before = server_edges(server, "restamped")
+    target = foam / "user/features/wikilinks.md"
+    stat = target.stat()
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    summary = autoindex(str(foam), "--brain", "restamped", "--url", url)
+    assert summary["files_indexed"] == 0 and summary["files_unchanged"] == summary["files_seen"]
+    assert summary["edges_written"] == 0 and summary["edges_invalidated"] == 0
+    assert server_edges(server, "restamped") == before
+    status, state = request(server.port, "GET", "/_xerj/autoindex/restamped")
+    assert state["files"]["user/features/wikilinks.md"]["mtime_ns"] == stat.st_mtime_ns + 5_000_000_000
+    assert state["files"]["user/features/wikilinks.md"]["docs"]
+
+
+def test_saving_a_file_again_invalidates_only_its_edges_over_the_url(server, url, foam):
     autoindex(str(foam), "--brain", "touched", "--url", url)
     before = live(server_edges(server, "touched"))
     target = "user/features/wikilinks.md"
     taught = {k for k, e in before.items() if e["src_file"] == target}
     assert taught
-    touch(foam / target, 5)
+    save_again(foam / target, 5)
     summary = autoindex(str(foam), "--brain", "touched", "--url", url)
     assert summary["files_indexed"] == 1 and summary["edges_invalidated"] == len(taught)
     after = server_edges(server, "touched")
@@ -126,7 +136,7 @@ def test_a_rejected_claim_stays_rejected_after_a_resave_and_a_rerun_over_the_url
                          if e["type"] == "wikilink")
     status, body = request(server.port, "DELETE", f"/_graph/judged/link/{edge_id}")
     assert status == 200 and body["invalidated"] is True
-    touch(foam / edge["src_file"], 7)
+    save_again(foam / edge["src_file"], 7)
     summary = autoindex(str(foam), "--brain", "judged", "--url", url)
     assert summary["claims_suppressed"] >= 1
     claim = (edge["src"], edge["type"], edge["dst"])

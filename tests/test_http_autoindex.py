@@ -47,6 +47,14 @@ def test_a_batch_writes_whole_files_and_their_states(client, engine):
         {"path": "b.md", "stamp": None, "stale": ["ax-notes/b.md"]}))
     assert engine.store.get("ax-notes", "b.md") is None
     assert set(client.simulate_get("/_xerj/autoindex/notes").json["files"]) == {"a.md"}
+    # A new stamp over the same bytes: the file's documents are kept as they are, not written again.
+    restamped = {**STAMP, "mtime_ns": STAMP["mtime_ns"] + 1}
+    done = client.simulate_post("/_xerj/autoindex/notes/_batch", json=batch(
+        {"path": "a.md", "stamp": restamped, "kept": ["ax-notes/a.md"]}))
+    assert done.status_code == 200 and done.json["documents"] == 0
+    assert client.simulate_get("/_xerj/autoindex/notes").json["files"]["a.md"] == {
+        "mtime_ns": restamped["mtime_ns"], "size": 10, "hash": "abc", "docs": ["ax-notes/a.md"]}
+    assert engine.store.get("ax-notes", "a.md") is not None
 
 
 def test_a_batch_is_one_transaction(client, engine):
@@ -74,6 +82,10 @@ def test_bad_batches_are_refused_before_any_write(client, engine):
          "illegal_argument_exception", "dataset indices only"),
         (batch({"path": "a.md", "stamp": STAMP, "stale": ["no-slash"]}), "illegal_argument_exception",
          "dataset/id"),
+        (batch({"path": "a.md", "stamp": STAMP, "kept": ["no-slash"]}), "illegal_argument_exception",
+         "[files[0].kept[0]] must be [dataset/id]"),
+        (batch({"path": "a.md", "stamp": STAMP, "kept": [".xerj-memory-x/doc"]}), "illegal_argument_exception",
+         "dataset indices only"),
         (batch({"path": "a.md", "stamp": STAMP}, indexed_at=2**60), "illegal_argument_exception", "out of range"),
     ]
     for body, kind, words in cases:
@@ -177,10 +189,10 @@ def _targets(engine, pm, method, path, body=None):
 def test_every_index_the_routes_touch_is_a_target(engine, pm):
     body = batch({"path": "a.md", "stamp": STAMP, "documents": [note("a.md", "A"), {**note("m", "M"),
                                                                                    "index": "ax-mail"}],
-                  "stale": ["ax-pdfs/old.pdf"]})
+                  "stale": ["ax-pdfs/old.pdf"], "kept": ["ax-code/kept.py"]})
     assert _targets(engine, pm, "POST", "/_xerj/autoindex/notes/_batch", body) == (
         "autoindex.batch", "write", [".xerj-memory-notes-edges", ".xerj-autoindex-files", "ax-notes", "ax-mail",
-                                     "ax-pdfs"])
+                                     "ax-pdfs", "ax-code"])
     finish = {"root": "/r", "datasets": ["ax-notes", "ax-code"], "detectors": [], "finished_at": 1}
     assert _targets(engine, pm, "POST", "/_xerj/autoindex/notes/_finish", finish) == (
         "autoindex.finish", "write", [".xerj-memory-notes-edges", ".xerj-autoindex-files", "autoindex-catalog",

@@ -226,11 +226,12 @@ def parse_file_batch(req: falcon.Request) -> wire.FileBatch:
             _dataset_name(doc.index, f"{where}.documents[{k}].index")
             if not doc.id:
                 raise IllegalArgument(f"[{where}.documents[{k}].id] must not be empty")
-        for k, ref in enumerate(item.stale):
-            index, doc_id = split_ref(ref)
-            if not doc_id:
-                raise IllegalArgument(f"[{where}.stale[{k}]] must be [dataset/id], got [{ref[:80]}]")
-            _dataset_name(index, f"{where}.stale[{k}]")
+        for field, refs in (("stale", item.stale), ("kept", item.kept)):
+            for k, ref in enumerate(refs):
+                index, doc_id = split_ref(ref)
+                if not doc_id:
+                    raise IllegalArgument(f"[{where}.{field}[{k}]] must be [dataset/id], got [{ref[:80]}]")
+                _dataset_name(index, f"{where}.{field}[{k}]")
     req.context.file_batch = batch
     return batch
 
@@ -239,7 +240,8 @@ def file_batch_targets(batch: wire.FileBatch) -> list[str]:
     names: dict[str, None] = {FILES_INDEX: None}
     for item in batch.files:
         names.update((doc.index, None) for doc in item.documents)
-        names.update((split_ref(ref)[0], None) for ref in item.stale)
+        # a kept ref names a document the catalog goes on pointing at: the caller must be able to write it
+        names.update((split_ref(ref)[0], None) for ref in (*item.stale, *item.kept))
     return list(names)
 
 

@@ -126,7 +126,8 @@ def _migrate(txn: Any) -> dict[str, Any] | None:
                 moved.add(ref)
             update = {**source, "docs": kept}
             if lost:
-                update["mtime_ns"] = -1  # no file has this stamp: the next run reads the file again
+                # no file has this stamp and no bytes this hash: the next run reads and parses the file again
+                update["mtime_ns"], update["hash"] = -1, ""
                 reread.setdefault(brain, []).append(path)
             txn.put(FILES_INDEX, update, file_state_id(brain, path))
     emptied = _remove_moved(txn, moved)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import attrs
+import xxhash
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine
 from xerj_core.autoindex.formats import collect_formats
@@ -198,9 +199,9 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
     Formats and detectors come from ``pm`` (default: the engine's, else the
     installed plugins): parsing and detection always run on this side, only
     storage is behind the sink. Unchanged files (same mtime and size as last
-    run) are not read again unless detection needs their documents. A file that
-    cannot be read or parsed is reported in the summary and whatever was
-    indexed for it before stays. Documents are written a batch of whole files
+    run, or the same bytes under a new mtime) are not parsed again unless
+    detection needs their documents. A file that cannot be read or parsed is
+    reported in the summary and whatever was indexed for it before stays. Documents are written a batch of whole files
     per transaction, so an interrupted run leaves every file as it was or as it
     is now.
 
@@ -273,15 +274,24 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
 
     to_parse: list[FileEntry] = []
     unchanged: list[FileEntry] = []
+    restamped: list[FileWrite] = []
     for entry in entries:
         known = prior.get(entry.rel_path)
-        if known is not None and known.mtime_ns == entry.mtime_ns and known.size == entry.size:
+        if known is not None and known.size == entry.size and (
+                known.mtime_ns == entry.mtime_ns or _same_bytes(entry, known.hash)):
+            if known.mtime_ns != entry.mtime_ns:
+                # touched, copied or checked out again over the same bytes: what it yields and teaches stands as
+                # it is, true since the bytes were written, and the new stamp spares the next run this read
+                restamped.append(FileWrite(entry.rel_path, FileStamp(entry.mtime_ns, entry.size, known.hash),
+                                           kept=known.docs))
             if known.docs:
                 unchanged.append(entry)
             else:  # remembered so it is not read again, and still accounted for
                 summary.skip(entry.rel_path, NO_FORMAT, NO_FORMAT_REASON)
         else:
             to_parse.append(entry)
+    for batch in _chunks(restamped, BATCH_FILES):
+        sink.write_files(brain_name, batch, now_ms)
     progress("total", len(entries) + len(passed))
     progress("files", len(passed) + len(entries) - len(to_parse))
 
@@ -304,7 +314,7 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
                                    now_ms, summary, progress, detection)
         datasets = _datasets_after(prior, changed, removed)
         summary.datasets = datasets
-        dirty = bool(changed or removed) or run_dirty or state.root != summary.root
+        dirty = bool(changed or removed or restamped) or run_dirty or state.root != summary.root
         if detection is not None and detection.needed:
             detection.start()
             for failure in detection.unchanged_failures():
@@ -321,6 +331,17 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
     summary.files_seen = len(entries) + len(passed)
     summary.elapsed_s = round(time.perf_counter() - started, 3)
     return summary
+
+
+def _same_bytes(entry: FileEntry, digest: str) -> bool:
+    """Whether ``entry`` holds the bytes whose hash the last run stored (False when it cannot tell: no hash kept, or
+    the file unreadable now, which its parse then reports)."""
+    if not digest:
+        return False
+    try:
+        return xxhash.xxh3_64_hexdigest(entry.path.read_bytes()) == digest
+    except OSError:
+        return False
 
 
 def _check_root(state: BrainState, brain: str, root: str) -> None:

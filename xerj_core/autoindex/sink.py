@@ -195,13 +195,16 @@ class FileWrite:
     """One file's share of a batch.
 
     ``stamp`` is None when the file left the corpus (its state is forgotten);
-    ``stale`` are the ``dataset/id`` refs it produced before and produces no more.
+    ``stale`` are the ``dataset/id`` refs it produced before and produces no more;
+    ``kept`` are refs it produced before and still produces as they are, not written again
+    (a file restamped: a new mtime over the same bytes).
     """
 
     path: str
     stamp: FileStamp | None
     documents: tuple[IndexedDocument, ...] = ()
     stale: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -413,7 +416,7 @@ class LocalSink:
             uncounted = repeat(None)
             # strict: a count list out of step with its documents is a bug to surface, never documents dropped
             for item, found in zip(files, counted, strict=True) if counted is not None else zip(files, uncounted):
-                refs: list[str] = []
+                refs = list(item.kept)
                 for doc, terms in zip(item.documents, found, strict=True) if found else zip(item.documents, uncounted):
                     puts.setdefault(doc.index, []).append((doc.source, doc.id, "index"))
                     counts.setdefault(doc.index, []).append(terms)
