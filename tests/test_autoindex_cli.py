@@ -13,7 +13,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from xerj_core.store import Store
+
+from .conftest import CORPORA
 
 XERJ = [sys.executable, "-m", "xerj_core"]
 
@@ -195,6 +199,18 @@ def test_xerj_brain_attaches_to_a_server_of_its_own_data_dir(tmp_path):
         assert attached.returncode == 0, attached.stderr
         assert "attached to the server already running" in attached.stdout
         assert any(e["dst"] == "beta.md" for e in get_json(printed_ego_url(attached.stdout))["edges"])
+
+
+def test_xerj_brain_builds_the_graph_view_before_it_prints_the_ego_url(tmp_path):
+    foam = CORPORA / "foam-docs"  # enough edges for sealed segments, whose view the first ego would build
+    if not foam.is_dir():
+        pytest.skip("shared/corpora/foam-docs is not beside the checkout")
+    with serving(tmp_path / "data") as port:
+        attached = xerj_brain(foam, "--data-dir", str(tmp_path / "data"), "--port", str(port))
+        assert attached.returncode == 0, attached.stderr
+    published = [p.name for p in (tmp_path / "data" / "views").iterdir() if not p.name.startswith(".")]
+    assert any(".ids." in name for name in published) and any(".docs." in name for name in published)
+    assert any("." not in name.split("@")[0] for name in published)  # the table, named by the index's uuid
 
 
 def test_xerj_brain_refuses_a_port_taken_by_something_else(tmp_path):

@@ -440,6 +440,8 @@ def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecur
         except XerjError as exc:
             raise click.ClickException(exc.reason) from None
         hub = most_linked_note(engine, name)
+        # the ego URL printed next answers at once: the server started below maps the view built here
+        engine.graph.warm(name)
     _print_urls(base, name, summary, hub)
     _print_share(folder, brain, base, insecure and found is None)
     if found is not None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
+from xerj_core.errors import IndexNotFound
 from xerj_core.graph import viewsweep
+from xerj_core.graph.brain import edges_index, validate_brain_name
 from xerj_core.graph.hop import EDGE_CAP, FRONTIER_CAP, ViewCache
 from xerj_core.graph.history import EdgeHistory
 from xerj_core.graph.reading import GraphReading
@@ -46,3 +48,17 @@ class GraphService(EdgeWriting, EdgeReview, EdgeHistory, GraphReading):
         self.max_seeds = MAX_SEEDS
         self.frontier_cap = FRONTIER_CAP
         self.edge_cap = EDGE_CAP
+
+    def warm(self, brain: str) -> None:
+        """Build, or map, ``brain``'s sealed view now (its table, and each sealed segment's ids and edge listings),
+        so the first ego after a run does not wait for it; a brain without an edges index has nothing to warm.
+
+        The view's files are published under ``views/``, so a server started afterwards on the same data
+        directory maps them instead of building them."""
+        validate_brain_name(brain)
+        with self.store.read_txn() as raw:
+            try:
+                reader = self.store.open_reader(raw, edges_index(brain))
+            except IndexNotFound:
+                return
+            self.views.graph(reader)
