@@ -107,7 +107,9 @@ WINDOWS_MAIN: list[float] = []  # the same, the writing thread's alone (the rest
 AGE_EDGES = 50_000
 AGE: dict[str, float] = {}  # "before", "after": the writing thread's CPU seconds per edge of those edges
 # ("ref before", "ref after": a loop that stays in the processor's caches, timed at both points: when it slowed
-# too, the machine did, under other processes' load, and the ratio says nothing of the process's age)
+# too, the machine did, under other processes' load, and the ratio says nothing of the process's age. It misses
+# load that contends for the shared cache and memory rather than the core, so "young": the same edges written at
+# the same time by a process just started, which meets the same load: "after" over "young" is the age alone.)
 
 
 def reference_loop() -> float:
@@ -179,7 +181,7 @@ def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
 def fresh_brain_after(corpus: Corpus, path: Path) -> float:
     """The writing thread's CPU seconds per edge of the corpus's first :data:`AGE_EDGES` edges (its first batch left
     out) written into a fresh brain at ``path`` by this process (after its ingest): as :func:`ingest` began, but in
-    an older process."""
+    an older process; or, in the child :func:`fresh_brain_beside` starts, by a process just started."""
     used, n = 0.0, min(AGE_EDGES, corpus.size)
     with Engine(path, config=EngineConfig()) as engine:
         for lo in range(0, n, BATCH):
@@ -192,6 +194,31 @@ def fresh_brain_after(corpus: Corpus, path: Path) -> float:
     return used / max(1, n - BATCH)
 
 
+def fresh_brain_beside(corpus: Corpus, tmp: Path) -> tuple[float, float]:
+    """:func:`fresh_brain_after` in this process and, at the same time, in a child process just started (the same
+    corpus, its own fresh brain): ``(this process's, the child's)`` CPU seconds per edge under the same load."""
+    child = subprocess.Popen([sys.executable, __file__, "--fresh-brain", str(corpus.size), "--ingest-tmp", str(tmp)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    if child.stdout.readline() != "ready\n":  # its imports and corpus made: both write from now on
+        raise RuntimeError(f"the young process writing a fresh brain exited with {child.wait()}")
+    child.stdin.write("go\n")
+    child.stdin.flush()
+    aged = fresh_brain_after(corpus, tmp / f"fresh-{corpus.size}")
+    young = float(child.communicate()[0])
+    if child.returncode:
+        raise RuntimeError(f"the young process writing a fresh brain exited with {child.returncode}")
+    return aged, young
+
+
+def young_fresh_brain(size: int, tmp: Path) -> None:
+    """The child of :func:`fresh_brain_beside`: says it is ready, waits for the word, writes and prints its figure."""
+    corpus = Corpus(size)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    print(fresh_brain_after(corpus, tmp / f"young-{size}"), flush=True)
+
+
 def ingest_at(size: int, tmp: Path) -> dict[str, float]:
     """Ingest and retire ``size`` edges in a fresh data directory under ``tmp``, after a raw lmdb put loop of the
     same documents; prints both and returns the figures the scaling line compares."""
@@ -201,7 +228,7 @@ def ingest_at(size: int, tmp: Path) -> dict[str, float]:
     shutil.rmtree(tmp / f"raw-{size}", ignore_errors=True)
     with Engine(tmp / f"data-{size}", config=EngineConfig()) as engine:
         rate, retire_seconds = ingest(engine, corpus)
-    AGE["after"] = fresh_brain_after(corpus, tmp / f"fresh-{size}")
+    AGE["after"], AGE["young"] = fresh_brain_beside(corpus, tmp)
     AGE["ref after"] = reference_loop()
     retired = int(corpus.retired.sum())
     print(f"{size:>9,} edges: write_edges {rate:,.0f} edges/s ({CPU['ingest'] / size * 1e6:.1f} us CPU, "
@@ -218,10 +245,13 @@ def ingest_at(size: int, tmp: Path) -> dict[str, float]:
     print(f"{'':>9}  process age: a fresh brain's edges {BATCH:,}-{min(AGE_EDGES, size):,} cost {AGE['before'] * 1e6:.1f} us "
           f"CPU per edge as the ingest began and {AGE['after'] * 1e6:.1f} us written again after it (x"
           f"{AGE['after'] / AGE['before']:.2f}, same work, same brain size; a loop that stays in the caches x"
-          f"{AGE['ref after'] / AGE['ref before']:.2f} meanwhile: the machine's own drift)", flush=True)
+          f"{AGE['ref after'] / AGE['ref before']:.2f} meanwhile: the machine's own drift); written at the same time "
+          f"by a process just started {AGE['young'] * 1e6:.1f} us (aged / young x{AGE['after'] / AGE['young']:.2f}: "
+          f"the age alone, under the same load)", flush=True)
     shutil.rmtree(tmp / f"data-{size}", ignore_errors=True)
     return {"rate": rate, "raw": raw, "retire": retire_seconds / retired, "retire_cpu": CPU["retire"] / retired,
-            "age": AGE["after"] / AGE["before"], "drift": AGE["ref after"] / AGE["ref before"]}
+            "age": AGE["after"] / AGE["before"], "drift": AGE["ref after"] / AGE["ref before"],
+            "age_same_load": AGE["after"] / AGE["young"]}
 
 
 RESULT = "ingest-figures "  # the line a child of ingest_scaling ends with: this prefix, then its figures as JSON
@@ -253,8 +283,8 @@ def ingest_scaling(sizes: list[int], same_process: bool = False) -> None:
           f"at {min(sizes):,}: {large['retire'] / small['retire']:.2f} (target 0.8-1.2; CPU "
           f"{large['retire_cpu'] / small['retire_cpu']:.2f})")
     print(f"process age (a fresh brain's first edges after the ingest / as it began, same process): "
-          + ", ".join(f"{size:,}: x{figures[size]['age']:.2f} (machine drift x{figures[size]['drift']:.2f})"
-                      for size in sizes))
+          + ", ".join(f"{size:,}: x{figures[size]['age']:.2f} (machine drift x{figures[size]['drift']:.2f}; / a "
+                      f"process just started, same minutes x{figures[size]['age_same_load']:.2f})" for size in sizes))
 
 
 def raw_lmdb_rate(path: Path, corpus: Corpus, limit: int) -> float:
@@ -687,7 +717,11 @@ def main() -> None:
                         help="with --ingest-only: every size in this process, one after another (the older method)")
     parser.add_argument("--ingest-size", type=int, default=None, help=argparse.SUPPRESS)  # one size of --ingest-only
     parser.add_argument("--ingest-tmp", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--fresh-brain", type=int, default=None, help=argparse.SUPPRESS)  # see fresh_brain_beside
     args = parser.parse_args()
+    if args.fresh_brain:
+        young_fresh_brain(args.fresh_brain, args.ingest_tmp)
+        return
     if args.ingest_size:
         print(RESULT + json.dumps(ingest_at(args.ingest_size, args.ingest_tmp)), flush=True)
         return
