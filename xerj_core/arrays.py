@@ -23,9 +23,8 @@ def member(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
         found = np.zeros(values.size, bool)
         found[inside] = bitmap[values[inside]]
         return found
-    at = np.searchsorted(ids, values)
-    at[at == ids.size] = 0
-    return ids[at] == values
+    # a value past the last id is placed at ids.size, which the clip reads as the last id (not equal to it)
+    return ids.take(ids.searchsorted(values), mode="clip") == values
 
 
 def unique_ids(values: np.ndarray) -> np.ndarray:
@@ -59,14 +58,16 @@ def counting(n: int) -> np.ndarray:
 def ranges(starts: np.ndarray, lengths: np.ndarray, total: int | None = None) -> np.ndarray:
     """The concatenation of ``arange(s, s + n)`` for each start and length (int64).
 
-    One temporary the size of the result: each run's offset repeated, then the shared count added in place."""
+    One temporary the size of the result: each run's offset repeated, then the shared count added in place.
+    (Array methods rather than numpy's functions: a hop calls this for a few runs, where the functions' Python
+    wrappers cost more than the arithmetic.)"""
     if total is None:
         total = int(lengths.sum())
     if starts.size == 1:
         return np.arange(starts[0], starts[0] + total, dtype=np.int64)
-    shift = np.cumsum(lengths, dtype=np.int64)
+    shift = lengths.cumsum(dtype=np.int64)
     np.subtract(shift, lengths, out=shift)  # where each run begins in the result
     np.subtract(starts, shift, out=shift)
-    out = np.repeat(shift, lengths)
+    out = shift.repeat(lengths)
     np.add(out, counting(total), out=out)
     return out

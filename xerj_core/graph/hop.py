@@ -278,11 +278,9 @@ class EdgeTable:
         """The ``_id`` of the edges at src-ordered ``position``; None where the table does not hold it."""
         if self._id_values is None:
             return [None] * len(position)
-        taken = self._id_values.take(position).tobytes()
-        if taken.isascii() and b"\0" not in taken:  # the usual: every id ASCII, at full width (one decode)
-            text, width = taken.decode("ascii"), self._ids_width
-            return [text[at:at + width] for at in range(0, len(text), width)]
-        out = [name.decode() for name in self._id_values.take(position).tolist()]
+        # each id's bytes as one bytes object (numpy drops a fixed-width value's trailing zero bytes), decoded by
+        # a C-level map: fewer steps per id than slicing one decoded string of them all
+        out = list(map(bytes.decode, self._id_values.take(position).tolist()))
         if not all(out):  # a blank (all zero bytes, read as b""): an id of another length, kept apart
             out = [name or None for name in out]
         return out
@@ -553,11 +551,18 @@ class TailView:
         # An edge of the tail joining two frontier nodes has both ends among the tail's nodes, so the cut
         # frontier still tells a both-ways hop which in-edges were met as out-edges; most small frontiers touch
         # no tail node at all, and stop here.
+        frontier = self.touching(frontier)
+        return self.table.candidates(frontier, direction, False) if frontier.size else []
+
+    def touching(self, frontier: np.ndarray) -> np.ndarray:
+        """The nodes of the sorted, non-empty ``frontier`` that some edge of the tail touches."""
         touched = self.touched
+        if frontier.size == 1:  # an ego's seed: tested as a Python int, no array made
+            node = int(frontier[0])
+            return frontier if node < touched.size and touched[node] else _EMPTY
         if frontier[-1] >= touched.size:
             frontier = frontier[: np.searchsorted(frontier, touched.size)]
-        frontier = frontier[touched[frontier]]
-        return self.table.candidates(frontier, direction, False) if frontier.size else []
+        return frontier[touched.take(frontier)]
 
 
 class TermArrays:
@@ -1187,9 +1192,7 @@ def lean_picks(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str,
         expired += _lean_hop(view.sealed.table, frontier, previous, filters, parts)
         if tail.table is not None:
             scanned += tail.count
-            touched = tail.touched
-            near = frontier if frontier[-1] < touched.size else frontier[: np.searchsorted(frontier, touched.size)]
-            near = near[touched.take(near)]
+            near = tail.touching(frontier)
             if near.size:
                 expired += _lean_hop(tail.table, near, previous, filters, parts)
         if not parts:
@@ -1200,7 +1203,7 @@ def lean_picks(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str,
         found.append((hop, parts))
         if hop == hops:
             break
-        others = _joined([(part.hot & part.table.low).astype(np.int64) for part in parts])
+        others = _joined([part.hot & part.table.low for part in parts])
         frontier = unique_ids(others[others != seed])  # the one node visited so far is the seed
         if frontier.size > frontier_cap:
             return None
@@ -1238,13 +1241,14 @@ def _lean_hop(table: EdgeTable, frontier: np.ndarray, previous: int | None, filt
     usable = frontier if frontier[-1] < width else frontier[: np.searchsorted(frontier, width)]
     if not usable.size:
         return 0
-    if usable.size == 1:  # one node: its run is a slice
-        begin, end = table.both_off[usable[0]:usable[0] + 2].tolist()
+    if usable.size == 1:  # one node: its run is a slice, whose places are ``begin`` on (no array of them made)
+        node = int(usable[0])
+        begin, end = table.both_off[node:node + 2].tolist()
         if begin == end:
             return 0
-        idx = np.arange(begin, end)
+        idx = None
         hot = table.hot_both[begin:end]
-        keep = (hot & table.ends_mask) != (int(usable[0]) | table.inbit)  # an in-edge from the node: met as out
+        keep = (hot & table.ends_mask) != (node | table.inbit)  # an in-edge from the node: met as out
     else:
         starts = table.both_off.take(usable)
         lengths = table.both_off.take(usable + 1) - starts
@@ -1262,18 +1266,16 @@ def _lean_hop(table: EdgeTable, frontier: np.ndarray, previous: int | None, filt
     check_valid = as_of < table.valid_max
     alive_from = table.alive_from(as_of) << 1 if not filters.include_expired and as_of >= table.invalid_min \
         else None  # a both-ways entry's invalid_at rank sits above the in bit
-    withheld = 0
-    if check_valid or alive_from is not None:
-        before = int(np.count_nonzero(keep))
-        if check_valid:
-            np.logical_and(keep, table.cols["valid_at"].take(table.both_pos.take(idx)) <= as_of, out=keep)
-        if alive_from is not None:
-            np.logical_and(keep, hot >= alive_from, out=keep)
-        withheld = before - int(np.count_nonzero(keep))
-    kept = np.flatnonzero(keep)
+    met = keep  # the edges this hop meets first, before the bitemporal mask
+    if check_valid:
+        positions = table.both_pos[begin:end] if idx is None else table.both_pos.take(idx)
+        keep = keep & (table.cols["valid_at"].take(positions) <= as_of)
+    if alive_from is not None:
+        keep = keep & (hot >= alive_from)
+    kept = keep.nonzero()[0]  # the method: np.flatnonzero is three Python calls around it
     if kept.size:
-        parts.append(_LeanPart(table, idx.take(kept), hot.take(kept)))
-    return withheld
+        parts.append(_LeanPart(table, kept + begin if idx is None else idx.take(kept), hot.take(kept)))
+    return int(np.count_nonzero(met)) - kept.size if keep is not met else 0
 
 
 # A hop of at most this many edges is ranked by one merge sort of its ranks (numpy's stable kind) rather than a
