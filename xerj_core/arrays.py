@@ -61,11 +61,11 @@ def ranges(starts: np.ndarray, lengths: np.ndarray, total: int | None = None) ->
     One temporary the size of the result: each run's offset repeated, then the shared count added in place.
     (Array methods rather than numpy's functions: a hop calls this for a few runs, where the functions' Python
     wrappers cost more than the arithmetic.)"""
-    if total is None:
-        total = int(lengths.sum())
     if starts.size == 1:
-        return np.arange(starts[0], starts[0] + total, dtype=np.int64)
+        return np.arange(starts[0], starts[0] + (int(lengths[0]) if total is None else total), dtype=np.int64)
     shift = lengths.cumsum(dtype=np.int64)
+    if total is None:  # the last run's end, from the sums made anyway
+        total = int(shift[-1]) if shift.size else 0
     np.subtract(shift, lengths, out=shift)  # where each run begins in the result
     np.subtract(starts, shift, out=shift)
     out = shift.repeat(lengths)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -1197,7 +1198,8 @@ def lean_picks(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str,
                 expired += _lean_hop(tail.table, near, previous, filters, parts)
         if not parts:
             break
-        total += sum(part.idx.size for part in parts)
+        for part in parts:
+            total += part.idx.size
         if total > edge_cap:
             return None
         found.append((hop, parts))
@@ -1212,6 +1214,7 @@ def lean_picks(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str,
     counters["memtable_docs_scanned"] += scanned
     counters["expired_excluded"] += expired
     # each hop's best, in hop order, until ``limit`` are listed; laid out per table with their response places
+    # (each table's picks of every hop are joined first, then placed and read for their direction in one pass)
     pieces: dict[int, tuple[EdgeTable, list[np.ndarray], list[np.ndarray], list[np.ndarray]]] = {}
     hop_numbers: list[int] = []
     for hop, parts in found:
@@ -1222,14 +1225,13 @@ def lean_picks(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str,
         for part, picks, places in _lean_best(parts, room):
             if not picks.size:  # a part none of whose edges made the cut: its table may hold no pick at all
                 continue
-            table = part.table
-            entry = pieces.setdefault(id(table), (table, [], [], []))
-            entry[1].append(table.both_pos.take(part.idx.take(picks)))
-            entry[2].append((part.hot.take(picks) & table.inbit) == 0)
-            entry[3].append(places + base)
+            entry = pieces.setdefault(id(part.table), (part.table, [], [], []))
+            entry[1].append(part.idx.take(picks))
+            entry[2].append(part.hot.take(picks))
+            entry[3].append(np.arange(base, base + picks.size) if places is None else places + base)
             hop_numbers += [hop] * picks.size
-    return LeanPicks([(table, _joined(position), _joined(out), _joined(places))
-                      for table, position, out, places in pieces.values()], hop_numbers, total)
+    return LeanPicks([(table, table.both_pos.take(_joined(idx)), (_joined(hot) & table.inbit) == 0, _joined(places))
+                      for table, idx, hot, places in pieces.values()], hop_numbers, total)
 
 
 def _lean_hop(table: EdgeTable, frontier: np.ndarray, previous: int | None, filters: Filters,
@@ -1251,11 +1253,9 @@ def _lean_hop(table: EdgeTable, frontier: np.ndarray, previous: int | None, filt
         keep = (hot & table.ends_mask) != (node | table.inbit)  # an in-edge from the node: met as out
     else:
         starts = table.both_off.take(usable)
-        lengths = table.both_off.take(usable + 1) - starts
-        size = int(lengths.sum())
-        if not size:
+        idx = ranges(starts, table.both_off.take(usable + 1) - starts)
+        if not idx.size:
             return 0
-        idx = ranges(starts, lengths, size)
         if usable.size >= _TOUCH_AT:  # see EdgeTable.candidates
             table.hot_both.take(starts, mode="clip")
         hot = table.hot_both.take(idx, mode="clip")
@@ -1288,9 +1288,9 @@ def _lean_hop(table: EdgeTable, frontier: np.ndarray, previous: int | None, filt
 _SORTED_WHOLE = 2048
 
 
-def _lean_best(parts: list[_LeanPart], k: int) -> list[tuple[_LeanPart, np.ndarray, np.ndarray]]:
+def _lean_best(parts: list[_LeanPart], k: int) -> list[tuple[_LeanPart, np.ndarray, np.ndarray | None]]:
     """A hop's best ``k`` edges (as :meth:`HopEdges.order`): per part, the picks (its own places) and where each
-    lies among the hop's picks, best first."""
+    lies among the hop's picks (None: the part holds them all, in that order), best first."""
     if len(parts) == 1:
         part = parts[0]
         ranks = part.table.best_both.take(part.idx)
@@ -1301,7 +1301,7 @@ def _lean_best(parts: list[_LeanPart], k: int) -> list[tuple[_LeanPart, np.ndarr
         else:
             picks = ranks.argpartition(k - 1)[:k]
             picks = picks.take(ranks.take(picks).argsort())
-        return [(part, picks, np.arange(picks.size))]
+        return [(part, picks, None)]
     # several tables: each part's own best k by its table's ranking, then those few by the ranking's three keys
     # (weight, valid_at, row, all descending; rows are unique, so they order every edge)
     chosen, rows, valids, weights = [], [], [], []
@@ -1329,17 +1329,23 @@ def _lean_best(parts: list[_LeanPart], k: int) -> list[tuple[_LeanPart, np.ndarr
     return found
 
 
-# shortest_float's memo, public so a caller shaping many values can look each up without the call
-SHORTEST_SEEN: dict[float, float] = {}
+# shortest_floats' memo: each float32 value met, by its bits (an int hashes in one step, a float in a loop)
+_SHORTEST_BY_BITS: dict[int, float] = {}
 
 
-def shortest_float(value: float) -> float:
-    """A float32 column value as the shortest decimal that reads back to it (0.9, not 0.8999999761)."""
-    found = SHORTEST_SEEN.get(value)
-    if found is None:
-        found = float(str(np.float32(value))) if np.isfinite(value) else float(value)
-        if len(SHORTEST_SEEN) > 65536:  # weights repeat (a detector has one); bound the memo all the same
-            SHORTEST_SEEN.clear()
-        SHORTEST_SEEN[value] = found
-    return found
-
+def shortest_floats(column: np.ndarray) -> list[float]:
+    """Each value of a float32 ``column`` as the shortest decimal that reads back to it (0.9, not 0.8999999761)."""
+    bits = column.view(np.int32).tolist()
+    if not bits:
+        return []
+    memo = _SHORTEST_BY_BITS
+    try:  # every value met before (the usual case): one C-level lookup of them all
+        return list(itemgetter(*bits)(memo)) if len(bits) > 1 else [memo[bits[0]]]
+    except KeyError:
+        pass
+    if len(memo) > 65536:  # weights repeat (a detector has one); bound the memo all the same
+        memo.clear()
+    for key, value in zip(bits, column.tolist()):
+        if key not in memo:
+            memo[key] = float(str(np.float32(value))) if np.isfinite(value) else value
+    return [memo[key] for key in bits]

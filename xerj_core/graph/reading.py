@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import chain
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -16,7 +15,6 @@ from xerj_core.graph.brain import (CONTRACT, META_ID, edge_id, edges_index, node
                                    validate_brain_name)
 from xerj_core.graph.hop import (
     BOTH,
-    SHORTEST_SEEN,
     Filters,
     GraphView,
     HopEdges,
@@ -26,7 +24,7 @@ from xerj_core.graph.hop import (
     lean_picks,
     member,
     new_counters,
-    shortest_float,
+    shortest_floats,
 )
 from xerj_core.graph import rowdocs
 from xerj_core.graph.names import field_dictionary as _dictionary, resolve_in
@@ -570,8 +568,8 @@ class GraphReading:
                      ) -> tuple[list[dict[str, Any]], list[str], dict[Any, int]]:
         """The edges at src-ordered ``position`` of one table, as :meth:`_column_edges` lists them."""
         record = table.record.take(position)  # every field of a pick from one place (see EdgeTable.record)
-        src, dst, type_, valid, invalid, weight, trust = (record[f] for f in (
-            "src", "dst", "type", "valid_at", "invalid_at", "weight", "trust"))
+        src, dst, type_, valid, invalid, weight, trust = record["src"], record["dst"], record["type"], \
+            record["valid_at"], record["invalid_at"], record["weight"], record["trust"]
         ids = table.named(position) if table.ids is not None else [None] * len(hops)
 
         def rows() -> np.ndarray:
@@ -591,12 +589,7 @@ class GraphReading:
         valids = valid.tolist()
         if not all(ids):  # rows no table keeps the id of (the tail's): named from the rows themselves
             self._name_rows(reader, ids, rows(), srcs, types, dsts, valids)
-        raw_weights = weight.tolist()
-        try:  # every weight already seen (the usual case): one C-level lookup of them all
-            weights = list(itemgetter(*raw_weights)(SHORTEST_SEEN)) if len(raw_weights) > 1 \
-                else [SHORTEST_SEEN[raw_weights[0]]]
-        except KeyError:  # a weight not seen yet
-            weights = list(map(shortest_float, raw_weights))
+        weights = shortest_floats(weight)
         directions = _DIRECTIONS.take(out.astype(np.intp)).tolist()
         invalids = [None if instant == ABSENT_INT else instant for instant in invalid.tolist()]  # never retired: None
         trust_terms = _with_absent(reader, "trust")
