@@ -27,10 +27,14 @@ def member(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return ids.take(ids.searchsorted(values), mode="clip") == values
 
 
-def unique_ids(values: np.ndarray) -> np.ndarray:
-    """The sorted distinct non-negative ids in ``values`` (a bitmap pass when there are many)."""
+def unique_ids(values: np.ndarray, without: int | None = None) -> np.ndarray:
+    """The sorted distinct non-negative ids in ``values`` but ``without`` (a bitmap pass when there are many)."""
     if values.size <= _FEW:  # a set of Python ints costs less than np.unique's own steps
-        return np.array(sorted(set(values.tolist())), np.int64)
+        found = set(values.tolist())
+        found.discard(without)
+        return np.array(sorted(found), np.int64)
+    if without is not None:
+        values = values[values != without]
     if values.size <= BITMAP_AT:
         return np.unique(values).astype(np.int64)
     seen = np.zeros(int(values.max()) + 1, bool)

@@ -1146,12 +1146,16 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
 @attrs.frozen
 class LeanPicks:
     """What :func:`lean_picks` found: per edge table holding some of the listed edges, ``(table, their src-ordered
-    positions, whether each was followed out, their places in the response)``; each listed edge's ``hops``
-    number, in response order; and how many edges the hops kept in all (``total``)."""
+    positions, whether each was followed out, their places in the response)`` (places None when one table holds
+    every listed edge, in response order); each listed edge's ``hops`` number, in response order; and how many
+    edges the hops kept in all (``total``)."""
 
-    pieces: list[tuple[EdgeTable, np.ndarray, np.ndarray, np.ndarray]]
+    pieces: list[tuple[EdgeTable, np.ndarray, np.ndarray, np.ndarray | None]]
     hops: list[int]
     total: int
+
+
+_Span = tuple[int, int, "np.ndarray | None"]  # a hop's first place in the response, its picks in one table, their places
 
 
 class _LeanPart:
@@ -1206,7 +1210,7 @@ def lean_picks(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str,
         if hop == hops:
             break
         others = _joined([part.hot & part.table.low for part in parts])
-        frontier = unique_ids(others[others != seed])  # the one node visited so far is the seed
+        frontier = unique_ids(others, without=seed)  # the one node visited so far is the seed
         if frontier.size > frontier_cap:
             return None
         previous = seed
@@ -1215,7 +1219,7 @@ def lean_picks(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str,
     counters["expired_excluded"] += expired
     # each hop's best, in hop order, until ``limit`` are listed; laid out per table with their response places
     # (each table's picks of every hop are joined first, then placed and read for their direction in one pass)
-    pieces: dict[int, tuple[EdgeTable, list[np.ndarray], list[np.ndarray], list[np.ndarray]]] = {}
+    pieces: dict[int, tuple[EdgeTable, list[np.ndarray], list[np.ndarray], list[_Span]]] = {}
     hop_numbers: list[int] = []
     for hop, parts in found:
         room = limit - len(hop_numbers)
@@ -1228,10 +1232,19 @@ def lean_picks(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str,
             entry = pieces.setdefault(id(part.table), (part.table, [], [], []))
             entry[1].append(part.idx.take(picks))
             entry[2].append(part.hot.take(picks))
-            entry[3].append(np.arange(base, base + picks.size) if places is None else places + base)
+            entry[3].append((base, picks.size, places))
             hop_numbers += [hop] * picks.size
-    return LeanPicks([(table, table.both_pos.take(_joined(idx)), (_joined(hot) & table.inbit) == 0, _joined(places))
-                      for table, idx, hot, places in pieces.values()], hop_numbers, total)
+    several = len(pieces) > 1  # else the one table's picks are the response, in order: no places made
+    return LeanPicks([(table, table.both_pos.take(_joined(idx)), (_joined(hot) & table.inbit) == 0,
+                       _response_places(spans) if several else None)
+                      for table, idx, hot, spans in pieces.values()], hop_numbers, total)
+
+
+def _response_places(spans: list[_Span]) -> np.ndarray:
+    """Where a table's picks lie in the response, from each hop's ``(first place of the hop, picks, their places
+    among the hop's picks or None when in order)``."""
+    return _joined([np.arange(base, base + size) if places is None else places + base
+                    for base, size, places in spans])
 
 
 def _lean_hop(table: EdgeTable, frontier: np.ndarray, previous: int | None, filters: Filters,
@@ -1253,7 +1266,7 @@ def _lean_hop(table: EdgeTable, frontier: np.ndarray, previous: int | None, filt
         keep = (hot & table.ends_mask) != (node | table.inbit)  # an in-edge from the node: met as out
     else:
         starts = table.both_off.take(usable)
-        idx = ranges(starts, table.both_off.take(usable + 1) - starts)
+        idx = ranges(starts, table.both_off[1:].take(usable) - starts)  # a view's take: no array of usable + 1
         if not idx.size:
             return 0
         if usable.size >= _TOUCH_AT:  # see EdgeTable.candidates
