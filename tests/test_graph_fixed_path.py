@@ -2,7 +2,9 @@
 
 The parameters other than the node are parsed once per shape of request
 (``requests.parse_ego``); a hop's runs are laid out with one shared read-only
-count (``arrays.ranges``); the graph view is made once per index generation.
+count (``arrays.ranges``); the graph view is made once per index generation;
+weights are named through a memo of their float32 bits (``hop.shortest_floats``).
+The array helpers a hop calls are checked against numpy's own functions.
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xerj_core.arrays import counting, ranges
+from xerj_core.arrays import counting, member, ranges, unique_ids
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.errors import GraphError
 from xerj_core.graph import requests
+from xerj_core.graph.hop import shortest_floats
 from xerj_core.model import EdgeDraft
 
 T0 = 1_767_225_600_000
@@ -30,6 +33,34 @@ def test_ranges_match_the_concatenated_aranges():
             assert found.dtype == np.int64
             assert np.array_equal(found, expected)
     assert ranges(np.array([3, 9]), np.array([0, 0])).size == 0
+
+
+def test_member_and_unique_ids_match_numpy():
+    rng = np.random.default_rng(11)
+    for size in (0, 1, 5, 64, 65, 300, 2049, 5000):  # each of their paths: a Python set, np.unique, a bitmap
+        values = rng.integers(0, 400, size)
+        ids = np.unique(rng.integers(0, 500, int(rng.integers(0, 40))))
+        assert np.array_equal(member(values, ids), np.isin(values, ids))
+        assert np.array_equal(member(values, np.array([1000])), np.zeros(size, bool))  # every value below the id
+        for without in (None, int(values[0]) if size else 7, 10_000):
+            expected = np.setdiff1d(np.unique(values), [] if without is None else [without])
+            found = unique_ids(values, without=without)
+            assert found.dtype == np.int64 and np.array_equal(found, expected)
+
+
+def test_shortest_floats_are_the_shortest_decimals_of_the_float32_values():
+    rng = np.random.default_rng(5)
+    column = np.concatenate([rng.random(50), [0.1, 0.9, -2.5, 1e-8, 3e38, np.inf, -np.inf]]).astype(np.float32)
+    expected = [float(str(v)) if np.isfinite(v) else float(v) for v in column]
+    assert shortest_floats(column) == expected  # met first: each made
+    assert shortest_floats(column) == expected  # met again: each from the memo
+    assert shortest_floats(column[3:4]) == expected[3:4]
+    assert shortest_floats(column[:0]) == []
+    record = np.zeros(4, np.dtype([("valid_at", np.int64), ("weight", np.float32)], align=True))
+    record["weight"] = [0.3, 0.7, 0.3, 1.0]
+    assert shortest_floats(record["weight"]) == [0.3, 0.7, 0.3, 1.0]  # a strided field of a record
+    found = shortest_floats(np.array([np.nan], np.float32))
+    assert len(found) == 1 and np.isnan(found[0])
 
 
 def test_the_shared_count_is_read_only_and_grows():

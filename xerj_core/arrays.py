@@ -23,15 +23,18 @@ def member(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
         found = np.zeros(values.size, bool)
         found[inside] = bitmap[values[inside]]
         return found
-    at = np.searchsorted(ids, values)
-    at[at == ids.size] = 0
-    return ids[at] == values
+    # a value past the last id is placed at ids.size, which the clip reads as the last id (not equal to it)
+    return ids.take(ids.searchsorted(values), mode="clip") == values
 
 
-def unique_ids(values: np.ndarray) -> np.ndarray:
-    """The sorted distinct non-negative ids in ``values`` (a bitmap pass when there are many)."""
+def unique_ids(values: np.ndarray, without: int | None = None) -> np.ndarray:
+    """The sorted distinct non-negative ids in ``values`` but ``without`` (a bitmap pass when there are many)."""
     if values.size <= _FEW:  # a set of Python ints costs less than np.unique's own steps
-        return np.array(sorted(set(values.tolist())), np.int64)
+        found = set(values.tolist())
+        found.discard(without)
+        return np.array(sorted(found), np.int64)
+    if without is not None:
+        values = values[values != without]
     if values.size <= BITMAP_AT:
         return np.unique(values).astype(np.int64)
     seen = np.zeros(int(values.max()) + 1, bool)
@@ -59,14 +62,16 @@ def counting(n: int) -> np.ndarray:
 def ranges(starts: np.ndarray, lengths: np.ndarray, total: int | None = None) -> np.ndarray:
     """The concatenation of ``arange(s, s + n)`` for each start and length (int64).
 
-    One temporary the size of the result: each run's offset repeated, then the shared count added in place."""
-    if total is None:
-        total = int(lengths.sum())
+    One temporary the size of the result: each run's offset repeated, then the shared count added in place.
+    (Array methods rather than numpy's functions: a hop calls this for a few runs, where the functions' Python
+    wrappers cost more than the arithmetic.)"""
     if starts.size == 1:
-        return np.arange(starts[0], starts[0] + total, dtype=np.int64)
-    shift = np.cumsum(lengths, dtype=np.int64)
+        return np.arange(starts[0], starts[0] + (int(lengths[0]) if total is None else total), dtype=np.int64)
+    shift = lengths.cumsum(dtype=np.int64)
+    if total is None:  # the last run's end, from the sums made anyway
+        total = int(shift[-1]) if shift.size else 0
     np.subtract(shift, lengths, out=shift)  # where each run begins in the result
     np.subtract(starts, shift, out=shift)
-    out = np.repeat(shift, lengths)
+    out = shift.repeat(lengths)
     np.add(out, counting(total), out=out)
     return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -278,11 +279,9 @@ class EdgeTable:
         """The ``_id`` of the edges at src-ordered ``position``; None where the table does not hold it."""
         if self._id_values is None:
             return [None] * len(position)
-        taken = self._id_values.take(position).tobytes()
-        if taken.isascii() and b"\0" not in taken:  # the usual: every id ASCII, at full width (one decode)
-            text, width = taken.decode("ascii"), self._ids_width
-            return [text[at:at + width] for at in range(0, len(text), width)]
-        out = [name.decode() for name in self._id_values.take(position).tolist()]
+        # each id's bytes as one bytes object (numpy drops a fixed-width value's trailing zero bytes), decoded by
+        # a C-level map: fewer steps per id than slicing one decoded string of them all
+        out = list(map(bytes.decode, self._id_values.take(position).tolist()))
         if not all(out):  # a blank (all zero bytes, read as b""): an id of another length, kept apart
             out = [name or None for name in out]
         return out
@@ -553,11 +552,18 @@ class TailView:
         # An edge of the tail joining two frontier nodes has both ends among the tail's nodes, so the cut
         # frontier still tells a both-ways hop which in-edges were met as out-edges; most small frontiers touch
         # no tail node at all, and stop here.
+        frontier = self.touching(frontier)
+        return self.table.candidates(frontier, direction, False) if frontier.size else []
+
+    def touching(self, frontier: np.ndarray) -> np.ndarray:
+        """The nodes of the sorted, non-empty ``frontier`` that some edge of the tail touches."""
         touched = self.touched
+        if frontier.size == 1:  # an ego's seed: tested as a Python int, no array made
+            node = int(frontier[0])
+            return frontier if node < touched.size and touched[node] else _EMPTY
         if frontier[-1] >= touched.size:
             frontier = frontier[: np.searchsorted(frontier, touched.size)]
-        frontier = frontier[touched[frontier]]
-        return self.table.candidates(frontier, direction, False) if frontier.size else []
+        return frontier[touched.take(frontier)]
 
 
 class TermArrays:
@@ -1140,12 +1146,16 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
 @attrs.frozen
 class LeanPicks:
     """What :func:`lean_picks` found: per edge table holding some of the listed edges, ``(table, their src-ordered
-    positions, whether each was followed out, their places in the response)``; each listed edge's ``hops``
-    number, in response order; and how many edges the hops kept in all (``total``)."""
+    positions, whether each was followed out, their places in the response)`` (places None when one table holds
+    every listed edge, in response order); each listed edge's ``hops`` number, in response order; and how many
+    edges the hops kept in all (``total``)."""
 
-    pieces: list[tuple[EdgeTable, np.ndarray, np.ndarray, np.ndarray]]
+    pieces: list[tuple[EdgeTable, np.ndarray, np.ndarray, np.ndarray | None]]
     hops: list[int]
     total: int
+
+
+_Span = tuple[int, int, "np.ndarray | None"]  # a hop's first place in the response, its picks in one table, their places
 
 
 class _LeanPart:
@@ -1187,21 +1197,20 @@ def lean_picks(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str,
         expired += _lean_hop(view.sealed.table, frontier, previous, filters, parts)
         if tail.table is not None:
             scanned += tail.count
-            touched = tail.touched
-            near = frontier if frontier[-1] < touched.size else frontier[: np.searchsorted(frontier, touched.size)]
-            near = near[touched.take(near)]
+            near = tail.touching(frontier)
             if near.size:
                 expired += _lean_hop(tail.table, near, previous, filters, parts)
         if not parts:
             break
-        total += sum(part.idx.size for part in parts)
+        for part in parts:
+            total += part.idx.size
         if total > edge_cap:
             return None
         found.append((hop, parts))
         if hop == hops:
             break
-        others = _joined([(part.hot & part.table.low).astype(np.int64) for part in parts])
-        frontier = unique_ids(others[others != seed])  # the one node visited so far is the seed
+        others = _joined([part.hot & part.table.low for part in parts])
+        frontier = unique_ids(others, without=seed)  # the one node visited so far is the seed
         if frontier.size > frontier_cap:
             return None
         previous = seed
@@ -1209,7 +1218,8 @@ def lean_picks(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str,
     counters["memtable_docs_scanned"] += scanned
     counters["expired_excluded"] += expired
     # each hop's best, in hop order, until ``limit`` are listed; laid out per table with their response places
-    pieces: dict[int, tuple[EdgeTable, list[np.ndarray], list[np.ndarray], list[np.ndarray]]] = {}
+    # (each table's picks of every hop are joined first, then placed and read for their direction in one pass)
+    pieces: dict[int, tuple[EdgeTable, list[np.ndarray], list[np.ndarray], list[_Span]]] = {}
     hop_numbers: list[int] = []
     for hop, parts in found:
         room = limit - len(hop_numbers)
@@ -1219,14 +1229,22 @@ def lean_picks(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str,
         for part, picks, places in _lean_best(parts, room):
             if not picks.size:  # a part none of whose edges made the cut: its table may hold no pick at all
                 continue
-            table = part.table
-            entry = pieces.setdefault(id(table), (table, [], [], []))
-            entry[1].append(table.both_pos.take(part.idx.take(picks)))
-            entry[2].append((part.hot.take(picks) & table.inbit) == 0)
-            entry[3].append(places + base)
+            entry = pieces.setdefault(id(part.table), (part.table, [], [], []))
+            entry[1].append(part.idx.take(picks))
+            entry[2].append(part.hot.take(picks))
+            entry[3].append((base, picks.size, places))
             hop_numbers += [hop] * picks.size
-    return LeanPicks([(table, _joined(position), _joined(out), _joined(places))
-                      for table, position, out, places in pieces.values()], hop_numbers, total)
+    several = len(pieces) > 1  # else the one table's picks are the response, in order: no places made
+    return LeanPicks([(table, table.both_pos.take(_joined(idx)), (_joined(hot) & table.inbit) == 0,
+                       _response_places(spans) if several else None)
+                      for table, idx, hot, spans in pieces.values()], hop_numbers, total)
+
+
+def _response_places(spans: list[_Span]) -> np.ndarray:
+    """Where a table's picks lie in the response, from each hop's ``(first place of the hop, picks, their places
+    among the hop's picks or None when in order)``."""
+    return _joined([np.arange(base, base + size) if places is None else places + base
+                    for base, size, places in spans])
 
 
 def _lean_hop(table: EdgeTable, frontier: np.ndarray, previous: int | None, filters: Filters,
@@ -1238,20 +1256,19 @@ def _lean_hop(table: EdgeTable, frontier: np.ndarray, previous: int | None, filt
     usable = frontier if frontier[-1] < width else frontier[: np.searchsorted(frontier, width)]
     if not usable.size:
         return 0
-    if usable.size == 1:  # one node: its run is a slice
-        begin, end = table.both_off[usable[0]:usable[0] + 2].tolist()
+    if usable.size == 1:  # one node: its run is a slice, whose places are ``begin`` on (no array of them made)
+        node = int(usable[0])
+        begin, end = table.both_off[node:node + 2].tolist()
         if begin == end:
             return 0
-        idx = np.arange(begin, end)
+        idx = None
         hot = table.hot_both[begin:end]
-        keep = (hot & table.ends_mask) != (int(usable[0]) | table.inbit)  # an in-edge from the node: met as out
+        keep = (hot & table.ends_mask) != (node | table.inbit)  # an in-edge from the node: met as out
     else:
         starts = table.both_off.take(usable)
-        lengths = table.both_off.take(usable + 1) - starts
-        size = int(lengths.sum())
-        if not size:
+        idx = ranges(starts, table.both_off[1:].take(usable) - starts)  # a view's take: no array of usable + 1
+        if not idx.size:
             return 0
-        idx = ranges(starts, lengths, size)
         if usable.size >= _TOUCH_AT:  # see EdgeTable.candidates
             table.hot_both.take(starts, mode="clip")
         hot = table.hot_both.take(idx, mode="clip")
@@ -1262,18 +1279,16 @@ def _lean_hop(table: EdgeTable, frontier: np.ndarray, previous: int | None, filt
     check_valid = as_of < table.valid_max
     alive_from = table.alive_from(as_of) << 1 if not filters.include_expired and as_of >= table.invalid_min \
         else None  # a both-ways entry's invalid_at rank sits above the in bit
-    withheld = 0
-    if check_valid or alive_from is not None:
-        before = int(np.count_nonzero(keep))
-        if check_valid:
-            np.logical_and(keep, table.cols["valid_at"].take(table.both_pos.take(idx)) <= as_of, out=keep)
-        if alive_from is not None:
-            np.logical_and(keep, hot >= alive_from, out=keep)
-        withheld = before - int(np.count_nonzero(keep))
-    kept = np.flatnonzero(keep)
+    met = keep  # the edges this hop meets first, before the bitemporal mask
+    if check_valid:
+        positions = table.both_pos[begin:end] if idx is None else table.both_pos.take(idx)
+        keep = keep & (table.cols["valid_at"].take(positions) <= as_of)
+    if alive_from is not None:
+        keep = keep & (hot >= alive_from)
+    kept = keep.nonzero()[0]  # the method: np.flatnonzero is three Python calls around it
     if kept.size:
-        parts.append(_LeanPart(table, idx.take(kept), hot.take(kept)))
-    return withheld
+        parts.append(_LeanPart(table, kept + begin if idx is None else idx.take(kept), hot.take(kept)))
+    return int(np.count_nonzero(met)) - kept.size if keep is not met else 0
 
 
 # A hop of at most this many edges is ranked by one merge sort of its ranks (numpy's stable kind) rather than a
@@ -1286,9 +1301,9 @@ def _lean_hop(table: EdgeTable, frontier: np.ndarray, previous: int | None, filt
 _SORTED_WHOLE = 2048
 
 
-def _lean_best(parts: list[_LeanPart], k: int) -> list[tuple[_LeanPart, np.ndarray, np.ndarray]]:
+def _lean_best(parts: list[_LeanPart], k: int) -> list[tuple[_LeanPart, np.ndarray, np.ndarray | None]]:
     """A hop's best ``k`` edges (as :meth:`HopEdges.order`): per part, the picks (its own places) and where each
-    lies among the hop's picks, best first."""
+    lies among the hop's picks (None: the part holds them all, in that order), best first."""
     if len(parts) == 1:
         part = parts[0]
         ranks = part.table.best_both.take(part.idx)
@@ -1299,7 +1314,7 @@ def _lean_best(parts: list[_LeanPart], k: int) -> list[tuple[_LeanPart, np.ndarr
         else:
             picks = ranks.argpartition(k - 1)[:k]
             picks = picks.take(ranks.take(picks).argsort())
-        return [(part, picks, np.arange(picks.size))]
+        return [(part, picks, None)]
     # several tables: each part's own best k by its table's ranking, then those few by the ranking's three keys
     # (weight, valid_at, row, all descending; rows are unique, so they order every edge)
     chosen, rows, valids, weights = [], [], [], []
@@ -1327,17 +1342,23 @@ def _lean_best(parts: list[_LeanPart], k: int) -> list[tuple[_LeanPart, np.ndarr
     return found
 
 
-# shortest_float's memo, public so a caller shaping many values can look each up without the call
-SHORTEST_SEEN: dict[float, float] = {}
+# shortest_floats' memo: each float32 value met, by its bits (an int hashes in one step, a float in a loop)
+_SHORTEST_BY_BITS: dict[int, float] = {}
 
 
-def shortest_float(value: float) -> float:
-    """A float32 column value as the shortest decimal that reads back to it (0.9, not 0.8999999761)."""
-    found = SHORTEST_SEEN.get(value)
-    if found is None:
-        found = float(str(np.float32(value))) if np.isfinite(value) else float(value)
-        if len(SHORTEST_SEEN) > 65536:  # weights repeat (a detector has one); bound the memo all the same
-            SHORTEST_SEEN.clear()
-        SHORTEST_SEEN[value] = found
-    return found
-
+def shortest_floats(column: np.ndarray) -> list[float]:
+    """Each value of a float32 ``column`` as the shortest decimal that reads back to it (0.9, not 0.8999999761)."""
+    bits = column.view(np.int32).tolist()
+    if not bits:
+        return []
+    memo = _SHORTEST_BY_BITS
+    try:  # every value met before (the usual case): one C-level lookup of them all
+        return list(itemgetter(*bits)(memo)) if len(bits) > 1 else [memo[bits[0]]]
+    except KeyError:
+        pass
+    if len(memo) > 65536:  # weights repeat (a detector has one); bound the memo all the same
+        memo.clear()
+    for key, value in zip(bits, column.tolist()):
+        if key not in memo:
+            memo[key] = float(str(np.float32(value))) if np.isfinite(value) else value
+    return [memo[key] for key in bits]

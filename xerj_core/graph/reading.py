@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import chain
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -16,7 +15,6 @@ from xerj_core.graph.brain import (CONTRACT, META_ID, edge_id, edges_index, node
                                    validate_brain_name)
 from xerj_core.graph.hop import (
     BOTH,
-    SHORTEST_SEEN,
     Filters,
     GraphView,
     HopEdges,
@@ -26,7 +24,7 @@ from xerj_core.graph.hop import (
     lean_picks,
     member,
     new_counters,
-    shortest_float,
+    shortest_floats,
 )
 from xerj_core.graph import rowdocs
 from xerj_core.graph.names import field_dictionary as _dictionary, resolve_in
@@ -247,10 +245,19 @@ def _shaped_one_by_one(records: list[bytes | None], outs: list[bool], hops: list
     return edges
 
 
+def _neighbors(far_ends: list[str], seeds: Iterable[str]) -> list[str]:
+    """The distinct ``far_ends`` not among ``seeds``, first met first. The few seeds are dropped from the distinct
+    ends rather than each end tested against them: a Python step per edge costs more than the C-level rest."""
+    found = dict.fromkeys(far_ends)
+    for seed in seeds:
+        found.pop(seed, None)
+    return list(found)
+
+
 def _answered(edges: list[dict[str, Any]], seeds: set[str]) -> tuple[list[dict[str, Any]], list[str], Counter]:
     """Ego's listed edges, their far ends not among ``seeds`` (first met first), and how many hold each trust."""
-    neighbors = dict.fromkeys([edge["dst"] if edge["direction"] == "out" else edge["src"] for edge in edges])
-    return edges, [n for n in neighbors if n not in seeds], Counter([edge.get("trust") for edge in edges])
+    far_ends = [edge["dst"] if edge["direction"] == "out" else edge["src"] for edge in edges]
+    return edges, _neighbors(far_ends, seeds), Counter([edge.get("trust") for edge in edges])
 
 
 class GraphReading:
@@ -391,8 +398,7 @@ class GraphReading:
             edges, others, trusts = self._table_edges(reader, table, position, out, lean.hops)
         else:
             edges, others, trusts = self._pieces_edges(reader, lean.pieces, lean.hops)
-        seed_set = set(seeds)
-        return edges, [n for n in dict.fromkeys(others) if n not in seed_set], trusts
+        return edges, _neighbors(others, seeds), trusts
 
     def _ego_edges(self, reader: IndexReader, found: list[HopEdges], seeds: list[str], limit: int,
                    include_evidence: bool, counters: dict[str, int]
@@ -415,7 +421,7 @@ class GraphReading:
         seed_set = set(seeds)
         if not include_evidence:
             edges, others, trusts = self._column_edges(reader, chosen)
-            return edges, [n for n in dict.fromkeys(others) if n not in seed_set], trusts
+            return edges, _neighbors(others, seed_set), trusts
         rows: list[int] = []
         outs: list[bool] = []
         hops: list[int] = []
@@ -570,8 +576,8 @@ class GraphReading:
                      ) -> tuple[list[dict[str, Any]], list[str], dict[Any, int]]:
         """The edges at src-ordered ``position`` of one table, as :meth:`_column_edges` lists them."""
         record = table.record.take(position)  # every field of a pick from one place (see EdgeTable.record)
-        src, dst, type_, valid, invalid, weight, trust = (record[f] for f in (
-            "src", "dst", "type", "valid_at", "invalid_at", "weight", "trust"))
+        src, dst, type_, valid, invalid, weight, trust = record["src"], record["dst"], record["type"], \
+            record["valid_at"], record["invalid_at"], record["weight"], record["trust"]
         ids = table.named(position) if table.ids is not None else [None] * len(hops)
 
         def rows() -> np.ndarray:
@@ -591,14 +597,11 @@ class GraphReading:
         valids = valid.tolist()
         if not all(ids):  # rows no table keeps the id of (the tail's): named from the rows themselves
             self._name_rows(reader, ids, rows(), srcs, types, dsts, valids)
-        raw_weights = weight.tolist()
-        try:  # every weight already seen (the usual case): one C-level lookup of them all
-            weights = list(itemgetter(*raw_weights)(SHORTEST_SEEN)) if len(raw_weights) > 1 \
-                else [SHORTEST_SEEN[raw_weights[0]]]
-        except KeyError:  # a weight not seen yet
-            weights = list(map(shortest_float, raw_weights))
+        weights = shortest_floats(weight)
         directions = _DIRECTIONS.take(out.astype(np.intp)).tolist()
-        invalids = [None if instant == ABSENT_INT else instant for instant in invalid.tolist()]  # never retired: None
+        invalids = invalid.astype(object)  # as Python ints, where a never retired edge's (ABSENT_INT) is None:
+        invalids[invalid == ABSENT_INT] = None  # two array passes, not a Python step per edge
+        invalids = invalids.tolist()
         trust_terms = _with_absent(reader, "trust")
         trusts = trust_terms.take(trust).tolist()
         tallies = np.bincount(trust.astype(np.intp) + 1)  # an absent state (-1) first

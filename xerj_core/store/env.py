@@ -59,7 +59,7 @@ class _ReaderGate:
         self._mine.n = self.held() - 1
         with self._cond:
             self._open -= 1
-            if self._open == 0:
+            if self._open == 0 and self._resizing:  # the one wait for no reader open is resize's, once it began
                 self._cond.notify_all()
 
     def resize(self, fn: Callable[[], None]) -> None:

@@ -20,6 +20,7 @@ from xerj_core.store.tailblock import Block
 
 
 _UNREAD = object()
+_UNBUILT = object()  # a memo not made yet (None may be one made)
 
 
 class Dictionary:
@@ -449,9 +450,10 @@ class IndexReader:
         # Keyed by generation too: a reader opened before a write may run after the cache
         # moved on, and must not leave its older snapshot's data under the newer generation.
         key = (self.state.generation, key)
-        if key not in memo:
-            memo[key] = build()
-        return memo[key]
+        found = memo.get(key, _UNBUILT)  # one lookup (a tuple key's hash is made anew each time)
+        if found is _UNBUILT:
+            found = memo[key] = build()
+        return found
 
     def sealed_memo(self, key: Any, build: Callable[[], Any]) -> Any:
         """Cache ``build()`` for as long as the sealed segments stay as they are: writes that only grow the tail
