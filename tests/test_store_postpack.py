@@ -221,7 +221,7 @@ _PREFIX = b"p" * 47
 def test_grouped_ranks_terms_past_the_fixed_width_exactly(vocabularies, as_arrays):
     # Terms longer than tailblock.SHORT_TERM are ranked by their first SHORT_TERM bytes, then in full among
     # the terms sharing that prefix (here many do: 47 p's and more): grouping must be the dict oracle's,
-    # whichever runs come as fixed-width arrays (a stored segment read back, all its terms short)
+    # whichever runs come as fixed-width arrays (a stored segment read back), however wide
     from xerj_core.store import tailblock
 
     runs, row = [], 0
@@ -230,8 +230,7 @@ def test_grouped_ranks_terms_past_the_fixed_width_exactly(vocabularies, as_array
         counts = np.array([1 + len(t) % 3 for t in terms], np.int64)
         rows = np.arange(row, row + int(counts.sum()), dtype=np.int64)
         row += len(rows)
-        short = as_array and terms and max(map(len, terms)) <= tailblock.SHORT_TERM
-        runs.append((np.array(terms, dtype=bytes) if short else terms, counts, rows,
+        runs.append((np.array(terms, dtype=bytes) if as_array and terms else terms, counts, rows,
                      np.ones(len(rows), np.float32)))
     starts = np.array([0, row // 2], np.int64)
     expected = _grouped_by_dicts([(list(t) if isinstance(t, list) else t.tolist(), *rest) for t, *rest in runs],

@@ -309,8 +309,9 @@ def _ranked(runs: list[PostingRun]) -> tuple[list[bytes] | np.ndarray, np.ndarra
     fixed: list[np.ndarray] | None = []
     long = False
     for terms, _counts, _rows, _tfs in runs:
-        if isinstance(terms, np.ndarray):
-            fixed.append(terms)
+        if isinstance(terms, np.ndarray):  # (postpack.unpack makes none wider than SHORT_TERM)
+            long |= terms.itemsize > SHORT_TERM
+            fixed.append(terms.astype(f"S{min(terms.itemsize, SHORT_TERM)}", copy=False))
         elif not terms:
             continue
         elif b"\x00" not in b"".join(terms):
