@@ -208,3 +208,50 @@ def test_postings_encoded_a_bounded_run_at_a_time_are_the_blobs_of_one_scatter(m
     assert got_rows.tolist() == rows.tolist() and got_tfs.tolist() == tfs.tolist()
     assert columns.encode_postings_many(rows[:5_000], tfs[:5_000], np.array([0, 5_000])) == \
         [np.concatenate(([5_000], rows[:5_000], tfs[:5_000])).astype(np.uint32).tobytes()]
+
+
+_PREFIX = b"p" * 47
+
+
+@given(st.lists(st.lists(st.one_of(st.binary(min_size=1, max_size=6), st.binary(min_size=40, max_size=70),
+                                   st.binary(max_size=24).map(_PREFIX.__add__)).filter(lambda t: b"\x00" not in t),
+                         max_size=30), min_size=1, max_size=4),
+       st.lists(st.booleans(), min_size=4, max_size=4))
+@settings(max_examples=300, deadline=None)
+def test_grouped_ranks_terms_past_the_fixed_width_exactly(vocabularies, as_arrays):
+    # Terms longer than tailblock.SHORT_TERM are ranked by their first SHORT_TERM bytes, then in full among
+    # the terms sharing that prefix (here many do: 47 p's and more): grouping must be the dict oracle's,
+    # whichever runs come as fixed-width arrays (a stored segment read back), however wide
+    from xerj_core.store import tailblock
+
+    runs, row = [], 0
+    for terms, as_array in zip(vocabularies, as_arrays):
+        terms = sorted(set(terms))
+        counts = np.array([1 + len(t) % 3 for t in terms], np.int64)
+        rows = np.arange(row, row + int(counts.sum()), dtype=np.int64)
+        row += len(rows)
+        runs.append((np.array(terms, dtype=bytes) if as_array and terms else terms, counts, rows,
+                     np.ones(len(rows), np.float32)))
+    starts = np.array([0, row // 2], np.int64)
+    expected = _grouped_by_dicts([(list(t) if isinstance(t, list) else t.tolist(), *rest) for t, *rest in runs],
+                                 starts)
+    part, names, rows, tfs, bounds = tailblock.grouped(list(runs), starts)
+    names = names.tolist() if isinstance(names, np.ndarray) else names
+    got = [((int(p), name), sorted(zip(rows[lo:hi].tolist(), tfs[lo:hi].tolist())))
+           for p, name, lo, hi in zip(part.tolist(), names, bounds[:-1].tolist(), bounds[1:].tolist())]
+    assert got == [(key, sorted(postings)) for key, postings in expected]
+
+
+@given(st.lists(st.binary(max_size=40).map(_PREFIX[:20].__add__) | st.binary(min_size=1, max_size=12),
+                min_size=1, max_size=300).map(lambda terms: [t.replace(b"\x00", b"z") for t in terms]))
+@settings(max_examples=300, deadline=None)
+def test_unique_fixed_sorts_runs_tied_on_their_first_words_as_numpy(terms):
+    # unique_fixed sorts by the first 8-byte word, then only runs still tied by the next words: many terms
+    # here share 20 bytes (two words and a half) and go on for up to 40 more, or stop among them
+    from xerj_core.store import tailblock
+
+    fixed = np.array(terms, dtype=bytes)
+    names, inverse = tailblock.unique_fixed(fixed)
+    want_names, want_inverse = np.unique(fixed, return_inverse=True)
+    assert names.tolist() == want_names.tolist()
+    assert inverse.tolist() == want_inverse.reshape(-1).tolist()
