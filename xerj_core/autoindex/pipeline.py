@@ -201,9 +201,9 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
     storage is behind the sink. Unchanged files (same mtime and size as last
     run, or the same bytes under a new mtime) are not parsed again unless
     detection needs their documents. A file that cannot be read or parsed is
-    reported in the summary and whatever was indexed for it before stays. Documents are written a batch of whole files
-    per transaction, so an interrupted run leaves every file as it was or as it
-    is now.
+    reported in the summary and whatever was indexed for it before stays.
+    Documents are written a batch of whole files per transaction, so an
+    interrupted run leaves every file as it was or as it is now.
 
     Per-file work (reading and parsing, each detector's map steps) runs in
     batches of files through ``executor``; writing stays in this process, and
