@@ -33,11 +33,18 @@ _NOT_PROSE = re.compile(
 )
 
 
+_UNRESOLVED = object()
+
+
 def _blank(match: re.Match[bytes]) -> bytes:
     return b" " * (match.end() - match.start())
 
 
 def resolve_cited_path(corpus: Corpus, from_path: str, cited: str) -> str | None:
+    # every way below ends at a corpus file of the cited name (any case): most path-shaped tokens of real prose
+    # (``np.array``, ``e.g``, ``gcc.gnu.org``) name none, and one lookup settles them
+    if not corpus.by_file_name(cited.rpartition("/")[2]):
+        return None
     here = posixpath.dirname(from_path)
     for candidate in (posixpath.normpath(posixpath.join(here, cited)), posixpath.normpath(cited)):
         if within_root(candidate):
@@ -62,6 +69,9 @@ class PathciteDetector:
     def detect(
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
+        # every document of a file cites from the same folder: a token resolves once per file (real HTML cites
+        # the same few names over and over, 100 tokens a page)
+        resolved: dict[str, str | None] = {}
         for doc in file_docs:
             if doc.format == "code" or "." not in doc.text:
                 continue
@@ -69,7 +79,9 @@ class PathciteDetector:
             scanned = _NOT_PROSE.sub(_blank, data) if _may_hold_links(data) else data
             seen: set[str] = set()
             for start, cited in _cited_paths(scanned):
-                path = resolve_cited_path(corpus, doc.ax_path, cited)
+                path = resolved.get(cited, _UNRESOLVED)
+                if path is _UNRESOLVED:
+                    path = resolved[cited] = resolve_cited_path(corpus, doc.ax_path, cited)
                 if path is None or path == doc.ax_path:
                     continue
                 dst = corpus.card(path)
