@@ -22,6 +22,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                     "(the README's layout: this checkout and shared/ side by side)", returncode=4)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _user_cache(tmp_path_factory):
+    """Runs that write through a server keep their parse cache in the user's cache directory: the tests' (and
+    the processes they start) in one of their own, not the home directory of whoever runs them."""
+    before = os.environ.get("XERJ_CACHE_DIR")
+    os.environ["XERJ_CACHE_DIR"] = str(tmp_path_factory.mktemp("user-cache"))
+    yield
+    if before is None:
+        os.environ.pop("XERJ_CACHE_DIR", None)
+    else:
+        os.environ["XERJ_CACHE_DIR"] = before
+
+
 @pytest.fixture
 def pm():
     """xerj's built-in plugins only, built fresh for this test: whatever else the machine has installed

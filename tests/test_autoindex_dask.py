@@ -179,7 +179,7 @@ def test_workers_get_their_batch_and_one_broadcast_without_text(tmp_path, monkey
     parses = [args for fn, args in recording.tasks if fn is parse_batch]
     detects = [args for fn, args in recording.tasks if fn is detect_batch]
     # parse tasks carry paths, not contents: each worker reads its own batch
-    assert all(len(entries) <= pipeline.PARSE_BATCH_FILES for _ref, entries, _partials in parses)
+    assert all(len(entries) <= pipeline.PARSE_BATCH_FILES for _ref, entries, *_options in parses)
     handles = {id(shared) for _ref, shared, _batch in detects}
     assert len(handles) == 1 and all(isinstance(shared, distributed.Future) for _ref, shared, _b in detects)
     batches = [[path for path, _docs in batch] for _ref, _shared, batch in detects]

@@ -38,6 +38,7 @@ import xxhash
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine, detect_file, summarize
 from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file
+from xerj_core.autoindex.parsecache import Cached, ParseCache
 from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD
 from xerj_core.autoindex.walk import FileEntry
 from xerj_core.errors import BatchFailed, PluginError, XerjError
@@ -252,9 +253,11 @@ class ParseOutcome:
 
 @_task
 def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with_partials: bool,
-                count: bool = False) -> list[ParseOutcome]:
+                count: bool = False, cache: ParseCache | None = None) -> list[ParseOutcome]:
     """Read and parse each file of the batch; with ``with_partials``, also each file's ``summarize`` map output;
     with ``count``, its documents also as the writer takes them, their texts counted (:func:`with_counts`).
+    With ``cache``, a file whose parse it holds under the file's stamp is not read again, and each file parsed
+    is kept there.
 
     A file that cannot be read or parsed is an outcome with its reason, never an
     exception: one bad file does not cost the batch.
@@ -262,14 +265,26 @@ def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with
     if count:
         # counted before they are summarized: a detector may reuse the words counted (see text.counted_words)
         with remembering_counts():
-            return _parse_batch(_resolve(source), entries, with_partials, count)
-    return _parse_batch(_resolve(source), entries, with_partials, count)
+            return _parse_batch(_resolve(source), entries, with_partials, count, cache)
+    return _parse_batch(_resolve(source), entries, with_partials, count, cache)
 
 
 def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: bool,
-                 count: bool) -> list[ParseOutcome]:
+                 count: bool, cache: ParseCache | None) -> list[ParseOutcome]:
+    hits = cache.lookup(entries, with_partials) if cache is not None else {}
+    parsed: list[tuple[FileEntry, Cached]] = []
     outcomes = []
     for entry in entries:
+        hit = hits.get(entry.rel_path)
+        if hit is not None:
+            docs, partial = hit.docs, hit.partial
+            sources, counted = _for_writer_counted(docs) if count and docs else (None, None)
+            if partial is None and with_partials and docs:
+                # summarized under other detectors (or not at all): these detectors' partials are kept for next time
+                partial = summarize(plugins.detectors, list(docs))
+                parsed.append((entry, hit._replace(partial=partial)))
+            outcomes.append(ParseOutcome(entry, docs, hit.digest, partial=partial, sources=sources, counted=counted))
+            continue
         try:
             data = entry.path.read_bytes()
         except OSError as exc:
@@ -286,11 +301,15 @@ def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: 
                                          f"(at most {MAX_NODE_ID_BYTES}): {too_long[:80]}..."))
             continue
         sources, counted = _for_writer_counted(docs) if count and docs else (None, None)
+        digest = xxhash.xxh3_64_hexdigest(data)
+        partial = summarize(plugins.detectors, list(docs)) if with_partials and docs else None
         # one outcome made with every part (attrs.evolve walks every field per call: five of them per file were
         # a few percent of a companion's parse of real code)
-        outcomes.append(ParseOutcome(entry, docs, xxhash.xxh3_64_hexdigest(data),
-                                     partial=summarize(plugins.detectors, list(docs)) if with_partials and docs
-                                     else None, sources=sources, counted=counted))
+        outcomes.append(ParseOutcome(entry, docs, digest, partial=partial, sources=sources, counted=counted))
+        if cache is not None and docs:
+            parsed.append((entry, Cached(docs, digest, partial)))
+    if parsed:
+        cache.store(parsed)  # type: ignore[union-attr]
     return outcomes
 
 
@@ -430,7 +449,7 @@ def unpack_outcomes(blob: bytes) -> list[ParseOutcome]:
 
 @_task
 def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[FileEntry], keep: bool,
-                   ship: bool, batch: int | None = None) -> bytes:
+                   ship: bool, batch: int | None = None, cache: ParseCache | None = None) -> bytes:
     """The companion's parse: :func:`parse_batch`, keeping each parsed file for detection when ``keep``.
 
     Returns the packed outcomes, without their partials (those stay here); with
@@ -438,7 +457,7 @@ def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[F
     numbers a kept batch for :func:`combine_kept` (each batch reaches the companion
     once: parsed here, or parsed by the run's process and adopted).
     """
-    outcomes = parse_batch(source, entries, keep, ship)
+    outcomes = parse_batch(source, entries, keep, ship, cache)
     if keep:
         state = _companion_state(token)
         state["received"].add(batch)

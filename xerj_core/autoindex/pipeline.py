@@ -21,6 +21,7 @@ import xxhash
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine
 from xerj_core.autoindex.formats import collect_formats
+from xerj_core.autoindex.parsecache import ParseCache, open_cache
 from xerj_core.autoindex.parallel import (
     InlineExecutor,
     Kept,
@@ -301,7 +302,13 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
     # Whether edges get redone is known once every changed file is parsed (one may fail);
     # when they may be, unchanged files are parsed for the corpus alongside.
     may_detect = graph and bool(to_parse or removed or run_dirty or not state.edges_index)
-    runner = _Runner(executor, workers, Plugins(formats, tuple(detectors.values())), graph)
+    plugins = Plugins(formats, tuple(detectors.values()))
+    cache_dir = sink.cache_dir()
+    # a folder's first run parses each file once: keeping its parses would only slow it (see parsecache)
+    cache = open_cache(cache_dir, summary.root, plugins, keep=bool(prior)) if cache_dir is not None else None
+    if cache is not None and removed:
+        cache.forget(removed)
+    runner = _Runner(executor, workers, plugins, graph, cache)
     try:
         forced = bool(removed) or run_dirty or not state.edges_index
         runner.expect(len(to_parse) + (len(unchanged) if may_detect and forced else 0))
@@ -377,8 +384,10 @@ def companion_default() -> bool:
 class _Runner:
     """Where the run's per-file tasks go: the executor given, else this process until the work pays for a pool."""
 
-    def __init__(self, executor: Executor | None, workers: int | None, plugins: Plugins, graph: bool) -> None:
+    def __init__(self, executor: Executor | None, workers: int | None, plugins: Plugins, graph: bool,
+                 cache: ParseCache | None = None) -> None:
         self.given = executor
+        self.cache = cache  # where each parse task looks first, and keeps what it parsed
         self.workers = workers if workers is not None else default_workers()
         # a companion: the run's own pool of one process, which keeps detection's state between its tasks
         self.may_accompany = executor is None and workers is None and self.workers < 2 and companion_default()
@@ -430,14 +439,14 @@ class _Runner:
             seq = None
             if with_partials:
                 seq, self.kept_batches = self.kept_batches, self.kept_batches + 1
-            future = self.submit(parse_and_keep, self.token, batch, with_partials, ship, seq, step=PARSING,
-                                 files=_paths(batch), eager=True)
+            future = self.submit(parse_and_keep, self.token, batch, with_partials, ship, seq, self.cache,
+                                 step=PARSING, files=_paths(batch), eager=True)
             future.seq = seq  # type: ignore[attr-defined]  # the batch number it is kept under
             if ship:
                 future.entries = batch  # type: ignore[attr-defined]  # put back into its outcomes
                 future.with_partials = with_partials  # type: ignore[attr-defined]  # to parse it here instead
             return future
-        return self.submit(parse_batch, batch, with_partials, step=PARSING, files=_paths(batch))
+        return self.submit(parse_batch, batch, with_partials, False, self.cache, step=PARSING, files=_paths(batch))
 
     def outcomes(self, future: Future) -> list[ParseOutcome]:
         result = future.result()
@@ -502,7 +511,7 @@ class _Runner:
         if inner is None or entries is None or not inner.cancel():
             return None
         # counted here, as the companion counts the batches it parses, so every write batch takes the counts
-        return parse_batch(self.plugins, entries, future.with_partials, True)  # type: ignore[attr-defined]
+        return parse_batch(self.plugins, entries, future.with_partials, True, self.cache)  # type: ignore[attr-defined]
 
     def taken(self) -> None:
         """A task's result was taken: another may go out."""

@@ -12,11 +12,13 @@ import http.client
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 from typing import Any, Iterator, Sequence, TypeVar
 
 import orjson
 
 from xerj_core.autoindex import wire
+from xerj_core.autoindex.parsecache import user_cache_dir
 from xerj_core.autoindex.sink import BrainState, EdgeWriteSummary, FileWrite, RunFinish, StandingEdges
 from xerj_core.credentials import authorization_header
 from xerj_core.errors import IllegalArgument, ParsingError, XerjError
@@ -180,3 +182,7 @@ class RemoteSink:
     def finish(self, brain: str, finish: RunFinish) -> None:
         path = self._path("_xerj", "autoindex", brain, "_finish")
         self._json("POST", path, wire.unstructure(finish))
+
+    def cache_dir(self) -> Path | None:
+        # the run parses on this machine whatever server it writes to, and a parse does not depend on the server
+        return user_cache_dir()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from itertools import repeat
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
@@ -275,6 +276,9 @@ class BrainSink(Protocol):
     def finish(self, brain: str, finish: RunFinish) -> None:
         """Mark the run clean and update the catalog, in one transaction."""
 
+    def cache_dir(self) -> Path | None:
+        """A directory of this machine where the run may keep its parse cache (see ``parsecache``), or None."""
+
 
 # -- embedded ----------------------------------------------------------------------------------
 
@@ -355,6 +359,7 @@ class LocalSink:
         self.store = store
         self._graph: GraphService | None = graph
         self._graph_of: Callable[[], GraphService] | None = None
+        self._cache_dir: Path | None = None  # the engine's data directory's, when made by of_engine
 
     @classmethod
     def of_engine(cls, engine: Any) -> "LocalSink":
@@ -363,7 +368,11 @@ class LocalSink:
         which a run's start would pay before its companion starts, on a small run's critical path."""
         sink = cls(engine.store, None)  # type: ignore[arg-type]
         sink._graph_of = lambda: engine.graph
+        sink._cache_dir = Path(engine.data_dir) / "autoindex-cache"
         return sink
+
+    def cache_dir(self) -> Path | None:
+        return self._cache_dir
 
     @property
     def graph(self) -> "GraphService":

@@ -1,0 +1,204 @@
+"""The parse cache: an edit re-parses the edited file only, with the brain a run without the cache builds; what
+does not verify is a miss; a cache that cannot be used is skipped."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from xerj_core.autoindex import parallel, parsecache
+from xerj_core.autoindex.parsecache import Cached, ParseCache, fingerprint, user_cache_dir
+from xerj_core.autoindex.pipeline import run
+from xerj_core.autoindex.sink import LocalSink
+from xerj_core.autoindex.walk import FileEntry
+from xerj_core.engine import Engine
+from xerj_core.model import SourceDocument
+
+from .test_autoindex import FOAM, copy_corpus, edges_of, index_of, save_again, without_system_time
+from .test_autoindex_remote import autoindex, server, url, without_clock  # noqa: F401 - its server fixtures
+
+pytestmark = pytest.mark.skipif(not FOAM.is_dir(), reason="shared/corpora/foam-docs is not beside the checkout")
+
+
+@pytest.fixture
+def foam(tmp_path):
+    return copy_corpus(FOAM, tmp_path / "foam-docs")
+
+
+@pytest.fixture
+def parsed(monkeypatch) -> list[str]:
+    """The root-relative paths each run parses (in this process: a run of 87 files opens no pool)."""
+    seen: list[str] = []
+    real = parallel.parse_file
+
+    def counting(formats, rel_path, data, mtime_ms):
+        seen.append(rel_path)
+        return real(formats, rel_path, data, mtime_ms)
+
+    monkeypatch.setattr(parallel, "parse_file", counting)
+    return seen
+
+
+def documents_of(engine, brain: str) -> dict[str, dict]:
+    with engine.store.reader(index_of(engine, brain)) as r:
+        return {doc_id: source for doc_id, source, _ in (r.document(int(row)) for row in r.live_rows())}
+
+
+def test_an_edit_parses_the_edited_file_only_and_builds_the_brain_a_run_without_the_cache_builds(
+        tmp_path, foam, pm, parsed, monkeypatch):
+    edited = foam / "user/features/wikilinks.md"
+    copies = [copy_corpus(FOAM, tmp_path / "copy" / "foam-docs")]
+
+    def edit(times: int) -> None:
+        with edited.open("a") as out:
+            out.write(f"\nSee [[index]] and docs/setup.md, {times} times.\n")
+        save_again(edited, 5)
+        copies.append(tmp_path / f"edit-{times}.md")
+        shutil.copy2(edited, copies[-1])
+
+    with Engine(tmp_path / "cached", pm) as engine:
+        run(engine, foam, brain="b", clock=lambda: 1_000)
+        assert len(parsed) == 87
+        entries = [FileEntry(p.relative_to(foam).as_posix(), p, p.stat().st_mtime_ns, p.stat().st_size)
+                   for p in foam.rglob("*.md")]
+        cache = parsecache.open_cache(tmp_path / "cached" / "autoindex-cache", str(foam.resolve()),
+                                      parallel.Plugins.from_manager(pm))
+        assert cache.lookup(entries, True) == {}  # a first run keeps nothing
+        for times, expect in ((1, 87), (2, 1), (3, 1)):
+            parsed.clear()
+            edit(times)
+            summary = run(engine, foam, brain="b", clock=lambda: 1_000 + times)
+            # the first edit parses the unchanged files for the corpus, and keeps them; the next ones need not
+            assert (len(parsed), summary.files_indexed, summary.files_unchanged) == (expect, 1, 86)
+        assert parsed == ["user/features/wikilinks.md"]
+        cached_edges, cached_docs = without_clock(edges_of(engine, "b")), documents_of(engine, "b")
+
+    monkeypatch.setattr(LocalSink, "cache_dir", lambda self: None)
+    fresh = copies[0]
+    with Engine(tmp_path / "uncached", pm) as engine:
+        run(engine, fresh, brain="b", clock=lambda: 1_000)
+        for times in (1, 2, 3):
+            parsed.clear()
+            shutil.copy2(copies[times], fresh / "user/features/wikilinks.md")
+            run(engine, fresh, brain="b", clock=lambda: 1_000 + times)
+            assert len(parsed) == 87  # without a cache, every unchanged file is parsed again for the corpus
+        assert without_clock(edges_of(engine, "b")) == cached_edges
+        assert documents_of(engine, "b") == cached_docs
+    assert not (tmp_path / "uncached" / "autoindex-cache").exists()
+
+
+def test_a_damaged_cache_is_a_miss_and_the_run_parses_again(tmp_path, foam, pm, parsed):
+    with Engine(tmp_path / "data", pm) as engine:
+        run(engine, foam, brain="b")
+        save_again(foam / "index.md", 5)
+        run(engine, foam, brain="b")  # the first edit keeps every parse
+        env = parsecache._open(str(tmp_path / "data" / "autoindex-cache"))  # one environment per process
+        with env.begin(write=True) as txn:
+            keys = [bytes(key) for key, _ in txn.cursor()]
+            assert len(keys) == 87
+            for position, key in enumerate(keys):  # a torn header, a flipped payload byte, an empty value
+                value = txn.get(key)
+                txn.put(key, (value[:10], value[:-1] + bytes([value[-1] ^ 1]), b"")[position % 3])
+        before = without_system_time(edges_of(engine, "b"))
+        parsed.clear()
+        save_again(foam / "index.md", 5)
+        summary = run(engine, foam, brain="b")
+        assert sorted(parsed) == sorted(set(parsed)) and len(parsed) == 87
+        assert summary.files_failed == [] and summary.files_indexed == 1
+        assert set(without_system_time(edges_of(engine, "b"))) >= {
+            eid for eid, edge in before.items() if "invalid_at" not in edge and edge["src"] != "index.md"}
+        parsed.clear()
+        save_again(foam / "index.md", 5)
+        run(engine, foam, brain="b")  # what the last run parsed is cached again
+        assert parsed == ["index.md"]
+
+
+def test_a_cache_that_cannot_be_opened_is_skipped(tmp_path, foam, pm, parsed, monkeypatch):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache's directory would be")
+    monkeypatch.setattr(LocalSink, "cache_dir", lambda self: blocked / "autoindex-cache")
+    with Engine(tmp_path / "data", pm) as engine:
+        first = run(engine, foam, brain="b")
+        save_again(foam / "index.md", 5)
+        second = run(engine, foam, brain="b")
+    assert first.files_indexed == 87 and second.files_indexed == 1 and second.files_failed == []
+    assert len(parsed) == 87 + 87  # the edit parses every file again, as without a cache
+
+
+def test_a_removed_file_leaves_the_cache(tmp_path, foam, pm):
+    with Engine(tmp_path / "data", pm) as engine:
+        run(engine, foam, brain="b")
+        save_again(foam / "index.md", 5)
+        run(engine, foam, brain="b")
+        gone = foam / "inbox.md"
+        entry = FileEntry("inbox.md", gone, gone.stat().st_mtime_ns, gone.stat().st_size)
+        cache = parsecache.open_cache(tmp_path / "data" / "autoindex-cache", str(foam.resolve()),
+                                      parallel.Plugins.from_manager(pm))
+        assert set(cache.lookup([entry], True)) == {"inbox.md"}
+        gone.unlink()
+        run(engine, foam, brain="b")
+        assert cache.lookup([entry], True) == {}
+
+
+def test_a_run_through_a_server_keeps_its_cache_in_the_user_cache_directory(url, foam, parsed):  # noqa: F811
+    assert Path(os.environ["XERJ_CACHE_DIR"]) in user_cache_dir().parents  # set for the tests by conftest
+    autoindex(str(foam), "--brain", "cached-remote", "--url", url)
+    for expect in (87, 1):
+        parsed.clear()
+        save_again(foam / "user/features/wikilinks.md", 5)
+        summary = autoindex(str(foam), "--brain", "cached-remote", "--url", url)
+        assert len(parsed) == expect and summary["files_indexed"] == 1
+    assert parsed == ["user/features/wikilinks.md"] and (user_cache_dir() / "data.mdb").is_file()
+
+
+# -- the cache itself ---------------------------------------------------------------------------------------
+
+def _doc(path: str) -> SourceDocument:
+    return SourceDocument(doc_id=path, dataset="notes", ax_path=path, title=path, text="some text", section="",
+                          kind="file", mtime_ms=1, format="markdown", fields={"aliases": ["a"]})
+
+
+def test_an_entry_serves_its_stamp_and_its_plugins_only(tmp_path):
+    cache = ParseCache(str(tmp_path), "/root", b"f" * 16, b"d" * 16)
+    entry = FileEntry("a.md", tmp_path / "a.md", 10, 20)
+    held = Cached((_doc("a.md"),), "digest", {"sharedterm": (1, 2)})
+    ParseCache(str(tmp_path), "/root", b"f" * 16, b"d" * 16, keep=False).store([(entry, held)])
+    assert cache.lookup([entry], True) == {}  # a run that only looks up keeps nothing
+    cache.store([(entry, held)])
+    assert cache.lookup([entry], True) == {"a.md": held}
+    assert cache.lookup([entry], False)["a.md"].partial is None  # a parse without partials gets none
+    other_detectors = ParseCache(str(tmp_path), "/root", b"f" * 16, b"e" * 16)
+    assert other_detectors.lookup([entry], True) == {"a.md": held._replace(partial=None)}
+    for stale in (FileEntry("a.md", entry.path, 11, 20), FileEntry("a.md", entry.path, 10, 21)):
+        assert cache.lookup([stale], True) == {}
+    assert ParseCache(str(tmp_path), "/root", b"g" * 16, b"d" * 16).lookup([entry], True) == {}
+    assert ParseCache(str(tmp_path), "/other", b"f" * 16, b"d" * 16).lookup([entry], True) == {}
+    missing = ParseCache(str(tmp_path / "missing"), "/root", b"f" * 16, b"d" * 16)
+    missing.store([(entry, held)])
+    assert missing.lookup([entry], True) == {} and not (tmp_path / "missing").exists()
+
+
+def test_the_fingerprint_follows_the_plugin_code(tmp_path, monkeypatch):
+    module = tmp_path / "xerj_cache_probe.py"
+    module.write_text("class Probe:\n    name = 'probe'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    probe = importlib.import_module("xerj_cache_probe").Probe()
+    try:
+        before = fingerprint([probe], "probe")
+        assert fingerprint([probe], "probe") == before
+        assert fingerprint([probe], "probe@2") != before  # a tag or priority given as a name
+        stat = module.stat()
+        os.utime(module, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # the module edited in place
+        parsecache._code_stamp.cache_clear()  # as a new process would find it
+        assert fingerprint([probe], "probe") != before
+        before = fingerprint([probe], "probe")
+        (tmp_path / "xerj_cache_probe_helpers.py").write_text("HELPER = 1\n")  # a helper beside it
+        parsecache._code_stamp.cache_clear()
+        assert fingerprint([probe], "probe") != before
+    finally:
+        sys.modules.pop("xerj_cache_probe", None)

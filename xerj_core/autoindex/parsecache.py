@@ -1,0 +1,221 @@
+"""The parse cache: each file's documents (and detector partials) from its last parse, reused while its stamp holds.
+
+An edit to one file makes a run detect over the whole corpus again (a new
+heading can make an old ``[[link]]`` resolve), and detection needs every file's
+documents. Without this cache each of those runs parsed every unchanged file
+again: one edited page of ``/usr/share/doc`` (2,223 files) cost a run 42 s, as
+much as indexing the folder. With it, an unchanged file's documents and
+``summarize`` partials are read back instead.
+
+An entry is keyed by the run's folder, the file's root-relative path and what
+parses it (the formats' fingerprint), and holds the file's stamp (mtime, size)
+when it was parsed: it is used only while the stamp is the one the run walked,
+the same test by which the run calls the file unchanged. Partials are used only
+under the same detectors' fingerprint, else ``summarize`` runs on the cached
+documents. Fingerprints name xerj's version, each plugin's class and the stamps
+of the files beside its module, so an upgraded or edited format is not served
+stale documents.
+
+A folder's first run keeps nothing: it parses every file once and has no use
+for the cache, whose writes (pickling and compressing every document) cost 6% of
+a first run over real code. The next run that detects again (an edit, a removal)
+parses the unchanged files for the corpus once more, and keeps them; from then
+on an edit parses what changed.
+
+The cache is a cache: an entry that does not verify (checksum, stamp,
+fingerprint) is a miss; a cache that cannot be opened or written (a full disk,
+a Dask worker on another machine, where the directory does not exist) is
+skipped, never an error. It lives in one LMDB environment that every process of
+a run (the writer, a companion, pool workers) opens on its own; a commit waits
+for its data on disk but not for the meta page, so a crash can lose only the
+last commits, never the environment's consistency.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import pickle
+import struct
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Sequence
+
+import attrs
+import lmdb
+import lz4.block
+import xxhash
+
+from xerj_core import __version__
+from xerj_core.autoindex.walk import FileEntry
+from xerj_core.model import SourceDocument
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xerj_core.autoindex.parallel import Plugins
+
+__all__ = ["Cached", "ParseCache", "fingerprint", "open_cache", "user_cache_dir"]
+
+# Bumped when an entry's layout or what it holds changes: older entries then miss.
+SCHEMA = 1
+# Address space only: LMDB grows the file as entries are written.
+MAP_SIZE = 1 << 36
+# An entry's header: mtime_ns, size, the detectors' fingerprint and the payload's checksum.
+_HEADER = struct.Struct("<qq16s8s")
+
+
+class Cached(NamedTuple):
+    """One file's parse as it was cached: its documents, its bytes' xxh3 digest and its partials (or None)."""
+
+    docs: tuple[SourceDocument, ...]
+    digest: str
+    partial: Mapping[str, Any] | None
+
+
+def fingerprint(plugins: Iterable[Any], *names: str) -> bytes:
+    """A 16-byte digest naming ``plugins`` as the code that runs them: each one's class and the stamps of its
+    module's folder, with xerj's version and ``names`` (the plugins' names, priorities and tags, as given)."""
+    hasher = xxhash.xxh3_128()
+    hasher.update(f"{SCHEMA}\0{__version__}\0".encode())
+    for name in names:
+        hasher.update(f"{name}\0".encode())
+    for plugin in plugins:
+        module = sys.modules.get(type(plugin).__module__)
+        stamp = _code_stamp(getattr(module, "__file__", None))
+        hasher.update(f"{type(plugin).__module__}.{type(plugin).__qualname__}\0{stamp}\0".encode())
+    return hasher.digest()
+
+
+@functools.lru_cache(maxsize=None)
+def _code_stamp(module_file: str | None) -> str:
+    """The stamps (mtime, size) of the ``.py`` files beside ``module_file``: a plugin's module and the helpers of
+    its own package, edited in place or installed anew. Taken once per process, as the code it runs is loaded
+    once."""
+    if not module_file:
+        return ""
+    stamps = []
+    with contextlib.suppress(OSError):
+        for found in sorted(Path(module_file).parent.glob("*.py")):
+            with contextlib.suppress(OSError):
+                stat = found.stat()
+                stamps.append(f"{found.name}:{stat.st_mtime_ns}:{stat.st_size}")
+    return ",".join(stamps)
+
+
+@attrs.frozen
+class ParseCache:
+    """A handle on the cache at ``path`` for one run's folder and plugins; picklable, so it travels with the run's
+    parse tasks and each process opens the environment itself (an LMDB environment is not shared across a fork).
+
+    ``formats`` and ``detectors`` are :func:`fingerprint` digests; ``root`` is the folder's absolute path.
+    """
+
+    path: str
+    root: str
+    formats: bytes
+    detectors: bytes
+    keep: bool = True  # whether parses are stored, or only looked up
+
+    def lookup(self, entries: Sequence[FileEntry], with_partials: bool) -> dict[str, Cached]:
+        """The cached parses of those ``entries`` whose stamps still hold, by root-relative path; with
+        ``with_partials``, only entries whose partials were summarized by this run's detectors keep them."""
+        env = _open(self.path)
+        if env is None:
+            return {}
+        found: dict[str, Cached] = {}
+        try:
+            with env.begin(buffers=True) as txn:
+                for entry in entries:
+                    value = txn.get(self._key(entry.rel_path))
+                    if value is not None:
+                        cached = self._verified(bytes(value), entry, with_partials)
+                        if cached is not None:
+                            found[entry.rel_path] = cached
+        except lmdb.Error:
+            return {}
+        return found
+
+    def store(self, parsed: Sequence[tuple[FileEntry, Cached]]) -> None:
+        """Keep these files' parses, replacing what the cache held for their paths (best effort)."""
+        env = _open(self.path) if self.keep and parsed else None
+        if env is None:
+            return
+        try:
+            with env.begin(write=True) as txn:
+                for entry, cached in parsed:
+                    payload = lz4.block.compress(pickle.dumps(tuple(cached), protocol=pickle.HIGHEST_PROTOCOL))
+                    header = _HEADER.pack(entry.mtime_ns, entry.size,
+                                          self.detectors if cached.partial is not None else bytes(16),
+                                          xxhash.xxh3_64_digest(payload))
+                    txn.put(self._key(entry.rel_path), header + payload)
+        except lmdb.Error:
+            pass
+
+    def forget(self, rel_paths: Iterable[str]) -> None:
+        """Drop the entries of files the run found removed (best effort)."""
+        env = _open(self.path)
+        if env is None:
+            return
+        try:
+            with env.begin(write=True) as txn:
+                for rel_path in rel_paths:
+                    txn.delete(self._key(rel_path))
+        except lmdb.Error:
+            pass
+
+    def _key(self, rel_path: str) -> bytes:
+        return xxhash.xxh3_128_digest(f"{self.root}\0{rel_path}\0".encode() + self.formats)
+
+    def _verified(self, value: bytes, entry: FileEntry, with_partials: bool) -> Cached | None:
+        if len(value) < _HEADER.size:
+            return None
+        mtime_ns, size, detectors, checksum = _HEADER.unpack_from(value)
+        payload = memoryview(value)[_HEADER.size:]
+        if (mtime_ns, size) != (entry.mtime_ns, entry.size) or xxhash.xxh3_64_digest(payload) != checksum:
+            return None
+        try:
+            docs, digest, partial = pickle.loads(lz4.block.decompress(payload))
+        except Exception:  # a payload that verified but does not load is a miss, like any other
+            return None
+        if partial is not None and not (with_partials and detectors == self.detectors):
+            partial = None
+        return Cached(docs, digest, partial)
+
+
+# This process's open environments, by path, with the pid that opened them: a forked child opens its own.
+_ENVS: dict[str, tuple[int, lmdb.Environment | None]] = {}
+
+
+def _open(path: str) -> lmdb.Environment | None:
+    held = _ENVS.get(path)
+    if held is not None and held[0] == os.getpid():
+        return held[1]
+    env: lmdb.Environment | None
+    try:
+        # created by the run's own process (see open_cache); a worker elsewhere finds no directory and goes without
+        env = lmdb.open(path, map_size=MAP_SIZE, subdir=True, create=False, metasync=False, readahead=False,
+                        max_readers=256, lock=True)
+    except lmdb.Error:
+        env = None
+    _ENVS[path] = (os.getpid(), env)
+    return env
+
+
+def open_cache(directory: Path, root: str, plugins: "Plugins", *, keep: bool = True) -> ParseCache | None:
+    """The cache under ``directory`` for a run over ``root`` with ``plugins``, creating the directory (private to
+    its user); None when it cannot be made. With ``keep`` false the run only looks parses up."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return None
+    ref = plugins.ref(True)
+    return ParseCache(str(directory), root, fingerprint(plugins.formats.values(), repr(ref.formats)),
+                      fingerprint(plugins.detectors, repr(ref.detectors)), keep)
+
+
+def user_cache_dir() -> Path:
+    """Where a run that writes through a server keeps its parse cache: ``XERJ_CACHE_DIR``, else the platform's
+    user cache directory (``~/.cache/xerj`` on Linux), under ``autoindex``."""
+    import platformdirs
+
+    return Path(os.environ.get("XERJ_CACHE_DIR") or platformdirs.user_cache_dir("xerj")) / "autoindex"
