@@ -47,3 +47,23 @@ def test_warm_of_a_brain_without_edges_does_nothing_and_a_bad_name_is_refused(en
     assert not (engine.store.path / "views").is_dir() or not any((engine.store.path / "views").iterdir())
     with pytest.raises(XerjError):
         engine.graph.warm("Bad Name")
+
+
+def test_serve_builds_every_brains_view_before_its_workers_start(tmp_path, pm):
+    from .test_http_serve import Server, request
+
+    with Engine(tmp_path / "data", pm, config=EngineConfig(tail_rows=8)) as engine:
+        for brain in ("one", "two"):
+            for i in range(40):
+                engine.graph.link(brain, {"src": f"n{i % 5}", "dst": f"m{i % 13}", "type": "t", "valid_at": T0})
+        assert engine.graph.brains() == ["one", "two"] and _published(engine) == []
+        uuids = [engine.store.index_info(f".xerj-memory-{brain}-edges").uuid for brain in ("one", "two")]
+    server = Server(tmp_path / "data", tmp_path / "serve.log", workers=1)
+    try:
+        views = sorted(p.name for p in (tmp_path / "data" / "views").iterdir() if not p.name.startswith("."))
+        assert all(any(name.startswith(f"{uuid}@") for name in views) for uuid in uuids)  # before any request
+        assert "graph views of 2 brain(s) ready" in (tmp_path / "serve.log").read_text()
+        status, body = request(server.port, "GET", f"/_graph/one/ego?node=n1&hops=2&as_of={T0}")
+        assert status == 200 and body["edges"]
+    finally:
+        server.stop()

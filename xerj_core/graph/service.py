@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Callable
 
 from xerj_core.errors import IndexNotFound
 from xerj_core.graph import viewsweep
-from xerj_core.graph.brain import edges_index, validate_brain_name
+from xerj_core.graph.brain import RESERVED_PREFIX, edges_index, validate_brain_name
 from xerj_core.graph.hop import EDGE_CAP, FRONTIER_CAP, ViewCache
 from xerj_core.graph.history import EdgeHistory
 from xerj_core.graph.reading import GraphReading
@@ -48,6 +48,12 @@ class GraphService(EdgeWriting, EdgeReview, EdgeHistory, GraphReading):
         self.max_seeds = MAX_SEEDS
         self.frontier_cap = FRONTIER_CAP
         self.edge_cap = EDGE_CAP
+
+    def brains(self) -> list[str]:
+        """The name of every brain that has an edges index, sorted."""
+        head, tail = len(RESERVED_PREFIX), len("-edges")
+        return sorted(name[head:-tail] for name in self.store.index_names()
+                      if name.startswith(RESERVED_PREFIX) and name.endswith("-edges") and len(name) > head + tail)
 
     def warm(self, brain: str) -> None:
         """Build, or map, ``brain``'s sealed view now (its table, and each sealed segment's ids and edge listings),
