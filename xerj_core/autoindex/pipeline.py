@@ -21,7 +21,6 @@ import xxhash
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine
 from xerj_core.autoindex.formats import collect_formats
-from xerj_core.autoindex.parsecache import ParseCache, open_cache
 from xerj_core.autoindex.parallel import (
     InlineExecutor,
     Kept,
@@ -44,6 +43,7 @@ from xerj_core.autoindex.parallel import (
     watch_batch,
     with_entries,
 )
+from xerj_core.autoindex.parsecache import ParseCache, open_cache
 from xerj_core.autoindex.sink import (
     EDGES_PER_TRANSACTION,
     BrainSink,
