@@ -67,6 +67,10 @@ HARD_CASES = {
     "empty": "",
     "only comments": "# one\n# two\n",
     "no trailing newline": "def f():\n    return 1",
+    "bodies ending before comments": "def f():\n    x = 1  # c\n    # done\n\n# between\nclass K:\n    y = 2\n"
+                                     "        # deeper\n  \n# end\n# end",
+    "bodies ending in blank lines of a string": "def f():\n    return '''\n\n   \n'''\n\nx = 1\n"
+                                                "def g(): s = '''a\n  # not a comment\n'''\n# c\n",
     "blank lines with spaces": "def f():\n    x = 1\n    \n  \n\n    y = 2\n\n\n\nz = 3\n",
     "class named like keyword prefix": "classify = 1\ndefault = 2\nasync_mode = 3\nclass_ = 4\n",
     "unicode identifiers": "def ﬁle():\n    pass\nimport ﬁle_mod\nclass Café: pass\n",
