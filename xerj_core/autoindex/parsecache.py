@@ -17,8 +17,8 @@ of the files beside its module, so an upgraded or edited format is not served
 stale documents.
 
 A folder's first run keeps nothing: it parses every file once and has no use
-for the cache, whose writes (pickling and compressing every document) cost 6% of
-a first run over real code. The next run that detects again (an edit, a removal)
+for the cache, whose writes (pickling and compressing every document) cost 6-10%
+of the parsing CPU on real code (1,500 ``.py`` files). The next run that detects again (an edit, a removal)
 parses the unchanged files for the corpus once more, and keeps them; from then
 on an edit parses what changed.
 
