@@ -35,6 +35,20 @@ def _user_cache(tmp_path_factory):
         os.environ["XERJ_CACHE_DIR"] = before
 
 
+@pytest.fixture(scope="module", params=["compiled", "numpy"])
+def hop_loop(request):
+    """Runs a module's tests once with each hop loop (see xerj_core.graph.hoprun): the compiled read, then numpy's
+    passes, which must give the same answers. Without a build of the compiled one its half is skipped, unless
+    XERJ_REQUIRE_HOP_KERNEL=1 (scripts/test) made the import fail already."""
+    from xerj_core.graph import hoprun
+
+    if request.param == "compiled" and not hoprun.available():
+        pytest.skip("the compiled hop loop was not built (no C compiler at install)")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hoprun, "ENABLED", request.param == "compiled")
+        yield request.param
+
+
 @pytest.fixture
 def pm():
     """xerj's built-in plugins only, built fresh for this test: whatever else the machine has installed

@@ -19,6 +19,8 @@ from xerj_core.graph.edges import is_edge
 from xerj_core.model import EdgeDraft
 from xerj_core.store import Store
 
+pytestmark = pytest.mark.usefixtures("hop_loop")  # each test with either hop loop
+
 T0 = 1_767_225_600_000
 NODES = [f"n{i}" for i in range(7)]
 TYPES = ["cites", "relates_to", "same_dir"]

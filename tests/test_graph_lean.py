@@ -20,6 +20,8 @@ from xerj_core.engine import Engine, EngineConfig
 from xerj_core.graph import reading
 from xerj_core.model import EdgeDraft
 
+pytestmark = pytest.mark.usefixtures("hop_loop")  # each test with either hop loop
+
 T0 = 1_767_225_600_000
 
 

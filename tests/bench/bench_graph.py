@@ -30,6 +30,7 @@ import numpy as np
 import orjson
 
 from xerj_core.engine import Engine, EngineConfig
+from xerj_core.graph import hoprun
 from xerj_core.graph.brain import edge_id, edges_index
 from xerj_core.graph.hop import Filters, expand, new_counters, unique_ids
 from xerj_core.graph.review import MAX_DECISIONS
@@ -777,6 +778,17 @@ def main() -> None:
             print("  p50 of each round (30 frontiers each way): out "
                   + " ".join(f"{t * 1e3:.3f}" for t in hop["out_rounds"]) + " ms; both "
                   + " ".join(f"{t * 1e3:.3f}" for t in hop["both_rounds"]) + " ms")
+            if hoprun.ENABLED:  # the same hops by numpy's passes alone, as an install without a C compiler runs them
+                hoprun.ENABLED = False
+                try:
+                    plain = frontier_hop_times(engine, corpus, repeats=30)
+                finally:
+                    hoprun.ENABLED = True
+                print(f"  hop loop: compiled (xerj_core/graph/_hoprun.c); numpy's passes alone, same frontiers: out "
+                      f"p50 {plain['out'] * 1e3:.3f} ms, both {plain['both'] * 1e3:.3f} ms; compiled/numpy out "
+                      f"{hop['out'] / plain['out']:.2f}, both {hop['both'] / plain['both']:.2f}")
+            else:
+                print(f"  hop loop: numpy's passes ({hoprun.describe()})")
 
             start = time.perf_counter()
             db = build_sqlite(corpus)

@@ -25,6 +25,7 @@ import attrs
 import numpy as np
 
 from xerj_core.arrays import BITMAP_AT, member, ranges, unique_ids
+from xerj_core.graph import hoprun
 from xerj_core.graph.mapped import ArrayFiles
 from xerj_core.graph.rowdocs import RowDocs
 from xerj_core.graph.rowids import RowIds
@@ -328,11 +329,15 @@ class EdgeTable:
         table._bounds()
         return table
 
-    def candidates(self, frontier: np.ndarray, direction: str, check_live: bool = True) -> list["Part"]:
+    def candidates(self, frontier: np.ndarray, direction: str, check_live: bool = True, *,
+                   previous: np.ndarray | None = None, as_of: int | None = None) -> list["Part"]:
         """The edges touching the sorted ``frontier`` in ``direction``: one part (both ways: each node's out- and
         in-edges read as one run, see :meth:`_both_runs`).
 
-        ``check_live`` False says every row of this table is known live, so no hop needs the live mask."""
+        ``check_live`` False says every row of this table is known live, so no hop needs the live mask. Where
+        the compiled loop reads the runs (see :mod:`.hoprun`) and no live mask is needed, it also drops what
+        :func:`_screen` would cut first: a both-ways hop's edges back to ``previous`` (the earlier frontiers),
+        and, given the ``as_of`` of a hop that withholds expired edges, the expired (counted in the part)."""
         width = self.out_off.size - 1  # every node ordinal of the table lies below
         usable = frontier if frontier[-1] < width else frontier[: np.searchsorted(frontier, width)]
         if not usable.size:
@@ -343,6 +348,15 @@ class EdgeTable:
             off, cols, packed, out = self.in_off, self.in_order, self.hot_in, False
         else:
             off, cols, packed, out = self.both_off, self.both_order, self.hot_both, None
+        if hoprun.ENABLED and not check_live:
+            both = out is None
+            alive_from = self.alive_from(as_of) << both if as_of is not None and as_of >= self.invalid_min else 0
+            idx, hot, expired = hoprun.read_runs(off, packed, usable, previous=previous if both else None,
+                                                 low=int(self.low), inbit=self.inbit if both else 0,
+                                                 alive_from=alive_from)
+            if not idx.size and not expired:
+                return []
+            return [Part(cols, idx, out, False, (self.valid_max, self.invalid_min), hot, self, expired=expired)]
         if usable.size == 1:  # one node (an ego's first hop): its run is a slice, no gather
             begin, end = int(off[usable[0]]), int(off[usable[0] + 1])
             if begin == end:
@@ -500,8 +514,8 @@ class SealedView:
             table.doc_span = row_docs.in_order(reader, table.cols["row"], alloc)
         return table
 
-    def candidates(self, frontier: np.ndarray, direction: str, check_live: bool) -> list["Part"]:
-        return self.table.candidates(frontier, direction, check_live)
+    def candidates(self, frontier: np.ndarray, direction: str, check_live: bool, **screen: Any) -> list["Part"]:
+        return self.table.candidates(frontier, direction, check_live, **screen)
 
 
 def view_key(reader: IndexReader) -> str:
@@ -546,14 +560,14 @@ class TailView:
             self.touched = np.zeros(int(self.nodes[-1]) + 1 if self.nodes.size else 0, bool)
             self.touched[self.nodes] = True
 
-    def candidates(self, frontier: np.ndarray, direction: str) -> list["Part"]:
+    def candidates(self, frontier: np.ndarray, direction: str, **screen: Any) -> list["Part"]:
         if self.table is None:
             return []
         # An edge of the tail joining two frontier nodes has both ends among the tail's nodes, so the cut
         # frontier still tells a both-ways hop which in-edges were met as out-edges; most small frontiers touch
         # no tail node at all, and stop here.
         frontier = self.touching(frontier)
-        return self.table.candidates(frontier, direction, False) if frontier.size else []
+        return self.table.candidates(frontier, direction, False, **screen) if frontier.size else []
 
     def touching(self, frontier: np.ndarray) -> np.ndarray:
         """The nodes of the sorted, non-empty ``frontier`` that some edge of the tail touches."""
@@ -945,6 +959,9 @@ class Part:
     hot: np.ndarray | None = None  # per edge, the packed far end and invalid_at rank (see EdgeTable._packing)
     table: "EdgeTable | None" = None  # the table ``hot`` was gathered from
     fresh: np.ndarray | None = None  # edges not already met this hop (None: all); the screen starts from it
+    # how many expired edges the compiled read withheld, having dropped the met ones too (None: read by numpy,
+    # every cut left to the screen)
+    expired: int | None = None
     _kept: np.ndarray | None = attrs.field(default=None, init=False)  # which of ``_idx`` are kept, not yet cut
     _count: int = attrs.field(default=0, init=False)  # how many ``_kept`` keeps
 
@@ -1032,14 +1049,16 @@ def _screen(view: GraphView, part: Part, frontier: np.ndarray, previous: np.ndar
     part.fresh = None
     if part.check_live:
         kept.cut(view.live[part.get("row")], counted=False)
-    if direction == BOTH and previous.size:
+    if direction == BOTH and previous.size and part.expired is None:  # else the compiled read dropped them
         if previous.size == 1 and part.hot is not None:  # an ego's second hop: the far ends read off the packing
             kept.cut((part.hot & part.table.low) != previous[0], counted=False)
         else:
             kept.cut(~member(part.get("other"), previous), counted=False)
     valid_max, invalid_min = part.bounds if part.bounds is not None else (ABSENT_INT, -ABSENT_INT - 1)
     passed = part.get("valid_at") <= filters.as_of if filters.as_of < valid_max else None
-    if not filters.include_expired and filters.as_of >= invalid_min:
+    if part.expired is not None:  # the compiled read withheld the expired (it was given the as_of, see expand)
+        counters["expired_excluded"] += part.expired
+    elif not filters.include_expired and filters.as_of >= invalid_min:
         alive = part.alive_at(filters.as_of)
         passed = alive if passed is None else passed & alive
     if passed is not None:
@@ -1113,8 +1132,10 @@ def expand(view: GraphView, seeds: np.ndarray, *, hops: int, direction: str, fil
             break
         if view.tail.table is not None:
             counters["memtable_docs_scanned"] += view.tail.count
-        parts = view.sealed.candidates(frontier, direction, view.check_live) + view.tail.candidates(frontier,
-                                                                                                   direction)
+        # what the compiled read may cut while it reads (see EdgeTable.candidates)
+        screen = {"previous": previous, "as_of": None if filters.include_expired else filters.as_of}
+        parts = view.sealed.candidates(frontier, direction, view.check_live, **screen) \
+            + view.tail.candidates(frontier, direction, **screen)
         for part in parts:
             _screen(view, part, frontier, previous, direction, filters, counters)
         parts = [p for p in parts if p.size]
@@ -1256,6 +1277,8 @@ def _lean_hop(table: EdgeTable, frontier: np.ndarray, previous: int | None, filt
     usable = frontier if frontier[-1] < width else frontier[: np.searchsorted(frontier, width)]
     if not usable.size:
         return 0
+    if hoprun.ENABLED:
+        return _lean_read(table, usable, previous, filters, parts)
     if usable.size == 1:  # one node: its run is a slice, whose places are ``begin`` on (no array of them made)
         node = int(usable[0])
         begin, end = table.both_off[node:node + 2].tolist()
@@ -1289,6 +1312,23 @@ def _lean_hop(table: EdgeTable, frontier: np.ndarray, previous: int | None, filt
     if kept.size:
         parts.append(_LeanPart(table, kept + begin if idx is None else idx.take(kept), hot.take(kept)))
     return int(np.count_nonzero(met)) - kept.size if keep is not met else 0
+
+
+def _lean_read(table: EdgeTable, usable: np.ndarray, previous: int | None, filters: Filters,
+               parts: list[_LeanPart]) -> int:
+    """:func:`_lean_hop` with the compiled loop reading the runs (see :mod:`.hoprun`)."""
+    as_of = filters.as_of
+    alive_from = table.alive_from(as_of) << 1 if not filters.include_expired and as_of >= table.invalid_min else 0
+    idx, hot, expired = hoprun.read_runs(table.both_off, table.hot_both, usable,
+                                         previous=None if previous is None else np.array([previous], np.int64),
+                                         low=int(table.low), inbit=table.inbit, alive_from=alive_from)
+    if idx.size and as_of < table.valid_max:  # some edge of the table is not valid yet at as_of
+        kept = (table.cols["valid_at"].take(table.both_pos.take(idx)) <= as_of).nonzero()[0]
+        expired += idx.size - kept.size
+        idx, hot = idx.take(kept), hot.take(kept)
+    if idx.size:
+        parts.append(_LeanPart(table, idx, hot))
+    return expired
 
 
 # A hop of at most this many edges is ranked by one merge sort of its ranks (numpy's stable kind) rather than a
