@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from xerj_core import hookimpl
 from xerj_core.autoindex import pipeline
+from xerj_core.autoindex.builtin_formats import text
 from xerj_core.autoindex.pipeline import run
 from xerj_core.autoindex.sink import LocalSink, dataset_index
 from xerj_core.cli import build_cli
@@ -334,6 +336,57 @@ def test_a_pip_installed_third_party_detector_emits_edges(tmp_path):
         edges = [e for e in edges_of(installed, "tagged").values() if e["type"] == "hashtag"]
     assert summary.edges_by_type.get("hashtag", 0) >= 1
     assert edges and all(e["detector"] == "hashtag@1" and e["evidence"]["quote"] for e in edges)
+
+
+class _OrgMode:
+    """A third-party format for ``.orgx`` files (one card each), installed between runs."""
+
+    name, dataset, priority = "orgx", "ax-notes", 20
+
+    def accepts(self, rel_path, head):
+        return rel_path.endswith(".orgx")
+
+    def parse(self, rel_path, data, mtime_ms):
+        return text.TextFormat.parse(self, rel_path, data, mtime_ms)
+
+
+class _OrgModePlugin:
+    @hookimpl
+    def xerj_register_formats(self, register):
+        register(_OrgMode())
+
+
+def test_a_format_installed_or_removed_later_is_read_with_on_the_next_run(tmp_path):
+    """A file no format read is not forgotten: once a format plugin for it is installed, the next run reads it
+    (every file is read again, since a new format may also outrank the one that read a file), and the run after
+    is a no-change run again; once the plugin is gone, its documents go with it."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "plan.md").write_text("# Plan\n\nSee the agenda.\n")
+    (folder / "agenda.orgx").write_text("* Agenda\nthe quarterly plan\n")
+    bare = get_plugin_manager(builtins_only=True)
+    with_orgx = get_plugin_manager(builtins_only=True, extra_plugins=[("orgx", _OrgModePlugin())])
+
+    def cards(eng):
+        with eng.store.reader(index_of(eng, "notes")) as reader:
+            return sorted(reader.id_of(int(row)) for row in reader.live_rows())
+
+    with Engine(tmp_path / "d", bare) as eng:
+        first = run(eng, folder, brain="notes", pm=bare)
+        assert first.skipped_by_kind == {"no_format": 1} and not first.formats_changed
+        assert "agenda.orgx" not in cards(eng)
+        again = run(eng, folder, brain="notes", pm=bare)
+        assert again.files_unchanged == 1 and again.skipped_by_kind == {"no_format": 1}
+    with Engine(tmp_path / "d", with_orgx) as eng:
+        installed = run(eng, folder, brain="notes", pm=with_orgx)
+        assert installed.formats_changed and installed.files_indexed == 2 and not installed.files_skipped
+        assert "agenda.orgx" in cards(eng)
+        settled = run(eng, folder, brain="notes", pm=with_orgx)
+        assert not settled.formats_changed and settled.files_unchanged == 2 and settled.documents == 0
+    with Engine(tmp_path / "d", bare) as eng:
+        removed = run(eng, folder, brain="notes", pm=bare)
+        assert removed.formats_changed and removed.skipped_by_kind == {"no_format": 1}
+        assert "agenda.orgx" not in cards(eng) and "plan.md" in cards(eng)
 
 
 def test_edges_written_in_bounded_transactions_match_one_transaction(tmp_path, foam, monkeypatch):

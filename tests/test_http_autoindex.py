@@ -37,7 +37,7 @@ def test_a_batch_writes_whole_files_and_their_states(client, engine):
     state = client.simulate_get("/_xerj/autoindex/notes").json
     assert state["files"]["a.md"] == {"mtime_ns": STAMP["mtime_ns"], "size": 10, "hash": "abc",
                                       "docs": ["ax-notes/a.md", "ax-notes/a.md#intro"]}
-    assert state["run"] == {"dirty": True, "detectors": None, "finished_at": None}
+    assert state["run"] == {"dirty": True, "detectors": None, "finished_at": None, "formats": None}
     assert state["edges_index"] is False
     # The section went away, and then the file did: its stale documents and its state go with it.
     client.simulate_post("/_xerj/autoindex/notes/_batch", json=batch(
@@ -105,7 +105,11 @@ def test_finish_marks_the_run_clean_and_updates_the_catalog(client, engine):
     done = client.simulate_post("/_xerj/autoindex/notes/_finish", json=body)
     assert done.status_code == 200 and done.json["acknowledged"] is True
     assert client.simulate_get("/_xerj/autoindex/notes").json["run"] == {
-        "dirty": False, "detectors": ["samedir@1", "wikilink@1"], "finished_at": 1_700_000_000_500}
+        "dirty": False, "detectors": ["samedir@1", "wikilink@1"], "finished_at": 1_700_000_000_500, "formats": None}
+    # the formats a run read with, when the client says, come back to the next run (see test_autoindex)
+    readers = ["markdown=xerj_core.autoindex.builtin_formats.markdown.MarkdownFormat"]
+    assert client.simulate_post("/_xerj/autoindex/notes/_finish", json={**body, "formats": readers}).status_code == 200
+    assert client.simulate_get("/_xerj/autoindex/notes").json["run"]["formats"] == readers
     catalog = engine.store.get("autoindex-catalog", "ax-notes")[0]
     rid = derive_root_id("notes")
     assert catalog == {"kind": "dataset", "dataset": "ax-notes", "source_dataset": "ax-notes", "root_id": rid,

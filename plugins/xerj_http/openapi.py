@@ -226,7 +226,8 @@ SCHEMAS: dict[str, Any] = {
                       required=["mtime_ns", "size"]),
     "AutoindexState": _obj({
         "brain": STRING, "files": {"type": "object", "additionalProperties": ref("FileState")},
-        "run": nullable(_obj({"dirty": BOOL, "detectors": nullable(STRINGS), "finished_at": nullable(INT)})),
+        "run": nullable(_obj({"dirty": BOOL, "detectors": nullable(STRINGS), "finished_at": nullable(INT),
+                              "formats": nullable(STRINGS)})),
         "edges_index": BOOL, "root_id": STRING, "root": nullable(STRING),
     }, required=["brain", "files", "run", "edges_index"]),
     "FileBatch": _obj({
@@ -244,7 +245,7 @@ SCHEMAS: dict[str, Any] = {
     "FileBatchResult": _obj({"brain": STRING, "files": INT, "documents": INT},
                             required=["brain", "files", "documents"]),
     "RunFinish": _obj({"root": NAME, "datasets": STRINGS, "detectors": STRINGS, "finished_at": INSTANT,
-                       "root_id": STRING},
+                       "root_id": STRING, "formats": nullable(STRINGS)},
                       required=["root", "datasets", "detectors", "finished_at"], extra=False),
     "RunFinishResult": _obj({"brain": STRING, "acknowledged": BOOL, "datasets": STRINGS},
                             required=["brain", "acknowledged"]),

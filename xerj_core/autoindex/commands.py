@@ -46,6 +46,9 @@ def _print_summary(summary, as_json: bool) -> None:
                f"{len(s.files_skipped)} skipped{f' ({kinds})' if kinds else ''}, {len(s.files_failed)} failed; "
                f"{s.files_removed} removed since the last run")
     click.echo(f"  documents written: {s.documents}  (datasets: {', '.join(s.datasets) or 'none'})")
+    if s.formats_changed:
+        click.echo("  the formats differ from the last run's (a format plugin installed or removed): every file "
+                   "was read again")
     if s.graph:
         by_type = ", ".join(f"{t} {n}" for t, n in sorted(s.edges_by_type.items())) or "none"
         click.echo(f"  edges written: {s.edges_written} ({by_type})")

@@ -62,6 +62,7 @@ __all__ = [
     "collect_formats",
     "decode_text",
     "decode_utf8",
+    "format_identities",
     "parse_file",
     "sniff",
 ]
@@ -124,6 +125,13 @@ def collect_formats(pm) -> dict[str, Format]:
 def _ordered(formats: Mapping[str, Format] | Iterable[Format]) -> list[Format]:
     items = formats.values() if isinstance(formats, Mapping) else formats
     return sorted(items, key=lambda f: (-getattr(f, "priority", 0), f.name))
+
+
+def format_identities(formats: Mapping[str, Format]) -> tuple[str, ...]:
+    """Which formats a run reads with, as a run marker keeps them: each one's name and class, sorted. A run
+    finding other formats than the last one reads every file again (a file no format read may have one now, and
+    a file another format read may be read by a new one of higher priority)."""
+    return tuple(sorted(f"{name}={type(fmt).__module__}.{type(fmt).__qualname__}" for name, fmt in formats.items()))
 
 
 def sniff(formats: Mapping[str, Format] | Iterable[Format], rel_path: str, head: bytes) -> Format | None:

@@ -20,7 +20,7 @@ import attrs
 import xxhash
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine
-from xerj_core.autoindex.formats import collect_formats
+from xerj_core.autoindex.formats import collect_formats, format_identities
 from xerj_core.autoindex.parallel import (
     InlineExecutor,
     Kept,
@@ -143,6 +143,8 @@ class RunSummary:
     claims_suppressed: int = 0
     datasets: list[str] = attrs.field(factory=list)
     elapsed_s: float = 0.0
+    # the formats differ from the last run's (a format plugin installed or removed): every file was read again
+    formats_changed: bool = False
 
     @property
     def edges_written(self) -> int:
@@ -276,8 +278,12 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
     to_parse: list[FileEntry] = []
     unchanged: list[FileEntry] = []
     restamped: list[FileWrite] = []
+    readers = format_identities(formats)
+    # (a brain whose last run kept no formats, one written before they were kept, is taken to have had these)
+    summary.formats_changed = state.run is not None and state.run.formats is not None \
+        and state.run.formats != readers
     for entry in entries:
-        known = prior.get(entry.rel_path)
+        known = None if summary.formats_changed else prior.get(entry.rel_path)
         if known is not None and known.size == entry.size and (
                 known.mtime_ns == entry.mtime_ns or _same_bytes(entry, known.hash)):
             if known.mtime_ns != entry.mtime_ns:
@@ -321,7 +327,8 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
                                    now_ms, summary, progress, detection)
         datasets = _datasets_after(prior, changed, removed)
         summary.datasets = datasets
-        dirty = bool(changed or removed or restamped) or run_dirty or state.root != summary.root
+        dirty = bool(changed or removed or restamped) or run_dirty or state.root != summary.root \
+            or summary.formats_changed
         if detection is not None and detection.needed:
             detection.start()
             for failure in detection.unchanged_failures():
@@ -331,7 +338,7 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
         runner.close()
     if dirty:
         sink.finish(brain_name, RunFinish(root=summary.root, datasets=tuple(datasets), detectors=tuple(tags),
-                                          finished_at=now_ms, root_id=state.root_id))
+                                          finished_at=now_ms, root_id=state.root_id, formats=readers))
     failed = {f["path"] for f in summary.files_failed}
     summary.files_indexed = sum(1 for indices in changed.values() if indices)
     summary.files_unchanged = sum(1 for e in unchanged if e.rel_path not in failed)

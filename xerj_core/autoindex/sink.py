@@ -153,11 +153,13 @@ class FileState:
 
 @attrs.frozen
 class RunState:
-    """The brain's run marker: ``dirty`` while a run is writing, and the detector tags of the last finished run."""
+    """The brain's run marker: ``dirty`` while a run is writing, and the detector tags and the formats (see
+    :func:`~xerj_core.autoindex.formats.format_identities`) of the last finished run (None: not recorded)."""
 
     dirty: bool = False
     detectors: tuple[str, ...] | None = None
     finished_at: int | None = None
+    formats: tuple[str, ...] | None = None
 
 
 @attrs.frozen
@@ -244,6 +246,7 @@ class RunFinish:
     detectors: tuple[str, ...]
     finished_at: int
     root_id: str = ""
+    formats: tuple[str, ...] | None = None  # None: not known (a client that does not say), nothing recorded
 
 
 # -- the protocol ------------------------------------------------------------------------------
@@ -329,10 +332,11 @@ def _file_state(source: Mapping[str, Any]) -> FileState:
 
 
 def _run_state(source: Mapping[str, Any]) -> RunState:
-    detectors = source.get("detectors")
+    detectors, formats = source.get("detectors"), source.get("formats")
     return RunState(dirty=bool(source.get("dirty")),
                     detectors=tuple(detectors) if detectors is not None else None,
-                    finished_at=source.get("finished_at"))
+                    finished_at=source.get("finished_at"),
+                    formats=tuple(formats) if formats is not None else None)
 
 
 def root_record(rid: str, root: str | None, brain: str, datasets: Iterable[str], at: int) -> dict[str, Any]:
@@ -416,7 +420,10 @@ class LocalSink:
         def apply(txn: Any) -> int:
             _ensure_indices(txn)
             written = 0
-            txn.put(FILES_INDEX, {"brain": brain, "dirty": True}, run_state_id(brain))
+            # what the last finished run recorded stays beside the mark: a run that reads every file again for new
+            # formats and is interrupted leaves the files it had not reached to the next run, not taken as read
+            marker = txn.get(FILES_INDEX, run_state_id(brain)) or {}
+            txn.put(FILES_INDEX, {**marker, "brain": brain, "dirty": True}, run_state_id(brain))
             # Each index's puts go through one put_many (in file order, so rows and dictionary ordinals are
             # those of putting them one by one); a batch's files never share a document id, so the deletes of
             # stale documents (ids the files no longer yield) are independent of the puts.
@@ -505,8 +512,11 @@ class LocalSink:
     def finish(self, brain: str, finish: RunFinish) -> None:
         def apply(txn: Any) -> None:
             _ensure_indices(txn)
-            txn.put(FILES_INDEX, {"brain": brain, "dirty": False, "finished_at": finish.finished_at,
-                                  "detectors": list(finish.detectors)}, run_state_id(brain))
+            marker = {"brain": brain, "dirty": False, "finished_at": finish.finished_at,
+                      "detectors": list(finish.detectors)}
+            if finish.formats is not None:
+                marker["formats"] = list(finish.formats)
+            txn.put(FILES_INDEX, marker, run_state_id(brain))
             rid = finish.root_id or root_of(txn.get, brain)[0]
             txn.put(CATALOG_INDEX, root_record(rid, finish.root, brain, finish.datasets, finish.finished_at),
                     root_record_id(rid))
