@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import mailbox
 import os
@@ -387,6 +388,22 @@ def test_a_format_installed_or_removed_later_is_read_with_on_the_next_run(tmp_pa
         removed = run(eng, folder, brain="notes", pm=bare)
         assert removed.formats_changed and removed.skipped_by_kind == {"no_format": 1}
         assert "agenda.orgx" not in cards(eng) and "plan.md" in cards(eng)
+
+
+def test_gzip_files_are_indexed_and_linked_like_the_files_they_hold(engine, tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "setup.md").write_text("# Setup\n\nInstall it.\n")
+    (folder / "guide.md.gz").write_bytes(gzip.compress(b"# Guide\n\nFirst do the [[setup]].\n"))
+    (folder / "changelog.gz").write_bytes(gzip.compress(b"release 2: faster setup\n"))
+    (folder / "broken.md.gz").write_bytes(gzip.compress(b"# Cut\n")[:-4])
+    summary = run(engine, folder, brain="docs")
+    assert summary.files_indexed == 3 and [f["path"] for f in summary.files_failed] == ["broken.md.gz"]
+    assert "cut short" in summary.files_failed[0]["reason"]
+    links = [(e["src"], e["dst"]) for e in edges_of(engine, "docs").values() if e["type"] == "wikilink"]
+    assert ("guide.md.gz#guide", "setup.md") in links or ("guide.md.gz", "setup.md") in links, links
+    with engine.store.reader(index_of(engine, "docs")) as reader:
+        assert {"changelog.gz", "guide.md.gz", "guide.md.gz#guide"} <= {reader.id_of(int(r)) for r in reader.live_rows()}
 
 
 def test_edges_written_in_bounded_transactions_match_one_transaction(tmp_path, foam, monkeypatch):

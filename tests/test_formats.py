@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
 import mailbox
 from email.message import EmailMessage
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from xerj_core import hookimpl
+from xerj_core.autoindex import compressed
 from xerj_core.autoindex import formats as formats_module
 from xerj_core.autoindex.builtin_formats import code, email, html, markdown, pdf, text
 from xerj_core.autoindex.detect import line_at
@@ -512,6 +515,48 @@ def test_parse_file_skips_unknown_and_wraps_plugin_bugs():
     with pytest.raises(FormatError) as caught:
         parse_file([Buggy()], "a.bug", b"", MTIME)
     assert caught.value.path == "a.bug" and "buggy" in caught.value.reason and "KeyError" in caught.value.reason
+
+
+def test_a_gzip_file_is_read_as_what_it_holds_under_its_own_path():
+    guide = gzip.compress(b"# Guide\n\nSee [[setup]].\n\n## Part\n\ntext\n")
+    docs = parse_file(BUILTINS, "docs/guide.md.gz", guide + gzip.compress(b"\n## Two\n\nmore\n"), MTIME)
+    assert [(d.doc_id, d.section, d.format) for d in docs] == [
+        ("docs/guide.md.gz", "", "markdown"), ("docs/guide.md.gz#guide", "Guide", "markdown"),
+        ("docs/guide.md.gz#part", "Part", "markdown"), ("docs/guide.md.gz#two", "Two", "markdown")]
+    assert {d.ax_path for d in docs} == {"docs/guide.md.gz"}  # every member read, the path the stored file's
+    news = parse_file(BUILTINS, "pkg/NEWS.gz", gzip.compress("Version 2 — naïve fixes\n".encode()), MTIME)
+    assert [(d.doc_id, d.format, d.title, d.text) for d in news] == [
+        ("pkg/NEWS.gz", "text", "NEWS", "Version 2 — naïve fixes")]
+    # a .gz that is not gzip is judged by its own name, as any file; and a name of nothing but .gz holds no name
+    assert parse_file(BUILTINS, "notes.gz", b"plain words", MTIME) is None
+    assert parse_file(BUILTINS, ".gz", gzip.compress(b"words"), MTIME) is None
+    # content no format reads stays unread
+    assert parse_file(BUILTINS, "image.png.gz", gzip.compress(b"\x89PNG\r\n"), MTIME) is None
+    # an attachment's parent follows its message to the stored path
+    message = EmailMessage()
+    message["From"], message["Subject"], message["Message-ID"] = "a@example.org", "Hi", "<m1@example.org>"
+    message.set_content("body")
+    message.add_attachment(b"notes", maintype="text", subtype="plain", filename="n.txt")
+    mail = parse_file(BUILTINS, "inbox/m.eml.gz", gzip.compress(message.as_bytes()), MTIME)
+    parents = {d.fields["parent"] for d in mail if "parent" in d.fields}
+    assert parents and all(p.startswith("inbox/m.eml.gz") for p in parents)
+    assert all(d.doc_id.startswith("inbox/m.eml.gz") for d in mail)
+
+
+def test_a_damaged_or_expanding_gzip_file_is_its_own_clear_error(monkeypatch):
+    whole = gzip.compress(b"# Title\n\nwords\n")
+    for data, reason in ((b"\x1f\x8b\x08garbage", "not a readable gzip file"),
+                         (whole[:-6], "cut short"),
+                         (whole + b"junk", "trailing bytes")):
+        with pytest.raises(FormatError) as caught:
+            parse_file(BUILTINS, "a.md.gz", data, MTIME)
+        assert caught.value.path == "a.md.gz" and reason in caught.value.reason
+    assert parse_file(BUILTINS, "a.md.gz", whole + b"\0" * 512, MTIME)  # a tar-style zero padding ends it
+    bomb = gzip.compress(b"a" * (4 * 1024 * 1024 + 1))  # four kilobytes that expand past the bound below
+    monkeypatch.setattr(compressed, "decompressed", partial(compressed.decompressed, limit=4 * 1024 * 1024))
+    with pytest.raises(FormatError, match="decompresses to more than 4 MiB") as caught:
+        parse_file(BUILTINS, "big.txt.gz", bomb, MTIME)
+    assert caught.value.path == "big.txt.gz" and len(bomb) < 8192
 
 
 def test_hook_xerj_register_formats():

@@ -51,6 +51,7 @@ from typing import Iterable, Mapping, Protocol, runtime_checkable
 
 import attrs
 
+from xerj_core.autoindex import compressed
 from xerj_core.errors import FormatError, PluginError
 from xerj_core.model import SourceDocument
 from xerj_core.plugins import collect_registrations
@@ -131,7 +132,8 @@ def format_identities(formats: Mapping[str, Format]) -> tuple[str, ...]:
     """Which formats a run reads with, as a run marker keeps them: each one's name and class, sorted. A run
     finding other formats than the last one reads every file again (a file no format read may have one now, and
     a file another format read may be read by a new one of higher priority)."""
-    return tuple(sorted(f"{name}={type(fmt).__module__}.{type(fmt).__qualname__}" for name, fmt in formats.items()))
+    return tuple(sorted(f"{name}={type(fmt).__module__}.{type(fmt).__qualname__}" for name, fmt in formats.items())
+                 ) + tuple(f"+{container}" for container in compressed.CONTAINERS)
 
 
 def sniff(formats: Mapping[str, Format] | Iterable[Format], rel_path: str, head: bytes) -> Format | None:
@@ -148,22 +150,46 @@ def parse_file(
     """Sniff and parse one file: ``None`` when no format accepts it, else its documents.
 
     Every failure surfaces as :class:`FormatError` with ``path`` set, so the
-    pipeline reports it per file and carries on.
+    pipeline reports it per file and carries on. A gzip file is read as what it
+    holds (see :mod:`.compressed`), its documents under its own path.
     """
+    read_as = compressed.inner_name(rel_path, data[:2])
     try:
-        fmt = sniff(formats, rel_path, data[:SNIFF_BYTES])
+        # what a gzip file holds is sniffed from its first bytes alone: most that no format reads (a tar, a
+        # PostScript manual) are never expanded
+        head = data[:SNIFF_BYTES] if read_as is None else compressed.head(data, SNIFF_BYTES)
+        fmt = sniff(formats, read_as or rel_path, head)
+        if fmt is not None and read_as is not None:
+            data = compressed.decompressed(data)
+    except FormatError as exc:
+        raise FormatError(exc.reason, path=rel_path) from None
     except Exception as exc:  # a plugin's accepts() failing is that file's problem, not the run's
         raise FormatError(f"sniffing failed: {type(exc).__name__}: {exc}", path=rel_path) from exc
     if fmt is None:
         return None
     try:
-        return list(fmt.parse(rel_path, data, mtime_ms))
+        if read_as is None:
+            return list(fmt.parse(rel_path, data, mtime_ms))
+        return [_stored_as(doc, read_as, rel_path) for doc in fmt.parse(read_as, data, mtime_ms)]
     except FormatError as exc:
         if exc.path is None:
             raise FormatError(exc.reason, path=rel_path) from exc
         raise
     except Exception as exc:  # a plugin bug must not end the run; report it against the file
         raise FormatError(f"format {fmt.name!r} failed: {type(exc).__name__}: {exc}", path=rel_path) from exc
+
+
+def _stored_as(doc: SourceDocument, read_as: str, rel_path: str) -> SourceDocument:
+    """A document of a compressed file's content, moved to the stored file's path: its id (``NEWS`` →
+    ``NEWS.gz``, ``NEWS#x`` → ``NEWS.gz#x``), ``ax_path`` and an attachment's ``parent``."""
+
+    def moved(name: str) -> str:
+        return rel_path + name[len(read_as):] if name == read_as or name.startswith(read_as + "#") else name
+
+    fields = doc.fields
+    if isinstance(fields.get("parent"), str):
+        fields = {**fields, "parent": moved(fields["parent"])}
+    return attrs.evolve(doc, doc_id=moved(doc.doc_id), ax_path=rel_path, fields=fields)
 
 
 @attrs.frozen
