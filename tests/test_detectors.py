@@ -12,6 +12,8 @@ from pathlib import Path
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xerj_core import hookimpl
 from xerj_core.autoindex.detect import (
@@ -527,6 +529,25 @@ def test_pathcite_and_cratecite():
     ]
     crates = run(cratecite.CrateciteDetector(), files)
     assert [(e.src, e.dst, e.evidence.offset) for e in crates] == [("notes.md", "crates/xerj-api/Cargo.toml", 4)]
+
+
+_LINKISH = st.lists(st.sampled_from([b"a", b"Z", b"1", b"+", b".", b"-", b":", b"/", b"://", b"](", b"[[", b"]]",
+                                      b"]:", b"[", b"]", b"(", b")", b" ", b"   ", b"\n", b"<", b"\xc3\xa9"]),
+                    max_size=60).map(b"".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_LINKISH)
+def test_pathcite_sweeps_only_the_lines_holding_a_link_as_the_whole_text_would_be(data):
+    """The sweep of lines holding a link mark blanks exactly what one sweep over the whole text blanks."""
+    assert pathcite._prose_only(data) == pathcite._NOT_PROSE.sub(pathcite._blank, data)
+
+
+def test_pathcite_sweep_on_the_real_vault():
+    texts = [p.read_bytes() for p in sorted(FOAM.rglob("*.md"))]
+    assert sum(b"](" in t or b"://" in t for t in texts) > 20
+    for text in texts:
+        assert pathcite._prose_only(text) == pathcite._NOT_PROSE.sub(pathcite._blank, text)
 
 
 # -- sharedterm rules ------------------------------------------------------------------------------

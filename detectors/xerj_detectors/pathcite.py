@@ -76,7 +76,7 @@ class PathciteDetector:
             if doc.format == "code" or "." not in doc.text:
                 continue
             data = doc.text.encode("utf-8")
-            scanned = _NOT_PROSE.sub(_blank, data) if _may_hold_links(data) else data
+            scanned = _prose_only(data)
             seen: set[str] = set()
             for start, cited in _cited_paths(scanned):
                 path = resolved.get(cited, _UNRESOLVED)
@@ -91,8 +91,35 @@ class PathciteDetector:
                 yield make_draft(self, doc, dst, quote=line_at(data, start), offset=start)
 
 
-def _may_hold_links(data: bytes) -> bool:
-    return b"://" in data or b"](" in data or b"[[" in data or b"]:" in data
+# Every match of _NOT_PROSE holds one of these and lies within one line (none of its parts crosses a newline).
+_LINK_MARKS = (b"://", b"](", b"[[", b"]:")
+
+
+def _prose_only(data: bytes) -> bytes:
+    """``data`` with every URL, link destination, wikilink and link definition blanked (offsets kept).
+
+    Only the lines holding a link mark are swept: a match never crosses a line, so each line is swept on its own
+    as the whole text would be, and the regex, which tries its branches at every byte (13 MB/s on real
+    changelogs and HTML text), runs over a tenth of the bytes or less."""
+    spans = []
+    for mark in _LINK_MARKS:
+        at = data.find(mark)
+        while at >= 0:
+            end = data.find(b"\n", at)
+            end = len(data) if end < 0 else end
+            spans.append((data.rfind(b"\n", 0, at) + 1, end))
+            at = data.find(mark, end)
+    if not spans:
+        return data
+    spans.sort()
+    out, done = [], 0
+    for start, end in spans:
+        if start < done:  # a line met through a second mark
+            continue
+        out += (data[done:start], _NOT_PROSE.sub(_blank, data[start:end]))
+        done = end
+    out.append(data[done:])
+    return b"".join(out)
 
 
 def _cited_paths(data: bytes) -> Iterable[tuple[int, str]]:
