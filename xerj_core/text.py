@@ -32,6 +32,28 @@ def tokenize(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+# A text longer than this many characters has its words listed a slice at a time: a list of words costs about
+# 60 bytes a word, so a 60 MB log file tokenized whole held 570 MB of words at once.
+SLICE_CHARS = 1 << 20
+_SPACE = re.compile(r"\s")
+
+
+def slices(text: str, size: int | None = None) -> Iterator[str]:
+    """``text`` in consecutive pieces of ``size`` (default :data:`SLICE_CHARS`) characters or a few more, each
+    but the last ending just after a whitespace character, so the words of the pieces, tokenized one by one, are
+    ``tokenize(text)``'s: no word holds whitespace, and no case mapping context (the final sigma's) reaches
+    across it. A stretch without whitespace stays whole inside its piece."""
+    size = SLICE_CHARS if size is None else size
+    start, end = 0, len(text)
+    while end - start > size:
+        space = _SPACE.search(text, start + size)
+        if space is None:
+            break
+        yield text[start:space.end()]
+        start = space.end()
+    yield text[start:] if start else text
+
+
 # ASCII bytes as ``tokenize`` sees them: a word character (in ASCII, ``\w`` is ``[0-9A-Za-z_]``) as itself
 # lowercased, a NUL as itself (callers separate texts with it), anything else as a space.
 _ASCII_WORDS = bytes(c if chr(c).isdigit() or chr(c).islower() or c in (0, 95) else
@@ -89,6 +111,14 @@ def long_words(text: str, shortest: int) -> list[str]:
 
 
 _LONG_WORDS: dict[int, re.Pattern[str]] = {}
+
+
+def distinct_long_words(text: str, shortest: int) -> set[str]:
+    """The distinct words of :func:`long_words`, a slice of a long text at a time (:func:`slices`)."""
+    words: set[str] = set()
+    for piece in slices(text):
+        words.update(long_words(piece, shortest))
+    return words
 
 
 def tokenize_many(texts: list[str]) -> list[list[str]]:
@@ -154,16 +184,24 @@ def counted_terms(text: str, longest: int) -> CountedTerms:
     what the store makes of a text value, for a caller that counts a text in another process than the store's
     writer (``IndexWrite.put_many_counted``). The words are cut as :func:`utf8_words` cuts them (the store's
     batch tokenizer); a text holding a NUL (which that translation would keep inside a word) takes the regex."""
-    words = utf8_words(text) if "\x00" not in text else list(map(str.encode, tokenize(text)))
+    cut = utf8_words if "\x00" not in text else _regex_utf8_words
     counts: dict[bytes, int] = {}
-    _count_elements(counts, words)
+    found = 0
+    for piece in slices(text):  # a long text a slice at a time, as counted_tokens does
+        words = cut(piece)
+        found += len(words)
+        _count_elements(counts, words)
     dropped = 0
     if counts and max(map(len, counts)) > longest:
         for word in [word for word in counts if len(word) > longest]:
             dropped += counts.pop(word)
     if _REMEMBERED is not None:
         _REMEMBERED[text] = counts
-    return len(words) - dropped, dropped, b"\x00".join(counts), array("I", counts.values()).tobytes()
+    return found - dropped, dropped, b"\x00".join(counts), array("I", counts.values()).tobytes()
+
+
+def _regex_utf8_words(text: str) -> list[bytes]:
+    return list(map(str.encode, tokenize(text)))
 
 
 def counted_terms_split(counted: CountedTerms) -> tuple[list[bytes], array]:

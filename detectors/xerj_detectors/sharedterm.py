@@ -47,7 +47,7 @@ from typing import Collection, Iterable, Sequence
 import numpy as np
 
 from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft
-from xerj_core.text import counted_words, long_words
+from xerj_core.text import counted_words, distinct_long_words
 
 MAX_SHARE_PERCENT = 10
 MIN_FAMILIES = 2
@@ -101,7 +101,7 @@ def _file_terms(file_docs: Sequence[SourceDocument]) -> tuple[Collection[str], b
         return _counted_file_terms(counted), True  # type: ignore[arg-type]
     # one tokenizer pass over the file (a newline separates the documents' texts as their ends did) that finds
     # only its words of at least MIN_TERM characters: the same runs ``tokenize`` finds, without the short ones
-    words = set(long_words("\n".join(texts), MIN_TERM))
+    words = distinct_long_words("\n".join(texts), MIN_TERM)
     # the memo only ever holds true verdicts, so a concurrent run clearing it costs work, never a word
     known = words & _ELIGIBLE
     unknown = words - known - _INELIGIBLE

@@ -11,6 +11,7 @@ the generic path, which owns every refusal and every dynamic mapping rule.
 from __future__ import annotations
 
 import math
+from collections import _count_elements  # type: ignore[attr-defined]  # Counter's own C counting loop
 from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, Callable, Sequence
@@ -20,8 +21,8 @@ import numpy as np
 from xerj_core.store import limits
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
 from xerj_core.store.mapping import FLOAT_TYPES, INT_TYPES, FieldSpec, Mapping, coerce
-from xerj_core.store.tailblock import PostingRun, empty_run, postings_of_tokens
-from xerj_core.text import ascii_words, term_counts, term_counts_many, tokenize, tokenize_many, utf8_words
+from xerj_core.store.tailblock import PostingRun, empty_run, group, postings_of_tokens
+from xerj_core.text import SLICE_CHARS, ascii_words, slices, term_counts_many, tokenize, tokenize_many, utf8_words
 
 # How a leaf converts a value of the expected Python type without calling ``coerce``.
 _AS_STR, _AS_INT, _AS_DATE, _AS_FLOAT, _AS_OTHER = range(5)
@@ -212,10 +213,10 @@ class WritePlan:
                     found = ordinal(leaf.dictionary, value)
                 columns[leaf.path] = [found]
             elif column == KIND_LEN:
-                tokens, dropped = limits.indexable_terms(tokenize(value))
+                kept, dropped, counts = text_counts(value)
                 skipped["terms"] += dropped
-                columns[leaf.path] = len(tokens)
-                terms[leaf.path] = term_counts(tokens)  # stored as a plain JSON object
+                columns[leaf.path] = kept
+                terms[leaf.path] = counts  # stored as a plain JSON object
             else:
                 columns[leaf.path] = value
         return {"c": columns, "t": terms}
@@ -429,6 +430,20 @@ def _group_records(fields: list[tuple[Leaf, list[Any]]], n: int, dict_cache: dic
     return [({"c": c, "t": t}, misses.get(i, [])) for i, (c, t) in enumerate(zip(columns, terms))]
 
 
+def text_counts(text: str) -> tuple[int, int, dict[str, int]]:
+    """What the store keeps of one text value: how many of its words it indexes, how many it leaves out as too
+    long to be keys, and how often each indexed word occurs (in first-seen order). A long text is tokenized a
+    slice at a time (``text.slices``), so only a slice's words are ever listed at once."""
+    kept = dropped = 0
+    counts: dict[str, int] = {}
+    for piece in slices(text):
+        words, left_out = limits.indexable_terms(tokenize(piece))
+        kept += len(words)
+        dropped += left_out
+        _count_elements(counts, words)
+    return kept, dropped, counts
+
+
 def column_tokens(column: list[str | None], skipped: dict[str, int]) -> list[list[str]]:
     """The indexable tokens of each text value of ``column`` (None: none), by one tokenizer pass over the
     batch; terms too long to be keys are left out and counted in ``skipped``."""
@@ -462,6 +477,8 @@ def column_postings(column: list[str | None], start: int, skipped: dict[str, int
     """
     n = len(column)
     texts = column if None not in column else [value or "" for value in column]
+    if max(map(len, texts), default=0) > SLICE_CHARS:
+        return _long_column_postings(texts, start, skipped)
     joined = " \x00 ".join(texts)
     if joined.count("\x00") != n - 1:
         tokens = column_tokens(column, skipped)
@@ -508,6 +525,38 @@ def column_postings(column: list[str | None], start: int, skipped: dict[str, int
         term, rows = np.divmod(pairs, n)
     del names[0]
     return lengths, (names, np.bincount(term, minlength=len(names)), rows + start, tfs.astype(np.float32))
+
+
+def _long_column_postings(texts: list[str], start: int, skipped: dict[str, int]) -> tuple[np.ndarray, PostingRun]:
+    """:func:`column_postings` of values among which some are longer than a slice (``text.SLICE_CHARS``): each
+    of those counted a slice at a time (:func:`text_counts`) into a run of its own, each stretch of values
+    between them by :func:`column_postings`, and the runs grouped, so no list holds a long text's every word."""
+    lengths: list[np.ndarray | list[int]] = []
+    runs: list[PostingRun] = []
+    done = 0
+    for i, text in enumerate(texts):
+        if len(text) <= SLICE_CHARS:
+            continue
+        if done < i:
+            found, run = column_postings(texts[done:i], start + done, skipped)
+            lengths.append(found)
+            runs.append(run)
+        kept, dropped, counts = text_counts(text)
+        skipped["terms"] += dropped
+        lengths.append([kept])
+        names = sorted(counts)  # code point order, which is UTF-8 byte order
+        runs.append((list(map(str.encode, names)), np.ones(len(names), np.int64),
+                     np.full(len(names), start + i, np.int64), np.fromiter(map(counts.__getitem__, names),
+                                                                            np.float32, len(names))))
+        done = i + 1
+    if done < len(texts):
+        found, run = column_postings(texts[done:], start + done, skipped)
+        lengths.append(found)
+        runs.append(run)
+    if len(runs) == 1:
+        return np.asarray(lengths[0], np.int64), runs[0]
+    terms, counts, rows, tfs = group(runs)
+    return np.concatenate(lengths).astype(np.int64), (terms, counts, rows.astype(np.int64), tfs)
 
 
 def _ascii_words(joined: str) -> list[bytes]:

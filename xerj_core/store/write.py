@@ -23,7 +23,7 @@ from xerj_core.store import meta as index_meta
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, NO_ORD, Column, column_kind, encode_postings_many
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
 from xerj_core.store.names import validate_index_name
-from xerj_core.store.plan import Batched, Leaf, WritePlan, column_postings, plan_for
+from xerj_core.store.plan import Batched, Leaf, WritePlan, column_postings, plan_for, text_counts
 from xerj_core.store.records import frozen_many
 from xerj_core.store.tailblock import Block, PostingRun
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, refuse_in_mapping, scope_of
@@ -361,9 +361,12 @@ class IndexWrite:
 
     def _text_values(self, vals: list[Any]) -> tuple[int, dict[str, int]]:
         """A text field's column value (its indexed token count) and term frequencies (a plain JSON object)."""
-        tokens = tokenize(vals[0]) if len(vals) == 1 else [t for v in vals for t in tokenize(v)]
-        tokens, skipped = limits.indexable_terms(tokens)
-        self.skipped["terms"] += skipped
+        if len(vals) == 1:
+            kept, dropped, counts = text_counts(vals[0])
+            self.skipped["terms"] += dropped
+            return kept, counts
+        tokens, dropped = limits.indexable_terms([t for v in vals for t in tokenize(v)])
+        self.skipped["terms"] += dropped
         return len(tokens), term_counts(tokens)
 
     def _generic_values(self, doc: dict[str, Any]) -> dict[str, list[Any]]:
