@@ -6,6 +6,7 @@ import gc
 import os
 import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -326,6 +327,58 @@ def test_knn_scan_shared_by_two_threads_answers_as_one(tmp_path, monkeypatch, si
                         assert alone.rows.tolist() == shared.rows.tolist()
                         assert alone.scores.tolist() == shared.scores.tolist()
             assert taken  # the worker really ran
+
+
+def test_a_lone_knn_scan_of_many_rows_shares_them_with_an_idle_core(tmp_path, monkeypatch):
+    """A kNN scan (a top-level ``knn`` section, ``knn_top`` itself) over enough rows takes the shared worker when
+    a second core is idle, and answers exactly as on one thread (a ``knn`` query, scored densely, stays on the
+    calling thread); over fewer rows, or with no idle core, it stays on the calling thread."""
+    from xerj_core.query import knn, sidebyside
+
+    rng = np.random.default_rng(9)
+    vectors = np.round(rng.standard_normal((90, 4)), 1)  # rounded: exact ties at the cut
+    with Store(tmp_path / "data", tail_rows=16) as s:
+        s.create_index("v", {"properties": {"vec": {"type": "dense_vector", "dims": 4}, "kind": {"type": "keyword"}}})
+        for i, vector in enumerate(vectors):
+            s.put("v", {"vec": vector.tolist(), "kind": "ab"[i % 3 == 0]}, f"d{i}")
+        service = SearchService(s)
+        bodies = [{"knn": {"field": "vec", "query_vector": vectors[5].tolist(), "k": 7, "num_candidates": 20}},
+                  {"knn": {"field": "vec", "query_vector": [0.1, -1, 2, 0], "k": 5, "filter": {"term": {"kind": "a"}}}},
+                  {"query": {"knn": {"field": "vec", "query_vector": vectors[40].tolist(), "k": 9}}, "size": 9}]
+        threads = set()
+        best = knn._part_raw
+
+        def part_raw(*args):
+            threads.add(threading.current_thread().name)
+            if threading.current_thread() is threading.main_thread():
+                time.sleep(0.002)  # leaves the worker time to take runs of these tiny parts
+            return best(*args)
+
+        monkeypatch.setattr(knn, "_part_raw", part_raw)
+        monkeypatch.setattr(knn, "_RUN_ROWS", 6)
+        monkeypatch.setattr(knn, "_SHARE_FROM_ROWS", 12)
+        monkeypatch.setattr(sidebyside, "idle_core", lambda: False)
+        alone = [service.search("v", body) for body in bodies]
+        with s.reader("v") as reader:
+            top_alone = knn.knn_top(reader, "vec", vectors[3], 11)
+        assert threads == {threading.current_thread().name}
+
+        monkeypatch.setattr(sidebyside, "idle_core", lambda: True)
+        before = dict(sidebyside.scans)
+        shared = [service.search("v", body) for body in bodies]
+        with s.reader("v") as reader:
+            top_shared = knn.knn_top(reader, "vec", vectors[3], 11)
+        assert any(name.startswith("xerj-leg") for name in threads)
+        assert sidebyside.scans["side_by_side"] == before["side_by_side"] + 3
+        for got, want in zip(shared, alone):
+            assert {k: v for k, v in got.items() if k != "took"} == {k: v for k, v in want.items() if k != "took"}
+            assert got["hits"]["hits"]
+        assert top_shared.rows.tolist() == top_alone.rows.tolist()
+        assert top_shared.scores.tolist() == top_alone.scores.tolist()
+
+        monkeypatch.setattr(knn, "_SHARE_FROM_ROWS", len(vectors) + 1)
+        service.search("v", bodies[0])
+        assert sidebyside.scans["side_by_side"] == before["side_by_side"] + 3
 
 
 def test_hybrid_leg_errors_side_by_side(search, monkeypatch):

@@ -7,23 +7,28 @@ max_inner_product ``1 / (1 - dot)`` below zero and ``dot + 1`` otherwise.
 Vectors are stored contiguous as float32 per segment; per-row inverse norms
 are cached with each immutable sealed segment, so a query is one
 matrix-vector product per segment and the tail, plus a top-k cut per part.
-The product is numpy's single-threaded SIMD loop, not the BLAS: one query
-vector against a matrix is bound by memory bandwidth, which one core's
-streaming loop already reaches, while the BLAS's worker threads cost a wake-up
-per call and spin afterwards, taking the core a concurrent request (or the next
-numpy call) needs. Measured in ``tests/bench/bench_search.py`` against numpy's
-BLAS matmul over the same matrix.
+The product is numpy's single-threaded SIMD loop, not the BLAS: the BLAS's
+worker threads cost a wake-up per call and spin afterwards, taking the core a
+concurrent request (or the next numpy call) needs. A scan of many rows takes a
+second core only when the machine leaves one idle: its rows are cut into runs
+that this thread and the shared worker of :mod:`~xerj_core.query.sidebyside`
+take in turn (one core's streaming loop does not reach the memory's
+bandwidth; two scan 100k x 384 in about the BLAS matmul's time). Measured in
+``tests/bench/bench_search.py`` against numpy's BLAS matmul over the same
+matrix.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from concurrent.futures import Future
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 from xerj_core.errors import IllegalArgument
+from xerj_core.query import sidebyside
 from xerj_core.query.ranking import Ranked, select_top
 
 SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
@@ -32,6 +37,8 @@ _GATHER_BELOW = 0.25
 # Rows per run when two threads share a scan (see knn_top's ``helper``): 12 MB of 384-dim float32 rows, few
 # enough runs that their own costs stay small, enough that neither thread waits long for the other.
 _RUN_ROWS = 8192
+# A scan of fewer rows runs on the calling thread alone: handing runs to the worker costs a wake-up or two.
+_SHARE_FROM_ROWS = 2 * _RUN_ROWS
 
 
 def vector_spec(reader, field: str, dims: int | None = None):
@@ -197,7 +204,8 @@ def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
     field, or a vector of the wrong dimension (``IllegalArgument``).
 
     ``helper(fn)`` runs ``fn`` on another thread (see :mod:`~xerj_core.query.sidebyside`): the parts are then
-    cut into runs of rows that this thread and that one take in turn, and the answer is the same.
+    cut into runs of rows that this thread and that one take in turn, and the answer is the same. Without one,
+    a scan of at least :data:`_SHARE_FROM_ROWS` rows takes the shared worker when a second core is idle.
     """
     query, metric, query_norm, query_sq = _query(reader, field, vector)
     if k <= 0:
@@ -228,16 +236,25 @@ def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
             chosen = np.flatnonzero(valid) if valid is not None else np.arange(len(better))
         return start + (chosen if local is None else local[chosen]), raw[chosen]
 
-    tasks = list(_parts(reader, field))
-    if helper is None:
-        found = [best(task) for task in tasks]
-    else:
-        found = _shared(_runs(tasks), best, helper)
+    tasks = list(_parts(reader, field))  # read from the store here: the worker touches numpy arrays alone
+    with _helper_for(tasks, helper) as share:
+        found = [best(task) for task in tasks] if share is None else _shared(_runs(tasks), best, share)
     found = [f for f in found if f is not None]
     if not found:
         return Ranked.empty()
     raw = np.concatenate([f[1] for f in found]).astype(np.float64)
     return select_top(np.concatenate([f[0] for f in found]), _score(metric, raw), k)
+
+
+@contextlib.contextmanager
+def _helper_for(tasks: list[tuple], helper: Callable[[Callable[[], None]], Future] | None
+                ) -> Iterator[Callable[[Callable[[], None]], Future] | None]:
+    """``helper`` when given; else, for a scan of many rows, the shared worker when a core is idle."""
+    if helper is not None or sum(end - start for start, end, *_rest in tasks) < _SHARE_FROM_ROWS:
+        yield helper
+        return
+    with sidebyside.spare_worker(sidebyside.scans) as submit:
+        yield submit
 
 
 def _runs(tasks: list[tuple]) -> list[tuple]:

@@ -33,8 +33,10 @@ _busy = threading.Lock()  # held by the one request whose legs the worker runs
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = 0
 _reading = [0.0, 0.0]  # when the load average was read, and what it was
-# How many requests ran their legs each way (benchmarks print it: a figure says which way it was made).
+# How many requests ran their legs each way, and how many lone kNN scans shared their rows with the worker or
+# ran alone (benchmarks print them: a figure says which way it was made).
 runs = {"side_by_side": 0, "in_turn": 0}
+scans = {"side_by_side": 0, "in_turn": 0}
 
 
 def _cpus() -> int:
@@ -75,16 +77,17 @@ def idle_core() -> bool:
 
 
 @contextlib.contextmanager
-def spare_worker() -> Iterator[Callable[[Callable[[], T]], Future[T]] | None]:
-    """``submit(fn)`` running ``fn`` on the worker thread, or None when legs must run in turn (see module doc).
+def spare_worker(tally: dict[str, int] = runs) -> Iterator[Callable[[Callable[[], T]], Future[T]] | None]:
+    """``submit(fn)`` running ``fn`` on the worker thread, or None when legs must run in turn (see module doc);
+    ``tally`` (:data:`runs`, :data:`scans`) counts which it was.
 
     Every future must be waited for inside the block."""
     if not idle_core() or not _busy.acquire(blocking=False):
-        runs["in_turn"] += 1
+        tally["in_turn"] += 1
         yield None
         return
     try:
-        runs["side_by_side"] += 1
+        tally["side_by_side"] += 1
         yield _worker().submit
     finally:
         _busy.release()
