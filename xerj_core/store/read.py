@@ -135,10 +135,10 @@ class Tail:
         self.rows = 0  # rows of the blocks read so far
         self._columns: dict[str, _TailColumn] = {}
         self._derived: dict[Any, GrowingRows] = {}  # per-row arrays derived from the rows (see derived_rows)
-        # Per (field, term): (blocks looked at, the postings found in them, those joined as rows and frequencies).
-        self._postings: dict[tuple[str, str], _TailPostings] = {}
-        # Per (block position, text field) holding a term asked for: each of its terms' first posting, then the end.
-        self._bounds: dict[tuple[int, str], np.ndarray] = {}
+        # Per text field: its postings over the blocks so far, merged into a few runs (see _TailRuns).
+        self._runs: dict[str, _TailRuns] = {}
+        # Per (field, term): (blocks looked at, the term's rows and frequencies in them), or None when absent.
+        self._postings: dict[tuple[str, str], tuple[int, tuple[np.ndarray, np.ndarray] | None]] = {}
         self.lock = threading.Lock()
 
     def add(self, blocks: Sequence[Block]) -> None:
@@ -181,52 +181,80 @@ class Tail:
     def postings(self, path: str, term: str, rows: int) -> tuple[np.ndarray, np.ndarray] | None:
         """``term``'s postings (rows, frequencies) in ``path`` among this tail's first ``rows`` rows, if any.
 
-        Each block lists its terms sorted, so a term is found in a block by one
-        binary search, and only blocks added since the term was last asked for
-        are searched. Indexing every term of every block instead cost the first
-        query of a process about a second on a tail of 1,024 long documents."""
+        A write adds a block (one per transaction: a memory stored, a note saved), so a tail often holds
+        hundreds of small ones; their postings are merged into a few runs as they come (:class:`_TailRuns`),
+        and a term is found by one binary search per run. Searching every block for each new query term
+        cost 0.84 ms a query on a tail of about 550 one-document blocks."""
         with self.lock:
             key = (path, term)
             found = self._postings.get(key)
-            if found is None:
-                found = self._postings[key] = _TailPostings()
-            blocks = self.blocks
-            if found.blocks < len(blocks):
-                wanted = term.encode()
-                for position in range(found.blocks, len(blocks)):
-                    run = blocks[position].postings.get(path)
-                    if run is None:
-                        continue
-                    names = run[0]
-                    at = bisect_left(names, wanted)
-                    if at < len(names) and names[at] == wanted:
-                        bounds = self._bounds.get((position, path))
-                        if bounds is None:  # where each term's postings start and end, once per block
-                            bounds = self._bounds[(position, path)] = np.concatenate(([0], np.cumsum(run[1])))
-                        lo, hi = int(bounds[at]), int(bounds[at + 1])
-                        found.parts.append((run[2][lo:hi], run[3][lo:hi]))
-                found.blocks = len(blocks)
-            if found.joined is None or found.joined[0] != len(found.parts):
-                if not found.parts:
-                    return None
-                found.joined = (len(found.parts), np.concatenate([p[0] for p in found.parts], dtype=np.int64),
-                                np.concatenate([p[1] for p in found.parts], dtype=np.float32))
-            _parts, found_rows, tfs = found.joined
+            if found is None or found[0] != len(self.blocks):
+                merged = self._runs.get(path)
+                if merged is None:
+                    merged = self._runs[path] = _TailRuns()
+                merged.extend(path, self.blocks)
+                found = self._postings[key] = (len(self.blocks), merged.find(term.encode()))
+            joined = found[1]
+        if joined is None:
+            return None
+        found_rows, tfs = joined
         cut = int(np.searchsorted(found_rows, self.start + rows))
         if not cut:
             return None
         return (found_rows, tfs) if cut == len(found_rows) else (found_rows[:cut], tfs[:cut])
 
 
-class _TailPostings:
-    """One term's postings in one text field of a :class:`Tail`, gathered block by block as blocks arrive."""
+class _TailRuns:
+    """One text field's postings over a tail's blocks as a few grouped runs. A block's run is searched as it is
+    until :data:`FRESH_RUNS` of them are gathered, then they are grouped into one, and grouped runs merge like a
+    binary counter (a run joins the one before it while that one covers no more blocks), so ``n`` blocks make
+    at most ``FRESH_RUNS + log2(n)`` runs. Grouping costs about 90 us a call whatever the runs' sizes, so
+    fresh blocks are grouped sixteen at a time (two at a time cost 0.28 ms a query after each write)."""
 
-    __slots__ = ("blocks", "parts", "joined")
+    __slots__ = ("blocks", "runs")
+
+    FRESH_RUNS = 16
 
     def __init__(self) -> None:
-        self.blocks = 0  # blocks searched so far
-        self.parts: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, frequencies) in each block holding the term
-        self.joined: tuple[int, np.ndarray, np.ndarray] | None = None  # (parts joined, rows, frequencies)
+        self.blocks = 0  # blocks taken in so far
+        # (grouped run, each term's bounds in it, how many blocks' runs it holds)
+        self.runs: list[tuple[tailblock.PostingRun, np.ndarray, int]] = []
+
+    def extend(self, path: str, blocks: Sequence[Block]) -> None:
+        runs = self.runs
+        for block in blocks[self.blocks:]:
+            run = block.postings.get(path)
+            if run is None or not len(run[0]):
+                continue
+            runs.append(_bounded(run, 1))
+            if len(runs) < self.FRESH_RUNS or runs[-self.FRESH_RUNS][2] != 1:
+                continue
+            fresh = [found[0] for found in runs[-self.FRESH_RUNS:]]
+            del runs[-self.FRESH_RUNS:]
+            merged = tailblock.group(fresh), self.FRESH_RUNS
+            while runs and runs[-1][2] <= merged[1]:
+                last = runs.pop()
+                merged = tailblock.group([last[0], merged[0]]), last[2] + merged[1]
+            runs.append(_bounded(*merged))
+        self.blocks = len(blocks)
+
+    def find(self, wanted: bytes) -> tuple[np.ndarray, np.ndarray] | None:
+        """``wanted``'s rows (ascending, int64) and frequencies (float32) over every run, or None."""
+        rows, tfs = [], []
+        for run, bounds, _blocks in self.runs:
+            names = run[0]
+            at = bisect_left(names, wanted)
+            if at < len(names) and names[at] == wanted:
+                lo, hi = int(bounds[at]), int(bounds[at + 1])
+                rows.append(run[2][lo:hi])
+                tfs.append(run[3][lo:hi])
+        if not rows:
+            return None
+        return np.concatenate(rows, dtype=np.int64), np.concatenate(tfs, dtype=np.float32)
+
+
+def _bounded(run: tailblock.PostingRun, blocks: int) -> tuple[tailblock.PostingRun, np.ndarray, int]:
+    return run, np.concatenate(([0], np.cumsum(run[1]))), blocks
 
 
 class Snapshot:
