@@ -110,13 +110,14 @@ def test_a_store_of_long_texts_holds_what_it_held_unsliced(tmp_path, monkeypatch
 
 
 _PEAK = """
-import resource, sys
+import sys
 from xerj_core.autoindex.pipeline import run
 from xerj_core.engine import Engine
+from xerj_core.store.residency import peak_rss_mb
 engine = Engine(sys.argv[2])
 summary = run(engine, sys.argv[1], brain="big")
 assert summary.files_indexed == 1 and not summary.files_failed, summary
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+peak = round(peak_rss_mb())
 for word in ("firstword", "event99", "σίσυφος", "lastword"):
     found = engine.search.search(summary.datasets[0], {"query": {"match": {"text": word}}, "_source": False})
     assert [hit["_id"] for hit in found["hits"]["hits"]] == ["server.log"], (word, found)

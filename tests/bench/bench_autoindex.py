@@ -92,13 +92,17 @@ import os, resource, sys, threading, time
 from pathlib import Path
 from xerj_core.autoindex.pipeline import run
 from xerj_core.engine import Engine
+from xerj_core.store.residency import peak_rss_mb
 
-def rss_mb(pid):
+def status_mb(pid, field):
     try:
         with open(f"/proc/{{pid}}/status") as status:
-            return next((int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS:")), 0.0)
+            return next((int(line.split()[1]) / 1024 for line in status if line.startswith(field)), 0.0)
     except OSError:
         return 0.0
+
+def rss_mb(pid):
+    return status_mb(pid, "VmRSS:")
 
 def children(pid):
     try:
@@ -108,12 +112,15 @@ def children(pid):
         return []
 
 # the run's RSS: this process's and its worker processes' (a companion, a pool) added up at the same instant,
-# sampled every 10 ms (0 where /proc is not there)
-peak_sum, done = [0.0], threading.Event()
+# sampled every 10 ms (0 where /proc is not there); and the workers' own peaks (VmHWM), read while they live:
+# getrusage's ru_maxrss of a started process counts its parent's RSS at the start (see residency.peak_rss_mb)
+peak_sum, helper_peak, done = [0.0], [0.0], threading.Event()
 def sample():
     me = os.getpid()
     while not done.wait(0.01):
-        peak_sum[0] = max(peak_sum[0], rss_mb(me) + sum(map(rss_mb, children(me))))
+        found = children(me)
+        peak_sum[0] = max(peak_sum[0], rss_mb(me) + sum(map(rss_mb, found)))
+        helper_peak[0] = max([helper_peak[0], *(status_mb(pid, "VmHWM:") for pid in found)])
 sampler = threading.Thread(target=sample, daemon=True)
 sampler.start()
 with Engine(Path({data!r})) as engine:
@@ -123,9 +130,8 @@ with Engine(Path({data!r})) as engine:
 done.set()
 sampler.join()
 helpers = resource.getrusage(resource.RUSAGE_CHILDREN)  # the run's companion or pool, reaped when it ended
-print(cpu, helpers.ru_utime + helpers.ru_stime, helpers.ru_maxrss / 1024, elapsed,
-      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, peak_sum[0], summary.documents,
-      summary.edges_written)
+print(cpu, helpers.ru_utime + helpers.ru_stime, helper_peak[0], elapsed, peak_rss_mb(), peak_sum[0],
+      summary.documents, summary.edges_written)
 """
 
 
@@ -137,12 +143,13 @@ def run_child(data: Path, corpus: Path) -> tuple[float, ...]:
     return tuple(float(x) for x in out.stdout.split()[-8:])
 
 
-def helpers_note(cpu: float, helper_cpu: float, helper_rss: float) -> str:
-    """What the run's own process and its worker processes (a companion, a pool) spent, for the record."""
+def helpers_note(cpu: float, helper_cpu: float, helper_rss: float | None) -> str:
+    """What the run's own process and its worker processes (a companion, a pool) spent, for the record (their
+    peak RSS when it was read while they lived)."""
     if helper_cpu <= 0.05:
         return f"CPU {cpu:.1f}s, no worker process"
-    return f"CPU {cpu:.1f}s in the writing process + {helper_cpu:.1f}s in its worker process(es), whose peak RSS " \
-           f"was {helper_rss:,.0f} MB"
+    peak = f", whose peak RSS was {helper_rss:,.0f} MB" if helper_rss else ""
+    return f"CPU {cpu:.1f}s in the writing process + {helper_cpu:.1f}s in its worker process(es){peak}"
 
 XERJ_VAULT = """
 from pathlib import Path
@@ -184,7 +191,7 @@ def bench_notes(tmp: Path, notes: int) -> None:
     print(f"generated notes ({notes:,}): read floor {floor:.2f}s ({notes / floor:,.0f} files/s)")
     print(f"  first run: {first.elapsed_s:.2f}s, {notes / first.elapsed_s:,.0f} files/s (target >= 1,000), "
           f"{first.edges_written / first.elapsed_s:,.0f} edges/s ({first.edges_written:,} edges), "
-          f"{first.elapsed_s / floor:.1f}x the read floor; {helpers_note(cpu, helper_cpu, after.ru_maxrss / 1024)}")
+          f"{first.elapsed_s / floor:.1f}x the read floor; {helpers_note(cpu, helper_cpu, None)}")
     print(f"  no-change re-run: {second.elapsed_s:.2f}s, {notes / second.elapsed_s:,.0f} files/s, "
           f"{first.elapsed_s / second.elapsed_s:.1f}x faster than the first run (target >= 10x)", flush=True)
 

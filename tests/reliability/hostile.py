@@ -150,7 +150,8 @@ def zip_bomb_pdf() -> Result:
                 "try:\n    docs = PdfFormat().parse('bomb.pdf', data, 0)\n"
                 "    print('parsed', sum(len(d.text or '') for d in docs))\n"
                 "except FormatError as exc:\n    print('refused', exc)\n"
-                "print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+                "from xerj_core.store.residency import peak_rss_mb\n"
+                "print('peak', int(peak_rss_mb() * 1024))\n")
         start = time.monotonic()
         proc = subprocess.run([sys.executable, "-c", code, str(pdf)], capture_output=True, text=True, timeout=300)
         took = time.monotonic() - start
