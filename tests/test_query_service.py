@@ -6,7 +6,6 @@ import gc
 import os
 import signal
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -347,11 +346,16 @@ def test_a_lone_knn_scan_of_many_rows_shares_them_with_an_idle_core(tmp_path, mo
                   {"query": {"knn": {"field": "vec", "query_vector": vectors[40].tolist(), "k": 9}}, "size": 9}]
         threads = set()
         best = knn._part_raw
+        worker_ran = threading.Event()
+        waiting = [False]  # while True, the calling thread's first run waits (once) for the worker to take one
 
         def part_raw(*args):
             threads.add(threading.current_thread().name)
-            if threading.current_thread() is threading.main_thread():
-                time.sleep(0.002)  # leaves the worker time to take runs of these tiny parts
+            if threading.current_thread() is not threading.main_thread():
+                worker_ran.set()
+            elif waiting[0]:
+                waiting[0] = False
+                worker_ran.wait(10)  # these parts are tiny: the caller would take every run before the worker
             return best(*args)
 
         monkeypatch.setattr(knn, "_part_raw", part_raw)
@@ -365,6 +369,7 @@ def test_a_lone_knn_scan_of_many_rows_shares_them_with_an_idle_core(tmp_path, mo
 
         monkeypatch.setattr(sidebyside, "idle_core", lambda: True)
         before = dict(sidebyside.scans)
+        waiting[0] = True
         shared = [service.search("v", body) for body in bodies]
         with s.reader("v") as reader:
             top_shared = knn.knn_top(reader, "vec", vectors[3], 11)
