@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,17 @@ def test_sliced_counts_equal_whole_counts_on_real_text(monkeypatch):
 
 
 @pytest.mark.usefixtures("small_slices")
+def test_a_fields_several_values_count_as_their_words_in_order():
+    texts = _long_texts()
+    for values in ((texts[0], texts[-1]), (texts[2], "", "x" * 300 + " ΟΔΟΣ", texts[1]), ()):
+        words = [word for value in values for word in tokenize(value)]
+        kept = [word for word in words if len(word.encode()) <= MAX_TERM_BYTES]
+        kept_count, dropped, counts = plan.text_counts(*values)
+        assert (kept_count, dropped) == (len(kept), len(words) - len(kept))
+        assert list(counts.items()) == list(Counter(kept).items())  # the same words, in first-seen order
+
+
+@pytest.mark.usefixtures("small_slices")
 @pytest.mark.parametrize("size", [1, 3, 40])
 def test_column_postings_with_long_values_equal_a_value_at_a_time(size):
     values = _long_texts()
@@ -101,6 +113,9 @@ def test_a_store_of_long_texts_holds_what_it_held_unsliced(tmp_path, monkeypatch
     """Every key and value written (sources, columns, postings, the count of words too long to be keys) is the
     same whether the texts were sliced or tokenized whole."""
     docs = [{"title": Path(path).name, "text": text, "path": path} for path, text in _texts()]
+    # a text field holding several values: their words counted as one run, in order
+    docs += [{"title": "two", "text": [docs[0]["text"], docs[-1]["text"]], "path": "pair"},
+             {"title": "three", "text": ["ΟΔΟΣ ΟΔΟΣ", docs[3]["text"], ""], "path": "triple"}]
     with _store(tmp_path / "whole", docs, bulk) as whole:
         want = _contents(whole)
     monkeypatch.setattr(text_module, "SLICE_CHARS", 64)

@@ -187,7 +187,7 @@ def counted_terms(text: str, longest: int) -> CountedTerms:
     cut = utf8_words if "\x00" not in text else _regex_utf8_words
     counts: dict[bytes, int] = {}
     found = 0
-    for piece in slices(text):  # a long text a slice at a time, as counted_tokens does
+    for piece in slices(text):  # a long text a slice at a time, as the store's plan.text_counts does
         words = cut(piece)
         found += len(words)
         _count_elements(counts, words)

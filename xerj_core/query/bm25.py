@@ -36,6 +36,8 @@ from xerj_core.text import tokenize
 
 K1 = 1.2
 B = 0.75
+# The length normalisation's constant part, ``k1 * (1 - b)``.
+LENGTH_BASE = K1 * (1.0 - B)
 # Budget of the per-generation term-weight cache of one field (rows int64 + weights float64).
 TERM_CACHE_BYTES = 96 << 20
 # Budget of one field's cache of postings (with field lengths) over the sealed segments, kept until a seal.
@@ -49,11 +51,6 @@ class FieldStats:
 
     doc_count: int  # live documents with at least one token in the field (Lucene's docCount)
     avgdl: float  # mean token count over those documents
-
-    @property
-    def base(self) -> float:
-        """The length normalisation's constant part, ``k1 * (1 - b)``."""
-        return K1 * (1.0 - B)
 
     @property
     def slope(self) -> float:
@@ -112,7 +109,7 @@ class TermPart:
     def __init__(self, rows: np.ndarray, tf: np.ndarray, dl: np.ndarray) -> None:
         self.rows = rows
         tf = tf.astype(np.float64)
-        self.fixed = np.divide(K1 * (1.0 - B), tf)
+        self.fixed = np.divide(LENGTH_BASE, tf)
         self.fixed += 1.0
         self.per_length = np.divide(dl, tf, dtype=np.float64)
         self.nbytes = rows.nbytes + self.fixed.nbytes + self.per_length.nbytes

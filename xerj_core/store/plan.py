@@ -430,17 +430,18 @@ def _group_records(fields: list[tuple[Leaf, list[Any]]], n: int, dict_cache: dic
     return [({"c": c, "t": t}, misses.get(i, [])) for i, (c, t) in enumerate(zip(columns, terms))]
 
 
-def text_counts(text: str) -> tuple[int, int, dict[str, int]]:
-    """What the store keeps of one text value: how many of its words it indexes, how many it leaves out as too
-    long to be keys, and how often each indexed word occurs (in first-seen order). A long text is tokenized a
-    slice at a time (``text.slices``), so only a slice's words are ever listed at once."""
+def text_counts(*texts: str) -> tuple[int, int, dict[str, int]]:
+    """What the store keeps of a text field's values: how many of their words it indexes, how many it leaves
+    out as too long to be keys, and how often each indexed word occurs (in first-seen order). A long text is
+    tokenized a slice at a time (``text.slices``), so only a slice's words are ever listed at once."""
     kept = dropped = 0
     counts: dict[str, int] = {}
-    for piece in slices(text):
-        words, left_out = limits.indexable_terms(tokenize(piece))
-        kept += len(words)
-        dropped += left_out
-        _count_elements(counts, words)
+    for text in texts:
+        for piece in slices(text):
+            words, left_out = limits.indexable_terms(tokenize(piece))
+            kept += len(words)
+            dropped += left_out
+            _count_elements(counts, words)
     return kept, dropped, counts
 
 

@@ -175,7 +175,7 @@ def peak_rss_mb() -> float:
     the old and the new map's peaks across ``exec``, so a process started by a large one (pytest after a few
     thousand tests, a benchmark, a writer starting its companion) reports at least its parent's RSS at that
     moment (a 24 MB log's autoindex read 744 MB under the whole test suite, 177 MB alone). Elsewhere than
-    Linux, ``ru_maxrss`` all the same (kilobytes on Linux and BSD, bytes on macOS)."""
+    Linux, ``ru_maxrss`` all the same."""
     try:
         with open("/proc/self/status") as status:
             for line in status:
@@ -185,4 +185,5 @@ def peak_rss_mb() -> float:
         pass
     import resource  # POSIX only
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024  # bytes there, kilobytes elsewhere

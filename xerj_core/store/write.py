@@ -27,7 +27,7 @@ from xerj_core.store.plan import Batched, Leaf, WritePlan, column_postings, plan
 from xerj_core.store.records import frozen_many
 from xerj_core.store.tailblock import Block, PostingRun
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, refuse_in_mapping, scope_of
-from xerj_core.text import CountedTerms, term_counts, tokenize
+from xerj_core.text import CountedTerms
 
 MAX_ID_BYTES = limits.MAX_ID_BYTES
 _MAX_KEY = limits.LMDB_MAX_KEY_BYTES
@@ -361,13 +361,9 @@ class IndexWrite:
 
     def _text_values(self, vals: list[Any]) -> tuple[int, dict[str, int]]:
         """A text field's column value (its indexed token count) and term frequencies (a plain JSON object)."""
-        if len(vals) == 1:
-            kept, dropped, counts = text_counts(vals[0])
-            self.skipped["terms"] += dropped
-            return kept, counts
-        tokens, dropped = limits.indexable_terms([t for v in vals for t in tokenize(v)])
+        kept, dropped, counts = text_counts(*vals)
         self.skipped["terms"] += dropped
-        return len(tokens), term_counts(tokens)
+        return kept, counts
 
     def _generic_values(self, doc: dict[str, Any]) -> dict[str, list[Any]]:
         """Values per field path by the generic rules: dynamic mapping, strictness, every refusal."""
