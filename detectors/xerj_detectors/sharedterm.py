@@ -42,7 +42,7 @@ import re
 import sys
 from collections import defaultdict
 from itertools import chain, count, repeat
-from typing import Collection, Iterable, Sequence
+from typing import Collection, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -141,26 +141,37 @@ def _counted_file_terms(counted: Sequence[Collection[bytes]]) -> set[str]:
     return found  # type: ignore[return-value]
 
 
-def _gather(values: np.ndarray, starts: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """``values[starts[k]:starts[k + 1]]`` for each of ``keys``, concatenated (one gather, no Python loop)."""
+def _gather(values: np.ndarray, starts: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``values[starts[k]:starts[k + 1]]`` for each of ``keys``, concatenated (one gather, no Python loop), and
+    how many values each key gave."""
     lo = starts[keys]
     counts = starts[keys + 1] - lo
     before = np.cumsum(counts) - counts
-    return values[np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(lo - before, counts)]
+    return values[np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(lo - before, counts)], counts
+
+
+def _inverted(file_of: np.ndarray, terms: np.ndarray, keep: np.ndarray, width: int) -> tuple[np.ndarray,
+                                                                                               np.ndarray]:
+    """The files of the kept (file, term) entries grouped by term, each term's in file order, and where each
+    term's files start (``width + 1`` offsets)."""
+    term_of = terms[keep]
+    order = np.argsort(term_of, kind="stable")
+    return file_of[keep][order], np.searchsorted(term_of[order], np.arange(width + 1))
 
 
 def _distinctive(units: Sequence[tuple[str, Collection[str]]], total: int) -> tuple[list[str], list[int],
-                                                                                   list[np.ndarray]]:
+                                                                                   np.ndarray, np.ndarray]:
     """The corpus's distinctive terms (in at least two of its ``total`` files, in at most MAX_SHARE_PERCENT of
-    them), rarest first then by spelling; how many files hold each; and each file's distinctive terms as their
-    sorted numbers in that list.
+    them), rarest first then by spelling; how many files hold each; and every file's distinctive terms as their
+    numbers in that list, sorted within each file and laid end to end in file order, with where each file's
+    start (``total + 1`` offsets).
 
     One dict pass over every term of every file numbers them (a term by where it first occurs): the terms'
     strings are scattered in memory, so each pass over them is mostly cache misses, and counting then looking
     up each one (two passes) was a quarter of combining 5,000 files of real code. The rest is numpy over those
     numbers."""
     if not total:
-        return [], [], []
+        return [], [], np.empty(0, _IDS), np.zeros(1, np.int64)
     every = list(chain.from_iterable(terms for _, terms in units))
     sizes = np.fromiter((len(terms) for _, terms in units), np.int64, total)
     found = np.fromiter(map({}.setdefault, every, count()), np.int64, len(every))
@@ -180,8 +191,123 @@ def _distinctive(units: Sequence[tuple[str, Collection[str]]], total: int) -> tu
     keep = numbers >= 0
     file_of = np.repeat(np.arange(total, dtype=np.int64), sizes)[keep]
     key = np.sort(file_of * max(len(names), 1) + numbers[keep])
-    terms = (key % max(len(names), 1)).astype(_IDS)
-    return names, held_by, np.split(terms, np.cumsum(np.bincount(file_of, minlength=total))[:-1].tolist())
+    starts = np.zeros(total + 1, np.int64)
+    np.cumsum(np.bincount(file_of, minlength=total), out=starts[1:])
+    return names, held_by, (key % max(len(names), 1)).astype(_IDS), starts
+
+
+# How many cells one block of combine's dense counting spans: files x files for the meeting counts (int64, so
+# 2 MiB, about what a core's cache holds: the bincounts scatter into it; 8 MiB blocks took 1.4x as long on 10k
+# notes), files x terms for the shared-term marks (bool, 4 MiB); and how many terms one run of pairs looks up in
+# the marks (each lookup takes about 30 bytes of temporary arrays).
+_BLOCK_CELLS = 1 << 18
+_MARK_CELLS = 1 << 22
+_LOOKUPS = 1 << 19
+
+
+def _meetings(holders: np.ndarray, starts: np.ndarray, sig_holders: np.ndarray, sig_starts: np.ndarray,
+              terms: np.ndarray, term_starts: np.ndarray, sig_ends: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Which files each file scores, and how many pairs meet on two signature terms from either end.
+
+    ``hits[i, j]``, how many of file i's signature terms file j holds, and its transpose ``met[i, j]`` (how
+    many of file j's signature terms file i holds) are counted a block of files at a time, one bincount each
+    over the block's gathered posting lists: no Python step per file. Returns each scoring file and its scored
+    file (a file's first CANDIDATES_PER_FILE by most hits, then file order) and the number of unordered pairs
+    with ``hits >= MIN_FAMILIES`` one way or the other: ``|A| - |A and its transpose| / 2``, A the pairs
+    strong from their first file, counted without listing them (millions on 10k generated notes)."""
+    total = term_starts.size - 1
+    block = max(1, _BLOCK_CELLS // max(total, 1))
+    scorers, scored = [np.empty(0, np.int64)], [np.empty(0, np.int64)]  # an empty corpus has no block
+    strong_pairs = mutual = 0
+    for first in range(0, total, block):
+        last = min(total, first + block)
+        rows = last - first
+        # the block's signature terms, each to every file holding it
+        lo, hi = term_starts[first], term_starts[last]
+        signature = np.flatnonzero(np.arange(lo, hi) < np.repeat(sig_ends[first:last], np.diff(
+            term_starts[first:last + 1])))
+        row_of = np.repeat(np.arange(rows, dtype=np.int64), np.diff(term_starts[first:last + 1]))
+        found, counts = _gather(holders, starts, terms[lo + signature])
+        hits = np.bincount(np.repeat(row_of[signature] * total, counts) + found,
+                           minlength=rows * total).reshape(rows, total)
+        hits[np.arange(rows), np.arange(first, last)] = 0  # a file does not meet itself
+        # the block's distinctive terms, each to every file holding it in its signature
+        found, counts = _gather(sig_holders, sig_starts, terms[lo:hi])
+        met = np.bincount(np.repeat(row_of * total, counts) + found, minlength=rows * total).reshape(rows, total)
+        strong = hits >= MIN_FAMILIES
+        strong_pairs += int(np.count_nonzero(strong))
+        mutual += int(np.count_nonzero(strong & (met >= MIN_FAMILIES)))
+        # A row's scored files are its strongest: when CANDIDATES_PER_FILE of them meet it on more than
+        # MIN_FAMILIES signature terms, the rest need not be listed (on 10k generated notes a row meets 550
+        # files, 72 of them on three terms or more).
+        listed = hits > MIN_FAMILIES
+        narrow = np.count_nonzero(listed, axis=1) < CANDIDATES_PER_FILE
+        listed[narrow] = strong[narrow]
+        # row by row, each row's files in file order (a flat nonzero: a 2-D one is ten times slower)
+        row, other = np.divmod(np.flatnonzero(listed), total)
+        # most hits first within each row, ties in file order (a stable sort of the row and the hits' complement)
+        order = np.argsort(row * (SIGNATURE_TERMS + 1) + (SIGNATURE_TERMS - hits[row, other]), kind="stable")
+        row, other = row[order], other[order]
+        keep = np.arange(row.size) - np.searchsorted(row, row) < CANDIDATES_PER_FILE
+        scorers.append(row[keep] + first)
+        scored.append(other[keep])
+    return np.concatenate(scorers), np.concatenate(scored), strong_pairs - mutual // 2
+
+
+def _common(pairs: np.ndarray, total: int, terms: np.ndarray, term_starts: np.ndarray, width: int
+            ) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+    """The distinctive terms each pair (numbers ``a * total + b``, a < b, sorted) shares, a run of pairs at a
+    time: ``(the run's place in pairs, the shared terms, each one's pair within the run)``, a pair's terms in
+    term order. ``width`` is how many terms are numbered.
+
+    Pairs are taken a block of first files at a time: the block's terms are marked in a files x terms bitmap,
+    and each pair's second file's terms are looked up in its first file's row: no sort, no Python step per
+    pair. A run looks up at most _LOOKUPS terms (but for one pair holding more), since a block's pairs can be
+    many: a pair's first file is the lower-numbered, so the first blocks hold most of them."""
+    block = max(1, _MARK_CELLS // max(width, 1))
+    marks = np.zeros(block * width, bool)
+    first_of, second_of = np.divmod(pairs, total)
+    looked_up = np.cumsum(np.diff(term_starts)[second_of])  # terms looked up by the pairs so far
+    begin = 0
+    for first in range(0, total, block):
+        last = min(total, first + block)
+        end = int(np.searchsorted(first_of, last))
+        if end == begin:
+            continue
+        lo, hi = term_starts[first], term_starts[last]
+        marked = np.repeat(np.arange(last - first, dtype=np.int64) * width, np.diff(term_starts[first:last + 1])) \
+            + terms[lo:hi]
+        marks[marked] = True
+        while begin < end:
+            done = looked_up[begin - 1] if begin else 0
+            stop = min(end, max(begin + 1, int(np.searchsorted(looked_up, done + _LOOKUPS, "right"))))
+            theirs, counts = _gather(terms, term_starts, second_of[begin:stop])
+            common = marks[np.repeat((first_of[begin:stop] - first) * width, counts) + theirs]
+            yield slice(begin, stop), theirs[common], np.repeat(np.arange(stop - begin), counts)[common]
+            begin = stop
+        marks[marked] = False
+
+
+def _score(pairs: np.ndarray, total: int, terms: np.ndarray, term_starts: np.ndarray, rarity: np.ndarray,
+           families: np.ndarray, family_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs (numbers ``a * total + b``, a < b, sorted) that share terms of two word families at least, and
+    their scores: the summed rarity of every distinctive term the two share."""
+    kept, scores = [], []
+    for run, shared, pair_of in _common(pairs, total, terms, term_starts, rarity.size):
+        size = run.stop - run.start
+        counts = np.bincount(pair_of, minlength=size)
+        # how many word families each pair shares: its distinct (pair, family) numbers
+        kinds = np.sort(pair_of * family_count + families[shared])
+        kinds = np.bincount(kinds[np.diff(kinds, prepend=-1) != 0] // family_count, minlength=size)
+        good = np.flatnonzero((counts >= MIN_FAMILIES) & (kinds >= MIN_FAMILIES))
+        ends = np.cumsum(counts)
+        rarities = rarity[shared].tolist()
+        # fsum is exact, so the score never depends on the order terms are summed in
+        scores += [math.fsum(rarities[start:stop]) for start, stop in zip((ends - counts)[good].tolist(),
+                                                                          ends[good].tolist())]
+        kept.append(pairs[run][good])
+    return (np.concatenate(kept) if kept else np.empty(0, np.int64)), np.array(scores, np.float64)
 
 
 class SharedtermDetector:
@@ -202,107 +328,36 @@ class SharedtermDetector:
     def combine(self, partials: Iterable[tuple[str, Iterable[str]] | None], corpus: Corpus) -> DetectorState:
         units = sorted((p for p in partials if p is not None), key=lambda unit: unit[0])
         total = len(units)
-        # term numbers in one global order, rarest first: a file's distinctive terms are a sorted int array
-        # (compact, and its first SIGNATURE_TERMS entries are its signature)
-        names, held_by, distinctive = _distinctive(units, total)
+        # term numbers in one global order, rarest first: a file's distinctive terms are a sorted run of numbers
+        # (compact, and its first SIGNATURE_TERMS are its signature)
+        names, held_by, terms, term_starts = _distinctive(units, total)
         rarity = np.array([math.log(total / df) for df in held_by], np.float64)
         family_of: dict[str, int] = {}
         families = np.array([family_of.setdefault(family(term), len(family_of)) for term in names], np.int64)
-        family_count = max(len(family_of), 1)
-        signatures = [terms[:SIGNATURE_TERMS] for terms in distinctive]
-        # the inverted index over the signature terms: each to every file holding it (df >= 2, so never alone)
+        sizes = np.diff(term_starts)
+        sig_ends = term_starts[:-1] + np.minimum(sizes, SIGNATURE_TERMS)  # where each file's signature ends
+        file_of = np.repeat(np.arange(total, dtype=_IDS), sizes)
+        in_signature = np.arange(terms.size) < np.repeat(sig_ends, sizes)
+        # two inverted indexes, each term to its files in file order: every file holding a signature term
+        # (df >= 2, so never alone), and every file holding the term in its signature
         seeding = np.zeros(len(names), bool)
-        for signature in signatures:
-            seeding[signature] = True
-        file_of = np.repeat(np.arange(total, dtype=_IDS), [len(terms) for terms in distinctive])
-        term_of = np.concatenate(distinctive) if distinctive else np.empty(0, _IDS)
-        keep = seeding[term_of]
-        file_of, term_of = file_of[keep], term_of[keep]
-        order = np.argsort(term_of, kind="stable")  # each term's files stay in file order
-        file_of, term_of = file_of[order], term_of[order]
-        starts = np.searchsorted(term_of, np.arange(len(names) + 1))
-
-        # the files holding each signature term in their signature, the other way round: how many of file j's
-        # signature terms file i holds, for every j at once, is then one bincount over i's distinctive terms
-        sig_file = np.repeat(np.arange(total, dtype=_IDS), [len(s) for s in signatures])
-        sig_term = np.concatenate(signatures) if signatures else np.empty(0, _IDS)
-        order = np.argsort(sig_term, kind="stable")
-        sig_file, sig_term = sig_file[order], sig_term[order]
-        sig_starts = np.searchsorted(sig_term, np.arange(len(names) + 1))
-        del order
-
-        # a pair of files (a < b) is the number a * total + b: one array entry per scored pair, not an object
-        pair_numbers: list[int] = []
-        pair_scores: list[float] = []
-        # each file's scored files (its first CANDIDATES_PER_FILE, -1 past them): a pair was examined when
-        # either file has the other here
-        scored = np.full((total, CANDIDATES_PER_FILE), -1, _IDS)
-        # pairs meeting on two signature terms from either end that neither end scored, counted once: a pair
-        # (j, i), j < i, is settled when i is reached, since both files' scored lists are known then
-        unscored = 0
-        times_scored = np.zeros(total, np.int64)  # how many earlier files have each file in their scored list
-        mine = np.zeros(len(names), bool)  # the current file's terms, marked (and cleared after use)
-        for index, terms in enumerate(distinctive):
-            signature = signatures[index]
-            met_by = np.bincount(_gather(sig_file, sig_starts, terms), minlength=total)
-            if len(signature) >= MIN_FAMILIES:
-                hits = np.bincount(_gather(file_of, starts, signature), minlength=total)
-                hits[index] = 0
-                others = np.flatnonzero(hits >= MIN_FAMILIES)
-                ranked = others[np.argsort(-hits[others], kind="stable")]  # most hits first, then file order
-                best = ranked[:CANDIDATES_PER_FILE]
-                scored[index, :len(best)] = best
-            else:
-                hits = np.zeros(total, np.int64)
-                best = ranked = np.empty(0, np.int64)
-            # the earlier files meeting this one (from either end) that neither end scored, counted without
-            # listing them: every file of ``best`` meets it, and so does every earlier file that scored it (its
-            # hits on this file are this file's ``met_by`` on it), which ``times_scored`` counts
-            earlier = int(np.count_nonzero((hits[:index] >= MIN_FAMILIES) | (met_by[:index] >= MIN_FAMILIES)))
-            before = best < index
-            scored_me = before & (scored[best] == index).any(axis=1)
-            unscored += earlier - int(np.count_nonzero(before)) - int(times_scored[index]) \
-                + int(np.count_nonzero(scored_me))
-            times_scored[best[~before]] += 1
-            # a pair examined from the other end is not scored again
-            fresh = best[~scored_me].tolist()
-            if not fresh:
-                continue
-            # each fresh file's terms that this file holds, in one pass over them all: their sorted terms, masked,
-            # stay grouped by file in ``fresh`` order
-            theirs = [distinctive[other] for other in fresh]
-            mine[terms] = True
-            joined = np.concatenate(theirs)
-            common = mine[joined]
-            mine[terms] = False
-            shared = joined[common]
-            # how many each fresh file shares, summed over its stretch of the mask (every file's list is
-            # non-empty: it met this one on signature terms); the owner of each shared term then comes from these
-            # few counts, not from an owner array as long as every fresh file's terms
-            counts = np.add.reduceat(common, np.cumsum([0] + [len(t) for t in theirs[:-1]]), dtype=np.int64)
-            owner = np.repeat(np.arange(len(fresh)), counts)
-            # how many word families each fresh file shares with this one: its distinct (file, family) pairs
-            pairs = np.sort(owner * family_count + families[shared])
-            # distinct by hand: numpy's unique imports numpy.ma on first use (about 10 ms in the companion's
-            # combine, on a run's critical path)
-            kinds = np.bincount(pairs[np.diff(pairs, prepend=-1) != 0] // family_count, minlength=len(fresh))
-            ends = np.cumsum(counts).tolist()
-            rarities = rarity[shared].tolist()
-            for k in np.flatnonzero((counts >= MIN_FAMILIES) & (kinds >= MIN_FAMILIES)).tolist():
-                other = fresh[k]
-                # fsum is exact, so the score never depends on the order terms are summed in
-                pair_numbers.append(min(index, other) * total + max(index, other))
-                pair_scores.append(math.fsum(rarities[ends[k] - counts[k]:ends[k]]))
-        numbers = np.array(pair_numbers, np.int64)
-        scores = np.array(pair_scores, np.float64)
-        del pair_numbers, pair_scores, scored, sig_file, sig_term
+        seeding[terms[in_signature]] = True
+        holders, starts = _inverted(file_of, terms, seeding[terms], len(names))
+        sig_holders, sig_starts = _inverted(file_of, terms, in_signature, len(names))
+        del file_of, in_signature, seeding
+        scorers, scored, meeting = _meetings(holders, starts, sig_holders, sig_starts, terms, term_starts, sig_ends)
+        del holders, starts, sig_holders, sig_starts
+        # a pair (a < b) is the number a * total + b, scored once whichever end (or both) scored it
+        pairs = np.unique(np.minimum(scorers, scored).astype(np.int64) * total + np.maximum(scorers, scored))
+        # pairs meeting on two signature terms from either end that neither end scored are refused candidates
+        unscored = meeting - pairs.size
+        numbers, scores = _score(pairs, total, terms, term_starts, rarity, families, max(len(family_of), 1))
         # best score first, then by pair (a, b): a pair number orders as (a, b) does
         candidates = numbers[np.lexsort((numbers, -scores))].tolist()
-        del numbers, scores
+        del pairs, numbers, scores
 
         degree = [0] * total
-        accepted: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
-        # pairs the per-file limit left unscored from both ends are refused candidates too
+        linked = []
         capped = unscored
         for number in candidates:
             a, b = divmod(number, total)
@@ -311,8 +366,19 @@ class SharedtermDetector:
                 continue
             degree[a] += 1
             degree[b] += 1
-            shared_terms = np.intersect1d(distinctive[a], distinctive[b], assume_unique=True)
-            accepted[units[a][0]].append((units[b][0], tuple(map(names.__getitem__, shared_terms.tolist()))))
+            linked.append(number)
+        del candidates
+        # each link named by all the terms its files share, rarest first (term numbers are in that order)
+        accepted: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
+        linked = np.sort(np.array(linked, np.int64))
+        for run, shared, pair_of in _common(linked, total, terms, term_starts, len(names)):
+            ends = np.cumsum(np.bincount(pair_of, minlength=run.stop - run.start)).tolist()
+            spelled = list(map(names.__getitem__, shared.tolist()))
+            start = 0
+            for number, end in zip(linked[run].tolist(), ends):
+                a, b = divmod(number, total)
+                accepted[units[a][0]].append((units[b][0], tuple(spelled[start:end])))
+                start = end
         for links in accepted.values():
             links.sort()
         return DetectorState(data=dict(accepted), counters={"edges_capped": capped})
