@@ -347,8 +347,10 @@ class SharedtermDetector:
         del file_of, in_signature, seeding
         scorers, scored, meeting = _meetings(holders, starts, sig_holders, sig_starts, terms, term_starts, sig_ends)
         del holders, starts, sig_holders, sig_starts
-        # a pair (a < b) is the number a * total + b, scored once whichever end (or both) scored it
-        pairs = np.unique(np.minimum(scorers, scored).astype(np.int64) * total + np.maximum(scorers, scored))
+        # a pair (a < b) is the number a * total + b, scored once whichever end (or both) scored it (distinct by
+        # hand: numpy's unique imports numpy.ma on first use, about 10 ms on a run's critical path)
+        pairs = np.sort(np.minimum(scorers, scored).astype(np.int64) * total + np.maximum(scorers, scored))
+        pairs = pairs[np.diff(pairs, prepend=-1) != 0]
         # pairs meeting on two signature terms from either end that neither end scored are refused candidates
         unscored = meeting - pairs.size
         numbers, scores = _score(pairs, total, terms, term_starts, rarity, families, max(len(family_of), 1))
