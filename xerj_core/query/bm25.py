@@ -42,6 +42,8 @@ LENGTH_BASE = K1 * (1.0 - B)
 TERM_CACHE_BYTES = 96 << 20
 # Budget of one field's cache of postings (with field lengths) over the sealed segments, kept until a seal.
 SEALED_CACHE_BYTES = 64 << 20
+# Terms whose tail postings one generation keeps (a tail holds at most a segment's worth of rows).
+_TAIL_TERMS = 4096
 _MISSING = object()
 
 
@@ -104,7 +106,7 @@ class TermPart:
     besides the generation's statistics, in the form that needs the fewest passes once those are known: with
     ``tf`` its term frequency and ``dl`` its field length, ``1 + k1 * (1 - b) / tf`` and ``dl / tf``."""
 
-    __slots__ = ("rows", "fixed", "per_length", "nbytes", "_without")
+    __slots__ = ("rows", "fixed", "per_length", "nbytes", "_without", "_least")
 
     def __init__(self, rows: np.ndarray, tf: np.ndarray, dl: np.ndarray) -> None:
         self.rows = rows
@@ -114,6 +116,7 @@ class TermPart:
         self.per_length = np.divide(dl, tf, dtype=np.float64)
         self.nbytes = rows.nbytes + self.fixed.nbytes + self.per_length.nbytes
         self._without: tuple[bytes, TermPart] | None = None
+        self._least: tuple[float, float] | None = None
 
     def without(self, at: np.ndarray) -> "TermPart":
         """This part less the postings at positions ``at`` (its dead rows). Kept for the last ``at`` asked: rows
@@ -126,9 +129,25 @@ class TermPart:
             part = TermPart.__new__(TermPart)
             part.rows, part.fixed, part.per_length = self.rows[keep], self.fixed[keep], self.per_length[keep]
             part.nbytes = part.rows.nbytes + part.fixed.nbytes + part.per_length.nbytes
-            part._without = None
+            part._without = part._least = None
             found = self._without = (key, part)
         return found[1]
+
+    def bound(self, stats: FieldStats, scale: float) -> float:
+        """No posting's weight (as :meth:`weights` computes it, rounding included) exceeds this: the weight with
+        the part's least ``fixed`` and least ``per_length``, each operation being monotonic. Both minima are kept
+        with the part (a sealed part lives until the next seal, through every write's new statistics)."""
+        if self._least is None:
+            self._least = (float(self.fixed.min()), float(self.per_length.min()))
+        fixed, per_length = self._least
+        return scale / (per_length * stats.slope + fixed)
+
+    def weights_at(self, at: np.ndarray, stats: FieldStats, scale: float) -> np.ndarray:
+        """:meth:`weights` of the postings at positions ``at`` only, value for value the same."""
+        out = np.multiply(self.per_length.take(at), stats.slope)
+        out += self.fixed.take(at)
+        np.divide(scale, out, out=out)
+        return out
 
     def weights(self, stats: FieldStats, scale: float) -> np.ndarray:
         """BM25 weights (float64) of every posting, times ``scale`` (the term's idf)."""
@@ -230,16 +249,25 @@ def _sealed_part(reader, field: str, term: str) -> TermPart | None:
 
 
 def term_parts(reader, field: str, term: str) -> list[TermPart]:
-    """``term``'s postings in ``field``: one part for the sealed segments (cached), one for the tail (fresh)."""
+    """``term``'s postings in ``field``: one part for the sealed segments (cached until a seal), one for the tail
+    (cached for the generation: a pruned top-k that gives way to scoring every posting reads it once)."""
     parts = []
     sealed = _sealed_part(reader, field, term)
     if sealed is not None:
         parts.append(sealed)
     if reader.tail_count:
-        found = reader.snapshot.tail.postings(field, term, reader.tail_count)
+        tails: dict[str, TermPart | None] = reader.memo(("bm25-tail-terms", field), dict)
+        found = tails.get(term, _MISSING)
+        if found is _MISSING:
+            postings = reader.snapshot.tail.postings(field, term, reader.tail_count)
+            found = None
+            if postings is not None:
+                lengths = reader.tail_column(field).values
+                found = TermPart(postings[0], postings[1], lengths[postings[0] - reader.tail_start])
+            if len(tails) < _TAIL_TERMS:
+                tails[term] = found
         if found is not None:
-            lengths = reader.tail_column(field).values
-            parts.append(TermPart(found[0], found[1], lengths[found[0] - reader.tail_start]))
+            parts.append(found)
     return parts
 
 
@@ -375,6 +403,122 @@ def match_text(reader, field: str, text: object, *, operator: str = "or", minimu
     return mask, (scores if scoring else None)
 
 
+# Pruned top-k (:func:`_pruned_top`) gives way to scoring every posting when its candidates would exceed this share
+# of the rows, or its rarest terms hold this share of the query's postings: past either, looking the candidates up
+# costs about what scoring everything does.
+_MOST_CANDIDATES = 1 / 16
+_MOST_POSTINGS = 1 / 2
+# A part is searched for each candidate (a binary search, about this many postings' worth of a pass each) when that
+# is cheaper than one pass over its postings through a map of the candidates' rows.
+_SEARCH_COST = 24
+
+
+def _weights_kept(reader, field: str, terms: Counter[str]) -> bool:
+    """Are every term's weights of this generation kept already? Then summing them all (one bincount) costs less
+    than pruning: pruning pays where a write left them to be computed again."""
+    cache: _LRU = reader.memo(("bm25-weight-parts", field), lambda: _LRU(TERM_CACHE_BYTES))
+    return all(cache.get(term) is not None for term in terms)
+
+
+def _union(arrays: list[np.ndarray]) -> np.ndarray:
+    """The distinct values of ascending arrays, ascending (a sort: ``np.unique`` hashes first, several times
+    slower on these)."""
+    if len(arrays) == 1:
+        return arrays[0]
+    joined = np.concatenate(arrays)
+    joined.sort()
+    return joined[np.concatenate(([True], joined[1:] != joined[:-1]))]
+
+
+def _scores_of(rows: np.ndarray, entries: list, stats: FieldStats, n_rows: int) -> np.ndarray:
+    """The whole BM25 score of each of ``rows`` (ascending) over ``entries`` (see :func:`_pruned_top`), summed in
+    the query's term order as ``score_terms``'s bincount adds them, value for value."""
+    scores = np.zeros(len(rows), np.float64)
+    slots = None  # each row's place in rows, by row, made once some part is cheaper to pass than to search
+    for parts, scale, mult, _bound, _size in entries:
+        for part in parts:
+            if len(rows) * _SEARCH_COST < len(part.rows):
+                at = np.searchsorted(part.rows, rows)
+                hit = (at < len(part.rows)).nonzero()[0]
+                hit = hit[part.rows.take(at.take(hit)) == rows.take(hit)]
+                at = at.take(hit)
+            else:
+                if slots is None:
+                    slots = np.full(n_rows, -1, np.int32)
+                    slots[rows] = np.arange(len(rows), dtype=np.int32)
+                found = slots.take(part.rows)
+                at = (found >= 0).nonzero()[0]
+                hit = found.take(at)
+            if len(hit):
+                weights = part.weights_at(at, stats, scale)
+                scores[hit] += weights * mult if mult != 1 else weights
+    return scores
+
+
+def _pruned_top(reader, field: str, terms: Counter[str], k: int, filter_mask: np.ndarray | None) -> Ranked | None:
+    """:func:`bm25_top` of an ``or`` match of several terms on one field, the same rows and the same scores, from
+    the postings of its rarest terms (MaxScore): None when that cannot be shown exact cheaply, and the caller
+    scores every posting.
+
+    Each term's weights are bounded by :meth:`TermPart.bound`. Terms are taken rarest bound first; the rows
+    holding a taken term are the candidates, scored over the taken terms only. A row outside them holds only the
+    other terms, so its score is at most the sum of their bounds (``rest``): once the k-th best candidate's
+    partial score is above that, no other row enters the top k. A candidate whose partial score plus ``rest``
+    stays below that k-th partial score cannot either; the few left get their whole score, the other terms'
+    weights looked up at them, summed in the query's term order as the dense sum adds them (so each score is
+    that sum's, value for value, and every sum below is an upper or lower bound of it: rounding is monotonic).
+    The long posting lists of frequent terms are read at those few rows only, never weighted whole."""
+    stats = field_stats(reader, field)
+    entries = []  # per term with live postings, in query order: its parts, idf, multiplicity, bound, postings
+    for term, mult in terms.items():
+        parts = term_parts(reader, field, term)
+        live = sum(len(p.rows) - (0 if (d := _dead_positions(reader, p.rows)) is None else len(d)) for p in parts)
+        if not live:
+            continue
+        scale = idf(stats.doc_count, live)
+        bound = max(part.bound(stats, scale) for part in parts)
+        entries.append((parts, scale, mult, bound * mult if mult != 1 else bound, sum(len(p.rows) for p in parts)))
+    if len(entries) < 2:
+        return None
+    rarest_first = sorted(range(len(entries)), key=lambda i: -entries[i][3])
+    most_postings = sum(entry[4] for entry in entries) * _MOST_POSTINGS
+    most_rows = reader.n_rows * _MOST_CANDIDATES
+    for taken in range(1, len(entries)):
+        chosen = set(rarest_first[:taken])
+        if sum(entries[i][4] for i in chosen) > most_postings:
+            return None
+        if sum(entries[i][3] for i in chosen) <= sum(entries[i][3] for i in rarest_first[taken:]) * (1 + 1e-9):
+            continue  # no candidate's partial score can pass the other terms' bounds: take one more term
+        rows = _union([part.rows for i in chosen for part in entries[i][0]])
+        if reader.doc_count != reader.n_rows:
+            rows = rows[reader.live[rows]]
+        if filter_mask is not None:
+            rows = rows[filter_mask[rows]]
+        if len(rows) > most_rows:
+            return None
+        if len(rows) < k:
+            continue  # rows outside the candidates would fill the page
+        partial = np.zeros(len(rows), np.float64)
+        rest = 0.0
+        for i, (parts, scale, mult, bound, _size) in enumerate(entries):  # in query order, as a score adds them
+            if i not in chosen:
+                rest += bound
+                continue
+            for part in parts:
+                at = np.searchsorted(rows, part.rows)
+                held = (at < len(rows)).nonzero()[0]
+                held = held[rows.take(at.take(held)) == part.rows.take(held)]  # dead or filtered rows are not
+                weights = part.weights_at(held, stats, scale)
+                partial[at.take(held)] += weights * mult if mult != 1 else weights
+        kth = np.partition(partial, len(partial) - k)[len(partial) - k]
+        if kth <= rest:
+            continue
+        # rounding moves a sum of a few terms by far less than this share, so no row able to enter is left out
+        rows = rows[partial + rest >= kth * (1 - 1e-9)]
+        return select_top(rows, _scores_of(rows, entries, stats, reader.n_rows), k)
+    return None
+
+
 def bm25_top(reader, fields: str | Sequence[str], text: object, k: int, filter_mask: np.ndarray | None = None, *,
              operator: str = "or", minimum_should_match: str | None = None, tie_breaker: float = 0.0,
              combine: str = "best_fields") -> Ranked:
@@ -395,13 +539,18 @@ def bm25_top(reader, fields: str | Sequence[str], text: object, k: int, filter_m
     terms = query_terms(text)
     if not field_list or not terms or k <= 0:
         return Ranked.empty()
-    if len(field_list) == 1 and len(terms) == 1 and operator == "or" and minimum_should_match is None:
-        (term, mult), = terms.items()
-        rows, weights = term_weights(reader, field_list[0], term)
-        if filter_mask is not None and len(rows):
-            keep = filter_mask[rows]
-            rows, weights = rows[keep], weights[keep]
-        return select_top(rows, weights * mult if mult != 1 else weights, k)
+    if len(field_list) == 1 and operator == "or" and minimum_should_match is None:
+        if len(terms) == 1:
+            (term, mult), = terms.items()
+            rows, weights = term_weights(reader, field_list[0], term)
+            if filter_mask is not None and len(rows):
+                keep = filter_mask[rows]
+                rows, weights = rows[keep], weights[keep]
+            return select_top(rows, weights * mult if mult != 1 else weights, k)
+        if not _weights_kept(reader, field_list[0], terms):
+            found = _pruned_top(reader, field_list[0], terms, k, filter_mask)
+            if found is not None:
+                return found
     mask = scores = None
     for field in field_list:
         m, s = match_text(reader, field, text, operator=operator, minimum_should_match=minimum_should_match)
