@@ -104,3 +104,40 @@ def test_a_bound_is_never_below_a_weight(tmp_path):
                     assert weights.max() <= part.bound(stats, 1.7)
                     at = np.arange(0, len(part.rows), 3)
                     assert part.weights_at(at, stats, 1.7).tolist() == weights[at].tolist()
+
+
+def test_after_a_seal_a_term_part_reuses_the_segments_it_left_and_equals_one_read_afresh(tmp_path, monkeypatch):
+    texts = zipf_texts(1500, seed=11)
+    terms = [f"w{j}" for j in (0, 1, 5, 40, 200, 399)]
+    with Store(tmp_path / "data", tail_rows=64) as store:
+        store.bulk([BulkOp("index", "c", str(i), {"text": t}) for i, t in enumerate(texts)])
+        read = []
+        for round_ in range(5):
+            with store.reader("c") as reader:
+                layout = reader.sealed_layout()
+                for term in terms:
+                    bm25._sealed_part(reader, "text", term)  # kept for this layout
+            for i in range(70):  # past the tail: a seal, which may merge the small segments
+                store.put("c", {"text": texts[(round_ * 70 + i) % 1500] + " w399"}, f"r{round_}-{i}")
+            store.delete("c", str(round_ * 3))
+            with store.reader("c") as reader:
+                assert reader.sealed_layout() != layout
+                reads = reader.segment_postings
+                monkeypatch.setattr(reader, "segment_postings", lambda seg, *a: read.append(seg.start) or reads(seg, *a))
+                parts = {term: bm25._sealed_part(reader, "text", term) for term in terms}
+                left = {seg.start for seg in reader.segments if (seg.start, seg.end, seg.sealed_at) in set(layout)}
+                assert left and not left & set(read), "segments the seal left are not read again"
+                read.clear()
+            with store.reader("c") as reader:
+                for term in terms:  # the part read afresh, segment by segment, with no cache
+                    pieces = []
+                    for seg in reader.segments:
+                        found = reader.segment_postings(seg, "text", term)
+                        if found is not None:
+                            lengths = reader.segment_column(seg, "text").values[found[0] - seg.start]
+                            pieces.append((found[0], found[1], lengths))
+                    assert (parts[term] is None) == (not pieces), term
+                    if pieces:
+                        again = bm25.TermPart(*(np.concatenate(a) for a in zip(*pieces)))
+                        for name in ("rows", "fixed", "per_length"):
+                            assert getattr(parts[term], name).tolist() == getattr(again, name).tolist(), (term, name)

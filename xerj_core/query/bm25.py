@@ -77,6 +77,15 @@ class _LRU:
             self.entries.move_to_end(key)
             return found
 
+    def take(self, key: str, default: object = None) -> object:
+        """The value under ``key``, removed."""
+        with self.lock:
+            found = self.entries.pop(key, _MISSING)
+            if found is _MISSING:
+                return default
+            self.used -= _size(found)
+            return found
+
     def put(self, key: str, value: object) -> None:
         size = _size(value)
         if size > self.budget // 4:
@@ -118,6 +127,26 @@ class TermPart:
         self._without: tuple[bytes, TermPart] | None = None
         self._least: tuple[float, float] | None = None
 
+    @classmethod
+    def of(cls, rows: np.ndarray, fixed: np.ndarray, per_length: np.ndarray) -> "TermPart":
+        part = cls.__new__(cls)
+        part.rows, part.fixed, part.per_length = rows, fixed, per_length
+        part.nbytes = rows.nbytes + fixed.nbytes + per_length.nbytes
+        part._without = part._least = None
+        return part
+
+    @classmethod
+    def joined(cls, parts: list["TermPart"]) -> "TermPart":
+        """Parts of ascending, disjoint row ranges, in order, as one."""
+        if len(parts) == 1:
+            return parts[0]
+        return cls.of(*(np.concatenate([getattr(p, name) for p in parts]) for name in ("rows", "fixed", "per_length")))
+
+    def between(self, start: int, end: int) -> "TermPart":
+        """The postings of rows ``start`` to ``end`` (excluded), as views."""
+        lo, hi = np.searchsorted(self.rows, [start, end]).tolist()
+        return TermPart.of(self.rows[lo:hi], self.fixed[lo:hi], self.per_length[lo:hi])
+
     def without(self, at: np.ndarray) -> "TermPart":
         """This part less the postings at positions ``at`` (its dead rows). Kept for the last ``at`` asked: rows
         die rarely, so the sealed part's next generations find the same positions and copy nothing."""
@@ -126,11 +155,7 @@ class TermPart:
         if found is None or found[0] != key:
             keep = np.ones(len(self.rows), bool)
             keep[at] = False
-            part = TermPart.__new__(TermPart)
-            part.rows, part.fixed, part.per_length = self.rows[keep], self.fixed[keep], self.per_length[keep]
-            part.nbytes = part.rows.nbytes + part.fixed.nbytes + part.per_length.nbytes
-            part._without = part._least = None
-            found = self._without = (key, part)
+            found = self._without = (key, TermPart.of(self.rows[keep], self.fixed[keep], self.per_length[keep]))
         return found[1]
 
     def bound(self, stats: FieldStats, scale: float) -> float:
@@ -226,24 +251,32 @@ def idf(doc_count: int, doc_freq: int) -> float:
 
 
 def _sealed_part(reader, field: str, term: str) -> TermPart | None:
-    """``term``'s postings over every sealed segment as one part, kept until the next seal (bounded cache)."""
-    cache: _LRU = reader.sealed_memo(("bm25-terms", field), lambda: _LRU(SEALED_CACHE_BYTES))
+    """``term``'s postings over every sealed segment as one part, kept until the next seal (bounded cache).
+
+    After a seal, the part the layout before it kept is reused for the segments the seal left as they were (most
+    rows: a seal adds a small segment or merges the small ones), so only the new segments' postings are read."""
+    cache: _LRU = reader.sealed_memo(("bm25-terms", field), lambda: _LRU(SEALED_CACHE_BYTES), carry=True)
     found = cache.get(term, _MISSING)
     if found is _MISSING:
-        rows, tfs, lengths = [], [], []
+        previous = reader.previous_sealed(("bm25-terms", field))
+        kept, old = (), _MISSING
+        if previous is not None:  # taken out of the old cache: it is held until the next seal, not twice over
+            kept, old = frozenset(previous[0]), previous[1].take(term, _MISSING)
+        pieces = []
         reader.prefetch_postings(field, term)
         for seg in reader.segments:
+            if old is not _MISSING and (seg.start, seg.end, seg.sealed_at) in kept:
+                if old is not None:
+                    pieces.append(old.between(seg.start, seg.end))
+                continue
             postings = reader.segment_postings(seg, field, term)
             if postings is None:
                 continue
             column = reader.segment_column(seg, field)
-            rows.append(postings[0])
-            tfs.append(postings[1])
-            lengths.append(column.values[postings[0] - seg.start] if column is not None
-                           else np.zeros(len(postings[0]), np.int32))
-        found = None
-        if rows:
-            found = TermPart(*(np.concatenate(a) if len(a) > 1 else a[0] for a in (rows, tfs, lengths)))
+            pieces.append(TermPart(postings[0], postings[1], column.values[postings[0] - seg.start]
+                                   if column is not None else np.zeros(len(postings[0]), np.int32)))
+        pieces = [piece for piece in pieces if len(piece.rows)]
+        found = TermPart.joined(pieces) if pieces else None
         cache.put(term, found)
     return found  # type: ignore[return-value]
 

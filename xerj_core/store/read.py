@@ -292,8 +292,12 @@ class IndexCache:
         self.id_runs: dict[Any, Any] = {}  # committed runs of the id map (xerj_core.store.idmap), read once
         # Derived data over every sealed segment, kept until a seal changes the layout (writes to the tail keep it).
         self._segment_records: dict[tuple[bytes, bytes], Segment] = {}
-        self.sealed_layout: tuple[tuple[int, int], ...] = ()
+        self.sealed_layout: tuple[tuple[int, int, int], ...] = ()
         self.sealed_memo: dict[Any, Any] = {}
+        # The layout before the last seal and the memo entries built to be carried over it: what still holds of
+        # them (the segments the seal left as they were) need not be read again (see IndexReader.previous_sealed).
+        self.sealed_previous: tuple[tuple[tuple[int, int, int], ...], dict[Any, Any]] | None = None
+        self.sealed_carried: set[Any] = set()
         self.lock = threading.RLock()
 
     @property
@@ -484,20 +488,39 @@ class IndexReader:
             found = memo[key] = build()
         return found
 
-    def sealed_memo(self, key: Any, build: Callable[[], Any]) -> Any:
+    def sealed_memo(self, key: Any, build: Callable[[], Any], *, carry: bool = False) -> Any:
         """Cache ``build()`` for as long as the sealed segments stay as they are: writes that only grow the tail
-        keep it, a seal drops it. ``build`` must read sealed segments only."""
-        layout = tuple((seg.start, seg.end) for seg in self.snapshot.segments)
+        keep it, a seal drops it. ``build`` must read sealed segments only. With ``carry``, the value stays
+        reachable through :meth:`previous_sealed` until the seal after next."""
+        layout = self.sealed_layout()
         cache = self.cache
         with cache.lock:
             if layout != cache.sealed_layout:
                 if self.state.generation < cache.generation:
                     return build()  # an older snapshot than the cache's: do not evict the newer layout
+                old = cache.sealed_memo
+                cache.sealed_previous = (cache.sealed_layout, {k: old[k] for k in cache.sealed_carried if k in old})
                 cache.sealed_layout, cache.sealed_memo = layout, {}
             memo = cache.sealed_memo
             if key not in memo:
                 memo[key] = build()
+                if carry:
+                    cache.sealed_carried.add(key)
             return memo[key]
+
+    def sealed_layout(self) -> tuple[tuple[int, int, int], ...]:
+        """The sealed segments as ``(start, end, sealed_at)``: what names each one's bytes."""
+        return tuple((seg.start, seg.end, seg.sealed_at) for seg in self.snapshot.segments)
+
+    def previous_sealed(self, key: Any) -> tuple[tuple[tuple[int, int, int], ...], Any] | None:
+        """The layout before the last seal and what :meth:`sealed_memo` kept under ``key`` for it (``carry``), if
+        anything: a builder may reuse what it derived from the segments both layouts hold."""
+        cache = self.cache
+        with cache.lock:
+            previous = cache.sealed_previous
+            if previous is None or key not in previous[1]:
+                return None
+            return previous[0], previous[1][key]
 
     # -- columns -------------------------------------------------------------------------------
 
