@@ -141,3 +141,35 @@ def test_after_a_seal_a_term_part_reuses_the_segments_it_left_and_equals_one_rea
                         again = bm25.TermPart(*(np.concatenate(a) for a in zip(*pieces)))
                         for name in ("rows", "fixed", "per_length"):
                             assert getattr(parts[term], name).tolist() == getattr(again, name).tolist(), (term, name)
+
+
+@pytest.mark.parametrize("track", [True, False, 10, 300, 10_000])
+def test_search_answers_a_plain_match_pruned_with_the_total_it_tracks(tmp_path, spied, track):
+    from xerj_core.query.service import SearchService
+
+    texts = zipf_texts(3000, seed=21)
+    with Store(tmp_path / "data", tail_rows=256) as store:
+        store.bulk([BulkOp("index", "c", str(i), {"text": t}) for i, t in enumerate(texts)])
+        for i in range(0, 3000, 71):
+            store.delete("c", str(i))
+        service = SearchService(store)
+        for n, query in enumerate(queries(7, 40)):
+            store.put("c", {"text": texts[n] + " w1"}, f"new-{n}")  # a new generation: no weights kept
+            body = {"query": {"match": {"text": query}}, "size": 10, "track_total_hits": track}
+            got = service.search("c", body)
+            with store.reader("c") as reader:
+                rows, scores = dense_top(reader, query, 10, None)
+                matched = int(np.count_nonzero(bm25.match_text(reader, "text", query)[0]))
+                assert [h["_id"] for h in got["hits"]["hits"]] == [reader.id_of(r) for r in rows], query
+                assert [h["_score"] for h in got["hits"]["hits"]] == pytest.approx(scores, rel=1e-12)
+            total = got["hits"].get("total")
+            if track is True:
+                assert total == {"value": matched, "relation": "eq"}
+            elif track is False:
+                assert total is None
+            elif matched <= track:
+                assert total == {"value": matched, "relation": "eq"}
+            else:
+                assert total == {"value": track, "relation": "gte"}
+    if track is not True:
+        assert any(spied), "the pruned path answered some of them"

@@ -355,8 +355,15 @@ def term_weights(reader, field: str, term: str) -> tuple[np.ndarray, np.ndarray]
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def top_and_count(reader, field: str, terms: Counter[str], k: int, *, boost: float = 1.0) -> tuple[Ranked, int]:
-    """The ``k`` best live rows of an ``or`` match of ``terms`` on text field ``field``, and how many rows match."""
+def top_and_count(reader, field: str, terms: Counter[str], k: int, *, boost: float = 1.0,
+                  count_past: int | None = None) -> tuple[Ranked, int]:
+    """The ``k`` best live rows of an ``or`` match of ``terms`` on text field ``field``, and how many rows match:
+    exactly, or (given ``count_past``, a total tracked up to that many) any number above it when more do."""
+    if count_past is not None and boost == 1.0 and len(terms) > 1 and k > 0 \
+            and not _weights_kept(reader, field, terms):
+        found = _pruned_top(reader, field, terms, k, None)
+        if found is not None:
+            return found, _match_count(reader, field, terms, count_past)
     scores, _ = score_terms(reader, field, terms)
     count = int(np.count_nonzero(scores))  # every matching row has a positive weight; dead rows have none
     if not count or k <= 0:
@@ -451,6 +458,22 @@ def _weights_kept(reader, field: str, terms: Counter[str]) -> bool:
     than pruning: pruning pays where a write left them to be computed again."""
     cache: _LRU = reader.memo(("bm25-weight-parts", field), lambda: _LRU(TERM_CACHE_BYTES))
     return all(cache.get(term) is not None for term in terms)
+
+
+def _match_count(reader, field: str, terms: Counter[str], count_past: int) -> int:
+    """How many live rows hold one of ``terms``: exactly, or the most any one term has when that is above
+    ``count_past`` (then so is the count, and the caller reports it as more than that)."""
+    rows = []
+    most = 0
+    for term in terms:
+        parts = term_parts(reader, field, term)
+        live = sum(len(p.rows) - (0 if (d := _dead_positions(reader, p.rows)) is None else len(d)) for p in parts)
+        most = max(most, live)
+        rows += [part.rows for part in parts]
+    if most > count_past or not rows:
+        return most
+    found = _union(rows)
+    return int(np.count_nonzero(reader.live[found])) if reader.doc_count != reader.n_rows else len(found)
 
 
 def _union(arrays: list[np.ndarray]) -> np.ndarray:

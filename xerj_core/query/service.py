@@ -464,7 +464,9 @@ class SearchService:
     @staticmethod
     def _match_top(reader, node: dsl.Match, request: SearchRequest) -> tuple[Ranked, int]:
         """The window's best rows of a plain match and its hit count, without dense masks or a second pass."""
-        return bm25.top_and_count(reader, node.field, bm25.query_terms(node.query), request.window, boost=node.boost)
+        track = request.track_total_hits  # True: an exact count; False: none is reported, any will do
+        return bm25.top_and_count(reader, node.field, bm25.query_terms(node.query), request.window, boost=node.boost,
+                                  count_past=0 if track is False else track if type(track) is int else None)
 
     def _rank_leg(self, node, readers, window: int, shared: list[dict]) -> tuple[Ranked, list[np.ndarray]]:
         """A leg's global ranking (keys ``index << 40 | row``, top ``window``) and its per-reader matches.
