@@ -11,12 +11,16 @@ until a merge), and ``dl`` is exact rather than a one-byte quantised norm, so
 scores reflect every committed write exactly.
 
 Speed: each queried term's postings over the sealed segments, with the field
-length of every posting, are kept in a bounded cache until the next seal;
-statistics are sums kept per sealed segment, so a write costs only the tail
-and the dead rows, never a pass over every row. Per generation, each term's
-weights are five vectorised operations over those arrays (cached until the
-next write), and a query is a ``bincount`` and a top-k that skips every block
-of rows whose best score cannot enter (:func:`~xerj_core.query.ranking.top_k`).
+length of every posting, are kept in a bounded cache until the next seal (which
+reuses them for the segments it left); statistics are sums kept per sealed
+segment, so a write costs only the tail and the dead rows, never a pass over
+every row. Per generation, each term's weights are three vectorised operations
+over those arrays (cached until the next write), and a query is a ``bincount``
+and a top-k that skips every block of rows whose best score cannot enter
+(:func:`~xerj_core.query.ranking.top_k`). Right after a write, when the weights
+are not kept, an ``or`` match of several terms is pruned instead (MaxScore,
+:func:`_pruned_top`): its frequent terms' postings are weighted only at the few
+rows that can still enter the top k, with the same scores, bit for bit.
 """
 
 from __future__ import annotations
