@@ -298,3 +298,21 @@ def test_a_compaction_waits_while_a_point_in_time_pins_the_index(books):
     assert stats["count"] == 15 and stats["deleted"] < 10  # what is left are fillers padding a tail
     found = books.simulate_post("/books/_search", json={"size": 100, "sort": [{"n": "asc"}]}).json["hits"]["hits"]
     assert [h["_id"] for h in found] == [str(i) for i in range(10, 25)]
+
+
+def test_hits_without_their_source_name_the_same_documents_and_versions(books):
+    # _source false reads each hit's id and version without decoding its JSON; in a point in time, a document
+    # overwritten or deleted since comes from the copy kept aside, as with its source shown
+    pit = books.simulate_post("/books/_pit", params={"keep_alive": "1m"}).json["id"]
+    books.simulate_put("/books/_doc/3", json={"n": 3, "tag": "t3", "text": "changed"})
+    books.simulate_delete("/books/_doc/4")
+    for scope in ({"pit": {"id": pit}}, {}):
+        path = "/_search" if scope else "/books/_search"
+        for query in ({"match": {"text": "word1 word0"}}, {"match_all": {}}):
+            body = {**scope, "size": 30, "version": True, "query": query, "sort": [{"n": "asc"}]}
+            shown = books.simulate_post(path, json=body).json["hits"]["hits"]
+            hidden = books.simulate_post(path, json={**body, "_source": False}).json["hits"]["hits"]
+            assert shown and all("_source" in h for h in shown) and not any("_source" in h for h in hidden)
+            strip = [{k: v for k, v in h.items() if k != "_source"} for h in shown]
+            assert strip == hidden
+            assert ("4" in [h["_id"] for h in hidden]) == bool(scope)  # the PIT still sees the deleted document

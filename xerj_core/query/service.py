@@ -550,8 +550,12 @@ class SearchService:
     @staticmethod
     def _render_hit(reader, row: int, score: float | None, sort_values: list | None,
                     request: SearchRequest) -> dict:
-        found = reader.document(row)
-        doc_id, source, version = found if found is not None else (reader.id_of(row), None, None)
+        if request.source.enabled or request.highlight is not None:
+            found = reader.document(row)
+            doc_id, source, version = found if found is not None else (reader.id_of(row), None, None)
+        else:  # the source is not shown: its JSON (a vector's hundreds of numbers, say) is not decoded
+            header = reader.document_header(row)
+            (doc_id, version), source = header if header is not None else (None, None), None
         hit: dict[str, Any] = {"_index": reader.name, "_id": doc_id, "_score": score}
         if request.version:
             hit["_version"] = version

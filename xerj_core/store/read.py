@@ -707,6 +707,14 @@ class IndexReader:
         version, doc_id, offset = keys.unpack_source_header(blob)
         return doc_id, orjson.loads(blob[offset:]), version
 
+    def document_header(self, row: int) -> tuple[str, int] | None:
+        """``(_id, _version)`` of a live row, else None: :meth:`document` without decoding the source."""
+        blob = self.txn.get(keys.row_key(self.ix, row), db=self.dbs["src"])
+        if blob is None or not self._visible(row):
+            return None
+        version, doc_id, _offset = keys.unpack_source_header(blob)
+        return doc_id, version
+
     def documents(self, rows: Iterable[int]) -> Iterator[tuple[int, str, dict[str, Any], int]]:
         """``(row, _id, _source, _version)`` for each live row of ``rows``, in order (the hot path of ego)."""
         get, db, prefix = self.txn.get, self.dbs["src"], keys.ix_key(self.ix)
@@ -840,6 +848,13 @@ class PinnedReader(IndexReader):
             return None
         version, doc_id, offset = keys.unpack_source_header(blob)
         return doc_id, orjson.loads(blob[offset:]), version
+
+    def document_header(self, row: int) -> tuple[str, int] | None:
+        blob = self._source_blob(row)
+        if blob is None:
+            return None
+        version, doc_id, _offset = keys.unpack_source_header(blob)
+        return doc_id, version
 
     def documents(self, rows: Iterable[int]) -> Iterator[tuple[int, str, dict[str, Any], int]]:
         for row in rows:
