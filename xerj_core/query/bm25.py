@@ -326,6 +326,11 @@ def _dead_positions(reader, rows: np.ndarray) -> np.ndarray | None:
     return at if len(at) else None
 
 
+def _live_count(reader, parts: list[TermPart]) -> int:
+    """How many of the parts' postings are of rows the reader shows: the term's document frequency."""
+    return sum(len(p.rows) - (0 if (d := _dead_positions(reader, p.rows)) is None else len(d)) for p in parts)
+
+
 def term_weight_parts(reader, field: str, term: str) -> list[tuple[np.ndarray, np.ndarray]]:
     """``term``'s live rows in ``field`` and their BM25 weights, per part (sealed, tail): rows ascending across
     parts. Kept apart so a query over several terms concatenates every posting once."""
@@ -471,7 +476,7 @@ def _match_count(reader, field: str, terms: Counter[str], count_past: int) -> in
     most = 0
     for term in terms:
         parts = term_parts(reader, field, term)
-        live = sum(len(p.rows) - (0 if (d := _dead_positions(reader, p.rows)) is None else len(d)) for p in parts)
+        live = _live_count(reader, parts)
         most = max(most, live)
         rows += [part.rows for part in parts]
     if most > count_past or not rows:
@@ -532,7 +537,7 @@ def _pruned_top(reader, field: str, terms: Counter[str], k: int, filter_mask: np
     entries = []  # per term with live postings, in query order: its parts, idf, multiplicity, bound, postings
     for term, mult in terms.items():
         parts = term_parts(reader, field, term)
-        live = sum(len(p.rows) - (0 if (d := _dead_positions(reader, p.rows)) is None else len(d)) for p in parts)
+        live = _live_count(reader, parts)
         if not live:
             continue
         scale = idf(stats.doc_count, live)
