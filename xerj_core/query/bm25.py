@@ -486,12 +486,15 @@ def _match_count(reader, field: str, terms: Counter[str], count_past: int) -> in
 
 
 def _union(arrays: list[np.ndarray]) -> np.ndarray:
-    """The distinct values of ascending arrays, ascending (a sort: ``np.unique`` hashes first, several times
-    slower on these)."""
+    """The distinct values of ascending arrays, ascending.
+
+    A stable sort, which numpy runs as timsort for these integers: it finds the ascending runs the arrays make
+    and merges them, about ten times faster on a few posting lists than the default introsort, which sorts
+    them as if they were shuffled (``np.unique`` is slower still: it hashes first)."""
     if len(arrays) == 1:
         return arrays[0]
     joined = np.concatenate(arrays)
-    joined.sort()
+    joined.sort(kind="stable")
     return joined[np.concatenate(([True], joined[1:] != joined[:-1]))]
 
 
