@@ -19,7 +19,10 @@ What each BM25 side does per query (printed again at the top of the run):
   hits (``track_total_hits`` 10,000) and decodes the ten ``_source`` documents;
 * ``bm25s retrieve()`` is bm25s's own top-k call (numpy backend, no worker
   processes); ``bm25s get_scores+top10`` is its dense scores plus an
-  ``argpartition``;
+  ``argpartition``; ``... of nonzero`` partitions only the rows that score,
+  since numpy's ``argpartition`` over mostly-equal values (the zeros of every
+  row a query misses) is slow on some CPUs, which made bm25s's own call 3x
+  slower on one machine than on another with the same code;
 * all sides are warm (one untimed pass over every query first) and are timed
   alternately, query by query, rotating who goes first, so machine load hits
   them alike;
@@ -158,6 +161,17 @@ def bench_bm25(args, workdir: Path) -> dict:
         top = np.argpartition(scores, -10)[-10:]
         return top[np.argsort(-scores[top])]
 
+    def bm25s_nonzero(q):
+        # bm25s's own scores, the top 10 picked among the rows that score at all: numpy's argpartition slows
+        # down badly on an array that is mostly equal values (every row a query misses scores 0), 15 ms on
+        # 100k scores 80% zero on one machine's CPU against 0.8 ms on random ones, so retrieve() measures that
+        # CPU's selection as much as BM25. This side keeps the scoring and drops the pathology.
+        scores = retriever.get_scores(tokenize(q))
+        hit = np.flatnonzero(scores)
+        if len(hit) > 10:
+            hit = hit[np.argpartition(scores[hit], -10)[-10:]]
+        return hit[np.argsort(-scores[hit])]
+
     def rank_bm25_top(q):
         scores = okapi.get_scores(tokenize(q))
         top = np.argpartition(scores, -10)[-10:]
@@ -175,7 +189,8 @@ def bench_bm25(args, workdir: Path) -> dict:
           f"the query string, k=10, warm, timed alternately", flush=True)
 
     contenders = {"xerj search()": xerj_search, "xerj bm25_top()": xerj_engine,
-                  "bm25s retrieve()": bm25s_retrieve, "bm25s get_scores+top10": bm25s_core}
+                  "bm25s retrieve()": bm25s_retrieve, "bm25s get_scores+top10": bm25s_core,
+                  "bm25s get_scores+top10 of nonzero": bm25s_nonzero}
     gc.disable()
     try:
         for fn in contenders.values():
@@ -196,7 +211,8 @@ def bench_bm25(args, workdir: Path) -> dict:
 
         after = alternated({"xerj search() after a write": write_then(xerj_search),
                             "xerj bm25_top() after a write": write_then(xerj_engine),
-                            "bm25s retrieve() (again)": lambda item: bm25s_retrieve(item[1])},
+                            "bm25s retrieve() (again)": lambda item: bm25s_retrieve(item[1]),
+                            "bm25s get_scores+top10 of nonzero (again)": lambda item: bm25s_nonzero(item[1])},
                            list(enumerate(queries)), self_timed={"xerj search() after a write",
                                                                  "xerj bm25_top() after a write"})
         results.update(after)
@@ -389,12 +405,12 @@ def bench_hybrid(args, workdir: Path) -> dict:
     return results
 
 
-def report(title: str, results: dict, baselines: dict[str, str]) -> None:
+def report(title: str, results: dict, baselines: list[tuple[str, str]]) -> None:
     print(f"\n{title}")
     print(f"  {'system':34} {'p50 ms':>9} {'p95 ms':>9}")
     for name, samples in results.items():
         print(f"  {name:34} {p50_ms(samples):9.3f} {p95_ms(samples):9.3f}")
-    for ours, base in baselines.items():
+    for ours, base in baselines:
         ratio = p50_ms(results[ours]) / p50_ms(results[base])
         print(f"  ratio p50 {ours} / {base}: {ratio:.2f}")
 
@@ -417,28 +433,31 @@ def main() -> None:
         workdir = Path(tmp)
         bm25 = bench_bm25(args, workdir) if not args.skip_bm25 else {}
         if bm25:
-            report("BM25 top-10 latency", bm25, {
-                "xerj bm25_top()": "bm25s retrieve()",
-                "xerj search()": "bm25s retrieve()",
-                "xerj bm25_top() after a write": "bm25s retrieve() (again)",
-                "xerj search() after a write": "bm25s retrieve() (again)",
-            })
-            print("  targets: bm25_top <= 1.0x bm25s retrieve(), <= 1.5x right after a write")
+            report("BM25 top-10 latency", bm25, [
+                ("xerj bm25_top()", "bm25s retrieve()"),
+                ("xerj search()", "bm25s retrieve()"),
+                ("xerj bm25_top() after a write", "bm25s retrieve() (again)"),
+                ("xerj search() after a write", "bm25s retrieve() (again)"),
+                ("xerj bm25_top()", "bm25s get_scores+top10 of nonzero"),
+                ("xerj bm25_top() after a write", "bm25s get_scores+top10 of nonzero (again)"),
+            ])
+            print("  targets: bm25_top <= 1.0x bm25s retrieve(), <= 1.5x right after a write; the stricter "
+                  "baseline (bm25s's scores, top 10 of the nonzero) is held to the same targets")
             print(f"  ratio p50 xerj search() / rank_bm25: "
                   f"{p50_ms(bm25['xerj search()']) / p50_ms(bm25['rank_bm25 get_scores+top10']):.4f}")
         if not args.skip_knn:
             knn = bench_knn(args, workdir)
-            report("Exact kNN top-10 latency (cosine)", knn, {
-                "xerj knn_top()": "numpy matmul+top10",
-                "xerj search() knn": "numpy matmul+top10",
-                "xerj knn_top() after a write": "numpy matmul+top10 (again)",
-            })
+            report("Exact kNN top-10 latency (cosine)", knn, [
+                ("xerj knn_top()", "numpy matmul+top10"),
+                ("xerj search() knn", "numpy matmul+top10"),
+                ("xerj knn_top() after a write", "numpy matmul+top10 (again)"),
+            ])
             print(f"  ratio p50 xerj knn_top() / numpy einsum+top10: "
                   f"{p50_ms(knn['xerj knn_top()']) / p50_ms(knn['numpy einsum+top10']):.2f}")
             print("  target: knn_top <= 1.2x numpy matmul")
         if not args.skip_hybrid:
             hybrid = bench_hybrid(args, workdir)
-            report("Hybrid search (_search with an rrf retriever and a filter) against its legs", hybrid, {})
+            report("Hybrid search (_search with an rrf retriever and a filter) against its legs", hybrid, [])
             legs = p50_ms(hybrid["bm25 leg"]) + p50_ms(hybrid["knn leg"])
             held = p50_ms(hybrid["bm25 leg, one thread"]) + p50_ms(hybrid["knn leg, one thread"])
             print(f"  ratio p50 hybrid / (bm25 leg + knn leg), the legs as they run: "
