@@ -294,21 +294,27 @@ def _ranked(runs: list[PostingRun]) -> tuple[list[bytes] | np.ndarray, np.ndarra
     """The runs' distinct terms, sorted, and the rank of each posting's term (int32: a merge of big segments
     handles millions of postings, and row and term numbers stay far below 2**31).
 
-    Terms are ranked by one numpy ``unique`` over a fixed-width bytes array (sorted and numbered in C, about
+    When some run brings its terms as a fixed-width numpy bytes array (``postpack.unpack``: a merge of stored
+    segments), terms are ranked by one numpy ``unique`` over such an array (sorted and numbered in C, about
     twice as fast on a merge as a sort and a dict of Python terms), and their distinct terms come back as such
-    an array (``postpack.pack`` takes it as it is); a run may bring its terms as one already
-    (``postpack.unpack``). The array is at most :data:`SHORT_TERM` bytes wide: a longer term is ranked by its
-    first bytes, and the few groups of terms sharing such a prefix with one are ranked again in full
-    (:func:`_long_ranked`), so real code, where a batch almost always holds a long identifier or literal, keeps
-    the array's pace; then the terms come back as a list. The array drops trailing NULs, so when a term holds
-    one (the tokenizer makes none) the terms are ranked by a dict and come back as a list.
+    an array (``postpack.pack`` takes it as it is). The array is at most :data:`SHORT_TERM` bytes wide: a
+    longer term is ranked by its first bytes, and the few groups of terms sharing such a prefix with one are
+    ranked again in full (:func:`_long_ranked`), so real code, where a batch almost always holds a long
+    identifier or literal, keeps the array's pace; then the terms come back as a list.
+
+    When every run brings a list of bytes (a batch's postings, the counted terms of parse processes), the
+    terms are ranked by a dict and a sort of the distinct ones and come back as a list: building the array
+    from bytes objects and sorting it cost about twice as much (0.92 against 0.43-0.60 s over the 2.56M counted
+    terms of 5,000 site-packages files). The array drops trailing NULs, so a term holding one (the tokenizer
+    makes none) sends the terms that way too.
     """
     sizes = [len(run[0]) for run in runs]
     if not sum(sizes):
         return [], np.empty(0, np.int32)
-    fixed: list[np.ndarray] | None = []
+    arrays = any(isinstance(run[0], np.ndarray) for run in runs)
+    fixed: list[np.ndarray] | None = [] if arrays else None
     long = False
-    for terms, _counts, _rows, _tfs in runs:
+    for terms, _counts, _rows, _tfs in (runs if arrays else ()):
         if isinstance(terms, np.ndarray):  # (postpack.unpack makes none wider than SHORT_TERM)
             long |= terms.itemsize > SHORT_TERM
             fixed.append(terms.astype(f"S{min(terms.itemsize, SHORT_TERM)}", copy=False))
