@@ -21,8 +21,8 @@ What each BM25 side does per query (printed again at the top of the run):
   processes); ``bm25s get_scores+top10`` is its dense scores plus an
   ``argpartition``; ``... of nonzero`` partitions only the rows that score,
   since numpy's ``argpartition`` over mostly-equal values (the zeros of every
-  row a query misses) is slow on some CPUs, which made bm25s's own call 3x
-  slower on one machine than on another with the same code;
+  row a query misses) is slow on some CPUs: on one machine it put bm25s's
+  own call at 17-19 ms p95 (1.8 ms p50), where this side stays at 2.5 ms;
 * all sides are warm (one untimed pass over every query first) and are timed
   alternately, query by query, rotating who goes first, so machine load hits
   them alike;
@@ -164,8 +164,8 @@ def bench_bm25(args, workdir: Path) -> dict:
     def bm25s_nonzero(q):
         # bm25s's own scores, the top 10 picked among the rows that score at all: numpy's argpartition slows
         # down badly on an array that is mostly equal values (every row a query misses scores 0), 15 ms on
-        # 100k scores 80% zero on one machine's CPU against 0.8 ms on random ones, so retrieve() measures that
-        # CPU's selection as much as BM25. This side keeps the scoring and drops the pathology.
+        # 100k scores 80% zero on one machine's CPU against 0.8 ms on random ones, so retrieve()'s slow tail
+        # measures that CPU's selection, not BM25. This side keeps the scoring and drops the pathology.
         scores = retriever.get_scores(tokenize(q))
         hit = np.flatnonzero(scores)
         if len(hit) > 10:
