@@ -8,7 +8,8 @@ In one run, each contender against its baseline:
 * generated notes: a first run and a no-change re-run, against reading the files;
 * real Python: at least ``--py-files`` ``.py`` files copied from this
   interpreter's own site-packages, against reading them and tokenizing their
-  text with the index's tokenizer (the floor any indexer pays);
+  text with the index's tokenizer (the floor any indexer pays), in
+  ``--py-rounds`` rounds of a floor then an autoindex (the median round is the figure);
 * peak RSS of a fresh process autoindexing ``--rss-notes`` generated notes;
 * a whole process (interpreter start, imports, the work) that autoindexes a
   generated vault of ``--vault-notes`` linked notes, against one that loads the
@@ -214,9 +215,8 @@ def bench_python(tmp: Path, wanted: int, rounds: int) -> None:
         found = run_child(tmp / f"data-code-{n}", corpus)
         shutil.rmtree(tmp / f"data-code-{n}", ignore_errors=True)
         rounds_seen.append((floor / found[3], floor, cpu_floor, found))
-    rounds_seen.sort(key=lambda r: r[0])
     ratio, floor, cpu_floor, (cpu, helper_cpu, helper_rss, elapsed, peak, _, documents, edges) = \
-        rounds_seen[len(rounds_seen) // 2]
+        sorted(rounds_seen, key=lambda r: r[0])[len(rounds_seen) // 2]
     print(f"real Python ({count:,} .py files from site-packages, {size / 1e6:.0f} MB), the median of {rounds} "
           f"rounds (each a floor, then an autoindex): read + tokenize floor (read each file, decode, tokenize its "
           f"text) {floor:.2f}s ({count / floor:,.0f} files/s); autoindex (read, outline, write {documents:,.0f} "
@@ -224,7 +224,7 @@ def bench_python(tmp: Path, wanted: int, rounds: int) -> None:
           f"({count / elapsed:,.0f} files/s), peak RSS {peak:,.0f} MB; ratio to the floor {ratio:.3f} (target >= "
           f"0.25); floor CPU {cpu_floor:.2f}s, autoindex {helpers_note(cpu, helper_cpu, helper_rss)}; CPU ratio "
           f"{cpu_floor / (cpu + helper_cpu):.3f}", flush=True)
-    print("  each round, floor / autoindex = ratio: " + ", ".join(
+    print("  each round in turn, floor / autoindex = ratio: " + ", ".join(
         f"{f:.2f}s / {r[3]:.2f}s = {q:.3f}" for q, f, _c, r in rounds_seen), flush=True)
 
 
