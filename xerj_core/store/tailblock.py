@@ -399,7 +399,7 @@ def unique_fixed(terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     words order exactly as the bytes do. A merge's distinct terms were about half its cost of grouping postings
     when numpy compared them as strings.
 
-    One argsort orders every term by its first word (terms up to 8 bytes, most of a text's, are then done);
+    One stable argsort orders every term by its first word (terms up to 8 bytes, most of a text's, are then done);
     then word by word, only the runs of terms still tied where one goes on past that word are sorted by it. On
     real code (an array 48 bytes wide, 30% of its terms past 8 bytes and 8% past 16) that costs a third of a
     lexsort over every word of every term and a gather of them all."""
@@ -409,7 +409,10 @@ def unique_fixed(terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     matrix[:, :width] = terms.view(np.uint8).reshape(n, width)
     key = matrix.view(">u8").astype(np.uint64)
     del matrix
-    order = key[:, 0].argsort()
+    # stable (timsort) rather than numpy's default: over the first words of every merge's terms captured
+    # from a real-code autoindex (many repeats: a term recurs in each segment merged), 0.27-0.30 -> 0.15-0.16 s
+    # on an AMD EPYC and 0.315 -> 0.177 s on an Intel CPU; on distinct random words the two were equal
+    order = key[:, 0].argsort(kind="stable")
     word = key[order, 0]
     first = np.ones(n, bool)  # where a distinct term starts, in sorted order
     np.not_equal(word[1:], word[:-1], out=first[1:])
