@@ -15,6 +15,8 @@ import numpy as np
 
 from xerj_core.store import BulkOp, Store
 from xerj_core.store import merge as merges
+from xerj_core.store import mergeproc
+from xerj_core.store.mergeproc import MergeWorker
 from xerj_core.store.write import segment_layout
 from xerj_core.text import tokenize
 
@@ -55,26 +57,16 @@ def test_a_merge_left_to_the_thread_gives_the_store_an_inline_merge_gives(tmp_pa
             Store(tmp_path / "background", tail_rows=4, merge_above=8) as background:
         for store in (inline, background):
             store.create_index("m", MAPPING)
-        deferred = []
-        original = merges.merge_index
-
-        def counted(store, name):
-            deferred.append(name)
-            return original(store, name)
-
-        merges.merge_index = counted
-        try:
-            for ops in batches:
-                inline.bulk(ops)
-                background.bulk(ops)
-                if rng.random() < 0.2:
-                    doomed = f"d{rng.randrange(300)}"
-                    inline.delete("m", doomed)
-                    background.delete("m", doomed)
-            background.wait_merges()
-        finally:
-            merges.merge_index = original
-        assert deferred  # the test exercised the merge thread
+        for ops in batches:
+            inline.bulk(ops)
+            background.bulk(ops)
+            if rng.random() < 0.2:
+                doomed = f"d{rng.randrange(300)}"
+                inline.delete("m", doomed)
+                background.delete("m", doomed)
+        background.wait_merges()
+        assert background._merger.merged  # the test exercised the background merges
+        assert background._merger.worker.proc is not None  # in the merge worker process
         segments, sealed = _layout(background, "m")
         assert segments == segment_layout(sealed, 4) == _layout(inline, "m")[0]
         assert _picture(background, "m") == _picture(inline, "m")
@@ -203,3 +195,76 @@ def test_kill_9_during_background_merges_leaves_a_valid_store(tmp_path):
                     for word in set(source["text"].split()):
                         assert row in r.postings("text", word)[0]
         # The next writer starts from whatever layout the kill left (each round overwrites from doc-0).
+
+
+def _fill(store: Store, rng: random.Random, batches: int, prefix: str) -> None:
+    for b in range(batches):
+        store.bulk([BulkOp("index", "m", f"{prefix}{b}-{i}", _doc(rng, i)) for i in range(4)])
+
+
+def _canonical(store: Store) -> bool:
+    segments, sealed = _layout(store, "m")
+    return segments == segment_layout(sealed, 4)
+
+
+def test_merges_run_in_a_worker_process_that_ends_with_the_store(tmp_path):
+    store = Store(tmp_path / "data", tail_rows=4, merge_above=4)
+    try:
+        store.create_index("m", MAPPING)
+        _fill(store, random.Random(7), 30, "d")
+        store.wait_merges()
+        proc = store._merger.worker.proc
+        assert store._merger.merged and proc is not None and proc.poll() is None and proc.pid != os.getpid()
+        assert _canonical(store)
+    finally:
+        store.close()
+    assert proc.poll() == 0  # closing the store ended it
+
+
+def test_a_killed_merge_worker_is_replaced_and_its_merges_are_done(tmp_path):
+    rng = random.Random(9)
+    with Store(tmp_path / "inline", tail_rows=4, merge_above=None) as inline, \
+            Store(tmp_path / "background", tail_rows=4, merge_above=4) as background:
+        for store in (inline, background):
+            store.create_index("m", MAPPING)
+        seed = rng.random()
+        for store in (inline, background):
+            _fill(store, random.Random(seed), 30, "d")
+        background.wait_merges()
+        first = background._merger.worker.proc
+        first.kill()
+        first.wait()
+        for store in (inline, background):
+            _fill(store, random.Random(seed), 40, "e")
+        background.wait_merges()
+        second = background._merger.worker.proc
+        assert second is not None and second.pid != first.pid
+        assert _canonical(background)
+        assert _picture(background, "m") == _picture(inline, "m")
+
+
+def test_an_idle_merge_worker_exits_and_another_starts_when_a_merge_is_wanted(tmp_path):
+    with Store(tmp_path / "data", tail_rows=4, merge_above=4) as store:
+        store._merger.worker = MergeWorker(store.path, 4, store.env.sync, idle_seconds=0.2)
+        store.create_index("m", MAPPING)
+        rng = random.Random(13)
+        _fill(store, rng, 30, "d")
+        store.wait_merges()
+        first = store._merger.worker.proc
+        assert first.wait(timeout=30) == 0
+        merged = store._merger.merged
+        _fill(store, rng, 30, "e")
+        store.wait_merges()
+        assert store._merger.merged > merged and store._merger.worker.proc.pid != first.pid
+        assert _canonical(store)
+
+
+def test_a_worker_that_cannot_run_leaves_the_merges_to_the_store_itself(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(mergeproc, "_ENTRY", "raise SystemExit(3)")
+    with Store(tmp_path / "data", tail_rows=4, merge_above=4) as store:
+        store.create_index("m", MAPPING)
+        _fill(store, random.Random(17), 30, "d")
+        store.wait_merges()
+        assert store._merger.worker is None and store._merger.merged
+        assert "merge worker process is unavailable" in caplog.text
+        assert _canonical(store)

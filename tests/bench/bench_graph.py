@@ -36,6 +36,8 @@ from xerj_core.graph.hop import Filters, expand, new_counters, unique_ids
 from xerj_core.graph.review import MAX_DECISIONS
 from xerj_core.model import EdgeDraft, Evidence
 
+from merge_workers import MergeWorkers
+
 BRAIN = "bench"
 TYPES = ["wikilink", "mdlink", "sequence", "same_dir", "shared_term"]
 T0 = 1_735_689_600_000  # 2025-01-01
@@ -101,7 +103,7 @@ def retirement_plan(corpus: Corpus) -> list[tuple[int, np.ndarray]]:
 # Edges per window of the ingest's CPU figures: whether a write costs more as the brain grows, and from where.
 WINDOW = 100_000
 WINDOWS: list[float] = []  # CPU seconds per edge of the last ingest, window by window
-WINDOWS_MAIN: list[float] = []  # the same, the writing thread's alone (the rest: background merges)
+WINDOWS_MAIN: list[float] = []  # the same, the writing thread's alone (the rest: background merges, in the worker)
 # A fresh brain's first edges, written twice by the same process: as its ingest begins and after it (into another
 # fresh brain). The work is the same, so their CPU ratio is what the process's age alone costs (its heap and caches).
 # The first batch of each is left out: it imports modules and creates the index.
@@ -137,7 +139,9 @@ def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
     """Edges/s through write_edges, and the seconds spent retiring 10% through invalidate_edges.
 
     Only the calls are timed: the benchmark's own making of each batch's drafts (and of the retired ids)
-    happens outside, as the raw loop's making of its documents does. Their CPU seconds go to :data:`CPU`."""
+    happens outside, as the raw loop's making of its documents does. Their CPU seconds go to :data:`CPU`, with the
+    merge worker's (as each batch saw it) and the bytes it wrote."""
+    workers = MergeWorkers(engine.store)
     spent = cpu = 0.0
     wrote = 0
     windows = [0.0] * -(-corpus.size // WINDOW)
@@ -146,18 +150,22 @@ def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
     AGE["ref before"] = reference_loop()
     for lo in range(0, corpus.size, BATCH):
         drafts = [corpus.draft(i) for i in range(lo, min(corpus.size, lo + BATCH))]
+        worker_cpu, worker_wrote = workers.totals()
         start, clock, before = time.perf_counter(), time.process_time(), written()
         own = time.thread_time()
         engine.graph.write_edges(BRAIN, drafts, created_at=T0 + YEAR)
         own = time.thread_time() - own
         spent += time.perf_counter() - start
         used = time.process_time() - clock
+        wrote += written() - before
+        worker_cpu, worker_wrote = (now - then for now, then in zip(workers.totals(), (worker_cpu, worker_wrote)))
+        used += worker_cpu
+        wrote += worker_wrote
         cpu += used
         windows[lo // WINDOW] += used
         mains[lo // WINDOW] += own
         if BATCH <= lo < AGE_EDGES:
             first += own
-        wrote += written() - before
     rate = corpus.size / spent
     CPU["ingest"], WROTE["ingest"] = cpu, wrote
     WINDOWS[:] = [used / min(WINDOW, corpus.size - k * WINDOW) for k, used in enumerate(windows)]
@@ -168,12 +176,16 @@ def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
     for at, chosen in retirement_plan(corpus):
         for part in range(0, chosen.size, BATCH):
             ids = [corpus.edge_id(int(i)) for i in chosen[part:part + BATCH]]
+            worker_cpu, worker_wrote = workers.totals()
             start, clock, before = time.perf_counter(), time.process_time(), written()
             faulted = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             engine.graph.invalidate_edges(BRAIN, edge_ids=ids, at=at)
             retiring += time.perf_counter() - start
             cpu += time.process_time() - clock
             wrote += written() - before
+            worker_cpu, worker_wrote = (now - then for now, then in zip(workers.totals(), (worker_cpu, worker_wrote)))
+            cpu += worker_cpu
+            wrote += worker_wrote
             faults += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faulted
     CPU["retire"], WROTE["retire"], FAULTS["retire"] = cpu, wrote, faults
     return rate, retiring
@@ -241,7 +253,7 @@ def ingest_at(size: int, tmp: Path) -> dict[str, float]:
           f"{FAULTS['retire'] / retired:.2f} minor faults per edge); load {os.getloadavg()[0]:.1f}", flush=True)
     print(f"{'':>9}  write_edges CPU per edge by {WINDOW:,}-edge window (us): "
           + " ".join(f"{used * 1e6:.1f}" for used in WINDOWS), flush=True)
-    print(f"{'':>9}  of which the writing thread's (the rest: background merges): "
+    print(f"{'':>9}  of which the writing thread's (the rest: background merges, mostly in the merge worker): "
           + " ".join(f"{used * 1e6:.1f}" for used in WINDOWS_MAIN), flush=True)
     print(f"{'':>9}  process age: a fresh brain's edges {BATCH:,}-{min(AGE_EDGES, size):,} cost {AGE['before'] * 1e6:.1f} us "
           f"CPU per edge as the ingest began and {AGE['after'] * 1e6:.1f} us written again after it (x"

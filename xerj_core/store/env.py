@@ -119,6 +119,7 @@ class Environment:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.pid = os.getpid()
+        self.sync = sync
         self.env = lmdb.open(
             str(path), map_size=map_size, max_dbs=len(DB_NAMES) + 2, subdir=True,
             sync=sync, metasync=sync, readahead=False, max_readers=256, lock=True,

@@ -12,6 +12,10 @@ meantime only append segments after the sources, so the check fails only when
 a compaction or another process's merge rewrote them: the merge is then planned
 again from a newer snapshot. A crash at any point leaves either the old
 segments or the merged ones, each a valid layout, since the swap is one commit.
+
+On an LMDB data directory the merges run in a child process (``xerj_core.store.mergeproc`` says why); the
+store's merge thread only hands it the index names and waits, and runs a merge itself when no child can be
+started.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import orjson
 
 from xerj_core.errors import IndexNotFound, XerjError
 from xerj_core.store import keys, residency
+from xerj_core.store.mergeproc import MergeWorker, WorkerLost
 from xerj_core.store.columns import KIND_LEN, Column, column_kind
 from xerj_core.store.mapping import Mapping
 from xerj_core.store.write import CutPostings, IndexWrite, WriteTxn, segment_layout
@@ -175,13 +180,16 @@ class PageRelease:
 
 
 class Merger:
-    """The merge thread of one store: it merges the indices seals named, one at a time."""
+    """The merge thread of one store: it merges the indices seals named, one at a time, through the store's
+    merge worker process when it has one (``worker``), else itself."""
 
-    def __init__(self, store: "Store") -> None:
+    def __init__(self, store: "Store", worker: MergeWorker | None = None) -> None:
         self.store = store
+        self.worker = worker
         self.wanted: dict[str, None] = {}
         self.busy = False
         self.closed = False
+        self.merged = 0  # merges done, wherever they ran
         self.cond = threading.Condition()
         self.thread: threading.Thread | None = None
 
@@ -206,13 +214,26 @@ class Merger:
                 del self.wanted[name]
                 self.busy = True
             try:
-                merge_index(self.store, name)
+                self._merge(name)
             except (IndexNotFound, lmdb.Error, XerjError):
                 log.exception("background merge of index [%s] failed; the next seal asks again", name)
             finally:
                 with self.cond:
                     self.busy = False
                     self.cond.notify_all()
+
+    def _merge(self, name: str) -> None:
+        if self.worker is not None:
+            try:
+                self.worker.merge(name)
+                self.merged += 1
+                return
+            except (OSError, WorkerLost):
+                log.warning("the merge worker process is unavailable; merging in this process", exc_info=True)
+                self.worker.close()
+                self.worker = None
+        merge_index(self.store, name)
+        self.merged += 1
 
     def wait(self) -> None:
         """Return once every merge asked for so far is done."""
@@ -228,6 +249,8 @@ class Merger:
             thread = self.thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
+        if self.worker is not None:
+            self.worker.close()
 
 
 __all__ = ["MergePlan", "Merger", "PageRelease", "apply", "merge_index", "plan"]

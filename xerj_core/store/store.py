@@ -19,6 +19,7 @@ from xerj_core.store import env as envs
 from xerj_core.store import keys, pins
 from xerj_core.store import meta as index_meta
 from xerj_core.store.merge import Merger
+from xerj_core.store.mergeproc import MergeWorker
 from xerj_core.store.read import IndexCache, IndexReader, PinnedReader
 from xerj_core.store.records import frozen_many
 from xerj_core.store.scope import SCOPE_FIELD, public_mapping, scope_of
@@ -186,7 +187,8 @@ class Store:
         # index number -> (generation, first tail row, blocks) of the tails this process committed last.
         self._tails: dict[int, tuple[int, int, list[Any]]] = {}
         self.merge_above = merge_above if isinstance(env, envs.Environment) else None
-        self._merger = Merger(self) if self.merge_above is not None else None
+        self._merger = (Merger(self, MergeWorker(self.path, tail_rows, env.sync))
+                        if self.merge_above is not None else None)
         self.migrate_scopes()
 
     def migrate_scopes(self) -> list[str]:
