@@ -30,9 +30,9 @@ import orjson
 
 from xerj_core.errors import IndexNotFound, XerjError
 from xerj_core.store import keys, residency
-from xerj_core.store.mergeproc import MergeWorker, WorkerLost
 from xerj_core.store.columns import KIND_LEN, Column, column_kind
 from xerj_core.store.mapping import Mapping
+from xerj_core.store.mergeproc import MergeWorker, WorkerLost
 from xerj_core.store.write import CutPostings, IndexWrite, WriteTxn, segment_layout
 
 if TYPE_CHECKING:
