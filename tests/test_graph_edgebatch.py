@@ -12,7 +12,7 @@ import pytest
 
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.graph import edgebatch, writing
-from xerj_core.graph.brain import edge_id, rejection_id
+from xerj_core.graph.brain import edge_id, edges_index, rejection_id
 from xerj_core.model import EdgeDraft, Evidence
 from xerj_core.store.env import DB_NAMES
 
@@ -241,3 +241,30 @@ def test_the_writer_keeps_no_source_file_of_a_new_batch_in_its_term_cache(tmp_pa
     assert kept[0].get("src_file", 0) == 0 and kept[0].get("evidence.source", 0) == 0
     assert kept[0]["nodes"] > 0
     assert fast == run(tmp_path / "general", False, monkeypatch, script)
+
+
+def test_retiring_in_passes_up_to_an_edge_past_the_plain_case_stores_what_the_general_path_stores(
+        tmp_path, monkeypatch):
+    """invalidate_edges retires plain edges a pass at a time; from the first pass holding an edge the typed path
+    does not cover (one with a key written by hand), the general path does the rest, in the same transaction."""
+    monkeypatch.setattr(writing, "RETIRE_PASS", 7)
+    passes = []
+    original = edgebatch.retire
+    monkeypatch.setattr(edgebatch, "retire", lambda *a: passes.append(r := original(*a)) or r)
+
+    def script(engine: Engine) -> None:
+        batch = [d for d in drafts(random.Random(8), 80, 40) if d.src != d.dst]
+        engine.graph.write_edges("b", batch, created_at=T0)
+        ids = list(dict.fromkeys(edge_id(d.src, d.type, d.dst, d.valid_at) for d in batch))
+        doc = engine.store.get(edges_index("b"), ids[20])[0]
+        engine.store.put(edges_index("b"), {**doc, "note": "kept by hand"}, ids[20])
+        assert engine.graph.invalidate_edges("b", edge_ids=ids[:45], at=T0 + 50) == 45
+        assert engine.graph.invalidate_edges("b", edge_ids=ids[40:], at=T0 + 60) == len(ids) - 45
+
+    fast = run(tmp_path / "fast", True, monkeypatch, script)
+    assert [p is None for p in passes[:4]] == [False, False, True, False]  # typed, typed, then the rest general
+    assert all(p is not None and len(p) <= 7 for p in passes[3:])
+    general = run(tmp_path / "general", False, monkeypatch, script)
+    assert fast.keys() == general.keys()
+    for name in fast:
+        assert fast[name] == general[name], name
