@@ -2,7 +2,7 @@
 
 A seal whose merge would rewrite many sealed rows (``Store(merge_above=...)``)
 only appends its rows as a segment of their own and leaves the merge here. The
-merge thread reads the segments from a read snapshot and computes the merged
+merge reads the segments from a read snapshot and computes the merged
 columns and postings there, with no lock held: writers keep writing and readers
 keep their snapshots. It then swaps the result in with one short write
 transaction that first checks the source segments are still exactly the ones it
@@ -13,9 +13,9 @@ a compaction or another process's merge rewrote them: the merge is then planned
 again from a newer snapshot. A crash at any point leaves either the old
 segments or the merged ones, each a valid layout, since the swap is one commit.
 
-On an LMDB data directory the merges run in a child process (``xerj_core.store.mergeproc`` says why); the
-store's merge thread only hands it the index names and waits, and runs a merge itself when no child can be
-started.
+On an LMDB data directory the merges run in a child process, the merge worker
+(``xerj_core.store.mergeproc`` says why); the store's merge thread only hands it
+the index names and waits, and runs a merge itself when no worker can run.
 """
 
 from __future__ import annotations
