@@ -216,6 +216,13 @@ def test_merges_run_in_a_worker_process_that_ends_with_the_store(tmp_path):
         proc = store._merger.worker.proc
         assert store._merger.merged and proc is not None and proc.poll() is None and proc.pid != os.getpid()
         assert _canonical(store)
+        # Ctrl-C in a terminal reaches the worker too: it keeps merging until the store ends it
+        os.kill(proc.pid, signal.SIGINT)
+        merged = store._merger.merged
+        _fill(store, random.Random(8), 30, "e")
+        store.wait_merges()
+        assert store._merger.merged > merged and store._merger.worker.proc is proc and proc.poll() is None
+        assert _canonical(store)
     finally:
         store.close()
     assert proc.poll() == 0  # closing the store ended it

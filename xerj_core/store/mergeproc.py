@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import select
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +58,7 @@ class MergeWorker:
         """Merge index ``name`` in the worker (see :func:`xerj_core.store.merge.merge_index`): its answer. Raises
         :class:`XerjError` when the merge failed there, :class:`WorkerLost` when the worker exited twice in a row
         without answering (it could not start, or was killed), ``OSError`` when it could not be started."""
-        for attempt in range(2):
+        for _ in range(2):
             proc = self._running()
             try:
                 assert proc.stdin is not None and proc.stdout is not None
@@ -131,6 +132,9 @@ def serve(path: str, tail_rows: int, sync: bool, idle_seconds: float, requests: 
 
 
 def main(argv: list[str]) -> None:
+    # Ctrl-C in a terminal reaches the whole process group: the parent decides when this worker ends (it closes
+    # the pipe, or dies), so a merge under way is not cut short with a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING, format="xerj merge worker: %(levelname)s %(name)s: %(message)s")
     path, tail_rows, sync, idle_seconds = argv
     serve(path, int(tail_rows), sync == "1", float(idle_seconds), sys.stdin.buffer, sys.stdout.buffer)
