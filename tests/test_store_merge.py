@@ -275,3 +275,18 @@ def test_a_worker_that_cannot_run_leaves_the_merges_to_the_store_itself(tmp_path
         assert store._merger.worker is None and store._merger.merged
         assert "merge worker process is unavailable" in caplog.text
         assert _canonical(store)
+
+
+def test_the_worker_imports_the_parents_xerj_core_without_putting_a_site_directory_first(tmp_path, monkeypatch):
+    import sysconfig
+    from pathlib import Path
+
+    import xerj_core
+
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    monkeypatch.setattr(xerj_core, "__file__", str(tmp_path / "checkout" / "xerj_core" / "__init__.py"))
+    assert mergeproc._worker_environment()["PYTHONPATH"].split(os.pathsep) == [
+        str((tmp_path / "checkout").resolve()), "/elsewhere"]
+    monkeypatch.delenv("PYTHONPATH")
+    monkeypatch.setattr(xerj_core, "__file__", str(Path(sysconfig.get_path("purelib")) / "xerj_core" / "__init__.py"))
+    assert "PYTHONPATH" not in mergeproc._worker_environment()

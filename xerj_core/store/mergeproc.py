@@ -22,8 +22,10 @@ import logging
 import os
 import select
 import signal
+import site
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 from typing import IO
 
@@ -81,11 +83,9 @@ class MergeWorker:
             self.proc, self.pid = None, os.getpid()
         if self.proc is None or self.proc.poll() is not None:
             self._reap()
-            root = str(Path(xerj_core.__file__).resolve().parent.parent)
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-            # -P: the working directory is not put on the path, so the worker imports the parent's xerj_core.
+            # -P: the working directory is not put on the path, so the worker imports the parent's xerj_core
             self.proc = subprocess.Popen([sys.executable, "-P", "-c", _ENTRY, *self.args],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_worker_environment())
         return self.proc
 
     def _reap(self) -> None:
@@ -109,6 +109,18 @@ class MergeWorker:
         """End the worker: it finishes the merge it is in (its swap is one commit either way) and exits."""
         if self.pid == os.getpid():
             self._reap()
+
+
+def _worker_environment() -> dict[str, str]:
+    """The worker's environment: this one, with the directory this xerj_core was imported from first on
+    PYTHONPATH (a checkout, an editable install) unless it is a site directory the interpreter searches anyway,
+    where putting it first would let its packages shadow the standard library."""
+    root = Path(xerj_core.__file__).resolve().parent.parent
+    sites = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib"), *site.getsitepackages(),
+             site.getusersitepackages()}
+    if any(Path(found).resolve() == root for found in sites if found):
+        return dict(os.environ)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
 
 
 def serve(path: str, tail_rows: int, sync: bool, idle_seconds: float, requests: IO[bytes], answers: IO[bytes]
