@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# How often an idle merge thread collects a merge worker that exited on its own (mergeproc.IDLE_SECONDS).
+REAP_SECONDS = 60.0
 # Plans tried per index and wake-up before giving up until the next seal asks again (each failed try means
 # another writer rewrote the sources meanwhile).
 _ATTEMPTS = 4
@@ -207,7 +209,8 @@ class Merger:
         while True:
             with self.cond:
                 while not self.wanted and not self.closed:
-                    self.cond.wait()
+                    if not self.cond.wait(REAP_SECONDS) and self.worker is not None:
+                        self.worker.reap_exited()
                 if self.closed:
                     return
                 name = next(iter(self.wanted))

@@ -105,6 +105,11 @@ class MergeWorker:
             proc.kill()
             proc.wait()
 
+    def reap_exited(self) -> None:
+        """Collect the worker if it exited on its own (idle), so no zombie process stays behind it."""
+        if self.proc is not None and self.pid == os.getpid() and self.proc.poll() is not None:
+            self._reap()
+
     def close(self) -> None:
         """End the worker: it finishes the merge it is in (its swap is one commit either way) and exits."""
         if self.pid == os.getpid():
