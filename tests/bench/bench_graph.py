@@ -150,7 +150,7 @@ def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
     AGE["ref before"] = reference_loop()
     for lo in range(0, corpus.size, BATCH):
         drafts = [corpus.draft(i) for i in range(lo, min(corpus.size, lo + BATCH))]
-        worker_cpu, worker_wrote = workers.totals()
+        workers.since_last()
         start, clock, before = time.perf_counter(), time.process_time(), written()
         own = time.thread_time()
         engine.graph.write_edges(BRAIN, drafts, created_at=T0 + YEAR)
@@ -158,7 +158,7 @@ def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
         spent += time.perf_counter() - start
         used = time.process_time() - clock
         wrote += written() - before
-        worker_cpu, worker_wrote = (now - then for now, then in zip(workers.totals(), (worker_cpu, worker_wrote)))
+        worker_cpu, worker_wrote = workers.since_last()
         used += worker_cpu
         wrote += worker_wrote
         cpu += used
@@ -176,14 +176,14 @@ def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
     for at, chosen in retirement_plan(corpus):
         for part in range(0, chosen.size, BATCH):
             ids = [corpus.edge_id(int(i)) for i in chosen[part:part + BATCH]]
-            worker_cpu, worker_wrote = workers.totals()
+            workers.since_last()
             start, clock, before = time.perf_counter(), time.process_time(), written()
             faulted = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             engine.graph.invalidate_edges(BRAIN, edge_ids=ids, at=at)
             retiring += time.perf_counter() - start
             cpu += time.process_time() - clock
             wrote += written() - before
-            worker_cpu, worker_wrote = (now - then for now, then in zip(workers.totals(), (worker_cpu, worker_wrote)))
+            worker_cpu, worker_wrote = workers.since_last()
             cpu += worker_cpu
             wrote += worker_wrote
             faults += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faulted

@@ -16,6 +16,14 @@ class MergeWorkers:
         self.store = store
         self.seen: dict[int, tuple[float, int]] = {}
         self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.last = (0.0, 0)
+
+    def since_last(self) -> tuple[float, int]:
+        """CPU seconds and bytes written since the previous call (the first: since the workers started)."""
+        now = self.totals()
+        spent = (now[0] - self.last[0], now[1] - self.last[1])
+        self.last = now
+        return spent
 
     def totals(self) -> tuple[float, int]:
         merger = getattr(self.store, "_merger", None)

@@ -301,15 +301,17 @@ class EdgeWriting:
         def run(txn: "WriteTxn") -> list[dict[str, Any]]:
             now = now_ms()
             retired: list[dict[str, Any]] = []
-            rest = candidates if not edgebatch.ENABLED else []
-            for lo in range(0, len(candidates) if edgebatch.ENABLED else 0, RETIRE_PASS):
-                # plain edges: read and re-indexed a pass at a time, as the loop below would; from the first pass
-                # that is not the plain case on, the loop does the rest
-                typed = edgebatch.retire(txn, name, brain, candidates[lo:lo + RETIRE_PASS], when, now)
-                if typed is None:
-                    rest = candidates[lo:]
-                    break
-                retired += typed
+            rest = candidates
+            if edgebatch.ENABLED:
+                rest = []
+                for lo in range(0, len(candidates), RETIRE_PASS):
+                    # plain edges: read and re-indexed a pass at a time, as the loop below would; from the first
+                    # pass that is not the plain case on, the loop does the rest
+                    typed = edgebatch.retire(txn, name, brain, candidates[lo:lo + RETIRE_PASS], when, now)
+                    if typed is None:
+                        rest = candidates[lo:]
+                        break
+                    retired += typed
             if not rest:
                 return retired
             # Candidates are distinct, so no pending put is read back before the flush.
