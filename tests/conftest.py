@@ -49,6 +49,24 @@ def hop_loop(request):
         yield request.param
 
 
+@pytest.fixture(scope="module", params=["int8 first pass", "float32 only"])
+def knn_first_pass(request):
+    """Runs a module's kNN tests once with the int8 first pass taken on every run of rows it can bound (see
+    xerj_core.query.knnquant; by default it waits for 16 rows per k), then with every row scored in float32:
+    both must give the same answers. Without a build of the C loop the first half is skipped, unless
+    XERJ_REQUIRE_KNN_KERNEL=1 (scripts/test) made the import fail already."""
+    from xerj_core.query import knnquant
+
+    first = request.param == "int8 first pass"
+    if first and not knnquant.available():
+        pytest.skip("the kNN scan's int8 loop was not built (no C compiler at install)")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(knnquant, "ENABLED", first)
+        patch.setattr(knnquant, "MIN_ROWS_PER_K", 1)
+        patch.setattr(knnquant, "MAX_LEFT_SHARE", 1.0)
+        yield request.param
+
+
 @pytest.fixture
 def pm():
     """xerj's built-in plugins only, built fresh for this test: whatever else the machine has installed

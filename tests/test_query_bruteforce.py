@@ -470,6 +470,7 @@ def _cosine_score(a, b) -> float:
     return (1 + float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))) / 2
 
 
+@pytest.mark.usefixtures("knn_first_pass")
 @HYPOTHESIS
 @given(operations, vectors, st.integers(1, 6), st.one_of(st.none(), leaf_queries), st.booleans())
 def test_knn_agrees_with_brute_force(ops, vector, k, flt, in_query):

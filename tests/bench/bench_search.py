@@ -61,7 +61,7 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "10")
 import numpy as np  # noqa: E402
 
 from xerj_core.query.bm25 import bm25_top
-from xerj_core.query import sidebyside
+from xerj_core.query import knnquant, sidebyside
 from xerj_core.query.knn import blas_info, knn_top
 from xerj_core.query.service import SearchService
 from xerj_core.store import BulkOp, Store
@@ -268,6 +268,15 @@ def bench_knn(args, workdir: Path) -> dict:
         with store.reader("vectors") as reader:
             return knn_top(reader, "vec", q, 10)
 
+    first_pass = knnquant.ENABLED
+
+    def xerj_float32(q):
+        knnquant.ENABLED = False  # every row scored in float32, as before the int8 first pass
+        try:
+            return xerj_engine(q)
+        finally:
+            knnquant.ENABLED = first_pass
+
     def xerj_search(q):
         return service.search("vectors", {"knn": {"field": "vec", "query_vector": q.tolist(), "k": 10,
                                                   "num_candidates": 100}, "_source": False})
@@ -280,14 +289,16 @@ def bench_knn(args, workdir: Path) -> dict:
     print(f"  BLAS: {blas_info()}, OPENBLAS_THREAD_TIMEOUT={os.environ.get('OPENBLAS_THREAD_TIMEOUT')}; "
           f"numpy {np.__version__}; both sides score the same float32 matrix "
           f"(numpy's pre-normalised, xerj's with cached inverse norms), k=10, warm, timed alternately; the "
-          f"baseline's product is the BLAS matmul, xerj's numpy's einsum loop per run of 8,192 rows, the runs "
+          f"baseline's product is the BLAS matmul, xerj's an int8 first pass in C ({knnquant.describe()}) "
+          f"bounding each row's score, then numpy's einsum loop over the rows left, per run of 8,192 rows, the runs "
           f"taken in turn by the calling thread and a worker thread when a second core is idle (affinity "
           f"{len(os.sched_getaffinity(0))} CPUs, load average {os.getloadavg()[0]:.1f}), else by the calling "
           f"thread alone", flush=True)
     gc.disable()
     try:
         contenders = {"numpy matmul+top10": numpy_top, "numpy einsum+top10": numpy_einsum_top,
-                      "xerj knn_top()": xerj_engine, "xerj search() knn": xerj_search}
+                      "xerj knn_top()": xerj_engine, "xerj knn_top(), float32 only": xerj_float32,
+                      "xerj search() knn": xerj_search}
         for fn in contenders.values():
             timed(fn, queries)
         before = dict(sidebyside.scans)
@@ -368,9 +379,10 @@ def bench_hybrid(args, workdir: Path) -> dict:
         return run
 
     idle_core = sidebyside.idle_core
-    for name in ("bm25 leg", "knn leg", "knn scan alone"):
+    for name in ("hybrid (rrf)", "bm25 leg", "knn leg", "knn scan alone"):
         contenders[f"{name}, one thread"] = one_thread(contenders[name])
-    print(f"  the kNN scan is numpy's einsum loop per run of rows ({os.cpu_count()} CPUs; BLAS present but not "
+    print(f"  the kNN scan is an int8 first pass in C ({knnquant.describe()}), then numpy's einsum loop over the "
+          f"rows it leaves, per run of rows ({os.cpu_count()} CPUs; BLAS present but not "
           f"used by the scan: {blas_info()}); the hybrid runs its BM25 leg on a worker thread while its kNN leg "
           f"scans on the caller's, the worker then taking runs of the scan's rows too, and a kNN leg alone shares "
           f"its scan's runs with the worker, when a second core is idle (affinity "
@@ -452,6 +464,8 @@ def main() -> None:
                 ("xerj search() knn", "numpy matmul+top10"),
                 ("xerj knn_top() after a write", "numpy matmul+top10 (again)"),
             ])
+            print(f"  ratio p50 xerj knn_top() / xerj knn_top(), float32 only: "
+                  f"{p50_ms(knn['xerj knn_top()']) / p50_ms(knn['xerj knn_top(), float32 only']):.2f}")
             print(f"  ratio p50 xerj knn_top() / numpy einsum+top10: "
                   f"{p50_ms(knn['xerj knn_top()']) / p50_ms(knn['numpy einsum+top10']):.2f}")
             print("  target: knn_top <= 1.2x numpy matmul")

@@ -16,6 +16,11 @@ take in turn (one core's streaming loop does not reach the memory's
 bandwidth; two scan 100k x 384 in about the BLAS matmul's time). Measured in
 ``tests/bench/bench_search.py`` against numpy's BLAS matmul over the same
 matrix.
+
+Where the C loop of :mod:`~xerj_core.query.knnquant` was built, a run first
+reads int8 copies of its rows (a quarter of the bytes) and bounds every
+row's score; only the rows that may reach the run's best k are scored in
+float32, by the same loop, so the answer is the full scan's bit for bit.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from xerj_core.errors import IllegalArgument
-from xerj_core.query import sidebyside
+from xerj_core.query import knnquant, sidebyside
 from xerj_core.query.ranking import Ranked, select_top
 
 SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
@@ -85,17 +90,27 @@ def segment_norms(seg, field: str, values: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def _parts(reader, field: str):
-    """``(start, end, values, present, inverse_norms, squared_norms)`` per stored part of ``field``."""
+    """``(start, end, values, present, inverse_norms, squared_norms, quantized)`` per stored part of ``field``;
+    ``quantized`` (the int8 copy of :mod:`~xerj_core.query.knnquant`) is None when the first pass is off."""
     for seg in reader.segments:
         column = reader.segment_column(seg, field)
         if column is None:
             continue
         norms = segment_norms(seg, field, column.values)
-        yield seg.start, seg.end, column.values, column.present, norms[0], norms[1]
+        quant = (knnquant.segment_quantized(seg, field, column.values, _cosine_inverse(reader, field, norms[0]))
+                 if knnquant.ENABLED else None)
+        yield seg.start, seg.end, column.values, column.present, norms[0], norms[1], quant
     if reader.tail_count:
         column = reader.tail_column(field)
         norms = tail_norms(reader, field, column)
-        yield reader.tail_start, reader.n_rows, column.values, column.present, norms[0], norms[1]
+        quant = (knnquant.tail_quantized(reader, field, column.values, _cosine_inverse(reader, field, norms[0]))
+                 if knnquant.ENABLED else None)
+        yield reader.tail_start, reader.n_rows, column.values, column.present, norms[0], norms[1], quant
+
+
+def _cosine_inverse(reader, field: str, inverse: np.ndarray) -> np.ndarray | None:
+    """``inverse`` when ``field`` ranks by cosine (its int8 copy then bounds cosines), else None."""
+    return inverse if similarity_of(reader.mapping.fields[field]) == "cosine" else None
 
 
 def tail_norms(reader, field: str, column) -> tuple[np.ndarray, np.ndarray]:
@@ -153,7 +168,7 @@ def knn_scores(reader, field: str, vector: Sequence[float] | np.ndarray, candida
     raw = np.zeros(n, np.float32)
     mask = np.zeros(n, bool)
     candidates = reader.live if candidates is None else candidates & reader.live
-    for start, end, values, present, inverse, squared in _parts(reader, field):
+    for start, end, values, present, inverse, squared, _quant in _parts(reader, field):
         wanted = present & candidates[start:end]
         if not wanted.any():
             continue
@@ -211,13 +226,21 @@ def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
     if k <= 0:
         return Ranked.empty()
     candidates = reader.live if filter_mask is None else reader.live & filter_mask
+    probe = knnquant.Probe.of(query) if knnquant.ENABLED and min_similarity is None else None
 
     def best(task) -> tuple[np.ndarray, np.ndarray] | None:
-        start, end, values, present, inverse, squared = task
+        start, end, values, present, inverse, squared, quant = task
         wanted = present & candidates[start:end]
         if not wanted.any():
             return None
-        local, raw = _part_raw(metric, query, query_norm, query_sq, values, inverse, squared, wanted)
+        local = None
+        if probe is not None and quant is not None:
+            # The int8 first pass: the rows left are a superset of this run's best k (see knnquant).
+            local = knnquant.survivors(quant, probe, metric, wanted, k, squared, query_norm, query_sq)
+        if local is not None:
+            raw = _raw(metric, _matvec(values[local], query), inverse[local], squared[local], query_norm, query_sq)
+        else:
+            local, raw = _part_raw(metric, query, query_norm, query_sq, values, inverse, squared, wanted)
         valid = wanted if local is None else None
         if min_similarity is not None:
             passed = (raw <= min_similarity) if metric == "l2_norm" else (raw >= min_similarity)
@@ -261,10 +284,11 @@ def _runs(tasks: list[tuple]) -> list[tuple]:
     """The parts cut into runs of at most ``_RUN_ROWS`` rows (each run's best ``k``, ties kept, holds every row
     of the part's best ``k`` it contains, so the final cut is the same)."""
     out = []
-    for start, end, values, present, inverse, squared in tasks:
+    for start, end, values, present, inverse, squared, quant in tasks:
         for lo in range(0, end - start, _RUN_ROWS):
             hi = min(lo + _RUN_ROWS, end - start)
-            out.append((start + lo, start + hi, values[lo:hi], present[lo:hi], inverse[lo:hi], squared[lo:hi]))
+            out.append((start + lo, start + hi, values[lo:hi], present[lo:hi], inverse[lo:hi], squared[lo:hi],
+                        None if quant is None else quant.sliced(lo, hi)))
     return out
 
 

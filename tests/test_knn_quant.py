@@ -1,0 +1,172 @@
+"""The kNN scan's int8 first pass (xerj_core.query.knnquant): answers equal to the float32 scan's, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from xerj_core.query import knn, knnquant
+from xerj_core.query.service import SearchService
+from xerj_core.store import BulkOp, Store
+
+pytestmark = pytest.mark.skipif(not knnquant.available(), reason="the kNN scan's int8 loop was not built")
+
+SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
+
+
+def _load(path, vectors: np.ndarray, similarity: str, tail_rows: int = 64) -> Store:
+    store = Store(path, sync=False, tail_rows=tail_rows)
+    store.create_index("v", {"properties": {"kind": {"type": "keyword"},
+                                            "vec": {"type": "dense_vector", "dims": vectors.shape[1],
+                                                    "similarity": similarity}}})
+    for lo in range(0, len(vectors), 100):
+        store.bulk([BulkOp("index", "v", str(i), {"kind": "ab"[i % 2], "vec": vectors[i].tolist()})
+                    for i in range(lo, min(lo + 100, len(vectors)))])
+    return store
+
+
+def _both(monkeypatch, reader, query, k, mask=None, **options):
+    """knn_top's answer with the first pass off, then on, and the runs the first pass narrowed."""
+    narrowed = []
+    survivors = knnquant.survivors
+
+    def spy(quant, *args, **kwargs):
+        found = survivors(quant, *args, **kwargs)
+        if found is not None and len(found) < len(quant.codes):
+            narrowed.append(len(found))
+        return found
+
+    monkeypatch.setattr(knnquant, "survivors", spy)
+    monkeypatch.setattr(knnquant, "ENABLED", False)
+    plain = knn.knn_top(reader, "vec", query, k, mask, **options)
+    monkeypatch.setattr(knnquant, "ENABLED", True)
+    first = knn.knn_top(reader, "vec", query, k, mask, **options)
+    return plain, first, narrowed
+
+
+def _same(plain, first) -> None:
+    assert plain.rows.tolist() == first.rows.tolist()
+    assert plain.scores.tobytes() == first.scores.tobytes()  # bit for bit, not approximately
+
+
+@pytest.mark.parametrize("dims", [1, 3, 16, 100, 384, 769])
+def test_a_gathered_row_gets_the_sum_it_gets_in_place(dims):
+    # What the first pass rests on: scoring the rows it leaves apart gives each the float32 sum of the full scan.
+    rng = np.random.default_rng(dims)
+    values = rng.standard_normal((3000, dims)).astype(np.float32) * rng.uniform(0.01, 100, (3000, 1)).astype(
+        np.float32)
+    query = rng.standard_normal(dims).astype(np.float32)
+    whole = knn._matvec(values, query)
+    for size in (1, 2, 7, 64, 500, 2999):
+        rows = np.sort(rng.choice(len(values), size, replace=False))
+        assert knn._matvec(values[rows], query).tobytes() == whole[rows].tobytes()
+
+
+@pytest.mark.parametrize("similarity", SIMILARITIES)
+def test_first_pass_answers_as_the_full_scan(tmp_path, monkeypatch, similarity):
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((1500, 24)).astype(np.float32)
+    if similarity == "dot_product":
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors[::37] = vectors[3]  # exact duplicates: ties at the cut
+    vectors[5::41] *= np.float32(1e-3)  # small rows beside large ones
+    narrowed = []
+    with _load(tmp_path / "s", vectors, similarity) as store, store.reader("v") as reader:
+        assert len(reader.segments) > 1 and reader.tail_count  # sealed segments and a tail
+        every_other = SearchService(store).filter_mask(reader, {"term": {"kind": "a"}})
+        for i in range(12):
+            query = vectors[3] + np.float32(1e-4) * rng.standard_normal(24).astype(np.float32) if i % 3 == 0 \
+                else rng.standard_normal(24).astype(np.float32)
+            if similarity == "dot_product":
+                query /= np.linalg.norm(query)
+            for k in (1, 3, 10):
+                for mask in (None, every_other):
+                    plain, first, seen = _both(monkeypatch, reader, query, k, mask)
+                    _same(plain, first)
+                    narrowed += seen
+    assert narrowed, "the first pass never left out a row: the test would not see it go wrong"
+
+
+def test_first_pass_keeps_every_tie_at_the_cut(tmp_path, monkeypatch):
+    # 300 copies of one row: the best k are all tied, and the full scan returns every one of them.
+    vectors = np.tile(np.arange(1, 9, dtype=np.float32), (600, 1))
+    vectors[1::2] = -vectors[1::2]
+    with _load(tmp_path / "s", vectors, "cosine") as store, store.reader("v") as reader:
+        plain, first, _seen = _both(monkeypatch, reader, vectors[0], 5)
+        _same(plain, first)
+
+
+def test_rows_near_float32_overflow_are_left_to_the_full_scan(tmp_path, monkeypatch):
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((800, 8)).astype(np.float32) * np.float32(1e17)
+    with _load(tmp_path / "s", vectors, "dot_product") as store, store.reader("v") as reader:
+        plain, first, seen = _both(monkeypatch, reader, vectors[10] * np.float32(1e-3), 5)
+        _same(plain, first)
+        assert seen == []
+
+
+def test_min_similarity_is_answered_by_the_full_scan(tmp_path, monkeypatch):
+    rng = np.random.default_rng(4)
+    vectors = rng.standard_normal((900, 16)).astype(np.float32)
+    with _load(tmp_path / "s", vectors, "cosine") as store, store.reader("v") as reader:
+        plain, first, seen = _both(monkeypatch, reader, vectors[1], 5, min_similarity=0.1)
+        _same(plain, first)
+        assert seen == []
+
+
+def test_the_c_loop_refuses_arrays_of_the_wrong_kind():
+    codes = np.zeros((4, 3), np.int8)
+    query = np.zeros(3, np.int16)
+    with pytest.raises(TypeError):
+        knnquant._dots(codes.astype(np.float32), query, np.empty(4, np.int32))
+    with pytest.raises(TypeError):
+        knnquant._dots(codes, query.astype(np.int8), np.empty(4, np.int32))
+    with pytest.raises(ValueError):
+        knnquant._dots(codes, query, np.empty(5, np.int32))
+    per_row = np.zeros(4)
+    with pytest.raises(TypeError):
+        knnquant._left(codes, query, per_row.astype(np.float32), per_row, per_row, np.ones(4, bool), 1, 1, 1, 1, 0)
+    with pytest.raises(ValueError):
+        knnquant._left(codes, query, per_row, per_row, per_row, np.ones(3, bool), 1, 1, 1, 1, 0)
+    with pytest.raises(ValueError):
+        knnquant._left(codes, query, per_row, per_row, per_row, np.ones(4, bool), 0, 1, 1, 1, 0)
+
+
+def test_the_c_loop_sums_exactly():
+    rng = np.random.default_rng(5)
+    codes = rng.integers(-127, 128, (300, 1000)).astype(np.int8)
+    query = rng.integers(-127, 128, 1000).astype(np.int16)
+    out = np.empty(300, np.int32)
+    knnquant._dots(codes, query, out)
+    assert out.tolist() == (codes.astype(np.int64) @ query.astype(np.int64)).tolist()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 2**32 - 1), st.sampled_from(SIMILARITIES), st.integers(1, 8), st.integers(1, 40),
+       st.booleans())
+def test_first_pass_answers_as_the_full_scan_on_small_integer_vectors(monkeypatch, seed, similarity, dims, k,
+                                                                      filtered):
+    # Small integers make many exact ties and many rows whose bounds touch the cut.
+    rng = np.random.default_rng(seed)
+    values = rng.integers(-3, 4, (rng.integers(50, 400), dims)).astype(np.float32)
+    values[np.all(values == 0, axis=1), 0] = 1  # cosine takes no zero vector
+    query = rng.integers(-3, 4, dims).astype(np.float32)
+    query[0] = query[0] or 1
+    monkeypatch.setattr(knnquant, "MIN_ROWS_PER_K", 1)
+    monkeypatch.setattr(knnquant, "MAX_LEFT_SHARE", 1.0)
+    quant = knnquant.quantize(values, knn._norms(values)[0] if similarity == "cosine" else None)
+    inverse, squared = knn._norms(values)
+    wanted = rng.random(len(values)) < 0.6 if filtered else np.ones(len(values), bool)
+    if not wanted.any():
+        return
+    query_norm = float(np.sqrt(np.dot(query, query)))
+    left = knnquant.survivors(quant, knnquant.Probe.of(query), similarity, wanted, min(k, int(wanted.sum())),
+                              squared, query_norm, query_norm * query_norm)
+    raw = knn._raw(similarity, knn._matvec(values, query), inverse, squared, query_norm, query_norm * query_norm)
+    better = np.where(wanted, -raw if similarity == "l2_norm" else raw, -np.inf)
+    kth = np.sort(better[wanted])[::-1][min(k, int(wanted.sum())) - 1]
+    best = set(np.flatnonzero(better >= kth).tolist())
+    assert best <= set(left.tolist())  # every row of the best k, ties included, is left for float32
+    assert set(left.tolist()) <= set(np.flatnonzero(wanted).tolist())

@@ -1,0 +1,225 @@
+"""The kNN scan's int8 first pass: which rows of a run may still reach its best k, read from int8 copies of the
+vectors, so that only those rows are scored in float32 and the answer stays the full scan's, bit for bit.
+
+Each stored row ``v`` gets an int8 copy ``c = rint(v / s)`` with ``s = max|v| / 127``, and three numbers:
+``|v - s·c|``, ``|s·c|`` and ``|v|``. The query ``q`` is rounded the same way. By Cauchy-Schwarz the true dot
+product lies within ``|v - s·c|·|q| + |s·c|·|q - s_q·c_q|`` of ``s·s_q·(c·c_q)``, and numpy's float32 sum lies
+within ``γ·|v|·|q|`` of the true one (``γ = (d + 2)·2⁻²³``, about twice the bound that holds for any order of
+summation). So each row's score lies in an interval; a row whose upper end is below the k-th largest lower end
+cannot enter the top k (ties included). The rows left are scored by the same float32 loop as a full scan: numpy's
+einsum gives a gathered row the very sum it gives it in place (``tests/test_knn_quant.py`` checks it), so the
+top k, their scores and their ties are the full scan's.
+
+Why: a float32 scan reads 4 bytes a dimension and already runs at the memory's pace; the int8 copy is a quarter of
+those bytes, and its dot products need C (``_knnscan.c``): numpy widens int8 products element by element. Without
+that extension (no C compiler at install) every scan reads the float32 rows, with the same answers.
+``XERJ_KNN_KERNEL=0`` switches the first pass off (to compare, or to rule it out); ``XERJ_REQUIRE_KNN_KERNEL=1``
+makes the extension's absence an error at import (``scripts/test`` sets it).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import attrs
+import numpy as np
+
+_compiled: Any
+try:
+    from xerj_core.query import _knnscan as _compiled
+except ImportError:  # built without a C compiler: every scan reads the float32 rows
+    if os.environ.get("XERJ_REQUIRE_KNN_KERNEL") == "1":
+        raise
+    _compiled = None
+else:
+    _dots, _left = _compiled.dots, _compiled.left
+
+# Whether kNN scans take the int8 first pass; a test or a benchmark may flip it to compare.
+ENABLED = _compiled is not None and os.environ.get("XERJ_KNN_KERNEL", "1") != "0"
+# A run with fewer wanted rows than this many times k is scored whole: the first pass would leave most of them.
+MIN_ROWS_PER_K = 16
+# Above this share of a run's rows left by the first pass, the run is scored whole: gathering that many rows
+# costs more than reading them all (measured: a gather of a quarter of 50k x 384 rows and its product took 4.4 ms,
+# the product over every row 3.3 ms).
+MAX_LEFT_SHARE = 0.125
+# Rows quantized per step, so the float64 temporaries stay a few MB whatever the segment's size.
+_CHUNK = 4096
+_U32 = 2.0 ** -24  # float32's unit roundoff
+_SLACK = 1e-12  # float64's own roundings in the bounds' arithmetic, generously
+
+
+def available() -> bool:
+    """Whether the int8 loop was built (whatever :data:`ENABLED` says)."""
+    return _compiled is not None
+
+
+def describe() -> dict[str, Any]:
+    """What a benchmark prints about the kNN scan's first pass."""
+    return {"compiled": _compiled is not None, "enabled": ENABLED}
+
+
+@attrs.frozen(eq=False)
+class Quantized:
+    """A part's rows as int8 (``codes``) with, per row, the numbers that turn a row's int8 dot product with a
+    :class:`Probe` into bounds of its score (see :func:`survivors`).
+
+    For cosine every per-row number is already multiplied by the row's inverse norm (the one the float32 scoring
+    uses), so the bounds come out as cosines without another pass."""
+
+    codes: np.ndarray  # int8, one row per stored row
+    scale: np.ndarray  # float64: row = scale * codes, less the rounding (times the inverse norm for cosine)
+    slack: np.ndarray  # float64: |v - scale·codes| + γ·|v|, to be multiplied by |q| (likewise)
+    rounded_norm: np.ndarray  # float64: |scale·codes|, to be multiplied by |q - q's rounding| (likewise)
+    largest_norm: float  # the largest |v|: a product that could overflow float32 is left to the full scan
+
+    def sliced(self, lo: int, hi: int) -> "Quantized":
+        return Quantized(self.codes[lo:hi], self.scale[lo:hi], self.slack[lo:hi], self.rounded_norm[lo:hi],
+                         self.largest_norm)
+
+
+def _gamma(dims: int) -> float:
+    return (dims + 2) * 2 * _U32
+
+
+def quantize(values: np.ndarray, inverse: np.ndarray | None = None) -> Quantized:
+    """The int8 copy of float32 ``values`` (rows) and the bounds of its rounding; with ``inverse`` (the rows'
+    float32 inverse norms, for cosine) the per-row numbers are multiplied by it."""
+    codes, scale, slack, rounded_norm, largest = _quantized_arrays(values, inverse)
+    return Quantized(codes, scale, slack, rounded_norm, float(largest.max(initial=0.0)))
+
+
+def _quantized_arrays(values: np.ndarray, inverse: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    n, dims = values.shape
+    codes = np.empty((n, dims), np.int8)
+    scale, slack, rounded_norm, norms = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    gamma = _gamma(dims)
+    for lo in range(0, n, _CHUNK):
+        hi = min(n, lo + _CHUNK)
+        rows = values[lo:hi].astype(np.float64)
+        top = np.abs(rows).max(axis=1) if dims else np.zeros(hi - lo)
+        step = np.where(top > 0, top / 127.0, 1.0)
+        code = np.clip(np.rint(rows / step[:, None]), -127, 127)
+        rounded = code * step[:, None]
+        codes[lo:hi] = code
+        error = np.sqrt(np.einsum("ij,ij->i", rows - rounded, rows - rounded))
+        norms[lo:hi] = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+        factor = 1.0 if inverse is None else inverse[lo:hi].astype(np.float64)
+        scale[lo:hi] = step * factor
+        slack[lo:hi] = (error + gamma * norms[lo:hi]) * (1 + _SLACK) * factor
+        rounded_norm[lo:hi] = np.sqrt(np.einsum("ij,ij->i", rounded, rounded)) * (1 + _SLACK) * factor
+    return codes, scale, slack, rounded_norm, norms
+
+
+def segment_quantized(seg, field: str, values: np.ndarray, inverse: np.ndarray | None) -> Quantized:
+    """:func:`quantize` of a sealed segment's ``values`` of ``field``, computed once per process and kept with it."""
+    key = ("knn-int8", field, inverse is not None)
+    found = seg.derived.get(key)
+    if found is None:
+        with seg.lock:
+            found = seg.derived.get(key)
+            if found is None:
+                found = seg.derived[key] = quantize(values, inverse)
+    return found
+
+
+def tail_quantized(reader, field: str, values: np.ndarray, inverse: np.ndarray | None) -> Quantized:
+    """:func:`quantize` of the tail's ``values`` of ``field``, each row's computed once for every generation."""
+    codes, scale, slack, rounded_norm, norms = reader.tail_derived(
+        ("knn-int8", field, inverse is not None),
+        lambda lo, hi: _quantized_arrays(values[lo:hi], None if inverse is None else inverse[lo:hi]))
+    return Quantized(codes, scale, slack, rounded_norm, float(norms.max(initial=0.0)))
+
+
+@attrs.frozen
+class Probe:
+    """The query as the first pass uses it: its int8 copy and the numbers its bounds need."""
+
+    codes: np.ndarray  # int16 holding int8 values
+    scale: float
+    norm: float
+    error: float  # |q - scale·codes|
+
+    @classmethod
+    def of(cls, query: np.ndarray) -> "Probe | None":
+        """The query's probe; None for a query that is not finite (the full scan answers it)."""
+        rows = query.astype(np.float64)
+        if not np.isfinite(rows).all():
+            return None
+        top = float(np.abs(rows).max()) if len(rows) else 0.0
+        step = top / 127.0 if top > 0 else 1.0
+        code = np.clip(np.rint(rows / step), -127, 127)
+        error = float(np.sqrt(np.sum((rows - code * step) ** 2))) * (1 + _SLACK)
+        # int16: the C loop multiplies int8 rows by an int16 query (see _knnscan.c)
+        return cls(code.astype(np.int16), step, float(np.sqrt(rows @ rows)) * (1 + _SLACK), error)
+
+
+def survivors(quant: Quantized, probe: Probe, metric: str, wanted: np.ndarray, k: int, squared: np.ndarray,
+              query_norm: float, query_sq: float) -> np.ndarray | None:
+    """The rows of a run (local numbers, ascending) that may be among its ``k`` best ``wanted`` rows, ties
+    included; None when the first pass would not pay (few rows per k, or too many rows left) or cannot bound
+    the scores (a product near float32's overflow).
+
+    ``quant`` must have been made with the inverse norms for cosine (and only then); ``squared``,
+    ``query_norm`` and ``query_sq`` are what the float32 scoring uses (see ``knn._raw``), so the bounds are on
+    the very values it computes. Only call it when :data:`ENABLED`."""
+    assert _compiled is not None
+    if np.count_nonzero(wanted) < MIN_ROWS_PER_K * k or quant.largest_norm * probe.norm > _FAR_FROM_OVERFLOW:
+        return None
+    if metric == "l2_norm":
+        rows = _l2_survivors(quant, probe, wanted, k, squared, query_sq)
+    else:
+        # Cosine ranks by dot·inverse·(1/|q|), computed in float32 with three roundings, each under 2e-7 of a
+        # value at most 1 (and a hair): 1e-6 covers them. dot_product and max_inner_product rank by the float32
+        # dot product itself.
+        times, add = (1.0 / query_norm, 1e-6) if metric == "cosine" else (1.0, _TINY)
+        rows = np.frombuffer(_left(quant.codes, probe.codes, quant.scale, quant.slack, quant.rounded_norm, wanted,
+                                   k, probe.scale * times, probe.norm * times, probe.error * times, add), np.int64)
+    return None if len(rows) > MAX_LEFT_SHARE * len(wanted) else rows
+
+
+def _l2_survivors(quant: Quantized, probe: Probe, wanted: np.ndarray, k: int, squared: np.ndarray,
+                  query_sq: float) -> np.ndarray:
+    """:func:`survivors` for l2_norm, in numpy: the distance's square root takes the bounds out of the C loop's
+    ``centre ± width`` form."""
+    sums = np.empty(len(quant.codes), np.int32)
+    _dots(quant.codes, probe.codes, sums)
+    dot = sums * (quant.scale * probe.scale)
+    width = quant.slack * probe.norm + quant.rounded_norm * probe.error + _TINY
+    low, high = _l2_bounds(dot - width, dot + width, squared, query_sq)
+    np.copyto(low, -np.inf, where=~wanted)
+    left = high >= _kth_largest(low, k)
+    left &= wanted
+    return np.flatnonzero(left)
+
+
+# Products of norms above this are left to the full scan: float32 overflows at 3.4e38, and the bounds assume it
+# did not.
+_FAR_FROM_OVERFLOW = 1e30
+# The stride of the sample that guesses a run's k-th largest lower bound (see _kth_largest).
+_SAMPLE_STRIDE = 16
+# Underflow's absolute error in a float32 sum of a few thousand products, generously.
+_TINY = 1e-30
+
+
+def _kth_largest(values: np.ndarray, k: int) -> float:
+    """The ``k``-th largest of ``values`` (k at most their number). A partition of them all costs more than the
+    int8 pass itself, so a guess comes first from every ``_SAMPLE_STRIDE``-th value, chosen so that about 4k values
+    reach it: when at least k do, the k-th largest is among them."""
+    sample = values[::_SAMPLE_STRIDE]
+    place = max(len(sample) - -(-4 * k // _SAMPLE_STRIDE), 0)
+    top = values[values >= np.partition(sample, place)[place]]
+    if len(top) < k:
+        top = values
+    return float(np.partition(top, len(top) - k)[len(top) - k])
+
+
+def _l2_bounds(low_dot: np.ndarray, high_dot: np.ndarray, squared: np.ndarray, query_sq: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of minus the float32 euclidean distance ``sqrt(max(squared - 2·dot + query_sq, 0))`` (``knn._raw``):
+    three roundings inside the root, each under 2⁻²⁴ of the sum of the magnitudes, and the root's own."""
+    sq = squared.astype(np.float64)
+    size = 4 * _U32 * (sq + 2 * np.maximum(np.abs(low_dot), np.abs(high_dot)) + query_sq)
+    far = np.sqrt(np.maximum(sq - 2 * low_dot + query_sq + size, 0.0)) * (1 + 1e-6)
+    near = np.sqrt(np.maximum(sq - 2 * high_dot + query_sq - size, 0.0)) * (1 - 1e-6)
+    return -far, -near
