@@ -116,6 +116,27 @@ def test_min_similarity_is_answered_by_the_full_scan(tmp_path, monkeypatch):
         assert seen == []
 
 
+@pytest.mark.parametrize("magnitude", [1e-42, 1e-30, 1e-3, 1.0, 7e3, 1e15])
+@pytest.mark.parametrize("dims", [1, 5, 384, 2304])
+def test_the_stored_bounds_hold_in_exact_arithmetic(magnitude, dims):
+    # Each row's slack and rounded norm, worked out in float32, against the same quantities in float64 from
+    # the very codes and scale stored (subnormal rows included).
+    rng = np.random.default_rng(dims)
+    values = (rng.standard_normal((300, dims)) * magnitude).astype(np.float32)
+    values[::7] = np.round(values[::7] / magnitude) * np.float32(magnitude)  # rows with many equal entries
+    values[3] = 0
+    squared = knn._norms(values)[1]
+    quant = knnquant.quantize(values, squared)
+    exact = values.astype(np.float64)
+    rounded = quant.codes.astype(np.float64) * quant.scale[:, None]
+    error = np.linalg.norm(exact - rounded, axis=1)
+    norm = np.linalg.norm(exact, axis=1)
+    assert (error + knnquant._gamma(dims) * norm <= quant.slack).all()
+    assert (np.linalg.norm(rounded, axis=1) <= quant.rounded_norm).all()
+    assert norm.max() <= quant.largest_norm
+    assert quant.codes.min() >= -127
+
+
 def test_the_c_loop_refuses_arrays_of_the_wrong_kind():
     codes = np.zeros((4, 3), np.int8)
     query = np.zeros(3, np.int16)
@@ -156,8 +177,8 @@ def test_first_pass_answers_as_the_full_scan_on_small_integer_vectors(monkeypatc
     query[0] = query[0] or 1
     monkeypatch.setattr(knnquant, "MIN_ROWS_PER_K", 1)
     monkeypatch.setattr(knnquant, "MAX_LEFT_SHARE", 1.0)
-    quant = knnquant.quantize(values, knn._norms(values)[0] if similarity == "cosine" else None)
     inverse, squared = knn._norms(values)
+    quant = knnquant.quantize(values, squared, inverse if similarity == "cosine" else None)
     wanted = rng.random(len(values)) < 0.6 if filtered else np.ones(len(values), bool)
     if not wanted.any():
         return

@@ -97,13 +97,15 @@ def _parts(reader, field: str):
         if column is None:
             continue
         norms = segment_norms(seg, field, column.values)
-        quant = (knnquant.segment_quantized(seg, field, column.values, _cosine_inverse(reader, field, norms[0]))
+        quant = (knnquant.segment_quantized(seg, field, column.values, norms[1],
+                                            _cosine_inverse(reader, field, norms[0]))
                  if knnquant.ENABLED else None)
         yield seg.start, seg.end, column.values, column.present, norms[0], norms[1], quant
     if reader.tail_count:
         column = reader.tail_column(field)
         norms = tail_norms(reader, field, column)
-        quant = (knnquant.tail_quantized(reader, field, column.values, _cosine_inverse(reader, field, norms[0]))
+        quant = (knnquant.tail_quantized(reader, field, column.values, norms[1],
+                                         _cosine_inverse(reader, field, norms[0]))
                  if knnquant.ENABLED else None)
         yield reader.tail_start, reader.n_rows, column.values, column.present, norms[0], norms[1], quant
 
