@@ -381,14 +381,15 @@ def bench_hybrid(args, workdir: Path) -> dict:
     idle_core = sidebyside.idle_core
     for name in ("hybrid (rrf)", "bm25 leg", "knn leg", "knn scan alone"):
         contenders[f"{name}, one thread"] = one_thread(contenders[name])
+    read_as = "as int8 first, then the float32 rows left" if knnquant.ENABLED else "as float32"
     print(f"  the kNN scan is an int8 first pass in C ({knnquant.describe()}), then numpy's einsum loop over the "
           f"rows it leaves, per run of rows ({os.cpu_count()} CPUs; BLAS present but not "
           f"used by the scan: {blas_info()}); the hybrid runs its BM25 leg on a worker thread while its kNN leg "
           f"scans on the caller's, the worker then taking runs of the scan's rows too, and a kNN leg alone shares "
           f"its scan's runs with the worker, when a second core is idle (affinity "
           f"{len(os.sched_getaffinity(0))} CPUs, load average {os.getloadavg()[0]:.1f}), else in turn; "
-          f"the filter keeps {args.hybrid_docs // 2:,} of {args.hybrid_docs:,} docs, so the scan reads "
-          f"{args.hybrid_docs * args.dims:,} floats", flush=True)
+          f"the filter keeps {args.hybrid_docs // 2:,} of {args.hybrid_docs:,} docs, and the scan reads all "
+          f"{args.hybrid_docs * args.dims:,} values ({read_as})", flush=True)
     cpu = {name: 0.0 for name in contenders}
 
     def cpu_timed(name, fn):
