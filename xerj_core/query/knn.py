@@ -89,9 +89,11 @@ def segment_norms(seg, field: str, values: np.ndarray) -> tuple[np.ndarray, np.n
     return norms
 
 
-def _parts(reader, field: str):
+def _parts(reader, field: str, quantized: bool = True):
     """``(start, end, values, present, inverse_norms, squared_norms, quantized)`` per stored part of ``field``;
-    ``quantized`` (the int8 copy of :mod:`~xerj_core.query.knnquant`) is None when the first pass is off."""
+    ``quantized`` (the int8 copy of :mod:`~xerj_core.query.knnquant`) is None when the first pass is off or not
+    asked for."""
+    quantized = quantized and knnquant.ENABLED
     for seg in reader.segments:
         column = reader.segment_column(seg, field)
         if column is None:
@@ -99,14 +101,14 @@ def _parts(reader, field: str):
         norms = segment_norms(seg, field, column.values)
         quant = (knnquant.segment_quantized(seg, field, column.values, norms[1],
                                             _cosine_inverse(reader, field, norms[0]))
-                 if knnquant.ENABLED else None)
+                 if quantized else None)
         yield seg.start, seg.end, column.values, column.present, norms[0], norms[1], quant
     if reader.tail_count:
         column = reader.tail_column(field)
         norms = tail_norms(reader, field, column)
         quant = (knnquant.tail_quantized(reader, field, column.values, norms[1],
                                          _cosine_inverse(reader, field, norms[0]))
-                 if knnquant.ENABLED else None)
+                 if quantized else None)
         yield reader.tail_start, reader.n_rows, column.values, column.present, norms[0], norms[1], quant
 
 
@@ -170,7 +172,7 @@ def knn_scores(reader, field: str, vector: Sequence[float] | np.ndarray, candida
     raw = np.zeros(n, np.float32)
     mask = np.zeros(n, bool)
     candidates = reader.live if candidates is None else candidates & reader.live
-    for start, end, values, present, inverse, squared, _quant in _parts(reader, field):
+    for start, end, values, present, inverse, squared, _quant in _parts(reader, field, quantized=False):
         wanted = present & candidates[start:end]
         if not wanted.any():
             continue

@@ -10,6 +10,9 @@ cannot enter the top k (ties included). The rows left are scored by the same flo
 einsum gives a gathered row the very sum it gives it in place (``tests/test_knn_quant.py`` checks it), so the
 top k, their scores and their ties are the full scan's.
 
+The copies are made once per process, at a part's first scan, and kept in memory beside its norms: a quarter
+of its vectors' bytes, plus 24 bytes a row.
+
 Why: a float32 scan reads 4 bytes a dimension and already runs at the memory's pace; the int8 copy is a quarter of
 those bytes, and its dot products need C (``_knnscan.c``): numpy widens int8 products element by element. Without
 that extension (no C compiler at install) every scan reads the float32 rows, with the same answers.
