@@ -288,6 +288,7 @@ def test_hybrid_legs_side_by_side_answer_as_in_turn(search, monkeypatch, forms):
     assert any(name.startswith("xerj-leg") for name in threads) and threading.current_thread().name in threads
 
 
+@pytest.mark.usefixtures("knn_first_pass")  # each run's int8 copy sliced from its part's
 @pytest.mark.parametrize("similarity", ["cosine", "l2_norm", "dot_product"])
 def test_knn_scan_shared_by_two_threads_answers_as_one(tmp_path, monkeypatch, similarity):
     """A kNN scan whose runs of rows two threads take in turn ranks exactly as one thread's: sealed segments and
