@@ -173,3 +173,44 @@ def test_search_answers_a_plain_match_pruned_with_the_total_it_tracks(tmp_path, 
                 assert total == {"value": track, "relation": "gte"}
     if track is not True:
         assert any(spied), "the pruned path answered some of them"
+
+
+@pytest.mark.parametrize("track", [True, False, 10, 300, 10_000])
+def test_search_answers_a_filtered_match_pruned_as_the_bool_scores_it(tmp_path, spied, track):
+    # A bool of one match and filter clauses ranks as the match within the filter: the pruned path answers it
+    # with the hits, scores and total the bool's dense evaluation gives.
+    from xerj_core.query.evaluate import filter_mask
+    from xerj_core.query.service import SearchService
+
+    texts = zipf_texts(3000, seed=23)
+    with Store(tmp_path / "data", tail_rows=256) as store:
+        store.bulk([BulkOp("index", "c", str(i), {"text": t, "kind": "abc"[i % 3], "n": i})
+                    for i, t in enumerate(texts)])
+        for i in range(0, 3000, 71):
+            store.delete("c", str(i))
+        service = SearchService(store)
+        filters = [[{"term": {"kind": "a"}}], [{"range": {"n": {"gte": 2500}}}],
+                   [{"terms": {"kind": ["b", "c"]}}, {"range": {"n": {"lt": 1000}}}]]
+        for n, query in enumerate(queries(8, 30)):
+            store.put("c", {"text": texts[n] + " w1", "kind": "a", "n": n}, f"new-{n}")  # a new generation
+            clauses = filters[n % len(filters)]
+            body = {"query": {"bool": {"must": [{"match": {"text": query}}], "filter": clauses}}, "size": 10,
+                    "track_total_hits": track}
+            got = service.search("c", body)
+            with store.reader("c") as reader:
+                allowed = filter_mask(reader, clauses)
+                rows, scores = dense_top(reader, query, 10, allowed)
+                matched = int(np.count_nonzero(bm25.match_text(reader, "text", query)[0] & allowed))
+                assert [h["_id"] for h in got["hits"]["hits"]] == [reader.id_of(r) for r in rows], query
+                assert [h["_score"] for h in got["hits"]["hits"]] == pytest.approx(scores, rel=1e-12)
+            total = got["hits"].get("total")
+            if track is True:
+                assert total == {"value": matched, "relation": "eq"}
+            elif track is False:
+                assert total is None
+            elif matched <= track:
+                assert total == {"value": matched, "relation": "eq"}
+            else:
+                assert total == {"value": track, "relation": "gte"}
+    if track is not True:
+        assert any(spied), "the pruned path answered some of them"
