@@ -365,19 +365,15 @@ def term_weights(reader, field: str, term: str) -> tuple[np.ndarray, np.ndarray]
 
 
 def top_and_count(reader, field: str, terms: Counter[str], k: int, *, boost: float = 1.0,
-                  count_past: int | None = None, filter_mask: np.ndarray | None = None) -> tuple[Ranked, int]:
+                  count_past: int | None = None) -> tuple[Ranked, int]:
     """The ``k`` best live rows of an ``or`` match of ``terms`` on text field ``field``, and how many rows match:
-    exactly, or (given ``count_past``, a total tracked up to that many) any number above it when more do.
-    ``filter_mask`` (bool over the reader's rows) leaves out the rows it does not hold, as a bool's ``filter``
-    clauses do: they neither rank nor count."""
+    exactly, or (given ``count_past``, a total tracked up to that many) any number above it when more do."""
     if count_past is not None and boost == 1.0 and len(terms) > 1 and k > 0 \
             and not _weights_kept(reader, field, terms):
-        found = _pruned_top(reader, field, terms, k, filter_mask)
+        found = _pruned_top(reader, field, terms, k, None)
         if found is not None:
-            return found, _match_count(reader, field, terms, count_past, filter_mask)
+            return found, _match_count(reader, field, terms, count_past)
     scores, _ = score_terms(reader, field, terms)
-    if filter_mask is not None:
-        scores *= filter_mask  # a row the filter leaves out scores 0: not ranked, not counted
     count = int(np.count_nonzero(scores))  # every matching row has a positive weight; dead rows have none
     if not count or k <= 0:
         return Ranked.empty(), count
@@ -473,34 +469,20 @@ def _weights_kept(reader, field: str, terms: Counter[str]) -> bool:
     return all(cache.get(term) is not None for term in terms)
 
 
-def _match_count(reader, field: str, terms: Counter[str], count_past: int,
-                 filter_mask: np.ndarray | None = None) -> int:
-    """How many live rows (of ``filter_mask``'s, when given) hold one of ``terms``: exactly, or the most any one
-    term has when that is above ``count_past`` (then so is the count, and the caller reports it as more than
-    that)."""
-    found = [term_parts(reader, field, term) for term in terms]
-    if filter_mask is not None:
-        # Longest postings first: one frequent term within the filter is usually past count_past alone, and the
-        # others' postings need not be read through the filter (each such read is a gather over its postings).
-        found.sort(key=lambda parts: -sum(len(part.rows) for part in parts))
+def _match_count(reader, field: str, terms: Counter[str], count_past: int) -> int:
+    """How many live rows hold one of ``terms``: exactly, or the most any one term has when that is above
+    ``count_past`` (then so is the count, and the caller reports it as more than that)."""
     rows = []
     most = 0
-    for parts in found:
-        if filter_mask is None:
-            live = _live_count(reader, parts)
-            rows += [part.rows for part in parts]
-        else:
-            kept = [part.rows[filter_mask[part.rows]] for part in parts]
-            live = sum(int(np.count_nonzero(reader.live[held])) if reader.doc_count != reader.n_rows else len(held)
-                       for held in kept)
-            rows += kept
+    for term in terms:
+        parts = term_parts(reader, field, term)
+        live = _live_count(reader, parts)
         most = max(most, live)
-        if filter_mask is not None and most > count_past:
-            return most
+        rows += [part.rows for part in parts]
     if most > count_past or not rows:
         return most
-    found_rows = _union(rows)
-    return int(np.count_nonzero(reader.live[found_rows])) if reader.doc_count != reader.n_rows else len(found_rows)
+    found = _union(rows)
+    return int(np.count_nonzero(reader.live[found])) if reader.doc_count != reader.n_rows else len(found)
 
 
 def _union(arrays: list[np.ndarray]) -> np.ndarray:

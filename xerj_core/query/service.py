@@ -383,8 +383,8 @@ class SearchService:
         # The pruned BM25 path ranks by score alone: not for a resumed (search_after, scroll) or sorted page.
         plain_match = self._plain_match(request) if knn_parts is None and sort is None and after is None else None
         for index, reader in enumerate(readers):
-            if plain_match is not None and bm25.is_text_field(reader, plain_match[0].field):
-                ranked, matched = self._match_top(reader, *plain_match, request)
+            if plain_match is not None and bm25.is_text_field(reader, plain_match.field):
+                ranked, matched = self._match_top(reader, plain_match, request)
                 contexts.append((reader, None))
                 total += matched
                 if len(ranked):
@@ -452,28 +452,21 @@ class SearchService:
         return page, total, max_score, contexts
 
     @staticmethod
-    def _plain_match(request: SearchRequest) -> tuple[dsl.Match, tuple] | None:
-        """``(match, filters)`` when the request ranks by score alone an ``or`` match, alone or as the one ``must``
-        clause of a bool whose other clauses are ``filter`` clauses (which only narrow it: the bool's score is
-        the match's), which BM25 can answer pruned."""
-        node, filters = request.query, ()
-        if (isinstance(node, dsl.Bool) and len(node.must) == 1 and node.filter and not node.should
-                and not node.must_not and node.minimum_should_match is None and node.boost == 1.0):
-            node, filters = node.must[0], node.filter
+    def _plain_match(request: SearchRequest) -> dsl.Match | None:
+        """The request's query when it is an ``or`` match ranked by score alone, which BM25 can answer pruned."""
+        node = request.query
         if (isinstance(node, dsl.Match) and node.operator == "or" and node.minimum_should_match is None
                 and node.boost > 0 and bm25.query_terms(node.query) and request.sort is None and not request.aggs
                 and request.post_filter is None and request.min_score is None):
-            return node, filters
+            return node
         return None
 
     @staticmethod
-    def _match_top(reader, node: dsl.Match, filters: tuple, request: SearchRequest) -> tuple[Ranked, int]:
-        """The window's best rows of a plain match (within ``filters``) and its hit count, without dense masks
-        of the match or a second pass."""
+    def _match_top(reader, node: dsl.Match, request: SearchRequest) -> tuple[Ranked, int]:
+        """The window's best rows of a plain match and its hit count, without dense masks or a second pass."""
         track = request.track_total_hits  # True: an exact count; False: none is reported, any will do
         return bm25.top_and_count(reader, node.field, bm25.query_terms(node.query), request.window, boost=node.boost,
-                                  count_past=0 if track is False else track if type(track) is int else None,
-                                  filter_mask=Evaluator(reader).filter(list(filters)) if filters else None)
+                                  count_past=0 if track is False else track if type(track) is int else None)
 
     def _rank_leg(self, node, readers, window: int, shared: list[dict]) -> tuple[Ranked, list[np.ndarray]]:
         """A leg's global ranking (keys ``index << 40 | row``, top ``window``) and its per-reader matches.
