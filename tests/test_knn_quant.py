@@ -191,3 +191,17 @@ def test_first_pass_answers_as_the_full_scan_on_small_integer_vectors(monkeypatc
     best = set(np.flatnonzero(better >= kth).tolist())
     assert best <= set(left.tolist())  # every row of the best k, ties included, is left for float32
     assert set(left.tolist()) <= set(np.flatnonzero(wanted).tolist())
+
+
+def test_no_int8_copy_is_made_where_the_first_pass_cannot_pay(tmp_path):
+    # A small tail (a memory namespace's newest rows, grown by every store) and a scan with a similarity floor
+    # are scored whole: no copy is made, or grown on each write.
+    rng = np.random.default_rng(6)
+    vectors = rng.standard_normal((100, 16)).astype(np.float32)
+    with _load(tmp_path / "s", vectors, "cosine", tail_rows=1024) as store:
+        with store.reader("v") as reader:
+            knn.knn_top(reader, "vec", vectors[0], 10)  # 100 rows, fewer than 16 per k
+            knn.knn_top(reader, "vec", vectors[0], 1, min_similarity=0.1)
+            assert not any(key[0] == "knn-int8" for key in reader.snapshot.tail._derived)
+            knn.knn_top(reader, "vec", vectors[0], 1)  # 100 rows for k = 1: worth a copy
+            assert any(key[0] == "knn-int8" for key in reader.snapshot.tail._derived)

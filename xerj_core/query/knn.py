@@ -89,11 +89,11 @@ def segment_norms(seg, field: str, values: np.ndarray) -> tuple[np.ndarray, np.n
     return norms
 
 
-def _parts(reader, field: str, quantized: bool = True):
+def _parts(reader, field: str, quantize_from: int | None = None):
     """``(start, end, values, present, inverse_norms, squared_norms, quantized)`` per stored part of ``field``;
-    ``quantized`` (the int8 copy of :mod:`~xerj_core.query.knnquant`) is None when the first pass is off or not
-    asked for."""
-    quantized = quantized and knnquant.ENABLED
+    ``quantized`` is the int8 copy of :mod:`~xerj_core.query.knnquant` for a part of at least ``quantize_from``
+    rows while the first pass is on, else None (a smaller part is scored whole: no copy is made or grown)."""
+    least = quantize_from if quantize_from is not None and knnquant.ENABLED else None
     for seg in reader.segments:
         column = reader.segment_column(seg, field)
         if column is None:
@@ -101,14 +101,14 @@ def _parts(reader, field: str, quantized: bool = True):
         norms = segment_norms(seg, field, column.values)
         quant = (knnquant.segment_quantized(seg, field, column.values, norms[1],
                                             _cosine_inverse(reader, field, norms[0]))
-                 if quantized else None)
+                 if least is not None and seg.end - seg.start >= least else None)
         yield seg.start, seg.end, column.values, column.present, norms[0], norms[1], quant
     if reader.tail_count:
         column = reader.tail_column(field)
         norms = tail_norms(reader, field, column)
         quant = (knnquant.tail_quantized(reader, field, column.values, norms[1],
                                          _cosine_inverse(reader, field, norms[0]))
-                 if quantized else None)
+                 if least is not None and reader.tail_count >= least else None)
         yield reader.tail_start, reader.n_rows, column.values, column.present, norms[0], norms[1], quant
 
 
@@ -127,7 +127,7 @@ def prepare(reader, field: str) -> None:
     reader's caches, so the scan itself touches numpy arrays alone (see :mod:`~xerj_core.query.sidebyside`)."""
     if field in reader.mapping.fields:
         reader.live  # noqa: B018 - a reserved index builds its live rows from a column
-        for _part in _parts(reader, field):
+        for _part in _parts(reader, field, knnquant.MIN_ROWS_PER_K):  # the int8 copies any k may read
             pass
 
 
@@ -172,7 +172,7 @@ def knn_scores(reader, field: str, vector: Sequence[float] | np.ndarray, candida
     raw = np.zeros(n, np.float32)
     mask = np.zeros(n, bool)
     candidates = reader.live if candidates is None else candidates & reader.live
-    for start, end, values, present, inverse, squared, _quant in _parts(reader, field, quantized=False):
+    for start, end, values, present, inverse, squared, _quant in _parts(reader, field):
         wanted = present & candidates[start:end]
         if not wanted.any():
             continue
@@ -230,7 +230,10 @@ def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
     if k <= 0:
         return Ranked.empty()
     candidates = reader.live if filter_mask is None else reader.live & filter_mask
-    probe = knnquant.Probe.of(query) if knnquant.ENABLED and min_similarity is None else None
+    # read from the store here: the worker touches numpy arrays alone; int8 copies only where the first pass may
+    # pay (never with min_similarity, whose floor the bounds do not carry)
+    tasks = list(_parts(reader, field, knnquant.MIN_ROWS_PER_K * k if min_similarity is None else None))
+    probe = knnquant.Probe.of(query) if any(task[6] is not None for task in tasks) else None
 
     def best(task) -> tuple[np.ndarray, np.ndarray] | None:
         start, end, values, present, inverse, squared, quant = task
@@ -263,7 +266,6 @@ def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
             chosen = np.flatnonzero(valid) if valid is not None else np.arange(len(better))
         return start + (chosen if local is None else local[chosen]), raw[chosen]
 
-    tasks = list(_parts(reader, field))  # read from the store here: the worker touches numpy arrays alone
     with _helper_for(tasks, helper) as share:
         found = [best(task) for task in tasks] if share is None else _shared(_runs(tasks), best, share)
     found = [f for f in found if f is not None]
