@@ -6,9 +6,10 @@ import ast
 import sysconfig
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from xerj_core.autoindex.builtin_formats import code
+from xerj_core.autoindex.builtin_formats import code, pyoutline
 from xerj_core.autoindex.builtin_formats._common import Anchors, document
 from xerj_core.autoindex.builtin_formats.pyoutline import Definition, outline, outline_from_tree
 from xerj_core.autoindex.formats import FormatError, decode_text, file_name
@@ -93,8 +94,93 @@ HARD_CASES = {
 }
 
 
+@pytest.fixture(params=["compiled walk", "numpy passes"])
+def byte_pass(request):
+    """Runs a test once with each byte-level pass of the scan (see pyoutline.ENABLED): the compiled walk, then the
+    regular expression and numpy's passes. Without a build of the walk its half is skipped, unless
+    XERJ_REQUIRE_PYSCAN_KERNEL=1 (scripts/test) made the import fail already."""
+    compiled = request.param == "compiled walk"
+    if compiled and pyoutline._scan is None:
+        pytest.skip("the outline's compiled walk was not built (no C compiler at install)")
+    if compiled and pyoutline._NESTED_FSTRINGS:
+        pytest.skip("the compiled walk does not check 3.12's nested f-string quotes: the numpy passes run there")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pyoutline, "ENABLED", compiled)
+        yield request.param
+
+
+# Cases for the walk's own edges (where a literal or a comment ends, escapes at the end of the file): both
+# passes must say the same of them, whatever ast says.
+WALK_CASES = {
+    "string at the end": "x = 'a'",
+    "backslash ending the file in a string": "x = 'a\\",
+    "backslash ending the file in a triple string": 'x = """a\\',
+    "four and five quotes": 'a = """x""""\nb = """"""\nc = """""\n"""\n',
+    "escaped newline in a short string": "x = 'a\\\nb'\ndef f(): pass\n",
+    "a newline in a short string": "x = 'a\nb'\ndef f(): pass\n",
+    "two quotes at the end": 'x = ""',
+    "three quotes at the end": 'x = """',
+    "comment at the end": "x = 1  # no newline",
+    "hash and brackets in strings": "x = '#(['\ny = \"]})\"  # ((\ndef f(): pass\n",
+    "less than then greater than": "x = a < b > c\ny = '<>'  # <>\nz = '<'>'\n",
+    "backslash before a newline in a comment": "x = 1  # \\\ndef f(): pass\n",
+    "adjacent literals": "x = 'a''b'\"c\"'''d'''\ndef f(): pass\n",
+    "non-ASCII in strings and comments": "s = 'café'  # naïve\ndef f(): return '€'\n",
+    "a top line after a closing bracket": "x = [\n1]\ny = 2\n",
+    "depth below zero then back": "x = 1)\n(\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HARD_CASES) + sorted(WALK_CASES))
+def test_the_two_byte_passes_agree(name):
+    if pyoutline._scan is None:
+        pytest.skip("the outline's compiled walk was not built (no C compiler at install)")
+    text = HARD_CASES.get(name, WALK_CASES.get(name))
+    _assert_passes_agree(text)
+
+
+def _assert_passes_agree(text: str) -> None:
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return
+    walked, passed = pyoutline._scan(data), pyoutline._numpy_scan(text, data)
+    if passed is None:
+        assert walked is None
+        return
+    assert walked is not None
+    kind, newlines, top = walked
+    assert kind == passed[0].tobytes()
+    assert np.frombuffer(newlines, np.int64).tolist() == passed[1].tolist()
+    assert np.frombuffer(top, np.int64).tolist() == passed[2].tolist()
+
+
+@pytest.mark.slow
+def test_the_two_byte_passes_agree_on_every_installed_module():
+    if pyoutline._scan is None:
+        pytest.skip("the outline's compiled walk was not built (no C compiler at install)")
+    checked = 0
+    for path in _installed_modules():
+        try:
+            text = decode_text(path.read_bytes()).text
+        except (OSError, FormatError):
+            continue
+        if "\0" not in text and "\f" not in text and "\r" not in text:
+            _assert_passes_agree(text)
+            checked += 1
+    assert checked > 1000
+
+
+def test_the_walk_takes_bytes_only():
+    if pyoutline._scan is None:
+        pytest.skip("the outline's compiled walk was not built (no C compiler at install)")
+    with pytest.raises(TypeError):
+        pyoutline._scan("x = 1\n")
+    assert pyoutline._scan(b"") == (b"", b"", b"")
+
+
 @pytest.mark.parametrize("name", sorted(HARD_CASES))
-def test_the_scan_answers_like_ast_or_not_at_all(name):
+def test_the_scan_answers_like_ast_or_not_at_all(name, byte_pass):
     text = HARD_CASES[name]
     found = outline(text)
     reference = _reference(text)
@@ -104,7 +190,7 @@ def test_the_scan_answers_like_ast_or_not_at_all(name):
         assert found == reference
 
 
-def test_the_scan_vouches_for_ordinary_modules():
+def test_the_scan_vouches_for_ordinary_modules(byte_pass):
     for name in ("decorated and async", "backslash continuation", "one-line bodies", "nested imports",
                  "relative and dotted", "names with from and import inside", "escaped quotes", "empty"):
         assert outline(HARD_CASES[name]) is not None, name

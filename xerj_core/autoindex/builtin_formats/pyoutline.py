@@ -7,10 +7,13 @@ builds an object for every node of the file and costs about eight times reading
 and tokenizing the text; this scan costs a fraction of that.
 
 It finds the only things that can hide a bracket, a newline or a keyword (string
-literals and comments) with one regular expression, then works on the bytes
-with numpy: bracket depth, which lines continue a statement (inside brackets or a
-string, or after a backslash), which lines start a top-level statement (column
-0). Each definition's last significant line is found walking back from the next
+literals and comments), then bracket depth, which lines continue a statement
+(inside brackets or a string, or after a backslash) and which lines start a
+top-level statement (column 0). That byte-level pass is one walk of a small C
+loop (``_pyscan.c``) where it was built; else one regular expression and numpy's
+passes over the bytes, which give the same answers (a test compares them on every
+installed module) and cost the outline about 2.5 times as much. Each
+definition's last significant line is found walking back from the next
 top-level statement. Import statements are the ``import`` keywords outside
 strings and comments.
 
@@ -27,12 +30,21 @@ expressions) gets an outline where ``ast`` would have refused the file.
 from __future__ import annotations
 
 import ast
+import os
 import re
 import sys
 import unicodedata
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+
+_scan: Any
+try:
+    from xerj_core.autoindex.builtin_formats._pyscan import scan as _scan
+except ImportError:  # built without a C compiler: the regular expression and numpy's passes answer
+    if os.environ.get("XERJ_REQUIRE_PYSCAN_KERNEL") == "1":
+        raise
+    _scan = None
 
 
 class Definition(NamedTuple):
@@ -102,7 +114,13 @@ _BRACKET = bytes(1 if c in b"([{" else 255 if c in b")]}" else 0 for c in range(
 _LINE_OPENER_BLANK = np.zeros(256, bool)  # a line starting with one of these opens no top-level statement
 _LINE_OPENER_BLANK[[ord(" "), ord("\t"), ord("\n"), ord("#")]] = True
 _STRING, _COMMENT = 1, 2
+# What each byte of a module is (0 code, _STRING, _COMMENT): the walk's bytes, or the numpy pass's array
+Kinds = bytes | np.ndarray
 _NESTED_FSTRINGS = sys.version_info >= (3, 12)
+# Whether the byte-level pass is the compiled walk (``_pyscan.c``); both give the same answers (a test checks it
+# on every installed module). ``XERJ_PYSCAN_KERNEL=0`` switches the walk off, to compare. The walk does not check
+# Python 3.12's nested f-string quotes (:func:`_fstrings_closed`), so from 3.12 on the numpy pass runs.
+ENABLED = _scan is not None and not _NESTED_FSTRINGS and os.environ.get("XERJ_PYSCAN_KERNEL", "1") != "0"
 
 
 def _name(raw: bytes) -> str:
@@ -122,6 +140,28 @@ def outline(text: str) -> Outline | None:
         return None
     if _python2(data):
         return None
+    if ENABLED:
+        scanned = _scan(data)
+        if scanned is None:
+            return None
+        kind, newlines, top = scanned[0], np.frombuffer(scanned[1], np.int64), np.frombuffer(scanned[2], np.int64)
+    else:
+        found = _numpy_scan(text, data)
+        if found is None:
+            return None
+        kind, newlines, top = found
+    definitions = _definitions(data, kind, newlines, top)
+    if definitions is None:
+        return None
+    imports = _imports(data, kind)
+    if imports is None:
+        return None
+    return Outline(definitions, imports)
+
+
+def _numpy_scan(text: str, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """What ``_pyscan.scan`` returns, with a regular expression and numpy's passes (the kind of each byte as an
+    array rather than bytes), or None when the outline cannot vouch for the module."""
     parts = _TOKEN.split(data)
     tokens = parts[1::2]
     if not _UNCLOSED.isdisjoint(tokens):
@@ -158,13 +198,7 @@ def outline(text: str) -> Outline | None:
     top = starts[~continued & ~_LINE_OPENER_BLANK[arr[starts]]]
     if size and not _LINE_OPENER_BLANK[arr[0]]:
         top = np.concatenate(([0], top))
-    definitions = _definitions(data, kind, newlines, top)
-    if definitions is None:
-        return None
-    imports = _imports(data, kind)
-    if imports is None:
-        return None
-    return Outline(definitions, imports)
+    return kind, newlines, top
 
 
 def _python2(data: bytes) -> bool:
@@ -197,7 +231,7 @@ def _fstrings_closed(data: bytes, parts: list[bytes]) -> bool:
     return True
 
 
-def _definitions(data: bytes, kind: np.ndarray, newlines: np.ndarray,
+def _definitions(data: bytes, kind: Kinds, newlines: np.ndarray,
                  top: np.ndarray) -> tuple[Definition, ...] | None:
     """Each top-level def/class (decorators first) with the line of its body's last significant byte."""
     if not len(top):
@@ -234,7 +268,7 @@ def _definitions(data: bytes, kind: np.ndarray, newlines: np.ndarray,
                  for (first, _, keyword, name, _), end in zip(found, end_lines))
 
 
-def _last_significant_line(data: bytes, kind: np.ndarray, boundary: int) -> int:
+def _last_significant_line(data: bytes, kind: Kinds, boundary: int) -> int:
     """Where the last line before ``boundary`` (a line start) holding a significant byte starts: a byte of a
     string, or of code other than a space, tab or newline. A definition's body ends there; the lines after it
     and before the next top-level statement are blank or comments, a few, so they are walked back one by one
@@ -252,7 +286,7 @@ def _last_significant_line(data: bytes, kind: np.ndarray, boundary: int) -> int:
     return 0
 
 
-def _imports(data: bytes, kind: np.ndarray) -> tuple[str, ...] | None:
+def _imports(data: bytes, kind: Kinds) -> tuple[str, ...] | None:
     """The modules named by ``import a.b`` and (without leading dots) ``from a.b import c``, sorted."""
     names: set[str] = set()
     for match in _IMPORT_KEYWORD.finditer(data):
