@@ -14,10 +14,12 @@
  *
  * The module gives up (returns None, and the caller parses with ``ast``) where the Python pass gives up: a
  * literal that never closes, a byte of 0x80 or more in code (a non-ASCII identifier), a backtick or ``<>`` in
- * code, brackets that close more than they opened or leave some open. */
+ * code, brackets that close more than they opened or leave some open, and (as pyoutline's _python2 does before
+ * that pass) a line opening with a Python 2 statement. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 enum { CODE = 0, STRING = 1, COMMENT = 2 };
 
@@ -132,6 +134,71 @@ static int walk(const unsigned char *s, Py_ssize_t n, unsigned char *kind, Posit
     return depth != 0;
 }
 
+static int word_byte(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c >= 0x80;
+}
+
+/* Whether ``s[at:]`` starts with the ``size`` bytes of ``word``. */
+static int starts(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, const char *word, Py_ssize_t size) {
+    return at + size <= n && memcmp(s + at, word, (size_t)size) == 0;
+}
+
+/* Past the spaces and tabs from ``at``. */
+static Py_ssize_t blanks(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
+    while (at < n && (s[at] == ' ' || s[at] == '\t')) {
+        at++;
+    }
+    return at;
+}
+
+/* Whether the line starting at ``at`` opens with a Python 2 statement that tokenizes like Python 3 but does not
+ * parse, as pyoutline's _PYTHON2_STATEMENT reads one: after the indentation, ``print`` or ``exec``, spacing, then
+ * neither an operator keyword (if else and or in is not) nor anything but a name, a quote, ``{`` or ``~``; or
+ * ``except`` or ``raise``, spacing, a dotted name and a comma. */
+static int python2_line(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
+    static const char *const operators[] = {"if", "else", "and", "or", "in", "is", "not"};
+    at = blanks(s, n, at);
+    int printing = 1;
+    Py_ssize_t size = 0;
+    if (starts(s, n, at, "print", 5)) {
+        size = 5;
+    } else if (starts(s, n, at, "exec", 4)) {
+        size = 4;
+    } else if (starts(s, n, at, "except", 6)) {
+        size = 6;
+        printing = 0;
+    } else if (starts(s, n, at, "raise", 5)) {
+        size = 5;
+        printing = 0;
+    }
+    if (size == 0 || at + size >= n || (s[at + size] != ' ' && s[at + size] != '\t')) {
+        return 0;
+    }
+    Py_ssize_t next = blanks(s, n, at + size);
+    if (next >= n) {
+        return 0;
+    }
+    if (printing) {
+        for (size_t k = 0; k < sizeof(operators) / sizeof(operators[0]); k++) {
+            Py_ssize_t length = (Py_ssize_t)strlen(operators[k]);
+            if (starts(s, n, next, operators[k], length) && (next + length >= n || !word_byte(s[next + length]))) {
+                return 0;
+            }
+        }
+        unsigned char c = s[next];
+        return word_byte(c) || c == '"' || c == '\'' || c == '{' || c == '~';
+    }
+    Py_ssize_t end = next;
+    while (end < n && ((word_byte(s[end]) && s[end] < 0x80) || s[end] == '.')) {
+        end++;
+    }
+    if (end == next) {
+        return 0;
+    }
+    end = blanks(s, n, end);
+    return end < n && s[end] == ',';
+}
+
 static PyObject *as_bytes(const Positions *p) {
     return PyBytes_FromStringAndSize((const char *)p->items, (Py_ssize_t)sizeof(int64_t) * p->size);
 }
@@ -141,7 +208,8 @@ PyDoc_STRVAR(scan_doc,
 "One walk over a module's UTF-8 bytes: ``kind`` holds a byte per byte of ``data`` (0 code, 1 string, 2 comment),\n"
 "``newlines`` the offset of every newline and ``top`` the offset where each line opening a top-level statement\n"
 "starts, both as native int64 bytes in ascending order. None when the outline cannot vouch for the module (a\n"
-"literal that never closes, a non-ASCII byte, a backtick or ``<>`` in code, unbalanced brackets).");
+"literal that never closes, a non-ASCII byte, a backtick or ``<>`` in code, unbalanced brackets, a Python 2\n"
+"statement).");
 
 static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *arg) {
     if (!PyBytes_Check(arg)) {
@@ -156,6 +224,10 @@ static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *arg) {
     }
     Positions newlines = {NULL, 0, 0}, top = {NULL, 0, 0};
     int found = walk(s, n, (unsigned char *)PyBytes_AS_STRING(kind), &newlines, &top);
+    /* a Python 2 statement on any line, even inside a string, leaves the module to ast */
+    for (Py_ssize_t k = -1; found == 0 && k < newlines.size; k++) {
+        found = python2_line(s, n, k < 0 ? 0 : (Py_ssize_t)newlines.items[k] + 1);
+    }
     PyObject *result = NULL;
     if (found < 0) {
         PyErr_NoMemory();

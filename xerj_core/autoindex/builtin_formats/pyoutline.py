@@ -138,15 +138,13 @@ def outline(text: str) -> Outline | None:
         data = text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate
         return None
-    if _python2(data):
-        return None
     if ENABLED:
-        scanned = _scan(data)
+        scanned = _scan(data)  # (which also looks for Python 2 statements, as _python2 does)
         if scanned is None:
             return None
         kind, newlines, top = scanned[0], np.frombuffer(scanned[1], np.int64), np.frombuffer(scanned[2], np.int64)
     else:
-        found = _numpy_scan(text, data)
+        found = None if _python2(data) else _numpy_scan(text, data)
         if found is None:
             return None
         kind, newlines, top = found
