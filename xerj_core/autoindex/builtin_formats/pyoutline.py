@@ -12,7 +12,7 @@ literals and comments), then bracket depth, which lines continue a statement
 top-level statement (column 0). That byte-level pass is one walk of a small C
 loop (``_pyscan.c``) where it was built; else one regular expression and numpy's
 passes over the bytes, which give the same answers (a test compares them on every
-installed module) and cost the outline about 2.5 times as much. Each
+installed module) and cost the outline about three times as much. Each
 definition's last significant line is found walking back from the next
 top-level statement. Import statements are the ``import`` keywords outside
 strings and comments.
@@ -158,8 +158,9 @@ def outline(text: str) -> Outline | None:
 
 
 def _numpy_scan(text: str, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """What ``_pyscan.scan`` returns, with a regular expression and numpy's passes (the kind of each byte as an
-    array rather than bytes), or None when the outline cannot vouch for the module."""
+    """What ``_pyscan.scan`` returns for a module :func:`_python2` passes, found with a regular expression and
+    numpy's passes (the kind of each byte as an array rather than bytes), or None when the outline cannot vouch
+    for the module."""
     parts = _TOKEN.split(data)
     tokens = parts[1::2]
     if not _UNCLOSED.isdisjoint(tokens):
