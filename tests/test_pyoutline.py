@@ -129,7 +129,7 @@ WALK_CASES = {
     "a top line after a closing bracket": "x = [\n1]\ny = 2\n",
     "depth below zero then back": "x = 1)\n(\n",
     "py2 print at the end": "def f():\n    print 'x'",
-    "py2 print of a name, a brace, a tilde": "print x\n", "py2 print of a brace": "print {1: 2}\n",
+    "py2 print of a name": "print x\n", "py2 print of a brace": "print {1: 2}\n",
     "py2 print of a tilde": "print ~x\n", "py2 exec of a string": "exec 'x = 1'\n",
     "print before operators": "print if x else y\nprint in z\nprint is not w\nprint and v\nprint or u\n"
                               "print not t\nprint else s\nprint\tor\n",
