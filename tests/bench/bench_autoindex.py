@@ -35,8 +35,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from xerj_core.autoindex.builtin_formats import pyoutline
 from xerj_core.autoindex.pipeline import run
 from xerj_core.engine import Engine
+from xerj_core.store import termrank
 from xerj_core.text import tokenize
 
 WORDS = [f"w{i}" for i in range(5000)]
@@ -91,6 +93,7 @@ def read_floor(root: Path, pattern: str, tokens: bool = False) -> float:
 RSS_CHILD = """
 import os, resource, sys, threading, time
 from pathlib import Path
+from xerj_core.autoindex.builtin_formats import pyoutline
 from xerj_core.autoindex.pipeline import run
 from xerj_core.engine import Engine
 from xerj_core.store.residency import peak_rss_mb
@@ -154,6 +157,7 @@ def helpers_note(cpu: float, helper_cpu: float, helper_rss: float | None) -> str
 
 XERJ_VAULT = """
 from pathlib import Path
+from xerj_core.autoindex.builtin_formats import pyoutline
 from xerj_core.autoindex.pipeline import run
 from xerj_core.engine import Engine
 with Engine(Path({data!r})) as engine:
@@ -291,7 +295,9 @@ def main() -> None:
     parser.add_argument("--skip-vault", action="store_true")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start; "
-          f"{compile_xerj()} xerj packages byte-compiled first, as an install does", flush=True)
+          f"{compile_xerj()} xerj packages byte-compiled first, as an install does; compiled loops: the .py "
+          f"outline's byte walk {'on' if pyoutline.ENABLED else 'off'}, term ranking {termrank.describe()}",
+          flush=True)
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         if not args.skip_notes:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 from collections import _count_elements  # type: ignore[attr-defined]  # Counter's own C counting loop
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from xerj_core.store import limits
+from xerj_core.store import limits, termrank
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
 from xerj_core.store.mapping import FLOAT_TYPES, INT_TYPES, FieldSpec, Mapping, coerce
 from xerj_core.store.tailblock import PostingRun, empty_run, group, postings_of_tokens
@@ -485,20 +485,21 @@ def column_postings(column: list[str | None], start: int, skipped: dict[str, int
         tokens = column_tokens(column, skipped)
         return list(map(len, tokens)), postings_of_tokens(tokens, start)
     flat = _ascii_words(joined) if joined.isascii() else _words(texts)
-    names = sorted(set(flat))  # b"\x00" first: every word's first byte sorts after it
+    names, ranks = termrank.rank(flat)  # b"\x00" first: every word's first byte sorts after it
     if len(names) == 1:
         return np.zeros(n, np.int64), empty_run()
-    number = dict(zip(names, range(len(names))))
     long = 0
-    if max(map(len, names)) > limits.MAX_TERM_BYTES:
-        too_long = [name for name in names if len(name) > limits.MAX_TERM_BYTES]
-        names = [name for name in names if len(name) <= limits.MAX_TERM_BYTES]
-        number = dict(zip(names, range(len(names))))
-        number.update(zip(too_long, repeat(-1)))
-    ranks = np.fromiter(map(number.__getitem__, flat), np.int32, len(flat))
+    sizes = np.fromiter(map(len, names), np.int64, len(names))
+    too_long = sizes > limits.MAX_TERM_BYTES
+    dropping = bool(too_long.any())
+    if dropping:  # the others numbered without them, each of their words -1
+        renumber = np.cumsum(~too_long, dtype=np.int32) - 1
+        renumber[too_long] = -1
+        ranks = renumber[ranks]
+        names = list(compress(names, (~too_long).tolist()))
     ends = ranks == 0
     row = np.cumsum(ends, dtype=np.int32)  # at a word: the NULs before it, its value's row
-    if len(number) > len(names):
+    if dropping:
         long = int(np.count_nonzero(ranks < 0))
         skipped["terms"] += long
         lengths = np.bincount(row[ranks > 0], minlength=n)

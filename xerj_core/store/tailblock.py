@@ -22,7 +22,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import orjson
 
-from xerj_core.store import keys
+from xerj_core.store import keys, termrank
 from xerj_core.store.columns import KIND_LEN, Column, column_kind
 from xerj_core.store.mapping import FieldSpec
 
@@ -250,6 +250,17 @@ def group(runs: list[PostingRun]) -> PostingRun:
     return terms.tolist() if isinstance(terms, np.ndarray) else terms, np.diff(bounds), rows, tfs
 
 
+def group_joined(joined: bytes, rows: np.ndarray, tfs: np.ndarray) -> PostingRun:
+    """:func:`group` of the one run ``(joined.split(b"\\0"), None, rows, tfs)``: one posting per term, the terms
+    NUL-separated in ``joined`` (empty: no posting), ranked where they lie (:func:`termrank.rank_joined`)."""
+    if not joined:
+        return empty_run()
+    names, ids = termrank.rank_joined(joined)
+    _part, terms, rows, tfs, bounds = _grouped_ranked(names, ids, np.asarray(rows, np.int32), tfs,
+                                                      np.zeros(1, np.int64))
+    return terms, np.diff(bounds), rows, tfs
+
+
 def grouped(runs: list[PostingRun], starts: np.ndarray) -> tuple[np.ndarray, list[bytes], np.ndarray, np.ndarray,
                                                                   np.ndarray]:
     """Runs grouped per (part, term): the part of each group (``starts``: the parts' first rows, ascending), its
@@ -268,6 +279,14 @@ def grouped(runs: list[PostingRun], starts: np.ndarray) -> tuple[np.ndarray, lis
     rows = np.concatenate([run[2] for run in runs], dtype=np.int32, casting="unsafe")
     tfs = np.concatenate([run[3] for run in runs], dtype=np.float32)
     runs.clear()
+    return _grouped_ranked(names, ids, rows, tfs, starts)
+
+
+def _grouped_ranked(names: list[bytes] | np.ndarray, ids: np.ndarray, rows: np.ndarray, tfs: np.ndarray,
+                    starts: np.ndarray) -> tuple[np.ndarray, list[bytes] | np.ndarray, np.ndarray, np.ndarray,
+                                                 np.ndarray]:
+    """:func:`grouped` once the terms are ranked: ``names`` the distinct terms sorted, ``ids`` each posting's rank
+    among them, ``rows`` (int32) and ``tfs`` the postings in run order."""
     key = ids
     if len(starts) > 1:
         key = (np.searchsorted(starts, rows, side="right") - 1) * len(names)
@@ -337,12 +356,8 @@ def _ranked(runs: list[PostingRun]) -> tuple[list[bytes] | np.ndarray, np.ndarra
     else:
         every = list(chain.from_iterable(run[0].tolist() if isinstance(run[0], np.ndarray) else run[0]
                                          for run in runs))
-        # Stored runs list their terms sorted, so their concatenation (first occurrences kept in order by
-        # dict.fromkeys) is mostly sorted runs, which the sort merges instead of sorting from scratch.
-        names = sorted(dict.fromkeys(every))
-        number = dict(zip(names, range(len(names))))
-        ranks = np.fromiter(map(number.__getitem__, every), np.int32, len(every))
-        del every, number
+        names, ranks = termrank.rank(every)
+        del every
     if all(run[1] is None for run in runs):
         return names, ranks
     # each term's rank once per posting (a run without counts has one posting per term)

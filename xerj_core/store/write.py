@@ -567,12 +567,10 @@ class IndexWrite:
         self.skipped["terms"] += sum(map(itemgetter(1), found))
         joined = b"\x00".join(filter(None, map(itemgetter(2), found)))
         tfs = np.frombuffer(b"".join(map(itemgetter(3), found)), np.uint32)
-        run = (joined.split(b"\x00") if joined else [], None,
-               np.repeat(at, np.fromiter(map(len, map(itemgetter(3), found)), np.int64, len(found)) // 4),
-               tfs.astype(np.float32))
+        posting_rows = np.repeat(at, np.fromiter(map(len, map(itemgetter(3), found)), np.int64, len(found)) // 4)
         self.pending.append(Block(block.start, block.n, {
             **block.columns, path: Column(column.kind, lengths, column.present, column.extra_rows, column.extra_ords)},
-            {**block.postings, path: tailblock.group([run])}))
+            {**block.postings, path: tailblock.group_joined(joined, posting_rows, tfs.astype(np.float32))}))
         return results
 
     def _put_ids(self, entries: list[tuple[bytes, bytes]]) -> None:

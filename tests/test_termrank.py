@@ -1,0 +1,133 @@
+"""The compiled term ranking (``xerj_core.store.termrank``) against a dict and a sort in Python.
+
+Ranking is how a write groups its postings (``tailblock._ranked``, ``tailblock.group_joined``,
+``plan.column_postings``): the distinct terms in bytes order and each term's place among them. The compiled loop
+must give exactly what Python's own order gives, on the orders' edge cases (prefixes, bytes of 0x80 and up, the
+empty term, NULs inside a list's terms), on hash collisions (many terms), on the words of real files, and where
+the writes use it, with the fallback switched in for comparison.
+"""
+
+from __future__ import annotations
+
+import random
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xerj_core.store import plan, tailblock, termrank
+from xerj_core.text import ascii_words
+
+pytestmark = pytest.mark.skipif(not termrank.available(), reason="the compiled term ranking was not built")
+
+
+def python_rank(terms: list[bytes]) -> tuple[list[bytes], list[int]]:
+    names = sorted(set(terms))
+    return names, [names.index(term) for term in terms] if len(names) < 50 else \
+        list(map(dict(zip(names, range(len(names)))).__getitem__, terms))
+
+
+def check(terms: list[bytes]) -> None:
+    names, ranks = termrank.rank(terms)
+    want_names, want_ranks = python_rank(terms)
+    assert names == want_names
+    assert ranks.dtype == np.int32 and ranks.tolist() == want_ranks
+    # each name is one of the caller's objects, not a copy
+    given = set(map(id, terms))
+    assert all(id(name) in given for name in names)
+
+
+CASES = {
+    "nothing": [],
+    "one": [b"word"],
+    "repeats": [b"b", b"a", b"b", b"b", b"a"],
+    "a prefix sorts before its extensions": [b"ab", b"abc", b"a", b"abd", b"ab", b"b"],
+    "bytes compare unsigned": [b"\x80", b"\x7f", b"\xff", b"\x00", b"z", "é".encode(), "e".encode()],
+    "the empty term": [b"", b"a", b"", b"\x00"],
+    "NULs inside terms": [b"a\x00b", b"a", b"a\x00", b"a\x00a", b"\x00\x00"],
+    "long terms": [b"x" * 300, b"x" * 299 + b"y", b"x" * 300, b"x" * 301, b"x" * 299],
+    "CJK and accents": ["検索".encode(), "検".encode(), "索引".encode(), "naïve".encode(), "naive".encode()],
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_rank_orders_as_python_does(case):
+    check(list(CASES[case]))
+
+
+def test_rank_on_many_terms_and_their_collisions():
+    rng = random.Random(5)
+    alphabet = b"abcdefghij\x00\x80\xff"
+    terms = [bytes(rng.choice(alphabet) for _ in range(rng.randrange(0, 7))) for _ in range(60_000)]
+    check(terms)
+    check(terms[:1] * 1000 + terms[1:2])
+
+
+def test_rank_joined_is_rank_of_the_split():
+    for joined in (b"", b"\x00", b"a", b"a\x00", b"\x00a", b"a\x00\x00b", b"b\x00a\x00b\x00\xff\x00a",
+                   "検索\x00索引\x00検索".encode()):
+        names, ranks = termrank.rank_joined(joined)
+        want_names, want_ranks = python_rank(joined.split(b"\x00"))
+        assert names == want_names and ranks.tolist() == want_ranks, joined
+
+
+def real_words(limit: int = 400) -> list[bytes]:
+    """The words of the first ``limit`` .py files of this interpreter's standard library and site-packages."""
+    words: list[bytes] = []
+    for root in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]):
+        for path in sorted(Path(root).rglob("*.py"))[:limit // 2]:
+            text = path.read_bytes().decode("utf-8", "replace")
+            words += ascii_words(text.encode("ascii", "ignore").decode())
+    return words
+
+
+def test_rank_on_the_words_of_real_files():
+    words = real_words()
+    assert len(words) > 10_000
+    check(words)
+    names, ranks = termrank.rank_joined(b"\x00".join(words))
+    assert (names, ranks.tolist()) == python_rank(words)
+
+
+def test_rank_refuses_what_is_not_a_list_of_bytes():
+    with pytest.raises(TypeError):
+        termrank._compiled((b"a", b"b"))
+    with pytest.raises(TypeError):
+        termrank._compiled([b"a", "b"])
+    with pytest.raises(TypeError):
+        termrank._compiled([b"a", bytearray(b"b")])
+    with pytest.raises(TypeError):
+        termrank._compiled_joined("a\x00b")
+
+
+@pytest.fixture(params=[True, False], ids=["compiled", "python"])
+def ranking(request, monkeypatch):
+    monkeypatch.setattr(termrank, "ENABLED", request.param)
+    return request.param
+
+
+def test_the_writes_group_alike_with_either_ranking(ranking, monkeypatch):
+    """The two places a write ranks terms give the same runs whichever ranking answers."""
+    words = real_words(60)
+    rng = random.Random(11)
+    texts = [" ".join(w.decode() for w in rng.sample(words, 40)) for _ in range(300)]
+    texts[7] = "ünïcode wörds " + texts[7]  # a batch with a non-ASCII value tokenizes value by value
+    texts[9] = "x" * 600 + " short"  # a word too long to be a key
+    skipped = {"terms": 0}
+    got = plan.column_postings(texts, 1000, skipped)
+    joined = b"\x00".join(words[:5000])
+    rows = np.repeat(np.arange(50), 100)
+    grouped = tailblock.group_joined(joined, rows, np.ones(5000, np.float32))
+    monkeypatch.setattr(termrank, "ENABLED", not ranking)
+    again = {"terms": 0}
+    want = plan.column_postings(texts, 1000, again)
+    assert skipped == again and skipped["terms"] == 1
+    assert list(got[0]) == list(want[0]) and got[1][0] == want[1][0]
+    for mine, theirs in zip(got[1][1:], want[1][1:]):
+        assert np.array_equal(mine, theirs)
+    want_grouped = tailblock.group([(joined.split(b"\x00"), None, rows, np.ones(5000, np.float32))])
+    assert grouped[0] == want_grouped[0]
+    for mine, theirs in zip(grouped[1:], want_grouped[1:]):
+        assert np.array_equal(mine, theirs)
+    assert tailblock.group_joined(b"", np.empty(0, np.int64), np.empty(0, np.float32))[0] == []

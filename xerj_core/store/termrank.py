@@ -1,0 +1,59 @@
+"""Which term ranking a write uses: the compiled one (``_termrank``) when it was built and not switched off, else a
+dict and a sort in Python.
+
+Ranking numbers each posting's term by its place among a batch's distinct terms (see
+``tailblock._ranked``). The compiled loop is an optional extension (see ``setup.py``): an install without a C
+compiler ranks in Python, with the same answers. ``XERJ_TERMRANK_KERNEL=0`` switches the compiled loop off (for a
+comparison, or to rule it out); ``XERJ_REQUIRE_TERMRANK_KERNEL=1`` makes its absence an error at import
+(``scripts/test`` sets it, so a build that silently left it out fails there).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import numpy as np
+
+_compiled: Callable[[list[bytes]], tuple[list[bytes], bytearray]] | None
+_compiled_joined: Callable[[bytes], tuple[list[bytes], bytearray]] | None
+try:
+    from xerj_core.store._termrank import rank as _compiled
+    from xerj_core.store._termrank import rank_joined as _compiled_joined
+except ImportError:  # built without a C compiler: Python ranks
+    if os.environ.get("XERJ_REQUIRE_TERMRANK_KERNEL") == "1":
+        raise
+    _compiled = _compiled_joined = None
+
+# Whether writes rank terms with the compiled loop; a test or a benchmark may flip it to compare the two.
+ENABLED = _compiled is not None and os.environ.get("XERJ_TERMRANK_KERNEL", "1") != "0"
+
+
+def available() -> bool:
+    """Whether the compiled loop was built (whatever :data:`ENABLED` says)."""
+    return _compiled is not None
+
+
+def rank(terms: list[bytes]) -> tuple[list[bytes], np.ndarray]:
+    """The distinct ``terms`` in bytes order, and each term's place among them (int32, in ``terms``' order)."""
+    if _compiled is not None and ENABLED:
+        names, ranks = _compiled(terms)
+        return names, np.frombuffer(ranks, np.int32)
+    # Stored runs list their terms sorted, so a concatenation of them (first occurrences kept in order by
+    # dict.fromkeys) is mostly sorted runs, which the sort merges instead of sorting from scratch.
+    names = sorted(dict.fromkeys(terms))
+    number = dict(zip(names, range(len(names))))
+    return names, np.fromiter(map(number.__getitem__, terms), np.int32, len(terms))
+
+
+def rank_joined(joined: bytes) -> tuple[list[bytes], np.ndarray]:
+    """:func:`rank` of ``joined.split(b"\\0")``; compiled, the terms are read in place and no list of them is made."""
+    if _compiled_joined is not None and ENABLED:
+        names, ranks = _compiled_joined(joined)
+        return names, np.frombuffer(ranks, np.int32)
+    return rank(joined.split(b"\0"))
+
+
+def describe() -> dict[str, Any]:
+    """What a benchmark prints about the ranking in use."""
+    return {"compiled": _compiled is not None, "enabled": ENABLED}
