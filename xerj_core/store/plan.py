@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import _count_elements  # type: ignore[attr-defined]  # Counter's own C counting loop
-from itertools import chain, compress, repeat
+from itertools import chain, compress
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
