@@ -131,3 +131,22 @@ def test_the_writes_group_alike_with_either_ranking(ranking, monkeypatch):
     for mine, theirs in zip(grouped[1:], want_grouped[1:]):
         assert np.array_equal(mine, theirs)
     assert tailblock.group_joined(b"", np.empty(0, np.int64), np.empty(0, np.float32))[0] == []
+
+
+@pytest.mark.parametrize("distinct", [300, 200_000], ids=["16-bit keys", "wider keys"])
+def test_group_lists_each_terms_rows_in_order_whichever_sort_orders_the_keys(distinct):
+    """Grouping sorts (term, row) keys stably: as 16-bit keys while they fit, else wider; either way each term's
+    postings keep their rows' order, as a plain-Python grouping lists them."""
+    rng = random.Random(distinct)
+    terms = [f"t{rng.randrange(distinct):06d}".encode() for _ in range(200_000)]
+    assert (len(set(terms)) > 1 << 16) == (distinct > 1 << 16)
+    rows = np.arange(len(terms), dtype=np.int64) // 3
+    tfs = np.arange(len(terms), dtype=np.float32)
+    names, counts, got_rows, got_tfs = tailblock.group_joined(b"\x00".join(terms), rows, tfs)
+    want: dict[bytes, list[int]] = {}
+    for at, term in enumerate(terms):
+        want.setdefault(term, []).append(at)
+    assert names == sorted(want)
+    assert counts.tolist() == [len(want[name]) for name in names]
+    places = [at for name in names for at in want[name]]
+    assert got_rows.tolist() == (np.array(places) // 3).tolist() and got_tfs.tolist() == places

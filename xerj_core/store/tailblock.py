@@ -293,7 +293,11 @@ def _grouped_ranked(names: list[bytes] | np.ndarray, ids: np.ndarray, rows: np.n
         key += ids
     del ids
     if len(key) > 1 and not (key[1:] >= key[:-1]).all():
-        order = np.argsort(key, kind="stable")
+        # Keys below 2**16 (a put's batch, mostly: up to 32k distinct terms in a transaction of real code) are
+        # sorted as 16-bit ones, by numpy's radix sort, about 10x its merge sort on a put's keys, which come in
+        # document order; wider keys (a seal's: each block's run of terms, concatenated) are runs the merge sort
+        # merges.
+        order = (key.astype(np.uint16) if len(starts) * len(names) <= 1 << 16 else key).argsort(kind="stable")
         key, rows, tfs = key[order], rows[order], tfs[order]
         del order
     cut = np.flatnonzero(np.diff(key)) + 1
