@@ -1,10 +1,11 @@
-"""The compiled part of xerj: four optional C extensions (the hop's inner loop, the kNN scan's int8 first pass, the
-Python outline's byte walk, a write's term ranking); everything else is in pyproject.toml.
+"""The compiled part of xerj: five optional C extensions (the hop's inner loop, the kNN scan's int8 first pass, the
+Python outline's byte walk, a write's term ranking, a text's word count); everything else is in pyproject.toml.
 
 All are optional: where no C compiler is found the install goes on without them, hops run on numpy alone, kNN
-scans read every float32 row, the outline finds strings and comments with a regular expression and numpy, and writes
-rank terms with a dict and a sort (same answers, slower; ``xerj_core.graph.hoprun``, ``xerj_core.query.knnquant``,
-``xerj_core.autoindex.builtin_formats.pyoutline`` and ``xerj_core.store.termrank`` say which is in use)."""
+scans read every float32 row, the outline finds strings and comments with a regular expression and numpy, writes
+rank terms with a dict and a sort, and a text's words are counted in a dict (same answers, slower;
+``xerj_core.graph.hoprun``, ``xerj_core.query.knnquant``, ``xerj_core.autoindex.builtin_formats.pyoutline``,
+``xerj_core.store.termrank`` and ``xerj_core.text`` say which is in use)."""
 
 from setuptools import Extension, setup
 
@@ -17,4 +18,6 @@ setup(ext_modules=[Extension("xerj_core.graph._hoprun", ["xerj_core/graph/_hopru
                              ["xerj_core/autoindex/builtin_formats/_pyscan.c"], extra_compile_args=["-O2"],
                              optional=True),
                    Extension("xerj_core.store._termrank", ["xerj_core/store/_termrank.c"], extra_compile_args=["-O2"],
+                             optional=True),
+                   Extension("xerj_core._wordcount", ["xerj_core/_wordcount.c"], extra_compile_args=["-O2"],
                              optional=True)])

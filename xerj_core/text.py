@@ -16,7 +16,7 @@ from array import array
 from collections import _count_elements  # type: ignore[attr-defined]  # Counter's own C counting loop
 from itertools import compress
 from operator import not_
-from typing import Collection, Iterator
+from typing import Callable, Collection, Iterator
 
 _WORD = re.compile(r"\w+")
 _NOT_SLUG = re.compile(r"[^\w\- ]+")
@@ -155,6 +155,21 @@ def term_counts(tokens: list[str]) -> dict[str, int]:
 CountedTerms = tuple[int, int, bytes, bytes]
 
 
+# The compiled word count (``_wordcount.c``), an optional extension like the store's loops (see ``setup.py``): an
+# install without a C compiler cuts and counts in Python, with the same answers. ``XERJ_WORDCOUNT_KERNEL=0``
+# switches it off (to compare, or to rule it out); ``XERJ_REQUIRE_WORDCOUNT_KERNEL=1`` makes its absence an error
+# at import (``scripts/test`` sets it).
+_count_words: Callable[[bytes, int], tuple[int, int, dict[bytes, int], bytes, bytes]] | None
+try:
+    from xerj_core._wordcount import count as _count_words
+except ImportError:  # built without a C compiler: counted in Python
+    if os.environ.get("XERJ_REQUIRE_WORDCOUNT_KERNEL") == "1":
+        raise
+    _count_words = None
+# Whether counted_terms counts with the compiled loop; a test or a benchmark may flip it to compare.
+WORDCOUNT = _count_words is not None and os.environ.get("XERJ_WORDCOUNT_KERNEL", "1") != "0"
+
+
 # While a caller is remembering (:func:`remembering_counts`): each text :func:`counted_terms` counted, with its
 # distinct terms (the keys of its counts).
 _REMEMBERED: dict[str, dict[bytes, int]] | None = None
@@ -183,7 +198,13 @@ def counted_terms(text: str, longest: int) -> CountedTerms:
     """The terms of ``tokenize(text)`` counted, words of more than ``longest`` UTF-8 bytes left out (and counted):
     what the store makes of a text value, for a caller that counts a text in another process than the store's
     writer (``IndexWrite.put_many_counted``). The words are cut as :func:`utf8_words` cuts them (the store's
-    batch tokenizer); a text holding a NUL (which that translation would keep inside a word) takes the regex."""
+    batch tokenizer); a text holding a NUL (which that translation would keep inside a word) takes the regex.
+    An ASCII text of one slice is cut and counted by the compiled loop when there is one (:data:`WORDCOUNT`)."""
+    if WORDCOUNT and len(text) <= SLICE_CHARS and text.isascii() and "\x00" not in text:
+        kept, dropped, counts, joined, tallies = _count_words(text.encode().translate(_ASCII_WORDS), longest)
+        if _REMEMBERED is not None:
+            _REMEMBERED[text] = counts
+        return kept, dropped, joined, tallies
     cut = utf8_words if "\x00" not in text else _regex_utf8_words
     counts: dict[bytes, int] = {}
     found = 0

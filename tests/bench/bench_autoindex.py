@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from xerj_core import text
 from xerj_core.autoindex.builtin_formats import pyoutline
 from xerj_core.autoindex.pipeline import run
 from xerj_core.engine import Engine
@@ -296,7 +297,8 @@ def main() -> None:
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start; "
           f"{compile_xerj()} xerj packages byte-compiled first, as an install does; compiled loops: the .py "
-          f"outline's byte walk {'on' if pyoutline.ENABLED else 'off'}, term ranking {termrank.describe()}",
+          f"outline's byte walk {'on' if pyoutline.ENABLED else 'off'}, term ranking {termrank.describe()}, word "
+          f"count {'on' if text.WORDCOUNT else 'off'}",
           flush=True)
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
