@@ -5,7 +5,7 @@ All are optional: where no C compiler is found the install goes on without them,
 scans read every float32 row, the outline finds strings and comments with a regular expression and numpy, writes
 rank terms with a dict and a sort, and a text's words are counted in a dict (same answers, slower;
 ``xerj_core.graph.hoprun``, ``xerj_core.query.knnquant``, ``xerj_core.autoindex.builtin_formats.pyoutline``,
-``xerj_core.store.termrank`` and ``xerj_core.text`` say which is in use)."""
+``xerj_core.termrank`` and ``xerj_core.text`` say which is in use)."""
 
 from setuptools import Extension, setup
 
@@ -17,7 +17,7 @@ setup(ext_modules=[Extension("xerj_core.graph._hoprun", ["xerj_core/graph/_hopru
                    Extension("xerj_core.autoindex.builtin_formats._pyscan",
                              ["xerj_core/autoindex/builtin_formats/_pyscan.c"], extra_compile_args=["-O2"],
                              optional=True),
-                   Extension("xerj_core.store._termrank", ["xerj_core/store/_termrank.c"], extra_compile_args=["-O2"],
+                   Extension("xerj_core._termrank", ["xerj_core/_termrank.c"], extra_compile_args=["-O2"],
                              optional=True),
                    Extension("xerj_core._wordcount", ["xerj_core/_wordcount.c"], extra_compile_args=["-O2"],
                              optional=True)])

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from xerj_core import termrank
 from xerj_core.autoindex import pipeline
 from xerj_core.autoindex.parallel import InlineExecutor
 from xerj_core.autoindex.pipeline import run
@@ -226,7 +227,10 @@ def test_sharedterm_takes_a_files_terms_from_its_counted_texts_as_from_the_texts
         for text in texts:
             counted_terms(text, MAX_TERM_BYTES)
         assert all(counted_words(text) is not None for text in texts)
-        assert sharedterm.file_terms(docs) == want
+        for compiled in (True, False):  # the file's words found with the compiled union and without
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(termrank, "ENABLED", compiled)
+                assert sharedterm.file_terms(docs) == want
 
 
 def test_counts_out_of_step_with_their_documents_refuse_the_batch_rather_than_drop_documents(tmp_path):

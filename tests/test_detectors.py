@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xerj_core import hookimpl
+from xerj_core import hookimpl, termrank
 from xerj_core.autoindex.detect import (
     QUOTE_MAX,
     Corpus,
@@ -375,6 +375,15 @@ def test_foam_run_twice_is_byte_identical(foam_files, foam_result):
         path = FOAM / rel
         again[rel] = parse_file(formats, rel, path.read_bytes(), path.stat().st_mtime_ns // 1_000_000)
     assert _serialise(run_detectors(ALL, again).edges) == _serialise(foam_result.edges)
+
+
+def test_foam_shared_terms_are_the_same_whichever_ranking_finds_them(foam_files, foam_result, monkeypatch):
+    """sharedterm unions a file's words and numbers the corpus's with the compiled term ranking when there is one
+    (``xerj_core.termrank``); Python's dict and sort must give the same links, terms and rationales."""
+    monkeypatch.setattr(termrank, "ENABLED", not termrank.ENABLED)
+    again = run_detectors([sharedterm.SharedtermDetector()], foam_files)
+    assert edges_of(foam_result, "shared_term")
+    assert _serialise(edges_of(again, "shared_term")) == _serialise(edges_of(foam_result, "shared_term"))
 
 
 def test_foam_samedir_is_a_chain_in_path_order(foam_files, foam_result):

@@ -1,4 +1,4 @@
-"""The compiled term ranking (``xerj_core.store.termrank``) against a dict and a sort in Python.
+"""The compiled term ranking (``xerj_core.termrank``) against a dict and a sort in Python.
 
 Ranking is how a write groups its postings (``tailblock._ranked``, ``tailblock.group_joined``,
 ``plan.column_postings``): the distinct terms in bytes order and each term's place among them. The compiled loop
@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xerj_core.store import plan, tailblock, termrank
+from xerj_core import termrank
+from xerj_core.store import plan, tailblock
 from xerj_core.text import ascii_words
 
 pytestmark = pytest.mark.skipif(not termrank.available(), reason="the compiled term ranking was not built")
@@ -150,3 +151,17 @@ def test_group_lists_each_terms_rows_in_order_whichever_sort_orders_the_keys(dis
     assert counts.tolist() == [len(want[name]) for name in names]
     places = [at for name in names for at in want[name]]
     assert got_rows.tolist() == (np.array(places) // 3).tolist() and got_tfs.tolist() == places
+
+
+def test_distinct_joined_keeps_each_term_of_its_lengths_once_in_order():
+    def python(joined: bytes, shortest: int, longest: int) -> bytes:
+        return b"\x00".join(dict.fromkeys(t for t in joined.split(b"\x00") if shortest <= len(t) <= longest))
+
+    words = real_words(40)
+    cases = [b"", b"\x00", b"abc", b"abc\x00abc", b"ab\x00abc\x00abcd\x00abc\x00\x00ab", "検索\x00検索\x00索".encode(),
+             b"\x00".join(words)]
+    for joined in cases:
+        for shortest, longest in ((0, 0), (0, 10), (1, 2), (3, 3), (3, 160), (5, 1000)):
+            assert termrank._compiled_distinct(joined, shortest, longest) == python(joined, shortest, longest)
+    with pytest.raises(TypeError):
+        termrank._compiled_distinct("abc", 1, 3)

@@ -171,8 +171,8 @@ WORDCOUNT = _count_words is not None and os.environ.get("XERJ_WORDCOUNT_KERNEL",
 
 
 # While a caller is remembering (:func:`remembering_counts`): each text :func:`counted_terms` counted, with its
-# distinct terms (the keys of its counts).
-_REMEMBERED: dict[str, dict[bytes, int]] | None = None
+# distinct terms (the keys of its counts) and those terms NUL-joined, as the store is handed them.
+_REMEMBERED: dict[str, tuple[dict[bytes, int], bytes]] | None = None
 
 
 @contextlib.contextmanager
@@ -191,7 +191,15 @@ def remembering_counts() -> Iterator[None]:
 def counted_words(text: str) -> Collection[bytes] | None:
     """The distinct words (UTF-8, those of at most the ``longest`` bytes it was given) :func:`counted_terms` found
     in ``text`` while remembering; None when it did not count that text."""
-    return None if _REMEMBERED is None else _REMEMBERED.get(text)
+    found = None if _REMEMBERED is None else _REMEMBERED.get(text)
+    return None if found is None else found[0]
+
+
+def counted_joined(text: str) -> bytes | None:
+    """:func:`counted_words` of ``text`` joined by NULs (in order of first appearance), as :func:`counted_terms`
+    made them for the store: one bytes object, no object per word."""
+    found = None if _REMEMBERED is None else _REMEMBERED.get(text)
+    return None if found is None else found[1]
 
 
 def counted_terms(text: str, longest: int) -> CountedTerms:
@@ -203,7 +211,7 @@ def counted_terms(text: str, longest: int) -> CountedTerms:
     if WORDCOUNT and len(text) <= SLICE_CHARS and text.isascii() and "\x00" not in text:
         kept, dropped, counts, joined, tallies = _count_words(text.encode().translate(_ASCII_WORDS), longest)
         if _REMEMBERED is not None:
-            _REMEMBERED[text] = counts
+            _REMEMBERED[text] = counts, joined
         return kept, dropped, joined, tallies
     cut = utf8_words if "\x00" not in text else _regex_utf8_words
     counts: dict[bytes, int] = {}
@@ -216,9 +224,10 @@ def counted_terms(text: str, longest: int) -> CountedTerms:
     if counts and max(map(len, counts)) > longest:
         for word in [word for word in counts if len(word) > longest]:
             dropped += counts.pop(word)
+    joined = b"\x00".join(counts)
     if _REMEMBERED is not None:
-        _REMEMBERED[text] = counts
-    return found - dropped, dropped, b"\x00".join(counts), array("I", counts.values()).tobytes()
+        _REMEMBERED[text] = counts, joined
+    return found - dropped, dropped, joined, array("I", counts.values()).tobytes()
 
 
 def _regex_utf8_words(text: str) -> list[bytes]:

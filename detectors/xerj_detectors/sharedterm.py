@@ -29,7 +29,7 @@ The edge goes from the file whose path sorts first to the other, and its
 rationale (offset 0) names the shared terms rarest first:
 ``"<a> and <b> share N distinctive terms: t1, t2, …"`` (cut to 240 characters).
 
-Executors: ``summarize`` (map, per file) yields the file's term set;
+Executors: ``summarize`` (map, per file) yields the file's words (NUL-joined bytes);
 ``combine`` counts document frequencies, builds the inverted index over the
 signature terms, scores candidate pairs found through it and applies the cap; ``detect`` (map, per file, with the state broadcast) emits
 the file's accepted edges. No step compares every file with every other.
@@ -39,15 +39,14 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from collections import defaultdict
-from itertools import chain, count, repeat
-from typing import Collection, Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from xerj_core import termrank
 from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft
-from xerj_core.text import counted_words, distinct_long_words
+from xerj_core.text import counted_joined, distinct_long_words
 
 MAX_SHARE_PERCENT = 10
 MIN_FAMILIES = 2
@@ -77,68 +76,37 @@ def family(term: str) -> str:
     return term
 
 
-# Every word a process has judged, by verdict: a vocabulary's words repeat across files, so most of a file's words
-# are judged by one set operation. Bounded: past the limit the memo starts again.
-_ELIGIBLE: set[str] = set()
-_INELIGIBLE: set[str] = set()
-_MEMO_LIMIT = 1 << 20
-
-
 def _eligible(word: str) -> bool:
     return MIN_TERM <= len(word) <= MAX_TERM and _LETTER.search(word) is not None
 
 
+# A word of MIN_TERM to MAX_TERM characters has MIN_TERM to 4 * MAX_TERM bytes of UTF-8: what a file's summary keeps
+# before combine judges each distinct word of the corpus once.
+_SHORTEST_BYTES, _LONGEST_BYTES = MIN_TERM, 4 * MAX_TERM
+
+
 def file_terms(file_docs: Sequence[SourceDocument]) -> frozenset[str]:
     """The distinct eligible terms of one file."""
-    return frozenset(_file_terms(file_docs)[0])
+    words = _file_words(file_docs)
+    return frozenset(filter(_eligible, words.decode().split("\0"))) if words else frozenset()
 
 
-def _file_terms(file_docs: Sequence[SourceDocument]) -> tuple[Collection[str], bool]:
-    """:func:`file_terms` as a collection of distinct terms, and whether they are interned already."""
+def _file_words(file_docs: Sequence[SourceDocument]) -> bytes:
+    """The distinct words of one file that may be terms (by their UTF-8 length), NUL-joined, in no particular
+    order: one bytes object, which a corpus of them holds compactly until combine and pickles at memory speed.
+
+    When the parse counted the file's texts for the store (``text.counted_joined``), the union is taken over
+    those words as they were joined for it, with no object per word (``termrank.distinct_joined``): the words'
+    objects, unioned and judged one by one, were about a sixth of a parse process's time on real code."""
     texts = [doc.text for doc in file_docs if doc.text]
-    counted = list(map(counted_words, texts))
-    if texts and None not in counted:
-        return _counted_file_terms(counted), True  # type: ignore[arg-type]
-    # one tokenizer pass over the file (a newline separates the documents' texts as their ends did) that finds
-    # only its words of at least MIN_TERM characters: the same runs ``tokenize`` finds, without the short ones
-    words = distinct_long_words("\n".join(texts), MIN_TERM)
-    # the memo only ever holds true verdicts, so a concurrent run clearing it costs work, never a word
-    known = words & _ELIGIBLE
-    unknown = words - known - _INELIGIBLE
-    if not unknown:
-        return known, False
-    good = {word for word in unknown if _eligible(word)}
-    if len(_ELIGIBLE) + len(_INELIGIBLE) > _MEMO_LIMIT:
-        _ELIGIBLE.clear()
-        _INELIGIBLE.clear()
-    _ELIGIBLE.update(good)
-    _INELIGIBLE.update(unknown - good)
-    return known | good, False
-
-
-# The same verdicts on words as UTF-8, as the store's counts hold them: each word judged, to its string when it
-# is eligible (interned, as summarize hands terms on) and to None when it is not.
-_VERDICT_UTF8: dict[bytes, str | None] = {}
-_UNJUDGED = object()
-
-
-def _counted_file_terms(counted: Sequence[Collection[bytes]]) -> set[str]:
-    """:func:`file_terms` of a file from each text's distinct words as the parse counted them for the store (no
-    word spans two texts, so the file's words are their union): judged as UTF-8, so a word seen before is
-    neither decoded nor judged again, and its verdict is one lookup (a distinct eligible word has a string of its
-    own, so the set of the words' verdicts is the file's terms)."""
-    if len(_VERDICT_UTF8) > _MEMO_LIMIT:
-        _VERDICT_UTF8.clear()
-    words = set().union(*counted)
-    found = set(map(_VERDICT_UTF8.get, words, repeat(_UNJUDGED)))
-    if _UNJUDGED in found:
-        found.discard(_UNJUDGED)
-        for word in words.difference(_VERDICT_UTF8):
-            text = word.decode()
-            found.add(verdict := sys.intern(text) if _eligible(text) else None)
-            _VERDICT_UTF8[word] = verdict
-    found.discard(None)
-    return found  # type: ignore[return-value]
+    counted = list(map(counted_joined, texts))
+    if None in counted:
+        # one tokenizer pass over the file (a newline separates the documents' texts as their ends did) that
+        # finds only its words of at least MIN_TERM characters: the same runs ``tokenize`` finds
+        joined = "\0".join(distinct_long_words("\n".join(texts), MIN_TERM)).encode()
+    else:
+        joined = b"\0".join(filter(None, counted))  # type: ignore[arg-type]
+    return termrank.distinct_joined(joined, _SHORTEST_BYTES, _LONGEST_BYTES)
 
 
 def _gather(values: np.ndarray, starts: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -159,34 +127,37 @@ def _inverted(file_of: np.ndarray, terms: np.ndarray, keep: np.ndarray, width: i
     return file_of[keep][order], np.searchsorted(term_of[order], np.arange(width + 1))
 
 
-def _distinctive(units: Sequence[tuple[str, Collection[str]]], total: int) -> tuple[list[str], list[int],
-                                                                                   np.ndarray, np.ndarray]:
-    """The corpus's distinctive terms (in at least two of its ``total`` files, in at most MAX_SHARE_PERCENT of
-    them), rarest first then by spelling; how many files hold each; and every file's distinctive terms as their
-    numbers in that list, sorted within each file and laid end to end in file order, with where each file's
-    start (``total + 1`` offsets).
+def _distinctive(units: Sequence[tuple[str, bytes]], total: int) -> tuple[list[str], list[int], np.ndarray,
+                                                                       np.ndarray]:
+    """The corpus's distinctive terms (eligible words in at least two of its ``total`` files, in at most
+    MAX_SHARE_PERCENT of them), rarest first then by spelling; how many files hold each; and every file's
+    distinctive terms as their numbers in that list, sorted within each file and laid end to end in file order,
+    with where each file's start (``total + 1`` offsets).
 
-    One dict pass over every term of every file numbers them (a term by where it first occurs): the terms'
-    strings are scattered in memory, so each pass over them is mostly cache misses, and counting then looking
-    up each one (two passes) was a quarter of combining 5,000 files of real code. The rest is numpy over those
-    numbers."""
+    Every file's words (each listed once per file) are ranked in one pass over their joined bytes
+    (``termrank.rank_joined``): each distinct word of the corpus is then one number, decoded and judged once, and
+    a word's rank counted over the files is how many files hold it. The rest is numpy over those numbers."""
     if not total:
         return [], [], np.empty(0, _IDS), np.zeros(1, np.int64)
-    every = list(chain.from_iterable(terms for _, terms in units))
-    sizes = np.fromiter((len(terms) for _, terms in units), np.int64, total)
-    found = np.fromiter(map({}.setdefault, every, count()), np.int64, len(every))
-    df = np.bincount(found, minlength=len(every))
+    sizes = np.fromiter((blob.count(b"\0") + 1 if blob else 0 for _, blob in units), np.int64, total)
+    joined = b"\0".join(filter(None, (blob for _, blob in units)))
+    if not joined:
+        return [], [], np.empty(0, _IDS), np.zeros(total + 1, np.int64)
+    spelled, found = termrank.rank_joined(joined)  # in bytes order, which is the words' code point order
+    del joined
+    words = [word.decode() for word in spelled]
+    del spelled
+    eligible = np.fromiter(map(_eligible, words), bool, len(words))
+    df = np.bincount(found, minlength=len(words))
     # df <= 10% of the files, in integers so no rounding decides a borderline term
-    where = np.flatnonzero((df >= 2) & (df * 100 <= total * MAX_SHARE_PERCENT))
-    spelled = sorted(range(len(where)), key=list(map(every.__getitem__, where.tolist())).__getitem__)
-    where = where[spelled]
+    where = np.flatnonzero(eligible & (df >= 2) & (df * 100 <= total * MAX_SHARE_PERCENT))
     where = where[np.argsort(df[where], kind="stable")]  # rarest first, ties by spelling
-    names = list(map(every.__getitem__, where.tolist()))
+    names = list(map(words.__getitem__, where.tolist()))
     held_by = df[where].tolist()
-    number = np.full(len(every), -1, np.int64)
+    number = np.full(len(words), -1, np.int64)
     number[where] = np.arange(len(where))
     numbers = number[found]
-    del every, found, df, number
+    del words, found, df, number
     # each file's numbers sorted: one sort of (file, number) keys, the files' numbers staying apart
     keep = numbers >= 0
     file_of = np.repeat(np.arange(total, dtype=np.int64), sizes)[keep]
@@ -317,15 +288,12 @@ class SharedtermDetector:
     weight = 0.45
     confidence = 0.5
 
-    def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[str, tuple[str, ...]] | None:
+    def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[str, bytes] | None:
         if not file_docs:
             return None
-        # a tuple of interned strings, in no particular order (combine numbers and sorts them): a whole corpus
-        # of these is held until combine, and a vocabulary's words repeat across files
-        terms, interned = _file_terms(file_docs)
-        return (file_docs[0].ax_path, tuple(terms) if interned else tuple(map(sys.intern, terms)))
+        return file_docs[0].ax_path, _file_words(file_docs)
 
-    def combine(self, partials: Iterable[tuple[str, Iterable[str]] | None], corpus: Corpus) -> DetectorState:
+    def combine(self, partials: Iterable[tuple[str, bytes] | None], corpus: Corpus) -> DetectorState:
         units = sorted((p for p in partials if p is not None), key=lambda unit: unit[0])
         total = len(units)
         # term numbers in one global order, rarest first: a file's distinctive terms are a sorted run of numbers

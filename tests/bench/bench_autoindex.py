@@ -35,11 +35,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from xerj_core import text
+from xerj_core import termrank, text
 from xerj_core.autoindex.builtin_formats import pyoutline
 from xerj_core.autoindex.pipeline import run
 from xerj_core.engine import Engine
-from xerj_core.store import termrank
 from xerj_core.text import tokenize
 
 WORDS = [f"w{i}" for i in range(5000)]

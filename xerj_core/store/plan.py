@@ -18,7 +18,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from xerj_core.store import limits, termrank
+from xerj_core import termrank
+from xerj_core.store import limits
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
 from xerj_core.store.mapping import FLOAT_TYPES, INT_TYPES, FieldSpec, Mapping, coerce
 from xerj_core.store.tailblock import PostingRun, empty_run, group, postings_of_tokens

@@ -22,7 +22,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import orjson
 
-from xerj_core.store import keys, termrank
+from xerj_core import termrank
+from xerj_core.store import keys
 from xerj_core.store.columns import KIND_LEN, Column, column_kind
 from xerj_core.store.mapping import FieldSpec
 

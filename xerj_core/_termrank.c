@@ -5,7 +5,11 @@
  * distinct ones and a dict lookup per posting: a hash and a compare of a separate bytes object each, about a
  * fifth of the writer's CPU in an autoindex of real code. Here one open-addressing table over the terms' own
  * bytes numbers them by first occurrence, the distinct ones are sorted by memcmp, and the ranks come out as an
- * int32 array. No term object is made: names reuse the caller's bytes objects.
+ * int32 array. No term object is made: names reuse the caller's bytes objects (or, for terms read in place from
+ * a NUL-joined buffer, are made once per distinct term).
+ *
+ * The same table makes a NUL-joined run of terms distinct (distinct_joined), with no object at all: sharedterm's
+ * union of a file's words.
  *
  * The order is Python's for bytes: byte by byte as unsigned, a prefix before every longer term. */
 #define PY_SSIZE_T_CLEAN
@@ -216,14 +220,91 @@ static PyObject *rank_joined(PyObject *self, PyObject *arg) {
     return result;
 }
 
+static const char distinct_joined_doc[] =
+    "distinct_joined(joined: bytes, shortest: int, longest: int) -> bytes\n\n"
+    "The NUL-separated terms of ``joined`` of ``shortest`` to ``longest`` bytes, each once, in order of first "
+    "appearance, joined by NULs: ``b'\\0'.join(dict.fromkeys(t for t in joined.split(b'\\0') if shortest <= "
+    "len(t) <= longest))`` without an object per term.";
+
+static PyObject *distinct_joined(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *source;
+    Py_ssize_t shortest, longest;
+    if (!PyArg_ParseTuple(args, "Snn:distinct_joined", &source, &shortest, &longest)) {
+        return NULL;
+    }
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(source);
+    Py_ssize_t size = PyBytes_GET_SIZE(source);
+    size_t slots = 16;
+    while (slots < (size_t)size + 2) { /* at most one term per byte and one more: a table at most half full */
+        slots <<= 1;
+    }
+    int32_t *table = calloc(slots, sizeof(int32_t)); /* 1 + the kept term's number, 0: empty */
+    Term *kept = malloc((size_t)(size + 1) * sizeof(Term));
+    PyObject *result = NULL;
+    if (table == NULL || kept == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    size_t mask = slots - 1;
+    int32_t count = 0;
+    Py_ssize_t bytes = 0;
+    const unsigned char *at = s, *end = s + size;
+    for (;;) {
+        const unsigned char *stop = memchr(at, 0, (size_t)(end - at));
+        if (stop == NULL) {
+            stop = end;
+        }
+        Py_ssize_t len = stop - at;
+        if (len >= shortest && len <= longest) {
+            size_t slot = (size_t)term_hash(at, len) & mask;
+            for (;;) {
+                int32_t held = table[slot];
+                if (!held) {
+                    kept[count].data = at;
+                    kept[count].len = len;
+                    table[slot] = ++count;
+                    bytes += len;
+                    break;
+                }
+                const Term *t = &kept[held - 1];
+                if (t->len == len && (len == 0 || memcmp(t->data, at, (size_t)len) == 0)) {
+                    break;
+                }
+                slot = (slot + 1) & mask;
+            }
+        }
+        if (stop == end) {
+            break;
+        }
+        at = stop + 1;
+    }
+    result = PyBytes_FromStringAndSize(NULL, count ? bytes + count - 1 : 0);
+    if (result != NULL) {
+        char *out = PyBytes_AS_STRING(result);
+        for (int32_t k = 0; k < count; k++) {
+            if (k) {
+                *out++ = '\0';
+            }
+            memcpy(out, kept[k].data, (size_t)kept[k].len);
+            out += kept[k].len;
+        }
+    }
+done:
+    free(table);
+    free(kept);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"rank", rank, METH_O, rank_doc},
     {"rank_joined", rank_joined, METH_O, rank_joined_doc},
+    {"distinct_joined", distinct_joined, METH_VARARGS, distinct_joined_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_termrank", "A batch's terms ranked in C (see termrank.py).", -1, methods,
+    PyModuleDef_HEAD_INIT, "_termrank", "Terms ranked and made distinct in C (see termrank.py).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__termrank(void) {

@@ -1,11 +1,13 @@
-"""Which term ranking a write uses: the compiled one (``_termrank``) when it was built and not switched off, else a
-dict and a sort in Python.
+"""Terms in C where there is a compiler (``_termrank``), else in Python: a batch's distinct terms ranked in bytes
+order, and a NUL-joined run of terms made distinct.
 
-Ranking numbers each posting's term by its place among a batch's distinct terms (see
-``tailblock._ranked``). The compiled loop is an optional extension (see ``setup.py``): an install without a C
-compiler ranks in Python, with the same answers. ``XERJ_TERMRANK_KERNEL=0`` switches the compiled loop off (for a
-comparison, or to rule it out); ``XERJ_REQUIRE_TERMRANK_KERNEL=1`` makes its absence an error at import
-(``scripts/test`` sets it, so a build that silently left it out fails there).
+Ranking numbers each posting's term by its place among a batch's distinct terms, which is how a write groups its
+postings (``store.tailblock._ranked``, ``store.plan.column_postings``) and how ``sharedterm`` numbers a corpus's
+words; the distinct run is a file's words for ``sharedterm``. The compiled loops are an optional extension (see
+``setup.py``): an install without a C compiler runs the Python below, with the same answers.
+``XERJ_TERMRANK_KERNEL=0`` switches the compiled loops off (for a comparison, or to rule them out);
+``XERJ_REQUIRE_TERMRANK_KERNEL=1`` makes their absence an error at import (``scripts/test`` sets it, so a build
+that silently left them out fails there).
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ import numpy as np
 
 _compiled: Callable[[list[bytes]], tuple[list[bytes], bytearray]] | None
 _compiled_joined: Callable[[bytes], tuple[list[bytes], bytearray]] | None
+_compiled_distinct: Callable[[bytes, int, int], bytes] | None
 try:
-    from xerj_core.store._termrank import rank as _compiled
-    from xerj_core.store._termrank import rank_joined as _compiled_joined
+    from xerj_core._termrank import distinct_joined as _compiled_distinct
+    from xerj_core._termrank import rank as _compiled
+    from xerj_core._termrank import rank_joined as _compiled_joined
 except ImportError:  # built without a C compiler: Python ranks
     if os.environ.get("XERJ_REQUIRE_TERMRANK_KERNEL") == "1":
         raise
-    _compiled = _compiled_joined = None
+    _compiled = _compiled_joined = _compiled_distinct = None
 
 # Whether writes rank terms with the compiled loop; a test or a benchmark may flip it to compare the two.
 ENABLED = _compiled is not None and os.environ.get("XERJ_TERMRANK_KERNEL", "1") != "0"
@@ -52,6 +56,14 @@ def rank_joined(joined: bytes) -> tuple[list[bytes], np.ndarray]:
         names, ranks = _compiled_joined(joined)
         return names, np.frombuffer(ranks, np.int32)
     return rank(joined.split(b"\0"))
+
+
+def distinct_joined(joined: bytes, shortest: int, longest: int) -> bytes:
+    """The NUL-separated terms of ``joined`` of ``shortest`` to ``longest`` bytes, each once in order of first
+    appearance, NUL-joined; compiled, no object is made per term."""
+    if _compiled_distinct is not None and ENABLED:
+        return _compiled_distinct(joined, shortest, longest)
+    return b"\0".join(dict.fromkeys(term for term in joined.split(b"\0") if shortest <= len(term) <= longest))
 
 
 def describe() -> dict[str, Any]:
