@@ -10,6 +10,7 @@ crossed.
 from __future__ import annotations
 
 import math
+import re
 import sysconfig
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -24,11 +25,17 @@ from xerj_detectors import sharedterm
 FOAM = Path(__file__).parents[1].parent / "shared/corpora/foam-docs"
 
 
-def by_definition(partials: list[tuple[str, tuple[str, ...]] | None]) -> tuple[dict, dict]:
+def terms_of(words: bytes) -> set[str]:
+    """A file's terms from its summary (its words, NUL-joined) as the module docstring defines them: words of 3 to 40
+    characters holding a letter."""
+    return {word for word in words.decode().split("\0") if 3 <= len(word) <= 40 and re.search(r"[^\W\d_]", word)}
+
+
+def by_definition(partials: list[tuple[str, bytes] | None]) -> tuple[dict, dict]:
     """``(state data, counters)`` as the module docstring defines them, pair by pair."""
     units = sorted(p for p in partials if p is not None)
     total = len(units)
-    sets = [set(terms) for _, terms in units]
+    sets = [terms_of(words) for _, words in units]
     df = Counter(term for terms in sets for term in terms)
     rarest = sorted((t for t, n in df.items() if n >= 2 and n * 100 <= total * sharedterm.MAX_SHARE_PERCENT),
                     key=lambda t: (df[t], t))
@@ -111,14 +118,14 @@ def test_files_meeting_more_files_than_they_score(blocks, monkeypatch):
 
 
 _WORDS = [f"{stem}{end}" for stem in ("box", "trajectory", "glass", "kimchi", "brine", "lattice", "orbit", "quill")
-          for end in ("", "es", "s")] + [f"rare{n}" for n in range(60)]
+          for end in ("", "es", "s")] + [f"rare{n}" for n in range(60)] + ["ab", "1234", "_9_", "a" * 41]  # no terms
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sets(st.sampled_from(_WORDS), max_size=20), min_size=30, max_size=150),
        st.integers(1, 9), st.integers(1, 64), st.integers(1, 80))
 def test_random_corpora_in_small_blocks(corpus, rows, marks, lookups):
-    partials = [(f"f{n:03d}", tuple(terms)) for n, terms in enumerate(corpus)] + [None]
+    partials = [(f"f{n:03d}", "\0".join(terms).encode()) for n, terms in enumerate(corpus)] + [None]
     expected = by_definition(partials)  # most such corpora link files, about half cap some
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sharedterm, "_BLOCK_CELLS", rows * len(corpus))
