@@ -17,7 +17,8 @@ setup(ext_modules=[Extension("xerj_core.graph._hoprun", ["xerj_core/graph/_hopru
                    Extension("xerj_core.autoindex.builtin_formats._pyscan",
                              ["xerj_core/autoindex/builtin_formats/_pyscan.c"], extra_compile_args=["-O2"],
                              optional=True),
-                   Extension("xerj_core._termrank", ["xerj_core/_termrank.c"], extra_compile_args=["-O2"],
-                             optional=True),
-                   Extension("xerj_core._wordcount", ["xerj_core/_wordcount.c"], extra_compile_args=["-O2"],
-                             optional=True)])
+                   # the two share _termtable.h, the hash table of terms
+                   Extension("xerj_core._termrank", ["xerj_core/_termrank.c"], depends=["xerj_core/_termtable.h"],
+                             extra_compile_args=["-O2"], optional=True),
+                   Extension("xerj_core._wordcount", ["xerj_core/_wordcount.c"], depends=["xerj_core/_termtable.h"],
+                             extra_compile_args=["-O2"], optional=True)])

@@ -12,30 +12,9 @@
  * union of a file's words.
  *
  * The order is Python's for bytes: byte by byte as unsigned, a prefix before every longer term. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+#include "_termtable.h"
+
 #include <stdlib.h>
-#include <string.h>
-
-typedef struct {
-    const unsigned char *data;
-    Py_ssize_t len;
-} Term;
-
-/* FNV-1a over the term's bytes, then a final mix: terms are short, so a per-byte loop is cheap and needs no
- * reads past the end. */
-static uint64_t term_hash(const unsigned char *s, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 1099511628211ULL;
-    }
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ULL;
-    h ^= h >> 32;
-    return h;
-}
 
 static int term_cmp(const void *a, const void *b) {
     const Term *x = (const Term *)a, *y = (const Term *)b;
@@ -69,12 +48,7 @@ static PyObject *ranked(const Term *terms, Py_ssize_t n, PyObject *list) {
         return NULL;
     }
     int32_t *out = (int32_t *)PyByteArray_AS_STRING(ranks);
-    /* the table: a slot holds 1 + the number of the distinct term in it (0: empty); sized for every term distinct
-     * at a load of at most one half, so it never grows */
-    size_t slots = 16;
-    while (slots < (size_t)n * 2) {
-        slots <<= 1;
-    }
+    size_t slots = term_slots(n); /* every term may be distinct */
     int32_t *table = calloc(slots, sizeof(int32_t));
     Distinct *distinct = malloc((size_t)(n ? n : 1) * sizeof(Distinct));
     Py_ssize_t *first = malloc((size_t)(n ? n : 1) * sizeof(Py_ssize_t)); /* each distinct term's first item */
@@ -84,29 +58,16 @@ static PyObject *ranked(const Term *terms, Py_ssize_t n, PyObject *list) {
         PyErr_NoMemory();
         goto done;
     }
-    size_t mask = slots - 1;
     int32_t count = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        const unsigned char *s = terms[i].data;
-        Py_ssize_t len = terms[i].len;
-        size_t at = (size_t)term_hash(s, len) & mask;
-        for (;;) {
-            int32_t held = table[at];
-            if (!held) {
-                distinct[count].term = terms[i];
-                distinct[count].id = count;
-                first[count] = i;
-                table[at] = ++count;
-                out[i] = count - 1;
-                break;
-            }
-            const Term *t = &distinct[held - 1].term;
-            if (t->len == len && (len == 0 || memcmp(t->data, s, (size_t)len) == 0)) {
-                out[i] = held - 1;
-                break;
-            }
-            at = (at + 1) & mask;
+        int added;
+        int32_t k = term_number(table, slots, distinct, sizeof(Distinct), &count, terms[i].data, terms[i].len, &added);
+        if (added) {
+            distinct[k].term = terms[i];
+            distinct[k].id = k;
+            first[k] = i;
         }
+        out[i] = k;
     }
     free(table);
     table = NULL;
@@ -235,18 +196,14 @@ static PyObject *distinct_joined(PyObject *self, PyObject *args) {
     }
     const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(source);
     Py_ssize_t size = PyBytes_GET_SIZE(source);
-    size_t slots = 16;
-    while (slots < (size_t)size + 2) { /* at most one term per byte and one more: a table at most half full */
-        slots <<= 1;
-    }
-    int32_t *table = calloc(slots, sizeof(int32_t)); /* 1 + the kept term's number, 0: empty */
+    size_t slots = term_slots(size + 1); /* at most one term per byte, and one more */
+    int32_t *table = calloc(slots, sizeof(int32_t));
     Term *kept = malloc((size_t)(size + 1) * sizeof(Term));
     PyObject *result = NULL;
     if (table == NULL || kept == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    size_t mask = slots - 1;
     int32_t count = 0;
     Py_ssize_t bytes = 0;
     const unsigned char *at = s, *end = s + size;
@@ -256,22 +213,13 @@ static PyObject *distinct_joined(PyObject *self, PyObject *args) {
             stop = end;
         }
         Py_ssize_t len = stop - at;
+        int added;
         if (len >= shortest && len <= longest) {
-            size_t slot = (size_t)term_hash(at, len) & mask;
-            for (;;) {
-                int32_t held = table[slot];
-                if (!held) {
-                    kept[count].data = at;
-                    kept[count].len = len;
-                    table[slot] = ++count;
-                    bytes += len;
-                    break;
-                }
-                const Term *t = &kept[held - 1];
-                if (t->len == len && (len == 0 || memcmp(t->data, at, (size_t)len) == 0)) {
-                    break;
-                }
-                slot = (slot + 1) & mask;
+            int32_t k = term_number(table, slots, kept, sizeof(Term), &count, at, len, &added);
+            if (added) {
+                kept[k].data = at;
+                kept[k].len = len;
+                bytes += len;
             }
         }
         if (stop == end) {

@@ -6,30 +6,14 @@
  * Here the translated text (text.ascii_words' translation: each word's bytes lowercased, every other byte a
  * space) is read in place: words are hashed into an open-addressing table where they lie, and an object is made
  * only for each distinct word, in order of first appearance, as the dict held them. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+#include "_termtable.h"
+
 #include <stdlib.h>
-#include <string.h>
 
 typedef struct {
-    const unsigned char *data;
-    Py_ssize_t len;
+    Term term;
     Py_ssize_t count;
 } Word;
-
-/* FNV-1a, then a final mix (words are short: a per-byte loop reads nothing past the end). */
-static uint64_t word_hash(const unsigned char *s, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 1099511628211ULL;
-    }
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ULL;
-    h ^= h >> 32;
-    return h;
-}
 
 /* bytes.split()'s separators: ASCII whitespace (a NUL is part of a word). */
 static int separator(unsigned char c) {
@@ -57,19 +41,14 @@ static PyObject *count(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_OverflowError, "count() takes fewer than 2**31 bytes");
         return NULL;
     }
-    /* at most one word per two bytes, so a table of twice that many slots stays at most half full */
-    size_t slots = 16;
-    while (slots < (size_t)size + 2) {
-        slots <<= 1;
-    }
-    int32_t *table = calloc(slots, sizeof(int32_t)); /* 1 + the word's number, 0: empty */
+    size_t slots = term_slots(size / 2 + 1); /* at most one word per two bytes */
+    int32_t *table = calloc(slots, sizeof(int32_t));
     Word *words = malloc((size_t)(size / 2 + 1) * sizeof(Word));
     PyObject *counts = NULL, *joined = NULL, *tallies = NULL, *result = NULL;
     if (table == NULL || words == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    size_t mask = slots - 1;
     int32_t distinct = 0;
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < size;) {
@@ -83,33 +62,24 @@ static PyObject *count(PyObject *self, PyObject *args) {
         }
         Py_ssize_t len = i - start;
         total++;
-        size_t at = (size_t)word_hash(s + start, len) & mask;
-        for (;;) {
-            int32_t held = table[at];
-            if (!held) {
-                words[distinct].data = s + start;
-                words[distinct].len = len;
-                words[distinct].count = 1;
-                table[at] = ++distinct;
-                break;
-            }
-            Word *w = &words[held - 1];
-            if (w->len == len && memcmp(w->data, s + start, (size_t)len) == 0) {
-                w->count++;
-                break;
-            }
-            at = (at + 1) & mask;
+        int added;
+        int32_t k = term_number(table, slots, words, sizeof(Word), &distinct, s + start, len, &added);
+        if (added) {
+            words[k].term.data = s + start;
+            words[k].term.len = len;
+            words[k].count = 0;
         }
+        words[k].count++;
     }
     free(table);
     table = NULL;
     Py_ssize_t kept_words = 0, kept_bytes = 0, dropped = 0;
     for (int32_t k = 0; k < distinct; k++) {
-        if (words[k].len > longest) {
+        if (words[k].term.len > longest) {
             dropped += words[k].count;
         } else {
             kept_words++;
-            kept_bytes += words[k].len;
+            kept_bytes += words[k].term.len;
         }
     }
 #if PY_VERSION_HEX < 0x030E0000
@@ -127,10 +97,10 @@ static PyObject *count(PyObject *self, PyObject *args) {
     Py_ssize_t written = 0;
     for (int32_t k = 0; k < distinct; k++) {
         const Word *w = &words[k];
-        if (w->len > longest) {
+        if (w->term.len > longest) {
             continue;
         }
-        PyObject *key = PyBytes_FromStringAndSize((const char *)w->data, w->len);
+        PyObject *key = PyBytes_FromStringAndSize((const char *)w->term.data, w->term.len);
         PyObject *value = key == NULL ? NULL : PyLong_FromSsize_t(w->count);
         int failed = value == NULL || PyDict_SetItem(counts, key, value) < 0;
         Py_XDECREF(key);
@@ -141,8 +111,8 @@ static PyObject *count(PyObject *self, PyObject *args) {
         if (written) {
             *out++ = '\0';
         }
-        memcpy(out, w->data, (size_t)w->len);
-        out += w->len;
+        memcpy(out, w->term.data, (size_t)w->term.len);
+        out += w->term.len;
         tally[written++] = (uint32_t)w->count;
     }
     result = Py_BuildValue("(nnOOO)", total - dropped, dropped, counts, joined, tallies);
