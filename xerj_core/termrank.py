@@ -24,17 +24,17 @@ try:
     from xerj_core._termrank import distinct_joined as _compiled_distinct
     from xerj_core._termrank import rank as _compiled
     from xerj_core._termrank import rank_joined as _compiled_joined
-except ImportError:  # built without a C compiler: Python ranks
+except ImportError:  # built without a C compiler: Python answers
     if os.environ.get("XERJ_REQUIRE_TERMRANK_KERNEL") == "1":
         raise
     _compiled = _compiled_joined = _compiled_distinct = None
 
-# Whether writes rank terms with the compiled loop; a test or a benchmark may flip it to compare the two.
+# Whether the compiled loops answer; a test or a benchmark may flip it to compare them with Python.
 ENABLED = _compiled is not None and os.environ.get("XERJ_TERMRANK_KERNEL", "1") != "0"
 
 
 def available() -> bool:
-    """Whether the compiled loop was built (whatever :data:`ENABLED` says)."""
+    """Whether the compiled loops were built (whatever :data:`ENABLED` says)."""
     return _compiled is not None
 
 
@@ -67,5 +67,5 @@ def distinct_joined(joined: bytes, shortest: int, longest: int) -> bytes:
 
 
 def describe() -> dict[str, Any]:
-    """What a benchmark prints about the ranking in use."""
+    """What a benchmark prints about the term loops in use."""
     return {"compiled": _compiled is not None, "enabled": ENABLED}

@@ -155,7 +155,7 @@ def term_counts(tokens: list[str]) -> dict[str, int]:
 CountedTerms = tuple[int, int, bytes, bytes]
 
 
-# The compiled word count (``_wordcount.c``), an optional extension like the store's loops (see ``setup.py``): an
+# The compiled word count (``_wordcount.c``), an optional extension like the other loops (see ``setup.py``): an
 # install without a C compiler cuts and counts in Python, with the same answers. ``XERJ_WORDCOUNT_KERNEL=0``
 # switches it off (to compare, or to rule it out); ``XERJ_REQUIRE_WORDCOUNT_KERNEL=1`` makes its absence an error
 # at import (``scripts/test`` sets it).
