@@ -150,24 +150,21 @@ static const char rank_joined_doc[] =
     "rank(joined.split(b'\\0')) without the list: the terms are the NUL-separated runs of ``joined`` (an empty "
     "``joined`` holds one empty term, as its split does).";
 
-static PyObject *rank_joined(PyObject *self, PyObject *arg) {
-    (void)self;
-    if (!PyBytes_CheckExact(arg)) {
-        PyErr_SetString(PyExc_TypeError, "rank_joined() takes bytes");
+/* The NUL-separated terms of ``s[0:size]`` (an empty buffer holds one empty term, as its split does), in a new
+ * array of ``*n``; NULL, with MemoryError set, when it cannot be made. */
+static Term *split_joined(const unsigned char *s, Py_ssize_t size, Py_ssize_t *n) {
+    const unsigned char *end = s + size;
+    *n = 1;
+    for (const unsigned char *p = s; (p = memchr(p, 0, (size_t)(end - p))) != NULL; p++) {
+        ++*n;
+    }
+    Term *terms = malloc((size_t)*n * sizeof(Term));
+    if (terms == NULL) {
+        PyErr_NoMemory();
         return NULL;
     }
-    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
-    Py_ssize_t size = PyBytes_GET_SIZE(arg);
-    Py_ssize_t n = 1;
-    for (const unsigned char *p = s, *end = s + size; (p = memchr(p, 0, (size_t)(end - p))) != NULL; p++) {
-        n++;
-    }
-    Term *terms = malloc((size_t)n * sizeof(Term));
-    if (terms == NULL) {
-        return PyErr_NoMemory();
-    }
-    const unsigned char *at = s, *end = s + size;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    const unsigned char *at = s;
+    for (Py_ssize_t i = 0; i < *n; i++) {
         const unsigned char *stop = memchr(at, 0, (size_t)(end - at));
         if (stop == NULL) {
             stop = end;
@@ -175,6 +172,20 @@ static PyObject *rank_joined(PyObject *self, PyObject *arg) {
         terms[i].data = at;
         terms[i].len = stop - at;
         at = stop + 1;
+    }
+    return terms;
+}
+
+static PyObject *rank_joined(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyBytes_CheckExact(arg)) {
+        PyErr_SetString(PyExc_TypeError, "rank_joined() takes bytes");
+        return NULL;
+    }
+    Py_ssize_t n;
+    Term *terms = split_joined((const unsigned char *)PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg), &n);
+    if (terms == NULL) {
+        return NULL;
     }
     PyObject *result = ranked(terms, n, NULL);
     free(terms);
@@ -190,42 +201,41 @@ static const char distinct_joined_doc[] =
 static PyObject *distinct_joined(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *source;
-    Py_ssize_t shortest, longest;
+    Py_ssize_t shortest, longest, n;
     if (!PyArg_ParseTuple(args, "Snn:distinct_joined", &source, &shortest, &longest)) {
         return NULL;
     }
-    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(source);
-    Py_ssize_t size = PyBytes_GET_SIZE(source);
-    size_t slots = term_slots(size + 1); /* at most one term per byte, and one more */
-    int32_t *table = calloc(slots, sizeof(int32_t));
-    Term *kept = malloc((size_t)(size + 1) * sizeof(Term));
+    Term *terms = split_joined((const unsigned char *)PyBytes_AS_STRING(source), PyBytes_GET_SIZE(source), &n);
+    if (terms == NULL) {
+        return NULL;
+    }
+    if (n >= INT32_MAX) {  /* the table numbers terms as int32 */
+        free(terms);
+        PyErr_SetString(PyExc_OverflowError, "fewer than 2**31 terms can be made distinct at once");
+        return NULL;
+    }
     PyObject *result = NULL;
-    if (table == NULL || kept == NULL) {
+    size_t slots = term_slots(n);
+    int32_t *table = calloc(slots, sizeof(int32_t));
+    int32_t count = 0;
+    Py_ssize_t bytes = 0;
+    if (table == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    int32_t count = 0;
-    Py_ssize_t bytes = 0;
-    const unsigned char *at = s, *end = s + size;
-    for (;;) {
-        const unsigned char *stop = memchr(at, 0, (size_t)(end - at));
-        if (stop == NULL) {
-            stop = end;
+    /* each kept term is moved to the front of ``terms`` when first met (the k-th kept is never behind the i-th
+     * read), where the table finds it */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Term term = terms[i];
+        if (term.len < shortest || term.len > longest) {
+            continue;
         }
-        Py_ssize_t len = stop - at;
         int added;
-        if (len >= shortest && len <= longest) {
-            int32_t k = term_number(table, slots, kept, sizeof(Term), &count, at, len, &added);
-            if (added) {
-                kept[k].data = at;
-                kept[k].len = len;
-                bytes += len;
-            }
+        int32_t k = term_number(table, slots, terms, sizeof(Term), &count, term.data, term.len, &added);
+        if (added) {
+            terms[k] = term;
+            bytes += term.len;
         }
-        if (stop == end) {
-            break;
-        }
-        at = stop + 1;
     }
     result = PyBytes_FromStringAndSize(NULL, count ? bytes + count - 1 : 0);
     if (result != NULL) {
@@ -234,13 +244,13 @@ static PyObject *distinct_joined(PyObject *self, PyObject *args) {
             if (k) {
                 *out++ = '\0';
             }
-            memcpy(out, kept[k].data, (size_t)kept[k].len);
-            out += kept[k].len;
+            memcpy(out, terms[k].data, (size_t)terms[k].len);
+            out += terms[k].len;
         }
     }
 done:
     free(table);
-    free(kept);
+    free(terms);
     return result;
 }
 

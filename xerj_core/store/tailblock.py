@@ -257,9 +257,9 @@ def group_joined(joined: bytes, rows: np.ndarray, tfs: np.ndarray) -> PostingRun
     if not joined:
         return empty_run()
     names, ids = termrank.rank_joined(joined)
-    _part, terms, rows, tfs, bounds = _grouped_ranked(names, ids, np.asarray(rows, np.int32), tfs,
-                                                      np.zeros(1, np.int64))
-    return terms, np.diff(bounds), rows, tfs
+    # every distinct term has a posting, so the groups' terms are ``names`` as they are
+    *_found, rows, tfs, bounds = _grouped_ranked(names, ids, np.asarray(rows, np.int32), tfs, np.zeros(1, np.int64))
+    return names, np.diff(bounds), rows, tfs
 
 
 def grouped(runs: list[PostingRun], starts: np.ndarray) -> tuple[np.ndarray, list[bytes], np.ndarray, np.ndarray,
