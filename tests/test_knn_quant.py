@@ -164,11 +164,52 @@ def test_the_c_loop_sums_exactly():
     assert out.tolist() == (codes.astype(np.int64) @ query.astype(np.int64)).tolist()
 
 
+def test_the_c_loop_reads_only_the_rows_a_filter_keeps():
+    # A filter keeping few rows (recall restricted to what the graph links) makes the int8 pass that much shorter:
+    # the rows left out are skipped, their sums 0, the others exact.
+    rng = np.random.default_rng(6)
+    codes = rng.integers(-127, 128, (500, 384)).astype(np.int8)
+    query = rng.integers(-127, 128, 384).astype(np.int16)
+    wanted = rng.random(500) < 0.1
+    out = np.full(500, 7, np.int32)
+    knnquant._dots(codes, query, out, wanted)
+    exact = codes.astype(np.int64) @ query.astype(np.int64)
+    assert out.tolist() == np.where(wanted, exact, 0).tolist()
+    with pytest.raises(ValueError):
+        knnquant._dots(codes, query, out, wanted[:-1])
+    with pytest.raises(ValueError):
+        knnquant._dots(codes, query, out, wanted.astype(np.int32))
+
+
+@pytest.mark.parametrize("share", [0.02, 0.1, 0.3, 0.6, 1.0])
+def test_a_filtered_first_pass_leaves_what_the_kept_rows_alone_leave(share):
+    # The C loop reads a sparse filter's rows from a list and a dense one's down every row: either way the rows
+    # left must be exactly those a run of the kept rows alone (every row wanted) leaves.
+    rng = np.random.default_rng(int(share * 100))
+    values = rng.standard_normal((3000, 384)).astype(np.float32)
+    query = rng.standard_normal(384).astype(np.float32)
+    inverse, squared = knn._norms(values)
+    quant = knnquant.quantize(values, squared, inverse)
+    probe = knnquant.Probe.of(query)
+    wanted = rng.random(len(values)) < share
+    kept = np.flatnonzero(wanted)
+
+    def left(q, mask):
+        return np.frombuffer(knnquant._left(q.codes, probe.codes, q.scale, q.slack, q.rounded_norm, mask, 10,
+                                            probe.scale, probe.norm, probe.error, 1e-6), np.int64)
+
+    alone = knnquant.Quantized(np.ascontiguousarray(quant.codes[kept]), quant.scale[kept], quant.slack[kept],
+                               quant.rounded_norm[kept], quant.largest_norm)
+    expected = kept[left(alone, np.ones(len(kept), bool))]
+    assert left(quant, wanted).tolist() == expected.tolist()
+    assert 10 <= len(expected) < len(kept)  # the bounds did cut: a row scored wrong would change the answer
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.integers(0, 2**32 - 1), st.sampled_from(SIMILARITIES), st.integers(1, 8), st.integers(1, 40),
-       st.booleans())
+       st.sampled_from((1.0, 0.6, 0.1)))
 def test_first_pass_answers_as_the_full_scan_on_small_integer_vectors(monkeypatch, seed, similarity, dims, k,
-                                                                      filtered):
+                                                                      kept):
     # Small integers make many exact ties and many rows whose bounds touch the cut.
     rng = np.random.default_rng(seed)
     values = rng.integers(-3, 4, (rng.integers(50, 400), dims)).astype(np.float32)
@@ -179,7 +220,8 @@ def test_first_pass_answers_as_the_full_scan_on_small_integer_vectors(monkeypatc
     monkeypatch.setattr(knnquant, "MAX_LEFT_SHARE", 1.0)
     inverse, squared = knn._norms(values)
     quant = knnquant.quantize(values, squared, inverse if similarity == "cosine" else None)
-    wanted = rng.random(len(values)) < 0.6 if filtered else np.ones(len(values), bool)
+    # A filter keeping most rows takes the C loop's pass down every row, one keeping few its pass over a list
+    wanted = rng.random(len(values)) < kept
     if not wanted.any():
         return
     query_norm = float(np.sqrt(np.dot(query, query)))

@@ -42,7 +42,8 @@ _GATHER_BELOW = 0.25
 # Rows per run when two threads share a scan (see knn_top's ``helper``): 12 MB of 384-dim float32 rows, few
 # enough runs that their own costs stay small, enough that neither thread waits long for the other.
 _RUN_ROWS = 8192
-# A scan of fewer rows runs on the calling thread alone: handing runs to the worker costs a wake-up or two.
+# A scan of fewer wanted rows runs on the calling thread alone: handing runs to the worker costs a wake-up or two,
+# and the int8 pass reads only the rows the filter keeps.
 _SHARE_FROM_ROWS = 2 * _RUN_ROWS
 
 
@@ -224,7 +225,7 @@ def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
 
     ``helper(fn)`` runs ``fn`` on another thread (see :mod:`~xerj_core.query.sidebyside`): the parts are then
     cut into runs of rows that this thread and that one take in turn, and the answer is the same. Without one,
-    a scan of at least :data:`_SHARE_FROM_ROWS` rows takes the shared worker when a second core is idle.
+    a scan of at least :data:`_SHARE_FROM_ROWS` wanted rows takes the shared worker when a second core is idle.
     """
     query, metric, query_norm, query_sq = _query(reader, field, vector)
     if k <= 0:
@@ -266,7 +267,7 @@ def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
             chosen = np.flatnonzero(valid) if valid is not None else np.arange(len(better))
         return start + (chosen if local is None else local[chosen]), raw[chosen]
 
-    with _helper_for(tasks, helper) as share:
+    with _helper_for(tasks, helper, candidates) as share:
         found = [best(task) for task in tasks] if share is None else _shared(_runs(tasks), best, share)
     found = [f for f in found if f is not None]
     if not found:
@@ -276,10 +277,11 @@ def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
 
 
 @contextlib.contextmanager
-def _helper_for(tasks: list[tuple], helper: Callable[[Callable[[], None]], Future] | None
+def _helper_for(tasks: list[tuple], helper: Callable[[Callable[[], None]], Future] | None, candidates: np.ndarray
                 ) -> Iterator[Callable[[Callable[[], None]], Future] | None]:
-    """``helper`` when given; else, for a scan of many rows, the shared worker when a core is idle."""
-    if helper is not None or sum(end - start for start, end, *_rest in tasks) < _SHARE_FROM_ROWS:
+    """``helper`` when given; else, for a scan of many ``candidates`` rows, the shared worker when a core is idle."""
+    if helper is not None or sum(int(np.count_nonzero(candidates[start:end]))
+                                 for start, end, *_rest in tasks) < _SHARE_FROM_ROWS:
         yield helper
         return
     with sidebyside.spare_worker(sidebyside.scans) as submit:

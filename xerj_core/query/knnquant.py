@@ -213,7 +213,7 @@ def _l2_survivors(quant: Quantized, probe: Probe, wanted: np.ndarray, k: int, sq
     """:func:`survivors` for l2_norm, in numpy: the distance's square root takes the bounds out of the C loop's
     ``centre ± width`` form."""
     sums = np.empty(len(quant.codes), np.int32)
-    _dots(quant.codes, probe.codes, sums)
+    _dots(quant.codes, probe.codes, sums, wanted)  # rows not wanted are not read: their bounds become -inf below
     dot = sums * (quant.scale * probe.scale)
     width = quant.slack * probe.norm + quant.rounded_norm * probe.error + _TINY
     low, high = _l2_bounds(dot - width, dot + width, squared, query_sq)
