@@ -4,7 +4,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from xerj_core.store import postpack
@@ -265,3 +265,67 @@ def test_unique_fixed_sorts_runs_tied_on_their_first_words_as_numpy(terms):
     want_names, want_inverse = np.unique(fixed, return_inverse=True)
     assert names.tolist() == want_names.tolist()
     assert inverse.tolist() == want_inverse.reshape(-1).tolist()
+
+
+def _both_layouts(monkeypatch, terms, rows, tfs, bounds):
+    monkeypatch.setattr(postpack, "ENABLED", False)
+    by_numpy = postpack.pack(terms, rows, tfs, bounds)
+    monkeypatch.setattr(postpack, "ENABLED", True)
+    return postpack.pack(terms, rows, tfs, bounds), by_numpy
+
+
+needs_kernel = pytest.mark.skipif(not postpack._compiled, reason="built without a C compiler")
+
+
+@needs_kernel
+@given(st.lists(st.tuples(st.binary(min_size=1, max_size=70), st.integers(0, 40)), min_size=1, max_size=400,
+                unique_by=lambda pair: pair[0]),
+       st.integers(0, 2**32 - 1), st.booleans())
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_the_compiled_layout_is_numpys_byte_for_byte(monkeypatch, pairs, seed, fixed):
+    # Terms of any bytes (NULs, non-UTF-8, long), counts on both sides of OWN_KEY_POSTINGS (and none), rows past
+    # 2**31: the C loop's buckets, suffixes and values must be numpy's exactly, as list or fixed-width terms.
+    pairs.sort()
+    rng = np.random.default_rng(seed)
+    terms = [term for term, _count in pairs]
+    counts = np.array([count for _term, count in pairs], np.int64)
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    rows = rng.integers(0, 2**33, int(bounds[-1])).astype(np.int64)
+    tfs = rng.random(int(bounds[-1])).astype(np.float32)
+    if fixed:
+        if any(b"\x00" in term for term in terms):
+            return  # a fixed-width array cannot hold a NUL (tailblock makes none of such terms)
+        terms = np.array(terms, dtype=bytes)
+    ours, theirs = _both_layouts(monkeypatch, terms, rows, tfs, bounds)
+    assert ours == theirs
+
+
+@needs_kernel
+def test_the_compiled_layout_on_a_real_seal(monkeypatch):
+    # The words of real files, a few thousand rows' postings: the layout a seal stores
+    rng = random.Random(4)
+    for n_terms in (1, 300, 5_000):
+        words, postings = _segment(rng, n_terms)
+        bounds = np.concatenate(([0], np.cumsum([len(postings[w][0]) for w in words])))
+        rows = np.concatenate([postings[w][0] for w in words]).astype(np.int32)
+        tfs = np.concatenate([postings[w][1] for w in words]).astype(np.float32)
+        ours, theirs = _both_layouts(monkeypatch, words, rows, tfs, bounds)
+        assert ours == theirs
+        assert postpack.unpack(ours[1], ours[2])[0] == postpack.unpack(theirs[1], theirs[2])[0]
+
+
+@needs_kernel
+def test_the_compiled_layout_refuses_what_it_cannot_lay_out():
+    rows, tfs = np.zeros(3, np.int64), np.zeros(3, np.float32)
+    with pytest.raises(ValueError):  # bounds past the postings
+        postpack._compiled([b"a"], 0, np.array([0, 4], np.int64), rows, tfs, 32, 1024)
+    with pytest.raises(ValueError):  # decreasing bounds
+        postpack._compiled([b"a", b"b"], 0, np.array([0, 2, 1], np.int64), rows, tfs, 32, 1024)
+    with pytest.raises(ValueError):  # a term too long for its u16 length
+        postpack._compiled([b"a" * 70_000], 0, np.array([0, 1], np.int64), rows, tfs, 32, 1024)
+    with pytest.raises(TypeError):
+        postpack._compiled(["a"], 0, np.array([0, 1], np.int64), rows, tfs, 32, 1024)
+    with pytest.raises(TypeError):
+        postpack._compiled([b"a"], 0, np.array([0, 1], np.int32), rows, tfs, 32, 1024)
+    with pytest.raises(ValueError):  # fixed-width terms of the wrong size
+        postpack._compiled(np.array([b"ab"]), 3, np.array([0, 1], np.int64), rows, tfs, 32, 1024)

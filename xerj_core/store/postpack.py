@@ -21,14 +21,26 @@ one key per term and are read as before; a merge rewrites them packed.
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from xerj_core.store.columns import decode_postings_many, encode_postings_many
 from xerj_core.store.tailblock import PostingRun, empty_run
+
+_compiled: Callable[..., tuple[int, list[bytes], list[bytes]]] | None
+try:
+    from xerj_core.store._postpack import pack as _compiled
+except ImportError:  # built without a C compiler: numpy lays the buckets out, byte for byte the same
+    if os.environ.get("XERJ_REQUIRE_POSTPACK_KERNEL") == "1":
+        raise
+    _compiled = None
+
+# Whether the compiled layout answers; a test or a benchmark may flip it to compare it with numpy's.
+ENABLED = _compiled is not None and os.environ.get("XERJ_POSTPACK_KERNEL", "1") != "0"
 
 # A term with more postings than this keeps its own key (8 bytes a posting).
 OWN_KEY_POSTINGS = 32
@@ -115,6 +127,18 @@ def pack(terms: Sequence[bytes], rows: np.ndarray, tfs: np.ndarray, bounds: np.n
         return 0, [], []
     bounds = np.asarray(bounds, np.int64)
     counts = np.diff(bounds)
+    if _compiled is not None and ENABLED:
+        fixed = isinstance(terms, np.ndarray)
+        buckets, suffixes, values = _compiled(
+            np.ascontiguousarray(terms) if fixed else list(terms), terms.itemsize if fixed else 0,
+            np.ascontiguousarray(bounds), np.ascontiguousarray(rows, np.int64),
+            np.ascontiguousarray(tfs, np.float32), OWN_KEY_POSTINGS, BUCKET_BYTES)
+        own = counts > OWN_KEY_POSTINGS
+        if own.any():
+            big = np.flatnonzero(own)
+            suffixes += terms[big].tolist() if fixed else [terms[i] for i in big.tolist()]
+            values += _own_values(rows, tfs, bounds, counts, big)
+        return buckets, suffixes, values
     matrix = None
     if isinstance(terms, np.ndarray):  # fixed-width terms (tailblock's ranking of short terms): no bytes objects
         matrix, lengths = term_bytes(terms)
@@ -160,9 +184,15 @@ def pack(terms: Sequence[bytes], rows: np.ndarray, tfs: np.ndarray, bounds: np.n
     if own.any():
         big = np.flatnonzero(own)
         suffixes += terms[big].tolist() if matrix is not None else [terms[i] for i in big.tolist()]
-        values += encode_postings_many(rows[_ranges(bounds[big], counts[big])], tfs[_ranges(bounds[big], counts[big])],
-                                       np.concatenate(([0], np.cumsum(counts[big]))))
+        values += _own_values(rows, tfs, bounds, counts, big)
     return buckets, suffixes, values
+
+
+def _own_values(rows: np.ndarray, tfs: np.ndarray, bounds: np.ndarray, counts: np.ndarray, big: np.ndarray
+                ) -> list[bytes]:
+    """The values of the terms ``big`` that keep keys of their own: their postings, encoded."""
+    postings = _ranges(bounds[big], counts[big])
+    return encode_postings_many(rows[postings], tfs[postings], np.concatenate(([0], np.cumsum(counts[big]))))
 
 
 def find(blob: bytes, term: bytes) -> tuple[np.ndarray, np.ndarray] | object | None:
