@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xerj_core import termrank
 from xerj_core.store import plan, tailblock
@@ -165,3 +167,41 @@ def test_distinct_joined_keeps_each_term_of_its_lengths_once_in_order():
             assert termrank._compiled_distinct(joined, shortest, longest) == python(joined, shortest, longest)
     with pytest.raises(TypeError):
         termrank._compiled_distinct("abc", 1, 3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 400), st.integers(1, 5), st.integers(1, 3_000), st.integers(0, 2**32 - 1), st.booleans())
+def test_the_compiled_grouping_is_numpys_sort(names, parts, n, seed, in_row_order):
+    """Postings grouped by (part, term) with one counting sort in C: the groups, their order, each group's
+    postings in their given order and the bounds are those of the stable numpy sort, over one part or several,
+    whether the postings come in row order (a seal's runs) or not (a put's, term by term)."""
+    rng = np.random.default_rng(seed)
+    starts = np.sort(rng.choice(np.arange(0, 5_000), parts, replace=False)).astype(np.int64)
+    starts[0] = 0
+    ids = rng.integers(0, names, n).astype(np.int32)
+    rows = rng.integers(0, 6_000, n).astype(np.int32)
+    if in_row_order:
+        rows.sort()
+    tfs = rng.random(n).astype(np.float32)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(termrank, "ENABLED", True)  # whatever XERJ_TERMRANK_KERNEL says
+        found = termrank.group(ids, rows, tfs, starts, names)
+    want = tailblock._sorted_groups(ids, rows, tfs, starts, names)
+    keys, got_rows, got_tfs, bounds = found
+    part, ranked = np.divmod(keys, names)
+    assert part.tolist() == want[0].tolist() and ranked.tolist() == want[1].tolist()
+    assert got_rows.tolist() == want[2].tolist() and got_tfs.tolist() == want[3].tolist()
+    assert bounds.tolist() == want[4].tolist()
+    got_rows[:1] = 7  # writable, as numpy's arrays are
+
+
+def test_the_compiled_grouping_leaves_what_its_keys_cannot_hold_to_numpy(monkeypatch):
+    monkeypatch.setattr(termrank, "ENABLED", True)
+    rows, tfs = np.array([5, 9], np.int32), np.ones(2, np.float32)
+    starts = np.array([3, 8], np.int64)
+    assert termrank.group(np.array([0, 1], np.int32), rows, tfs, starts, 2) is not None
+    assert termrank.group(np.array([0, 2], np.int32), rows, tfs, starts, 2) is None  # a rank past names
+    assert termrank.group(np.array([-1, 0], np.int32), rows, tfs, starts, 2) is None
+    assert termrank.group(np.array([0, 1], np.int32), np.array([1, 9], np.int32), tfs, starts, 2) is None
+    with pytest.raises(ValueError):
+        termrank.group(np.array([0], np.int32), rows, tfs, starts, 2)

@@ -254,10 +254,149 @@ done:
     return result;
 }
 
+/* A C-contiguous buffer of ``itemsize``-byte items, or a TypeError naming ``what``. */
+static int get_items(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, int flags, const char *what) {
+    if (PyObject_GetBuffer(obj, view, flags | PyBUF_C_CONTIGUOUS) < 0) {
+        return -1;
+    }
+    if (view->itemsize != itemsize || view->len % itemsize) {
+        PyErr_Format(PyExc_TypeError, "%s must be a contiguous array of %zd-byte items", what, itemsize);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* The grouping itself, the GIL released: a counting sort of the postings by key (part * names + rank), stable,
+ * so each run's rows stay ascending within a group. Returns the number of groups, or -1 (out of memory) or -2 (a
+ * rank or row outside what the keys can hold). */
+static Py_ssize_t group_keys(const int32_t *ids, const int32_t *rows, const float *tfs, Py_ssize_t n,
+                             const int64_t *starts, Py_ssize_t parts, Py_ssize_t names, int32_t *out_rows,
+                             float *out_tfs, int64_t *group_key, int64_t *bounds) {
+    Py_ssize_t keys = parts * names;
+    Py_ssize_t *at = PyMem_RawCalloc((size_t)keys + 1, sizeof(Py_ssize_t));
+    int64_t *key = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    if (at == NULL || key == NULL) {
+        PyMem_RawFree(at);
+        PyMem_RawFree(key);
+        return -1;
+    }
+    Py_ssize_t part = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= names || rows[i] < starts[0]) {
+            PyMem_RawFree(at);
+            PyMem_RawFree(key);
+            return -2;
+        }
+        if (parts > 1) {
+            /* the part whose first row is the last one at or below the row (runs are mostly in row order, so
+             * the part of the posting before is tried first) */
+            if (!(starts[part] <= rows[i] && (part + 1 == parts || rows[i] < starts[part + 1]))) {
+                Py_ssize_t lo = 0, hi = parts;
+                while (hi - lo > 1) {
+                    Py_ssize_t mid = (lo + hi) / 2;
+                    if (starts[mid] <= rows[i]) {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                part = lo;
+            }
+        }
+        key[i] = (int64_t)part * names + ids[i];
+        at[key[i] + 1]++;
+    }
+    Py_ssize_t groups = 0;
+    for (Py_ssize_t k = 0; k < keys; k++) {
+        if (at[k + 1]) {
+            group_key[groups] = k;
+            bounds[++groups] = (int64_t)(at[k] + at[k + 1]);
+        }
+        at[k + 1] += at[k];
+    }
+    bounds[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t to = at[key[i]]++;
+        out_rows[to] = rows[i];
+        out_tfs[to] = tfs[i];
+    }
+    PyMem_RawFree(at);
+    PyMem_RawFree(key);
+    return groups;
+}
+
+PyDoc_STRVAR(group_doc,
+"group(ids, rows, tfs, starts, names) -> (keys, rows, tfs, bounds) or None\n\n"
+"Postings grouped by (part, term): ``ids`` each posting's term rank (int32, below ``names``), ``rows`` (int32)\n"
+"and ``tfs`` (float32) the postings, ``starts`` the parts' first rows (int64, ascending; a posting is in the\n"
+"last part starting at or below its row). Returns each group's key (part * names + rank, ascending, an int64\n"
+"bytearray), the rows and frequencies in group order (a stable sort: postings of a group keep their order) and\n"
+"the groups' bounds in them (int64, one more than the groups); None when a rank or a row is outside what\n"
+"the keys can hold, for the caller's general path. The GIL is released meanwhile.");
+
+static PyObject *group(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *ids_obj, *rows_obj, *tfs_obj, *starts_obj;
+    Py_ssize_t names;
+    if (!PyArg_ParseTuple(args, "OOOOn:group", &ids_obj, &rows_obj, &tfs_obj, &starts_obj, &names)) {
+        return NULL;
+    }
+    Py_buffer views[4];
+    int got = 0;
+    if (get_items(ids_obj, &views[0], 4, 0, "ids") == 0 && ++got
+            && get_items(rows_obj, &views[1], 4, 0, "rows") == 0 && ++got
+            && get_items(tfs_obj, &views[2], 4, 0, "tfs") == 0 && ++got
+            && get_items(starts_obj, &views[3], 8, 0, "starts") == 0) {
+        got++;
+    }
+    PyObject *result = NULL;
+    if (got == 4) {
+        Py_ssize_t n = views[0].len / 4, parts = views[3].len / 8;
+        if (views[1].len != 4 * n || views[2].len != 4 * n || parts < 1 || names < 1
+                || parts > PY_SSIZE_T_MAX / 16 / names) {
+            PyErr_SetString(PyExc_ValueError, "ids, rows and tfs need one entry per posting, starts and names one "
+                                              "or more");
+        } else {
+            /* bytearrays: numpy views of them are writable, as the arrays of the general path are */
+            PyObject *keys = PyByteArray_FromStringAndSize(NULL, 8 * (n > 0 ? n : 1));
+            PyObject *out_rows = PyByteArray_FromStringAndSize(NULL, 4 * (n > 0 ? n : 1));
+            PyObject *out_tfs = PyByteArray_FromStringAndSize(NULL, 4 * (n > 0 ? n : 1));
+            PyObject *bounds = PyByteArray_FromStringAndSize(NULL, 8 * (n + 1));
+            if (keys != NULL && out_rows != NULL && out_tfs != NULL && bounds != NULL) {
+                Py_ssize_t groups;
+                Py_BEGIN_ALLOW_THREADS
+                groups = group_keys(views[0].buf, views[1].buf, views[2].buf, n, views[3].buf, parts, names,
+                                    (int32_t *)PyByteArray_AS_STRING(out_rows),
+                                    (float *)PyByteArray_AS_STRING(out_tfs), (int64_t *)PyByteArray_AS_STRING(keys),
+                                    (int64_t *)PyByteArray_AS_STRING(bounds));
+                Py_END_ALLOW_THREADS
+                if (groups == -1) {
+                    PyErr_NoMemory();
+                } else if (groups == -2) {
+                    result = Py_NewRef(Py_None);
+                } else if (PyByteArray_Resize(keys, 8 * groups) == 0 && PyByteArray_Resize(out_rows, 4 * n) == 0
+                           && PyByteArray_Resize(out_tfs, 4 * n) == 0
+                           && PyByteArray_Resize(bounds, 8 * (groups + 1)) == 0) {
+                    result = PyTuple_Pack(4, keys, out_rows, out_tfs, bounds);
+                }
+            }
+            Py_XDECREF(keys);
+            Py_XDECREF(out_rows);
+            Py_XDECREF(out_tfs);
+            Py_XDECREF(bounds);
+        }
+    }
+    while (got-- > 0) {
+        PyBuffer_Release(&views[got]);
+    }
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"rank", rank, METH_O, rank_doc},
     {"rank_joined", rank_joined, METH_O, rank_joined_doc},
     {"distinct_joined", distinct_joined, METH_VARARGS, distinct_joined_doc},
+    {"group", group, METH_VARARGS, group_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -20,14 +20,16 @@ import numpy as np
 _compiled: Callable[[list[bytes]], tuple[list[bytes], bytearray]] | None
 _compiled_joined: Callable[[bytes], tuple[list[bytes], bytearray]] | None
 _compiled_distinct: Callable[[bytes, int, int], bytes] | None
+_compiled_group: Callable[..., tuple[bytearray, bytearray, bytearray, bytearray] | None] | None
 try:
     from xerj_core._termrank import distinct_joined as _compiled_distinct
+    from xerj_core._termrank import group as _compiled_group
     from xerj_core._termrank import rank as _compiled
     from xerj_core._termrank import rank_joined as _compiled_joined
 except ImportError:  # built without a C compiler: Python answers
     if os.environ.get("XERJ_REQUIRE_TERMRANK_KERNEL") == "1":
         raise
-    _compiled = _compiled_joined = _compiled_distinct = None
+    _compiled = _compiled_joined = _compiled_distinct = _compiled_group = None
 
 # Whether the compiled loops answer; a test or a benchmark may flip it to compare them with Python.
 ENABLED = _compiled is not None and os.environ.get("XERJ_TERMRANK_KERNEL", "1") != "0"
@@ -64,6 +66,23 @@ def distinct_joined(joined: bytes, shortest: int, longest: int) -> bytes:
     if _compiled_distinct is not None and ENABLED:
         return _compiled_distinct(joined, shortest, longest)
     return b"\0".join(dict.fromkeys(term for term in joined.split(b"\0") if shortest <= len(term) <= longest))
+
+
+def group(ids: np.ndarray, rows: np.ndarray, tfs: np.ndarray, starts: np.ndarray, names: int
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Postings grouped by (part, term) in one counting sort in C: each group's key (``part * names + rank``,
+    ascending), the rows (int32) and frequencies (float32) in group order, each group's postings in their order,
+    and the groups' bounds. ``ids`` are the postings' term ranks (below ``names``), ``starts`` the parts' first
+    rows. None when the compiled loops are off, or a rank or row is outside the keys: the caller groups then."""
+    if _compiled_group is None or not ENABLED:
+        return None
+    found = _compiled_group(np.ascontiguousarray(ids, np.int32), np.ascontiguousarray(rows, np.int32),
+                            np.ascontiguousarray(tfs, np.float32), np.ascontiguousarray(starts, np.int64), names)
+    if found is None:
+        return None
+    keys, rows, tfs, bounds = found
+    return (np.frombuffer(keys, np.int64), np.frombuffer(rows, np.int32), np.frombuffer(tfs, np.float32),
+            np.frombuffer(bounds, np.int64))
 
 
 def describe() -> dict[str, Any]:

@@ -288,9 +288,24 @@ def _grouped_ranked(names: list[bytes] | np.ndarray, ids: np.ndarray, rows: np.n
                                                  np.ndarray]:
     """:func:`grouped` once the terms are ranked: ``names`` the distinct terms sorted, ``ids`` each posting's rank
     among them, ``rows`` (int32) and ``tfs`` the postings in run order."""
+    found = termrank.group(ids, rows, tfs, starts, len(names)) if len(names) else None
+    if found is not None:  # one counting sort in C: the same groups as numpy's below
+        key, rows, tfs, bounds = found
+        part, ranked = np.divmod(key, len(names))
+    else:
+        part, ranked, rows, tfs, bounds = _sorted_groups(ids, rows, tfs, starts, len(names))
+    if isinstance(names, np.ndarray):
+        return part, names[ranked], rows, tfs, bounds
+    return part, list(map(names.__getitem__, ranked.tolist())), rows, tfs, bounds
+
+
+def _sorted_groups(ids: np.ndarray, rows: np.ndarray, tfs: np.ndarray, starts: np.ndarray, names: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The groups of :func:`_grouped_ranked` by a stable numpy sort: each group's part and term rank, the rows and
+    frequencies in group order, and the groups' bounds in them."""
     key = ids
     if len(starts) > 1:
-        key = (np.searchsorted(starts, rows, side="right") - 1) * len(names)
+        key = (np.searchsorted(starts, rows, side="right") - 1) * names
         key += ids
     del ids
     if len(key) > 1 and not (key[1:] >= key[:-1]).all():
@@ -298,16 +313,13 @@ def _grouped_ranked(names: list[bytes] | np.ndarray, ids: np.ndarray, rows: np.n
         # sorted as 16-bit ones, by numpy's radix sort, about 10x its merge sort on a put's keys, which come in
         # document order; wider keys (a seal's: each block's run of terms, concatenated) are runs the merge sort
         # merges.
-        order = (key.astype(np.uint16) if len(starts) * len(names) <= 1 << 16 else key).argsort(kind="stable")
+        order = (key.astype(np.uint16) if len(starts) * names <= 1 << 16 else key).argsort(kind="stable")
         key, rows, tfs = key[order], rows[order], tfs[order]
         del order
     cut = np.flatnonzero(np.diff(key)) + 1
     bounds = np.concatenate(([0], cut, [len(key)]))
-    part, ranked = np.divmod(key[bounds[:-1]], len(names))
-    del key, cut
-    if isinstance(names, np.ndarray):
-        return part, names[ranked], rows, tfs, bounds
-    return part, list(map(names.__getitem__, ranked.tolist())), rows, tfs, bounds
+    part, ranked = np.divmod(key[bounds[:-1]], names)
+    return part, ranked, rows, tfs, bounds
 
 
 # Terms are ranked as a fixed-width numpy array of at most this many bytes each (see _ranked).
