@@ -1,5 +1,5 @@
 """Terms in C where there is a compiler (``_termrank``), else in Python: a batch's distinct terms ranked in bytes
-order, and a NUL-joined run of terms made distinct.
+order, the postings grouped by those ranks, and a NUL-joined run of terms made distinct.
 
 Ranking numbers each posting's term by its place among a batch's distinct terms, which is how a write groups its
 postings (``store.tailblock._ranked``, ``store.plan.column_postings``) and how ``sharedterm`` numbers a corpus's
