@@ -20,9 +20,10 @@ setup(ext_modules=[Extension("xerj_core.graph._hoprun", ["xerj_core/graph/_hopru
                              ["xerj_core/autoindex/builtin_formats/_pyscan.c"], extra_compile_args=["-O2"],
                              optional=True),
                    # the two share _termtable.h, the hash table of terms
-                   Extension("xerj_core._termrank", ["xerj_core/_termrank.c"], depends=["xerj_core/_termtable.h"],
+                   Extension("xerj_core._termrank", ["xerj_core/_termrank.c"],
+                             depends=["xerj_core/_termtable.h", "xerj_core/_buffers.h"],
                              extra_compile_args=["-O2"], optional=True),
                    Extension("xerj_core._wordcount", ["xerj_core/_wordcount.c"], depends=["xerj_core/_termtable.h"],
                              extra_compile_args=["-O2"], optional=True),
                    Extension("xerj_core.store._postpack", ["xerj_core/store/_postpack.c"],
-                             extra_compile_args=["-O2"], optional=True)])
+                             depends=["xerj_core/_buffers.h"], extra_compile_args=["-O2"], optional=True)])

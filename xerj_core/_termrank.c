@@ -16,6 +16,7 @@
  * twice as much.
  *
  * The order is Python's for bytes: byte by byte as unsigned, a prefix before every longer term. */
+#include "_buffers.h"
 #include "_termtable.h"
 
 #include <stdlib.h>
@@ -258,19 +259,6 @@ done:
     return result;
 }
 
-/* A C-contiguous buffer of ``itemsize``-byte items, or a TypeError naming ``what``. */
-static int get_items(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, int flags, const char *what) {
-    if (PyObject_GetBuffer(obj, view, flags | PyBUF_C_CONTIGUOUS) < 0) {
-        return -1;
-    }
-    if (view->itemsize != itemsize || view->len % itemsize) {
-        PyErr_Format(PyExc_TypeError, "%s must be a contiguous array of %zd-byte items", what, itemsize);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
-
 /* The grouping itself, the GIL released: a counting sort of the postings by key (part * names + rank), stable,
  * so each run's rows stay ascending within a group. Returns the number of groups, or -1 (out of memory) or -2 (a
  * rank or row outside what the keys can hold). */
@@ -347,10 +335,10 @@ static PyObject *group(PyObject *Py_UNUSED(module), PyObject *args) {
     }
     Py_buffer views[4];
     int got = 0;
-    if (get_items(ids_obj, &views[0], 4, 0, "ids") == 0 && ++got
-            && get_items(rows_obj, &views[1], 4, 0, "rows") == 0 && ++got
-            && get_items(tfs_obj, &views[2], 4, 0, "tfs") == 0 && ++got
-            && get_items(starts_obj, &views[3], 8, 0, "starts") == 0) {
+    if (get_items(ids_obj, &views[0], 4, "ids") == 0 && ++got
+            && get_items(rows_obj, &views[1], 4, "rows") == 0 && ++got
+            && get_items(tfs_obj, &views[2], 4, "tfs") == 0 && ++got
+            && get_items(starts_obj, &views[3], 8, "starts") == 0) {
         got++;
     }
     PyObject *result = NULL;

@@ -7,8 +7,8 @@
  * tests compare them), native byte order as numpy writes them.
  *
  * Arrays arrive through the buffer protocol, so the module needs Python's headers alone. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "../_buffers.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -35,19 +35,6 @@ static uint32_t crc32_of(const unsigned char *p, Py_ssize_t n) {
 
 static inline Py_ssize_t pad4(Py_ssize_t size) {
     return (size + 3) & ~(Py_ssize_t)3;
-}
-
-/* A C-contiguous buffer of ``itemsize``-byte items, or an error naming ``what``. */
-static int get_items(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *what) {
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) {
-        return -1;
-    }
-    if (view->itemsize != itemsize || view->len % itemsize) {
-        PyErr_Format(PyExc_TypeError, "%s must be a contiguous array of %zd-byte items", what, itemsize);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
 }
 
 typedef struct {
