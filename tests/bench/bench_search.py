@@ -29,6 +29,10 @@ What each BM25 side does per query (printed again at the top of the run):
 * the "after a write" row puts one document before each timed query, so every
   query meets a new index generation (the tail grows; nothing is rebuilt).
 
+The kNN section also times a filter keeping one row in ten (the shape of a recall restricted to what the
+graph links): numpy scores every row and takes the top 10 of the kept ones; xerj's int8 pass reads the kept
+rows alone.
+
 The hybrid section also times the exact kNN scan alone (``knn_top`` over the
 same filter and k, no request around it) and prints it as a share of the two
 legs' sum: a hybrid returning the same hits runs that very scan, so on one

@@ -50,10 +50,12 @@ static void listed_dots(const int8_t *rows, const int64_t *at, Py_ssize_t m, Py_
         if (i + AHEAD < m) {
             /* The rows listed are scattered, so the hardware's prefetch does not see them coming: ask for the row
              * AHEAD places on, so its lines arrive while this one is summed. */
+#if defined(__GNUC__) || defined(__clang__)
             const char *next = (const char *)(rows + at[i + AHEAD] * d);
             for (Py_ssize_t j = 0; j < d; j += 64) {
                 __builtin_prefetch(next + j);
             }
+#endif
         }
         out[i] = row_dot(rows + at[i] * d, query, d);
     }
