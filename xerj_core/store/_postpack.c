@@ -50,7 +50,7 @@ static Py_ssize_t listed_count(const Terms *t, Py_ssize_t k) {
     return count > t->own_above ? 0 : count;  /* a large term is listed with no postings: its own key holds them */
 }
 
-/* The buckets of terms order[lo:hi] (all in bucket ``b``) as one value. */
+/* The bucket of terms order[lo:hi] (all hashed to it) as one value. */
 static PyObject *bucket_value(const Terms *t, const Py_ssize_t *order, Py_ssize_t lo, Py_ssize_t hi) {
     Py_ssize_t per_n = hi - lo, per_total = 0, per_bytes = 0;
     for (Py_ssize_t i = lo; i < hi; i++) {
