@@ -25,7 +25,7 @@ from xerj_core.store import Store, write
 from xerj_core.store.env import DB_NAMES
 from xerj_core.store.limits import MAX_TERM_BYTES
 from xerj_core.model import SourceDocument
-from xerj_core.text import counted_terms, counted_terms_split, counted_words, remembering_counts, tokenize
+from xerj_core.text import counted_joined, counted_terms, counted_terms_split, remembering_counts, tokenize
 from xerj_detectors import sharedterm
 
 from .test_autoindex_executor import CLOCK, generate
@@ -226,7 +226,7 @@ def test_sharedterm_takes_a_files_terms_from_its_counted_texts_as_from_the_texts
     with remembering_counts():
         for text in texts:
             counted_terms(text, MAX_TERM_BYTES)
-        assert all(counted_words(text) is not None for text in texts)
+        assert all(counted_joined(text) is not None for text in texts)
         for compiled in (True, False):  # the file's words found with the compiled union and without
             with pytest.MonkeyPatch.context() as patch:
                 patch.setattr(termrank, "ENABLED", compiled)

@@ -2,7 +2,7 @@
 
 ``counted_terms`` hands the store each text's distinct words, their counts and how many were too long to be keys;
 the compiled loop must hand over exactly what the Python path does (the same words in the same order, the same
-counts, the same dict remembered for ``counted_words``) on separators of every kind, long words, the slice
+counts, the same words remembered for ``counted_joined``) on separators of every kind, long words, the slice
 boundary, the texts it must leave to Python, and the texts of real files.
 """
 
@@ -16,7 +16,7 @@ import pytest
 
 from xerj_core import text
 from xerj_core.store.limits import MAX_TERM_BYTES
-from xerj_core.text import SLICE_CHARS, counted_terms, counted_words, remembering_counts
+from xerj_core.text import SLICE_CHARS, counted_joined, counted_terms, remembering_counts
 
 pytestmark = pytest.mark.skipif(text._count_words is None, reason="the compiled word count was not built")
 
@@ -29,7 +29,7 @@ def both(value: str, longest: int = MAX_TERM_BYTES):
             patch.setattr(text, "WORDCOUNT", compiled)
             with remembering_counts():
                 counted = counted_terms(value, longest)
-                found.append((counted, list((counted_words(value) or {}).items())))
+                found.append((counted, counted_joined(value)))
     return found
 
 
@@ -88,8 +88,9 @@ def test_the_loop_cuts_as_bytes_split_does():
     """Called on raw bytes the loop cuts words where ``bytes.split()`` does (every ASCII whitespace byte; a NUL and
     any other byte belong to words), whatever the translation before it leaves."""
     raw = b"a\tb\nc\rd\x0be\x0cf g\x00h \x80i  a\x1fb a"
-    kept, dropped, counts, joined, tallies = text._count_words(raw, 255)
+    kept, dropped, joined, tallies = text._count_words(raw, 255)
     words = raw.split()
-    assert list(counts) == list(dict.fromkeys(words)) and kept == len(words) and dropped == 0
-    assert list(counts.values()) == [words.count(word) for word in counts]
-    assert joined == b"\x00".join(counts) and tallies == array("I", counts.values()).tobytes()
+    distinct = list(dict.fromkeys(words))
+    assert kept == len(words) and dropped == 0
+    assert joined == b"\x00".join(distinct)
+    assert tallies == array("I", [words.count(word) for word in distinct]).tobytes()

@@ -16,7 +16,7 @@ from array import array
 from collections import _count_elements  # type: ignore[attr-defined]  # Counter's own C counting loop
 from itertools import compress
 from operator import not_
-from typing import Callable, Collection, Iterator
+from typing import Callable, Iterator
 
 _WORD = re.compile(r"\w+")
 _NOT_SLUG = re.compile(r"[^\w\- ]+")
@@ -159,7 +159,7 @@ CountedTerms = tuple[int, int, bytes, bytes]
 # install without a C compiler cuts and counts in Python, with the same answers. ``XERJ_WORDCOUNT_KERNEL=0``
 # switches it off (to compare, or to rule it out); ``XERJ_REQUIRE_WORDCOUNT_KERNEL=1`` makes its absence an error
 # at import (``scripts/test`` sets it).
-_count_words: Callable[[bytes, int], tuple[int, int, dict[bytes, int], bytes, bytes]] | None
+_count_words: Callable[[bytes, int], tuple[int, int, bytes, bytes]] | None
 try:
     from xerj_core._wordcount import count as _count_words
 except ImportError:  # built without a C compiler: counted in Python
@@ -171,13 +171,13 @@ WORDCOUNT = _count_words is not None and os.environ.get("XERJ_WORDCOUNT_KERNEL",
 
 
 # While a caller is remembering (:func:`remembering_counts`): each text :func:`counted_terms` counted, with its
-# distinct terms (the keys of its counts) and those terms NUL-joined, as the store is handed them.
-_REMEMBERED: dict[str, tuple[dict[bytes, int], bytes]] | None = None
+# distinct terms NUL-joined, as the store is handed them.
+_REMEMBERED: dict[str, bytes] | None = None
 
 
 @contextlib.contextmanager
 def remembering_counts() -> Iterator[None]:
-    """While this lasts, :func:`counted_terms` remembers each text's distinct terms for :func:`counted_words`:
+    """While this lasts, :func:`counted_terms` remembers each text's distinct terms for :func:`counted_joined`:
     a parse that counts a file's texts for the store lets a detector's summary of the file (``sharedterm``)
     reuse those words instead of cutting the texts again. What is remembered goes when this ends."""
     global _REMEMBERED
@@ -188,18 +188,11 @@ def remembering_counts() -> Iterator[None]:
         _REMEMBERED = outer
 
 
-def counted_words(text: str) -> Collection[bytes] | None:
-    """The distinct words (UTF-8, those of at most the ``longest`` bytes it was given) :func:`counted_terms` found
-    in ``text`` while remembering; None when it did not count that text."""
-    found = None if _REMEMBERED is None else _REMEMBERED.get(text)
-    return None if found is None else found[0]
-
-
 def counted_joined(text: str) -> bytes | None:
-    """:func:`counted_words` of ``text`` joined by NULs (in order of first appearance), as :func:`counted_terms`
-    made them for the store: one bytes object, no object per word."""
-    found = None if _REMEMBERED is None else _REMEMBERED.get(text)
-    return None if found is None else found[1]
+    """The distinct words (UTF-8, those of at most the ``longest`` bytes it was given) :func:`counted_terms` found
+    in ``text`` while remembering, NUL-joined in order of first appearance as it made them for the store: one
+    bytes object, no object per word. None when it did not count that text."""
+    return None if _REMEMBERED is None else _REMEMBERED.get(text)
 
 
 def counted_terms(text: str, longest: int) -> CountedTerms:
@@ -209,9 +202,9 @@ def counted_terms(text: str, longest: int) -> CountedTerms:
     batch tokenizer); a text holding a NUL (which that translation would keep inside a word) takes the regex.
     An ASCII text of one slice is cut and counted by the compiled loop when there is one (:data:`WORDCOUNT`)."""
     if WORDCOUNT and len(text) <= SLICE_CHARS and text.isascii() and "\x00" not in text:
-        kept, dropped, counts, joined, tallies = _count_words(text.encode().translate(_ASCII_WORDS), longest)
+        kept, dropped, joined, tallies = _count_words(text.encode().translate(_ASCII_WORDS), longest)
         if _REMEMBERED is not None:
-            _REMEMBERED[text] = counts, joined
+            _REMEMBERED[text] = joined
         return kept, dropped, joined, tallies
     cut = utf8_words if "\x00" not in text else _regex_utf8_words
     counts: dict[bytes, int] = {}
@@ -226,7 +219,7 @@ def counted_terms(text: str, longest: int) -> CountedTerms:
             dropped += counts.pop(word)
     joined = b"\x00".join(counts)
     if _REMEMBERED is not None:
-        _REMEMBERED[text] = counts, joined
+        _REMEMBERED[text] = joined
     return found - dropped, dropped, joined, array("I", counts.values()).tobytes()
 
 

@@ -263,7 +263,7 @@ def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with
     exception: one bad file does not cost the batch.
     """
     if count:
-        # counted before they are summarized: a detector may reuse the words counted (see text.counted_words)
+        # counted before they are summarized: a detector may reuse the words counted (see text.counted_joined)
         with remembering_counts():
             return _parse_batch(_resolve(source), entries, with_partials, count, cache)
     return _parse_batch(_resolve(source), entries, with_partials, count, cache)
