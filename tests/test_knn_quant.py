@@ -181,6 +181,48 @@ def test_the_c_loop_reads_only_the_rows_a_filter_keeps():
         knnquant._dots(codes, query, out, wanted.astype(np.int32))
 
 
+def sequential_float32_sums(codes: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """What ``rows_above`` sums, the same way: per row a float32 product then a float32 sum, direction by direction."""
+    sums = np.zeros(codes.shape[1], np.float32)
+    for code, weight in zip(codes, weights):
+        sums += weight * code.astype(np.float32)
+    return sums
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(0, 300), st.floats(1e-6, 1e3))
+def test_the_c_loop_lists_the_rows_whose_weighted_codes_reach_the_bar(seed, directions, rows, magnitude):
+    # The dedup probe's first pass (xerj_core.memory.dedup): the vector loop takes 64 rows at a time and the plain
+    # loop the rest, so the row counts cross those blocks; bars equal to a row's own sum test the ">=".
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(-127, 128, (directions, rows)).astype(np.int8)
+    weights = (rng.standard_normal(directions) * magnitude).astype(np.float32)
+    sums = sequential_float32_sums(codes, weights)
+    bars = [-np.inf, np.inf, 0.0, *rng.choice(sums, min(rows, 4)).astype(np.float64).tolist()]
+    for bar in bars:
+        found = knnquant.rows_above(codes, weights, bar)
+        assert found.dtype == np.int64 and found.tolist() == np.flatnonzero(sums >= bar).tolist(), bar
+
+
+def test_the_weighted_codes_loop_is_off_with_the_first_pass(monkeypatch):
+    monkeypatch.setattr(knnquant, "ENABLED", False)
+    assert knnquant.rows_above(np.zeros((2, 3), np.int8), np.ones(2, np.float32), 0.0) is None
+
+
+def test_the_weighted_codes_loop_refuses_arrays_of_the_wrong_kind():
+    codes, weights = np.zeros((3, 70), np.int8), np.ones(3, np.float32)
+    with pytest.raises(TypeError):
+        knnquant._above(codes, weights.astype(np.float64), 0.0)
+    with pytest.raises(TypeError):
+        knnquant._above(codes.astype(np.int16), weights, 0.0)
+    with pytest.raises(ValueError):
+        knnquant._above(codes.reshape(-1)[:-1].copy(), weights, 0.0)  # 209 codes are not three rows
+    with pytest.raises(ValueError):
+        knnquant._above(codes, np.ones(0, np.float32), 0.0)
+    with pytest.raises(ValueError):
+        knnquant._above(codes[:, ::2], weights, 0.0)  # not contiguous
+
+
 @pytest.mark.parametrize("share", [0.02, 0.1, 0.3, 0.6, 1.0])
 def test_a_filtered_first_pass_leaves_what_the_kept_rows_alone_leave(share):
     # The C loop reads a sparse filter's rows from a list and a dense one's down every row: either way the rows

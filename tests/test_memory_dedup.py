@@ -11,6 +11,7 @@ from xerj_core.memory import dedup
 from xerj_core.memory import requests as rq
 from xerj_core.memory.namespace import VECTOR_FIELD, memory_index
 from xerj_core.memory.service import _newest_windows
+from xerj_core.query import knnquant
 
 T0 = 1_767_225_600_000
 DIMS = 512  # above SKETCH_COORDS, so the sketches use a subset of coordinates
@@ -216,8 +217,13 @@ def test_every_pass_of_a_sketch_keeps_every_row_that_may_reach_the_cut(segment):
         # absorbs, as in test_a_sketch_bounds_every_rows_cosine_from_above).
         assert np.all(sums.astype(np.float64) + floor >= exact)
         for cut in {0.1, 0.5, 0.9, *np.clip(exact, 0.05, None).tolist()[:12]}:
-            kept = set(sketch.possible(unit, cut).tolist())
-            assert set(np.flatnonzero(exact >= cut).tolist()) <= kept, cut
+            for compiled in {False, knnquant.available()}:  # the first pass by numpy, and by the C loop
+                knnquant.ENABLED, was = compiled, knnquant.ENABLED
+                try:
+                    kept = set(sketch.possible(unit, cut).tolist())
+                finally:
+                    knnquant.ENABLED = was
+                assert set(np.flatnonzero(exact >= cut).tolist()) <= kept, (cut, compiled)
 
 
 def test_the_tail_is_bounded_on_a_sealed_basis_then_scored_exactly(memory, engine):

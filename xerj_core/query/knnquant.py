@@ -36,7 +36,7 @@ except ImportError:  # built without a C compiler: every scan reads the float32 
         raise
     _compiled = None
 else:
-    _dots, _left = _compiled.dots, _compiled.left
+    _dots, _left, _above = _compiled.dots, _compiled.left, _compiled.above
 
 # Whether kNN scans take the int8 first pass; a test or a benchmark may flip it to compare.
 ENABLED = _compiled is not None and os.environ.get("XERJ_KNN_KERNEL", "1") != "0"
@@ -55,6 +55,16 @@ _SLACK = 1e-12  # float64's own roundings in the bounds' arithmetic, generously
 def available() -> bool:
     """Whether the int8 loop was built (whatever :data:`ENABLED` says)."""
     return _compiled is not None
+
+
+def rows_above(codes: np.ndarray, weights: np.ndarray, threshold: float) -> np.ndarray | None:
+    """The columns ``i`` of ``codes`` (C-contiguous int8, a row per entry of the float32 ``weights``) where
+    ``weights · codes[:, i]``, a float32 sum in the order of the rows, reaches ``threshold``, ascending: one
+    compiled pass with the GIL released. None while the loop is off (:data:`ENABLED`): the caller sums with numpy.
+    The dedup probe's first pass reads its sketches' codes this way (``xerj_core.memory.dedup``)."""
+    if not ENABLED:
+        return None
+    return np.frombuffer(_above(codes, weights, threshold), np.int64)
 
 
 def describe() -> dict[str, Any]:
