@@ -1,6 +1,7 @@
 """Graph benchmark: 2-hop ego against sqlite (covering indexes) and networkx, a 4096-id hop, ingest, RSS.
 
 Run: python tests/bench/bench_graph.py [--edges N] [--queries Q] [--skip-networkx]
+     python tests/bench/bench_graph.py --ingest-only SMALL,LARGE [--sequential | --same-process]
 
 The graph has N edges over N/10 nodes (out-degree 10), 10% of them retired.
 Every figure and every ratio is printed; targets from the graph issue are
@@ -10,18 +11,21 @@ shown beside them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import itertools
 import json
 import os
 import resource
 import shutil
+import signal
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,8 +106,6 @@ def retirement_plan(corpus: Corpus) -> list[tuple[int, np.ndarray]]:
 
 # Edges per window of the ingest's CPU figures: whether a write costs more as the brain grows, and from where.
 WINDOW = 100_000
-WINDOWS: list[float] = []  # CPU seconds per edge of the last ingest, window by window
-WINDOWS_MAIN: list[float] = []  # the same, the writing thread's alone (the rest: background merges, in the worker)
 # A fresh brain's first edges, written twice by the same process: as its ingest begins and after it (into another
 # fresh brain). The work is the same, so their CPU ratio is what the process's age alone costs (its heap and caches).
 # The first batch of each is left out: it imports modules and creates the index.
@@ -121,9 +123,6 @@ def reference_loop() -> float:
     for i in range(1_000_000):
         x += i & 7
     return time.thread_time() - clock
-CPU: dict[str, float] = {}  # this process's CPU seconds of the last ingest ("ingest", "retire") and raw loop
-WROTE: dict[str, int] = {}  # bytes this process handed to write calls (LMDB's dirty pages) in the same spans
-FAULTS: dict[str, int] = {}  # this process's minor page faults in the same spans (a map page touched again)
 
 
 def written() -> int:
@@ -135,60 +134,140 @@ def written() -> int:
         return 0
 
 
-def ingest(engine: Engine, corpus: Corpus) -> tuple[float, float]:
-    """Edges/s through write_edges, and the seconds spent retiring 10% through invalidate_edges.
+Figures = dict[str, float]  # one timed call's (see TimedBrain)
 
-    Only the calls are timed: the benchmark's own making of each batch's drafts (and of the retired ids)
-    happens outside, as the raw loop's making of its documents does. Their CPU seconds go to :data:`CPU`, with the
-    merge worker's (as each batch saw it) and the bytes it wrote."""
-    workers = MergeWorkers(engine.store)
-    spent = cpu = 0.0
-    wrote = 0
-    windows = [0.0] * -(-corpus.size // WINDOW)
-    mains = [0.0] * len(windows)
-    first = 0.0
-    AGE["ref before"] = reference_loop()
-    for lo in range(0, corpus.size, BATCH):
-        drafts = [corpus.draft(i) for i in range(lo, min(corpus.size, lo + BATCH))]
-        workers.since_last()
+
+class TimedBrain:
+    """One brain's writes, timed call by call: ``write(lo)`` writes the corpus's batch of :data:`BATCH` edges from
+    ``lo`` through write_edges, ``retire(k)`` makes the ``k``-th call of invalidate_edges retiring its 10%
+    (:attr:`calls`: :func:`retirement_plan`'s instants, at most BATCH ids a call).
+
+    Only the calls are timed: the benchmark's own making of each batch's drafts (and of the retired ids) happens
+    outside, as the raw loop's making of its documents does. Each answers its call's figures: ``edges``, ``wall``
+    seconds, ``cpu`` seconds of this process and of the merge worker as the call saw it (:class:`MergeWorkers`),
+    the writing thread's alone (``own``), the bytes both handed to write calls (``wrote``: LMDB's dirty pages), this
+    process's minor page faults (``faults``: a map page touched again) and, for a batch, ``lo``."""
+
+    def __init__(self, engine: Engine, corpus: Corpus) -> None:
+        self.engine, self.corpus = engine, corpus
+        self.workers = MergeWorkers(engine.store)
+        self.calls = [(at, chosen[part:part + BATCH]) for at, chosen in retirement_plan(corpus)
+                      for part in range(0, chosen.size, BATCH)]
+
+    def write(self, lo: int) -> Figures:
+        drafts = [self.corpus.draft(i) for i in range(lo, min(self.corpus.size, lo + BATCH))]
+        return {"lo": lo, **self.timed(lambda: self.engine.graph.write_edges(BRAIN, drafts, created_at=T0 + YEAR),
+                                       len(drafts))}
+
+    def retire(self, k: int) -> Figures:
+        at, chosen = self.calls[k]
+        ids = [self.corpus.edge_id(int(i)) for i in chosen]
+        return self.timed(lambda: self.engine.graph.invalidate_edges(BRAIN, edge_ids=ids, at=at), len(ids))
+
+    def timed(self, call: Callable[[], object], edges: int) -> Figures:
+        self.workers.since_last()
+        faulted = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         start, clock, before = time.perf_counter(), time.process_time(), written()
         own = time.thread_time()
-        engine.graph.write_edges(BRAIN, drafts, created_at=T0 + YEAR)
+        call()
         own = time.thread_time() - own
-        spent += time.perf_counter() - start
-        used = time.process_time() - clock
-        wrote += written() - before
-        worker_cpu, worker_wrote = workers.since_last()
-        used += worker_cpu
-        wrote += worker_wrote
-        cpu += used
-        windows[lo // WINDOW] += used
-        mains[lo // WINDOW] += own
-        if BATCH <= lo < AGE_EDGES:
-            first += own
-    rate = corpus.size / spent
-    CPU["ingest"], WROTE["ingest"] = cpu, wrote
-    WINDOWS[:] = [used / min(WINDOW, corpus.size - k * WINDOW) for k, used in enumerate(windows)]
-    WINDOWS_MAIN[:] = [used / min(WINDOW, corpus.size - k * WINDOW) for k, used in enumerate(mains)]
-    AGE["before"] = first / max(1, min(AGE_EDGES, corpus.size) - BATCH)
-    retiring = cpu = 0.0
-    wrote = faults = 0
-    for at, chosen in retirement_plan(corpus):
-        for part in range(0, chosen.size, BATCH):
-            ids = [corpus.edge_id(int(i)) for i in chosen[part:part + BATCH]]
-            workers.since_last()
-            start, clock, before = time.perf_counter(), time.process_time(), written()
-            faulted = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-            engine.graph.invalidate_edges(BRAIN, edge_ids=ids, at=at)
-            retiring += time.perf_counter() - start
-            cpu += time.process_time() - clock
-            wrote += written() - before
-            worker_cpu, worker_wrote = workers.since_last()
-            cpu += worker_cpu
-            wrote += worker_wrote
-            faults += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faulted
-    CPU["retire"], WROTE["retire"], FAULTS["retire"] = cpu, wrote, faults
-    return rate, retiring
+        wall, cpu, wrote = time.perf_counter() - start, time.process_time() - clock, written() - before
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faulted
+        worker_cpu, worker_wrote = self.workers.since_last()
+        return {"edges": edges, "wall": wall, "cpu": cpu + worker_cpu, "own": own, "wrote": wrote + worker_wrote,
+                "faults": faults}
+
+
+class RawLoop:
+    """The floor: the same edge documents (JSON-encoded, keyed by their random edge ids) put into one lmdb B-tree in
+    a fresh environment at ``path``, in the same batches, synced commits. ``write(lo)`` puts the batch from ``lo``
+    (the first ``limit`` edges in all), its documents made before its transaction is timed; figures as
+    :class:`TimedBrain`'s (``edges``: documents put, ``wall``, ``cpu``, ``wrote``, ``lo``)."""
+
+    def __init__(self, path: Path, corpus: Corpus, limit: int) -> None:
+        self.env = lmdb.open(str(path), map_size=1 << 34, sync=True)
+        self.corpus, self.limit = corpus, min(limit, corpus.size)
+
+    def write(self, lo: int) -> Figures:
+        corpus, docs = self.corpus, []
+        for i in range(lo, min(self.limit, lo + BATCH)):
+            d = corpus.draft(i)
+            docs.append((corpus.edge_id(i).encode(), {
+                "edge_id": corpus.edge_id(i), "src": d.src, "dst": d.dst, "type": d.type, "weight": d.weight,
+                "confidence": d.confidence, "valid_at": d.valid_at, "created_at": T0 + YEAR, "detector": d.detector,
+                "trust": "detected", "schema_version": 1, "evidence": d.evidence.to_json(),
+                "src_file": d.evidence.source}))
+        start, clock, before = time.perf_counter(), time.process_time(), written()
+        with self.env.begin(write=True) as txn:
+            for key, doc in docs:
+                txn.put(key, orjson.dumps(doc))
+        return {"lo": lo, "edges": len(docs), "wall": time.perf_counter() - start, "cpu": time.process_time() - clock,
+                "wrote": written() - before}
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def raw_lmdb_loop(path: Path, corpus: Corpus, limit: int) -> list[Figures]:
+    """:class:`RawLoop` over the corpus's first ``limit`` edges, in this process: its batches' figures."""
+    with contextlib.closing(RawLoop(path, corpus, limit)) as loop:
+        return [loop.write(lo) for lo in range(0, loop.limit, BATCH)]
+
+
+def ingest(engine: Engine, corpus: Corpus) -> tuple[list[Figures], list[Figures]]:
+    """The corpus written through write_edges batch by batch, then its 10% retired through invalidate_edges, in this
+    process (:class:`TimedBrain`): the figures of each batch and of each retiring call."""
+    brain = TimedBrain(engine, corpus)
+    return [brain.write(lo) for lo in range(0, corpus.size, BATCH)], [brain.retire(k) for k in range(len(brain.calls))]
+
+
+def total(calls: list[Figures], key: str) -> float:
+    return sum(call[key] for call in calls)
+
+
+def per_second(calls: list[Figures]) -> float:
+    """Edges (or raw documents) per second of the calls' wall time."""
+    return total(calls, "edges") / total(calls, "wall")
+
+
+def by_window(batches: list[Figures], key: str) -> list[float]:
+    """``key`` per edge by :data:`WINDOW`-edge window of the brain's size as each batch began, over every brain the
+    batches wrote."""
+    sums: dict[int, list[float]] = {}
+    for batch in batches:
+        window = sums.setdefault(int(batch["lo"]) // WINDOW, [0.0, 0.0])
+        window[0] += batch[key]
+        window[1] += batch["edges"]
+    return [used / edges for _, (used, edges) in sorted(sums.items())]
+
+
+def print_size(size: int, batches: list[Figures], raws: list[Figures], retires: list[Figures], brains: str = ""
+               ) -> dict[str, float]:
+    """Prints one size's figures, each per edge (or document) over all the calls given (``brains`` says whose);
+    returns those the ratio line compares."""
+    edges, docs, retired = (int(total(calls, "edges")) for calls in (batches, raws, retires))
+    rate, raw, retiring = per_second(batches), per_second(raws), total(retires, "wall")
+    print(f"{size:>9,} edges{brains}: write_edges {rate:,.0f} edges/s ({total(batches, 'cpu') / edges * 1e6:.1f} us "
+          f"CPU, {total(batches, 'wrote') / edges / 1024:.1f} KiB written per edge); raw lmdb put loop of the same "
+          f"{size:,} documents ({BATCH:,}/txn) {raw:,.0f} docs/s ({total(raws, 'cpu') / docs * 1e6:.1f} us CPU, "
+          f"{total(raws, 'wrote') / docs / 1024:.1f} KiB written per doc); ratio {rate / raw:.3f} (target >= 0.50); "
+          f"retiring {retired:,} edges {retiring:.1f} s = {retiring / retired * 1e6:.1f} us/edge "
+          f"({total(retires, 'cpu') / retired * 1e6:.1f} us CPU, {total(retires, 'wrote') / retired / 1024:.1f} KiB "
+          f"written, {total(retires, 'faults') / retired:.2f} minor faults per edge); load {os.getloadavg()[0]:.1f}",
+          flush=True)
+    print(f"{'':>9}  write_edges CPU per edge by {WINDOW:,}-edge window (us): "
+          + " ".join(f"{used * 1e6:.1f}" for used in by_window(batches, "cpu")), flush=True)
+    print(f"{'':>9}  of which the writing thread's (the rest: background merges, mostly in the merge worker): "
+          + " ".join(f"{used * 1e6:.1f}" for used in by_window(batches, "own")), flush=True)
+    return {"rate": rate, "raw": raw, "retire": retiring / retired, "retire_cpu": total(retires, "cpu") / retired}
+
+
+def print_ratios(small: int, large: int, figures: dict[int, dict[str, float]], method: str) -> None:
+    low, high = figures[small], figures[large]
+    print(f"rate at {large:,} / rate at {small:,} ({method}): write_edges {high['rate'] / low['rate']:.2f} (target "
+          f"0.8-1.2), the raw lmdb loop {high['raw'] / low['raw']:.2f} (its random-key B-tree alone); time per retired "
+          f"edge at {large:,} / at {small:,}: {high['retire'] / low['retire']:.2f} (target 0.8-1.2; CPU "
+          f"{high['retire_cpu'] / low['retire_cpu']:.2f})", flush=True)
 
 
 def fresh_brain_after(corpus: Corpus, path: Path) -> float:
@@ -234,36 +313,27 @@ def young_fresh_brain(size: int, tmp: Path) -> None:
 
 def ingest_at(size: int, tmp: Path) -> dict[str, float]:
     """Ingest and retire ``size`` edges in a fresh data directory under ``tmp``, after a raw lmdb put loop of the
-    same documents; prints both and returns the figures the scaling line compares."""
+    same documents; prints both and returns the figures the scaling lines compare."""
     corpus = Corpus(size)
     # The floor at this size: the same documents put into one B-tree keyed by their (random) edge ids.
-    raw = raw_lmdb_rate(tmp / f"raw-{size}", corpus, size)
+    raws = raw_lmdb_loop(tmp / f"raw-{size}", corpus, size)
     shutil.rmtree(tmp / f"raw-{size}", ignore_errors=True)
     with Engine(tmp / f"data-{size}", config=EngineConfig()) as engine:
-        rate, retire_seconds = ingest(engine, corpus)
+        AGE["ref before"] = reference_loop()
+        batches, retires = ingest(engine, corpus)
+    AGE["before"] = (sum(batch["own"] for batch in batches if BATCH <= batch["lo"] < AGE_EDGES)
+                     / max(1, min(AGE_EDGES, size) - BATCH))
     AGE["after"], AGE["young"] = fresh_brain_beside(corpus, tmp)
     AGE["ref after"] = reference_loop()
-    retired = int(corpus.retired.sum())
-    print(f"{size:>9,} edges: write_edges {rate:,.0f} edges/s ({CPU['ingest'] / size * 1e6:.1f} us CPU, "
-          f"{WROTE['ingest'] / size / 1024:.1f} KiB written per edge); raw lmdb put loop of the same "
-          f"{size:,} documents ({BATCH:,}/txn) {raw:,.0f} docs/s ({CPU['raw'] / size * 1e6:.1f} us CPU, "
-          f"{WROTE['raw'] / size / 1024:.1f} KiB written per doc); ratio {rate / raw:.3f} (target >= 0.50); "
-          f"retiring {retired:,} edges {retire_seconds:.1f} s = {retire_seconds / retired * 1e6:.1f} us/edge "
-          f"({CPU['retire'] / retired * 1e6:.1f} us CPU, {WROTE['retire'] / retired / 1024:.1f} KiB written, "
-          f"{FAULTS['retire'] / retired:.2f} minor faults per edge); load {os.getloadavg()[0]:.1f}", flush=True)
-    print(f"{'':>9}  write_edges CPU per edge by {WINDOW:,}-edge window (us): "
-          + " ".join(f"{used * 1e6:.1f}" for used in WINDOWS), flush=True)
-    print(f"{'':>9}  of which the writing thread's (the rest: background merges, mostly in the merge worker): "
-          + " ".join(f"{used * 1e6:.1f}" for used in WINDOWS_MAIN), flush=True)
-    print(f"{'':>9}  process age: a fresh brain's edges {BATCH:,}-{min(AGE_EDGES, size):,} cost {AGE['before'] * 1e6:.1f} us "
-          f"CPU per edge as the ingest began and {AGE['after'] * 1e6:.1f} us written again after it (x"
-          f"{AGE['after'] / AGE['before']:.2f}, same work, same brain size; a loop that stays in the caches x"
-          f"{AGE['ref after'] / AGE['ref before']:.2f} meanwhile: the machine's own drift); written at the same time "
-          f"by a process just started {AGE['young'] * 1e6:.1f} us (aged / young x{AGE['after'] / AGE['young']:.2f}: "
-          f"the age alone, under the same load)", flush=True)
+    figures = print_size(size, batches, raws, retires)
+    print(f"{'':>9}  process age: a fresh brain's edges {BATCH:,}-{min(AGE_EDGES, size):,} cost "
+          f"{AGE['before'] * 1e6:.1f} us CPU per edge as the ingest began and {AGE['after'] * 1e6:.1f} us written "
+          f"again after it (x{AGE['after'] / AGE['before']:.2f}, same work, same brain size; a loop that stays in "
+          f"the caches x{AGE['ref after'] / AGE['ref before']:.2f} meanwhile: the machine's own drift); written at "
+          f"the same time by a process just started {AGE['young'] * 1e6:.1f} us (aged / young x"
+          f"{AGE['after'] / AGE['young']:.2f}: the age alone, under the same load)", flush=True)
     shutil.rmtree(tmp / f"data-{size}", ignore_errors=True)
-    return {"rate": rate, "raw": raw, "retire": retire_seconds / retired, "retire_cpu": CPU["retire"] / retired,
-            "age": AGE["after"] / AGE["before"], "drift": AGE["ref after"] / AGE["ref before"],
+    return {**figures, "age": AGE["after"] / AGE["before"], "drift": AGE["ref after"] / AGE["ref before"],
             "age_same_load": AGE["after"] / AGE["young"]}
 
 
@@ -271,13 +341,17 @@ RESULT = "ingest-figures "  # the line a child of ingest_scaling ends with: this
 
 
 def ingest_scaling(sizes: list[int], same_process: bool = False) -> None:
-    """Ingest and retirement at several brain sizes, each in a fresh data directory, against a raw lmdb put loop
-    measured in the same run: the rate should not fall, and a retired edge should cost the same, as the brain grows.
+    """Ingest and retirement at several brain sizes one after another (``--sequential``), each in a fresh data
+    directory, against a raw lmdb put loop measured in the same run: the rate should not fall, and a retired edge
+    should cost the same, as the brain grows.
 
     Each size runs in a fresh process of its own, so the large brain's figures do not carry the heap, caches and
     collector state the smaller runs left behind (in one process, the 1M run followed the 200k brain and two raw
     loops, and its rate read 0.63-0.74 of the 200k rate while separate processes measured CPU per edge flat);
-    ``same_process`` keeps the older method for comparison."""
+    ``same_process`` keeps the older method for comparison. Either way the sizes are measured minutes apart, in
+    different phases of the machine's drift: :func:`ingest_interleaved` times them in one span."""
+    method = "one process, one size after the other" if same_process else "a fresh process each, one after the other"
+    print(f"ingest scaling at {', '.join(f'{size:,}' for size in sizes)} edges: {method}", flush=True)
     figures = {}
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
@@ -289,43 +363,164 @@ def ingest_scaling(sizes: list[int], same_process: bool = False) -> None:
             lines = child.stdout.splitlines()
             sys.stdout.write("".join(line + "\n" for line in lines if not line.startswith(RESULT)))
             figures[size] = json.loads(next(line for line in lines if line.startswith(RESULT))[len(RESULT):])
-    small, large = figures[min(sizes)], figures[max(sizes)]
-    print(f"rate at {max(sizes):,} / rate at {min(sizes):,} ({'one process' if same_process else 'a fresh process each'}): "
-          f"write_edges {large['rate'] / small['rate']:.2f} (target 0.8-1.2), the raw lmdb loop "
-          f"{large['raw'] / small['raw']:.2f} (its random-key B-tree alone); time per retired edge at {max(sizes):,} / "
-          f"at {min(sizes):,}: {large['retire'] / small['retire']:.2f} (target 0.8-1.2; CPU "
-          f"{large['retire_cpu'] / small['retire_cpu']:.2f})")
-    print(f"process age (a fresh brain's first edges after the ingest / as it began, same process): "
+    print_ratios(min(sizes), max(sizes), figures, method)
+    print("process age (a fresh brain's first edges after the ingest / as it began, same process): "
           + ", ".join(f"{size:,}: x{figures[size]['age']:.2f} (machine drift x{figures[size]['drift']:.2f}; / a "
                       f"process just started, same minutes x{figures[size]['age_same_load']:.2f})" for size in sizes))
 
 
-def raw_lmdb_rate(path: Path, corpus: Corpus, limit: int) -> float:
-    """A raw lmdb put loop over the same edge documents (JSON-encoded, keyed by edge id), same batches, synced
-    commits; each batch's documents are made before its transaction is timed."""
-    env = lmdb.open(str(path), map_size=1 << 34, sync=True)
-    n = min(limit, corpus.size)
-    spent = cpu = 0.0
-    wrote = 0
-    for lo in range(0, n, BATCH):
-        docs = []
-        for i in range(lo, min(n, lo + BATCH)):
-            d = corpus.draft(i)
-            docs.append((corpus.edge_id(i).encode(), {
-                "edge_id": corpus.edge_id(i), "src": d.src, "dst": d.dst, "type": d.type, "weight": d.weight,
-                "confidence": d.confidence, "valid_at": d.valid_at, "created_at": T0 + YEAR, "detector": d.detector,
-                "trust": "detected", "schema_version": 1, "evidence": d.evidence.to_json(),
-                "src_file": d.evidence.source}))
-        start, clock, before = time.perf_counter(), time.process_time(), written()
-        with env.begin(write=True) as txn:
-            for key, doc in docs:
-                txn.put(key, orjson.dumps(doc))
-        spent += time.perf_counter() - start
-        cpu += time.process_time() - clock
-        wrote += written() - before
-    env.close()
-    CPU["raw"], WROTE["raw"] = cpu, wrote
-    return n / spent
+class Child:
+    """A child process of :func:`ingest_interleaved` writing one corpus (:func:`ingest_child`), and the figures of
+    its timed calls so far by command ("write", "retire"). It runs in a process group of its own, which its merge
+    worker joins, so the two are stopped together while the other side is timed; ``children`` ends it when the run
+    ends, however it ends. (Were the parent killed outright, the stopped group would be left orphaned, which the
+    kernel ends itself: SIGHUP, then SIGCONT.)"""
+
+    def __init__(self, kind: str, size: int, tmp: str, children: contextlib.ExitStack) -> None:
+        self.name = f"the {kind} child at {size:,}"
+        self.proc = subprocess.Popen([sys.executable, __file__, "--ingest-child", kind, "--ingest-size", str(size),
+                                      "--ingest-tmp", tmp], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     process_group=0)
+        children.callback(self.end)
+        self.planned: dict[str, int] = self.answer()  # calls of each command, once its corpus and brain are made
+        self.figures: dict[str, list[Figures]] = {command: [] for command in self.planned}
+        self.stop()
+
+    def left(self, command: str) -> int:
+        return self.planned[command] - len(self.figures[command])
+
+    def step(self, command: str) -> None:
+        """Its next timed call of ``command``, made while it runs alone (the other side stopped)."""
+        assert self.proc.stdin is not None
+        os.killpg(self.proc.pid, signal.SIGCONT)
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        self.figures[command].append(self.answer())
+        self.stop()
+
+    def answer(self) -> Any:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{self.name} exited with {self.proc.wait()}")
+        return json.loads(line)
+
+    def stop(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def end(self) -> None:
+        """Lets it close its brain and remove its directory (at the end of its input) and waits for it."""
+        if self.proc.returncode is not None:
+            return
+        assert self.proc.stdin is not None
+        with contextlib.suppress(ProcessLookupError):  # its whole group gone already
+            os.killpg(self.proc.pid, signal.SIGCONT)
+        with contextlib.suppress(BrokenPipeError):
+            self.proc.stdin.close()
+        if self.proc.wait():
+            raise RuntimeError(f"{self.name} exited with {self.proc.returncode}")
+
+
+def ingest_child(kind: str, size: int, tmp: Path) -> None:
+    """A child of :func:`ingest_interleaved`: writes a corpus of ``size`` edges into a fresh brain (``kind``
+    "edges", :class:`TimedBrain`) or a fresh raw lmdb environment ("raw", :class:`RawLoop`) under ``tmp``. Once
+    ready it prints how many calls it has of each command, as JSON; then each line of its input, "write" (its next
+    batch) or "retire" (its next retiring call), is one timed call, answered with its figures as one JSON line. At
+    the end of its input it closes and removes its directory."""
+    corpus = Corpus(size)
+    path = tmp / f"{kind}-{size}-{os.getpid()}"
+    with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, path, ignore_errors=True)
+        writer: TimedBrain | RawLoop
+        if kind == "raw":
+            writer = stack.enter_context(contextlib.closing(RawLoop(path, corpus, size)))
+            calls = 0
+        else:
+            writer = TimedBrain(stack.enter_context(Engine(path, config=EngineConfig())), corpus)
+            calls = len(writer.calls)
+        print(json.dumps({"write": -(-size // BATCH), "retire": calls}), flush=True)
+        batches, retiring = iter(range(0, size, BATCH)), iter(range(calls))
+        for line in sys.stdin:
+            if line == "write\n":
+                print(json.dumps(writer.write(next(batches))), flush=True)
+            else:
+                assert isinstance(writer, TimedBrain)
+                print(json.dumps(writer.retire(next(retiring))), flush=True)
+
+
+def alternate(sides: list[Child], command: str, turn: int) -> None:
+    """One timed call of ``command`` by each side that has one left; which goes first swaps every turn."""
+    for child in sides if turn % 2 == 0 else sides[::-1]:
+        if child.left(command):
+            child.step(command)
+
+
+def alternate_writes(kind: str, small: int, large: int, tmp: str, children: contextlib.ExitStack
+                     ) -> tuple[Child, list[Child]]:
+    """Writes of ``kind`` by one child at ``large`` and by children at ``small`` one after another (a new one as each
+    has written its whole corpus), batch by batch alternately, until the large one has written its own; a small one
+    then part-way writes the rest alone. The large child and all the small ones, the last of them still running."""
+    big, smalls = Child(kind, large, tmp, children), []
+    for turn in range(big.planned["write"]):
+        if not smalls or not smalls[-1].left("write"):
+            if smalls:
+                smalls[-1].end()
+            smalls.append(Child(kind, small, tmp, children))
+        alternate([big, smalls[-1]], "write", turn)
+    while smalls[-1].left("write"):
+        smalls[-1].step("write")
+    return big, smalls
+
+
+def ingest_interleaved(small: int, large: int) -> None:
+    """Ingest and retirement at two brain sizes, timed batch by batch alternately in one wall-clock span, against a
+    raw lmdb put loop timed the same way: the rate should not fall, and a retired edge should cost the same, as the
+    brain grows.
+
+    This machine's speed drifts by 1.5-1.7x within a minute, so sizes measured one after the other
+    (:func:`ingest_scaling`) meet different phases of it: in one such run the 1M process's first 100,000 edges, the
+    same work as the 200k process's first 100,000, cost 18.3 us each against 12.6, and the ratio it printed (0.69)
+    was that drift. Here, as the query benchmarks time their contenders, the two sides take turns: one child
+    process writes the large brain, and children started one after another write small brains, each a whole one
+    into a fresh data directory by a process just started (as the large one began), so the small side writes
+    several small brains over the large one's span. The parent asks each side for one batch in turn, which goes
+    first swapping every pair, until the large brain is complete (a small one then part-way is finished alone).
+    The large brain and the last small one then retire their 10% call by call, alternately the same way (the plans
+    have the same instants; a call holds at most :data:`BATCH` ids, so the larger plan may have a few calls left to
+    make alone). Before all this the raw loops run at both sizes the same way, in children of their own, so every
+    brain is written by a young process. A child times each call as :func:`ingest` does (drafts made outside).
+
+    While one side is timed the other is stopped, with its merge worker (SIGSTOP to its process group; SIGCONT
+    before its next call): otherwise the large brain's background merges, the larger, would run beside the small
+    side's batches, and each side would pay for the other's merges. Stopped, a side's merges run beside its own
+    calls only, as in a process writing alone. Children start and end outside every timing."""
+    method = "timed batch by batch in one span"
+    print(f"ingest scaling at {small:,} and {large:,} edges: {method} (raw loops, then write_edges, then retiring)",
+          flush=True)
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as children:
+        raw_big, raw_smalls = alternate_writes("raw", small, large, tmp, children)
+        raw_big.end()
+        raw_smalls[-1].end()
+        big, smalls = alternate_writes("edges", small, large, tmp, children)
+        last = smalls[-1]
+        for turn in range(max(big.planned["retire"], last.planned["retire"])):
+            alternate([big, last], "retire", turn)
+        big.end()
+        last.end()
+    writes = [batch for child in smalls for batch in child.figures["write"]]
+    figures = {
+        small: print_size(small, writes, [batch for child in raw_smalls for batch in child.figures["write"]],
+                          last.figures["retire"], f" ({len(smalls)} brains, each by a process just started, and "
+                          f"{len(raw_smalls)} raw loops; retiring: the last brain)"),
+        large: print_size(large, big.figures["write"], raw_big.figures["write"], big.figures["retire"])}
+    print_ratios(small, large, figures, f"{method}, {len(smalls)} small brains against one large")
+    first, latest = per_second(smalls[0].figures["write"]), per_second(last.figures["write"])
+    head = per_second([batch for batch in big.figures["write"] if batch["lo"] < small])
+    alone = len(writes) - len(big.figures["write"])
+    print(f"drift check: write_edges at {small:,} over the first small brain {first:,.0f} edges/s, over the last "
+          f"{latest:,.0f} (x{latest / first:.2f}); the large brain's first {small:,} edges, the same work timed beside "
+          f"the first small brain, {head:,.0f} edges/s (x{head / first:.2f}; near 1 when the turns share the drift)"
+          + (f"; {alone} small batches made alone, after the large brain was complete" if alone else ""), flush=True)
 
 
 # -- queries -------------------------------------------------------------------------------------
@@ -725,21 +920,36 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=None,
                         help="keep the data directory here; when it already holds the brain, ingest is skipped")
     parser.add_argument("--ingest-only", default=None, metavar="SIZES",
-                        help="comma-separated brain sizes (e.g. 200000,1000000): ingest and retire at each, no queries")
+                        help="two comma-separated brain sizes, small and large (e.g. 200000,1000000): ingest and "
+                             "retire at both, timed batch by batch alternately in one span; no queries")
+    parser.add_argument("--sequential", action="store_true",
+                        help="with --ingest-only: each size (any number of them) in a fresh process of its own, one "
+                             "after another (the older method)")
     parser.add_argument("--same-process", action="store_true",
-                        help="with --ingest-only: every size in this process, one after another (the older method)")
+                        help="with --ingest-only: every size in this process, one after another (the oldest method)")
     parser.add_argument("--ingest-size", type=int, default=None, help=argparse.SUPPRESS)  # one size of --ingest-only
+    parser.add_argument("--ingest-child", choices=("raw", "edges"), default=None,
+                        help=argparse.SUPPRESS)  # one child of ingest_interleaved
     parser.add_argument("--ingest-tmp", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--fresh-brain", type=int, default=None, help=argparse.SUPPRESS)  # see fresh_brain_beside
     args = parser.parse_args()
     if args.fresh_brain:
         young_fresh_brain(args.fresh_brain, args.ingest_tmp)
         return
+    if args.ingest_child:
+        ingest_child(args.ingest_child, args.ingest_size, args.ingest_tmp)
+        return
     if args.ingest_size:
         print(RESULT + json.dumps(ingest_at(args.ingest_size, args.ingest_tmp)), flush=True)
         return
     if args.ingest_only:
-        ingest_scaling([int(x) for x in args.ingest_only.split(",")], args.same_process)
+        sizes = [int(x) for x in args.ingest_only.split(",")]
+        if args.sequential or args.same_process:
+            ingest_scaling(sizes, args.same_process)
+        elif len(sizes) != 2 or sizes[0] == sizes[1]:
+            parser.error("--ingest-only takes two different sizes (or any with --sequential or --same-process)")
+        else:
+            ingest_interleaved(min(sizes), max(sizes))
         return
     if args.only_review_history:
         review_history_figure(args.review_history_edges, args.queries)
@@ -758,8 +968,9 @@ def main() -> None:
                 retirement_plan(corpus)
                 print(f"ingest: skipped, reusing {data}")
             else:
-                raw = raw_lmdb_rate(Path(tmp) / "raw", corpus, args.raw_sample or corpus.size)
-                rate, retire_seconds = ingest(engine, corpus)
+                raw = per_second(raw_lmdb_loop(Path(tmp) / "raw", corpus, args.raw_sample or corpus.size))
+                batches, retires = ingest(engine, corpus)
+                rate, retire_seconds = per_second(batches), total(retires, "wall")
                 print(f"ingest: write_edges {rate:,.0f} edges/s; raw lmdb put loop (same docs, {BATCH:,}/txn) "
                       f"{raw:,.0f} docs/s; ratio {rate / raw:.3f} (target: >= 150,000 edges/s)")
                 print(f"retire 10% through invalidate_edges: {retire_seconds:.1f} s")
