@@ -36,6 +36,7 @@ from xerj_core.errors import GraphError, GraphNotFound, IndexNotFound, MapperPar
 from xerj_core.graph.brain import TRUST_APPROVED, TRUST_ASSERTED, TRUST_REJECTED, now_ms
 from xerj_core.graph.review import parse_decisions, trust_counts
 from xerj_core.memory import dedup, embedders, reviews, tombstones
+from xerj_core.memory.shown import shown_documents
 from xerj_core.memory.about import about_edges, brain_nodes_indices, put_about_edges, resolve_nodes
 from xerj_core.memory import requests as rq
 from xerj_core.memory.namespace import (FORGOTTEN_AT, METADATA, STORED_AT, TEXT_FIELD, TEXT_VECTOR_FIELD, TRUST,
@@ -316,19 +317,12 @@ class MemoryService:
                 stored = _dates(reader, STORED_AT)[0][rows]
                 order = np.lexsort((-rows, -stored))
                 page = rows[order][request.offset: request.offset + request.size]
-                memories = [self._memory_json(reader, int(row)) for row in page]
+                memories = [_public(*found) for found in shown_documents(reader, page.tolist()) if found is not None]
                 about = embedders.report(self, reader.mapping.fields)
         except IndexNotFound:
             raise self._missing(ns) from None
         return {"namespace": ns, **about, "total": int(rows.size),
-                "from": request.offset, "size": request.size, "memories": [m for m in memories if m is not None]}
-
-    def _memory_json(self, reader: IndexReader, row: int) -> dict[str, Any] | None:
-        found = reader.document(row)
-        if found is None:
-            return None
-        doc_id, source, _version = found
-        return _public(doc_id, source)
+                "from": request.offset, "size": request.size, "memories": memories}
 
     def forget(self, ns: str, memory_id: str, *, purge: bool = False, reject: bool = False,
                by: str | None = None) -> dict[str, Any]:
@@ -515,8 +509,7 @@ class MemoryService:
                 proximities = proximities[order]
                 ranked = blended
             hits = []
-            for n, row in enumerate(ranked.rows[: request.k].tolist()):
-                found = reader.document(row)
+            for n, found in enumerate(shown_documents(reader, ranked.rows[: request.k].tolist())):
                 if found is None:
                     continue
                 source = found[1] if request.known_at is None else reviews.as_known_at(found[1], request.known_at)
@@ -570,8 +563,8 @@ class MemoryService:
         mask = trust_mask(reader, states)
         if known_at is None:
             return mask
-        for row in np.flatnonzero(candidates & reviews.reviewed_after(reader, known_at)).tolist():
-            found = reader.document(row)
+        rows = np.flatnonzero(candidates & reviews.reviewed_after(reader, known_at)).tolist()
+        for row, found in zip(rows, shown_documents(reader, rows)):
             if found is not None:
                 mask[row] = (reviews.state_at(found[1], known_at).get(TRUST) or TRUST_ASSERTED) in states
         return mask
