@@ -540,10 +540,13 @@ class MemoryService:
             return knn_top(reader, VECTOR_FIELD, np.asarray(request.vector, np.float32), fetch, mask)
         if request.mode == "bm25":
             return bm25_top(reader, TEXT_FIELD, request.query, fetch, mask)
-        semantic = self._semantic(reader, request.query, fetch, mask)
         if request.mode == "semantic":
-            return semantic
+            return self._semantic(reader, request.query, fetch, mask)
+        # The lexical leg first: after the vector scan has streamed every stored embedding through the caches
+        # (230 MB of int8 copies at 100k memories of 2,304 dimensions), the postings and weights it reads are cold,
+        # and it took three times as long (1.40 ms against 0.44 on the benchmark's memories).
         lexical = bm25_top(reader, TEXT_FIELD, request.query, fetch, mask)
+        semantic = self._semantic(reader, request.query, fetch, mask)
         return fuse([lexical, semantic], method=request.fusion, rank_constant=RANK_CONSTANT, window=fetch, k=fetch)
 
     def _semantic(self, reader: IndexReader, query: str, fetch: int, mask: np.ndarray) -> Ranked:
