@@ -227,26 +227,14 @@ static Py_ssize_t bounded_rows(const Run *run, Py_ssize_t k, int64_t *out) {
     return kept;
 }
 
-/* A C-contiguous float64 buffer. */
-static int get_doubles(PyObject *obj, Py_buffer *view, const char *what) {
+/* A C-contiguous buffer of floats of ``itemsize`` bytes (4: float32, 8: float64). */
+static int get_reals(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *what) {
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
         return -1;
     }
-    if (view->itemsize != 8 || view->format == NULL || view->format[strlen(view->format) - 1] != 'd') {
-        PyErr_Format(PyExc_TypeError, "%s must be a contiguous float64 array", what);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
-
-/* A C-contiguous float32 buffer. */
-static int get_floats(PyObject *obj, Py_buffer *view, const char *what) {
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        return -1;
-    }
-    if (view->itemsize != 4 || view->format == NULL || view->format[strlen(view->format) - 1] != 'f') {
-        PyErr_Format(PyExc_TypeError, "%s must be a contiguous float32 array", what);
+    char kind = itemsize == 8 ? 'd' : 'f';
+    if (view->itemsize != itemsize || view->format == NULL || view->format[strlen(view->format) - 1] != kind) {
+        PyErr_Format(PyExc_TypeError, "%s must be a contiguous float%zd array", what, itemsize * 8);
         PyBuffer_Release(view);
         return -1;
     }
@@ -273,9 +261,9 @@ static PyObject *left(PyObject *Py_UNUSED(module), PyObject *args) {
     int got = 0;
     if (get_buffer(objs[0], &views[0], PyBUF_SIMPLE, 1, "rows") == 0 && ++got
             && get_buffer(objs[1], &views[1], PyBUF_SIMPLE, 2, "query") == 0 && ++got
-            && get_doubles(objs[2], &views[2], "scale") == 0 && ++got
-            && get_doubles(objs[3], &views[3], "slack") == 0 && ++got
-            && get_doubles(objs[4], &views[4], "rounded") == 0 && ++got
+            && get_reals(objs[2], &views[2], 8, "scale") == 0 && ++got
+            && get_reals(objs[3], &views[3], 8, "slack") == 0 && ++got
+            && get_reals(objs[4], &views[4], 8, "rounded") == 0 && ++got
             && PyObject_GetBuffer(objs[5], &views[5], PyBUF_C_CONTIGUOUS) == 0) {
         got++;
     }
@@ -397,7 +385,7 @@ static PyObject *above(PyObject *Py_UNUSED(module), PyObject *args) {
     if (get_buffer(codes_obj, &codes, PyBUF_SIMPLE, 1, "codes") < 0) {
         return NULL;
     }
-    if (get_floats(weights_obj, &weights, "weights") < 0) {
+    if (get_reals(weights_obj, &weights, 4, "weights") < 0) {
         PyBuffer_Release(&codes);
         return NULL;
     }
