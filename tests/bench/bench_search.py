@@ -24,8 +24,8 @@ What each BM25 side does per query (printed again at the top of the run):
   row a query misses) is slow on some CPUs: on one machine it put bm25s's
   own call at 17-19 ms p95 (1.8 ms p50), where this side stays at 2.5 ms;
 * all sides are warm (one untimed pass over every query first) and are timed
-  alternately, query by query, rotating who goes first, so machine load hits
-  them alike;
+  alternately, query by query, in a new random order for each query, so machine
+  load hits them alike and none always runs after the same other one;
 * the "after a write" row puts one document before each timed query, so every
   query meets a new index generation (the tail grows; nothing is rebuilt).
 
@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import random
 import statistics
 import tempfile
 import time
@@ -226,14 +227,20 @@ def bench_bm25(args, workdir: Path) -> dict:
     return results
 
 
-def alternated(contenders: dict, items: list, self_timed: set[str] = frozenset()) -> dict[str, list[float]]:
-    """Time every contender on every item, alternating item by item and rotating who goes first.
+def alternated(contenders: dict, items: list, self_timed: set[str] = frozenset(), seed: int = 17
+               ) -> dict[str, list[float]]:
+    """Time every contender on every item, alternating item by item, in a new random order for each item.
 
-    A contender named in ``self_timed`` returns its own elapsed seconds (it does untimed work first)."""
+    Load drift falls on every contender alike, and no contender always runs after the same other one: in a
+    fixed rotation each had one predecessor for good, so ``bm25_top()`` always followed ``search()`` of the same
+    query (its postings warm in the processor's caches) and the hybrid always followed a scan of every vector
+    (its lexical leg's data cold). A contender named in ``self_timed`` returns its own elapsed seconds (it does
+    untimed work first)."""
     out: dict[str, list[float]] = {name: [] for name in contenders}
     names = list(contenders)
-    for i, item in enumerate(items):
-        for name in names[i % len(names):] + names[: i % len(names)]:
+    order = random.Random(seed)
+    for item in items:
+        for name in order.sample(names, len(names)):
             t0 = time.perf_counter()
             found = contenders[name](item)
             elapsed = time.perf_counter() - t0
