@@ -53,3 +53,19 @@ def test_recall_list_and_get_show_what_the_stored_source_holds(engine):
             assert item["text"] == source["text"] and item["metadata"] == source["metadata"]
             assert item["stored_at"] == source["stored_at"] and item.get("forgotten_at") == source.get("forgotten_at")
             assert TEXT_VECTOR_FIELD not in item
+
+
+def test_rows_come_back_in_order_batch_after_batch_and_none_where_no_memory_is(engine, monkeypatch):
+    memory = engine.memory
+    ids = [memory.store(NS, {"text": f"note {n}", "metadata": {"n": n}})[1]["_id"] for n in range(7)]
+    memory.forget(NS, ids[2], purge=True)  # its row holds no live document
+    monkeypatch.setattr(shown, "BATCH", 2)
+    with engine.store.reader(f".xerj-memory-{NS}") as reader:
+        rows = [6, 0, 2, 5, 1, 3, 4, 3]
+        found = list(shown.shown_documents(reader, rows))
+        expected = []
+        for row in rows:
+            whole = reader.document(row)
+            expected.append(None if whole is None else
+                            (whole[0], {k: whole[1][k] for k in shown.FIELDS if k in whole[1]}))
+        assert found == expected and found[2] is None and sum(f is None for f in found) == 1

@@ -9,7 +9,7 @@ orjson has no way to leave a value out.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import msgspec
 
@@ -22,6 +22,9 @@ FIELDS = tuple(dict.fromkeys((TEXT_FIELD, STORED_AT, TRUST, METADATA, FORGOTTEN_
                               reviews.REVIEW_HISTORY)))
 _Shown = msgspec.defstruct("_Shown", [(name, Any, msgspec.UNSET) for name in FIELDS])
 _decode = msgspec.json.Decoder(_Shown).decode
+# Sources fetched at once by shown_documents (a page of hits is one batch; the rows a review-state mask reads may
+# be many, and each source is ~11 KB with the default embedder).
+BATCH = 256
 
 
 def shown_source(json: bytes | memoryview) -> dict[str, Any]:
@@ -30,14 +33,14 @@ def shown_source(json: bytes | memoryview) -> dict[str, Any]:
     return {name: value for name in FIELDS if (value := getattr(found, name)) is not msgspec.UNSET}
 
 
-def shown_documents(reader: Any, rows: Sequence[int]) -> list[tuple[str, dict[str, Any]] | None]:
-    """``(_id, shown source)`` of each of ``rows`` (:func:`shown_source`), None for a row with no live document, as
-    ``reader.document`` answers (the sources fetched in one batch)."""
-    out: list[tuple[str, dict[str, Any]] | None] = []
-    for record in reader.source_records(rows):
-        if record is None:
-            out.append(None)
-            continue
-        _version, doc_id, offset = keys.unpack_source_header(record)
-        out.append((doc_id, shown_source(memoryview(record)[offset:])))
-    return out
+def shown_documents(reader: Any, rows: Sequence[int]) -> Iterator[tuple[str, dict[str, Any]] | None]:
+    """``(_id, shown source)`` of each of ``rows`` in order (:func:`shown_source`), None for a row with no live
+    document, as ``reader.document`` answers; the sources are fetched :data:`BATCH` at a time (a backend whose gets
+    are round trips prefetches each batch), so a long list of rows holds one batch of them at once."""
+    for lo in range(0, len(rows), BATCH):
+        for record in reader.source_records(rows[lo:lo + BATCH]):
+            if record is None:
+                yield None
+                continue
+            _version, doc_id, offset = keys.unpack_source_header(record)
+            yield doc_id, shown_source(memoryview(record)[offset:])
