@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -336,6 +337,25 @@ def test_the_hybrid_is_the_static_vector_beside_its_plain_lexical_definition(mon
         want = np.concatenate([np.sqrt(hybrid.DENSE_SHARE) * dense[n],
                                np.sqrt(1 - hybrid.DENSE_SHARE) * lexical / np.linalg.norm(lexical)])
         np.testing.assert_allclose(got[n], want, atol=2e-6, err_msg=text)
+
+
+@needs_semantic
+def test_the_lexicon_grows_in_place_and_a_batch_keeps_the_words_it_was_numbered_against(monkeypatch):
+    """Words are appended into buffers of doubling capacity, so learning one copies only its own entries; a
+    snapshot taken before (what a batch on another thread holds) is unchanged however far the lexicon grows, and
+    a text's vector does not depend on what was learned before it."""
+    monkeypatch.setattr(hybrid, "_lexicon", hybrid._Lexicon())
+    HybridEmbedder().embed(HYBRID_TEXTS)
+    held = hybrid._lexicon._arrays
+    copies = {name: getattr(held, name).copy() for name in attrs.fields_dict(type(held))}
+    fresh = [f"word{n} and{n}more{n} z{n}" for n in range(300)]  # 900 new words: every buffer grows again
+    one_by_one = np.vstack([HybridEmbedder().embed([text]) for text in fresh])
+    grown = hybrid._lexicon._arrays
+    assert len(grown.hashes) >= len(held.hashes) + 900 and grown.hashes.base is not held.hashes.base
+    for name, copy in copies.items():
+        assert np.array_equal(getattr(held, name), copy), name
+    monkeypatch.setattr(hybrid, "_lexicon", hybrid._Lexicon())
+    np.testing.assert_allclose(HybridEmbedder().embed(fresh[::-1])[::-1], one_by_one, atol=1e-6)
 
 
 @needs_semantic

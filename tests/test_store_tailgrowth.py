@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from xerj_core.growing import GrowingRows
 from xerj_core.query.knn import knn_scores
 from xerj_core.store import Store
 from xerj_core.store.columns import Column
-from xerj_core.store.read import GrowingRows
 
 MAPPING = {
     "properties": {

@@ -55,6 +55,7 @@ import numpy as np
 
 from xerj_core import hookimpl
 from xerj_core.embedding import HYBRID_EMBEDDER, TITLED_HYBRID_EMBEDDER
+from xerj_core.growing import GrowingRows
 from xerj_core.text import tokenize
 from xerj_embedders import static
 from xerj_embedders.lexical import signed_buckets, word_features
@@ -69,7 +70,8 @@ CHAR_NGRAM = 3
 # and its own vector holds TITLE_SHARE of the text's (see TitledHybridEmbedder).
 TITLE_SHARE = 0.1
 TITLE_WORDS = 16
-# Lowercase words whose features are kept (about 0.3 kB each, so some 20 MB at most).
+# Lowercase words whose features are kept (about 0.3 kB each, so some 20 MB at most, and up to as much again in
+# the spare capacity of the buffers they grow in).
 WORD_CACHE = 1 << 16
 
 # splitmix64's constants: a pair's hash is its two word hashes mixed, so pairs need no string building.
@@ -95,16 +97,9 @@ def _ranges(offsets: np.ndarray, which: np.ndarray) -> tuple[np.ndarray, np.ndar
     return np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum())), counts
 
 
-def _append(offsets: np.ndarray, values: np.ndarray, runs: list) -> tuple[np.ndarray, np.ndarray]:
-    """A CSR pair (offsets, values) with ``runs`` (sequences of ints) appended as new rows."""
-    lengths = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
-    flat = np.fromiter(itertools.chain.from_iterable(runs), dtype=values.dtype, count=int(lengths.sum()))
-    return np.concatenate([offsets, offsets[-1] + np.cumsum(lengths)]), np.concatenate([values, flat])
-
-
 @attrs.frozen
 class _Arrays:
-    """What the process has learned so far, as flat arrays (one snapshot; growing makes a new one).
+    """What the process has learned so far, as flat arrays (one snapshot, views that later words leave as they are).
 
     Lowercase words, by number: hash, probability and their lexical features
     (CSR: word k's are ``feature_offsets[k]:feature_offsets[k + 1]``).
@@ -112,18 +107,48 @@ class _Arrays:
     lowercase words' numbers (CSR likewise).
     """
 
-    hashes: np.ndarray = attrs.field(factory=lambda: np.zeros(0, np.uint64))
-    probability: np.ndarray = attrs.field(factory=lambda: np.zeros(0, np.float64))
-    feature_offsets: np.ndarray = attrs.field(factory=lambda: np.zeros(1, np.int64))
-    buckets: np.ndarray = attrs.field(factory=lambda: np.zeros(0, np.int64))
-    values: np.ndarray = attrs.field(factory=lambda: np.zeros(0, np.float64))  # signed, kind- and SIF-weighted
-    piece_offsets: np.ndarray = attrs.field(factory=lambda: np.zeros(1, np.int64))
-    pieces: np.ndarray = attrs.field(factory=lambda: np.zeros(0, np.int64))
-    number_offsets: np.ndarray = attrs.field(factory=lambda: np.zeros(1, np.int64))
-    numbers: np.ndarray = attrs.field(factory=lambda: np.zeros(0, np.int64))
+    hashes: np.ndarray
+    probability: np.ndarray
+    feature_offsets: np.ndarray
+    buckets: np.ndarray
+    values: np.ndarray  # signed, kind- and SIF-weighted
+    piece_offsets: np.ndarray
+    pieces: np.ndarray
+    number_offsets: np.ndarray
+    numbers: np.ndarray
 
-    def with_words(self, table: static._Table, new: list[str]) -> _Arrays:
-        """These arrays with the lowercase words ``new`` numbered on from ``len(self.hashes)``."""
+
+def _growing(*columns: np.ndarray) -> GrowingRows:
+    """A :class:`GrowingRows` holding ``columns`` (which set its dtypes)."""
+    grown = GrowingRows()
+    grown.append(columns)
+    return grown
+
+
+def _offsets() -> GrowingRows:
+    return _growing(np.zeros(1, np.int64))
+
+
+class _Grown:
+    """The lexicon's arrays, appended in place (:class:`GrowingRows`): a word learned copies only its own entries.
+    Each was a new array made by concatenation, which copied the whole lexicon for every text with a word not
+    seen before: 0.35 ms of a 0.84 ms embedding at 22k words, where a text of known words takes 0.37 ms."""
+
+    def __init__(self) -> None:
+        self.words = _growing(np.zeros(0, np.uint64), np.zeros(0, np.float64))  # hashes, probability
+        self.feature_offsets = _offsets()
+        self.features = _growing(np.zeros(0, np.int64), np.zeros(0, np.float64))  # buckets, values
+        self.piece_offsets, self.pieces = _offsets(), _growing(np.zeros(0, np.int64))
+        self.number_offsets, self.numbers = _offsets(), _growing(np.zeros(0, np.int64))
+
+    def snapshot(self) -> _Arrays:
+        (hashes, probability), (buckets, values) = self.words.view(self.words.n), self.features.view(self.features.n)
+        return _Arrays(hashes, probability, _whole(self.feature_offsets), buckets, values,
+                       _whole(self.piece_offsets), _whole(self.pieces), _whole(self.number_offsets),
+                       _whole(self.numbers))
+
+    def add_words(self, table: static._Table, new: list[str]) -> None:
+        """The lowercase words ``new``, numbered on from the words learned so far."""
         probability = np.array([_word_probability(table, word) for word in new], dtype=np.float64)
         sif = static.SIF_COEFFICIENT / (static.SIF_COEFFICIENT + probability)
         per_word = [word_features(word, CHAR_NGRAM) for word in new]
@@ -133,19 +158,27 @@ class _Arrays:
         kind = np.full(len(hashes), CHAR_WEIGHT)
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
         kind[starts] = 1.0  # each word's own feature comes first
-        return attrs.evolve(self, hashes=np.concatenate([self.hashes, hashes[starts]]),
-                            probability=np.concatenate([self.probability, probability]),
-                            feature_offsets=np.concatenate([self.feature_offsets,
-                                                            self.feature_offsets[-1] + np.cumsum(lengths)]),
-                            buckets=np.concatenate([self.buckets, buckets]),
-                            values=np.concatenate([self.values, signs * kind * np.repeat(sif, lengths)]))
+        self.words.append([hashes[starts], probability])
+        _append_runs(self.feature_offsets, lengths)
+        self.features.append([buckets, signs * kind * np.repeat(sif, lengths)])
 
-    def with_entries(self, pieces: list, numbers: list) -> _Arrays:
-        """These arrays with whitespace-separated words appended: each one's pieces and lowercase word numbers."""
-        piece_offsets, flat_pieces = _append(self.piece_offsets, self.pieces, pieces)
-        number_offsets, flat_numbers = _append(self.number_offsets, self.numbers, numbers)
-        return attrs.evolve(self, piece_offsets=piece_offsets, pieces=flat_pieces,
-                            number_offsets=number_offsets, numbers=flat_numbers)
+    def add_entries(self, pieces: list, numbers: list) -> None:
+        """Whitespace-separated words, numbered on: each one's pieces and lowercase word numbers."""
+        for offsets, values, runs in ((self.piece_offsets, self.pieces, pieces),
+                                      (self.number_offsets, self.numbers, numbers)):
+            lengths = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
+            _append_runs(offsets, lengths)
+            values.append([np.fromiter(itertools.chain.from_iterable(runs), dtype=np.int64,
+                                       count=int(lengths.sum()))])
+
+
+def _whole(grown: GrowingRows) -> np.ndarray:
+    return grown.view(grown.n)[0]
+
+
+def _append_runs(offsets: GrowingRows, lengths: np.ndarray) -> None:
+    """CSR offsets for runs of ``lengths`` after those so far."""
+    offsets.append([offsets.arrays[0][offsets.n - 1] + np.cumsum(lengths)])
 
 
 def _word_probability(table: static._Table, word: str) -> float:
@@ -192,7 +225,8 @@ class _Lexicon:
     def _reset(self) -> None:
         self._numbers: dict[str, int] = {}  # lowercase word -> its number
         self._entries: dict[str, int] = {}  # whitespace-separated word -> its entry
-        self._arrays = _Arrays()
+        self._grown = _Grown()
+        self._arrays = self._grown.snapshot()
 
     def split(self, table: static._Table, texts: list[str]) -> _Split:
         words = [text.split() for text in texts]
@@ -218,13 +252,13 @@ class _Lexicon:
         numbers = self._numbers
         lowered = [tokenize(word) for word in unseen]
         new = list(dict.fromkeys(w for tokens in lowered for w in tokens if w not in numbers))
-        arrays = self._arrays
         if new:
             numbers.update(zip(new, range(len(numbers), len(numbers) + len(new))))
-            arrays = arrays.with_words(table, new)
+            self._grown.add_words(table, new)
         encodings = table.tokenizer.encode_batch_fast(unseen, add_special_tokens=False)
         pieces = [np.clip(encoding.ids, 0, table.vocab - 1) for encoding in encodings]
-        self._arrays = arrays.with_entries(pieces, [list(map(numbers.__getitem__, tokens)) for tokens in lowered])
+        self._grown.add_entries(pieces, [list(map(numbers.__getitem__, tokens)) for tokens in lowered])
+        self._arrays = self._grown.snapshot()
         self._entries.update(zip(unseen, range(len(self._entries), len(self._entries) + len(unseen))))
 
 
