@@ -354,6 +354,10 @@ def test_the_lexicon_grows_in_place_and_a_batch_keeps_the_words_it_was_numbered_
     assert len(grown.hashes) >= len(held.hashes) + 900 and grown.hashes.base is not held.hashes.base
     for name, copy in copies.items():
         assert np.array_equal(getattr(held, name), copy), name
+    words = hybrid._lexicon._grown.words
+    assert len(words.arrays[0]) > words.n  # room left: the next word is written into the same buffer, not copied
+    HybridEmbedder().embed(["onemoreword"])
+    assert hybrid._lexicon._arrays.hashes.base is grown.hashes.base
     monkeypatch.setattr(hybrid, "_lexicon", hybrid._Lexicon())
     np.testing.assert_allclose(HybridEmbedder().embed(fresh[::-1])[::-1], one_by_one, atol=1e-6)
 

@@ -33,7 +33,7 @@ def test_the_shown_fields_are_those_of_the_whole_source(source, embedding):
     assert list(found) == [name for name in shown.FIELDS if name in found]  # and nothing else
 
 
-def test_recall_list_and_get_show_what_the_stored_source_holds(engine):
+def test_recall_and_list_show_what_the_stored_source_holds(engine):
     memory = engine.memory
     ids = []
     for n, text in enumerate(["paku humo one", "paku humo two", "coro three"]):
