@@ -173,3 +173,58 @@ def test_search_answers_a_plain_match_pruned_with_the_total_it_tracks(tmp_path, 
                 assert total == {"value": track, "relation": "gte"}
     if track is not True:
         assert any(spied), "the pruned path answered some of them"
+
+
+@pytest.fixture
+def carried(monkeypatch):
+    answered = []
+    ranked = bm25._carried_top
+
+    def spy(*args, **kwargs):
+        found = ranked(*args, **kwargs)
+        answered.append(found is not None)
+        return found
+
+    monkeypatch.setattr(bm25, "_carried_top", spy)
+    return answered
+
+
+def test_carried_weights_rank_a_new_generation_as_scoring_every_posting(tmp_path, carried):
+    # Frequent words only: pruning cannot show these exact, so each new generation's first query is ranked from the
+    # weights the sealed parts carry from the generation that first needed them, whose slope drifts with each write.
+    texts = zipf_texts(5000, seed=31)
+    texts[7] = texts[3007] = "w0 w1 w2"  # identical documents tie exactly
+    rng = np.random.default_rng(4)
+    with Store(tmp_path / "data", tail_rows=512) as store:
+        store.bulk([BulkOp("index", "c", str(i), {"text": t}) for i, t in enumerate(texts)])
+        for i in range(0, 5000, 83):
+            store.delete("c", str(i))
+        for n in range(80):
+            words = [f"w{j}" for j in rng.integers(0, 6, rng.integers(2, 5))]
+            query = " ".join(words)
+            # a long document moves the average length (the slope) more than a typical one
+            store.put("c", {"text": " ".join(["w1"] * int(rng.integers(1, 200)))}, f"new-{n}")
+            if n % 9 == 0:
+                store.put("c", {"text": texts[n] + " w0"}, str(n + 1))  # an overwrite: a dead row in a sealed part
+            with store.reader("c") as reader:
+                mask = rng.random(reader.n_rows) < 0.6 if n % 2 else None
+                k = (1, 10, 40)[n % 3]
+                got = bm25.bm25_top(reader, "text", query, k, mask)
+                assert (got.rows.tolist(), got.scores.tolist()) == dense_top(reader, query, k, mask), (query, n)
+                again = bm25.bm25_top(reader, "text", query + " w3", k, mask)  # the generation's second: weighted
+                assert (again.rows.tolist(), again.scores.tolist()) == dense_top(reader, query + " w3", k, mask)
+    assert carried.count(True) >= 60, "a new generation's first query is ranked from carried weights"
+    assert len(carried) == 80, "the second query of a generation weights the postings anew and keeps them"
+
+
+def test_carried_weights_give_way_when_the_slope_has_moved_too_far(tmp_path, carried):
+    with Store(tmp_path / "data", tail_rows=64) as store:
+        store.bulk([BulkOp("index", "c", str(i), {"text": t}) for i, t in enumerate(zipf_texts(200, seed=3))])
+        for n in range(3):
+            with store.reader("c") as reader:
+                got = bm25.bm25_top(reader, "text", "w0 w1", 5)
+                assert (got.rows.tolist(), got.scores.tolist()) == dense_top(reader, "w0 w1", 5, None)
+            # documents far longer than the rest: the average length, and the slope, move by far more than 5%
+            # (into the tail: 28, then 48 of its 64 rows, so no seal carries the weights anew in between)
+            store.bulk([BulkOp("index", "c", f"long-{n}-{i}", {"text": "w2 " * 400}) for i in range(20)])
+    assert carried[0] and not any(carried[1:]), "the slope moved too far from the carried one"

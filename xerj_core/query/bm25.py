@@ -20,7 +20,10 @@ and a top-k that skips every block of rows whose best score cannot enter
 (:func:`~xerj_core.query.ranking.top_k`). Right after a write, when the weights
 are not kept, an ``or`` match of several terms is pruned instead (MaxScore,
 :func:`_pruned_top`): its frequent terms' postings are weighted only at the few
-rows that can still enter the top k, with the same scores, bit for bit.
+rows that can still enter the top k, with the same scores, bit for bit. Where
+pruning cannot show that, a generation's first such query ranks from weights
+the sealed parts carry from an earlier generation, which bound this one's
+(:func:`_carried_top`): one pass over the postings instead of three.
 """
 
 from __future__ import annotations
@@ -119,7 +122,7 @@ class TermPart:
     besides the generation's statistics, in the form that needs the fewest passes once those are known: with
     ``tf`` its term frequency and ``dl`` its field length, ``1 + k1 * (1 - b) / tf`` and ``dl / tf``."""
 
-    __slots__ = ("rows", "fixed", "per_length", "nbytes", "_without", "_least")
+    __slots__ = ("rows", "fixed", "per_length", "nbytes", "carried", "_without", "_least")
 
     def __init__(self, rows: np.ndarray, tf: np.ndarray, dl: np.ndarray) -> None:
         self.rows = rows
@@ -128,6 +131,7 @@ class TermPart:
         self.fixed += 1.0
         self.per_length = np.divide(dl, tf, dtype=np.float64)
         self.nbytes = rows.nbytes + self.fixed.nbytes + self.per_length.nbytes
+        self.carried: tuple[float, np.ndarray] | None = None
         self._without: tuple[bytes, TermPart] | None = None
         self._least: tuple[float, float] | None = None
 
@@ -136,8 +140,17 @@ class TermPart:
         part = cls.__new__(cls)
         part.rows, part.fixed, part.per_length = rows, fixed, per_length
         part.nbytes = rows.nbytes + fixed.nbytes + per_length.nbytes
-        part._without = part._least = None
+        part.carried = part._without = part._least = None
         return part
+
+    def carry(self, slope: float) -> None:
+        """Keep every posting's weight per unit of idf at ``slope`` (a generation's :attr:`FieldStats.slope`) in
+        :attr:`carried`, with that slope, for the generations after it (see :func:`_carried_top`)."""
+        units = np.multiply(self.per_length, slope)
+        units += self.fixed
+        np.reciprocal(units, out=units)
+        self.carried = (slope, units)
+        self.nbytes += units.nbytes
 
     @classmethod
     def joined(cls, parts: list["TermPart"]) -> "TermPart":
@@ -373,6 +386,9 @@ def top_and_count(reader, field: str, terms: Counter[str], k: int, *, boost: flo
         found = _pruned_top(reader, field, terms, k, None)
         if found is not None:
             return found, _match_count(reader, field, terms, count_past)
+        carried = _carried_top(reader, field, terms, k, None) if _carry_first(reader, field) else None
+        if carried is not None:
+            return carried[0], int(np.count_nonzero(carried[1]))  # every live matching row sums above zero
     scores, _ = score_terms(reader, field, terms)
     count = int(np.count_nonzero(scores))  # every matching row has a positive weight; dead rows have none
     if not count or k <= 0:
@@ -457,6 +473,9 @@ def match_text(reader, field: str, text: object, *, operator: str = "or", minimu
 # costs about what scoring everything does.
 _MOST_CANDIDATES = 1 / 16
 _MOST_POSTINGS = 1 / 2
+# Carried weights (:func:`_carried_top`) rank no query once their slope is this far from the generation's: the
+# candidates their bounds leave grow with the distance (a seal, every tail's worth of rows, carries them anew).
+_MOST_DRIFT = 1.05
 # A part is searched for each candidate (a binary search, about this many postings' worth of a pass each) when that
 # is cheaper than one pass over its postings through a map of the candidates' rows.
 _SEARCH_COST = 24
@@ -521,6 +540,86 @@ def _scores_of(rows: np.ndarray, entries: list, stats: FieldStats, n_rows: int) 
                 weights = part.weights_at(at, stats, scale)
                 scores[hit] += weights * mult if mult != 1 else weights
     return scores
+
+
+def _carried_top(reader, field: str, terms: Counter[str], k: int, filter_mask: np.ndarray | None,
+                 ) -> tuple[Ranked, np.ndarray] | None:
+    """:func:`bm25_top` of an ``or`` match on one field, the same rows and the same scores, from the weights the
+    sealed parts carry from an earlier generation (:meth:`TermPart.carry`); with the dense sum of those weights it
+    ranked from, which is positive exactly at the live matching rows the filter keeps. None when the carried
+    weights are too far from this generation's to rank by, and the caller takes another way.
+
+    A carried weight differs from this generation's only in the length normalisation's slope (the idf is this
+    generation's): ``idf / (per_length * slope + fixed)`` over the same with the slope it carries lies between 1
+    and the ratio of the two slopes, whatever the posting. So every row's score lies between ``low`` and ``high``
+    times its carried sum (the tail's weights are this generation's: a factor of 1). The k-th best carried sum
+    times ``low`` is a score k rows reach, so only rows whose sum times ``high`` reaches it can enter the top k;
+    those few get their whole score as the dense sum adds it, value for value (:func:`_scores_of`)."""
+    stats = field_stats(reader, field)
+    entries = []
+    low = high = 1.0
+    for term, mult in terms.items():
+        parts = term_parts(reader, field, term)
+        live = _live_count(reader, parts)
+        if not live:
+            continue
+        entries.append((parts, idf(stats.doc_count, live), mult, 0.0, 0))
+        for part in parts:
+            if part.rows[0] >= reader.tail_start:
+                continue  # the tail's part lives for this generation only: weighted for it, below
+            if part.carried is None:
+                _carry(reader, field, term, part, stats.slope)
+            ratio = part.carried[0] / stats.slope
+            low, high = min(low, ratio), max(high, ratio)
+    if high > low * _MOST_DRIFT:
+        return None
+    n = reader.n_rows
+    size = sum(len(part.rows) for entry in entries for part in entry[0])
+    rows, weights = np.empty(size, np.int64), np.empty(size, np.float64)
+    at = 0
+    for parts, scale, mult, _bound, _size in entries:
+        for part in parts:
+            end = at + len(part.rows)
+            rows[at:end] = part.rows
+            if part.carried is None:  # the tail's, weighted for this generation
+                weights[at:end] = part.weights(stats, scale * mult)
+            else:
+                np.multiply(part.carried[1], scale * mult, out=weights[at:end])
+            at = end
+    sums = np.bincount(rows, weights, minlength=n)
+    dead = reader.dead_rows()
+    if len(dead):
+        sums[dead] = 0.0
+    if filter_mask is not None:
+        sums *= filter_mask
+    best = top_k(sums, None, k)
+    if len(best) < k:
+        candidates = np.flatnonzero(sums)
+    else:
+        # rounding moves each of these products and sums by far less than this margin
+        candidates = np.flatnonzero(sums >= best.scores[-1] * low / high * (1 - 1e-9))
+        if len(candidates) > n * _MOST_CANDIDATES:
+            return None
+    return select_top(candidates, _scores_of(candidates, entries, stats, n), k), sums
+
+
+def _carry(reader, field: str, term: str, part: TermPart, slope: float) -> None:
+    """:meth:`TermPart.carry` on ``term``'s sealed part, put back into its cache so the cache counts the bytes."""
+    cache: _LRU = reader.sealed_memo(("bm25-terms", field), lambda: _LRU(SEALED_CACHE_BYTES), carry=True)
+    held = cache.take(term, _MISSING) is part
+    part.carry(slope)
+    if held:
+        cache.put(term, part)
+
+
+def _carry_first(reader, field: str) -> bool:
+    """Should this ranking, which neither kept weights nor pruning answer, be :func:`_carried_top`'s? Only a
+    generation's first: carried weights cost a pass over the postings per query, weighting them anew three, which
+    later queries of the generation reuse. A generation that serves a second such query is read more than it
+    changes, and keeps the weights."""
+    first = reader.memo(("bm25-carried", field), lambda: [True])
+    found, first[0] = first[0], False
+    return found
 
 
 def _pruned_top(reader, field: str, terms: Counter[str], k: int, filter_mask: np.ndarray | None) -> Ranked | None:
@@ -619,6 +718,10 @@ def bm25_top(reader, fields: str | Sequence[str], text: object, k: int, filter_m
             found = _pruned_top(reader, field_list[0], terms, k, filter_mask)
             if found is not None:
                 return found
+            carried = _carried_top(reader, field_list[0], terms, k, filter_mask) \
+                if _carry_first(reader, field_list[0]) else None
+            if carried is not None:
+                return carried[0]
     mask = scores = None
     for field in field_list:
         m, s = match_text(reader, field, text, operator=operator, minimum_should_match=minimum_should_match)
