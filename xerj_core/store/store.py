@@ -20,7 +20,7 @@ from xerj_core.store import keys, pins
 from xerj_core.store import meta as index_meta
 from xerj_core.store.merge import Merger
 from xerj_core.store.mergeproc import MergeWorker
-from xerj_core.store.read import IndexCache, IndexReader, PinnedReader
+from xerj_core.store.read import IndexCache, IndexReader, PinnedReader, Snapshot
 from xerj_core.store.records import frozen_many
 from xerj_core.store.scope import SCOPE_FIELD, public_mapping, scope_of
 from xerj_core.store.write import IndexWrite, WriteResult, WriteTxn
@@ -412,8 +412,30 @@ class Store:
             cache = self._caches.get(ix)
             if cache is None:
                 cache = self._caches[ix] = IndexCache(ix)
-        return IndexReader(index, meta, raw, dbs, state, cache,
-                           begin_mapped=lambda: self.env.begin_read(buffers=True))
+        # the tail's blocks as this process's last write built them, when that write made this generation
+        known = self._tails.get(ix)
+        known_tail = known[2] if known is not None and known[:2] == (state.generation, state.sealed_rows) else None
+        reader = IndexReader(index, meta, raw, dbs, state, cache,
+                             begin_mapped=lambda: self.env.begin_read(buffers=True), known_tail=known_tail)
+        if known_tail is None:
+            self._remember_tail(ix, state, reader.snapshot)
+        return reader
+
+    def _remember_tail(self, ix: int, state: keys.IndexState, snapshot: Snapshot) -> None:
+        """Keep the blocks of a snapshot holding every tail row of ``state``, as a write of this process keeps the
+        tail it leaves: the next write here then knows the tail it adds to (a seal need not read it back), and
+        remembers it with its own block for the reads after it. Without this, a process that opened a data
+        directory with rows in its tail read back and decoded every block its own writes had just built."""
+        tail = snapshot.tail
+        if (snapshot.generation != state.generation or tail.start != state.sealed_rows
+                or tail.start + tail.rows != state.next_row):
+            return
+        known = self._tails.get(ix)
+        if known is not None and known[0] >= state.generation:
+            return  # a write remembered this generation or a newer one
+        if known is None and len(self._tails) >= TAIL_CACHE_INDICES:
+            return
+        self._tails[ix] = (state.generation, state.sealed_rows, list(tail.blocks))
 
     def exists(self, index: str) -> bool:
         if not index:
