@@ -110,9 +110,9 @@ def test_tail_postings_stay_exact_as_many_blocks_are_grouped(tmp_path):
         store.create_index("t", {"properties": {"text": {"type": "text"}, "n": {"type": "long"}}})
         held = []
         for round_no in range(300):
-            if round_no % 37 == 0:
+            if round_no % 37 == 0:  # now and then a bulk big enough that its run stands as it comes
                 store.bulk([BulkOp("index", "t", str(int(i)), {"text": " ".join(rng.choice(WORDS, 1 + i % 4))})
-                            for i in rng.integers(0, 200, 30)])
+                            for i in rng.integers(0, 200, 30 if round_no % 74 else 500)])
             elif round_no % 11 == 0:
                 store.put("t", {"n": round_no}, f"n{round_no}")  # a block without the field
             else:
@@ -133,3 +133,22 @@ def test_tail_postings_stay_exact_as_many_blocks_are_grouped(tmp_path):
         for older, want in held:
             for term in WORDS:
                 assert _found(older, term) == want[term], term
+
+
+def test_a_bulk_s_run_is_not_grouped_again_with_the_puts_after_it(tmp_path, monkeypatch):
+    """Runs merge by postings: the many postings of a bulk's block stay as they are while puts after it add
+    fewer, however many blocks those are (counted in blocks, it was grouped again with every sixteen puts)."""
+    grouped = []
+    group = tailblock.group
+    monkeypatch.setattr(tailblock, "group", lambda runs: grouped.append(sum(len(r[2]) for r in runs)) or group(runs))
+    rng = np.random.default_rng(5)
+    with Store(tmp_path / "data", tail_rows=1 << 16) as store:
+        store.bulk([BulkOp("index", "t", f"b{i}", {"text": " ".join(rng.choice(WORDS, 4))}) for i in range(600)])
+        grouped.clear()  # the bulk's own block, grouped as it was written
+        for n in range(200):
+            store.put("t", {"text": " ".join(rng.choice(WORDS, 3))}, f"p{n}")
+            with store.reader("t") as reader:
+                assert _found(reader, "beta") == _recount(reader, "beta")
+        with store.reader("t") as reader:
+            bulk = len(reader.snapshot.tail.blocks[0].run("text")[2])
+    assert grouped and max(grouped) < bulk, (bulk, max(grouped))
