@@ -98,3 +98,50 @@ def test_a_write_by_another_store_is_read_back(tmp_path, reads):
         one.put("c", {"text": "w3", "n": 3}, "c")
         assert set(_view(one)["docs"]) == {"a", "b", "c"}
         assert _view(two) == _view(one)
+
+
+def test_readers_on_other_threads_see_each_generation_whole_while_one_writes(tmp_path):
+    """A writer thread puts, overwrites and deletes (seals included) while reader threads open readers: each
+    reader's rows, postings and live count agree with its own generation, however the blocks reached it."""
+    import threading
+
+    data = tmp_path / "data"
+    rng = np.random.default_rng(9)
+    with Store(data, tail_rows=64) as store:
+        store.create_index("c", {"properties": {"text": {"type": "text"}, "n": {"type": "long"}}})
+        store.put("c", {"text": "w1", "n": -1}, "seed")
+        stop, failures = threading.Event(), []
+
+        def write() -> None:
+            try:
+                for n in range(400):
+                    store.put("c", {"text": _text(rng), "n": n}, f"d{n % 150}")  # overwrites after 150
+                    if n % 13 == 0:
+                        store.delete("c", f"d{(n * 7) % 150}")
+            finally:
+                stop.set()
+
+        def read() -> None:
+            try:
+                while not stop.is_set():
+                    with store.reader("c") as reader:
+                        live = reader.live_rows()
+                        assert len(live) == reader.doc_count
+                        texts = {int(r): reader.document(int(r))[1]["text"].split() for r in live.tolist()}
+                        for word in ("w1", "w2", "日本"):
+                            rows, tfs = reader.postings("text", word)
+                            found = {int(r): int(t) for r, t in zip(rows, tfs) if reader.live[r]}
+                            assert found == {r: t.count(word) for r, t in texts.items() if word in t}, word
+            except Exception as exc:  # reported on the main thread
+                failures.append(exc)
+                stop.set()
+
+        threads = [threading.Thread(target=write)] + [threading.Thread(target=read) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not failures, failures[0]
+        mine = _view(store)
+    with Store(data, tail_rows=64) as fresh:
+        assert _view(fresh) == mine
