@@ -228,3 +228,43 @@ def test_carried_weights_give_way_when_the_slope_has_moved_too_far(tmp_path, car
             # (into the tail: 28, then 48 of its 64 rows, so no seal carries the weights anew in between)
             store.bulk([BulkOp("index", "c", f"long-{n}-{i}", {"text": "w2 " * 400}) for i in range(20)])
     assert carried[0] and not any(carried[1:]), "the slope moved too far from the carried one"
+
+
+def test_readers_of_generations_written_meanwhile_rank_as_scoring_every_posting(tmp_path):
+    """Reader threads rank new generations' first queries from carried weights while a writer thread adds
+    documents; a part carried by one thread at its generation's slope is read whole by the others."""
+    import threading
+
+    texts = zipf_texts(4000, seed=13)
+    with Store(tmp_path / "data", tail_rows=4096) as store:  # one sealed layout throughout: its parts carry on
+        store.bulk([BulkOp("index", "c", str(i), {"text": t}) for i, t in enumerate(texts)])
+        store.bulk([BulkOp("index", "c", f"t{i}", {"text": t}) for i, t in enumerate(texts[:100])])
+        stop, failures, ranked = threading.Event(), [], []
+
+        def write() -> None:
+            try:
+                for n in range(150):
+                    store.put("c", {"text": " ".join(["w1"] * (n % 40 + 1))}, f"new-{n}")
+            finally:
+                stop.set()
+
+        def read(seed: int) -> None:
+            rng = np.random.default_rng(seed)
+            try:
+                while not stop.is_set():
+                    query = " ".join(f"w{j}" for j in rng.integers(0, 6, 3))
+                    with store.reader("c") as reader:
+                        got = bm25.bm25_top(reader, "text", query, 10)
+                        assert (got.rows.tolist(), got.scores.tolist()) == dense_top(reader, query, 10, None)
+                        ranked.append(query)
+            except Exception as exc:  # reported on the main thread
+                failures.append(exc)
+                stop.set()
+
+        threads = [threading.Thread(target=write)] + [threading.Thread(target=read, args=(s,)) for s in (1, 2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not failures, failures[0]
+        assert len(ranked) > 20

@@ -149,8 +149,9 @@ class TermPart:
         units = np.multiply(self.per_length, slope)
         units += self.fixed
         np.reciprocal(units, out=units)
-        self.carried = (slope, units)
-        self.nbytes += units.nbytes
+        if self.carried is None:  # another thread's, carried meanwhile, stays: its readers hold it already
+            self.carried = (slope, units)
+            self.nbytes += units.nbytes
 
     @classmethod
     def joined(cls, parts: list["TermPart"]) -> "TermPart":
@@ -557,35 +558,38 @@ def _carried_top(reader, field: str, terms: Counter[str], k: int, filter_mask: n
     those few get their whole score as the dense sum adds it, value for value (:func:`_scores_of`)."""
     stats = field_stats(reader, field)
     entries = []
+    summed = []  # per part: the part, its carried (slope, units) as read once here, the term's idf x multiplicity
     low = high = 1.0
     for term, mult in terms.items():
         parts = term_parts(reader, field, term)
         live = _live_count(reader, parts)
         if not live:
             continue
-        entries.append((parts, idf(stats.doc_count, live), mult, 0.0, 0))
+        scale = idf(stats.doc_count, live)
+        entries.append((parts, scale, mult, 0.0, 0))
         for part in parts:
-            if part.rows[0] >= reader.tail_start:
-                continue  # the tail's part lives for this generation only: weighted for it, below
-            if part.carried is None:
-                _carry(reader, field, term, part, stats.slope)
-            ratio = part.carried[0] / stats.slope
-            low, high = min(low, ratio), max(high, ratio)
+            carried = None  # the tail's part lives for this generation only: weighted for it, below
+            if part.rows[0] < reader.tail_start:
+                if part.carried is None:
+                    _carry(reader, field, term, part, stats.slope)
+                carried = part.carried  # read once: a thread on another generation may carry it anew meanwhile
+                ratio = carried[0] / stats.slope
+                low, high = min(low, ratio), max(high, ratio)
+            summed.append((part, carried, scale * mult))
     if high > low * _MOST_DRIFT:
         return None
     n = reader.n_rows
-    size = sum(len(part.rows) for entry in entries for part in entry[0])
+    size = sum(len(part.rows) for part, _carried, _scale in summed)
     rows, weights = np.empty(size, np.int64), np.empty(size, np.float64)
     at = 0
-    for parts, scale, mult, _bound, _size in entries:
-        for part in parts:
-            end = at + len(part.rows)
-            rows[at:end] = part.rows
-            if part.carried is None:  # the tail's, weighted for this generation
-                weights[at:end] = part.weights(stats, scale * mult)
-            else:
-                np.multiply(part.carried[1], scale * mult, out=weights[at:end])
-            at = end
+    for part, carried, scale in summed:
+        end = at + len(part.rows)
+        rows[at:end] = part.rows
+        if carried is None:
+            weights[at:end] = part.weights(stats, scale)
+        else:
+            np.multiply(carried[1], scale, out=weights[at:end])
+        at = end
     sums = np.bincount(rows, weights, minlength=n)
     dead = reader.dead_rows()
     if len(dead):
