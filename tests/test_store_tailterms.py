@@ -152,3 +152,25 @@ def test_a_bulk_s_run_is_not_grouped_again_with_the_puts_after_it(tmp_path, monk
         with store.reader("t") as reader:
             bulk = len(reader.snapshot.tail.blocks[0].run("text")[2])
     assert grouped and max(grouped) < bulk, (bulk, max(grouped))
+
+
+def test_fresh_runs_are_always_the_newest_and_the_runs_stay_few(tmp_path):
+    """Puts' runs wait to be grouped; a bulk's large run arriving among them has them grouped first, so no fresh
+    run is left behind it, and the runs a term is searched in stay about FRESH_RUNS plus a logarithm."""
+    from xerj_core.store.read import _TailRuns
+
+    rng = np.random.default_rng(8)
+    with Store(tmp_path / "data", tail_rows=1 << 16) as store:
+        for n in range(700):
+            if n % 97 == 5:  # a bulk among the puts: 400 documents, a run of over a thousand postings
+                store.bulk([BulkOp("index", "t", f"b{n}-{i}", {"text": " ".join(rng.choice(WORDS, 4))})
+                            for i in range(400)])
+            else:
+                store.put("t", {"text": " ".join(rng.choice(WORDS, 3))}, f"p{n}")
+            if n % 50 == 0 or n > 690:
+                with store.reader("t") as reader:
+                    assert _found(reader, "zeta") == _recount(reader, "zeta")
+                    runs = reader.snapshot.tail._runs["text"]
+                    flags = [fresh for *_run, fresh in runs.runs]
+                    assert flags == sorted(flags) and sum(flags) < _TailRuns.FRESH_RUNS, flags
+                    assert len(runs.runs) <= _TailRuns.FRESH_RUNS + 12, len(runs.runs)

@@ -188,11 +188,12 @@ class _TailRuns:
     run joins the one before it while that one holds no more postings, so ``n`` postings make at most
     ``FRESH_RUNS + log2(n)`` runs and each posting is grouped again about ``log2(n)`` times. Grouping small runs
     costs about 90 us a call however few they are (two one-document blocks 94 us, eight 163 us), so fresh blocks
-    are grouped sixteen at a time (two at a time cost 0.28 ms a query after each write). Sizes are postings, not
-    blocks: a bulk's block of 672 documents, counted as one block, was grouped again with every sixteen puts
-    after it (about 4 ms each time)."""
+    are grouped sixteen at a time (two at a time cost 0.28 ms a query after each write). A large block's run (a
+    bulk's) is not fresh: the fresh runs before it are grouped, then it joins the runs before it as a grouped
+    run does. Sizes are postings, not blocks: a bulk's block of 672 documents, counted as one block, was grouped
+    again with every sixteen puts after it (about 4 ms each time)."""
 
-    __slots__ = ("blocks", "runs")
+    __slots__ = ("blocks", "runs", "fresh")
 
     FRESH_RUNS = 16
     # A block's run of fewer postings is fresh (a put of a document or a few); a larger one stands as it comes.
@@ -200,8 +201,9 @@ class _TailRuns:
 
     def __init__(self) -> None:
         self.blocks = 0  # blocks taken in so far
-        # (grouped run, each term's bounds in it, its postings, fresh: a small block's run not grouped yet)
+        # (run, each term's bounds in it, its postings, fresh: a small block's run not grouped yet), in row order
         self.runs: list[tuple[tailblock.PostingRun, np.ndarray, int, bool]] = []
+        self.fresh = 0  # how many of the last runs are fresh (the fresh ones always are the last)
 
     def extend(self, path: str, blocks: Sequence[Block]) -> None:
         runs = self.runs
@@ -209,15 +211,29 @@ class _TailRuns:
             run = block.postings.get(path)
             if run is None or not len(run[0]):
                 continue
-            runs.append(_bounded(run, len(run[2]) < self.SMALL_RUN))
-            if len(runs) < self.FRESH_RUNS or not all(found[3] for found in runs[-self.FRESH_RUNS:]):
-                continue
-            merged = tailblock.group([found[0] for found in runs[-self.FRESH_RUNS:]])
-            del runs[-self.FRESH_RUNS:]
-            while runs and not runs[-1][3] and runs[-1][2] <= len(merged[2]):
-                merged = tailblock.group([runs.pop()[0], merged])
-            runs.append(_bounded(merged, False))
+            if len(run[2]) >= self.SMALL_RUN:
+                self._settle()  # the fresh runs before it first: fresh runs are always the newest
+                self._settle(run)
+            else:
+                runs.append(_bounded(run, True))
+                self.fresh += 1
+                if self.fresh == self.FRESH_RUNS:
+                    self._settle()
         self.blocks = len(blocks)
+
+    def _settle(self, run: tailblock.PostingRun | None = None) -> None:
+        """Take ``run`` (a large block's), or else group the fresh runs, as one run that then joins the one before
+        it while that one holds no more postings."""
+        runs = self.runs
+        if run is None:
+            if not self.fresh:
+                return
+            run = tailblock.group([found[0] for found in runs[-self.fresh:]]) if self.fresh > 1 else runs[-1][0]
+            del runs[-self.fresh:]
+            self.fresh = 0
+        while runs and runs[-1][2] <= len(run[2]):
+            run = tailblock.group([runs.pop()[0], run])
+        runs.append(_bounded(run, False))
 
     def find(self, wanted: bytes) -> tuple[np.ndarray, np.ndarray] | None:
         """``wanted``'s rows (ascending, int64) and frequencies (float32) over every run, or None."""
