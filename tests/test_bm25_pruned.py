@@ -52,18 +52,23 @@ def dense_top(reader, query: str, k: int, mask: np.ndarray | None) -> tuple[list
     return ranked.rows.tolist(), ranked.scores.tolist()
 
 
-@pytest.fixture
-def spied(monkeypatch):
+def answers(monkeypatch, name: str) -> list[bool]:
+    """Whether each call of ``bm25.<name>`` (a shortcut that may give way with None) answered."""
     answered = []
-    pruned = bm25._pruned_top
+    shortcut = getattr(bm25, name)
 
     def spy(*args, **kwargs):
-        found = pruned(*args, **kwargs)
+        found = shortcut(*args, **kwargs)
         answered.append(found is not None)
         return found
 
-    monkeypatch.setattr(bm25, "_pruned_top", spy)
+    monkeypatch.setattr(bm25, name, spy)
     return answered
+
+
+@pytest.fixture
+def spied(monkeypatch):
+    return answers(monkeypatch, "_pruned_top")
 
 
 def test_pruned_top_k_equals_scoring_every_posting(tmp_path, spied):
@@ -177,16 +182,7 @@ def test_search_answers_a_plain_match_pruned_with_the_total_it_tracks(tmp_path, 
 
 @pytest.fixture
 def carried(monkeypatch):
-    answered = []
-    ranked = bm25._carried_top
-
-    def spy(*args, **kwargs):
-        found = ranked(*args, **kwargs)
-        answered.append(found is not None)
-        return found
-
-    monkeypatch.setattr(bm25, "_carried_top", spy)
-    return answered
+    return answers(monkeypatch, "_carried_top")
 
 
 def test_carried_weights_rank_a_new_generation_as_scoring_every_posting(tmp_path, carried):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter, OrderedDict
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import attrs
 import numpy as np
@@ -543,6 +543,16 @@ def _scores_of(rows: np.ndarray, entries: list, stats: FieldStats, n_rows: int) 
     return scores
 
 
+def _live_terms(reader, field: str, terms: Counter[str], stats: FieldStats
+                ) -> Iterator[tuple[str, int, list[TermPart], float]]:
+    """``(term, multiplicity, parts, idf)`` of each query term some live row holds, in query order."""
+    for term, mult in terms.items():
+        parts = term_parts(reader, field, term)
+        live = _live_count(reader, parts)
+        if live:
+            yield term, mult, parts, idf(stats.doc_count, live)
+
+
 def _carried_top(reader, field: str, terms: Counter[str], k: int, filter_mask: np.ndarray | None,
                  ) -> tuple[Ranked, np.ndarray] | None:
     """:func:`bm25_top` of an ``or`` match on one field, the same rows and the same scores, from the weights the
@@ -560,12 +570,7 @@ def _carried_top(reader, field: str, terms: Counter[str], k: int, filter_mask: n
     entries = []
     summed = []  # per part: the part, its carried (slope, units) as read once here, the term's idf x multiplicity
     low = high = 1.0
-    for term, mult in terms.items():
-        parts = term_parts(reader, field, term)
-        live = _live_count(reader, parts)
-        if not live:
-            continue
-        scale = idf(stats.doc_count, live)
+    for term, mult, parts, scale in _live_terms(reader, field, terms, stats):
         entries.append((parts, scale, mult, 0.0, 0))
         for part in parts:
             carried = None  # the tail's part lives for this generation only: weighted for it, below
@@ -641,12 +646,7 @@ def _pruned_top(reader, field: str, terms: Counter[str], k: int, filter_mask: np
     The long posting lists of frequent terms are read at those few rows only, never weighted whole."""
     stats = field_stats(reader, field)
     entries = []  # per term with live postings, in query order: its parts, idf, multiplicity, bound, postings
-    for term, mult in terms.items():
-        parts = term_parts(reader, field, term)
-        live = _live_count(reader, parts)
-        if not live:
-            continue
-        scale = idf(stats.doc_count, live)
+    for _term, mult, parts, scale in _live_terms(reader, field, terms, stats):
         bound = max(part.bound(stats, scale) for part in parts)
         entries.append((parts, scale, mult, bound * mult if mult != 1 else bound, sum(len(p.rows) for p in parts)))
     if len(entries) < 2:
