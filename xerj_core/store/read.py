@@ -353,7 +353,7 @@ class IndexCache:
 
         ``known_tail``, when this process committed ``state``'s tail rows, holds their blocks as its writer built
         them: the rows written since the cached snapshot are then taken from there, not read and decoded from
-        the tail they were just encoded into (a quarter of the refresh a read after each write pays)."""
+        the tail they were just encoded into (about half of what a read after each write paid to refresh)."""
         with self.lock:
             if state.generation == self.snapshot.generation:
                 return self.snapshot
