@@ -223,6 +223,7 @@ def test_carried_weights_give_way_when_the_slope_has_moved_too_far(tmp_path, car
             # documents far longer than the rest: the average length, and the slope, move by far more than 5%
             # (into the tail: 28, then 48 of its 64 rows, so no seal carries the weights anew in between)
             store.bulk([BulkOp("index", "c", f"long-{n}-{i}", {"text": "w2 " * 400}) for i in range(20)])
+    assert len(carried) == 3, "each generation's first query tries the carried weights"
     assert carried[0] and not any(carried[1:]), "the slope moved too far from the carried one"
 
 

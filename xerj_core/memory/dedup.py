@@ -129,7 +129,10 @@ class Sketch:
     def lead_bound(self, into: np.ndarray) -> tuple[np.ndarray, float]:
         """``(sums, floor)``: each row's first-pass bound is ``sums + floor`` (numpy's float32 sums)."""
         weights, floor = self.lead_weights(into)
-        return np.einsum("ji,j->i", self.codes, weights, dtype=np.float32, casting="unsafe"), floor
+        return self._lead_sums(weights), floor
+
+    def _lead_sums(self, weights: np.ndarray) -> np.ndarray:
+        return np.einsum("ji,j->i", self.codes, weights, dtype=np.float32, casting="unsafe")
 
     def lead_rows(self, into: np.ndarray, cut: float) -> np.ndarray:
         """Rows (ascending) whose first-pass bound reaches ``cut``. The kNN scan's compiled loop sums the codes
@@ -138,8 +141,7 @@ class Sketch:
         weights, floor = self.lead_weights(into)
         rows = knnquant.rows_above(self.codes, weights, cut - floor)
         if rows is None:
-            sums = np.einsum("ji,j->i", self.codes, weights, dtype=np.float32, casting="unsafe")
-            rows = np.flatnonzero(sums >= np.float32(cut - floor))
+            rows = np.flatnonzero(self._lead_sums(weights) >= np.float32(cut - floor))
         return rows
 
     def possible(self, unit: np.ndarray, cut: float) -> np.ndarray:

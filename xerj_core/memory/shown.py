@@ -1,7 +1,7 @@
 """What the memory API reads of a stored memory: its JSON decoded without the embeddings it holds.
 
 A memory's stored source carries its text's embeddings, 2,304 numbers for the default embedder and most of
-its bytes. A recall, a list or a get shows a handful of other fields, yet decoding the whole source made a
+its bytes. A recall or a list shows a handful of other fields, yet decoding the whole source made a
 float object of every number: about 50 us a memory, half of a warm BM25 recall of ten. msgspec decodes into a
 struct of the fields read here and passes over every other value without building it (a third of the time);
 orjson has no way to leave a value out.

@@ -558,7 +558,8 @@ def _carried_top(reader, field: str, terms: Counter[str], k: int, filter_mask: n
     """:func:`bm25_top` of an ``or`` match on one field, the same rows and the same scores, from the weights the
     sealed parts carry from an earlier generation (:meth:`TermPart.carry`); with the dense sum of those weights it
     ranked from, which is positive exactly at the live matching rows the filter keeps. None when the carried
-    weights are too far from this generation's to rank by, and the caller takes another way.
+    weights are too far from this generation's to rank by, or their bounds leave too many candidates, and the
+    caller takes another way.
 
     A carried weight differs from this generation's only in the length normalisation's slope (the idf is this
     generation's): ``idf / (per_length * slope + fixed)`` over the same with the slope it carries lies between 1
