@@ -230,8 +230,11 @@ def lengths_at(reader, field: str, rows: np.ndarray) -> np.ndarray:
     out = np.zeros(len(rows), np.int32)
     if not len(rows):
         return out
-    for start, end, column in reader.column_parts(field):
-        lo, hi = np.searchsorted(rows, [start, end])
+    parts = list(reader.column_parts(field))
+    # every part's bounds in one search (a search per part: 32 us against 14 for 300 dead rows over 8 parts, which
+    # BM25's statistics look up after each write that overwrites a document)
+    bounds = np.searchsorted(rows, np.array([(start, end) for start, end, _column in parts]).ravel()).tolist()
+    for (start, _end, column), lo, hi in zip(parts, bounds[::2], bounds[1::2]):
         if hi > lo and column is not None:
             out[lo:hi] = column.values[rows[lo:hi] - start]
     return out
@@ -256,12 +259,35 @@ def field_stats(reader, field: str) -> FieldStats:
             total += int(lengths.sum(dtype=np.int64))
         dead = reader.dead_rows()
         if len(dead):
-            lengths = lengths_at(reader, field, dead)
-            doc_count -= int(np.count_nonzero(lengths))
-            total -= int(lengths.sum(dtype=np.int64))
+            split = int(np.searchsorted(dead, reader.tail_start))
+            if split:
+                count, tokens = _sealed_dead_sums(reader, field, dead[:split])
+                doc_count -= count
+                total -= tokens
+            if split < len(dead):
+                lengths = reader.tail_column(field).values[dead[split:] - reader.tail_start]
+                doc_count -= int(np.count_nonzero(lengths))
+                total -= int(lengths.sum(dtype=np.int64))
         return FieldStats(doc_count, total / doc_count if doc_count else 1.0)
 
     return reader.memo(("bm25-stats", field), build)
+
+
+def _sealed_dead_sums(reader, field: str, dead: np.ndarray) -> tuple[int, int]:
+    """``(rows with a token, tokens)`` of ``field`` over ``dead``, rows of sealed segments, kept until the next seal
+    for the last few sets asked (keyed by the rows themselves). A write that kills no sealed row (a put, an
+    overwrite of a tail row) leaves the set as it was: its next read looked every dead row up again (28 us at 300
+    of them, a third of the statistics after each overwrite)."""
+    kept: dict[bytes, tuple[int, int]] = reader.sealed_memo(("bm25-dead-sums", field), dict)
+    key = dead.tobytes()
+    found = kept.get(key)
+    if found is None:
+        lengths = lengths_at(reader, field, dead)
+        found = (int(np.count_nonzero(lengths)), int(lengths.sum(dtype=np.int64)))
+        if len(kept) >= 4:  # readers of a few generations at once; older sets are not asked again
+            kept.clear()
+        kept[key] = found
+    return found
 
 
 def idf(doc_count: int, doc_freq: int) -> float:
