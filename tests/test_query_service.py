@@ -217,6 +217,31 @@ def test_knn_top_level_with_query_and_filter(search):
     assert set(ids(combined)) == {"b0", "b4"}  # union of the two, scores summed
 
 
+def test_knn_sections_alone_answer_as_the_per_row_path(store, search):
+    """A request of kNN sections alone takes their rows as the hits; with an aggregation it goes through per-row
+    masks and sums, and both must give the same hits, scores, total and max_score."""
+    store.create_index("more", MAPPING)
+    for i, doc in enumerate(BOOKS):
+        store.put("more", {**doc, "vec": doc["vec"][::-1]}, f"m{i}")
+    store.delete("more", "m2")
+    store.put("books", {**BOOKS[1], "vec": [0.8, 0.2, 0.1]}, "b1")  # overwritten: its old row is dead
+    near = {"field": "vec", "query_vector": [1.0, 0.0, 0.2], "k": 3, "num_candidates": 10}
+    far = {"field": "vec", "query_vector": [0.0, 0.3, 1.0], "k": 2, "num_candidates": 10, "boost": 0.5}
+    every = {**near, "k": 50, "num_candidates": 50}  # more than the index holds: every live row is found
+    bodies = [{"knn": near}, {"knn": [near, far]}, {"knn": [near, far], "from": 1, "size": 2}, {"knn": every},
+              {"knn": {**far, "filter": {"term": {"genre": "scifi"}}}}, {"knn": near, "size": 0}]
+    agg = {"g": {"value_count": {"field": "genre"}}}
+    for names in ("books", "books,more"):
+        for body in bodies:
+            alone = search.search(names, body)
+            per_row = search.search(names, {**body, "aggs": agg})
+            del alone["took"], per_row["took"], per_row["aggregations"]
+            assert alone == per_row, (names, body)
+            assert alone["hits"]["total"]["value"] > 0
+    found = search.search("more", {"knn": every})
+    assert found["hits"]["total"]["value"] == 4 and found["hits"]["max_score"] == found["hits"]["hits"][0]["_score"]
+
+
 def test_hybrid_fusion_forms(search):
     lexical = {"match": {"text": "planet cabin"}}
     vector = {"knn": {"field": "vec", "query_vector": [0.0, 0.1, 1.0], "k": 3}}
