@@ -180,6 +180,28 @@ def test_search_answers_a_plain_match_pruned_with_the_total_it_tracks(tmp_path, 
         assert any(spied), "the pruned path answered some of them"
 
 
+def test_a_match_and_its_count_look_each_terms_dead_rows_up_once_per_generation(tmp_path, monkeypatch):
+    from xerj_core.query.service import SearchService
+
+    texts = zipf_texts(2000, seed=23)
+    with Store(tmp_path / "data", tail_rows=256) as store:
+        store.bulk([BulkOp("index", "c", str(i), {"text": t}) for i, t in enumerate(texts)])
+        for i in range(0, 2000, 37):
+            store.put("c", {"text": texts[i] + " w2"}, str(i))  # overwritten: dead rows in every part
+        service = SearchService(store)
+        counted = []
+        live_count = bm25._live_count
+        monkeypatch.setattr(bm25, "_live_count", lambda reader, parts: counted.append(1) or live_count(reader, parts))
+        for n, query in enumerate(queries(9, 30)):
+            store.put("c", {"text": texts[n]}, str(n))  # a new generation
+            counted.clear()
+            got = service.search("c", {"query": {"match": {"text": query}}, "size": 10, "track_total_hits": 500})
+            assert len(counted) <= len(bm25.query_terms(query)), query  # ranking and count share it
+            with store.reader("c") as reader:
+                matched = int(np.count_nonzero(bm25.match_text(reader, "text", query)[0]))
+                assert got["hits"]["total"]["value"] == min(matched, 500)
+
+
 @pytest.fixture
 def carried(monkeypatch):
     return answers(monkeypatch, "_carried_top")
