@@ -202,6 +202,54 @@ def test_a_match_and_its_count_look_each_terms_dead_rows_up_once_per_generation(
                 assert got["hits"]["total"]["value"] == min(matched, 500)
 
 
+@pytest.mark.parametrize("track", [True, False, 25, 10_000])
+def test_a_match_within_filters_is_answered_pruned_as_scoring_every_posting(tmp_path, monkeypatch, track):
+    """A bool of one must match and filter clauses ranks and counts from postings, within the filters' mask; the
+    same request with an aggregation scores every row, and both give the same hits, scores, total and max_score."""
+    from xerj_core.query.service import SearchService
+
+    texts = zipf_texts(3000, seed=31)
+    with Store(tmp_path / "data", tail_rows=256) as store:
+        for name in ("c", "d"):
+            store.create_index(name, {"properties": {"text": {"type": "text"}, "kind": {"type": "keyword"},
+                                                     "n": {"type": "long"}}})
+        store.bulk([BulkOp("index", "c" if i % 3 else "d", str(i), {"text": t, "kind": "ab"[i % 2], "n": i})
+                    for i, t in enumerate(texts)])
+        for i in range(0, 3000, 53):
+            store.delete("c" if i % 3 else "d", str(i))
+        service = SearchService(store)
+        pruned_within = []  # whether each pruned ranking given a filter mask answered
+        pruned_top = bm25._pruned_top
+
+        def spy(reader, field, terms, k, filter_mask):
+            found = pruned_top(reader, field, terms, k, filter_mask)
+            if filter_mask is not None:
+                pruned_within.append(found is not None)
+            return found
+
+        monkeypatch.setattr(bm25, "_pruned_top", spy)
+        few = []  # how many rows each selective filter kept, scored one by one
+        top_of_rows = bm25._top_of_rows
+        monkeypatch.setattr(bm25, "_top_of_rows", lambda reader, field, terms, k, rows, boost: few.append(len(rows))
+                            or top_of_rows(reader, field, terms, k, rows, boost))
+        filters = [[{"term": {"kind": "a"}}], [{"term": {"kind": "b"}}, {"range": {"n": {"lt": 1500}}}],
+                   [{"term": {"kind": "none"}}], [], [{"range": {"n": {"lt": 150}}}]]
+        for n, query in enumerate(queries(13, 36)):
+            index = "c" if n % 3 else "d"
+            store.put(index, {"text": texts[n] + " w2", "kind": "ab"[n % 2], "n": n}, str(n))  # a new generation
+            match = {"text": {"query": query, "boost": 2.5}} if n % 3 == 0 else {"text": query}  # scores boosted
+            body = {"query": {"bool": {"must": [{"match": match}], "filter": filters[n % 5]}},
+                    "size": 10, "track_total_hits": track}
+            for names in (index, "c,d"):
+                pruned = service.search(names, body)
+                every = service.search(names, {**body, "aggs": {"k": {"terms": {"field": "kind"}}}})
+                del pruned["took"], every["took"], every["aggregations"]
+                assert pruned == every, (query, filters[n % 5], names)
+    if track is not True:  # an exact total is counted from every row's score
+        assert any(pruned_within), "the pruned path answered some of them within their filters"
+    assert 0 in few and any(few), "selective filters' rows were scored one by one, none kept or some"
+
+
 @pytest.fixture
 def carried(monkeypatch):
     return answers(monkeypatch, "_carried_top")

@@ -418,18 +418,25 @@ def term_weights(reader, field: str, term: str) -> tuple[np.ndarray, np.ndarray]
 
 
 def top_and_count(reader, field: str, terms: Counter[str], k: int, *, boost: float = 1.0,
-                  count_past: int | None = None) -> tuple[Ranked, int]:
+                  count_past: int | None = None, filter_mask: np.ndarray | None = None) -> tuple[Ranked, int]:
     """The ``k`` best live rows of an ``or`` match of ``terms`` on text field ``field``, and how many rows match:
-    exactly, or (given ``count_past``, a total tracked up to that many) any number above it when more do."""
+    exactly, or (given ``count_past``, a total tracked up to that many) any number above it when more do.
+    ``filter_mask`` (bool over the reader's rows) keeps the rows it sets, for ranking and count alike."""
+    if filter_mask is not None:
+        kept = filter_mask if reader.doc_count == reader.n_rows else filter_mask & reader.live
+        if np.count_nonzero(kept) <= reader.n_rows * _MOST_CANDIDATES:
+            return _top_of_rows(reader, field, terms, k, np.flatnonzero(kept), boost)
     if count_past is not None and boost == 1.0 and len(terms) > 1 and k > 0 \
             and not _weights_kept(reader, field, terms):
-        found = _pruned_top(reader, field, terms, k, None)
+        found = _pruned_top(reader, field, terms, k, filter_mask)
         if found is not None:
-            return found, _match_count(reader, field, terms, count_past)
-        carried = _carried_top(reader, field, terms, k, None) if _carry_first(reader, field) else None
+            return found, _match_count(reader, field, terms, count_past, filter_mask)
+        carried = _carried_top(reader, field, terms, k, filter_mask) if _carry_first(reader, field) else None
         if carried is not None:
             return carried[0], int(np.count_nonzero(carried[1]))  # every live matching row sums above zero
     scores, _ = score_terms(reader, field, terms)
+    if filter_mask is not None:
+        scores *= filter_mask
     count = int(np.count_nonzero(scores))  # every matching row has a positive weight; dead rows have none
     if not count or k <= 0:
         return Ranked.empty(), count
@@ -528,20 +535,54 @@ def _weights_kept(reader, field: str, terms: Counter[str]) -> bool:
     return all(cache.get(term) is not None for term in terms)
 
 
-def _match_count(reader, field: str, terms: Counter[str], count_past: int) -> int:
-    """How many live rows hold one of ``terms``: exactly, or the most any one term has when that is above
-    ``count_past`` (then so is the count, and the caller reports it as more than that)."""
+def _top_of_rows(reader, field: str, terms: Counter[str], k: int, rows: np.ndarray, boost: float
+                 ) -> tuple[Ranked, int]:
+    """:func:`top_and_count` among a few live ``rows`` (ascending; a selective filter's): each one's whole score,
+    as the dense sum adds it (:func:`_scores_of`), and how many of them match. Pruning among them found too few
+    candidates term after term (a filter keeping no row cost a match 1.9 ms after a write, against 1.4 ms for
+    scoring every posting)."""
+    stats = field_stats(reader, field)
+    entries = [(parts, scale, mult, 0.0, 0) for _term, mult, parts, scale in _live_terms(reader, field, terms, stats)]
+    if not entries or not len(rows):
+        return Ranked.empty(), 0
+    scores = _scores_of(rows, entries, stats, reader.n_rows)
+    if boost != 1.0:
+        scores *= boost  # as the dense path boosts its sums
+    hit = (scores > 0).nonzero()[0]  # every matching row's weights are positive
+    return select_top(rows.take(hit), scores.take(hit), k), len(hit)
+
+
+def _match_count(reader, field: str, terms: Counter[str], count_past: int,
+                 filter_mask: np.ndarray | None = None) -> int:
+    """How many live rows hold one of ``terms`` (and are set in ``filter_mask``, when given): exactly, or the most
+    any one term has when that is above ``count_past`` (then so is the count, and the caller reports it as more
+    than that).
+
+    The rows are marked in a mask over the index rather than joined by a union (a sort of every posting): 55
+    against 204 us for postings of 30k, 8k and 300 rows over 100k, 145 against 1,315 us for 60k, 40k and 20k."""
+    keep = None if reader.doc_count == reader.n_rows else reader.live
+    if filter_mask is not None:
+        keep = filter_mask if keep is None else filter_mask & keep
     rows = []
     most = 0
     for term in terms:
         parts = term_parts(reader, field, term)
-        live = _doc_freq(reader, field, term, parts)
+        if filter_mask is None:
+            live = _doc_freq(reader, field, term, parts)
+        else:
+            live = sum(int(np.count_nonzero(keep[part.rows])) for part in parts)
         most = max(most, live)
+        if most > count_past:
+            return most
         rows += [part.rows for part in parts]
-    if most > count_past or not rows:
+    if len(terms) == 1 or not rows:
         return most
-    found = _union(rows)
-    return int(np.count_nonzero(reader.live[found])) if reader.doc_count != reader.n_rows else len(found)
+    marked = np.zeros(reader.n_rows, bool)
+    for found in rows:
+        marked[found] = True
+    if keep is not None:
+        marked &= keep
+    return int(np.count_nonzero(marked))
 
 
 def _union(arrays: list[np.ndarray]) -> np.ndarray:

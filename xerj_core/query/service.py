@@ -392,8 +392,9 @@ class SearchService:
         # The pruned BM25 path ranks by score alone: not for a resumed (search_after, scroll) or sorted page.
         plain_match = self._plain_match(request) if knn_parts is None and sort is None and after is None else None
         for index, reader in enumerate(readers):
-            if plain_match is not None and bm25.is_text_field(reader, plain_match.field):
-                ranked, matched = self._match_top(reader, plain_match, request)
+            if plain_match is not None and bm25.is_text_field(reader, plain_match[0].field):
+                kept = Evaluator(reader).filter(plain_match[1]) if plain_match[1] else None
+                ranked, matched = self._match_top(reader, plain_match[0], request, kept)
                 contexts.append((reader, None))
                 total += matched
                 if len(ranked):
@@ -474,21 +475,29 @@ class SearchService:
         return page, total, max_score, contexts
 
     @staticmethod
-    def _plain_match(request: SearchRequest) -> dsl.Match | None:
-        """The request's query when it is an ``or`` match ranked by score alone, which BM25 can answer pruned."""
-        node = request.query
+    def _plain_match(request: SearchRequest) -> tuple[dsl.Match, tuple[dsl.Node, ...]] | None:
+        """``(match, filters)`` when the request's query is an ``or`` match ranked by score alone, bare or as a
+        ``bool``'s one ``must`` clause beside ``filter`` clauses (which do not score): BM25 can answer it pruned,
+        its filters a mask its ranking and count keep to."""
+        node, filters = request.query, ()
+        if (isinstance(node, dsl.Bool) and len(node.must) == 1 and not node.should and not node.must_not
+                and node.minimum_should_match is None and node.boost == 1.0):
+            node, filters = node.must[0], node.filter  # scored as the match alone, within the filters
         if (isinstance(node, dsl.Match) and node.operator == "or" and node.minimum_should_match is None
                 and node.boost > 0 and bm25.query_terms(node.query) and request.sort is None and not request.aggs
                 and request.post_filter is None and request.min_score is None):
-            return node
+            return node, filters
         return None
 
     @staticmethod
-    def _match_top(reader, node: dsl.Match, request: SearchRequest) -> tuple[Ranked, int]:
-        """The window's best rows of a plain match and its hit count, without dense masks or a second pass."""
+    def _match_top(reader, node: dsl.Match, request: SearchRequest, filter_mask: np.ndarray | None = None
+                   ) -> tuple[Ranked, int]:
+        """The window's best rows of a plain match (among ``filter_mask``'s) and its hit count, without dense masks
+        or a second pass."""
         track = request.track_total_hits  # True: an exact count; False: none is reported, any will do
         return bm25.top_and_count(reader, node.field, bm25.query_terms(node.query), request.window, boost=node.boost,
-                                  count_past=0 if track is False else track if type(track) is int else None)
+                                  count_past=0 if track is False else track if type(track) is int else None,
+                                  filter_mask=filter_mask)
 
     def _rank_leg(self, node, readers, window: int, shared: list[dict]) -> tuple[Ranked, list[np.ndarray]]:
         """A leg's global ranking (keys ``index << 40 | row``, top ``window``) and its per-reader matches.
