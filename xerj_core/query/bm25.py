@@ -422,10 +422,10 @@ def top_and_count(reader, field: str, terms: Counter[str], k: int, *, boost: flo
     """The ``k`` best live rows of an ``or`` match of ``terms`` on text field ``field``, and how many rows match:
     exactly, or (given ``count_past``, a total tracked up to that many) any number above it when more do.
     ``filter_mask`` (bool over the reader's rows) keeps the rows it sets, for ranking and count alike."""
-    if filter_mask is not None:
-        kept = filter_mask if reader.doc_count == reader.n_rows else filter_mask & reader.live
-        if np.count_nonzero(kept) <= reader.n_rows * _MOST_CANDIDATES:
-            return _top_of_rows(reader, field, terms, k, np.flatnonzero(kept), boost)
+    if filter_mask is not None and np.count_nonzero(filter_mask) <= reader.n_rows * _MOST_CANDIDATES:
+        rows = np.flatnonzero(filter_mask)  # its dead rows are dropped here, not by a pass over every row
+        return _top_of_rows(reader, field, terms, k, rows if reader.doc_count == reader.n_rows
+                            else rows[reader.live[rows]], boost)
     if count_past is not None and boost == 1.0 and len(terms) > 1 and k > 0 \
             and not _weights_kept(reader, field, terms):
         found = _pruned_top(reader, field, terms, k, filter_mask)
