@@ -17,11 +17,12 @@ import attrs
 import numpy as np
 import xxhash
 
-from xerj_core.errors import IndexNotFound, XerjError
+from xerj_core.errors import IndexNotFound
 from xerj_core.graph.brain import edges_index
 from xerj_core.model import EdgeDraft
 from xerj_core.store import residency
 from xerj_core.store.limits import MAX_ID_BYTES
+from xerj_core.store.records import first_refusal
 from xerj_core.text import CountedTerms
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -457,9 +458,9 @@ class LocalSink:
                 # the texts counted by the parsing process are not tokenized again here, on the run's critical path
                 outcomes = txn.index(index).put_many(items) if terms is None or None in terms else \
                     txn.index(index).put_many_counted(items, COUNTED_FIELD, terms)
-                for outcome in outcomes:
-                    if isinstance(outcome, XerjError):
-                        raise outcome  # the whole batch is refused, as a refused put always refused it
+                refused = first_refusal(outcomes)
+                if refused is not None:
+                    raise refused  # the whole batch is refused, as a refused put always refused it
             return written
 
         with self._releasing():

@@ -26,6 +26,7 @@ import numpy as np
 from xerj_core.errors import IndexNotFound
 from xerj_core.graph.brain import edges_index
 from xerj_core.graph.edges import is_edge
+from xerj_core.store.records import first_refusal
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.store import IndexReader, Store, WriteTxn
@@ -67,9 +68,9 @@ class BatchedPuts:
             return
         results = self.txn.index(self.name).put_many(self.items, scope=self.scope)
         self.items, self.ids = [], set()
-        for result in results:
-            if isinstance(result, Exception):
-                raise result
+        refused = first_refusal(results)
+        if refused is not None:
+            raise refused
 
 
 def put_version(txn: "WriteTxn", name: str, brain: str, doc: dict[str, Any], eid: str, now: int,

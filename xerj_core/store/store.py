@@ -6,7 +6,6 @@ import contextlib
 import gc
 import threading
 import time
-from itertools import repeat
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar
@@ -21,7 +20,7 @@ from xerj_core.store import meta as index_meta
 from xerj_core.store.merge import Merger
 from xerj_core.store.mergeproc import MergeWorker
 from xerj_core.store.read import IndexCache, IndexReader, PinnedReader, Snapshot
-from xerj_core.store.records import frozen_many
+from xerj_core.store.records import Chained, Columns, first_refusal
 from xerj_core.store.scope import SCOPE_FIELD, public_mapping, scope_of
 from xerj_core.store.write import IndexWrite, WriteResult, WriteTxn
 
@@ -305,11 +304,13 @@ class Store:
 
         return self.transact(run).compacted
 
-    def bulk(self, ops: Sequence[BulkOp], *, auto_create: bool = True) -> list[BulkItem]:
-        """Apply ``ops`` in one transaction; a refused item is reported and the others still apply."""
+    def bulk(self, ops: Sequence[BulkOp], *, auto_create: bool = True) -> Sequence[BulkItem]:
+        """Apply ``ops`` in one transaction; a refused item is reported and the others still apply. The items
+        come in the order of ``ops``; those of a run of puts are :class:`~.records.Columns`, made when read."""
 
-        def run(txn: WriteTxn) -> list[BulkItem]:
-            items: list[BulkItem] = []
+        def run(txn: WriteTxn) -> Sequence[BulkItem]:
+            runs: list[Sequence[BulkItem]] = []
+            items: list[BulkItem] = []  # the items of single operations since the last run of puts
             at, single_until = 0, 0
             while at < len(ops):
                 target = None
@@ -323,17 +324,17 @@ class Store:
                 if target is not None:
                     # Consecutive puts into one existing index: their records are prepared together.
                     batch = ops[at:run_end]
-                    done = target.put_new(list(map(_DOC, batch)), list(map(_DOC_ID, batch)))
-                    if done is not None:  # the bulk-ingest case: every op a new document, no refusal
-                        items.extend(frozen_many(BulkItem, len(batch), batch, done))
-                        at = run_end
-                        continue
-                    results = target.put_many(list(map(_PUT_FIELDS, batch)), batch_tried=True)
-                    if any(map(isinstance, results, repeat(XerjError))):
+                    results = target.put_new(list(map(_DOC, batch)), list(map(_DOC_ID, batch)))
+                    if results is None:  # not the bulk-ingest case (every op a new document, no refusal)
+                        results = target.put_many(list(map(_PUT_FIELDS, batch)), batch_tried=True)
+                    if first_refusal(results) is not None:
                         items.extend(BulkItem(o, error=r) if isinstance(r, XerjError) else BulkItem(o, result=r)
                                      for o, r in zip(batch, results))
                     else:
-                        items.extend(frozen_many(BulkItem, len(batch), batch, results))
+                        if items:
+                            runs.append(items)
+                            items = []
+                        runs.append(Columns(BulkItem, len(batch), batch, results))
                     at = run_end
                     continue
                 op = ops[at]
@@ -351,7 +352,11 @@ class Store:
                     items.append(BulkItem(op, result=result))
                 except XerjError as exc:
                     items.append(BulkItem(op, error=exc))
-            return items
+            if not runs:
+                return items
+            if items:
+                runs.append(items)
+            return runs[0] if len(runs) == 1 else Chained(runs)
 
         return self.transact(run)
 

@@ -24,7 +24,7 @@ from xerj_core.store.columns import KIND_LEN, KIND_ORD, NO_ORD, Column, column_k
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
 from xerj_core.store.names import validate_index_name
 from xerj_core.store.plan import Batched, Leaf, WritePlan, column_postings, plan_for, text_counts
-from xerj_core.store.records import frozen_many
+from xerj_core.store.records import Columns, Same
 from xerj_core.store.tailblock import Block, PostingRun
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, refuse_in_mapping, scope_of
 from xerj_core.text import CountedTerms
@@ -434,7 +434,7 @@ class IndexWrite:
             record = self.record_for(doc)
         return self._put_row(doc, doc_id, op_type, record)
 
-    def put_new(self, docs: list[Any], ids: list[Any]) -> list[WriteResult] | None:
+    def put_new(self, docs: list[Any], ids: list[Any]) -> Sequence[WriteResult] | None:
         """:meth:`put_many` of ``docs`` under ``ids`` (``index`` or ``create`` alike) when they are its bulk-ingest
         case (:meth:`_put_batch`: new documents with distinct ids and like fields) in an index without row
         scopes: their results. None, and nothing done, otherwise (then ``put_many(..., batch_tried=True)``).
@@ -447,8 +447,9 @@ class IndexWrite:
 
     def put_many(self, items: Sequence[tuple[Any, str | None, str]], *,
                  scope: str | None = None, batch_tried: bool = False,
-                 records_from: Sequence[Any] | None = None) -> list[WriteResult | XerjError]:
-        """``put`` of each ``(doc, doc_id, op_type)`` in order, each refusal returned in its place.
+                 records_from: Sequence[Any] | None = None) -> Sequence[WriteResult | XerjError]:
+        """``put`` of each ``(doc, doc_id, op_type)`` in order, each refusal returned in its place (the results of
+        a batch of new documents are :class:`Columns`, made when read).
 
         The outcome is that of calling :meth:`put` item by item (rows, versions,
         dictionary ordinals in the same order); the records of like documents are
@@ -533,7 +534,7 @@ class IndexWrite:
         return results
 
     def put_many_counted(self, items: Sequence[tuple[Any, str | None, str]], path: str,
-                         counted: Sequence[CountedTerms | None]) -> list[WriteResult | XerjError]:
+                         counted: Sequence[CountedTerms | None]) -> Sequence[WriteResult | XerjError]:
         """:meth:`put_many` of documents whose text field ``path`` (a top-level one) was tokenized and counted by
         the caller, often in another process: ``counted[i]`` is ``text.counted_terms`` of item ``i``'s string
         value there (None where it holds no string). Those values are not tokenized here: each document is indexed
@@ -578,7 +579,7 @@ class IndexWrite:
         if not idmap.put(self.id_runs(), self.txn.raw, self.txn.dbs, entries):
             _put_all(self.txn.raw, self.txn.dbs["ids"], sorted(entries))
 
-    def _put_batch(self, sources: list[Any], docs: list[Any], ids: list[Any]) -> list[WriteResult] | None:
+    def _put_batch(self, sources: list[Any], docs: list[Any], ids: list[Any]) -> Sequence[WriteResult] | None:
         """The bulk-ingest case of :meth:`put_many` as whole columns: new documents with distinct ids and the same
         fields, every value of its field's plain type. Their rows become one tail block built field by field
         (one tokenizer pass, one dictionary pass, numpy for the rest) with no record per document. None (and
@@ -601,7 +602,11 @@ class IndexWrite:
             return None  # an overwrite: the general path reads and kills the old rows
         block = self._batch_block(fields, len(docs), self.state.next_row)
         rows = self._append(ids, encoded, map(orjson.dumps, sources), block=block, hashed=hashed)
-        return frozen_many(WriteResult, len(ids), repeat(self.name), ids, repeat("created"), repeat(1), rows)
+        return self._created(ids, rows)
+
+    def _created(self, ids: list[str], rows: range) -> Columns[WriteResult]:
+        """The results of new documents ``ids`` written on ``rows``, made only when read."""
+        return Columns(WriteResult, len(ids), Same(self.name), ids, Same("created"), Same(1), rows)
 
     def _batch_block(self, fields: list[tuple[Leaf, list[Any]]], n: int, start: int) -> Block:
         """The tail block of ``n`` documents' ``fields`` (:meth:`WritePlan.batch_fields`) on rows ``start`` on:
@@ -661,7 +666,7 @@ class IndexWrite:
         return Block(start, n, {leaf.path: columns[leaf.path] for leaf, _column in fields}, postings)
 
     def _put_rows(self, items: Sequence[tuple[Any, str | None, str]], ids: list[str],
-                  records: list[dict[str, Any] | None], refused: dict[int, XerjError]) -> list[WriteResult | XerjError]:
+                  records: list[dict[str, Any] | None], refused: dict[int, XerjError]) -> Sequence[WriteResult | XerjError]:
         """The rows of ``items`` (distinct ids) whose ``records`` are prepared, in item order; ``refused`` in
         their places. New documents (the bulk-ingest case) are written by C-level passes over the batch:
         one ``getmulti`` finds which ids exist, and sources and ids go through one cursor each."""
@@ -686,7 +691,7 @@ class IndexWrite:
                     if row is not None}
         if not existing and not refused:
             rows = self._append(ids, encoded, map(orjson.dumps, [doc for doc, _id, _op in items]), records)
-            return frozen_many(WriteResult, len(ids), repeat(self.name), ids, repeat("created"), repeat(1), rows)
+            return self._created(ids, rows)
         deferred: tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]] = ([], [])
         results: list[WriteResult | XerjError] = []
         for i, ((doc, doc_id, op_type), record) in enumerate(zip(items, records)):
