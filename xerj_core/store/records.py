@@ -46,7 +46,41 @@ class Same:
     value: Any
 
 
-class Columns(Sequence[T]):
+class _ReadAsList(Sequence[T]):
+    """A read-only sequence that answers, compares, prints and pickles as the list of its items would."""
+
+    __slots__ = ()
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+
+    def __getitem__(self, i: int | slice) -> T | list[T]:
+        if isinstance(i, slice):
+            return [self._item(at) for at in range(len(self))[i]]
+        return self._item(range(len(self))[i])  # a negative index counts from the end; past either end: IndexError
+
+    def _item(self, at: int) -> T:
+        """The item at ``at`` (0 <= at < len)."""
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, _ReadAsList)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list, which is unhashable
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return list, (list(self),)  # a copy elsewhere is the list it reads as
+
+
+class Columns(_ReadAsList[T]):
     """``n`` records of a frozen attrs class held as their fields' columns, each record made when it is read.
 
     A bulk of a thousand new documents returns a thousand results, and most callers only look for a refusal (a
@@ -65,16 +99,7 @@ class Columns(Sequence[T]):
     def __len__(self) -> int:
         return self.n
 
-    @overload
-    def __getitem__(self, i: int) -> T: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[T]: ...
-
-    def __getitem__(self, i: int | slice) -> T | list[T]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(self.n)[i]]
-        at = range(self.n)[i]  # a negative index counts from the end; past either end raises IndexError
+    def _item(self, at: int) -> T:
         return self.cls(*[c.value if type(c) is Same else c[at] for c in self.columns])
 
     def __iter__(self) -> Iterator[T]:
@@ -84,21 +109,8 @@ class Columns(Sequence[T]):
         """Every record, made in one pass per field."""
         return frozen_many(self.cls, self.n, *[repeat(c.value) if type(c) is Same else c for c in self.columns])
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (list, Columns, Chained)):
-            return list(self) == list(other)
-        return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]  # equal to a list, which is unhashable
-
-    def __repr__(self) -> str:
-        return repr(list(self))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return list, (list(self),)  # a copy elsewhere is the list it reads as
-
-
-class Chained(Sequence[T]):
+class Chained(_ReadAsList[T]):
     """Sequences read as one, in order (a bulk's runs of results, some of them :class:`Columns`)."""
 
     __slots__ = ("parts", "ends")
@@ -110,26 +122,12 @@ class Chained(Sequence[T]):
     def __len__(self) -> int:
         return self.ends[-1] if self.ends else 0
 
-    @overload
-    def __getitem__(self, i: int) -> T: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[T]: ...
-
-    def __getitem__(self, i: int | slice) -> T | list[T]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(len(self))[i]]
-        at = range(len(self))[i]
+    def _item(self, at: int) -> T:
         part = bisect_right(self.ends, at)
         return self.parts[part][at - (self.ends[part - 1] if part else 0)]
 
     def __iter__(self) -> Iterator[T]:
         return chain.from_iterable(self.parts)
-
-    __eq__ = Columns.__eq__
-    __hash__ = None  # type: ignore[assignment]
-    __repr__ = Columns.__repr__
-    __reduce__ = Columns.__reduce__
 
 
 def first_refusal(results: Sequence[Any]) -> Exception | None:
