@@ -666,7 +666,8 @@ class IndexWrite:
         return Block(start, n, {leaf.path: columns[leaf.path] for leaf, _column in fields}, postings)
 
     def _put_rows(self, items: Sequence[tuple[Any, str | None, str]], ids: list[str],
-                  records: list[dict[str, Any] | None], refused: dict[int, XerjError]) -> Sequence[WriteResult | XerjError]:
+                  records: list[dict[str, Any] | None], refused: dict[int, XerjError]
+                  ) -> Sequence[WriteResult | XerjError]:
         """The rows of ``items`` (distinct ids) whose ``records`` are prepared, in item order; ``refused`` in
         their places. New documents (the bulk-ingest case) are written by C-level passes over the batch:
         one ``getmulti`` finds which ids exist, and sources and ids go through one cursor each."""
