@@ -80,3 +80,16 @@ def test_a_write_is_searchable_at_once_and_a_delete_disappears(books):
     assert [h["_id"] for h in found["hits"]["hits"]] == ["4"]
     books.simulate_delete("/books/_doc/4")
     assert books.simulate_post("/books/_count", json={"query": {"match": {"title": "solaris"}}}).json["count"] == 0
+
+
+def test_prefix_and_wildcard_over_http(books):
+    prefix = books.simulate_post("/books/_search", json={"query": {"prefix": {"tag": "s"}}})
+    assert prefix.status_code == 200 and {h["_id"] for h in prefix.json["hits"]["hits"]} == {"1", "2"}
+    wildcard = books.simulate_post("/books/_count", json={"query": {"wildcard": {"tag": {"value": "C*SS?C",
+                                                                                          "case_insensitive": True}}}})
+    assert wildcard.status_code == 200 and wildcard.json["count"] == 1
+    on_text = books.simulate_post("/books/_search", json={"query": {"prefix": {"title": "du"}}})
+    assert on_text.status_code == 400 and error_type(on_text) == "illegal_argument_exception"
+    assert "use a keyword field" in on_text.json["error"]["reason"]
+    no_value = books.simulate_post("/books/_search", json={"query": {"wildcard": {"tag": {"boost": 2}}}})
+    assert no_value.status_code == 400 and error_type(no_value) == "parsing_exception"

@@ -64,6 +64,30 @@ def date_ms(value) -> int:
     return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
 
 
+def wildcard_matches(pattern: str, text: str, fold: bool) -> bool:
+    """ES wildcard semantics by dynamic programming over (pattern, text) positions: ``*`` any run, ``?`` one
+    character, a backslash takes the next character literally."""
+    items = []  # (kind, char): "*", "?" or a literal
+    chars = iter(pattern)
+    for char in chars:
+        if char == "\\":
+            items.append(("lit", next(chars, "\\")))
+        else:
+            items.append((char, char) if char in "*?" else ("lit", char))
+    if fold:
+        text = text.casefold()
+        items = [(kind, char.casefold()) for kind, char in items]
+    reach = {0}  # text positions reachable after the items so far
+    for kind, char in items:
+        if kind == "*":
+            reach = set(range(min(reach), len(text) + 1)) if reach else set()
+        elif kind == "?":
+            reach = {at + 1 for at in reach if at < len(text)}
+        else:
+            reach = {at + 1 for at in reach if at < len(text) and text[at] == char}
+    return len(text) in reach
+
+
 # -- the oracle ------------------------------------------------------------------------------------
 
 class Oracle:
@@ -135,6 +159,19 @@ class Oracle:
     def q_terms(self, body, doc, doc_id):
         (field, values), = body.items()
         return any(self.equals(doc, field, v) for v in values), 1.0
+
+    def q_prefix(self, body, doc, doc_id):
+        (field, spec), = body.items()
+        value, fold = (spec["value"], spec.get("case_insensitive", False)) if isinstance(spec, dict) else (spec, False)
+        have = [v.casefold() for v in values_of(doc, field)] if fold else values_of(doc, field)
+        wanted = value.casefold() if fold else value
+        return any(v[:len(wanted)] == wanted for v in have), 1.0
+
+    def q_wildcard(self, body, doc, doc_id):
+        (field, spec), = body.items()
+        pattern, fold = (spec["value"], spec.get("case_insensitive", False)) if isinstance(spec, dict) \
+            else (spec, False)
+        return any(wildcard_matches(pattern, v, fold) for v in values_of(doc, field)), 1.0
 
     def q_ids(self, body, doc, doc_id):
         return doc_id in body["values"], 1.0
@@ -276,6 +313,11 @@ leaf_queries = st.one_of(
     st.builds(lambda b: {"range": {"f": b}}, bounds(floats)),
     st.builds(lambda b: {"range": {"d": b}}, bounds(st.one_of(dates, dates.map(iso)))),
     st.builds(lambda b: {"range": {"tag": b}}, bounds(tag_value)),
+    st.builds(lambda v: {"prefix": {"tag": v}}, st.sampled_from(["", "r", "R", "re", "gr", "x ", "blue", "z"])),
+    st.builds(lambda v, c: {"prefix": {"tag": {"value": v, "case_insensitive": c}}},
+              st.sampled_from(["r", "RE", "g", "x"]), st.booleans()),
+    st.builds(lambda v, c: {"wildcard": {"tag": {"value": v, "case_insensitive": c}}},
+              st.sampled_from(["r*", "*e*", "?ed", "*", "R?d", "x*y", "b\\lue", "*n", "??", ""]), st.booleans()),
 )
 
 

@@ -654,3 +654,70 @@ def test_side_by_side_worker_in_a_forked_child(monkeypatch):
             os._exit(0 if submit(lambda: 2).result() == 2 else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+PATHS = ["notes/a.md", "notes/a.md#intro", "notes/b*.md", "Notes/C.md", "mail/x?.eml", "notes/a.mdx", "win\\"]
+
+
+@pytest.fixture
+def paths(tmp_path):
+    with Store(tmp_path / "paths", tail_rows=2) as s:  # some rows sealed, the last ones in the tail
+        s.create_index("p", {"properties": {"path": {"type": "keyword"}, "text": {"type": "text"}}})
+        for i, path in enumerate(PATHS):
+            s.put("p", {"path": path, "text": f"note {i}"}, f"p{i}")
+        yield SearchService(s)
+
+
+def _paths(service, query):
+    found = service.search("p", {"query": query, "size": 20})["hits"]["hits"]
+    return sorted(PATHS[int(hit["_id"][1:])] for hit in found)
+
+
+@pytest.mark.parametrize("query,expected", [
+    ({"prefix": {"path": "notes/a.md"}}, ["notes/a.md", "notes/a.md#intro", "notes/a.mdx"]),
+    ({"prefix": {"path": {"value": "notes/a.md#"}}}, ["notes/a.md#intro"]),
+    ({"prefix": {"path": "notes/c"}}, []),
+    ({"prefix": {"path": {"value": "NOTES/c", "case_insensitive": True}}}, ["Notes/C.md"]),
+    ({"prefix": {"path": ""}}, sorted(PATHS)),
+    ({"wildcard": {"path": "notes/?.md"}}, ["notes/a.md"]),
+    ({"wildcard": {"path": {"value": "NOTES/*.MD", "case_insensitive": True}}},
+     ["Notes/C.md", "notes/a.md", "notes/b*.md"]),
+    ({"wildcard": {"path": {"wildcard": "*#*"}}}, ["notes/a.md#intro"]),
+    ({"wildcard": {"path": "notes/b\\*.md"}}, ["notes/b*.md"]),  # an escaped star is a star
+    ({"wildcard": {"path": "mail/x\\?.eml"}}, ["mail/x?.eml"]),
+    ({"wildcard": {"path": "win\\"}}, ["win\\"]),  # a trailing backslash stands for itself
+    ({"wildcard": {"path": "notes/a.md*"}}, ["notes/a.md", "notes/a.md#intro", "notes/a.mdx"]),
+    ({"wildcard": {"path": "*.md"}}, ["Notes/C.md", "notes/a.md", "notes/b*.md"]),
+    ({"wildcard": {"path": "nothing*"}}, []),
+    ({"prefix": {"missing_field": "x"}}, []),
+    ({"bool": {"must": [{"match": {"text": "note"}}], "filter": [{"prefix": {"path": "mail/"}}]}}, ["mail/x?.eml"]),
+    ({"bool": {"must_not": [{"wildcard": {"path": "notes/*"}}]}}, ["Notes/C.md", "mail/x?.eml", "win\\"]),
+])
+def test_prefix_and_wildcard_on_a_keyword(paths, query, expected):
+    assert _paths(paths, query) == expected
+
+
+def test_prefix_and_wildcard_score_their_boost_and_see_new_writes(paths, tmp_path):
+    hits = paths.search("p", {"query": {"prefix": {"path": {"value": "notes/a", "boost": 2.5}}}})["hits"]["hits"]
+    assert {hit["_score"] for hit in hits} == {2.5} and len(hits) == 3
+    paths.store.put("p", {"path": "notes/a-new.md"}, "fresh")
+    paths.store.delete("p", "p0")
+    found = paths.search("p", {"query": {"wildcard": {"path": "notes/a*"}}, "size": 20})["hits"]["hits"]
+    assert sorted(hit["_id"] for hit in found) == ["fresh", "p1", "p5"]
+
+
+@pytest.mark.parametrize("query,error,words", [
+    ({"prefix": {"text": "no"}}, IllegalArgument, "field [text] of type [text] does not support [prefix]"),
+    ({"wildcard": {"text": "no*"}}, IllegalArgument, "does not support [wildcard] queries; use a keyword field"),
+    ({"prefix": {"_id": "p"}}, IllegalArgument, "[prefix] queries on [_id] are not supported"),
+    ({"prefix": {"path": 5}}, ParsingError, "[prefix] query on [path] needs a string, got a [VALUE_NUMBER]"),
+    ({"prefix": {"path": {}}}, ParsingError, "[prefix] query requires a [value]"),
+    ({"prefix": {"path": {"value": "a", "slop": 1}}}, ParsingError, "slop"),
+    ({"wildcard": {"path": {"value": "a", "wildcard": "b"}}}, ParsingError, "not both"),
+    ({"prefix": {"path": "a", "text": "b"}}, ParsingError, "doesn't support multiple fields"),
+    ({"prefix": {"path": {"value": "a", "case_insensitive": "maybe"}}}, ParsingError, "case_insensitive"),
+])
+def test_prefix_and_wildcard_refuse_bad_input(paths, query, error, words):
+    with pytest.raises(error) as raised:
+        paths.search("p", {"query": query})
+    assert words in str(raised.value)

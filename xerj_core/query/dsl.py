@@ -75,6 +75,18 @@ class Term:
 
 
 @attrs.frozen
+class Pattern:
+    """``prefix`` (``value`` starts the term) or ``wildcard`` (``*`` any run of characters, ``?`` one, ``\\``
+    escapes the next) over a keyword field's terms; a match scores ``boost``, as a term does."""
+
+    kind: str
+    field: str
+    value: str
+    case_insensitive: bool = False
+    boost: float = 1.0
+
+
+@attrs.frozen
 class Terms:
     field: str
     values: tuple[Any, ...]
@@ -156,7 +168,8 @@ class Hybrid:
     normalizers: tuple[str, ...] | None = None
 
 
-Node = Union[MatchAll, MatchNone, Match, MultiMatch, Term, Terms, Ids, Exists, Range, Bool, ConstantScore, Knn, Hybrid]
+Node = Union[MatchAll, MatchNone, Match, MultiMatch, Term, Pattern, Terms, Ids, Exists, Range, Bool, ConstantScore, Knn,
+             Hybrid]
 
 
 # -- value helpers ------------------------------------------------------------------------------
@@ -352,6 +365,29 @@ def _term(body: Any) -> Node:
                 boost=as_float(value.get("boost", 1.0), "term.boost"))
 
 
+def _pattern(kind: str) -> Callable[[Any], Node]:
+    """The parser of ``prefix`` or ``wildcard``: ``{field: value}`` or ``{field: {value, case_insensitive, boost,
+    rewrite}}`` (``wildcard`` also takes its pattern as ``wildcard``)."""
+    names = ("value", "wildcard") if kind == "wildcard" else ("value",)
+
+    def parse(body: Any) -> Node:
+        field, value, _ = _single_field(body, kind)
+        options: dict[str, Any] = {}
+        if isinstance(value, dict):
+            _check_keys(value, {*names, "boost", "case_insensitive", "rewrite", "_name"}, kind)
+            given = [name for name in names if name in value]
+            if len(given) != 1:
+                raise ParsingError(f"[{kind}] query requires a [value]" if not given
+                                   else f"[{kind}] query takes one of [value] and [wildcard], not both")
+            options, value = value, value[given[0]]
+        if not isinstance(value, str):
+            raise ParsingError(f"[{kind}] query on [{field}] needs a string, got a [{json_type_name(value)}]")
+        return Pattern(kind, field, value,
+                       case_insensitive=as_bool(options.get("case_insensitive", False), f"{kind}.case_insensitive"),
+                       boost=as_float(options.get("boost", 1.0), f"{kind}.boost"))
+    return parse
+
+
 def _terms(body: Any) -> Node:
     field, values, others = _single_field(body, "terms", extra={"boost", "_name"})
     if isinstance(values, dict):
@@ -540,6 +576,8 @@ _PARSERS: dict[str, Callable[[Any], Node]] = {
     "multi_match": _multi_match,
     "term": _term,
     "terms": _terms,
+    "prefix": _pattern("prefix"),
+    "wildcard": _pattern("wildcard"),
     "ids": _ids,
     "exists": _exists,
     "range": _range,

@@ -10,12 +10,13 @@ once at the top (``knn`` restricts itself to live rows before ranking).
 Scoring follows ES: ``match``/``term`` on text fields score BM25; ``bool`` sums
 its ``must`` and matching ``should`` clauses; ``filter``/``must_not`` never
 score; ``match_all`` scores 1; the other term-level queries (``term`` on
-non-text fields, ``terms``, ``ids``, ``exists``, ``range``) and
+non-text fields, ``terms``, ``prefix``, ``wildcard``, ``ids``, ``exists``, ``range``) and
 ``constant_score`` score their boost; ``knn`` scores the similarity transform.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 import numpy as np
@@ -40,6 +41,29 @@ def keyword_mask(column, ords: np.ndarray) -> np.ndarray:
         if hits.any():
             mask[column.extra_rows[hits]] = True
     return mask
+
+
+def pattern_test(node: dsl.Pattern) -> Callable[[str], bool]:
+    """Does a term match ``node`` (a ``prefix`` or a ``wildcard``)?"""
+    if node.kind == "prefix":
+        if node.case_insensitive:
+            folded = node.value.casefold()
+            return lambda term: term.casefold().startswith(folded)
+        return lambda term: term.startswith(node.value)
+    parts, escaped = [], False
+    for char in node.value:
+        if escaped:
+            parts.append(re.escape(char))
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        else:
+            parts.append(".*" if char == "*" else "." if char == "?" else re.escape(char))
+    if escaped:  # a trailing backslash stands for itself
+        parts.append(re.escape("\\"))
+    flags = re.DOTALL | (re.IGNORECASE if node.case_insensitive else 0)
+    matcher = re.compile("".join(parts), flags).fullmatch
+    return lambda term: matcher(term) is not None
 
 
 def _boosted(mask: np.ndarray, boost: float, scoring: bool) -> Result:
@@ -211,6 +235,22 @@ class Evaluator:
             return (column.values == operands[0]) & column.present
         return np.isin(column.values, np.array(operands, column.values.dtype)) & column.present
 
+    def _pattern(self, node: dsl.Pattern, scoring: bool) -> Result:
+        if node.field == "_id":
+            raise IllegalArgument(f"[{node.kind}] queries on [_id] are not supported; use an [ids] query or a "
+                                  f"keyword field")
+        spec = self._spec(node.field)
+        if spec is None:
+            return self._none(scoring)
+        if column_kind(spec) != KIND_ORD:
+            raise IllegalArgument(f"field [{node.field}] of type [{spec.type}] does not support [{node.kind}] "
+                                  f"queries; use a keyword field")
+        # The dictionary keeps first-seen order, so the terms are read through once (as a keyword range is).
+        test = pattern_test(node)
+        terms = self.reader.field_dictionary(node.field).terms
+        ords = np.array([at for at, term in enumerate(terms) if test(term)], np.int64)
+        return _boosted(keyword_mask(self.reader.column(node.field), ords), node.boost, scoring)
+
     def _terms(self, node: dsl.Terms, scoring: bool) -> Result:
         spec = self._spec(node.field)
         if spec is None or not node.values:
@@ -347,6 +387,7 @@ _HANDLERS: dict[type, Callable[[Evaluator, Any, bool], Result]] = {
     dsl.MultiMatch: Evaluator._multi_match,
     dsl.Term: Evaluator._term,
     dsl.Terms: Evaluator._terms,
+    dsl.Pattern: Evaluator._pattern,
     dsl.Ids: Evaluator._ids,
     dsl.Exists: Evaluator._exists,
     dsl.Range: Evaluator._range,
