@@ -93,3 +93,15 @@ def test_prefix_and_wildcard_over_http(books):
     assert "use a keyword field" in on_text.json["error"]["reason"]
     no_value = books.simulate_post("/books/_search", json={"query": {"wildcard": {"tag": {"boost": 2}}}})
     assert no_value.status_code == 400 and error_type(no_value) == "parsing_exception"
+
+
+def test_match_phrase_over_http(books):
+    phrase = books.simulate_post("/books/_search", json={"query": {"match_phrase": {"title": "dune messiah"}}})
+    assert phrase.status_code == 200 and [h["_id"] for h in phrase.json["hits"]["hits"]] == ["2"]
+    backwards = books.simulate_post("/books/_count", json={"query": {"match_phrase": {"title": "messiah dune"}}})
+    assert backwards.status_code == 200 and backwards.json["count"] == 0
+    quoted = books.simulate_get("/books/_search", params={"q": 'title:"dune messiah"'})
+    assert [h["_id"] for h in quoted.json["hits"]["hits"]] == ["2"]
+    sloppy = books.simulate_post("/books/_search", json={"query": {"match_phrase": {"title": {"query": "dune x",
+                                                                                             "slop": 1}}}})
+    assert sloppy.status_code == 400 and error_type(sloppy) == "illegal_argument_exception"

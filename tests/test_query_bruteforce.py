@@ -141,6 +141,26 @@ class Oracle:
             return False, 0.0
         return True, sum(m * self.weight(doc, field, t) for t, m in terms.items())
 
+    def q_match_phrase(self, body, doc, doc_id):
+        (field, spec), = body.items()
+        spec = spec if isinstance(spec, dict) else {"query": spec}
+        boost = spec.get("boost", 1.0)
+        if field == "tag":
+            return spec["query"] in values_of(doc, "tag"), boost
+        words = tokens(spec["query"])
+        if len(words) == 1:
+            ok, score = self.q_term({field: words[0]}, doc, doc_id)
+            return ok, score * boost
+        # each value of the field apart (a phrase never spans two), overlapping occurrences each counted
+        freq = sum(1 for value in values_of(doc, field) for toks in [tokens(str(value))]
+                   for at in range(len(toks)) if toks[at:at + len(words)] == words)
+        if not freq:
+            return False, 0.0
+        n_docs, avgdl, df = self.stats[field]
+        weight = sum(math.log(1 + (n_docs - df[w] + 0.5) / (df[w] + 0.5)) for w in words)
+        norm = K1 * (1 - B + B * len(self.field_tokens(doc, field)) / avgdl)
+        return True, boost * weight * freq / (freq + norm)
+
     def q_term(self, body, doc, doc_id):
         (field, value), = body.items()
         if field in TEXT_FIELDS:
@@ -285,6 +305,9 @@ operations = st.tuples(
 ).map(lambda parts: parts[0] + parts[1])
 
 query_text = st.lists(st.sampled_from(QUERY_WORDS), min_size=1, max_size=3).map(" ".join)
+# Phrases of words the documents hold (repeats included), so that many of them are found.
+phrase_text = st.lists(st.sampled_from(["alpha", "beta", "gamma", "Alpha", "omega", "kappa"]), min_size=1,
+                       max_size=3).map(" ".join)
 msm_spec = st.sampled_from([None, "1", "2", "-1", "50%", "-30%", 2])
 
 
@@ -313,6 +336,10 @@ leaf_queries = st.one_of(
     st.builds(lambda b: {"range": {"f": b}}, bounds(floats)),
     st.builds(lambda b: {"range": {"d": b}}, bounds(st.one_of(dates, dates.map(iso)))),
     st.builds(lambda b: {"range": {"tag": b}}, bounds(tag_value)),
+    st.builds(lambda f, q: {"match_phrase": {f: q}}, st.sampled_from(TEXT_FIELDS), phrase_text),
+    st.builds(lambda f, q, b: {"match_phrase": {f: {"query": q, "boost": b}}}, st.sampled_from(TEXT_FIELDS),
+              phrase_text, st.sampled_from([1.0, 2.5])),
+    st.builds(lambda t: {"match_phrase": {"tag": t}}, tag_value),
     st.builds(lambda v: {"prefix": {"tag": v}}, st.sampled_from(["", "r", "R", "re", "gr", "x ", "blue", "z"])),
     st.builds(lambda v, c: {"prefix": {"tag": {"value": v, "case_insensitive": c}}},
               st.sampled_from(["r", "RE", "g", "x"]), st.booleans()),

@@ -15,7 +15,7 @@ from xerj_core.query import fusion
 from xerj_core.query.ranking import Ranked, top_k
 from xerj_core.query.service import SearchService
 from xerj_core.query.values import date_value, format_date
-from xerj_core.store import Store
+from xerj_core.store import BulkOp, Store
 
 DAY = 86_400_000
 T0 = 1_704_067_200_000  # 2024-01-01T00:00:00Z
@@ -721,3 +721,117 @@ def test_prefix_and_wildcard_refuse_bad_input(paths, query, error, words):
     with pytest.raises(error) as raised:
         paths.search("p", {"query": query})
     assert words in str(raised.value)
+
+
+@pytest.fixture
+def notes(tmp_path):
+    with Store(tmp_path / "notes", tail_rows=2) as s:  # some rows sealed, the last ones in the tail
+        s.create_index("n", {"properties": {"text": {"type": "text"}, "kind": {"type": "keyword"},
+                                            "parts": {"type": "text"}}})
+        texts = ["The graph view shows links", "view the graph", "graph view, graph view", "graph", "a graph  view",
+                 "graph graph graph"]
+        for i, text in enumerate(texts):
+            s.put("n", {"text": text, "kind": "graph view" if i == 1 else "note",
+                        "parts": ["alpha graph", "view beta"] if i < 3 else "graph view"}, f"n{i}")
+        yield SearchService(s)
+
+
+def _found(service, query):
+    return {hit["_id"]: hit["_score"] for hit in service.search("n", {"query": query, "size": 20})["hits"]["hits"]}
+
+
+def test_match_phrase_finds_words_side_by_side_in_order(notes):
+    found = _found(notes, {"match_phrase": {"text": "Graph View"}})
+    assert set(found) == {"n0", "n2", "n4"}  # "view the graph" holds both words, not side by side
+    assert found["n2"] > found["n4"]  # twice in a row of the same length
+    assert set(_found(notes, {"match_phrase": {"text": "graph graph"}})) == {"n5"}
+    # a phrase never runs from one value of an array into the next
+    assert set(_found(notes, {"match_phrase": {"parts": "graph view"}})) == {"n3", "n4", "n5"}
+    assert set(_found(notes, {"match_phrase": {"parts": "alpha graph"}})) == {"n0", "n1", "n2"}
+    assert _found(notes, {"match_phrase": {"text": "graph links"}}) == {}
+    assert _found(notes, {"match_phrase": {"text": "graph nothing"}}) == {}
+    # on a keyword, the whole value; one word is a match of it; no words is zero_terms_query's
+    assert set(_found(notes, {"match_phrase": {"kind": "graph view"}})) == {"n1"}
+    assert _found(notes, {"match_phrase": {"text": "views"}}) == {}
+    assert _found(notes, {"match_phrase": {"text": "LINKS"}}) == _found(notes, {"match": {"text": "links"}})
+    assert _found(notes, {"match_phrase": {"text": "..."}}) == {}
+    assert len(_found(notes, {"match_phrase": {"text": {"query": "...", "zero_terms_query": "all"}}})) == 6
+
+
+def test_match_phrase_scores_as_lucene_does(notes):
+    """BM25 with the phrase's count as the frequency and the sum of its words' idf as the weight."""
+    import math
+    n_docs, lengths = 6, [5, 3, 4, 1, 3, 3]
+    avgdl = sum(lengths) / n_docs
+
+    def idf(df):
+        return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+
+    weight = idf(6) + idf(4)  # "graph" is in every row, "view" in four
+    found = _found(notes, {"match_phrase": {"text": {"query": "graph view", "boost": 2.0}}})
+    for doc, freq in (("n0", 1), ("n2", 2), ("n4", 1)):
+        row = int(doc[1:])
+        expected = 2.0 * weight * freq / (freq + 1.2 * (1 - 0.75 + 0.75 * lengths[row] / avgdl))
+        assert found[doc] == pytest.approx(expected, rel=1e-6)
+    repeated = _found(notes, {"match_phrase": {"text": "graph graph"}})  # a repeated word's idf counts twice
+    expected = 2 * idf(6) * 2 / (2 + 1.2 * (1 - 0.75 + 0.75 * lengths[5] / avgdl))
+    assert repeated == {"n5": pytest.approx(expected, rel=1e-6)}
+
+
+def test_match_phrase_sees_writes_and_highlights(notes):
+    notes.store.put("n", {"text": "one more graph view"}, "fresh")
+    notes.store.delete("n", "n0")
+    assert set(_found(notes, {"match_phrase": {"text": "graph view"}})) == {"n2", "n4", "fresh"}
+    hit = notes.search("n", {"query": {"match_phrase": {"text": "graph view"}}, "highlight": {"fields": {"text": {}}},
+                             "size": 1})["hits"]["hits"][0]
+    assert "<em>graph</em>" in hit["highlight"]["text"][0] and "<em>view</em>" in hit["highlight"]["text"][0]
+
+
+@pytest.mark.parametrize("query,error,words", [
+    ({"match_phrase": {"text": {"query": "a b", "slop": 2}}}, IllegalArgument, "[slop] above 0 is not supported"),
+    ({"match_phrase": {"text": {"query": "a b", "slop": -1}}}, ParsingError, "non-negative integer"),
+    ({"match_phrase": {"text": {"query": "a b", "slop": "1"}}}, ParsingError, "non-negative integer"),
+    ({"match_phrase": {"text": {"slop": 0}}}, ParsingError, "requires query value for field [text]"),
+    ({"match_phrase": {"text": {"query": "a", "fuzziness": 1}}}, ParsingError, "fuzziness"),
+    ({"match_phrase": {"text": {"query": "a", "zero_terms_query": "some"}}}, ParsingError, "zero_terms_query"),
+])
+def test_match_phrase_refuses_bad_input(notes, query, error, words):
+    with pytest.raises(error) as raised:
+        notes.search("n", {"query": query})
+    assert words in str(raised.value)
+
+
+def test_a_quoted_value_of_q_is_a_phrase(notes):
+    def by_q(q):
+        return {hit["_id"] for hit in notes.search("n", None, params={"q": q, "size": "20"})["hits"]["hits"]}
+    assert by_q('text:"graph view"') == {"n0", "n2", "n4"}
+    assert by_q("text:graph text:view") == {"n0", "n1", "n2", "n3", "n4", "n5"}
+    assert by_q('kind:"graph view"') == {"n1"}
+
+
+def test_match_phrase_on_the_foam_vault_agrees_with_a_scan(tmp_path):
+    """Real notes (markdown, links, code spans, non-ASCII): every phrase's hits are the notes whose words, as the
+    tokenizer lists them, hold it side by side."""
+    from xerj_core.text import tokenize
+
+    from .conftest import CORPORA
+    notes = sorted((CORPORA / "foam-docs").rglob("*.md"))
+    if not notes:
+        pytest.skip("shared/corpora/foam-docs is not beside the checkout")
+    texts = {str(path.relative_to(CORPORA)): path.read_text(encoding="utf-8", errors="replace") for path in notes}
+    with Store(tmp_path / "foam", tail_rows=16) as store:
+        store.create_index("notes", {"properties": {"text": {"type": "text"}}})
+        store.bulk([BulkOp("index", "notes", name, {"text": text}) for name, text in texts.items()])
+        service = SearchService(store)
+        words = {name: tokenize(text) for name, text in texts.items()}
+        hits = 0
+        for phrase in ("graph view", "foam is", "the note", "in the", "wikilinks", "vs code", "markdown preview",
+                       "daily note", "of the of", "you can use", "foam foam"):
+            wanted = tokenize(phrase)
+            found = service.search("notes", {"query": {"match_phrase": {"text": phrase}}, "size": 1000,
+                                             "_source": False})["hits"]["hits"]
+            expected = {name for name, toks in words.items()
+                        if any(toks[at:at + len(wanted)] == wanted for at in range(len(toks)))}
+            assert {hit["_id"] for hit in found} == expected, phrase
+            hits += len(expected)
+        assert hits > 100  # the phrases are found, not only missed alike

@@ -54,6 +54,17 @@ class Match:
 
 
 @attrs.frozen
+class MatchPhrase:
+    """The query's words side by side, in order, in one text field (see :mod:`xerj_core.query.phrase`); on a
+    keyword field, a match of the whole value."""
+
+    field: str
+    query: Any
+    zero_terms_query: str = "none"
+    boost: float = 1.0
+
+
+@attrs.frozen
 class MultiMatch:
     """``match`` over several fields; ``fields`` holds ``(pattern, boost)``, None meaning every text field."""
 
@@ -168,8 +179,8 @@ class Hybrid:
     normalizers: tuple[str, ...] | None = None
 
 
-Node = Union[MatchAll, MatchNone, Match, MultiMatch, Term, Pattern, Terms, Ids, Exists, Range, Bool, ConstantScore, Knn,
-             Hybrid]
+Node = Union[MatchAll, MatchNone, Match, MatchPhrase, MultiMatch, Term, Pattern, Terms, Ids, Exists, Range, Bool,
+             ConstantScore, Knn, Hybrid]
 
 
 # -- value helpers ------------------------------------------------------------------------------
@@ -311,6 +322,25 @@ def _match(body: Any) -> Node:
         zero_terms_query=zero,
         boost=as_float(value.get("boost", 1.0), "match.boost"),
     )
+
+
+def _match_phrase(body: Any) -> Node:
+    field, value, _ = _single_field(body, "match_phrase")
+    if not isinstance(value, dict):
+        return MatchPhrase(field, _scalar(value, "match_phrase"))
+    _check_keys(value, {"query", "slop", "boost", "zero_terms_query", "_name"}, "match_phrase")
+    if "query" not in value:
+        raise ParsingError(f"[match_phrase] requires query value for field [{field}]")
+    zero = str(value.get("zero_terms_query", "none")).lower()
+    if zero not in ("none", "all"):
+        raise ParsingError(f"[match_phrase] unsupported zero_terms_query value [{zero}]")
+    slop = value.get("slop", 0)
+    if isinstance(slop, bool) or not isinstance(slop, int) or slop < 0:
+        raise ParsingError(f"[match_phrase] [slop] must be a non-negative integer, got [{slop}]")
+    if slop:
+        raise IllegalArgument("[match_phrase] [slop] above 0 is not supported: the words must be side by side")
+    return MatchPhrase(field, _scalar(value["query"], "match_phrase.query"), zero_terms_query=zero,
+                       boost=as_float(value.get("boost", 1.0), "match_phrase.boost"))
 
 
 def parse_field_patterns(fields: Any, query: str) -> tuple[tuple[str, float], ...]:
@@ -573,6 +603,7 @@ _PARSERS: dict[str, Callable[[Any], Node]] = {
     "match_all": _match_all,
     "match_none": _match_none,
     "match": _match,
+    "match_phrase": _match_phrase,
     "multi_match": _multi_match,
     "term": _term,
     "terms": _terms,

@@ -7,7 +7,7 @@ filter context and otherwise zero outside ``mask``. Masks of individual nodes
 may include dead rows; :meth:`Evaluator.evaluate` intersects with the live mask
 once at the top (``knn`` restricts itself to live rows before ranking).
 
-Scoring follows ES: ``match``/``term`` on text fields score BM25; ``bool`` sums
+Scoring follows ES: ``match``/``term`` on text fields score BM25, ``match_phrase`` BM25 of the phrase; ``bool`` sums
 its ``must`` and matching ``should`` clauses; ``filter``/``must_not`` never
 score; ``match_all`` scores 1; the other term-level queries (``term`` on
 non-text fields, ``terms``, ``prefix``, ``wildcard``, ``ids``, ``exists``, ``range``) and
@@ -22,11 +22,12 @@ from typing import Any, Callable
 import numpy as np
 
 from xerj_core.errors import IllegalArgument, ParsingError
-from xerj_core.query import bm25, dsl, knn
+from xerj_core.query import bm25, dsl, knn, phrase
 from xerj_core.query.dsl import Node
 from xerj_core.query.ranking import top_k
 from xerj_core.query.values import range_operand, term_operand
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
+from xerj_core.text import tokenize
 
 Result = tuple[np.ndarray, "np.ndarray | None"]
 
@@ -165,6 +166,19 @@ class Evaluator:
             raise IllegalArgument(f"field [{node.field}] of type [dense_vector] does not support [match] queries; "
                                   f"use [knn]")
         return self._term(dsl.Term(node.field, node.query, boost=node.boost), scoring)
+
+    def _match_phrase(self, node: dsl.MatchPhrase, scoring: bool) -> Result:
+        spec = self._spec(node.field)
+        if spec is None:
+            return self._none(scoring)
+        words = tokenize(str(node.query)) if column_kind(spec) == KIND_LEN else None
+        if words is None or len(words) < 2:  # a keyword's whole value, one word or none: what match does
+            return self._match(dsl.Match(node.field, node.query, operator="and", zero_terms_query=node.zero_terms_query,
+                                         boost=node.boost), scoring)
+        mask, scores = phrase.phrase_match(self.reader, node.field, words, scoring)
+        if scores is not None and node.boost != 1.0:
+            scores *= node.boost
+        return mask, scores
 
     def _expand_fields(self, patterns) -> list[tuple[str, float]]:
         fields = self.reader.mapping.fields
@@ -384,6 +398,7 @@ _HANDLERS: dict[type, Callable[[Evaluator, Any, bool], Result]] = {
     dsl.MatchAll: Evaluator._match_all,
     dsl.MatchNone: Evaluator._match_none,
     dsl.Match: Evaluator._match,
+    dsl.MatchPhrase: Evaluator._match_phrase,
     dsl.MultiMatch: Evaluator._multi_match,
     dsl.Term: Evaluator._term,
     dsl.Terms: Evaluator._terms,

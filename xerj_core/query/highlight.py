@@ -110,7 +110,7 @@ def query_terms(*nodes: Node | None) -> dict[str | None, set[str]]:
     """The analyzed words each field's full-text clauses look for; key ``None`` is "any field" (``multi_match``)."""
     out: dict[str | None, set[str]] = {}
     for item in (found for node in nodes if node is not None for found in _positive(node)):
-        if isinstance(item, dsl.Match) and isinstance(item.query, str):
+        if isinstance(item, (dsl.Match, dsl.MatchPhrase)) and isinstance(item.query, str):
             out.setdefault(item.field, set()).update(tokenize(item.query))
         elif isinstance(item, dsl.MultiMatch) and isinstance(item.query, str):
             words = set(tokenize(item.query))

@@ -191,7 +191,7 @@ _QUERY_TOKEN = re.compile(r"^([+-]?)(?:([^\s:\"]+):)?(.*)$", re.S)
 
 
 def parse_q(q: str, *, default_field: str | None = None, default_operator: str = "or") -> Node:
-    """A small subset of the Lucene query string ``q=``: ``word``, ``field:value``, ``field:"two words"``,
+    """A small subset of the Lucene query string ``q=``: ``word``, ``field:value``, ``field:"two words"`` (a phrase),
     ``+must``, ``-must_not``, ``field:*`` (exists), ``*`` / ``*:*`` (everything), and AND/OR keywords."""
     text = q.strip()
     if text in ("", "*", "*:*"):
@@ -220,7 +220,8 @@ def parse_q(q: str, *, default_field: str | None = None, default_operator: str =
         elif value == "*" and field:
             node = dsl.Exists(field)
         elif field:
-            node = dsl.Match(field, value, operator="and" if " " in value else "or")
+            # a space left in a value was quoted: a phrase, as in Lucene's syntax
+            node = dsl.MatchPhrase(field, value) if " " in value else dsl.Match(field, value)
         else:
             node = dsl.MultiMatch(value, None)
         if sign == "-":

@@ -1,0 +1,79 @@
+"""Phrase matching (``match_phrase``): rows whose text field holds the query's words side by side, in order.
+
+Postings keep how often a word occurs in a row, not where, so a phrase is
+found in two steps: the postings give the live rows holding every word of the
+phrase, then the phrase is counted in each of those rows' stored text. The
+writer's words are the maximal runs of word characters in the lowercased
+text, so words side by side have only other characters between them: one
+regular expression over the lowercased text finds them, without listing the
+text's words. A field's values are searched one by one: as in Elasticsearch
+(whose ``position_increment_gap`` is 100), a phrase never runs from the end of
+one value of an array into the next.
+
+The score is Lucene's for a phrase: BM25 with the phrase's count in the row as
+the frequency and the sum of its words' idf (a repeated word counted each
+time) as the weight. The cost follows the rows holding every word, each of
+whose sources is read and searched once.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from xerj_core.query import bm25
+from xerj_core.store.mapping import FieldSpec, coerce, flatten
+
+
+def phrase_match(reader: Any, field: str, words: list[str], scoring: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(mask, scores)`` of the phrase ``words`` (two or more, as :func:`~xerj_core.text.tokenize` gives them) in
+    text field ``field``: dense over the reader's rows, scores None unless ``scoring``."""
+    n = reader.n_rows
+    holding = {word: bm25.term_weights(reader, field, word)[0] for word in dict.fromkeys(words)}
+    rows = None
+    for found in sorted(holding.values(), key=len):  # the rarest word first: the intersection only shrinks
+        rows = found if rows is None else np.intersect1d(rows, found, assume_unique=True)
+        if not rows.size:
+            break
+    mask = np.zeros(n, bool)
+    scores = np.zeros(n, np.float64) if scoring else None
+    if rows is None or not rows.size:
+        return mask, scores
+    spec = reader.mapping.fields[field]
+    counts = np.zeros(rows.size, np.int64)
+    at = {row: i for i, row in enumerate(rows.tolist())}
+    starts = phrase_starts(words)
+    for row, _id, source, _version in reader.documents(rows.tolist()):
+        counts[at[row]] = sum(len(starts(text.lower())) for text in _texts(source, reader.mapping, spec))
+    kept = counts > 0
+    rows, counts = rows[kept], counts[kept]
+    mask[rows] = True
+    if scoring and rows.size:
+        stats = bm25.field_stats(reader, field)
+        weight = sum(bm25.idf(stats.doc_count, len(holding[word])) for word in words)
+        lengths = bm25.lengths_at(reader, field, rows)
+        norm = bm25.LENGTH_BASE + stats.slope * lengths
+        scores[rows] = weight * counts / (counts + norm)
+    return mask, scores
+
+
+def phrase_starts(words: list[str]) -> Callable[[str], list[str]]:
+    """A function listing one item per place ``words`` start side by side in a lowercased text, overlaps included
+    (``a a`` is twice in ``a a a``, as Lucene's exact phrase counts it): the pattern takes the first word alone
+    and looks ahead for the rest, so the search goes on right after it. A word is all word characters, so the
+    word boundaries around the phrase say what the tokenizer's maximal runs do: no word character touches it."""
+    first, *rest = map(re.escape, words)
+    return re.compile(rf"\b{first}(?=" + "".join(rf"\W+{word}" for word in rest) + r"\b)").findall
+
+
+def _texts(source: Any, mapping: Any, spec: FieldSpec) -> Iterator[str]:
+    """The values a document's source gives text field ``spec`` (a multi-field from its parent's), each as the
+    writer converted it before tokenizing it."""
+    if not isinstance(source, dict):
+        return
+    path = spec.source_path or spec.path
+    for found, value in flatten(source, mapping):
+        if found == path:
+            yield coerce(spec, value)
