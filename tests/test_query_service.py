@@ -835,3 +835,21 @@ def test_match_phrase_on_the_foam_vault_agrees_with_a_scan(tmp_path):
             assert {hit["_id"] for hit in found} == expected, phrase
             hits += len(expected)
         assert hits > 100  # the phrases are found, not only missed alike
+
+def test_multi_match_phrase_and_an_unfielded_quoted_q(notes):
+    both = {"multi_match": {"query": "graph view", "type": "phrase"}}  # every text field: text and parts
+    assert set(_found(notes, both)) == {"n0", "n2", "n3", "n4", "n5"}
+    one = {"multi_match": {"query": "graph view", "type": "phrase", "fields": ["text^2"]}}
+    assert _found(notes, one) == {doc: 2 * score for doc, score in
+                                  _found(notes, {"match_phrase": {"text": "graph view"}}).items()}
+    # best_fields' scores: the best field's, as for the other types
+    best = _found(notes, both)
+    assert best["n4"] == pytest.approx(max(_found(notes, {"match_phrase": {"text": "graph view"}})["n4"],
+                                           _found(notes, {"match_phrase": {"parts": "graph view"}})["n4"]))
+    by_q = {hit["_id"] for hit in notes.search("n", None, params={"q": '"graph view"', "size": "20"})["hits"]["hits"]}
+    assert by_q == set(best)
+    with pytest.raises(IllegalArgument, match="slop"):
+        notes.search("n", {"query": {"multi_match": {"query": "a b", "type": "phrase", "slop": 1}}})
+    assert notes.search("n", {"query": {"multi_match": {"query": "graph", "slop": 3}}})["hits"]["total"]["value"] == 6
+    with pytest.raises(ParsingError, match="phrase_prefix"):
+        notes.search("n", {"query": {"multi_match": {"query": "a b", "type": "phrase_prefix"}}})

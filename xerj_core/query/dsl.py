@@ -66,7 +66,8 @@ class MatchPhrase:
 
 @attrs.frozen
 class MultiMatch:
-    """``match`` over several fields; ``fields`` holds ``(pattern, boost)``, None meaning every text field."""
+    """``match`` (with ``type`` ``phrase``, ``match_phrase``) over several fields; ``fields`` holds ``(pattern,
+    boost)``, None meaning every text field."""
 
     query: Any
     fields: tuple[tuple[str, float], ...] | None = None
@@ -324,6 +325,12 @@ def _match(body: Any) -> Node:
     )
 
 
+def _slop(value: Any, query: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ParsingError(f"[{query}] [slop] must be a non-negative integer, got [{value}]")
+    return value
+
+
 def _match_phrase(body: Any) -> Node:
     field, value, _ = _single_field(body, "match_phrase")
     if not isinstance(value, dict):
@@ -334,10 +341,7 @@ def _match_phrase(body: Any) -> Node:
     zero = str(value.get("zero_terms_query", "none")).lower()
     if zero not in ("none", "all"):
         raise ParsingError(f"[match_phrase] unsupported zero_terms_query value [{zero}]")
-    slop = value.get("slop", 0)
-    if isinstance(slop, bool) or not isinstance(slop, int) or slop < 0:
-        raise ParsingError(f"[match_phrase] [slop] must be a non-negative integer, got [{slop}]")
-    if slop:
+    if _slop(value.get("slop", 0), "match_phrase"):
         raise IllegalArgument("[match_phrase] [slop] above 0 is not supported: the words must be side by side")
     return MatchPhrase(field, _scalar(value["query"], "match_phrase.query"), zero_terms_query=zero,
                        boost=as_float(value.get("boost", 1.0), "match_phrase.boost"))
@@ -360,12 +364,15 @@ def _multi_match(body: Any) -> Node:
     if not isinstance(body, dict):
         raise ParsingError("[multi_match] query malformed, no start_object after query name")
     _check_keys(body, {"query", "fields", "type", "operator", "minimum_should_match", "tie_breaker", "boost",
-                       "_name", "lenient"}, "multi_match")
+                       "_name", "lenient", "slop"}, "multi_match")
     if "query" not in body:
         raise ParsingError("[multi_match] requires query value")
     kind = str(body.get("type", "best_fields")).lower()
-    if kind not in ("best_fields", "most_fields"):
-        raise ParsingError(f"[multi_match] query type [{kind}] is not supported; use [best_fields] or [most_fields]")
+    if kind not in ("best_fields", "most_fields", "phrase"):
+        raise ParsingError(f"[multi_match] query type [{kind}] is not supported; use [best_fields], [most_fields] "
+                           f"or [phrase]")
+    if _slop(body.get("slop", 0), "multi_match") and kind == "phrase":  # the other types ignore it, as in ES
+        raise IllegalArgument("[multi_match] [slop] above 0 is not supported: the words must be side by side")
     fields = parse_field_patterns(body["fields"], "multi_match") if body.get("fields") is not None else None
     tie = body.get("tie_breaker")
     return MultiMatch(

@@ -203,8 +203,12 @@ class Evaluator:
         mask = np.zeros(self.n, bool)
         total = best = None
         for field, field_boost in fields:
-            m, s = self._match(dsl.Match(field, node.query, operator=node.operator,
-                                         minimum_should_match=node.minimum_should_match, boost=field_boost), scoring)
+            if node.type == "phrase":
+                m, s = self._match_phrase(dsl.MatchPhrase(field, node.query, boost=field_boost), scoring)
+            else:
+                m, s = self._match(dsl.Match(field, node.query, operator=node.operator,
+                                             minimum_should_match=node.minimum_should_match, boost=field_boost),
+                                   scoring)
             mask |= m
             if scoring:
                 total = s if total is None else total + s

@@ -191,8 +191,9 @@ _QUERY_TOKEN = re.compile(r"^([+-]?)(?:([^\s:\"]+):)?(.*)$", re.S)
 
 
 def parse_q(q: str, *, default_field: str | None = None, default_operator: str = "or") -> Node:
-    """A small subset of the Lucene query string ``q=``: ``word``, ``field:value``, ``field:"two words"`` (a phrase),
-    ``+must``, ``-must_not``, ``field:*`` (exists), ``*`` / ``*:*`` (everything), and AND/OR keywords."""
+    """A small subset of the Lucene query string ``q=``: ``word``, ``field:value``, ``field:"two words"`` and
+    ``"two words"`` (phrases), ``+must``, ``-must_not``, ``field:*`` (exists), ``*`` / ``*:*`` (everything), and
+    AND/OR keywords."""
     text = q.strip()
     if text in ("", "*", "*:*"):
         return dsl.MatchAll()
@@ -223,7 +224,7 @@ def parse_q(q: str, *, default_field: str | None = None, default_operator: str =
             # a space left in a value was quoted: a phrase, as in Lucene's syntax
             node = dsl.MatchPhrase(field, value) if " " in value else dsl.Match(field, value)
         else:
-            node = dsl.MultiMatch(value, None)
+            node = dsl.MultiMatch(value, None, type="phrase" if " " in value else "best_fields")
         if sign == "-":
             must_not.append(node)
         elif sign == "+" or operator == "and":
