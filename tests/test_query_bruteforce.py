@@ -218,6 +218,14 @@ class Oracle:
 
         return any(inside(x) for x in candidates), 1.0
 
+    def q_dis_max(self, body, doc, doc_id):
+        found = [self.run(clause, doc, doc_id) for clause in body["queries"]]
+        scores = [s for ok, s in found if ok]
+        if not scores:
+            return False, 0.0
+        best = max(scores)
+        return True, best + body.get("tie_breaker", 0.0) * (sum(scores) - best)
+
     def q_bool(self, body, doc, doc_id):
         if not any(body.get(k) for k in ("must", "filter", "should", "must_not")):
             return True, 1.0
@@ -361,9 +369,11 @@ def _bool(parts):
 
 queries = st.recursive(
     leaf_queries,
-    lambda children: st.tuples(st.lists(children, max_size=2), st.lists(children, max_size=2),
-                               st.lists(children, max_size=3), st.lists(children, max_size=1),
-                               st.sampled_from([None, None, 1, 2, "50%", "-1"])).map(_bool),
+    lambda children: st.one_of(
+        st.tuples(st.lists(children, max_size=2), st.lists(children, max_size=2), st.lists(children, max_size=3),
+                  st.lists(children, max_size=1), st.sampled_from([None, None, 1, 2, "50%", "-1"])).map(_bool),
+        st.builds(lambda qs, tie: {"dis_max": {"queries": qs, **({} if tie is None else {"tie_breaker": tie})}},
+                  st.lists(children, min_size=1, max_size=3), st.sampled_from([None, 0.0, 0.3, 1.0]))),
     max_leaves=6,
 )
 

@@ -853,3 +853,46 @@ def test_multi_match_phrase_and_an_unfielded_quoted_q(notes):
     assert notes.search("n", {"query": {"multi_match": {"query": "graph", "slop": 3}}})["hits"]["total"]["value"] == 6
     with pytest.raises(ParsingError, match="phrase_prefix"):
         notes.search("n", {"query": {"multi_match": {"query": "a b", "type": "phrase_prefix"}}})
+
+
+def test_query_string_reads_as_q_does(notes):
+    def by_body(body):
+        return _found(notes, {"query_string": body})
+
+    def by_q(q, **params):
+        found = notes.search("n", None, params={"q": q, "size": "20", **params})["hits"]["hits"]
+        return {hit["_id"]: hit["_score"] for hit in found}
+
+    assert by_body({"query": 'text:"graph view"'}) == by_q('text:"graph view"')
+    assert by_body({"query": "links -beta", "default_field": "text"}) == by_q("links -beta", df="text")
+    assert by_body({"query": "graph links", "default_operator": "AND"}) == by_q("graph links", default_operator="and")
+    boosted = by_body({"query": "links", "boost": 3.0})
+    assert boosted == {doc: 3 * score for doc, score in by_q("links").items()} and boosted
+    # ``fields`` takes the words without a field, with their boosts
+    only_parts = by_body({"query": "alpha", "fields": ["parts^2"]})
+    assert set(only_parts) == {"n0", "n1", "n2"} and _found(notes, {"query_string": {"query": "alpha",
+                                                                                      "fields": ["text"]}}) == {}
+    with pytest.raises(ParsingError, match="requires a \\[query\\] string"):
+        notes.search("n", {"query": {"query_string": {"default_field": "text"}}})
+    with pytest.raises(ParsingError, match="analyzer"):
+        notes.search("n", {"query": {"query_string": {"query": "a", "analyzer": "simple"}}})
+    with pytest.raises(IllegalArgument, match="default_operator"):
+        notes.search("n", {"query": {"query_string": {"query": "a", "default_operator": "xor"}}})
+
+
+def test_dis_max_takes_the_best_clause(notes):
+    text = {"match": {"text": "graph view"}}
+    parts = {"match": {"parts": "graph view"}}
+    a, b = _found(notes, text), _found(notes, parts)
+    for tie in (0.0, 0.4):
+        found = _found(notes, {"dis_max": {"queries": [text, parts], "tie_breaker": tie}})
+        assert set(found) == set(a) | set(b)
+        for doc, score in found.items():
+            mine = [s for s in (a.get(doc), b.get(doc)) if s is not None]
+            assert score == pytest.approx(max(mine) + tie * (sum(mine) - max(mine)))
+    lit = notes.search("n", {"query": {"dis_max": {"queries": [text]}}, "highlight": {"fields": {"text": {}}}})
+    assert "<em>graph</em>" in lit["hits"]["hits"][0]["highlight"]["text"][0]
+    with pytest.raises(ParsingError, match="requires \\[queries\\]"):
+        notes.search("n", {"query": {"dis_max": {"queries": []}}})
+    with pytest.raises(IllegalArgument, match="between 0 and 1"):
+        notes.search("n", {"query": {"dis_max": {"queries": [text], "tie_breaker": 2}}})

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from typing import Any, Callable, Union
 
 import attrs
@@ -139,6 +140,15 @@ class Bool:
 
 
 @attrs.frozen
+class DisMax:
+    """The rows any of ``queries`` matches, scored by the best of them plus ``tie_breaker`` times the others'."""
+
+    queries: tuple["Node", ...]
+    tie_breaker: float = 0.0
+    boost: float = 1.0
+
+
+@attrs.frozen
 class ConstantScore:
     filter: "Node"
     boost: float = 1.0
@@ -181,7 +191,7 @@ class Hybrid:
 
 
 Node = Union[MatchAll, MatchNone, Match, MatchPhrase, MultiMatch, Term, Pattern, Terms, Ids, Exists, Range, Bool,
-             ConstantScore, Knn, Hybrid]
+             DisMax, ConstantScore, Knn, Hybrid]
 
 
 # -- value helpers ------------------------------------------------------------------------------
@@ -281,6 +291,57 @@ def _clauses(value: Any, where: str) -> tuple[Node, ...]:
     return tuple(parse_query(item, where=where) for item in items)
 
 
+_QUERY_TOKEN = re.compile(r"^([+-]?)(?:([^\s:\"]+):)?(.*)$", re.S)
+
+
+def parse_q(q: str, *, default_field: str | None = None, default_operator: str = "or",
+            fields: tuple[tuple[str, float], ...] | None = None) -> Node:
+    """A small subset of the Lucene query string ``q=``: ``word``, ``field:value``, ``field:"two words"`` and
+    ``"two words"`` (phrases), ``+must``, ``-must_not``, ``field:*`` (exists), ``*`` / ``*:*`` (everything), and
+    AND/OR keywords. A word without a field goes to ``default_field``, else to ``fields`` (``(pattern, boost)``
+    pairs), else to every text field."""
+    text = q.strip()
+    if text in ("", "*", "*:*"):
+        return MatchAll()
+    try:
+        tokens = shlex.split(text, posix=True)
+    except ValueError as exc:
+        raise ParsingError(f"Failed to parse query [{q}]: {exc}") from None
+    operator = str(default_operator).lower()
+    if operator not in ("or", "and"):
+        raise IllegalArgument(f"[default_operator] must be [AND] or [OR], got [{default_operator}]")
+    must, should, must_not = [], [], []
+    for token in tokens:
+        if token in ("AND", "OR", "&&", "||"):
+            if token in ("AND", "&&"):
+                operator = "and"
+            continue
+        found = _QUERY_TOKEN.match(token)
+        sign, field, value = found.groups() if found else ("", None, token)
+        if field in (None, "") and default_field and default_field != "*":
+            field = default_field
+        if not value:
+            continue
+        if field == "_id":
+            node: Node = Ids((value,))
+        elif value == "*" and field:
+            node = Exists(field)
+        elif field:
+            # a space left in a value was quoted: a phrase, as in Lucene's syntax
+            node = MatchPhrase(field, value) if " " in value else Match(field, value)
+        else:
+            node = MultiMatch(value, fields, type="phrase" if " " in value else "best_fields")
+        if sign == "-":
+            must_not.append(node)
+        elif sign == "+" or operator == "and":
+            must.append(node)
+        else:
+            should.append(node)
+    if not (must or should or must_not):
+        return MatchNone()
+    return Bool(must=tuple(must), should=tuple(should), must_not=tuple(must_not))
+
+
 # -- parsers -------------------------------------------------------------------------------------
 
 def _match_all(body: Any) -> Node:
@@ -323,6 +384,38 @@ def _match(body: Any) -> Node:
         zero_terms_query=zero,
         boost=as_float(value.get("boost", 1.0), "match.boost"),
     )
+
+
+def _query_string(body: Any) -> Node:
+    """``query_string`` as ``q=`` reads it (see :func:`parse_q`), with ``default_field``, ``default_operator``,
+    ``fields`` and ``boost``."""
+    if not isinstance(body, dict):
+        raise ParsingError("[query_string] query malformed, no start_object after query name")
+    _check_keys(body, {"query", "default_field", "default_operator", "fields", "boost", "_name", "lenient"},
+                "query_string")
+    if not isinstance(body.get("query"), str):
+        raise ParsingError("[query_string] requires a [query] string")
+    default_field = body.get("default_field")
+    if default_field is not None and not isinstance(default_field, str):
+        raise ParsingError("[query_string] [default_field] must be a field name")
+    fields = parse_field_patterns(body["fields"], "query_string") if body.get("fields") is not None else None
+    node = parse_q(body["query"], default_field=default_field, default_operator=body.get("default_operator", "or"),
+                   fields=fields)
+    boost = as_float(body.get("boost", 1.0), "query_string.boost")
+    return attrs.evolve(node, boost=boost) if boost != 1.0 else node
+
+
+def _dis_max(body: Any) -> Node:
+    if not isinstance(body, dict):
+        raise ParsingError("[dis_max] query malformed, no start_object after query name")
+    _check_keys(body, {"queries", "tie_breaker", "boost", "_name"}, "dis_max")
+    if not isinstance(body.get("queries"), list) or not body["queries"]:
+        raise ParsingError("[dis_max] requires [queries]: a list of one query or more")
+    tie = as_float(body.get("tie_breaker", 0.0), "dis_max.tie_breaker")
+    if not 0.0 <= tie <= 1.0:
+        raise IllegalArgument(f"[dis_max] [tie_breaker] must be between 0 and 1, got [{tie}]")
+    return DisMax(_clauses(body["queries"], "dis_max.queries"), tie_breaker=tie,
+                  boost=as_float(body.get("boost", 1.0), "dis_max.boost"))
 
 
 def _slop(value: Any, query: str) -> int:
@@ -620,6 +713,8 @@ _PARSERS: dict[str, Callable[[Any], Node]] = {
     "exists": _exists,
     "range": _range,
     "bool": _bool,
+    "dis_max": _dis_max,
+    "query_string": _query_string,
     "constant_score": _constant_score,
     "knn": _knn,
     "hybrid": _hybrid,
@@ -658,6 +753,8 @@ def transform(node: Node, fn: Callable[[Node], Node]) -> Node:
                             filter=tuple(transform(c, fn) for c in node.filter),
                             should=tuple(transform(c, fn) for c in node.should),
                             must_not=tuple(transform(c, fn) for c in node.must_not))
+    elif isinstance(node, DisMax):
+        node = attrs.evolve(node, queries=tuple(transform(c, fn) for c in node.queries))
     elif isinstance(node, ConstantScore):
         node = attrs.evolve(node, filter=transform(node.filter, fn))
     elif isinstance(node, Knn):
@@ -672,6 +769,9 @@ def walk(node: Node):
     yield node
     if isinstance(node, Bool):
         for child in (*node.must, *node.filter, *node.should, *node.must_not):
+            yield from walk(child)
+    elif isinstance(node, DisMax):
+        for child in node.queries:
             yield from walk(child)
     elif isinstance(node, ConstantScore):
         yield from walk(node.filter)

@@ -376,6 +376,20 @@ class Evaluator:
             scores *= node.boost
         return mask, scores
 
+    def _dis_max(self, node: dsl.DisMax, scoring: bool) -> Result:
+        mask = np.zeros(self.n, bool)
+        total = best = None
+        for clause in node.queries:
+            m, s = self.matches(clause, scoring)
+            mask |= m
+            if scoring:
+                total = s if total is None else total + s
+                best = s if best is None else np.maximum(best, s)
+        if not scoring:
+            return mask, None
+        scores = best + node.tie_breaker * (total - best) if node.tie_breaker else best
+        return mask, scores * node.boost if node.boost != 1.0 else scores
+
     def _constant_score(self, node: dsl.ConstantScore, scoring: bool) -> Result:
         return _boosted(self.matches(node.filter, False)[0], node.boost, scoring)
 
@@ -411,6 +425,7 @@ _HANDLERS: dict[type, Callable[[Evaluator, Any, bool], Result]] = {
     dsl.Exists: Evaluator._exists,
     dsl.Range: Evaluator._range,
     dsl.Bool: Evaluator._bool,
+    dsl.DisMax: Evaluator._dis_max,
     dsl.ConstantScore: Evaluator._constant_score,
     dsl.Knn: Evaluator._knn,
 }

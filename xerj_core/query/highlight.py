@@ -128,6 +128,9 @@ def _positive(node: Node) -> Iterator[Node]:
     if isinstance(node, dsl.Bool):
         for child in (*node.must, *node.filter, *node.should):
             yield from _positive(child)
+    elif isinstance(node, dsl.DisMax):
+        for child in node.queries:
+            yield from _positive(child)
     elif isinstance(node, dsl.ConstantScore):
         yield from _positive(node.filter)
     elif isinstance(node, dsl.Hybrid):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-import shlex
 from typing import Any
 
 import attrs
@@ -12,7 +10,7 @@ from xerj_core.errors import IllegalArgument, ParsingError
 from xerj_core.params import QUERY, flag, refuse_unknown
 from xerj_core.query import dsl
 from xerj_core.query.aggs import AggSpec, parse_aggs
-from xerj_core.query.dsl import Node, as_bool, as_float, as_int
+from xerj_core.query.dsl import Node, as_bool, as_float, as_int, parse_q
 from xerj_core.query.highlight import Highlight, parse_highlight
 
 MAX_RESULT_WINDOW = 10_000
@@ -185,55 +183,6 @@ def _track_total_hits(value: Any) -> bool | int:
     if number < -1:
         raise IllegalArgument(f"[track_total_hits] parameter must be positive or equals to -1, got {number}")
     return True if number == -1 else number
-
-
-_QUERY_TOKEN = re.compile(r"^([+-]?)(?:([^\s:\"]+):)?(.*)$", re.S)
-
-
-def parse_q(q: str, *, default_field: str | None = None, default_operator: str = "or") -> Node:
-    """A small subset of the Lucene query string ``q=``: ``word``, ``field:value``, ``field:"two words"`` and
-    ``"two words"`` (phrases), ``+must``, ``-must_not``, ``field:*`` (exists), ``*`` / ``*:*`` (everything), and
-    AND/OR keywords."""
-    text = q.strip()
-    if text in ("", "*", "*:*"):
-        return dsl.MatchAll()
-    try:
-        tokens = shlex.split(text, posix=True)
-    except ValueError as exc:
-        raise ParsingError(f"Failed to parse query [{q}]: {exc}") from None
-    operator = str(default_operator).lower()
-    if operator not in ("or", "and"):
-        raise IllegalArgument(f"[default_operator] must be [AND] or [OR], got [{default_operator}]")
-    must, should, must_not = [], [], []
-    for token in tokens:
-        if token in ("AND", "OR", "&&", "||"):
-            if token in ("AND", "&&"):
-                operator = "and"
-            continue
-        found = _QUERY_TOKEN.match(token)
-        sign, field, value = found.groups() if found else ("", None, token)
-        if field in (None, "") and default_field and default_field != "*":
-            field = default_field
-        if not value:
-            continue
-        if field == "_id":
-            node: Node = dsl.Ids((value,))
-        elif value == "*" and field:
-            node = dsl.Exists(field)
-        elif field:
-            # a space left in a value was quoted: a phrase, as in Lucene's syntax
-            node = dsl.MatchPhrase(field, value) if " " in value else dsl.Match(field, value)
-        else:
-            node = dsl.MultiMatch(value, None, type="phrase" if " " in value else "best_fields")
-        if sign == "-":
-            must_not.append(node)
-        elif sign == "+" or operator == "and":
-            must.append(node)
-        else:
-            should.append(node)
-    if not (must or should or must_not):
-        return dsl.MatchNone()
-    return dsl.Bool(must=tuple(must), should=tuple(should), must_not=tuple(must_not))
 
 
 # -- retrievers ------------------------------------------------------------------------------------
