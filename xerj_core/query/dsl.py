@@ -371,17 +371,12 @@ def _match(body: Any) -> Node:
         return Match(field, _scalar(value, "match"))
     _check_keys(value, {"query", "operator", "minimum_should_match", "boost", "zero_terms_query", "_name",
                         "lenient"}, "match")
-    if "query" not in value:
-        raise ParsingError(f"[match] requires query value for field [{field}]")
-    zero = str(value.get("zero_terms_query", "none")).lower()
-    if zero not in ("none", "all"):
-        raise ParsingError(f"[match] unsupported zero_terms_query value [{zero}]")
     return Match(
         field,
-        _scalar(value["query"], "match.query"),
+        _match_query(value, field, "match"),
         operator=_operator(value.get("operator", "or"), "match"),
         minimum_should_match=_msm_spec(value.get("minimum_should_match"), "match"),
-        zero_terms_query=zero,
+        zero_terms_query=_zero_terms(value, "match"),
         boost=as_float(value.get("boost", 1.0), "match.boost"),
     )
 
@@ -418,6 +413,20 @@ def _dis_max(body: Any) -> Node:
                   boost=as_float(body.get("boost", 1.0), "dis_max.boost"))
 
 
+def _match_query(value: dict[str, Any], field: str, query: str) -> Any:
+    """The ``query`` of a match-like clause's object form, which it requires."""
+    if "query" not in value:
+        raise ParsingError(f"[{query}] requires query value for field [{field}]")
+    return _scalar(value["query"], f"{query}.query")
+
+
+def _zero_terms(value: dict[str, Any], query: str) -> str:
+    zero = str(value.get("zero_terms_query", "none")).lower()
+    if zero not in ("none", "all"):
+        raise ParsingError(f"[{query}] unsupported zero_terms_query value [{zero}]")
+    return zero
+
+
 def _slop(value: Any, query: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ParsingError(f"[{query}] [slop] must be a non-negative integer, got [{value}]")
@@ -429,15 +438,11 @@ def _match_phrase(body: Any) -> Node:
     if not isinstance(value, dict):
         return MatchPhrase(field, _scalar(value, "match_phrase"))
     _check_keys(value, {"query", "slop", "boost", "zero_terms_query", "_name"}, "match_phrase")
-    if "query" not in value:
-        raise ParsingError(f"[match_phrase] requires query value for field [{field}]")
-    zero = str(value.get("zero_terms_query", "none")).lower()
-    if zero not in ("none", "all"):
-        raise ParsingError(f"[match_phrase] unsupported zero_terms_query value [{zero}]")
+    query, zero = _match_query(value, field, "match_phrase"), _zero_terms(value, "match_phrase")
     if _slop(value.get("slop", 0), "match_phrase"):
         raise IllegalArgument("[match_phrase] [slop] above 0 is not supported: the words must be side by side")
-    return MatchPhrase(field, _scalar(value["query"], "match_phrase.query"), zero_terms_query=zero,
-                       boost=as_float(value.get("boost", 1.0), "match_phrase.boost"))
+    boost = as_float(value.get("boost", 1.0), "match_phrase.boost")
+    return MatchPhrase(field, query, zero_terms_query=zero, boost=boost)
 
 
 def parse_field_patterns(fields: Any, query: str) -> tuple[tuple[str, float], ...]:

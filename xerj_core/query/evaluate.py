@@ -17,7 +17,7 @@ non-text fields, ``terms``, ``prefix``, ``wildcard``, ``ids``, ``exists``, ``ran
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -65,6 +65,24 @@ def pattern_test(node: dsl.Pattern) -> Callable[[str], bool]:
     flags = re.DOTALL | (re.IGNORECASE if node.case_insensitive else 0)
     matcher = re.compile("".join(parts), flags).fullmatch
     return lambda term: matcher(term) is not None
+
+
+def _best_of(n: int, results: Iterable[Result], scoring: bool, tie_breaker: float | None, boost: float) -> Result:
+    """The rows any of ``results`` matches, scored by the best of them plus ``tie_breaker`` times the others' (None:
+    all of them summed, ``multi_match``'s ``most_fields``), times ``boost``."""
+    mask = np.zeros(n, bool)
+    total = best = None
+    for m, s in results:
+        mask |= m
+        if scoring:
+            total = s if total is None else total + s
+            best = s if best is None else np.maximum(best, s)
+    if not scoring:
+        return mask, None
+    if total is None:  # no clause at all
+        return mask, np.zeros(n, np.float64)
+    scores = total if tie_breaker is None else best + tie_breaker * (total - best) if tie_breaker else best
+    return mask, scores * boost if boost != 1.0 else scores
 
 
 def _boosted(mask: np.ndarray, boost: float, scoring: bool) -> Result:
@@ -200,27 +218,15 @@ class Evaluator:
         fields = self._expand_fields(node.fields)
         if not fields:
             return self._none(scoring)
-        mask = np.zeros(self.n, bool)
-        total = best = None
-        for field, field_boost in fields:
-            if node.type == "phrase":
-                m, s = self._match_phrase(dsl.MatchPhrase(field, node.query, boost=field_boost), scoring)
-            else:
-                m, s = self._match(dsl.Match(field, node.query, operator=node.operator,
-                                             minimum_should_match=node.minimum_should_match, boost=field_boost),
-                                   scoring)
-            mask |= m
-            if scoring:
-                total = s if total is None else total + s
-                best = s if best is None else np.maximum(best, s)
-        if not scoring:
-            return mask, None
-        if node.type == "most_fields":
-            scores = total
+        if node.type == "phrase":
+            results = (self._match_phrase(dsl.MatchPhrase(field, node.query, boost=field_boost), scoring)
+                       for field, field_boost in fields)
         else:
-            tie = node.tie_breaker or 0.0
-            scores = best + tie * (total - best) if tie else best
-        return mask, scores * node.boost if node.boost != 1.0 else scores
+            results = (self._match(dsl.Match(field, node.query, operator=node.operator,
+                                             minimum_should_match=node.minimum_should_match, boost=field_boost),
+                                   scoring) for field, field_boost in fields)
+        return _best_of(self.n, results, scoring, None if node.type == "most_fields" else node.tie_breaker or 0.0,
+                        node.boost)
 
     def _term(self, node: dsl.Term, scoring: bool) -> Result:
         spec = self._spec(node.field)
@@ -377,18 +383,8 @@ class Evaluator:
         return mask, scores
 
     def _dis_max(self, node: dsl.DisMax, scoring: bool) -> Result:
-        mask = np.zeros(self.n, bool)
-        total = best = None
-        for clause in node.queries:
-            m, s = self.matches(clause, scoring)
-            mask |= m
-            if scoring:
-                total = s if total is None else total + s
-                best = s if best is None else np.maximum(best, s)
-        if not scoring:
-            return mask, None
-        scores = best + node.tie_breaker * (total - best) if node.tie_breaker else best
-        return mask, scores * node.boost if node.boost != 1.0 else scores
+        return _best_of(self.n, (self.matches(clause, scoring) for clause in node.queries), scoring,
+                        node.tie_breaker, node.boost)
 
     def _constant_score(self, node: dsl.ConstantScore, scoring: bool) -> Result:
         return _boosted(self.matches(node.filter, False)[0], node.boost, scoring)
