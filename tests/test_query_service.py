@@ -872,6 +872,10 @@ def test_query_string_reads_as_q_does(notes):
     only_parts = by_body({"query": "alpha", "fields": ["parts^2"]})
     assert set(only_parts) == {"n0", "n1", "n2"} and _found(notes, {"query_string": {"query": "alpha",
                                                                                       "fields": ["text"]}}) == {}
+    # a query of no words matches nothing, boosted or not; everything, boosted, scores the boost
+    for q, hits in (("AND", 0), ("", 6), ("*", 6), ('""', 0)):
+        found = by_body({"query": q, "boost": 2.0})
+        assert len(found) == hits and set(found.values()) <= {2.0}, q
     with pytest.raises(ParsingError, match="requires a \\[query\\] string"):
         notes.search("n", {"query": {"query_string": {"default_field": "text"}}})
     with pytest.raises(ParsingError, match="analyzer"):

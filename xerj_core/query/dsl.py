@@ -397,7 +397,7 @@ def _query_string(body: Any) -> Node:
     node = parse_q(body["query"], default_field=default_field, default_operator=body.get("default_operator", "or"),
                    fields=fields)
     boost = as_float(body.get("boost", 1.0), "query_string.boost")
-    return attrs.evolve(node, boost=boost) if boost != 1.0 else node
+    return attrs.evolve(node, boost=boost) if boost != 1.0 and not isinstance(node, MatchNone) else node
 
 
 def _dis_max(body: Any) -> Node:
