@@ -900,3 +900,20 @@ def test_dis_max_takes_the_best_clause(notes):
         notes.search("n", {"query": {"dis_max": {"queries": []}}})
     with pytest.raises(IllegalArgument, match="between 0 and 1"):
         notes.search("n", {"query": {"dis_max": {"queries": [text], "tie_breaker": 2}}})
+
+
+def test_a_phrase_is_highlighted_only_where_it_lies_side_by_side(notes):
+    notes.store.put("n", {"text": "Graph first; the view later. Then graph view, and a graph-view."}, "mixed")
+
+    def marked(query):
+        body = {"query": query, "highlight": {"fields": {"text": {"number_of_fragments": 0}}}, "size": 20}
+        hits = notes.search("n", body)["hits"]["hits"]
+        return next(hit["highlight"]["text"][0] for hit in hits if hit["_id"] == "mixed")
+
+    expected = "Graph first; the view later. Then <em>graph</em> <em>view</em>, and a <em>graph</em>-<em>view</em>."
+    assert marked({"match_phrase": {"text": "graph view"}}) == expected
+    assert marked({"multi_match": {"query": "graph view", "type": "phrase", "fields": ["text"]}}) == expected
+    # a word sought on its own is marked wherever it is, beside the phrase
+    both = {"bool": {"must": [{"match_phrase": {"text": "graph view"}}], "should": [{"match": {"text": "later"}}]}}
+    assert marked(both) == expected.replace("later", "<em>later</em>")
+    assert marked({"match": {"text": "graph view"}}).count("<em>") == 6  # a match marks every one of its words

@@ -106,19 +106,25 @@ def parse_highlight(value: Any) -> Highlight:
                      require_field_match=bool(value.get("require_field_match", True)), **top)
 
 
-def query_terms(*nodes: Node | None) -> dict[str | None, set[str]]:
-    """The analyzed words each field's full-text clauses look for; key ``None`` is "any field" (``multi_match``)."""
-    out: dict[str | None, set[str]] = {}
+# What a field's clauses look for: a word, or a phrase (a tuple of two words or more, marked only side by side).
+Sought = set["str | tuple[str, ...]"]
+
+
+def query_terms(*nodes: Node | None) -> dict[str | None, Sought]:
+    """The analyzed words and phrases each field's full-text clauses look for; key ``None`` is "any field"
+    (``multi_match`` without fields)."""
+    out: dict[str | None, Sought] = {}
     for item in (found for node in nodes if node is not None for found in _positive(node)):
-        if isinstance(item, (dsl.Match, dsl.MatchPhrase)) and isinstance(item.query, str):
-            out.setdefault(item.field, set()).update(tokenize(item.query))
-        elif isinstance(item, dsl.MultiMatch) and isinstance(item.query, str):
-            words = set(tokenize(item.query))
-            if item.fields is None:
-                out.setdefault(None, set()).update(words)
-            else:
-                for pattern, _boost in item.fields:
-                    out.setdefault(pattern, set()).update(words)
+        if not isinstance(item, (dsl.Match, dsl.MatchPhrase, dsl.MultiMatch)) or not isinstance(item.query, str):
+            continue
+        words = tokenize(item.query)
+        phrase = isinstance(item, dsl.MatchPhrase) or isinstance(item, dsl.MultiMatch) and item.type == "phrase"
+        sought: Sought = {tuple(words)} if phrase and len(words) > 1 else set(words)
+        if isinstance(item, dsl.MultiMatch):
+            for pattern in [None] if item.fields is None else [pattern for pattern, _boost in item.fields]:
+                out.setdefault(pattern, set()).update(sought)
+        else:
+            out.setdefault(item.field, set()).update(sought)
     return out
 
 
@@ -153,7 +159,7 @@ def _pattern(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(".*" if part == "*" else re.escape(part) for part in re.split(r"(\*)", pattern)))
 
 
-def _words_for(field: str, terms: dict[str | None, set[str]], require_field_match: bool) -> set[str]:
+def _words_for(field: str, terms: dict[str | None, Sought], require_field_match: bool) -> Sought:
     words = set(terms.get(None, ()))
     for pattern, found in terms.items():
         if pattern is None:
@@ -163,7 +169,7 @@ def _words_for(field: str, terms: dict[str | None, set[str]], require_field_matc
     return words
 
 
-def highlight_hit(source: Any, spec: Highlight, terms: dict[str | None, set[str]]) -> dict[str, list[str]]:
+def highlight_hit(source: Any, spec: Highlight, terms: dict[str | None, Sought]) -> dict[str, list[str]]:
     """The ``highlight`` object of one hit: field name to its tagged fragments; fields with no match are left out."""
     out: dict[str, list[str]] = {}
     if not isinstance(source, dict):
@@ -184,13 +190,13 @@ def _pick(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-def _fragments(text: str, words: set[str], field: FieldSpec, spec: Highlight) -> list[str]:
+def _fragments(text: str, words: Sought, field: FieldSpec, spec: Highlight) -> list[str]:
     size = _pick(field.fragment_size, spec.fragment_size)
     count = _pick(field.number_of_fragments, spec.number_of_fragments)
     pre = _pick(field.pre_tags, spec.pre_tags)
     post = _pick(field.post_tags, spec.post_tags)
     no_match = _pick(field.no_match_size, spec.no_match_size)
-    hits = [m.span() for m in _WORD.finditer(text) if m.group().lower() in words] if words else []
+    hits = _marks(text, words) if words else []
     if not hits:
         return [_encode(text[:no_match], spec)] if no_match else []
     if count == 0:
@@ -226,6 +232,19 @@ def _fragments(text: str, words: set[str], field: FieldSpec, spec: Highlight) ->
         parts.append(_encode(text[cursor:hi], spec))
         out.append("".join(parts).strip())
     return out
+
+
+def _marks(text: str, sought: Sought) -> list[tuple[int, int]]:
+    """The spans of ``text``'s words to mark, in order: each sought word wherever it is, each word of a sought
+    phrase only where the whole phrase lies side by side (as ``match_phrase`` finds it)."""
+    found = [(m.span(), m.group().lower()) for m in _WORD.finditer(text)]
+    marked = {at for at, (_span, word) in enumerate(found) if word in sought}
+    for phrase in (item for item in sought if isinstance(item, tuple)):
+        size = len(phrase)
+        for at in range(len(found) - size + 1):
+            if found[at][1] == phrase[0] and all(found[at + i][1] == phrase[i] for i in range(1, size)):
+                marked.update(range(at, at + size))
+    return [found[at][0] for at in sorted(marked)]
 
 
 def _encode(text: str, spec: Highlight) -> str:
