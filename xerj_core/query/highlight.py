@@ -237,9 +237,12 @@ def _fragments(text: str, words: Sought, field: FieldSpec, spec: Highlight) -> l
 def _marks(text: str, sought: Sought) -> list[tuple[int, int]]:
     """The spans of ``text``'s words to mark, in order: each sought word wherever it is, each word of a sought
     phrase only where the whole phrase lies side by side (as ``match_phrase`` finds it)."""
+    phrases = [item for item in sought if isinstance(item, tuple)]
+    if not phrases:  # words alone: no list of every word of a long text
+        return [m.span() for m in _WORD.finditer(text) if m.group().lower() in sought]
     found = [(m.span(), m.group().lower()) for m in _WORD.finditer(text)]
     marked = {at for at, (_span, word) in enumerate(found) if word in sought}
-    for phrase in (item for item in sought if isinstance(item, tuple)):
+    for phrase in phrases:
         size = len(phrase)
         for at in range(len(found) - size + 1):
             if found[at][1] == phrase[0] and all(found[at + i][1] == phrase[i] for i in range(1, size)):
