@@ -12,6 +12,7 @@ import pytest
 
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.errors import XerjError
+from xerj_core.store import BulkOp
 
 from .test_http_serve import Server, free_port, request
 
@@ -442,3 +443,31 @@ def test_merges_read_the_segments_this_process_wrote_from_memory_and_another_wri
         both(a, ops(400, 480, 6))
         assert fetched  # read afresh from the tables
         same()
+
+
+def test_a_phrase_reads_its_candidate_rows_in_batches_and_finds_what_lmdb_finds(pg_store_url, tmp_path, monkeypatch):
+    """match_phrase reads the source of every row holding its words: on PostgreSQL that is a batched fetch, not a
+    round trip per row, and the hits and scores are LMDB's."""
+    from xerj_postgres import env as pg_env
+
+    statements: list[str] = []
+    executed = pg_env._Guarded.execute
+    def counted(guarded, *args, **kwargs):
+        statements.append(args[0])
+        return executed(guarded, *args, **kwargs)
+    monkeypatch.setattr(pg_env._Guarded, "execute", counted)
+    texts = [f"note {i}: the graph view {'shows' if i % 3 else 'hides'} view graph links" for i in range(60)]
+    answers = []
+    lmdb_engine = Engine(tmp_path / "lmdb", config=EngineConfig(tail_rows=8))
+    for engine in (engine_on(pg_store_url, tmp_path / "pg"), lmdb_engine):
+        with engine:
+            engine.store.create_index("notes", {"properties": {"text": {"type": "text"}}})
+            engine.store.bulk([BulkOp("index", "notes", f"n{i}", {"text": text}) for i, text in enumerate(texts)])
+            body = {"query": {"match_phrase": {"text": "graph view hides"}}, "size": 100, "_source": False}
+            engine.search.search("notes", body)  # the caches, warm
+            statements.clear()
+            found = engine.search.search("notes", body)["hits"]["hits"]
+            answers.append({hit["_id"]: round(hit["_score"], 9) for hit in found})
+            if len(answers) == 1:
+                assert 0 < len(statements) <= 6, statements  # 60 candidate rows: not one round trip each
+    assert answers[0] == answers[1] and set(answers[0]) == {f"n{i}" for i in range(0, 60, 3)}
