@@ -917,3 +917,24 @@ def test_a_phrase_is_highlighted_only_where_it_lies_side_by_side(notes):
     both = {"bool": {"must": [{"match_phrase": {"text": "graph view"}}], "should": [{"match": {"text": "later"}}]}}
     assert marked(both) == expected.replace("later", "<em>later</em>")
     assert marked({"match": {"text": "graph view"}}).count("<em>") == 6  # a match marks every one of its words
+
+
+def test_a_wildcard_of_many_stars_over_long_terms(tmp_path):
+    """Every piece between stars is found at its leftmost place, so a pattern built to make a backtracking
+    matcher explode answers at once, and right (the hostile harness times it over HTTP)."""
+    long_values = ["a" * 200 + "b", "a" * 200 + "c", "ab" * 60 + "c", "c"]
+    with Store(tmp_path / "long") as s:
+        s.create_index("w", {"properties": {"k": {"type": "keyword", "ignore_above": 1000}}})
+        for i, value in enumerate(long_values):
+            s.put("w", {"k": value}, str(i))
+        service = SearchService(s)
+
+        def found(pattern):
+            hits = service.search("w", {"query": {"wildcard": {"k": pattern}}})["hits"]["hits"]
+            return sorted(int(hit["_id"]) for hit in hits)
+
+        assert found("*a*a*a*a*a*a*a*a*a*a*a*a*c") == [1, 2]
+        assert found("a*a?c") == [1, 2]  # the first piece starts the term, the last ends it
+        assert found("*b*b*b*c") == [2]
+        assert found("a*") == [0, 1, 2] and found("*") == [0, 1, 2, 3] and found("c*c") == []
+        assert found("?") == [3] and found("ab*ab*abc") == [2] and found("a*ab?") == [2] and found("a*b") == [0]

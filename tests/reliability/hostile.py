@@ -81,6 +81,10 @@ def fixed_cases() -> Result:
                 "query": {"regexp": {"text": "(a+)+(a+)+(a+)+(a+)+c"}}})[0], {200, 400, 504}),
             ("leading-wildcard storm", lambda: c.call("POST", "/h/_search", {
                 "query": {"wildcard": {"text": "*a*a*a*a*a*a*a*a*a*a*a*a*c"}}})[0], {200, 400, 504}),
+            # on a keyword the pattern runs over terms ("aaa...ab river stone", 29 a's): a regular expression
+            # with .* per star backtracked exponentially there (0.2 s at 24 a's, doubling with each more)
+            ("leading-wildcard storm on a keyword", lambda: c.call("POST", "/h/_search", {
+                "query": {"wildcard": {"text.keyword": "*a*a*a*a*a*a*a*a*a*a*a*a*c"}}})[0], {200}),
         ]
         for name, run, expected in cases:
             start = time.monotonic()

@@ -51,20 +51,46 @@ def pattern_test(node: dsl.Pattern) -> Callable[[str], bool]:
             folded = node.value.casefold()
             return lambda term: term.casefold().startswith(folded)
         return lambda term: term.startswith(node.value)
-    parts, escaped = [], False
-    for char in node.value:
-        if escaped:
-            parts.append(re.escape(char))
-            escaped = False
-        elif char == "\\":
-            escaped = True
+    return _wildcard_test(node.value, node.case_insensitive)
+
+
+def _wildcard_test(pattern: str, case_insensitive: bool) -> Callable[[str], bool]:
+    """A wildcard's test, in time linear in the term for each piece between its stars.
+
+    A regular expression with ``.*`` for each star backtracks exponentially
+    (``*a*a*a*a*a*a*a*a*a*a*a*a*c`` on 24 a's took 0.2 s, each further a about
+    twice that). Instead the pattern is cut at its stars into pieces of fixed
+    length (characters and ``?``): the first must start the term, the last end
+    it, and each one between is found at its leftmost place after the one
+    before, which is always safe for a star's "any run"."""
+    pieces: list[list[str]] = [[]]
+    chars = iter(pattern)
+    for char in chars:
+        if char == "\\":
+            pieces[-1].append(re.escape(next(chars, "\\")))  # a trailing backslash stands for itself
+        elif char == "*":
+            pieces.append([])
         else:
-            parts.append(".*" if char == "*" else "." if char == "?" else re.escape(char))
-    if escaped:  # a trailing backslash stands for itself
-        parts.append(re.escape("\\"))
-    flags = re.DOTALL | (re.IGNORECASE if node.case_insensitive else 0)
-    matcher = re.compile("".join(parts), flags).fullmatch
-    return lambda term: matcher(term) is not None
+            pieces[-1].append("." if char == "?" else re.escape(char))
+    flags = re.DOTALL | (re.IGNORECASE if case_insensitive else 0)
+    compiled = [(re.compile("".join(piece), flags), len(piece)) for piece in pieces]
+    if len(compiled) == 1:
+        whole = compiled[0][0].fullmatch
+        return lambda term: whole(term) is not None
+    (first, first_size), *middle, (last, last_size) = compiled
+
+    def test(term: str) -> bool:
+        start, end = first_size, len(term) - last_size
+        if end < start or not first.match(term) or not last.fullmatch(term, end):
+            return False
+        for piece, size in middle:
+            if size:
+                found = piece.search(term, start, end)
+                if found is None:
+                    return False
+                start = found.end()
+        return True
+    return test
 
 
 def _best_of(n: int, results: Iterable[Result], scoring: bool, tie_breaker: float | None, boost: float) -> Result:
