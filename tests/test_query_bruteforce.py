@@ -578,3 +578,26 @@ def test_pages_are_slices_of_the_full_ranking(ops, query, offset, size):
         full = loaded.service.search("docs", {"query": query, "size": 100})["hits"]["hits"]
         page = loaded.service.search("docs", {"query": query, "from": offset, "size": size})["hits"]["hits"]
         assert [h["_id"] for h in page] == [h["_id"] for h in full[offset:offset + size]]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet="abAB*?\\x", max_size=8), st.text(alphabet="abABx*?\\", max_size=10), st.booleans())
+def test_the_wildcard_matcher_agrees_with_the_oracles(pattern, term, fold):
+    """The engine's piece-by-piece matcher against the oracle's dynamic programming, on patterns dense in stars,
+    question marks and escapes."""
+    from xerj_core.query import dsl
+    from xerj_core.query.evaluate import pattern_test
+
+    assert pattern_test(dsl.Pattern("wildcard", "k", pattern, case_insensitive=fold))(term) == \
+        wildcard_matches(pattern, term, fold)
+
+
+def test_the_pieces_between_stars_never_overlap():
+    from xerj_core.query import dsl
+    from xerj_core.query.evaluate import pattern_test
+
+    twice = pattern_test(dsl.Pattern("wildcard", "k", "*ab*ab*"))
+    assert [twice(term) for term in ("ab", "aba", "abab", "xabyabz")] == [False, False, True, True]
+    ends = pattern_test(dsl.Pattern("wildcard", "k", "ab*ba"))  # the first and last pieces may not share a letter
+    assert [ends(term) for term in ("aba", "abba", "abxba")] == [False, True, True]
+    assert pattern_test(dsl.Pattern("wildcard", "k", "a\\"))("a\\")  # a trailing backslash stands for itself
