@@ -75,8 +75,8 @@ def wildcard_matches(pattern: str, text: str, fold: bool) -> bool:
         else:
             items.append((char, char) if char in "*?" else ("lit", char))
     if fold:
-        text = text.casefold()
-        items = [(kind, char.casefold()) for kind, char in items]
+        text = text.lower()
+        items = [(kind, char.lower()) for kind, char in items]
     reach = {0}  # text positions reachable after the items so far
     for kind, char in items:
         if kind == "*":
@@ -183,8 +183,8 @@ class Oracle:
     def q_prefix(self, body, doc, doc_id):
         (field, spec), = body.items()
         value, fold = (spec["value"], spec.get("case_insensitive", False)) if isinstance(spec, dict) else (spec, False)
-        have = [v.casefold() for v in values_of(doc, field)] if fold else values_of(doc, field)
-        wanted = value.casefold() if fold else value
+        have = [v.lower() for v in values_of(doc, field)] if fold else values_of(doc, field)
+        wanted = value.lower() if fold else value
         return any(v[:len(wanted)] == wanted for v in have), 1.0
 
     def q_wildcard(self, body, doc, doc_id):

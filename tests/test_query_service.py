@@ -938,3 +938,20 @@ def test_a_wildcard_of_many_stars_over_long_terms(tmp_path):
         assert found("*b*b*b*c") == [2]
         assert found("a*") == [0, 1, 2] and found("*") == [0, 1, 2, 3] and found("c*c") == []
         assert found("?") == [3] and found("ab*ab*abc") == [2] and found("a*ab?") == [2] and found("a*b") == [0]
+
+
+def test_case_insensitive_prefix_and_wildcard_fold_the_same_way(tmp_path):
+    """Character by character, as each other: a prefix that folded "ß" to "ss" while a wildcard did not would
+    give two answers to one question."""
+    with Store(tmp_path / "fold") as s:
+        s.create_index("f", {"properties": {"k": {"type": "keyword"}}})
+        for i, value in enumerate(["Straße", "STRASSE 1", "strasse", "ÉTÉ", "été"]):
+            s.put("f", {"k": value}, str(i))
+        service = SearchService(s)
+
+        def found(kind, value):
+            body = {"query": {kind: {"k": {"value": value, "case_insensitive": True}}}}
+            return sorted(int(hit["_id"]) for hit in service.search("f", body)["hits"]["hits"])
+
+        for value, expected in (("STRASSE", [1, 2]), ("straße", [0]), ("été", [3, 4]), ("É", [3, 4])):
+            assert found("prefix", value) == expected == found("wildcard", value + "*"), value

@@ -47,11 +47,14 @@ def keyword_mask(column, ords: np.ndarray) -> np.ndarray:
 def pattern_test(node: dsl.Pattern) -> Callable[[str], bool]:
     """Does a term match ``node`` (a ``prefix`` or a ``wildcard``)?"""
     if node.kind == "prefix":
-        if node.case_insensitive:
-            folded = node.value.casefold()
-            return lambda term: term.casefold().startswith(folded)
+        if node.case_insensitive:  # character by character, as a wildcard's (so "ss" never matches "ß")
+            starts = re.compile(re.escape(node.value), _WILDCARD_FLAGS | re.IGNORECASE).match
+            return lambda term: starts(term) is not None
         return lambda term: term.startswith(node.value)
     return _wildcard_test(node.value, node.case_insensitive)
+
+
+_WILDCARD_FLAGS = re.DOTALL
 
 
 def _wildcard_test(pattern: str, case_insensitive: bool) -> Callable[[str], bool]:
@@ -72,7 +75,7 @@ def _wildcard_test(pattern: str, case_insensitive: bool) -> Callable[[str], bool
             pieces.append([])
         else:
             pieces[-1].append("." if char == "?" else re.escape(char))
-    flags = re.DOTALL | (re.IGNORECASE if case_insensitive else 0)
+    flags = _WILDCARD_FLAGS | (re.IGNORECASE if case_insensitive else 0)
     compiled = [(re.compile("".join(piece), flags), len(piece)) for piece in pieces]
     if len(compiled) == 1:
         whole = compiled[0][0].fullmatch
