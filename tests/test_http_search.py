@@ -88,9 +88,15 @@ def test_prefix_and_wildcard_over_http(books):
     wildcard = books.simulate_post("/books/_count", json={"query": {"wildcard": {"tag": {"value": "C*SS?C",
                                                                                           "case_insensitive": True}}}})
     assert wildcard.status_code == 200 and wildcard.json["count"] == 1
-    on_text = books.simulate_post("/books/_search", json={"query": {"prefix": {"title": "du"}}})
-    assert on_text.status_code == 400 and error_type(on_text) == "illegal_argument_exception"
-    assert "use a keyword field" in on_text.json["error"]["reason"]
+    on_text = books.simulate_post("/books/_search", json={"query": {"prefix": {"title": "mes"}}})
+    assert on_text.status_code == 200 and [h["_id"] for h in on_text.json["hits"]["hits"]] == ["2"]
+    typed = books.simulate_get("/books/_search", params={"q": "title:Mess*"})  # lowercased, as its words are
+    assert typed.status_code == 200 and [h["_id"] for h in typed.json["hits"]["hits"]] == ["2"]
+    unfielded = books.simulate_get("/books/_search", params={"q": "em?a OR du*"})
+    assert {h["_id"] for h in unfielded.json["hits"]["hits"]} == {"1", "2", "3"}
+    on_number = books.simulate_post("/books/_search", json={"query": {"prefix": {"year": "19"}}})
+    assert on_number.status_code == 400 and error_type(on_number) == "illegal_argument_exception"
+    assert "use a keyword or text field" in on_number.json["error"]["reason"]
     no_value = books.simulate_post("/books/_search", json={"query": {"wildcard": {"tag": {"boost": 2}}}})
     assert no_value.status_code == 400 and error_type(no_value) == "parsing_exception"
 

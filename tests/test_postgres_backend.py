@@ -471,3 +471,37 @@ def test_a_phrase_reads_its_candidate_rows_in_batches_and_finds_what_lmdb_finds(
             if len(answers) == 1:
                 assert 0 < len(statements) <= 6, statements  # 60 candidate rows: not one round trip each
     assert answers[0] == answers[1] and set(answers[0]) == {f"n{i}" for i in range(0, 60, 3)}
+
+
+def test_a_text_pattern_fetches_its_terms_postings_at_once_and_finds_what_lmdb_finds(pg_store_url, tmp_path,
+                                                                                     monkeypatch):
+    """A prefix or wildcard on a text field lists each segment's words once, then fetches the postings of the
+    words it matched in every segment in one round trip, not one per word and segment."""
+    from xerj_postgres import env as pg_env
+
+    statements: list[str] = []
+    executed = pg_env._Guarded.execute
+    def counted(guarded, *args, **kwargs):
+        statements.append(args[0])
+        return executed(guarded, *args, **kwargs)
+    monkeypatch.setattr(pg_env._Guarded, "execute", counted)
+    texts = [f"note{i} graph{i % 7} {'graphical' if i % 2 else 'photograph'}" for i in range(60)]
+    answers = []
+    lmdb_engine = Engine(tmp_path / "lmdb", config=EngineConfig(tail_rows=8))
+    for engine in (engine_on(pg_store_url, tmp_path / "pg"), lmdb_engine):
+        with engine:
+            engine.store.create_index("notes", {"properties": {"text": {"type": "text"}}})
+            engine.store.bulk([BulkOp("index", "notes", f"n{i}", {"text": text}) for i, text in enumerate(texts)])
+            engine.store.put("notes", {"text": "graph0 in the tail"}, "tail")
+            found = {}
+            for query in ({"prefix": {"text": "graph"}}, {"wildcard": {"text": "note?"}}, {"wildcard": {"text": "*3"}}):
+                body = {"query": query, "size": 100, "_source": False}
+                engine.search.search("notes", body)  # each segment's words, listed
+                statements.clear()
+                found[str(query)] = sorted(hit["_id"] for hit in engine.search.search("notes", body)["hits"]["hits"])
+                if not answers:
+                    assert 0 < len(statements) <= 4, (query, statements)
+            answers.append(found)
+    assert answers[0] == answers[1]
+    assert answers[0][str({"wildcard": {"text": "note?"}})] == [f"n{i}" for i in range(10)]
+    assert len(answers[0][str({"prefix": {"text": "graph"}})]) == 61

@@ -180,18 +180,24 @@ class Oracle:
         (field, values), = body.items()
         return any(self.equals(doc, field, v) for v in values), 1.0
 
+    def terms_of(self, doc, field) -> list[str]:
+        """What a term-level pattern is tested on: a keyword's values, a text field's words."""
+        return self.field_tokens(doc, field) if field in TEXT_FIELDS else values_of(doc, field)
+
     def q_prefix(self, body, doc, doc_id):
         (field, spec), = body.items()
         value, fold = (spec["value"], spec.get("case_insensitive", False)) if isinstance(spec, dict) else (spec, False)
-        have = [v.lower() for v in values_of(doc, field)] if fold else values_of(doc, field)
+        boost = spec.get("boost", 1.0) if isinstance(spec, dict) else 1.0
+        have = [v.lower() for v in self.terms_of(doc, field)] if fold else self.terms_of(doc, field)
         wanted = value.lower() if fold else value
-        return any(v[:len(wanted)] == wanted for v in have), 1.0
+        return any(v[:len(wanted)] == wanted for v in have), boost
 
     def q_wildcard(self, body, doc, doc_id):
         (field, spec), = body.items()
         pattern, fold = (spec["value"], spec.get("case_insensitive", False)) if isinstance(spec, dict) \
             else (spec, False)
-        return any(wildcard_matches(pattern, v, fold) for v in values_of(doc, field)), 1.0
+        boost = spec.get("boost", 1.0) if isinstance(spec, dict) else 1.0
+        return any(wildcard_matches(pattern, v, fold) for v in self.terms_of(doc, field)), boost
 
     def q_ids(self, body, doc, doc_id):
         return doc_id in body["values"], 1.0
@@ -353,6 +359,13 @@ leaf_queries = st.one_of(
               st.sampled_from(["r", "RE", "g", "x"]), st.booleans()),
     st.builds(lambda v, c: {"wildcard": {"tag": {"value": v, "case_insensitive": c}}},
               st.sampled_from(["r*", "*e*", "?ed", "*", "R?d", "x*y", "b\\lue", "*n", "??", ""]), st.booleans()),
+    # on a text field: the words as indexed (lowercased), each tested alone
+    st.builds(lambda f, v, c, b: {"prefix": {f: {"value": v, "case_insensitive": c, "boost": b}}},
+              st.sampled_from(TEXT_FIELDS), st.sampled_from(["", "al", "Al", "be", "bet", "ze", "z", "omegaa"]),
+              st.booleans(), st.sampled_from([1.0, 3.0])),
+    st.builds(lambda f, v, c: {"wildcard": {f: {"value": v, "case_insensitive": c}}}, st.sampled_from(TEXT_FIELDS),
+              st.sampled_from(["*eta", "?eta", "*", "a*a", "AL*", "g?mm?", "*m*", "alpha", "d\\elta", "???"]),
+              st.booleans()),
 )
 
 
@@ -586,7 +599,7 @@ def test_the_wildcard_matcher_agrees_with_the_oracles(pattern, term, fold):
     """The engine's piece-by-piece matcher against the oracle's dynamic programming, on patterns dense in stars,
     question marks and escapes."""
     from xerj_core.query import dsl
-    from xerj_core.query.evaluate import pattern_test
+    from xerj_core.query.multiterm import pattern_test
 
     assert pattern_test(dsl.Pattern("wildcard", "k", pattern, case_insensitive=fold))(term) == \
         wildcard_matches(pattern, term, fold)
@@ -594,7 +607,7 @@ def test_the_wildcard_matcher_agrees_with_the_oracles(pattern, term, fold):
 
 def test_the_pieces_between_stars_never_overlap():
     from xerj_core.query import dsl
-    from xerj_core.query.evaluate import pattern_test
+    from xerj_core.query.multiterm import pattern_test
 
     twice = pattern_test(dsl.Pattern("wildcard", "k", "*ab*ab*"))
     assert [twice(term) for term in ("ab", "aba", "abab", "xabyabz")] == [False, False, True, True]

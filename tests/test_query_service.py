@@ -662,7 +662,8 @@ PATHS = ["notes/a.md", "notes/a.md#intro", "notes/b*.md", "Notes/C.md", "mail/x?
 @pytest.fixture
 def paths(tmp_path):
     with Store(tmp_path / "paths", tail_rows=2) as s:  # some rows sealed, the last ones in the tail
-        s.create_index("p", {"properties": {"path": {"type": "keyword"}, "text": {"type": "text"}}})
+        s.create_index("p", {"properties": {"path": {"type": "keyword"}, "text": {"type": "text"},
+                                            "n": {"type": "long"}}})
         for i, path in enumerate(PATHS):
             s.put("p", {"path": path, "text": f"note {i}"}, f"p{i}")
         yield SearchService(s)
@@ -707,8 +708,8 @@ def test_prefix_and_wildcard_score_their_boost_and_see_new_writes(paths, tmp_pat
 
 
 @pytest.mark.parametrize("query,error,words", [
-    ({"prefix": {"text": "no"}}, IllegalArgument, "field [text] of type [text] does not support [prefix]"),
-    ({"wildcard": {"text": "no*"}}, IllegalArgument, "does not support [wildcard] queries; use a keyword field"),
+    ({"prefix": {"n": "1"}}, IllegalArgument, "field [n] of type [long] does not support [prefix]"),
+    ({"wildcard": {"n": "1*"}}, IllegalArgument, "does not support [wildcard] queries; use a keyword or text field"),
     ({"prefix": {"_id": "p"}}, IllegalArgument, "[prefix] queries on [_id] are not supported"),
     ({"prefix": {"path": 5}}, ParsingError, "[prefix] query on [path] needs a string, got a [VALUE_NUMBER]"),
     ({"prefix": {"path": {}}}, ParsingError, "[prefix] query requires a [value]"),

@@ -79,8 +79,9 @@ def fixed_cases() -> Result:
             ("100,000-clause bool", lambda: c.call("POST", "/h/_search", many)[0], {200, 400}),
             ("catastrophic regexp", lambda: c.call("POST", "/h/_search", {
                 "query": {"regexp": {"text": "(a+)+(a+)+(a+)+(a+)+c"}}})[0], {200, 400, 504}),
+            # on a text field the pattern runs over every word the text was indexed with
             ("leading-wildcard storm", lambda: c.call("POST", "/h/_search", {
-                "query": {"wildcard": {"text": "*a*a*a*a*a*a*a*a*a*a*a*a*c"}}})[0], {200, 400, 504}),
+                "query": {"wildcard": {"text": "*a*a*a*a*a*a*a*a*a*a*a*a*c"}}})[0], {200}),
             # on a keyword the pattern runs over terms ("aaa...ab river stone", 29 a's): a regular expression
             # with .* per star backtracked exponentially there (0.2 s at 24 a's, doubling with each more)
             ("leading-wildcard storm on a keyword", lambda: c.call("POST", "/h/_search", {

@@ -90,12 +90,24 @@ class Term:
 @attrs.frozen
 class Pattern:
     """``prefix`` (``value`` starts the term) or ``wildcard`` (``*`` any run of characters, ``?`` one, ``\\``
-    escapes the next) over a keyword field's terms; a match scores ``boost``, as a term does."""
+    escapes the next) over a keyword field's values or a text field's words; a match scores ``boost``."""
 
     kind: str
     field: str
     value: str
     case_insensitive: bool = False
+    boost: float = 1.0
+    # From a query string (``gra*``): on a text field the pattern is lowercased first, as its words were indexed.
+    lowercase_for_text: bool = False
+
+
+@attrs.frozen
+class FieldsPattern:
+    """An unfielded ``gra*`` of a query string: a ``wildcard`` over ``fields`` (``(pattern, boost)`` pairs; None:
+    every text field), scored by its best field, as an unfielded word is."""
+
+    value: str
+    fields: tuple[tuple[str, float], ...] | None = None
     boost: float = 1.0
 
 
@@ -190,8 +202,8 @@ class Hybrid:
     normalizers: tuple[str, ...] | None = None
 
 
-Node = Union[MatchAll, MatchNone, Match, MatchPhrase, MultiMatch, Term, Pattern, Terms, Ids, Exists, Range, Bool,
-             DisMax, ConstantScore, Knn, Hybrid]
+Node = Union[MatchAll, MatchNone, Match, MatchPhrase, MultiMatch, Term, Pattern, FieldsPattern, Terms, Ids, Exists,
+             Range, Bool, DisMax, ConstantScore, Knn, Hybrid]
 
 
 # -- value helpers ------------------------------------------------------------------------------
@@ -294,12 +306,20 @@ def _clauses(value: Any, where: str) -> tuple[Node, ...]:
 _QUERY_TOKEN = re.compile(r"^([+-]?)(?:([^\s:\"]+):)?(.*)$", re.S)
 
 
+def _is_wildcard(value: str) -> bool:
+    """Does a query string's word hold a star, or a ``?`` other than at its end (see :func:`parse_q`)?"""
+    return "*" in value or "?" in value.rstrip("?")
+
+
 def parse_q(q: str, *, default_field: str | None = None, default_operator: str = "or",
             fields: tuple[tuple[str, float], ...] | None = None) -> Node:
     """A small subset of the Lucene query string ``q=``: ``word``, ``field:value``, ``field:"two words"`` and
-    ``"two words"`` (phrases), ``+must``, ``-must_not``, ``field:*`` (exists), ``*`` / ``*:*`` (everything), and
-    AND/OR keywords. A word without a field goes to ``default_field``, else to ``fields`` (``(pattern, boost)``
-    pairs), else to every text field."""
+    ``"two words"`` (phrases), ``gra*`` and ``field:gr?ph*`` (wildcards), ``+must``, ``-must_not``, ``field:*``
+    (exists), ``*`` / ``*:*`` (everything), and AND/OR keywords. A word without a field goes to ``default_field``,
+    else to ``fields`` (``(pattern, boost)`` pairs), else to every text field.
+
+    A ``?`` that only ends words (``why?``) is a question mark, not a wildcard: questions are what people and
+    agents type into a search box, and ``work?`` as a wildcard would miss "work" itself."""
     text = q.strip()
     if text in ("", "*", "*:*"):
         return MatchAll()
@@ -326,6 +346,9 @@ def parse_q(q: str, *, default_field: str | None = None, default_operator: str =
             node: Node = Ids((value,))
         elif value == "*" and field:
             node = Exists(field)
+        elif " " not in value and _is_wildcard(value):
+            node = (Pattern("wildcard", field, value, lowercase_for_text=True) if field
+                    else MatchAll() if value == "*" else FieldsPattern(value, fields))
         elif field:
             # a space left in a value was quoted: a phrase, as in Lucene's syntax
             node = MatchPhrase(field, value) if " " in value else Match(field, value)

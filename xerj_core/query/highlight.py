@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import attrs
 
 from xerj_core.errors import IllegalArgument, ParsingError
-from xerj_core.query import dsl
+from xerj_core.query import dsl, multiterm
 from xerj_core.query.dsl import Node, as_int
 from xerj_core.text import tokenize
 
@@ -106,15 +106,24 @@ def parse_highlight(value: Any) -> Highlight:
                      require_field_match=bool(value.get("require_field_match", True)), **top)
 
 
-# What a field's clauses look for: a word, or a phrase (a tuple of two words or more, marked only side by side).
-Sought = set["str | tuple[str, ...]"]
+# What a field's clauses look for: a word, a phrase (a tuple of two words or more, marked only side by side), or a
+# pattern (``prefix`` or ``wildcard``: each word it matches).
+Sought = set["str | tuple[str, ...] | dsl.Pattern"]
 
 
 def query_terms(*nodes: Node | None) -> dict[str | None, Sought]:
-    """The analyzed words and phrases each field's full-text clauses look for; key ``None`` is "any field"
-    (``multi_match`` without fields)."""
+    """The analyzed words, phrases and patterns each field's full-text clauses look for; key ``None`` is "any
+    field" (``multi_match`` without fields)."""
     out: dict[str | None, Sought] = {}
     for item in (found for node in nodes if node is not None for found in _positive(node)):
+        if isinstance(item, dsl.Pattern):
+            out.setdefault(item.field, set()).add(_lowered(item))
+            continue
+        if isinstance(item, dsl.FieldsPattern):
+            pattern = dsl.Pattern("wildcard", "", item.value.lower())
+            for field in [None] if item.fields is None else [field for field, _boost in item.fields]:
+                out.setdefault(field, set()).add(pattern)
+            continue
         if not isinstance(item, (dsl.Match, dsl.MatchPhrase, dsl.MultiMatch)) or not isinstance(item.query, str):
             continue
         words = tokenize(item.query)
@@ -126,6 +135,10 @@ def query_terms(*nodes: Node | None) -> dict[str | None, Sought]:
         else:
             out.setdefault(item.field, set()).update(sought)
     return out
+
+
+def _lowered(pattern: dsl.Pattern) -> dsl.Pattern:
+    return attrs.evolve(pattern, value=pattern.value.lower()) if pattern.lowercase_for_text else pattern
 
 
 def _positive(node: Node) -> Iterator[Node]:
@@ -238,10 +251,12 @@ def _marks(text: str, sought: Sought) -> list[tuple[int, int]]:
     """The spans of ``text``'s words to mark, in order: each sought word wherever it is, each word of a sought
     phrase only where the whole phrase lies side by side (as ``match_phrase`` finds it)."""
     phrases = [item for item in sought if isinstance(item, tuple)]
+    tests = [multiterm.pattern_test(item) for item in sought if isinstance(item, dsl.Pattern)]
+    wanted = (lambda word: word in sought or any(test(word) for test in tests)) if tests else sought.__contains__
     if not phrases:  # words alone: no list of every word of a long text
-        return [m.span() for m in _WORD.finditer(text) if m.group().lower() in sought]
+        return [m.span() for m in _WORD.finditer(text) if wanted(m.group().lower())]
     found = [(m.span(), m.group().lower()) for m in _WORD.finditer(text)]
-    marked = {at for at, (_span, word) in enumerate(found) if word in sought}
+    marked = {at for at, (_span, word) in enumerate(found) if wanted(word)}
     for phrase in phrases:
         size = len(phrase)
         for at in range(len(found) - size + 1):

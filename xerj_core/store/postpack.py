@@ -222,6 +222,17 @@ def find(blob: bytes, term: bytes) -> tuple[np.ndarray, np.ndarray] | object | N
     return None
 
 
+def bucket_terms(blob: bytes) -> list[bytes]:
+    """The terms whose postings a bucket holds (not those it lists as having a key of their own)."""
+    n, _total = _HEADER.unpack_from(blob)
+    lengths = np.frombuffer(blob, np.uint16, n, _HEADER.size).astype(np.int64)
+    base = _HEADER.size + (2 * n + 3 & ~3)
+    ends = (np.cumsum(lengths) + base).tolist()
+    counts = np.frombuffer(blob, np.uint32, n, ends[-1] + 3 & ~3 if n else base).tolist()
+    starts = [base, *ends[:-1]]
+    return [blob[start:end] for start, end, count in zip(starts, ends, counts) if count]
+
+
 def unpack(suffixes: Sequence[bytes], values: Sequence[bytes], *, short: int = 0) -> PostingRun:
     """A stored segment's postings of one field (its key suffixes and values, buckets or one term each) as one
     run, terms in no particular order; a segment stored before buckets is all terms of their own. Every
@@ -297,5 +308,5 @@ def _fixed_width(buf: bytes, starts: np.ndarray, lengths: np.ndarray, short: int
     return matrix.view(f"S{width}").reshape(-1)
 
 
-__all__ = ["BUCKET_BYTES", "OWN", "OWN_KEY_POSTINGS", "bucket_of", "bucket_suffix", "crc32_many", "find", "pack",
-           "term_bytes", "unpack"]
+__all__ = ["BUCKET_BYTES", "OWN", "OWN_KEY_POSTINGS", "bucket_of", "bucket_suffix", "bucket_terms", "crc32_many",
+           "find", "pack", "term_bytes", "unpack"]

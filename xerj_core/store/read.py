@@ -172,6 +172,37 @@ class Tail:
             return None
         return (found_rows, tfs) if cut == len(found_rows) else (found_rows[:cut], tfs[:cut])
 
+    def terms(self, path: str, rows: int) -> set[bytes]:
+        """Every term of ``path`` among this tail's first ``rows`` rows (and perhaps a few after them: a block
+        is taken whole), as UTF-8 bytes."""
+        with self.lock:
+            blocks = list(self.blocks)
+        found: set[bytes] = set()
+        for block in blocks:
+            if block.start >= self.start + rows:
+                break
+            run = block.postings.get(path)
+            if run is not None:
+                found.update(run[0].tolist() if isinstance(run[0], np.ndarray) else run[0])
+        return found
+
+    def rows_holding(self, path: str, rows: int, wanted: set[bytes]) -> np.ndarray:
+        """The rows among this tail's first ``rows`` holding any of ``wanted`` (UTF-8 terms) in ``path``, from
+        one pass over its blocks: cheaper than a lookup per term when many of its terms are wanted."""
+        with self.lock:
+            blocks = list(self.blocks)
+        end, picked = self.start + rows, []
+        for block in blocks:
+            if block.start >= end:
+                break
+            run = block.postings.get(path)
+            if run is None or not len(run[0]):
+                continue
+            terms, counts, found, _tfs = run
+            names = terms.tolist() if isinstance(terms, np.ndarray) else terms
+            picked.append(found[np.repeat(np.fromiter(map(wanted.__contains__, names), bool, len(names)), counts)])
+        joined = np.concatenate(picked) if picked else np.empty(0, np.int64)
+        return joined[joined < end]
 
 def _blocks_from(blocks: Sequence[Block] | None, start: int, end: int) -> Sequence[Block] | None:
     """The blocks of rows ``start`` to ``end`` among consecutive ``blocks``, if one of them starts at ``start`` and
@@ -659,18 +690,82 @@ class IndexReader:
     def prefetch_postings(self, path: str, term: str) -> None:
         """Let a backend whose gets are round trips (``xerj_postgres``) fetch ``term``'s postings in every sealed
         segment at once, before :meth:`segment_postings` asks segment by segment; LMDB has nothing to do."""
+        self.prefetch_terms(path, [(seg, (term,)) for seg in self.snapshot.segments])
+
+    @property
+    def gets_are_round_trips(self) -> bool:
+        """Whether each get is a round trip to a server (``xerj_postgres``), so that gets are best batched with
+        :meth:`prefetch_terms` rather than read through a cursor range by range."""
+        return getattr(self.txn, "prefetch", None) is not None
+
+    def prefetch_terms(self, path: str, wanted: Sequence[tuple[Segment, Sequence[str]]]) -> None:
+        """As :meth:`prefetch_postings`, for the terms given for each sealed segment, in one fetch."""
         prefetch = getattr(self.txn, "prefetch", None)
-        if prefetch is not None and limits.term_fits(term):
-            name = term.encode()
-            wanted = []
-            for seg in self.snapshot.segments:
-                if path in seg.fields:
-                    prefix = keys.post_prefix(self.ix, seg.start, path)
-                    buckets = seg.buckets.get(path)
+        if prefetch is None:
+            return
+        found = []
+        for segment, terms in wanted:
+            if path not in segment.fields:
+                continue
+            prefix = keys.post_prefix(self.ix, segment.start, path)
+            buckets = segment.buckets.get(path)
+            for term in terms:
+                if limits.term_fits(term):
+                    name = term.encode()
                     if buckets:  # the term's bucket, and its own key in case it is a large term
-                        wanted.append(prefix + postpack.bucket_suffix(postpack.bucket_of(name, buckets)))
-                    wanted.append(prefix + name)
-            prefetch(self.dbs["post"], wanted)
+                        found.append(prefix + postpack.bucket_suffix(postpack.bucket_of(name, buckets)))
+                    found.append(prefix + name)
+        if found:
+            prefetch(self.dbs["post"], list(dict.fromkeys(found)))  # terms share buckets
+
+    def _segment_posting_items(self, segment: Segment, path: str) -> list[tuple[bytes, bytes]]:
+        """``path``'s stored postings in a sealed segment as ``(key suffix, value)``: a bucket's suffix is a NUL
+        and its number, a term of its own's is the term."""
+        if path not in segment.fields:
+            return []
+        prefix = keys.post_prefix(self.ix, segment.start, path)
+        items = []
+        with self.txn.cursor(db=self.dbs["post"]) as cur:
+            if cur.set_range(prefix):
+                for stored, blob in cur:
+                    if not stored.startswith(prefix):
+                        break
+                    items.append((bytes(stored[len(prefix):]), bytes(blob)))
+        return items
+
+    def segment_terms(self, segment: Segment, path: str) -> list[str]:
+        """Every term of text field ``path`` in a sealed segment, sorted, read once per process and segment (a
+        segment never changes): what ``prefix`` and ``wildcard`` look through. Nothing at write time keeps a term
+        list, so a segment's postings are read through once for it."""
+        key = ("terms", path)
+        found = segment.derived.get(key)
+        if found is None:
+            names: set[bytes] = set()
+            for suffix, blob in self._segment_posting_items(segment, path):
+                if suffix[:1] == b"\x00":
+                    names.update(postpack.bucket_terms(blob))
+                else:
+                    names.add(suffix)
+            found = sorted(name.decode() for name in names)
+            with segment.lock:
+                found = segment.derived.setdefault(key, found)
+        return found  # type: ignore[no-any-return]
+
+    def segment_rows_holding(self, segment: Segment, path: str, wanted: set[bytes]) -> np.ndarray:
+        """The rows (absolute) of a sealed segment holding any of ``wanted`` (UTF-8 terms) in ``path``, from one
+        pass over its postings: cheaper than a lookup per term when many of its terms are wanted."""
+        items = self._segment_posting_items(segment, path)
+        if not items:
+            return np.empty(0, np.int64)
+        terms, counts, rows, _tfs = postpack.unpack([suffix for suffix, _ in items], [blob for _, blob in items])
+        return rows[np.repeat(np.fromiter(map(wanted.__contains__, terms), bool, len(terms)), counts)]
+
+    def tail_terms(self, path: str) -> list[str]:
+        """Every term of text field ``path`` in the tail rows this reader sees (perhaps a few more), sorted."""
+        if not self.tail_count:
+            return []
+        return self.memo(("tail-terms", path),  # type: ignore[no-any-return]
+                         lambda: sorted(term.decode() for term in self.snapshot.tail.terms(path, self.tail_count)))
 
     def postings_parts(self, path: str, term: str) -> list[tuple[Segment | None, np.ndarray, np.ndarray]]:
         """``(segment, rows, frequencies)`` per part holding ``term`` in ``path``: sealed segments, then the tail

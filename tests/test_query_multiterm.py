@@ -1,0 +1,133 @@
+"""``prefix`` and ``wildcard`` on text fields, and ``gra*`` in a query string: against a scan of the words."""
+
+from __future__ import annotations
+
+import fnmatch
+
+import pytest
+
+from xerj_core.query import multiterm
+from xerj_core.query.service import SearchService
+from xerj_core.store import BulkOp, Store
+from xerj_core.text import tokenize
+
+# 400 documents: 400 distinct "w..." words (w000 to w399), words shared by many, and some that are not ASCII.
+EXTRA = ["graph", "graphs", "photograph", "grammar", "grüße", "日本語", "日本", "straße", "alpha"]
+
+
+def _text(i: int) -> str:
+    return f"W{i:03d} common {EXTRA[i % len(EXTRA)]} and {'odd' if i % 2 else 'even'}"
+
+
+@pytest.fixture
+def words(tmp_path):
+    with Store(tmp_path / "w", tail_rows=64) as store:  # several sealed segments, and a tail
+        store.create_index("w", {"properties": {"body": {"type": "text"}, "k": {"type": "keyword"}}})
+        for lo in range(0, 400, 90):
+            store.bulk([BulkOp("index", "w", f"d{i}", {"body": _text(i), "k": f"K{i}"})
+                        for i in range(lo, min(400, lo + 90))])
+        store.put("w", {"body": "Graphical last words"}, "tail")
+        yield SearchService(store)
+
+
+def _ids(service, query, size=1000) -> set[str]:
+    return {hit["_id"] for hit in service.search("w", {"query": query, "size": size})["hits"]["hits"]}
+
+
+def _scan(service, test) -> set[str]:
+    """The ids of live documents with a word of ``body`` that passes ``test``, read from their sources."""
+    with service.store.reader("w") as reader:
+        return {doc_id for _row, doc_id, doc, _v in reader.documents(range(reader.n_rows))
+                if any(test(word) for word in tokenize(doc.get("body", "")))}
+
+
+PATTERNS = [
+    ("prefix", "w0", False), ("prefix", "w12", False), ("prefix", "", False), ("prefix", "gra", False),
+    ("prefix", "GRA", True), ("prefix", "日本", False), ("prefix", "W0", False), ("prefix", "nothing", False),
+    ("wildcard", "w?5?", False), ("wildcard", "*graph*", False), ("wildcard", "*", False), ("wildcard", "gr*e", False),
+    ("wildcard", "STRA?E", True), ("wildcard", "*本*", False), ("wildcard", "w3*9", False), ("wildcard", "?", False),
+]
+
+
+@pytest.mark.parametrize("share", [0, 2])  # each segment's postings read whole, and term by term
+@pytest.mark.parametrize("kind,value,fold", PATTERNS)
+def test_a_pattern_on_a_text_field_finds_the_documents_holding_a_matching_word(words, monkeypatch, share, kind,
+                                                                                  value, fold):
+    monkeypatch.setattr(multiterm, "SEGMENT_PASS_SHARE", share)
+    monkeypatch.setattr(multiterm, "TAIL_PASS_SHARE", share)
+    if kind == "prefix":
+        test = (lambda w: w.lower().startswith(value.lower())) if fold else (lambda w: w.startswith(value))
+    else:
+        test = (lambda w: fnmatch.fnmatchcase(w.lower(), value.lower())) if fold else \
+            (lambda w: fnmatch.fnmatchcase(w, value))
+    expected = _scan(words, test)
+    assert _ids(words, {kind: {"body": {"value": value, "case_insensitive": fold}}}) == expected
+    if value in ("w0", "w12", "gra", "*graph*"):
+        assert expected  # the cases that must find something do
+
+
+def test_text_patterns_see_deletes_overwrites_new_writes_and_merges(words):
+    store = words.store
+    store.delete("w", "d5")
+    store.put("w", {"body": "w005 rewritten wholly"}, "d6")  # d6's old words (w006) no longer match
+    store.put("w", {"body": "zebra w999"}, "late")
+    assert _ids(words, {"prefix": {"body": "w00"}}) == {f"d{i}" for i in range(10) if i != 5}
+    assert _ids(words, {"wildcard": {"body": "w99?"}}) == {"late"}
+    assert _ids(words, {"prefix": {"body": "rewri"}}) == {"d6"}
+    store.bulk([BulkOp("index", "w", f"more{i}", {"body": f"w{i:03d}x"}) for i in range(300)])  # seals and merges
+    store.wait_merges()
+    assert _ids(words, {"prefix": {"body": "w00"}}) == ({f"d{i}" for i in range(10) if i != 5}
+                                                       | {f"more{i}" for i in range(10)})
+    assert _ids(words, {"wildcard": {"body": "w00?x"}}) == {f"more{i}" for i in range(10)}
+
+
+def test_a_text_pattern_scores_its_boost_and_combines_with_other_clauses(words):
+    hits = words.search("w", {"query": {"prefix": {"body": {"value": "grap", "boost": 2.5}}}, "size": 500})
+    assert {hit["_score"] for hit in hits["hits"]["hits"]} == {2.5}
+    both = {"bool": {"must": [{"match": {"body": "odd"}}], "filter": [{"wildcard": {"body": "w01?"}}]}}
+    assert _ids(words, both) == {f"d{i}" for i in range(11, 20, 2)}
+    excluded = {"bool": {"filter": [{"prefix": {"body": "w00"}}], "must_not": [{"prefix": {"body": "eve"}}]}}
+    assert _ids(words, excluded) == {f"d{i}" for i in range(1, 10, 2)}
+
+
+def test_a_query_string_reads_stars_as_wildcards_on_text_and_a_question_mark_as_punctuation(words):
+    q = words.search("w", {"query": {"query_string": {"query": "body:W01*"}}, "size": 500})["hits"]["hits"]
+    assert {hit["_id"] for hit in q} == {f"d{i}" for i in range(10, 20)}  # lowercased, as the words were
+    assert _ids(words, {"query_string": {"query": "w01?* -odd"}}) == {f"d{i}" for i in range(10, 20, 2)}
+    assert _ids(words, {"query_string": {"query": "w01?"}}) == set()  # a question about the word "w01"
+    assert _ids(words, {"query_string": {"query": "k:K1*"}}) == {"d1", *(f"d{i}" for i in range(10, 20)),
+                                                                 *(f"d{i}" for i in range(100, 200))}
+    assert _ids(words, {"query_string": {"query": "k:k1*"}}) == set()  # a keyword keeps its case
+    # "why?" and "graphical?" are questions: their words, as before, not one more character
+    assert _ids(words, {"query_string": {"query": "graphical?"}}) == {"tail"}
+    assert _ids(words, {"query_string": {"query": "graphical? OR w000"}}) == {"tail", "d0"}
+    boosted = {"query_string": {"query": "w00*", "fields": ["body^3"]}}
+    assert {hit["_score"] for hit in words.search("w", {"query": boosted})["hits"]["hits"]} == {3.0}
+
+
+def test_pattern_words_are_highlighted(words):
+    body = {"query": {"query_string": {"query": "GRAPH*"}}, "highlight": {"fields": {"body": {}}}, "size": 500}
+    marked = {hit["_id"]: hit["highlight"]["body"] for hit in words.search("w", body)["hits"]["hits"]}
+    assert marked["tail"] == ["<em>Graphical</em> last words"]
+    assert marked["d0"] == ["W000 common <em>graph</em> and even"]
+    wildcard = {"query": {"wildcard": {"body": "w00?"}}, "highlight": {"fields": {"body": {}}}}
+    assert words.search("w", wildcard)["hits"]["hits"][0]["highlight"]["body"][0].startswith("<em>W00")
+
+
+def test_a_segment_lists_its_words_once(words):
+    with words.store.reader("w") as reader:
+        segment = reader.segments[0]
+        first = reader.segment_terms(segment, "body")
+        assert first == sorted(first) and "common" in first and "w000" in first
+        assert reader.segment_terms(segment, "body") is first  # kept with the segment, not read again
+        assert reader.segment_terms(segment, "k") == []  # a keyword field has no postings
+
+
+def test_a_literal_start_tests_only_the_terms_in_its_range():
+    terms = sorted(["alpha", "beta", "betamax", "bet", "gamma", "zeta"])
+    tested: list[str] = []
+    found = multiterm.matching(terms, lambda term: tested.append(term) or term.endswith("a"), "bet")
+    assert found == ["beta"] and sorted(tested) == ["bet", "beta", "betamax"]
+    node = multiterm.dsl.Pattern("wildcard", "f", "be\\*t?x*", case_insensitive=False)
+    assert multiterm.literal_start(node) == "be*t"
+    assert multiterm.literal_start(multiterm.dsl.Pattern("wildcard", "f", "Be*", case_insensitive=True)) == ""
