@@ -18,7 +18,7 @@ from mcp import Client  # noqa: E402
 from xerj_http.app import create_app  # noqa: E402
 from xerj_mcp.backend import AppBackend, HttpBackend, open_embedded  # noqa: E402
 from xerj_mcp.server import OPEN_MODE, build_server  # noqa: E402
-from xerj_mcp.tools import TOOL_NAMES, highlight_source  # noqa: E402
+from xerj_mcp.tools import TOOL_NAMES  # noqa: E402
 
 A, B = "alice", "bob"
 
@@ -275,14 +275,27 @@ def test_embedded_data_dir_is_open_mode_and_says_every_namespace_is_reachable(tm
     assert text(unknown) == "brain [nothing-here] does not exist"
 
 
-def test_highlight_marks_the_query_words_in_each_string_field():
-    source = {"title": "Sourdough", "text": "x " * 100 + "the starter rises " + "y " * 100, "n": 3,
-              "meta": {"tag": "starter"}}
-    got = highlight_source(source, {"starter", "sourdough"})
-    assert got["title"] == ["<em>Sourdough</em>"]
-    assert "<em>starter</em> rises" in got["text"][0] and len(got["text"][0]) < 200
-    assert got["meta.tag"] == ["<em>starter</em>"]
-    assert highlight_source(source, set()) == {}
+def test_search_passages_mark_what_the_server_matched(world, engine):
+    """A phrase only where its words lie side by side, the words a wildcard matched, each string field around
+    them; a body's own highlight is kept, and highlight=False asks for none."""
+    index = f".xerj-memory-{A}"
+    long_text = "x " * 100 + "the starter rises, starter dough " + "y " * 100
+    r = testing.simulate_post(world["app"], f"/_memory/{A}", json={"text": long_text},
+                              headers=admin_headers(engine))
+    assert r.status_code == 201, r.text
+
+    async def script(client):
+        return [(await call(client, "xerj_search", index=index, **arguments)).structured_content for arguments in (
+            {"query": '"starter rises"'}, {"query": "sourd*"}, {"query": "rye", "highlight": False},
+            {"body": {"query": {"match": {"text": "rye"}}, "highlight": {"fields": {"text": {}},
+                                                                       "pre_tags": ["["], "post_tags": ["]"]}}})]
+
+    phrase, wildcard, plain, own = run(AppBackend(world["app"], world["key"]), script)
+    passage = phrase["hits"][0]["highlight"]["text"][0]
+    assert "<em>starter</em> <em>rises</em>, starter dough" in passage and len(passage) < 200
+    assert wildcard["hits"][0]["highlight"]["text"] == [f"{A} feeds the <em>sourdough</em> starter twice a day"]
+    assert "highlight" not in plain["hits"][0]
+    assert own["hits"][0]["highlight"]["text"] == [f"{A} keeps the [rye] flour cold"]
 
 
 def test_results_are_json_all_the_way(world):

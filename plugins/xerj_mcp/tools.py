@@ -8,7 +8,6 @@ error's text.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -313,18 +312,16 @@ class Tools:
         request["from"] = offset
         # Embeddings are numbers an agent cannot read; they stay out unless the body asks for _source itself.
         request.setdefault("_source", {"excludes": ["*vector*"]})
+        if highlight:
+            # The server marks what the query matched: a phrase only where its words lie side by side, the
+            # words a wildcard matched, each field's own clauses' words in that field.
+            request.setdefault("highlight", PASSAGES)
         params: dict[str, Any] = {"expand_wildcards": "all"}
         _put(params, q=query)
         payload = await self._call("POST", f"/{segment_list(index)}/_search", params, request)
         hits = payload.get("hits", {}).get("hits", [])
         total = payload.get("hits", {}).get("total", {})
         total = int(total.get("value", 0)) if isinstance(total, dict) else int(total or 0)
-        if highlight:
-            terms = _terms(query, body)
-            for hit in hits:
-                passages = highlight_source(hit.get("_source") or {}, terms)
-                if passages:
-                    hit["highlight"] = passages
         return SearchResult(index=index, total=total, hits=hits, left_out=max(0, total - offset - len(hits)))
 
     async def xerj_get_document(
@@ -344,6 +341,10 @@ class Tools:
                                       for r in rows])
 
 
+# The passages xerj_search's hits carry: up to three a string field, about 160 characters around what matched.
+PASSAGES = {"fields": {"*": {}}, "fragment_size": 160, "number_of_fragments": 3}
+
+
 def _put(target: dict[str, Any], **values: Any) -> None:
     """Copy the given values that are set; a value left out lets the server's default apply."""
     for key, value in values.items():
@@ -354,59 +355,6 @@ def _put(target: dict[str, Any], **values: Any) -> None:
 def segment_list(index: str) -> str:
     # Commas and wildcards are the index expression's own syntax; anything else is encoded.
     return ",".join(segment(part).replace("%2A", "*") for part in index.split(","))
-
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-_QUERY_SYNTAX = {"and", "or", "not", "to"}
-
-
-def _terms(query: str | None, body: dict[str, Any] | None) -> set[str]:
-    words: list[str] = []
-    if query:
-        words = _WORD.findall(query.split(":")[-1] if ":" in query and " " not in query else query)
-    elif body:
-        words = _WORD.findall(" ".join(_strings(body.get("query"))))
-    return {w.lower() for w in words if w.lower() not in _QUERY_SYNTAX and len(w) > 1}
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for k, v in value.items() if k not in ("field", "fields", "type", "operator") for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
-
-
-def highlight_source(source: dict[str, Any], terms: set[str], *, width: int = 80,
-                     per_field: int = 3) -> dict[str, list[str]]:
-    """Passages of each string field around the query's words, the words marked ``<em>``."""
-    if not terms:
-        return {}
-    pattern = re.compile(r"\b(" + "|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)) + r")\b",
-                         re.IGNORECASE)
-    out: dict[str, list[str]] = {}
-    for field, value in _string_fields(source, ""):
-        passages = []
-        for match in pattern.finditer(value):
-            if len(passages) >= per_field:
-                break
-            start, end = max(0, match.start() - width), min(len(value), match.end() + width)
-            if passages and start < passages[-1][1]:
-                continue
-            passages.append((start, end))
-        if passages:
-            out[field] = [pattern.sub(r"<em>\1</em>", value[s:e]) for s, e in passages]
-    return out
-
-
-def _string_fields(value: Any, prefix: str):
-    if isinstance(value, str):
-        yield prefix, value
-    elif isinstance(value, dict):
-        for key, inner in value.items():
-            yield from _string_fields(inner, f"{prefix}.{key}" if prefix else str(key))
 
 
 TOOL_NAMES = [name for name in vars(Tools) if name.startswith("xerj_")]
