@@ -6,7 +6,8 @@ import fnmatch
 
 import pytest
 
-from xerj_core.query import multiterm
+from xerj_core.errors import ParsingError
+from xerj_core.query import dsl, multiterm
 from xerj_core.query.service import SearchService
 from xerj_core.store import BulkOp, Store
 from xerj_core.text import tokenize
@@ -131,3 +132,33 @@ def test_a_literal_start_tests_only_the_terms_in_its_range():
     node = multiterm.dsl.Pattern("wildcard", "f", "be\\*t?x*", case_insensitive=False)
     assert multiterm.literal_start(node) == "be*t"
     assert multiterm.literal_start(multiterm.dsl.Pattern("wildcard", "f", "Be*", case_insensitive=True)) == ""
+
+
+def test_an_apostrophe_is_a_word_character_in_a_query_string_and_only_a_double_quote_quotes(words):
+    """Before, q= was cut by shell rules: "what's the graph" was a 400 (an unclosed quotation), the question an
+    agent's search sends most often."""
+    store = words.store
+    store.put("w", {"body": "what's the graph view"}, "q1")
+    store.put("w", {"body": "graph the view what"}, "q2")
+    assert _ids(words, {"query_string": {"query": "what's graph"}}) >= {"q1", "q2"}
+    assert _ids(words, {"query_string": {"query": "\"what's the\" 'graph"}}) == {"q1"} | _ids(words, {
+        "match": {"body": "graph"}})  # a phrase beside a word
+    assert _ids(words, {"query_string": {"query": '"graph view"'}}) == {"q1"}
+    assert _ids(words, {"query_string": {"query": 'body:"the graph" AND view'}}) == {"q1"}
+    assert _ids(words, {"query_string": {"query": '"graph*"'}}) == _ids(words, {"match": {"body": "graph"}})
+    assert _ids(words, {"query_string": {"query": "view NOT \"what's\""}}) == {"q2"}
+    assert _ids(words, {"query_string": {"query": "what AND view NOT the"}}) == set()
+    assert _ids(words, {"query_string": {"query": "+what +view -\"graph view\""}}) == {"q2"}
+    with pytest.raises(ParsingError, match="a double quote is not closed"):
+        words.search("w", {"query": {"query_string": {"query": 'what "graph'}}})
+
+
+@pytest.mark.parametrize("q,expected", [
+    ("gra*", ("gra*", "gra*", False)), ("why?", ("why?", None, False)), ("work??", ("work??", None, False)),
+    ("w01?*", ("w01?*", "w01?*", False)), ("gr?ph", ("gr?ph", "gr?ph", False)), ('"gra*"', ("gra*", None, True)),
+    ("a\\*b", ("a*b", None, False)), ("a\\*b*", ("a*b*", "a\\*b*", False)), ("a\\?b", ("a?b", None, False)),
+    ("x\\", ("x\\", None, False)), ("what's", ("what's", None, False)), ("*", ("*", "*", False)),
+    ('"what\'s"', ("what's", None, True)), ('ab"c d"', ("abc d", None, True)),
+])
+def test_a_query_string_value_is_a_wildcard_only_with_an_unquoted_unescaped_star_or_inner_question_mark(q, expected):
+    assert dsl._q_value(q) == expected

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 from typing import Any, Callable, Union
 
 import attrs
@@ -303,63 +302,115 @@ def _clauses(value: Any, where: str) -> tuple[Node, ...]:
     return tuple(parse_query(item, where=where) for item in items)
 
 
-_QUERY_TOKEN = re.compile(r"^([+-]?)(?:([^\s:\"]+):)?(.*)$", re.S)
+_QUERY_TOKEN = re.compile(r"^([+-]?)(?:([^\s:\"\\]+):)?(.*)$", re.S)
 
 
-def _is_wildcard(value: str) -> bool:
-    """Does a query string's word hold a star, or a ``?`` other than at its end (see :func:`parse_q`)?"""
-    return "*" in value or "?" in value.rstrip("?")
+def _q_tokens(q: str) -> list[str]:
+    """``q`` cut at whitespace outside double quotes, each piece as written (quotes and backslashes kept). Only
+    a double quote quotes, as in Lucene's syntax: ``what's`` is a word, not the start of a quotation."""
+    tokens: list[str] = []
+    current: list[str] = []
+    quoted = False
+    chars = iter(q)
+    for char in chars:
+        if char == "\\":
+            current += (char, next(chars, ""))
+        elif char == '"':
+            quoted = not quoted
+            current.append(char)
+        elif char.isspace() and not quoted:
+            if current:
+                tokens.append("".join(current))
+                current = []
+        else:
+            current.append(char)
+    if quoted:
+        raise ParsingError(f"Failed to parse query [{q}]: a double quote is not closed")
+    if current:
+        tokens.append("".join(current))
+    return tokens
+
+
+def _q_value(raw: str) -> tuple[str, str | None, bool]:
+    """A query string value as written: its text (quotes and escaping backslashes removed), its wildcard pattern
+    (escapes kept) when it is one (an unquoted value with an unescaped star, or an unescaped ``?`` other than at
+    its end: see :func:`parse_q`), and whether it was quoted (a phrase, however many words it holds)."""
+    items: list[tuple[str, bool]] = []  # (character, escaped)
+    quoted = False
+    chars = iter(raw)
+    for char in chars:
+        if char == "\\":
+            items.append((next(chars, "\\"), True))  # a trailing backslash stands for itself
+        elif char == '"':
+            quoted = True
+        else:
+            items.append((char, False))
+    text = "".join(char for char, _ in items)
+    end = len(items)
+    while end and items[end - 1] == ("?", False):
+        end -= 1
+    wild = any(char == "*" and not escaped for char, escaped in items) or \
+        any(char == "?" and not escaped for char, escaped in items[:end])
+    if quoted or not wild:
+        return text, None, quoted
+    return text, "".join("\\" + char if escaped else char for char, escaped in items), False
 
 
 def parse_q(q: str, *, default_field: str | None = None, default_operator: str = "or",
             fields: tuple[tuple[str, float], ...] | None = None) -> Node:
     """A small subset of the Lucene query string ``q=``: ``word``, ``field:value``, ``field:"two words"`` and
-    ``"two words"`` (phrases), ``gra*`` and ``field:gr?ph*`` (wildcards), ``+must``, ``-must_not``, ``field:*``
-    (exists), ``*`` / ``*:*`` (everything), and AND/OR keywords. A word without a field goes to ``default_field``,
-    else to ``fields`` (``(pattern, boost)`` pairs), else to every text field.
+    ``"two words"`` (phrases), ``gra*`` and ``field:gr?ph*`` (wildcards; a backslash escapes a character),
+    ``+must``, ``-must_not`` and ``NOT must_not``, ``field:*`` (exists), ``*`` / ``*:*`` (everything), and
+    AND/OR keywords. A word without a field goes to ``default_field``, else to ``fields`` (``(pattern, boost)``
+    pairs), else to every text field.
 
     A ``?`` that only ends words (``why?``) is a question mark, not a wildcard: questions are what people and
     agents type into a search box, and ``work?`` as a wildcard would miss "work" itself."""
     text = q.strip()
     if text in ("", "*", "*:*"):
         return MatchAll()
-    try:
-        tokens = shlex.split(text, posix=True)
-    except ValueError as exc:
-        raise ParsingError(f"Failed to parse query [{q}]: {exc}") from None
+    tokens = _q_tokens(text)
     operator = str(default_operator).lower()
     if operator not in ("or", "and"):
         raise IllegalArgument(f"[default_operator] must be [AND] or [OR], got [{default_operator}]")
-    must, should, must_not = [], [], []
+    # Each clause's occurrence: "+" must, "-" must not, "?" should, "" the default operator's. AND makes the
+    # unsigned clauses on both sides required, OR optional, NOT the next one excluded (Lucene's query string).
+    clauses: list[list[Any]] = []  # [occurrence, node, signed]
+    joiner = None
     for token in tokens:
-        if token in ("AND", "OR", "&&", "||"):
-            if token in ("AND", "&&"):
-                operator = "and"
+        if token in ("AND", "&&", "OR", "||", "NOT", "!"):
+            joiner = {"&&": "AND", "||": "OR", "!": "NOT"}.get(token, token)
+            if joiner != "NOT" and clauses and not clauses[-1][2]:
+                clauses[-1][0] = "+" if joiner == "AND" else "?"
             continue
         found = _QUERY_TOKEN.match(token)
-        sign, field, value = found.groups() if found else ("", None, token)
+        sign, field, raw = found.groups() if found else ("", None, token)
+        signed = bool(sign)
+        if not signed and joiner is not None:
+            sign, signed = {"AND": "+", "OR": "?", "NOT": "-"}[joiner], True
+        joiner = None
         if field in (None, "") and default_field and default_field != "*":
             field = default_field
+        value, pattern, quoted = _q_value(raw)
         if not value:
             continue
         if field == "_id":
             node: Node = Ids((value,))
-        elif value == "*" and field:
+        elif raw == "*" and field:
             node = Exists(field)
-        elif " " not in value and _is_wildcard(value):
-            node = (Pattern("wildcard", field, value, lowercase_for_text=True) if field
-                    else MatchAll() if value == "*" else FieldsPattern(value, fields))
+        elif pattern is not None:
+            node = (Pattern("wildcard", field, pattern, lowercase_for_text=True) if field
+                    else MatchAll() if raw == "*" else FieldsPattern(pattern, fields))
         elif field:
-            # a space left in a value was quoted: a phrase, as in Lucene's syntax
-            node = MatchPhrase(field, value) if " " in value else Match(field, value)
+            # a quoted value (or one with an escaped space) is a phrase, as in Lucene's syntax: "what's" too
+            node = MatchPhrase(field, value) if quoted or " " in value else Match(field, value)
         else:
-            node = MultiMatch(value, fields, type="phrase" if " " in value else "best_fields")
-        if sign == "-":
-            must_not.append(node)
-        elif sign == "+" or operator == "and":
-            must.append(node)
-        else:
-            should.append(node)
+            node = MultiMatch(value, fields, type="phrase" if quoted or " " in value else "best_fields")
+        clauses.append([sign, node, signed])
+    default = "+" if operator == "and" else "?"
+    must = [node for sign, node, _ in clauses if (sign or default) == "+"]
+    should = [node for sign, node, _ in clauses if (sign or default) == "?"]
+    must_not = [node for sign, node, _ in clauses if sign == "-"]
     if not (must or should or must_not):
         return MatchNone()
     return Bool(must=tuple(must), should=tuple(should), must_not=tuple(must_not))
