@@ -157,6 +157,32 @@ def test_search_shows_highlighted_snippets(page, served):
     shot(page, "search")
 
 
+def test_the_search_box_reads_a_query_string(page, served):
+    """A wildcard, a phrase and an apostrophe, as people type them; a double quote left open is the server's 400
+    shown, not an empty page."""
+    sign_in(page, served, mint(served, FOAM_READ))
+    page.goto(base(served) + "#/search?q=wikilinks")
+    page.wait_for_function("window.xerjConsole.search && window.xerjConsole.search.q === 'wikilinks'")
+    plural = page.evaluate("window.xerjConsole.search.total")
+    page.goto(base(served) + "#/search?q=wikilink*")
+    page.wait_for_function("window.xerjConsole.search && window.xerjConsole.search.q === 'wikilink*'")
+    page.wait_for_selector("[data-testid=snippet] mark")
+    marks = {m.lower() for m in page.locator("[data-testid=result] mark").all_inner_texts()}
+    assert marks and all(m.startswith("wikilink") for m in marks)
+    assert page.evaluate("window.xerjConsole.search.total") > plural  # "wikilink" too
+    page.goto(base(served) + '#/search?q="graph view" -wikilinks')
+    page.wait_for_function("window.xerjConsole.search && window.xerjConsole.search.q.startsWith('\"graph')")
+    page.wait_for_selector("[data-testid=snippet] mark")
+    texts = [m.lower() for m in page.locator("[data-testid=result] mark").all_inner_texts()]
+    assert texts and set(texts) <= {"graph", "view"}
+    page.goto(base(served) + "#/search?q=what's the graph")
+    page.wait_for_function("window.xerjConsole.search && window.xerjConsole.search.q.startsWith('what')")
+    assert page.evaluate("window.xerjConsole.search.total") > 0
+    page.goto(base(served) + '#/search?q="graph view')
+    page.wait_for_selector("[data-testid=results] >> text=double quote is not closed")
+    assert not page.errors
+
+
 def test_the_reader_shows_a_notes_wikilinks_with_their_quotes(page, served):
     sign_in(page, served, mint(served, FOAM_READ))
     status, body = request(served.port, "POST", "/autoindex-catalog/_search", {"size": 100}, headers=served.headers)

@@ -284,7 +284,8 @@ async function searchPage(params) {
   const filter = kind ? [{ match: { kind: { query: kind, operator: "and" } } }] : [];
   const body = {
     from, size: 10,
-    query: { bool: { must: [{ multi_match: { query: q, fields: ["title", "text"] } }], filter } },
+    // The box reads a query string: words, "phrases", gra*, -excluded, field:value, AND/OR/NOT.
+    query: { bool: { must: [{ query_string: { query: q, fields: ["title", "text"] } }], filter } },
     highlight: { fields: { text: {}, title: { number_of_fragments: 0 } }, pre_tags: [PRE], post_tags: [POST],
                  fragment_size: 160, number_of_fragments: 2 },
   };
