@@ -445,9 +445,8 @@ def test_merges_read_the_segments_this_process_wrote_from_memory_and_another_wri
         same()
 
 
-def test_a_phrase_reads_its_candidate_rows_in_batches_and_finds_what_lmdb_finds(pg_store_url, tmp_path, monkeypatch):
-    """match_phrase reads the source of every row holding its words: on PostgreSQL that is a batched fetch, not a
-    round trip per row, and the hits and scores are LMDB's."""
+def counted_statements(monkeypatch) -> list[str]:
+    """The SQL of every statement the PostgreSQL store executes from now on, in order (cleared by the caller)."""
     from xerj_postgres import env as pg_env
 
     statements: list[str] = []
@@ -456,20 +455,34 @@ def test_a_phrase_reads_its_candidate_rows_in_batches_and_finds_what_lmdb_finds(
         statements.append(args[0])
         return executed(guarded, *args, **kwargs)
     monkeypatch.setattr(pg_env._Guarded, "execute", counted)
-    texts = [f"note {i}: the graph view {'shows' if i % 3 else 'hides'} view graph links" for i in range(60)]
-    answers = []
+    return statements
+
+
+def notes_on_both(pg_store_url, tmp_path, texts: list[str]):
+    """An engine on PostgreSQL, then one on LMDB (8-row tails: several segments), each open, with ``texts`` in an
+    index ``notes`` (ids ``n0``, ``n1``, ...)."""
     lmdb_engine = Engine(tmp_path / "lmdb", config=EngineConfig(tail_rows=8))
     for engine in (engine_on(pg_store_url, tmp_path / "pg"), lmdb_engine):
         with engine:
             engine.store.create_index("notes", {"properties": {"text": {"type": "text"}}})
             engine.store.bulk([BulkOp("index", "notes", f"n{i}", {"text": text}) for i, text in enumerate(texts)])
-            body = {"query": {"match_phrase": {"text": "graph view hides"}}, "size": 100, "_source": False}
-            engine.search.search("notes", body)  # the caches, warm
-            statements.clear()
-            found = engine.search.search("notes", body)["hits"]["hits"]
-            answers.append({hit["_id"]: round(hit["_score"], 9) for hit in found})
-            if len(answers) == 1:
-                assert 0 < len(statements) <= 6, statements  # 60 candidate rows: not one round trip each
+            yield engine
+
+
+def test_a_phrase_reads_its_candidate_rows_in_batches_and_finds_what_lmdb_finds(pg_store_url, tmp_path, monkeypatch):
+    """match_phrase reads the source of every row holding its words: on PostgreSQL that is a batched fetch, not a
+    round trip per row, and the hits and scores are LMDB's."""
+    statements = counted_statements(monkeypatch)
+    texts = [f"note {i}: the graph view {'shows' if i % 3 else 'hides'} view graph links" for i in range(60)]
+    answers = []
+    for engine in notes_on_both(pg_store_url, tmp_path, texts):
+        body = {"query": {"match_phrase": {"text": "graph view hides"}}, "size": 100, "_source": False}
+        engine.search.search("notes", body)  # the caches, warm
+        statements.clear()
+        found = engine.search.search("notes", body)["hits"]["hits"]
+        answers.append({hit["_id"]: round(hit["_score"], 9) for hit in found})
+        if len(answers) == 1:
+            assert 0 < len(statements) <= 6, statements  # 60 candidate rows: not one round trip each
     assert answers[0] == answers[1] and set(answers[0]) == {f"n{i}" for i in range(0, 60, 3)}
 
 
@@ -477,31 +490,20 @@ def test_a_text_pattern_fetches_its_terms_postings_at_once_and_finds_what_lmdb_f
                                                                                      monkeypatch):
     """A prefix or wildcard on a text field lists each segment's words once, then fetches the postings of the
     words it matched in every segment in one round trip, not one per word and segment."""
-    from xerj_postgres import env as pg_env
-
-    statements: list[str] = []
-    executed = pg_env._Guarded.execute
-    def counted(guarded, *args, **kwargs):
-        statements.append(args[0])
-        return executed(guarded, *args, **kwargs)
-    monkeypatch.setattr(pg_env._Guarded, "execute", counted)
+    statements = counted_statements(monkeypatch)
     texts = [f"note{i} graph{i % 7} {'graphical' if i % 2 else 'photograph'}" for i in range(60)]
     answers = []
-    lmdb_engine = Engine(tmp_path / "lmdb", config=EngineConfig(tail_rows=8))
-    for engine in (engine_on(pg_store_url, tmp_path / "pg"), lmdb_engine):
-        with engine:
-            engine.store.create_index("notes", {"properties": {"text": {"type": "text"}}})
-            engine.store.bulk([BulkOp("index", "notes", f"n{i}", {"text": text}) for i, text in enumerate(texts)])
-            engine.store.put("notes", {"text": "graph0 in the tail"}, "tail")
-            found = {}
-            for query in ({"prefix": {"text": "graph"}}, {"wildcard": {"text": "note?"}}, {"wildcard": {"text": "*3"}}):
-                body = {"query": query, "size": 100, "_source": False}
-                engine.search.search("notes", body)  # each segment's words, listed
-                statements.clear()
-                found[str(query)] = sorted(hit["_id"] for hit in engine.search.search("notes", body)["hits"]["hits"])
-                if not answers:
-                    assert 0 < len(statements) <= 4, (query, statements)
-            answers.append(found)
+    for engine in notes_on_both(pg_store_url, tmp_path, texts):
+        engine.store.put("notes", {"text": "graph0 in the tail"}, "tail")
+        found = {}
+        for query in ({"prefix": {"text": "graph"}}, {"wildcard": {"text": "note?"}}, {"wildcard": {"text": "*3"}}):
+            body = {"query": query, "size": 100, "_source": False}
+            engine.search.search("notes", body)  # each segment's words, listed
+            statements.clear()
+            found[str(query)] = sorted(hit["_id"] for hit in engine.search.search("notes", body)["hits"]["hits"])
+            if not answers:
+                assert 0 < len(statements) <= 4, (query, statements)
+        answers.append(found)
     assert answers[0] == answers[1]
     assert answers[0][str({"wildcard": {"text": "note?"}})] == [f"n{i}" for i in range(10)]
     assert len(answers[0][str({"prefix": {"text": "graph"}})]) == 61
