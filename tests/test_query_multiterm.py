@@ -5,11 +5,14 @@ from __future__ import annotations
 import fnmatch
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xerj_core.errors import ParsingError
 from xerj_core.query import dsl, multiterm
 from xerj_core.query.service import SearchService
 from xerj_core.store import BulkOp, Store
+from xerj_core.store.lexicon import Lexicon
 from xerj_core.text import tokenize
 
 # 400 documents: 400 distinct "w..." words (w000 to w399), words shared by many, and some that are not ASCII.
@@ -119,16 +122,28 @@ def test_a_segment_lists_its_words_once(words):
     with words.store.reader("w") as reader:
         segment = reader.segments[0]
         first = reader.segment_terms(segment, "body")
-        assert first == sorted(first) and "common" in first and "w000" in first
+        listed = first.all()
+        assert listed == sorted(listed) and "common" in listed and "w000" in listed and len(set(listed)) == len(first)
         assert reader.segment_terms(segment, "body") is first  # kept with the segment, not read again
-        assert reader.segment_terms(segment, "k") == []  # a keyword field has no postings
+        assert len(reader.segment_terms(segment, "k")) == 0  # a keyword field has no postings
+        assert first.nbytes < 20 * len(first)  # not a str object a term
+
+
+@given(st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), min_size=1,
+                        max_size=6), max_size=40), st.text(st.characters(blacklist_categories=("Cs",)), max_size=3))
+@settings(max_examples=300, deadline=None)
+def test_a_lexicon_lists_the_terms_with_a_prefix_as_a_sorted_list_would(terms, prefix):
+    lexicon = Lexicon(term.encode() for term in terms)
+    ordered = sorted(set(terms), key=str.encode)
+    assert lexicon.all() == ordered
+    assert lexicon.starting_with(prefix) == [term for term in ordered if term.startswith(prefix)]
 
 
 def test_a_literal_start_tests_only_the_terms_in_its_range():
-    terms = sorted(["alpha", "beta", "betamax", "bet", "gamma", "zeta"])
+    terms = Lexicon([b"alpha", b"beta", b"betamax", b"bet", b"gamma", b"zeta"])
     tested: list[str] = []
     found = multiterm.matching(terms, lambda term: tested.append(term) or term.endswith("a"), "bet")
-    assert found == ["beta"] and sorted(tested) == ["bet", "beta", "betamax"]
+    assert found == ["beta"] and tested == ["bet", "beta", "betamax"]
     node = multiterm.dsl.Pattern("wildcard", "f", "be\\*t?x*", case_insensitive=False)
     assert multiterm.literal_start(node) == "be*t"
     assert multiterm.literal_start(multiterm.dsl.Pattern("wildcard", "f", "Be*", case_insensitive=True)) == ""

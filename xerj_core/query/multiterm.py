@@ -12,12 +12,12 @@ score rewrite of a multi-term query does.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from typing import Callable
 
 import numpy as np
 
 from xerj_core.query import dsl
+from xerj_core.store.lexicon import Lexicon
 
 
 def pattern_test(node: dsl.Pattern) -> Callable[[str], bool]:
@@ -96,18 +96,9 @@ def literal_start(node: dsl.Pattern) -> str:
     return "".join(out)
 
 
-def matching(terms: list[str], test: Callable[[str], bool], start: str) -> list[str]:
-    """The terms of sorted ``terms`` that begin with ``start`` and pass ``test``."""
-    if not start:
-        return [term for term in terms if test(term)]
-    found = []
-    for at in range(bisect_left(terms, start), len(terms)):
-        term = terms[at]
-        if not term.startswith(start):
-            break
-        if test(term):
-            found.append(term)
-    return found
+def matching(terms: Lexicon, test: Callable[[str], bool], start: str) -> list[str]:
+    """The terms of ``terms`` that begin with ``start`` and pass ``test``."""
+    return [term for term in terms.starting_with(start) if test(term)]
 
 
 def text_mask(reader, node: dsl.Pattern) -> np.ndarray:

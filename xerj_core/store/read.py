@@ -15,6 +15,7 @@ import orjson
 from xerj_core.growing import GrowingRows
 from xerj_core.store import idmap, keys, limits, pins, postpack, tailblock
 from xerj_core.store.columns import KIND_LEN, Column, column_kind, decode_postings
+from xerj_core.store.lexicon import Lexicon
 from xerj_core.store.mapping import FieldSpec, Mapping
 from xerj_core.store.scope import SCOPE_FIELD, scope_of
 from xerj_core.store.tailblock import Block
@@ -733,20 +734,20 @@ class IndexReader:
                     items.append((bytes(stored[len(prefix):]), bytes(blob)))
         return items
 
-    def segment_terms(self, segment: Segment, path: str) -> list[str]:
+    def segment_terms(self, segment: Segment, path: str) -> Lexicon:
         """Every term of text field ``path`` in a sealed segment, sorted, read once per process and segment (a
         segment never changes): what ``prefix`` and ``wildcard`` look through. Nothing at write time keeps a term
         list, so a segment's postings are read through once for it."""
         key = ("terms", path)
         found = segment.derived.get(key)
         if found is None:
-            names: set[bytes] = set()
+            names: list[bytes] = []
             for suffix, blob in self._segment_posting_items(segment, path):
                 if suffix[:1] == b"\x00":
-                    names.update(postpack.bucket_terms(blob))
+                    names += postpack.bucket_terms(blob)
                 else:
-                    names.add(suffix)
-            found = sorted(name.decode() for name in names)
+                    names.append(suffix)
+            found = Lexicon(names)
             with segment.lock:
                 found = segment.derived.setdefault(key, found)
         return found  # type: ignore[no-any-return]
@@ -760,12 +761,12 @@ class IndexReader:
         terms, counts, rows, _tfs = postpack.unpack([suffix for suffix, _ in items], [blob for _, blob in items])
         return rows[np.repeat(np.fromiter(map(wanted.__contains__, terms), bool, len(terms)), counts)]
 
-    def tail_terms(self, path: str) -> list[str]:
+    def tail_terms(self, path: str) -> Lexicon:
         """Every term of text field ``path`` in the tail rows this reader sees (perhaps a few more), sorted."""
         if not self.tail_count:
-            return []
+            return Lexicon(())
         return self.memo(("tail-terms", path),  # type: ignore[no-any-return]
-                         lambda: sorted(term.decode() for term in self.snapshot.tail.terms(path, self.tail_count)))
+                         lambda: Lexicon(self.snapshot.tail.terms(path, self.tail_count)))
 
     def postings_parts(self, path: str, term: str) -> list[tuple[Segment | None, np.ndarray, np.ndarray]]:
         """``(segment, rows, frequencies)`` per part holding ``term`` in ``path``: sealed segments, then the tail
