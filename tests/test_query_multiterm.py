@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xerj_core.errors import ParsingError
-from xerj_core.query import dsl, multiterm
+from xerj_core.query import multiterm, querystring
 from xerj_core.query.service import SearchService
 from xerj_core.store import BulkOp, Store
 from xerj_core.store.lexicon import Lexicon
@@ -176,4 +176,4 @@ def test_an_apostrophe_is_a_word_character_in_a_query_string_and_only_a_double_q
     ('"what\'s"', ("what's", None, True)), ('ab"c d"', ("abc d", None, True)),
 ])
 def test_a_query_string_value_is_a_wildcard_only_with_an_unquoted_unescaped_star_or_inner_question_mark(q, expected):
-    assert dsl._q_value(q) == expected
+    assert querystring._value(q) == expected

@@ -291,7 +291,8 @@ class Tools:
         index: Annotated[str, Field(
             description="index name, comma list or pattern; `_all` searches every index this key can read")] = "_all",
         query: Annotated[str | None, Field(
-            description="a query string (Lucene syntax: words, field:value, AND/OR, \"phrases\")")] = None,
+            description="a query string (Lucene syntax: words, field:value, \"phrases\", gra*, AND/OR/NOT, "
+                        "(groups), field:[a TO b])")] = None,
         body: Annotated[dict[str, Any] | None, Field(
             description="a query DSL body instead of `query` "
                         "(e.g. {\"query\": {\"match\": {\"title\": \"x\"}}})")] = None,

@@ -302,120 +302,6 @@ def _clauses(value: Any, where: str) -> tuple[Node, ...]:
     return tuple(parse_query(item, where=where) for item in items)
 
 
-_QUERY_TOKEN = re.compile(r"^([+-]?)(?:([^\s:\"\\]+):)?(.*)$", re.S)
-
-
-def _q_tokens(q: str) -> list[str]:
-    """``q`` cut at whitespace outside double quotes, each piece as written (quotes and backslashes kept). Only
-    a double quote quotes, as in Lucene's syntax: ``what's`` is a word, not the start of a quotation."""
-    tokens: list[str] = []
-    current: list[str] = []
-    quoted = False
-    chars = iter(q)
-    for char in chars:
-        if char == "\\":
-            current += (char, next(chars, ""))
-        elif char == '"':
-            quoted = not quoted
-            current.append(char)
-        elif char.isspace() and not quoted:
-            if current:
-                tokens.append("".join(current))
-                current = []
-        else:
-            current.append(char)
-    if quoted:
-        raise ParsingError(f"Failed to parse query [{q}]: a double quote is not closed")
-    if current:
-        tokens.append("".join(current))
-    return tokens
-
-
-def _q_value(raw: str) -> tuple[str, str | None, bool]:
-    """A query string value as written: its text (quotes and escaping backslashes removed), its wildcard pattern
-    (escapes kept) when it is one (an unquoted value with an unescaped star, or an unescaped ``?`` other than at
-    its end: see :func:`parse_q`), and whether it was quoted (a phrase, however many words it holds)."""
-    items: list[tuple[str, bool]] = []  # (character, escaped)
-    quoted = False
-    chars = iter(raw)
-    for char in chars:
-        if char == "\\":
-            items.append((next(chars, "\\"), True))  # a trailing backslash stands for itself
-        elif char == '"':
-            quoted = True
-        else:
-            items.append((char, False))
-    text = "".join(char for char, _ in items)
-    end = len(items)
-    while end and items[end - 1] == ("?", False):
-        end -= 1
-    wild = any(char == "*" and not escaped for char, escaped in items) or \
-        any(char == "?" and not escaped for char, escaped in items[:end])
-    if quoted or not wild:
-        return text, None, quoted
-    return text, "".join("\\" + char if escaped else char for char, escaped in items), False
-
-
-def parse_q(q: str, *, default_field: str | None = None, default_operator: str = "or",
-            fields: tuple[tuple[str, float], ...] | None = None) -> Node:
-    """A small subset of the Lucene query string ``q=``: ``word``, ``field:value``, ``field:"two words"`` and
-    ``"two words"`` (phrases), ``gra*`` and ``field:gr?ph*`` (wildcards; a backslash escapes a character),
-    ``+must``, ``-must_not`` and ``NOT must_not``, ``field:*`` (exists), ``*`` / ``*:*`` (everything), and
-    AND/OR keywords. A word without a field goes to ``default_field``, else to ``fields`` (``(pattern, boost)``
-    pairs), else to every text field.
-
-    A ``?`` that only ends words (``why?``) is a question mark, not a wildcard: questions are what people and
-    agents type into a search box, and ``work?`` as a wildcard would miss "work" itself."""
-    text = q.strip()
-    if text in ("", "*", "*:*"):
-        return MatchAll()
-    tokens = _q_tokens(text)
-    operator = str(default_operator).lower()
-    if operator not in ("or", "and"):
-        raise IllegalArgument(f"[default_operator] must be [AND] or [OR], got [{default_operator}]")
-    # Each clause's occurrence: "+" must, "-" must not, "?" should, "" the default operator's. AND makes the
-    # unsigned clauses on both sides required, OR optional, NOT the next one excluded (Lucene's query string).
-    clauses: list[list[Any]] = []  # [occurrence, node, signed]
-    joiner = None
-    for token in tokens:
-        if token in ("AND", "&&", "OR", "||", "NOT", "!"):
-            joiner = {"&&": "AND", "||": "OR", "!": "NOT"}.get(token, token)
-            if joiner != "NOT" and clauses and not clauses[-1][2]:
-                clauses[-1][0] = "+" if joiner == "AND" else "?"
-            continue
-        found = _QUERY_TOKEN.match(token)
-        sign, field, raw = found.groups() if found else ("", None, token)
-        signed = bool(sign)
-        if not signed and joiner is not None:
-            sign, signed = {"AND": "+", "OR": "?", "NOT": "-"}[joiner], True
-        joiner = None
-        if field in (None, "") and default_field and default_field != "*":
-            field = default_field
-        value, pattern, quoted = _q_value(raw)
-        if not value:
-            continue
-        if field == "_id":
-            node: Node = Ids((value,))
-        elif raw == "*" and field:
-            node = Exists(field)
-        elif pattern is not None:
-            node = (Pattern("wildcard", field, pattern, lowercase_for_text=True) if field
-                    else MatchAll() if raw == "*" else FieldsPattern(pattern, fields))
-        elif field:
-            # a quoted value (or one with an escaped space) is a phrase, as in Lucene's syntax: "what's" too
-            node = MatchPhrase(field, value) if quoted or " " in value else Match(field, value)
-        else:
-            node = MultiMatch(value, fields, type="phrase" if quoted or " " in value else "best_fields")
-        clauses.append([sign, node, signed])
-    default = "+" if operator == "and" else "?"
-    must = [node for sign, node, _ in clauses if (sign or default) == "+"]
-    should = [node for sign, node, _ in clauses if (sign or default) == "?"]
-    must_not = [node for sign, node, _ in clauses if sign == "-"]
-    if not (must or should or must_not):
-        return MatchNone()
-    return Bool(must=tuple(must), should=tuple(should), must_not=tuple(must_not))
-
-
 # -- parsers -------------------------------------------------------------------------------------
 
 def _match_all(body: Any) -> Node:
@@ -456,7 +342,7 @@ def _match(body: Any) -> Node:
 
 
 def _query_string(body: Any) -> Node:
-    """``query_string`` as ``q=`` reads it (see :func:`parse_q`), with ``default_field``, ``default_operator``,
+    """``query_string`` as ``q=`` reads it (see ``xerj_core.query.querystring``), with ``default_field``, ``default_operator``,
     ``fields`` and ``boost``."""
     if not isinstance(body, dict):
         raise ParsingError("[query_string] query malformed, no start_object after query name")
@@ -468,6 +354,8 @@ def _query_string(body: Any) -> Node:
     if default_field is not None and not isinstance(default_field, str):
         raise ParsingError("[query_string] [default_field] must be a field name")
     fields = parse_field_patterns(body["fields"], "query_string") if body.get("fields") is not None else None
+    from xerj_core.query.querystring import parse_q  # it builds this module's nodes
+
     node = parse_q(body["query"], default_field=default_field, default_operator=body.get("default_operator", "or"),
                    fields=fields)
     boost = as_float(body.get("boost", 1.0), "query_string.boost")

@@ -10,7 +10,8 @@ from xerj_core.errors import IllegalArgument, ParsingError
 from xerj_core.params import QUERY, flag, refuse_unknown
 from xerj_core.query import dsl
 from xerj_core.query.aggs import AggSpec, parse_aggs
-from xerj_core.query.dsl import Node, as_bool, as_float, as_int, parse_q
+from xerj_core.query.dsl import Node, as_bool, as_float, as_int
+from xerj_core.query.querystring import parse_q
 from xerj_core.query.highlight import Highlight, parse_highlight
 
 MAX_RESULT_WINDOW = 10_000
