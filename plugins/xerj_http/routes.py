@@ -59,6 +59,7 @@ ROUTES: list[tuple[str, Any]] = [
     ("/{index}/_search", search.Search),
     ("/_count", search.Count),
     ("/{index}/_count", search.Count),
+    ("/{index}/_delete_by_query", search.DeleteByQuery),
     ("/_msearch", search.MultiSearch),
     ("/{index}/_msearch", search.MultiSearch),
     ("/_search/scroll", search.Scroll),

@@ -234,6 +234,63 @@ class SearchService:
                 count += int(np.count_nonzero(mask))
         return {"count": count, "_shards": _shards(len(names))}
 
+    def delete_by_query(self, index_expr: str, body: dict | None = None, *, params: dict | None = None
+                        ) -> tuple[int, dict]:
+        """Run an ES ``_delete_by_query``: ``(status, response)``.
+
+        The live documents the query matches in one snapshot are deleted in
+        transactions of ``scroll_size`` (default 1,000), each only while its
+        version is still the one the query saw: one written or deleted since is
+        a version conflict, which stops the run with a 409 (``conflicts=abort``,
+        the default) or is counted and passed over (``proceed``). ``max_docs``
+        caps what is deleted. The snapshot's ids are listed before the first
+        delete: no read transaction is held across the writes (a write that
+        grows the map waits for every reader to leave)."""
+        started = time.perf_counter()
+        body, params = dict(body or {}), dict(params or {})
+        for key in _DELETE_IGNORED:  # each write is committed and visible when it returns
+            params.pop(key, None)
+        if str(params.pop("wait_for_completion", "true")).lower() == "false":
+            raise IllegalArgument("[wait_for_completion=false] is not supported: a delete by query runs in the "
+                                  "request")
+        if "slice" in body:
+            raise IllegalArgument("[slice] is not supported by [_delete_by_query]")
+        conflicts = str(body.pop("conflicts", params.pop("conflicts", "abort")))
+        if conflicts not in ("abort", "proceed"):
+            raise IllegalArgument(f"conflicts may only be \"proceed\" or \"abort\" but was [{conflicts}]")
+        max_docs = _positive_int(body.pop("max_docs", params.pop("max_docs", None)), "max_docs")
+        batch = _positive_int(params.pop("scroll_size", None), "scroll_size") or DELETE_BATCH
+        request = self._with_vectors(parse_count_request(body, params))
+        names = resolve_indices(self.store, index_expr, ignore_unavailable=request.ignore_unavailable,
+                                allow_no_indices=request.allow_no_indices, expand_wildcards=request.expand_wildcards)
+        matched: list[tuple[str, str, int]] = []  # (index, _id, version)
+        with self.store.read_txn() as raw:
+            for name in names:
+                reader = self.store.open_reader(raw, name)
+                mask = Evaluator(reader).evaluate(request.query or dsl.MatchAll(), scoring=False)[0]
+                for row in np.flatnonzero(mask).tolist():
+                    if max_docs is not None and len(matched) >= max_docs:
+                        break
+                    header = reader.document_header(row)
+                    if header is not None:
+                        matched.append((name, *header))
+        deleted, conflicted, batches, failures = 0, 0, 0, []
+        for at in range(0, len(matched), batch):
+            gone, passed_over = self.store.transact(lambda txn: _delete_unchanged(txn, matched[at:at + batch]))
+            deleted, conflicted, batches = deleted + gone, conflicted + len(passed_over), batches + 1
+            if passed_over and conflicts == "abort":
+                failures = [{"index": name, "id": doc_id, "status": 409,
+                             "cause": {"type": "version_conflict_engine_exception", "index": name,
+                                       "reason": f"[{doc_id}]: version conflict, the document changed after the "
+                                                 f"query read it (version [{version}])"}}
+                            for name, doc_id, version in passed_over]
+                break
+        response = {"took": int((time.perf_counter() - started) * 1000), "timed_out": False, "total": len(matched),
+                    "deleted": deleted, "batches": batches, "version_conflicts": conflicted, "noops": 0,
+                    "retries": {"bulk": 0, "search": 0}, "throttled_millis": 0, "requests_per_second": -1.0,
+                    "throttled_until_millis": 0, "failures": failures}
+        return (409 if failures else 200), response
+
     # -- engine-level calls ----------------------------------------------------------------------
 
     def bm25_top(self, reader, field_or_fields: str | Sequence[str], query_text: str, k: int,
@@ -599,6 +656,40 @@ class SearchService:
             if marked:
                 hit["highlight"] = marked
         return hit
+
+
+# Documents a delete by query deletes per write transaction (its ``scroll_size``), as Elasticsearch's batches.
+DELETE_BATCH = 1000
+# Parameters of Elasticsearch's _delete_by_query that change nothing here: every write is committed, and visible,
+# when it returns, on one node.
+_DELETE_IGNORED = ("refresh", "timeout", "wait_for_active_shards", "scroll", "slices", "requests_per_second",
+                   "search_timeout", "routing")
+
+
+def _positive_int(value: Any, what: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise IllegalArgument(f"[{what}] must be a whole number, got [{value}]") from None
+    if number < 1 or isinstance(value, bool):
+        raise IllegalArgument(f"[{what}] must be greater than 0, got [{value}]")
+    return number
+
+
+def _delete_unchanged(txn, items: Sequence[tuple[str, str, int]]) -> tuple[int, list[tuple[str, str, int]]]:
+    """Delete each ``(index, _id, version)`` whose document still has that version: ``(deleted, the others)``."""
+    deleted, changed = 0, []
+    for name, doc_id, version in items:
+        target = txn.index(name)
+        row = target.row_of(doc_id)
+        if row is None or target.version_of(row) != version:
+            changed.append((name, doc_id, version))
+            continue
+        target.delete(doc_id)
+        deleted += 1
+    return deleted, changed
 
 
 def _total(total: int, request: SearchRequest) -> Any:

@@ -1,4 +1,4 @@
-"""Search routes: ``_search``, ``_count`` and ``_msearch``, over ``engine.search``."""
+"""Search routes: ``_search``, ``_count``, ``_msearch`` and ``_delete_by_query``, over ``engine.search``."""
 
 from __future__ import annotations
 
@@ -192,6 +192,19 @@ class Count:
         send(resp, self.engine.search.count(index, json_body(req), params=query_params(req)))
 
     on_get = on_post
+
+
+class DeleteByQuery:
+    """``POST /{index}/_delete_by_query``: delete what a query matches (see ``SearchService.delete_by_query``)."""
+
+    ops = {"POST": ("delete_by_query", "write")}
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, index: str) -> None:
+        status, body = self.engine.search.delete_by_query(index, json_body(req), params=query_params(req))
+        send(resp, body, status)
 
 
 class MultiSearch:
