@@ -507,3 +507,15 @@ def test_a_text_pattern_fetches_its_terms_postings_at_once_and_finds_what_lmdb_f
     assert answers[0] == answers[1]
     assert answers[0][str({"wildcard": {"text": "note?"}})] == [f"n{i}" for i in range(10)]
     assert len(answers[0][str({"prefix": {"text": "graph"}})]) == 61
+
+
+def test_delete_by_query_deletes_what_it_matched_as_on_lmdb(pg_store_url, tmp_path):
+    texts = [f"note {i} {'keep' if i % 3 else 'drop'}" for i in range(40)]
+    answers = []
+    for engine in notes_on_both(pg_store_url, tmp_path, texts):
+        status, body = engine.search.delete_by_query("notes", {"query": {"match": {"text": "drop"}}},
+                                                     params={"scroll_size": "5"})
+        left = engine.search.search("notes", {"size": 100, "_source": False})["hits"]["hits"]
+        answers.append((status, body["deleted"], body["batches"], sorted(hit["_id"] for hit in left)))
+    assert answers[0] == answers[1]
+    assert answers[0][:3] == (200, 14, 3) and len(answers[0][3]) == 26
