@@ -342,8 +342,8 @@ def _match(body: Any) -> Node:
 
 
 def _query_string(body: Any) -> Node:
-    """``query_string`` as ``q=`` reads it (see ``xerj_core.query.querystring``), with ``default_field``, ``default_operator``,
-    ``fields`` and ``boost``."""
+    """``query_string`` as ``q=`` reads it (see ``xerj_core.query.querystring``), with ``default_field``,
+    ``default_operator``, ``fields`` and ``boost``."""
     if not isinstance(body, dict):
         raise ParsingError("[query_string] query malformed, no start_object after query name")
     _check_keys(body, {"query", "default_field", "default_operator", "fields", "boost", "_name", "lenient"},
