@@ -94,6 +94,8 @@ def test_prefix_and_wildcard_over_http(books):
     assert typed.status_code == 200 and [h["_id"] for h in typed.json["hits"]["hits"]] == ["2"]
     unfielded = books.simulate_get("/books/_search", params={"q": "em?a OR du*"})
     assert {h["_id"] for h in unfielded.json["hits"]["hits"]} == {"1", "2", "3"}
+    typing = books.simulate_post("/books/_search", json={"query": {"match_phrase_prefix": {"title": "dune mes"}}})
+    assert typing.status_code == 200 and [h["_id"] for h in typing.json["hits"]["hits"]] == ["2"]
     on_number = books.simulate_post("/books/_search", json={"query": {"prefix": {"year": "19"}}})
     assert on_number.status_code == 400 and error_type(on_number) == "illegal_argument_exception"
     assert "use a keyword or text field" in on_number.json["error"]["reason"]

@@ -161,6 +161,38 @@ class Oracle:
         norm = K1 * (1 - B + B * len(self.field_tokens(doc, field)) / avgdl)
         return True, boost * weight * freq / (freq + norm)
 
+    def q_match_phrase_prefix(self, body, doc, doc_id):
+        """The words side by side, the last any of the first ``max_expansions`` words of the field (over live
+        documents) it begins; Lucene's weight: every such word's idf summed."""
+        (field, spec), = body.items()
+        spec = spec if isinstance(spec, dict) else {"query": spec}
+        words = tokens(spec["query"])
+        if not words:
+            return False, 0.0
+        *fixed, last = words
+        n_docs, avgdl, df = self.stats[field]
+        expansions = sorted(w for w in df if w.startswith(last))[:spec.get("max_expansions", 50)]
+        size = len(fixed)
+        freq = sum(1 for value in values_of(doc, field) for toks in [tokens(str(value))]
+                   for at in range(len(toks) - size) if toks[at:at + size] == fixed and toks[at + size] in expansions)
+        if not freq:
+            return False, 0.0
+        weight = sum(math.log(1 + (n_docs - df[w] + 0.5) / (df[w] + 0.5)) for w in [*fixed, *expansions])
+        norm = K1 * (1 - B + B * len(self.field_tokens(doc, field)) / avgdl)
+        return True, spec.get("boost", 1.0) * weight * freq / (freq + norm)
+
+    def q_match_bool_prefix(self, body, doc, doc_id):
+        (field, spec), = body.items()
+        spec = spec if isinstance(spec, dict) else {"query": spec}
+        words = tokens(spec["query"])
+        if not words:
+            return False, 0.0
+        clauses = [{"term": {field: w}} for w in words[:-1]] + [{"prefix": {field: words[-1]}}]
+        required = len(clauses) if spec.get("operator") == "and" else spec.get("minimum_should_match")
+        ok, score = self.q_bool({"should": clauses, **({} if required is None else {"minimum_should_match": required})},
+                                doc, doc_id)
+        return ok, score * spec.get("boost", 1.0)
+
     def q_term(self, body, doc, doc_id):
         (field, value), = body.items()
         if field in TEXT_FIELDS:
@@ -359,6 +391,13 @@ leaf_queries = st.one_of(
               st.sampled_from(["r", "RE", "g", "x"]), st.booleans()),
     st.builds(lambda v, c: {"wildcard": {"tag": {"value": v, "case_insensitive": c}}},
               st.sampled_from(["r*", "*e*", "?ed", "*", "R?d", "x*y", "b\\lue", "*n", "??", ""]), st.booleans()),
+    st.builds(lambda f, q, b: {"match_phrase_prefix": {f: {"query": q, "boost": b}}}, st.sampled_from(TEXT_FIELDS),
+              st.sampled_from(["alpha be", "gam", "Beta ALP", "zeta", "omega z", "alpha beta g", "x", "de"]),
+              st.sampled_from([1.0, 2.0])),
+    st.builds(lambda f, q, op, m: {"match_bool_prefix": {f: {"query": q, "operator": op,
+                                                             **({} if m is None else {"minimum_should_match": m})}}},
+              st.sampled_from(TEXT_FIELDS), st.sampled_from(["alpha be", "gam", "beta ALP", "omega zeta d", "x"]),
+              st.sampled_from(["or", "and"]), st.sampled_from([None, 2, "50%"])),
     # on a text field: the words as indexed (lowercased), each tested alone
     st.builds(lambda f, v, c, b: {"prefix": {f: {"value": v, "case_insensitive": c, "boost": b}}},
               st.sampled_from(TEXT_FIELDS), st.sampled_from(["", "al", "Al", "be", "bet", "ze", "z", "omegaa"]),

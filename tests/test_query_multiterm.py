@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xerj_core.errors import ParsingError
+from xerj_core.errors import IllegalArgument, ParsingError
 from xerj_core.query import multiterm, querystring
 from xerj_core.query.service import SearchService
 from xerj_core.store import BulkOp, Store
@@ -177,3 +177,57 @@ def test_an_apostrophe_is_a_word_character_in_a_query_string_and_only_a_double_q
 ])
 def test_a_query_string_value_is_a_wildcard_only_with_an_unquoted_unescaped_star_or_inner_question_mark(q, expected):
     assert querystring._value(q) == expected
+
+
+@pytest.fixture
+def typed(tmp_path):
+    with Store(tmp_path / "t", tail_rows=2) as store:  # sealed rows and a tail
+        store.create_index("t", {"properties": {"text": {"type": "text"}, "k": {"type": "keyword"}}})
+        for doc_id, text in {"a": "Graph view of the notes", "b": "graph viewing and graphs", "c": "the graph vi",
+                             "d": "view graph", "e": "graph", "f": "a photograph view", "g": "graph visual"}.items():
+            store.put("t", {"text": text, "k": text}, doc_id)
+        yield SearchService(store)
+
+
+def _typed(service, query) -> dict[str, float]:
+    body = {"query": query, "highlight": {"fields": {"text": {}}}}
+    return {hit["_id"]: hit.get("highlight", {}).get("text", [""])[0] for hit in
+            service.search("t", body)["hits"]["hits"]}
+
+
+def test_match_phrase_prefix_reads_the_last_word_as_a_prefix(typed):
+    found = _typed(typed, {"match_phrase_prefix": {"text": "graph vi"}})
+    assert found == {"a": "<em>Graph</em> <em>view</em> of the notes",
+                     "b": "<em>graph</em> <em>viewing</em> and graphs", "c": "the <em>graph</em> <em>vi</em>",
+                     "g": "<em>graph</em> <em>visual</em>"}
+    # the first expansions in word order: vi, view, viewing, visual; two of them leave viewing and visual out
+    assert set(_typed(typed, {"match_phrase_prefix": {"text": {"query": "graph vi", "max_expansions": 2}}})) == \
+        {"a", "c"}
+    assert set(_typed(typed, {"match_phrase_prefix": {"text": "grap"}})) == {"a", "b", "c", "d", "e", "g"}
+    assert set(_typed(typed, {"match_phrase_prefix": {"k": "graph v"}})) == {"b", "g"}  # a keyword: its start
+    same = typed.search("t", {"query": {"multi_match": {"query": "graph vi", "type": "phrase_prefix",
+                                                        "fields": ["text"]}}})["hits"]["hits"]
+    assert {hit["_id"] for hit in same} == {"a", "b", "c", "g"}
+
+
+def test_match_bool_prefix_is_a_bool_of_its_words_the_last_a_prefix(typed):
+    assert set(_typed(typed, {"match_bool_prefix": {"text": "graph vi"}})) == {"a", "b", "c", "d", "e", "f", "g"}
+    both = _typed(typed, {"match_bool_prefix": {"text": {"query": "graph vi", "operator": "and"}}})
+    assert set(both) == {"a", "b", "c", "d", "g"} and both["d"] == "<em>view</em> <em>graph</em>"
+    summed = typed.search("t", {"query": {"multi_match": {"query": "graph", "type": "bool_prefix",
+                                                          "fields": ["text", "k"]}}})["hits"]["hits"]
+    # each field's score summed, a prefix scoring 1: the word in the text, and the keyword's value's start
+    assert {hit["_id"]: hit["_score"] for hit in summed} == {"b": 2.0, "e": 2.0, "g": 2.0, "a": 1.0, "c": 1.0,
+                                                            "d": 1.0}
+
+
+@pytest.mark.parametrize("query,words", [
+    ({"match_phrase_prefix": {"text": {"query": "a", "max_expansions": 0}}}, "[max_expansions] must be a positive"),
+    ({"match_phrase_prefix": {"text": {"query": "a b", "slop": 2}}}, "[slop] above 0 is not supported"),
+    ({"match_bool_prefix": {"text": {"query": "a", "fuzziness": 1}}}, "fuzziness"),
+    ({"multi_match": {"query": "a", "type": "cross_fields"}}, "is not supported; use one of"),
+])
+def test_prefix_queries_refuse_what_they_cannot_do(typed, query, words):
+    with pytest.raises((ParsingError, IllegalArgument)) as raised:
+        typed.search("t", {"query": query})
+    assert words in str(raised.value)

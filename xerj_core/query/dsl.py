@@ -56,18 +56,34 @@ class Match:
 @attrs.frozen
 class MatchPhrase:
     """The query's words side by side, in order, in one text field (see :mod:`xerj_core.query.phrase`); on a
-    keyword field, a match of the whole value."""
+    keyword field, a match of the whole value. With ``prefix`` (``match_phrase_prefix``) the last word is a
+    prefix, standing for the first ``max_expansions`` words of the field that start with it."""
 
     field: str
     query: Any
     zero_terms_query: str = "none"
     boost: float = 1.0
+    prefix: bool = False
+    max_expansions: int = 50
+
+
+@attrs.frozen
+class MatchBoolPrefix:
+    """``match_bool_prefix``: a ``bool`` of the query's words, each a ``term``, the last a ``prefix`` (a word
+    being typed); ``operator`` and ``minimum_should_match`` apply to those clauses."""
+
+    field: str
+    query: Any
+    operator: str = "or"
+    minimum_should_match: str | None = None
+    boost: float = 1.0
 
 
 @attrs.frozen
 class MultiMatch:
-    """``match`` (with ``type`` ``phrase``, ``match_phrase``) over several fields; ``fields`` holds ``(pattern,
-    boost)``, None meaning every text field."""
+    """``match`` over several fields (``type`` ``phrase``: ``match_phrase``; ``phrase_prefix``:
+    ``match_phrase_prefix``; ``bool_prefix``: ``match_bool_prefix``); ``fields`` holds ``(pattern, boost)``, None
+    meaning every text field."""
 
     query: Any
     fields: tuple[tuple[str, float], ...] | None = None
@@ -76,6 +92,10 @@ class MultiMatch:
     minimum_should_match: str | None = None
     tie_breaker: float | None = None
     boost: float = 1.0
+    max_expansions: int = 50  # phrase_prefix: see MatchPhrase
+
+
+MULTI_MATCH_TYPES = ("best_fields", "most_fields", "phrase", "phrase_prefix", "bool_prefix")
 
 
 @attrs.frozen
@@ -201,8 +221,8 @@ class Hybrid:
     normalizers: tuple[str, ...] | None = None
 
 
-Node = Union[MatchAll, MatchNone, Match, MatchPhrase, MultiMatch, Term, Pattern, FieldsPattern, Terms, Ids, Exists,
-             Range, Bool, DisMax, ConstantScore, Knn, Hybrid]
+Node = Union[MatchAll, MatchNone, Match, MatchPhrase, MatchBoolPrefix, MultiMatch, Term, Pattern, FieldsPattern, Terms,
+             Ids, Exists, Range, Bool, DisMax, ConstantScore, Knn, Hybrid]
 
 
 # -- value helpers ------------------------------------------------------------------------------
@@ -395,16 +415,36 @@ def _slop(value: Any, query: str) -> int:
     return value
 
 
-def _match_phrase(body: Any) -> Node:
-    field, value, _ = _single_field(body, "match_phrase")
+def _match_phrase(body: Any, name: str = "match_phrase") -> Node:
+    field, value, _ = _single_field(body, name)
+    prefix = name == "match_phrase_prefix"
     if not isinstance(value, dict):
-        return MatchPhrase(field, _scalar(value, "match_phrase"))
-    _check_keys(value, {"query", "slop", "boost", "zero_terms_query", "_name"}, "match_phrase")
-    query, zero = _match_query(value, field, "match_phrase"), _zero_terms(value, "match_phrase")
-    if _slop(value.get("slop", 0), "match_phrase"):
-        raise IllegalArgument("[match_phrase] [slop] above 0 is not supported: the words must be side by side")
-    boost = as_float(value.get("boost", 1.0), "match_phrase.boost")
-    return MatchPhrase(field, query, zero_terms_query=zero, boost=boost)
+        return MatchPhrase(field, _scalar(value, name), prefix=prefix)
+    _check_keys(value, {"query", "slop", "boost", "zero_terms_query", "_name",
+                        *(("max_expansions",) if prefix else ())}, name)
+    query, zero = _match_query(value, field, name), _zero_terms(value, name)
+    if _slop(value.get("slop", 0), name):
+        raise IllegalArgument(f"[{name}] [slop] above 0 is not supported: the words must be side by side")
+    boost = as_float(value.get("boost", 1.0), f"{name}.boost")
+    return MatchPhrase(field, query, zero_terms_query=zero, boost=boost, prefix=prefix,
+                       max_expansions=_max_expansions(value.get("max_expansions", 50), name))
+
+
+def _max_expansions(value: Any, query: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ParsingError(f"[{query}] [max_expansions] must be a positive integer, got [{value}]")
+    return value
+
+
+def _match_bool_prefix(body: Any) -> Node:
+    field, value, _ = _single_field(body, "match_bool_prefix")
+    if not isinstance(value, dict):
+        return MatchBoolPrefix(field, _scalar(value, "match_bool_prefix"))
+    _check_keys(value, {"query", "operator", "minimum_should_match", "boost", "_name"}, "match_bool_prefix")
+    return MatchBoolPrefix(field, _match_query(value, field, "match_bool_prefix"),
+                           operator=_operator(value.get("operator", "or"), "match_bool_prefix"),
+                           minimum_should_match=_msm_spec(value.get("minimum_should_match"), "match_bool_prefix"),
+                           boost=as_float(value.get("boost", 1.0), "match_bool_prefix.boost"))
 
 
 def parse_field_patterns(fields: Any, query: str) -> tuple[tuple[str, float], ...]:
@@ -424,14 +464,14 @@ def _multi_match(body: Any) -> Node:
     if not isinstance(body, dict):
         raise ParsingError("[multi_match] query malformed, no start_object after query name")
     _check_keys(body, {"query", "fields", "type", "operator", "minimum_should_match", "tie_breaker", "boost",
-                       "_name", "lenient", "slop"}, "multi_match")
+                       "_name", "lenient", "slop", "max_expansions"}, "multi_match")
     if "query" not in body:
         raise ParsingError("[multi_match] requires query value")
     kind = str(body.get("type", "best_fields")).lower()
-    if kind not in ("best_fields", "most_fields", "phrase"):
-        raise ParsingError(f"[multi_match] query type [{kind}] is not supported; use [best_fields], [most_fields] "
-                           f"or [phrase]")
-    if _slop(body.get("slop", 0), "multi_match") and kind == "phrase":  # the other types ignore it, as in ES
+    if kind not in MULTI_MATCH_TYPES:
+        raise ParsingError(f"[multi_match] query type [{kind}] is not supported; use one of "
+                           f"[{', '.join(MULTI_MATCH_TYPES)}]")
+    if _slop(body.get("slop", 0), "multi_match") and kind in ("phrase", "phrase_prefix"):  # others ignore it, as ES
         raise IllegalArgument("[multi_match] [slop] above 0 is not supported: the words must be side by side")
     fields = parse_field_patterns(body["fields"], "multi_match") if body.get("fields") is not None else None
     tie = body.get("tie_breaker")
@@ -439,6 +479,7 @@ def _multi_match(body: Any) -> Node:
         query=_scalar(body["query"], "multi_match.query"),
         fields=fields,
         type=kind,
+        max_expansions=_max_expansions(body.get("max_expansions", 50), "multi_match"),
         operator=_operator(body.get("operator", "or"), "multi_match"),
         minimum_should_match=_msm_spec(body.get("minimum_should_match"), "multi_match"),
         tie_breaker=None if tie is None else as_float(tie, "multi_match.tie_breaker"),
@@ -671,6 +712,8 @@ _PARSERS: dict[str, Callable[[Any], Node]] = {
     "match_none": _match_none,
     "match": _match,
     "match_phrase": _match_phrase,
+    "match_phrase_prefix": lambda body: _match_phrase(body, "match_phrase_prefix"),
+    "match_bool_prefix": _match_bool_prefix,
     "multi_match": _multi_match,
     "term": _term,
     "terms": _terms,

@@ -167,10 +167,16 @@ class Evaluator:
         if spec is None:
             return self._none(scoring)
         words = tokenize(str(node.query)) if column_kind(spec) == KIND_LEN else None
-        if words is None or len(words) < 2:  # a keyword's whole value, one word or none: what match does
+        if node.prefix and (words or words is None):
+            if words is None:  # a keyword's whole value starts with the query
+                return self._pattern(dsl.Pattern("prefix", node.field, str(node.query), boost=node.boost), scoring)
+            last = multiterm.expansions(self.reader, node.field, words[-1], node.max_expansions)
+            mask, scores = phrase.phrase_match(self.reader, node.field, words[:-1], scoring, last=last)
+        elif words is None or len(words) < 2:  # a keyword's whole value, one word or none: what match does
             return self._match(dsl.Match(node.field, node.query, operator="and", zero_terms_query=node.zero_terms_query,
                                          boost=node.boost), scoring)
-        mask, scores = phrase.phrase_match(self.reader, node.field, words, scoring)
+        else:
+            mask, scores = phrase.phrase_match(self.reader, node.field, words, scoring)
         if scores is not None and node.boost != 1.0:
             scores *= node.boost
         return mask, scores
@@ -191,13 +197,34 @@ class Evaluator:
                 out.setdefault(pattern, boost)
         return list(out.items())
 
+    def _match_bool_prefix(self, node: dsl.MatchBoolPrefix, scoring: bool) -> Result:
+        spec = self._spec(node.field)
+        if spec is None:
+            return self._none(scoring)
+        if column_kind(spec) != KIND_LEN:  # a keyword's whole value, as its prefix
+            return self._pattern(dsl.Pattern("prefix", node.field, str(node.query), boost=node.boost), scoring)
+        words = tokenize(str(node.query))
+        if not words:
+            return self._none(scoring)
+        clauses = (*(dsl.Term(node.field, word) for word in words[:-1]), dsl.Pattern("prefix", node.field, words[-1]))
+        required = str(len(clauses)) if node.operator == "and" else node.minimum_should_match
+        return self.matches(dsl.Bool(should=clauses, minimum_should_match=required, boost=node.boost), scoring)
+
     def _multi_match(self, node: dsl.MultiMatch, scoring: bool) -> Result:
         fields = self._expand_fields(node.fields)
         if not fields:
             return self._none(scoring)
-        if node.type == "phrase":
-            results = (self._match_phrase(dsl.MatchPhrase(field, node.query, boost=field_boost), scoring)
+        if node.type in ("phrase", "phrase_prefix"):
+            results = (self._match_phrase(dsl.MatchPhrase(field, node.query, boost=field_boost,
+                                                          prefix=node.type == "phrase_prefix",
+                                                          max_expansions=node.max_expansions), scoring)
                        for field, field_boost in fields)
+        elif node.type == "bool_prefix":  # each field's scores summed, as ES's bool_prefix does
+            results = (self._match_bool_prefix(dsl.MatchBoolPrefix(field, node.query, operator=node.operator,
+                                                                   minimum_should_match=node.minimum_should_match,
+                                                                   boost=field_boost), scoring)
+                       for field, field_boost in fields)
+            return _best_of(self.n, results, scoring, None, node.boost)
         else:
             results = (self._match(dsl.Match(field, node.query, operator=node.operator,
                                              minimum_should_match=node.minimum_should_match, boost=field_boost),
@@ -403,6 +430,7 @@ _HANDLERS: dict[type, Callable[[Evaluator, Any, bool], Result]] = {
     dsl.MatchNone: Evaluator._match_none,
     dsl.Match: Evaluator._match,
     dsl.MatchPhrase: Evaluator._match_phrase,
+    dsl.MatchBoolPrefix: Evaluator._match_bool_prefix,
     dsl.MultiMatch: Evaluator._multi_match,
     dsl.Term: Evaluator._term,
     dsl.Terms: Evaluator._terms,

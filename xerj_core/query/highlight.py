@@ -106,9 +106,9 @@ def parse_highlight(value: Any) -> Highlight:
                      require_field_match=bool(value.get("require_field_match", True)), **top)
 
 
-# What a field's clauses look for: a word, a phrase (a tuple of two words or more, marked only side by side), or a
-# pattern (``prefix`` or ``wildcard``: each word it matches).
-Sought = set["str | tuple[str, ...] | dsl.Pattern"]
+# What a field's clauses look for: a word, a phrase (a tuple of two words or more, marked only side by side; a
+# phrase prefix's last is a pattern), or a pattern (``prefix`` or ``wildcard``: each word it matches).
+Sought = set["str | tuple[str | dsl.Pattern, ...] | dsl.Pattern"]
 
 
 def query_terms(*nodes: Node | None) -> dict[str | None, Sought]:
@@ -124,10 +124,15 @@ def query_terms(*nodes: Node | None) -> dict[str | None, Sought]:
             for field in [None] if item.fields is None else [field for field, _boost in item.fields]:
                 out.setdefault(field, set()).add(pattern)
             continue
-        if not isinstance(item, (dsl.Match, dsl.MatchPhrase, dsl.MultiMatch)) or not isinstance(item.query, str):
+        if not isinstance(item, (dsl.Match, dsl.MatchPhrase, dsl.MatchBoolPrefix, dsl.MultiMatch)) or \
+                not isinstance(item.query, str):
             continue
-        words = tokenize(item.query)
-        phrase = isinstance(item, dsl.MatchPhrase) or isinstance(item, dsl.MultiMatch) and item.type == "phrase"
+        words: list[Any] = tokenize(item.query)
+        kind = item.type if isinstance(item, dsl.MultiMatch) else None
+        if words and (getattr(item, "prefix", False) or isinstance(item, dsl.MatchBoolPrefix)
+                      or kind in ("phrase_prefix", "bool_prefix")):
+            words[-1] = dsl.Pattern("prefix", "", words[-1])  # the word being typed
+        phrase = isinstance(item, dsl.MatchPhrase) or kind in ("phrase", "phrase_prefix")
         sought: Sought = {tuple(words)} if phrase and len(words) > 1 else set(words)
         if isinstance(item, dsl.MultiMatch):
             for pattern in [None] if item.fields is None else [pattern for pattern, _boost in item.fields]:
@@ -259,8 +264,10 @@ def _marks(text: str, sought: Sought) -> list[tuple[int, int]]:
     marked = {at for at, (_span, word) in enumerate(found) if wanted(word)}
     for phrase in phrases:
         size = len(phrase)
+        # a word of the phrase, or its last being typed (a phrase prefix's pattern)
+        fits = [item.__eq__ if isinstance(item, str) else multiterm.pattern_test(item) for item in phrase]
         for at in range(len(found) - size + 1):
-            if found[at][1] == phrase[0] and all(found[at + i][1] == phrase[i] for i in range(1, size)):
+            if fits[0](found[at][1]) and all(fits[i](found[at + i][1]) for i in range(1, size)):
                 marked.update(range(at, at + size))
     return [found[at][0] for at in sorted(marked)]
 

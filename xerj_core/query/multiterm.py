@@ -133,3 +133,16 @@ def text_mask(reader, node: dsl.Pattern) -> np.ndarray:
                 if postings is not None:
                     mask[postings[0]] = True
     return mask
+
+
+def expansions(reader, field: str, prefix: str, limit: int) -> list[str]:
+    """The first ``limit`` words of text field ``field`` (in code point order, over every segment and the tail)
+    that start with ``prefix``: what a ``match_phrase_prefix``'s last word stands for."""
+    found: set[str] = set()
+    lists = [reader.segment_terms(segment, field) for segment in reader.segments if field in segment.fields]
+    if reader.tail_count:
+        lists.append(reader.tail_terms(field))
+    for terms in lists:
+        found.update(terms.starting_with(prefix)[:limit])  # each list is sorted: only its first ``limit`` count
+    return sorted(found)[:limit]
+

@@ -27,44 +27,61 @@ from xerj_core.query import bm25
 from xerj_core.store.mapping import FieldSpec, coerce, flatten
 
 
-def phrase_match(reader: Any, field: str, words: list[str], scoring: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """``(mask, scores)`` of the phrase ``words`` (two or more, as :func:`~xerj_core.text.tokenize` gives them) in
-    text field ``field``: dense over the reader's rows, scores None unless ``scoring``."""
+def phrase_match(reader: Any, field: str, words: list[str], scoring: bool, *, last: list[str] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(mask, scores)`` of the phrase ``words`` (as :func:`~xerj_core.text.tokenize` gives them) in text field
+    ``field``: dense over the reader's rows, scores None unless ``scoring``. With ``last`` (a phrase prefix's
+    expansions), the phrase is ``words`` followed by any one of ``last``; else ``words`` are two or more."""
     n = reader.n_rows
-    holding = {word: bm25.term_weights(reader, field, word)[0] for word in dict.fromkeys(words)}
+    mask = np.zeros(n, bool)
+    scores = np.zeros(n, np.float64) if scoring else None
+    holding = {word: bm25.term_weights(reader, field, word)[0] for word in dict.fromkeys([*words, *(last or ())])}
+    required = [holding[word] for word in dict.fromkeys(words)]
+    if last is not None:
+        last = [word for word in last if holding[word].size]  # a word only dead rows held stands for nothing
+        if not last:
+            return mask, scores
+        required.append(_union([holding[word] for word in last]))
     rows = None
-    for found in sorted(holding.values(), key=len):  # the rarest word first: the intersection only shrinks
+    for found in sorted(required, key=len):  # the rarest word first: the intersection only shrinks
         rows = found if rows is None else np.intersect1d(rows, found, assume_unique=True)
         if not rows.size:
             break
-    mask = np.zeros(n, bool)
-    scores = np.zeros(n, np.float64) if scoring else None
     if rows is None or not rows.size:
         return mask, scores
     spec = reader.mapping.fields[field]
     counts = np.zeros(rows.size, np.int64)
     at = {row: i for i, row in enumerate(rows.tolist())}
-    starts = phrase_starts(words)
+    starts = phrase_starts(words, last)
     for row, _id, source, _version in reader.documents(rows.tolist()):
         counts[at[row]] = sum(len(starts(text.lower())) for text in _texts(source, reader.mapping, spec))
     kept = counts > 0
     rows, counts = rows[kept], counts[kept]
     mask[rows] = True
     if scoring and rows.size:
+        # Lucene's: the idf of every word the phrase may hold summed (each of a prefix's expansions too)
         stats = bm25.field_stats(reader, field)
-        weight = sum(bm25.idf(stats.doc_count, len(holding[word])) for word in words)
+        weight = sum(bm25.idf(stats.doc_count, len(holding[word])) for word in [*words, *(last or ())])
         lengths = bm25.lengths_at(reader, field, rows)
         norm = bm25.LENGTH_BASE + stats.slope * lengths
         scores[rows] = weight * counts / (counts + norm)
     return mask, scores
 
 
-def phrase_starts(words: list[str]) -> Callable[[str], list[str]]:
+def _union(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.unique(np.concatenate(arrays)) if arrays else np.empty(0, np.int64)
+
+
+def phrase_starts(words: list[str], last: list[str] | None = None) -> Callable[[str], list[str]]:
     """A function listing one item per place ``words`` start side by side in a lowercased text, overlaps included
     (``a a`` is twice in ``a a a``, as Lucene's exact phrase counts it): the pattern takes the first word alone
     and looks ahead for the rest, so the search goes on right after it. A word is all word characters, so the
-    word boundaries around the phrase say what the tokenizer's maximal runs do: no word character touches it."""
-    first, *rest = map(re.escape, words)
+    word boundaries around the phrase say what the tokenizer's maximal runs do: no word character touches it.
+    ``last``: one more word, any one of these."""
+    pieces = [re.escape(word) for word in words]
+    if last is not None:
+        pieces.append("(?:" + "|".join(map(re.escape, sorted(last, key=len, reverse=True))) + ")")
+    first, *rest = pieces
     return re.compile(rf"\b{first}(?=" + "".join(rf"\W+{word}" for word in rest) + r"\b)").findall
 
 
