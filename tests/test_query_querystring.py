@@ -9,6 +9,8 @@ from xerj_core.query import querystring
 from xerj_core.query.service import SearchService
 from xerj_core.store import Store
 
+from .conftest import CORPORA
+
 DOCS = {
     "a1": {"title": "Auth flow", "body": "login fails with an error", "year": 2019, "tag": "bug"},
     "a2": {"title": "Login page", "body": "the page renders", "year": 2020, "tag": "ui"},
@@ -117,3 +119,22 @@ def test_natural_language_reads_as_words(service):
     assert set(_q(service, "what's the graph view?")) >= {"a4", "a5", "a6"}
     assert set(_q(service, "auth - login ~5 !")) == set(_q(service, "auth login"))
     assert querystring.parse_q("") == querystring.parse_q("*:*")
+
+
+@pytest.mark.parametrize("url", ["https://marketplace.visualstudio.com/items?itemName=foam.foam-vscode",
+                                 "https://github.com/foambubble/foam/issues"])
+def test_a_pasted_address_finds_the_notes_holding_it(tmp_path, url):
+    """From the Foam vault: a URL is its words side by side, not a field ``https`` and a path of wildcards."""
+    vault = CORPORA / "foam-docs"
+    if not vault.is_dir():
+        pytest.skip("shared/corpora/foam-docs is not beside the checkout")
+    notes = {str(path.relative_to(vault)): path.read_text(encoding="utf-8") for path in vault.rglob("*.md")}
+    with Store(tmp_path / "s", tail_rows=64) as store:
+        store.create_index("v", {"properties": {"text": {"type": "text"}}})
+        for name, text in notes.items():
+            store.put("v", {"text": text}, name)
+        found = {hit["_id"] for hit in SearchService(store).search(
+            "v", {"query": {"query_string": {"query": url}}, "size": 500, "_source": False})["hits"]["hits"]}
+    holding = {name for name, text in notes.items() if url in text}
+    assert holding and holding <= found  # every note that holds it (and those holding its words side by side)
+    assert len(found) < len(notes) / 4  # not every note with "https" in it

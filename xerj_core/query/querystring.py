@@ -33,6 +33,10 @@ _CLAUSE = re.compile(r"([+\-!]?)(?:([^\s:\"\\()\[\]{}]+):)?(.*)", re.S)
 _BOOST = re.compile(r"\^(\d+(?:\.\d+)?)")
 _TILDE = re.compile(r"~(\d+(?:\.\d+)?)?$")
 _COMPARE = re.compile(r"(>=|<=|>|<)(.+)", re.S)
+# A URL as people paste it (``https://host/path?x=1``): Lucene would read a field ``https`` and, in the path, a
+# regular expression and wildcards; a second brain's notes hold such addresses as text.
+_ADDRESS = re.compile(r"([+\-!]?)(?:([^\s:\"\\()\[\]{}]+):(?=[A-Za-z][A-Za-z0-9+.\-]*://))?"
+                      r"([A-Za-z][A-Za-z0-9+.\-]*://\S+)", re.S)
 # Groups nest this deep at most: each is a frame of the parser's recursion (and of the evaluator's).
 MAX_DEPTH = 64
 
@@ -181,6 +185,11 @@ def _boosted(node: Node, boost: float) -> Node:
 
 def _clause(q: str, written: str, context: _Context) -> tuple[str, Node | None]:
     """One clause as written (sign, field, value, boost): its sign and node (None: it holds no word)."""
+    address = _ADDRESS.fullmatch(written)
+    if address:  # a pasted address: its words side by side, not a field "https" and a path of wildcards
+        sign, field, text = address.groups()
+        return sign, _leaf(q, field or context.default_field, '"' + re.sub(r'(["\\])', r"\\\1", text) + '"',
+                           context)
     sign, field, value = _CLAUSE.fullmatch(written).groups()  # type: ignore[union-attr]
     boost = None
     found = re.search(r"(?<!\\)\^(\d+(?:\.\d+)?)$", value)
