@@ -7,8 +7,9 @@ clauses on both sides; ``(groups)`` and ``field:(groups)``; ``^boost`` on a
 clause or a group; ranges ``field:[a TO b]``, ``{a TO b}`` (mixed brackets, ``*``
 open) and ``field:>a``, ``>=``, ``<``, ``<=``; ``field:*`` and ``_exists_:field``;
 ``*`` / ``*:*``. A backslash escapes the next character; only a double quote
-quotes (``what's`` is a word). Fuzzy ``word~`` and a sloppy ``"phrase"~2`` are
-a 400 that says so, as a ``match_phrase`` slop is.
+quotes (``what's`` is a word). A pasted address (``https://...``) is a phrase of
+its words. Fuzzy ``word~`` and a sloppy ``"phrase"~2`` are a 400 that says so,
+as a ``match_phrase`` slop is.
 
 A ``?`` that only ends a word (``why?``) is a question mark, not a wildcard:
 questions are what people and agents type into a search box, and ``work?`` as a
@@ -52,6 +53,7 @@ def _fail(q: str, why: str) -> ParsingError:
 
 
 def _lex(q: str) -> list[_Token]:
+    """``q`` as tokens: cut at whitespace outside double quotes and range brackets, and at parentheses."""
     tokens: list[_Token] = []
     current: list[str] = []
 
