@@ -17,11 +17,12 @@ from xerj_core import hookimpl
 from xerj_core.autoindex import pipeline
 from xerj_core.autoindex.builtin_formats import text
 from xerj_core.autoindex.pipeline import run
-from xerj_core.autoindex.sink import LocalSink, dataset_index
+from xerj_core.autoindex.sink import DATASET_MAPPING, LocalSink, dataset_index, derive_root_id
 from xerj_core.cli import build_cli
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.errors import IllegalArgument
 from xerj_core.plugins import get_plugin_manager
+from xerj_core.query.service import SearchService
 
 from .conftest import CORPORA
 
@@ -388,6 +389,103 @@ def test_a_format_installed_or_removed_later_is_read_with_on_the_next_run(tmp_pa
         removed = run(eng, folder, brain="notes", pm=bare)
         assert removed.formats_changed and removed.skipped_by_kind == {"no_format": 1}
         assert "agenda.orgx" not in cards(eng) and "plan.md" in cards(eng)
+
+
+class _VersionedOrgMode(_OrgMode):
+    """:class:`_OrgMode` whose acceptance changes with its ``version``: at 1 it reads ``.orgx`` files only, at 2
+    also ``.orgy`` ones."""
+
+    def __init__(self, version):
+        self.version = version
+
+    def accepts(self, rel_path, head):
+        return rel_path.endswith(".orgx") or (self.version >= 2 and rel_path.endswith(".orgy"))
+
+
+def test_a_format_that_raises_its_version_is_read_with_again(tmp_path):
+    """A format that comes to read files it passed by says so with a new ``version``: the next run reads every
+    file again, so a file skipped as no format's is read without waiting for it to be saved."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "agenda.orgx").write_text("* Agenda\nthe quarterly plan\n")
+    (folder / "minutes.orgy").write_text("* Minutes\nthe plan was agreed\n")
+
+    def manager(version):
+        class Plugin:
+            @hookimpl
+            def xerj_register_formats(self, register):
+                register(_VersionedOrgMode(version))
+        return get_plugin_manager(builtins_only=True, extra_plugins=[("orgx", Plugin())])
+
+    with Engine(tmp_path / "d", manager(1)) as eng:
+        first = run(eng, folder, brain="notes", pm=manager(1))
+        assert first.files_indexed == 1 and first.skipped_by_kind == {"no_format": 1}
+        same = run(eng, folder, brain="notes", pm=manager(1))
+        assert not same.formats_changed and same.files_unchanged == 1 and same.skipped_by_kind == {"no_format": 1}
+        raised = run(eng, folder, brain="notes", pm=manager(2))
+        assert raised.formats_changed and raised.files_indexed == 2 and not raised.files_skipped
+        with eng.store.reader(index_of(eng, "notes")) as reader:
+            assert sorted(reader.id_of(int(row)) for row in reader.live_rows()) == ["agenda.orgx", "minutes.orgy"]
+        settled = run(eng, folder, brain="notes", pm=manager(2))
+        assert not settled.formats_changed and settled.files_unchanged == 2
+
+
+def test_source_files_scripts_and_conventional_documents_are_read(engine, tmp_path):
+    """What a project folder holds beside Markdown: sources in many languages, scripts known by their ``#!`` line,
+    build files, and documents named by convention whatever their suffix (``README.Debian``, also gzipped), each
+    searchable, filterable by ``language`` and linked by the paths prose cites; a video that shares TypeScript's
+    extension and a minified bundle are passed by."""
+    folder = tmp_path / "project"
+    (folder / "src").mkdir(parents=True)
+    (folder / "scripts").mkdir()
+    (folder / "README.Debian").write_text("The entry point is src/main.go; scripts/deploy ships it.\n")
+    changelog = b"project (1.0) unstable; urgency=low\n  * First.\n"
+    (folder / "changelog.Debian.gz").write_bytes(gzip.compress(changelog))
+    (folder / "src" / "main.go").write_text("package main\n\nfunc main() { serve(gophers) }\n")
+    (folder / "src" / "view.tsx").write_text("export const Gallery = () => <div>gophers</div>;\n")
+    (folder / "scripts" / "deploy").write_text("#!/usr/bin/env bash\nrsync -a build/ host:/srv/gophers\n")
+    (folder / "scripts" / "report").write_text("#!/usr/bin/env python3\nimport sys\n\ndef main():\n    return 0\n")
+    (folder / "Makefile").write_text("all:\n\tgo build ./src\n")
+    (folder / "clip.ts").write_bytes(b"\x47\x40\x00\x10" + bytes(300))
+    (folder / "app.min.js").write_text("var gophers=1;")
+    summary = run(engine, folder, brain="project")
+    assert summary.files_indexed == 7 and summary.skipped_by_kind == {"no_format": 2} and not summary.files_failed
+    assert {f["path"] for f in summary.files_skipped} == {"clip.ts", "app.min.js"}
+    search = SearchService(engine.store)
+    code_index = index_of(engine, "project", "ax-code")
+
+    def languages(query):
+        body = {"size": 20, "query": query, "_source": ["language"]}
+        return {hit["_id"]: hit["_source"].get("language") for hit in search.search(code_index, body)["hits"]["hits"]}
+
+    assert languages({"match_all": {}}) == {
+        "src/main.go": "go", "src/view.tsx": "typescript", "scripts/deploy": "shell", "Makefile": "make",
+        "scripts/report": "python", "scripts/report#main": "python"}
+    assert languages({"bool": {"must": [{"match": {"text": "gophers"}}], "filter": [{"term": {"language": "go"}}]}}) \
+        == {"src/main.go": "go"}
+    with engine.store.reader(code_index) as reader:
+        assert reader.mapping.fields["language"].type == "keyword"
+    notes = index_of(engine, "project")
+    found = search.search(notes, {"query": {"match": {"text": "urgency"}}, "_source": ["format"]})["hits"]["hits"]
+    assert [(hit["_id"], hit["_source"]["format"]) for hit in found] == [("changelog.Debian.gz", "text")]
+    cited = {(e["src"], e["dst"]) for e in edges_of(engine, "project").values() if e["type"] == "pathcite"}
+    assert cited == {("README.Debian", "src/main.go")}
+
+
+def test_a_dataset_index_made_before_a_field_was_mapped_maps_it_before_its_first_value(engine, tmp_path):
+    """A brain's code index made before ``language`` was mapped gets it mapped as a keyword on the next write,
+    not as the text a dynamic mapping would make of it."""
+    folder = tmp_path / "older"
+    folder.mkdir()
+    (folder / "tool.c").write_text("int main(void) { return 0; }\n")
+    code_index = dataset_index("ax-code", derive_root_id("older"))
+    engine.store.create_index(code_index, {"properties": {
+        path: spec for path, spec in DATASET_MAPPING["properties"].items() if path != "language"}})
+    run(engine, folder, brain="older")
+    with engine.store.reader(code_index) as reader:
+        assert reader.mapping.fields["language"].type == "keyword"
+    hits = SearchService(engine.store).search(code_index, {"query": {"term": {"language": "c"}}})["hits"]["hits"]
+    assert [hit["_id"] for hit in hits] == ["tool.c"]
 
 
 def test_gzip_files_are_indexed_and_linked_like_the_files_they_hold(engine, tmp_path):

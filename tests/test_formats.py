@@ -15,7 +15,7 @@ from xerj_core.autoindex import compressed
 from xerj_core.autoindex import formats as formats_module
 from xerj_core.autoindex.builtin_formats import code, email, html, markdown, pdf, text
 from xerj_core.autoindex.detect import line_at
-from xerj_core.autoindex.formats import FormatError, collect_formats, parse_file, sniff
+from xerj_core.autoindex.formats import FormatError, collect_formats, format_identities, parse_file, sniff
 from xerj_core.errors import PluginError
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.testing.formats import AbstractFormatTests
@@ -449,6 +449,33 @@ def test_cargo_manifest_and_python_sections():
     assert len(broken) == 1 and broken[0].text == "def (:"
 
 
+@pytest.mark.parametrize(("path", "head", "language"), [
+    ("src/lib.rs", b"", "rust"), ("a/b.C", b"", "c"), ("x.hpp", b"", "cpp"), ("app.TSX", b"", "typescript"),
+    ("q.sql", b"", "sql"), ("ci.yml", b"", "yaml"), ("CMakeLists.txt", b"", "cmake"), ("Dockerfile", b"", "dockerfile"),
+    ("run", b"#!/usr/bin/env python3\n", "python"), ("run", b"#! /usr/bin/env -S node --no-warnings\n", "javascript"),
+    ("run", b"#!/usr/bin/python3.11 -u\n", "python"), ("run", b"#!/bin/bash\n", "shell"),
+    ("run", b"#!/usr/bin/env\n", None), ("run", b"echo hi\n", None), ("x.m", b"", None), ("d.json", b"", None),
+    ("vendor.min.css", b"", None), ("notes.txt", b"#!/bin/sh\n", None),
+])
+def test_a_source_file_s_language_comes_from_its_name_or_its_first_line(path, head, language):
+    assert code.language_of(path, head) == language
+
+
+def test_every_document_of_a_source_file_carries_its_language():
+    fmt = code.CodeFormat()
+    (card,) = fmt.parse("cmd/main.go", b"package main\r\n\r\nfunc main() {}\r\n", MTIME)
+    assert (card.doc_id, card.kind, card.text, card.fields["language"]) == (
+        "cmd/main.go", "file", "package main\n\nfunc main() {}", "go")
+    script = fmt.parse("bin/report", b"#!/usr/bin/env python3\nimport os\n\ndef main():\n    return 0\n", MTIME)
+    assert [(d.doc_id, d.fields["language"]) for d in script] == [
+        ("bin/report", "python"), ("bin/report#main", "python")]
+    assert script[0].fields["imports"] == ["os"]
+    assert {d.fields["language"] for d in fmt.parse("m.py", b"def f():\n    pass\n", MTIME)} == {"python"}
+    assert "language" not in fmt.parse("Cargo.toml", b'[package]\nname = "a"\n', MTIME)[0].fields
+    latin = fmt.parse("old.c", "/* caf\u00e9 */\n".encode("latin-1"), MTIME)[0]
+    assert latin.text == "/* caf\u00e9 */"
+
+
 def test_malformed_cargo_manifest_is_a_format_error():
     with pytest.raises(FormatError) as caught:
         code.CodeFormat().parse("Cargo.toml", b"[package\n", MTIME)
@@ -476,6 +503,16 @@ BUILTINS = [markdown.MarkdownFormat(), text.TextFormat(), html.HtmlFormat(), ema
         ("scan", b"%PDF-1.7", "pdf"),
         ("Cargo.toml", b"[package]", "code"),
         ("x.py", b"import os", "code"),
+        ("cmd/main.go", b"package main", "code"),
+        ("Makefile", b"all:\n", "code"),
+        ("bin/deploy", b"#!/bin/sh\nexit 0\n", "code"),
+        ("bin/odd", b"#!/opt/odd/interpreter\n", "text"),  # an unknown interpreter: still text
+        ("clip.ts", b"\x47\x40\x00\x10\x00", None),  # MPEG transport stream, not TypeScript
+        ("app.min.js", b"var a=1;", None),
+        ("README.Debian", b"Notes for Debian", "text"),
+        ("changelog.Debian", b"pkg (1.0) unstable", "text"),
+        ("notes.Debian", b"words", None),
+        ("LICENSE.png", b"\x89PNG\r\n", None),
         ("image.png", b"\x89PNG\r\n", None),
         ("blob", b"\x00\x00", None),
     ],
@@ -608,6 +645,34 @@ def test_collect_formats_refuses_duplicates_and_bad_names():
         collect_formats(_pm_with(Long()))
     with pytest.raises(PluginError, match="not a Format"):
         collect_formats(_pm_with(object()))
+    for version in (True, 1.5, ("2",)):
+        class Odd(text.TextFormat):
+            pass
+
+        Odd.version = version
+        with pytest.raises(PluginError, match="format 'text' with a version that is neither an integer nor a string"):
+            collect_formats(_pm_with(Odd()))
+
+
+def test_a_format_s_version_is_part_of_what_a_run_records():
+    class Renamed(text.TextFormat):
+        version = "2b"
+
+    builtin = format_identities({"text": text.TextFormat()})
+    assert "text=xerj_core.autoindex.builtin_formats.text.TextFormat@2" in builtin
+    marks = format_identities({"text": Renamed()})
+    assert any(mark.endswith("Renamed@2b") for mark in marks)
+
+    class Unversioned:
+        name, dataset = "csv", "ax-tables"
+
+        def accepts(self, rel_path, head):
+            return False
+
+        def parse(self, rel_path, data, mtime_ms):
+            return []
+
+    assert format_identities({"csv": Unversioned()})[0].endswith("Unversioned")
 
 
 def test_installed_builtin_formats_are_collected():
@@ -679,14 +744,15 @@ def test_formats_module_exports_the_error():
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-FUZZ_PATHS = ["n.md", "t.txt", "README", "p.html", "m.eml", "b.mbox", "d.pdf", "Cargo.toml", "m.py", "l.rs"]
+FUZZ_PATHS = ["n.md", "t.txt", "README", "p.html", "m.eml", "b.mbox", "d.pdf", "Cargo.toml", "m.py", "l.rs", "m.go",
+              "Makefile", "README.Debian"]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(path=st.sampled_from(FUZZ_PATHS), data=st.binary(max_size=400) | st.text(max_size=200).map(str.encode))
 def test_any_bytes_parse_or_raise_format_error(path, data):
     # the format itself, not parse_file (which would wrap a stray exception): only FormatError may escape
-    for prefix in (b"", b"From x\n", b"%PDF-1.4\n", b"---\n", b"<html>"):
+    for prefix in (b"", b"From x\n", b"%PDF-1.4\n", b"---\n", b"<html>", b"#!/bin/sh\n", b"#!/usr/bin/env python3\n"):
         fmt = sniff(BUILTINS, path, (prefix + data)[:1024])
         if fmt is None:
             continue

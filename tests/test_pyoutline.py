@@ -220,7 +220,7 @@ def _python_by_tree(fmt: code.CodeFormat, rel_path: str, text: str, mtime_ms: in
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
-        return [fmt._card(rel_path, text.strip(), mtime_ms, title=file_name(rel_path))]
+        return [fmt._card(rel_path, text.strip(), mtime_ms, title=file_name(rel_path), language="python")]
     lines = text.split("\n")
     spans = []
     for node in tree.body:
@@ -232,13 +232,13 @@ def _python_by_tree(fmt: code.CodeFormat, rel_path: str, text: str, mtime_ms: in
     for start, end, _, _ in spans:
         covered.update(range(start, end))
     outside = "\n".join(line for index, line in enumerate(lines) if index not in covered)
-    docs = [fmt._card(rel_path, outside.strip(), mtime_ms, title=file_name(rel_path),
+    docs = [fmt._card(rel_path, outside.strip(), mtime_ms, title=file_name(rel_path), language="python",
                       imports=list(outline_from_tree(tree).imports) or None)]
     anchors = Anchors("definition")
     for ordinal, (start, end, label, symbol) in enumerate(spans, start=1):
         docs.append(document(fmt, rel_path, mtime_ms, doc_id=f"{rel_path}#{anchors(symbol)}",
                              title=file_name(rel_path), text="\n".join(lines[start:end]).strip(), section=label,
-                             kind="section", ordinal=ordinal, symbol=symbol, line=start + 1))
+                             kind="section", ordinal=ordinal, language="python", symbol=symbol, line=start + 1))
     return docs
 
 

@@ -42,6 +42,12 @@ optional integer attribute, 0 when absent), ties by ``name``; the first whose
 ``accepts(rel_path, head)`` is true wins. ``head`` is the file's first
 :data:`SNIFF_BYTES` bytes. Built-ins use priority 10 for extension matches and 0
 for the plain-text fallback, so a plugin with priority above 10 overrides them.
+
+A format may also carry ``version`` (an integer or a string). A run records
+each format's name, class and version, and one that finds them changed reads
+every file again; so a format that comes to accept files it passed by before,
+or to make other documents of them, raises its version, and the next run of
+every brain reads those files without waiting for them to be saved.
 """
 
 from __future__ import annotations
@@ -114,6 +120,10 @@ def collect_formats(pm) -> dict[str, Format]:
         priority = getattr(fmt, "priority", 0)
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise PluginError(f"plugin {plugin!r} registered format {fmt.name!r} with a non-integer priority")
+        version = getattr(fmt, "version", None)
+        if version is not None and (not isinstance(version, (int, str)) or isinstance(version, bool)):
+            raise PluginError(f"plugin {plugin!r} registered format {fmt.name!r} with a version that is neither an "
+                              f"integer nor a string")
         if fmt.name in found:
             raise PluginError(
                 f"plugin {plugin!r} registered format {fmt.name!r}, which is already registered by plugin {owner[fmt.name]!r}"
@@ -129,11 +139,17 @@ def _ordered(formats: Mapping[str, Format] | Iterable[Format]) -> list[Format]:
 
 
 def format_identities(formats: Mapping[str, Format]) -> tuple[str, ...]:
-    """Which formats a run reads with, as a run marker keeps them: each one's name and class, sorted. A run
-    finding other formats than the last one reads every file again (a file no format read may have one now, and
-    a file another format read may be read by a new one of higher priority)."""
-    return tuple(sorted(f"{name}={type(fmt).__module__}.{type(fmt).__qualname__}" for name, fmt in formats.items())
-                 ) + tuple(f"+{container}" for container in compressed.CONTAINERS)
+    """Which formats a run reads with, as a run marker keeps them: each one's name, class and version (when it has
+    one), sorted. A run finding other formats than the last one reads every file again (a file no format read may
+    have one now, and a file another format read may be read by a new one of higher priority)."""
+    readers = sorted(f"{name}={type(fmt).__module__}.{type(fmt).__qualname__}{_version_mark(fmt)}"
+                     for name, fmt in formats.items())
+    return tuple(readers) + tuple(f"+{container}" for container in compressed.CONTAINERS)
+
+
+def _version_mark(fmt: Format) -> str:
+    version = getattr(fmt, "version", None)
+    return "" if version is None else f"@{version}"
 
 
 def sniff(formats: Mapping[str, Format] | Iterable[Format], rel_path: str, head: bytes) -> Format | None:

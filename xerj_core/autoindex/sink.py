@@ -54,6 +54,8 @@ DATASET_MAPPING = {
         "format": {"type": "keyword"},
         # the text encoding a file was read with (formats.decode_text); a keyword, not dynamic text
         "encoding": {"type": "keyword"},
+        # a source file's language (builtin_formats.code): a keyword to filter on
+        "language": {"type": "keyword"},
     }
 }
 # A file's ``hash`` and ``docs`` (its documents' refs) are read back from its source only, never searched: left
@@ -90,6 +92,15 @@ CATALOG_MAPPING = {
 LAYOUT_ID = "layout:autoindex"
 # 2: each root's documents in dataset indices of its own (``ax-notes-<root id>``).
 LAYOUT = 2
+
+
+def _map_new_fields(txn, index: str) -> None:
+    """Map the fields :data:`DATASET_MAPPING` gained since ``index`` was made (``language``), before a put would
+    map them dynamically as text."""
+    fields = txn.index(index).mapping.fields
+    missing = {path: spec for path, spec in DATASET_MAPPING["properties"].items() if path not in fields}
+    if missing:
+        txn.put_mapping(index, {"properties": missing})
 
 
 def root_record_id(root_id: str) -> str:
@@ -454,6 +465,8 @@ class LocalSink:
             for index, items in puts.items():
                 if not txn.exists(index):
                     txn.create_index(index, DATASET_MAPPING)
+                elif index != FILES_INDEX:
+                    _map_new_fields(txn, index)
                 terms = counts.get(index)
                 # the texts counted by the parsing process are not tokenized again here, on the run's critical path
                 outcomes = txn.index(index).put_many(items) if terms is None or None in terms else \

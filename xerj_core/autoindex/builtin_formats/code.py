@@ -1,4 +1,5 @@
-"""Source code: Rust crates (``Cargo.toml``), Python modules (a section per top-level definition), Rust files.
+"""Source code: Rust crates (``Cargo.toml``), Python modules (a section per top-level definition), and a card per
+file of the other common languages, scripts and build files.
 
 ``Cargo.toml`` becomes one card titled with the package name (a workspace
 manifest: ``workspace <dir>``) holding the manifest's text, with
@@ -13,23 +14,63 @@ labelled ``def name``/``class name`` with id ``{path}#{name}``. The outline is
 read by a scan that builds no syntax tree (:mod:`.pyoutline`); a module the scan
 cannot vouch for is parsed with ``ast``, and one that does not parse as Python is
 still indexed, as a card holding all of its text.
-``.rs`` files are one card each.
+Every other source file is one card holding all of its text: a file whose
+extension :data:`LANGUAGES` names (``.rs``, ``.c``, ``.go``, ``.ts``, ``.sh``,
+``.sql``, ``.yaml``...), a build file :data:`BUILD_FILES` names (``Makefile``,
+``Dockerfile``), or an extensionless script whose first line is a ``#!`` naming
+an interpreter :data:`INTERPRETERS` knows (one naming Python is read as a
+Python module). Every document of a source file carries ``fields["language"]``.
+A file whose first kilobyte holds a NUL is not source (``.ts`` is also a video
+container's extension), and a minified bundle (``app.min.js``) is not what
+people write: neither is read.
 """
 
 from __future__ import annotations
 
 import ast
 import posixpath
+import re
 import tomllib
 
 from xerj_core.autoindex.builtin_formats._common import Anchors, document
 from xerj_core.autoindex.builtin_formats.pyoutline import outline, outline_from_tree
-from xerj_core.autoindex.formats import FormatError, decode_utf8, extension, file_name
+from xerj_core.autoindex.formats import SNIFF_BYTES, FormatError, decode_utf8, extension, file_name
 from xerj_core import hookimpl
 from xerj_core.model import SourceDocument
 
 PYTHON_EXTENSIONS = frozenset({".py", ".pyi"})
-OTHER_EXTENSIONS = frozenset({".rs"})
+
+# Extension -> language, for the files read as one card each. Left out on purpose: ``.m`` (Objective-C or
+# MATLAB), ``.json`` and ``.xml`` (mostly data and generated files, such as lock files and exports) and ``.conf``
+# (any syntax at all).
+LANGUAGES = {
+    ".rs": "rust", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hh": "cpp", ".hpp": "cpp",
+    ".hxx": "cpp", ".cs": "csharp", ".go": "go", ".java": "java", ".kt": "kotlin", ".kts": "kotlin",
+    ".scala": "scala", ".groovy": "groovy", ".gradle": "groovy", ".swift": "swift", ".dart": "dart", ".zig": "zig",
+    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript", ".ts": "typescript",
+    ".mts": "typescript", ".cts": "typescript", ".tsx": "typescript", ".vue": "vue", ".svelte": "svelte",
+    ".rb": "ruby", ".php": "php", ".pl": "perl", ".pm": "perl", ".lua": "lua", ".r": "r", ".jl": "julia",
+    ".hs": "haskell", ".ml": "ocaml", ".mli": "ocaml", ".ex": "elixir", ".exs": "elixir", ".erl": "erlang",
+    ".hrl": "erlang", ".awk": "awk", ".perl": "perl", ".clj": "clojure", ".cljs": "clojure", ".nim": "nim",
+    ".sh": "shell", ".bash": "shell", ".zsh": "shell", ".fish": "shell", ".ps1": "powershell", ".sql": "sql",
+    ".proto": "protobuf", ".graphql": "graphql", ".tf": "terraform", ".css": "css", ".scss": "css", ".sass": "css",
+    ".less": "css", ".cmake": "cmake", ".mk": "make", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml",
+    ".ini": "ini", ".cfg": "ini",
+}
+# Build and project files known by their whole name.
+BUILD_FILES = {
+    "Makefile": "make", "makefile": "make", "GNUmakefile": "make", "Dockerfile": "dockerfile",
+    "Containerfile": "dockerfile", "CMakeLists.txt": "cmake", "Jenkinsfile": "groovy", "Vagrantfile": "ruby",
+    "Rakefile": "ruby", "Gemfile": "ruby", "Justfile": "just", "justfile": "just",
+}
+# A script's interpreter (the ``#!`` line's program, or the one ``env`` runs) -> language.
+INTERPRETERS = {
+    "sh": "shell", "bash": "shell", "dash": "shell", "zsh": "shell", "ksh": "shell", "fish": "shell",
+    "python": "python", "perl": "perl", "ruby": "ruby", "node": "javascript", "deno": "typescript",
+    "lua": "lua", "php": "php", "Rscript": "r", "awk": "awk", "gawk": "awk", "tclsh": "tcl",
+}
+# ``#!/usr/bin/env -S python3 -u``, ``#! /bin/sh``, ``#!/usr/bin/python3.11``: the program's name, version cut off.
+_SHEBANG = re.compile(rb"#![ \t]*(?:\S*/)?(?:env[ \t]+(?:-\S+[ \t]+)*)?([A-Za-z]+)")
 
 
 class CodeFormat:
@@ -38,18 +79,23 @@ class CodeFormat:
     name = "code"
     dataset = "ax-code"
     priority = 10
+    # 2: the other languages, scripts and build files; ``language`` on every document
+    version = 2
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
-        ext = extension(rel_path)
-        return file_name(rel_path) == "Cargo.toml" or ext in PYTHON_EXTENSIONS or ext in OTHER_EXTENSIONS
+        name = file_name(rel_path)
+        if name == "Cargo.toml" or extension(rel_path) in PYTHON_EXTENSIONS:
+            return True
+        return language_of(rel_path, head) is not None and b"\0" not in head
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
         text = decode_utf8(data, rel_path)
         if file_name(rel_path) == "Cargo.toml":
             return [self._cargo(rel_path, text, mtime_ms)]
-        if extension(rel_path) in PYTHON_EXTENSIONS:
+        language = "python" if extension(rel_path) in PYTHON_EXTENSIONS else language_of(rel_path, data[:SNIFF_BYTES])
+        if language == "python":
             return self._python(rel_path, text, mtime_ms)
-        return [self._card(rel_path, text.strip(), mtime_ms, title=file_name(rel_path))]
+        return [self._card(rel_path, text.strip(), mtime_ms, title=file_name(rel_path), language=language)]
 
     def _card(self, rel_path: str, text: str, mtime_ms: int, *, title: str, **fields) -> SourceDocument:
         return document(self, rel_path, mtime_ms, doc_id=rel_path, title=title, text=text, section="",
@@ -83,7 +129,7 @@ class CodeFormat:
             try:
                 found = outline_from_tree(ast.parse(text))
             except (SyntaxError, ValueError):
-                return [self._card(rel_path, text.strip(), mtime_ms, title=file_name(rel_path))]
+                return [self._card(rel_path, text.strip(), mtime_ms, title=file_name(rel_path), language="python")]
         lines = text.split("\n")
         # the card holds the lines outside every definition (definitions come in order and never overlap)
         outside: list[str] = []
@@ -93,15 +139,33 @@ class CodeFormat:
             done = max(done, definition.end)
         outside.extend(lines[done:])
         docs = [self._card(rel_path, "\n".join(outside).strip(), mtime_ms, title=file_name(rel_path),
-                           imports=list(found.imports) or None)]
+                           language="python", imports=list(found.imports) or None)]
         anchors = Anchors("definition")
         for ordinal, (start, end, keyword, symbol) in enumerate(found.definitions, start=1):
             docs.append(
                 document(self, rel_path, mtime_ms, doc_id=f"{rel_path}#{anchors(symbol)}", title=file_name(rel_path),
                          text="\n".join(lines[start:end]).strip(), section=f"{keyword} {symbol}", kind="section",
-                         ordinal=ordinal, symbol=symbol, line=start + 1)
+                         ordinal=ordinal, language="python", symbol=symbol, line=start + 1)
             )
         return docs
+
+
+def language_of(rel_path: str, head: bytes) -> str | None:
+    """The language of a source file known by its name or its ``#!`` line (see the module doc), from its name and
+    its first bytes; None for any other (``Cargo.toml`` and ``.py`` files are known by their own rules). A script
+    whose ``#!`` names Python is ``"python"``, and the format reads it as a module."""
+    name = file_name(rel_path)
+    ext = extension(rel_path)
+    if ext:
+        if ".min." in name.lower():
+            return None
+        found = LANGUAGES.get(ext)
+        return found if found is not None else BUILD_FILES.get(name)
+    found = BUILD_FILES.get(name)
+    if found is not None or not head.startswith(b"#!"):
+        return found
+    match = _SHEBANG.match(head)
+    return INTERPRETERS.get(match.group(1).decode()) if match else None
 
 
 @hookimpl
