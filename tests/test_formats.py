@@ -452,6 +452,7 @@ def test_cargo_manifest_and_python_sections():
 @pytest.mark.parametrize(("path", "head", "language"), [
     ("src/lib.rs", b"", "rust"), ("a/b.C", b"", "c"), ("x.hpp", b"", "cpp"), ("app.TSX", b"", "typescript"),
     ("q.sql", b"", "sql"), ("ci.yml", b"", "yaml"), ("CMakeLists.txt", b"", "cmake"), ("Dockerfile", b"", "dockerfile"),
+    ("_ufuncs.pyx", b"", "cython"), ("lapack/dgesv.f90", b"", "fortran"),
     ("run", b"#!/usr/bin/env python3\n", "python"), ("run", b"#! /usr/bin/env -S node --no-warnings\n", "javascript"),
     ("run", b"#!/usr/bin/python3.11 -u\n", "python"), ("run", b"#!/bin/bash\n", "shell"),
     ("run", b"#!/usr/bin/env\n", None), ("run", b"echo hi\n", None), ("x.m", b"", None), ("d.json", b"", None),

@@ -55,7 +55,8 @@ LANGUAGES = {
     ".sh": "shell", ".bash": "shell", ".zsh": "shell", ".fish": "shell", ".ps1": "powershell", ".sql": "sql",
     ".proto": "protobuf", ".graphql": "graphql", ".tf": "terraform", ".css": "css", ".scss": "css", ".sass": "css",
     ".less": "css", ".cmake": "cmake", ".mk": "make", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml",
-    ".ini": "ini", ".cfg": "ini",
+    ".ini": "ini", ".cfg": "ini", ".pyx": "cython", ".pxd": "cython", ".pxi": "cython", ".f": "fortran",
+    ".for": "fortran", ".f90": "fortran", ".f95": "fortran", ".f03": "fortran", ".f08": "fortran",
 }
 # Build and project files known by their whole name.
 BUILD_FILES = {
