@@ -1,0 +1,342 @@
+"""``imports``: a source file's import of another file of the corpus, linking the two.
+
+What each language's statements name, and where it is looked for:
+
+* Python (``import a.b``, ``from a.b import c``, ``from ..pkg import d``):
+  a relative import from the importing file's package; an absolute one from the
+  root, then from each folder on the way down to the importing file that is not
+  a package itself (a ``src/`` layout's ``src``), as ``a/b.py``, ``a/b.pyi`` or
+  ``a/b/__init__.py``. ``from a.b import
+  c`` names the module ``a.b.c`` when there is one, else ``a.b``; a module the
+  corpus does not hold stands for its nearest package that it does
+  (``from numpy.linalg import norm`` in a copy of site-packages links to
+  ``numpy/linalg/__init__.py``), and one whose package is not there either (the
+  standard library, an uninstalled dependency) links nothing.
+* JavaScript and TypeScript (``import ... from './x'``, ``export ... from``,
+  ``import('./x')``, ``require('../x')``): relative specifiers only, as Node and
+  bundlers resolve them: the path itself, with each extension added, a
+  TypeScript source for a ``.js`` specifier, then the folder's ``index``.
+* C and C++ (``#include "x.h"``, ``#include <lib/x.h>``): a quoted name from the
+  including file's folder first; either form then as a path suffix, the
+  nearest file ending in it (include paths are the build's, not the corpus's).
+* Rust (``mod name;``): ``name.rs`` or ``name/mod.rs`` beside ``lib.rs``,
+  ``main.rs`` or ``mod.rs``, else in the folder named after the file.
+
+The edge goes from the document holding the statement (a Python section for an
+import inside a function) to the imported file's card; its evidence is the
+statement's line. Each statement is found from a literal (``import``,
+``#include``, a quote before ``./``) searched in C, and only its line is matched
+against a pattern, so a file costs about one pass of ``bytes.find``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import posixpath
+import re
+from operator import itemgetter
+from typing import Callable, Iterable, Iterator, Sequence
+
+from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft
+from xerj_core.detectors import within_root
+
+_PY_FROM = re.compile(rb"[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import\b")
+_PY_NAME = re.compile(rb"\*|[^\W\d]\w*")
+# a parenthesized list of names spans at most this many bytes (long lists run to a few hundred names)
+_MAX_NAMES_BYTES = 16384
+_PY_IMPORT = re.compile(rb"[ \t]*import[ \t]+([\w., \t]+)")
+_JS_SPEC = re.compile(rb"(?:\bfrom|\bimport|\brequire[ \t]*\(|\bimport[ \t]*\()[ \t]*$")
+_C_INCLUDE = re.compile(rb"[ \t]*#[ \t]*include[ \t]*([\"<])([^\">\n]+)[\">]")
+_RS_MOD = re.compile(rb"[ \t]*(?:pub(?:\([^)\n]*\))?[ \t]+)?mod[ \t]+(\w+)[ \t]*;")
+
+_JS_LANGUAGES = frozenset({"javascript", "typescript", "vue", "svelte"})
+_JS_EXTENSIONS = (".ts", ".tsx", ".d.ts", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".vue", ".svelte")
+# A ``.js`` specifier in TypeScript's ESM output names the ``.ts`` source it is compiled from.
+_JS_COMPILED = {".js": (".ts", ".tsx"), ".jsx": (".tsx",), ".mjs": (".mts",), ".cjs": (".cts",)}
+
+
+class ImportsDetector:
+    name = "imports"
+    type = "imports"
+    tag = "imports@1"
+    # a statement the language runs: as sure as a link, and more than a path written in prose
+    weight = 0.8
+    confidence = 0.9
+
+    def detect(
+        self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
+    ) -> Iterable[EdgeDraft]:
+        card = file_docs[0] if file_docs else None
+        if card is None or card.format != "code":
+            return
+        finder = _FINDERS.get(card.fields.get("language"))  # type: ignore[arg-type]
+        if finder is None:
+            return
+        resolved: dict[tuple, str | None] = {}  # a file names the same module in several documents
+        for doc in file_docs:
+            if not doc.text:
+                continue
+            data = doc.text.encode("utf-8")
+            seen: set[str] = set()
+            for offset, key, resolve in finder(data):
+                path = resolved.get(key, resolved)
+                if path is resolved:
+                    path = resolved[key] = resolve(corpus, card.ax_path)
+                if path is None or path == card.ax_path or path in seen:
+                    continue
+                dst = corpus.card(path)
+                if dst is None:
+                    continue
+                seen.add(path)
+                yield make_draft(self, doc, dst, quote=line_at(data, offset), offset=offset)
+
+
+Found = Iterator[tuple[int, tuple, Callable[[Corpus, str], "str | None"]]]
+
+
+def _lines_with(data: bytes, literal: bytes) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each line holding ``literal``, once each, in order."""
+    at = data.find(literal)
+    while at >= 0:
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        end = len(data) if end < 0 else end
+        yield start, end
+        at = data.find(literal, end)
+
+
+# -- Python -------------------------------------------------------------------------------------------
+
+
+def _python(data: bytes) -> Found:
+    strings: list[tuple[int, int]] | None = None
+    for start, end in _lines_with(data, b"import"):
+        line = data[start:end]
+        match = _PY_FROM.match(line) or _PY_IMPORT.match(line)
+        if match is None:
+            continue
+        if strings is None:
+            strings = _triple_quoted(data)
+        if _inside(strings, start):
+            continue  # an example in a docstring
+        if match.re is _PY_IMPORT:
+            for item in match.group(1).decode().split(","):
+                parts = item.split()
+                if parts:
+                    yield start, ("import", parts[0]), _python_absolute(parts[0].split("."))
+            continue
+        dots, module = len(match.group(1)), match.group(2).decode()
+        if not dots and not module:
+            continue
+        # each name may be a module of its own (``from . import utils, models``): an edge to each that is
+        for name in [n for n in _imported_names(data, start + match.end(), end) if n != "*"] or [""]:
+            yield start, ("from", dots, module, name), _python_from(dots, module, (name,) if name else ())
+
+
+def _imported_names(data: bytes, at: int, end: int) -> list[str]:
+    """The names a ``from ... import`` lists from byte ``at`` (after ``import``), its line ending at ``end``: up to
+    the line's end, or across lines to the closing parenthesis; ``as`` aliases and comments left out."""
+    rest = data[at:end]
+    if rest.lstrip().startswith(b"(") and b")" not in rest:
+        close = data.find(b")", at, at + _MAX_NAMES_BYTES)
+        rest = data[at:close if close >= 0 else end]
+    names: list[str] = []
+    for line in rest.split(b"\n"):
+        for item in line.split(b"#", 1)[0].split(b","):
+            found = _PY_NAME.search(item)
+            if found is not None:
+                names.append(found.group().decode())
+    return names
+
+
+_TRIPLE = re.compile(rb"\"\"\"|'''")
+
+
+def _triple_quoted(data: bytes) -> list[tuple[int, int]]:
+    """The spans of triple-quoted strings (a docstring's examples hold import lines that import nothing), by their
+    quote marks alone: close enough for the few lines that say ``import``."""
+    spans, opened, mark = [], -1, b""
+    for match in _TRIPLE.finditer(data):
+        if opened < 0:
+            opened, mark = match.start(), match.group()
+        elif match.group() == mark and data[match.start() - 1:match.start()] != b"\\":
+            spans.append((opened, match.end()))
+            opened = -1
+    if opened >= 0:
+        spans.append((opened, len(data)))
+    return spans
+
+
+def _inside(spans: list[tuple[int, int]], offset: int) -> bool:
+    at = bisect.bisect_right(spans, offset, key=itemgetter(0)) - 1
+    return at >= 0 and offset < spans[at][1]
+
+
+def _python_module(corpus: Corpus, base: str, parts: Sequence[str]) -> str | None:
+    """The file of module ``parts`` under folder ``base`` (``""``: the root), or None."""
+    stem = posixpath.join(base, *parts) if base else "/".join(parts)
+    for candidate in (stem + ".py", stem + ".pyi", stem + "/__init__.py", stem + "/__init__.pyi"):
+        if candidate in corpus:  # exactly: ``from .abstracts import Algorithm`` is not ``abstracts/algorithm.py``
+            return candidate
+    return None
+
+
+def _import_roots(corpus: Corpus, path: str) -> list[str]:
+    """Where an absolute import from ``path`` may start: the root, then each folder on the way to ``path``'s
+    folder that is not a package itself (a ``src/`` layout's ``src``). A package's own folder is never one:
+    ``from inspect import x`` in ``falcon/app.py`` names the standard library's module, not ``falcon/inspect.py``."""
+    roots, parts = [""], posixpath.dirname(path).split("/")
+    for depth in range(1, len(parts) + 1):
+        folder = "/".join(parts[:depth])
+        if folder and folder + "/__init__.py" not in corpus:
+            roots.append(folder)
+    return roots
+
+
+def _holds_top_level(corpus: Corpus, base: str, parts: Sequence[str]) -> bool:
+    """Whether folder ``base`` holds the top of module ``parts``: a module file, or a folder on the module's path
+    holding a file (a namespace package's first folders may hold none). Most imports name the standard library
+    or a dependency the corpus does not hold, and a few lookups settle them before any candidate file is tried."""
+    top = posixpath.join(base, parts[0]) if base else parts[0]
+    if top + ".py" in corpus or top + ".pyi" in corpus:
+        return True
+    for size in range(1, len(parts) + 1):
+        if corpus.directory(posixpath.join(top, *parts[1:size])):
+            return True
+    return False
+
+
+def _python_absolute(parts: list[str], *, named: tuple[str, ...] = ()) -> Callable[[Corpus, str], str | None]:
+    def resolve(corpus: Corpus, from_path: str) -> str | None:
+        if not all(parts):
+            return None
+        for base in _import_roots(corpus, from_path):
+            if not _holds_top_level(corpus, base, parts):
+                continue
+            for name in named:  # ``from a import b``: the module a.b when there is one
+                found = _python_module(corpus, base, [*parts, name])
+                if found is not None:
+                    return found
+            for size in range(len(parts), 0, -1):  # else the module, or its nearest package held
+                found = _python_module(corpus, base, parts[:size])
+                if found is not None:
+                    return found
+        return None
+    return resolve
+
+
+def _python_from(dots: int, module: str, named: tuple[str, ...]) -> Callable[[Corpus, str], str | None]:
+    parts = module.split(".") if module else []
+    if not dots:
+        return _python_absolute(parts, named=named)
+
+    def resolve(corpus: Corpus, from_path: str) -> str | None:
+        base = posixpath.dirname(from_path)
+        for _level in range(dots - 1):
+            if not base:
+                return None  # above the root
+            base = posixpath.dirname(base)
+        if not all(parts):
+            return None
+        for name in named:
+            found = _python_module(corpus, base, [*parts, name])
+            if found is not None:
+                return found
+        for size in range(len(parts), 0, -1):  # the module, else its nearest package held
+            found = _python_module(corpus, base, parts[:size])
+            if found is not None:
+                return found
+        # the package itself: ``from . import name`` of a name it defines, or a module it does not hold as a file
+        package = posixpath.join(base, "__init__") if base else "__init__"
+        return next((package + ext for ext in (".py", ".pyi") if package + ext in corpus), None)
+    return resolve
+
+
+# -- JavaScript and TypeScript ------------------------------------------------------------------------
+
+
+def _javascript(data: bytes) -> Found:
+    for quote in (b"'.", b'".', b"`."):
+        for start, end in _lines_with(data, quote):
+            at = data.find(quote, start, end)
+            while at >= 0:
+                close = data.find(quote[:1], at + 1, end)
+                spec = data[at + 1:close] if close > at else b""
+                if (spec.startswith(b"./") or spec.startswith(b"../")) and _JS_SPEC.search(data, start, at):
+                    text = spec.decode("utf-8", "replace")
+                    yield start, ("js", text), _javascript_resolve(text)
+                at = data.find(quote, at + 1, end)
+
+
+def _javascript_resolve(spec: str) -> Callable[[Corpus, str], str | None]:
+    def resolve(corpus: Corpus, from_path: str) -> str | None:
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), spec.split("?")[0]))
+        if not within_root(target):
+            return None
+        stem, ext = posixpath.splitext(target)
+        candidates = [target, *(stem + source for source in _JS_COMPILED.get(ext, ()))]
+        candidates += [target + extension for extension in _JS_EXTENSIONS]
+        candidates += [f"{target}/index{extension}" for extension in _JS_EXTENSIONS]
+        for candidate in candidates:
+            if candidate in corpus:
+                return candidate
+        return None
+    return resolve
+
+
+# -- C and C++ ----------------------------------------------------------------------------------------
+
+
+def _c(data: bytes) -> Found:
+    for start, end in _lines_with(data, b"include"):
+        match = _C_INCLUDE.match(data, start, end)
+        if match is not None:
+            quoted, name = match.group(1) == b'"', match.group(2).decode("utf-8", "replace").strip()
+            yield start, ("c", quoted, name), _c_resolve(name, quoted)
+
+
+def _c_resolve(name: str, quoted: bool) -> Callable[[Corpus, str], str | None]:
+    def resolve(corpus: Corpus, from_path: str) -> str | None:
+        if quoted:
+            beside = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), name))
+            if within_root(beside) and beside in corpus:
+                return beside
+        plain = posixpath.normpath(name)
+        if not within_root(plain):
+            return None
+        suffix = "/" + plain
+        candidates = [p for p in corpus.by_file_name(posixpath.basename(plain)) if p == plain or p.endswith(suffix)]
+        return corpus.nearest(candidates, from_path)
+    return resolve
+
+
+# -- Rust ---------------------------------------------------------------------------------------------
+
+
+def _rust(data: bytes) -> Found:
+    for start, end in _lines_with(data, b"mod"):
+        match = _RS_MOD.match(data, start, end)
+        if match is not None:
+            name = match.group(1).decode()
+            yield start, ("mod", name), _rust_resolve(name)
+
+
+def _rust_resolve(name: str) -> Callable[[Corpus, str], str | None]:
+    def resolve(corpus: Corpus, from_path: str) -> str | None:
+        folder, file_name = posixpath.split(from_path)
+        if file_name not in ("lib.rs", "main.rs", "mod.rs"):
+            folder = posixpath.join(folder, file_name[:-3]) if file_name.endswith(".rs") else folder
+        for candidate in (posixpath.join(folder, name + ".rs"), posixpath.join(folder, name, "mod.rs")):
+            if candidate in corpus:
+                return candidate
+        return None
+    return resolve
+
+
+_FINDERS: dict[str, Callable[[bytes], Found]] = {
+    "python": _python, "c": _c, "cpp": _c, "rust": _rust, **{language: _javascript for language in _JS_LANGUAGES}}
+
+
+@hookimpl
+def xerj_register_detectors(register) -> None:
+    register(ImportsDetector())
