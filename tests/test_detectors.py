@@ -36,6 +36,7 @@ from xerj_detectors import (
     cratecite,
     emailthread,
     href,
+    imports,
     mdlink,
     pathcite,
     samedir,
@@ -45,11 +46,12 @@ from xerj_detectors import (
 )
 
 FOAM = Path(__file__).parents[1].parent / "shared/corpora/foam-docs"
-NINE = ("wikilink", "mdlink", "href", "pathcite", "cratecite", "sequence", "samedir", "sharedterm", "emailthread")
+TEN = ("wikilink", "mdlink", "href", "pathcite", "cratecite", "sequence", "samedir", "sharedterm", "emailthread",
+       "imports")
 ALL = [
     wikilink.WikilinkDetector(), mdlink.MdlinkDetector(), href.HrefDetector(), pathcite.PathciteDetector(),
     cratecite.CrateciteDetector(), sequence.SequenceDetector(), samedir.SamedirDetector(),
-    sharedterm.SharedtermDetector(), emailthread.EmailthreadDetector(),
+    sharedterm.SharedtermDetector(), emailthread.EmailthreadDetector(), imports.ImportsDetector(),
 ]
 
 
@@ -266,6 +268,26 @@ class TestEmailthreadConformance(AbstractDetectorTests):
                             "mail/late.eml": bytes(message("Re: Re", "<3@x>", in_reply_to="<2@x>"))})
 
 
+class TestImportsConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return imports.ImportsDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return imports
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files({
+            "pkg/__init__.py": b"from .core import run\n",
+            "pkg/core.py": b"import os\nfrom . import util\n\ndef run():\n    from pkg.util import helper\n",
+            "pkg/util.py": b"def helper():\n    pass\n",
+            "web/app.ts": b"import { run } from './lib/run';\n",
+            "web/lib/run.ts": b"export const run = () => 1;\n",
+        })
+
+
 # -- the real vault -------------------------------------------------------------------------
 
 
@@ -434,11 +456,11 @@ def test_xerj_disable_plugins_turns_sharedterm_off(monkeypatch):
     monkeypatch.setenv("XERJ_DISABLE_PLUGINS", "sharedterm")
     names = set(collect_detectors(get_plugin_manager()))
     assert "sharedterm" not in names
-    assert set(NINE) - {"sharedterm"} <= names
+    assert set(TEN) - {"sharedterm"} <= names
 
 
-def test_installed_detectors_are_the_nine():
-    assert set(NINE) <= set(collect_detectors(get_plugin_manager()))
+def test_installed_detectors_are_the_ten():
+    assert set(TEN) <= set(collect_detectors(get_plugin_manager()))
 
 
 def test_detection_over_a_thousand_linked_files():
@@ -656,6 +678,100 @@ def test_mbox_thread_and_attachments(tmp_path):
     assert all(e.detector == "emailthread@1" and e.weight == 0.8 and e.evidence.offset == 0 for e in edges)
     assert [e.confidence for e in edges] == [0.95, 0.99, 0.95, 0.95]
     assert edges[0].valid_at == 1000 and edges[0].evidence.source == "mail/later.eml"
+
+
+# -- imports ---------------------------------------------------------------------------------------------
+
+
+def imported(files):
+    """``{(src, dst): quote}`` of the imports edges over ``files``."""
+    edges = run(imports.ImportsDetector(), files)
+    assert all(e.detector == "imports@1" and e.weight == 0.8 and e.src_format == "code" for e in edges)
+    return {(e.src, e.dst): e.evidence.quote for e in edges}
+
+
+def test_python_imports_resolve_as_the_interpreter_would():
+    cart = (b'"""The cart.\n\nExample::\n\n    import shop.legacy\n"""\n'
+            b"import os, shop.prices as p\n"
+            b"from . import tax, rates\n"
+            b"from .. import outside\n"
+            b"from .vendor.six.moves import http\n"
+            b"from shop import (\n    orders,  # a module\n    Thing,\n)\n\n"
+            b"def total():\n    from inspect import signature\n    from shop.tax import rate\n")
+    found = imported({
+        "src/shop/__init__.py": b"from .cart import Cart\n",
+        "src/shop/cart.py": cart,
+        "src/shop/prices.py": b"P = 1\n",
+        "src/shop/orders.py": b"O = 1\n",
+        "src/shop/tax.py": b"RATE = 1\n",
+        "src/shop/legacy.py": b"OLD = 1\n",
+        "src/shop/inspect.py": b"X = 1\n",  # the package's own: never what an absolute ``inspect`` names
+        "src/shop/rates/__init__.py": b"from ..Tax import RATE\n",  # no Tax.py: tax.py is another module
+        "src/shop/vendor/__init__.py": b"V = 1\n",
+        "src/tests/test_cart.py": b"from shop.cart import Cart\nimport pytest\n",
+    })
+    assert found == {
+        ("src/shop/__init__.py", "src/shop/cart.py"): "from .cart import Cart",
+        ("src/shop/cart.py", "src/shop/prices.py"): "import os, shop.prices as p",
+        ("src/shop/cart.py", "src/shop/tax.py"): "from . import tax, rates",
+        ("src/shop/cart.py", "src/shop/rates/__init__.py"): "from . import tax, rates",
+        ("src/shop/cart.py", "src/shop/vendor/__init__.py"): "from .vendor.six.moves import http",
+        ("src/shop/cart.py", "src/shop/orders.py"): "from shop import (",
+        ("src/shop/cart.py", "src/shop/__init__.py"): "from shop import (",
+        ("src/shop/cart.py#total", "src/shop/tax.py"): "from shop.tax import rate",
+        ("src/shop/rates/__init__.py", "src/shop/__init__.py"): "from ..Tax import RATE",
+        ("src/tests/test_cart.py", "src/shop/cart.py"): "from shop.cart import Cart",
+    }
+
+
+def test_javascript_c_and_rust_imports():
+    app = (b"import { a } from './lib/a';\nimport b from \"../web/lib/b.js\";\nexport * from './lib';\n"
+           b"const c = require('./c');\nconst lazy = await import('./lazy.mjs');\nimport React from 'react';\n"
+           b"const path = './notimport';\nimport './style.css';\n")
+    found = imported({
+        "web/app.ts": app,
+        "web/lib/a.ts": b"export const a = 1;\n",
+        "web/lib/b.ts": b"export default 2;\n",  # what ``b.js`` is compiled from
+        "web/lib/index.ts": b"export const i = 3;\n",
+        "web/c.js": b"module.exports = 4;\n",
+        "web/lazy.mjs": b"export const l = 5;\n",
+        "web/notimport.ts": b"export const n = 6;\n",
+        "web/style.css": b"body { margin: 0 }\n",
+        "src/main.c": b'#include <stdio.h>\n#include "util.h"\n# include <mylib/api.h>\n#include "../include/conf.h"\n',
+        "src/util.h": b"int util(void);\n",
+        "include/mylib/api.h": b"int api(void);\n",
+        "vendor/other/mylib/api.h": b"int api(void);\n",  # farther from src/ than include/
+        "include/conf.h": b"#define CONF 1\n",
+        "crate/src/lib.rs": b"pub mod net;\nmod util;\n// mod commented;\n",
+        "crate/src/net.rs": b"pub(crate) mod tcp;\n",
+        "crate/src/net/tcp.rs": b"pub fn dial() {}\n",
+        "crate/src/util/mod.rs": b"pub fn u() {}\n",
+        "crate/src/commented.rs": b"pub fn c() {}\n",
+    })
+    assert found == {
+        ("web/app.ts", "web/lib/a.ts"): "import { a } from './lib/a';",
+        ("web/app.ts", "web/lib/b.ts"): 'import b from "../web/lib/b.js";',
+        ("web/app.ts", "web/lib/index.ts"): "export * from './lib';",
+        ("web/app.ts", "web/c.js"): "const c = require('./c');",
+        ("web/app.ts", "web/lazy.mjs"): "const lazy = await import('./lazy.mjs');",
+        ("web/app.ts", "web/style.css"): "import './style.css';",
+        ("src/main.c", "src/util.h"): '#include "util.h"',
+        ("src/main.c", "include/mylib/api.h"): "# include <mylib/api.h>",
+        ("src/main.c", "include/conf.h"): '#include "../include/conf.h"',
+        ("crate/src/lib.rs", "crate/src/net.rs"): "pub mod net;",
+        ("crate/src/lib.rs", "crate/src/util/mod.rs"): "mod util;",
+        ("crate/src/net.rs", "crate/src/net/tcp.rs"): "pub(crate) mod tcp;",
+    }
+
+
+def test_imports_read_code_only_and_never_leave_the_root():
+    found = imported({
+        "notes/howto.md": b"# How\n\n    import tool\n\nfrom tool import run\n",  # prose, not code
+        "tool.py": b"from ... import nothing\nfrom .. import above\nimport tool\n",
+        "web/x.js": b"import a from '../../outside.js';\nimport self from './x.js';\n",
+        "outside.js": b"export default 1;\n",
+    })
+    assert found == {}
 
 
 # -- line_at, the registry, the runner's checks ----------------------------------------------------------
