@@ -680,6 +680,26 @@ def test_mbox_thread_and_attachments(tmp_path):
     assert edges[0].valid_at == 1000 and edges[0].evidence.source == "mail/later.eml"
 
 
+def test_a_notebook_s_markdown_cells_link_and_its_code_cells_do_not():
+    import json
+
+    def nb(*cells):
+        return json.dumps({"nbformat": 4, "metadata": {}, "cells": [
+            {"cell_type": kind, "source": source} for kind, source in cells]}).encode()
+
+    files = {
+        "lab/grouping.ipynb": nb(("markdown", "# Grouping\n\nSee [pivots](pivots.ipynb) and [[notes]]."),
+                                 ("code", "# [[other]] and [x](other.ipynb) in code\nprint(1)")),
+        "lab/pivots.ipynb": nb(("markdown", "# Pivots")),
+        "lab/other.ipynb": nb(("markdown", "# Other")),
+        "lab/notes.md": b"# Notes\n",
+    }
+    md = {(e.src, e.dst) for e in run(mdlink.MdlinkDetector(), files)}
+    wiki = {(e.src, e.dst) for e in run(wikilink.WikilinkDetector(), files)}
+    assert md == {("lab/grouping.ipynb#grouping", "lab/pivots.ipynb")}
+    assert wiki == {("lab/grouping.ipynb#grouping", "lab/notes.md")}
+
+
 # -- imports ---------------------------------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import mailbox
 from email.message import EmailMessage
 from functools import partial
@@ -13,7 +14,7 @@ import pytest
 from xerj_core import hookimpl
 from xerj_core.autoindex import compressed
 from xerj_core.autoindex import formats as formats_module
-from xerj_core.autoindex.builtin_formats import code, email, html, markdown, pdf, text
+from xerj_core.autoindex.builtin_formats import code, email, html, markdown, notebook, pdf, text
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import FormatError, collect_formats, format_identities, parse_file, sniff
 from xerj_core.errors import PluginError
@@ -226,6 +227,71 @@ class TestPdfConformance(AbstractFormatTests):
     @pytest.fixture
     def plugin(self):
         return pdf
+
+
+def make_notebook(cells: list[dict], *, language: str | None = "python", version: int = 4) -> bytes:
+    """An nbformat ``version`` notebook of ``cells`` (``{"cell_type", "source"}``, plus what a cell may carry)."""
+    metadata = {"kernelspec": {"name": "python3", "language": language}} if language else {}
+    if version == 3:
+        return json.dumps({"nbformat": 3, "metadata": metadata, "worksheets": [{"cells": cells}]}).encode()
+    return json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": metadata, "cells": cells}).encode()
+
+
+NOTEBOOK = make_notebook([
+    {"cell_type": "markdown", "source": ["# Grouping\n", "\n", "Splitting data, see [pivots](pivots.ipynb)."]},
+    {"cell_type": "code", "source": "df.groupby('key').sum()\n# not a heading\n```fence inside```",
+     "outputs": [{"output_type": "stream", "text": ["an output never read\n"]}], "execution_count": 1},
+    {"cell_type": "markdown", "source": "## Aggregates\n\nMin, max and [[pivots]]."},
+    {"cell_type": "raw", "source": "raw words"},
+    {"cell_type": "code", "source": ""},
+])
+
+
+class TestNotebookConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return notebook.NotebookFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"analysis/grouping.ipynb": NOTEBOOK, "empty.ipynb": make_notebook([], language=None),
+                "old.ipynb": make_notebook([{"cell_type": "heading", "level": 2, "source": "Old"}], version=3)}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"broken.ipynb": NOTEBOOK[:40], "list.ipynb": b"[1, 2]", "nocells.ipynb": b'{"nbformat": 4}'}
+
+    @pytest.fixture
+    def plugin(self):
+        return notebook
+
+
+def test_a_notebook_is_the_markdown_note_its_cells_make():
+    card, grouping, aggregates = notebook.NotebookFormat().parse("analysis/grouping.ipynb", NOTEBOOK, MTIME)
+    assert (card.title, card.format, card.dataset, card.fields["cells"]) == ("Grouping", "notebook", "ax-notes", 5)
+    assert [d.doc_id for d in (grouping, aggregates)] == ["analysis/grouping.ipynb#grouping",
+                                                         "analysis/grouping.ipynb#aggregates"]
+    assert {d.fields["language"] for d in (card, grouping, aggregates)} == {"python"}
+    # the code cell is fenced (longer than the backticks it holds), so its comment opens no section
+    assert "````python\ndf.groupby('key').sum()\n# not a heading\n```fence inside```\n````" in grouping.text
+    assert "an output never read" not in grouping.text + aggregates.text
+    assert aggregates.text.endswith("Min, max and [[pivots]].\n\nraw words")
+    old = notebook.NotebookFormat().parse("old.ipynb", make_notebook(
+        [{"cell_type": "heading", "level": 2, "source": "Loading  data"},
+         {"cell_type": "code", "input": ["x = load()\n"], "language": "python"}], language=None, version=3), MTIME)
+    assert [(d.doc_id, d.section) for d in old] == [("old.ipynb", ""), ("old.ipynb#loading-data", "Loading data")]
+    assert "```\nx = load()\n```" in old[1].text and "language" not in old[1].fields
+
+
+@pytest.mark.parametrize(("data", "reason"), [
+    (b"{not json", "malformed notebook: not JSON"),
+    (b'"a string"', "malformed notebook: not a JSON object"),
+    (b'{"cells": {"a": 1}}', "malformed notebook: no list of cells"),
+])
+def test_a_malformed_notebook_is_refused_with_a_reason(data, reason):
+    with pytest.raises(FormatError) as caught:
+        notebook.NotebookFormat().parse("n.ipynb", data, MTIME)
+    assert caught.value.reason.startswith(reason)
 
 
 class TestCodeConformance(AbstractFormatTests):
@@ -486,7 +552,8 @@ def test_malformed_cargo_manifest_is_a_format_error():
 # -- sniffing, registry, hook ------------------------------------------------------------
 
 
-BUILTINS = [markdown.MarkdownFormat(), text.TextFormat(), html.HtmlFormat(), email.EmailFormat(), pdf.PdfFormat(), code.CodeFormat()]
+BUILTINS = [markdown.MarkdownFormat(), text.TextFormat(), html.HtmlFormat(), email.EmailFormat(), pdf.PdfFormat(),
+            code.CodeFormat(), notebook.NotebookFormat()]
 
 
 @pytest.mark.parametrize(
@@ -504,6 +571,7 @@ BUILTINS = [markdown.MarkdownFormat(), text.TextFormat(), html.HtmlFormat(), ema
         ("scan", b"%PDF-1.7", "pdf"),
         ("Cargo.toml", b"[package]", "code"),
         ("x.py", b"import os", "code"),
+        ("lab/analysis.ipynb", b'{"cells": []}', "notebook"),
         ("cmd/main.go", b"package main", "code"),
         ("Makefile", b"all:\n", "code"),
         ("bin/deploy", b"#!/bin/sh\nexit 0\n", "code"),
@@ -678,7 +746,7 @@ def test_a_format_s_version_is_part_of_what_a_run_records():
 
 def test_installed_builtin_formats_are_collected():
     found = collect_formats(get_plugin_manager())
-    assert {"markdown", "text", "html", "email", "pdf", "code"} <= set(found)
+    assert {"markdown", "text", "html", "email", "pdf", "code", "notebook"} <= set(found)
     assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
 
 
@@ -746,7 +814,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 FUZZ_PATHS = ["n.md", "t.txt", "README", "p.html", "m.eml", "b.mbox", "d.pdf", "Cargo.toml", "m.py", "l.rs", "m.go",
-              "Makefile", "README.Debian"]
+              "Makefile", "README.Debian", "n.ipynb"]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -17,6 +17,7 @@ What is here:
   holding an offset), :func:`clip` (a generated rationale cut to
   :data:`QUOTE_MAX`); reading Markdown: :func:`mask_code` (code blanked out,
   offsets kept);
+* which formats' documents are Markdown text: :data:`MARKDOWN_FORMATS`;
 * resolving what a file writes to a document: :func:`resolve_relative`
   (``[text](../a.md#part)``), :func:`resolve_wikilink` (``[[Name#Heading]]``),
   :func:`resolve_note` and :func:`note_candidates` (a bare note name),
@@ -34,6 +35,7 @@ from xerj_core.autoindex.detect import (
     mask_code,
 )
 from xerj_core.autoindex.links import (
+    MARKDOWN_FORMATS,
     NOTE_EXTENSIONS,
     note_candidates,
     resolve_note,
@@ -46,6 +48,7 @@ from xerj_core.hookspecs import hookimpl
 from xerj_core.model import EdgeDraft, Evidence, SourceDocument
 
 __all__ = [
+    "MARKDOWN_FORMATS",
     "NOTE_EXTENSIONS",
     "QUOTE_MAX",
     "Corpus",

@@ -1,6 +1,7 @@
 """``mdlink``: Markdown links ``[text](relative/path.md)`` (and images, and ``[id]: path`` definitions).
 
-Only Markdown documents are read, with code blocks and spans masked. A
+Only Markdown documents are read (notes, and the Markdown a Jupyter notebook's
+cells make), with code blocks and spans masked. A
 destination resolves relative to the linking file (``/``-rooted: to the root);
 URLs with a scheme, ``//host`` links and bare ``#anchors`` are not corpus
 files. A destination without extension may name a note (``.md``); a folder
@@ -13,8 +14,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
-from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft,
-                                 mask_code, resolve_relative)
+from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl,
+                                 line_at, make_draft, mask_code, resolve_relative)
 
 # [text](dest "title") — text may hold one level of brackets; dest is <...> or has balanced parentheses
 _INLINE = re.compile(
@@ -36,7 +37,7 @@ class MdlinkDetector:
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
         for doc in file_docs:
-            if doc.format != "markdown" or ("](" not in doc.text and "]:" not in doc.text):
+            if doc.format not in MARKDOWN_FORMATS or ("](" not in doc.text and "]:" not in doc.text):
                 continue
             data = doc.text.encode("utf-8")
             scanned = mask_code(data)

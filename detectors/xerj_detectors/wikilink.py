@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
-from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft,
-                                 mask_code, resolve_wikilink)
+from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl,
+                                 line_at, make_draft, mask_code, resolve_wikilink)
 
 _WIKILINK = re.compile(rb"!?\[\[([^\[\]\n]+?)\]\]")
 
@@ -45,7 +45,7 @@ class WikilinkDetector:
             if doc.format == "code" or "[[" not in doc.text:
                 continue
             data = doc.text.encode("utf-8")
-            scanned = mask_code(data) if doc.format == "markdown" else data
+            scanned = mask_code(data) if doc.format in MARKDOWN_FORMATS else data
             seen: set[str] = set()
             for match in _WIKILINK.finditer(scanned):
                 dst = resolve_wikilink(corpus, doc, match.group(1).decode("utf-8", "replace"))
