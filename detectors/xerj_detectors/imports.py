@@ -31,10 +31,9 @@ against a pattern, so a file costs about one pass of ``bytes.find``.
 
 from __future__ import annotations
 
-import bisect
 import posixpath
 import re
-from operator import itemgetter
+import weakref
 from typing import Callable, Iterable, Iterator, Sequence
 
 from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft
@@ -78,11 +77,11 @@ class ImportsDetector:
                 continue
             data = doc.text.encode("utf-8")
             seen: set[str] = set()
-            for offset, key, resolve in finder(data):
+            for offset, key, resolve, stands in finder(data):
                 path = resolved.get(key, resolved)
                 if path is resolved:
                     path = resolved[key] = resolve(corpus, card.ax_path)
-                if path is None or path == card.ax_path or path in seen:
+                if path is None or path == card.ax_path or path in seen or (stands is not None and not stands(offset)):
                     continue
                 dst = corpus.card(path)
                 if dst is None:
@@ -91,7 +90,31 @@ class ImportsDetector:
                 yield make_draft(self, doc, dst, quote=line_at(data, offset), offset=offset)
 
 
-Found = Iterator[tuple[int, tuple, Callable[[Corpus, str], "str | None"]]]
+# What a language's finder yields per statement: its line's offset, a key naming what it imports (statements
+# with one key resolve once per file), how to resolve it, and None or a check that the line is a statement (asked
+# only of the few that resolve: the rest import what the corpus does not hold).
+Found = Iterator[tuple[int, tuple, Callable[[Corpus, str], "str | None"], "Callable[[int], bool] | None"]]
+
+# Per corpus (a run's, shared by every file it detects over in this process): the Python lookups that do not
+# depend on the importing file, so a module the standard library holds is looked for once, not once per file.
+_MEMOS: "weakref.WeakKeyDictionary[Corpus, dict]" = weakref.WeakKeyDictionary()
+
+
+# The last corpus asked about and its memo, as one pair replaced whole: a run asks about one corpus
+# over and over, and a weak reference's call is cheaper than the weak dictionary's lookup.
+_LAST: "tuple[Callable[[], Corpus | None], dict]" = (lambda: None, {})
+
+
+def _memo(corpus: Corpus) -> dict:
+    global _LAST
+    ref, found = _LAST
+    if ref() is corpus:
+        return found
+    found = _MEMOS.get(corpus)
+    if found is None:
+        found = _MEMOS[corpus] = {}
+    _LAST = (weakref.ref(corpus), found)
+    return found
 
 
 def _lines_with(data: bytes, literal: bytes) -> Iterator[tuple[int, int]]:
@@ -109,28 +132,28 @@ def _lines_with(data: bytes, literal: bytes) -> Iterator[tuple[int, int]]:
 
 
 def _python(data: bytes) -> Found:
-    strings: list[tuple[int, int]] | None = None
+    def stands(offset: int) -> bool:
+        """Whether the line at ``offset`` is a statement, not an example in a docstring: outside an odd number of
+        triple quotes of either kind (imports come first in a file, so the count stops early)."""
+        return not (data.count(b'"""', 0, offset) % 2 or data.count(b"'''", 0, offset) % 2)
+
     for start, end in _lines_with(data, b"import"):
         line = data[start:end]
         match = _PY_FROM.match(line) or _PY_IMPORT.match(line)
         if match is None:
             continue
-        if strings is None:
-            strings = _triple_quoted(data)
-        if _inside(strings, start):
-            continue  # an example in a docstring
         if match.re is _PY_IMPORT:
             for item in match.group(1).decode().split(","):
                 parts = item.split()
                 if parts:
-                    yield start, ("import", parts[0]), _python_absolute(parts[0].split("."))
+                    yield start, ("import", parts[0]), _python_absolute(parts[0].split(".")), stands
             continue
         dots, module = len(match.group(1)), match.group(2).decode()
         if not dots and not module:
             continue
         # each name may be a module of its own (``from . import utils, models``): an edge to each that is
         for name in [n for n in _imported_names(data, start + match.end(), end) if n != "*"] or [""]:
-            yield start, ("from", dots, module, name), _python_from(dots, module, (name,) if name else ())
+            yield start, ("from", dots, module, name), _python_from(dots, module, (name,) if name else ()), stands
 
 
 def _imported_names(data: bytes, at: int, end: int) -> list[str]:
@@ -149,68 +172,56 @@ def _imported_names(data: bytes, at: int, end: int) -> list[str]:
     return names
 
 
-_TRIPLE = re.compile(rb"\"\"\"|'''")
-
-
-def _triple_quoted(data: bytes) -> list[tuple[int, int]]:
-    """The spans of triple-quoted strings (a docstring's examples hold import lines that import nothing), by their
-    quote marks alone: close enough for the few lines that say ``import``."""
-    spans, opened, mark = [], -1, b""
-    for match in _TRIPLE.finditer(data):
-        if opened < 0:
-            opened, mark = match.start(), match.group()
-        elif match.group() == mark and data[match.start() - 1:match.start()] != b"\\":
-            spans.append((opened, match.end()))
-            opened = -1
-    if opened >= 0:
-        spans.append((opened, len(data)))
-    return spans
-
-
-def _inside(spans: list[tuple[int, int]], offset: int) -> bool:
-    at = bisect.bisect_right(spans, offset, key=itemgetter(0)) - 1
-    return at >= 0 and offset < spans[at][1]
-
-
 def _python_module(corpus: Corpus, base: str, parts: Sequence[str]) -> str | None:
     """The file of module ``parts`` under folder ``base`` (``""``: the root), or None."""
-    stem = posixpath.join(base, *parts) if base else "/".join(parts)
-    for candidate in (stem + ".py", stem + ".pyi", stem + "/__init__.py", stem + "/__init__.pyi"):
-        if candidate in corpus:  # exactly: ``from .abstracts import Algorithm`` is not ``abstracts/algorithm.py``
-            return candidate
-    return None
+    stem = f"{base}/{'/'.join(parts)}" if base else "/".join(parts)
+    memo = _memo(corpus)
+    found = memo.get(stem, memo)
+    if found is memo:
+        found = memo[stem] = next((candidate for candidate in (stem + ".py", stem + ".pyi", stem + "/__init__.py",
+                                                               stem + "/__init__.pyi")
+                                   # exactly: ``from .abstracts import Algorithm`` is not ``abstracts/algorithm.py``
+                                   if candidate in corpus), None)
+    return found
 
 
 def _import_roots(corpus: Corpus, path: str) -> list[str]:
     """Where an absolute import from ``path`` may start: the root, then each folder on the way to ``path``'s
     folder that is not a package itself (a ``src/`` layout's ``src``). A package's own folder is never one:
     ``from inspect import x`` in ``falcon/app.py`` names the standard library's module, not ``falcon/inspect.py``."""
-    roots, parts = [""], posixpath.dirname(path).split("/")
-    for depth in range(1, len(parts) + 1):
-        folder = "/".join(parts[:depth])
-        if folder and folder + "/__init__.py" not in corpus:
-            roots.append(folder)
-    return roots
+    here = path.rpartition("/")[0]
+    memo = _memo(corpus)
+    found = memo.get(("roots", here))
+    if found is None:
+        found, parts = [""], here.split("/")
+        for depth in range(1, len(parts) + 1):
+            folder = "/".join(parts[:depth])
+            if folder and folder + "/__init__.py" not in corpus:
+                found.append(folder)
+        memo["roots", here] = found
+    return found
 
 
 def _holds_top_level(corpus: Corpus, base: str, parts: Sequence[str]) -> bool:
     """Whether folder ``base`` holds the top of module ``parts``: a module file, or a folder on the module's path
     holding a file (a namespace package's first folders may hold none). Most imports name the standard library
     or a dependency the corpus does not hold, and a few lookups settle them before any candidate file is tried."""
-    top = posixpath.join(base, parts[0]) if base else parts[0]
-    if top + ".py" in corpus or top + ".pyi" in corpus:
-        return True
-    for size in range(1, len(parts) + 1):
-        if corpus.directory(posixpath.join(top, *parts[1:size])):
-            return True
-    return False
+    memo = _memo(corpus)
+    key = ("top", base, *parts)
+    found = memo.get(key)
+    if found is None:
+        top = f"{base}/{parts[0]}" if base else parts[0]
+        found = top + ".py" in corpus or top + ".pyi" in corpus or any(
+            corpus.directory("/".join((top, *parts[1:size]))) for size in range(1, len(parts) + 1))
+        memo[key] = found
+    return found
 
 
 def _python_absolute(parts: list[str], *, named: tuple[str, ...] = ()) -> Callable[[Corpus, str], str | None]:
     def resolve(corpus: Corpus, from_path: str) -> str | None:
         if not all(parts):
             return None
-        for base in _import_roots(corpus, from_path):
+        for base in _import_roots(corpus, from_path):  # (memoized: the same for every file of a folder)
             if not _holds_top_level(corpus, base, parts):
                 continue
             for name in named:  # ``from a import b``: the module a.b when there is one
@@ -264,7 +275,7 @@ def _javascript(data: bytes) -> Found:
                 spec = data[at + 1:close] if close > at else b""
                 if (spec.startswith(b"./") or spec.startswith(b"../")) and _JS_SPEC.search(data, start, at):
                     text = spec.decode("utf-8", "replace")
-                    yield start, ("js", text), _javascript_resolve(text)
+                    yield start, ("js", text), _javascript_resolve(text), None
                 at = data.find(quote, at + 1, end)
 
 
@@ -292,7 +303,7 @@ def _c(data: bytes) -> Found:
         match = _C_INCLUDE.match(data, start, end)
         if match is not None:
             quoted, name = match.group(1) == b'"', match.group(2).decode("utf-8", "replace").strip()
-            yield start, ("c", quoted, name), _c_resolve(name, quoted)
+            yield start, ("c", quoted, name), _c_resolve(name, quoted), None
 
 
 def _c_resolve(name: str, quoted: bool) -> Callable[[Corpus, str], str | None]:
@@ -318,7 +329,7 @@ def _rust(data: bytes) -> Found:
         match = _RS_MOD.match(data, start, end)
         if match is not None:
             name = match.group(1).decode()
-            yield start, ("mod", name), _rust_resolve(name)
+            yield start, ("mod", name), _rust_resolve(name), None
 
 
 def _rust_resolve(name: str) -> Callable[[Corpus, str], str | None]:
