@@ -784,6 +784,31 @@ def test_javascript_c_and_rust_imports():
     }
 
 
+def test_jvm_imports_name_a_class_s_file_under_any_source_root():
+    java = "app/src/main/java/com/shop"
+    found = imported({
+        f"{java}/Cart.java": (b"package com.shop;\n\nimport com.shop.tax.Rate;\n"
+                              b"import static com.shop.util.Money.round;\nimport com.shop.model.*;\n"
+                              b"import static com.shop.Consts.*;\nimport java.util.List;\n"
+                              b"import com.shop.Outer.Inner;\n"),
+        f"{java}/tax/Rate.java": b"package com.shop.tax;\npublic class Rate {}\n",
+        f"{java}/util/Money.java": b"package com.shop.util;\npublic class Money {}\n",
+        f"{java}/model/Item.java": b"package com.shop.model;\npublic class Item {}\n",
+        f"{java}/Outer.java": b"package com.shop;\npublic class Outer { public static class Inner {} }\n",
+        f"{java}/Consts.java": b"package com.shop;\npublic class Consts { public static int N = 1; }\n",
+        "app/src/main/kotlin/com/shop/Checkout.kt": b"import com.shop.Cart\nimport com.shop.tax.Rate as TaxRate\n",
+        "lib/other/com/shop/tax/Rate.java": b"package com.shop.tax;\npublic class Rate {}\n",  # farther away
+    })
+    assert found == {
+        (f"{java}/Cart.java", f"{java}/tax/Rate.java"): "import com.shop.tax.Rate;",
+        (f"{java}/Cart.java", f"{java}/util/Money.java"): "import static com.shop.util.Money.round;",
+        (f"{java}/Cart.java", f"{java}/Outer.java"): "import com.shop.Outer.Inner;",
+        (f"{java}/Cart.java", f"{java}/Consts.java"): "import static com.shop.Consts.*;",
+        ("app/src/main/kotlin/com/shop/Checkout.kt", f"{java}/Cart.java"): "import com.shop.Cart",
+        ("app/src/main/kotlin/com/shop/Checkout.kt", f"{java}/tax/Rate.java"): "import com.shop.tax.Rate as TaxRate",
+    }
+
+
 def test_imports_read_code_only_and_never_leave_the_root():
     found = imported({
         "notes/howto.md": b"# How\n\n    import tool\n\nfrom tool import run\n",  # prose, not code

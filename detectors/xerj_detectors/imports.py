@@ -21,6 +21,12 @@ What each language's statements name, and where it is looked for:
   nearest file ending in it (include paths are the build's, not the corpus's).
 * Rust (``mod name;``): ``name.rs`` or ``name/mod.rs`` beside ``lib.rs``,
   ``main.rs`` or ``mod.rs``, else in the folder named after the file.
+* Java, Kotlin, Scala and Groovy (``import a.b.C;``, ``import static
+  a.b.C.member;``): the class's file, ``a/b/C.java`` (or ``.kt``, ``.scala``,
+  ``.groovy``) under whatever source root holds it, the nearest when several
+  do; a member's or a nested class's import names its class's file, and so
+  does a wildcard over a class (``a.b.C.*``), while one over a package
+  (``a.b.*``) names no one file and links nothing.
 
 The edge goes from the document holding the statement (a Python section for an
 import inside a function) to the imported file's card; its evidence is the
@@ -47,6 +53,9 @@ _PY_IMPORT = re.compile(rb"[ \t]*import[ \t]+([\w., \t]+)")
 _JS_SPEC = re.compile(rb"(?:\bfrom|\bimport|\brequire[ \t]*\(|\bimport[ \t]*\()[ \t]*$")
 _C_INCLUDE = re.compile(rb"[ \t]*#[ \t]*include[ \t]*([\"<])([^\">\n]+)[\">]")
 _RS_MOD = re.compile(rb"[ \t]*(?:pub(?:\([^)\n]*\))?[ \t]+)?mod[ \t]+(\w+)[ \t]*;")
+_JVM_IMPORT = re.compile(rb"[ \t]*import[ \t]+(?:static[ \t]+)?([A-Za-z_][\w.]*)(\.\*)?[ \t]*(?:;|$|[ \t]+as\b)")
+# The files a class of the JVM languages lives in (Kotlin and Scala code imports Java classes too).
+_JVM_EXTENSIONS = (".java", ".kt", ".scala", ".groovy")
 
 _JS_LANGUAGES = frozenset({"javascript", "typescript", "vue", "svelte"})
 _JS_EXTENSIONS = (".ts", ".tsx", ".d.ts", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".vue", ".svelte")
@@ -321,6 +330,32 @@ def _c_resolve(name: str, quoted: bool) -> Callable[[Corpus, str], str | None]:
     return resolve
 
 
+# -- Java, Kotlin, Scala, Groovy ----------------------------------------------------------------------
+
+
+def _jvm(data: bytes) -> Found:
+    for start, end in _lines_with(data, b"import"):
+        match = _JVM_IMPORT.match(data, start, end)
+        if match is not None:  # ``a.b.C.*`` names C's file; ``a.b.*``, a package, names none (nothing resolves)
+            name = match.group(1).decode()
+            yield start, ("jvm", name), _jvm_resolve(name.split(".")), None
+
+
+def _jvm_resolve(parts: list[str]) -> Callable[[Corpus, str], str | None]:
+    def resolve(corpus: Corpus, from_path: str) -> str | None:
+        # the class itself, else (a static import's member, a nested class) the class that holds it
+        for size in range(len(parts), 1, -1):
+            suffix = "/".join(parts[:size])
+            for extension in _JVM_EXTENSIONS:
+                name = parts[size - 1] + extension
+                candidates = [p for p in corpus.by_file_name(name)
+                              if p == suffix + extension or p.endswith("/" + suffix + extension)]
+                if candidates:
+                    return corpus.nearest(candidates, from_path)
+        return None
+    return resolve
+
+
 # -- Rust ---------------------------------------------------------------------------------------------
 
 
@@ -345,7 +380,8 @@ def _rust_resolve(name: str) -> Callable[[Corpus, str], str | None]:
 
 
 _FINDERS: dict[str, Callable[[bytes], Found]] = {
-    "python": _python, "c": _c, "cpp": _c, "rust": _rust, **{language: _javascript for language in _JS_LANGUAGES}}
+    "python": _python, "c": _c, "cpp": _c, "rust": _rust, **{language: _javascript for language in _JS_LANGUAGES},
+    **{language: _jvm for language in ("java", "kotlin", "scala", "groovy")}}
 
 
 @hookimpl
