@@ -747,7 +747,8 @@ def test_python_imports_resolve_as_the_interpreter_would():
 def test_javascript_c_and_rust_imports():
     app = (b"import { a } from './lib/a';\nimport b from \"../web/lib/b.js\";\nexport * from './lib';\n"
            b"const c = require('./c');\nconst lazy = await import('./lazy.mjs');\nimport React from 'react';\n"
-           b"const path = './notimport';\nimport './style.css';\n")
+           b"const path = './notimport';\nimport './style.css';\n// import old from './notimport';\n"
+           b" * import doc from './notimport';\n")
     found = imported({
         "web/app.ts": app,
         "web/lib/a.ts": b"export const a = 1;\n",

@@ -278,6 +278,8 @@ def _python_from(dots: int, module: str, named: tuple[str, ...]) -> Callable[[Co
 def _javascript(data: bytes) -> Found:
     for quote in (b"'.", b'".', b"`."):
         for start, end in _lines_with(data, quote):
+            if data[start:end].lstrip().startswith((b"//", b"/*", b"*")):
+                continue  # a commented-out import
             at = data.find(quote, start, end)
             while at >= 0:
                 close = data.find(quote[:1], at + 1, end)
