@@ -6,9 +6,9 @@ What each language's statements name, and where it is looked for:
   a relative import from the importing file's package; an absolute one from the
   root, then from each folder on the way down to the importing file that is not
   a package itself (a ``src/`` layout's ``src``), as ``a/b.py``, ``a/b.pyi`` or
-  ``a/b/__init__.py``. ``from a.b import
-  c`` names the module ``a.b.c`` when there is one, else ``a.b``; a module the
-  corpus does not hold stands for its nearest package that it does
+  ``a/b/__init__.py``, in exactly that case. ``from a.b import c`` names the
+  module ``a.b.c`` when there is one, else ``a.b``; a module the corpus does
+  not hold stands for its nearest package that it does
   (``from numpy.linalg import norm`` in a copy of site-packages links to
   ``numpy/linalg/__init__.py``), and one whose package is not there either (the
   standard library, an uninstalled dependency) links nothing.
@@ -32,7 +32,9 @@ The edge goes from the document holding the statement (a Python section for an
 import inside a function) to the imported file's card; its evidence is the
 statement's line. Each statement is found from a literal (``import``,
 ``#include``, a quote before ``./``) searched in C, and only its line is matched
-against a pattern, so a file costs about one pass of ``bytes.find``.
+against a pattern, so a file costs about one pass of ``bytes.find``; what a
+Python import resolves to from the root is looked up once per corpus, not once
+per importing file.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ import re
 import weakref
 from typing import Callable, Iterable, Iterator, Sequence
 
-from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft
-from xerj_core.detectors import within_root
+from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft,
+                                 within_root)
 
 _PY_FROM = re.compile(rb"[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import\b")
 _PY_NAME = re.compile(rb"\*|[^\W\d]\w*")
