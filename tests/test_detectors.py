@@ -763,6 +763,9 @@ def test_javascript_c_and_rust_imports():
         "include/mylib/api.h": b"int api(void);\n",
         "vendor/other/mylib/api.h": b"int api(void);\n",  # farther from src/ than include/
         "include/conf.h": b"#define CONF 1\n",
+        "src/app.cpp": b"#include <vector>\n",
+        "include/c++/12/vector": b"// <vector> -*- C++ -*-\n#include <bits/stl_vector.h>\n",  # no extension
+        "include/c++/12/bits/stl_vector.h": b"// stl_vector.h -*- C++ -*-\n",
         "crate/src/lib.rs": b"pub mod net;\nmod util;\n// mod commented;\n",
         "crate/src/net.rs": b"pub(crate) mod tcp;\n",
         "crate/src/net/tcp.rs": b"pub fn dial() {}\n",
@@ -779,6 +782,8 @@ def test_javascript_c_and_rust_imports():
         ("src/main.c", "src/util.h"): '#include "util.h"',
         ("src/main.c", "include/mylib/api.h"): "# include <mylib/api.h>",
         ("src/main.c", "include/conf.h"): '#include "../include/conf.h"',
+        ("src/app.cpp", "include/c++/12/vector"): "#include <vector>",
+        ("include/c++/12/vector", "include/c++/12/bits/stl_vector.h"): "#include <bits/stl_vector.h>",
         ("crate/src/lib.rs", "crate/src/net.rs"): "pub mod net;",
         ("crate/src/lib.rs", "crate/src/util/mod.rs"): "mod util;",
         ("crate/src/net.rs", "crate/src/net/tcp.rs"): "pub(crate) mod tcp;",

@@ -519,6 +519,9 @@ def test_cargo_manifest_and_python_sections():
     ("src/lib.rs", b"", "rust"), ("a/b.C", b"", "c"), ("x.hpp", b"", "cpp"), ("app.TSX", b"", "typescript"),
     ("q.sql", b"", "sql"), ("ci.yml", b"", "yaml"), ("CMakeLists.txt", b"", "cmake"), ("Dockerfile", b"", "dockerfile"),
     ("_ufuncs.pyx", b"", "cython"), ("lapack/dgesv.f90", b"", "fortran"),
+    ("c++/12/algorithm", b"// <algorithm> -*- C++ -*-\n", "cpp"),
+    ("run", b"# -*- mode: python; coding: utf-8 -*-\n", "python"),
+    ("notes", b"# -*- coding: utf-8 -*-\n", None), ("notes", b"plain words\n-*- C++ -*-\n", None),
     ("run", b"#!/usr/bin/env python3\n", "python"), ("run", b"#! /usr/bin/env -S node --no-warnings\n", "javascript"),
     ("run", b"#!/usr/bin/python3.11 -u\n", "python"), ("run", b"#!/bin/bash\n", "shell"),
     ("run", b"#!/usr/bin/env\n", None), ("run", b"echo hi\n", None), ("x.m", b"", None), ("d.json", b"", None),
@@ -576,6 +579,7 @@ BUILTINS = [markdown.MarkdownFormat(), text.TextFormat(), html.HtmlFormat(), ema
         ("Makefile", b"all:\n", "code"),
         ("bin/deploy", b"#!/bin/sh\nexit 0\n", "code"),
         ("bin/odd", b"#!/opt/odd/interpreter\n", "text"),  # an unknown interpreter: still text
+        ("include/c++/12/vector", b"// <vector> -*- C++ -*-\n", "code"),  # an editor's mode line
         ("clip.ts", b"\x47\x40\x00\x10\x00", None),  # MPEG transport stream, not TypeScript
         ("app.min.js", b"var a=1;", None),
         ("README.Debian", b"Notes for Debian", "text"),

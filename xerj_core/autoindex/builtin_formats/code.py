@@ -17,9 +17,11 @@ still indexed, as a card holding all of its text.
 Every other source file is one card holding all of its text: a file whose
 extension :data:`LANGUAGES` names (``.rs``, ``.c``, ``.go``, ``.ts``, ``.sh``,
 ``.sql``, ``.yaml``...), a build file :data:`BUILD_FILES` names (``Makefile``,
-``Dockerfile``), or an extensionless script whose first line is a ``#!`` naming
+``Dockerfile``), an extensionless script whose first line is a ``#!`` naming
 an interpreter :data:`INTERPRETERS` knows (one naming Python is read as a
-Python module). Every document of a source file carries ``fields["language"]``.
+Python module), or an extensionless file whose first line is an editor's mode
+line naming a language :data:`MODES` knows (libstdc++'s headers:
+``// <algorithm> -*- C++ -*-``). Every document of a source file carries ``fields["language"]``.
 A file whose first kilobyte holds a NUL is not source (``.ts`` is also a video
 container's extension), and a minified bundle (``app.min.js``) is not what
 people write: neither is read.
@@ -72,6 +74,14 @@ INTERPRETERS = {
 }
 # ``#!/usr/bin/env -S python3 -u``, ``#! /bin/sh``, ``#!/usr/bin/python3.11``: the program's name, version cut off.
 _SHEBANG = re.compile(rb"#![ \t]*(?:\S*/)?(?:env[ \t]+(?:-\S+[ \t]+)*)?([A-Za-z]+)")
+# An editor's mode line, which extensionless sources use to say what they are (libstdc++'s ``<algorithm>`` opens
+# with ``// <algorithm> -*- C++ -*-``; ``-*- mode: python; coding: utf-8 -*-``), and the modes it may name.
+_MODE_LINE = re.compile(rb"-\*-[ \t]*(?:mode:[ \t]*)?([\w+-]+)[ \t]*(?:;[^\n]*?)?-\*-")
+MODES = {
+    "c++": "cpp", "c": "c", "python": "python", "perl": "perl", "cperl": "perl", "ruby": "ruby", "sh": "shell",
+    "shell-script": "shell", "bash": "shell", "makefile": "make", "makefile-gmake": "make", "js": "javascript",
+    "javascript": "javascript", "lua": "lua", "tcl": "tcl", "awk": "awk",
+}
 
 
 class CodeFormat:
@@ -163,10 +173,13 @@ def language_of(rel_path: str, head: bytes) -> str | None:
         found = LANGUAGES.get(ext)
         return found if found is not None else BUILD_FILES.get(name)
     found = BUILD_FILES.get(name)
-    if found is not None or not head.startswith(b"#!"):
+    if found is not None:
         return found
-    match = _SHEBANG.match(head)
-    return INTERPRETERS.get(match.group(1).decode()) if match else None
+    if head.startswith(b"#!"):
+        match = _SHEBANG.match(head)
+        return INTERPRETERS.get(match.group(1).decode()) if match else None
+    match = _MODE_LINE.search(head, 0, head.find(b"\n") if b"\n" in head else len(head))
+    return MODES.get(match.group(1).decode().lower()) if match else None
 
 
 @hookimpl
