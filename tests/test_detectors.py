@@ -815,6 +815,24 @@ def test_jvm_imports_name_a_class_s_file_under_any_source_root():
     }
 
 
+_CODEISH = st.lists(st.sampled_from([b"import", b"from", b"include", b"mod", b"require(", b"static", b" ", b"\t",
+                                      b"\n", b".", b"..", b"./", b"../", b"/", b"*", b",", b"(", b")", b"'", b'"', b"<",
+                                      b">", b"#", b";", b'"""', b"a", b"pkg", b"x", b"\xc3\xa9", b"as", b"//"]),
+                    max_size=40).map(b"".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_CODEISH)
+def test_imports_of_any_text_are_edges_to_corpus_files_or_nothing(data):
+    """Whatever a source file holds, every language's finder yields edges to files of the corpus, never to the
+    file itself, and raises nothing."""
+    files = {"pkg/__init__.py": b"", "pkg/x.py": b"", "a.py": b"", "x.ts": b"", "a/x.h": b"", "lib.rs": b"",
+             "x.rs": b"", "pkg/a/C.java": b""}
+    for path in ("pkg/mod.py", "src/app.ts", "src/main.c", "src/lib.rs", "src/pkg/App.java"):
+        edges = run(imports.ImportsDetector(), {**files, path: data.decode("utf-8", "replace").encode()})
+        assert all(e.dst in files and e.src.split("#")[0] == path for e in edges)
+
+
 def test_imports_read_code_only_and_never_leave_the_root():
     found = imported({
         "notes/howto.md": b"# How\n\n    import tool\n\nfrom tool import run\n",  # prose, not code
