@@ -790,6 +790,32 @@ def test_javascript_c_and_rust_imports():
     }
 
 
+def test_go_imports_name_every_file_of_a_package_under_a_module_of_the_corpus():
+    main = (b'package main\n\nimport (\n\t"fmt"\n\tst "example.com/shop/internal/store"\n'
+            b'\t"example.com/shop/tax"\n)\n\nimport "example.com/other/lib"\n')
+    found = imported({
+        "go.mod": b"module example.com/shop\n\ngo 1.22\n",
+        "main.go": main,
+        "internal/store/store.go": b"package store\n",
+        "internal/store/cache.go": b"package store\n",
+        "internal/store/store_test.go": b'package store\n\nimport "example.com/shop/tax"\n',
+        "internal/store/notes.md": b"# Notes\n",
+        "tax/tax.go": b'package tax\n\nimport "example.com/shop/internal/store"\n',
+        "tools/go.mod": b"module example.com/shop/tools\n",  # a module nested in another
+        "tools/gen/gen.go": b"package gen\n",
+        "tools/cmd/main.go": b'package main\n\nimport gen "example.com/shop/tools/gen"\n',
+    })
+    assert found == {
+        ("main.go", "internal/store/store.go"): 'st "example.com/shop/internal/store"',
+        ("main.go", "internal/store/cache.go"): 'st "example.com/shop/internal/store"',
+        ("main.go", "tax/tax.go"): '"example.com/shop/tax"',
+        ("tax/tax.go", "internal/store/store.go"): 'import "example.com/shop/internal/store"',
+        ("tax/tax.go", "internal/store/cache.go"): 'import "example.com/shop/internal/store"',
+        ("internal/store/store_test.go", "tax/tax.go"): 'import "example.com/shop/tax"',
+        ("tools/cmd/main.go", "tools/gen/gen.go"): 'import gen "example.com/shop/tools/gen"',
+    }
+
+
 def test_jvm_imports_name_a_class_s_file_under_any_source_root():
     java = "app/src/main/java/com/shop"
     found = imported({
@@ -827,8 +853,8 @@ def test_imports_of_any_text_are_edges_to_corpus_files_or_nothing(data):
     """Whatever a source file holds, every language's finder yields edges to files of the corpus, never to the
     file itself, and raises nothing."""
     files = {"pkg/__init__.py": b"", "pkg/x.py": b"", "a.py": b"", "x.ts": b"", "a/x.h": b"", "lib.rs": b"",
-             "x.rs": b"", "pkg/a/C.java": b""}
-    for path in ("pkg/mod.py", "src/app.ts", "src/main.c", "src/lib.rs", "src/pkg/App.java"):
+             "x.rs": b"", "pkg/a/C.java": b"", "go.mod": b"module pkg\n", "a/x.go": b"package a\n"}
+    for path in ("pkg/mod.py", "src/app.ts", "src/main.c", "src/lib.rs", "src/pkg/App.java", "cmd/main.go"):
         edges = run(imports.ImportsDetector(), {**files, path: data.decode("utf-8", "replace").encode()})
         assert all(e.dst in files and e.src.split("#")[0] == path for e in edges)
 

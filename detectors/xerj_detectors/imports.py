@@ -21,12 +21,20 @@ What each language's statements name, and where it is looked for:
   nearest file ending in it (include paths are the build's, not the corpus's).
 * Rust (``mod name;``): ``name.rs`` or ``name/mod.rs`` beside ``lib.rs``,
   ``main.rs`` or ``mod.rs``, else in the folder named after the file.
+* Go (``import "example.com/app/store"``, grouped ``import ( ... )``): a path
+  under a module some ``go.mod`` of the corpus declares names the package in
+  the folder beneath that ``go.mod``; a package is its files, so the edges go
+  to each of its ``.go`` files but its tests. The standard library and other
+  modules link nothing.
 * Java, Kotlin, Scala and Groovy (``import a.b.C;``, ``import static
   a.b.C.member;``): the class's file, ``a/b/C.java`` (or ``.kt``, ``.scala``,
   ``.groovy``) under whatever source root holds it, the nearest when several
   do; a member's or a nested class's import names its class's file, and so
   does a wildcard over a class (``a.b.C.*``), while one over a package
   (``a.b.*``) names no one file and links nothing.
+
+Go's module paths are the one thing read across files: ``summarize`` takes each
+``go.mod``'s ``module`` line and ``combine`` maps module paths to their folders.
 
 The edge goes from the document holding the statement (a Python section for an
 import inside a function) to the imported file's card; its evidence is the
@@ -55,6 +63,9 @@ _PY_IMPORT = re.compile(rb"[ \t]*import[ \t]+([\w., \t]+)")
 _JS_SPEC = re.compile(rb"(?:\bfrom|\bimport|\brequire[ \t]*\(|\bimport[ \t]*\()[ \t]*$")
 _C_INCLUDE = re.compile(rb"[ \t]*#[ \t]*include[ \t]*([\"<])([^\">\n]+)[\">]")
 _RS_MOD = re.compile(rb"[ \t]*(?:pub(?:\([^)\n]*\))?[ \t]+)?mod[ \t]+(\w+)[ \t]*;")
+_GO_MODULE = re.compile(rb"^[ \t]*module[ \t]+\"?([^\s\"]+)", re.M)
+_GO_IMPORT = re.compile(rb"[ \t]*import[ \t]*(\(|(?:[\w.]+[ \t]+)?\"([^\"\n]+)\")")
+_GO_SPEC = re.compile(rb"^[ \t]*(?:[\w.]+[ \t]+)?\"([^\"\n]+)\"", re.M)
 _JVM_IMPORT = re.compile(rb"[ \t]*import[ \t]+(?:static[ \t]+)?([A-Za-z_][\w.]*)(\.\*)?[ \t]*(?:;|$|[ \t]+as\b)")
 # The files a class of the JVM languages lives in (Kotlin and Scala code imports Java classes too).
 _JVM_EXTENSIONS = (".java", ".kt", ".scala", ".groovy")
@@ -73,13 +84,35 @@ class ImportsDetector:
     weight = 0.8
     confidence = 0.9
 
+    def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[str, str] | None:
+        """A ``go.mod``'s folder and the module path it declares; None for any other file."""
+        card = file_docs[0] if file_docs else None
+        if card is None or card.format != "code" or posixpath.basename(card.ax_path) != "go.mod":
+            return None
+        match = _GO_MODULE.search(card.text.encode("utf-8"))
+        return (posixpath.dirname(card.ax_path), match.group(1).decode()) if match else None
+
+    def combine(self, partials: Iterable[tuple[str, str] | None], corpus: Corpus) -> DetectorState:
+        """Each module path's folder (two ``go.mod`` files declaring one path: the one nearer the root)."""
+        modules: dict[str, str] = {}
+        for folder, module in sorted((p for p in partials if p is not None), key=lambda p: (p[0].count("/"), p)):
+            modules.setdefault(module, folder)
+        return DetectorState(data=modules)
+
     def detect(
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
         card = file_docs[0] if file_docs else None
         if card is None or card.format != "code":
             return
-        finder = _FINDERS.get(card.fields.get("language"))  # type: ignore[arg-type]
+        language = card.fields.get("language")
+        if language == "go":
+            modules = state.data if state is not None and state.data else None
+            if not modules:
+                return
+            yield from _go_edges(self, file_docs, corpus, modules)
+            return
+        finder = _FINDERS.get(language)  # type: ignore[arg-type]
         if finder is None:
             return
         resolved: dict[tuple, str | None] = {}  # a file names the same module in several documents
@@ -332,6 +365,55 @@ def _c_resolve(name: str, quoted: bool) -> Callable[[Corpus, str], str | None]:
         candidates = [p for p in corpus.by_file_name(posixpath.basename(plain)) if p == plain or p.endswith(suffix)]
         return corpus.nearest(candidates, from_path)
     return resolve
+
+
+# -- Go -----------------------------------------------------------------------------------------------
+
+
+def _go_imports(data: bytes) -> Iterator[tuple[int, str]]:
+    """``(offset of the line, import path)`` of each import, single or grouped."""
+    for start, end in _lines_with(data, b"import"):
+        match = _GO_IMPORT.match(data, start, end)
+        if match is None:
+            continue
+        if match.group(2) is not None:
+            yield start, match.group(2).decode("utf-8", "replace")
+            continue
+        close = data.find(b")", end)
+        for spec in _GO_SPEC.finditer(data, end, close if close >= 0 else len(data)):
+            yield spec.start(), spec.group(1).decode("utf-8", "replace")
+
+
+def _go_package(corpus: Corpus, modules: dict[str, str], path: str) -> list[str]:
+    """The non-test ``.go`` files of the package at import ``path``, under the longest module path holding it."""
+    module = path
+    while module and module not in modules:
+        module = module.rpartition("/")[0]
+    if not module:
+        return []
+    rest = path[len(module):].strip("/")
+    folder = "/".join(part for part in (modules[module], rest) if part)
+    return [p for p in corpus.directory(folder) if p.endswith(".go") and not p.endswith("_test.go")]
+
+
+def _go_edges(detector: ImportsDetector, file_docs: Sequence[SourceDocument], corpus: Corpus,
+              modules: dict[str, str]) -> Iterator[EdgeDraft]:
+    """A Go file's edges: one to each file of each package it imports that the corpus holds."""
+    packages: dict[str, list[str]] = {}
+    here = file_docs[0].ax_path
+    for doc in file_docs:
+        data = doc.text.encode("utf-8")
+        seen: set[str] = set()
+        for offset, path in _go_imports(data):
+            files = packages.get(path)
+            if files is None:
+                files = packages[path] = _go_package(corpus, modules, path)
+            for target in files:
+                dst = corpus.card(target)
+                if target == here or target in seen or dst is None:
+                    continue
+                seen.add(target)
+                yield make_draft(detector, doc, dst, quote=line_at(data, offset), offset=offset)
 
 
 # -- Java, Kotlin, Scala, Groovy ----------------------------------------------------------------------

@@ -64,7 +64,7 @@ LANGUAGES = {
 BUILD_FILES = {
     "Makefile": "make", "makefile": "make", "GNUmakefile": "make", "Dockerfile": "dockerfile",
     "Containerfile": "dockerfile", "CMakeLists.txt": "cmake", "Jenkinsfile": "groovy", "Vagrantfile": "ruby",
-    "Rakefile": "ruby", "Gemfile": "ruby", "Justfile": "just", "justfile": "just",
+    "Rakefile": "ruby", "Gemfile": "ruby", "Justfile": "just", "justfile": "just", "go.mod": "gomod",
 }
 # A script's interpreter (the ``#!`` line's program, or the one ``env`` runs) -> language.
 INTERPRETERS = {
