@@ -14,15 +14,16 @@ labelled ``def name``/``class name`` with id ``{path}#{name}``. The outline is
 read by a scan that builds no syntax tree (:mod:`.pyoutline`); a module the scan
 cannot vouch for is parsed with ``ast``, and one that does not parse as Python is
 still indexed, as a card holding all of its text.
+
 Every other source file is one card holding all of its text: a file whose
 extension :data:`LANGUAGES` names (``.rs``, ``.c``, ``.go``, ``.ts``, ``.sh``,
 ``.sql``, ``.yaml``...), a build file :data:`BUILD_FILES` names (``Makefile``,
-``Dockerfile``), an extensionless script whose first line is a ``#!`` naming
-an interpreter :data:`INTERPRETERS` knows (one naming Python is read as a
-Python module), or an extensionless file whose first line is an editor's mode
-line naming a language :data:`MODES` knows (libstdc++'s headers:
-``// <algorithm> -*- C++ -*-``). Every document of a source file carries ``fields["language"]``.
-A file whose first kilobyte holds a NUL is not source (``.ts`` is also a video
+``Dockerfile``, ``go.mod``), an extensionless script whose first line is a
+``#!`` naming an interpreter :data:`INTERPRETERS` knows (one naming Python is
+read as a Python module), or an extensionless file whose first line is an
+editor's mode line naming a language :data:`MODES` knows (libstdc++'s headers:
+``// <algorithm> -*- C++ -*-``). Every document of a source file carries
+``fields["language"]``. A file whose first kilobyte holds a NUL is not source (``.ts`` is also a video
 container's extension), and a minified bundle (``app.min.js``) is not what
 people write: neither is read.
 """
