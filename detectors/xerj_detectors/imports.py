@@ -359,12 +359,16 @@ def _c_resolve(name: str, quoted: bool) -> Callable[[Corpus, str], str | None]:
             if within_root(beside) and beside in corpus:
                 return beside
         plain = posixpath.normpath(name)
-        if not within_root(plain):
-            return None
-        suffix = "/" + plain
-        candidates = [p for p in corpus.by_file_name(posixpath.basename(plain)) if p == plain or p.endswith(suffix)]
-        return corpus.nearest(candidates, from_path)
+        return _nearest_ending(corpus, plain, from_path) if within_root(plain) else None
     return resolve
+
+
+def _nearest_ending(corpus: Corpus, path: str, from_path: str) -> str | None:
+    """The corpus file nearest ``from_path`` that is ``path`` or ends in ``/path``, in exactly that case (the
+    file name lookup folds case; include paths and class names do not)."""
+    suffix = "/" + path
+    candidates = [p for p in corpus.by_file_name(posixpath.basename(path)) if p == path or p.endswith(suffix)]
+    return corpus.nearest(candidates, from_path)
 
 
 # -- Go -----------------------------------------------------------------------------------------------
@@ -431,13 +435,10 @@ def _jvm_resolve(parts: list[str]) -> Callable[[Corpus, str], str | None]:
     def resolve(corpus: Corpus, from_path: str) -> str | None:
         # the class itself, else (a static import's member, a nested class) the class that holds it
         for size in range(len(parts), 1, -1):
-            suffix = "/".join(parts[:size])
             for extension in _JVM_EXTENSIONS:
-                name = parts[size - 1] + extension
-                candidates = [p for p in corpus.by_file_name(name)
-                              if p == suffix + extension or p.endswith("/" + suffix + extension)]
-                if candidates:
-                    return corpus.nearest(candidates, from_path)
+                found = _nearest_ending(corpus, "/".join(parts[:size]) + extension, from_path)
+                if found is not None:
+                    return found
         return None
     return resolve
 
