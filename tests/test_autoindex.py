@@ -472,6 +472,44 @@ def test_source_files_scripts_and_conventional_documents_are_read(engine, tmp_pa
     assert cited == {("README.Debian", "src/main.go")}
 
 
+def _site_with_generated_scripts(folder: Path) -> None:
+    """A documentation site as generators leave it: pages, a hand-written script, and two generated ones whose
+    vocabulary is every page's (a search index on one line, a bundle on a few long ones)."""
+    (folder / "assets").mkdir(parents=True)
+    (folder / "ownership.md").write_text("# Ownership\nMoves and borrows of a value.\n")
+    (folder / "lifetimes.md").write_text("# Lifetimes\nBorrows outlive nothing they borrow.\n")
+    (folder / "assets" / "theme.js").write_text("// toggles the theme\nexport function toggle(page) {\n"
+                                                "  page.dark = !page.dark;\n}\n")
+    index = '{"docs":["ownership","lifetimes"],"terms":{"moves":[0],"borrows":[0,1],"outlive":[1]}}'
+    (folder / "searchindex.js").write_text(f"window.search = JSON.parse('{index * 40}');")
+    (folder / "assets" / "index-Bq7.js").write_text("/*! bundle | MIT */\n" + "\n".join(
+        ["var a=function(b){return b.moves&&b.borrows&&b.outlive},c=" + "a(b)," * 40 + "0;"] * 20))
+
+
+def test_a_generated_script_is_skipped_as_generated_and_remembered_so(engine, tmp_path):
+    """A minified or generated script (a site's search index, a bundle) is skipped as ``generated`` with the
+    reason, not failed and not read into the brain; a later run, the files unchanged or only touched, reports it
+    the same without reading it again."""
+    folder = tmp_path / "site"
+    _site_with_generated_scripts(folder)
+    summary = run(engine, folder, brain="site")
+    assert summary.files_indexed == 3 and not summary.files_failed
+    assert summary.skipped_by_kind == {"generated": 2}
+    skipped = {item["path"]: item["reason"] for item in summary.files_skipped}
+    assert set(skipped) == {"searchindex.js", "assets/index-Bq7.js"}
+    assert all(reason.startswith("minified or generated: its lines average") for reason in skipped.values())
+    with engine.store.reader(index_of(engine, "site", "ax-code")) as reader:
+        assert [reader.id_of(int(row)) for row in reader.live_rows()] == ["assets/theme.js"]
+    assert all("searchindex.js" not in (e["src"], e["dst"]) for e in edges_of(engine, "site").values())
+    again = run(engine, folder, brain="site")
+    assert again.files_unchanged == 3 and again.files_skipped == summary.files_skipped
+    stat = (folder / "searchindex.js").stat()
+    os.utime(folder / "searchindex.js", ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    touched = run(engine, folder, brain="site")
+    assert touched.files_skipped == summary.files_skipped and touched.files_indexed == 0
+    assert run(engine, folder, brain="site").files_skipped == summary.files_skipped
+
+
 def test_a_dataset_index_made_before_a_field_was_mapped_maps_it_before_its_first_value(engine, tmp_path):
     """A brain's code index made before ``language`` was mapped gets it mapped as a keyword on the next write,
     not as the text a dynamic mapping would make of it."""

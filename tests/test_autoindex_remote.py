@@ -19,7 +19,7 @@ from xerj_core.engine import Engine
 from xerj_core.plugins import get_plugin_manager
 
 from .conftest import CORPORA
-from .test_autoindex import copy_corpus, edges_of, save_again
+from .test_autoindex import _site_with_generated_scripts, copy_corpus, edges_of, save_again
 from .test_http_serve import Server, free_port, request
 
 FOAM = CORPORA / "foam-docs"
@@ -212,3 +212,12 @@ def test_a_refusal_names_the_server_and_says_why(server, url):
     with pytest.raises(RemoteError) as missing:
         RemoteSink(url + "/not-here").load("x")
     assert missing.value.status == 404 and "no handler found" in missing.value.reason
+
+
+def test_a_generated_script_is_skipped_as_generated_and_remembered_so_over_the_url(url, tmp_path):
+    folder = tmp_path / "site"
+    _site_with_generated_scripts(folder)
+    first = autoindex(str(folder), "--brain", "generated", "--url", url)
+    assert first["skipped_by_kind"] == {"generated": 2} and not first["files_failed"]
+    again = autoindex(str(folder), "--brain", "generated", "--url", url)
+    assert again["files_unchanged"] == 3 and again["files_skipped"] == first["files_skipped"]

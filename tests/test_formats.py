@@ -16,7 +16,8 @@ from xerj_core.autoindex import compressed
 from xerj_core.autoindex import formats as formats_module
 from xerj_core.autoindex.builtin_formats import code, email, html, markdown, notebook, pdf, text
 from xerj_core.autoindex.detect import line_at
-from xerj_core.autoindex.formats import FormatError, collect_formats, format_identities, parse_file, sniff
+from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
+                                         sniff)
 from xerj_core.errors import PluginError
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.testing.formats import AbstractFormatTests
@@ -550,6 +551,38 @@ def test_malformed_cargo_manifest_is_a_format_error():
     with pytest.raises(FormatError) as caught:
         code.CodeFormat().parse("Cargo.toml", b"[package\n", MTIME)
     assert caught.value.reason.startswith("malformed Cargo.toml")
+
+def _bundle(line: str, lines: int) -> bytes:
+    return "\n".join([line] * lines).encode()
+
+
+@pytest.mark.parametrize(("path", "data"), [
+    # a documentation site's search index: one line of megabytes, JSON in a script
+    ("searchindex.js", b"Search.setIndex({" + b'"docnames":["a","b"],' * 80 + b"})"),
+    # a bundler's output: a licence comment, then the code on a few long lines
+    ("assets/index-BwOPSdeb.js", b"/*! lib v1 | MIT */\n" + _bundle("var " + "a=b(c,d)," * 30 + "e;", 12)),
+    ("report.css", _bundle(".a{color:red}" * 12, 10)),
+    ("blob.c", _bundle("0x" + "12, 0x" * 40 + "00,", 8)),
+    # counted in characters: 123 a line (363 bytes of UTF-8)
+    ("gen.go", _bundle("// " + "\u6ce8\u91ca" * 60, 20)),
+])
+def test_a_minified_or_generated_source_file_is_declined_with_its_reason(path, data):
+    with pytest.raises(FormatDeclined) as caught:
+        code.CodeFormat().parse(path, data, MTIME)
+    assert caught.value.kind == "generated" and caught.value.reason.startswith("minified or generated: its lines")
+    with pytest.raises(FormatDeclined) as routed:  # parse_file keeps it a skip, naming the file
+        parse_file(BUILTINS, path, data, MTIME)
+    assert routed.value.path == path and routed.value.kind == "generated"
+
+
+@pytest.mark.parametrize(("path", "data"), [
+    ("run.sh", b"echo " + b"x" * 400),  # one long line, but a short file: a one-liner people write
+    ("main.go", _bundle("\tfmt.Println(\"" + "\u4f60\u597d" * 30 + "\")", 40)),  # 75 characters, 195 bytes
+    ("app.js", _bundle("const x = compute(alpha, beta, gamma);", 200)),
+    ("m.py", _bundle("x = [" + "1, " * 60 + "]", 40)),  # Python is read by its outline, whatever its lines
+])
+def test_code_people_write_is_not_declined(path, data):
+    assert code.CodeFormat().parse(path, data, MTIME)[0].doc_id == path
 
 
 # -- sniffing, registry, hook ------------------------------------------------------------

@@ -117,6 +117,20 @@ class FormatError(XerjError):
         self.path = path
 
 
+class FormatDeclined(FormatError):
+    """A file its format took by its name and then, having read all of it, does not read: not a failure, a skip.
+
+    A minified or generated bundle has a source file's extension, but it is
+    not what people write, and its vocabulary would tie it to every document.
+    ``kind`` is the skip kind the run reports (``generated``), ``reason`` what
+    the format saw.
+    """
+
+    def __init__(self, reason: str, *, kind: str, path: str | None = None) -> None:
+        super().__init__(reason, path=path)
+        self.kind = kind
+
+
 class SearchContextMissing(XerjError):
     """A scroll or point in time that expired, was closed, or belongs to another caller (all read the same)."""
 

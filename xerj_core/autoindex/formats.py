@@ -9,6 +9,7 @@ reads each file, and calls, per file::
     # -> None                 no format accepts the file: skip it silently
     # -> list[SourceDocument] the documents, file card first
     # raises FormatError      the file is unreadable: report (path, reason), go on
+    # raises FormatDeclined   a FormatError that is a skip, not a failure (see below)
 
 ``rel_path`` is the root-relative path with ``/`` separators (it becomes
 ``ax_path``), ``data`` the file's bytes and ``mtime_ms`` its modification time in
@@ -30,6 +31,10 @@ checks it):
 - Unparseable input raises :class:`FormatError` with a reason a person can
   act on; nothing else escapes (``parse_file`` wraps a plugin's stray exception
   into a ``FormatError`` naming the format).
+- A format that took a file by its name and, having read all of it, finds it
+  is not what it reads (a minified bundle with a ``.js`` name) raises
+  :class:`FormatDeclined` with a skip ``kind``: the run reports the file as
+  skipped, under that kind, and does not count it as failed.
 
 Fields the detectors read when present: ``aliases`` (list of str, on a card),
 ``message_id``/``in_reply_to``/``references`` (on a message), ``parent`` and
@@ -58,12 +63,13 @@ from typing import Iterable, Mapping, Protocol, runtime_checkable
 import attrs
 
 from xerj_core.autoindex import compressed
-from xerj_core.errors import FormatError, PluginError
+from xerj_core.errors import FormatDeclined, FormatError, PluginError
 from xerj_core.model import SourceDocument
 from xerj_core.plugins import collect_registrations
 
 __all__ = [
     "Format",
+    "FormatDeclined",
     "FormatError",
     "SNIFF_BYTES",
     "collect_formats",
@@ -187,6 +193,8 @@ def parse_file(
         if read_as is None:
             return list(fmt.parse(rel_path, data, mtime_ms))
         return [_stored_as(doc, read_as, rel_path) for doc in fmt.parse(read_as, data, mtime_ms)]
+    except FormatDeclined as exc:
+        raise FormatDeclined(exc.reason, kind=exc.kind, path=rel_path) from None
     except FormatError as exc:
         if exc.path is None:
             raise FormatError(exc.reason, path=rel_path) from exc

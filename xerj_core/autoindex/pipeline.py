@@ -48,6 +48,7 @@ from xerj_core.autoindex.sink import (
     EDGES_PER_TRANSACTION,
     BrainSink,
     BrainState,
+    Declined,
     FileStamp,
     FileState,
     FileWrite,
@@ -181,6 +182,7 @@ class _Parsed:
     docs: tuple[tuple[str, str, dict[str, Any]], ...]  # (dataset, id, source): ParseOutcome.for_writer
     digest: str
     counted: tuple[CountedTerms | None, ...] | None = None  # ParseOutcome.counted
+    skipped: Declined | None = None  # ParseOutcome.declined
 
 
 # ``progress(event, count)``: "total" once (the files the walk saw), then "files" as they are accounted for,
@@ -290,11 +292,12 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
                 # touched, copied or checked out again over the same bytes: what it yields and teaches stands as
                 # it is, true since the bytes were written, and the new stamp spares the next run this read
                 restamped.append(FileWrite(entry.rel_path, FileStamp(entry.mtime_ns, entry.size, known.hash),
-                                           kept=known.docs))
+                                           kept=known.docs, skipped=known.skipped))
             if known.docs:
                 unchanged.append(entry)
-            else:  # remembered so it is not read again, and still accounted for
-                summary.skip(entry.rel_path, NO_FORMAT, NO_FORMAT_REASON)
+            else:  # remembered so it is not read again, and still accounted for, under the same kind
+                summary.skip(entry.rel_path, *(attrs.astuple(known.skipped) if known.skipped is not None
+                                               else (NO_FORMAT, NO_FORMAT_REASON)))
         else:
             to_parse.append(entry)
     for batch in _chunks(restamped, BATCH_FILES):
@@ -906,7 +909,8 @@ def _file_write(rel_path: str, parsed: _Parsed | None, prior: Mapping[str, FileS
     now = {doc_ref(doc.index, doc.id) for doc in documents}
     stale = tuple(sorted(set(known.docs if known is not None else ()) - now))
     stamp = FileStamp(parsed.entry.mtime_ns, parsed.entry.size, parsed.digest) if parsed is not None else None
-    return FileWrite(path=rel_path, stamp=stamp, documents=documents, stale=stale)
+    return FileWrite(path=rel_path, stamp=stamp, documents=documents, stale=stale,
+                     skipped=parsed.skipped if parsed is not None else None)
 
 
 def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner, parses: list[Future | None],
@@ -962,13 +966,15 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
             if outcome.failure is not None:
                 summary.fail(outcome.entry.rel_path, outcome.failure)
                 continue
+            skipped = Declined(*outcome.declined) if outcome.declined is not None else None
             if not outcome.yields:
-                summary.skip(outcome.entry.rel_path, NO_FORMAT, NO_FORMAT_REASON)
+                summary.skip(outcome.entry.rel_path, *(outcome.declined or (NO_FORMAT, NO_FORMAT_REASON)))
             docs = outcome.for_writer()
             # A file no format accepts is not part of the corpus, but it is remembered so it is not re-read.
             changed[outcome.entry.rel_path] = tuple(dict.fromkeys(dataset_index(dataset, root_id)
                                                                   for dataset, _, _ in docs))
-            work.append((outcome.entry.rel_path, _Parsed(outcome.entry, docs, outcome.digest, outcome.counted)))
+            work.append((outcome.entry.rel_path, _Parsed(outcome.entry, docs, outcome.digest, outcome.counted,
+                                                         skipped)))
         progress("files", len(outcomes))
         del future, outcomes
         flush(everything=False)

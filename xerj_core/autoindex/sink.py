@@ -154,13 +154,24 @@ def split_ref(ref: str) -> tuple[str, str]:
 
 
 @attrs.frozen
+class Declined:
+    """Why a file that yields no document was skipped, when its format declined it (see
+    ``formats.FormatDeclined``): the skip kind and the reason, remembered so later runs report it the same."""
+
+    kind: str
+    reason: str
+
+
+@attrs.frozen
 class FileState:
-    """What the last run remembered of a file: its stamp and the documents (``dataset/id``) it produced."""
+    """What the last run remembered of a file: its stamp and the documents (``dataset/id``) it produced, or why it
+    produced none."""
 
     mtime_ns: int
     size: int
     hash: str = ""
     docs: tuple[str, ...] = ()
+    skipped: Declined | None = None
 
 
 @attrs.frozen
@@ -212,7 +223,7 @@ class FileWrite:
     ``stamp`` is None when the file left the corpus (its state is forgotten);
     ``stale`` are the ``dataset/id`` refs it produced before and produces no more;
     ``kept`` are refs it produced before and still produces as they are, not written again
-    (a file restamped: a new mtime over the same bytes).
+    (a file restamped: a new mtime over the same bytes); ``skipped``, why its format declined it.
     """
 
     path: str
@@ -220,6 +231,7 @@ class FileWrite:
     documents: tuple[IndexedDocument, ...] = ()
     stale: tuple[str, ...] = ()
     kept: tuple[str, ...] = ()
+    skipped: Declined | None = None
 
 
 @attrs.frozen
@@ -339,8 +351,11 @@ def _rows_of_brain(reader: Any, brain: str) -> Iterable[int]:
 
 
 def _file_state(source: Mapping[str, Any]) -> FileState:
+    skipped = source.get("skipped")
     return FileState(mtime_ns=source["mtime_ns"], size=source["size"], hash=source.get("hash") or "",
-                     docs=tuple(source.get("docs") or ()))
+                     docs=tuple(source.get("docs") or ()),
+                     skipped=Declined(str(skipped.get("kind")), str(skipped.get("reason")))
+                     if isinstance(skipped, dict) else None)
 
 
 def _run_state(source: Mapping[str, Any]) -> RunState:
@@ -458,10 +473,11 @@ class LocalSink:
                 if item.stamp is None:
                     txn.delete(FILES_INDEX, state_id)
                     continue
-                puts.setdefault(FILES_INDEX, []).append(({
-                    "brain": brain, "ax_path": item.path, "mtime_ns": item.stamp.mtime_ns,
-                    "size": item.stamp.size, "hash": item.stamp.hash, "docs": refs, "indexed_at": indexed_at,
-                }, state_id, "index"))
+                state = {"brain": brain, "ax_path": item.path, "mtime_ns": item.stamp.mtime_ns,
+                         "size": item.stamp.size, "hash": item.stamp.hash, "docs": refs, "indexed_at": indexed_at}
+                if item.skipped is not None:
+                    state["skipped"] = {"kind": item.skipped.kind, "reason": item.skipped.reason}
+                puts.setdefault(FILES_INDEX, []).append((state, state_id, "index"))
             for index, items in puts.items():
                 if not txn.exists(index):
                     txn.create_index(index, DATASET_MAPPING)

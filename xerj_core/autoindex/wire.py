@@ -12,10 +12,10 @@ from typing import Any, Callable, get_args, get_origin
 import attrs
 import cattrs
 from cattrs.cols import homogenous_tuple_structure_factory
-from cattrs.gen import make_dict_structure_fn
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.v import format_exception
 
-from xerj_core.autoindex.sink import FileWrite, IndexedDocument, RunFinish
+from xerj_core.autoindex.sink import FileState, FileWrite, IndexedDocument, RunFinish
 from xerj_core.errors import ParsingError, XerjError
 from xerj_core.model import EdgeDraft
 
@@ -109,6 +109,9 @@ def _build() -> cattrs.Converter:
     conv.register_structure_hook_factory(attrs.has, _object_factory)
     conv.register_structure_hook_factory(_is_homogeneous_tuple, _array_factory)
     conv.register_unstructure_hook_func(lambda type_: type_ is frozenset or get_origin(type_) is frozenset, sorted)
+    # a file's ``skipped`` is sent only when a format declined it: a state or batch of read files is as it was
+    for cls in (FileState, FileWrite):
+        conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, skipped=override(omit_if_default=True)))
     return conv
 
 

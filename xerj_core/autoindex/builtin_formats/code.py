@@ -25,7 +25,11 @@ editor's mode line naming a language :data:`MODES` knows (libstdc++'s headers:
 ``// <algorithm> -*- C++ -*-``). Every document of a source file carries
 ``fields["language"]``. A file whose first kilobyte holds a NUL is not source (``.ts`` is also a video
 container's extension), and a minified bundle (``app.min.js``) is not what
-people write: neither is read.
+people write: neither is read. Nor is a generated one with an ordinary name (a
+documentation site's ``searchindex.js``, a bundler's ``index-BwOPSdeb.js``):
+a file of more than a kilobyte whose lines average more than
+:data:`GENERATED_LINE_CHARS` characters is declined once read (skipped as
+``generated``), since its vocabulary would tie it to every document.
 """
 
 from __future__ import annotations
@@ -37,11 +41,16 @@ import tomllib
 
 from xerj_core.autoindex.builtin_formats._common import Anchors, document
 from xerj_core.autoindex.builtin_formats.pyoutline import outline, outline_from_tree
-from xerj_core.autoindex.formats import SNIFF_BYTES, FormatError, decode_utf8, extension, file_name
+from xerj_core.autoindex.formats import SNIFF_BYTES, FormatDeclined, FormatError, decode_utf8, extension, file_name
 from xerj_core import hookimpl
 from xerj_core.model import SourceDocument
 
 PYTHON_EXTENSIONS = frozenset({".py", ".pyi"})
+# Above this average line length a source file is minified or generated: linguist draws its line there for
+# minified JavaScript and CSS, and on this project's real folders (site-packages, /usr/include, /usr/share/doc,
+# npm, the Rust docs) every non-Python source file above it is a bundle, a search index or a blob in a literal.
+GENERATED_LINE_CHARS = 110
+GENERATED = "generated"  # the skip kind of such a file
 
 # Extension -> language, for the files read as one card each. Left out on purpose: ``.m`` (Objective-C or
 # MATLAB), ``.json`` and ``.xml`` (mostly data and generated files, such as lock files and exports) and ``.conf``
@@ -91,8 +100,8 @@ class CodeFormat:
     name = "code"
     dataset = "ax-code"
     priority = 10
-    # 2: the other languages, scripts and build files; ``language`` on every document
-    version = 2
+    # 2: the other languages, scripts and build files; ``language`` on every document. 3: generated files declined
+    version = 3
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         name = file_name(rel_path)
@@ -107,6 +116,7 @@ class CodeFormat:
         language = "python" if extension(rel_path) in PYTHON_EXTENSIONS else language_of(rel_path, data[:SNIFF_BYTES])
         if language == "python":
             return self._python(rel_path, text, mtime_ms)
+        _decline_generated(text)
         return [self._card(rel_path, text.strip(), mtime_ms, title=file_name(rel_path), language=language)]
 
     def _card(self, rel_path: str, text: str, mtime_ms: int, *, title: str, **fields) -> SourceDocument:
@@ -160,6 +170,18 @@ class CodeFormat:
                          ordinal=ordinal, language="python", symbol=symbol, line=start + 1)
             )
         return docs
+
+
+def _decline_generated(text: str) -> None:
+    """Raise :class:`FormatDeclined` when ``text`` is a minified or generated file: more than a kilobyte whose lines
+    average more than :data:`GENERATED_LINE_CHARS` characters (characters, not bytes, so CJK comments count as
+    people read them)."""
+    if len(text) <= SNIFF_BYTES:
+        return
+    average = len(text) / (text.count("\n") + 1)
+    if average > GENERATED_LINE_CHARS:
+        raise FormatDeclined(f"minified or generated: its lines average {average:,.0f} characters (code people "
+                             f"write stays under {GENERATED_LINE_CHARS})", kind=GENERATED)
 
 
 def language_of(rel_path: str, head: bytes) -> str | None:
