@@ -547,6 +547,17 @@ def test_href_only_reads_html():
     assert [(e.src, e.dst, e.evidence.quote) for e in run(href.HrefDetector(), files)] == [("p.html", "q.html", "q")]
 
 
+def test_href_evidence_of_an_anchor_without_text_is_the_link_not_the_text_after_it():
+    files = {"ch04.html": b'<a href="print.html" title="Print this book"><i></i></a><a href="q.html"><i></i></a>'
+                          b'<h1>What is ownership?</h1><p>See <a href="q.html#x">q</a>.</p>',
+             "print.html": b"<p>all</p>", "q.html": b"<p>q</p>"}
+    assert {(e.dst, e.evidence.quote, e.evidence.offset) for e in run(href.HrefDetector(), files)} == {
+        ("q.html", "See q.", 22), ("print.html", 'ch04.html links to print.html ("Print this book")', 0)}
+    files["ch04.html"] = b'<a href="q.html"><img alt="Next"></a><p>More.</p>'
+    assert [(e.dst, e.evidence.quote) for e in run(href.HrefDetector(), files)] == [
+        ("q.html", 'ch04.html links to q.html ("Next")')]
+
+
 def test_pathcite_and_cratecite():
     files = {
         "README.md": b"# R\n\nSee `src/setup.md` and [link](src/setup.md) and http://x.org/src/setup.md.\n",

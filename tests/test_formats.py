@@ -413,6 +413,21 @@ def test_html_title_text_and_link_offsets():
     assert "var x" not in doc.text
 
 
+def test_an_anchor_without_text_carries_its_label():
+    """An icon or image link has no text of its own, so the line at its offset is whatever follows it: the link
+    says what it is called instead (title, aria-label, image alt), and a link with text says nothing more."""
+    page = (
+        '<div class="buttons"><a href="print.html" title="Print this book"><i class="fa-print"></i></a>'
+        '<a href="index.html" aria-label="Home"></a><a href="next.html"><img src="n.svg" alt="Next"></a>'
+        '<a href="up.html"><span class="icon"></span></a><a href="self.html"/></div>'
+        '<h1>What is ownership?</h1><p>Read <a href="moves.html">moves</a> first.</p><a href="end.html">'
+    ).encode()
+    links = html.HtmlFormat().parse("ch04.html", page, MTIME)[0].fields["links"]
+    assert [(link["href"], link.get("label")) for link in links] == [
+        ("print.html", "Print this book"), ("index.html", "Home"), ("next.html", "Next"), ("up.html", ""),
+        ("self.html", ""), ("moves.html", None), ("end.html", "")]
+
+
 def test_html_declared_charset_is_honoured():
     page = b'<html><head><meta charset="iso-8859-1"><title>Caf\xe9</title></head><body>cr\xe8me</body></html>'
     doc = html.HtmlFormat().parse("p.html", page, MTIME)[0]

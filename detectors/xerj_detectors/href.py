@@ -3,9 +3,11 @@
 The HTML format records each link with the byte offset of its anchor text
 (``fields["links"]``); a relative or ``/``-rooted href that names a corpus
 file (a folder: its ``index.html``) becomes an edge whose evidence is the line
-of page text holding the anchor (an anchor with no text, such as an image
-link, gets the rationale ``"<file> links to <href>"`` at offset 0). Query strings are dropped; ``#fragment``
-picks a section of the target when it has one.
+of page text holding the anchor. An anchor with no text, such as an icon or
+an image link (the format gives it a ``label``), gets the rationale
+``"<file> links to <href>"`` at offset 0, with its label when it has one: the
+line at its offset is the text after it. Query strings are dropped;
+``#fragment`` picks a section of the target when it has one.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ class HrefDetector:
                 continue
             data = doc.text.encode("utf-8")
             seen: set[str] = set()
-            for link in links:
+            # links with text first: a page that links to a file by an icon and in its prose is quoted from its prose
+            for link in sorted(links, key=lambda link: isinstance(link, dict) and link.get("label") is not None):
                 href, offset = link.get("href"), link.get("offset", 0)
                 if not isinstance(href, str) or not isinstance(offset, int):
                     continue
@@ -42,11 +45,13 @@ class HrefDetector:
                 if dst is None or dst.doc_id == doc.doc_id or dst.doc_id in seen:
                     continue
                 seen.add(dst.doc_id)
-                quote = line_at(data, offset)
+                label = link.get("label")
+                quote = line_at(data, offset) if label is None else ""
                 if quote:
                     yield make_draft(self, doc, dst, quote=quote, offset=offset)
-                else:  # an anchor without text (an image link): say what was read, as a rationale
-                    yield make_draft(self, doc, dst, quote=clip(f"{doc.ax_path} links to {href}"), offset=0)
+                else:  # an anchor without text (an icon, an image link): say what was read, as a rationale
+                    named = f' ("{label}")' if isinstance(label, str) and label else ""
+                    yield make_draft(self, doc, dst, quote=clip(f"{doc.ax_path} links to {href}{named}"), offset=0)
 
 
 @hookimpl

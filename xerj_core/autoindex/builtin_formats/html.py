@@ -6,7 +6,10 @@ drops ``<head>``, ``<script>``, ``<style>``, ``<template>`` and ``<noscript>``.
 The title is ``<title>``, else the first ``<h1>``, else the file name.
 ``fields["links"]`` lists every ``<a href>`` in order as ``{"href", "offset"}``,
 ``offset`` being the UTF-8 byte offset in the text where the anchor's text
-starts, so the ``href`` detector can quote the line that holds the link.
+starts, so the ``href`` detector can quote the line that holds the link. An
+anchor with no text of its own (an icon, an image) also carries ``label``: its
+``title``, ``aria-label`` or image ``alt``, else ``""``; the line at its offset
+is the text after it, which says nothing of the link.
 
 Bytes are read in the codec a ``<meta charset>`` (or ``http-equiv`` content
 type) in the first kilobytes names, else as UTF-8, else in the encoding
@@ -48,6 +51,9 @@ class _Extractor(HTMLParser):
         self.h1_depth = 0
         self.h1: list[str] | None = None
         self.links: list[dict[str, object]] = []
+        self.words = 0  # runs of visible text emitted so far
+        # the open anchor: its link's index, ``words`` when it opened, and what it is called
+        self.anchor: tuple[int, int, str] | None = None
 
     def parse_marked_section(self, i: int, report: int = 1) -> int:
         # the standard parser asserts on a malformed "<![...": skip it to its ">" as browsers do
@@ -85,15 +91,32 @@ class _Extractor(HTMLParser):
             if self.h1 is None:
                 self.h1 = []
         elif tag == "a":
-            href = dict(attrs).get("href")
+            self._close_anchor()  # an anchor left open ends where the next one starts, as browsers end it
+            found = dict(attrs)
+            href = found.get("href")
             if href:
                 self.links.append({"href": href.strip(), "offset": self.nbytes})
+                label = found.get("title") or found.get("aria-label") or ""
+                self.anchor = (len(self.links) - 1, self.words, _WS.sub(" ", label).strip())
+        elif tag == "img" and self.anchor is not None and not self.anchor[2]:
+            alt = dict(attrs).get("alt")
+            if alt:
+                self.anchor = (*self.anchor[:2], _WS.sub(" ", alt).strip())
+
+    def _close_anchor(self) -> None:
+        if self.anchor is not None:
+            index, words, label = self.anchor
+            if words == self.words:
+                self.links[index]["label"] = label
+            self.anchor = None
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in _BLOCK:
             self._newline()
-        elif tag == "a":
+        elif tag in ("a", "img"):
             self.handle_starttag(tag, attrs)
+            if tag == "a":
+                self._close_anchor()
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
@@ -102,7 +125,9 @@ class _Extractor(HTMLParser):
         if self.skip and tag == self.skip[-1]:
             self.skip.pop()
             return
-        if tag == "pre" and self.pre:
+        if tag == "a":
+            self._close_anchor()
+        elif tag == "pre" and self.pre:
             self.pre -= 1
         elif tag == "h1" and self.h1_depth:
             self.h1_depth -= 1
@@ -124,6 +149,7 @@ class _Extractor(HTMLParser):
                     self.at_line_start = True
                 if line:
                     self._emit(line)
+                    self.words += 1
                     self.at_line_start = False
             self.pending_space = False
             return
@@ -136,6 +162,7 @@ class _Extractor(HTMLParser):
         if (self.pending_space or collapsed[0] == " ") and not self.at_line_start:
             self._emit(" ")
         self._emit(words)
+        self.words += 1
         self.at_line_start = False
         self.pending_space = collapsed[-1] == " "
 
@@ -164,9 +191,10 @@ def extract(markup: str) -> tuple[str, str, str, list[dict[str, object]]]:
         parser.close()
     except AssertionError as exc:  # the standard parser signals what it cannot read by asserting
         raise FormatError(f"malformed HTML: {exc}") from None
+    parser._close_anchor()  # one left open at the end of the page
     text = "".join(parser.parts).rstrip()
     limit = len(text.encode("utf-8"))
-    links = [{"href": link["href"], "offset": min(int(link["offset"]), limit)} for link in parser.links]
+    links = [{**link, "offset": min(int(link["offset"]), limit)} for link in parser.links]
     title = _WS.sub(" ", "".join(parser.title)).strip()
     h1 = _WS.sub(" ", "".join(parser.h1 or ())).strip()
     return title, h1, text, links
@@ -183,6 +211,8 @@ class HtmlFormat:
     name = "html"
     dataset = "ax-web"
     priority = 10
+    # 2: an anchor without text carries its label (the href detector then does not quote the text after it)
+    version = 2
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         if extension(rel_path) in EXTENSIONS:
