@@ -354,6 +354,42 @@ def test_knn_scan_shared_by_two_threads_answers_as_one(tmp_path, monkeypatch, si
             assert taken  # the worker really ran
 
 
+def test_the_index_name_is_a_field_a_search_over_many_indices_can_filter_and_count(store, search):
+    """``_index`` holds each index's name on all its rows: ``term``, ``terms``, ``prefix`` and ``wildcard`` queries
+    keep or drop whole indices, and a ``terms`` aggregation counts the hits of each (with sub-aggregations),
+    as ES answers a search over many indices."""
+    store.put("films", {"title": "Dune", "text": "desert planet film", "year": 2021}, "f1")
+    store.put("films", {"title": "Solaris", "text": "planet ocean film", "year": 1972}, "f2")
+
+    def hits(query):
+        return {(h["_index"], h["_id"]) for h in search.search("books,films", {"query": query})["hits"]["hits"]}
+
+    planet = {"match": {"text": "planet"}}
+    assert hits({"bool": {"must": [planet], "filter": [{"term": {"_index": "films"}}]}}) == {
+        ("films", "f1"), ("films", "f2")}
+    assert hits({"bool": {"must": [planet], "must_not": [{"term": {"_index": "films"}}]}}) == {
+        ("books", "b0"), ("books", "b1")}
+    assert hits({"bool": {"must": [planet], "filter": [{"terms": {"_index": ["books", "music"]}}]}}) == {
+        ("books", "b0"), ("books", "b1")}
+    assert hits({"bool": {"must": [planet], "filter": [{"prefix": {"_index": "fil"}}]}}) == {
+        ("films", "f1"), ("films", "f2")}
+    assert hits({"bool": {"must": [planet], "filter": [{"wildcard": {"_index": "b*s"}}]}}) == {
+        ("books", "b0"), ("books", "b1")}
+    assert hits({"term": {"_index": {"value": "FILMS", "case_insensitive": True}}}) == {
+        ("films", "f1"), ("films", "f2")}
+    assert hits({"term": {"_index": "film"}}) == set()
+    counted = search.search("books,films", {"size": 0, "query": planet, "aggs": {"by_index": {
+        "terms": {"field": "_index"}, "aggs": {"latest": {"max": {"field": "year"}}}}}})["aggregations"]
+    assert counted["by_index"]["buckets"] == [{"key": "books", "doc_count": 2, "latest": {"value": 1965.0}},
+                                              {"key": "films", "doc_count": 2, "latest": {"value": 2021.0}}]
+    alone = search.search("films", {"size": 0, "query": {"term": {"year": 1972}},
+                                    "aggs": {"i": {"terms": {"field": "_index"}}}})["aggregations"]["i"]
+    assert alone["buckets"] == [{"key": "films", "doc_count": 1}]
+    nothing = search.search("films", {"size": 0, "query": {"term": {"year": 1}},
+                                      "aggs": {"i": {"terms": {"field": "_index"}}}})["aggregations"]["i"]
+    assert nothing["buckets"] == []
+
+
 def test_a_lone_knn_scan_of_many_rows_shares_them_with_an_idle_core(tmp_path, monkeypatch):
     """A kNN scan (a top-level ``knn`` section, ``knn_top`` itself) over enough rows takes the shared worker when
     a second core is idle, and answers exactly as on one thread (a ``knn`` query, scored densely, stays on the

@@ -21,11 +21,12 @@ import numpy as np
 
 from xerj_core.errors import IllegalArgument, ParsingError
 from xerj_core.query.dsl import as_int
-from xerj_core.query.evaluate import keyword_mask
+from xerj_core.query.evaluate import INDEX_FIELD, keyword_mask
 from xerj_core.query.fielddata import (is_date, is_keyword, is_numeric, key_as_string, keyword_pairs, keyword_ranks,
                                        render_value, require_doc_values)
 from xerj_core.query.values import date_value, format_date
 from xerj_core.store.columns import KIND_F32, KIND_F64, column_kind
+from xerj_core.store.mapping import FieldSpec
 
 MAX_BUCKETS = 65_536
 Context = tuple[Any, np.ndarray]  # (IndexReader, live mask of the matched rows)
@@ -277,6 +278,10 @@ def _terms_parts(spec: AggSpec, reader, mask: np.ndarray, field: str, min_doc_co
     ``key_of(indices)`` renders the keys of the chosen buckets only (a big keyword
     dictionary is never turned into a list of strings); ``key_sort`` orders them.
     """
+    if field == INDEX_FIELD:  # one bucket, the index's name, holding every row the search kept here
+        count = int(np.count_nonzero(mask))
+        found = np.array([count] if count >= max(min_doc_count, 1) else [], np.int64)
+        return (lambda idx: [reader.name] * len(idx)), found, np.zeros(len(found), np.int64), _INDEX_SPEC
     field_spec = _spec_for(reader, field, "aggregations")
     if field_spec is None:
         return (lambda idx: []), np.empty(0, np.int64), np.empty(0, np.int64), None
@@ -309,6 +314,10 @@ def _terms_parts(spec: AggSpec, reader, mask: np.ndarray, field: str, min_doc_co
         values, counts = values[keep], counts[keep]
     return ((lambda idx: [render_value(field_spec, v) for v in values[idx].tolist()]), counts.astype(np.int64),
             values, field_spec)
+
+
+# What a terms aggregation on ``_index`` reads its keys as: a keyword (strings, rendered as they are).
+_INDEX_SPEC = FieldSpec(INDEX_FIELD, "keyword")
 
 
 def _run_terms(spec: AggSpec, contexts: Sequence[Context], typed_keys: bool = False) -> dict[str, Any]:
@@ -355,6 +364,8 @@ def _run_terms(spec: AggSpec, contexts: Sequence[Context], typed_keys: bool = Fa
 
 
 def _term_bucket_mask(reader, field: str, key: Any) -> np.ndarray:
+    if field == INDEX_FIELD:
+        return np.full(reader.n_rows, key == reader.name)
     field_spec = reader.mapping.fields.get(field)
     if field_spec is None:
         return np.zeros(reader.n_rows, bool)

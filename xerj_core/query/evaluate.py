@@ -62,6 +62,11 @@ def _best_of(n: int, results: Iterable[Result], scoring: bool, tie_breaker: floa
     return mask, scores * boost if boost != 1.0 else scores
 
 
+# ES's metadata field holding the index's name: ``term``, ``terms``, ``prefix`` and ``wildcard`` queries and a
+# ``terms`` aggregation read it, so one search over many indices can keep, drop or count each index.
+INDEX_FIELD = "_index"
+
+
 def _boosted(mask: np.ndarray, boost: float, scoring: bool) -> Result:
     if not scoring:
         return mask, None
@@ -232,7 +237,16 @@ class Evaluator:
         return _best_of(self.n, results, scoring, None if node.type == "most_fields" else node.tie_breaker or 0.0,
                         node.boost)
 
+    def _index_named(self, test: Callable[[str], bool], boost: float, scoring: bool) -> Result:
+        """A query on ``_index``, the one value every row of this index holds: all rows when ``test`` passes its
+        name, none when not (a search over many indices keeps or drops each whole)."""
+        return _boosted(np.full(self.n, bool(test(self.reader.name))), boost, scoring)
+
     def _term(self, node: dsl.Term, scoring: bool) -> Result:
+        if node.field == INDEX_FIELD:
+            value = str(node.value)
+            return self._index_named((lambda name: name.lower() == value.lower()) if node.case_insensitive
+                                     else value.__eq__, node.boost, scoring)
         spec = self._spec(node.field)
         if spec is None:
             return self._none(scoring)
@@ -267,6 +281,8 @@ class Evaluator:
         if node.field == "_id":
             raise IllegalArgument(f"[{node.kind}] queries on [_id] are not supported; use an [ids] query or a "
                                   f"keyword field")
+        if node.field == INDEX_FIELD:
+            return self._index_named(multiterm.pattern_test(node), node.boost, scoring)
         spec = self._spec(node.field)
         if spec is None:
             return self._none(scoring)
@@ -293,6 +309,8 @@ class Evaluator:
         return _best_of(self.n, results, scoring, 0.0, node.boost)
 
     def _terms(self, node: dsl.Terms, scoring: bool) -> Result:
+        if node.field == INDEX_FIELD:
+            return self._index_named({str(value) for value in node.values}.__contains__, node.boost, scoring)
         spec = self._spec(node.field)
         if spec is None or not node.values:
             return self._none(scoring)
