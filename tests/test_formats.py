@@ -428,6 +428,21 @@ def test_an_anchor_without_text_carries_its_label():
         ("self.html", ""), ("moves.html", None), ("end.html", "")]
 
 
+def test_html_is_read_as_a_browser_reads_a_broken_page():
+    """End tags that close nothing are ignored, elements left open are closed, a NUL reads as U+FFFD, a text run of
+    megabytes is kept whole, and an empty or tagless page is still a page."""
+    fmt = html.HtmlFormat()
+
+    def text(markup: bytes) -> str:
+        return fmt.parse("p.html", markup, MTIME)[0].text
+
+    assert text(b"<p>one</div> two</span></p><p>three") == "one two\nthree"
+    assert text(b"<ul><li>a<li>b</ul><p>c\x00d") == "a\nb\nc\ufffdd"
+    assert text(b"<p>" + b"word " * 400_000 + b"</p>") == ("word " * 400_000).strip()
+    assert text(b"") == "" and text(b"just words") == "just words"
+    assert text(b"<script>var s = '</div><p>not text';</script><p>text") == "text"
+
+
 def test_html_declared_charset_is_honoured():
     page = b'<html><head><meta charset="iso-8859-1"><title>Caf\xe9</title></head><body>cr\xe8me</body></html>'
     doc = html.HtmlFormat().parse("p.html", page, MTIME)[0]

@@ -14,13 +14,19 @@ is the text after it, which says nothing of the link.
 Bytes are read in the codec a ``<meta charset>`` (or ``http-equiv`` content
 type) in the first kilobytes names, else as UTF-8, else in the encoding
 detected (see ``decode_text``); the card's ``encoding`` says which.
+
+The markup is tokenized by lxml's HTML parser (libxml2, in C), which hands each
+start tag, end tag and run of text to the extractor below: like a browser it
+closes elements left open, ignores end tags that close nothing and reads a NUL
+as U+FFFD.
 """
 
 from __future__ import annotations
 
 import codecs
 import re
-from html.parser import HTMLParser
+
+from lxml import etree
 
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import document
@@ -37,9 +43,10 @@ _BLOCK = frozenset(
 _SKIP = frozenset({"head", "script", "style", "template", "noscript"})
 
 
-class _Extractor(HTMLParser):
+class _Extractor:
+    """The page's text, title, first h1 and links, from the parser's events (an lxml parser target)."""
+
     def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
         self.nbytes = 0
         self.at_line_start = True
@@ -55,13 +62,19 @@ class _Extractor(HTMLParser):
         # the open anchor: its link's index, ``words`` when it opened, and what it is called
         self.anchor: tuple[int, int, str] | None = None
 
-    def parse_marked_section(self, i: int, report: int = 1) -> int:
-        # the standard parser asserts on a malformed "<![...": skip it to its ">" as browsers do
-        try:
-            return super().parse_marked_section(i, report)
-        except AssertionError:
-            end = self.rawdata.find(">", i + 3)
-            return -1 if end < 0 else end + 1
+    # lxml's target protocol: the parser calls these with each event
+    def start(self, tag: str, attrib: dict[str, str]) -> None:
+        self.handle_starttag(tag, list(attrib.items()))
+
+    def end(self, tag: str) -> None:
+        self.handle_endtag(tag)
+
+    def data(self, data: str) -> None:
+        self.handle_data(data)
+
+    def close(self) -> "_Extractor":
+        self._close_anchor()  # one left open at the end of the page
+        return self
 
     def _emit(self, piece: str) -> None:
         self.parts.append(piece)
@@ -109,14 +122,6 @@ class _Extractor(HTMLParser):
             if words == self.words:
                 self.links[index]["label"] = label
             self.anchor = None
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in _BLOCK:
-            self._newline()
-        elif tag in ("a", "img"):
-            self.handle_starttag(tag, attrs)
-            if tag == "a":
-                self._close_anchor()
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
@@ -185,13 +190,16 @@ def _decode(data: bytes, rel_path: str) -> Decoded:
 
 def extract(markup: str) -> tuple[str, str, str, list[dict[str, object]]]:
     """``(title, first h1, text, links)`` of an HTML string."""
-    parser = _Extractor()
+    # recover: read what a browser would of a broken page; huge_tree: a text run of many megabytes is text too
+    html_parser = etree.HTMLParser(target=_Extractor(), recover=True, no_network=True, huge_tree=True,
+                                   remove_comments=True, remove_pis=True)
     try:
-        parser.feed(markup)
-        parser.close()
-    except AssertionError as exc:  # the standard parser signals what it cannot read by asserting
+        html_parser.feed(markup)
+        parser = html_parser.close()
+    except etree.Error as exc:
         raise FormatError(f"malformed HTML: {exc}") from None
-    parser._close_anchor()  # one left open at the end of the page
+    if parser is None:  # nothing the parser could read (an empty page)
+        return "", "", "", []
     text = "".join(parser.parts).rstrip()
     limit = len(text.encode("utf-8"))
     links = [{**link, "offset": min(int(link["offset"]), limit)} for link in parser.links]
@@ -211,8 +219,9 @@ class HtmlFormat:
     name = "html"
     dataset = "ax-web"
     priority = 10
-    # 2: an anchor without text carries its label (the href detector then does not quote the text after it)
-    version = 2
+    # 2: an anchor without text carries its label (the href detector then does not quote the text after it).
+    # 3: tokenized by libxml2 (end tags that close nothing are ignored, a NUL is U+FFFD), as browsers read pages
+    version = 3
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         if extension(rel_path) in EXTENSIONS:
