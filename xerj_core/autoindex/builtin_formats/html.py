@@ -44,11 +44,14 @@ _SKIP = frozenset({"head", "script", "style", "template", "noscript"})
 
 
 class _Extractor:
-    """The page's text, title, first h1 and links, from the parser's events (an lxml parser target)."""
+    """The page's text, title, first h1 and links, from the parser's events: an lxml parser target (the parser
+    calls :meth:`start`, :meth:`end` and :meth:`data` with each event, then :meth:`close`)."""
 
     def __init__(self) -> None:
         self.parts: list[str] = []
-        self.nbytes = 0
+        # characters emitted so far: a link keeps the count where its anchor starts, and extract() turns the
+        # counts into UTF-8 byte offsets in one pass over the text, not one encode per piece
+        self.nchars = 0
         self.at_line_start = True
         self.pending_space = False
         self.skip: list[str] = []
@@ -62,23 +65,13 @@ class _Extractor:
         # the open anchor: its link's index, ``words`` when it opened, and what it is called
         self.anchor: tuple[int, int, str] | None = None
 
-    # lxml's target protocol: the parser calls these with each event
-    def start(self, tag: str, attrib: dict[str, str]) -> None:
-        self.handle_starttag(tag, list(attrib.items()))
-
-    def end(self, tag: str) -> None:
-        self.handle_endtag(tag)
-
-    def data(self, data: str) -> None:
-        self.handle_data(data)
-
     def close(self) -> "_Extractor":
         self._close_anchor()  # one left open at the end of the page
         return self
 
     def _emit(self, piece: str) -> None:
         self.parts.append(piece)
-        self.nbytes += len(piece.encode("utf-8"))
+        self.nchars += len(piece)
 
     def _newline(self) -> None:
         if not self.at_line_start:
@@ -86,7 +79,7 @@ class _Extractor:
             self.at_line_start = True
         self.pending_space = False
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+    def start(self, tag: str, attrib: dict[str, str]) -> None:
         if tag == "title":
             self.in_title = True
             return
@@ -105,14 +98,13 @@ class _Extractor:
                 self.h1 = []
         elif tag == "a":
             self._close_anchor()  # an anchor left open ends where the next one starts, as browsers end it
-            found = dict(attrs)
-            href = found.get("href")
+            href = attrib.get("href")
             if href:
-                self.links.append({"href": href.strip(), "offset": self.nbytes})
-                label = found.get("title") or found.get("aria-label") or ""
+                self.links.append({"href": href.strip(), "offset": self.nchars})
+                label = attrib.get("title") or attrib.get("aria-label") or ""
                 self.anchor = (len(self.links) - 1, self.words, _WS.sub(" ", label).strip())
         elif tag == "img" and self.anchor is not None and not self.anchor[2]:
-            alt = dict(attrs).get("alt")
+            alt = attrib.get("alt")
             if alt:
                 self.anchor = (*self.anchor[:2], _WS.sub(" ", alt).strip())
 
@@ -123,7 +115,7 @@ class _Extractor:
                 self.links[index]["label"] = label
             self.anchor = None
 
-    def handle_endtag(self, tag: str) -> None:
+    def end(self, tag: str) -> None:
         if tag == "title":
             self.in_title = False
             return
@@ -139,7 +131,7 @@ class _Extractor:
         if tag in _BLOCK:
             self._newline()
 
-    def handle_data(self, data: str) -> None:
+    def data(self, data: str) -> None:
         if self.in_title:
             self.title.append(data)
             return
@@ -165,8 +157,10 @@ class _Extractor:
                 self.pending_space = True
             return
         if (self.pending_space or collapsed[0] == " ") and not self.at_line_start:
-            self._emit(" ")
-        self._emit(words)
+            self.parts.append(" ")
+            self.nchars += 1
+        self.parts.append(words)
+        self.nchars += len(words)
         self.words += 1
         self.at_line_start = False
         self.pending_space = collapsed[-1] == " "
@@ -201,11 +195,23 @@ def extract(markup: str) -> tuple[str, str, str, list[dict[str, object]]]:
     if parser is None:  # nothing the parser could read (an empty page)
         return "", "", "", []
     text = "".join(parser.parts).rstrip()
-    limit = len(text.encode("utf-8"))
-    links = [{**link, "offset": min(int(link["offset"]), limit)} for link in parser.links]
+    links = [{**link, "offset": offset} for link, offset in zip(parser.links, _byte_offsets(
+        text, [min(int(link["offset"]), len(text)) for link in parser.links]))]
     title = _WS.sub(" ", "".join(parser.title)).strip()
     h1 = _WS.sub(" ", "".join(parser.h1 or ())).strip()
     return title, h1, text, links
+
+
+def _byte_offsets(text: str, chars: list[int]) -> list[int]:
+    """The UTF-8 byte offsets in ``text`` of the ascending character offsets ``chars``."""
+    if text.isascii():
+        return chars
+    found, at, nbytes = [], 0, 0
+    for char in chars:
+        nbytes += len(text[at:char].encode("utf-8"))
+        at = char
+        found.append(nbytes)
+    return found
 
 
 def html_to_text(markup: str) -> str:
