@@ -443,6 +443,26 @@ def test_html_is_read_as_a_browser_reads_a_broken_page():
     assert text(b"<script>var s = '</div><p>not text';</script><p>text") == "text"
 
 
+def test_html_pages_read_one_after_another_share_nothing_and_leave_no_garbage():
+    """Each thread reuses one parser: a page left inside a script, a pre or an anchor does not leak into the next
+    one, and reading pages leaves no parser or page text behind for the cyclic collector (a parser made per page
+    did, and held every page's text until a collection)."""
+    import gc
+
+    fmt = html.HtmlFormat()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(50):
+            broken = fmt.parse("a.html", b"<pre>  kept\n<a href='x.html'><p>words<script>var t = '", MTIME)[0]
+            plain = fmt.parse("b.html", b"<p>one <a href='y.html'>two</a></p>", MTIME)[0]
+            assert (broken.text, plain.text) == ("  kept\nwords", "one two")
+            assert plain.fields["links"] == [{"href": "y.html", "offset": 3}]
+        assert sum(type(o).__name__ == "_Extractor" for o in gc.get_objects()) <= 1
+    finally:
+        gc.enable()
+
+
 def test_html_declared_charset_is_honoured():
     page = b'<html><head><meta charset="iso-8859-1"><title>Caf\xe9</title></head><body>cr\xe8me</body></html>'
     doc = html.HtmlFormat().parse("p.html", page, MTIME)[0]
