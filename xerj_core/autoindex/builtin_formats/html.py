@@ -26,8 +26,7 @@ from __future__ import annotations
 import codecs
 import re
 import threading
-
-from lxml import etree
+from typing import Any
 
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import document
@@ -193,28 +192,32 @@ def _decode(data: bytes, rel_path: str) -> Decoded:
 _LOCAL = threading.local()
 
 
-def _reader() -> tuple[etree.HTMLParser, _Extractor]:
+def _reader() -> tuple[Any, _Extractor, type[Exception]]:
+    """This thread's parser, its extractor, and the error the parser raises."""
     found = getattr(_LOCAL, "reader", None)
     if found is None:
+        # imported with the first page: every process of a run imports the formats, and lxml's 4 MB stay out of
+        # those that never read HTML
+        from lxml import etree
+
         page = _Extractor()
         # recover: read what a browser would of a broken page; huge_tree: a text run of megabytes is text too
         found = _LOCAL.reader = (etree.HTMLParser(target=page, recover=True, no_network=True, huge_tree=True,
-                                                  remove_comments=True, remove_pis=True), page)
+                                                  remove_comments=True, remove_pis=True), page, etree.Error)
     return found
 
 
 def extract(markup: str) -> tuple[str, str, str, list[dict[str, object]]]:
     """``(title, first h1, text, links)`` of an HTML string."""
-    html_parser, page = _reader()
+    html_parser, page, parse_error = _reader()
     page.reset()
     try:
         html_parser.feed(markup)
         html_parser.close()
-    except etree.Error as exc:
+    except BaseException as exc:
         _LOCAL.reader = None  # a parser that failed mid-page is not trusted with the next one
-        raise FormatError(f"malformed HTML: {exc}") from None
-    except BaseException:
-        _LOCAL.reader = None
+        if isinstance(exc, parse_error):
+            raise FormatError(f"malformed HTML: {exc}") from None
         raise
     text = "".join(page.parts).rstrip()
     links = [{**link, "offset": offset} for link, offset in zip(page.links, _byte_offsets(
