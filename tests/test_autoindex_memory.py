@@ -171,6 +171,30 @@ def test_kept_documents_share_equal_fields_maps_and_keep_every_value():
     assert Kept.of(ParseOutcome(entry, tuple(docs[:2]))).sharing(table).docs[1].fields is shared[0].fields
 
 
+def test_a_kept_page_holds_its_links_apart_and_the_corpus_never_sees_them():
+    """A page's links are most of what a run keeps of it until detection, and only its own detection reads them:
+    a kept file holds them compressed with its texts and puts the documents back whole, and a corpus (built
+    from kept documents or from whole ones) holds none."""
+    from xerj_core.autoindex.detect import Corpus
+    from xerj_core.autoindex.parallel import Kept, ParseOutcome
+    from xerj_core.autoindex.walk import FileEntry
+    from xerj_core.model import SourceDocument
+
+    links = [{"href": "b.html", "offset": 0, "label": "Next"}, {"href": "c.html#x", "offset": 12}]
+    card = SourceDocument("a.html", "ax-web", "a.html", "A", "first line\nsecond", "", "file", 1, "html",
+                          {"links": links, "encoding": "utf-8", "big": 2 ** 70})
+    note = SourceDocument("n.md", "ax-notes", "n.md", "N", "text", "", "file", 1, "markdown", {"aliases": ["en"]})
+    entry = FileEntry.__new__(FileEntry)
+    kept = Kept.of(ParseOutcome(entry, (card,)), {})
+    assert kept.docs[0].fields == {"encoding": "utf-8", "big": 2 ** 70} and kept.docs[0].text == ""
+    assert kept.documents() == (card,) and list(kept.documents()[0].fields) == ["links", "encoding", "big"]
+    plain = Kept.of(ParseOutcome(entry, (note,)))
+    assert plain.own == b"" and plain.documents() == (note,)
+    for corpus in (Corpus({"a.html": kept.docs, "n.md": plain.docs}), Corpus({"a.html": [card], "n.md": [note]})):
+        assert "links" not in corpus.card("a.html").fields and corpus.card("a.html").fields["encoding"] == "utf-8"
+        assert corpus.card("n.md").fields == {"aliases": ["en"]}
+
+
 def test_remade_documents_keep_every_other_attribute():
     """``remade`` (and ``with_text`` through it) builds documents positionally for speed: it must equal
     ``attrs.evolve`` for every attribute, so a field added to SourceDocument cannot be dropped silently."""

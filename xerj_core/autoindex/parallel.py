@@ -36,7 +36,8 @@ import lz4.block
 import orjson
 import xxhash
 
-from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine, detect_file, summarize
+from xerj_core.autoindex.detect import (OWN_FIELDS, Corpus, DetectorState, collect_detectors, combine, corpus_view,
+                                        detect_file, summarize)
 from xerj_core.autoindex.formats import FormatDeclined, FormatError, collect_formats, parse_file
 from xerj_core.autoindex.parsecache import Cached, ParseCache
 from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD
@@ -382,21 +383,30 @@ def shared_fields(docs: Sequence[SourceDocument], table: dict[tuple, dict[str, A
 
 @attrs.frozen
 class Kept:
-    """What detection keeps of a parsed file until it runs: its documents without their text, the texts
-    compressed apart (put back for the file's detect batch only), and the file's ``summarize`` partial."""
+    """What detection keeps of a parsed file until it runs: its documents as the corpus holds them (without their
+    text and ``detect.OWN_FIELDS``), the texts and those fields compressed apart (put back for the file's detect
+    batch only), and the file's ``summarize`` partial."""
 
     docs: tuple[SourceDocument, ...]
     texts: bytes
     partial: Any
+    # each document's whole ``fields`` map when it held one of ``OWN_FIELDS`` (else None), pickled and compressed;
+    # empty when none did
+    own: bytes = b""
 
     @classmethod
     def of(cls, outcome: ParseOutcome, fields: dict[tuple, dict[str, Any]] | None = None) -> "Kept":
         """``outcome`` kept; with ``fields``, its documents' equal ``fields`` maps shared (:func:`shared_fields`)."""
         texts = [doc.text for doc in outcome.docs]
-        docs = tuple(with_text(doc, "") if doc.text else doc for doc in outcome.docs)
+        own = [doc.fields if not OWN_FIELDS.isdisjoint(doc.fields) else None for doc in outcome.docs]
+        if any(own):
+            docs = tuple(corpus_view(doc) for doc in outcome.docs)
+            held = _squeeze(pickle.dumps(own, protocol=pickle.HIGHEST_PROTOCOL))
+        else:
+            docs, held = tuple(with_text(doc, "") if doc.text else doc for doc in outcome.docs), b""
         if fields is not None:
             docs = shared_fields(docs, fields)
-        return cls(docs, _squeeze(orjson.dumps(texts)), outcome.partial or {})
+        return cls(docs, _squeeze(orjson.dumps(texts)), outcome.partial or {}, held)
 
     def sharing(self, fields: dict[tuple, dict[str, Any]]) -> "Kept":
         """This file with its documents' ``fields`` maps shared through ``fields``."""
@@ -404,6 +414,10 @@ class Kept:
 
     def documents(self) -> tuple[SourceDocument, ...]:
         texts = orjson.loads(_unsqueeze(self.texts))
+        if self.own:
+            own = pickle.loads(_unsqueeze(self.own))
+            return tuple(remade(doc, text, fields if fields is not None else doc.fields)
+                         for doc, text, fields in zip(self.docs, texts, own))
         return tuple(with_text(doc, text) if text else doc for doc, text in zip(self.docs, texts))
 
 
