@@ -123,3 +123,20 @@ def test_a_name_makes_the_nodes_index_a_target_an_id_does_not(foam_brain):
     assert asked[0] == [".xerj-memory-foam-edges"]
     assert asked[1] == [".xerj-memory-foam-edges", *nodes]
     assert set(nodes) <= set(asked[2])
+
+
+def test_the_closest_names_are_the_nearest_first_above_one_half_the_first_index_naming_a_shared_one():
+    from xerj_core.autoindex.detect import Corpus
+    from xerj_core.graph.names import CLOSEST, NodeNames, _closest
+
+    notes = NodeNames(Corpus({}), {}, {"foam commands": "commands.md", "foam": "foam.md", "recipes": "recipes.md",
+                                        "foam-commands": "notes/foam-commands.md"})
+    web = NodeNames(Corpus({}), {}, {"foam commands": "web/commands.html", "foam comands list": "list.html",
+                                     **{f"page {i}": f"p{i}.html" for i in range(50)}})
+    assert _closest("  Foam Comands ", [notes, web]) == (
+        {"name": "foam commands", "node": "commands.md"},  # 0.96; named in both indices: the first one's node
+        {"name": "foam-commands", "node": "notes/foam-commands.md"},  # 0.88
+        {"name": "foam comands list", "node": "list.html"},  # 0.83
+        {"name": "foam", "node": "foam.md"})  # 0.5; "recipes" and the pages are below one half
+    assert len(_closest("page", [web])) == CLOSEST
+    assert _closest("zzzz", [notes, web]) == ()
