@@ -521,3 +521,20 @@ def test_stdout_pipe_is_widened_so_a_large_answer_leaves_in_one_write():
                          stderr=subprocess.PIPE, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
     assert int(ran.stderr) >= 1 << 20
+
+
+def test_search_leaves_a_pages_links_out_of_its_hits_unless_the_body_asks_for_the_source(world, engine):
+    """A web page's ``links`` are the href detector's input, hundreds a page: like embeddings they stay out of
+    xerj_search's hits, and a body that asks for ``_source`` gets them."""
+    links = [{"href": f"p{i}.html", "offset": i} for i in range(300)]
+    engine.store.put(f".xerj-memory-{A}", {"text": "a page about hydration", "links": links}, "page")
+
+    async def script(client):
+        plain = await call(client, "xerj_search", index=f".xerj-memory-{A}", query="hydration")
+        asked = await call(client, "xerj_search", index=f".xerj-memory-{A}",
+                           body={"query": {"match": {"text": "hydration"}}, "_source": True})
+        return plain.structured_content["hits"], asked.structured_content["hits"]
+
+    plain, asked = run(AppBackend(world["app"], world["key"]), script)
+    assert [(h["_id"], sorted(h["_source"])) for h in plain] == [("page", ["text"])]
+    assert asked[0]["_source"]["links"] == links

@@ -311,8 +311,10 @@ class Tools:
                                 f"({'size' if key == 'size' else 'offset'}), not in `body`")
         request["size"] = size
         request["from"] = offset
-        # Embeddings are numbers an agent cannot read; they stay out unless the body asks for _source itself.
-        request.setdefault("_source", {"excludes": ["*vector*"]})
+        # Embeddings are numbers an agent cannot read, and a page's links are the href detector's input (hundreds
+        # a page: 60% of the 456 KB ten hits of the Rust std docs' brain made), which the brain's href edges carry
+        # with their evidence; both stay out unless the body asks for _source itself.
+        request.setdefault("_source", {"excludes": list(SOURCE_LEFT_OUT)})
         if highlight:
             # The server marks what the query matched: a phrase only where its words lie side by side, the
             # words a wildcard matched, each field's own clauses' words in that field.
@@ -342,6 +344,8 @@ class Tools:
                                       for r in rows])
 
 
+# What xerj_search leaves out of each hit's _source unless the body asks for _source itself.
+SOURCE_LEFT_OUT = ("*vector*", "links")
 # The passages xerj_search's hits carry: up to three a string field, about 160 characters around what matched.
 PASSAGES = {"fields": {"*": {}}, "fragment_size": 160, "number_of_fragments": 3}
 
