@@ -388,6 +388,9 @@ def test_the_index_name_is_a_field_a_search_over_many_indices_can_filter_and_cou
     nothing = search.search("films", {"size": 0, "query": {"term": {"year": 1}},
                                       "aggs": {"i": {"terms": {"field": "_index"}}}})["aggregations"]["i"]
     assert nothing["buckets"] == []
+    shown = search.search("films", {"size": 0, "query": {"term": {"year": 1}}, "aggs": {
+        "i": {"terms": {"field": "_index", "min_doc_count": 0}}}})["aggregations"]["i"]
+    assert shown["buckets"] == [{"key": "films", "doc_count": 0}]  # as every keyword's terms show at min_doc_count 0
 
 
 def test_a_lone_knn_scan_of_many_rows_shares_them_with_an_idle_core(tmp_path, monkeypatch):

@@ -37,7 +37,7 @@ class HrefDetector:
             data = doc.text.encode("utf-8")
             seen: set[str] = set()
             # links with text first: a page that links to a file by an icon and in its prose is quoted from its prose
-            for link in sorted(links, key=lambda link: isinstance(link, dict) and link.get("label") is not None):
+            for link in sorted(links, key=lambda link: link.get("label") is not None):
                 href, offset = link.get("href"), link.get("offset", 0)
                 if not isinstance(href, str) or not isinstance(offset, int):
                     continue

@@ -40,7 +40,7 @@ from xerj_core.autoindex.detect import (OWN_FIELDS, Corpus, DetectorState, colle
                                         detect_file, summarize)
 from xerj_core.autoindex.formats import FormatDeclined, FormatError, collect_formats, parse_file
 from xerj_core.autoindex.parsecache import Cached, ParseCache
-from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD
+from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD, Declined
 from xerj_core.autoindex.walk import FileEntry
 from xerj_core.errors import BatchFailed, PluginError, XerjError
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, node_id_problem
@@ -239,8 +239,8 @@ class ParseOutcome:
     # per document of :meth:`for_writer`, ``text.counted_terms`` of its ``text`` (see ``sink.COUNTED_FIELD``), or
     # None for the whole file when they were not counted (the writer's store then tokenizes them)
     counted: tuple[CountedTerms | None, ...] | None = None
-    # ``(kind, reason)`` of a file its format declined once it read it (see formats.FormatDeclined): a skip
-    declined: tuple[str, str] | None = None
+    # why its format declined the file once it read it (see formats.FormatDeclined): a skip
+    declined: Declined | None = None
 
     @property
     def yields(self) -> bool:
@@ -296,7 +296,7 @@ def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: 
         try:
             docs = tuple(parse_file(plugins.formats, entry.rel_path, data, entry.mtime_ms) or ())
         except FormatDeclined as exc:  # remembered with its digest, as a file no format reads is
-            outcomes.append(ParseOutcome(entry, (), xxhash.xxh3_64_hexdigest(data), declined=(exc.kind, exc.reason)))
+            outcomes.append(ParseOutcome(entry, (), xxhash.xxh3_64_hexdigest(data), declined=Declined(exc.kind, exc.reason)))
             continue
         except FormatError as exc:
             outcomes.append(ParseOutcome(entry, failure=exc.reason))

@@ -174,6 +174,7 @@ class RunSummary:
 # The skip kind of a file no format reads (binaries, unknown extensions).
 NO_FORMAT = "no_format"
 NO_FORMAT_REASON = "no format reads this file"
+NOT_READ = Declined(NO_FORMAT, NO_FORMAT_REASON)
 
 
 @attrs.frozen
@@ -296,8 +297,7 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
             if known.docs:
                 unchanged.append(entry)
             else:  # remembered so it is not read again, and still accounted for, under the same kind
-                summary.skip(entry.rel_path, *(attrs.astuple(known.skipped) if known.skipped is not None
-                                               else (NO_FORMAT, NO_FORMAT_REASON)))
+                summary.skip(entry.rel_path, *attrs.astuple(known.skipped or NOT_READ))
         else:
             to_parse.append(entry)
     for batch in _chunks(restamped, BATCH_FILES):
@@ -966,15 +966,14 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
             if outcome.failure is not None:
                 summary.fail(outcome.entry.rel_path, outcome.failure)
                 continue
-            skipped = Declined(*outcome.declined) if outcome.declined is not None else None
             if not outcome.yields:
-                summary.skip(outcome.entry.rel_path, *(outcome.declined or (NO_FORMAT, NO_FORMAT_REASON)))
+                summary.skip(outcome.entry.rel_path, *attrs.astuple(outcome.declined or NOT_READ))
             docs = outcome.for_writer()
             # A file no format accepts is not part of the corpus, but it is remembered so it is not re-read.
             changed[outcome.entry.rel_path] = tuple(dict.fromkeys(dataset_index(dataset, root_id)
                                                                   for dataset, _, _ in docs))
             work.append((outcome.entry.rel_path, _Parsed(outcome.entry, docs, outcome.digest, outcome.counted,
-                                                         skipped)))
+                                                         outcome.declined)))
         progress("files", len(outcomes))
         del future, outcomes
         flush(everything=False)

@@ -280,7 +280,7 @@ def _terms_parts(spec: AggSpec, reader, mask: np.ndarray, field: str, min_doc_co
     """
     if field == INDEX_FIELD:  # one bucket, the index's name, holding every row the search kept here
         count = int(np.count_nonzero(mask))
-        found = np.array([count] if count >= max(min_doc_count, 1) else [], np.int64)
+        found = np.array([count] if count >= min_doc_count else [], np.int64)
         return (lambda idx: [reader.name] * len(idx)), found, np.zeros(len(found), np.int64), _INDEX_SPEC
     field_spec = _spec_for(reader, field, "aggregations")
     if field_spec is None:
