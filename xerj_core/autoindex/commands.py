@@ -64,7 +64,7 @@ def _print_summary(summary, as_json: bool) -> None:
 
 
 def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=None, workers: int | None = None,
-              *, quiet: bool = False, executor=None):
+              *, quiet: bool = False, executor=None, ignore_files: bool = True):
     """One run into ``target`` (an engine, or a sink such as a RemoteSink); its summary printed unless ``quiet``."""
     from xerj_core.autoindex.pipeline import run
     from xerj_core.autoindex.progress import RunProgress
@@ -72,7 +72,7 @@ def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=No
     progress = None if quiet else RunProgress(sys.stderr, terminal=sys.stderr.isatty())
     try:
         summary = run(target, folder, brain=brain, graph=graph, pm=pm, workers=workers, executor=executor,
-                      **({"progress": progress} if progress is not None else {}))
+                      ignore_files=ignore_files, **({"progress": progress} if progress is not None else {}))
     except BaseException as exc:
         with contextlib.suppress(Exception):  # the sink logs its own failure; the run's error is the one to raise
             _audit_run(target, brain, None, exc)
@@ -128,6 +128,8 @@ def _audit_run(target, brain: str, summary, exc: BaseException | None) -> None:
 @click.option("--watch", is_flag=True, help="Keep the brain current as files change (polls the folder); "
               "Ctrl-C or SIGTERM stops it.")
 @click.option("--interval", type=float, default=2.0, show_default=True, help="Seconds between --watch polls.")
+@click.option("--no-ignore", is_flag=True, help="Index what .gitignore and .xerjignore files leave out, too "
+              "(by default they are honoured as git honours them).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, metavar="N",
               help="Processes that parse and detect (default: the CPU count on 4+ cores, else 1, "
               "which runs in this process). "
@@ -140,7 +142,7 @@ def _audit_run(target, brain: str, summary, exc: BaseException | None) -> None:
 @store_options
 @click.pass_obj
 def autoindex_command(pm, folder, brain, no_graph, data_dir, url, api_key, as_json, allow_failures, watch,
-                      interval, workers, executor_spec, store=None, read_url=None) -> None:
+                      interval, no_ignore, workers, executor_spec, store=None, read_url=None) -> None:
     """Index FOLDER and detect the relationships between its documents.
 
     Embedded on a data directory (--data-dir, or the default one), or against a
@@ -163,7 +165,8 @@ def autoindex_command(pm, folder, brain, no_graph, data_dir, url, api_key, as_js
         target_cm = sink if url is not None else Engine(data_dir or default_data_dir(), pm,
                                                          config=EngineConfig(store_url=store, read_url=read_url))
         with target_cm as target:
-            first = _follow(target, pm, folder, name, not no_graph, as_json, watch, interval, workers, executor)
+            first = _follow(target, pm, folder, name, not no_graph, as_json, watch, interval, workers, executor,
+                            ignore_files=not no_ignore)
     if first is not None and first.files_failed and not allow_failures and not watch:
         click.echo(f"{len(first.files_failed)} file(s) failed; exit status 1 (--allow-failures keeps 0)", err=True)
         sys.exit(1)
@@ -226,24 +229,26 @@ def _stop_signals() -> Iterator[tuple[threading.Event, threading.Event]]:
 
 
 def _follow(target, pm, folder: str, brain: str, graph: bool, as_json: bool, watch: bool, interval: float,
-            workers: int | None = None, executor=None):
+            workers: int | None = None, executor=None, *, ignore_files: bool = True):
     """A first run, then with ``watch`` one quiet run per poll, printing those that changed something.
 
     Returns the first run's summary (None when it was stopped).
     """
     try:
         if not watch:
-            return _run_once(target, folder, brain, graph, as_json, pm, workers, executor=executor)
+            return _run_once(target, folder, brain, graph, as_json, pm, workers, executor=executor,
+                             ignore_files=ignore_files)
         with _stop_signals() as (stop, busy):
             first = None
             try:
                 busy.set()
-                first = _run_once(target, folder, brain, graph, as_json, pm, workers, executor=executor)
+                first = _run_once(target, folder, brain, graph, as_json, pm, workers, executor=executor,
+                                  ignore_files=ignore_files)
                 busy.clear()
                 while not stop.wait(interval):
                     busy.set()
                     summary = _run_once(target, folder, brain, graph, as_json, pm, workers, quiet=True,
-                                        executor=executor)
+                                        executor=executor, ignore_files=ignore_files)
                     busy.clear()
                     if summary.files_indexed or summary.files_removed or summary.files_failed:
                         _print_summary(summary, as_json)

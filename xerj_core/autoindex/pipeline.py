@@ -60,7 +60,7 @@ from xerj_core.autoindex.sink import (
     doc_ref,
     split_ref,
 )
-from xerj_core.autoindex.walk import UNREADABLE, FileEntry, Skipped, walk
+from xerj_core.autoindex.walk import IGNORED, UNREADABLE, FileEntry, Skipped, walk
 from xerj_core.errors import BatchFailed, IllegalArgument, PluginError
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, MAX_TYPE_BYTES, node_id_problem, validate_brain_name
 from xerj_core.graph.draftcolumns import DraftColumns
@@ -197,7 +197,7 @@ def _noop(_event: str, _count: int) -> None:
 
 def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = None, graph: bool = True,
         progress: Progress = _noop, clock: Callable[[], int] | None = None, pm: Any = None,
-        executor: Executor | None = None, workers: int | None = None) -> RunSummary:
+        executor: Executor | None = None, workers: int | None = None, ignore_files: bool = True) -> RunSummary:
     """Index ``folder`` into ``target`` and, with ``graph``, detect and reconcile the brain's edges.
 
     ``target`` is an engine (the run writes its store through a :class:`LocalSink`)
@@ -209,7 +209,9 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
     detection needs their documents. A file that cannot be read or parsed is
     reported in the summary and whatever was indexed for it before stays.
     Documents are written a batch of whole files per transaction, so an
-    interrupted run leaves every file as it was or as it is now.
+    interrupted run leaves every file as it was or as it is now. With
+    ``ignore_files``, what the folder's ``.gitignore`` and ``.xerjignore`` files
+    leave out is skipped as ``ignored``, and removed if an earlier run indexed it.
 
     Per-file work (reading and parsing, each detector's map steps) runs in
     batches of files through ``executor``; writing stays in this process, and
@@ -238,7 +240,7 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
         # and no cyclic collection while it runs (see RUN_WITHOUT_COLLECTOR)
         with collector_paused() if RUN_WITHOUT_COLLECTOR else contextlib.nullcontext():
             return _run(target, folder, brain=brain, graph=graph, progress=progress, clock=clock, pm=pm,
-                        executor=executor, workers=workers, started=started)
+                        executor=executor, workers=workers, ignore_files=ignore_files, started=started)
     finally:
         if freezing:
             gc.unfreeze()
@@ -246,7 +248,7 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
 
 def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, graph: bool, progress: Progress,
          clock: Callable[[], int] | None, pm: Any, executor: Executor | None, workers: int | None,
-         started: float) -> RunSummary:
+         ignore_files: bool, started: float) -> RunSummary:
     now_ms = (clock or (lambda: int(time.time() * 1000)))()
     sink = target if isinstance(target, BrainSink) else LocalSink.of_engine(target)
     if pm is None:
@@ -264,9 +266,10 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
 
     entries: list[FileEntry] = []
     passed: list[str] = []
-    for item in walk(root):
+    for item in walk(root, ignore_files=ignore_files):
         if isinstance(item, Skipped):
-            passed.append(item.rel_path)
+            if item.kind != IGNORED:  # an ignored file indexed before is removed; any other skip keeps what it had
+                passed.append(item.rel_path)
             if item.kind == UNREADABLE:
                 summary.fail(item.rel_path, item.reason)
             else:

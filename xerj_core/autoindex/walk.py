@@ -8,6 +8,8 @@ from typing import Iterator
 
 import attrs
 
+from xerj_core.autoindex.ignore import Scope, scope_of
+
 # Larger files are reported and skipped: a second brain indexes what people write, not disk images.
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
@@ -33,6 +35,7 @@ SYMLINK_LOOP = "symlink_loop"
 BROKEN_SYMLINK = "broken_symlink"
 NOT_A_FILE = "not_a_regular_file"
 NAME_CLASH = "name_clash"
+IGNORED = "ignored"  # left out by a .gitignore or .xerjignore line; unlike the others, a removal when indexed before
 UNREADABLE = "unreadable"
 
 
@@ -59,17 +62,20 @@ def display_name(name: str) -> str:
     return name
 
 
-def walk(root: Path) -> Iterator[FileEntry | Skipped]:
+def walk(root: Path, *, ignore_files: bool = True) -> Iterator[FileEntry | Skipped]:
     """Yield every file under ``root`` in path order, and a :class:`Skipped` for what cannot be read.
 
     Hidden entries (a leading ``.``: ``.git``, ``.obsidian``) are not part of a
-    corpus. Symbolic links are followed, but a directory reached twice (a link
-    loop, or two links to one place) is walked once and reported the second time.
+    corpus, nor, with ``ignore_files``, what ``.gitignore`` and ``.xerjignore``
+    files leave out (:mod:`xerj_core.autoindex.ignore`): each such file or
+    directory is one ``IGNORED`` skip, and an ignored directory is not entered.
+    Symbolic links are followed, but a directory reached twice (a link loop, or
+    two links to one place) is walked once and reported the second time.
     """
     visited: dict[tuple[int, int], str] = {}  # each directory walked -> where it was walked
-    stack: list[tuple[Path, str]] = [(root, "")]
+    stack: list[tuple[Path, str, Scope | None]] = [(root, "", scope_of(root) if ignore_files else None)]
     while stack:
-        directory, rel_dir = stack.pop()
+        directory, rel_dir, scope = stack.pop()
         try:
             info = directory.stat()
         except OSError as exc:
@@ -90,6 +96,12 @@ def walk(root: Path) -> Iterator[FileEntry | Skipped]:
             continue
         subdirs = []
         names = {entry.name for entry in entries}
+        if scope is not None:
+            try:
+                scope = scope.enter(directory, rel_dir, names)
+            except OSError as exc:  # walked without that file's lines, and the run says so
+                yield Skipped(rel_dir or ".", f"unreadable ignore file {Path(exc.filename or '').name}: "
+                                              f"{exc.strerror or exc}")
         for entry in entries:
             if entry.name.startswith("."):
                 continue
@@ -100,8 +112,13 @@ def walk(root: Path) -> Iterator[FileEntry | Skipped]:
                               NAME_CLASH)
                 continue
             try:
-                if entry.is_dir():
-                    subdirs.append((Path(entry.path), rel))
+                is_dir = entry.is_dir()
+                why = scope.why_ignored(rel, is_dir) if scope is not None else None
+                if why is not None:
+                    yield Skipped(rel, why, IGNORED)
+                    continue
+                if is_dir:
+                    subdirs.append((Path(entry.path), rel, scope))
                     continue
                 if not entry.is_file():
                     if entry.is_symlink():
