@@ -573,6 +573,20 @@ def test_pathcite_and_cratecite():
     assert [(e.src, e.dst, e.evidence.offset) for e in crates] == [("notes.md", "crates/xerj-api/Cargo.toml", 4)]
 
 
+def test_pathcite_leaves_a_local_links_text_to_mdlink_and_reads_a_url_links_text():
+    """A README's `[docs/setup.md](docs/setup.md)` is one edge, mdlink's; a file name linked to its page on a forge
+    names the corpus file no other detector links."""
+    files = {
+        "README.md": b"# R\n\nRead [docs/setup.md](docs/setup.md) and ![docs/shot.png](docs/shot.png), then "
+                     b"[src/x.py](https://example.org/o/r/blob/main/src/x.py).\n",
+        "docs/setup.md": b"setup", "docs/shot.png": b"\x89PNG", "src/x.py": b"x = 1\n",
+    }
+    cites = run(pathcite.PathciteDetector(), files)
+    assert [e.dst for e in cites] == ["src/x.py"]
+    assert cites[0].evidence.quote.startswith("Read [docs/setup.md]")
+    assert [e.dst for e in run(mdlink.MdlinkDetector(), files)] == ["docs/setup.md"]
+
+
 _LINKISH = st.lists(st.sampled_from([b"a", b"Z", b"1", b"+", b".", b"-", b":", b"/", b"://", b"](", b"[[", b"]]",
                                       b"]:", b"[", b"]", b"(", b")", b" ", b"   ", b"\n", b"<", b"\xc3\xa9"]),
                     max_size=60).map(b"".join)

@@ -1,8 +1,8 @@
 """``pathcite``: a bare file path written in prose (``see docs/setup.md``) that names a corpus file.
 
 A candidate is a token with a file extension (``name.ext``, optionally behind
-folders, ``./`` or ``../``), not part of a URL, a Markdown link destination or
-a wikilink (their own detectors read those). It resolves, in order, relative
+folders, ``./`` or ``../``), not part of a URL, a Markdown link destination, a
+local Markdown link's text or a wikilink (their own detectors read those). It resolves, in order, relative
 to the citing file's folder, from the root, and, when it has a folder part, as
 a path suffix (nearest folder wins). Prose means every format but ``code``;
 code spans count, since that is where paths are usually written. Evidence is
@@ -26,7 +26,9 @@ _TOKEN_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0
 _NOT_AFTER = frozenset(b"\\@:%~")
 _NOT_PROSE = re.compile(
     rb"[A-Za-z][A-Za-z0-9+.\-]*://[^\s<>)\]]*"  # URLs
-    rb"|\]\([^)\n]*\)"  # Markdown link destinations
+    # a local Markdown link whole, its text too: `[setup.md](setup.md)` is mdlink's edge, not a second one here
+    rb"|\[[^\]\n]*\]\((?![A-Za-z][A-Za-z0-9+.\-]*:)[^)\n]*\)"
+    rb"|\]\([^)\n]*\)"  # other link destinations: the text of a link to a URL is prose (`[x.py](https://...)`)
     rb"|\[\[[^\]\n]*\]\]"  # wikilinks
     rb"|^ {0,3}\[[^\]\n]+\]:[^\n]*"  # link reference definitions
     , re.M
