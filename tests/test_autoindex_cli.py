@@ -55,6 +55,7 @@ def make_notes(folder: Path) -> None:
 def test_xerj_brain_indexes_then_serves_the_folder(tmp_path):
     notes = tmp_path / "my notes"
     make_notes(notes)
+    (notes / "rest.py").write_text('"""The rest, as code."""\n')  # a second dataset: code
     port = free_port()
     proc = subprocess.Popen([*XERJ, "brain", str(notes), "--data-dir", str(tmp_path / "data"), "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -78,6 +79,10 @@ def test_xerj_brain_indexes_then_serves_the_folder(tmp_path):
         (ego_url,) = [line.split(None, 1)[1] for line in printed if line.startswith("ego:")]
         printed_ego = get_json(ego_url, auth())
         assert printed_ego["node"] == "beta.md" and printed_ego["node_found"] and printed_ego["edges"]
+        # and the printed search URL searches every dataset of the folder
+        (search_url,) = [line.split(None, 1)[1] for line in printed if line.startswith("search:")]
+        found = get_json(search_url.replace("<words>", "rest") + "&size=10", auth())
+        assert {hit["_index"].split("-")[1] for hit in found["hits"]["hits"]} == {"notes", "code"}
     finally:
         proc.send_signal(signal.SIGTERM)
         output = "\n".join(printed) + proc.communicate(timeout=30)[0]

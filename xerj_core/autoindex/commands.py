@@ -373,9 +373,9 @@ def _print_urls(base: str, name: str, summary: Any, hub: str | None) -> None:
     if hub is not None:
         click.echo(f"  ego:      {base}/_graph/{name}/ego?"
                    + urllib.parse.urlencode({"node": hub, "hops": 2, "include_nodes": "true"}))
-    first = next(iter(summary.datasets), None)
-    if first:
-        click.echo(f"  search:   {base}/{first}/_search?q=<words>")
+    if summary.datasets:
+        # every dataset of the folder (notes, code, web pages, a plugin's), not only the first
+        click.echo(f"  search:   {base}/{','.join(summary.datasets)}/_search?q=<words>")
 
 
 def _print_share(folder: str, brain: str | None, base: str, open_mode: bool) -> None:
