@@ -577,6 +577,9 @@ def test_cargo_manifest_and_python_sections():
     ("run", b"#!/usr/bin/python3.11 -u\n", "python"), ("run", b"#!/bin/bash\n", "shell"),
     ("run", b"#!/usr/bin/env\n", None), ("run", b"echo hi\n", None), ("x.m", b"", None), ("d.json", b"", None),
     ("vendor.min.css", b"", None), ("notes.txt", b"#!/bin/sh\n", None),
+    ("test/exec.bats", b"", "shell"), ("test/run", b"#!/usr/bin/env bats\n", "shell"),
+    ("src/Makefile.in", b"", "make"), ("meson.build", b"", "meson"), ("tools/x.psm1", b"", "powershell"),
+    ("build", b"#!/usr/bin/env pwsh\n", "powershell"), ("defs.bzl", b"", "starlark"),
 ])
 def test_a_source_file_s_language_comes_from_its_name_or_its_first_line(path, head, language):
     assert code.language_of(path, head) == language
@@ -661,7 +664,12 @@ BUILTINS = [markdown.MarkdownFormat(), text.TextFormat(), html.HtmlFormat(), ema
         ("cmd/main.go", b"package main", "code"),
         ("Makefile", b"all:\n", "code"),
         ("bin/deploy", b"#!/bin/sh\nexit 0\n", "code"),
-        ("bin/odd", b"#!/opt/odd/interpreter\n", "text"),  # an unknown interpreter: still text
+        ("bin/odd", b"#!/opt/odd/interpreter\n", "text"),
+        # pyenv's own tree: its bats tests, a script bats runs, and autoconf's Makefile template
+        ("test/exec.bats", b"#!/usr/bin/env bats\n\nload test_helper\n", "code"),
+        ("test/run", b"#!/usr/bin/env bats\n", "code"),
+        ("src/Makefile.in", b"CC = @CC@\n", "code"),
+        ("meson.build", b"project('x', 'c')\n", "code"),  # an unknown interpreter: still text
         ("include/c++/12/vector", b"// <vector> -*- C++ -*-\n", "code"),  # an editor's mode line
         ("clip.ts", b"\x47\x40\x00\x10\x00", None),  # MPEG transport stream, not TypeScript
         ("app.min.js", b"var a=1;", None),

@@ -64,7 +64,8 @@ LANGUAGES = {
     ".rb": "ruby", ".php": "php", ".pl": "perl", ".pm": "perl", ".lua": "lua", ".r": "r", ".jl": "julia",
     ".hs": "haskell", ".ml": "ocaml", ".mli": "ocaml", ".ex": "elixir", ".exs": "elixir", ".erl": "erlang",
     ".hrl": "erlang", ".awk": "awk", ".perl": "perl", ".clj": "clojure", ".cljs": "clojure", ".nim": "nim",
-    ".sh": "shell", ".bash": "shell", ".zsh": "shell", ".fish": "shell", ".ps1": "powershell", ".sql": "sql",
+    ".sh": "shell", ".bash": "shell", ".zsh": "shell", ".fish": "shell", ".bats": "shell", ".ps1": "powershell",
+    ".psm1": "powershell", ".tcl": "tcl", ".bzl": "starlark", ".sql": "sql",
     ".proto": "protobuf", ".graphql": "graphql", ".tf": "terraform", ".css": "css", ".scss": "css", ".sass": "css",
     ".less": "css", ".cmake": "cmake", ".mk": "make", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml",
     ".ini": "ini", ".cfg": "ini", ".pyx": "cython", ".pxd": "cython", ".pxi": "cython", ".f": "fortran",
@@ -75,12 +76,15 @@ BUILD_FILES = {
     "Makefile": "make", "makefile": "make", "GNUmakefile": "make", "Dockerfile": "dockerfile",
     "Containerfile": "dockerfile", "CMakeLists.txt": "cmake", "Jenkinsfile": "groovy", "Vagrantfile": "ruby",
     "Rakefile": "ruby", "Gemfile": "ruby", "Justfile": "just", "justfile": "just", "go.mod": "gomod",
+    "Makefile.am": "make", "Makefile.in": "make", "meson.build": "meson", "BUILD.bazel": "starlark",
+    "MODULE.bazel": "starlark", "WORKSPACE.bazel": "starlark",
 }
 # A script's interpreter (the ``#!`` line's program, or the one ``env`` runs) -> language.
 INTERPRETERS = {
     "sh": "shell", "bash": "shell", "dash": "shell", "zsh": "shell", "ksh": "shell", "fish": "shell",
     "python": "python", "perl": "perl", "ruby": "ruby", "node": "javascript", "deno": "typescript",
-    "lua": "lua", "php": "php", "Rscript": "r", "awk": "awk", "gawk": "awk", "tclsh": "tcl",
+    "lua": "lua", "php": "php", "Rscript": "r", "awk": "awk", "gawk": "awk", "tclsh": "tcl", "wish": "tcl",
+    "bats": "shell", "pwsh": "powershell",
 }
 # ``#!/usr/bin/env -S python3 -u``, ``#! /bin/sh``, ``#!/usr/bin/python3.11``: the program's name, version cut off.
 _SHEBANG = re.compile(rb"#![ \t]*(?:\S*/)?(?:env[ \t]+(?:-\S+[ \t]+)*)?([A-Za-z]+)")
@@ -100,8 +104,9 @@ class CodeFormat:
     name = "code"
     dataset = "ax-code"
     priority = 10
-    # 2: the other languages, scripts and build files; ``language`` on every document. 3: generated files declined
-    version = 3
+    # 2: the other languages, scripts and build files; ``language`` on every document. 3: generated files declined.
+    # 4: bats, PowerShell modules, Tcl, Starlark; automake, meson and Bazel build files
+    version = 4
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         name = file_name(rel_path)
