@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -218,13 +219,22 @@ while True:
 """
 
 
+def bytes_logged(data: Path) -> int:
+    """The size of every log file now; a writer may rotate ``audit.jsonl`` away between the listing and a stat."""
+    total = 0
+    for path in data.glob("audit*.jsonl"):
+        with contextlib.suppress(FileNotFoundError):
+            total += path.stat().st_size
+    return total
+
+
 def test_kill_9_in_the_middle_of_a_burst_leaves_a_chain_that_verifies_or_reports_the_torn_line(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     procs = [subprocess.Popen([sys.executable, "-c", APPENDER, str(data), "20000", f"p{k}"]) for k in range(3)]
     try:
         deadline = time.monotonic() + 30
-        while sum(p.stat().st_size for p in data.glob("audit*.jsonl")) < 60_000 and time.monotonic() < deadline:
+        while bytes_logged(data) < 60_000 and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         for proc in procs:
