@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,6 +19,10 @@ from xerj_core.engine import Engine
 
 REPO = Path(__file__).resolve().parent.parent
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+# git with no user or system configuration read, nor a user's default excludes file (~/.config/git/ignore): the
+# walk reads neither, so the oracle must not
+GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "HOME": os.devnull,
+           "XDG_CONFIG_HOME": os.devnull}
 
 
 def make(root: Path, files: dict[str, str]) -> Path:
@@ -36,10 +41,9 @@ def walked(root: Path, **options) -> tuple[set[str], dict[str, Skipped]]:
 
 def git_keeps(root: Path, *, cwd: Path | None = None) -> set[str]:
     """The files under ``root`` git would offer to add (untracked, not ignored), root-relative, hidden ones left
-    out as the walk leaves them out; no user or system git configuration is read."""
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(root)}
+    out as the walk leaves them out."""
     out = subprocess.run(["git", "ls-files", "--others", "--exclude-standard", "-z", "--", "."],
-                         cwd=cwd or root, env=env, capture_output=True, check=True).stdout
+                         cwd=cwd or root, env=GIT_ENV, capture_output=True, check=True).stdout
     return {rel for rel in out.decode().split("\0") if rel and not any(p.startswith(".") for p in rel.split("/"))}
 
 
@@ -54,8 +58,7 @@ def live_edges(engine, brain: str) -> set[tuple[str, str]]:
 
 
 def git_init(root: Path) -> None:
-    subprocess.run(["git", "init", "-q", str(root)], check=True,
-                   env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
+    subprocess.run(["git", "init", "-q", str(root)], check=True, env=GIT_ENV)
 
 
 # A tree with the rules' corners: directory-only patterns, globs, anchoring, `**`, negation in the same file and in
@@ -69,7 +72,8 @@ TRICKY = {
     "docs/draft-1.md": "no\n", "docs/deep/more/draft-2.md": "no\n", "docs/final.md": "kept\n",
     "web/node_modules/pkg/index.js": "no\n",
     "lib/a.py": "no\n", "lib/keep/b.py": "kept\n",
-    "sub/.gitignore": "!debug.log\n*.md\n", "sub/debug.log": "taken back by the deeper file\n",
+    # lines pathspec refuses and git passes over (a lone `!`, a trailing backslash) count as lines and match nothing
+    "sub/.gitignore": "!\n!debug.log\nwhy\\\n*.md\n", "sub/debug.log": "taken back by the deeper file\n",
     "sub/notes.md": "no\n", "sub/code.py": "kept\n",
     "build/.gitignore": "!out.py\n",  # inside an ignored directory: never read, out.py stays out
     "data/.xerjignore": "*.csv\n!wanted.log\n", "data/x.csv": "no\n", "data/wanted.log": "taken back\n",
@@ -91,7 +95,7 @@ def test_the_walk_leaves_out_what_each_ignore_file_says_and_names_the_line(tmp_p
     # blank lines and comments count: each reason names its file, line and pattern
     assert skipped["build"].reason == "ignored by .gitignore line 3: build/"
     assert skipped["lib/a.py"].reason == "ignored by .gitignore line 11: lib/*"
-    assert skipped["sub/notes.md"].reason == "ignored by sub/.gitignore line 2: *.md"
+    assert skipped["sub/notes.md"].reason == "ignored by sub/.gitignore line 4: *.md"
     assert skipped["data/x.csv"].reason == "ignored by data/.xerjignore line 1: *.csv"
     # an ignored directory is one skip, not entered
     assert not any(rel.startswith("build/") for rel in skipped)
@@ -139,6 +143,14 @@ def test_a_subfolder_of_a_repository_takes_the_rules_above_it_unless_they_leave_
     # a folder the repository leaves out, named on purpose, is walked under its own rules only
     assert walked(repo / "build")[0] == {"notes.md", "gen.tmp"}
     assert ignore.scope_of(repo / "build").rules == ()
+
+
+def test_a_home_kept_in_git_that_ignores_everything_still_indexes_a_folder_named_in_it(tmp_path):
+    """Dotfiles kept in a repository at ~ often ignore `*` and add files by force; ~/notes is still a folder."""
+    home = make(tmp_path / "home", {".gitignore": "*\n", "notes/a.md": "# A\n", "notes/sub/b.md": "# B\n"})
+    (home / ".git").mkdir()
+    assert walked(home / "notes")[0] == {"a.md", "sub/b.md"}
+    assert {rel: s.kind for rel, s in walked(home)[1].items()} == {"notes": IGNORED}
 
 
 def test_no_ignore_walks_everything_but_hidden_entries(tmp_path):
@@ -198,7 +210,6 @@ def test_the_cli_honours_ignore_files_unless_told_not_to(tmp_path, pm):
     root = make(tmp_path / "proj", {"a.md": "# A\n", "out.log": "x\n", ".gitignore": "*.log\n"})
     runner = CliRunner()
     base = ["autoindex", str(root), "--data-dir", str(tmp_path / "data"), "--json", "--workers", "1"]
-    import json
     result = runner.invoke(build_cli(pm), base)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)

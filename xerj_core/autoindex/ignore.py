@@ -19,6 +19,7 @@ from pathlib import Path
 
 import attrs
 import pathspec
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 # Read in each directory in this order: a later file's verdict overrides an earlier one's.
 IGNORE_FILES = (".gitignore", ".xerjignore")
@@ -49,7 +50,16 @@ def compile_file(path: Path, name: str, base: str) -> IgnoreFile:
     text = path.read_bytes().decode("utf-8", "replace")
     # pathspec drops blank lines from its patterns; a comment in their place keeps each pattern at its line's index
     lines = [line if line.strip() else "#" for line in text.splitlines()]
-    return IgnoreFile(name, pathspec.GitIgnoreSpec.from_lines(lines), len(base) + 1 if base else 0)
+    return IgnoreFile(name, pathspec.GitIgnoreSpec.from_lines(lines, _pattern), len(base) + 1 if base else 0)
+
+
+def _pattern(line: str) -> GitIgnoreSpecPattern:
+    """``line``'s pattern, or a comment's (matching nothing) for a line git passes over and pathspec refuses (a
+    lone ``!``, a trailing ``\\``): one bad line in a repository's ``.gitignore`` must not stop a run."""
+    try:
+        return GitIgnoreSpecPattern(line)
+    except ValueError:  # pathspec's GitIgnorePatternError
+        return GitIgnoreSpecPattern("#")
 
 
 def _files_of(directory: Path, base: str, name_of) -> list[IgnoreFile]:

@@ -296,7 +296,8 @@ def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: 
         try:
             docs = tuple(parse_file(plugins.formats, entry.rel_path, data, entry.mtime_ms) or ())
         except FormatDeclined as exc:  # remembered with its digest, as a file no format reads is
-            outcomes.append(ParseOutcome(entry, (), xxhash.xxh3_64_hexdigest(data), declined=Declined(exc.kind, exc.reason)))
+            outcomes.append(ParseOutcome(entry, (), xxhash.xxh3_64_hexdigest(data),
+                                         declined=Declined(exc.kind, exc.reason)))
             continue
         except FormatError as exc:
             outcomes.append(ParseOutcome(entry, failure=exc.reason))
