@@ -67,10 +67,14 @@ class _SnapshotSegments:
     _load_column = IndexWrite._load_column
     _merge_postings = IndexWrite._merge_postings
     _stored_postings = IndexWrite._stored_postings
+    _segment_postings = IndexWrite._segment_postings
 
     def __init__(self, raw: Any, dbs: dict[str, Any], ix: int) -> None:
         self.txn = attrs.make_class("View", ["raw", "dbs"])(raw, dbs)
         self.ix = ix
+        # A merge planned from a snapshot reads every segment as stored and keeps nothing.
+        self.segment_runs: dict[tuple[int, int], dict[str, Any]] = {}
+        self.keep_runs_rows = 0
 
 
 def plan(raw: Any, dbs: dict[str, Any], name: str, tail_rows: int) -> MergePlan | None:

@@ -139,6 +139,10 @@ class IndexWrite:
         # those the tail holds after this transaction (set by finish when they are all known).
         self.known_tail = txn.known_tail(ix, self.state)
         self.tail_after: list[Block] | None = None
+        # The postings of small sealed segments as this process wrote them, by (start, end) and field (see
+        # WriteTxn.known_segment_runs): the merge that takes them reads these instead of their stored buckets.
+        self.segment_runs = txn.known_segment_runs(ix, self.state)
+        self.keep_runs_rows = txn.tail_rows if isinstance(txn.raw, lmdb.Transaction) else 0
         self.finished = False
         # Terms and keyword values too long to be keys, left out of this transaction's rows.
         self.skipped = {"terms": 0, "keywords": 0}
@@ -1290,9 +1294,18 @@ class IndexWrite:
         merge costs one sort and a put per bucket and large term, not a decode
         and re-encode per term.
         """
-        runs = [self._stored_postings(start, path) for start, _end in old_segments]
+        runs = [self._segment_postings(start, end, path) for start, end in old_segments]
         runs += leaving
-        return _cut_postings(runs, new_segments)
+        kept: dict[tuple[int, int], PostingRun] | None = {} if self.keep_runs_rows else None
+        cut = _cut_postings(runs, new_segments, kept=kept, kept_rows=self.keep_runs_rows)
+        for segment, run in (kept or {}).items():
+            self.segment_runs.setdefault(segment, {})[path] = run
+        return cut
+
+    def _segment_postings(self, start: int, end: int, path: str) -> PostingRun:
+        """A sealed segment's postings of ``path``: as this process wrote them when it kept them, else read."""
+        run = self.segment_runs.get((start, end), {}).get(path)
+        return run if run is not None else self._stored_postings(start, path)
 
     def _stored_postings(self, start: int, path: str, renumber: np.ndarray | None = None) -> PostingRun:
         """A stored segment's postings of ``path`` as a run (terms as key bytes); with ``renumber`` dead rows (-1)
@@ -1315,16 +1328,37 @@ class IndexWrite:
 
     def _drop_segment(self, start: int) -> None:
         raw, db = self.txn.raw, self.txn.dbs
+        for segment in [segment for segment in self.segment_runs if segment[0] == start]:
+            del self.segment_runs[segment]
         prefix = keys.seg_key(self.ix, start)
         for name in ("cols", "post"):
             _delete_prefix(raw, db[name], prefix)
         raw.delete(prefix, db=db["segs"])
 
 
-def _cut_postings(runs: list[PostingRun], segments: list[tuple[int, int]], packed: bool = True) -> CutPostings:
+@attrs.frozen
+class SegmentRuns:
+    """What a store keeps of one index's small sealed segments after a commit: the index's generation then,
+    each segment's postings runs by field, and their size in bytes."""
+
+    generation: int
+    runs: dict[tuple[int, int], dict[str, PostingRun]]
+    size: int
+
+
+def _run_bytes(run: PostingRun) -> int:
+    terms, counts, rows, tfs = run
+    # a bytes object's own header is about 33 bytes
+    names = terms.nbytes if isinstance(terms, np.ndarray) else sum(map(len, terms)) + 41 * len(terms)
+    return names + sum(part.nbytes for part in (counts, rows, tfs) if part is not None)
+
+
+def _cut_postings(runs: list[PostingRun], segments: list[tuple[int, int]], packed: bool = True,
+                  kept: dict[tuple[int, int], PostingRun] | None = None, kept_rows: int = 0) -> CutPostings:
     """Runs of postings grouped per (segment, term) and packed per segment (``postpack.pack``; with ``packed``
     False a key per term), each segment's keys in key order, which LMDB inserts fastest; ``runs`` is emptied as
-    it is read."""
+    it is read. ``kept``: where each segment of at most ``kept_rows`` rows gets its grouped postings as a run
+    of its own (copies, so they do not hold the whole merge's arrays)."""
     seg, names, rows, tfs, bounds = tailblock.grouped(runs, np.array([start for start, _end in segments], np.int64))
     if not len(names):
         return [(0, [], []) for _segment in segments]
@@ -1336,6 +1370,9 @@ def _cut_postings(runs: list[PostingRun], segments: list[tuple[int, int]], packe
             cut.append((0, [], []))
             continue
         p_lo, p_hi = int(bounds[lo]), int(bounds[hi])
+        if kept is not None and segments[i][1] - segments[i][0] <= kept_rows:
+            terms = names[lo:hi].copy() if isinstance(names, np.ndarray) else names[lo:hi]
+            kept[segments[i]] = (terms, np.diff(bounds[lo:hi + 1]), rows[p_lo:p_hi].copy(), tfs[p_lo:p_hi].copy())
         if not packed:
             terms = names[lo:hi].tolist() if isinstance(names, np.ndarray) else names[lo:hi]
             cut.append((0, terms, encode_postings_many(rows[p_lo:p_hi], tfs[p_lo:p_hi], bounds[lo:hi + 1] - p_lo)))
@@ -1489,7 +1526,8 @@ class WriteTxn:
                  committed_terms: dict[tuple[int, str], dict[str, int]] | None = None,
                  tails: dict[int, tuple[int, int, list[Block]]] | None = None,
                  merge_above: int | None = None,
-                 dict_runs: dict[tuple[int, str, int, int], Any] | None = None) -> None:
+                 dict_runs: dict[tuple[int, str, int, int], Any] | None = None,
+                 segment_runs: dict[int, SegmentRuns] | None = None) -> None:
         self.raw = raw
         # Sealed rows a seal may merge in the write; a bigger merge is left to the merge thread (None: none is).
         self.merge_above = merge_above
@@ -1502,6 +1540,9 @@ class WriteTxn:
         # index number -> (generation, first tail row, the tail's blocks) as this process committed them
         # (read-only here; see remember_tails).
         self.tails = tails if tails is not None else {}
+        # index number -> the small sealed segments' postings as this process committed them (read-only here;
+        # see remember_segment_runs).
+        self.segment_runs = segment_runs if segment_runs is not None else {}
         self._open: dict[str, IndexWrite] = {}
         self.dropped: list[str] = []
 
@@ -1701,6 +1742,35 @@ class WriteTxn:
                 or found[2][-1].end != state.next_row or not isinstance(self.raw, lmdb.Transaction)):
             return None
         return found[2]
+
+    def known_segment_runs(self, ix: int, state: keys.IndexState) -> dict[tuple[int, int], dict[str, PostingRun]]:
+        """The postings runs this process kept of index ``ix``'s small sealed segments, when nobody wrote the
+        index since it committed them (same generation), as a copy this transaction may change; else none."""
+        found = self.segment_runs.get(ix)
+        if found is None or found.generation != state.generation or not isinstance(self.raw, lmdb.Transaction):
+            return {}
+        return {segment: dict(by_path) for segment, by_path in found.runs.items()}
+
+    def remember_segment_runs(self, shared: dict[int, SegmentRuns], budget: int) -> None:
+        """After the commit: the runs each written index keeps of its small segments, newest first within
+        ``budget`` bytes over every index (other indices' are forgotten first)."""
+        for target in self._open.values():
+            if not target.finished:
+                continue
+            shared.pop(target.ix, None)
+            if target.compacted or not target.segment_runs:
+                continue
+            kept, size = {}, 0
+            for segment in sorted(target.segment_runs, reverse=True):
+                by_path = target.segment_runs[segment]
+                more = sum(map(_run_bytes, by_path.values()))
+                if size + more > budget:
+                    break
+                kept[segment], size = by_path, size + more
+            while shared and size + sum(other.size for other in shared.values()) > budget:
+                shared.pop(next(iter(shared)))
+            if kept:
+                shared[target.ix] = SegmentRuns(target.state.generation, kept, size)
 
     def remember_tails(self, shared: dict[int, tuple[int, int, list[Block]]], limit: int) -> None:
         """After the commit: the tail blocks each index now holds, when all of them are known (so the next seal
