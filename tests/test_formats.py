@@ -508,10 +508,33 @@ def test_malformed_email_is_a_format_error_with_a_reason(tmp_path):
     with pytest.raises(FormatError) as caught:
         fmt.parse("x.mbox", b"Subject: hi\n\nbody\n", MTIME)
     assert "From " in caught.value.reason
+
+
+def test_a_mailbox_keeps_its_messages_around_one_that_is_not_a_message(tmp_path):
     good = bytes(make_message("ok", "<ok@x>"))
-    with pytest.raises(FormatError) as caught:
-        fmt.parse("y.mbox", b"From a@x Mon Jan 1 00:00:00 2024\n" + good + b"\nFrom b@x Mon Jan 1 00:00:00 2024\nnonsense\n", MTIME)
-    assert "message 2" in caught.value.reason
+    data = (b"From a@x Mon Jan 1 00:00:00 2024\n" + good + b"\nFrom b@x Mon Jan 1 00:00:01 2024\nnonsense here\n"
+            b"\nFrom c@x Mon Jan 1 00:00:02 2024\n" + good)
+    card, first, odd, last = email.EmailFormat().parse("y.mbox", data, MTIME)
+    assert card.fields["messages"] == 3 and card.fields["malformed_messages"] == [2]
+    assert (first.title, last.title, first.fields["message_id"]) == ("ok", "ok", "<ok@x>")
+    assert (odd.doc_id, odd.kind, odd.title, odd.text) == ("y.mbox#msg-2", "message", "(no subject)", "nonsense here")
+    assert "no From, To, Subject, Date or Message-ID" in odd.fields["malformed"]
+    assert "malformed" not in first.fields
+
+
+def test_a_mailbox_is_cut_only_at_separator_lines(tmp_path):
+    """A body line opening with "From " (left unescaped by an mboxo or mboxcl writer) starts no message unless
+    it follows a blank line and carries a time of day, as an envelope line does."""
+    head = b"From: a@x\nSubject: plans\nMessage-ID: <p@x>\n\n"
+    body = b"From 2019 on we met weekly.\n\nFrom the minutes:\nFrom 10 to noon, in room 4.\n"
+    data = (b"From a@x  Tue Feb  4 09:30:00 2025\n" + head + body
+            + b"\nFrom MAILER-DAEMON Tue Feb  4 09:31:00 2025\nSubject: second\n\nhi\n")
+    card, plans, second = email.EmailFormat().parse("z.mbox", data, MTIME)
+    assert card.fields["messages"] == 2 and "malformed_messages" not in card.fields
+    assert plans.text == body.decode().strip() and second.title == "second"
+    # the first line opens the first message even when it carries no date
+    card, only = email.EmailFormat().parse("w.mbox", b"From someone\n" + head + b"words\n", MTIME)
+    assert (card.fields["messages"], only.title, only.text) == (1, "plans", "words")
 
 
 def test_extensionless_mbox_is_sniffed_as_email(tmp_path):

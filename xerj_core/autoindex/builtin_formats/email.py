@@ -16,8 +16,16 @@ written), ``from``, ``to``, ``date`` (and ``date_ms`` when it parses) and
 ``attachments`` (their document ids); an attachment has ``parent`` (its
 message's document id), ``filename``, ``content_type`` and ``size``.
 
-A message with none of From, To, Subject, Date or Message-ID, and an ``.mbox``
-that does not start with a ``From `` line, are refused with a ``FormatError``.
+An ``.eml`` with none of From, To, Subject, Date or Message-ID (a MIME
+fragment, a stray text) and an ``.mbox`` that does not start with a ``From ``
+line are refused with a ``FormatError``. Inside a mailbox, a message is cut at a
+``From `` line that opens the file or follows a blank line and carries a time of
+day (``From nobody Mon Jan  1 00:00:00 2001``), so a body line such as "From 2019
+on, ..." left unescaped by the program that wrote the mailbox does not cut a
+message in two. A message the mailbox holds but that has none of those headers,
+or that the standard library cannot parse, is still indexed (its raw text as
+its body, ``malformed`` saying why) and its number listed in the card's
+``malformed_messages``: one odd message does not cost the mailbox its others.
 """
 
 from __future__ import annotations
@@ -39,7 +47,8 @@ MESSAGE_EXTENSIONS = frozenset({".eml"})
 MAILBOX_EXTENSIONS = frozenset({".mbox", ".mbx"})
 _KNOWN_HEADERS = ("from", "to", "subject", "date", "message-id")
 _MSGID = re.compile(r"<[^<>\s]+>")
-_FROM_LINE = re.compile(rb"^From ", re.M)
+# A separator: "From ", the envelope sender, then a date holding a time of day, at the start or after a blank line.
+_FROM_LINE = re.compile(rb"(?:\A|(?<=\n\n)|(?<=\n\r\n))From \S+[ \t][^\n]*?\d{1,2}:\d{2}[^\n]*$", re.M)
 _ESCAPED_FROM = re.compile(rb"^>(>*From )", re.M)
 _HEADER_IN_HEAD = re.compile(rb"^(?:From|To|Subject|Date|Message-ID):", re.M | re.I)
 
@@ -104,21 +113,24 @@ def _attachments(msg: EmailMessage) -> list[EmailMessage]:
     return found
 
 
-def _parse_message(raw: bytes, where: str) -> EmailMessage:
+def _parse_message(raw: bytes) -> EmailMessage:
+    """The message in ``raw``; a :class:`FormatError` saying why when it is not one."""
     try:
         msg = email.message_from_bytes(raw, policy=email.policy.default)
     except (IndexError, ValueError, TypeError, AttributeError) as exc:
         # The standard library's header parser raises these on some malformed MIME parameters
         # (a Content-Type ending in a bare ";"), found by atheris: a refusal, not a crash.
-        raise FormatError(f"malformed email{where}: {type(exc).__name__}: {exc}") from None
+        raise FormatError(f"malformed email: {type(exc).__name__}: {exc}") from None
     if not any(name in msg for name in _KNOWN_HEADERS):
-        raise FormatError(f"malformed email{where}: no From, To, Subject, Date or Message-ID header")
+        raise FormatError(f"malformed email: no From, To, Subject, Date or Message-ID header")
     return msg  # type: ignore[return-value]
 
 
 def split_mbox(data: bytes) -> list[bytes]:
     """The raw messages of an mbox, each without its ``From `` separator line, ``>From`` unescaped."""
     starts = [m.start() for m in _FROM_LINE.finditer(data)]
+    if data.startswith(b"From ") and starts[:1] != [0]:
+        starts.insert(0, 0)  # the first line opens the first message, whatever its date looks like
     messages = []
     for index, start in enumerate(starts):
         end = starts[index + 1] if index + 1 < len(starts) else len(data)
@@ -135,6 +147,8 @@ class EmailFormat:
     name = "email"
     dataset = "ax-mail"
     priority = 10
+    # 2: mailboxes cut only at separator lines, and their unreadable messages kept rather than failing the file
+    version = 2
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         ext = extension(rel_path)
@@ -145,7 +159,7 @@ class EmailFormat:
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
         ext = extension(rel_path)
         if ext in MESSAGE_EXTENSIONS and not data.startswith(b"From "):
-            msg = _parse_message(data, "")
+            msg = _parse_message(data)
             return self._message_docs(msg, rel_path, mtime_ms, doc_id=rel_path, ordinal=0, att_prefix="#att-")
         if not data.startswith(b"From "):
             raise FormatError("not an mbox: the file must start with a 'From ' separator line")
@@ -162,15 +176,27 @@ class EmailFormat:
             ordinal=0,
             messages=len(raw_messages),
         )
-        docs = [card]
+        docs, malformed = [card], []
         for n, raw in enumerate(raw_messages, start=1):
-            msg = _parse_message(raw, f" (message {n} of the mailbox)")
-            docs.extend(
-                self._message_docs(
-                    msg, rel_path, mtime_ms, doc_id=f"{rel_path}#msg-{n}", ordinal=n, att_prefix=f"#msg-{n}.att-"
-                )
-            )
+            doc_id = f"{rel_path}#msg-{n}"
+            try:
+                msg = _parse_message(raw)
+            except FormatError as refused:
+                malformed.append(n)
+                docs.append(self._unread_message(raw, rel_path, mtime_ms, doc_id, n, refused.reason))
+                continue
+            docs.extend(self._message_docs(msg, rel_path, mtime_ms, doc_id=doc_id, ordinal=n,
+                                           att_prefix=f"#msg-{n}.att-"))
+        if malformed:
+            card.fields["malformed_messages"] = malformed
         return docs
+
+    def _unread_message(self, raw: bytes, rel_path: str, mtime_ms: int, doc_id: str, ordinal: int,
+                        reason: str) -> SourceDocument:
+        """A mailbox's message that is not one the parser reads: its bytes as text, and why."""
+        text = raw.decode("utf-8", "replace").replace("\r\n", "\n").strip()
+        return document(self, rel_path, mtime_ms, doc_id=doc_id, title="(no subject)", text=text,
+                        section="(no subject)", kind="message", ordinal=ordinal, malformed=reason)
 
     def _message_docs(
         self, msg: EmailMessage, rel_path: str, mtime_ms: int, *, doc_id: str, ordinal: int, att_prefix: str
