@@ -430,6 +430,64 @@ def test_a_format_that_raises_its_version_is_read_with_again(tmp_path):
         assert not settled.formats_changed and settled.files_unchanged == 2
 
 
+class _Records:
+    """A third-party format for ``.rec`` files whose card's ``priority`` is the file's first word: a number in one
+    file, a word in another, as a plugin's fields can be."""
+
+    name, dataset, priority = "rec", "ax-notes", 20
+
+    def accepts(self, rel_path, head):
+        return rel_path.endswith(".rec")
+
+    def parse(self, rel_path, data, mtime_ms):
+        card, *rest = text.TextFormat.parse(self, rel_path, data, mtime_ms)
+        first = data.decode().split()[0]
+        card.fields["priority"] = int(first) if first.isdigit() else first
+        return [card, *rest]
+
+
+def records_manager():
+    class Plugin:
+        @hookimpl
+        def xerj_register_formats(self, register):
+            register(_Records())
+    return get_plugin_manager(builtins_only=True, extra_plugins=[("rec", Plugin())])
+
+
+def records_folder(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "a.rec").write_text("3 water the plants\n")
+    (folder / "b.rec").write_text("high fix the roof\n")
+    (folder / "c.rec").write_text("5 paint the fence\n")
+    (folder / "plan.md").write_text("# Plan\n\nSee a.rec and c.rec.\n")
+    return folder
+
+
+def test_a_document_the_store_refuses_fails_its_file_and_the_run_goes_on(tmp_path):
+    """A field mapped as a number by one file's document and given a word by another's: that file is reported
+    failed with the document and the store's reason, the others are written, and the next run tries it again."""
+    folder = records_folder(tmp_path / "records")
+    pm = records_manager()
+    with Engine(tmp_path / "d", pm) as eng:
+        first = run(eng, folder, brain="records", pm=pm)
+        assert [f["path"] for f in first.files_failed] == ["b.rec"]
+        reason = first.files_failed[0]["reason"]
+        assert reason.startswith("document [b.rec] was refused: mapper_parsing_exception:") and "priority" in reason
+        assert first.files_indexed == 3
+        with eng.store.reader(index_of(eng, "records")) as reader:
+            written = sorted(reader.id_of(int(row)) for row in reader.live_rows())
+        assert written == ["a.rec", "c.rec", "plan.md", "plan.md#plan"]
+        again = run(eng, folder, brain="records", pm=pm)
+        assert [f["path"] for f in again.files_failed] == ["b.rec"] and again.files_unchanged == 3
+        (folder / "b.rec").write_text("7 fix the roof\n")
+        fixed = run(eng, folder, brain="records", pm=pm)
+        assert not fixed.files_failed and fixed.files_indexed == 1
+    result = CliRunner().invoke(build_cli(pm), ["autoindex", str(records_folder(tmp_path / "cli")), "--data-dir",
+                                                str(tmp_path / "cli-data"), "--json"])
+    summary = json.JSONDecoder().raw_decode(result.output)[0]  # then the line saying a file failed
+    assert result.exit_code == 1 and summary["files_failed"][0]["path"] == "b.rec"
+
+
 def test_source_files_scripts_and_conventional_documents_are_read(engine, tmp_path):
     """What a project folder holds beside Markdown: sources in many languages, scripts known by their ``#!`` line,
     build files, and documents named by convention whatever their suffix (``README.Debian``, also gzipped), each

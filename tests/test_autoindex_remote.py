@@ -19,7 +19,8 @@ from xerj_core.engine import Engine
 from xerj_core.plugins import get_plugin_manager
 
 from .conftest import CORPORA
-from .test_autoindex import _site_with_generated_scripts, copy_corpus, edges_of, save_again
+from .test_autoindex import (_site_with_generated_scripts, copy_corpus, edges_of, records_folder, records_manager,
+                             save_again)
 from .test_http_serve import Server, free_port, request
 
 FOAM = CORPORA / "foam-docs"
@@ -221,3 +222,15 @@ def test_a_generated_script_is_skipped_as_generated_and_remembered_so_over_the_u
     assert first["skipped_by_kind"] == {"generated": 2} and not first["files_failed"]
     again = autoindex(str(folder), "--brain", "generated", "--url", url)
     assert again["files_unchanged"] == 3 and again["files_skipped"] == first["files_skipped"]
+
+
+def test_a_document_the_server_refuses_fails_its_file_over_the_url(server, url, tmp_path):
+    """The server names the file whose document it refused; the run goes on without that file, as embedded."""
+    pm = records_manager()
+    folder = records_folder(tmp_path / "records")
+    first = run(RemoteSink(url), folder, brain="remote-records", pm=pm)
+    assert [f["path"] for f in first.files_failed] == ["b.rec"] and first.files_indexed == 3
+    assert first.files_failed[0]["reason"].startswith("document [b.rec] was refused: mapper_parsing_exception:")
+    (folder / "b.rec").write_text("7 fix the roof\n")
+    fixed = run(RemoteSink(url), folder, brain="remote-records", pm=pm)
+    assert not fixed.files_failed and fixed.files_indexed == 1 and fixed.files_unchanged == 3

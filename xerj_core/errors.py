@@ -131,6 +131,23 @@ class FormatDeclined(FormatError):
         self.kind = kind
 
 
+class DocumentRefused(FormatError):
+    """A document a file's format made that the store refused (a field's value of another type than the index
+    maps it to, a term too long): the file is reported failed, with the document and the store's reason, and
+    the run goes on with the other files."""
+
+    error_type = "document_refused_exception"
+
+    def __init__(self, reason: str, *, path: str, doc_id: str) -> None:
+        XerjError.__init__(self, reason, path=path, doc_id=doc_id)
+        self.path, self.doc_id = path, doc_id
+
+    @classmethod
+    def of(cls, path: str, doc_id: str, cause: Exception) -> "DocumentRefused":
+        kind, reason = getattr(cause, "error_type", type(cause).__name__), getattr(cause, "reason", str(cause))
+        return cls(f"document [{doc_id}] was refused: {kind}: {reason}", path=path, doc_id=doc_id)
+
+
 class SearchContextMissing(XerjError):
     """A scroll or point in time that expired, was closed, or belongs to another caller (all read the same)."""
 

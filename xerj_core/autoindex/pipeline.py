@@ -61,7 +61,7 @@ from xerj_core.autoindex.sink import (
     split_ref,
 )
 from xerj_core.autoindex.walk import IGNORED, UNREADABLE, FileEntry, Skipped, walk
-from xerj_core.errors import BatchFailed, IllegalArgument, PluginError
+from xerj_core.errors import BatchFailed, DocumentRefused, IllegalArgument, PluginError
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, MAX_TYPE_BYTES, node_id_problem, validate_brain_name
 from xerj_core.graph.draftcolumns import DraftColumns
 from xerj_core.model import EdgeDraft
@@ -948,7 +948,7 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
             counts = [parsed.counted if parsed is not None else () for _path, parsed in work[:take]]
             del work[:take]
             size = min(size * 2, BATCH_FILES)
-            count = sink.write_files(brain, batch, now_ms, counted=counts)
+            count = _write_files(sink, brain, batch, now_ms, counts, summary, changed)
             del batch
             summary.documents += count
             progress("documents", count)
@@ -983,6 +983,24 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
     work.extend((path, None) for path in removed)
     flush(everything=True)
     return changed
+
+
+def _write_files(sink: BrainSink, brain: str, batch: list[FileWrite], now_ms: int, counts: list[Any],
+                 summary: RunSummary, changed: dict[str, tuple[str, ...]]) -> int:
+    """Write a batch of files in one transaction; a file one of whose documents the store refuses is reported
+    failed (its documents and state not written, so the next run reads it again) and the others are written
+    without it. Returns how many documents were written."""
+    while batch:
+        try:
+            return sink.write_files(brain, batch, now_ms, counted=counts)
+        except DocumentRefused as refused:
+            at = next((i for i, item in enumerate(batch) if item.path == refused.path), None)
+            if at is None:
+                raise
+            summary.fail(refused.path, refused.reason)
+            changed.pop(refused.path, None)
+            del batch[at], counts[at]
+    return 0
 
 
 def _take_back_while_waiting(runner: _Runner, parses: list[Future | None], position: int,

@@ -21,7 +21,7 @@ from xerj_core.autoindex import wire
 from xerj_core.autoindex.parsecache import user_cache_dir
 from xerj_core.autoindex.sink import BrainState, EdgeWriteSummary, FileWrite, RunFinish, StandingEdges
 from xerj_core.credentials import authorization_header
-from xerj_core.errors import IllegalArgument, ParsingError, XerjError
+from xerj_core.errors import DocumentRefused, IllegalArgument, ParsingError, XerjError
 from xerj_core.model import EdgeDraft
 from xerj_core.text import CountedTerms
 
@@ -90,7 +90,9 @@ class RemoteSink:
             raise RemoteError(f"the server at {self.url} answered {method} {path} with a body that is not JSON; "
                               f"is it a xerj server?") from None
 
-    def _refusal(self, method: str, path: str, exc: urllib.error.HTTPError) -> RemoteError:
+    def _refusal(self, method: str, path: str, exc: urllib.error.HTTPError) -> XerjError:
+        """What the server's refusal means here: a document it refused names its file (the run goes on without
+        that file), anything else is a RemoteError with the server's status."""
         try:
             body = orjson.loads(exc.read() or b"null")
         except (orjson.JSONDecodeError, OSError):
@@ -106,6 +108,9 @@ class RemoteSink:
             if exc.code == 401:
                 hint = " (the server is secured: pass --api-key, set XERJ_API_KEY, or run where its data " \
                        "directory's admin.key can be read)"
+            if kind == DocumentRefused.error_type and isinstance(error.get("path"), str) \
+                    and isinstance(error.get("doc_id"), str):
+                return DocumentRefused(error["reason"], path=error["path"], doc_id=error["doc_id"])
             refused = RemoteError(f"the xerj server at {self.url} refused {method} {path}: {kind}: "
                                   f"{error['reason']}{hint}")
             refused.error_type = kind

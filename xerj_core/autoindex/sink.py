@@ -17,7 +17,7 @@ import attrs
 import numpy as np
 import xxhash
 
-from xerj_core.errors import IndexNotFound
+from xerj_core.errors import DocumentRefused, IndexNotFound
 from xerj_core.graph.brain import edges_index
 from xerj_core.model import EdgeDraft
 from xerj_core.store import residency
@@ -455,6 +455,7 @@ class LocalSink:
             # those of putting them one by one); a batch's files never share a document id, so the deletes of
             # stale documents (ids the files no longer yield) are independent of the puts.
             puts: dict[str, list[tuple[Any, str, str]]] = {}
+            owners: dict[str, list[str]] = {}  # per index, the file each put comes from, to name a refused one
             counts: dict[str, list[CountedTerms | None]] = {}
             uncounted = repeat(None)
             # strict: a count list out of step with its documents is a bug to surface, never documents dropped
@@ -462,6 +463,7 @@ class LocalSink:
                 refs = list(item.kept)
                 for doc, terms in zip(item.documents, found, strict=True) if found else zip(item.documents, uncounted):
                     puts.setdefault(doc.index, []).append((doc.source, doc.id, "index"))
+                    owners.setdefault(doc.index, []).append(item.path)
                     counts.setdefault(doc.index, []).append(terms)
                     refs.append(doc_ref(doc.index, doc.id))
                     written += 1
@@ -489,7 +491,11 @@ class LocalSink:
                     txn.index(index).put_many_counted(items, COUNTED_FIELD, terms)
                 refused = first_refusal(outcomes)
                 if refused is not None:
-                    raise refused  # the whole batch is refused, as a refused put always refused it
+                    if index == FILES_INDEX:
+                        raise refused
+                    # the transaction is given up; the run writes the batch again without that file
+                    at = next(i for i, outcome in enumerate(outcomes) if outcome is refused)
+                    raise DocumentRefused.of(owners[index][at], items[at][1], refused)
             return written
 
         with self._releasing():

@@ -122,7 +122,7 @@ def _parse_message(raw: bytes) -> EmailMessage:
         # (a Content-Type ending in a bare ";"), found by atheris: a refusal, not a crash.
         raise FormatError(f"malformed email: {type(exc).__name__}: {exc}") from None
     if not any(name in msg for name in _KNOWN_HEADERS):
-        raise FormatError(f"malformed email: no From, To, Subject, Date or Message-ID header")
+        raise FormatError("malformed email: no From, To, Subject, Date or Message-ID header")
     return msg  # type: ignore[return-value]
 
 
