@@ -248,3 +248,19 @@ def test_an_embedded_run_is_recorded_in_the_audit_log(tmp_path):
     assert ": 1 indexed" in runs[2]["note"]
     verdict = subprocess.run([*XERJ, "audit", "verify", "--data-dir", str(data)], capture_output=True, timeout=60)
     assert verdict.returncode == 0, verdict.stderr
+
+
+def test_xerj_brain_honours_ignore_files_unless_told_not_to(tmp_path):
+    notes = tmp_path / "notes"
+    make_notes(notes)
+    (notes / "draft.md").write_text("# Draft\n\nnot for the brain yet\n")
+    (notes / ".gitignore").write_text("draft.md\n")
+    with serving(tmp_path / "data") as port:
+        url = f"http://127.0.0.1:{port}"
+        honoured = xerj_brain(notes, "--url", url)
+        assert honoured.returncode == 0, honoured.stderr
+        assert "ignored 1" in honoured.stdout + honoured.stderr
+        everything = xerj_brain(notes, "--url", url, "--no-ignore")
+        assert everything.returncode == 0, everything.stderr
+        printed = everything.stdout + everything.stderr
+        assert "ignored" not in printed and "1 indexed" in printed, printed

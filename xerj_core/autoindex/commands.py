@@ -110,6 +110,10 @@ def _audit_run(target, brain: str, summary, exc: BaseException | None) -> None:
     target.audit.record(event)
 
 
+NO_IGNORE = click.option("--no-ignore", is_flag=True, help="Index what .gitignore and .xerjignore files leave out, "
+                         "too (by default they are honoured as git honours them).")
+
+
 @click.command("autoindex")
 @click.argument("folder", type=click.Path(file_okay=False))
 @click.option("--brain", default=None, help="Second-brain name; edges land in .xerj-memory-<NAME>-edges "
@@ -128,8 +132,7 @@ def _audit_run(target, brain: str, summary, exc: BaseException | None) -> None:
 @click.option("--watch", is_flag=True, help="Keep the brain current as files change (polls the folder); "
               "Ctrl-C or SIGTERM stops it.")
 @click.option("--interval", type=float, default=2.0, show_default=True, help="Seconds between --watch polls.")
-@click.option("--no-ignore", is_flag=True, help="Index what .gitignore and .xerjignore files leave out, too "
-              "(by default they are honoured as git honours them).")
+@NO_IGNORE
 @click.option("--workers", type=click.IntRange(min=1), default=None, metavar="N",
               help="Processes that parse and detect (default: the CPU count on 4+ cores, else 1, "
               "which runs in this process). "
@@ -404,10 +407,11 @@ def _print_share(folder: str, brain: str | None, base: str, open_mode: bool) -> 
 @click.option("--insecure", is_flag=True, envvar="XERJ_INSECURE",
               help="Serve in open mode (no credentials) when no server is running (also XERJ_INSECURE=1).")
 @click.option("--open", "open_console", is_flag=True, help="Open the console in the browser once the server answers.")
+@NO_IGNORE
 @store_options
 @click.pass_obj
-def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecure, open_console, store=None,
-                  read_url=None) -> None:
+def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecure, open_console, no_ignore,
+                  store=None, read_url=None) -> None:
     """Index FOLDER with graph detection on, then serve it.
 
     When a server already answers on --host/--port it is used only if it serves
@@ -422,7 +426,7 @@ def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecur
             raise click.UsageError("--url and --data-dir are mutually exclusive")
         key = api_key_for(api_key, default_data_dir() if _is_local(url) else None)
         sink = _remote_sink(url, key)
-        summary = _follow(sink, pm, folder, name, True, False, False, 0.0)
+        summary = _follow(sink, pm, folder, name, True, False, False, 0.0, ignore_files=not no_ignore)
         _print_urls(sink.url, name, summary, _remote_hub(sink.url, name, key))
         _print_share(folder, brain, sink.url, False)
         if open_console:
@@ -444,7 +448,7 @@ def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecur
                         f"(uuid {mine}); pass --url {base} to index into that server, or --port to serve this "
                         f"data directory elsewhere")
         try:
-            summary = _run_once(engine, folder, name, True, False)
+            summary = _run_once(engine, folder, name, True, False, ignore_files=not no_ignore)
         except XerjError as exc:
             raise click.ClickException(exc.reason) from None
         hub = most_linked_note(engine, name)
