@@ -62,6 +62,7 @@ def test_a_batch_is_one_transaction(client, engine):
     bad = {"path": "bad.md", "stamp": STAMP, "documents": [note("bad.md", "Bad", mtime="not a date")]}
     refused = client.simulate_post("/_xerj/autoindex/notes/_batch", json=batch(good, bad))
     assert refused.status_code == 400 and error_type(refused) == "mapper_parsing_exception"
+    assert (refused.json["error"]["path"], refused.json["error"]["doc_id"]) == ("bad.md", "bad.md")  # what failed
     assert not engine.store.exists("ax-notes")  # not even the index the first file created
     assert client.simulate_get("/_xerj/autoindex/notes").json["files"] == {}
 

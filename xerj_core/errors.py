@@ -134,18 +134,19 @@ class FormatDeclined(FormatError):
 class DocumentRefused(FormatError):
     """A document a file's format made that the store refused (a field's value of another type than the index
     maps it to, a term too long): the file is reported failed, with the document and the store's reason, and
-    the run goes on with the other files."""
+    the run goes on with the other files. Its type and status are the refusal's own (``mapper_parsing_exception``,
+    400); ``path`` and ``doc_id`` beside them name the file and the document."""
 
-    error_type = "document_refused_exception"
-
-    def __init__(self, reason: str, *, path: str, doc_id: str) -> None:
+    def __init__(self, reason: str, *, path: str, doc_id: str, error_type: str, status: int = 400) -> None:
         XerjError.__init__(self, reason, path=path, doc_id=doc_id)
         self.path, self.doc_id = path, doc_id
+        self.error_type, self.status = error_type, status
 
     @classmethod
     def of(cls, path: str, doc_id: str, cause: Exception) -> "DocumentRefused":
         kind, reason = getattr(cause, "error_type", type(cause).__name__), getattr(cause, "reason", str(cause))
-        return cls(f"document [{doc_id}] was refused: {kind}: {reason}", path=path, doc_id=doc_id)
+        return cls(f"document [{doc_id}] was refused: {kind}: {reason}", path=path, doc_id=doc_id, error_type=kind,
+                   status=getattr(cause, "status", 400))
 
 
 class SearchContextMissing(XerjError):

@@ -1348,7 +1348,7 @@ class SegmentRuns:
 
 def _run_bytes(run: PostingRun) -> int:
     terms, counts, rows, tfs = run
-    # a bytes object's own header is about 33 bytes
+    # each bytes object: its 33-byte header and its 8-byte slot in the list
     names = terms.nbytes if isinstance(terms, np.ndarray) else sum(map(len, terms)) + 41 * len(terms)
     return names + sum(part.nbytes for part in (counts, rows, tfs) if part is not None)
 
