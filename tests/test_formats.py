@@ -983,3 +983,15 @@ def test_markdown_sections_are_the_documents_document_makes():
             ("one-1", "## One", "One", 2)], 1)]
     assert docs[1:] == expected
     assert [list(doc.fields) for doc in docs[1:]] == [["ordinal", "level", "anchor"]] * 4
+
+
+def test_an_eml_that_opens_with_an_envelope_line_is_one_message(tmp_path):
+    """Thunderbird saves a message with its mbox envelope line on top: still a message whose card is the file."""
+    msg = bytes(make_message("Saved", "<s@x>"))
+    card, = email.EmailFormat().parse("saved.eml", b"From - Sat Dec 05 10:00:00 2026\n" + msg, MTIME)
+    assert (card.doc_id, card.kind, card.title, card.fields["message_id"]) == ("saved.eml", "message", "Saved", "<s@x>")
+    two = b"From - Sat Dec 05 10:00:00 2026\n" + msg + b"\nFrom - Sat Dec 05 10:01:00 2026\n" + msg
+    card, *messages = email.EmailFormat().parse("two.eml", two, MTIME)
+    assert card.kind == "file" and [m.doc_id for m in messages] == ["two.eml#msg-1", "two.eml#msg-2"]
+    with pytest.raises(FormatError):
+        email.EmailFormat().parse("bare.eml", b"From - Sat Dec 05 10:00:00 2026\njust words\n", MTIME)

@@ -1,7 +1,9 @@
 """Email: ``.eml`` messages and mbox mailboxes, read with the standard library, attachments as documents.
 
 An ``.eml`` file is one message and its card *is* that message (``kind``
-``message``, ``doc_id`` the path). An mbox (``.mbox``/``.mbx``, or an
+``message``, ``doc_id`` the path), also when it opens with an envelope line
+(``From - Sat Dec 05 ...``, as Thunderbird saves one); an ``.eml`` holding
+several messages is read as a mailbox. An mbox (``.mbox``/``.mbx``, or an
 extensionless file that starts with a ``From `` line and carries headers) gets a
 card of kind ``file`` plus one message document per message, ``{path}#msg-{n}``
 with ``n`` from 1 in mailbox order. Every attachment is its own document of kind
@@ -158,12 +160,13 @@ class EmailFormat:
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
         ext = extension(rel_path)
-        if ext in MESSAGE_EXTENSIONS and not data.startswith(b"From "):
-            msg = _parse_message(data)
+        raw_messages = split_mbox(data) if data.startswith(b"From ") else [data]
+        if ext in MESSAGE_EXTENSIONS and len(raw_messages) == 1:
+            # one message, whether or not it opens with an envelope line (Thunderbird saves .eml files so)
+            msg = _parse_message(raw_messages[0])
             return self._message_docs(msg, rel_path, mtime_ms, doc_id=rel_path, ordinal=0, att_prefix="#att-")
         if not data.startswith(b"From "):
             raise FormatError("not an mbox: the file must start with a 'From ' separator line")
-        raw_messages = split_mbox(data)
         card = document(
             self,
             rel_path,
