@@ -108,10 +108,7 @@ def _prefix_bytes(raw: Any, db: Any, prefix: bytes) -> int:
     return total
 
 
-# Not frozen: a bulk builds one op per document, and a frozen class's __init__ cannot use the interpreter's fast
-# store into a slot (its __setattr__ raises, so each field goes through a descriptor call): 0.59 against 0.35 ms
-# per 1,000 ops. Nothing changes an op once made; the store and the HTTP layer only read them.
-@attrs.define
+@attrs.frozen(init=False)
 class BulkOp:
     """One bulk action: ``index``/``create`` (with ``doc``), ``update`` (partial ``doc``) or ``delete``."""
 
@@ -119,6 +116,17 @@ class BulkOp:
     index: str
     doc_id: str | None = None
     doc: Any = None
+
+    def __init__(self, action: str, index: str, doc_id: str | None = None, doc: Any = None) -> None:
+        # A bulk builds one op per document. attrs' frozen __init__ binds object.__setattr__ and looks each
+        # field up by name; setting the slots through their descriptors is about 1.6x faster, still frozen.
+        _SET_ACTION(self, action)
+        _SET_INDEX(self, index)
+        _SET_DOC_ID(self, doc_id)
+        _SET_DOC(self, doc)
+
+
+_SET_ACTION, _SET_INDEX, _SET_DOC_ID, _SET_DOC = (BulkOp.__dict__[f.name].__set__ for f in attrs.fields(BulkOp))
 
 
 @attrs.frozen
