@@ -482,6 +482,13 @@ def test_a_document_the_store_refuses_fails_its_file_and_the_run_goes_on(tmp_pat
         (folder / "b.rec").write_text("7 fix the roof\n")
         fixed = run(eng, folder, brain="records", pm=pm)
         assert not fixed.files_failed and fixed.files_indexed == 1
+    many = records_folder(tmp_path / "many")  # every other file refused: each fails alone, the others are written
+    for n in range(40):
+        (many / f"r{n:02}.rec").write_text(f"{n} task\n" if n % 2 else f"word{n} task\n")
+    with Engine(tmp_path / "many-data", pm) as eng:
+        summary = run(eng, many, brain="many", pm=pm)
+    assert sorted(f["path"] for f in summary.files_failed) == ["b.rec", *(f"r{n:02}.rec" for n in range(0, 40, 2))]
+    assert summary.files_indexed == 3 + 20
     result = CliRunner().invoke(build_cli(pm), ["autoindex", str(records_folder(tmp_path / "cli")), "--data-dir",
                                                 str(tmp_path / "cli-data"), "--json"])
     summary = json.JSONDecoder().raw_decode(result.output)[0]  # then the line saying a file failed

@@ -987,20 +987,31 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
 
 def _write_files(sink: BrainSink, brain: str, batch: list[FileWrite], now_ms: int, counts: list[Any],
                  summary: RunSummary, changed: dict[str, tuple[str, ...]]) -> int:
-    """Write a batch of files in one transaction; a file one of whose documents the store refuses is reported
-    failed (its documents and state not written, so the next run reads it again) and the others are written
-    without it. Returns how many documents were written."""
-    while batch:
+    """Write a batch of files in one transaction; returns how many documents were written.
+
+    A file one of whose documents the store refuses is reported failed (its
+    documents and state not written, so the next run reads it again). The
+    batch's other files are then written a file per transaction, so each
+    other refused file costs one transaction, not another try of the batch.
+    """
+    try:
+        return sink.write_files(brain, batch, now_ms, counted=counts)
+    except DocumentRefused as refused:
+        if not any(item.path == refused.path for item in batch):
+            raise
+        first = refused
+    written = 0
+    for item, count in zip(batch, counts):
         try:
-            return sink.write_files(brain, batch, now_ms, counted=counts)
+            if item.path == first.path:
+                raise first
+            written += sink.write_files(brain, [item], now_ms, counted=[count])
         except DocumentRefused as refused:
-            at = next((i for i, item in enumerate(batch) if item.path == refused.path), None)
-            if at is None:
+            if refused.path != item.path:
                 raise
             summary.fail(refused.path, refused.reason)
             changed.pop(refused.path, None)
-            del batch[at], counts[at]
-    return 0
+    return written
 
 
 def _take_back_while_waiting(runner: _Runner, parses: list[Future | None], position: int,
