@@ -264,3 +264,10 @@ def test_xerj_brain_honours_ignore_files_unless_told_not_to(tmp_path):
         assert everything.returncode == 0, everything.stderr
         printed = everything.stdout + everything.stderr
         assert "ignored" not in printed and "1 indexed" in printed, printed
+        # indexing into the data directory itself (attached to its server), another brain of the same folder
+        local = ["--data-dir", str(tmp_path / "data"), "--port", str(port), "--brain", "local"]
+        honoured = xerj_brain(notes, *local)
+        assert honoured.returncode == 0 and "ignored 1" in honoured.stdout + honoured.stderr, honoured.stderr
+        everything = xerj_brain(notes, *local, "--no-ignore")
+        printed = everything.stdout + everything.stderr
+        assert everything.returncode == 0 and "ignored" not in printed and "1 indexed" in printed, printed
