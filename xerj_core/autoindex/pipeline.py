@@ -1002,15 +1002,17 @@ def _write_files(sink: BrainSink, brain: str, batch: list[FileWrite], now_ms: in
         first = refused
     written = 0
     for item, count in zip(batch, counts):
-        try:
-            if item.path == first.path:
-                raise first
-            written += sink.write_files(brain, [item], now_ms, counted=[count])
-        except DocumentRefused as refused:
-            if refused.path != item.path:
-                raise
-            summary.fail(refused.path, refused.reason)
-            changed.pop(refused.path, None)
+        failure = first if item.path == first.path else None
+        if failure is None:
+            try:
+                written += sink.write_files(brain, [item], now_ms, counted=[count])
+            except DocumentRefused as refused:
+                if refused.path != item.path:
+                    raise
+                failure = refused
+        if failure is not None:
+            summary.fail(failure.path, failure.reason)
+            changed.pop(failure.path, None)
     return written
 
 

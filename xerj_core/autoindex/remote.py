@@ -108,7 +108,7 @@ class RemoteSink:
             if exc.code == 401:
                 hint = " (the server is secured: pass --api-key, set XERJ_API_KEY, or run where its data " \
                        "directory's admin.key can be read)"
-            if isinstance(error.get("path"), str) and isinstance(error.get("doc_id"), str):  # see DocumentRefused
+            if path.endswith("/_batch") and isinstance(error.get("path"), str) and isinstance(error.get("doc_id"), str):
                 return DocumentRefused(error["reason"], path=error["path"], doc_id=error["doc_id"], error_type=kind,
                                        status=exc.code)
             refused = RemoteError(f"the xerj server at {self.url} refused {method} {path}: {kind}: "

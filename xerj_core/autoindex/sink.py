@@ -493,7 +493,7 @@ class LocalSink:
                 if refused is not None:
                     if index == FILES_INDEX:
                         raise refused
-                    # the transaction is given up; the run writes the batch again without that file
+                    # the transaction is given up; the run writes the batch's other files without that one
                     at = next(i for i, outcome in enumerate(outcomes) if outcome is refused)
                     raise DocumentRefused.of(owners[index][at], items[at][1], refused)
             return written
