@@ -236,6 +236,41 @@ def test_email_thread_from_a_generated_mbox(engine, tmp_path):
     assert index_of(engine, "mail", "ax-mail") in summary.datasets
 
 
+def test_a_maildir_is_read_message_by_message(engine, tmp_path):
+    """A Maildir as mail programs keep one (each message a file of ``cur`` or ``new``, named by the delivering
+    program): every message is a document, a reply in ``new`` links to the message it answers in ``cur``, and a
+    file there that is not a message, or a ``new`` folder of a project, is passed by."""
+    folder = tmp_path / "Mail"
+    folder.mkdir()
+    box = mailbox.Maildir(folder / "INBOX", create=True)
+    first = mailbox.MaildirMessage(make_thread_message("<root@example.org>", "Sourdough starter", "Feed it?"))
+    first.set_subdir("cur")
+    first.set_flags("S")
+    read_key = box.add(first)
+    reply = make_thread_message("<reply@example.org>", "Re: Sourdough starter", "Daily.", parent="<root@example.org>")
+    new_key = box.add(reply)
+    (folder / "INBOX" / "new" / "1700000000.junk.host").write_text("Content-Type: text/plain\n\nno message\n")
+    (folder / "app" / "new").mkdir(parents=True)
+    (folder / "app" / "new" / "2024.notes").write_text("Subject of the talk: to be decided\n")
+    summary = run(engine, folder, brain="maildir")
+    read_path, new_path = f"INBOX/cur/{read_key}:2,S", f"INBOX/new/{new_key}"
+    with engine.store.reader(index_of(engine, "maildir", "ax-mail")) as reader:
+        titles = {reader.id_of(int(row)): reader.document(int(row))[1]["title"] for row in reader.live_rows()}
+    assert titles == {read_path: "Sourdough starter", new_path: "Re: Sourdough starter"}
+    thread = [(e["src"], e["dst"]) for e in edges_of(engine, "maildir").values() if e["type"] == "email_thread"]
+    assert thread == [(new_path, read_path)]
+    assert summary.skipped_by_kind == {"no_format": 2} and not summary.files_failed
+
+
+def make_thread_message(message_id: str, subject: str, body: str, parent: str | None = None) -> EmailMessage:
+    msg = EmailMessage()
+    msg["Message-ID"], msg["Subject"], msg["From"] = message_id, subject, "a@example.org"
+    if parent is not None:
+        msg["In-Reply-To"] = msg["References"] = parent
+    msg.set_content(body)
+    return msg
+
+
 def test_bad_input_is_reported_and_nothing_is_lost(engine, tmp_path, monkeypatch):
     folder = tmp_path / "messy"
     (folder / "sub").mkdir(parents=True)

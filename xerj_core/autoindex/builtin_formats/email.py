@@ -3,7 +3,9 @@
 An ``.eml`` file is one message and its card *is* that message (``kind``
 ``message``, ``doc_id`` the path), also when it opens with an envelope line
 (``From - Sat Dec 05 ...``, as Thunderbird saves one); an ``.eml`` holding
-several messages is read as a mailbox. An mbox (``.mbox``/``.mbx``, or an
+several messages is read as a mailbox. So is a file of a Maildir (a file of a
+``cur`` or ``new`` folder named as delivering programs name them,
+``1701234567.M123P456.host:2,S``, that opens with a header). An mbox (``.mbox``/``.mbx``, or an
 extensionless file that starts with a ``From `` line and carries headers) gets a
 card of kind ``file`` plus one message document per message, ``{path}#msg-{n}``
 with ``n`` from 1 in mailbox order. Every attachment is its own document of kind
@@ -53,6 +55,9 @@ _MSGID = re.compile(r"<[^<>\s]+>")
 _FROM_LINE = re.compile(rb"(?:\A|(?<=\n\n)|(?<=\n\r\n))From \S+[ \t][^\n]*?\d{1,2}:\d{2}[^\n]*$", re.M)
 _ESCAPED_FROM = re.compile(rb"^>(>*From )", re.M)
 _HEADER_IN_HEAD = re.compile(rb"^(?:From|To|Subject|Date|Message-ID):", re.M | re.I)
+# A Maildir's messages: files of its cur and new folders, named "<seconds>.<unique part>[:2,<flags>]".
+_MAILDIR_FILE = re.compile(r"(?:^|/)(?:cur|new)/\d+\.[^/]+\Z")
+_FIRST_HEADER = re.compile(rb"[A-Za-z][A-Za-z0-9-]*:")
 
 
 def message_ids(value: str | None) -> list[str]:
@@ -149,19 +154,23 @@ class EmailFormat:
     name = "email"
     dataset = "ax-mail"
     priority = 10
-    # 2: mailboxes cut only at separator lines, and their unreadable messages kept rather than failing the file
+    # 2: mailboxes cut only at separator lines, their unreadable messages kept rather than failing the file, and
+    # Maildir messages read (a run finding this version reads the files it passed by as no format's again)
     version = 2
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         ext = extension(rel_path)
         if ext in MESSAGE_EXTENSIONS or ext in MAILBOX_EXTENSIONS:
             return True
+        if _MAILDIR_FILE.search(rel_path):
+            opens = head.startswith(b"From ") or _FIRST_HEADER.match(head) is not None
+            return opens and _HEADER_IN_HEAD.search(head) is not None
         return ext == "" and head.startswith(b"From ") and _HEADER_IN_HEAD.search(head) is not None
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
         ext = extension(rel_path)
         raw_messages = split_mbox(data) if data.startswith(b"From ") else [data]
-        if ext in MESSAGE_EXTENSIONS and len(raw_messages) == 1:
+        if (ext in MESSAGE_EXTENSIONS or _MAILDIR_FILE.search(rel_path)) and len(raw_messages) == 1:
             # one message, whether or not it opens with an envelope line (Thunderbird saves .eml files so)
             msg = _parse_message(raw_messages[0])
             return self._message_docs(msg, rel_path, mtime_ms, doc_id=rel_path, ordinal=0, att_prefix="#att-")
