@@ -252,11 +252,16 @@ def test_a_maildir_is_read_message_by_message(engine, tmp_path):
     (folder / "INBOX" / "new" / "1700000000.junk.host").write_text("Content-Type: text/plain\n\nno message\n")
     (folder / "app" / "new").mkdir(parents=True)
     (folder / "app" / "new" / "2024.notes").write_text("Subject of the talk: to be decided\n")
+    # a Maildir++ folder (hidden, as Dovecot keeps them) is read; a hidden folder elsewhere is not
+    sent_key = box.add_folder("Sent").add(make_thread_message("<sent@example.org>", "Thanks", "It rose."))
+    hidden = mailbox.Maildir(folder / "app" / ".cache", create=True)
+    hidden.add(make_thread_message("<cached@example.org>", "Cached", "not mail to read"))
     summary = run(engine, folder, brain="maildir")
     read_path, new_path = f"INBOX/cur/{read_key}:2,S", f"INBOX/new/{new_key}"
     with engine.store.reader(index_of(engine, "maildir", "ax-mail")) as reader:
         titles = {reader.id_of(int(row)): reader.document(int(row))[1]["title"] for row in reader.live_rows()}
-    assert titles == {read_path: "Sourdough starter", new_path: "Re: Sourdough starter"}
+    assert titles == {read_path: "Sourdough starter", new_path: "Re: Sourdough starter",
+                      f"INBOX/.Sent/new/{sent_key}": "Thanks"}
     thread = [(e["src"], e["dst"]) for e in edges_of(engine, "maildir").values() if e["type"] == "email_thread"]
     assert thread == [(new_path, read_path)]
     assert summary.skipped_by_kind == {"no_format": 2} and not summary.files_failed

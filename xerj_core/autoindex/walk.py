@@ -62,13 +62,23 @@ def display_name(name: str) -> str:
     return name
 
 
+def _maildir_folder(entry: os.DirEntry) -> bool:
+    """Is ``entry`` (a hidden entry of a Maildir) one of its Maildir++ folders, a directory holding ``cur``?"""
+    try:
+        return entry.is_dir() and os.path.isdir(os.path.join(entry.path, "cur"))
+    except OSError:
+        return False
+
+
 def walk(root: Path, *, ignore_files: bool = True) -> Iterator[FileEntry | Skipped]:
     """Yield every file under ``root`` in path order, and a :class:`Skipped` for what cannot be read.
 
     Hidden entries (a leading ``.``: ``.git``, ``.obsidian``) are not part of a
-    corpus, nor, with ``ignore_files``, what ``.gitignore`` and ``.xerjignore``
-    files leave out (:mod:`xerj_core.autoindex.ignore`): each such file or
-    directory is one ``IGNORED`` skip, and an ignored directory is not entered.
+    corpus, but for a Maildir's folders (Maildir++, as Dovecot keeps them: a
+    ``.Sent`` holding ``cur``, beside the Maildir's own ``cur`` and ``new``).
+    Nor, with ``ignore_files``, is what ``.gitignore`` and ``.xerjignore`` files
+    leave out (:mod:`xerj_core.autoindex.ignore`): each such file or directory
+    is one ``IGNORED`` skip, and an ignored directory is not entered.
     Symbolic links are followed, but a directory reached twice (a link loop, or
     two links to one place) is walked once and reported the second time.
     """
@@ -102,8 +112,9 @@ def walk(root: Path, *, ignore_files: bool = True) -> Iterator[FileEntry | Skipp
             except OSError as exc:  # walked without that file's lines, and the run says so
                 yield Skipped(rel_dir or ".", f"unreadable ignore file {Path(exc.filename or '').name}: "
                                               f"{exc.strerror or exc}")
+        maildir = "cur" in names and "new" in names
         for entry in entries:
-            if entry.name.startswith("."):
+            if entry.name.startswith(".") and not (maildir and _maildir_folder(entry)):
                 continue
             name = display_name(entry.name)
             rel = f"{rel_dir}/{name}" if rel_dir else name
