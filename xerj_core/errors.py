@@ -138,8 +138,8 @@ class DocumentRefused(FormatError):
     400); ``path`` and ``doc_id`` beside them name the file and the document."""
 
     def __init__(self, reason: str, *, path: str, doc_id: str, error_type: str, status: int = 400) -> None:
-        XerjError.__init__(self, reason, path=path, doc_id=doc_id)
-        self.path, self.doc_id = path, doc_id
+        super().__init__(reason, path=path)
+        self.extra["doc_id"] = self.doc_id = doc_id
         self.error_type, self.status = error_type, status
 
     @classmethod
