@@ -285,9 +285,14 @@ def test_bad_input_is_reported_and_nothing_is_lost(engine, tmp_path, monkeypatch
     (folder / "broken.eml").write_bytes(b"\xff\xfe not an email at all \x00\x01")
     (folder / "sub" / "loop").symlink_to(folder, target_is_directory=True)
     (folder / "dangling.md").symlink_to(folder / "nowhere.md")
+    (folder / "self.md").symlink_to(folder / "self.md")  # stat answers ELOOP, not "no such file"
+    (folder / "ping.md").symlink_to(folder / "pong.md")
+    (folder / "pong.md").symlink_to(folder / "ping.md")
     summary = run(engine, folder, brain="messy")
     skipped = {f["path"]: f["kind"] for f in summary.files_skipped}
     assert skipped["sub/loop"] == "symlink_loop" and skipped["dangling.md"] == "broken_symlink"
+    assert skipped["self.md"] == skipped["ping.md"] == skipped["pong.md"] == "broken_symlink"
+    assert [f["path"] for f in summary.files_failed] == ["broken.eml"]
     reasons = {f["path"]: f["reason"] for f in summary.files_skipped}
     assert reasons["sub/loop"] == "symlink loop: this directory was already walked as [.]"
     assert engine.store.get(index_of(engine, "messy"), "latin1.txt")[0]["text"] == "caf\u00e9"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Iterator
@@ -139,7 +140,12 @@ def walk(root: Path, *, ignore_files: bool = True) -> Iterator[FileEntry | Skipp
                     continue
                 stat = entry.stat()
             except OSError as exc:
-                yield Skipped(rel, f"unreadable: {exc.strerror or exc}")
+                # A link chain that comes back to itself raises where a dangling one answers False: both are
+                # links that end in no file, not files that failed.
+                if exc.errno == errno.ELOOP and entry.is_symlink():
+                    yield Skipped(rel, "symbolic link that loops back on itself", BROKEN_SYMLINK)
+                else:
+                    yield Skipped(rel, f"unreadable: {exc.strerror or exc}")
                 continue
             if stat.st_size > MAX_FILE_BYTES:
                 yield Skipped(rel, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB", TOO_LARGE)
