@@ -53,10 +53,18 @@ each format's name, class and version, and one that finds them changed reads
 every file again; so a format that comes to accept files it passed by before,
 or to make other documents of them, raises its version, and the next run of
 every brain reads those files without waiting for them to be saved.
+
+A run pauses Python's cyclic garbage collector (its own allocations make no
+reference cycles; see ``store.collector_paused``), but a format's parser may:
+the standard library's email parser does, per message. ``parse_file`` frees
+what a parse left in cycles once it returns; a format that reads many records
+out of one file calls :func:`release_cycles` between records, so a large
+mailbox holds one message's garbage at a time, not all of them.
 """
 
 from __future__ import annotations
 
+import gc
 import re
 from typing import Iterable, Mapping, Protocol, runtime_checkable
 
@@ -77,6 +85,7 @@ __all__ = [
     "decode_utf8",
     "format_identities",
     "parse_file",
+    "release_cycles",
     "sniff",
 ]
 
@@ -85,6 +94,26 @@ SNIFF_BYTES = 1024
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.\-]*")
 # A dataset becomes an index name with the root id appended (``ax-notes-1a2b3c4d``); index names hold 255 bytes.
 MAX_DATASET_CHARS = 200
+
+
+# New container objects since the last collection past which release_cycles collects: one collection walks them
+# once, so what it costs follows the objects made, and below this a call costs a comparison.
+RELEASE_AFTER_OBJECTS = 20_000
+
+
+def release_cycles(min_new_objects: int = RELEASE_AFTER_OBJECTS) -> None:
+    """Free the reference cycles made since the last collection, while the collector is paused.
+
+    Collects the youngest generation when more than ``min_new_objects``
+    container objects were made since the last collection; with the collector
+    running (outside a run) it does nothing, the collector's own thresholds
+    doing the same. Call it where what a parse made is garbage (between two
+    records of one file), so the cycles are freed whole: an object still in
+    use is moved to an older generation and no longer looked at while the pause
+    lasts.
+    """
+    if not gc.isenabled() and gc.get_count()[0] > min_new_objects:
+        gc.collect(0)
 
 
 @runtime_checkable
@@ -201,6 +230,8 @@ def parse_file(
         raise
     except Exception as exc:  # a plugin bug must not end the run; report it against the file
         raise FormatError(f"format {fmt.name!r} failed: {type(exc).__name__}: {exc}", path=rel_path) from exc
+    finally:
+        release_cycles()
 
 
 def _stored_as(doc: SourceDocument, read_as: str, rel_path: str) -> SourceDocument:

@@ -43,7 +43,7 @@ from typing import Any
 
 from xerj_core.autoindex.builtin_formats._common import document
 from xerj_core.autoindex.builtin_formats.html import html_to_text
-from xerj_core.autoindex.formats import FormatError, extension, file_name
+from xerj_core.autoindex.formats import FormatError, extension, file_name, release_cycles
 from xerj_core import hookimpl
 from xerj_core.model import SourceDocument
 
@@ -199,6 +199,10 @@ class EmailFormat:
                 continue
             docs.extend(self._message_docs(msg, rel_path, mtime_ms, doc_id=doc_id, ordinal=n,
                                            att_prefix=f"#msg-{n}.att-"))
+            # the standard library's header registry makes a class per header it reads (about 30 a message), each
+            # in a reference cycle with its own mro; a run, with its collector paused, kept them all: a 60 MiB
+            # mailbox of 48k messages peaked at 3.6 GB, and at 0.6 GB so
+            release_cycles()
         if malformed:
             card.fields["malformed_messages"] = malformed
         return docs
