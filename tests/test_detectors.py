@@ -1017,6 +1017,26 @@ def test_detect_file_names_every_breach(shape, overrides, message):
         detect_file([_Shaped(shape, **overrides)], files["a.md"], corpus)
 
 
+def test_detect_file_frees_the_cycles_a_detector_leaves_while_a_run_pauses_the_collector():
+    import gc
+
+    from xerj_core.store.store import RELEASE_AFTER_OBJECTS, collector_paused
+
+    def cyclic(draft):
+        for _ in range(2 * RELEASE_AFTER_OBJECTS):
+            node = {}
+            node["self"] = node  # garbage only the cyclic collector frees
+        return draft
+
+    files = parse_files({"a.md": b"a", "b.md": b"b"})
+    corpus = Corpus(files)
+    gc.collect()
+    with collector_paused():
+        drafts = detect_file([_Shaped(cyclic)], files["a.md"], corpus)
+        left = gc.collect()
+    assert len(drafts) == 1 and left < RELEASE_AFTER_OBJECTS
+
+
 def test_detect_file_keeps_sound_drafts_of_any_draft_type():
     files = parse_files({"a.md": b"a", "b.md": b"b"})
     corpus = Corpus(files)

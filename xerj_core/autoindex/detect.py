@@ -73,6 +73,7 @@ import attrs
 from xerj_core.errors import PluginError
 from xerj_core.model import EdgeDraft, Evidence, SourceDocument
 from xerj_core.plugins import collect_registrations
+from xerj_core.store.store import release_cycles
 from xerj_core.text import slugify
 
 __all__ = [
@@ -522,6 +523,7 @@ def detect_file(
             if claim not in seen:
                 seen.add(claim)
                 drafts.append(draft)
+    release_cycles()  # a detector is plugin code, free to make reference cycles while a run pauses the collector
     drafts.sort(key=_CLAIM)
     return drafts
 

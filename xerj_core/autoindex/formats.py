@@ -64,7 +64,6 @@ mailbox holds one message's garbage at a time, not all of them.
 
 from __future__ import annotations
 
-import gc
 import re
 from typing import Iterable, Mapping, Protocol, runtime_checkable
 
@@ -74,8 +73,10 @@ from xerj_core.autoindex import compressed
 from xerj_core.errors import FormatDeclined, FormatError, PluginError
 from xerj_core.model import SourceDocument
 from xerj_core.plugins import collect_registrations
+from xerj_core.store.store import RELEASE_AFTER_OBJECTS, release_cycles
 
 __all__ = [
+    "RELEASE_AFTER_OBJECTS",
     "Format",
     "FormatDeclined",
     "FormatError",
@@ -94,26 +95,6 @@ SNIFF_BYTES = 1024
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.\-]*")
 # A dataset becomes an index name with the root id appended (``ax-notes-1a2b3c4d``); index names hold 255 bytes.
 MAX_DATASET_CHARS = 200
-
-
-# New container objects since the last collection past which release_cycles collects: one collection walks them
-# once, so what it costs follows the objects made, and below this a call costs a comparison.
-RELEASE_AFTER_OBJECTS = 20_000
-
-
-def release_cycles(min_new_objects: int = RELEASE_AFTER_OBJECTS) -> None:
-    """Free the reference cycles made since the last collection, while the collector is paused.
-
-    Collects the youngest generation when more than ``min_new_objects``
-    container objects were made since the last collection; with the collector
-    running (outside a run) it does nothing, the collector's own thresholds
-    doing the same. Call it where what a parse made is garbage (between two
-    records of one file), so the cycles are freed whole: an object still in
-    use is moved to an older generation and no longer looked at while the pause
-    lasts.
-    """
-    if not gc.isenabled() and gc.get_count()[0] > min_new_objects:
-        gc.collect(0)
 
 
 @runtime_checkable

@@ -57,7 +57,9 @@ def collector_paused() -> Iterator[None]:
     caches, a caller's documents): about a fifth of a bulk's CPU. The write
     path makes no reference cycles, so reference counting frees all of it, and
     the collector runs again at the first allocation after the last write in
-    flight ends (its allocation counts keep growing meanwhile).
+    flight ends (its allocation counts keep growing meanwhile). Plugin code run
+    inside a pause (formats, detectors) may make cycles: its callers free them
+    with :func:`release_cycles`.
     """
     with _pause_lock:
         if not _pauses[0]:
@@ -71,6 +73,26 @@ def collector_paused() -> Iterator[None]:
             _pauses[0] -= 1
             if not _pauses[0] and _pauses[1]:
                 gc.enable()
+
+
+# New container objects since the last collection past which release_cycles collects: one collection walks them
+# once, so what it costs follows the objects made, and below this a call costs a comparison.
+RELEASE_AFTER_OBJECTS = 20_000
+
+
+def release_cycles(min_new_objects: int = RELEASE_AFTER_OBJECTS) -> None:
+    """Free the reference cycles made since the last collection, while the collector is paused.
+
+    Collects the youngest generation when more than ``min_new_objects``
+    container objects were made since the last collection; with the collector
+    running (no pause) it does nothing, the collector's own thresholds doing
+    the same. Call it where what plugin code made is garbage (after a parse or
+    a detector's pass, between two records of one file), so the cycles are
+    freed whole: an object still in use is moved to an older generation and no
+    longer looked at while the pause lasts.
+    """
+    if not gc.isenabled() and gc.get_count()[0] > min_new_objects:
+        gc.collect(0)
 
 
 @attrs.frozen
