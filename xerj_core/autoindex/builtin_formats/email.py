@@ -37,7 +37,9 @@ from __future__ import annotations
 import email
 import email.policy
 import email.utils
+import functools
 import re
+from email.headerregistry import HeaderRegistry
 from email.message import EmailMessage
 from typing import Any
 
@@ -58,6 +60,28 @@ _HEADER_IN_HEAD = re.compile(rb"^(?:From|To|Subject|Date|Message-ID):", re.M | r
 # A Maildir's messages: files of its cur and new folders, named "<seconds>.<unique part>[:2,<flags>]".
 _MAILDIR_FILE = re.compile(r"(?:^|/)(?:cur|new)/\d+\.[^/]+\Z")
 _FIRST_HEADER = re.compile(rb"[A-Za-z][A-Za-z0-9-]*:")
+
+
+class _MimeHeaders(HeaderRegistry):
+    """A header registry that parses each MIME header's (name, value) once.
+
+    The standard library parses a header anew (and makes a class for it) at every read, and its parser and
+    ``get_content_type()`` read Content-Type some 23 times a message: 85% of the time a mailbox took. Header
+    objects are immutable strings, so one parse serves every read, and these values repeat across a mailbox
+    too. Only the MIME headers are kept: a parsed References or Subject can be large, and is read once.
+    """
+
+    REREAD = frozenset({"content-type", "content-disposition", "content-transfer-encoding"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._parsed = functools.lru_cache(maxsize=1024)(super().__call__)
+
+    def __call__(self, name: str, value: str):
+        return self._parsed(name, value) if name.lower() in self.REREAD else super().__call__(name, value)
+
+
+_POLICY = email.policy.default.clone(header_factory=_MimeHeaders())
 
 
 def message_ids(value: str | None) -> list[str]:
@@ -123,7 +147,7 @@ def _attachments(msg: EmailMessage) -> list[EmailMessage]:
 def _parse_message(raw: bytes) -> EmailMessage:
     """The message in ``raw``; a :class:`FormatError` saying why when it is not one."""
     try:
-        msg = email.message_from_bytes(raw, policy=email.policy.default)
+        msg = email.message_from_bytes(raw, policy=_POLICY)
     except (IndexError, ValueError, TypeError, AttributeError) as exc:
         # The standard library's header parser raises these on some malformed MIME parameters
         # (a Content-Type ending in a bare ";"), found by atheris: a refusal, not a crash.
