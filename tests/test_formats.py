@@ -489,6 +489,23 @@ def test_eml_is_one_message_card_with_attachments():
     assert all(d.dataset == "ax-mail" for d in docs)
 
 
+def test_a_pdf_attachment_is_read_for_its_text_and_a_damaged_one_costs_nothing_else(monkeypatch):
+    pytest.importorskip("pypdf")
+    msg = make_message("Invoice", "<i@x>", body="Attached.", attachments=[
+        ("invoice.pdf", make_pdf(["Total due forty euros", "Thank you"]), "application", "pdf"),
+        ("scan.PDF", b"%PDF-1.4 torn", "application", "octet-stream"),  # a name alone says PDF
+        ("notes.txt", "plain words\n", "text", "plain"),
+    ])
+    card, pdf_part, torn, notes = email.EmailFormat().parse("mail/invoice.eml", bytes(msg), MTIME)
+    assert card.text == "Attached." and card.fields["attachments"] == [pdf_part.doc_id, torn.doc_id, notes.doc_id]
+    assert pdf_part.text == "Total due forty euros\n\nThank you" and "unread" not in pdf_part.fields
+    assert torn.text == "" and torn.fields["unread"].startswith("malformed PDF")
+    assert notes.text == "plain words" and "unread" not in notes.fields
+    monkeypatch.setattr(pdf, "_load_pypdf", lambda: None)  # without the pdf extra: the reason names it
+    _, pdf_part, _, _ = email.EmailFormat().parse("mail/invoice.eml", bytes(msg), MTIME)
+    assert pdf_part.text == "" and pdf_part.fields["unread"] == pdf.MISSING_EXTRA
+
+
 def test_mbox_messages_in_order_with_thread_headers(tmp_path):
     first = make_message("Lunch?", "<1@x>", body="From the kitchen: soup.")
     reply = make_message("Re: Lunch?", "<2@x>", in_reply_to="<1@x>", references=["<1@x>"])

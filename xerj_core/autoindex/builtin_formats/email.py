@@ -10,8 +10,10 @@ extensionless file that starts with a ``From `` line and carries headers) gets a
 card of kind ``file`` plus one message document per message, ``{path}#msg-{n}``
 with ``n`` from 1 in mailbox order. Every attachment is its own document of kind
 ``attachment``: ``{message id}#att-{k}`` for an ``.eml`` (``{path}#att-{k}``) and
-``{path}#msg-{n}.att-{k}`` inside an mbox; text attachments keep their text,
-others are represented by their file name.
+``{path}#msg-{n}.att-{k}`` inside an mbox; text attachments keep their text
+(an HTML one its visible text), a PDF attachment the text of its pages (with
+the ``pdf`` extra; one it cannot read keeps the reason in ``unread``), others
+are represented by their file name.
 
 A message's ``title`` and ``section`` are its subject, its text the plain-text
 body (an HTML-only body is reduced to its visible text). ``fields`` carry
@@ -45,6 +47,7 @@ from typing import Any
 
 from xerj_core.autoindex.builtin_formats._common import document
 from xerj_core.autoindex.builtin_formats.html import html_to_text
+from xerj_core.autoindex.builtin_formats.pdf import read_pdf
 from xerj_core.autoindex.formats import FormatError, extension, file_name, release_cycles
 from xerj_core import hookimpl
 from xerj_core.model import SourceDocument
@@ -180,7 +183,8 @@ class EmailFormat:
     priority = 10
     # 2: mailboxes cut only at separator lines, their unreadable messages kept rather than failing the file, and
     # Maildir messages read (a run finding this version reads the files it passed by as no format's again)
-    version = 2
+    # 3: a PDF attachment's text read
+    version = 3
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         ext = extension(rel_path)
@@ -259,6 +263,13 @@ class EmailFormat:
             text = _part_text(part).strip() if part.get_content_maintype() == "text" else ""
             if content_type == "text/html":
                 text = html_to_text(text)
+            unread = None
+            if isinstance(payload, bytes) and (content_type == "application/pdf"
+                                               or filename.lower().endswith(".pdf")):
+                try:
+                    text = "\n\n".join(page for page in read_pdf(payload)[1] if page)
+                except FormatError as refused:  # the message and its other parts are read all the same
+                    unread = refused.reason
             attachment_docs.append(
                 document(
                     self,
@@ -274,6 +285,7 @@ class EmailFormat:
                     filename=filename,
                     content_type=content_type,
                     size=size,
+                    **({"unread": unread} if unread else {}),
                 )
             )
         fields: dict[str, Any] = {

@@ -29,6 +29,30 @@ def _load_pypdf():
     return pypdf
 
 
+def read_pdf(data: bytes) -> tuple[str, list[str]]:
+    """A PDF's ``/Title`` (``""`` when it has none) and the text of each page; a :class:`FormatError` saying why
+    it cannot be read (pypdf missing, not a PDF, damaged, encrypted with a password)."""
+    pypdf = _load_pypdf()
+    if pypdf is None:
+        raise FormatError(MISSING_EXTRA)
+    if not data.lstrip()[:5] == b"%PDF-":
+        raise FormatError("not a PDF: the file does not start with %PDF-")
+    # pypdf reports recoverable damage through logging; the reason we raise is what matters
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise FormatError("encrypted PDF: it needs a password")
+        metadata = reader.metadata
+        title = str(metadata.title).strip() if metadata is not None and metadata.title else ""
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except FormatError:
+        raise
+    except Exception as exc:
+        raise FormatError(f"malformed PDF: {type(exc).__name__}: {exc}") from None
+    return title, [raw.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n").strip() for raw in pages]
+
+
 class PdfFormat:
     """PDF files into ``ax-pdfs``, one document per page."""
 
@@ -40,31 +64,13 @@ class PdfFormat:
         return extension(rel_path) == ".pdf" or head.startswith(b"%PDF-")
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
-        pypdf = _load_pypdf()
-        if pypdf is None:
-            raise FormatError(MISSING_EXTRA)
-        if not data.lstrip()[:5] == b"%PDF-":
-            raise FormatError("not a PDF: the file does not start with %PDF-")
-        # pypdf reports recoverable damage through logging; the reason we raise is what matters
-        logging.getLogger("pypdf").setLevel(logging.ERROR)
-        try:
-            reader = pypdf.PdfReader(io.BytesIO(data))
-            if reader.is_encrypted and not reader.decrypt(""):
-                raise FormatError("encrypted PDF: it needs a password")
-            metadata = reader.metadata
-            title = str(metadata.title).strip() if metadata is not None and metadata.title else ""
-            pages = [page.extract_text() or "" for page in reader.pages]
-        except FormatError:
-            raise
-        except Exception as exc:
-            raise FormatError(f"malformed PDF: {type(exc).__name__}: {exc}") from None
+        title, pages = read_pdf(data)
         title = title or stem(rel_path)
         docs = [
             document(self, rel_path, mtime_ms, doc_id=rel_path, title=title, text="", section="", kind="file",
                      ordinal=0, pages=len(pages))
         ]
-        for n, raw in enumerate(pages, start=1):
-            text = raw.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n").strip()
+        for n, text in enumerate(pages, start=1):
             docs.append(
                 document(self, rel_path, mtime_ms, doc_id=f"{rel_path}#page-{n}", title=title, text=text,
                          section=f"page {n}", kind="page", ordinal=n)
