@@ -513,6 +513,29 @@ def test_wikilink_resolution_rules():
     assert [(e.src, e.dst) for e in alias] == [("n.md", "s.md")]
 
 
+def test_wikilink_finds_a_name_written_with_other_unicode_forms_or_holding_a_hash():
+    """A file copied from macOS keeps its accents decomposed; a link typed to it has them composed. A note may be
+    named "C# tips": its "#" is not a heading's when the text before it names no note."""
+    import unicodedata
+
+    decomposed = unicodedata.normalize("NFD", "Café Crème.md")
+    assert decomposed != "Café Crème.md"
+    files = {
+        decomposed: "# Café Crème\n\n## Mousse\n".encode(),
+        "C# tips.md": b"# C# tips\n\n## Async\n",
+        "C.md": b"# C\n\n## Pointers\n",
+        "index.md": "[[café crème]] [[Café Crème#mousse]] [[C# tips]] [[C# tips#Async]] [[C#Pointers]] "
+                    "[[c# TIPS#nowhere]] [[C# nothing]]".encode(),
+    }
+    dsts = sorted(e.dst for e in run(wikilink.WikilinkDetector(), files) if e.src.startswith("index.md"))
+    # "c# TIPS#nowhere" lands on the file of the longest name that names a note (C# tips.md, linked already);
+    # "C# nothing" names no note but "C", and lands on C.md, as it did before names could hold a "#"
+    assert dsts == sorted([decomposed, f"{decomposed}#mousse", "C# tips.md", "C# tips.md#async", "C.md#pointers",
+                           "C.md"])
+    again = run(wikilink.WikilinkDetector(), {"C.md": b"# C\n\n## tips\n", "C#tips.md": b"x", "i.md": b"[[C#tips]]"})
+    assert [e.dst for e in again if e.src == "i.md"] == ["C.md#tips"]  # a heading first, as note-taking tools read
+
+
 def test_wikilink_skips_code_and_quotes_the_full_line():
     files = {"a.md": "# A\n\n```\n[[b]]\n```\nInline `[[b]]` skipped.\n  Real one: [[b]] here é.  \n".encode(),
              "b.md": b"b"}

@@ -2,7 +2,9 @@
 
 Resolution follows what note-taking tools do and lives in
 :mod:`xerj_core.autoindex.links` (the graph resolves a typed node name the same
-way). The target (before ``|`` and ``#``) is matched case-insensitively:
+way). The target (before ``|`` and ``#``) is matched case-insensitively, and
+with its accents composed (NFC) on both sides, so a link typed to a file named
+on macOS (whose name keeps them decomposed) finds it:
 
 1. with a ``/`` in it: against the root-relative path without extension (or
    with it), then as a path suffix (``[[house/todo]]`` finds ``notes/house/todo.md``);
@@ -14,7 +16,10 @@ way). The target (before ``|`` and ``#``) is matched case-insensitively:
 Several candidates: the one in the folder nearest the linking file wins
 (fewest steps up and down the tree), then the smaller path. ``#Heading`` picks
 that section of the target when it exists (``[[#Heading]]`` alone: of the same
-file); ``#^block`` references land on the file. Links inside fenced or inline
+file); ``#^block`` references land on the file. A note may have a ``#`` in its
+name (``[[C# tips]]``, ``[[C# tips#Async]]``): when the text before the first
+``#`` names no note, or names one without that heading, each later ``#`` and
+then none is tried as the one opening the heading. Links inside fenced or inline
 code are examples, not links, and are skipped; source files (format ``code``)
 are not read. Edge: from the document holding the link to the target document;
 evidence is the line holding ``[[``.

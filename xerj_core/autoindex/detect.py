@@ -65,6 +65,7 @@ import functools
 import operator
 import posixpath
 import re
+import unicodedata
 from collections import defaultdict
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
@@ -265,13 +266,22 @@ def corpus_view(doc: SourceDocument) -> SourceDocument:
     return attrs.evolve(doc, text="", fields=fields)
 
 
+def fold_name(name: str) -> str:
+    """``name`` as the corpus's lookups compare names: lowercased, and composed (NFC) when it is not ASCII.
+
+    A file named on macOS keeps its accents decomposed (``e`` then a combining accent) when it is copied
+    elsewhere, while a link typed to it has them composed: the same name to a person, other code points.
+    """
+    return name.lower() if name.isascii() else unicodedata.normalize("NFC", name).lower()
+
+
 class Corpus:
     """Every document of one run, without text and without the fields only its own file's detection reads
     (:data:`OWN_FIELDS`): the lookups detectors resolve targets with.
 
     ``files`` maps each root-relative path to its documents, file card first (as
     the format returned them). Name lookups are case-insensitive (keys are
-    lowercased). Picklable; build it once per run and share it.
+    folded by :func:`fold_name`). Picklable; build it once per run and share it.
     """
 
     def __init__(self, files: Mapping[str, Sequence[SourceDocument]]) -> None:
@@ -295,11 +305,11 @@ class Corpus:
             directory, name = posixpath.split(path)
             dot = name.rfind(".")
             base = name[:dot] if dot > 0 else name
-            folded = path.lower()
+            folded = fold_name(path)
             self._folded[path if folded == path else folded].append(path)
-            self._stems[base.lower()].append(path)
-            self._names[name.lower()].append(path)
-            self._noext[posixpath.join(directory, base).lower()].append(path)
+            self._stems[fold_name(base)].append(path)
+            self._names[fold_name(name)].append(path)
+            self._noext[fold_name(posixpath.join(directory, base))].append(path)
             self._dirs[directory].append(path)
             found = parts_of.get(directory)
             if found is None:
@@ -308,7 +318,7 @@ class Corpus:
             card = docs[0]
             for alias in card.fields.get("aliases") or ():
                 if isinstance(alias, str) and alias.strip():
-                    self._aliases[alias.strip().lower()].append(path)
+                    self._aliases[fold_name(alias.strip())].append(path)
         self.paths: tuple[str, ...] = tuple(self._files)
         # wikilink names' candidates as links.note_candidates found them (a corpus never changes, so a name that
         # is not relative to its linking file resolves alike wherever it is written)
@@ -352,24 +362,24 @@ class Corpus:
         """``path`` itself when it is a corpus file, else its single case-insensitive match, else ``None``."""
         if path in self._files:
             return path
-        found = self._folded.get(path.lower())
+        found = self._folded.get(fold_name(path))
         return found if isinstance(found, str) else None
 
     def by_stem(self, stem: str) -> tuple[str, ...]:
         """Files whose name without extension is ``stem`` (case-insensitive)."""
-        return _paths_of(self._stems.get(stem.lower(), ()))
+        return _paths_of(self._stems.get(fold_name(stem), ()))
 
     def by_file_name(self, name: str) -> tuple[str, ...]:
         """Files whose name (with extension) is ``name`` (case-insensitive)."""
-        return _paths_of(self._names.get(name.lower(), ()))
+        return _paths_of(self._names.get(fold_name(name), ()))
 
     def by_path_without_extension(self, path: str) -> tuple[str, ...]:
         """Files whose root-relative path minus extension is ``path`` (case-insensitive)."""
-        return _paths_of(self._noext.get(path.lower(), ()))
+        return _paths_of(self._noext.get(fold_name(path), ()))
 
     def by_alias(self, alias: str) -> tuple[str, ...]:
         """Files whose card lists ``alias`` in ``fields["aliases"]`` (case-insensitive)."""
-        return _paths_of(self._aliases.get(alias.strip().lower(), ()))
+        return _paths_of(self._aliases.get(fold_name(alias.strip()), ()))
 
     def directory(self, directory: str) -> tuple[str, ...]:
         """Files directly inside ``directory`` (``""`` is the root), in path order."""
@@ -381,10 +391,10 @@ class Corpus:
 
     def section(self, path: str, heading: str) -> SourceDocument | None:
         """The document of ``path`` whose anchor or label matches ``heading`` (case-insensitive), if any."""
-        wanted = heading.strip().lower()
+        wanted = fold_name(heading.strip())
         slug = slugify(heading)
         for doc in self._files.get(path, ())[1:]:
-            if doc.section.lower() == wanted or (slug and doc.fields.get("anchor") == slug):
+            if fold_name(doc.section) == wanted or (slug and doc.fields.get("anchor") == slug):
                 return doc
         return None
 

@@ -20,7 +20,7 @@ import posixpath
 import re
 from urllib.parse import unquote
 
-from xerj_core.autoindex.detect import Corpus
+from xerj_core.autoindex.detect import Corpus, fold_name
 from xerj_core.model import SourceDocument
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
@@ -137,11 +137,11 @@ def _note_candidates(corpus: Corpus, from_path: str, name: str) -> tuple[str, ..
             exact = corpus.lookup_path(name.strip("/"))
             candidates = (exact,) if exact else ()
         if not candidates:
-            suffix = "/" + rooted.lower()
+            suffix = "/" + fold_name(rooted)
             last = rooted.rsplit("/", 1)[-1]
             candidates = tuple(
                 p for p in corpus.by_stem(last) + corpus.by_file_name(last)
-                if posixpath.splitext(p)[0].lower().endswith(suffix) or p.lower().endswith(suffix)
+                if fold_name(posixpath.splitext(p)[0]).endswith(suffix) or fold_name(p).endswith(suffix)
             )
     else:
         bare = bare.strip("/")
@@ -162,11 +162,28 @@ def resolve_wikilink(corpus: Corpus, from_doc: SourceDocument, inner: str) -> So
     name, _, heading = target.partition("#")
     heading = heading.strip()
     if not name.strip():
-        if not heading:
-            return None
-        path: str | None = from_doc.ax_path
-    else:
-        path = resolve_note(corpus, from_doc.ax_path, name)
-    if path is None:
-        return None
-    return target_document(corpus, path, heading)
+        return target_document(corpus, from_doc.ax_path, heading) if heading else None
+    path = resolve_note(corpus, from_doc.ax_path, name)
+    if "#" not in heading and (path is None) == (heading == ""):
+        # the common cases, decided: a note and a heading (no other "#" to read otherwise), or no "#" at all
+        return None if path is None else target_document(corpus, path, heading)
+    return _resolve_hashed_name(corpus, from_doc.ax_path, target)
+
+
+def _resolve_hashed_name(corpus: Corpus, from_path: str, target: str) -> SourceDocument | None:
+    """``[[target]]`` when a note's name may hold a "#" itself ("C# tips"): each "#" in turn, then none, is read
+    as the one opening the heading. The first reading whose note and heading both exist wins (so a heading of a
+    note named by the text before the first "#" comes first, as note-taking tools read it); failing that, the
+    file of the longest name that names a note."""
+    fallback: str | None = None
+    cut = target.find("#")
+    while True:
+        name, heading = (target, "") if cut < 0 else (target[:cut], target[cut + 1:].strip())
+        path = resolve_note(corpus, from_path, name) if name.strip() else None
+        if path is not None:
+            if not heading or heading.startswith("^") or corpus.section(path, heading) is not None:
+                return target_document(corpus, path, heading)
+            fallback = path
+        if cut < 0:
+            return None if fallback is None else corpus.card(fallback)
+        cut = target.find("#", cut + 1)
