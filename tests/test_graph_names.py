@@ -140,3 +140,28 @@ def test_the_closest_names_are_the_nearest_first_above_one_half_the_first_index_
         {"name": "foam", "node": "foam.md"})  # 0.5; "recipes" and the pages are below one half
     assert len(_closest("page", [web])) == CLOSEST
     assert _closest("zzzz", [notes, web]) == ()
+
+
+def test_a_typed_name_finds_a_note_with_a_hash_in_its_name_or_decomposed_accents(tmp_path):
+    """As a wikilink does: "C# tips" is the note, not a heading " tips" of C.md; "café crème" typed composed finds
+    the file a Mac named decomposed."""
+    import unicodedata
+
+    from xerj_core.plugins import get_plugin_manager
+
+    vault = tmp_path / "v"
+    vault.mkdir()
+    decomposed = unicodedata.normalize("NFD", "Café Crème.md")
+    (vault / decomposed).write_text("# Café Crème\n\n## Mousse\n\nSee [[C# tips]].\n")
+    (vault / "C# tips.md").write_text("# C# tips\n\n## Async\n\nSee [[C]].\n")
+    (vault / "C.md").write_text("# C\n\n## Pointers\n\nSee [[café crème]].\n")
+    with Engine(tmp_path / "data", get_plugin_manager(builtins_only=True), config=EngineConfig()) as engine:
+        run(engine, vault, brain="v")
+        nodes = {typed: engine.graph.ego("v", {"node": typed})["node"]
+                 for typed in ("C# tips", "c# tips#async", "C#Pointers", "C# tips#nowhere", "café crème",
+                               "CAFÉ CRÈME#mousse")}
+        closest = engine.graph.ego("v", {"node": "café crèm"})["not_found"]["café crèm"]
+    assert closest[0] == {"name": "café crème", "node": decomposed}  # the name as it is typed, composed
+    assert nodes == {"C# tips": "C# tips.md", "c# tips#async": "C# tips.md#async", "C#Pointers": "C.md#pointers",
+                     "C# tips#nowhere": "C# tips.md", "café crème": decomposed,
+                     "CAFÉ CRÈME#mousse": f"{decomposed}#mousse"}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from typing import Iterator
 from urllib.parse import unquote
 
 from xerj_core.autoindex.detect import Corpus, fold_name
@@ -170,20 +171,25 @@ def resolve_wikilink(corpus: Corpus, from_doc: SourceDocument, inner: str) -> So
     return _resolve_hashed_name(corpus, from_doc.ax_path, target)
 
 
-def _resolve_hashed_name(corpus: Corpus, from_path: str, target: str) -> SourceDocument | None:
-    """``[[target]]`` when a note's name may hold a "#" itself ("C# tips"): each "#" in turn, then none, is read
-    as the one opening the heading. The first reading whose note and heading both exist wins (so a heading of a
-    note named by the text before the first "#" comes first, as note-taking tools read it); failing that, the
-    file of the longest name that names a note."""
-    fallback: str | None = None
+def name_readings(target: str) -> Iterator[tuple[str, str]]:
+    """The ways to read a link target whose note's name may hold a "#" itself ("C# tips"), as ``(name,
+    heading)``: each "#" in turn as the one opening the heading, then none. Resolvers take the first reading
+    whose note and heading both exist (so a heading of the note named by the text before the first "#" comes
+    first, as note-taking tools read it), failing that the longest name that names a note."""
     cut = target.find("#")
-    while True:
-        name, heading = (target, "") if cut < 0 else (target[:cut], target[cut + 1:].strip())
+    while cut >= 0:
+        yield target[:cut], target[cut + 1:].strip()
+        cut = target.find("#", cut + 1)
+    yield target, ""
+
+
+def _resolve_hashed_name(corpus: Corpus, from_path: str, target: str) -> SourceDocument | None:
+    """``[[target]]`` read as :func:`name_readings` says."""
+    fallback: str | None = None
+    for name, heading in name_readings(target):
         path = resolve_note(corpus, from_path, name) if name.strip() else None
         if path is not None:
             if not heading or heading.startswith("^") or corpus.section(path, heading) is not None:
                 return target_document(corpus, path, heading)
             fallback = path
-        if cut < 0:
-            return None if fallback is None else corpus.card(fallback)
-        cut = target.find("#", cut + 1)
+    return None if fallback is None else corpus.card(fallback)

@@ -33,8 +33,8 @@ import msgspec
 import numpy as np
 from rapidfuzz import fuzz, process
 
-from xerj_core.autoindex.detect import Corpus
-from xerj_core.autoindex.links import note_candidates, target_document
+from xerj_core.autoindex.detect import Corpus, fold_name
+from xerj_core.autoindex.links import name_readings, note_candidates, target_document
 from xerj_core.errors import GraphError, IndexNotFound
 from xerj_core.model import SourceDocument
 from xerj_core.store import keys
@@ -124,10 +124,10 @@ def _build_names(reader: "IndexReader", index: str) -> NodeNames:
                 continue
             stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
             for label in (stem, path, *aliases):
-                labels.setdefault(label.lower(), doc_id)
+                labels.setdefault(fold_name(label), doc_id)
         if title:
-            titles[title.lower()].append(doc_id)
-            labels.setdefault(title.lower(), doc_id)
+            titles[fold_name(title)].append(doc_id)
+            labels.setdefault(fold_name(title), doc_id)
     corpus = Corpus({path: _card_first(docs) for path, docs in files.items()})
     return NodeNames(corpus, {k: tuple(dict.fromkeys(v)) for k, v in titles.items()}, labels)
 
@@ -158,17 +158,26 @@ def reads_nodes_indices(store: "OpenStore", brain: str, names: Iterable[str]) ->
 
 
 def _matches(name: str, names: Sequence[NodeNames]) -> list[str]:
-    note, _, heading = name.partition("#")
-    found: dict[str, None] = {}
-    for index_names in names:
-        corpus = index_names.corpus
-        for path in note_candidates(corpus, "", note) if note.strip() else ():
-            doc = target_document(corpus, path, heading.strip())
-            if doc is not None:
-                found[doc.doc_id] = None
-        if not heading:
-            found.update(dict.fromkeys(index_names.titles.get(name.strip().lower(), ())))
-    return list(found)
+    """The nodes ``name`` names, read as a wikilink's target is (``links.name_readings``: a note's name may hold
+    a "#" itself)."""
+    fallback: list[str] = []
+    for note, heading in name_readings(name):
+        found: dict[str, None] = {}
+        complete = True  # every note found has the heading asked for (or none was asked)
+        for index_names in names:
+            corpus = index_names.corpus
+            for path in note_candidates(corpus, "", note) if note.strip() else ():
+                if heading and not heading.startswith("^") and corpus.section(path, heading) is None:
+                    complete = False
+                doc = target_document(corpus, path, heading)
+                if doc is not None:
+                    found[doc.doc_id] = None
+            if not heading:
+                found.update(dict.fromkeys(index_names.titles.get(fold_name(note.strip()), ())))
+        if found and complete:
+            return list(found)
+        fallback = list(found) or fallback
+    return fallback
 
 
 def _closest(name: str, names: Sequence[NodeNames]) -> tuple[dict[str, str], ...]:
@@ -178,7 +187,7 @@ def _closest(name: str, names: Sequence[NodeNames]) -> tuple[dict[str, str], ...
     rapidfuzz scores every name in C (its ``ratio``: twice the longest common subsequence over the lengths'
     sum): difflib's pure-Python matcher took 1.0 s per unknown name over the 41k pages of the Rust core docs,
     and every typo an agent made cost the server that."""
-    wanted = name.strip().lower()
+    wanted = fold_name(name.strip())
     scored: dict[str, tuple[float, int, str]] = {}
     for order, index_names in enumerate(names):
         labels = index_names.labels
