@@ -313,6 +313,30 @@ def test_bad_input_is_reported_and_nothing_is_lost(engine, tmp_path, monkeypatch
     assert again.files_removed == 0
 
 
+def test_a_file_gone_before_it_is_read_is_a_skip_not_a_failure(engine, tmp_path, monkeypatch):
+    """An editor saves through a temporary file it renames away a moment later: the walk can see a file the run
+    then finds gone. Nothing failed (a cron run must not exit 1 for it), and the next run does not know it."""
+    folder = tmp_path / "vault"
+    folder.mkdir()
+    (folder / "good.md").write_text("# Good\n\nSee [[other]].\n")
+    (folder / "other.md").write_text("# Other\n")
+    (folder / "draft.md").write_text("# Draft\n")
+    real_read = Path.read_bytes
+
+    def vanishing(self):
+        if self.name == "draft.md":
+            self.unlink()  # gone between the walk and the read
+        return real_read(self)
+
+    monkeypatch.setattr(Path, "read_bytes", vanishing)
+    summary = run(engine, folder, brain="saves")
+    assert summary.files_failed == []
+    assert summary.files_skipped == [{"path": "draft.md", "kind": "vanished", "reason": "gone before it was read"}]
+    assert summary.files_indexed == 2 and summary.edges_by_type.get("wikilink") == 1
+    again = run(engine, folder, brain="saves")
+    assert again.files_failed == again.files_skipped == [] and again.files_unchanged == 2
+
+
 def test_missing_folder_and_bad_brain_name_fail_before_any_work(engine, tmp_path):
     with pytest.raises(IllegalArgument):
         run(engine, tmp_path / "does-not-exist")

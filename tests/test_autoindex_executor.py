@@ -424,12 +424,17 @@ def test_ctrl_c_shuts_the_pool_down(tmp_path, monkeypatch):
 def test_parse_failures_are_outcomes_not_exceptions(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(bytes(range(128, 256)) * 2)
-    entries = [FileEntry("bad.txt", bad, 0, 2), FileEntry("gone.md", tmp_path / "gone.md", 0, 1)]
+    (tmp_path / "dir.md").mkdir()
+    entries = [FileEntry("bad.txt", bad, 0, 2), FileEntry("gone.md", tmp_path / "gone.md", 0, 1),
+               FileEntry("dir.md", tmp_path / "dir.md", 0, 1)]
     from xerj_core.autoindex.parallel import Plugins
 
     outcomes = parse_batch(Plugins.from_manager(get_plugin_manager()), entries, True)
-    assert [o.entry.rel_path for o in outcomes] == ["bad.txt", "gone.md"]
-    assert "undecodable" in outcomes[0].failure and outcomes[1].failure.startswith("unreadable:")
+    assert [o.entry.rel_path for o in outcomes] == ["bad.txt", "gone.md", "dir.md"]
+    assert "undecodable" in outcomes[0].failure and not outcomes[0].gone
+    # a file walked and gone when read is a skip the run reports (walk.VANISHED); one it cannot read fails
+    assert (outcomes[1].failure, outcomes[1].gone) == ("gone before it was read", True)
+    assert outcomes[2].failure.startswith("unreadable:") and not outcomes[2].gone
 
 
 def test_cli_workers_option(tmp_path):

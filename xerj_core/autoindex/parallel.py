@@ -241,6 +241,9 @@ class ParseOutcome:
     counted: tuple[CountedTerms | None, ...] | None = None
     # why its format declined the file once it read it (see formats.FormatDeclined): a skip
     declined: Declined | None = None
+    # the file was walked but no longer existed when it was read (walk.VANISHED): ``failure`` says so, and the run
+    # reports a skip, not a failure
+    gone: bool = False
 
     @property
     def yields(self) -> bool:
@@ -290,6 +293,9 @@ def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: 
             continue
         try:
             data = entry.path.read_bytes()
+        except FileNotFoundError:
+            outcomes.append(ParseOutcome(entry, failure="gone before it was read", gone=True))
+            continue
         except OSError as exc:
             outcomes.append(ParseOutcome(entry, failure=f"unreadable: {exc.strerror or exc}"))
             continue

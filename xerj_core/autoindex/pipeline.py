@@ -60,7 +60,7 @@ from xerj_core.autoindex.sink import (
     doc_ref,
     split_ref,
 )
-from xerj_core.autoindex.walk import IGNORED, UNREADABLE, FileEntry, Skipped, walk
+from xerj_core.autoindex.walk import IGNORED, UNREADABLE, VANISHED, FileEntry, Skipped, walk
 from xerj_core.errors import BatchFailed, DocumentRefused, IllegalArgument, PluginError
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, MAX_TYPE_BYTES, node_id_problem, validate_brain_name
 from xerj_core.graph.draftcolumns import DraftColumns
@@ -338,14 +338,18 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
         if detection is not None and detection.needed:
             detection.start()
             for failure in detection.unchanged_failures():
-                summary.fail(failure["path"], failure["reason"])
+                if failure["gone"]:
+                    summary.skip(failure["path"], VANISHED, failure["reason"])
+                else:
+                    summary.fail(failure["path"], failure["reason"])
             _detect_and_reconcile(sink, detection, brain_name, datasets, now_ms, summary, progress)
     finally:
         runner.close()
     if dirty:
         sink.finish(brain_name, RunFinish(root=summary.root, datasets=tuple(datasets), detectors=tuple(tags),
                                           finished_at=now_ms, root_id=state.root_id, formats=readers))
-    failed = {f["path"] for f in summary.files_failed}
+    failed = {f["path"] for f in summary.files_failed} | {f["path"] for f in summary.files_skipped
+                                                            if f["kind"] == VANISHED}
     summary.files_indexed = sum(1 for indices in changed.values() if indices)
     summary.files_unchanged = sum(1 for e in unchanged if e.rel_path not in failed)
     summary.files_seen = len(entries) + len(passed)
@@ -703,7 +707,7 @@ class _Detection:
         self.needed = False
         self.kept: dict[str, Kept] = {}
         self.fields: dict[tuple, dict[str, Any]] = {}  # the kept documents' shared fields maps, until combined
-        self.failures: list[dict[str, str]] = []
+        self.failures: list[dict[str, Any]] = []
         self.states: dict[str, DetectorState] | None = None
         self.corpus: Corpus | None = None
         self.shared: Any = None
@@ -770,7 +774,7 @@ class _Detection:
             return False
         return self.runner.in_process or all(f is None or f.done() for f in self.unchanged)
 
-    def unchanged_failures(self) -> list[dict[str, str]]:
+    def unchanged_failures(self) -> list[dict[str, Any]]:
         return self.failures
 
     def start(self) -> None:
@@ -781,7 +785,7 @@ class _Detection:
                 continue
             outcomes = self.runner.outcomes(future)
             self.unchanged[position] = None
-            self.failures.extend({"path": o.entry.rel_path, "reason": o.failure}
+            self.failures.extend({"path": o.entry.rel_path, "reason": o.failure, "gone": o.gone}
                                  for o in outcomes if o.failure is not None)
             self._keep(outcomes)
         self.started = True
@@ -966,6 +970,9 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
         if detection is not None:
             detection.take(outcomes)
         for outcome in outcomes:
+            if outcome.gone:
+                summary.skip(outcome.entry.rel_path, VANISHED, outcome.failure)
+                continue
             if outcome.failure is not None:
                 summary.fail(outcome.entry.rel_path, outcome.failure)
                 continue

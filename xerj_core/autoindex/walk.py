@@ -38,6 +38,9 @@ NOT_A_FILE = "not_a_regular_file"
 NAME_CLASH = "name_clash"
 IGNORED = "ignored"  # left out by a .gitignore or .xerjignore line; unlike the others, a removal when indexed before
 UNREADABLE = "unreadable"
+# walked, then gone when the run came to read it (an editor's temporary file, a file moved away): nothing failed,
+# and the next run finds it removed
+VANISHED = "vanished"
 
 
 @attrs.frozen
