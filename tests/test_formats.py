@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import email as email_module
+import email.policy as email_policy
 import mailbox
 from email.message import EmailMessage
 from functools import partial
@@ -504,6 +506,26 @@ def test_a_pdf_attachment_is_read_for_its_text_and_a_damaged_one_costs_nothing_e
     monkeypatch.setattr(pdf, "_load_pypdf", lambda: None)  # without the pdf extra: the reason names it
     _, pdf_part, _, _ = email.EmailFormat().parse("mail/invoice.eml", bytes(msg), MTIME)
     assert pdf_part.text == "" and pdf_part.fields["unread"] == pdf.MISSING_EXTRA
+
+
+def test_a_forwarded_message_is_a_document_with_its_own_text_and_attachments():
+    """Forwarded mail, bounces and digests enclose whole messages (message/rfc822): their text was lost."""
+    inner = make_message("Budget 2025", "<b@x>", body="The budget is forty thousand.",
+                         attachments=[("figures.txt", "rent 12000\n", "text", "plain")])
+    outer = make_message("Fwd: Budget 2025", "<f@x>", body="See below.")
+    outer.add_attachment(inner)  # as a mail program forwards "as attachment"
+    card, forwarded, figures = email.EmailFormat().parse("mail/fwd.eml", bytes(outer), MTIME)
+    assert card.text == "See below." and card.fields["attachments"] == [forwarded.doc_id, figures.doc_id]
+    assert (forwarded.kind, forwarded.title, forwarded.text) == ("attachment", "Budget 2025",
+                                                                 "The budget is forty thousand.")
+    assert forwarded.fields["content_type"] == "message/rfc822" and forwarded.fields["size"] > 0
+    assert (figures.title, figures.text, figures.fields["parent"]) == ("figures.txt", "rent 12000", card.doc_id)
+    # a message that is nothing but an enclosed one (as some programs forward): that one's body is its body
+    bare = email_module.message_from_bytes(
+        b"From: a@x\nSubject: The enclosing message\nContent-Type: message/rfc822\n\n"
+        b"From: b@x\nSubject: inside\n\nHere is the body of the message.\n", policy=email_policy.default)
+    (only,) = email.EmailFormat().parse("bare.eml", bytes(bare), MTIME)
+    assert (only.title, only.text) == ("The enclosing message", "Here is the body of the message.")
 
 
 def test_mbox_messages_in_order_with_thread_headers(tmp_path):

@@ -13,7 +13,10 @@ with ``n`` from 1 in mailbox order. Every attachment is its own document of kind
 ``{path}#msg-{n}.att-{k}`` inside an mbox; text attachments keep their text
 (an HTML one its visible text), a PDF attachment the text of its pages (with
 the ``pdf`` extra; one it cannot read keeps the reason in ``unread``), others
-are represented by their file name.
+are represented by their file name. A message a message encloses
+(``message/rfc822``: forwarded as an attachment, bounced, one of a digest) is
+an attachment titled by its subject, its text its body, and its own attachments
+follow it; a message that is nothing but an enclosed one has that one's body.
 
 A message's ``title`` and ``section`` are its subject, its text the plain-text
 body (an HTML-only body is reduced to its visible text). ``fields`` carry
@@ -119,7 +122,19 @@ def _part_text(part: EmailMessage) -> str:
     return content.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def _enclosed(part: EmailMessage) -> EmailMessage | None:
+    """The message a ``message/rfc822`` part holds (a forwarded message, one of a digest, a bounced one), or None."""
+    if part.get_content_type() != "message/rfc822":
+        return None
+    payload = part.get_payload()
+    inner = payload[0] if isinstance(payload, list) and payload else None
+    return inner if isinstance(inner, EmailMessage) else None
+
+
 def _body(msg: EmailMessage) -> str:
+    inner = _enclosed(msg)
+    if inner is not None:  # a message that is a forwarded one and nothing else: that one's body is its body
+        return _body(inner)
     try:
         part = msg.get_body(preferencelist=("plain", "html"))
     except Exception:
@@ -132,15 +147,39 @@ def _body(msg: EmailMessage) -> str:
     return text.strip()
 
 
-def _attachments(msg: EmailMessage) -> list[EmailMessage]:
-    found = []
-    body = None
+def _size_of(msg: EmailMessage) -> int:
+    """An enclosed message's size in bytes, as written out again (the part's own bytes are not kept)."""
     try:
-        body = msg.get_body(preferencelist=("plain", "html"))
+        return len(msg.as_bytes())
+    except Exception:  # a malformed enclosed message is indexed all the same; only its size is unknown
+        return 0
+
+
+def _body_part(msg: EmailMessage) -> EmailMessage | None:
+    try:
+        return msg.get_body(preferencelist=("plain", "html"))
     except Exception:
-        pass
+        return None
+
+
+def _attachments(msg: EmailMessage) -> list[EmailMessage]:
+    """The parts of ``msg`` that are documents of their own: attachments, and each message it encloses
+    (``message/rfc822``: forwarded, bounced, a digest's), whose own attachments follow it. A message's body part
+    is its text, not an attachment, at every depth."""
+    found = []
+    bodies = [_body_part(msg)]
+    outer = _enclosed(msg)
+    if outer is not None:  # msg is one enclosed message: its body is msg's, its attachments msg's
+        bodies.append(_body_part(outer))
     for part in msg.walk():
-        if part is msg or part is body or part.is_multipart():
+        if part is msg or part is outer or any(part is body for body in bodies):
+            continue
+        inner = _enclosed(part)
+        if inner is not None:
+            found.append(part)
+            bodies.append(_body_part(inner))
+            continue
+        if part.is_multipart():
             continue
         if part.is_attachment() or part.get_filename():
             found.append(part)
@@ -183,7 +222,7 @@ class EmailFormat:
     priority = 10
     # 2: mailboxes cut only at separator lines, their unreadable messages kept rather than failing the file, and
     # Maildir messages read (a run finding this version reads the files it passed by as no format's again)
-    # 3: a PDF attachment's text read
+    # 3: a PDF attachment's text read, and each enclosed message (forwarded, bounced, a digest's) a document
     version = 3
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
@@ -256,13 +295,19 @@ class EmailFormat:
                 date_ms = None
         attachment_docs = []
         for k, part in enumerate(_attachments(msg), start=1):
-            filename = part.get_filename() or f"attachment-{k}"
             content_type = part.get_content_type()
+            enclosed = _enclosed(part)
             payload = part.get_payload(decode=True)
             size = len(payload) if isinstance(payload, bytes) else 0
             text = _part_text(part).strip() if part.get_content_maintype() == "text" else ""
             if content_type == "text/html":
                 text = html_to_text(text)
+            if enclosed is not None:  # its subject names it, its body is its text
+                filename = part.get_filename() or _header(enclosed, "subject") or f"message-{k}"
+                text = _body(enclosed)
+                size = _size_of(enclosed)
+            else:
+                filename = part.get_filename() or f"attachment-{k}"
             unread = None
             if isinstance(payload, bytes) and (content_type == "application/pdf"
                                                or filename.lower().endswith(".pdf")):
