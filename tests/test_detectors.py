@@ -39,6 +39,7 @@ from xerj_detectors import (
     imports,
     mdlink,
     pathcite,
+    rstlink,
     samedir,
     sequence,
     sharedterm,
@@ -47,11 +48,12 @@ from xerj_detectors import (
 
 FOAM = Path(__file__).parents[1].parent / "shared/corpora/foam-docs"
 TEN = ("wikilink", "mdlink", "href", "pathcite", "cratecite", "sequence", "samedir", "sharedterm", "emailthread",
-       "imports")
+       "imports", "rstlink")
 ALL = [
     wikilink.WikilinkDetector(), mdlink.MdlinkDetector(), href.HrefDetector(), pathcite.PathciteDetector(),
     cratecite.CrateciteDetector(), sequence.SequenceDetector(), samedir.SamedirDetector(),
     sharedterm.SharedtermDetector(), emailthread.EmailthreadDetector(), imports.ImportsDetector(),
+    rstlink.RstlinkDetector(),
 ]
 
 
@@ -266,6 +268,65 @@ class TestEmailthreadConformance(AbstractDetectorTests):
         reply = message("Re: Lunch?", "<2@x>", in_reply_to="<1@x>")
         return parse_files({"mail/thread.mbox": mbox_bytes(tmp_path, [root, reply]),
                             "mail/late.eml": bytes(message("Re: Re", "<3@x>", in_reply_to="<2@x>"))})
+
+
+SPHINX = {
+    "docs/index.rst": b"""Project
+=======
+
+.. toctree::
+   :maxdepth: 2
+   :caption: Contents
+
+   install
+   Usage guide <guide/usage>
+   /api/reference
+   self
+   guide/*
+   https://example.org/elsewhere
+
+See :doc:`the FAQ <faq>` and :doc:`/guide/usage`.
+""",
+    "docs/install.rst": b"Install\n=======\n\n.. include:: /snippets/note.txt\n\n.. image:: logo.png\n",
+    "docs/guide/usage.rst": b"Usage\n=====\n\nBack to :doc:`../index`, then :doc:`missing`.\n\n"
+                            b".. literalinclude:: ../../src/app.py\n",
+    "docs/api/reference.rst": b"Reference\n=========\n",
+    "docs/faq.rst": b"FAQ\n===\n",
+    "docs/snippets/note.txt": b"Shared note.\n",
+    "src/app.py": b"print('hi')\n",
+}
+
+
+class TestRstlinkConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return rstlink.RstlinkDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return rstlink
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files(SPHINX)
+
+
+def test_rstlink_follows_toctrees_doc_roles_and_directives_of_a_tree_below_the_folder():
+    edges = run(rstlink.RstlinkDetector(), SPHINX)
+    found = {(e.src, e.dst) for e in edges}
+    assert found == {
+        ("docs/index.rst#project", "docs/install.rst"),  # a toctree entry, relative
+        ("docs/index.rst#project", "docs/guide/usage.rst"),  # a titled one (and a rooted :doc: to it)
+        ("docs/index.rst#project", "docs/api/reference.rst"),  # rooted at the source folder, below the indexed one
+        ("docs/index.rst#project", "docs/faq.rst"),  # :doc:`title <name>`
+        ("docs/install.rst#install", "docs/snippets/note.txt"),  # a rooted include
+        ("docs/guide/usage.rst#usage", "docs/index.rst"),  # :doc:`../index`
+        ("docs/guide/usage.rst#usage", "src/app.py"),  # a literalinclude out of the tree
+    }  # self, a glob, a URL, an image not indexed and :doc:`missing` name no file
+    quotes = {e.dst: e.evidence.quote for e in edges}
+    assert quotes["docs/guide/usage.rst"] == "Usage guide <guide/usage>"
+    assert quotes["docs/faq.rst"] == "See :doc:`the FAQ <faq>` and :doc:`/guide/usage`."
+    assert all(e.type == "rstlink" and e.detector == "rstlink@1" for e in edges)
 
 
 class TestImportsConformance(AbstractDetectorTests):

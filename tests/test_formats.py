@@ -16,7 +16,7 @@ import pytest
 from xerj_core import hookimpl
 from xerj_core.autoindex import compressed
 from xerj_core.autoindex import formats as formats_module
-from xerj_core.autoindex.builtin_formats import code, email, html, markdown, notebook, pdf, text
+from xerj_core.autoindex.builtin_formats import code, email, html, markdown, notebook, pdf, rst, text
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
                                          sniff)
@@ -163,6 +163,79 @@ class TestTextConformance(AbstractFormatTests):
     @pytest.fixture
     def plugin(self):
         return text
+
+
+RST = b"""\
+.. title:: The Guide
+
+Preamble words.
+
+=========
+ Install
+=========
+
+Run the installer.
+
+Options
+-------
+
+A table is no title:
+
+=====  =====
+a      b
+=====  =====
+
+----
+
+Some paragraph
+that goes on.
+-------------
+
+Usage
+-----
+
+  Indented
+  --------
+
+Deeper
+~~~~~~
+
+Last words.
+"""
+
+
+class TestRstConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return rst.RstFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"docs/guide.rst": RST, "plain.rst": b"No titles at all.\n", "short.rest": b"A\n=\n\nx\n"}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"bad.rst": b"Title\n=====\n" + UNDECODABLE}
+
+    @pytest.fixture
+    def plugin(self):
+        return rst
+
+
+def test_rst_sections_follow_titles_and_their_adornment_styles():
+    card, install, options, usage, deeper = rst.RstFormat().parse("docs/guide.rst", RST, MTIME)
+    assert (card.title, card.kind, card.text) == ("The Guide", "file", ".. title:: The Guide\n\nPreamble words.")
+    assert [(d.doc_id, d.section, d.fields["level"], d.fields["ordinal"]) for d in (install, options, usage, deeper)] \
+        == [("docs/guide.rst#install", "Install", 1, 1), ("docs/guide.rst#options", "Options", 2, 2),
+            ("docs/guide.rst#usage", "Usage", 2, 3), ("docs/guide.rst#deeper", "Deeper", 3, 4)]
+    assert install.text == "Install\nRun the installer."
+    # a simple table's borders, a transition, a paragraph's second line underlined and an indented block are
+    # the section's text, not titles
+    assert "=====  =====" in options.text and "----" in options.text and "that goes on." in options.text
+    assert "Indented\n  --------" in usage.text
+    (only,) = rst.RstFormat().parse("plain.rst", b"No titles at all.\n", MTIME)
+    assert (only.title, only.text) == ("plain", "No titles at all.")
+    assert rst.RstFormat().accepts("x/README.rst", b"") and not rst.RstFormat().accepts("x.txt", b"")
 
 
 class TestHtmlConformance(AbstractFormatTests):
@@ -952,7 +1025,7 @@ def test_a_format_s_version_is_part_of_what_a_run_records():
 
 def test_installed_builtin_formats_are_collected():
     found = collect_formats(get_plugin_manager())
-    assert {"markdown", "text", "html", "email", "pdf", "code", "notebook"} <= set(found)
+    assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst"} <= set(found)
     assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
 
 

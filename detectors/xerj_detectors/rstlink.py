@@ -1,0 +1,103 @@
+"""``rstlink``: how a Sphinx tree links its documents: ``toctree`` entries, ``:doc:`` roles, and the files
+``include``, ``literalinclude``, ``image`` and ``figure`` directives name.
+
+Only reStructuredText documents are read (format ``rst``). A document name
+(a ``toctree`` entry, a ``:doc:`` target, either as ``Title <name>`` too) has
+no extension: relative to the linking file's folder, or, starting with ``/``,
+to the source folder, which is the indexed folder or one below it (the nearest
+file whose path ends so). A directive's path resolves as a Markdown link's does
+(relative, or ``/``-rooted), and also as a path ending when ``/``-rooted.
+``self``, URLs and glob entries (``*``) name no file. Edge: from the document
+holding the line to the named file's card; evidence is that line.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Iterable, Iterator, Sequence
+
+from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft,
+                                 note_candidates, resolve_relative, within_root)
+
+RST_FORMATS = frozenset({"rst"})
+# a toctree directive and its indented body (entries and options), up to the first line back at its margin
+_TOCTREE = re.compile(rb"^([ \t]*)\.\. toctree::[^\n]*\n((?:(?:\1[ \t]+[^\n]*)?(?:\n|\Z))*)", re.M)
+_DOC_ROLE = re.compile(rb":doc:`([^`\n]+)`")
+_PATH_DIRECTIVE = re.compile(rb"^[ \t]*\.\. (?:include|literalinclude|image|figure)::[ \t]*(\S[^\n]*?)[ \t]*$",
+                             re.M)
+_TITLED = re.compile(r"(?s).*?<([^<>]+)>")
+
+
+class RstlinkDetector:
+    name = "rstlink"
+    type = "rstlink"
+    tag = "rstlink@1"
+    weight = 0.9
+    confidence = 0.9
+
+    def detect(
+        self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
+    ) -> Iterable[EdgeDraft]:
+        for doc in file_docs:
+            if doc.format not in RST_FORMATS or (".. " not in doc.text and ":doc:" not in doc.text):
+                continue
+            data = doc.text.encode("utf-8")
+            seen: set[str] = set()
+            for offset, target, is_document in sorted(_targets(data)):
+                if is_document:
+                    dst = _document_named(corpus, doc.ax_path, target)
+                else:
+                    dst = resolve_relative(corpus, doc.ax_path, target)
+                    if dst is None and target.startswith("/"):
+                        dst = _nearest_card(corpus, doc.ax_path, note_candidates(corpus, doc.ax_path,
+                                                                                 target.strip("/")))
+                if dst is None or dst.doc_id == doc.doc_id or dst.doc_id in seen:
+                    continue
+                seen.add(dst.doc_id)
+                yield make_draft(self, doc, dst, quote=line_at(data, offset), offset=offset)
+
+
+def _targets(data: bytes) -> Iterator[tuple[int, str, bool]]:
+    """``(byte offset, target, whether it names a document)`` of every link the text makes."""
+    for match in _TOCTREE.finditer(data):
+        at = match.start(2)
+        for line in match.group(2).split(b"\n"):
+            entry = line.strip().decode("utf-8", "replace")
+            if entry and not entry.startswith(":"):
+                yield at + len(line) - len(line.lstrip()), _named(entry), True
+            at += len(line) + 1
+    for match in _DOC_ROLE.finditer(data):
+        yield match.start(), _named(match.group(1).decode("utf-8", "replace")), True
+    for match in _PATH_DIRECTIVE.finditer(data):
+        yield match.start(1), match.group(1).decode("utf-8", "replace"), False
+
+
+def _named(text: str) -> str:
+    """The target of ``Title <target>``, or the text itself."""
+    titled = _TITLED.fullmatch(text.strip())
+    return (titled.group(1) if titled else text).strip()
+
+
+def _document_named(corpus: Corpus, from_path: str, name: str) -> SourceDocument | None:
+    if not name or name == "self" or "*" in name or "://" in name:
+        return None
+    if name.endswith(".rst"):
+        name = name[:-len(".rst")]
+    if name.startswith("/"):
+        rooted = name.strip("/")
+        candidates = corpus.by_path_without_extension(rooted) or note_candidates(corpus, from_path, rooted)
+    else:
+        joined = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), name))
+        candidates = corpus.by_path_without_extension(joined) if within_root(joined) else ()
+    return _nearest_card(corpus, from_path, candidates)
+
+
+def _nearest_card(corpus: Corpus, from_path: str, candidates: Sequence[str]) -> SourceDocument | None:
+    path = corpus.nearest(candidates, from_path)
+    return corpus.card(path) if path is not None else None
+
+
+@hookimpl
+def xerj_register_detectors(register) -> None:
+    register(RstlinkDetector())
