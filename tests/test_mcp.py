@@ -538,3 +538,37 @@ def test_search_leaves_a_pages_links_out_of_its_hits_unless_the_body_asks_for_th
     plain, asked = run(AppBackend(world["app"], world["key"]), script)
     assert [(h["_id"], sorted(h["_source"])) for h in plain] == [("page", ["text"])]
     assert asked[0]["_source"]["links"] == links
+
+
+def test_a_long_text_is_shown_a_window_at_a_time_in_search_hits_and_document_reads(world, engine):
+    """A brain's card can hold a whole file (a 60 MB log is one document): search hits and document reads show a
+    bounded window of its text and say how long the whole is, and a read goes on from where the last stopped."""
+    words = " ".join(f"w{i:06d}" for i in range(30_000))  # 239,999 characters
+    engine.store.put(f".xerj-memory-{A}", {"text": "hydration log " + words}, "log")
+    engine.store.put(f".xerj-memory-{A}", {"text": "short hydration note"}, "note")
+
+    async def script(client):
+        found = await call(client, "xerj_search", index=f".xerj-memory-{A}", query="hydration")
+        wider = await call(client, "xerj_search", index=f".xerj-memory-{A}", query="hydration", text_chars=5)
+        first = await call(client, "xerj_get_document", index=f".xerj-memory-{A}", id="log")
+        later = await call(client, "xerj_get_document", index=f".xerj-memory-{A}", id="log", text_from=20_000,
+                           text_chars=14)
+        short = await call(client, "xerj_get_document", index=f".xerj-memory-{A}", id="note")
+        too_many = await call(client, "xerj_search", index=f".xerj-memory-{A}", query="x", text_chars=10**9)
+        return found, wider, first, later, short, too_many
+
+    found, wider, first, later, short, too_many = run(AppBackend(world["app"], world["key"]), script)
+    whole = len("hydration log " + words)
+    hits = {h["_id"]: h for h in found.structured_content["hits"]}
+    assert hits["log"]["_source"]["text"] == ("hydration log " + words)[:2000]
+    assert hits["log"]["text_clipped"] == {"from": 0, "shown": 2000, "chars": whole}
+    assert "text_clipped" not in hits["note"] and hits["note"]["_source"]["text"] == "short hydration note"
+    assert "hydration" in json.dumps(hits["log"].get("highlight"))  # the passages that matched are still there
+    assert {h["_id"]: h["_source"]["text"] for h in wider.structured_content["hits"]} == {"log": "hydra",
+                                                                                          "note": "short"}
+    assert first.structured_content["text_clipped"] == {"from": 0, "shown": 20_000, "chars": whole}
+    assert len(first.structured_content["_source"]["text"]) == 20_000 and len(text(first)) < 25_000
+    assert later.structured_content["_source"]["text"] == ("hydration log " + words)[20_000:20_014]
+    assert later.structured_content["text_clipped"] == {"from": 20_000, "shown": 14, "chars": whole}
+    assert short.structured_content.get("text_clipped") is None
+    assert too_many.is_error and "text_chars" in text(too_many)

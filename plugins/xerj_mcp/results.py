@@ -107,7 +107,8 @@ class UnlinkResult(_Open):
 
 class SearchResult(_Page):
     index: str
-    hits: Rows = Field(description="_index, _id, _score, _source, and highlight when asked")
+    hits: Rows = Field(description="_index, _id, _score, _source, highlight when asked, and text_clipped "
+                                   "({from, shown, chars}) when _source.text was cut")
 
 
 class DocumentResult(_Open):
@@ -115,6 +116,8 @@ class DocumentResult(_Open):
     id: str = Field(alias="_id")
     found: bool
     source: dict[str, Any] | None = Field(None, alias="_source")
+    text_clipped: dict[str, int] | None = Field(None, description=(
+        "when _source.text is a window of the text: {from, shown, chars}, chars the whole text's length"))
 
 
 class IndexInfo(BaseModel):

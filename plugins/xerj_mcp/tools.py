@@ -20,6 +20,12 @@ from xerj_mcp.results import (
 
 # The most hits, memories or documents one call returns: an agent's context is not a bulk export.
 MAX_RESULTS = 100
+# Characters of a document's text a search hit shows, a document read shows, and the most either may ask for. A
+# document can hold a whole file (a 60 MB log is one card; so is a long transcript): ten such hits in full
+# would fill any agent's context, when the passages that matched are what it searched for.
+SEARCH_TEXT_CHARS = 2_000
+DOCUMENT_TEXT_CHARS = 20_000
+MAX_TEXT_CHARS = 200_000
 TrustState = Literal["detected", "asserted", "approved", "rejected"]
 Instant = int | str
 
@@ -299,9 +305,13 @@ class Tools:
         size: Annotated[int, Field(ge=0, le=MAX_RESULTS, description="hits per page")] = 10,
         offset: Annotated[int, Field(ge=0, description="hits to skip (the HTTP API's `from`)")] = 0,
         highlight: Annotated[bool, Field(description="add the matching passages of each hit")] = True,
+        text_chars: Annotated[int, Field(ge=0, le=MAX_TEXT_CHARS, description=(
+            "characters of each hit's text shown; a hit whose text is longer says so in text_clipped, and "
+            "xerj_get_document reads on"))] = SEARCH_TEXT_CHARS,
     ) -> SearchResult:
         """Search documents (notes, datasets, memories) in the indices this key can read: a query string or a query
-        DSL body. Hits carry _index, _id, _score, _source and, by default, the passages that matched."""
+        DSL body. Hits carry _index, _id, _score, _source (its text cut to text_chars, see text_clipped) and, by
+        default, the passages that matched."""
         if query is not None and body is not None:
             raise Refused("give `query` (a query string) or `body` (a query DSL body), not both")
         request = dict(body or {})
@@ -323,6 +333,8 @@ class Tools:
         _put(params, q=query)
         payload = await self._call("POST", f"/{segment_list(index)}/_search", params, request)
         hits = payload.get("hits", {}).get("hits", [])
+        for hit in hits:
+            _put(hit, text_clipped=clip_text(hit.get("_source"), 0, text_chars))
         total = payload.get("hits", {}).get("total", {})
         total = int(total.get("value", 0)) if isinstance(total, dict) else int(total or 0)
         return SearchResult(index=index, total=total, hits=hits, left_out=max(0, total - offset - len(hits)))
@@ -331,9 +343,16 @@ class Tools:
         self,
         index: Annotated[str, Field(min_length=1, description="the index")],
         id: Annotated[str, Field(min_length=1, description="the document's _id")],
+        text_from: Annotated[int, Field(ge=0, description="the first character of its text to show")] = 0,
+        text_chars: Annotated[int, Field(ge=0, le=MAX_TEXT_CHARS, description=(
+            "characters of its text shown from text_from; text_clipped says how long the whole text is"),
+        )] = DOCUMENT_TEXT_CHARS,
     ) -> DocumentResult:
-        """Read one document by index and id (a note found by search or ego, a memory, a dataset row)."""
+        """Read one document by index and id (a note found by search or ego, a memory, a dataset row); a long
+        text is read a window at a time (text_from, text_chars)."""
         payload = await self._call("GET", f"/{segment(index)}/_doc/{segment(id)}")
+        if isinstance(payload, dict):
+            _put(payload, text_clipped=clip_text(payload.get("_source"), text_from, text_chars))
         return DocumentResult.answer(payload)
 
     async def xerj_list_indices(self) -> IndicesResult:
@@ -348,6 +367,16 @@ class Tools:
 SOURCE_LEFT_OUT = ("*vector*", "links")
 # The passages xerj_search's hits carry: up to three a string field, about 160 characters around what matched.
 PASSAGES = {"fields": {"*": {}}, "fragment_size": 160, "number_of_fragments": 3}
+
+
+def clip_text(source: Any, start: int, chars: int) -> dict[str, int] | None:
+    """Cut ``source["text"]`` to its characters ``[start, start + chars)``, in place; what was cut as ``{"from",
+    "shown", "chars"}`` (``chars`` the whole text's length), or None when the whole text is shown."""
+    text = source.get("text") if isinstance(source, dict) else None
+    if not isinstance(text, str) or (start == 0 and len(text) <= chars):
+        return None
+    source["text"] = text[start:start + chars]
+    return {"from": start, "shown": len(source["text"]), "chars": len(text)}
 
 
 def _put(target: dict[str, Any], **values: Any) -> None:
