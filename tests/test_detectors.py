@@ -287,11 +287,13 @@ SPHINX = {
 
 See :doc:`the FAQ <faq>` and :doc:`/guide/usage`.
 """,
-    "docs/install.rst": b"Install\n=======\n\n.. include:: /snippets/note.txt\n\n.. image:: logo.png\n",
+    "docs/install.rst": b".. _install-guide:\n\nInstall\n=======\n\n.. include:: /snippets/note.txt\n\n"
+                        b".. image:: logo.png\n\n.. _Proxy Setup:\n\nBehind a proxy\n--------------\n\nSee :ref:`faq`.\n",
     "docs/guide/usage.rst": b"Usage\n=====\n\nBack to :doc:`../index`, then :doc:`missing`.\n\n"
                             b".. literalinclude:: ../../src/app.py\n",
     "docs/api/reference.rst": b"Reference\n=========\n",
-    "docs/faq.rst": b"FAQ\n===\n",
+    "docs/faq.rst": b".. _faq:\n\nFAQ\n===\n\nRead :ref:`install-guide`, :ref:`the proxy <proxy  setup>` and "
+                    b":ref:`nowhere`.\n",
     "docs/snippets/note.txt": b"Shared note.\n",
     "src/app.py": b"print('hi')\n",
 }
@@ -322,8 +324,11 @@ def test_rstlink_follows_toctrees_doc_roles_and_directives_of_a_tree_below_the_f
         ("docs/install.rst#install", "docs/snippets/note.txt"),  # a rooted include
         ("docs/guide/usage.rst#usage", "docs/index.rst"),  # :doc:`../index`
         ("docs/guide/usage.rst#usage", "src/app.py"),  # a literalinclude out of the tree
-    }  # self, a glob, a URL, an image not indexed and :doc:`missing` name no file
-    quotes = {e.dst: e.evidence.quote for e in edges}
+        ("docs/install.rst#behind-a-proxy", "docs/faq.rst#faq"),  # :ref: lands on the section its label opens
+        ("docs/faq.rst#faq", "docs/install.rst#install"),
+        ("docs/faq.rst#faq", "docs/install.rst#behind-a-proxy"),  # "the proxy <proxy  setup>": Sphinx's compare
+    }  # self, a glob, a URL, an image not indexed, :doc:`missing` and :ref:`nowhere` name nothing
+    quotes = {e.dst: e.evidence.quote for e in edges if e.src == "docs/index.rst#project"}
     assert quotes["docs/guide/usage.rst"] == "Usage guide <guide/usage>"
     assert quotes["docs/faq.rst"] == "See :doc:`the FAQ <faq>` and :doc:`/guide/usage`."
     assert all(e.type == "rstlink" and e.detector == "rstlink@1" for e in edges)

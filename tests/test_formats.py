@@ -228,11 +228,17 @@ def test_rst_sections_follow_titles_and_their_adornment_styles():
     assert [(d.doc_id, d.section, d.fields["level"], d.fields["ordinal"]) for d in (install, options, usage, deeper)] \
         == [("docs/guide.rst#install", "Install", 1, 1), ("docs/guide.rst#options", "Options", 2, 2),
             ("docs/guide.rst#usage", "Usage", 2, 3), ("docs/guide.rst#deeper", "Deeper", 3, 4)]
-    assert install.text == "Install\nRun the installer."
+    assert install.text == "Install\n\nRun the installer."
     # a simple table's borders, a transition, a paragraph's second line underlined and an indented block are
     # the section's text, not titles
     assert "=====  =====" in options.text and "----" in options.text and "that goes on." in options.text
     assert "Indented\n  --------" in usage.text
+    labelled = b""".. _top:\n\nIntro.\n\n.. _install-guide:\n.. _`Set  Up`:\n\nInstall\n=======\n\n.. _the-figure:\n\n""" \
+        b""".. figure:: x.png\n\nUsage\n-----\n\n.. _python: https://python.org\n"""
+    card, install, usage = rst.RstFormat().parse("l.rst", labelled, MTIME)
+    # a label opens the section whose title follows it, else belongs where it is written; a URL target is no label
+    assert (card.fields["labels"], install.fields["labels"]) == (["top"], ["install-guide", "set up", "the-figure"])
+    assert "labels" not in usage.fields
     (only,) = rst.RstFormat().parse("plain.rst", b"No titles at all.\n", MTIME)
     assert (only.title, only.text) == ("plain", "No titles at all.")
     assert rst.RstFormat().accepts("x/README.rst", b"") and not rst.RstFormat().accepts("x.txt", b"")

@@ -21,7 +21,8 @@ What is here:
 * resolving what a file writes to a document: :func:`resolve_relative`
   (``[text](../a.md#part)``), :func:`resolve_wikilink` (``[[Name#Heading]]``),
   :func:`resolve_note` and :func:`note_candidates` (a bare note name),
-  :func:`target_document` (a path plus fragment), :func:`within_root`.
+  :func:`target_document` (a path plus fragment), :func:`within_root`;
+  :func:`label_key` (a reStructuredText label as Sphinx compares them).
 """
 
 from xerj_core.autoindex.detect import (
@@ -46,6 +47,7 @@ from xerj_core.autoindex.links import (
 )
 from xerj_core.hookspecs import hookimpl
 from xerj_core.model import EdgeDraft, Evidence, SourceDocument
+from xerj_core.text import label_key
 
 __all__ = [
     "MARKDOWN_FORMATS",
@@ -59,6 +61,7 @@ __all__ = [
     "SourceDocument",
     "clip",
     "hookimpl",
+    "label_key",
     "line_at",
     "make_draft",
     "mask_code",

@@ -241,6 +241,12 @@ def slugify(text: str) -> str:
     return _NOT_SLUG.sub("", text.strip().lower()).replace(" ", "-")
 
 
+def label_key(label: str) -> str:
+    """A reStructuredText label as Sphinx compares them (``.. _Set  Up:`` and ``:ref:`set up```): lowercased,
+    runs of whitespace made one space, enclosing backquotes dropped."""
+    return " ".join(label.strip().strip("`").lower().split())
+
+
 def is_valid_brain_name(name: str) -> bool:
     """True when ``name`` passes the brain-name rules (length, charset, no ``..``, no ``-edges`` suffix)."""
     return (

@@ -1,5 +1,5 @@
-"""``rstlink``: how a Sphinx tree links its documents: ``toctree`` entries, ``:doc:`` roles, and the files
-``include``, ``literalinclude``, ``image`` and ``figure`` directives name.
+"""``rstlink``: how a Sphinx tree links its documents: ``toctree`` entries, ``:doc:`` and ``:ref:`` roles, and
+the files ``include``, ``literalinclude``, ``image`` and ``figure`` directives name.
 
 Only reStructuredText documents are read (format ``rst``). A document name
 (a ``toctree`` entry, a ``:doc:`` target, either as ``Title <name>`` too) has
@@ -7,8 +7,13 @@ no extension: relative to the linking file's folder, or, starting with ``/``,
 to the source folder, which is the indexed folder or one below it (the nearest
 file whose path ends so). A directive's path resolves as a Markdown link's does
 (relative, or ``/``-rooted), and also as a path ending when ``/``-rooted.
-``self``, URLs and glob entries (``*``) name no file. Edge: from the document
-holding the line to the named file's card; evidence is that line.
+``self``, URLs and glob entries (``*``) name no file. A ``:ref:`` names a label
+(``.. _name:``, ``Title <name>`` too) of any ``.rst`` file of the corpus, and
+lands on the section the label opens (or is written in): a corpus-wide
+detector, whose ``summarize`` lists each file's labels and ``combine`` keeps,
+for a label defined twice, the smallest document id. Edge: from the document
+holding the line to the named file's card, or to the labelled section;
+evidence is that line.
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ import posixpath
 import re
 from typing import Iterable, Iterator, Sequence
 
-from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft,
-                                 note_candidates, resolve_relative, within_root)
+from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, label_key, line_at,
+                                 make_draft, note_candidates, resolve_relative, within_root)
 
 RST_FORMATS = frozenset({"rst"})
 # a toctree directive and its indented body (entries and options), up to the first line back at its margin
 _TOCTREE = re.compile(rb"^([ \t]*)\.\. toctree::[^\n]*\n((?:(?:\1[ \t]+[^\n]*)?(?:\n|\Z))*)", re.M)
 _DOC_ROLE = re.compile(rb":doc:`([^`\n]+)`")
+_REF_ROLE = re.compile(rb":ref:`([^`\n]+)`")
 _PATH_DIRECTIVE = re.compile(rb"^[ \t]*\.\. (?:include|literalinclude|image|figure)::[ \t]*(\S[^\n]*?)[ \t]*$",
                              re.M)
 _TITLED = re.compile(r"(?s).*?<([^<>]+)>")
@@ -36,16 +42,35 @@ class RstlinkDetector:
     weight = 0.9
     confidence = 0.9
 
+    def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[tuple[str, str], ...] | None:
+        found = tuple((label, doc.doc_id) for doc in file_docs if doc.format in RST_FORMATS
+                      for label in doc.fields.get("labels") or () if isinstance(label, str))
+        return found or None
+
+    def combine(self, partials: Iterable[tuple[tuple[str, str], ...] | None], corpus: Corpus) -> DetectorState:
+        owners: dict[str, str] = {}
+        for partial in partials:
+            for label, doc_id in partial or ():
+                current = owners.get(label)
+                if current is None or doc_id < current:
+                    owners[label] = doc_id
+        return DetectorState(data=owners)
+
     def detect(
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
+        labels: dict[str, str] = state.data if state is not None and state.data else {}
         for doc in file_docs:
-            if doc.format not in RST_FORMATS or (".. " not in doc.text and ":doc:" not in doc.text):
+            if doc.format not in RST_FORMATS or (".. " not in doc.text and ":doc:" not in doc.text
+                                                  and ":ref:" not in doc.text):
                 continue
             data = doc.text.encode("utf-8")
             seen: set[str] = set()
-            for offset, target, is_document in sorted(_targets(data)):
-                if is_document:
+            for offset, target, kind in sorted(_targets(data)):
+                if kind == _REF:
+                    owner = labels.get(label_key(target))
+                    dst = corpus.document(owner) if owner is not None else None
+                elif kind == _DOC:
                     dst = _document_named(corpus, doc.ax_path, target)
                 else:
                     dst = resolve_relative(corpus, doc.ax_path, target)
@@ -58,19 +83,25 @@ class RstlinkDetector:
                 yield make_draft(self, doc, dst, quote=line_at(data, offset), offset=offset)
 
 
-def _targets(data: bytes) -> Iterator[tuple[int, str, bool]]:
-    """``(byte offset, target, whether it names a document)`` of every link the text makes."""
+# what a target names: a document (toctree, :doc:), a label (:ref:), a file by its path (a directive)
+_DOC, _REF, _PATH = 0, 1, 2
+
+
+def _targets(data: bytes) -> Iterator[tuple[int, str, int]]:
+    """``(byte offset, target, what it names)`` of every link the text makes."""
     for match in _TOCTREE.finditer(data):
         at = match.start(2)
         for line in match.group(2).split(b"\n"):
             entry = line.strip().decode("utf-8", "replace")
             if entry and not entry.startswith(":"):
-                yield at + len(line) - len(line.lstrip()), _named(entry), True
+                yield at + len(line) - len(line.lstrip()), _named(entry), _DOC
             at += len(line) + 1
     for match in _DOC_ROLE.finditer(data):
-        yield match.start(), _named(match.group(1).decode("utf-8", "replace")), True
+        yield match.start(), _named(match.group(1).decode("utf-8", "replace")), _DOC
+    for match in _REF_ROLE.finditer(data):
+        yield match.start(), _named(match.group(1).decode("utf-8", "replace")), _REF
     for match in _PATH_DIRECTIVE.finditer(data):
-        yield match.start(1), match.group(1).decode("utf-8", "replace"), False
+        yield match.start(1), match.group(1).decode("utf-8", "replace"), _PATH
 
 
 def _named(text: str) -> str:

@@ -11,24 +11,36 @@ are). The card's text is what precedes the first title, its title the
 ``.. title::`` directive, else the first section title, else the file name
 without extension.
 
-What links a Sphinx tree (``toctree`` entries, ``:doc:`` roles, ``include`` and
-``image`` directives) is left in the text for the ``rstlink`` detector.
+A label (``.. _install-guide:``, what ``:ref:`` roles name) belongs to the
+section it opens when a title follows it (with nothing but blank lines and
+other labels between), else to the section it is written in (the card before
+the first title); a document lists its own in ``labels``, lowercased with its
+whitespace made single spaces, as Sphinx compares them.
+
+What links a Sphinx tree (``toctree`` entries, ``:doc:`` and ``:ref:`` roles,
+``include`` and ``image`` directives) is left in the text for the ``rstlink``
+detector.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import Anchors, document
 from xerj_core.autoindex.formats import decode_text, extension, stem
 from xerj_core.model import SourceDocument
+from xerj_core.text import label_key
 
 EXTENSIONS = frozenset({".rst", ".rest"})
 
 # A line of one punctuation character repeated (docutils accepts any of these as adornment).
 _ADORNMENT = re.compile(r"""([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])\1*[ \t]*""")
 _TITLE_DIRECTIVE = re.compile(r"^\.\. title::[ \t]+(.+?)[ \t]*$", re.M)
+# an internal hyperlink target: ``.. _name:`` alone on its line (one with a URL after the colon is external)
+_LABEL = re.compile(r"^\.\. _([^:`\n][^:\n]*|`[^`\n]+`):[ \t]*$", re.M)
+_BLANK_OR_LABEL = re.compile(r"(?:[ \t]*\n|\.\. _(?:[^:`\n][^:\n]*|`[^`\n]+`):[ \t]*\n)*")
 
 
 def _adornment(line: str) -> str | None:
@@ -95,10 +107,29 @@ class RstFormat:
         ends = [start for start, *_ in found[1:]] + [len(text)]
         for ordinal, ((start, title_end, level, label), end) in enumerate(zip(found, ends), 1):
             anchor = anchors(label)
-            body = (label + "\n" + text[title_end:end].strip()).strip()
+            body = (label + "\n\n" + text[title_end:end].strip()).strip()
             docs.append(document(self, rel_path, mtime_ms, doc_id=f"{rel_path}#{anchor}", title=title, text=body,
                                  section=label, kind="section", ordinal=ordinal, level=level, anchor=anchor))
+        for at, label in _labels(text, [start for start, *_ in found]):
+            labels = docs[at].fields.setdefault("labels", [])
+            if label not in labels:
+                labels.append(label)
         return docs
+
+
+def _labels(text: str, title_starts: list[int]) -> list[tuple[int, str]]:
+    """``(document position, label)`` of each label in ``text``: 0 is the card, ``n`` the ``n``-th section."""
+    found = []
+    for match in _LABEL.finditer(text):
+        label = label_key(match.group(1))
+        if not label:
+            continue
+        opens = _BLANK_OR_LABEL.match(text, match.end() + 1).end() if match.end() < len(text) else len(text)
+        if opens in title_starts:  # it opens the section whose title follows
+            found.append((title_starts.index(opens) + 1, label))
+        else:  # it is written inside a section (or before the first title: the card)
+            found.append((bisect.bisect_right(title_starts, match.start()), label))
+    return found
 
 
 @hookimpl
