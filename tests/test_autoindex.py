@@ -63,7 +63,8 @@ def live(edges: dict[str, dict]) -> dict[str, dict]:
 
 def save_again(path: Path, seconds: int) -> None:
     """``path`` saved again ``seconds`` later with an edit that teaches nothing new (a trailing newline): a change,
-    so its claims are taught again under the new mtime."""
+    so the file is read again, but every claim it makes is made as before (same evidence), so each keeps its
+    edge."""
     stat = path.stat()
     with path.open("ab") as out:
         out.write(b"\n")
@@ -119,21 +120,63 @@ def test_no_change_rerun_writes_nothing(engine, foam):
     assert edges_of(engine, "foam-docs") == before  # byte-identical, created_at included
 
 
-def test_saving_a_file_again_invalidates_only_its_prior_edges(engine, foam):
+def test_saving_a_file_again_keeps_the_edges_of_the_claims_it_still_makes(engine, foam):
+    """A file saved with an edit that changes none of its claims is read again, and each claim keeps its edge as
+    it was (its valid_at the instant it was first taught): nothing is retired, nothing written."""
     run(engine, foam)
-    before = live(edges_of(engine, "foam-docs"))
+    before = edges_of(engine, "foam-docs")
     target = "user/features/wikilinks.md"
-    taught = {k for k, e in before.items() if e["src_file"] == target}
+    taught = {k for k, e in live(before).items() if e["src_file"] == target}
     assert taught
     save_again(foam / target, 5)
     summary = run(engine, foam)
     assert summary.files_indexed == 1
-    after = edges_of(engine, "foam-docs")
-    invalidated = {k for k, e in after.items() if "invalid_at" in e and k in before}
-    assert invalidated == taught
-    assert summary.edges_invalidated == len(taught)
-    fresh = {k for k, e in live(after).items() if k not in before}
-    assert fresh and all(after[k]["src_file"] == target for k in fresh)
+    assert summary.edges_written == 0 and summary.edges_invalidated == 0
+    assert summary.edges_continued == len(taught)
+    assert edges_of(engine, "foam-docs") == before  # byte-identical, created_at and valid_at included
+
+
+def changed_claims_vault(folder: Path) -> tuple[Path, int, int]:
+    """A note taught at ``t1``, then saved at ``t2`` with one claim kept, one whose evidence moved and one new."""
+    folder.mkdir()
+    (folder / "b.md").write_text("# B\n")
+    (folder / "c.md").write_text("# C\n")
+    (folder / "d.md").write_text("# D\n")
+    note = folder / "a.md"
+    note.write_text("# A\n\nSee [[b]].\n\n## Two\n\nAlso [[c]].\n")
+    t1 = 1_700_000_000_000
+    for path in folder.iterdir():
+        os.utime(path, ns=(t1 * 1_000_000, t1 * 1_000_000))
+    return note, t1, t1 + 60_000
+
+
+def test_saving_a_file_keeps_its_unchanged_claims_and_reteaches_the_changed_ones(engine, tmp_path):
+    note, t1, t2 = changed_claims_vault(tmp_path / "v")
+    run(engine, note.parent, brain="v")
+    first = {(e["src"], e["dst"]): (k, e) for k, e in live(edges_of(engine, "v")).items() if e["type"] == "wikilink"}
+    note.write_text("# A\n\nSee [[b]].\n\n## Two\n\nFirst [[d]]. Also [[c]].\n")
+    os.utime(note, ns=(t2 * 1_000_000, t2 * 1_000_000))
+    summary = run(engine, note.parent, brain="v")
+    after = edges_of(engine, "v")
+    wikilinks = {(e["src"], e["dst"]): (k, e) for k, e in live(after).items() if e["type"] == "wikilink"}
+    kept_id, kept = wikilinks[("a.md#a", "b.md")]
+    assert (kept_id, kept) == first[("a.md#a", "b.md")] and kept["valid_at"] == t1  # the same claim, as it was
+    moved_id, moved = wikilinks[("a.md#two", "c.md")]
+    assert moved["valid_at"] == t2 and moved["evidence"]["quote"] == "First [[d]]. Also [[c]]."
+    assert after[first[("a.md#two", "c.md")][0]]["invalid_at"]  # its old evidence's edge is retired
+    assert wikilinks[("a.md#two", "d.md")][1]["valid_at"] == t2  # a new claim, true since this save
+    assert summary.edges_by_type["wikilink"] == 2 and summary.edges_continued >= 1
+    # what the brain believed between the two saves: the claims of the first, the kept one among them
+    between = engine.graph.ego("v", {"node": "a.md#a", "as_of": t1 + 1, "hops": 1})
+    assert {e["edge_id"] for e in between["edges"]} >= {kept_id}
+    # an older version put back (its mtime before the kept edge's valid_at): the claim holds since that earlier
+    # instant, so it is taught under it and the kept edge retired
+    note.write_text("# A\n\nSee [[b]].\n")
+    t0 = t1 - 60_000
+    os.utime(note, ns=(t0 * 1_000_000, t0 * 1_000_000))
+    run(engine, note.parent, brain="v")
+    restored = {(e["src"], e["dst"]): e for e in live(edges_of(engine, "v")).values() if e["type"] == "wikilink"}
+    assert restored[("a.md#a", "b.md")]["valid_at"] == t0 and "invalid_at" in edges_of(engine, "v")[kept_id]
 
 
 def test_a_touched_file_keeps_its_documents_and_edges(engine, foam, monkeypatch):

@@ -19,8 +19,8 @@ from xerj_core.engine import Engine
 from xerj_core.plugins import get_plugin_manager
 
 from .conftest import CORPORA
-from .test_autoindex import (_site_with_generated_scripts, copy_corpus, edges_of, records_folder, records_manager,
-                             save_again)
+from .test_autoindex import (_site_with_generated_scripts, changed_claims_vault, copy_corpus, edges_of,
+                             records_folder, records_manager, save_again)
 from .test_http_serve import Server, free_port, request
 
 FOAM = CORPORA / "foam-docs"
@@ -116,19 +116,43 @@ def test_a_touched_file_writes_nothing_but_its_stamp_over_the_url(server, url, f
     assert state["files"]["user/features/wikilinks.md"]["docs"]
 
 
-def test_saving_a_file_again_invalidates_only_its_edges_over_the_url(server, url, foam):
+def test_saving_a_file_again_keeps_the_edges_of_its_claims_over_the_url(server, url, foam):
     autoindex(str(foam), "--brain", "touched", "--url", url)
-    before = live(server_edges(server, "touched"))
+    before = server_edges(server, "touched")
     target = "user/features/wikilinks.md"
-    taught = {k for k, e in before.items() if e["src_file"] == target}
+    taught = {k for k, e in live(before).items() if e["src_file"] == target}
     assert taught
     save_again(foam / target, 5)
     summary = autoindex(str(foam), "--brain", "touched", "--url", url)
-    assert summary["files_indexed"] == 1 and summary["edges_invalidated"] == len(taught)
-    after = server_edges(server, "touched")
-    assert {k for k, e in after.items() if "invalid_at" in e and k in before} == taught
-    fresh = {k for k in live(after) if k not in before}
-    assert fresh and all(after[k]["src_file"] == target for k in fresh)
+    assert summary["files_indexed"] == 1 and summary["edges_invalidated"] == 0 and summary["edges_written"] == 0
+    assert summary["edges_continued"] == len(taught)
+    assert server_edges(server, "touched") == before
+
+
+def test_a_changed_claim_is_taught_again_and_the_others_kept_over_the_url(server, url, tmp_path, pm):
+    """The same reconcile over the url as embedded: the claims of the two runs agree edge for edge."""
+    results = []
+    for where in ("url", "embedded"):
+        note, t1, t2 = changed_claims_vault(tmp_path / where)
+        brain = f"claims-{where}"
+        args = [str(note.parent), "--brain", brain] + (["--url", url] if where == "url" else
+                                                      ["--data-dir", str(tmp_path / "data")])
+        autoindex(*args)
+        note.write_text("# A\n\nSee [[b]].\n\n## Two\n\nFirst [[d]]. Also [[c]].\n")
+        os.utime(note, ns=(t2 * 1_000_000, t2 * 1_000_000))
+        summary = autoindex(*args)
+        if where == "url":
+            edges = server_edges(server, brain)
+        else:
+            with Engine(tmp_path / "data", pm) as engine:
+                edges = edges_of(engine, brain)
+        results.append((summary["edges_continued"], summary["edges_invalidated"], summary["edges_by_type"],
+                        sorted((e["src"], e["type"], e["dst"], e["valid_at"], "invalid_at" in e)
+                               for e in edges.values())))
+    assert results[0] == results[1]
+    continued, invalidated, by_type, edges = results[0]
+    assert continued >= 1 and invalidated == 1 and by_type["wikilink"] == 2
+    assert ("a.md#a", "wikilink", "b.md", t1, False) in edges and ("a.md#two", "wikilink", "c.md", t2, False) in edges
 
 
 def test_a_rejected_claim_stays_rejected_after_a_resave_and_a_rerun_over_the_url(server, url, foam):

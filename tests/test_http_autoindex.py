@@ -206,6 +206,8 @@ def test_every_index_the_routes_touch_is_a_target(engine, pm):
         "autoindex.state", "read", [".xerj-memory-notes-edges", ".xerj-autoindex-files"])
     assert _targets(engine, pm, "GET", "/_graph/notes/_standing") == (
         "graph.standing", "read", [".xerj-memory-notes-edges"])
+    assert _targets(engine, pm, "POST", "/_graph/notes/_claims", {"files": ["a.md"]}) == (
+        "graph.claims", "read", [".xerj-memory-notes-edges"])
     assert _targets(engine, pm, "POST", "/_graph/notes/_invalidate", {"edge_ids": [], "at": 1})[1:] == (
         "write", [".xerj-memory-notes-edges"])
     assert _targets(engine, pm, "POST", "/_graph/notes/_detected", {"created_at": 1, "edges": []})[1:] == (

@@ -214,6 +214,13 @@ SCHEMAS: dict[str, Any] = {
     # -- the machine writer (autoindex against a server)
     "StandingEdges": _obj({"brain": STRING, "live": STRINGS, "rejected": STRINGS},
                           required=["brain", "live", "rejected"]),
+    "ClaimsQuery": _obj({"files": STRINGS}, required=["files"], extra=False),
+    "LiveClaims": _obj({"brain": STRING, "claims": {"type": "array", "items": _obj({
+        "edge_id": STRING, "src": STRING, "type": STRING, "dst": STRING, "detector": nullable(STRING),
+        "weight": nullable(NUMBER), "confidence": nullable(NUMBER), "valid_at": nullable(LONG),
+        "src_format": nullable(STRING), "dst_format": nullable(STRING), "quote": nullable(STRING),
+        "source": nullable(STRING), "offset": nullable(LONG)}, required=["edge_id", "src", "type", "dst"])}},
+        required=["brain", "claims"]),
     "Invalidation": _obj({"edge_ids": STRINGS, "at": INSTANT}, required=["edge_ids", "at"], extra=False),
     "InvalidationResult": _obj({"brain": STRING, "invalidated": INT}, required=["brain", "invalidated"]),
     "EdgeDraft": _obj({
@@ -634,6 +641,10 @@ def paths() -> dict[str, Any]:
         "/_graph/{brain}/_standing": {
             "get": op("Ids of the live edges and of the edges a person rejected (for a reconcile)",
                       ok("StandingEdges"), params=[path("brain")]),
+        },
+        "/_graph/{brain}/_claims": {
+            "post": op("The claims of the live edges whose evidence cites one of these files (for a reconcile)",
+                       ok("LiveClaims"), params=[path("brain")], body=ref("ClaimsQuery"), body_required=True),
         },
         "/_graph/{brain}/_invalidate": {
             "post": op("Retire live edges as a reconcile does (no rejection is recorded)", ok("InvalidationResult"),

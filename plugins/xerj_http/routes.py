@@ -77,6 +77,7 @@ ROUTES: list[tuple[str, Any]] = [
     ("/_graph/{brain}/_review", graph.Review),
     # the machine writer (autoindex against a server)
     ("/_graph/{brain}/_standing", graph.Standing),
+    ("/_graph/{brain}/_claims", graph.Claims),
     ("/_graph/{brain}/_invalidate", graph.Invalidate),
     ("/_graph/{brain}/_detected", graph.Detected),
     ("/_xerj/node", autoindex.NodeIdentity),

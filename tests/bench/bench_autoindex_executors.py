@@ -34,7 +34,8 @@ from bench_autoindex import generate  # noqa: E402
 from xerj_core.autoindex.executors import open_executor  # noqa: E402
 from xerj_core.autoindex.parallel import InlineExecutor  # noqa: E402
 from xerj_core.autoindex.pipeline import run  # noqa: E402
-from xerj_core.autoindex.sink import BrainState, EdgeWriteSummary, FileWrite, RunFinish, StandingEdges  # noqa: E402
+from xerj_core.autoindex.sink import (BrainState, EdgeWriteSummary, FileWrite, LiveClaims, RunFinish,  # noqa: E402
+                                     StandingEdges)
 from xerj_core.engine import Engine  # noqa: E402
 from xerj_core.model import EdgeDraft  # noqa: E402
 from xerj_core.plugins import get_plugin_manager  # noqa: E402
@@ -54,6 +55,9 @@ class DiscardingSink:
 
     def standing_edges(self, brain: str) -> StandingEdges:
         return StandingEdges()
+
+    def live_claims(self, brain: str, files: Sequence[str]) -> LiveClaims:
+        return LiveClaims()
 
     def invalidate_edges(self, brain: str, edge_ids: Sequence[str], at: int) -> int:
         return 0

@@ -51,7 +51,8 @@ def _print_summary(summary, as_json: bool) -> None:
                    "was read again")
     if s.graph:
         by_type = ", ".join(f"{t} {n}" for t, n in sorted(s.edges_by_type.items())) or "none"
-        click.echo(f"  edges written: {s.edges_written} ({by_type})")
+        click.echo(f"  edges written: {s.edges_written} ({by_type})"
+                   + (f"; kept as they were in changed files: {s.edges_continued}" if s.edges_continued else ""))
         click.echo(f"  edges_capped: {s.edges_capped}   invalidated by reconcile: {s.edges_invalidated}   "
                    f"suppressed by a person's rejection: {s.claims_suppressed}")
         if s.edges_too_long:

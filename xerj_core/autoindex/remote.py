@@ -2,7 +2,7 @@
 
 Nothing is opened locally: every operation of :class:`BrainSink` is one or a
 few requests to the routes ``xerj_http`` serves for it (``/_xerj/autoindex/...``
-and ``/_graph/{brain}/_standing|_invalidate|_detected``). A server that cannot
+and ``/_graph/{brain}/_standing|_claims|_invalidate|_detected``). A server that cannot
 be reached, or that refuses a request, is a :class:`RemoteError` naming the URL.
 """
 
@@ -19,7 +19,8 @@ import orjson
 
 from xerj_core.autoindex import wire
 from xerj_core.autoindex.parsecache import user_cache_dir
-from xerj_core.autoindex.sink import BrainState, EdgeWriteSummary, FileWrite, RunFinish, StandingEdges
+from xerj_core.autoindex.sink import (BrainState, EdgeWriteSummary, FileWrite, LiveClaims, RunFinish,
+                                     StandingEdges)
 from xerj_core.credentials import authorization_header
 from xerj_core.errors import DocumentRefused, IllegalArgument, ParsingError, XerjError
 from xerj_core.model import EdgeDraft
@@ -166,6 +167,13 @@ class RemoteSink:
     def standing_edges(self, brain: str) -> StandingEdges:
         path = self._path("_graph", brain, "_standing")
         return self._read(self._json("GET", path), StandingEdges, "GET", path)
+
+    def live_claims(self, brain: str, files: Sequence[str]) -> LiveClaims:
+        path = self._path("_graph", brain, "_claims")
+        claims: list = []
+        for chunk in _chunks(list(files), IDS_PER_REQUEST):
+            claims += self._read(self._json("POST", path, {"files": list(chunk)}), LiveClaims, "POST", path).claims
+        return LiveClaims(tuple(claims))
 
     def invalidate_edges(self, brain: str, edge_ids: Sequence[str], at: int) -> int:
         path = self._path("_graph", brain, "_invalidate")

@@ -248,6 +248,33 @@ class StandingEdges:
 
 
 @attrs.frozen
+class LiveClaim:
+    """A live edge as the claim it makes: its endpoints, type and every field a detector's draft sets (a draft of
+    a changed file that matches one on all of them, with a ``valid_at`` no earlier, continues this edge)."""
+
+    edge_id: str
+    src: str
+    type: str
+    dst: str
+    detector: str | None = None
+    weight: float | None = None
+    confidence: float | None = None
+    valid_at: int | None = None
+    src_format: str | None = None
+    dst_format: str | None = None
+    quote: str | None = None
+    source: str | None = None
+    offset: int | None = None
+
+
+@attrs.frozen
+class LiveClaims:
+    """The live claims a sink answers with (see :meth:`BrainSink.live_claims`)."""
+
+    claims: tuple[LiveClaim, ...] = ()
+
+
+@attrs.frozen
 class EdgeWriteSummary:
     """What a batch of edge drafts did (machine-writer semantics)."""
 
@@ -292,6 +319,9 @@ class BrainSink(Protocol):
 
     def standing_edges(self, brain: str) -> StandingEdges:
         """The ids of the brain's live edges and of its edges retired by a person's rejection."""
+
+    def live_claims(self, brain: str, files: Sequence[str]) -> LiveClaims:
+        """The claims of the brain's live edges whose evidence cites one of ``files`` (its source)."""
 
     def invalidate_edges(self, brain: str, edge_ids: Sequence[str], at: int) -> int:
         """Soft-invalidate these live edges (a reconcile, not a rejection); returns how many."""
@@ -524,6 +554,9 @@ class LocalSink:
     def standing_edges(self, brain: str) -> StandingEdges:
         live, rejected = self.graph.standing(brain)
         return StandingEdges(live=frozenset(live), rejected=frozenset(rejected))
+
+    def live_claims(self, brain: str, files: Sequence[str]) -> LiveClaims:
+        return LiveClaims(tuple(LiveClaim(**claim) for claim in self.graph.live_claims(brain, files)))
 
     def invalidate_edges(self, brain: str, edge_ids: Sequence[str], at: int) -> int:
         ids = list(edge_ids)

@@ -45,6 +45,13 @@ class EdgeBatch:
 
 
 @attrs.frozen
+class ClaimsQuery:
+    """``POST /_graph/{brain}/_claims``: the files whose live edges' claims a reconcile compares drafts with."""
+
+    files: tuple[str, ...]
+
+
+@attrs.frozen
 class Invalidation:
     """``POST /_graph/{brain}/_invalidate``: live edges a reconcile retires (no rejection is recorded)."""
 
@@ -155,5 +162,5 @@ def unstructure(record: Any) -> Any:
     return strict.unstructure(record)
 
 
-__all__ = ["EdgeBatch", "FileBatch", "FileWrite", "IndexedDocument", "Invalidation", "RunFinish", "lenient",
+__all__ = ["ClaimsQuery", "EdgeBatch", "FileBatch", "FileWrite", "IndexedDocument", "Invalidation", "RunFinish", "lenient",
            "strict", "structure", "unstructure"]

@@ -38,7 +38,7 @@ from xerj_core.graph.requests import (
     parse_trust,
 )
 from xerj_core.graph.review import review_ordinals, state_counts, trust_weighted_confidence
-from xerj_core.graph.standing import standing_edge_ids
+from xerj_core.graph.standing import live_claims_of_files, standing_edge_ids
 from xerj_core.graph.stats import edge_stats
 from xerj_core.store import ABSENT_INT, IndexReader, keys
 
@@ -667,6 +667,11 @@ class GraphReading:
         """``(live ids, rejected ids)`` of the brain's edges, for a machine writer's reconcile (see :mod:`.standing`)."""
         validate_brain_name(brain)
         return standing_edge_ids(self.store, brain)
+
+    def live_claims(self, brain: str, files: Iterable[str]) -> list[dict[str, Any]]:
+        """The claims of the live edges whose evidence cites one of ``files`` (see :mod:`.standing`)."""
+        validate_brain_name(brain)
+        return live_claims_of_files(self.store, brain, files)
 
     def reachable(self, brain: str, seeds: Iterable[str], *, hops: int, types: Iterable[str] | None = None,
                   as_of: Any = None, min_confidence: float | None = None, limit: int = REACHABLE_LIMIT,

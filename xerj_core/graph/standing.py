@@ -1,8 +1,10 @@
-"""The ids of a brain's standing edges, read off the columns: the live ones and the ones a person rejected."""
+"""A brain's standing edges, read off the columns: the ids of the live ones and of the ones a person rejected,
+and the claims the live edges of some files make (for a reconcile that keeps an edge a changed file teaches
+again)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
@@ -40,3 +42,35 @@ def standing_edge_ids(store: "OpenStore", brain: str) -> tuple[set[str], set[str
     live.discard(None)
     rejected.discard(None)
     return live, rejected  # type: ignore[return-value]
+
+
+# What a live edge's claim is compared on, besides its endpoints and type: a claim a file teaches again with all of
+# these the same is the same claim, still true (see the pipeline's reconcile).
+CLAIM_FIELDS = ("detector", "weight", "confidence", "valid_at", "src_format", "dst_format")
+
+
+def live_claims_of_files(store: "OpenStore", brain: str, files: Iterable[str]) -> list[dict[str, Any]]:
+    """The live edges whose evidence cites one of ``files``, each as ``{edge_id, src, type, dst, detector,
+    weight, confidence, valid_at, src_format, dst_format, quote, source, offset}`` (absent values None).
+
+    Rows are found on the ``src_file`` and ``invalid_at`` columns; only those rows' documents are read.
+    """
+    try:
+        with store.reader(edges_index(brain)) as reader:
+            if reader.field("src_file") is None:
+                return []
+            dictionary = reader.field_dictionary("src_file")
+            ordinals = [o for o in map(dictionary.ordinal, dict.fromkeys(files)) if o is not None]
+            if not ordinals:
+                return []
+            cited, invalid = reader.column("src_file"), reader.column("invalid_at")
+            rows = np.flatnonzero(reader.live & cited.present & np.isin(cited.values, ordinals) & ~invalid.present)
+            claims = []
+            for _row, edge_id, doc, _version in reader.documents(int(r) for r in rows):
+                evidence = doc.get("evidence") if isinstance(doc.get("evidence"), dict) else {}
+                claims.append({"edge_id": edge_id, "src": doc.get("src"), "type": doc.get("type"),
+                               "dst": doc.get("dst"), **{f: doc.get(f) for f in CLAIM_FIELDS},
+                               **{f: evidence.get(f) for f in ("quote", "source", "offset")}})
+            return claims
+    except IndexNotFound:
+        return []

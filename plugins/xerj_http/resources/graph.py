@@ -97,6 +97,19 @@ class Standing:
         send(resp, {"brain": brain, "live": sorted(live), "rejected": sorted(rejected)})
 
 
+class Claims:
+    """``POST /_graph/{brain}/_claims``: the claims of the live edges whose evidence cites one of ``files``."""
+
+    ops = {"POST": ("graph.claims", "read")}
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, brain: str) -> None:
+        body = wire.structure(contract_body(req), wire.ClaimsQuery, error=GraphError)
+        send(resp, {"brain": brain, "claims": self.engine.graph.live_claims(brain, body.files)})
+
+
 class Invalidate:
     """``POST /_graph/{brain}/_invalidate``: a reconcile retires live edges; no rejection is recorded."""
 
