@@ -22,7 +22,8 @@ What is here:
   (``[text](../a.md#part)``), :func:`resolve_wikilink` (``[[Name#Heading]]``),
   :func:`resolve_note` and :func:`note_candidates` (a bare note name),
   :func:`target_document` (a path plus fragment), :func:`within_root`;
-  :func:`label_key` (a reStructuredText label as Sphinx compares them).
+  :func:`label_key` (a reStructuredText label as Sphinx compares them);
+* a corpus-wide detector's key index: :func:`smallest_owners`.
 """
 
 from xerj_core.autoindex.detect import (
@@ -34,6 +35,7 @@ from xerj_core.autoindex.detect import (
     line_at,
     make_draft,
     mask_code,
+    smallest_owners,
 )
 from xerj_core.autoindex.links import (
     MARKDOWN_FORMATS,
@@ -69,6 +71,7 @@ __all__ = [
     "resolve_note",
     "resolve_relative",
     "resolve_wikilink",
+    "smallest_owners",
     "target_document",
     "within_root",
 ]

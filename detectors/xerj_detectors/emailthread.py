@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft
+from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft,
+                                 smallest_owners)
 
 THREAD = "email_thread"
 ATTACHMENT = "email_attachment"
@@ -43,13 +44,7 @@ class EmailthreadDetector:
         return found or None
 
     def combine(self, partials: Iterable[tuple[tuple[str, str], ...] | None], corpus: Corpus) -> DetectorState:
-        owners: dict[str, str] = {}
-        for partial in partials:
-            for message_id, doc_id in partial or ():
-                current = owners.get(message_id)
-                if current is None or doc_id < current:
-                    owners[message_id] = doc_id
-        return DetectorState(data=owners)
+        return DetectorState(data=smallest_owners(partials))
 
     def detect(
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None

@@ -23,7 +23,7 @@ import re
 from typing import Iterable, Iterator, Sequence
 
 from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, label_key, line_at,
-                                 make_draft, note_candidates, resolve_relative, within_root)
+                                 make_draft, note_candidates, resolve_relative, smallest_owners, within_root)
 
 RST_FORMATS = frozenset({"rst"})
 # a toctree directive and its indented body (entries and options), up to the first line back at its margin
@@ -48,13 +48,7 @@ class RstlinkDetector:
         return found or None
 
     def combine(self, partials: Iterable[tuple[tuple[str, str], ...] | None], corpus: Corpus) -> DetectorState:
-        owners: dict[str, str] = {}
-        for partial in partials:
-            for label, doc_id in partial or ():
-                current = owners.get(label)
-                if current is None or doc_id < current:
-                    owners[label] = doc_id
-        return DetectorState(data=owners)
+        return DetectorState(data=smallest_owners(partials))
 
     def detect(
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None

@@ -90,6 +90,7 @@ __all__ = [
     "edge_types",
     "group_by_file",
     "is_corpus_wide",
+    "smallest_owners",
     "line_at",
     "make_draft",
     "mask_code",
@@ -128,6 +129,19 @@ class Detector(Protocol):
     ) -> Iterable[EdgeDraft]:
         """Drafts whose ``src`` is one of ``file_docs``; see the module docstring for the contract."""
         ...
+
+
+def smallest_owners(partials: Iterable[Iterable[tuple[str, str]] | None]) -> dict[str, str]:
+    """A key → document index out of ``summarize`` outputs of ``(key, doc_id)`` pairs (a Message-ID, a label):
+    where several documents carry a key, the smallest id, so the index does not depend on the order files were
+    read in."""
+    owners: dict[str, str] = {}
+    for partial in partials:
+        for key, doc_id in partial or ():
+            current = owners.get(key)
+            if current is None or doc_id < current:
+                owners[key] = doc_id
+    return owners
 
 
 def is_corpus_wide(detector: Detector) -> bool:
