@@ -53,6 +53,7 @@ from xerj_core.autoindex.sink import (
     FileState,
     FileWrite,
     IndexedDocument,
+    LiveClaim,
     LocalSink,
     RunFinish,
     RunState,
@@ -1112,10 +1113,14 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
     fresh: list[DraftColumns] = []
     held = 0
     nodes = ",".join(datasets) or None
+    # the live claims of the files asked about so far, each file asked once (its drafts span many transactions),
+    # each claim let go once a draft continues it
+    claims: dict[tuple[str, str, str], LiveClaim] = {}
+    asked: set[str] = set()
 
     def write(drafts: DraftColumns, in_order: bool = False) -> None:
         if standing.live:
-            drafts = _continued(sink, brain, drafts, wanted, summary)
+            drafts = _continued(sink, brain, drafts, wanted, summary, claims, asked)
         if not in_order:
             drafts = drafts.take(drafts.claim_order())
         written = sink.write_edges(brain, drafts, created_at=now_ms, nodes_index=nodes)
@@ -1145,8 +1150,8 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
         summary.edges_invalidated = sink.invalidate_edges(brain, stale, now_ms)
 
 
-def _continued(sink: BrainSink, brain: str, drafts: DraftColumns, wanted: set[int], summary: RunSummary
-               ) -> DraftColumns:
+def _continued(sink: BrainSink, brain: str, drafts: DraftColumns, wanted: set[int], summary: RunSummary,
+               claims: dict[tuple[str, str, str], LiveClaim], asked: set[str]) -> DraftColumns:
     """``drafts`` without those that continue a live edge, whose ids are then wanted.
 
     A draft not standing under its own id comes from a changed file (or is a new claim). When a live edge makes
@@ -1155,8 +1160,10 @@ def _continued(sink: BrainSink, brain: str, drafts: DraftColumns, wanted: set[in
     ``valid_at`` and still holds: the edge is kept as it is, where re-teaching it under the file's new mtime
     would retire it and write its twin (one message appended to a 60 MiB mailbox did so to 55,888 edges).
     """
-    files = sorted({source for source in drafts.source if source})
-    claims = {(c.src, c.type, c.dst): c for c in sink.live_claims(brain, files).claims} if files else {}
+    files = sorted({source for source in drafts.source if source} - asked)
+    if files:
+        asked.update(files)
+        claims.update(((c.src, c.type, c.dst), c) for c in sink.live_claims(brain, files).claims)
     if not claims:
         return drafts
     keep = []
@@ -1169,6 +1176,7 @@ def _continued(sink: BrainSink, brain: str, drafts: DraftColumns, wanted: set[in
                 drafts.dst_format[i], drafts.quote[i], drafts.source[i], drafts.offset[i]):
             wanted.add(number)
             summary.edges_continued += 1
+            del claims[drafts.src[i], drafts.type[i], drafts.dst[i]]  # a claim is drafted once a run
         else:
             keep.append(i)
     return drafts if len(keep) == len(drafts) else drafts.take(keep)
