@@ -17,7 +17,8 @@ from xerj_core import hookimpl
 from xerj_core.autoindex import pipeline
 from xerj_core.autoindex.builtin_formats import text
 from xerj_core.autoindex.pipeline import run
-from xerj_core.autoindex.sink import DATASET_MAPPING, LocalSink, dataset_index, derive_root_id
+from xerj_core.autoindex.sink import (DATASET_MAPPING, FileStamp, FileWrite, IndexedDocument, LocalSink, dataset_index,
+                                      derive_root_id)
 from xerj_core.cli import build_cli
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.errors import IllegalArgument
@@ -177,6 +178,100 @@ def test_saving_a_file_keeps_its_unchanged_claims_and_reteaches_the_changed_ones
     run(engine, note.parent, brain="v")
     restored = {(e["src"], e["dst"]): e for e in live(edges_of(engine, "v")).values() if e["type"] == "wikilink"}
     assert restored[("a.md#a", "b.md")]["valid_at"] == t0 and "invalid_at" in edges_of(engine, "v")[kept_id]
+
+
+def documents_of_file(engine, brain: str, path: str, dataset: str = "ax-notes") -> dict[str, dict]:
+    """Every stored document ``path`` produced, by id (its card, sections, messages, attachments)."""
+    index = index_of(engine, brain, dataset)
+    refs = LocalSink(engine.store, engine.graph).load(brain).files[path].docs
+    return {ref.split("/", 1)[1]: engine.store.get(index, ref.split("/", 1)[1])[0] for ref in refs}
+
+
+def test_an_edited_note_writes_its_card_and_changed_sections_only(engine, foam):
+    """A save that edits one section writes that section and the note's card (which carries the file's mtime);
+    the sections it left alone keep their stored documents, mtime included. A section the store no longer holds
+    is written again, and one the note no longer has is deleted."""
+    run(engine, foam)
+    target = "user/frequently-asked-questions.md"
+    before = documents_of_file(engine, "foam-docs", target)
+    assert len(before) >= 5
+    note = foam / target
+    text = note.read_text()
+    last = text.rindex("\n## ")
+    line_end = text.index("\n", last + 1) + 1
+    note.write_text(text[:line_end] + "Fermenting kohlrabi answers this too.\n" + text[line_end:])
+    t2 = before[target]["mtime"] + 60_000
+    os.utime(note, ns=(t2 * 1_000_000, t2 * 1_000_000))
+    summary = run(engine, foam)
+    after = documents_of_file(engine, "foam-docs", target)
+    assert after.keys() == before.keys()
+    edited = [doc_id for doc_id in after if "kohlrabi" in after[doc_id]["text"] and doc_id != target]
+    assert len(edited) == 1 and after[edited[0]]["mtime"] == t2 and after[target]["mtime"] == t2
+    for doc_id in before.keys() - {target, edited[0]}:
+        assert after[doc_id] == before[doc_id], doc_id  # untouched: not written again, its mtime the first save's
+    assert summary.documents == 2 and summary.documents_kept == len(before) - 2
+    found = SearchService(engine.store).search(index_of(engine, "foam-docs"), {"query": {"match": {"text": "kohlrabi"}}})
+    assert edited[0] in {hit["_id"] for hit in found["hits"]["hits"]}
+    # a document gone from the store (dropped by hand) is written again, not taken as standing
+    untouched = sorted(before.keys() - {target, edited[0]})[0]
+    engine.store.delete(index_of(engine, "foam-docs"), untouched)
+    note.write_text(note.read_text().replace("Fermenting kohlrabi", "Pickled kohlrabi"))
+    t3 = t2 + 60_000
+    os.utime(note, ns=(t3 * 1_000_000, t3 * 1_000_000))
+    again = run(engine, foam)
+    restored = documents_of_file(engine, "foam-docs", target)
+    assert restored[untouched] == {**before[untouched], "mtime": t3}
+    assert again.documents == 3 and again.documents_kept == len(before) - 3
+    # a section removed: its document goes, the others stand
+    note.write_text(text[:last + 1])
+    t4 = t3 + 60_000
+    os.utime(note, ns=(t4 * 1_000_000, t4 * 1_000_000))
+    run(engine, foam)
+    trimmed = documents_of_file(engine, "foam-docs", target)
+    assert edited[0] not in trimmed and engine.store.get(index_of(engine, "foam-docs"), edited[0]) is None
+    assert all(trimmed[doc_id] == restored[doc_id] for doc_id in trimmed if doc_id != target)
+
+
+def test_a_standing_document_keeps_the_mtime_it_was_first_written_with(engine):
+    """A document a changed file yields as the store holds it (lists, numbers and objects compared value for value,
+    the mtime aside) is not written again; the file's own document always is."""
+    sink, index = LocalSink(engine.store, engine.graph), dataset_index("ax-notes", "0a1b2c3d")
+
+    def save(mtime: int, tags: list[str]) -> int:
+        section = {"ax_path": "n.md", "text": "Rye", "tags": tags, "rise": 1.25, "at": {"line": 3}, "mtime": mtime}
+        docs = (IndexedDocument(index, "n.md", {"ax_path": "n.md", "text": "", "kind": "file", "mtime": mtime}),
+                IndexedDocument(index, "n.md#s", section))
+        return sink.write_files("t", [FileWrite("n.md", FileStamp(mtime * 1_000_000, 9, f"h{mtime}"), docs)], mtime)
+
+    assert save(1_000, ["bread", "rye"]) == 2
+    assert save(2_000, ["bread", "rye"]) == 1
+    assert engine.store.get(index, "n.md#s")[0]["mtime"] == 1_000
+    assert engine.store.get(index, "n.md")[0]["mtime"] == 2_000
+    assert save(3_000, ["bread"]) == 2 and engine.store.get(index, "n.md#s")[0]["mtime"] == 3_000
+
+
+def test_a_message_appended_to_a_mailbox_writes_that_message_and_the_card(engine, tmp_path):
+    folder = tmp_path / "mail"
+    folder.mkdir()
+    box = mailbox.mbox(folder / "inbox.mbox")
+    for n in range(20):
+        message = make_thread_message(f"<m{n}@example.org>", f"Batch {n}", f"Loaf number {n} rose.")
+        if n % 4 == 0:
+            message.add_attachment(b"proofing times", maintype="text", subtype="plain", filename=f"times{n}.txt")
+        box.add(message)
+    box.flush()
+    run(engine, folder, brain="mail")
+    before = documents_of_file(engine, "mail", "inbox.mbox", "ax-mail")
+    box.add(make_thread_message("<m20@example.org>", "Batch 20", "Loaf twenty collapsed.", "<m3@example.org>"))
+    box.flush()
+    box.close()
+    summary = run(engine, folder, brain="mail")
+    after = documents_of_file(engine, "mail", "inbox.mbox", "ax-mail")
+    assert after.keys() - before.keys() == {"inbox.mbox#msg-21"}
+    assert after["inbox.mbox"]["messages"] == 21
+    assert all(after[doc_id] == before[doc_id] for doc_id in before if doc_id != "inbox.mbox")
+    assert summary.documents == 2 and summary.documents_kept == len(before) - 1
+    assert summary.edges_by_type == {"email_thread": 1, "sequence": 1}  # the new message's edges only
 
 
 def test_a_touched_file_keeps_its_documents_and_edges(engine, foam, monkeypatch):

@@ -129,6 +129,32 @@ def test_saving_a_file_again_keeps_the_edges_of_its_claims_over_the_url(server, 
     assert server_edges(server, "touched") == before
 
 
+def test_an_edited_note_writes_its_card_and_changed_section_only_over_the_url(server, url, foam):
+    autoindex(str(foam), "--brain", "sections", "--url", url)
+    target = "user/frequently-asked-questions.md"
+    status, state = request(server.port, "GET", "/_xerj/autoindex/sections")
+    refs = state["files"][target]["docs"]
+
+    def stored() -> dict[str, dict]:
+        found = {}
+        for ref in refs:
+            index, doc_id = ref.split("/", 1)
+            status, body = request(server.port, "POST", f"/{index}/_search",
+                                   {"query": {"ids": {"values": [doc_id]}}})
+            assert status == 200, body
+            found[doc_id] = body["hits"]["hits"][0]["_source"]
+        return found
+
+    before = stored()
+    note = foam / target
+    note.write_text(note.read_text() + "Fermenting kohlrabi answers this too.\n")
+    summary = autoindex(str(foam), "--brain", "sections", "--url", url)
+    after = stored()
+    changed = {doc_id for doc_id in after if after[doc_id] != before[doc_id]}
+    assert target in changed and len(changed) == 2 and len(refs) >= 5
+    assert summary["documents"] == 2 and summary["documents_kept"] == len(refs) - 2
+
+
 def test_a_changed_claim_is_taught_again_and_the_others_kept_over_the_url(server, url, tmp_path, pm):
     """The same reconcile over the url as embedded: the claims of the two runs agree edge for edge."""
     results = []

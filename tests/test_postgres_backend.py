@@ -209,6 +209,30 @@ def test_autoindex_and_a_server_on_the_same_database(pg_store_url, tmp_path):
         server.stop()
 
 
+def test_an_edited_note_writes_only_its_card_and_changed_section_in_the_database(pg_store_url, tmp_path):
+    """The standing documents of a changed file are read back in one prefetch and compared on the database too."""
+    import json
+    import shutil
+
+    from .conftest import CORPORA
+
+    vault = tmp_path / "vault"
+    shutil.copytree(CORPORA / "foam-docs", vault, copy_function=shutil.copy2)
+
+    def autoindex() -> dict:
+        done = subprocess.run([*XERJ, "autoindex", str(vault), "--brain", "edited", "--store", pg_store_url,
+                               "--data-dir", str(tmp_path / "cli"), "--json"], capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    first = autoindex()
+    note = vault / "user/frequently-asked-questions.md"
+    note.write_text(note.read_text() + "Fermenting kohlrabi answers this too.\n")
+    again = autoindex()
+    assert first["documents"] > 600 and again["documents"] == 2 and again["documents_kept"] >= 3
+
+
 def _ego(engine: Engine, node: str, at: int) -> dict:
     """ego's answer without the instants each store wrote at (two stores, two clocks)."""
     answer = engine.graph.ego("kb", {"node": node, "hops": 2, "as_of": at})

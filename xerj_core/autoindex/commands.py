@@ -45,7 +45,8 @@ def _print_summary(summary, as_json: bool) -> None:
     click.echo(f"  files: {s.files_seen} seen, {s.files_indexed} indexed, {s.files_unchanged} unchanged, "
                f"{len(s.files_skipped)} skipped{f' ({kinds})' if kinds else ''}, {len(s.files_failed)} failed; "
                f"{s.files_removed} removed since the last run")
-    click.echo(f"  documents written: {s.documents}  (datasets: {', '.join(s.datasets) or 'none'})")
+    kept = f"; kept as they were in changed files: {s.documents_kept}" if s.documents_kept else ""
+    click.echo(f"  documents written: {s.documents}{kept}  (datasets: {', '.join(s.datasets) or 'none'})")
     if s.formats_changed:
         click.echo("  the formats differ from the last run's (a format plugin installed or removed): every file "
                    "was read again")

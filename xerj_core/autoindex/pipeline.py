@@ -137,6 +137,8 @@ class RunSummary:
     files_skipped: list[dict[str, str]] = attrs.field(factory=list)
     files_failed: list[dict[str, str]] = attrs.field(factory=list)
     documents: int = 0
+    # documents of changed files the store held as they are now (their mtime aside): not written again
+    documents_kept: int = 0
     edges_by_type: dict[str, int] = attrs.field(factory=dict)
     edges_capped: int = 0
     # drafts naming a node id or type too long for the edges index's keys (see graph.edges), left out
@@ -1005,7 +1007,9 @@ def _write_files(sink: BrainSink, brain: str, batch: list[FileWrite], now_ms: in
     other refused file costs one transaction, not another try of the batch.
     """
     try:
-        return sink.write_files(brain, batch, now_ms, counted=counts)
+        written = sink.write_files(brain, batch, now_ms, counted=counts)
+        summary.documents_kept += sum(len(item.documents) for item in batch) - written
+        return written
     except DocumentRefused as refused:
         if not any(item.path == refused.path for item in batch):
             raise
@@ -1015,7 +1019,9 @@ def _write_files(sink: BrainSink, brain: str, batch: list[FileWrite], now_ms: in
         failure = first if item.path == first.path else None
         if failure is None:
             try:
-                written += sink.write_files(brain, [item], now_ms, counted=[count])
+                alone = sink.write_files(brain, [item], now_ms, counted=[count])
+                summary.documents_kept += len(item.documents) - alone
+                written += alone
             except DocumentRefused as refused:
                 if refused.path != item.path:
                     raise

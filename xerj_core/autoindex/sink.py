@@ -313,7 +313,8 @@ class BrainSink(Protocol):
     def write_files(self, brain: str, files: Sequence[FileWrite], indexed_at: int,
                     counted: Sequence[Sequence[CountedTerms | None] | None] | None = None) -> int:
         """Write these files' documents and states (and mark the run dirty) in one transaction; returns how
-        many documents were written. ``counted``: per file, ``text.counted_terms`` of each of its documents'
+        many documents were written (a document other than a file's card that the sink holds as it is, its
+        ``mtime`` aside, need not be: see :func:`_standing`). ``counted``: per file, ``text.counted_terms`` of each of its documents'
         ``text`` (see :data:`COUNTED_FIELD`), or None where the caller did not count them; a sink may index
         those texts from the counts instead of tokenizing them, or ignore them."""
 
@@ -378,6 +379,46 @@ def _rows_of_brain(reader: Any, brain: str) -> Iterable[int]:
         return []
     column = reader.column("brain")
     return np.flatnonzero((column.values == ordinal) & column.present & reader.live).tolist()
+
+
+def _standing(txn: Any, brain: str, item: FileWrite) -> Callable[[IndexedDocument], bool]:
+    """Which of a changed file's documents the store holds as they are now, its ``mtime`` aside: those are not
+    written again.
+
+    A section, message or attachment an edit left alone keeps its stored document, whose ``mtime`` stays that of
+    the version that last changed it: appending one message to a 60 MiB mailbox wrote its 68,863 documents
+    again, about 74 MB more data file each time. The file's own document (its card, whose id is its path) is
+    always written, so it carries the file's mtime. Only documents the file produced before are compared: one
+    read each, where a write costs its tokens, columns and postings.
+    """
+    if len(item.documents) < 2 or item.stamp is None:
+        return _never
+    before = txn.get(FILES_INDEX, file_state_id(brain, item.path))
+    produced = frozenset(before.get("docs") or ()) if before else frozenset()
+    candidates: dict[str, set[str]] = {}
+    for doc in item.documents:
+        if doc.id != item.path and doc_ref(doc.index, doc.id) in produced:
+            candidates.setdefault(doc.index, set()).add(doc.id)
+    if not candidates:
+        return _never
+    for index, ids in candidates.items():
+        txn.prefetch(index, sorted(ids))
+
+    def stands(doc: IndexedDocument) -> bool:
+        if doc.id not in candidates.get(doc.index, ()):
+            return False
+        stored = txn.get(doc.index, doc.id)
+        if stored is None:
+            return False
+        # the store takes JSON's values only (a tuple is refused), so what it gives back compares value for value
+        stored.pop("mtime", None)
+        return bool(stored == {key: value for key, value in doc.source.items() if key != "mtime"})
+
+    return stands
+
+
+def _never(_doc: IndexedDocument) -> bool:
+    return False
 
 
 def _file_state(source: Mapping[str, Any]) -> FileState:
@@ -491,11 +532,14 @@ class LocalSink:
             # strict: a count list out of step with its documents is a bug to surface, never documents dropped
             for item, found in zip(files, counted, strict=True) if counted is not None else zip(files, uncounted):
                 refs = list(item.kept)
+                standing = _standing(txn, brain, item)
                 for doc, terms in zip(item.documents, found, strict=True) if found else zip(item.documents, uncounted):
+                    refs.append(doc_ref(doc.index, doc.id))
+                    if standing(doc):
+                        continue
                     puts.setdefault(doc.index, []).append((doc.source, doc.id, "index"))
                     owners.setdefault(doc.index, []).append(item.path)
                     counts.setdefault(doc.index, []).append(terms)
-                    refs.append(doc_ref(doc.index, doc.id))
                     written += 1
                 for ref in item.stale:
                     index, doc_id = split_ref(ref)
