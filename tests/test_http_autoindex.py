@@ -174,6 +174,11 @@ def test_graph_machine_routes_refuse_bad_bodies_in_the_graph_shape(client):
         ("/_graph/notes/_invalidate", {"edge_ids": ["x" * 600], "at": 1}, "is not an edge id"),
         ("/_graph/notes/_invalidate", {"edge_ids": []}, "required field missing @ body.at"),
         ("/_graph/Bad/_detected", {"created_at": 1, "edges": []}, "invalid brain name"),
+        ("/_graph/notes/_claims", {"files": "a.md"}, "expected an array"),
+        ("/_graph/notes/_claims", {"files": ["a.md", 7]}, "expected a string, got a number @ body.files[1]"),
+        ("/_graph/notes/_claims", {}, "required field missing @ body.files"),
+        ("/_graph/notes/_claims", {"files": [], "since": 1}, "extra fields found (since)"),
+        ("/_graph/Bad/_claims", {"files": ["a.md"]}, "invalid brain name"),
     ]
     for path, body, words in cases:
         refused = client.simulate_post(path, json=body)
@@ -181,6 +186,8 @@ def test_graph_machine_routes_refuse_bad_bodies_in_the_graph_shape(client):
         assert "root_cause" not in refused.json["error"]
         assert words in refused.json["error"]["reason"], (words, refused.json)
     assert client.simulate_get("/_graph/nobody/_standing").json == {"brain": "nobody", "live": [], "rejected": []}
+    assert client.simulate_post("/_graph/nobody/_claims", json={"files": ["a.md"]}).json == {"brain": "nobody",
+                                                                                          "claims": []}
 
 
 def _targets(engine, pm, method, path, body=None):
