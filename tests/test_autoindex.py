@@ -347,6 +347,32 @@ def test_small_folder_has_no_shared_term_edges(engine, tmp_path):
     assert summary.edges_by_type.get("same_dir", 0) == 7  # a chain, never a clique
 
 
+def test_a_logseq_graph_links_by_its_page_names_and_leaves_its_backups_out(engine, tmp_path):
+    """Logseq names a page by its namespace (``Project___Alpha.md`` is ``Project/Alpha``), its ``title::`` and
+    ``alias::`` properties and, for a journal day, its date's title; ``[[links]]`` find pages by each. The copies
+    in ``logseq/bak`` are not pages of the graph."""
+    graph = tmp_path / "graph"
+    for folder in ("pages", "journals", "logseq/bak/pages"):
+        (graph / folder).mkdir(parents=True)
+    (graph / "logseq/config.edn").write_text("{:meta/version 1}\n")
+    (graph / "pages/Project___Alpha.md").write_text("alias:: PA\ntags:: work\n\n- The pilot.\n\t- Owner: [[Maria]]\n")
+    (graph / "pages/Maria.md").write_text("- Baker. Works on [[PA]].\n")
+    (graph / "pages/Recipes%2FRye.md").write_text("title:: Recipes/Rye\n- Rye loaf notes.\n")
+    (graph / "pages/Plan.md").write_text("- Planned on [[Jan 15th, 2024]]\n")
+    (graph / "journals/2024_01_15.md").write_text("- Met [[Maria]] about [[Project/Alpha]]\n\t- Tried [[Recipes/Rye]]\n")
+    (graph / "logseq/bak/pages/Maria.md").write_text("- Baker. Works on [[PA]] and [[Plan]].\n")
+    summary = run(engine, graph, brain="graph")
+    links = {(e["src"], e["dst"]) for e in live(edges_of(engine, "graph")).values() if e["type"] == "wikilink"}
+    assert links == {("pages/Project___Alpha.md", "pages/Maria.md"), ("pages/Maria.md", "pages/Project___Alpha.md"),
+                     ("pages/Plan.md", "journals/2024_01_15.md"), ("journals/2024_01_15.md", "pages/Maria.md"),
+                     ("journals/2024_01_15.md", "pages/Project___Alpha.md"),
+                     ("journals/2024_01_15.md", "pages/Recipes%2FRye.md")}
+    assert {"kind": "ignored", "path": "logseq/bak",
+            "reason": "a Logseq graph's copies of its pages (logseq/bak, logseq/version-files)"} in summary.files_skipped
+    card = engine.store.get(index_of(engine, "graph"), "journals/2024_01_15.md")[0]
+    assert card["title"] == "Jan 15th, 2024"
+
+
 def test_email_thread_from_a_generated_mbox(engine, tmp_path):
     folder = tmp_path / "mail"
     folder.mkdir()

@@ -436,6 +436,28 @@ def test_markdown_front_matter_alias_string_and_unterminated_block():
     assert "aliases" not in card.fields and card.title == "b" and card.text.startswith("---")
 
 
+def test_markdown_reads_a_logseq_pages_properties_and_names():
+    fmt = markdown.MarkdownFormat()
+    card = fmt.parse("pages/Project___Alpha.md", b"title:: Project/Alpha\nalias:: PA, [[Alpha project]]\n"
+                     b"tags:: work, #[[sour dough]]\n\n- Alpha is the pilot.\n", MTIME)[0]
+    assert card.title == "Project/Alpha" and card.fields["tags"] == ["work", "sour dough"]
+    assert card.fields["aliases"] == ["Project/Alpha", "PA", "Alpha project"]
+    # properties as a first block's, the older escaped namespace, and no title: the page name is the title
+    card = fmt.parse("pages/Recipes%2FRye.md", b"- alias:: rye\n- Rye loaf notes.\n", MTIME)[0]
+    assert card.title == "Recipes/Rye" and card.fields["aliases"] == ["rye", "Recipes/Rye"]
+    day = fmt.parse("journals/2024_01_03.md", b"- Fed the starter\n", MTIME)[0]
+    assert day.title == "Jan 3rd, 2024" and day.fields["aliases"] == ["Jan 3rd, 2024", "2024-01-03"]
+    assert fmt.parse("journals/2024_01_11.md", b"", MTIME)[0].title == "Jan 11th, 2024"
+    assert fmt.parse("journals/2024_02_22.md", b"", MTIME)[0].title == "Feb 22nd, 2024"
+    # front matter wins; a property line after the first block, a date outside journals/, an impossible day and
+    # a plain note name nothing
+    card = fmt.parse("a.md", b"---\ntitle: Front\n---\ntitle:: Logseq\n", MTIME)[0]
+    assert card.title == "Front" and card.fields["aliases"] == ["Logseq"]
+    for path, body in (("b.md", b"# B\n\nalias:: late\n"), ("notes/2024_01_03.md", b"x\n"),
+                       ("journals/2024_02_30.md", b"x\n"), ("100% done.md", b"x\n")):
+        assert "aliases" not in fmt.parse(path, body, MTIME)[0].fields, path
+
+
 def test_markdown_crlf_and_bom_are_normalised():
     docs = markdown.MarkdownFormat().parse("w.md", b"\xef\xbb\xbf# Title\r\n\r\nline\r\n", MTIME)
     assert docs[1].text == "# Title\n\nline"

@@ -29,6 +29,9 @@ class FileEntry:
         return self.mtime_ns // 1_000_000
 
 
+# The folders of a Logseq graph's ``logseq/`` (beside its ``config.edn``) that hold earlier copies of its pages.
+LOGSEQ_COPIES = frozenset({"bak", "version-files"})
+
 # Why the walk passes a path by. Each is a column of the run's ``skipped`` account, except
 # UNREADABLE, which is a failure: the file or directory should have been read and could not be.
 TOO_LARGE = "too_large"
@@ -81,8 +84,9 @@ def walk(root: Path, *, ignore_files: bool = True) -> Iterator[FileEntry | Skipp
     corpus, but for a Maildir's folders (Maildir++, as Dovecot keeps them: a
     ``.Sent`` holding ``cur``, beside the Maildir's own ``cur`` and ``new``).
     Nor, with ``ignore_files``, is what ``.gitignore`` and ``.xerjignore`` files
-    leave out (:mod:`xerj_core.autoindex.ignore`): each such file or directory
-    is one ``IGNORED`` skip, and an ignored directory is not entered.
+    leave out (:mod:`xerj_core.autoindex.ignore`), or a Logseq graph's copies
+    of its pages (:data:`LOGSEQ_COPIES`): each such file or directory is one
+    ``IGNORED`` skip, and an ignored directory is not entered.
     Symbolic links are followed, but a directory reached twice (a link loop, or
     two links to one place) is walked once and reported the second time.
     """
@@ -117,6 +121,9 @@ def walk(root: Path, *, ignore_files: bool = True) -> Iterator[FileEntry | Skipp
                 yield Skipped(rel_dir or ".", f"unreadable ignore file {Path(exc.filename or '').name}: "
                                               f"{exc.strerror or exc}")
         maildir = "cur" in names and "new" in names
+        # a Logseq graph's own folder keeps a copy of a page at each conflicting save: the graph's pages again
+        copies = LOGSEQ_COPIES if scope is not None and directory.name == "logseq" and "config.edn" in names \
+            else frozenset()
         for entry in entries:
             if entry.name.startswith(".") and not (maildir and _maildir_folder(entry)):
                 continue
@@ -129,6 +136,8 @@ def walk(root: Path, *, ignore_files: bool = True) -> Iterator[FileEntry | Skipp
             try:
                 is_dir = entry.is_dir()
                 why = scope.why_ignored(rel, is_dir) if scope is not None else None
+                if is_dir and entry.name in copies:
+                    why = "a Logseq graph's copies of its pages (logseq/bak, logseq/version-files)"
                 if why is not None:
                     yield Skipped(rel, why, IGNORED)
                     continue

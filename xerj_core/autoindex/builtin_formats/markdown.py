@@ -13,11 +13,22 @@ Front matter is the YAML block between a first line ``---`` and the next
 ``---`` or ``...`` line. Only a flat subset is read (``key: value``, flow lists
 ``[a, b]``, block lists of ``- item``); ``aliases`` (or ``alias``) and ``tags``
 may be a list or a comma-separated string. A block that never closes is body text.
+
+Logseq keeps a page's properties in its first lines instead (``title:: ...``,
+``alias:: a, [[b]]``, ``tags:: x``; a leading ``- `` when they are the first
+block's), and names a page by more than its file: ``Project___Alpha.md`` (and
+the older ``Project%2FAlpha.md``) is the page ``Project/Alpha``, and
+``journals/2024_01_15.md`` the day ``Jan 15th, 2024`` (also ``2024-01-15``).
+Those names, ``title::`` and ``alias::`` are the card's ``aliases``, the names a
+``[[link]]`` finds it by when no file is named so; front matter wins over them.
 """
 
 from __future__ import annotations
 
+import calendar
+import datetime
 import re
+import urllib.parse
 from typing import Any
 
 from xerj_core import hookimpl
@@ -33,6 +44,11 @@ _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _HEADING_LINE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$", re.M)
 _CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+$")
 _FM_KEY = re.compile(r"([A-Za-z_][\w\-]*)[ \t]*:(?:[ \t]+(.*))?$")
+# Logseq's page properties: the lines ``key:: value`` a page opens with (matched at the body's start only).
+_PROPERTY_LINES = re.compile(r"(?:[ \t]*(?:- )?[A-Za-z][\w\-]*::[^\n]*(?:\n|$))+")
+_PROPERTY = re.compile(r"[ \t]*(?:- )?([A-Za-z][\w\-]*)::[ \t]*(.*?)[ \t]*$")
+_ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}")
+_JOURNAL_DAY = re.compile(r"(\d{4})_(\d{2})_(\d{2})")
 
 
 def _scalar(raw: str) -> str:
@@ -97,6 +113,54 @@ def _string_list(value: Any) -> list[str]:
     return [item for item in items if item]
 
 
+def page_properties(body: str) -> dict[str, str]:
+    """The ``key:: value`` lines a Logseq page opens with, keys lowercased (the first of a key wins)."""
+    block = _PROPERTY_LINES.match(body)
+    if block is None:
+        return {}
+    found: dict[str, str] = {}
+    for line in block.group(0).splitlines():
+        match = _PROPERTY.match(line)
+        if match is not None:
+            found.setdefault(match.group(1).lower(), match.group(2))
+    return found
+
+
+def _property_list(value: str) -> list[str]:
+    """``a, [[b c]], #d`` as Logseq lists pages in a property: each name without its brackets or ``#``."""
+    names = []
+    for part in value.split(","):
+        name = part.strip().lstrip("#").strip()
+        if name.startswith("[[") and name.endswith("]]"):
+            name = name[2:-2].strip()
+        if name:
+            names.append(name)
+    return names
+
+
+def page_names(rel_path: str) -> list[str]:
+    """The names Logseq gives the page in ``rel_path`` beyond its file name: a namespace's ``/`` (written ``___``,
+    or ``%2F`` and other escapes in older graphs), and a journal day's title (the default ``MMM do, yyyy``) and
+    date."""
+    name, names = stem(rel_path), []
+    if "___" in name:
+        names.append(name.replace("___", "/"))
+    if _ESCAPED.search(name):
+        decoded = urllib.parse.unquote(name.replace("___", "/"))
+        if decoded != name:
+            names.append(decoded)
+    day = _JOURNAL_DAY.fullmatch(name)
+    folder = rel_path.rsplit("/", 2)[-2] if rel_path.count("/") else ""
+    if day is not None and folder == "journals":
+        try:
+            date = datetime.date(int(day.group(1)), int(day.group(2)), int(day.group(3)))
+        except ValueError:
+            return names
+        suffix = "th" if 11 <= date.day <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(date.day % 10, "th")
+        names += [f"{calendar.month_abbr[date.month]} {date.day}{suffix}, {date.year}", date.isoformat()]
+    return names
+
+
 def headings(body: str) -> list[tuple[int, int, str]]:
     """``(char offset of the line, level, label)`` for every ATX heading outside fenced code."""
     if "```" not in body and "~~~" not in body:
@@ -129,6 +193,8 @@ class MarkdownFormat:
     name = "markdown"
     dataset = "ax-notes"
     priority = 10
+    # 2: Logseq's page properties and page names read (a run finding this version reads every note again)
+    version = 2
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         return extension(rel_path) in EXTENSIONS
@@ -137,9 +203,18 @@ class MarkdownFormat:
         decoded = decode_text(data, rel_path)
         meta, body = split_front_matter(decoded.text)
         found = headings(body)
-        title = str(meta.get("title") or "").strip()
+        properties = page_properties(body)
+        named = page_names(rel_path)
+        title = str(meta.get("title") or "").strip() or properties.get("title", "")
         if not title:
-            title = next((label for _, level, label in found if level == 1 and label), "") or stem(rel_path)
+            title = next((label for _, level, label in found if level == 1 and label), "") or \
+                (named[0] if named else stem(rel_path))
+        aliases = _string_list(meta.get("aliases", meta.get("alias")))
+        if properties or named:
+            # in Logseq a page's title is a name it is linked by, as its aliases are
+            extra = [properties.get("title", ""), *_property_list(properties.get("alias", "")), *named]
+            aliases = list(dict.fromkeys(name for name in [*aliases, *extra] if name and name != stem(rel_path)))
+        tags = _string_list(meta.get("tags", meta.get("tag"))) or _property_list(properties.get("tags", ""))
         preamble_end = found[0][0] if found else len(body)
         card = document(
             self,
@@ -150,8 +225,8 @@ class MarkdownFormat:
             text=body[:preamble_end].strip(),
             section="",
             kind="file",
-            aliases=_string_list(meta.get("aliases", meta.get("alias"))) or None,
-            tags=_string_list(meta.get("tags", meta.get("tag"))) or None,
+            aliases=aliases or None,
+            tags=tags or None,
             ordinal=0,
             encoding=decoded.encoding,
         )
