@@ -64,8 +64,18 @@ def dump(folder: Path, brain: str = "golden", workers: int | None = 1) -> dict[s
     return json.loads(json.dumps(out))
 
 
+# Detector tags moved since the fixtures were written by changes that leave these corpora's edges as they were:
+# mdlink@3 links a reference link from the section using it, and Foam's definitions are used by no [text][id]
+# (its notes link with [[wikilinks]]), nor are the generated notes'.
+RETAGGED = {"mdlink@2": "mdlink@3"}
+
+
 def _fixture(name: str) -> dict[str, Any]:
-    return json.loads(gzip.decompress((FIXTURES / f"autoindex-golden-{name}.json.gz").read_bytes()))
+    fixture = json.loads(gzip.decompress((FIXTURES / f"autoindex-golden-{name}.json.gz").read_bytes()))
+    for edge in fixture["edges"]:
+        edge[3] = RETAGGED.get(edge[3], edge[3])
+    fixture["edges"].sort()
+    return fixture
 
 
 def _compare(found: dict[str, Any], expected: dict[str, Any]) -> None:

@@ -435,7 +435,7 @@ def test_foam_every_edge_has_evidence_and_provenance(foam_files, foam_result):
 
 def test_foam_tags_weights_and_confidences_follow_the_table(foam_result):
     table = {
-        "wikilink": ("wikilink@2", 1.0, 0.95), "mdlink": ("mdlink@2", 0.9, 0.9), "href": ("href@2", 0.7, 0.85),
+        "wikilink": ("wikilink@2", 1.0, 0.95), "mdlink": ("mdlink@3", 0.9, 0.9), "href": ("href@2", 0.7, 0.85),
         "pathcite": ("pathcite@1", 0.6, 0.7), "cratecite": ("cratecite@1", 0.5, 0.6),
         "sequence": ("sequence@2", 0.8, 0.99), "same_dir": ("samedir@2", 0.3, 0.4),
         "shared_term": ("sharedterm@1", 0.45, 0.5),
@@ -629,6 +629,29 @@ def test_mdlink_resolves_relative_rooted_and_fragment_links():
     }
     dsts = {e.dst for e in run(mdlink.MdlinkDetector(), files)}
     assert dsts == {"a.md", "b.md", "docs/sub/c.md#part-two", "docs/sub/index.md"}
+
+
+def test_mdlink_links_a_reference_from_the_section_using_it():
+    """As in Node.js's API docs: a file's definitions at its end, each cited by the sections above them."""
+    files = {
+        "api/fs.md": b"# fs\n\n## readFile\n\nSee [`util.promisify()`][] and the [stream  Docs][Streams].\n\n"
+                     b"## stat\n\nErrors are [common errors]; ![chart][img]. Not `[streams]` nor [[streams]] nor"
+                     b" \\[streams] nor [streams](errors.md).\n\n## Notes\n\n[`util.promisify()`]: util.md#promisify\n"
+                     b"[streams]: stream.md\n[Common   Errors]: errors.md\n[img]: chart.md\n[unused]: other.md\n",
+        "api/util.md": b"# util\n\n## promisify\n", "api/stream.md": b"# stream\n", "api/errors.md": b"# errors\n",
+        "api/chart.md": b"# chart\n", "api/other.md": b"# other\n",
+    }
+    drafts = run(mdlink.MdlinkDetector(), files)
+    assert sorted((e.src, e.dst, e.evidence.offset) for e in drafts) == [
+        ("api/fs.md#notes", "api/other.md", 116),
+        ("api/fs.md#readfile", "api/stream.md", 48),
+        ("api/fs.md#readfile", "api/util.md#promisify", 17),
+        ("api/fs.md#stat", "api/chart.md", 37),
+        ("api/fs.md#stat", "api/errors.md", 20),
+    ]
+    quotes = {e.dst: e.evidence.quote for e in drafts}
+    assert quotes["api/errors.md"].startswith("Errors are [common errors]")
+    assert quotes["api/other.md"] == "[unused]: other.md"
 
 
 def test_href_only_reads_html():

@@ -1,4 +1,4 @@
-"""``mdlink``: Markdown links ``[text](relative/path.md)`` (and images, and ``[id]: path`` definitions).
+"""``mdlink``: Markdown links ``[text](relative/path.md)`` and images, and reference links ``[text][id]``.
 
 Only Markdown documents are read (notes, and the Markdown a Jupyter notebook's
 cells make), with code blocks and spans masked. A
@@ -7,12 +7,19 @@ URLs with a scheme, ``//host`` links and bare ``#anchors`` are not corpus
 files. A destination without extension may name a note (``.md``); a folder
 names its ``index.md``/``README.md``. ``#fragment`` picks that section of the
 target when it exists. Evidence is the line holding the link's ``[``.
+
+A reference link (``[text][id]``, ``[id][]``, ``[id]``) takes its destination
+from the file's ``[id]: path`` definition, wherever in the file it stands (the
+labels compared as CommonMark compares them: case-folded, runs of spaces as
+one), and links from the section that uses it: a file's definitions usually sit
+together at its end, and its sections are what cite them. A definition nothing
+uses links from where it stands.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl,
                                  line_at, make_draft, mask_code, resolve_relative)
@@ -22,37 +29,79 @@ _INLINE = re.compile(
     rb"!?\[(?:[^\[\]\n]|\[[^\[\]\n]*\])*\]"
     rb"\(\s*(<[^<>\n]*>|(?:[^\s()]|\([^\s()]*\))+)(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?\s*\)"
 )
-_DEFINITION = re.compile(rb"^ {0,3}\[(?!\^)[^\]\n]+\]:[ \t]*(<[^<>\n]*>|\S+)", re.M)
+_DEFINITION = re.compile(rb"^ {0,3}\[(?!\^)([^\]\n]+)\]:[ \t]*(<[^<>\n]*>|\S+)", re.M)
+# [text][label], [label][] and [label]; which of them are links is decided by the file's definitions
+_REFERENCE = re.compile(rb"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])+)\](?:\[([^\[\]\n]*)\])?")
 INDEX_NAMES = ("index.md", "README.md", "readme.md")
+
+
+def _label(raw: bytes) -> str:
+    """A link label as CommonMark matches it: case-folded, its runs of white space one space."""
+    return " ".join(raw.decode("utf-8", "replace").split()).casefold()
 
 
 class MdlinkDetector:
     name = "mdlink"
     type = "mdlink"
-    tag = "mdlink@2"
+    # 3: a reference link links from the section using it (it linked from its definition's section)
+    tag = "mdlink@3"
     weight = 0.9
     confidence = 0.9
 
     def detect(
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
-        for doc in file_docs:
-            if doc.format not in MARKDOWN_FORMATS or ("](" not in doc.text and "]:" not in doc.text):
+        docs = [doc for doc in file_docs if doc.format in MARKDOWN_FORMATS and "]" in doc.text]
+        texts = {doc.doc_id: doc.text.encode("utf-8") for doc in docs}
+        masked = {doc_id: mask_code(data) for doc_id, data in texts.items()}
+        # the file's definitions, each label's first one (CommonMark), with where it stands
+        definitions: dict[str, tuple[bytes, str, int]] = {}
+        for doc in docs:
+            if "]:" in doc.text:
+                for m in _DEFINITION.finditer(masked[doc.doc_id]):
+                    definitions.setdefault(_label(texts[doc.doc_id][m.start(1):m.end(1)]),
+                                           (m.group(2), doc.doc_id, m.start()))
+        used: set[str] = set()
+        found: dict[str, list[tuple[int, bytes]]] = {}
+        for doc in docs:
+            scanned = masked[doc.doc_id]
+            found[doc.doc_id] = [(m.start(), m.group(1)) for m in _INLINE.finditer(scanned)]
+            if definitions:
+                found[doc.doc_id] += self._references(texts[doc.doc_id], scanned, definitions, used)
+        for label, (destination, doc_id, offset) in definitions.items():
+            if label not in used:
+                found[doc_id].append((offset, destination))
+        for doc in docs:
+            yield from self._drafts(doc, texts[doc.doc_id], sorted(found[doc.doc_id]), corpus)
+
+    @staticmethod
+    def _references(data: bytes, scanned: bytes, definitions: dict[str, tuple[bytes, str, int]],
+                    used: set[str]) -> Iterator[tuple[int, bytes]]:
+        starts = {m.start() for m in _DEFINITION.finditer(scanned)}
+        for m in _REFERENCE.finditer(scanned):
+            start, end = m.start(), m.end()
+            if start in starts or scanned[end:end + 1] in (b"(", b":") or scanned[start - 1:start] == b"\\":
+                continue  # a definition, an inline link, an escaped bracket ([[wikilinks]] match whole: no label)
+            if m.group(2) is not None and m.group(2).strip():
+                label = _label(data[m.start(2):m.end(2)])
+            else:
+                label = _label(data[m.start(1):m.end(1)])
+            found = definitions.get(label)
+            if found is not None:
+                used.add(label)
+                yield start, found[0]
+
+    def _drafts(self, doc: SourceDocument, data: bytes, found: list[tuple[int, bytes]],
+                corpus: Corpus) -> Iterator[EdgeDraft]:
+        seen: set[str] = set()
+        for offset, destination in found:
+            dst = resolve_relative(
+                corpus, doc.ax_path, destination.decode("utf-8", "replace"), index_names=INDEX_NAMES
+            )
+            if dst is None or dst.doc_id == doc.doc_id or dst.doc_id in seen:
                 continue
-            data = doc.text.encode("utf-8")
-            scanned = mask_code(data)
-            found = [(m.start(), m.group(1)) for m in _INLINE.finditer(scanned)]
-            found += [(m.start(), m.group(1)) for m in _DEFINITION.finditer(scanned)]
-            found.sort()
-            seen: set[str] = set()
-            for offset, destination in found:
-                dst = resolve_relative(
-                    corpus, doc.ax_path, destination.decode("utf-8", "replace"), index_names=INDEX_NAMES
-                )
-                if dst is None or dst.doc_id == doc.doc_id or dst.doc_id in seen:
-                    continue
-                seen.add(dst.doc_id)
-                yield make_draft(self, doc, dst, quote=line_at(data, offset), offset=offset)
+            seen.add(dst.doc_id)
+            yield make_draft(self, doc, dst, quote=line_at(data, offset), offset=offset)
 
 
 @hookimpl
