@@ -359,14 +359,16 @@ def test_a_logseq_graph_links_by_its_page_names_and_leaves_its_backups_out(engin
     (graph / "pages/Maria.md").write_text("- Baker. Works on [[PA]].\n")
     (graph / "pages/Recipes%2FRye.md").write_text("title:: Recipes/Rye\n- Rye loaf notes.\n")
     (graph / "pages/Plan.md").write_text("- Planned on [[Jan 15th, 2024]]\n")
-    (graph / "journals/2024_01_15.md").write_text("- Met [[Maria]] about [[Project/Alpha]]\n\t- Tried [[Recipes/Rye]]\n")
+    (graph / "pages/Rye.md").write_text("- As ((6571a1b2-0c3d-4e5f-8a9b-0c1d2e3f4a5b)) says\n")
+    (graph / "journals/2024_01_15.md").write_text("- Met [[Maria]] about [[Project/Alpha]]\n\t- Tried [[Recipes/Rye]]\n"
+                                                  "\t  id:: 6571a1b2-0c3d-4e5f-8a9b-0c1d2e3f4a5b\n")
     (graph / "logseq/bak/pages/Maria.md").write_text("- Baker. Works on [[PA]] and [[Plan]].\n")
     summary = run(engine, graph, brain="graph")
     links = {(e["src"], e["dst"]) for e in live(edges_of(engine, "graph")).values() if e["type"] == "wikilink"}
     assert links == {("pages/Project___Alpha.md", "pages/Maria.md"), ("pages/Maria.md", "pages/Project___Alpha.md"),
                      ("pages/Plan.md", "journals/2024_01_15.md"), ("journals/2024_01_15.md", "pages/Maria.md"),
                      ("journals/2024_01_15.md", "pages/Project___Alpha.md"),
-                     ("journals/2024_01_15.md", "pages/Recipes%2FRye.md")}
+                     ("journals/2024_01_15.md", "pages/Recipes%2FRye.md"), ("pages/Rye.md", "journals/2024_01_15.md")}
     assert {"kind": "ignored", "path": "logseq/bak",
             "reason": "a Logseq graph's copies of its pages (logseq/bak, logseq/version-files)"} in summary.files_skipped
     card = engine.store.get(index_of(engine, "graph"), "journals/2024_01_15.md")[0]

@@ -435,7 +435,7 @@ def test_foam_every_edge_has_evidence_and_provenance(foam_files, foam_result):
 
 def test_foam_tags_weights_and_confidences_follow_the_table(foam_result):
     table = {
-        "wikilink": ("wikilink@2", 1.0, 0.95), "mdlink": ("mdlink@3", 0.9, 0.9), "href": ("href@2", 0.7, 0.85),
+        "wikilink": ("wikilink@3", 1.0, 0.95), "mdlink": ("mdlink@3", 0.9, 0.9), "href": ("href@2", 0.7, 0.85),
         "pathcite": ("pathcite@1", 0.6, 0.7), "cratecite": ("cratecite@1", 0.5, 0.6),
         "sequence": ("sequence@2", 0.8, 0.99), "same_dir": ("samedir@2", 0.3, 0.4),
         "shared_term": ("sharedterm@1", 0.45, 0.5),
@@ -600,6 +600,25 @@ def test_wikilink_finds_a_name_written_with_other_unicode_forms_or_holding_a_has
                            "C.md"])
     again = run(wikilink.WikilinkDetector(), {"C.md": b"# C\n\n## tips\n", "C#tips.md": b"x", "i.md": b"[[C#tips]]"})
     assert [e.dst for e in again if e.src == "i.md"] == ["C.md#tips"]  # a heading first, as note-taking tools read
+
+
+def test_wikilink_lands_block_references_and_heading_paths_on_their_sections():
+    """Obsidian's and Foam's ``[[note#^id]]`` (the id ending a line, outside code), Obsidian's heading path
+    ``[[note#A#B]]`` and Logseq's ``((uuid))`` (a block's ``id::`` property, in any file) each land on the section
+    holding what they name."""
+    uuid = "64a1f2c3-0d4e-4f5a-9b6c-7d8e9f0a1b2c"
+    files = {
+        "b.md": b"# Top\n\nSome finding. ^x1\n\n## Sub\n\nBelow.\n\n## Quotes\n\n> A quote\n> ^q-2\n\n```\nnot ^x3\n```\n",
+        "pages/Sourdough.md": f"- Feed daily\n\t- Ratio 1:1:1\n\t  id:: {uuid}\n".encode(),
+        "a.md": f"# A\n\n[[b#^x1]] [[b#Top#Sub]] [[b#^Q-2]] [[b#^x3]]\n\n## Log\n\nSee (({uuid})) and "
+                f"((00000000-0000-0000-0000-000000000000)).\n".encode(),
+    }
+    found = sorted((e.src, e.dst, e.evidence.offset) for e in run(wikilink.WikilinkDetector(), files)
+                   if e.src.startswith("a.md"))
+    # [[b#^x3]] names an id only a code example holds: the note itself
+    assert found == [("a.md#a", "b.md", 40), ("a.md#a", "b.md#quotes", 29),
+                     ("a.md#a", "b.md#sub", 15), ("a.md#a", "b.md#top", 5),
+                     ("a.md#log", "pages/Sourdough.md", 12)]
 
 
 def test_wikilink_skips_code_and_quotes_the_full_line():

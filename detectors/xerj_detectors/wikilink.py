@@ -16,7 +16,9 @@ on macOS (whose name keeps them decomposed) finds it:
 Several candidates: the one in the folder nearest the linking file wins
 (fewest steps up and down the tree), then the smaller path. ``#Heading`` picks
 that section of the target when it exists (``[[#Heading]]`` alone: of the same
-file); ``#^block`` references land on the file. A note may have a ``#`` in its
+file), ``#Heading#Subheading`` its last heading; ``#^block`` lands on the section
+holding that block id (else the file), and a Logseq block reference ``((uuid))``
+on the section holding that block, in whichever file it is. A note may have a ``#`` in its
 name (``[[C# tips]]``, ``[[C# tips#Async]]``): when the text before the first
 ``#`` names no note, or names one without that heading, each later ``#`` and
 then none is tried as the one opening the heading. Links inside fenced or inline
@@ -34,12 +36,14 @@ from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDr
                                  line_at, make_draft, mask_code, resolve_wikilink)
 
 _WIKILINK = re.compile(rb"!?\[\[([^\[\]\n]+?)\]\]")
+_BLOCK_REF = re.compile(rb"\(\(([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})\)\)")
 
 
 class WikilinkDetector:
     name = "wikilink"
     type = "wikilink"
-    tag = "wikilink@2"
+    # 3: [[note#^id]] on the section holding the block, ((uuid)) block references, [[note#A#B]] on heading B
+    tag = "wikilink@3"
     weight = 1.0
     confidence = 0.95
 
@@ -47,17 +51,21 @@ class WikilinkDetector:
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
         for doc in file_docs:
-            if doc.format == "code" or "[[" not in doc.text:
+            if doc.format == "code" or ("[[" not in doc.text and "((" not in doc.text):
                 continue
             data = doc.text.encode("utf-8")
             scanned = mask_code(data) if doc.format in MARKDOWN_FORMATS else data
+            found = [(m.start(), resolve_wikilink(corpus, doc, m.group(1).decode("utf-8", "replace")))
+                     for m in _WIKILINK.finditer(scanned)]
+            if b"((" in scanned:
+                found += [(m.start(), corpus.by_block(m.group(1).decode())) for m in _BLOCK_REF.finditer(scanned)]
+                found.sort(key=lambda item: item[0])
             seen: set[str] = set()
-            for match in _WIKILINK.finditer(scanned):
-                dst = resolve_wikilink(corpus, doc, match.group(1).decode("utf-8", "replace"))
+            for offset, dst in found:
                 if dst is None or dst.doc_id == doc.doc_id or dst.doc_id in seen:
                     continue
                 seen.add(dst.doc_id)
-                yield make_draft(self, doc, dst, quote=line_at(data, match.start()), offset=match.start())
+                yield make_draft(self, doc, dst, quote=line_at(data, offset), offset=offset)
 
 
 @hookimpl

@@ -308,6 +308,7 @@ class Corpus:
         self._aliases: dict[str, list[str]] = defaultdict(list)
         self._dirs: dict[str, list[str]] = defaultdict(list)
         self._dir_parts: dict[str, tuple[str, ...]] = {}
+        self._blocks: dict[str, str] = {}  # a block id (case-folded) -> the first document holding it, by path
         parts_of: dict[str, tuple[str, ...]] = {}  # a directory's parts, one tuple for all its files
         for path in sorted(files):
             docs = tuple(map(corpus_view, files[path]))
@@ -316,6 +317,8 @@ class Corpus:
             self._files[path] = docs
             for doc in docs:
                 self._docs.setdefault(doc.doc_id, doc)
+                for block in doc.fields.get("blocks") or ():
+                    self._blocks.setdefault(str(block).casefold(), doc.doc_id)
             directory, name = posixpath.split(path)
             dot = name.rfind(".")
             base = name[:dot] if dot > 0 else name
@@ -411,6 +414,20 @@ class Corpus:
             if fold_name(doc.section) == wanted or (slug and doc.fields.get("anchor") == slug):
                 return doc
         return None
+
+    def block(self, path: str, block_id: str) -> SourceDocument | None:
+        """The document of ``path`` holding the block ``block_id`` (its ``blocks`` field; case-insensitive)."""
+        wanted = block_id.strip().casefold()
+        for doc in self._files.get(path, ()):
+            if any(str(block).casefold() == wanted for block in doc.fields.get("blocks") or ()):
+                return doc
+        return None
+
+    def by_block(self, block_id: str) -> SourceDocument | None:
+        """The document holding the block ``block_id`` wherever it is (a Logseq block's uuid names it alone); the
+        first by path when several do."""
+        found = self._blocks.get(block_id.strip().casefold())
+        return None if found is None else self._docs.get(found)
 
     def nearest(self, candidates: Iterable[str], from_path: str) -> str | None:
         """The candidate whose folder is fewest steps from ``from_path``'s folder; ties by path."""

@@ -35,9 +35,10 @@ def within_root(path: str) -> bool:
 
 
 def target_document(corpus: Corpus, path: str, fragment: str) -> SourceDocument | None:
-    """The section of ``path`` named by ``fragment`` when there is one, else the file's card."""
-    if fragment and not fragment.startswith("^"):
-        section = corpus.section(path, fragment)
+    """The section of ``path`` named by ``fragment`` (a heading, or ``^id``: the one holding that block) when there
+    is one, else the file's card."""
+    if fragment:
+        section = corpus.block(path, fragment[1:]) if fragment.startswith("^") else corpus.section(path, fragment)
         if section is not None:
             return section
     return corpus.card(path)
@@ -184,12 +185,18 @@ def name_readings(target: str) -> Iterator[tuple[str, str]]:
 
 
 def _resolve_hashed_name(corpus: Corpus, from_path: str, target: str) -> SourceDocument | None:
-    """``[[target]]`` read as :func:`name_readings` says."""
+    """``[[target]]`` read as :func:`name_readings` says; failing an exact reading, a heading path
+    (``[[note#Heading#Subheading]]``, as Obsidian writes one) lands on its last heading."""
     fallback: str | None = None
+    nested: SourceDocument | None = None
     for name, heading in name_readings(target):
         path = resolve_note(corpus, from_path, name) if name.strip() else None
         if path is not None:
             if not heading or heading.startswith("^") or corpus.section(path, heading) is not None:
                 return target_document(corpus, path, heading)
+            if nested is None and "#" in heading:
+                nested = corpus.section(path, heading.rsplit("#", 1)[1])
             fallback = path
+    if nested is not None:
+        return nested
     return None if fallback is None else corpus.card(fallback)

@@ -21,6 +21,10 @@ the older ``Project%2FAlpha.md``) is the page ``Project/Alpha``, and
 ``journals/2024_01_15.md`` the day ``Jan 15th, 2024`` (also ``2024-01-15``).
 Those names, ``title::`` and ``alias::`` are the card's ``aliases``, the names a
 ``[[link]]`` finds it by when no file is named so; front matter wins over them.
+
+A document lists in ``blocks`` the ids of the blocks it holds, outside code:
+``^id`` ending a line (Obsidian's and Foam's block anchors) and a Logseq block's
+``id:: <uuid>``; ``[[note#^id]]`` and ``((uuid))`` link to the section holding one.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any
 
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import Anchors, document
+from xerj_core.autoindex.detect import mask_code
 from xerj_core.autoindex.formats import decode_text, extension, stem
 from xerj_core.model import SourceDocument
 
@@ -49,6 +54,9 @@ _PROPERTY_LINES = re.compile(r"(?:[ \t]*(?:- )?[A-Za-z][\w\-]*::[^\n]*(?:\n|$))+
 _PROPERTY = re.compile(r"[ \t]*(?:- )?([A-Za-z][\w\-]*)::[ \t]*(.*?)[ \t]*$")
 _ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}")
 _JOURNAL_DAY = re.compile(r"(\d{4})_(\d{2})_(\d{2})")
+# A block's id: ``^id`` ending a line (Obsidian, Foam), or a Logseq block's ``id:: <uuid>`` property.
+_BLOCK_ID = re.compile(rb"(?:(?<=[ \t])|^)\^([A-Za-z0-9-]+)[ \t]*$|^[ \t]*(?:- )?id::[ \t]*([0-9A-Fa-f-]{36})[ \t]*$",
+                       re.M)
 
 
 def _scalar(raw: str) -> str:
@@ -161,6 +169,14 @@ def page_names(rel_path: str) -> list[str]:
     return names
 
 
+def block_ids(text: str) -> list[str] | None:
+    """The ids of the blocks ``text`` holds (outside code: an example is not an anchor), in order; None if none."""
+    if "^" not in text and "id::" not in text:
+        return None
+    found = [(m.group(1) or m.group(2)).decode() for m in _BLOCK_ID.finditer(mask_code(text.encode("utf-8")))]
+    return list(dict.fromkeys(found)) or None
+
+
 def headings(body: str) -> list[tuple[int, int, str]]:
     """``(char offset of the line, level, label)`` for every ATX heading outside fenced code."""
     if "```" not in body and "~~~" not in body:
@@ -227,6 +243,7 @@ class MarkdownFormat:
             kind="file",
             aliases=aliases or None,
             tags=tags or None,
+            blocks=block_ids(body[:preamble_end]),
             ordinal=0,
             encoding=decoded.encoding,
         )
@@ -238,9 +255,13 @@ class MarkdownFormat:
             anchor = anchors(label)
             # what ``document`` makes of these arguments (none is None), built directly: a note has a few sections
             # and each went through a keyword-argument call and a filtering of its fields
-            docs.append(SourceDocument(f"{rel_path}#{anchor}", dataset, rel_path, title, body[start:end].strip(),
-                                       label, "section", mtime_ms, name,
-                                       {"ordinal": index, "level": level, "anchor": anchor}))
+            text = body[start:end].strip()
+            fields: dict[str, Any] = {"ordinal": index, "level": level, "anchor": anchor}
+            blocks = block_ids(text)
+            if blocks:
+                fields["blocks"] = blocks
+            docs.append(SourceDocument(f"{rel_path}#{anchor}", dataset, rel_path, title, text, label, "section",
+                                       mtime_ms, name, fields))
         return docs
 
 
