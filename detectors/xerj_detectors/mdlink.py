@@ -51,16 +51,27 @@ class MdlinkDetector:
     def detect(
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
-        docs = [doc for doc in file_docs if doc.format in MARKDOWN_FORMATS and "]" in doc.text]
-        texts = {doc.doc_id: doc.text.encode("utf-8") for doc in docs}
-        masked = {doc_id: mask_code(data) for doc_id, data in texts.items()}
+        markdown = [doc for doc in file_docs if doc.format in MARKDOWN_FORMATS]
+        texts: dict[str, bytes] = {}
+        masked: dict[str, bytes] = {}
+
+        def read(doc: SourceDocument) -> None:
+            if doc.doc_id not in texts:
+                texts[doc.doc_id] = doc.text.encode("utf-8")
+                masked[doc.doc_id] = mask_code(texts[doc.doc_id])
+
         # the file's definitions, each label's first one (CommonMark), with where it stands
         definitions: dict[str, tuple[bytes, str, int]] = {}
-        for doc in docs:
+        for doc in markdown:
             if "]:" in doc.text:
+                read(doc)
                 for m in _DEFINITION.finditer(masked[doc.doc_id]):
                     definitions.setdefault(_label(texts[doc.doc_id][m.start(1):m.end(1)]),
                                            (m.group(2), doc.doc_id, m.start()))
+        # only a file with definitions has reference links to look for; without, only inline links ("](")
+        docs = [doc for doc in markdown if "](" in doc.text or (definitions and "]" in doc.text)]
+        for doc in docs:
+            read(doc)
         used: set[str] = set()
         found: dict[str, list[tuple[int, bytes]]] = {}
         for doc in docs:
