@@ -184,6 +184,20 @@ def test_absent_is_distinct_from_every_value(store):
         assert not col.present[rows["live"]] and col.values[rows["live"]] == ABSENT_INT
 
 
+def test_ids_of_answers_as_id_of_row_by_row(store):
+    """Sealed and tail rows, overwritten and deleted ones, and rows past the last: each as ``id_of`` says."""
+    store.create_index("e", EDGE_LIKE)
+    for n in range(11):
+        store.put("e", {"valid_at": n}, f"d{n}")
+    store.put("e", {"valid_at": 99}, "d3")  # overwritten: its first row is dead
+    store.delete("e", "d7")
+    with store.reader("e") as r:
+        rows = list(range(r.n_rows + 2))
+        assert r.ids_of(rows) == [r.id_of(row) for row in rows]
+        assert sorted(filter(None, r.ids_of(rows))) == sorted(f"d{n}" for n in range(11) if n != 7)
+        assert r.ids_of([]) == []
+
+
 # -- columns agree with _source after random puts, overwrites and deletes -----------------------------
 
 values = st.fixed_dictionaries({}, optional={

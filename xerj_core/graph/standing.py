@@ -35,8 +35,8 @@ def standing_edge_ids(store: "OpenStore", brain: str) -> tuple[set[str], set[str
             if trust_ord is not None:
                 trust = reader.column("trust")
                 rejected_rows = np.flatnonzero(edges & trust.present & (trust.values == trust_ord))
-            live = {reader.id_of(int(row)) for row in live_rows}
-            rejected = {reader.id_of(int(row)) for row in rejected_rows}
+            live = set(reader.ids_of(live_rows.tolist()))
+            rejected = set(reader.ids_of(rejected_rows.tolist()))
     except IndexNotFound:
         return set(), set()
     live.discard(None)

@@ -897,6 +897,13 @@ class IndexReader:
         blob = self.txn.get(keys.row_key(self.ix, row), db=self.dbs["src"])
         return None if blob is None or not self._visible(row) else keys.unpack_source_header(blob)[1]
 
+    def ids_of(self, rows: Sequence[int]) -> list[str | None]:
+        """:meth:`id_of` of each of ``rows``, their records fetched together (:meth:`source_records`): a brain's
+        133k live edge ids took 0.34 s one get and header at a time."""
+        start, unpack = keys.SRC_HEADER.size, keys.SRC_HEADER.unpack_from
+        return [None if blob is None else bytes(blob[start:start + unpack(blob)[1]]).decode()
+                for blob in self.source_records(rows)]
+
     def get(self, doc_id: str) -> tuple[dict[str, Any], int] | None:
         row = self.row_of(doc_id)
         if row is None:
