@@ -210,7 +210,8 @@ def test_an_edited_note_writes_its_card_and_changed_sections_only(engine, foam):
     for doc_id in before.keys() - {target, edited[0]}:
         assert after[doc_id] == before[doc_id], doc_id  # untouched: not written again, its mtime the first save's
     assert summary.documents == 2 and summary.documents_kept == len(before) - 2
-    found = SearchService(engine.store).search(index_of(engine, "foam-docs"), {"query": {"match": {"text": "kohlrabi"}}})
+    found = SearchService(engine.store).search(index_of(engine, "foam-docs"),
+                                               {"query": {"match": {"text": "kohlrabi"}}})
     assert edited[0] in {hit["_id"] for hit in found["hits"]["hits"]}
     # a document gone from the store (dropped by hand) is written again, not taken as standing
     untouched = sorted(before.keys() - {target, edited[0]})[0]
@@ -369,10 +370,26 @@ def test_a_logseq_graph_links_by_its_page_names_and_leaves_its_backups_out(engin
                      ("pages/Plan.md", "journals/2024_01_15.md"), ("journals/2024_01_15.md", "pages/Maria.md"),
                      ("journals/2024_01_15.md", "pages/Project___Alpha.md"),
                      ("journals/2024_01_15.md", "pages/Recipes%2FRye.md"), ("pages/Rye.md", "journals/2024_01_15.md")}
-    assert {"kind": "ignored", "path": "logseq/bak",
-            "reason": "a Logseq graph's copies of its pages (logseq/bak, logseq/version-files)"} in summary.files_skipped
+    assert {"kind": "ignored", "path": "logseq/bak", "reason": "a Logseq graph's copies of its pages "
+            "(logseq/bak, logseq/version-files)"} in summary.files_skipped
     card = engine.store.get(index_of(engine, "graph"), "journals/2024_01_15.md")[0]
     assert card["title"] == "Jan 15th, 2024"
+
+
+def test_an_org_roam_directory_links_by_ids(engine, tmp_path):
+    """The org format and the orglink detector are registered as built-ins: a run over org-roam notes links them."""
+    roam = tmp_path / "roam"
+    (roam / "daily").mkdir(parents=True)
+    (roam / "foo.org").write_text(":PROPERTIES:\n:ID: 884b2341-b7fe-434d-848c-5282c0727861\n:END:\n#+title: Foo\n")
+    (roam / "daily/2025-11-11.org").write_text(":PROPERTIES:\n:ID: 75200446-930f-4ce5-9b05-1aa574aa2a95\n:END:\n"
+                                               "#+title: 2025-11-11\n* Read\n[[id:884b2341-b7fe-434d-848c-5282c0727861]"
+                                               "[Foo]]\n")
+    summary = run(engine, roam, brain="roam")
+    links = {(e["src"], e["dst"], e["detector"]) for e in live(edges_of(engine, "roam")).values()
+             if e["type"] == "orglink"}
+    assert links == {("daily/2025-11-11.org#read", "foo.org", "orglink@1")}
+    assert engine.store.get(index_of(engine, "roam"), "daily/2025-11-11.org#read")[0]["format"] == "org"
+    assert not summary.files_skipped
 
 
 def test_email_thread_from_a_generated_mbox(engine, tmp_path):

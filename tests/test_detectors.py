@@ -38,6 +38,7 @@ from xerj_detectors import (
     href,
     imports,
     mdlink,
+    orglink,
     pathcite,
     rstlink,
     samedir,
@@ -48,12 +49,12 @@ from xerj_detectors import (
 
 FOAM = Path(__file__).parents[1].parent / "shared/corpora/foam-docs"
 TEN = ("wikilink", "mdlink", "href", "pathcite", "cratecite", "sequence", "samedir", "sharedterm", "emailthread",
-       "imports", "rstlink")
+       "imports", "rstlink", "orglink")
 ALL = [
     wikilink.WikilinkDetector(), mdlink.MdlinkDetector(), href.HrefDetector(), pathcite.PathciteDetector(),
     cratecite.CrateciteDetector(), sequence.SequenceDetector(), samedir.SamedirDetector(),
     sharedterm.SharedtermDetector(), emailthread.EmailthreadDetector(), imports.ImportsDetector(),
-    rstlink.RstlinkDetector(),
+    rstlink.RstlinkDetector(), orglink.OrglinkDetector(),
 ]
 
 
@@ -153,6 +154,25 @@ class TestMdlinkConformance(AbstractDetectorTests):
             "a.md": b"# A\n\nRead [b](b.md), [the part](sub/c.md#part) and [web](https://x.org/b.md).\n\n[ref]: b.md\n",
             "b.md": b"# B\n\nUp: [a](/a.md \"title\").\n",
             "sub/c.md": b"# C\n\n## Part\n\n[back](../a.md)\n",
+        })
+
+
+class TestOrglinkConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return orglink.OrglinkDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return orglink
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files({
+            "a.org": b":PROPERTIES:\n:ID: a-id\n:END:\n#+title: A\n\n"
+                     b"See [[id:b-id][B]] and [[file:sub/c.org::*Part]].\n",
+            "b.org": b":PROPERTIES:\n:ID: b-id\n:END:\n#+title: B\n\nBack to [[id:a-id][A]].\n",
+            "sub/c.org": b"#+title: C\n* Part\nUp: [[../a.org][a]], [[https://x.org][web]].\n",
         })
 
 
@@ -608,7 +628,8 @@ def test_wikilink_lands_block_references_and_heading_paths_on_their_sections():
     holding what they name."""
     uuid = "64a1f2c3-0d4e-4f5a-9b6c-7d8e9f0a1b2c"
     files = {
-        "b.md": b"# Top\n\nSome finding. ^x1\n\n## Sub\n\nBelow.\n\n## Quotes\n\n> A quote\n> ^q-2\n\n```\nnot ^x3\n```\n",
+        "b.md": b"# Top\n\nSome finding. ^x1\n\n## Sub\n\nBelow.\n\n"
+                b"## Quotes\n\n> A quote\n> ^q-2\n\n```\nnot ^x3\n```\n",
         "pages/Sourdough.md": f"- Feed daily\n\t- Ratio 1:1:1\n\t  id:: {uuid}\n".encode(),
         "a.md": f"# A\n\n[[b#^x1]] [[b#Top#Sub]] [[b#^Q-2]] [[b#^x3]]\n\n## Log\n\nSee (({uuid})) and "
                 f"((00000000-0000-0000-0000-000000000000)).\n".encode(),
@@ -671,6 +692,30 @@ def test_mdlink_links_a_reference_from_the_section_using_it():
     quotes = {e.dst: e.evidence.quote for e in drafts}
     assert quotes["api/errors.md"].startswith("Errors are [common errors]")
     assert quotes["api/other.md"] == "[unused]: other.md"
+
+
+def test_orglink_resolves_ids_files_headings_and_custom_ids():
+    """org-roam's [[id:...]] finds a note or heading by its :ID: in any file; file: links, headings, custom ids,
+    roam: titles; URLs, a link inside a source block and an id nobody holds name nothing."""
+    files = {
+        "roam/bar.org": b":PROPERTIES:\n:ID:       440795d0-70c1-4165-993d-aebd5eef7a24\n:END:\n#+title: Bar\n\n"
+                        b"[[id:884b2341-b7fe-434d-848c-5282c0727861][Foo]] and "
+                        b"[[id:77a90980-1994-464e-901f-7e3d3df07fd3]] [[id:no-such-id][x]]\n"
+                        b"* Refs\n[[file:../notes/plan.org::*Second step][the plan]] [[./../notes/plan.org::#intro]]\n"
+                        b"[[https://orgmode.org][Org]] [[roam:The Dark Knight]] [[*Refs]] [[Later][later\non]]\n"
+                        b"#+begin_src org\n[[file:../notes/other.org]]\n#+end_src\n"
+                        b"* Later\n",
+        "roam/foo.org": b":PROPERTIES:\n:ID: 884b2341-b7fe-434d-848c-5282c0727861\n:END:\n#+title: Foo\n",
+        "roam/family.org": b"#+title: Family\n* Grand-Parent\n:PROPERTIES:\n:ID: 77a90980-1994-464e-901f-7e3d3df07fd3\n"
+                           b":END:\n",
+        "roam/bruce.org": b":PROPERTIES:\n:ROAM_ALIASES: Batman \"The Dark Knight\"\n:END:\n#+title: Bruce\n",
+        "notes/plan.org": b"* Intro\n:PROPERTIES:\n:CUSTOM_ID: intro\n:END:\n* Second step\n",
+        "notes/other.org": b"* Other\n",
+    }
+    found = {(e.src, e.dst) for e in run(orglink.OrglinkDetector(), files)}
+    assert found == {("roam/bar.org", "roam/foo.org"), ("roam/bar.org", "roam/family.org#grand-parent"),
+                     ("roam/bar.org#refs", "notes/plan.org#second-step"), ("roam/bar.org#refs", "notes/plan.org#intro"),
+                     ("roam/bar.org#refs", "roam/bruce.org"), ("roam/bar.org#refs", "roam/bar.org#later")}
 
 
 def test_href_only_reads_html():

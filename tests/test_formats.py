@@ -16,7 +16,7 @@ import pytest
 from xerj_core import hookimpl
 from xerj_core.autoindex import compressed
 from xerj_core.autoindex import formats as formats_module
-from xerj_core.autoindex.builtin_formats import code, email, html, markdown, notebook, pdf, rst, text
+from xerj_core.autoindex.builtin_formats import code, email, html, markdown, notebook, org, pdf, rst, text
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
                                          sniff)
@@ -145,6 +145,64 @@ class TestMarkdownConformance(AbstractFormatTests):
     @pytest.fixture
     def plugin(self):
         return markdown
+
+
+# As org-roam writes a note: a file-level property drawer with its ID and aliases, then keywords and headings.
+ORG = b"""\
+:PROPERTIES:
+:ID:       57ff3ce7-5bda-4825-8fca-c09f523e87ba
+:ROAM_ALIASES: Batman "The Dark Knight"
+:END:
+#+title: Bruce Wayne
+#+filetags: :hero:gotham:
+
+Owner of [[id:884b2341-b7fe-434d-848c-5282c0727861][Wayne Manor]].
+
+* TODO [#A] Patrol the city :night:
+:PROPERTIES:
+:ID:       0fa5bb3e-3d8c-4966-8bc9-78d32e505d69
+:CUSTOM_ID: patrol
+:END:
+Nightly.
+#+begin_src emacs-lisp
+* not a heading
+#+end_src
+** Rooftops
+See [[*Patrol the city][the patrol]].
+"""
+
+
+class TestOrgConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return org.OrgFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"roam/bruce.org": ORG, "plain.org": b"Just text, no headings.\n", "empty.org": b""}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"bad.org": b"* Head\n" + UNDECODABLE}
+
+    @pytest.fixture
+    def plugin(self):
+        return org
+
+
+def test_org_reads_an_org_roam_note():
+    card, patrol, rooftops = org.OrgFormat().parse("roam/bruce.org", ORG, MTIME)
+    assert card.title == "Bruce Wayne" and card.fields["tags"] == ["hero", "gotham"]
+    assert card.fields["aliases"] == ["Bruce Wayne", "Batman", "The Dark Knight"]
+    assert card.fields["blocks"] == ["57ff3ce7-5bda-4825-8fca-c09f523e87ba"] and "Wayne Manor" in card.text
+    assert (patrol.section, patrol.fields["level"]) == ("Patrol the city", 1)
+    assert patrol.fields["anchor"] == "patrol-the-city"
+    assert patrol.fields["blocks"] == ["0fa5bb3e-3d8c-4966-8bc9-78d32e505d69"]
+    assert patrol.fields["custom_ids"] == ["patrol"] and "* not a heading" in patrol.text
+    assert (rooftops.section, rooftops.fields["level"]) == ("Rooftops", 2) and "blocks" not in rooftops.fields
+    plain = org.OrgFormat().parse("notes/plain.org", b"* One\n* One\n", MTIME)
+    assert [d.doc_id for d in plain] == ["notes/plain.org", "notes/plain.org#one", "notes/plain.org#one-1"]
+    assert plain[0].title == "One" and "aliases" not in plain[0].fields
 
 
 class TestTextConformance(AbstractFormatTests):

@@ -35,6 +35,8 @@ from typing import Iterable, Sequence
 from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl,
                                  line_at, make_draft, mask_code, resolve_wikilink)
 
+# Source files hold no wikilinks; an Org file's [[target][description]] links are orglink's.
+NOT_WIKI = frozenset({"code", "org"})
 _WIKILINK = re.compile(rb"!?\[\[([^\[\]\n]+?)\]\]")
 _BLOCK_REF = re.compile(rb"\(\(([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})\)\)")
 
@@ -51,7 +53,7 @@ class WikilinkDetector:
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
         for doc in file_docs:
-            if doc.format == "code" or ("[[" not in doc.text and "((" not in doc.text):
+            if doc.format in NOT_WIKI or ("[[" not in doc.text and "((" not in doc.text):
                 continue
             data = doc.text.encode("utf-8")
             scanned = mask_code(data) if doc.format in MARKDOWN_FORMATS else data

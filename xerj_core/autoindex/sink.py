@@ -314,9 +314,9 @@ class BrainSink(Protocol):
                     counted: Sequence[Sequence[CountedTerms | None] | None] | None = None) -> int:
         """Write these files' documents and states (and mark the run dirty) in one transaction; returns how
         many documents were written (a document other than a file's card that the sink holds as it is, its
-        ``mtime`` aside, need not be: see :func:`_standing`). ``counted``: per file, ``text.counted_terms`` of each of its documents'
-        ``text`` (see :data:`COUNTED_FIELD`), or None where the caller did not count them; a sink may index
-        those texts from the counts instead of tokenizing them, or ignore them."""
+        ``mtime`` aside, need not be: see :func:`_standing`). ``counted``: per file, ``text.counted_terms``
+        of each of its documents' ``text`` (see :data:`COUNTED_FIELD`), or None where the caller did not count
+        them; a sink may index those texts from the counts instead of tokenizing them, or ignore them."""
 
     def standing_edges(self, brain: str) -> StandingEdges:
         """The ids of the brain's live edges and of its edges retired by a person's rejection."""

@@ -75,12 +75,13 @@ def parse_files(
     ``mtime_ms`` is one mtime for every file or a mapping per path. Files no
     format accepts are left out; a file that fails to parse raises.
     """
-    from xerj_core.autoindex.builtin_formats import code, email, html, markdown, notebook, pdf, rst, text
+    from xerj_core.autoindex.builtin_formats import code, email, html, markdown, notebook, org, pdf, rst, text
     from xerj_core.autoindex.formats import parse_file
 
     formats = [
         markdown.MarkdownFormat(), text.TextFormat(), html.HtmlFormat(),
         email.EmailFormat(), pdf.PdfFormat(), code.CodeFormat(), notebook.NotebookFormat(), rst.RstFormat(),
+        org.OrgFormat(),
     ]
     parsed: dict[str, list[SourceDocument]] = {}
     for path in sorted(files):

@@ -6,7 +6,7 @@ bytes hold no NUL and decode as UTF-8, files without an extension (``README``,
 (``README.Debian``, ``changelog.Debian.gz``, ``NEWS.old``, ``COPYING.LIB``: on
 ``/usr/share/doc`` a thousand files no format read before). Priority 0, so every
 other format that accepts a file wins (``README.md`` is Markdown, ``guide.rst``
-reStructuredText; this one reads such a file only where that format is disabled).
+reStructuredText, ``notes.org`` Org; this one reads such a file only where that format is disabled).
 """
 
 from __future__ import annotations
