@@ -13,7 +13,7 @@ What is here:
   and :class:`Evidence` (what a detector proposes), :class:`DetectorState`
   (what a corpus-wide detector's ``combine`` hands to ``detect``);
 * the protocol :class:`Detector` and the lookups of :class:`Corpus`;
-* building drafts: :func:`make_draft`; evidence: :func:`line_at` (the line
+* building drafts: :func:`make_draft` (:func:`link_drafts`: a link detector's, one per target); evidence: :func:`line_at` (the line
   holding an offset), :func:`clip` (a generated rationale cut to
   :data:`QUOTE_MAX`); reading Markdown: :func:`mask_code` (code blanked out,
   offsets kept);
@@ -33,6 +33,7 @@ from xerj_core.autoindex.detect import (
     DetectorState,
     clip,
     line_at,
+    link_drafts,
     make_draft,
     mask_code,
     smallest_owners,
@@ -65,6 +66,7 @@ __all__ = [
     "hookimpl",
     "label_key",
     "line_at",
+    "link_drafts",
     "make_draft",
     "mask_code",
     "note_candidates",

@@ -22,7 +22,7 @@ import re
 from typing import Iterable, Iterator, Sequence
 
 from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl,
-                                 line_at, make_draft, mask_code, resolve_relative)
+                                 link_drafts, mask_code, resolve_relative)
 
 # [text](dest "title") — text may hold one level of brackets; dest is <...> or has balanced parentheses
 _INLINE = re.compile(
@@ -83,7 +83,10 @@ class MdlinkDetector:
             if label not in used:
                 found[doc_id].append((offset, destination))
         for doc in docs:
-            yield from self._drafts(doc, texts[doc.doc_id], sorted(found[doc.doc_id]), corpus)
+            yield from link_drafts(self, doc, texts[doc.doc_id], (
+                (offset, resolve_relative(corpus, doc.ax_path, destination.decode("utf-8", "replace"),
+                                          index_names=INDEX_NAMES))
+                for offset, destination in sorted(found[doc.doc_id])))
 
     @staticmethod
     def _references(data: bytes, scanned: bytes, definitions: dict[str, tuple[bytes, str, int]],
@@ -101,18 +104,6 @@ class MdlinkDetector:
             if found is not None:
                 used.add(label)
                 yield start, found[0]
-
-    def _drafts(self, doc: SourceDocument, data: bytes, found: list[tuple[int, bytes]],
-                corpus: Corpus) -> Iterator[EdgeDraft]:
-        seen: set[str] = set()
-        for offset, destination in found:
-            dst = resolve_relative(
-                corpus, doc.ax_path, destination.decode("utf-8", "replace"), index_names=INDEX_NAMES
-            )
-            if dst is None or dst.doc_id == doc.doc_id or dst.doc_id in seen:
-                continue
-            seen.add(dst.doc_id)
-            yield make_draft(self, doc, dst, quote=line_at(data, offset), offset=offset)
 
 
 @hookimpl

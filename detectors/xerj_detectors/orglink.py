@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
-from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft,
+from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, link_drafts,
                                  resolve_note, resolve_relative)
 
 ORG_FORMATS = frozenset({"org"})
@@ -84,13 +84,8 @@ class OrglinkDetector:
                 continue
             data = doc.text.encode("utf-8")
             scanned = _BLOCK.sub(_blank, data) if b"#+" in data else data
-            seen: set[str] = set()
-            for match in _LINK.finditer(scanned):
-                dst = resolve_org(corpus, doc, match.group(1).decode("utf-8", "replace"))
-                if dst is None or dst.doc_id == doc.doc_id or dst.doc_id in seen:
-                    continue
-                seen.add(dst.doc_id)
-                yield make_draft(self, doc, dst, quote=line_at(data, match.start()), offset=match.start())
+            yield from link_drafts(self, doc, data, ((m.start(), resolve_org(corpus, doc, m.group(1).decode(
+                "utf-8", "replace"))) for m in _LINK.finditer(scanned)))
 
 
 @hookimpl

@@ -33,7 +33,7 @@ import re
 from typing import Iterable, Sequence
 
 from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl,
-                                 line_at, make_draft, mask_code, resolve_wikilink)
+                                 link_drafts, mask_code, resolve_wikilink)
 
 # Source files hold no wikilinks; an Org file's [[target][description]] links are orglink's.
 NOT_WIKI = frozenset({"code", "org"})
@@ -62,12 +62,7 @@ class WikilinkDetector:
             if b"((" in scanned:
                 found += [(m.start(), corpus.by_block(m.group(1).decode())) for m in _BLOCK_REF.finditer(scanned)]
                 found.sort(key=lambda item: item[0])
-            seen: set[str] = set()
-            for offset, dst in found:
-                if dst is None or dst.doc_id == doc.doc_id or dst.doc_id in seen:
-                    continue
-                seen.add(dst.doc_id)
-                yield make_draft(self, doc, dst, quote=line_at(data, offset), offset=offset)
+            yield from link_drafts(self, doc, data, found)
 
 
 @hookimpl

@@ -67,7 +67,7 @@ import posixpath
 import re
 import unicodedata
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
 
@@ -479,6 +479,19 @@ def make_draft(
                      detector.weight if weight is None else weight,
                      detector.confidence if confidence is None else confidence,
                      src.mtime_ms, Evidence(quote, src.ax_path, offset), src.format, dst.format)
+
+
+def link_drafts(detector: Detector, src: SourceDocument, data: bytes,
+                found: Iterable[tuple[int, SourceDocument | None]]) -> Iterator[EdgeDraft]:
+    """A link detector's drafts from ``src`` (whose text is ``data``): for each ``(offset, target)`` in offset
+    order, the first link to each target (a link to ``src`` itself, or to nothing, makes none), the line
+    holding the offset quoted."""
+    seen: set[str] = set()
+    for offset, dst in found:
+        if dst is None or dst.doc_id == src.doc_id or dst.doc_id in seen:
+            continue
+        seen.add(dst.doc_id)
+        yield make_draft(detector, src, dst, quote=line_at(data, offset), offset=offset)
 
 
 @attrs.frozen
