@@ -392,6 +392,22 @@ def test_an_org_roam_directory_links_by_ids(engine, tmp_path):
     assert not summary.files_skipped
 
 
+def test_an_arrow_drawn_on_a_canvas_puts_two_notes_two_hops_apart(engine, tmp_path):
+    vault = tmp_path / "vault"
+    (vault / "notes").mkdir(parents=True)
+    (vault / "notes/starter.md").write_text("# Starter\n")
+    (vault / "notes/loaf.md").write_text("# Loaf\n")
+    (vault / "Bread.canvas").write_text(json.dumps({
+        "nodes": [{"id": "s", "type": "file", "file": "notes/starter.md", "x": 0, "y": 0, "width": 9, "height": 9},
+                  {"id": "l", "type": "file", "file": "notes/loaf.md", "x": 20, "y": 0, "width": 9, "height": 9}],
+        "edges": [{"id": "e", "fromNode": "s", "toNode": "l", "label": "leavens"}]}))
+    run(engine, vault, brain="boards")
+    near = engine.graph.ego("boards", {"node": "notes/starter.md", "hops": 2, "types": ["canvas"]})
+    assert "notes/loaf.md" in near["neighbors"]
+    assert {e["evidence"]["quote"] for e in near["edges"]} == {"starter → loaf: leavens", "Bread shows notes/loaf.md",
+                                                                 "Bread shows notes/starter.md"}
+
+
 def test_email_thread_from_a_generated_mbox(engine, tmp_path):
     folder = tmp_path / "mail"
     folder.mkdir()

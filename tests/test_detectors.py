@@ -33,6 +33,7 @@ from xerj_core.model import EdgeDraft, Evidence
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.testing.detectors import AbstractDetectorTests, detect_directly, parse_files
 from xerj_detectors import (
+    canvas,
     cratecite,
     emailthread,
     href,
@@ -49,12 +50,12 @@ from xerj_detectors import (
 
 FOAM = Path(__file__).parents[1].parent / "shared/corpora/foam-docs"
 TEN = ("wikilink", "mdlink", "href", "pathcite", "cratecite", "sequence", "samedir", "sharedterm", "emailthread",
-       "imports", "rstlink", "orglink")
+       "imports", "rstlink", "orglink", "canvas")
 ALL = [
     wikilink.WikilinkDetector(), mdlink.MdlinkDetector(), href.HrefDetector(), pathcite.PathciteDetector(),
     cratecite.CrateciteDetector(), sequence.SequenceDetector(), samedir.SamedirDetector(),
     sharedterm.SharedtermDetector(), emailthread.EmailthreadDetector(), imports.ImportsDetector(),
-    rstlink.RstlinkDetector(), orglink.OrglinkDetector(),
+    rstlink.RstlinkDetector(), orglink.OrglinkDetector(), canvas.CanvasDetector(),
 ]
 
 
@@ -174,6 +175,34 @@ class TestOrglinkConformance(AbstractDetectorTests):
             "b.org": b":PROPERTIES:\n:ID: b-id\n:END:\n#+title: B\n\nBack to [[id:a-id][A]].\n",
             "sub/c.org": b"#+title: C\n* Part\nUp: [[../a.org][a]], [[https://x.org][web]].\n",
         })
+
+
+BOARD = (b'{"nodes": [{"id": "a", "type": "file", "file": "a.md"}, {"id": "b", "type": "file", "file": "sub/b.md",'
+         b' "subpath": "#Part"}, {"id": "t", "type": "text", "text": "why"}], "edges": [{"id": "e", "fromNode": "a",'
+         b' "toNode": "b", "label": "feeds"}, {"id": "f", "fromNode": "t", "toNode": "a"}]}')
+
+
+class TestCanvasDetectorConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return canvas.CanvasDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return canvas
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files({"boards/plan.canvas": BOARD, "a.md": b"# A\n", "sub/b.md": b"# B\n\n## Part\n"})
+
+
+def test_canvas_links_a_board_to_what_it_shows_and_an_arrow_to_both_ends():
+    files = {"boards/plan.canvas": BOARD, "a.md": b"# A\n", "sub/b.md": b"# B\n\n## Part\n"}
+    found = {(e.src, e.dst, e.evidence.quote) for e in run(canvas.CanvasDetector(), files)}
+    assert found == {("boards/plan.canvas", "a.md", "plan shows a.md"),
+                     ("boards/plan.canvas", "sub/b.md#part", "plan shows sub/b.md#Part"),
+                     ("boards/plan.canvas#arrow-1", "a.md", "a → b: feeds"),
+                     ("boards/plan.canvas#arrow-1", "sub/b.md#part", "a → b: feeds")}
 
 
 class TestHrefConformance(AbstractDetectorTests):

@@ -16,7 +16,7 @@ import pytest
 from xerj_core import hookimpl
 from xerj_core.autoindex import compressed
 from xerj_core.autoindex import formats as formats_module
-from xerj_core.autoindex.builtin_formats import code, email, html, markdown, notebook, org, pdf, rst, text
+from xerj_core.autoindex.builtin_formats import canvas, code, email, html, markdown, notebook, org, pdf, rst, text
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
                                          sniff)
@@ -203,6 +203,52 @@ def test_org_reads_an_org_roam_note():
     plain = org.OrgFormat().parse("notes/plain.org", b"* One\n* One\n", MTIME)
     assert [d.doc_id for d in plain] == ["notes/plain.org", "notes/plain.org#one", "notes/plain.org#one-1"]
     assert plain[0].title == "One" and "aliases" not in plain[0].fields
+
+
+# A board as Obsidian saves it (JSON Canvas 1.0): file, text, link and group nodes, and arrows between them.
+CANVAS = json.dumps({
+    "nodes": [
+        {"id": "a1", "type": "file", "file": "notes/starter.md", "x": 0, "y": 0, "width": 400, "height": 400},
+        {"id": "b2", "type": "file", "file": "notes/loaf.md", "x": 500, "y": 0, "width": 400, "height": 400},
+        {"id": "c3", "type": "text", "text": "Timing matters **a lot**", "x": 0, "y": 500, "width": 250, "height": 60},
+        {"id": "d4", "type": "file", "file": "notes/starter.md", "subpath": "#Feeding", "x": 0, "y": 900,
+         "width": 400, "height": 400},
+        {"id": "e5", "type": "link", "url": "https://example.org", "x": 900, "y": 0, "width": 400, "height": 400},
+        {"id": "g6", "type": "group", "label": "Sourdough", "x": -50, "y": -50, "width": 1000, "height": 1000},
+    ],
+    "edges": [
+        {"id": "x1", "fromNode": "a1", "fromSide": "right", "toNode": "b2", "toSide": "left", "label": "leavens"},
+        {"id": "x2", "fromNode": "c3", "toNode": "b2"},
+        {"id": "x3", "fromNode": "d4", "toNode": "b2"},
+    ],
+}, indent="\t").encode()
+
+
+class TestCanvasConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return canvas.CanvasFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"boards/Bread.canvas": CANVAS, "Empty.canvas": b"{}", "blank.canvas": b""}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"broken.canvas": b'{"nodes": [', "list.canvas": b"[1, 2]"}
+
+    @pytest.fixture
+    def plugin(self):
+        return canvas
+
+
+def test_canvas_reads_a_boards_words_files_and_arrows():
+    card, first, second = canvas.CanvasFormat().parse("boards/Bread.canvas", CANVAS, MTIME)
+    assert card.text == "Timing matters **a lot**\n\nSourdough\n\nleavens" and card.kind == "file"
+    assert card.fields["shows"] == ["notes/starter.md", "notes/loaf.md", "notes/starter.md#Feeding"]
+    assert (first.doc_id, first.kind, first.text) == ("boards/Bread.canvas#arrow-1", "arrow", "starter → loaf: leavens")
+    assert first.fields["connects"] == ["notes/starter.md", "notes/loaf.md"]
+    assert second.fields["connects"] == ["notes/starter.md#Feeding", "notes/loaf.md"] and second.section == "arrow 2"
 
 
 class TestTextConformance(AbstractFormatTests):

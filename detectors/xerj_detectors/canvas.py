@@ -1,0 +1,53 @@
+"""``canvas``: what an Obsidian canvas shows and the arrows a person drew on it between notes.
+
+Only canvas documents are read (format ``canvas``). The board's card links to
+each file a ``file`` node shows (its ``shows``: vault-relative paths, taken
+from the indexed folder's root; a ``#heading`` or ``#^block`` picks that
+section), and each arrow between two file nodes, a document of its own, links
+to both ends (its ``connects``), so two notes a person joined on a board are
+two hops apart through the arrow. Evidence: ``<board> shows <path>``, or the
+arrow's text (``a → b: label``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Sequence
+
+from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, link_drafts,
+                                 resolve_relative)
+
+CANVAS_FORMATS = frozenset({"canvas"})
+
+
+def _targets(corpus: Corpus, doc: SourceDocument,
+             paths: Iterable[object]) -> Iterator[tuple[str, SourceDocument | None]]:
+    """Each vault-relative path (a fragment picking a section) with the document it names, or None."""
+    for path in paths:
+        if isinstance(path, str) and path.strip():
+            yield path.strip(), resolve_relative(corpus, doc.ax_path, "/" + path.strip().lstrip("/"))
+
+
+class CanvasDetector:
+    name = "canvas"
+    type = "canvas"
+    tag = "canvas@1"
+    weight = 1.0
+    confidence = 0.95
+
+    def detect(
+        self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
+    ) -> Iterable[EdgeDraft]:
+        for doc in file_docs:
+            if doc.format not in CANVAS_FORMATS:
+                continue
+            if doc.kind == "arrow":
+                ends = [(0, target) for _path, target in _targets(corpus, doc, doc.fields.get("connects") or ())]
+                yield from link_drafts(self, doc, doc.text.encode("utf-8"), ends)
+                continue
+            for path, target in _targets(corpus, doc, doc.fields.get("shows") or ()):
+                yield from link_drafts(self, doc, f"{doc.title} shows {path}".encode("utf-8"), [(0, target)])
+
+
+@hookimpl
+def xerj_register_detectors(register) -> None:
+    register(CanvasDetector())
