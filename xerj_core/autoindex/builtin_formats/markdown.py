@@ -209,7 +209,7 @@ class MarkdownFormat:
     name = "markdown"
     dataset = "ax-notes"
     priority = 10
-    # 2: Logseq's page properties and page names read (a run finding this version reads every note again)
+    # 2: Logseq's page properties and page names, and block ids, read (a run finding it reads every note again)
     version = 2
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
