@@ -733,7 +733,7 @@ def test_orglink_resolves_ids_files_headings_and_custom_ids():
                         b"* Refs\n[[file:../notes/plan.org::*Second step][the plan]] [[./../notes/plan.org::#intro]]\n"
                         b"[[https://orgmode.org][Org]] [[roam:The Dark Knight]] [[*Refs]] [[Later][later\non]]\n"
                         b"#+begin_src org\n[[file:../notes/other.org]]\n#+end_src\n"
-                        b"* Later\n",
+                        b"[[Note: intro]] [[elisp:(foo)]]\n* Later\n* Note: intro\n",
         "roam/foo.org": b":PROPERTIES:\n:ID: 884b2341-b7fe-434d-848c-5282c0727861\n:END:\n#+title: Foo\n",
         "roam/family.org": b"#+title: Family\n* Grand-Parent\n:PROPERTIES:\n:ID: 77a90980-1994-464e-901f-7e3d3df07fd3\n"
                            b":END:\n",
@@ -744,7 +744,8 @@ def test_orglink_resolves_ids_files_headings_and_custom_ids():
     found = {(e.src, e.dst) for e in run(orglink.OrglinkDetector(), files)}
     assert found == {("roam/bar.org", "roam/foo.org"), ("roam/bar.org", "roam/family.org#grand-parent"),
                      ("roam/bar.org#refs", "notes/plan.org#second-step"), ("roam/bar.org#refs", "notes/plan.org#intro"),
-                     ("roam/bar.org#refs", "roam/bruce.org"), ("roam/bar.org#refs", "roam/bar.org#later")}
+                     ("roam/bar.org#refs", "roam/bruce.org"), ("roam/bar.org#refs", "roam/bar.org#later"),
+                     ("roam/bar.org#refs", "roam/bar.org#note-intro")}
 
 
 def test_href_only_reads_html():

@@ -31,7 +31,8 @@ ORG_FORMATS = frozenset({"org"})
 # the target on one line; a description may run over several (a filled paragraph breaks where it falls)
 _LINK = re.compile(rb"\[\[((?:[^\[\]\n\\]|\\.)+)\](?:\[[^\[\]]*\])?\]")
 _BLOCK = re.compile(rb"^[ \t]*#\+begin_\w+.*?^[ \t]*#\+end_\w+[^\n]*", re.M | re.S | re.I)
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+# a link type (https:, mailto:, elisp:, ...): a name, a colon, then no space ("[[Note: intro]]" is a heading's text)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:(?!\s)")
 
 
 def _blank(match: re.Match[bytes]) -> bytes:
@@ -58,8 +59,10 @@ def resolve_org(corpus: Corpus, from_doc: SourceDocument, target: str) -> Source
         return None if path is None else corpus.card(path)
     if lowered.startswith("file:"):
         target = target[5:]
-    elif _SCHEME.match(target) or not (target.startswith(("./", "../", "/")) or ".org" in lowered):
-        return in_file(corpus, from_doc.ax_path, target) if not _SCHEME.match(target) else None
+    elif _SCHEME.match(target):
+        return None  # a URL, or a link type that names nothing in the corpus
+    elif not (target.startswith(("./", "../", "/")) or ".org" in lowered):
+        return in_file(corpus, from_doc.ax_path, target)
     path, _, search = target.partition("::")
     if path.startswith("~"):
         return None
