@@ -203,6 +203,10 @@ def test_canvas_links_a_board_to_what_it_shows_and_an_arrow_to_both_ends():
                      ("boards/plan.canvas", "sub/b.md#part", "plan shows sub/b.md#Part"),
                      ("boards/plan.canvas#arrow-1", "a.md", "a → b: feeds"),
                      ("boards/plan.canvas#arrow-1", "sub/b.md#part", "a → b: feeds")}
+    # the vault indexed from one of its folders: the board's vault paths are found as path endings
+    inner = {f"vault/{path}": data for path, data in files.items()}
+    moved = {(e.src, e.dst) for e in run(canvas.CanvasDetector(), inner)}
+    assert moved == {("vault/" + src, "vault/" + dst) for src, dst, _quote in found}
 
 
 class TestHrefConformance(AbstractDetectorTests):

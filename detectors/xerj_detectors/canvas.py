@@ -2,8 +2,8 @@
 
 Only canvas documents are read (format ``canvas``). The board's card links to
 each file a ``file`` node shows (its ``shows``: vault-relative paths, taken
-from the indexed folder's root; a ``#heading`` or ``#^block`` picks that
-section), and each arrow between two file nodes, a document of its own, links
+from the indexed folder's root, else as a path ending when a vault is indexed
+from one of its folders; a ``#heading`` or ``#^block`` picks that section), and each arrow between two file nodes, a document of its own, links
 to both ends (its ``connects``), so two notes a person joined on a board are
 two hops apart through the arrow. Evidence: ``<board> shows <path>``, or the
 arrow's text (``a → b: label``).
@@ -14,17 +14,26 @@ from __future__ import annotations
 from typing import Iterable, Iterator, Sequence
 
 from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, link_drafts,
-                                 resolve_relative)
+                                 resolve_note, resolve_relative, target_document)
 
 CANVAS_FORMATS = frozenset({"canvas"})
 
 
 def _targets(corpus: Corpus, doc: SourceDocument,
              paths: Iterable[object]) -> Iterator[tuple[str, SourceDocument | None]]:
-    """Each vault-relative path (a fragment picking a section) with the document it names, or None."""
+    """Each vault-relative path (a fragment picking a section) with the document it names, or None: from the
+    indexed folder's root, else (a vault indexed from one of its folders) as a path ending, as ``[[a/b]]`` finds
+    one."""
     for path in paths:
-        if isinstance(path, str) and path.strip():
-            yield path.strip(), resolve_relative(corpus, doc.ax_path, "/" + path.strip().lstrip("/"))
+        if not isinstance(path, str) or not path.strip():
+            continue
+        path = path.strip()
+        found = resolve_relative(corpus, doc.ax_path, "/" + path.lstrip("/"))
+        if found is None:
+            name, _, fragment = path.partition("#")
+            within = resolve_note(corpus, doc.ax_path, name)
+            found = None if within is None else target_document(corpus, within, fragment)
+        yield path, found
 
 
 class CanvasDetector:
