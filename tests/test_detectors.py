@@ -752,6 +752,19 @@ def test_orglink_resolves_ids_files_headings_and_custom_ids():
                      ("roam/bar.org#refs", "roam/bar.org#note-intro")}
 
 
+def test_a_link_to_a_file_finds_its_gzipped_copy():
+    """As Debian ships a package's docs: README.org.gz links ./USAGE.org, stored as USAGE.org.gz."""
+    import gzip
+
+    files = {"zutty/README.org.gz": gzip.compress(b"* Docs\nSee [[./USAGE.org][usage]] and [[./gone.org]].\n"),
+             "zutty/USAGE.org.gz": gzip.compress(b"* Usage\nBack to [[../zutty/README.org]].\n"),
+             "zutty/NEWS.md.gz": gzip.compress(b"# News\n\nSee [usage](USAGE.org#usage).\n")}
+    org_links = {(e.src, e.dst) for e in run(orglink.OrglinkDetector(), files)}
+    assert org_links == {("zutty/README.org.gz#docs", "zutty/USAGE.org.gz"),
+                         ("zutty/USAGE.org.gz#usage", "zutty/README.org.gz")}
+    assert [e.dst for e in run(mdlink.MdlinkDetector(), files)] == ["zutty/USAGE.org.gz#usage"]
+
+
 def test_href_only_reads_html():
     files = {"p.html": b'<p><a href="q.html">q</a></p>', "q.html": b"<p>q</p>", "n.md": b'<a href="q.html">q</a>'}
     assert [(e.src, e.dst, e.evidence.quote) for e in run(href.HrefDetector(), files)] == [("p.html", "q.html", "q")]

@@ -52,7 +52,8 @@ def resolve_relative(
     URLs with a scheme, protocol-relative URLs and bare ``#fragments`` resolve to
     nothing. The query string is dropped and percent-escapes decoded. An exact
     path wins over a case-insensitive one; a destination without extension may
-    name a note (``.md``); a folder destination names its ``index_names`` file.
+    name a note (``.md``); a folder destination names its ``index_names`` file;
+    failing all, a path names its gzipped copy (``README.md`` -> ``README.md.gz``).
     """
     destination = destination.strip()
     if destination.startswith("<") and destination.endswith(">"):
@@ -77,7 +78,8 @@ def resolve_relative(
         tries = [posixpath.join(path, name) for name in index_names]
     elif not posixpath.splitext(path)[1]:
         tries += [path + ext for ext in NOTE_EXTENSIONS] + [posixpath.join(path, name) for name in index_names]
-    for candidate in tries:
+    # then each as a compressed copy: Debian ships a package's docs gzipped, and their links name the plain files
+    for candidate in tries + [candidate + ".gz" for candidate in tries]:
         found = corpus.lookup_path(candidate)
         if found is not None:
             return target_document(corpus, found, unquote(fragment))
