@@ -53,8 +53,13 @@ class CanvasDetector:
                 ends = [(0, target) for _path, target in _targets(corpus, doc, doc.fields.get("connects") or ())]
                 yield from link_drafts(self, doc, doc.text.encode("utf-8"), ends)
                 continue
+            # each quote names the node's path (not a line of the card's text: offset 0), and two nodes may show one
+            # document (a note, and a heading of it that is gone): its first node's path is the one quoted
+            seen: set[str] = set()
             for path, target in _targets(corpus, doc, doc.fields.get("shows") or ()):
-                yield from link_drafts(self, doc, f"{doc.title} shows {path}".encode("utf-8"), [(0, target)])
+                if target is not None and target.doc_id not in seen:
+                    seen.add(target.doc_id)
+                    yield from link_drafts(self, doc, f"{doc.title} shows {path}".encode("utf-8"), [(0, target)])
 
 
 @hookimpl
