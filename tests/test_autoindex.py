@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from xerj_core import hookimpl
-from xerj_core.autoindex import pipeline
+from xerj_core.autoindex import parallel, pipeline
 from xerj_core.autoindex.builtin_formats import text
 from xerj_core.autoindex.pipeline import run
 from xerj_core.autoindex.sink import (DATASET_MAPPING, FileStamp, FileWrite, IndexedDocument, LocalSink, dataset_index,
@@ -945,13 +945,13 @@ def test_a_run_streams_holding_a_bounded_number_of_documents(tmp_path, pm, monke
             edge_writes.append(len(drafts))
             return super().write_edges(brain, drafts, **kwargs)
 
-    real_detect = pipeline.detect_batch
+    real_detect = parallel.detect_file
 
-    def detect_batch(*args):
+    def detect_file(*args, **kwargs):  # as each file is detected: its batch's texts are put back one by one
         held["detect"] = max(held["detect"], _texts_held(earlier))
-        return real_detect(*args)
+        return real_detect(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "detect_batch", detect_batch)
+    monkeypatch.setattr(parallel, "detect_file", detect_file)
     with Engine(tmp_path / "streamed", pm) as engine:
         streamed = run(Counting(engine.store, engine.graph), folder, brain="b", clock=lambda: 1_700_000_000_000,
                        pm=pm)

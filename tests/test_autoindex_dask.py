@@ -180,9 +180,9 @@ def test_workers_get_their_batch_and_one_broadcast_without_text(tmp_path, monkey
     detects = [args for fn, args in recording.tasks if fn is detect_batch]
     # parse tasks carry paths, not contents: each worker reads its own batch
     assert all(len(entries) <= pipeline.PARSE_BATCH_FILES for _ref, entries, *_options in parses)
-    handles = {id(shared) for _ref, shared, _batch in detects}
-    assert len(handles) == 1 and all(isinstance(shared, distributed.Future) for _ref, shared, _b in detects)
-    batches = [[path for path, _docs in batch] for _ref, _shared, batch in detects]
+    handles = {id(shared) for _ref, shared, _batch, *_options in detects}
+    assert len(handles) == 1 and all(isinstance(shared, distributed.Future) for _ref, shared, *_rest in detects)
+    batches = [[path for path, _docs in batch] for _ref, _shared, batch, *_options in detects]
     assert all(len(paths) <= 64 for paths in batches) and len(batches) > 1
     assert sorted(path for paths in batches for path in paths) == sorted(corpus.paths)  # each file in one batch
 
@@ -215,7 +215,7 @@ def test_a_batch_whose_worker_dies_every_time_fails_the_run_naming_its_files(tmp
     doomed_file = "topic-2/note-9.md"
 
     def doomed(fn, args):
-        return fn is detect_batch and doomed_file in [path for path, _docs in args[-1]]
+        return fn is detect_batch and doomed_file in [path for path, _docs in args[2]]
 
     with Engine(tmp_path / "d", get_plugin_manager()) as eng:
         with pytest.raises(BatchFailed) as failed:

@@ -27,11 +27,13 @@ only of the file it is detecting.
 
 Incremental runs: a detector's output for a file depends on that file's
 documents, on the corpus (a new file can make an old ``[[link]]`` resolve, a new
-neighbour changes a ``same_dir`` chain) and on corpus-wide state. The simple
-correct plan is to re-parse only files whose mtime changed, rebuild the corpus
-from every file's documents (stored ones for unchanged files), run detection
-over every file and reconcile the edge set by id: unchanged files produce
-byte-identical drafts, so nothing moves.
+neighbour changes a ``same_dir`` chain) and on corpus-wide state. A run re-parses
+only files whose stamp changed, rebuilds the corpus from every file's documents
+(cached ones for unchanged files), combines the states anew, and reconciles the
+edge set by id: unchanged files produce byte-identical drafts, so nothing
+moves. An unchanged file is detected again only when a question its last
+detection asked of the corpus or of a state is answered differently now
+(:mod:`.detectmemo`); otherwise its remembered drafts are those drafts.
 
 The contract every detector keeps (``xerj_core.testing.AbstractDetectorTests``):
 
@@ -63,6 +65,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import pickle
 import posixpath
 import re
 import unicodedata
@@ -70,6 +73,7 @@ from collections import defaultdict
 from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
+import xxhash
 
 from xerj_core.errors import PluginError
 from xerj_core.model import EdgeDraft, Evidence, SourceDocument
@@ -298,7 +302,11 @@ class Corpus:
     folded by :func:`fold_name`). Picklable; build it once per run and share it.
     """
 
-    def __init__(self, files: Mapping[str, Sequence[SourceDocument]]) -> None:
+    def __init__(self, files: Mapping[str, Sequence[SourceDocument]],
+                 stamps: Mapping[str, str] | None = None) -> None:
+        # what names each file's content as the run read it (its bytes' digest and mtime), when the run knows it:
+        # a file's detection is then remembered and reused while what it read still holds (see detectmemo)
+        self.stamps: Mapping[str, str] | None = stamps
         self._files: dict[str, tuple[SourceDocument, ...]] = {}
         self._docs: dict[str, SourceDocument] = {}
         self._folded: dict[str, list[str]] = defaultdict(list)
@@ -348,6 +356,16 @@ class Corpus:
         # of one costs 88 bytes, on 20k notes some 7 MB over these maps), a key of several to a tuple
         self._folded, self._stems, self._names, self._noext, self._aliases, self._dirs = map(  # type: ignore[assignment]
             _compact, (self._folded, self._stems, self._names, self._noext, self._aliases, self._dirs))
+
+    def names_digest(self) -> bytes:
+        """A digest of what the name lookups answer from: the paths and the cards' aliases. Corpora with the same
+        digest give the same answer to each of ``lookup_path``, ``by_stem``, ``by_file_name``,
+        ``by_path_without_extension``, ``by_alias``, ``directory``, ``next_sibling`` and ``in``."""
+        found = self.__dict__.get("_names_digest")
+        if found is None:
+            found = self.__dict__["_names_digest"] = xxhash.xxh3_128_digest(pickle.dumps(
+                (self.paths, sorted(self._aliases.items())), protocol=pickle.HIGHEST_PROTOCOL))
+        return found
 
     @classmethod
     def from_documents(cls, docs: Iterable[SourceDocument]) -> "Corpus":
@@ -551,20 +569,25 @@ def detect_file(
     file_docs: Sequence[SourceDocument],
     corpus: Corpus,
     states: Mapping[str, DetectorState] | None = None,
+    reading: Any = None,
 ) -> list[EdgeDraft]:
     """Map step: every detector over one file's documents; checked, one draft per claim, sorted.
 
     A draft that breaks the contract (self-edge, unknown endpoint, missing
-    evidence, wrong tag) raises ``PluginError`` naming the detector.
+    evidence, wrong tag) raises ``PluginError`` naming the detector. ``reading``
+    is the corpus the detectors are handed when not ``corpus`` itself (a view
+    noting what they look up: see :mod:`.detectmemo`); drafts are checked
+    against ``corpus``.
     """
     states = states or {}
+    handed = corpus if reading is None else reading
     sources = {doc.doc_id for doc in file_docs}
     seen: set[tuple[str, str, str]] = set()
     drafts: list[EdgeDraft] = []
     document = corpus.document
     for detector in detectors:
         tag, types = detector.tag, edge_types(detector)
-        for draft in detector.detect(file_docs, corpus, states.get(detector.name)):
+        for draft in detector.detect(file_docs, handed, states.get(detector.name)):
             # _check's conditions in its order, inline for a draft that meets them all (every draft of a sound
             # detector: a run checks one per edge); anything else goes to _check, which names the breach
             if type(draft) is not EdgeDraft:

@@ -38,6 +38,7 @@ import xxhash
 
 from xerj_core.autoindex.detect import (OWN_FIELDS, Corpus, DetectorState, collect_detectors, combine, corpus_view,
                                         detect_file, summarize)
+from xerj_core.autoindex.detectmemo import Answers, detect_files
 from xerj_core.autoindex.formats import FormatDeclined, FormatError, collect_formats, parse_file
 from xerj_core.autoindex.parsecache import Cached, ParseCache
 from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD, Declined
@@ -400,6 +401,8 @@ class Kept:
     # each document's whole ``fields`` map when it held one of ``OWN_FIELDS`` (else None), pickled and compressed;
     # empty when none did
     own: bytes = b""
+    # the file's content as read: its bytes' digest and its mtime (see Corpus.stamps); empty when unknown
+    stamp: str = ""
 
     @classmethod
     def of(cls, outcome: ParseOutcome, fields: dict[tuple, dict[str, Any]] | None = None) -> "Kept":
@@ -413,7 +416,8 @@ class Kept:
             docs, held = tuple(with_text(doc, "") if doc.text else doc for doc in outcome.docs), b""
         if fields is not None:
             docs = shared_fields(docs, fields)
-        return cls(docs, _squeeze(orjson.dumps(texts)), outcome.partial or {}, held)
+        stamp = f"{outcome.digest}:{outcome.entry.mtime_ns}" if outcome.digest and outcome.entry is not None else ""
+        return cls(docs, _squeeze(orjson.dumps(texts)), outcome.partial or {}, held, stamp)
 
     def sharing(self, fields: dict[tuple, dict[str, Any]]) -> "Kept":
         """This file with its documents' ``fields`` maps shared through ``fields``."""
@@ -566,7 +570,7 @@ def _combine(plugins: Plugins, state: dict[str, Any]) -> tuple[list[str], dict[s
     state["fields"] = {}  # every file is kept: the maps stay shared, the table's keys go
     trim_heap()  # the last parses' texts, before combining adds its own peak
     ordered = sorted(kept)
-    corpus = Corpus({path: kept[path].docs for path in ordered})
+    corpus = corpus_of(kept)
     states = combine(plugins.detectors, (kept[path].partial for path in ordered), corpus)
     for path in ordered:  # the partials are folded into the states: let them go
         kept[path] = attrs.evolve(kept[path], partial=None)
@@ -582,8 +586,35 @@ def _combine(plugins: Plugins, state: dict[str, Any]) -> tuple[list[str], dict[s
     return ordered, counters
 
 
+def corpus_of(kept: Mapping[str, Kept]) -> Corpus:
+    """The corpus of the kept files, with their stamps."""
+    ordered = sorted(kept)
+    return Corpus({path: kept[path].docs for path in ordered},
+                  stamps={path: kept[path].stamp for path in ordered if kept[path].stamp})
+
+
+def _detect(detectors: Sequence[Any], files: Sequence[tuple[str, Kept | Sequence[SourceDocument]]], corpus: Corpus,
+            states: Mapping[str, DetectorState], cache: ParseCache | None) -> Sequence[EdgeDraft]:
+    """Every detector over each file, in order; with ``cache``, a file whose detection is remembered there is not
+    detected while what it asked still holds (see :mod:`.detectmemo`), and the others are remembered."""
+    def documents(held: Kept | Sequence[SourceDocument]) -> Sequence[SourceDocument]:
+        return held.documents() if isinstance(held, Kept) else held
+
+    if cache is None or not corpus.stamps:
+        drafts: list[EdgeDraft] = []
+        for _path, held in files:
+            drafts.extend(detect_file(detectors, list(documents(held)), corpus, states))
+        return drafts
+    answers = Answers.of(corpus, states)  # one per run: its batches share the answers
+    found, fresh = detect_files(detectors, [(path, functools.partial(documents, held)) for path, held in files],
+                                corpus, states, cache.recall_detections(path for path, _ in files), answers)
+    cache.keep_detections(fresh)
+    return found
+
+
 @_task
-def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str]) -> bytes:
+def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str], cache: ParseCache | None = None
+                ) -> bytes:
     """The companion's detect batch: these kept files (let go once detected) against its combined states; the
     drafts and their edge ids (see ``graph.brain.edge_id``), which the writer reconciles by, packed
     (:func:`unpack_drafts`): the run sends every detect batch at once and holds their results compressed, so the
@@ -594,12 +625,10 @@ def detect_kept(source: Plugins | PluginsRef, token: str, paths: Sequence[str]) 
     corpus, states = state["corpus"], state["states"]
     if corpus is None:
         raise PluginError(f"worker process {os.getpid()} was asked to detect before it combined the run's files")
-    drafts: list[EdgeDraft] = []
-    for path in paths:
-        drafts.extend(detect_file(plugins.detectors, list(kept.pop(path).documents()), corpus, states))
+    drafts = _detect(plugins.detectors, [(path, kept.pop(path)) for path in paths], corpus, states, cache)
     # as columns of plain values (unpickling an attrs object per draft calls Python code, in the writer, the run's
     # busy process), with the edge ids worked out here once for the writer and its typed edge path (DraftColumns)
-    batch = DraftColumns.of(drafts)
+    batch = drafts if isinstance(drafts, DraftColumns) else DraftColumns.of(drafts)
     del drafts
     # the batch's kept files (their documents, texts) are let go: their pages go back while the writer still writes
     # (its edge transactions are its peak, and the run's RSS is the two processes' added up)
@@ -636,14 +665,13 @@ class Broadcast:
 
 @_task
 def detect_batch(source: Plugins | PluginsRef, shared: Broadcast | tuple[Corpus, Mapping[str, DetectorState]],
-                 files: Sequence[tuple[str, Sequence[SourceDocument]]]) -> list[EdgeDraft]:
-    """Every detector over each file of the batch, with the run's corpus and states; drafts in file order."""
+                 files: Sequence[tuple[str, Kept | Sequence[SourceDocument]]], cache: ParseCache | None = None
+                 ) -> Sequence[EdgeDraft]:
+    """Every detector over each file of the batch (its documents, or its :class:`Kept`), with the run's corpus and
+    states; drafts in file order. With ``cache``, detections are remembered there (see :func:`_detect`)."""
     plugins = _resolve(source)
     corpus, states = shared.unpack() if isinstance(shared, Broadcast) else shared
-    drafts: list[EdgeDraft] = []
-    for _path, docs in files:
-        drafts.extend(detect_file(plugins.detectors, list(docs), corpus, states))
-    return drafts
+    return _detect(plugins.detectors, files, corpus, states, cache)
 
 
 @runtime_checkable

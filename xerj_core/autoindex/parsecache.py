@@ -22,6 +22,11 @@ of the parsing CPU on real code (1,500 ``.py`` files). The next run that detects
 parses the unchanged files for the corpus once more, and keeps them; from then
 on an edit parses what changed.
 
+Beside the parses, in ``detections.mdb`` of the same directory, each file's last
+detection is kept (its drafts and the questions it asked: see ``detectmemo``),
+from the same runs on: an environment of its own, so neither kind's entries
+weigh on the other's pages or counts.
+
 The cache is a cache: an entry that does not verify (checksum, stamp,
 fingerprint) is a miss; a cache that cannot be opened or written (a full disk,
 a Dask worker on another machine, where the directory does not exist) is
@@ -62,6 +67,10 @@ SCHEMA = 1
 MAP_SIZE = 1 << 36
 # An entry's header: mtime_ns, size, the detectors' fingerprint and the payload's checksum.
 _HEADER = struct.Struct("<qq16s8s")
+# A kept detection's header: its payload's checksum.
+_CHECKSUM = 8
+# Bumped when what a kept detection holds changes (see detectmemo): older entries then miss.
+DETECTION_LAYOUT = 1
 
 
 class Cached(NamedTuple):
@@ -152,16 +161,67 @@ class ParseCache:
             pass
 
     def forget(self, rel_paths: Iterable[str]) -> None:
-        """Drop the entries of files the run found removed (best effort)."""
-        env = _open(self.path)
+        """Drop the entries of files the run found removed, parses and detections (best effort)."""
+        rel_paths = list(rel_paths)
+        for env, key in ((_open(self.path), self._key),
+                         (_open(self._detections_path, subdir=False), self._detection_key)):
+            if env is None:
+                continue
+            try:
+                with env.begin(write=True) as txn:
+                    for rel_path in rel_paths:
+                        txn.delete(key(rel_path))
+            except lmdb.Error:
+                pass
+
+    def recall_detections(self, rel_paths: Iterable[str]) -> dict[str, Any]:
+        """The detections kept for these files under this run's formats and detectors (see ``detectmemo``), by
+        root-relative path; an entry that does not verify is left out."""
+        env = _open(self._detections_path, subdir=False)
+        if env is None:
+            return {}
+        found: dict[str, Any] = {}
+        try:
+            with env.begin(buffers=True) as txn:
+                for rel_path in rel_paths:
+                    value = txn.get(self._detection_key(rel_path))
+                    if value is None or len(value) < _CHECKSUM:
+                        continue
+                    payload = bytes(value[_CHECKSUM:])
+                    if xxhash.xxh3_64_digest(payload) != bytes(value[:_CHECKSUM]):
+                        continue
+                    with contextlib.suppress(Exception):  # one that verified but does not load is a miss too
+                        found[rel_path] = pickle.loads(lz4.block.decompress(payload))
+        except lmdb.Error:
+            return {}
+        return found
+
+    def keep_detections(self, entries: Mapping[str, Any]) -> None:
+        """Keep these files' detections, replacing what the cache held for them (best effort)."""
+        env = _open(self._detections_path, subdir=False) if self.keep and entries else None
         if env is None:
             return
         try:
             with env.begin(write=True) as txn:
-                for rel_path in rel_paths:
-                    txn.delete(self._key(rel_path))
+                for rel_path, entry in entries.items():
+                    try:
+                        payload = lz4.block.compress(pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
+                    except Exception:  # a lookup's arguments that do not pickle: that file detects every run
+                        txn.delete(self._detection_key(rel_path))
+                        continue
+                    txn.put(self._detection_key(rel_path), xxhash.xxh3_64_digest(payload) + payload)
         except lmdb.Error:
             pass
+
+    @property
+    def _detections_path(self) -> str:
+        # an environment of its own, beside the parses' in the cache's directory: a file's parse and its detection
+        # are kept and dropped on their own, and neither's size weighs on the other's pages
+        return os.path.join(self.path, "detections.mdb")
+
+    def _detection_key(self, rel_path: str) -> bytes:
+        return xxhash.xxh3_128_digest(f"{self.root}\0{rel_path}\0detect{DETECTION_LAYOUT}\0".encode() + self.formats
+                                      + self.detectors)
 
     def _key(self, rel_path: str) -> bytes:
         return xxhash.xxh3_128_digest(f"{self.root}\0{rel_path}\0".encode() + self.formats)
@@ -186,14 +246,14 @@ class ParseCache:
 _ENVS: dict[str, tuple[int, lmdb.Environment | None]] = {}
 
 
-def _open(path: str) -> lmdb.Environment | None:
+def _open(path: str, subdir: bool = True) -> lmdb.Environment | None:
     held = _ENVS.get(path)
     if held is not None and held[0] == os.getpid():
         return held[1]
     env: lmdb.Environment | None
     try:
         # created by the run's own process (see open_cache); a worker elsewhere finds no directory and goes without
-        env = lmdb.open(path, map_size=MAP_SIZE, subdir=True, create=False, metasync=False, readahead=False,
+        env = lmdb.open(path, map_size=MAP_SIZE, subdir=subdir, create=False, metasync=False, readahead=False,
                         max_readers=256, lock=True)
     except lmdb.Error:
         env = None

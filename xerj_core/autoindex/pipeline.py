@@ -29,6 +29,7 @@ from xerj_core.autoindex.parallel import (
     batch_failure,
     adopt_kept,
     combine_kept,
+    corpus_of,
     detect_batch,
     detect_kept,
     main_left_behind,
@@ -433,6 +434,12 @@ class _Runner:
         self.tail_bytes = 0  # of those, taken from the run's end
         self.kept_batches = 0
 
+    @property
+    def memo(self) -> ParseCache | None:
+        """Where detect batches remember each file's detection (see ``detectmemo``): the parse cache, from a
+        folder's second run on (a first run detects every file once, and keeps nothing)."""
+        return self.cache if self.cache is not None and self.cache.keep else None
+
     def expect(self, work_files: int) -> None:
         """Open a pool once the run has ``work_files`` files to parse or detect, if a pool pays and may be used.
 
@@ -798,7 +805,7 @@ class _Detection:
         if self.runner.companion:
             return
         ordered = sorted(self.kept)
-        self.corpus = Corpus({path: self.kept[path].docs for path in ordered})
+        self.corpus = corpus_of(self.kept)
         self.states = combine(self.runner.plugins.detectors, (self.kept[path].partial for path in ordered),
                               self.corpus)
         for path in ordered:  # the partials are folded into the states: let them go
@@ -841,9 +848,11 @@ class _Detection:
             return
         for lo in range(0, len(ordered), DETECT_BATCH_FILES):
             paths = ordered[lo:lo + DETECT_BATCH_FILES]
-            # a file's compressed texts are needed by its own batch only (the corpus keeps its text-free documents)
-            work = [(path, self.kept.pop(path).documents()) for path in paths]
-            pending.append(self.runner.submit(detect_batch, self.shared, work, step=DETECTING, files=paths))
+            # a file's compressed texts are needed by its own batch only (the corpus keeps its text-free documents),
+            # and there only when a detection of it is not remembered
+            work = [(path, self.kept.pop(path)) for path in paths]
+            pending.append(self.runner.submit(detect_batch, self.shared, work, self.runner.memo, step=DETECTING,
+                                              files=paths))
             if len(pending) >= self.runner.window:
                 yield drafts(pending.popleft())
         while pending:
@@ -870,7 +879,7 @@ class _Detection:
         while self.waiting and len(self.dispatched) < DETECT_AHEAD_BATCHES:  # type: ignore[arg-type]
             paths = self.waiting.popleft()
             self.dispatched.append(self.runner.submit(  # type: ignore[union-attr]
-                detect_kept, self.runner.token, paths, step=DETECTING, files=paths, eager=True))
+                detect_kept, self.runner.token, paths, self.runner.memo, step=DETECTING, files=paths, eager=True))
 
     def counters(self) -> dict[str, int]:
         if self.combined is not None:
