@@ -207,18 +207,25 @@ def _corpus(*paths: str) -> Corpus:
 
 def test_what_cannot_be_keyed_is_not_remembered():
     corpus = _corpus("a.md", "b.md")
-    questions = detectmemo._Questions()
+    questions = detectmemo.Noted()
     reading = detectmemo.ReadingCorpus(corpus, questions)
     assert reading.card("a.md").doc_id == "a.md" and reading.by_stem("b") == ("b.md",)
     assert questions.kept and questions.asked == {("card", "a.md"): ("doc", "a.md", "digest-a.md")}
     assert questions.by_name == {("by_stem", "b"): ("tuple", ("b.md",))}
-    assert reading.paths == ("a.md", "b.md") and not questions.kept  # read past the lookups
-    questions = detectmemo._Questions()
-    states = detectmemo._reading_states({"d": DetectorState({"a.md": ["b.md"]})}, questions, corpus.stamps)
+    assert reading.paths == ("a.md", "b.md") and len(reading) == 2  # the paths: the names digest stands for them
+    assert questions.by_name[("paths",)] == corpus.names_digest() and questions.kept
+    assert reading.stamps == corpus.stamps and not questions.kept  # read past the lookups
+    questions = detectmemo.Noted()
+    states = detectmemo._reading_states({"d": DetectorState({"a.md": ["b.md"]})}, questions, corpus.stamps, {})
     assert states["d"].data.get("a.md") == ["b.md"] and states["d"].data.get("c.md", ()) == ()
     assert questions.kept and questions.asked == {("state", "d", "get", "a.md"): ("list", ("b.md",)),
                                                   ("state", "d", "get", "c.md"): ("absent",)}
-    assert list(states["d"].data.keys()) == ["a.md"] and not questions.kept
+    # read whole (its keys, its length, iterated), the state is one question: its digest
+    assert list(states["d"].data.keys()) == ["a.md"] and len(states["d"].data) == 1 and questions.kept
+    assert ("state", "d", "stamp", None) in questions.asked
+    questions = detectmemo.Noted()
+    states = detectmemo._reading_states({"d": DetectorState({"a.md": lambda: None})}, questions, corpus.stamps, {})
+    assert list(states["d"].data) == ["a.md"] and not questions.kept  # a state that does not pickle
     now = _corpus("a.md")  # b.md is gone, c.md came
 
     def entry(names=b"", by_name=(), asked=()):

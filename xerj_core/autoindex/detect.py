@@ -303,10 +303,10 @@ class Corpus:
     """
 
     def __init__(self, files: Mapping[str, Sequence[SourceDocument]],
-                 stamps: Mapping[str, str] | None = None) -> None:
+                 stamps: Mapping[str, Any] | None = None) -> None:
         # what names each file's content as the run read it (its bytes' digest and mtime), when the run knows it:
         # a file's detection is then remembered and reused while what it read still holds (see detectmemo)
-        self.stamps: Mapping[str, str] | None = stamps
+        self.stamps: Mapping[str, Any] | None = stamps
         self._files: dict[str, tuple[SourceDocument, ...]] = {}
         self._docs: dict[str, SourceDocument] = {}
         self._folded: dict[str, list[str]] = defaultdict(list)

@@ -40,9 +40,9 @@ import xxhash
 from xerj_core.autoindex.detect import Corpus, Detector, DetectorState, detect_file
 from xerj_core.autoindex.links import note_candidates
 from xerj_core.graph.draftcolumns import DraftColumns
-from xerj_core.model import SourceDocument
+from xerj_core.model import EdgeDraft, SourceDocument
 
-__all__ = ["Answers", "ReadingCorpus", "detect_files"]
+__all__ = ["Answers", "Noted", "ReadingCorpus", "detect_files", "detect_noting"]
 
 # The corpus lookups a detection may make, each a question. ``nearest`` is not one: its answer follows from its
 # arguments (paths) alone.
@@ -52,13 +52,14 @@ _LOOKUPS = frozenset({"documents", "card", "document", "mtime", "lookup_path", "
 _NAMED = "named"  # links.note_candidates(corpus, "", name): the corpus remembers those answers by name
 # The questions answered from the corpus's names alone (its paths and aliases): while its names digest is the one
 # they were asked under, their answers are the same without asking (note_candidates follows the name lookups).
-_BY_NAME = frozenset({_NAMED, "by_stem", "by_file_name", "by_path_without_extension", "by_alias", "directory",
+_PATHS = "paths"  # every path (and so how many there are): its key is the names digest itself
+_BY_NAME = frozenset({_NAMED, _PATHS, "by_stem", "by_file_name", "by_path_without_extension", "by_alias", "directory",
                       "next_sibling", "lookup_path", "__contains__"})
 _STATE = "state"  # a state's mapping read: ("state", detector, "get" | "item" | "has" | "bool" | "stamp", key)
 _UNKEYABLE = ...  # an answer no key stands for
 
 
-def _key(answer: Any, stamps: Mapping[str, str]) -> Any:
+def _key(answer: Any, stamps: Mapping[str, Any]) -> Any:
     """What must be the same for an answer to count as the same; ``_UNKEYABLE`` when nothing can stand for it."""
     kind = type(answer)
     if answer is None or kind in _PLAIN:
@@ -76,10 +77,10 @@ def _key(answer: Any, stamps: Mapping[str, str]) -> Any:
 _PLAIN = frozenset({str, int, bool, float})
 
 
-class _Questions:
+class Noted:
     """The questions one file's detection asked, with their answers' keys: those answered from names alone (see
-    ``Corpus.names_digest``) apart; ``kept`` false once one could not be keyed or something was read past the
-    questions."""
+    ``Corpus.names_digest``) in ``by_name``, the others in ``asked``; ``kept`` false once one could not be keyed or
+    something was read past the questions."""
 
     __slots__ = ("by_name", "asked", "kept")
 
@@ -104,7 +105,7 @@ class _NamedView:
 
     __slots__ = ("_names", "_questions")
 
-    def __init__(self, names: dict[str, tuple[str, ...]], questions: _Questions) -> None:
+    def __init__(self, names: dict[str, tuple[str, ...]], questions: Noted) -> None:
         self._names, self._questions = names, questions
 
     def get(self, name: str, default: Any = None) -> Any:
@@ -125,7 +126,7 @@ class ReadingCorpus:
     """A :class:`~xerj_core.autoindex.detect.Corpus` that notes each lookup made through it as a question.
     Anything else read off it is answered from the corpus and makes the detection unkeepable."""
 
-    def __init__(self, corpus: Corpus, questions: _Questions) -> None:
+    def __init__(self, corpus: Corpus, questions: Noted) -> None:
         self._corpus = corpus
         self._stamps = corpus.stamps or {}
         self._questions = questions
@@ -143,8 +144,13 @@ class ReadingCorpus:
         return self._asked("__contains__", (path,))
 
     def __len__(self) -> int:
-        self._questions.kept = False  # any file added or removed changes it: not worth a question
+        self._questions.note((_PATHS,), self._corpus.names_digest())
         return len(self._corpus)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        self._questions.note((_PATHS,), self._corpus.names_digest())
+        return self._corpus.paths
 
     def __getattr__(self, name: str) -> Any:
         self._questions.kept = False
@@ -164,11 +170,18 @@ for _name in _LOOKUPS - {"__contains__"}:
 
 class _StateView:
     """A corpus-wide detector's ``state.data`` mapping as its ``detect`` reads it: reads by key are questions;
-    anything else (its keys, iterating it) is answered and makes the detection unkeepable."""
+    anything else (its keys, its length, iterating it) is answered and makes the whole state one question, its
+    digest (the same state answers every read alike)."""
 
-    def __init__(self, detector: str, data: Mapping[Any, Any], questions: _Questions,
-                 stamps: Mapping[str, str]) -> None:
-        self._detector, self._data, self._questions, self._stamps = detector, data, questions, stamps
+    def __init__(self, detector: str, state: DetectorState, questions: Noted, stamps: Mapping[str, Any],
+                 digests: dict[str, Any]) -> None:
+        self._detector, self._state, self._data = detector, state, state.data
+        self._questions, self._stamps, self._digests = questions, stamps, digests
+
+    def _whole(self) -> Mapping[Any, Any]:
+        self._questions.note((_STATE, self._detector, "stamp", None), _digest_of(self._detector, self._state,
+                                                                                 self._digests))
+        return self._data
 
     def _note(self, how: str, key: Any, answer: Any) -> Any:
         self._questions.note((_STATE, self._detector, how, key), _key(answer, self._stamps))
@@ -191,28 +204,33 @@ class _StateView:
         return self._note("bool", None, bool(self._data))
 
     def __len__(self) -> int:
-        self._questions.kept = False
-        return len(self._data)
+        return len(self._whole())
 
-    def __getattr__(self, name: str) -> Any:
-        self._questions.kept = False
-        return getattr(self._data, name)
+    def __getattr__(self, name: str) -> Any:  # keys(), items(), values() and the rest
+        return getattr(self._whole(), name)
 
     def __iter__(self):
-        self._questions.kept = False
-        return iter(self._data)
+        return iter(self._whole())
 
 
 _MISSING = object()
 _ABSENT = ("absent",)  # the key of a state's answer to ``get`` when it has no such key (no answer's key is it)
 
 
-def _state_stamp(state: DetectorState) -> bytes | None:
-    """A digest of a state that is not read by key, as pickled; None when it does not pickle."""
+def _state_stamp(state: DetectorState) -> Any:
+    """A digest of a state's data as pickled; ``_UNKEYABLE`` when it does not pickle."""
     try:
         return xxhash.xxh3_128_digest(pickle.dumps(state.data, protocol=pickle.HIGHEST_PROTOCOL))
     except Exception:
-        return None
+        return _UNKEYABLE
+
+
+def _digest_of(detector: str, state: DetectorState, digests: dict[str, Any]) -> Any:
+    """:func:`_state_stamp` of ``detector``'s state, worked out once per run (``digests``)."""
+    found = digests.get(detector)
+    if found is None:
+        found = digests[detector] = _state_stamp(state)
+    return found
 
 
 class Answers:
@@ -233,6 +251,7 @@ class Answers:
         self.states = states
         self.stamps = corpus.stamps or {}
         self.names = corpus.names_digest()
+        self.digests: dict[str, Any] = {}  # the states' digests, by detector, for the runs' questions about them
         self._known = _Known(self._ask)
 
     def _ask(self, question: tuple) -> Any:
@@ -247,11 +266,13 @@ class Answers:
             return _key(getattr(self.corpus, name)(*question[1:]), self.stamps)
         if name == _NAMED:
             return note_candidates(self.corpus, "", question[1])
+        if name == _PATHS:
+            return self.names
         if name == _STATE:
             _, detector, how, key = question
             state = self.states.get(detector)
             if how == "stamp":
-                return _UNKEYABLE if state is None else _state_stamp(state)
+                return _UNKEYABLE if state is None else _digest_of(detector, state, self.digests)
             data = state.data if state is not None else None
             if not isinstance(data, Mapping):
                 return _UNKEYABLE
@@ -274,6 +295,10 @@ class Answers:
             return False
         return tuple(map(known, questions)) == keys
 
+    def agree(self, noted: Noted) -> bool:
+        """Whether every question ``noted`` holds gets an answer with the key noted, all asked."""
+        return all(self._known[question] == key for question, key in (*noted.by_name.items(), *noted.asked.items()))
+
 
 class _Known(dict):
     """Questions' keys as this run answers them, each asked on first use."""
@@ -294,19 +319,32 @@ _ENTRY_FIELDS = 8
 _RUNS: "weakref.WeakKeyDictionary[Corpus, Answers]" = weakref.WeakKeyDictionary()
 
 
-def _reading_states(states: Mapping[str, DetectorState], questions: _Questions,
-                    stamps: Mapping[str, str]) -> dict[str, DetectorState]:
+def _reading_states(states: Mapping[str, DetectorState], questions: Noted, stamps: Mapping[str, Any],
+                    digests: dict[str, Any]) -> dict[str, DetectorState]:
     """The states as one file's detection reads them: a mapping's reads are questions; any other data is one
     question, its digest."""
     reading = {}
     for name, state in states.items():
         if isinstance(state.data, Mapping):
-            reading[name] = DetectorState(_StateView(name, state.data, questions, stamps), state.counters)
+            reading[name] = DetectorState(_StateView(name, state, questions, stamps, digests), state.counters)
         else:
             if state.data is not None:
-                questions.note((_STATE, name, "stamp", None), _state_stamp(state) or _UNKEYABLE)
+                questions.note((_STATE, name, "stamp", None), _digest_of(name, state, digests))
             reading[name] = state
     return reading
+
+
+def detect_noting(detectors: Sequence[Detector], file_docs: Sequence[SourceDocument], corpus: Corpus,
+                  states: Mapping[str, DetectorState], digests: dict[str, Any] | None = None
+                  ) -> tuple[list[EdgeDraft], Noted]:
+    """``detect_file`` of one file through the views that note what the detectors ask: its drafts, and the
+    questions (``kept`` false when a detector read past the questions: that file cannot be remembered).
+    ``digests`` holds the states' digests worked out so far this run (see :class:`Answers`)."""
+    noted = Noted()
+    drafts = detect_file(detectors, list(file_docs), corpus,
+                         _reading_states(states, noted, corpus.stamps or {}, {} if digests is None else digests),
+                         reading=ReadingCorpus(corpus, noted))
+    return drafts, noted
 
 
 def detect_files(detectors: Sequence[Detector], files: Sequence[tuple[str, Callable[[], Sequence[SourceDocument]]]],
@@ -327,9 +365,7 @@ def detect_files(detectors: Sequence[Detector], files: Sequence[tuple[str, Calla
                 and answers.hold(entry) and all(document(dst) is not None for dst in entry[-2][1])):
             parts.append(DraftColumns(entry[-2], entry[-1]))
             continue
-        questions = _Questions()
-        drafts = detect_file(detectors, list(documents()), corpus, _reading_states(states, questions, stamps),
-                             reading=ReadingCorpus(corpus, questions))
+        drafts, questions = detect_noting(detectors, documents(), corpus, states, answers.digests)
         batch = DraftColumns.of(drafts)
         parts.append(batch)
         if questions.kept and stamp is not None:

@@ -401,8 +401,8 @@ class Kept:
     # each document's whole ``fields`` map when it held one of ``OWN_FIELDS`` (else None), pickled and compressed;
     # empty when none did
     own: bytes = b""
-    # the file's content as read: its bytes' digest and its mtime (see Corpus.stamps); empty when unknown
-    stamp: str = ""
+    # the file's content as read, its bytes' digest and its mtime in one number (see Corpus.stamps); 0 when unknown
+    stamp: int = 0
 
     @classmethod
     def of(cls, outcome: ParseOutcome, fields: dict[tuple, dict[str, Any]] | None = None) -> "Kept":
@@ -416,7 +416,8 @@ class Kept:
             docs, held = tuple(with_text(doc, "") if doc.text else doc for doc in outcome.docs), b""
         if fields is not None:
             docs = shared_fields(docs, fields)
-        stamp = f"{outcome.digest}:{outcome.entry.mtime_ns}" if outcome.digest and outcome.entry is not None else ""
+        stamp = xxhash.xxh3_64_intdigest(f"{outcome.digest}:{outcome.entry.mtime_ns}".encode()) \
+            if outcome.digest and outcome.entry is not None else 0
         return cls(docs, _squeeze(orjson.dumps(texts)), outcome.partial or {}, held, stamp)
 
     def sharing(self, fields: dict[tuple, dict[str, Any]]) -> "Kept":
@@ -548,7 +549,7 @@ def adopt_kept(source: Plugins | PluginsRef, token: str, kept: Sequence[tuple[st
 
 
 @_task
-def combine_kept(source: Plugins | PluginsRef, token: str, batches: int | None = None,
+def combine_kept(source: Plugins | PluginsRef, token: str, batches: int | None = None, remember: bool = False
                  ) -> tuple[list[str], dict[str, int]] | None:
     """The companion's combine over every file it kept: the files in detection order, and the run's counters.
 
@@ -556,9 +557,11 @@ def combine_kept(source: Plugins | PluginsRef, token: str, batches: int | None =
     a batch the run's process took back reaches the companion later (by
     :func:`adopt_kept`, which then combines and answers); until then None. The
     run asks for the combine as soon as every parse batch is sent, so it runs
-    right after the last batch, wherever that batch was parsed.
+    right after the last batch, wherever that batch was parsed. With ``remember``, the corpus carries the files'
+    stamps, by which the detect batches remember detections (see :func:`corpus_of`).
     """
     state = _companion_state(token)
+    state["remember"] = remember
     if batches is not None and len(state["received"]) < batches:
         state["expect"] = batches
         return None
@@ -570,7 +573,7 @@ def _combine(plugins: Plugins, state: dict[str, Any]) -> tuple[list[str], dict[s
     state["fields"] = {}  # every file is kept: the maps stay shared, the table's keys go
     trim_heap()  # the last parses' texts, before combining adds its own peak
     ordered = sorted(kept)
-    corpus = corpus_of(kept)
+    corpus = corpus_of(kept, state.get("remember", False))
     states = combine(plugins.detectors, (kept[path].partial for path in ordered), corpus)
     for path in ordered:  # the partials are folded into the states: let them go
         kept[path] = attrs.evolve(kept[path], partial=None)
@@ -586,11 +589,12 @@ def _combine(plugins: Plugins, state: dict[str, Any]) -> tuple[list[str], dict[s
     return ordered, counters
 
 
-def corpus_of(kept: Mapping[str, Kept]) -> Corpus:
-    """The corpus of the kept files, with their stamps."""
+def corpus_of(kept: Mapping[str, Kept], stamped: bool) -> Corpus:
+    """The corpus of the kept files; ``stamped``, with their stamps (for a run that remembers detections: a
+    first run holds none, its peak memory being what it is measured by)."""
     ordered = sorted(kept)
-    return Corpus({path: kept[path].docs for path in ordered},
-                  stamps={path: kept[path].stamp for path in ordered if kept[path].stamp})
+    stamps = {path: kept[path].stamp for path in ordered if kept[path].stamp} if stamped else None
+    return Corpus({path: kept[path].docs for path in ordered}, stamps=stamps)
 
 
 def _detect(detectors: Sequence[Any], files: Sequence[tuple[str, Kept | Sequence[SourceDocument]]], corpus: Corpus,

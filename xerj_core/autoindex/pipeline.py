@@ -749,7 +749,8 @@ class _Detection:
         it runs in the worker right after the last of those batches reaches it (parsed there, or here and
         adopted: see :func:`parallel.combine_kept`), while this process still writes."""
         if self.needed and self.combined is None:
-            first = self.runner.submit(combine_kept, self.runner.token, self.runner.kept_batches, step=COMBINING,
+            first = self.runner.submit(combine_kept, self.runner.token, self.runner.kept_batches,
+                                       self.runner.memo is not None, step=COMBINING,
                                        files=self.detected, eager=True)
             self.combined = _Combining(first, self.adoptions)
 
@@ -805,7 +806,7 @@ class _Detection:
         if self.runner.companion:
             return
         ordered = sorted(self.kept)
-        self.corpus = corpus_of(self.kept)
+        self.corpus = corpus_of(self.kept, self.runner.memo is not None)
         self.states = combine(self.runner.plugins.detectors, (self.kept[path].partial for path in ordered),
                               self.corpus)
         for path in ordered:  # the partials are folded into the states: let them go

@@ -31,8 +31,9 @@ declared type, ``valid_at`` equal to its source file's mtime, and evidence
 offset inside the source text where the quote is that offset's line, or offset
 0 with a quote or rationale); no self-edges; ``src`` is a document of the file
 being read and ``dst`` a document of the corpus; one draft per ``(src, type,
-dst)``; an empty corpus gives nothing; and, with ``plugin``, the hook registers
-a detector the core accepts.
+dst)``; an empty corpus gives nothing; its detection can be remembered (it reads
+the corpus and its state through lookups a run can note, and gives the same
+drafts so); and, with ``plugin``, the hook registers a detector the core accepts.
 
 The per-draft checks read what ``detect`` itself yields (the ``drafts``
 fixture: ``summarize`` → ``combine`` → ``detect``, file by file), not the
@@ -53,12 +54,14 @@ from xerj_core.autoindex.detect import (
     Detector,
     collect_detectors,
     combine,
+    detect_file,
     edge_types,
     is_corpus_wide,
     line_at,
     run_detectors,
     summarize,
 )
+from xerj_core.autoindex.detectmemo import Answers, detect_noting
 from xerj_core.model import EdgeDraft, SourceDocument
 from xerj_core.plugins import get_plugin_manager
 
@@ -203,6 +206,21 @@ class AbstractDetectorTests:
             pytest.skip("not a corpus-wide detector")
         partials = [detector.summarize(corpus_files[p]) for p in sorted(corpus_files)]
         assert partials == [detector.summarize(corpus_files[p]) for p in sorted(corpus_files)]
+
+    def test_its_detection_can_be_remembered(self, detector, corpus_files):
+        """A run remembers each file's detection by the questions the detector asks of the corpus and of its state
+        (see ``xerj_core.autoindex.detectmemo``): asked through those views it gives the same drafts, asks only
+        questions that can be noted (lookups, a state mapping read by key), and each gets the same answer when
+        asked again. A detector that reads past them still works, but is detected over every file on every run."""
+        corpus = Corpus(corpus_files, stamps={path: f"stamp of {path}" for path in corpus_files})
+        ordered = sorted(corpus_files)
+        states = combine([detector], (summarize([detector], corpus_files[p]) for p in ordered), corpus)
+        answers = Answers(corpus, states)
+        for path in ordered:
+            drafts, noted = detect_noting([detector], corpus_files[path], corpus, states)
+            assert drafts == detect_file([detector], corpus_files[path], corpus, states), path
+            assert noted.kept, f"{detector.name} read {path}'s corpus or state past the lookups a run can note"
+            assert answers.agree(noted), path
 
     def test_empty_corpus_gives_nothing(self, detector):
         assert run_detectors([detector], {}).edges == ()
