@@ -291,3 +291,18 @@ def test_a_runs_answers_go_with_its_corpus():
     del corpus
     gc.collect()
     assert gone() is None and len(detectmemo._RUNS) == 0
+
+
+def test_a_change_to_the_core_detection_code_forgets_what_was_remembered(twins, monkeypatch):
+    """xerj_core/autoindex (the link helpers, make_draft, this memo) edited in place under one version: every file
+    is detected again."""
+    twins.run()
+    twins.edit(_append("one/n3.md", "\nthe and of\n"))
+    twins.run()
+    twins.edit(_append("one/n3.md", "\nof the and\n"))
+    assert len(twins.run()) < NOTES // 2
+    real = parsecache._code_stamp
+    core = str(Path(parsecache.__file__))
+    monkeypatch.setattr(parsecache, "_code_stamp", lambda f: real(f) + ",edited" if f == core else real(f))
+    twins.edit(_append("one/n3.md", "\nthe of and\n"))
+    assert len(twins.run()) == NOTES

@@ -220,8 +220,10 @@ class ParseCache:
         return os.path.join(self.path, "detections.mdb")
 
     def _detection_key(self, rel_path: str) -> bytes:
-        return xxhash.xxh3_128_digest(f"{self.root}\0{rel_path}\0detect{DETECTION_LAYOUT}\0".encode() + self.formats
-                                      + self.detectors)
+        # the core's detection code too (the link helpers, make_draft, this memo: xerj_core/autoindex), which an
+        # editable install may change under one version
+        return xxhash.xxh3_128_digest(f"{self.root}\0{rel_path}\0detect{DETECTION_LAYOUT}\0"
+                                      f"{_code_stamp(__file__)}\0".encode() + self.formats + self.detectors)
 
     def _key(self, rel_path: str) -> bytes:
         return xxhash.xxh3_128_digest(f"{self.root}\0{rel_path}\0".encode() + self.formats)
