@@ -4,6 +4,7 @@ run without any cache builds, and detects again only the files whose questions' 
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 from pathlib import Path
 
@@ -229,7 +230,7 @@ def test_what_cannot_be_keyed_is_not_remembered():
     now = _corpus("a.md")  # b.md is gone, c.md came
 
     def entry(names=b"", by_name=(), asked=()):
-        return ("stamp", names, tuple(q for q, _ in by_name), tuple(k for _, k in by_name),
+        return ("stamp", names, pickle.dumps((tuple(q for q, _ in by_name), tuple(k for _, k in by_name))),
                 tuple(q for q, _ in asked), tuple(k for _, k in asked), [], [])
 
     answers = detectmemo.Answers(now, {"d": DetectorState({"a.md": ["b.md"], "c.md": []})})

@@ -289,10 +289,15 @@ class Answers:
     def hold(self, entry: tuple) -> bool:
         """Whether each question of a remembered ``entry`` gets an answer with the key noted; those answered by
         names alone are not asked when the corpus's names are those they were asked under."""
-        _, names, by_name, name_keys, questions, keys, _columns, _ids = entry
+        _, names, by_name, questions, keys, _columns, _ids = entry
         known = self._known.__getitem__
-        if names != self.names and tuple(map(known, by_name)) != name_keys:
-            return False
+        if names != self.names:
+            try:
+                by_name, name_keys = pickle.loads(by_name)
+            except Exception:
+                return False
+            if tuple(map(known, by_name)) != name_keys:
+                return False
         return tuple(map(known, questions)) == keys
 
     def agree(self, noted: Noted) -> bool:
@@ -312,9 +317,11 @@ class _Known(dict):
         return key
 
 
-# A remembered file: (its stamp, the names digest, the questions by name and their keys, the other questions and
-# theirs, its drafts' columns, their edge ids). An entry of another length (an older layout) is not used.
-_ENTRY_FIELDS = 8
+# A remembered file: (its stamp, the names digest, the questions by name and their keys pickled apart, the other
+# questions and theirs, its drafts' columns, their edge ids). The questions by name are most of a file's (an
+# import's candidate modules, ``path in corpus`` each) and are read only when a name changed. An entry of another
+# length (an older layout) is not used.
+_ENTRY_FIELDS = 7
 
 _RUNS: "weakref.WeakKeyDictionary[Corpus, Answers]" = weakref.WeakKeyDictionary()
 
@@ -369,6 +376,8 @@ def detect_files(detectors: Sequence[Detector], files: Sequence[tuple[str, Calla
         batch = DraftColumns.of(drafts)
         parts.append(batch)
         if questions.kept and stamp is not None:
-            fresh[path] = (stamp, answers.names, tuple(questions.by_name), tuple(questions.by_name.values()),
-                           tuple(questions.asked), tuple(questions.asked.values()), batch.columns(), batch.ids)
+            by_name = pickle.dumps((tuple(questions.by_name), tuple(questions.by_name.values())),
+                                   protocol=pickle.HIGHEST_PROTOCOL)
+            fresh[path] = (stamp, answers.names, by_name, tuple(questions.asked), tuple(questions.asked.values()),
+                           batch.columns(), batch.ids)
     return (DraftColumns.joined(parts) if parts else DraftColumns.of([])), fresh

@@ -70,7 +70,7 @@ _HEADER = struct.Struct("<qq16s8s")
 # A kept detection's header: its payload's checksum.
 _CHECKSUM = 8
 # Bumped when what a kept detection holds changes (see detectmemo): older entries then miss.
-DETECTION_LAYOUT = 1
+DETECTION_LAYOUT = 2
 
 
 class Cached(NamedTuple):
