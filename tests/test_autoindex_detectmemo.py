@@ -217,6 +217,8 @@ def test_what_cannot_be_keyed_is_not_remembered():
     assert questions.by_name[("paths",)] == corpus.names_digest() and questions.kept
     assert reading.stamps == corpus.stamps and not questions.kept  # read past the lookups
     questions = detectmemo.Noted()
+    assert list(detectmemo.ReadingCorpus(corpus, questions).named_candidates.items()) == [] and not questions.kept
+    questions = detectmemo.Noted()
     states = detectmemo._reading_states({"d": DetectorState({"a.md": ["b.md"]})}, questions, corpus.stamps, {})
     assert states["d"].data.get("a.md") == ["b.md"] and states["d"].data.get("c.md", ()) == ()
     assert questions.kept and questions.asked == {("state", "d", "get", "a.md"): ("list", ("b.md",)),

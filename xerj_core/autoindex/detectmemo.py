@@ -9,24 +9,29 @@ notes a third of such a re-run went there, on 11k ``.py`` files nearly half.
 
 A file's detection now runs against a :class:`ReadingCorpus` and states whose
 ``data`` mapping is a :class:`_StateView`: each notes every question asked
-(``("card", ("a.md",))``, ``("state", "sharedterm", "get", "a.md")``) with a
-key of the answer: paths, numbers and the values of a state as they are, a
-document as its id and its file's stamp (the digest of the file's bytes and its
-mtime, so any change to that file changes the key). The file's drafts (as
-columns, with their edge ids) and its questions are kept in the parse cache's
-environment under the file's path, the formats' and the detectors' fingerprints.
-The next run reuses an unchanged file's drafts when every question, asked again
-of this run's corpus and states, gets an answer with the same key, and every
-draft's target is still a document: a detector is deterministic in its
-documents, corpus and state (the contract every detector keeps), so the drafts
-are what detecting again would give. :class:`Answers` asks each distinct
-question once per run, however many files asked it.
+(``("card", "a.md")``, ``("state", "sharedterm", "get", "a.md")``) with a key
+of the answer: paths, numbers and the values of a state as they are, a document
+as its id and its file's stamp (the digest of the file's bytes and its mtime, so
+any change to that file changes the key). The file's drafts (as columns, with
+their edge ids) and its questions are kept in ``detections.mdb`` beside the
+parse cache (see :mod:`.parsecache`), under the file's path, the formats' and
+the detectors' fingerprints and the stamps of this package's code. The next run
+reuses an unchanged file's drafts when every question, asked again of this
+run's corpus and states, gets an answer with the same key, and every draft's
+target is still a document: a detector is deterministic in its documents,
+corpus and state (the contract every detector keeps), so the drafts are what
+detecting again would give. :class:`Answers` asks each distinct question once
+per run, however many files asked it; a question answered from names alone
+(which path bears this stem, is this path in the corpus) is not asked at all
+while the corpus's names digest (its paths and aliases) is the one it was asked
+under.
 
-What cannot be keyed makes a file's detection unkeepable (it runs every time,
-as before): reading the corpus other than through its lookups (a private
-attribute, the list of paths, its length), a state read other than by key
-(its keys, iterating it), an answer of a type the keys do not cover. A state
-that is not a mapping is one question, its pickle's digest.
+A state read other than by key (its keys, its length, iterating it) is one
+question, the state's digest; so is a state that is not a mapping. What cannot
+be keyed makes a file's detection unkeepable, and that file is detected on every
+run, as before: reading the corpus other than through its lookups (a private
+attribute), an answer of a type the keys do not cover, an argument that cannot
+be a dict key, a state that does not pickle.
 """
 
 from __future__ import annotations
@@ -50,9 +55,9 @@ _LOOKUPS = frozenset({"documents", "card", "document", "mtime", "lookup_path", "
                       "by_path_without_extension", "by_alias", "directory", "next_sibling", "section", "block",
                       "by_block", "__contains__"})
 _NAMED = "named"  # links.note_candidates(corpus, "", name): the corpus remembers those answers by name
+_PATHS = "paths"  # every path (and so how many there are): its key is the names digest itself
 # The questions answered from the corpus's names alone (its paths and aliases): while its names digest is the one
 # they were asked under, their answers are the same without asking (note_candidates follows the name lookups).
-_PATHS = "paths"  # every path (and so how many there are): its key is the names digest itself
 _BY_NAME = frozenset({_NAMED, _PATHS, "by_stem", "by_file_name", "by_path_without_extension", "by_alias", "directory",
                       "next_sibling", "lookup_path", "__contains__"})
 _STATE = "state"  # a state's mapping read: ("state", detector, "get" | "item" | "has" | "bool" | "stamp", key)
@@ -120,6 +125,10 @@ class _NamedView:
 
     def __len__(self) -> int:
         return len(self._names)
+
+    def __getattr__(self, name: str) -> Any:  # read otherwise (iterated, its items): cannot be remembered
+        self._questions.kept = False
+        return getattr(self._names, name)
 
 
 class ReadingCorpus:
