@@ -83,7 +83,8 @@ class _Twins:
                 os.utime(twin, ns=(stamp, stamp))
 
     def run(self) -> list[str]:
-        """Both runs (in process, so the detections made are counted); the files the remembering run detected."""
+        """Both runs, their edges compared; the files the remembering run detected (in its own process or its
+        companion's)."""
         self.clock += 1
         self.detected.write_text("")
         remembered = run(self.engines[0], self.folders[0], brain="b", clock=lambda: self.clock,
