@@ -215,7 +215,7 @@ def edit_runs(engine, corpus: Path, note: Path, edits: int = 3) -> list[float]:
 
 
 def edits_note(seconds: list[float], first: float) -> str:
-    return (f"one note edited, then run again: {', '.join(f'{s:.2f}s' for s in seconds)} (the first parses every "
+    return (f"one file edited, then run again: {', '.join(f'{s:.2f}s' for s in seconds)} (the first parses every "
             f"file for the corpus and remembers each file's detection), the last {seconds[-1] / first:.2f} of the "
             f"first run")
 
