@@ -530,6 +530,17 @@ def test_foam_shared_terms_are_the_same_whichever_ranking_finds_them(foam_files,
     assert _serialise(edges_of(again, "shared_term")) == _serialise(edges_of(foam_result, "shared_term"))
 
 
+def test_foam_shared_terms_are_the_same_whichever_candidate_search_finds_them(foam_files, foam_result, monkeypatch):
+    """sharedterm counts its candidates compiled where it was built (``_meetings.c``); numpy's dense blocks must
+    give the same links, terms, rationales and refused count."""
+    first = run_detectors([sharedterm.SharedtermDetector()], foam_files)
+    monkeypatch.setattr(sharedterm, "COMPILED", not sharedterm.COMPILED)
+    again = run_detectors([sharedterm.SharedtermDetector()], foam_files)
+    assert edges_of(foam_result, "shared_term") and first.counters["edges_capped"] > 0
+    assert _serialise(edges_of(again, "shared_term")) == _serialise(edges_of(foam_result, "shared_term"))
+    assert again.counters == first.counters
+
+
 def test_foam_samedir_is_a_chain_in_path_order(foam_files, foam_result):
     same_dir = edges_of(foam_result, "same_dir")
     by_dir = defaultdict(list)

@@ -38,6 +38,7 @@ the file's accepted edges. No step compares every file with every other.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections import defaultdict
 from itertools import compress
@@ -48,6 +49,19 @@ import numpy as np
 from xerj_core import termrank
 from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft
 from xerj_core.text import counted_joined, distinct_long_words
+
+try:
+    from xerj_detectors._meetings import meetings as _compiled_meetings
+except ImportError:  # built without a C compiler: numpy answers
+    if os.environ.get("XERJ_REQUIRE_MEETINGS_KERNEL") == "1":
+        raise
+    _compiled_meetings = None
+
+# Whether the candidate search runs compiled (``_meetings.c``): its work follows the posting lists' length where
+# numpy's dense blocks grow with the square of the corpus (10k generated notes: 0.6 s; 40k: 8 s). A test or a
+# benchmark may flip it; ``XERJ_MEETINGS_KERNEL=0`` switches it off, ``XERJ_REQUIRE_MEETINGS_KERNEL=1`` makes its
+# absence an error at import (``scripts/test`` sets it).
+COMPILED = _compiled_meetings is not None and os.environ.get("XERJ_MEETINGS_KERNEL", "1") != "0"
 
 MAX_SHARE_PERCENT = 10
 MIN_FAMILIES = 2
@@ -184,6 +198,20 @@ _LOOKUPS = 1 << 19
 def _meetings(holders: np.ndarray, starts: np.ndarray, sig_holders: np.ndarray, sig_starts: np.ndarray,
               terms: np.ndarray, term_starts: np.ndarray, sig_ends: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Which files each file scores, and how many pairs meet on two signature terms from either end (see
+    :func:`_dense_meetings`): compiled where it was built, each file counted against only the files its posting
+    lists name."""
+    if COMPILED:
+        scorers, scored, meeting = _compiled_meetings(
+            holders, starts, sig_holders, sig_starts, terms, term_starts, sig_ends, MIN_FAMILIES,
+            CANDIDATES_PER_FILE, SIGNATURE_TERMS)
+        return np.frombuffer(scorers, np.int64), np.frombuffer(scored, np.int64), meeting
+    return _dense_meetings(holders, starts, sig_holders, sig_starts, terms, term_starts, sig_ends)
+
+
+def _dense_meetings(holders: np.ndarray, starts: np.ndarray, sig_holders: np.ndarray, sig_starts: np.ndarray,
+                    terms: np.ndarray, term_starts: np.ndarray, sig_ends: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, int]:
     """Which files each file scores, and how many pairs meet on two signature terms from either end.
 
     ``hits[i, j]``, how many of file i's signature terms file j holds, and its transpose ``met[i, j]`` (how
