@@ -25,16 +25,11 @@ typedef struct {
     int64_t min_families, per_file, signature_terms;
 } Lists;
 
-static int by_value(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Fills scorers/scored (room for total * per_file each) and returns how many pairs it listed; *meeting gets the
  * number of unordered pairs that meet on min_families signature terms from either end. -1: out of memory. */
 static Py_ssize_t score_all(const Lists *l, int64_t *scorers, int64_t *scored, int64_t *meeting) {
-    /* a count is at most signature_terms (checked <= 255 by the caller): a byte per file keeps both arrays in the
-     * processor's nearest caches on corpora of tens of thousands of files */
+    /* a count is at most signature_terms (at most 255, checked before the loops): a byte per file keeps both
+     * arrays in the processor's nearest caches on corpora of tens of thousands of files */
     uint8_t *hits = calloc(l->total ? l->total : 1, 1);
     uint8_t *met = calloc(l->total ? l->total : 1, 1);
     /* one slot more than files: the slot a file already listed is written to and not kept */
@@ -69,33 +64,39 @@ static Py_ssize_t score_all(const Lists *l, int64_t *scorers, int64_t *scored, i
                 met_found += (met[j]++ == 0) & (met_found < l->total);
             }
         }
-        Py_ssize_t above = 0;
+        /* one pass over the files met: each one's count read and reset, the pairs counted, the candidates keyed
+         * (most hits first, then file order) */
+        Py_ssize_t candidates = 0;
         for (Py_ssize_t k = 0; k < found; k++) {
             int32_t j = touched[k];
-            if (j == i || hits[j] < l->min_families) {
+            int64_t h = hits[j];
+            hits[j] = 0;
+            if (j == i || h < l->min_families) {
                 continue; /* a file does not meet itself */
             }
             strong_pairs++;
             mutual += met[j] >= l->min_families;
-            above += hits[j] > l->min_families;
+            keys[candidates++] = (l->signature_terms - h) * (int64_t)l->total + j;
         }
-        /* the files scored: those meeting on more than min_families terms when per_file of them do, else every
-         * one meeting on min_families; most hits first, then file order */
-        int64_t least = above >= l->per_file ? l->min_families + 1 : l->min_families;
-        Py_ssize_t candidates = 0;
-        for (Py_ssize_t k = 0; k < found; k++) {
-            int32_t j = touched[k];
-            if (j != i && hits[j] >= least) {
-                keys[candidates++] = (l->signature_terms - hits[j]) * (int64_t)l->total + j;
+        /* the files scored: the per_file least keys, in order (numpy lists those meeting on more than min_families
+         * terms when per_file of them do, else all: its first per_file are these either way), kept sorted by
+         * insertion in the caller's room (a file's candidates are hundreds, its scored files a few) */
+        int64_t *best = scored + listed;
+        Py_ssize_t taken = 0;
+        for (Py_ssize_t k = 0; k < candidates; k++) {
+            int64_t key = keys[k];
+            if (taken == l->per_file && key >= best[taken - 1]) {
+                continue;
             }
+            Py_ssize_t at = taken < l->per_file ? taken++ : taken - 1;
+            for (; at > 0 && best[at - 1] > key; at--) {
+                best[at] = best[at - 1];
+            }
+            best[at] = key;
         }
-        qsort(keys, candidates, sizeof(int64_t), by_value);
-        for (Py_ssize_t k = 0; k < candidates && k < l->per_file; k++) {
+        for (Py_ssize_t k = 0; k < taken; k++) {
             scorers[listed] = i;
-            scored[listed++] = keys[k] % l->total;
-        }
-        for (Py_ssize_t k = 0; k < found; k++) {
-            hits[touched[k]] = 0;
+            scored[listed++] = best[k] % l->total;
         }
         for (Py_ssize_t k = 0; k < met_found; k++) {
             met[met_touched[k]] = 0;
