@@ -59,12 +59,14 @@ def zipf_corpus(rng: random.Random, files: int, vocabulary: int, words: int) -> 
 
 
 @pytest.mark.parametrize("files", [0, 1, 2, 11, 40, 300, 1200])
-def test_both_ways_agree_on_generated_corpora(checked, files):
-    rng = random.Random(files)
-    data, counters = combined(zipf_corpus(rng, files, vocabulary=3000, words=120))
+def test_both_ways_agree_on_generated_corpora(checked, monkeypatch, files):
+    corpus = zipf_corpus(random.Random(files), files, vocabulary=3000, words=120)
+    data, counters = combined(corpus)
     assert len(checked) == 1
     if files >= 300:
         assert checked[0] > 0 and data and counters["edges_capped"] > 0  # the search had work to do
+    monkeypatch.setattr(sharedterm, "COMPILED", False)  # the shared terms and scores too, numpy's way
+    assert combined(corpus) == (data, counters)
 
 
 def test_more_than_the_per_file_limit_meet_a_file(checked):
@@ -94,9 +96,12 @@ def test_both_ways_agree_on_any_small_corpus(files):
 
     sharedterm._meetings = both
     try:
-        combined(files)
+        fast = combined(files)
+        sharedterm.COMPILED = False
+        assert combined(files) == fast
     finally:
         sharedterm._meetings = original
+        sharedterm.COMPILED = True
     assert seen
 
 
@@ -138,3 +143,45 @@ def test_a_malformed_array_is_an_error():
         meetings(good[0].astype(np.int64), *good[1:], 2, 16, 32)
     with pytest.raises(ValueError):
         meetings(*good[:6], good[6][:1], 2, 16, 32)  # sig_ends of one file for three
+
+
+def test_the_shared_terms_of_runs_of_any_lengths():
+    common = sharedterm._compiled_common
+    rng = random.Random(3)
+    runs = [sorted(rng.sample(range(4000), size)) for size in (0, 1, 3, 40, 50, 900, 3000)]
+    terms = np.array([t for run in runs for t in run], np.int32)
+    term_starts = np.cumsum([0] + [len(run) for run in runs]).astype(np.int64)
+    families = np.arange(4000, dtype=np.int64) // 2  # terms 2k and 2k + 1 are one family
+    total = len(runs)
+    pairs = np.array([a * total + b for a in range(total) for b in range(total) if a < b], np.int64)
+    shared, ends, kinds = common(pairs, total, terms, term_starts, families, 2000)
+    shared, ends, kinds = (np.frombuffer(shared, np.int32), np.frombuffer(ends, np.int64),
+                           np.frombuffer(kinds, np.int64))
+    start = 0
+    for k, number in enumerate(pairs.tolist()):
+        a, b = divmod(number, total)
+        want = sorted(set(runs[a]) & set(runs[b]))  # 3 against 900 and 3000: searched, not walked
+        assert shared[start:ends[k]].tolist() == want
+        assert kinds[k] == len({t // 2 for t in want})
+        start = ends[k]
+    assert sum(kinds) > 0 and len(shared) > 100
+    shared, ends, kinds = common(pairs, total, terms, term_starts, np.empty(0, np.int64), 1)
+    assert np.frombuffer(kinds, np.int64).tolist() == [0] * len(pairs)  # no families given: none counted
+
+
+def test_a_malformed_pair_or_term_is_an_error():
+    common = sharedterm._compiled_common
+    terms, term_starts = np.array([0, 1, 1, 2], np.int32), np.array([0, 2, 4], np.int64)
+    families = np.array([0, 0, 1], np.int64)
+    shared, ends, kinds = common(np.array([1], np.int64), 2, terms, term_starts, families, 2)
+    assert np.frombuffer(shared, np.int32).tolist() == [1] and np.frombuffer(kinds, np.int64).tolist() == [1]
+    for pairs, starts, fams, count in [
+            ([4], term_starts, families, 2),  # a first file past the last
+            ([-1], term_starts, families, 2),
+            ([1], np.array([0, 2, 9], np.int64), families, 2),  # past the terms' end
+            ([1], term_starts, np.array([0, 0], np.int64), 2),  # term 2 has no family
+            ([1], term_starts, np.array([0, 0, 5], np.int64), 2)]:  # a family past family_count
+        with pytest.raises(ValueError):
+            common(np.array(pairs, np.int64), 2, terms, starts, fams, count)
+    with pytest.raises(TypeError):
+        common(np.array([1], np.int32), 2, terms, term_starts, families, 2)

@@ -203,8 +203,163 @@ release:
     return result;
 }
 
+/* The terms two sorted runs share, in order, written to out; returns how many. A run many times longer than
+ * the other is searched (each probe gallops from the last place found) rather than walked. */
+static Py_ssize_t intersect(const int32_t *a, Py_ssize_t na, const int32_t *b, Py_ssize_t nb, int32_t *out) {
+    if (na > nb) {
+        const int32_t *swap = a;
+        a = b;
+        b = swap;
+        Py_ssize_t n = na;
+        na = nb;
+        nb = n;
+    }
+    Py_ssize_t shared = 0;
+    if (nb > 16 * na) {
+        Py_ssize_t lo = 0;
+        for (Py_ssize_t x = 0; x < na && lo < nb; x++) {
+            int32_t want = a[x];
+            Py_ssize_t step = 1, hi = lo;
+            while (hi < nb && b[hi] < want) {
+                lo = hi + 1;
+                hi += step;
+                step *= 2;
+            }
+            if (hi > nb) {
+                hi = nb;
+            }
+            while (lo < hi) { /* b[lo - 1] < want <= b[hi] (or hi is the end) */
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (b[mid] < want) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            if (lo < nb && b[lo] == want) {
+                out[shared++] = want;
+                lo++;
+            }
+        }
+        return shared;
+    }
+    Py_ssize_t x = 0, y = 0;
+    while (x < na && y < nb) {
+        int32_t u = a[x], v = b[y];
+        if (u == v) {
+            out[shared++] = u;
+        }
+        x += u <= v;
+        y += v <= u;
+    }
+    return shared;
+}
+
+PyDoc_STRVAR(common_doc,
+             "common(pairs, total, terms, term_starts, families, family_count)\n--\n\n"
+             "The terms each pair (a * total + b) shares, each pair's in term order, laid end to end (int32 "
+             "bytes); where each pair's end (int64 bytes); and how many word families each pair's shared terms "
+             "make (int64 bytes; families, int64, gives each term's, or is empty to skip the count).");
+
+static PyObject *common(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *objs[4];
+    Py_ssize_t total, family_count;
+    if (!PyArg_ParseTuple(args, "OnOOOn:common", &objs[0], &total, &objs[1], &objs[2], &objs[3], &family_count)) {
+        return NULL;
+    }
+    static const Py_ssize_t sizes[4] = {8, 4, 8, 8};
+    static const char *names[4] = {"pairs", "terms", "term_starts", "families"};
+    Py_buffer views[4];
+    int got = 0;
+    while (got < 4 && get_items(objs[got], &views[got], sizes[got], names[got]) == 0) {
+        got++;
+    }
+    PyObject *result = NULL, *shared = NULL, *ends = NULL, *kinds = NULL;
+    int64_t *stamps = NULL;
+    if (got < 4) {
+        goto release;
+    }
+    const int64_t *pairs = views[0].buf, *term_starts = views[2].buf, *families = views[3].buf;
+    const int32_t *terms = views[1].buf;
+    Py_ssize_t n = views[0].len / 8, n_terms = views[1].len / 4, width = views[3].len / 8;
+    int counting = width > 0;
+    if (total < 1 || views[2].len != 8 * (total + 1) || family_count < 1 || term_starts[0] < 0
+            || term_starts[total] > n_terms) {
+        PyErr_SetString(PyExc_ValueError, "term_starts needs one entry per file and one more, total and "
+                                          "family_count one or more");
+        goto release;
+    }
+    /* every index followed is checked once here; room is the most terms the pairs can share */
+    int bad = 0;
+    Py_ssize_t room = 0;
+    for (Py_ssize_t f = 0; !bad && f < total; f++) {
+        bad = term_starts[f] > term_starts[f + 1];
+    }
+    for (Py_ssize_t k = 0; !bad && k < n; k++) {
+        bad = pairs[k] < 0 || pairs[k] / total >= total;
+        if (!bad) {
+            int64_t a = pairs[k] / total, b = pairs[k] % total;
+            int64_t na = term_starts[a + 1] - term_starts[a], nb = term_starts[b + 1] - term_starts[b];
+            room += na < nb ? na : nb;
+        }
+    }
+    for (Py_ssize_t p = 0; counting && !bad && p < term_starts[total]; p++) {
+        bad = terms[p] < 0 || terms[p] >= width;
+    }
+    for (Py_ssize_t t = 0; counting && !bad && t < width; t++) {
+        bad = families[t] < 0 || families[t] >= family_count;
+    }
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "a pair, an offset, a term or a family is out of its range");
+        goto release;
+    }
+    shared = PyByteArray_FromStringAndSize(NULL, 4 * (room > 0 ? room : 1));
+    ends = PyByteArray_FromStringAndSize(NULL, 8 * (n > 0 ? n : 1));
+    kinds = PyByteArray_FromStringAndSize(NULL, 8 * (n > 0 ? n : 1));
+    stamps = counting ? calloc(family_count, sizeof(int64_t)) : NULL;
+    if (shared == NULL || ends == NULL || kinds == NULL || (counting && stamps == NULL)) {
+        if (!PyErr_Occurred()) {
+            PyErr_NoMemory();
+        }
+        goto release;
+    }
+    int32_t *out = (int32_t *)PyByteArray_AS_STRING(shared);
+    int64_t *end = (int64_t *)PyByteArray_AS_STRING(ends), *kind = (int64_t *)PyByteArray_AS_STRING(kinds);
+    Py_ssize_t written = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t a = pairs[k] / total, b = pairs[k] % total;
+        Py_ssize_t found = intersect(terms + term_starts[a], term_starts[a + 1] - term_starts[a],
+                                     terms + term_starts[b], term_starts[b + 1] - term_starts[b], out + written);
+        int64_t distinct = 0;
+        for (Py_ssize_t x = written; counting && x < written + found; x++) {
+            int64_t f = families[out[x]];
+            distinct += stamps[f] != k + 1; /* a family counted once per pair: stamped with the pair */
+            stamps[f] = k + 1;
+        }
+        written += found;
+        end[k] = written;
+        kind[k] = distinct;
+    }
+    Py_END_ALLOW_THREADS
+    if (PyByteArray_Resize(shared, 4 * written) == 0 && PyByteArray_Resize(ends, 8 * n) == 0
+            && PyByteArray_Resize(kinds, 8 * n) == 0) {
+        result = PyTuple_Pack(3, shared, ends, kinds);
+    }
+release:
+    free(stamps);
+    Py_XDECREF(shared);
+    Py_XDECREF(ends);
+    Py_XDECREF(kinds);
+    while (got-- > 0) {
+        PyBuffer_Release(&views[got]);
+    }
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"meetings", meetings, METH_VARARGS, meetings_doc},
+    {"common", common, METH_VARARGS, common_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -51,11 +51,12 @@ from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument
 from xerj_core.text import counted_joined, distinct_long_words
 
 try:
+    from xerj_detectors._meetings import common as _compiled_common
     from xerj_detectors._meetings import meetings as _compiled_meetings
 except ImportError:  # built without a C compiler: numpy answers
     if os.environ.get("XERJ_REQUIRE_MEETINGS_KERNEL") == "1":
         raise
-    _compiled_meetings = None
+    _compiled_meetings = _compiled_common = None
 
 # Whether the candidate search runs compiled (``_meetings.c``): its work follows the posting lists' length where
 # numpy's dense blocks grow with the square of the corpus (10k generated notes: 0.6 s; 40k: 8 s). A test or a
@@ -259,19 +260,50 @@ def _dense_meetings(holders: np.ndarray, starts: np.ndarray, sig_holders: np.nda
     return np.concatenate(scorers), np.concatenate(scored), strong_pairs - mutual // 2
 
 
-def _common(pairs: np.ndarray, total: int, terms: np.ndarray, term_starts: np.ndarray, width: int
-            ) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+def _common(pairs: np.ndarray, total: int, terms: np.ndarray, term_starts: np.ndarray, width: int,
+            families: np.ndarray | None = None, family_count: int = 1
+            ) -> Iterator[tuple[slice, np.ndarray, np.ndarray, np.ndarray | None]]:
     """The distinctive terms each pair (numbers ``a * total + b``, a < b, sorted) shares, a run of pairs at a
-    time: ``(the run's place in pairs, the shared terms, each one's pair within the run)``, a pair's terms in
-    term order. ``width`` is how many terms are numbered.
+    time: ``(the run's place in pairs, the shared terms, where each pair's end in them, how many word families
+    each pair's make)``, a pair's terms in term order, the families counted when ``families`` (each term's, of
+    ``family_count``) is given. ``width`` is how many terms are numbered. A run shares at most _LOOKUPS terms
+    (but for one pair holding more). Compiled where it was built (two sorted runs intersected per pair), else
+    :func:`_dense_common`."""
+    first_of, second_of = np.divmod(pairs, total)
+    sizes = np.diff(term_starts)
+    if COMPILED:
+        room = np.cumsum(np.minimum(sizes[first_of], sizes[second_of]))  # the most terms the pairs so far share
+        begin = 0
+        while begin < pairs.size:
+            done = room[begin - 1] if begin else 0
+            stop = max(begin + 1, int(np.searchsorted(room, done + _LOOKUPS, "right")))
+            shared, ends, kinds = _compiled_common(
+                pairs[begin:stop], total, terms, term_starts,
+                families if families is not None else np.empty(0, np.int64), family_count)
+            yield (slice(begin, stop), np.frombuffer(shared, np.int32), np.frombuffer(ends, np.int64),
+                   np.frombuffer(kinds, np.int64) if families is not None else None)
+            begin = stop
+        return
+    for run, shared, pair_of in _dense_common(first_of, second_of, terms, term_starts, width):
+        size = run.stop - run.start
+        kinds = None
+        if families is not None:  # its distinct (pair, family) numbers
+            kinds = np.sort(pair_of * family_count + families[shared])
+            kinds = np.bincount(kinds[np.diff(kinds, prepend=-1) != 0] // family_count, minlength=size)
+        yield run, shared, np.cumsum(np.bincount(pair_of, minlength=size)), kinds
+
+
+def _dense_common(first_of: np.ndarray, second_of: np.ndarray, terms: np.ndarray, term_starts: np.ndarray,
+                  width: int) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+    """:func:`_common`'s runs with numpy alone, each shared term with its pair within the run.
 
     Pairs are taken a block of first files at a time: the block's terms are marked in a files x terms bitmap,
     and each pair's second file's terms are looked up in its first file's row: no sort, no Python step per
     pair. A run looks up at most _LOOKUPS terms (but for one pair holding more), since a block's pairs can be
     many: a pair's first file is the lower-numbered, so the first blocks hold most of them."""
+    total = term_starts.size - 1
     block = max(1, _MARK_CELLS // max(width, 1))
     marks = np.zeros(block * width, bool)
-    first_of, second_of = np.divmod(pairs, total)
     looked_up = np.cumsum(np.diff(term_starts)[second_of])  # terms looked up by the pairs so far
     begin = 0
     for first in range(0, total, block):
@@ -298,14 +330,9 @@ def _score(pairs: np.ndarray, total: int, terms: np.ndarray, term_starts: np.nda
     """The pairs (numbers ``a * total + b``, a < b, sorted) that share terms of two word families at least, and
     their scores: the summed rarity of every distinctive term the two share."""
     kept, scores = [], []
-    for run, shared, pair_of in _common(pairs, total, terms, term_starts, rarity.size):
-        size = run.stop - run.start
-        counts = np.bincount(pair_of, minlength=size)
-        # how many word families each pair shares: its distinct (pair, family) numbers
-        kinds = np.sort(pair_of * family_count + families[shared])
-        kinds = np.bincount(kinds[np.diff(kinds, prepend=-1) != 0] // family_count, minlength=size)
+    for run, shared, ends, kinds in _common(pairs, total, terms, term_starts, rarity.size, families, family_count):
+        counts = np.diff(ends, prepend=0)
         good = np.flatnonzero((counts >= MIN_FAMILIES) & (kinds >= MIN_FAMILIES))
-        ends = np.cumsum(counts)
         rarities = rarity[shared].tolist()
         # fsum is exact, so the score never depends on the order terms are summed in
         scores += [math.fsum(rarities[start:stop]) for start, stop in zip((ends - counts)[good].tolist(),
@@ -374,11 +401,10 @@ class SharedtermDetector:
         # each link named by all the terms its files share, rarest first (term numbers are in that order)
         accepted: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
         linked = np.sort(np.array(linked, np.int64))
-        for run, shared, pair_of in _common(linked, total, terms, term_starts, len(names)):
-            ends = np.cumsum(np.bincount(pair_of, minlength=run.stop - run.start)).tolist()
+        for run, shared, ends, _ in _common(linked, total, terms, term_starts, len(names)):
             spelled = list(map(names.__getitem__, shared.tolist()))
             start = 0
-            for number, end in zip(linked[run].tolist(), ends):
+            for number, end in zip(linked[run].tolist(), ends.tolist()):
                 a, b = divmod(number, total)
                 accepted[units[a][0]].append((units[b][0], tuple(spelled[start:end])))
                 start = end
