@@ -455,6 +455,13 @@ def test_a_maildir_is_read_message_by_message(engine, tmp_path):
     sent_key = box.add_folder("Sent").add(make_thread_message("<sent@example.org>", "Thanks", "It rose."))
     hidden = mailbox.Maildir(folder / "app" / ".cache", create=True)
     hidden.add(make_thread_message("<cached@example.org>", "Cached", "not mail to read"))
+    # what Dovecot keeps beside the mail, and a message half delivered, are not notes
+    (folder / "INBOX" / "dovecot-uidlist").write_text("3 V1700000000 N2\n1 :1700000000.M1P1.host\n")
+    (folder / "INBOX" / "dovecot.index.log").write_bytes(b"\x01\x02\x00\x00")
+    (folder / "INBOX" / "subscriptions").write_text("Sent\n")
+    (folder / "INBOX" / "tmp" / "1700000001.M2P2.host").write_text("Subject: half\n\nhalf del")
+    (folder / "app" / "notes").mkdir()
+    (folder / "app" / "notes" / "subscriptions").write_text("magazines to renew\n")  # no Maildir here: a note
     summary = run(engine, folder, brain="maildir")
     read_path, new_path = f"INBOX/cur/{read_key}:2,S", f"INBOX/new/{new_key}"
     with engine.store.reader(index_of(engine, "maildir", "ax-mail")) as reader:
@@ -463,7 +470,12 @@ def test_a_maildir_is_read_message_by_message(engine, tmp_path):
                       f"INBOX/.Sent/new/{sent_key}": "Thanks"}
     thread = [(e["src"], e["dst"]) for e in edges_of(engine, "maildir").values() if e["type"] == "email_thread"]
     assert thread == [(new_path, read_path)]
-    assert summary.skipped_by_kind == {"no_format": 2} and not summary.files_failed
+    assert summary.skipped_by_kind == {"no_format": 2, "ignored": 6} and not summary.files_failed
+    ignored = sorted(skip["path"] for skip in summary.files_skipped if skip["kind"] == "ignored")
+    assert ignored == ["INBOX/.Sent/maildirfolder", "INBOX/.Sent/tmp", "INBOX/dovecot-uidlist",
+                       "INBOX/dovecot.index.log", "INBOX/subscriptions", "INBOX/tmp"]
+    with engine.store.reader(index_of(engine, "maildir", "ax-notes")) as reader:
+        assert sorted(reader.id_of(int(row)) for row in reader.live_rows()) == ["app/notes/subscriptions"]
 
 
 def make_thread_message(message_id: str, subject: str, body: str, parent: str | None = None) -> EmailMessage:

@@ -32,6 +32,12 @@ class FileEntry:
 # The folders of a Logseq graph's ``logseq/`` (beside its ``config.edn``) that hold earlier copies of its pages.
 LOGSEQ_COPIES = frozenset({"bak", "version-files"})
 
+# What a Maildir (a folder holding ``cur`` and ``new``) keeps beside its mail: ``tmp``, where a message lies while
+# it is delivered (whole only once moved to ``new``), the Maildir++ marker of a folder, and the bookkeeping of
+# Dovecot and Courier (uid lists, indexes, keywords, subscriptions), which the text format would read as notes.
+MAILDIR_BOOKKEEPING = frozenset({"tmp", "maildirfolder", "subscriptions"})
+MAILDIR_BOOKKEEPING_PREFIXES = ("dovecot", "courierimap", "courierpop3")
+
 # Why the walk passes a path by. Each is a column of the run's ``skipped`` account, except
 # UNREADABLE, which is a failure: the file or directory should have been read and could not be.
 TOO_LARGE = "too_large"
@@ -84,8 +90,9 @@ def walk(root: Path, *, ignore_files: bool = True) -> Iterator[FileEntry | Skipp
     corpus, but for a Maildir's folders (Maildir++, as Dovecot keeps them: a
     ``.Sent`` holding ``cur``, beside the Maildir's own ``cur`` and ``new``).
     Nor, with ``ignore_files``, is what ``.gitignore`` and ``.xerjignore`` files
-    leave out (:mod:`xerj_core.autoindex.ignore`), or a Logseq graph's copies
-    of its pages (:data:`LOGSEQ_COPIES`): each such file or directory is one
+    leave out (:mod:`xerj_core.autoindex.ignore`), a Logseq graph's copies
+    of its pages (:data:`LOGSEQ_COPIES`) or what a Maildir keeps beside its
+    mail (:data:`MAILDIR_BOOKKEEPING`): each such file or directory is one
     ``IGNORED`` skip, and an ignored directory is not entered.
     Symbolic links are followed, but a directory reached twice (a link loop, or
     two links to one place) is walked once and reported the second time.
@@ -138,6 +145,9 @@ def walk(root: Path, *, ignore_files: bool = True) -> Iterator[FileEntry | Skipp
                 why = scope.why_ignored(rel, is_dir) if scope is not None else None
                 if is_dir and entry.name in copies:
                     why = "a Logseq graph's copies of its pages (logseq/bak, logseq/version-files)"
+                elif maildir and scope is not None and (entry.name in MAILDIR_BOOKKEEPING
+                                                        or entry.name.startswith(MAILDIR_BOOKKEEPING_PREFIXES)):
+                    why = "a Maildir's own bookkeeping, not mail (tmp, maildirfolder, dovecot-uidlist, ...)"
                 if why is not None:
                     yield Skipped(rel, why, IGNORED)
                     continue
