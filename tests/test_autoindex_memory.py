@@ -143,7 +143,8 @@ def test_an_autoindex_run_leaves_little_of_the_map_resident(tmp_path):
 
 
 def test_kept_documents_share_equal_fields_maps_and_keep_every_value():
-    from xerj_core.autoindex.parallel import Kept, ParseOutcome, shared_fields
+    from xerj_core.autoindex.kept import Kept, shared_fields
+    from xerj_core.autoindex.parallel import ParseOutcome
     from xerj_core.autoindex.walk import FileEntry
     from xerj_core.model import SourceDocument
 
@@ -176,7 +177,8 @@ def test_a_kept_page_holds_its_links_apart_and_the_corpus_never_sees_them():
     a kept file holds them compressed with its texts and puts the documents back whole, and a corpus (built
     from kept documents or from whole ones) holds none."""
     from xerj_core.autoindex.detect import Corpus
-    from xerj_core.autoindex.parallel import Kept, ParseOutcome
+    from xerj_core.autoindex.kept import Kept
+    from xerj_core.autoindex.parallel import ParseOutcome
     from xerj_core.autoindex.walk import FileEntry
     from xerj_core.model import SourceDocument
 
@@ -200,7 +202,7 @@ def test_remade_documents_keep_every_other_attribute():
     ``attrs.evolve`` for every attribute, so a field added to SourceDocument cannot be dropped silently."""
     import attrs
 
-    from xerj_core.autoindex.parallel import remade, with_text
+    from xerj_core.autoindex.kept import remade, with_text
     from xerj_core.model import SourceDocument
 
     values = {a.name: f"v-{a.name}" for a in attrs.fields(SourceDocument)}

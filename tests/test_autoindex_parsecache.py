@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from xerj_core.autoindex import parallel, parsecache
+from xerj_core.autoindex.kept import Kept
+from xerj_core.autoindex.parallel import ParseOutcome
 from xerj_core.autoindex.parsecache import Cached, ParseCache, fingerprint, user_cache_dir
 from xerj_core.autoindex.pipeline import run
 from xerj_core.autoindex.sink import LocalSink
@@ -166,11 +168,12 @@ def _doc(path: str) -> SourceDocument:
 def test_an_entry_serves_its_stamp_and_its_plugins_only(tmp_path):
     cache = ParseCache(str(tmp_path), "/root", b"f" * 16, b"d" * 16)
     entry = FileEntry("a.md", tmp_path / "a.md", 10, 20)
-    held = Cached((_doc("a.md"),), "digest", {"sharedterm": (1, 2)})
+    held = Cached(Kept.of(ParseOutcome(None, (_doc("a.md"),))), "digest", {"sharedterm": (1, 2)})
     ParseCache(str(tmp_path), "/root", b"f" * 16, b"d" * 16, keep=False).store([(entry, held)])
     assert cache.lookup([entry], True) == {}  # a run that only looks up keeps nothing
     cache.store([(entry, held)])
     assert cache.lookup([entry], True) == {"a.md": held}
+    assert cache.lookup([entry], True)["a.md"].kept.documents() == (_doc("a.md"),)  # its text put back
     assert cache.lookup([entry], False)["a.md"].partial is None  # a parse without partials gets none
     other_detectors = ParseCache(str(tmp_path), "/root", b"f" * 16, b"e" * 16)
     assert other_detectors.lookup([entry], True) == {"a.md": held._replace(partial=None)}

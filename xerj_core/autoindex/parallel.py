@@ -32,13 +32,11 @@ import zlib
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
-import lz4.block
-import orjson
 import xxhash
 
-from xerj_core.autoindex.detect import (OWN_FIELDS, Corpus, DetectorState, collect_detectors, combine, corpus_view,
-                                        detect_file, summarize)
+from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine, detect_file, summarize
 from xerj_core.autoindex.detectmemo import Answers, detect_files
+from xerj_core.autoindex.kept import Kept, file_stamp, squeeze as _squeeze, unsqueeze as _unsqueeze
 from xerj_core.autoindex.formats import FormatDeclined, FormatError, collect_formats, parse_file
 from xerj_core.autoindex.parsecache import Cached, ParseCache
 from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD, Declined
@@ -58,7 +56,6 @@ __all__ = [
     "InlineExecutor",
     "Kept",
     "adopt_kept",
-    "shared_fields",
     "ParseOutcome",
     "Plugins",
     "PluginsRef",
@@ -245,26 +242,32 @@ class ParseOutcome:
     # the file was walked but no longer existed when it was read (walk.VANISHED): ``failure`` says so, and the run
     # reports a skip, not a failure
     gone: bool = False
+    # a file parsed for the corpus only and found in the parse cache: its documents as detection keeps them, in
+    # place of ``docs`` (see kept.py)
+    kept: Kept | None = None
 
     @property
     def yields(self) -> bool:
         """Whether a format read the file into documents."""
-        return bool(self.docs) or bool(self.sources)
+        return bool(self.docs) or bool(self.sources) or self.kept is not None
 
     def for_writer(self) -> tuple[tuple[str, str, dict[str, Any]], ...]:
         """The documents as ``(dataset, id, source)``."""
         if self.sources is not None:
             return self.sources
-        return tuple((doc.dataset, doc.doc_id, doc.to_source()) for doc in self.docs)
+        docs = self.docs if self.docs or self.kept is None else self.kept.documents()
+        return tuple((doc.dataset, doc.doc_id, doc.to_source()) for doc in docs)
 
 
 @_task
 def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with_partials: bool,
-                count: bool = False, cache: ParseCache | None = None) -> list[ParseOutcome]:
+                count: bool = False, cache: ParseCache | None = None, corpus_only: bool = False
+                ) -> list[ParseOutcome]:
     """Read and parse each file of the batch; with ``with_partials``, also each file's ``summarize`` map output;
     with ``count``, its documents also as the writer takes them, their texts counted (:func:`with_counts`).
     With ``cache``, a file whose parse it holds under the file's stamp is not read again, and each file parsed
-    is kept there.
+    is kept there. With ``corpus_only`` (files parsed for detection's corpus, not to be written), a file found
+    in the cache comes as it is kept there (``ParseOutcome.kept``, no ``docs``).
 
     A file that cannot be read or parsed is an outcome with its reason, never an
     exception: one bad file does not cost the batch.
@@ -272,19 +275,25 @@ def parse_batch(source: Plugins | PluginsRef, entries: Sequence[FileEntry], with
     if count:
         # counted before they are summarized: a detector may reuse the words counted (see text.counted_joined)
         with remembering_counts():
-            return _parse_batch(_resolve(source), entries, with_partials, count, cache)
-    return _parse_batch(_resolve(source), entries, with_partials, count, cache)
+            return _parse_batch(_resolve(source), entries, with_partials, count, cache, corpus_only)
+    return _parse_batch(_resolve(source), entries, with_partials, count, cache, corpus_only)
 
 
 def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: bool,
-                 count: bool, cache: ParseCache | None) -> list[ParseOutcome]:
+                 count: bool, cache: ParseCache | None, corpus_only: bool) -> list[ParseOutcome]:
     hits = cache.lookup(entries, with_partials) if cache is not None else {}
     parsed: list[tuple[FileEntry, Cached]] = []
     outcomes = []
     for entry in entries:
         hit = hits.get(entry.rel_path)
         if hit is not None:
-            docs, partial = hit.docs, hit.partial
+            partial = hit.partial
+            if corpus_only and not count and (partial is not None or not with_partials):
+                # its texts stay compressed as the cache holds them, unless it is detected again
+                kept = attrs.evolve(hit.kept, partial=partial or {}, stamp=file_stamp(hit.digest, entry.mtime_ns))
+                outcomes.append(ParseOutcome(entry, (), hit.digest, partial=partial, kept=kept))
+                continue
+            docs = hit.kept.documents()
             sources, counted = _for_writer_counted(docs) if count and docs else (None, None)
             if partial is None and with_partials and docs:
                 # summarized under other detectors (or not at all): these detectors' partials are kept for next time
@@ -319,9 +328,14 @@ def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: 
         partial = summarize(plugins.detectors, list(docs)) if with_partials and docs else None
         # one outcome made with every part (attrs.evolve walks every field per call: five of them per file were
         # a few percent of a companion's parse of real code)
-        outcomes.append(ParseOutcome(entry, docs, digest, partial=partial, sources=sources, counted=counted))
-        if cache is not None and docs:
-            parsed.append((entry, Cached(docs, digest, partial)))
+        outcome = ParseOutcome(entry, docs, digest, partial=partial, sources=sources, counted=counted)
+        if cache is not None and cache.keep and docs:
+            # kept once, for the cache and (a file parsed for the corpus, which goes nowhere else) for detection
+            kept = Kept.of(outcome)
+            parsed.append((entry, Cached(kept, digest, partial)))
+            if corpus_only:
+                outcome = attrs.evolve(outcome, kept=kept)
+        outcomes.append(outcome)
     if parsed:
         cache.store(parsed)  # type: ignore[union-attr]
     return outcomes
@@ -348,104 +362,6 @@ def _for_writer_counted(docs: Sequence[SourceDocument]) -> tuple[tuple[tuple[str
     return sources, tuple(
         counted_terms(text, MAX_TERM_BYTES) if type(text := source.get(COUNTED_FIELD)) is str else None
         for _dataset, _id, source in sources)
-
-
-def _squeeze(data: bytes) -> bytes:
-    """``data`` compressed for shipping within a run (a parse batch): LZ4, which on 5,000 files of real code
-    compressed 68 MB in 0.12 s of CPU against zlib's 0.55 s at its fastest level and decompressed in 0.03 s
-    against 0.24 s."""
-    return lz4.block.compress(data)
-
-
-def _unsqueeze(blob: bytes) -> bytes:
-    return lz4.block.decompress(blob)
-
-
-# A kept file's texts are held from its parse to its detect batch, so the whole corpus's at once. They are packed
-# as a parse batch is (LZ4): zlib at its fastest level held 19 MB of 5,000 files of real code where LZ4 holds 25 (on
-# 20k notes, the companion's peak was 6-10 MB lower), but cost 0.6 s to compress and 0.28 s to decompress against
-# 0.14 and 0.03 s, and on real code the companion's parse and combine set the run's wall time (its writer waits
-# for the combine).
-
-# Values of a document's ``fields`` that let equal maps be shared (see :func:`shared_fields`): a map holding any
-# other value (a list, a float, whose -0.0 equals 0.0) is kept as it is.
-_SHAREABLE = frozenset({str, int, bool})
-
-
-def shared_fields(docs: Sequence[SourceDocument], table: dict[tuple, dict[str, Any]]) -> tuple[SourceDocument, ...]:
-    """``docs``, each whose ``fields`` equal a map ``table`` holds (same keys and values of the same types, in
-    the same order) given that map instead: a run keeps every file's text-free documents until detection, and
-    most of their maps repeat (every note's card, the sections of a level, an anchor such as ``summary``), at
-    some 200 bytes each. Documents never change their fields, so sharing one map changes no result."""
-    out = []
-    for doc in docs:
-        fields = doc.fields
-        if fields and all(type(value) in _SHAREABLE for value in fields.values()):
-            key = (*fields.items(), *map(type, fields.values()))
-            held = table.setdefault(key, fields)
-            if held is not fields:
-                doc = remade(doc, doc.text, held)
-        out.append(doc)
-    return tuple(out)
-
-
-@attrs.frozen
-class Kept:
-    """What detection keeps of a parsed file until it runs: its documents as the corpus holds them (without their
-    text and ``detect.OWN_FIELDS``), the texts and those fields compressed apart (put back for the file's detect
-    batch only), and the file's ``summarize`` partial."""
-
-    docs: tuple[SourceDocument, ...]
-    texts: bytes
-    partial: Any
-    # each document's whole ``fields`` map when it held one of ``OWN_FIELDS`` (else None), pickled and compressed;
-    # empty when none did
-    own: bytes = b""
-    # the file's content as read, its bytes' digest and its mtime in one number (see Corpus.stamps); 0 when unknown
-    stamp: int = 0
-
-    @classmethod
-    def of(cls, outcome: ParseOutcome, fields: dict[tuple, dict[str, Any]] | None = None) -> "Kept":
-        """``outcome`` kept; with ``fields``, its documents' equal ``fields`` maps shared (:func:`shared_fields`)."""
-        texts = [doc.text for doc in outcome.docs]
-        own = [doc.fields if not OWN_FIELDS.isdisjoint(doc.fields) else None for doc in outcome.docs]
-        if any(own):
-            docs = tuple(corpus_view(doc) for doc in outcome.docs)
-            held = _squeeze(pickle.dumps(own, protocol=pickle.HIGHEST_PROTOCOL))
-        else:
-            docs, held = tuple(with_text(doc, "") if doc.text else doc for doc in outcome.docs), b""
-        if fields is not None:
-            docs = shared_fields(docs, fields)
-        stamp = xxhash.xxh3_64_intdigest(f"{outcome.digest}:{outcome.entry.mtime_ns}".encode()) \
-            if outcome.digest and outcome.entry is not None else 0
-        return cls(docs, _squeeze(orjson.dumps(texts)), outcome.partial or {}, held, stamp)
-
-    def sharing(self, fields: dict[tuple, dict[str, Any]]) -> "Kept":
-        """This file with its documents' ``fields`` maps shared through ``fields``."""
-        return attrs.evolve(self, docs=shared_fields(self.docs, fields))
-
-    def documents(self) -> tuple[SourceDocument, ...]:
-        texts = orjson.loads(_unsqueeze(self.texts))
-        if self.own:
-            own = pickle.loads(_unsqueeze(self.own))
-            return tuple(remade(doc, text, fields if fields is not None else doc.fields)
-                         for doc, text, fields in zip(self.docs, texts, own))
-        return tuple(with_text(doc, text) if text else doc for doc, text in zip(self.docs, texts))
-
-
-_DOCUMENT_FIELDS = ("doc_id", "dataset", "ax_path", "title", "text", "section", "kind", "mtime_ms", "format", "fields")
-assert tuple(f.name for f in attrs.fields(SourceDocument)) == _DOCUMENT_FIELDS, "update with_text"
-
-
-def with_text(doc: SourceDocument, text: str) -> SourceDocument:
-    """``attrs.evolve(doc, text=text)`` at a fraction of its cost (a run makes one per document, twice)."""
-    return remade(doc, text, doc.fields)
-
-
-def remade(doc: SourceDocument, text: str, fields: dict[str, Any]) -> SourceDocument:
-    """``attrs.evolve(doc, text=text, fields=fields)`` without evolve's per-call field walk."""
-    return SourceDocument(doc.doc_id, doc.dataset, doc.ax_path, doc.title, text, doc.section, doc.kind,
-                          doc.mtime_ms, doc.format, fields)
 
 
 # -- the companion: one worker process that keeps a run's detection state between its tasks ------------------
@@ -488,13 +404,13 @@ def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[F
     numbers a kept batch for :func:`combine_kept` (each batch reaches the companion
     once: parsed here, or parsed by the run's process and adopted).
     """
-    outcomes = parse_batch(source, entries, keep, ship, cache)
+    outcomes = parse_batch(source, entries, keep, ship, cache, not ship)
     if keep:
         state = _companion_state(token)
         state["received"].add(batch)
         kept, fields = state["kept"], state["fields"]
         for outcome in outcomes:
-            if outcome.docs:
+            if outcome.docs or outcome.kept is not None:
                 kept[outcome.entry.rel_path] = Kept.of(outcome, fields)
         # a file's text is let go once parsed, between the kept files' objects: now and then the heap's free
         # pages go back, so the companion holds what it kept rather than every text it read

@@ -5,7 +5,10 @@ heading can make an old ``[[link]]`` resolve), and detection needs every file's
 documents. Without this cache each of those runs parsed every unchanged file
 again: one edited page of ``/usr/share/doc`` (2,223 files) cost a run 42 s, as
 much as indexing the folder. With it, an unchanged file's documents and
-``summarize`` partials are read back instead.
+``summarize`` partials are read back instead. The documents are stored as
+detection keeps them (:class:`~xerj_core.autoindex.kept.Kept`: without their
+texts, which are compressed apart), so a file read back for the corpus only has
+its texts decompressed when it is detected again, if ever.
 
 An entry is keyed by the run's folder, the file's root-relative path and what
 parses it (the formats' fingerprint), and holds the file's stamp (mtime, size)
@@ -53,8 +56,8 @@ import lz4.block
 import xxhash
 
 from xerj_core import __version__
+from xerj_core.autoindex.kept import Kept
 from xerj_core.autoindex.walk import FileEntry
-from xerj_core.model import SourceDocument
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.autoindex.parallel import Plugins
@@ -62,7 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Cached", "ParseCache", "fingerprint", "open_cache", "user_cache_dir"]
 
 # Bumped when an entry's layout or what it holds changes: older entries then miss.
-SCHEMA = 1
+SCHEMA = 2
 # Address space only: LMDB grows the file as entries are written.
 MAP_SIZE = 1 << 36
 # An entry's header: mtime_ns, size, the detectors' fingerprint and the payload's checksum.
@@ -74,9 +77,10 @@ DETECTION_LAYOUT = 2
 
 
 class Cached(NamedTuple):
-    """One file's parse as it was cached: its documents, its bytes' xxh3 digest and its partials (or None)."""
+    """One file's parse as it was cached: its documents as detection keeps them (texts compressed apart; its
+    ``partial`` and ``stamp`` are the run's to set), its bytes' xxh3 digest and its partials (or None)."""
 
-    docs: tuple[SourceDocument, ...]
+    kept: Kept
     digest: str
     partial: Mapping[str, Any] | None
 
@@ -152,7 +156,11 @@ class ParseCache:
         try:
             with env.begin(write=True) as txn:
                 for entry, cached in parsed:
-                    payload = lz4.block.compress(pickle.dumps(tuple(cached), protocol=pickle.HIGHEST_PROTOCOL))
+                    kept = cached.kept
+                    # the texts as they are kept (compressed already), the rest compressed here
+                    meta = lz4.block.compress(pickle.dumps((kept.docs, cached.digest, cached.partial),
+                                                           protocol=pickle.HIGHEST_PROTOCOL))
+                    payload = pickle.dumps((meta, kept.texts, kept.own), protocol=pickle.HIGHEST_PROTOCOL)
                     header = _HEADER.pack(entry.mtime_ns, entry.size,
                                           self.detectors if cached.partial is not None else bytes(16),
                                           xxhash.xxh3_64_digest(payload))
@@ -236,12 +244,13 @@ class ParseCache:
         if (mtime_ns, size) != (entry.mtime_ns, entry.size) or xxhash.xxh3_64_digest(payload) != checksum:
             return None
         try:
-            docs, digest, partial = pickle.loads(lz4.block.decompress(payload))
+            meta, texts, own = pickle.loads(payload)
+            docs, digest, partial = pickle.loads(lz4.block.decompress(meta))
         except Exception:  # a payload that verified but does not load is a miss, like any other
             return None
         if partial is not None and not (with_partials and detectors == self.detectors):
             partial = None
-        return Cached(docs, digest, partial)
+        return Cached(Kept(docs, texts, {}, own), digest, partial)
 
 
 # This process's open environments, by path, with the pid that opened them: a forked child opens its own.

@@ -475,7 +475,8 @@ class _Runner:
                 future.entries = batch  # type: ignore[attr-defined]  # put back into its outcomes
                 future.with_partials = with_partials  # type: ignore[attr-defined]  # to parse it here instead
             return future
-        return self.submit(parse_batch, batch, with_partials, False, self.cache, step=PARSING, files=_paths(batch))
+        return self.submit(parse_batch, batch, with_partials, False, self.cache, not ship, step=PARSING,
+                           files=_paths(batch))
 
     def outcomes(self, future: Future) -> list[ParseOutcome]:
         result = future.result()
@@ -771,13 +772,13 @@ class _Detection:
     def adopt(self, outcomes: Sequence[ParseOutcome], batch: int | None) -> None:
         """A parse batch parsed in this process: the companion keeps its files for detection, and counts the
         batch (a combine asked for already waits for it)."""
-        adopted = [(o.entry.rel_path, Kept.of(o)) for o in outcomes if o.docs]
+        adopted = [(o.entry.rel_path, Kept.of(o)) for o in outcomes if o.docs or o.kept is not None]
         self.adoptions.append(self.runner.submit(adopt_kept, self.runner.token, adopted, batch, step=PARSING,
                                                  files=[path for path, _ in adopted], eager=True))
 
     def _keep(self, outcomes: Sequence[ParseOutcome]) -> None:
         for outcome in outcomes:
-            if outcome.docs:
+            if outcome.docs or outcome.kept is not None:
                 self.kept[outcome.entry.rel_path] = Kept.of(outcome, self.fields)
 
     def ready(self) -> bool:
