@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from xerj_core.autoindex import parallel, parsecache
+from xerj_core.autoindex import kept as kept_module, parallel, parsecache
 from xerj_core.autoindex.kept import Kept
 from xerj_core.autoindex.parallel import ParseOutcome
 from xerj_core.autoindex.parsecache import Cached, ParseCache, fingerprint, user_cache_dir
@@ -205,3 +205,26 @@ def test_the_fingerprint_follows_the_plugin_code(tmp_path, monkeypatch):
         assert fingerprint([probe], "probe") != before
     finally:
         sys.modules.pop("xerj_cache_probe", None)
+
+
+def test_a_file_read_back_for_the_corpus_keeps_its_texts_compressed(tmp_path, foam, pm, monkeypatch):
+    """A cached file parsed for detection's corpus only comes back as detection keeps it: no documents, its
+    texts compressed as the cache holds them and put back whole (the same documents as a parse) when asked;
+    the same entry parsed to be written comes back as documents."""
+    plugins = parallel.Plugins.from_manager(pm)
+    cache = parsecache.open_cache(tmp_path / "cache", str(foam.resolve()), plugins)
+    entries = [FileEntry(rel, foam / rel, (foam / rel).stat().st_mtime_ns, (foam / rel).stat().st_size)
+               for rel in ("index.md", "user/features/wikilinks.md")]
+    fresh = parallel.parse_batch(plugins, entries, True, False, cache, True)
+    assert all(o.docs and o.kept is not None for o in fresh)  # kept once, for the cache and detection alike
+    decompressed, unsqueeze = [], kept_module.unsqueeze
+    monkeypatch.setattr(kept_module, "unsqueeze", lambda blob: decompressed.append(blob) or unsqueeze(blob))
+    again = parallel.parse_batch(plugins, entries, True, False, cache, True)
+    assert [o.docs for o in again] == [(), ()] and all(o.yields for o in again) and not decompressed
+    for before, after in zip(fresh, again):
+        kept = parallel.Kept.of(after, {})
+        assert kept.docs == parallel.Kept.of(before, {}).docs and kept.partial == before.partial
+        assert kept.documents() == before.docs and after.for_writer() == before.for_writer()
+        assert kept.stamp == parallel.Kept.of(before).stamp != 0
+    written = parallel.parse_batch(plugins, entries, True, False, cache, False)
+    assert [o.docs for o in written] == [o.docs for o in fresh] and all(o.kept is None for o in written)
