@@ -13,6 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import lmdb
 import pytest
 
 from xerj_core.store import Store
@@ -155,6 +156,38 @@ def test_autoindex_watch_stops_on_sigterm(tmp_path):
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0 and "stopped" in output
+
+
+def test_autoindex_watch_warms_the_cache_on_its_first_poll(tmp_path):
+    """A first index keeps no parses or detections (they would slow it); the watch's first poll keeps them for
+    every file, with nothing edited, so the first save it sees detects only what that save touched."""
+    notes = tmp_path / "watched"
+    make_notes(notes)
+    for k in range(3):
+        (notes / f"more{k}.md").write_text(f"# More {k}\n\nBack to [[alpha]].\n")
+    data = tmp_path / "data"
+    proc = subprocess.Popen([*XERJ, "autoindex", str(notes), "--watch", "--interval", "0.2", "--data-dir", str(data)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def entries(name: str, **options) -> int:
+        path = data / "autoindex-cache" / name
+        if not path.exists():
+            return 0
+        with lmdb.open(str(path), readonly=True, lock=False, **options) as env:
+            return env.stat()["entries"]
+
+    try:
+        wait_for(lambda: entries("detections.mdb", subdir=False) == 5 and entries("") >= 5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            output = proc.communicate(timeout=30)[0]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 0 and "stopped" in output
+    assert output.count("files:") == 1  # the warm-up changed nothing, so it printed nothing
 
 
 @contextlib.contextmanager

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from xerj_core.autoindex import kept as kept_module, parallel, parsecache
+from xerj_core.autoindex import detectmemo, kept as kept_module, parallel, parsecache
 from xerj_core.autoindex.kept import Kept
 from xerj_core.autoindex.parallel import ParseOutcome
 from xerj_core.autoindex.parsecache import Cached, ParseCache, fingerprint, user_cache_dir
-from xerj_core.autoindex.pipeline import run
+from xerj_core.autoindex.pipeline import WARM_PROBE_FILES, run
 from xerj_core.autoindex.sink import LocalSink
 from xerj_core.autoindex.walk import FileEntry
 from xerj_core.engine import Engine
@@ -228,3 +228,34 @@ def test_a_file_read_back_for_the_corpus_keeps_its_texts_compressed(tmp_path, fo
         assert kept.stamp == parallel.Kept.of(before).stamp != 0
     written = parallel.parse_batch(plugins, entries, True, False, cache, False)
     assert [o.docs for o in written] == [o.docs for o in fresh] and all(o.kept is None for o in written)
+
+
+def test_a_warm_run_fills_a_cold_cache_once_and_leaves_the_brain_as_it_was(tmp_path, foam, pm, parsed,
+                                                                           monkeypatch):
+    """``--watch``'s first poll: a folder indexed once has neither parses nor detections cached, so the first
+    edit would parse and detect every file again; a warm run does that while nothing changed (the brain's
+    edges, ids and instants untouched), only when the cache misses, and the edit after it parses the edited file
+    and detects the few files its questions touch."""
+    detected: list[str] = []
+    real = detectmemo.detect_file
+    monkeypatch.setattr(detectmemo, "detect_file",
+                        lambda detectors, docs, *a, **k: detected.append(docs[0].ax_path) or real(detectors, docs,
+                                                                                                     *a, **k))
+    with Engine(tmp_path / "data", pm) as engine:
+        run(engine, foam, brain="b", clock=lambda: 1_000)
+        edges = edges_of(engine, "b")
+        parsed.clear()
+        assert run(engine, foam, brain="b", clock=lambda: 2_000).files_indexed == 0 and parsed == []  # not asked
+        warmed = run(engine, foam, brain="b", clock=lambda: 3_000, warm=True)
+        assert len(parsed) == 87 and len(detected) == 87 and edges_of(engine, "b") == edges
+        assert (warmed.files_indexed, warmed.edges_written, warmed.edges_invalidated) == (0, 0, 0)
+        parsed.clear(), detected.clear()
+        looked_up: list[str] = []
+        lookup = parsecache.ParseCache.lookup
+        monkeypatch.setattr(parsecache.ParseCache, "lookup", lambda self, entries, *a: looked_up.extend(
+            e.rel_path for e in entries) or lookup(self, entries, *a))
+        run(engine, foam, brain="b", clock=lambda: 4_000, warm=True)  # warm already: a probe, nothing read
+        assert parsed == [] and detected == [] and len(looked_up) == WARM_PROBE_FILES
+        save_again(foam / "user/features/wikilinks.md", 5)
+        assert run(engine, foam, brain="b", clock=lambda: 5_000).files_indexed == 1
+        assert parsed == ["user/features/wikilinks.md"] and 0 < len(detected) < 20

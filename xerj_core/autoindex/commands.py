@@ -66,7 +66,7 @@ def _print_summary(summary, as_json: bool) -> None:
 
 
 def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=None, workers: int | None = None,
-              *, quiet: bool = False, executor=None, ignore_files: bool = True):
+              *, quiet: bool = False, executor=None, ignore_files: bool = True, warm: bool = False):
     """One run into ``target`` (an engine, or a sink such as a RemoteSink); its summary printed unless ``quiet``."""
     from xerj_core.autoindex.pipeline import run
     from xerj_core.autoindex.progress import RunProgress
@@ -74,7 +74,8 @@ def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=No
     progress = None if quiet else RunProgress(sys.stderr, terminal=sys.stderr.isatty())
     try:
         summary = run(target, folder, brain=brain, graph=graph, pm=pm, workers=workers, executor=executor,
-                      ignore_files=ignore_files, **({"progress": progress} if progress is not None else {}))
+                      ignore_files=ignore_files, warm=warm,
+                      **({"progress": progress} if progress is not None else {}))
     except BaseException as exc:
         with contextlib.suppress(Exception):  # the sink logs its own failure; the run's error is the one to raise
             _audit_run(target, brain, None, exc)
@@ -250,10 +251,14 @@ def _follow(target, pm, folder: str, brain: str, graph: bool, as_json: bool, wat
                 first = _run_once(target, folder, brain, graph, as_json, pm, workers, executor=executor,
                                   ignore_files=ignore_files)
                 busy.clear()
+                # the first poll also fills the parse cache and the remembered detections if they miss the
+                # folder (a first index keeps neither), so the first save costs what later ones do
+                warm = graph
                 while not stop.wait(interval):
                     busy.set()
                     summary = _run_once(target, folder, brain, graph, as_json, pm, workers, quiet=True,
-                                        executor=executor, ignore_files=ignore_files)
+                                        executor=executor, ignore_files=ignore_files, warm=warm)
+                    warm = False
                     busy.clear()
                     if summary.files_indexed or summary.files_removed or summary.files_failed:
                         _print_summary(summary, as_json)

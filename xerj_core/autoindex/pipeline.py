@@ -203,7 +203,8 @@ def _noop(_event: str, _count: int) -> None:
 
 def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = None, graph: bool = True,
         progress: Progress = _noop, clock: Callable[[], int] | None = None, pm: Any = None,
-        executor: Executor | None = None, workers: int | None = None, ignore_files: bool = True) -> RunSummary:
+        executor: Executor | None = None, workers: int | None = None, ignore_files: bool = True,
+        warm: bool = False) -> RunSummary:
     """Index ``folder`` into ``target`` and, with ``graph``, detect and reconcile the brain's edges.
 
     ``target`` is an engine (the run writes its store through a :class:`LocalSink`)
@@ -234,6 +235,12 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
     An ``executor`` passed in is used as given and left running; its workers
     load the installed plugins themselves and refuse a run whose formats or
     detectors they do not have. Results do not depend on the executor.
+
+    With ``warm``, a run that finds nothing changed still parses and detects
+    every file when the parse cache or the remembered detections miss some of a
+    sample of them (:func:`_cache_is_cold`), so that the next run that detects
+    reads them back: ``--watch`` asks it of its first poll, so the first save
+    it sees costs what later ones do. The brain comes out as it was.
     """
     started = time.perf_counter()
     # what exists now (modules, functions, the engine) outlives the run: kept out of the cyclic collector's
@@ -246,7 +253,7 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
         # and no cyclic collection while it runs (see RUN_WITHOUT_COLLECTOR)
         with collector_paused() if RUN_WITHOUT_COLLECTOR else contextlib.nullcontext():
             return _run(target, folder, brain=brain, graph=graph, progress=progress, clock=clock, pm=pm,
-                        executor=executor, workers=workers, ignore_files=ignore_files, started=started)
+                        executor=executor, workers=workers, ignore_files=ignore_files, started=started, warm=warm)
     finally:
         if freezing:
             gc.unfreeze()
@@ -254,7 +261,7 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
 
 def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, graph: bool, progress: Progress,
          clock: Callable[[], int] | None, pm: Any, executor: Executor | None, workers: int | None,
-         ignore_files: bool, started: float) -> RunSummary:
+         ignore_files: bool, started: float, warm: bool = False) -> RunSummary:
     now_ms = (clock or (lambda: int(time.time() * 1000)))()
     sink = target if isinstance(target, BrainSink) else LocalSink.of_engine(target)
     if pm is None:
@@ -326,9 +333,12 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
     cache = open_cache(cache_dir, summary.root, plugins, keep=bool(prior)) if cache_dir is not None else None
     if cache is not None and removed:
         cache.forget(removed)
+    # nothing to detect, but asked to warm a cache that misses files: every file is parsed and detected for it
+    cold = warm and graph and not may_detect and cache is not None and cache.keep and _cache_is_cold(cache, unchanged)
+    may_detect = may_detect or cold
     runner = _Runner(executor, workers, plugins, graph, cache)
     try:
-        forced = bool(removed) or run_dirty or not state.edges_index
+        forced = bool(removed) or run_dirty or not state.edges_index or cold
         runner.expect(len(to_parse) + (len(unchanged) if may_detect and forced else 0))
         # each batch's future (and its documents, once parsed) is let go as the writer takes it
         changed_parses = [runner.parse(batch, may_detect) for batch in _chunks(to_parse, PARSE_BATCH_FILES)]
@@ -361,6 +371,23 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
     summary.files_seen = len(entries) + len(passed)
     summary.elapsed_s = round(time.perf_counter() - started, 3)
     return summary
+
+
+# How many unchanged files a warm run looks up to tell whether the cache holds the folder.
+WARM_PROBE_FILES = 16
+
+
+def _cache_is_cold(cache: ParseCache, unchanged: Sequence[FileEntry]) -> bool:
+    """Whether ``cache`` misses the parse (with these detectors' partials) or the remembered detection of any of
+    up to :data:`WARM_PROBE_FILES` of ``unchanged``, spread over them: a folder indexed once and never edited, or
+    cached under other code."""
+    sample = list(unchanged[::max(1, len(unchanged) // WARM_PROBE_FILES)][:WARM_PROBE_FILES])
+    if not sample:
+        return False
+    parsed = cache.lookup(sample, True)
+    detected = cache.recall_detections([entry.rel_path for entry in sample])
+    return any(entry.rel_path not in detected or parsed.get(entry.rel_path) is None
+               or parsed[entry.rel_path].partial is None for entry in sample)
 
 
 def _same_bytes(entry: FileEntry, digest: str) -> bool:
