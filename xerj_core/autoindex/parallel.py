@@ -36,8 +36,8 @@ import xxhash
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine, detect_file, summarize
 from xerj_core.autoindex.detectmemo import Answers, detect_files
-from xerj_core.autoindex.kept import Kept, file_stamp, squeeze as _squeeze, unsqueeze as _unsqueeze
 from xerj_core.autoindex.formats import FormatDeclined, FormatError, collect_formats, parse_file
+from xerj_core.autoindex.kept import Kept, file_stamp, squeeze as _squeeze, unsqueeze as _unsqueeze
 from xerj_core.autoindex.parsecache import Cached, ParseCache
 from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD, Declined
 from xerj_core.autoindex.walk import FileEntry
@@ -242,8 +242,8 @@ class ParseOutcome:
     # the file was walked but no longer existed when it was read (walk.VANISHED): ``failure`` says so, and the run
     # reports a skip, not a failure
     gone: bool = False
-    # a file parsed for the corpus only and found in the parse cache: its documents as detection keeps them, in
-    # place of ``docs`` (see kept.py)
+    # a file parsed for the corpus only, as detection keeps it (see kept.py): in place of ``docs`` when it came
+    # from the parse cache, beside them when it was parsed and cached here
     kept: Kept | None = None
 
     @property
