@@ -47,6 +47,18 @@ def get_json(url: str, headers: dict[str, str] | None = None):
         return None
 
 
+def stopped(proc: subprocess.Popen, how: int) -> str:
+    """What a watcher printed once ``how`` stopped it; killed if it did not stop, so none is left behind even
+    when the test's assertions fail."""
+    proc.send_signal(how)
+    try:
+        return proc.communicate(timeout=30)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def make_notes(folder: Path) -> None:
     folder.mkdir()
     (folder / "alpha.md").write_text("# Alpha\n\nSee [[beta]] for the rest.\n")
@@ -123,13 +135,7 @@ def test_autoindex_watch_follows_edits(tmp_path):
         os.utime(notes / "alpha.md", ns=(time.time_ns(), time.time_ns() + 2_000_000_000))
         wait_for(lambda: ("alpha.md", "wikilink", "beta.md") not in (live_claims() or {("alpha.md", "wikilink", "beta.md")}))
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            output = proc.communicate(timeout=30)[0]
-        finally:
-            if proc.poll() is None:  # never leave a watcher behind, even when the assertion below fails
-                proc.kill()
-                proc.communicate()
+        output = stopped(proc, signal.SIGINT)
     assert proc.returncode == 0 and "stopped; every file written so far is complete" in output
 
 
@@ -149,12 +155,8 @@ def test_autoindex_watch_stops_on_sigterm(tmp_path):
 
     try:
         wait_for(first_run_done)
-        proc.send_signal(signal.SIGTERM)
-        output = proc.communicate(timeout=30)[0]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        output = stopped(proc, signal.SIGTERM)
     assert proc.returncode == 0 and "stopped" in output
 
 
@@ -179,13 +181,7 @@ def test_autoindex_watch_warms_the_cache_on_its_first_poll(tmp_path):
     try:
         wait_for(lambda: entries("detections.mdb", subdir=False) == 5 and entries("") >= 5)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            output = proc.communicate(timeout=30)[0]
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+        output = stopped(proc, signal.SIGTERM)
     assert proc.returncode == 0 and "stopped" in output
     assert output.count("files:") == 1  # the warm-up changed nothing, so it printed nothing
 
