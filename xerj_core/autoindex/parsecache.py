@@ -141,7 +141,8 @@ class ParseCache:
                 for entry in entries:
                     value = txn.get(self._key(entry.rel_path))
                     if value is not None:
-                        cached = self._verified(bytes(value), entry, with_partials)
+                        # read in place: unpickling copies what it keeps (the texts' bytes, once)
+                        cached = self._verified(value, entry, with_partials)
                         if cached is not None:
                             found[entry.rel_path] = cached
         except lmdb.Error:
@@ -236,7 +237,7 @@ class ParseCache:
     def _key(self, rel_path: str) -> bytes:
         return xxhash.xxh3_128_digest(f"{self.root}\0{rel_path}\0".encode() + self.formats)
 
-    def _verified(self, value: bytes, entry: FileEntry, with_partials: bool) -> Cached | None:
+    def _verified(self, value: memoryview, entry: FileEntry, with_partials: bool) -> Cached | None:
         if len(value) < _HEADER.size:
             return None
         mtime_ns, size, detectors, checksum = _HEADER.unpack_from(value)
