@@ -10,7 +10,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from xerj_core.autoindex import remote
+from xerj_core.autoindex import pipeline, remote
 from xerj_core.autoindex.pipeline import run
 from xerj_core.autoindex.sink import LocalSink, dataset_index
 from xerj_core.autoindex.remote import RemoteError, RemoteSink
@@ -21,6 +21,7 @@ from xerj_core.plugins import get_plugin_manager
 from .conftest import CORPORA
 from .test_autoindex import (_site_with_generated_scripts, changed_claims_vault, copy_corpus, edges_of,
                              records_folder, records_manager, save_again)
+from .test_autoindex_shares import mailbox_documents, write_mailbox
 from .test_http_serve import Server, free_port, request
 
 FOAM = CORPORA / "foam-docs"
@@ -226,6 +227,28 @@ def test_removed_files_and_small_requests(server, url, foam, monkeypatch, pm):
     assert all("invalid_at" in after[k] for k in taught)
     index = dataset_index("ax-notes", sink.load("chunked").root_id)
     assert request(server.port, "GET", f"/{index}/_doc/{gone}")[0] == 404
+
+
+def test_a_mailbox_written_in_shares_over_the_url_is_the_brain_an_embedded_run_makes(server, url, tmp_path, pm,
+                                                                                      monkeypatch):
+    monkeypatch.setattr(pipeline, "SHARE_DOCS", 4)
+    folder = tmp_path / "mail"
+    write_mailbox(folder, [f"Batch {n}" for n in range(14)])
+    sink = RemoteSink(url)
+    calls: list[str] = []
+    real_call = sink._call
+    monkeypatch.setattr(sink, "_call", lambda method, path, body=None: calls.append(path) or real_call(method, path,
+                                                                                                      body))
+    over_http = run(sink, folder, brain="shared-mail", pm=pm)
+    assert sum(path.endswith("/_batch") for path in calls) == 5  # a request per share
+    with Engine(tmp_path / "embedded", pm) as engine:
+        embedded = run(engine, folder, brain="shared-mail")
+        local_docs, local_edges = mailbox_documents(engine, "shared-mail"), edges_of(engine, "shared-mail")
+    assert over_http.documents == embedded.documents == 20 and not over_http.files_failed
+    index = dataset_index("ax-mail", sink.load("shared-mail").root_id)
+    status, body = request(server.port, "POST", f"/{index}/_search", {"size": 100})
+    assert status == 200 and {hit["_id"]: hit["_source"] for hit in body["hits"]["hits"]} == local_docs
+    assert without_clock(server_edges(server, "shared-mail")) == without_clock(local_edges)
 
 
 def test_the_command_line_opens_nothing_locally(server, url, foam, tmp_path):

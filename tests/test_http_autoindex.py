@@ -88,6 +88,10 @@ def test_bad_batches_are_refused_before_any_write(client, engine):
         (batch({"path": "a.md", "stamp": STAMP, "kept": [".xerj-memory-x/doc"]}), "illegal_argument_exception",
          "dataset indices only"),
         (batch({"path": "a.md", "stamp": STAMP}, indexed_at=2**60), "illegal_argument_exception", "out of range"),
+        (batch({"path": "a.md", "stamp": {**STAMP, "size": -1}}), "illegal_argument_exception",
+         "[files[0].stamp.size] must not be negative"),
+        (batch({"path": "a.md", "stamp": {"mtime_ns": -1, "size": -1, "hash": "abc"}}), "illegal_argument_exception",
+         "[files[0].stamp.size] must not be negative"),
     ]
     for body, kind, words in cases:
         refused = client.simulate_post("/_xerj/autoindex/notes/_batch", json=body)

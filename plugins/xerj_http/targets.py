@@ -18,7 +18,7 @@ import attrs
 import falcon
 
 from xerj_core.autoindex import wire
-from xerj_core.autoindex.sink import CATALOG_INDEX, FILES_INDEX, split_ref
+from xerj_core.autoindex.sink import CATALOG_INDEX, FILES_INDEX, UNFINISHED, split_ref
 from xerj_core.errors import IllegalArgument, MapperParsingError, ParsingError, XerjError
 from xerj_core.graph.brain import META_ID, edges_index, nodes_index
 from xerj_core.graph.names import reads_nodes_indices
@@ -220,8 +220,9 @@ def parse_file_batch(req: falcon.Request) -> wire.FileBatch:
         if item.stamp is None and item.documents:
             raise IllegalArgument(f"[{where}] has documents but no stamp; a file that left the corpus "
                                   f"(stamp: null) has no documents")
-        if item.stamp is not None and item.stamp.size < 0:
-            raise IllegalArgument(f"[{where}.stamp.size] must not be negative")
+        if item.stamp is not None and item.stamp.size < 0 and item.stamp != UNFINISHED:
+            raise IllegalArgument(f"[{where}.stamp.size] must not be negative (but in the stamp of a file written "
+                                  f"in several batches until its last: size -1, mtime_ns -1, hash \"\")")
         for k, doc in enumerate(item.documents):
             _dataset_name(doc.index, f"{where}.documents[{k}].index")
             if not doc.id:

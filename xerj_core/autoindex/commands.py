@@ -66,7 +66,8 @@ def _print_summary(summary, as_json: bool) -> None:
 
 
 def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=None, workers: int | None = None,
-              *, quiet: bool = False, executor=None, ignore_files: bool = True, warm: bool = False):
+              *, quiet: bool = False, executor=None, ignore_files: bool = True, warm: bool = False,
+              max_file_bytes: int | None = None):
     """One run into ``target`` (an engine, or a sink such as a RemoteSink); its summary printed unless ``quiet``."""
     from xerj_core.autoindex.pipeline import run
     from xerj_core.autoindex.progress import RunProgress
@@ -75,7 +76,8 @@ def _run_once(target, folder: str, brain: str, graph: bool, as_json: bool, pm=No
     try:
         summary = run(target, folder, brain=brain, graph=graph, pm=pm, workers=workers, executor=executor,
                       ignore_files=ignore_files, warm=warm,
-                      **({"progress": progress} if progress is not None else {}))
+                      **({"progress": progress} if progress is not None else {}),
+                      **({"max_file_bytes": max_file_bytes} if max_file_bytes is not None else {}))
     except BaseException as exc:
         with contextlib.suppress(Exception):  # the sink logs its own failure; the run's error is the one to raise
             _audit_run(target, brain, None, exc)
@@ -115,6 +117,13 @@ def _audit_run(target, brain: str, summary, exc: BaseException | None) -> None:
 
 NO_IGNORE = click.option("--no-ignore", is_flag=True, help="Index what .gitignore and .xerjignore files leave out, "
                          "too (by default they are honoured as git honours them).")
+MAX_FILE_MIB = click.option("--max-file-mib", type=click.FloatRange(min=0, min_open=True), default=None, metavar="N",
+                            help="Skip files larger than N MiB as too_large (default: 64). A file is parsed whole: "
+                                 "a big mailbox needs about 5 MiB of memory per MiB.")
+
+
+def _max_file_bytes(mib: float | None) -> int | None:
+    return None if mib is None else int(mib * (1 << 20))
 
 
 @click.command("autoindex")
@@ -136,6 +145,7 @@ NO_IGNORE = click.option("--no-ignore", is_flag=True, help="Index what .gitignor
               "Ctrl-C or SIGTERM stops it.")
 @click.option("--interval", type=float, default=2.0, show_default=True, help="Seconds between --watch polls.")
 @NO_IGNORE
+@MAX_FILE_MIB
 @click.option("--workers", type=click.IntRange(min=1), default=None, metavar="N",
               help="Processes that parse and detect (default: the CPU count on 4+ cores, else 1, "
               "which runs in this process). "
@@ -148,7 +158,7 @@ NO_IGNORE = click.option("--no-ignore", is_flag=True, help="Index what .gitignor
 @store_options
 @click.pass_obj
 def autoindex_command(pm, folder, brain, no_graph, data_dir, url, api_key, as_json, allow_failures, watch,
-                      interval, no_ignore, workers, executor_spec, store=None, read_url=None) -> None:
+                      interval, no_ignore, max_file_mib, workers, executor_spec, store=None, read_url=None) -> None:
     """Index FOLDER and detect the relationships between its documents.
 
     Embedded on a data directory (--data-dir, or the default one), or against a
@@ -172,7 +182,7 @@ def autoindex_command(pm, folder, brain, no_graph, data_dir, url, api_key, as_js
                                                          config=EngineConfig(store_url=store, read_url=read_url))
         with target_cm as target:
             first = _follow(target, pm, folder, name, not no_graph, as_json, watch, interval, workers, executor,
-                            ignore_files=not no_ignore)
+                            ignore_files=not no_ignore, max_file_bytes=_max_file_bytes(max_file_mib))
     if first is not None and first.files_failed and not allow_failures and not watch:
         click.echo(f"{len(first.files_failed)} file(s) failed; exit status 1 (--allow-failures keeps 0)", err=True)
         sys.exit(1)
@@ -235,7 +245,8 @@ def _stop_signals() -> Iterator[tuple[threading.Event, threading.Event]]:
 
 
 def _follow(target, pm, folder: str, brain: str, graph: bool, as_json: bool, watch: bool, interval: float,
-            workers: int | None = None, executor=None, *, ignore_files: bool = True):
+            workers: int | None = None, executor=None, *, ignore_files: bool = True,
+            max_file_bytes: int | None = None):
     """A first run, then with ``watch`` one quiet run per poll, printing those that changed something.
 
     Returns the first run's summary (None when it was stopped).
@@ -243,13 +254,13 @@ def _follow(target, pm, folder: str, brain: str, graph: bool, as_json: bool, wat
     try:
         if not watch:
             return _run_once(target, folder, brain, graph, as_json, pm, workers, executor=executor,
-                             ignore_files=ignore_files)
+                             ignore_files=ignore_files, max_file_bytes=max_file_bytes)
         with _stop_signals() as (stop, busy):
             first = None
             try:
                 busy.set()
                 first = _run_once(target, folder, brain, graph, as_json, pm, workers, executor=executor,
-                                  ignore_files=ignore_files)
+                                  ignore_files=ignore_files, max_file_bytes=max_file_bytes)
                 busy.clear()
                 # the first poll also fills the parse cache and the remembered detections if they miss the
                 # folder (a first index keeps neither), so the first save costs what later ones do
@@ -257,7 +268,8 @@ def _follow(target, pm, folder: str, brain: str, graph: bool, as_json: bool, wat
                 while not stop.wait(interval):
                     busy.set()
                     summary = _run_once(target, folder, brain, graph, as_json, pm, workers, quiet=True,
-                                        executor=executor, ignore_files=ignore_files, warm=warm)
+                                        executor=executor, ignore_files=ignore_files, warm=warm,
+                                        max_file_bytes=max_file_bytes)
                     warm = False
                     busy.clear()
                     if summary.files_indexed or summary.files_removed or summary.files_failed:
@@ -415,10 +427,11 @@ def _print_share(folder: str, brain: str | None, base: str, open_mode: bool) -> 
               help="Serve in open mode (no credentials) when no server is running (also XERJ_INSECURE=1).")
 @click.option("--open", "open_console", is_flag=True, help="Open the console in the browser once the server answers.")
 @NO_IGNORE
+@MAX_FILE_MIB
 @store_options
 @click.pass_obj
 def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecure, open_console, no_ignore,
-                  store=None, read_url=None) -> None:
+                  max_file_mib, store=None, read_url=None) -> None:
     """Index FOLDER with graph detection on, then serve it.
 
     When a server already answers on --host/--port it is used only if it serves
@@ -433,7 +446,8 @@ def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecur
             raise click.UsageError("--url and --data-dir are mutually exclusive")
         key = api_key_for(api_key, default_data_dir() if _is_local(url) else None)
         sink = _remote_sink(url, key)
-        summary = _follow(sink, pm, folder, name, True, False, False, 0.0, ignore_files=not no_ignore)
+        summary = _follow(sink, pm, folder, name, True, False, False, 0.0, ignore_files=not no_ignore,
+                          max_file_bytes=_max_file_bytes(max_file_mib))
         _print_urls(sink.url, name, summary, _remote_hub(sink.url, name, key))
         _print_share(folder, brain, sink.url, False)
         if open_console:
@@ -455,7 +469,8 @@ def brain_command(pm, folder, brain, data_dir, host, port, url, api_key, insecur
                         f"(uuid {mine}); pass --url {base} to index into that server, or --port to serve this "
                         f"data directory elsewhere")
         try:
-            summary = _run_once(engine, folder, name, True, False, ignore_files=not no_ignore)
+            summary = _run_once(engine, folder, name, True, False, ignore_files=not no_ignore,
+                                max_file_bytes=_max_file_bytes(max_file_mib))
         except XerjError as exc:
             raise click.ClickException(exc.reason) from None
         hub = most_linked_note(engine, name)

@@ -46,6 +46,7 @@ from xerj_core.autoindex.parallel import (
 )
 from xerj_core.autoindex.parsecache import ParseCache, open_cache
 from xerj_core.autoindex.sink import (
+    COUNTED_FIELD,
     EDGES_PER_TRANSACTION,
     BrainSink,
     BrainState,
@@ -58,11 +59,12 @@ from xerj_core.autoindex.sink import (
     LocalSink,
     RunFinish,
     RunState,
+    UNFINISHED,
     dataset_index,
     doc_ref,
     split_ref,
 )
-from xerj_core.autoindex.walk import IGNORED, UNREADABLE, VANISHED, FileEntry, Skipped, walk
+from xerj_core.autoindex.walk import IGNORED, MAX_FILE_BYTES, UNREADABLE, VANISHED, FileEntry, Skipped, walk
 from xerj_core.errors import BatchFailed, DocumentRefused, IllegalArgument, PluginError
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, MAX_TYPE_BYTES, node_id_problem, validate_brain_name
 from xerj_core.graph.draftcolumns import DraftColumns
@@ -75,7 +77,7 @@ from xerj_core.text import CountedTerms, derive_brain_name
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.engine import Engine
 
-# Files per write transaction: an interrupted run loses at most this batch, never half a file. Each transaction
+# Files per write transaction: an interrupted run loses at most this batch (see SHARE_BYTES). Each transaction
 # seals (and may merge) its indices, so fewer, larger ones cost the writer less: on 20,000 notes 1,024 files cost
 # 6.7-7.3 s of writer CPU against 6.7-8.5 s at 256, and the run's peak RSS stays in its edge writes (docs 235 MB).
 BATCH_FILES = 1024
@@ -84,6 +86,13 @@ FIRST_BATCH_FILES = 128
 # ... and a transaction takes files up to this many bytes (at least one file), so large files (real code: 5,000
 # files of site-packages peaked at 412 MB in 1,024-file transactions) hold no more text at once than notes do.
 BATCH_BYTES = 4 << 20
+# A file whose documents hold more text than this, or more documents than SHARE_DOCS (a mailbox of thousands of
+# messages), is written in shares of about that much, a transaction each, so it holds no more in the writer than
+# a batch of notes does: a 70 MB mailbox of 58,500 messages written in one transaction peaked at 818 MB. Every
+# share but the last records the file as UNFINISHED (sink.py), with every document it has in the store so far
+# (its previous version's and the shares' before): a run stopped between them reads it again and loses none.
+SHARE_BYTES = BATCH_BYTES
+SHARE_DOCS = 4_096
 # With a companion, the most bytes of files this process parses in a run instead of waiting for the companion
 # (see _take_back_while_waiting) ...
 TAKE_BACK_BYTES = 64 << 20
@@ -204,7 +213,7 @@ def _noop(_event: str, _count: int) -> None:
 def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = None, graph: bool = True,
         progress: Progress = _noop, clock: Callable[[], int] | None = None, pm: Any = None,
         executor: Executor | None = None, workers: int | None = None, ignore_files: bool = True,
-        warm: bool = False) -> RunSummary:
+        warm: bool = False, max_file_bytes: int = MAX_FILE_BYTES) -> RunSummary:
     """Index ``folder`` into ``target`` and, with ``graph``, detect and reconcile the brain's edges.
 
     ``target`` is an engine (the run writes its store through a :class:`LocalSink`)
@@ -216,9 +225,12 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
     detection needs their documents. A file that cannot be read or parsed is
     reported in the summary and whatever was indexed for it before stays.
     Documents are written a batch of whole files per transaction, so an
-    interrupted run leaves every file as it was or as it is now. With
+    interrupted run leaves every file as it was or as it is now, but for a file
+    too big for one (see :data:`SHARE_BYTES`), which it may leave recorded as
+    unfinished for the next run to read again. With
     ``ignore_files``, what the folder's ``.gitignore`` and ``.xerjignore`` files
     leave out is skipped as ``ignored``, and removed if an earlier run indexed it.
+    A file larger than ``max_file_bytes`` is skipped as ``too_large``.
 
     Per-file work (reading and parsing, each detector's map steps) runs in
     batches of files through ``executor``; writing stays in this process, and
@@ -253,7 +265,8 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
         # and no cyclic collection while it runs (see RUN_WITHOUT_COLLECTOR)
         with collector_paused() if RUN_WITHOUT_COLLECTOR else contextlib.nullcontext():
             return _run(target, folder, brain=brain, graph=graph, progress=progress, clock=clock, pm=pm,
-                        executor=executor, workers=workers, ignore_files=ignore_files, started=started, warm=warm)
+                        executor=executor, workers=workers, ignore_files=ignore_files, started=started, warm=warm,
+                        max_file_bytes=max_file_bytes)
     finally:
         if freezing:
             gc.unfreeze()
@@ -261,7 +274,8 @@ def run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None = N
 
 def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, graph: bool, progress: Progress,
          clock: Callable[[], int] | None, pm: Any, executor: Executor | None, workers: int | None,
-         ignore_files: bool, started: float, warm: bool = False) -> RunSummary:
+         ignore_files: bool, started: float, warm: bool = False, max_file_bytes: int = MAX_FILE_BYTES
+         ) -> RunSummary:
     now_ms = (clock or (lambda: int(time.time() * 1000)))()
     sink = target if isinstance(target, BrainSink) else LocalSink.of_engine(target)
     if pm is None:
@@ -279,7 +293,7 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
 
     entries: list[FileEntry] = []
     passed: list[str] = []
-    for item in walk(root, ignore_files=ignore_files):
+    for item in walk(root, ignore_files=ignore_files, max_file_bytes=max_file_bytes):
         if isinstance(item, Skipped):
             if item.kind != IGNORED:  # an ignored file indexed before is removed; any other skip keeps what it had
                 passed.append(item.rel_path)
@@ -963,12 +977,42 @@ def _file_write(rel_path: str, parsed: _Parsed | None, prior: Mapping[str, FileS
                      skipped=parsed.skipped if parsed is not None else None)
 
 
+def _shares(item: FileWrite, counted: Sequence[CountedTerms | None] | None, known: FileState | None
+            ) -> list[tuple[FileWrite, Sequence[CountedTerms | None] | None]]:
+    """``item`` and its documents' counts as the writes that store it: itself when its documents fit one (see
+    SHARE_BYTES), else runs of its documents in order, every one but the last recorded as UNFINISHED."""
+    docs = item.documents
+    cuts, held = [0], 0
+    for i, doc in enumerate(docs, 1):
+        text = doc.source.get(COUNTED_FIELD)
+        held += len(text) if isinstance(text, str) else 0
+        if (held >= SHARE_BYTES or i - cuts[-1] >= SHARE_DOCS) and i < len(docs):
+            cuts.append(i)
+            held = 0
+    if len(cuts) == 1:
+        return [(item, counted)]
+    cuts.append(len(docs))
+    refs = [doc_ref(doc.index, doc.id) for doc in docs]
+    before = known.docs if known is not None else ()
+    shares = []
+    for lo, hi in zip(cuts, cuts[1:]):
+        part = counted[lo:hi] if counted else counted
+        if hi < len(docs):
+            written = set(refs[:hi])
+            held_refs = (*item.kept, *refs[:lo], *(ref for ref in before if ref not in written))
+            shares.append((FileWrite(item.path, UNFINISHED, docs[lo:hi], kept=held_refs), part))
+        else:
+            shares.append((attrs.evolve(item, documents=docs[lo:], kept=(*item.kept, *refs[:lo])), part))
+    return shares
+
+
 def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner, parses: list[Future | None],
                      removed: Sequence[str], prior: Mapping[str, FileState], now_ms: int, summary: RunSummary,
                      progress: Progress, detection: _Detection | None) -> dict[str, tuple[str, ...]]:
     """Write changed files' documents as their parses come in, then forget removed files.
 
-    A batch of whole files per transaction. Each parse batch is let go once its
+    A batch of whole files per transaction, a big file's documents in shares of
+    their own (see :func:`_shares`). Each parse batch is let go once its
     files are queued for writing (detection keeps a text-free copy), so the run
     holds at most a write batch and a parse batch of documents with their text.
     Returns, per file parsed now, the dataset indices of its documents
@@ -987,6 +1031,12 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
                 return count
         return size if len(work) >= size else 0
 
+    def write(files: list[FileWrite], counts: list[Any]) -> None:
+        if files:
+            count = _write_files(sink, brain, files, now_ms, counts, summary, changed)
+            summary.documents += count
+            progress("documents", count)
+
     def flush(everything: bool) -> None:
         nonlocal size
         while work and (everything or due()):
@@ -995,10 +1045,21 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
             counts = [parsed.counted if parsed is not None else () for _path, parsed in work[:take]]
             del work[:take]
             size = min(size * 2, BATCH_FILES)
-            count = _write_files(sink, brain, batch, now_ms, counts, summary, changed)
-            del batch
-            summary.documents += count
-            progress("documents", count)
+            whole: tuple[list[FileWrite], list[Any]] = ([], [])
+            for item, counted in zip(batch, counts):
+                shares = _shares(item, counted, prior.get(item.path))
+                if len(shares) == 1:
+                    whole[0].append(item)
+                    whole[1].append(counted)
+                    continue
+                write(*whole)
+                whole = ([], [])
+                for part, part_counts in shares:
+                    write([part], [part_counts])
+                    if part.path not in changed:  # refused: the rest is not written, the next run reads it again
+                        break
+            write(*whole)
+            del batch, whole
             if detection is not None:
                 detection.dispatch()
                 if detection.ready():

@@ -216,14 +216,20 @@ class IndexedDocument:
     source: dict[str, Any]
 
 
+# The stamp of a file written in several transactions (see ``pipeline.SHARE_BYTES``) until its last one: no file
+# on disk has it (its size is negative, its hash empty), so the next run reads the file again.
+UNFINISHED = FileStamp(-1, -1, "")
+
+
 @attrs.frozen
 class FileWrite:
     """One file's share of a batch.
 
     ``stamp`` is None when the file left the corpus (its state is forgotten);
     ``stale`` are the ``dataset/id`` refs it produced before and produces no more;
-    ``kept`` are refs it produced before and still produces as they are, not written again
-    (a file restamped: a new mtime over the same bytes); ``skipped``, why its format declined it.
+    ``kept`` are refs it yields that this write does not write: ones it produced before and still produces as
+    they are (a file restamped: a new mtime over the same bytes), or ones the earlier shares of a file written in
+    several transactions wrote; ``skipped``, why its format declined it.
     """
 
     path: str
