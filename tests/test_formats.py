@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import email as email_module
@@ -742,6 +743,28 @@ def test_mbox_messages_in_order_with_thread_headers(tmp_path):
     assert [one.doc_id, two.doc_id] == ["box.mbox#msg-1", "box.mbox#msg-2"]
     assert one.text == "From the kitchen: soup."  # the mbox ">From" escape is undone
     assert (two.section, two.fields["in_reply_to"], two.fields["references"]) == ("Re: Lunch?", "<1@x>", ["<1@x>"])
+
+
+def test_a_mailbox_reads_each_kind_of_header_through_one_class_and_leaves_no_cycle_behind(tmp_path):
+    """The standard library makes a class per header it reads, each in a reference cycle; the format's registry
+    makes one per header name, so reading a mailbox's headers leaves nothing for the collector."""
+    messages = [make_message(f"Batch {n}", f"<{n}@x>", in_reply_to=f"<{n - 1}@x>") for n in range(1, 30)]
+    data = make_mbox(tmp_path, messages)
+    email.EmailFormat().parse("box.mbox", data, MTIME)  # the classes made once
+    raws = email.split_mbox(data)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        gc.collect()
+        parsed = [email._parse_message(raw) for raw in raws]
+        subjects = [email._header(msg, "subject") for msg in parsed]
+        kinds = [{type(msg[name]) for msg in parsed} for name in ("from", "to", "subject")]
+        del parsed
+        assert gc.collect() == 0
+    finally:
+        if collecting:
+            gc.enable()
+    assert subjects == [f"Batch {n}" for n in range(1, 30)] and [len(kind) for kind in kinds] == [1, 1, 1]
 
 
 def test_malformed_email_is_a_format_error_with_a_reason(tmp_path):

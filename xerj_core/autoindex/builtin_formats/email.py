@@ -82,9 +82,19 @@ class _MimeHeaders(HeaderRegistry):
     def __init__(self) -> None:
         super().__init__()
         self._parsed = functools.lru_cache(maxsize=1024)(super().__call__)
+        self._classes: dict[str, type] = {}
 
     def __call__(self, name: str, value: str):
         return self._parsed(name, value) if name.lower() in self.REREAD else super().__call__(name, value)
+
+    def __getitem__(self, name: str) -> type:
+        # The standard library makes a new class for every header it reads (its kind mixed with the base class),
+        # each in a reference cycle: the same class per name serves every read, and leaves no garbage behind.
+        key = name.lower()
+        found = self._classes.get(key)
+        if found is None:
+            found = self._classes[key] = super().__getitem__(name)
+        return found
 
 
 _POLICY = email.policy.default.clone(header_factory=_MimeHeaders())
