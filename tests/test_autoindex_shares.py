@@ -24,6 +24,15 @@ SHARE_DOCS = 4
 NOW = 1_767_225_600_000  # both runs' clock, so their edges compare field for field
 
 
+class Writes(list):
+    """The document ids of each write transaction, and of each file written there whether it continued the
+    file's recorded state (a share)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.continuing: list[list[bool]] = []
+
+
 class Stopped(Exception):
     """Stands for the run's process being stopped between two of a file's shares."""
 
@@ -65,11 +74,14 @@ def file_state(engine, brain: str):
 def shares(monkeypatch):
     """The write transactions the run makes, as the document ids each holds; files split past SHARE_DOCS."""
     monkeypatch.setattr(pipeline, "SHARE_DOCS", SHARE_DOCS)
-    writes: list[list[str]] = []
+    writes = Writes()
     write_files = LocalSink.write_files
 
     def recorded(self, brain, files, indexed_at, counted=None):
         writes.append([doc.id for item in files for doc in item.documents])
+        writes.continuing.append([item.continues for item in files])
+        # a share names its own documents only: the file's state holds the others' (a request stays small)
+        assert not any(item.kept for item in files)
         return write_files(self, brain, files, indexed_at, counted)
 
     monkeypatch.setattr(LocalSink, "write_files", recorded)
@@ -85,7 +97,9 @@ def test_a_big_mailbox_is_written_in_shares_that_make_the_brain_one_write_makes(
             whole = run(engine, folder, brain="mail", clock=lambda: NOW)
         whole_docs, whole_edges = mailbox_documents(engine, "mail"), edges_of(engine, "mail")
     assert len(shares) == 1 and len(shares[0]) == 1 + 14 + 5  # card, messages, attachments: one transaction
+    assert shares.continuing == [[False]]
     shares.clear()
+    shares.continuing.clear()
     with Engine(tmp_path / "shared", pm, config=EngineConfig(tail_rows=8)) as engine:
         shared = run(engine, folder, brain="mail", clock=lambda: NOW)
         assert mailbox_documents(engine, "mail") == whole_docs
@@ -93,7 +107,7 @@ def test_a_big_mailbox_is_written_in_shares_that_make_the_brain_one_write_makes(
         state = file_state(engine, "mail")
         assert state.hash != UNFINISHED.hash and sorted(state.docs) == sorted(
             f"{index_of(engine, 'mail', 'ax-mail')}/{doc_id}" for doc_id in whole_docs)
-    assert [len(ids) for ids in shares] == [4, 4, 4, 4, 4]
+    assert [len(ids) for ids in shares] == [4, 4, 4, 4, 4] and shares.continuing == [[True]] * 5
     assert [doc_id for ids in shares for doc_id in ids] == list(whole_docs)  # in the file's order, each once
     assert shared.documents == whole.documents == 20 and shared.edges_by_type == whole.edges_by_type
     assert shared.files_indexed == 1 and not shared.files_failed
@@ -134,7 +148,9 @@ def test_a_run_stopped_between_shares_leaves_the_file_to_be_read_again_and_no_do
         assert sorted(final) == sorted(["inbox.mbox", "inbox.mbox#msg-1", "inbox.mbox#msg-1.att-1",
                                         "inbox.mbox#msg-2", "inbox.mbox#msg-3"])
         assert final["inbox.mbox#msg-3"]["title"] == "Third batch 2"
-        assert file_state(engine, "mail").size == (folder / "inbox.mbox").stat().st_size
+        state = file_state(engine, "mail")
+        assert state.size == (folder / "inbox.mbox").stat().st_size
+        assert sorted(state.docs) == sorted(f"{index_of(engine, 'mail', 'ax-mail')}/{doc_id}" for doc_id in final)
         again = run(engine, folder, brain="mail")
         assert again.files_unchanged == 1 and again.documents == 0
 

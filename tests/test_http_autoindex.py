@@ -92,6 +92,8 @@ def test_bad_batches_are_refused_before_any_write(client, engine):
          "[files[0].stamp.size] must not be negative"),
         (batch({"path": "a.md", "stamp": {"mtime_ns": -1, "size": -1, "hash": "abc"}}), "illegal_argument_exception",
          "[files[0].stamp.size] must not be negative"),
+        (batch({"path": "a.md", "stamp": None, "continues": True}), "illegal_argument_exception",
+         "[files[0]] continues a file's state, so it must have a stamp"),
     ]
     for body, kind, words in cases:
         refused = client.simulate_post("/_xerj/autoindex/notes/_batch", json=body)

@@ -220,6 +220,8 @@ def parse_file_batch(req: falcon.Request) -> wire.FileBatch:
         if item.stamp is None and item.documents:
             raise IllegalArgument(f"[{where}] has documents but no stamp; a file that left the corpus "
                                   f"(stamp: null) has no documents")
+        if item.continues and item.stamp is None:
+            raise IllegalArgument(f"[{where}] continues a file's state, so it must have a stamp")
         if item.stamp is not None and item.stamp.size < 0 and item.stamp != UNFINISHED:
             raise IllegalArgument(f"[{where}.stamp.size] must not be negative (but in the stamp of a file written "
                                   f"in several batches until its last: size -1, mtime_ns -1, hash \"\")")

@@ -89,8 +89,9 @@ BATCH_BYTES = 4 << 20
 # A file whose documents hold more text than this, or more documents than SHARE_DOCS (a mailbox of thousands of
 # messages), is written in shares of about that much, a transaction each, so it holds no more in the writer than
 # a batch of notes does: a 70 MB mailbox of 58,500 messages written in one transaction peaked at 818 MB. Every
-# share but the last records the file as UNFINISHED (sink.py), with every document it has in the store so far
-# (its previous version's and the shares' before): a run stopped between them reads it again and loses none.
+# share adds its documents to those the file's state records (its previous version's and the shares' before),
+# and all but the last record the file as UNFINISHED (sink.py): a run stopped between them reads it again and
+# loses track of none.
 SHARE_BYTES = BATCH_BYTES
 SHARE_DOCS = 4_096
 # With a companion, the most bytes of files this process parses in a run instead of waiting for the companion
@@ -977,10 +978,11 @@ def _file_write(rel_path: str, parsed: _Parsed | None, prior: Mapping[str, FileS
                      skipped=parsed.skipped if parsed is not None else None)
 
 
-def _shares(item: FileWrite, counted: Sequence[CountedTerms | None] | None, known: FileState | None
+def _shares(item: FileWrite, counted: Sequence[CountedTerms | None] | None
             ) -> list[tuple[FileWrite, Sequence[CountedTerms | None] | None]]:
     """``item`` and its documents' counts as the writes that store it: itself when its documents fit one (see
-    SHARE_BYTES), else runs of its documents in order, every one but the last recorded as UNFINISHED."""
+    SHARE_BYTES), else runs of its documents in order, each continuing the file's recorded state (so a share
+    carries its own documents' refs only), every one but the last recorded as UNFINISHED."""
     docs = item.documents
     cuts, held = [0], 0
     for i, doc in enumerate(docs, 1):
@@ -992,17 +994,13 @@ def _shares(item: FileWrite, counted: Sequence[CountedTerms | None] | None, know
     if len(cuts) == 1:
         return [(item, counted)]
     cuts.append(len(docs))
-    refs = [doc_ref(doc.index, doc.id) for doc in docs]
-    before = known.docs if known is not None else ()
     shares = []
     for lo, hi in zip(cuts, cuts[1:]):
         part = counted[lo:hi] if counted else counted
         if hi < len(docs):
-            written = set(refs[:hi])
-            held_refs = (*item.kept, *refs[:lo], *(ref for ref in before if ref not in written))
-            shares.append((FileWrite(item.path, UNFINISHED, docs[lo:hi], kept=held_refs), part))
+            shares.append((FileWrite(item.path, UNFINISHED, docs[lo:hi], kept=item.kept, continues=True), part))
         else:
-            shares.append((attrs.evolve(item, documents=docs[lo:], kept=(*item.kept, *refs[:lo])), part))
+            shares.append((attrs.evolve(item, documents=docs[lo:], continues=True), part))
     return shares
 
 
@@ -1047,7 +1045,7 @@ def _write_documents(sink: BrainSink, brain: str, root_id: str, runner: _Runner,
             size = min(size * 2, BATCH_FILES)
             whole: tuple[list[FileWrite], list[Any]] = ([], [])
             for item, counted in zip(batch, counts):
-                shares = _shares(item, counted, prior.get(item.path))
+                shares = _shares(item, counted)
                 if len(shares) == 1:
                     whole[0].append(item)
                     whole[1].append(counted)

@@ -227,9 +227,11 @@ class FileWrite:
 
     ``stamp`` is None when the file left the corpus (its state is forgotten);
     ``stale`` are the ``dataset/id`` refs it produced before and produces no more;
-    ``kept`` are refs it yields that this write does not write: ones it produced before and still produces as
-    they are (a file restamped: a new mtime over the same bytes), or ones the earlier shares of a file written in
-    several transactions wrote; ``skipped``, why its format declined it.
+    ``kept`` are refs it produced before and still produces as they are, not written again
+    (a file restamped: a new mtime over the same bytes); ``skipped``, why its format declined it.
+    ``continues``: this is a share of a file written in several transactions (see ``pipeline.SHARE_BYTES``),
+    whose state keeps the documents it records already (those of the file's previous version, and of the
+    shares before), less ``stale``, beside this share's.
     """
 
     path: str
@@ -238,6 +240,7 @@ class FileWrite:
     stale: tuple[str, ...] = ()
     kept: tuple[str, ...] = ()
     skipped: Declined | None = None
+    continues: bool = False
 
 
 @attrs.frozen
@@ -538,6 +541,10 @@ class LocalSink:
             # strict: a count list out of step with its documents is a bug to surface, never documents dropped
             for item, found in zip(files, counted, strict=True) if counted is not None else zip(files, uncounted):
                 refs = list(item.kept)
+                if item.continues:
+                    recorded = txn.get(FILES_INDEX, file_state_id(brain, item.path)) or {}
+                    gone = set(item.stale)
+                    refs[:0] = [ref for ref in recorded.get("docs") or () if ref not in gone]
                 standing = _standing(txn, brain, item)
                 for doc, terms in zip(item.documents, found, strict=True) if found else zip(item.documents, uncounted):
                     refs.append(doc_ref(doc.index, doc.id))
@@ -555,6 +562,8 @@ class LocalSink:
                 if item.stamp is None:
                     txn.delete(FILES_INDEX, state_id)
                     continue
+                if item.continues:  # a document of the file's previous version is written again by a share
+                    refs = list(dict.fromkeys(refs))
                 state = {"brain": brain, "ax_path": item.path, "mtime_ns": item.stamp.mtime_ns,
                          "size": item.stamp.size, "hash": item.stamp.hash, "docs": refs, "indexed_at": indexed_at}
                 if item.skipped is not None:

@@ -118,7 +118,10 @@ def _build() -> cattrs.Converter:
     conv.register_unstructure_hook_func(lambda type_: type_ is frozenset or get_origin(type_) is frozenset, sorted)
     # a file's ``skipped`` is sent only when a format declined it: a state or batch of read files is as it was
     for cls in (FileState, FileWrite):
-        conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, skipped=override(omit_if_default=True)))
+        omitted = {"skipped": override(omit_if_default=True)}
+        if cls is FileWrite:  # and ``continues`` only for a share of a file written in several batches
+            omitted["continues"] = override(omit_if_default=True)
+        conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, **omitted))
     return conv
 
 
