@@ -8,6 +8,7 @@ import json
 import email as email_module
 import email.policy as email_policy
 import mailbox
+import re
 from email.message import EmailMessage
 from functools import partial
 from pathlib import Path
@@ -1265,6 +1266,18 @@ def test_any_bytes_parse_or_raise_format_error(path, data):
             assert exc.reason
         else:
             assert docs[0].doc_id == path
+
+
+# A mailbox's separator lines as one pattern finds them, a lookbehind tried at every byte (the reference).
+SEPARATOR_LINES = re.compile(rb"(?:\A|(?<=\n\n)|(?<=\n\r\n))From \S+[ \t][^\n]*?\d{1,2}:\d{2}[^\n]*$", re.M)
+MAILBOX_PIECES = [b"\n", b"\r\n", b"\r", b"\n\n", b"From ", b"From a@b Mon Jan  1 00:00:00 2024", b">From ", b"x", b" ",
+                  b"\t", b"12:34", b"9:5"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(MAILBOX_PIECES), max_size=40).map(b"".join))
+def test_a_mailbox_is_cut_where_the_reference_pattern_finds_separator_lines(data):
+    assert list(email._separators(data)) == [m.start() for m in SEPARATOR_LINES.finditer(data)]
 
 
 @pytest.mark.parametrize("markup", [b"<![\x00", b"a<![ bogus >b", b"x<!", b"<![CDATA[x]]>y"])

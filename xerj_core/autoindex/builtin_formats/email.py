@@ -46,7 +46,7 @@ import functools
 import re
 from email.headerregistry import HeaderRegistry
 from email.message import EmailMessage
-from typing import Any
+from typing import Any, Iterator
 
 from xerj_core.autoindex.builtin_formats._common import document
 from xerj_core.autoindex.builtin_formats.html import html_to_text
@@ -60,7 +60,7 @@ MAILBOX_EXTENSIONS = frozenset({".mbox", ".mbx"})
 _KNOWN_HEADERS = ("from", "to", "subject", "date", "message-id")
 _MSGID = re.compile(r"<[^<>\s]+>")
 # A separator: "From ", the envelope sender, then a date holding a time of day, at the start or after a blank line.
-_FROM_LINE = re.compile(rb"(?:\A|(?<=\n\n)|(?<=\n\r\n))From \S+[ \t][^\n]*?\d{1,2}:\d{2}[^\n]*$", re.M)
+_FROM_LINE = re.compile(rb"From \S+[ \t][^\n]*?\d{1,2}:\d{2}[^\n]*$", re.M)
 _ESCAPED_FROM = re.compile(rb"^>(>*From )", re.M)
 _HEADER_IN_HEAD = re.compile(rb"^(?:From|To|Subject|Date|Message-ID):", re.M | re.I)
 # A Maildir's messages: files of its cur and new folders, named "<seconds>.<unique part>[:2,<flags>]".
@@ -209,9 +209,23 @@ def _parse_message(raw: bytes) -> EmailMessage:
     return msg  # type: ignore[return-value]
 
 
+def _separators(data: bytes) -> Iterator[int]:
+    """Where each separator line starts: a ``From `` line (see :data:`_FROM_LINE`) that opens ``data`` or follows a
+    blank line. The lines are found by ``bytes.find`` and only they are matched: one pattern searched over a whole
+    mailbox (a lookbehind tried at every byte) took 7% of a 70 MB mailbox's run."""
+    if _FROM_LINE.match(data):
+        yield 0
+    at = data.find(b"\nFrom ")
+    while at >= 0:
+        start = at + 1
+        if (data[at - 1:at] == b"\n" or data[at - 2:at] == b"\n\r") and _FROM_LINE.match(data, start):
+            yield start
+        at = data.find(b"\nFrom ", start)
+
+
 def split_mbox(data: bytes) -> list[bytes]:
     """The raw messages of an mbox, each without its ``From `` separator line, ``>From`` unescaped."""
-    starts = [m.start() for m in _FROM_LINE.finditer(data)]
+    starts = list(_separators(data))
     if data.startswith(b"From ") and starts[:1] != [0]:
         starts.insert(0, 0)  # the first line opens the first message, whatever its date looks like
     messages = []
