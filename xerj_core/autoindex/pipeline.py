@@ -322,9 +322,10 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
                 known.mtime_ns == entry.mtime_ns or _same_bytes(entry, known.hash)):
             if known.mtime_ns != entry.mtime_ns:
                 # touched, copied or checked out again over the same bytes: what it yields and teaches stands as
-                # it is, true since the bytes were written, and the new stamp spares the next run this read
+                # it is, true since the bytes were written, and the new stamp spares the next run this read (the
+                # state keeps the documents it records: a mailbox's refs are not sent back to where they are)
                 restamped.append(FileWrite(entry.rel_path, FileStamp(entry.mtime_ns, entry.size, known.hash),
-                                           kept=known.docs, skipped=known.skipped))
+                                           skipped=known.skipped, continues=True))
             if known.docs:
                 unchanged.append(entry)
             else:  # remembered so it is not read again, and still accounted for, under the same kind

@@ -229,9 +229,9 @@ class FileWrite:
     ``stale`` are the ``dataset/id`` refs it produced before and produces no more;
     ``kept`` are refs it produced before and still produces as they are, not written again
     (a file restamped: a new mtime over the same bytes); ``skipped``, why its format declined it.
-    ``continues``: this is a share of a file written in several transactions (see ``pipeline.SHARE_BYTES``),
-    whose state keeps the documents it records already (those of the file's previous version, and of the
-    shares before), less ``stale``, beside this share's.
+    ``continues``: the file's state keeps the documents it records already, less ``stale``, beside this
+    write's: a share of a file written in several transactions (see ``pipeline.SHARE_BYTES``), whose state
+    holds its previous version's and the shares' before, or a file restamped, whose documents all stand.
     """
 
     path: str
