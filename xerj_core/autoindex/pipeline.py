@@ -88,7 +88,7 @@ FIRST_BATCH_FILES = 128
 BATCH_BYTES = 4 << 20
 # A file whose documents hold more text than this, or more documents than SHARE_DOCS (a mailbox of thousands of
 # messages), is written in shares of about that much, a transaction each, so it holds no more in the writer than
-# a batch of notes does: a 70 MB mailbox of 58,500 messages written in one transaction peaked at 818 MB. Every
+# a batch of notes does: a 70 MB mailbox of 56,161 messages written in one transaction peaked at 818 MB. Every
 # share adds its documents to those the file's state records (its previous version's and the shares' before),
 # and all but the last record the file as UNFINISHED (sink.py): a run stopped between them reads it again and
 # loses track of none.

@@ -119,7 +119,7 @@ def _build() -> cattrs.Converter:
     # a file's ``skipped`` is sent only when a format declined it: a state or batch of read files is as it was
     for cls in (FileState, FileWrite):
         omitted = {"skipped": override(omit_if_default=True)}
-        if cls is FileWrite:  # and ``continues`` only for a share of a file written in several batches
+        if cls is FileWrite:  # and ``continues`` only where a write continues the file's recorded state
             omitted["continues"] = override(omit_if_default=True)
         conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, **omitted))
     return conv
