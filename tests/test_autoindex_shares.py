@@ -111,6 +111,13 @@ def test_a_big_mailbox_is_written_in_shares_that_make_the_brain_one_write_makes(
     assert [doc_id for ids in shares for doc_id in ids] == list(whole_docs)  # in the file's order, each once
     assert shared.documents == whole.documents == 20 and shared.edges_by_type == whole.edges_by_type
     assert shared.files_indexed == 1 and not shared.files_failed
+    # a message appended: every share compares its documents with the stored ones and writes only what changed
+    # (the card, which carries the file's mtime, and the new message)
+    write_mailbox(folder, [f"Batch {n}" for n in range(15)])
+    with Engine(tmp_path / "shared", pm, config=EngineConfig(tail_rows=8)) as engine:
+        appended = run(engine, folder, brain="mail", clock=lambda: NOW)
+        assert mailbox_documents(engine, "mail")["inbox.mbox#msg-3"] == whole_docs["inbox.mbox#msg-3"]
+    assert appended.documents == 2 and appended.documents_kept == 19 and len(shares) == 5 + 6
 
 
 def test_a_run_stopped_between_shares_leaves_the_file_to_be_read_again_and_no_document_behind(

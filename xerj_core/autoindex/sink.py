@@ -390,7 +390,8 @@ def _rows_of_brain(reader: Any, brain: str) -> Iterable[int]:
     return np.flatnonzero((column.values == ordinal) & column.present & reader.live).tolist()
 
 
-def _standing(txn: Any, brain: str, item: FileWrite) -> Callable[[IndexedDocument], bool]:
+def _standing(txn: Any, brain: str, item: FileWrite, recorded: dict[str, Any] | None = None
+              ) -> Callable[[IndexedDocument], bool]:
     """Which of a changed file's documents the store holds as they are now, its ``mtime`` aside: those are not
     written again.
 
@@ -398,11 +399,12 @@ def _standing(txn: Any, brain: str, item: FileWrite) -> Callable[[IndexedDocumen
     the version that last changed it: appending one message to a 60 MiB mailbox wrote its 68,863 documents
     again, about 74 MB more data file each time. The file's own document (its card, whose id is its path) is
     always written, so it carries the file's mtime. Only documents the file produced before are compared: one
-    read each, where a write costs its tokens, columns and postings.
+    read each, where a write costs its tokens, columns and postings. ``recorded``: the file's state, when the
+    caller read it already (``{}`` for none).
     """
     if len(item.documents) < 2 or item.stamp is None:
         return _never
-    before = txn.get(FILES_INDEX, file_state_id(brain, item.path))
+    before = recorded if recorded is not None else txn.get(FILES_INDEX, file_state_id(brain, item.path))
     produced = frozenset(before.get("docs") or ()) if before else frozenset()
     candidates: dict[str, set[str]] = {}
     for doc in item.documents:
@@ -541,11 +543,12 @@ class LocalSink:
             # strict: a count list out of step with its documents is a bug to surface, never documents dropped
             for item, found in zip(files, counted, strict=True) if counted is not None else zip(files, uncounted):
                 refs = list(item.kept)
+                recorded = None
                 if item.continues:
                     recorded = txn.get(FILES_INDEX, file_state_id(brain, item.path)) or {}
                     gone = set(item.stale)
                     refs[:0] = [ref for ref in recorded.get("docs") or () if ref not in gone]
-                standing = _standing(txn, brain, item)
+                standing = _standing(txn, brain, item, recorded)
                 for doc, terms in zip(item.documents, found, strict=True) if found else zip(item.documents, uncounted):
                     refs.append(doc_ref(doc.index, doc.id))
                     if standing(doc):
