@@ -28,7 +28,7 @@ def _load(path, vectors: np.ndarray, similarity: str, tail_rows: int = 64) -> St
 
 
 def _both(monkeypatch, reader, query, k, mask=None, **options):
-    """knn_top's answer with the first pass off, then on, and the runs the first pass narrowed."""
+    """knn_top's answer with the first pass off, then on, and the runs (or passes) the first pass narrowed."""
     narrowed = []
     survivors = knnquant.survivors
 
@@ -38,7 +38,16 @@ def _both(monkeypatch, reader, query, k, mask=None, **options):
             narrowed.append(len(found))
         return found
 
+    run = knnquant.FirstPass.run
+
+    def spy_run(first):  # the pass over many parts at once (every similarity but l2_norm)
+        found = run(first)
+        if len(found[0]) < sum(len(part[1]) for part in first.parts):
+            narrowed.append(len(found[0]))
+        return found
+
     monkeypatch.setattr(knnquant, "survivors", spy)
+    monkeypatch.setattr(knnquant.FirstPass, "run", spy_run)
     monkeypatch.setattr(knnquant, "ENABLED", False)
     plain = knn.knn_top(reader, "vec", query, k, mask, **options)
     monkeypatch.setattr(knnquant, "ENABLED", True)
@@ -62,6 +71,11 @@ def test_a_gathered_row_gets_the_sum_it_gets_in_place(dims):
     for size in (1, 2, 7, 64, 500, 2999):
         rows = np.sort(rng.choice(len(values), size, replace=False))
         assert knn._matvec(values[rows], query).tobytes() == whole[rows].tobytes()
+        # as the compiled first pass hands them over: copied into a bytes object, wherever that puts them
+        for shift in (0, 4, 8, 12):
+            copied = np.frombuffer(b"\0" * shift + values[rows].tobytes(), np.float32, offset=shift)
+            copied = copied.reshape(size, dims)
+            assert knn._matvec(copied, query).tobytes() == whole[rows].tobytes()
 
 
 @pytest.mark.parametrize("similarity", SIMILARITIES)
@@ -289,3 +303,100 @@ def test_no_int8_copy_is_made_where_the_first_pass_cannot_pay(tmp_path):
             assert not any(key[0] == "knn-int8" for key in reader.snapshot.tail._derived)
             knn.knn_top(reader, "vec", vectors[0], 1)  # 100 rows for k = 1: worth a copy
             assert any(key[0] == "knn-int8" for key in reader.snapshot.tail._derived)
+
+
+@pytest.mark.parametrize("dims", [1, 31, 32, 33, 100, 384])
+def test_the_c_loop_sums_exactly_at_the_ends_of_int8(dims):
+    # The AVX2 loop sums pairs of products in 16 bits: codes of -128 and 127 against a query of +-127 make the
+    # largest pairs; a query holding -128 (whose sign a byte cannot flip) takes the plain loop. Either way exact.
+    rng = np.random.default_rng(dims)
+    codes = rng.choice(np.array([-128, -127, 127, 0, 1], np.int8), (64, dims))
+    codes[0], codes[1] = -128, 127
+    for query in (np.full(dims, 127, np.int16), np.full(dims, -127, np.int16), rng.integers(-127, 128, dims),
+                  np.where(np.arange(dims) % 2, -128, 127)):
+        query = query.astype(np.int16)
+        out = np.empty(len(codes), np.int32)
+        knnquant._dots(codes, query, out)
+        assert out.tolist() == (codes.astype(np.int64) @ query.astype(np.int64)).tolist()
+
+
+def _pass_parts(rng, sizes, dims, share, first=None):
+    """Parts as FirstPass takes them, with their float32 rows, in order of rows, every other one right after
+    the one before; ``first`` (wanted) starts each part."""
+    parts, start = [], 0
+    for i, size in enumerate(sizes):
+        values = rng.standard_normal((size, dims)).astype(np.float32)
+        values[::7] = values[:1]  # ties at the cut
+        wanted = rng.random(size) < share
+        if first is not None and size:
+            values[0], wanted[0] = first, True
+        inverse, squared = knn._norms(values)
+        parts.append((start, knnquant.quantize(values, squared, inverse), wanted, values, inverse))
+        start += size + 2 * (i % 2)
+    return parts
+
+
+@pytest.mark.parametrize("share", [0.1, 0.5, 1.0])
+def test_a_first_pass_over_many_parts_shared_by_threads_leaves_every_row_of_the_best_k(share):
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(int(share * 10))
+    dims, k = 48, 7
+    query = rng.standard_normal(dims).astype(np.float32)
+    # each part's first row is the query itself: a best row right after the part before ends
+    parts = _pass_parts(rng, [300, 1, 0, 517, 64], dims, share, first=query)
+    query_norm = float(np.sqrt(np.dot(query, query)))
+    probe = knnquant.Probe.of(query)
+    rows = np.concatenate([start + np.flatnonzero(wanted) for start, _q, wanted, _v, _i in parts])
+    raw = np.concatenate([knn._raw("cosine", knn._matvec(values, query), inverse, inverse, query_norm, 0.0)[wanted]
+                          for _s, _q, wanted, values, inverse in parts])
+    best = set(rows[raw >= np.sort(raw)[-k]].tolist())  # ties included
+    by_row = {start + i: (values[i], inverse[i]) for start, _q, _w, values, inverse in parts for i in range(len(values))}
+    with ThreadPoolExecutor(2) as pool:
+        for run_rows in (5, 64, 10_000):
+            first = knnquant.FirstPass(parts, probe, "cosine", k, query_norm, run_rows)
+            found = list(pool.map(lambda _: first.run(), range(2)))
+            found.append(first.run())  # every run already taken: nothing left for a late caller
+            assert len(found[2][0]) == 0
+            left = np.concatenate([f[0] for f in found])
+            assert best <= set(left.tolist()) <= set(rows.tolist())
+            assert len(left) == len(set(left.tolist()))  # each run taken once
+            for got_rows, got_values, got_inverse in found:
+                assert (np.diff(got_rows) > 0).all()
+                for row, vector, inverse in zip(got_rows.tolist(), got_values, got_inverse):
+                    assert vector.tobytes() == by_row[row][0].tobytes() and inverse == by_row[row][1]
+    if share < 1.0:
+        assert len(left) < len(rows)  # the bounds did cut
+
+
+def test_the_pass_over_many_parts_refuses_malformed_parts():
+    rng = np.random.default_rng(2)
+    parts = _pass_parts(rng, [40, 40], 8, 1.0)
+    probe = knnquant.Probe.of(rng.standard_normal(8).astype(np.float32))
+
+    def run(shaped, k=3, claim=None):
+        first = knnquant.FirstPass(parts, probe, "dot_product", k, 1.0, 16)
+        first.parts = shaped(first.parts)
+        if claim is not None:
+            first._claim = claim
+        return first.run()
+
+    run(lambda p: p)
+    with pytest.raises(ValueError):  # overlapping
+        run(lambda p: [p[0], (10, *p[1][1:])])
+    with pytest.raises(ValueError):  # out of order
+        run(lambda p: [p[1], p[0]])
+    with pytest.raises(ValueError):  # a wanted flag missing
+        run(lambda p: [(*p[0][:5], p[0][5][:-1], *p[0][6:])])
+    with pytest.raises(ValueError):  # an inverse norm missing
+        run(lambda p: [(*p[0][:7], p[0][7][:-1])])
+    with pytest.raises(TypeError):  # float64 rows
+        run(lambda p: [(*p[0][:6], p[0][6].astype(np.float64), p[0][7])])
+    with pytest.raises(TypeError):  # not a part
+        run(lambda p: [p[0][:3]])
+    with pytest.raises(ValueError):
+        run(lambda p: p, k=0)
+    with pytest.raises(ValueError):
+        run(lambda p: p, claim=np.zeros(2, np.int64))
+    with pytest.raises(TypeError):
+        run(lambda p: p, claim=np.zeros(1, np.float64))

@@ -66,7 +66,7 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "10")
 import numpy as np  # noqa: E402
 
 from xerj_core.query.bm25 import bm25_top
-from xerj_core.query import knnquant, sidebyside
+from xerj_core.query import knn, knnquant, sidebyside
 from xerj_core.query.knn import blas_info, knn_top
 from xerj_core.query.service import SearchService
 from xerj_core.store import BulkOp, Store
@@ -321,10 +321,10 @@ def bench_knn(args, workdir: Path) -> dict:
           f"numpy {np.__version__}; both sides score the same float32 matrix "
           f"(numpy's pre-normalised, xerj's with cached inverse norms), k=10, warm, timed alternately; the "
           f"baseline's product is the BLAS matmul, xerj's an int8 first pass in C ({knnquant.describe()}) "
-          f"bounding each row's score, then numpy's einsum loop over the rows left, per run of 8,192 rows, the runs "
-          f"taken in turn by the calling thread and a worker thread when a second core is idle (affinity "
+          f"bounding each row's score (AVX2 where the CPU has it), in runs of {knn._PASS_RUN_ROWS:,} rows taken "
+          f"in turn inside that loop by the calling thread and a worker thread when a second core is idle (affinity "
           f"{len(os.sched_getaffinity(0))} CPUs, load average {os.getloadavg()[0]:.1f}), else by the calling "
-          f"thread alone", flush=True)
+          f"thread alone; then numpy's einsum loop over the rows left", flush=True)
     gc.disable()
     try:
         contenders = {"numpy matmul+top10": numpy_top, "numpy einsum+top10": numpy_einsum_top,
@@ -415,8 +415,9 @@ def bench_hybrid(args, workdir: Path) -> dict:
         contenders[f"{name}, one thread"] = one_thread(contenders[name])
     read_as = "as int8 first, then the float32 rows left" if knnquant.ENABLED else "as float32"
     print(f"  the kNN scan is an int8 first pass in C ({knnquant.describe()}), then numpy's einsum loop over the "
-          f"rows it leaves, per run of rows ({os.cpu_count()} CPUs; BLAS present but not "
-          f"used by the scan: {blas_info()}); the hybrid runs its BM25 leg on a worker thread while its kNN leg "
+          f"rows it leaves ({os.cpu_count()} CPUs; BLAS present but not "
+          f"used by the scan: {blas_info()}); the hybrid plans its kNN leg (filter, columns, first pass set-up), "
+          f"then runs its BM25 leg on a worker thread while its kNN leg "
           f"scans on the caller's, the worker then taking runs of the scan's rows too, and a kNN leg alone shares "
           f"its scan's runs with the worker, when a second core is idle (affinity "
           f"{len(os.sched_getaffinity(0))} CPUs, load average {os.getloadavg()[0]:.1f}), else in turn; "

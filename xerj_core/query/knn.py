@@ -13,14 +13,16 @@ concurrent request (or the next numpy call) needs. A scan of many rows takes a
 second core only when the machine leaves one idle: its rows are cut into runs
 that this thread and the shared worker of :mod:`~xerj_core.query.sidebyside`
 take in turn (one core's streaming loop does not reach the memory's
-bandwidth; two scan 100k x 384 in about the BLAS matmul's time). Measured in
-``tests/bench/bench_search.py`` against numpy's BLAS matmul over the same
-matrix.
+bandwidth). Measured in ``tests/bench/bench_search.py`` against numpy's BLAS
+matmul over the same matrix.
 
-Where the C loop of :mod:`~xerj_core.query.knnquant` was built, a run first
+Where the C loop of :mod:`~xerj_core.query.knnquant` was built, a scan first
 reads int8 copies of its rows (a quarter of the bytes) and bounds every
-row's score; only the rows that may reach the run's best k are scored in
-float32, by the same loop, so the answer is the full scan's bit for bit.
+row's score, all its parts in one compiled call per thread with the GIL
+released (:class:`~xerj_core.query.knnquant.FirstPass`); only the rows that
+may reach the best k are scored in float32, by the same numpy loop, so the
+answer is the full scan's bit for bit. l2_norm's bounds are worked out per
+run, in numpy around the C loop (:func:`~xerj_core.query.knnquant.survivors`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ _RUN_ROWS = 8192
 # A scan of fewer wanted rows runs on the calling thread alone: handing runs to the worker costs a wake-up or two,
 # and the int8 pass reads only the rows the filter keeps.
 _SHARE_FROM_ROWS = 2 * _RUN_ROWS
+# Rows per run of the compiled first pass (see knnquant.FirstPass): a run costs it no GIL hand-over, so runs
+# this short cost nothing and let two threads finish a scan within a short run of each other.
+_PASS_RUN_ROWS = 2048
 
 
 def vector_spec(reader, field: str, dims: int | None = None):
@@ -121,15 +126,6 @@ def _cosine_inverse(reader, field: str, inverse: np.ndarray) -> np.ndarray | Non
 def tail_norms(reader, field: str, column) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_norms` of the tail's ``column`` of ``field``, each row's computed once for every generation."""
     return reader.tail_derived(("knn-norms", field), lambda lo, hi: _norms(column.values[lo:hi]))
-
-
-def prepare(reader, field: str) -> None:
-    """Read what a scan of ``field`` reads from the store (its columns, their norms, the live rows) into the
-    reader's caches, so the scan itself touches numpy arrays alone (see :mod:`~xerj_core.query.sidebyside`)."""
-    if field in reader.mapping.fields:
-        reader.live  # noqa: B018 - a reserved index builds its live rows from a column
-        for _part in _parts(reader, field, knnquant.MIN_ROWS_PER_K):  # the int8 copies any k may read
-            pass
 
 
 def _query(reader, field: str, vector) -> tuple[np.ndarray, str, float, float]:
@@ -227,61 +223,143 @@ def knn_top(reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
     cut into runs of rows that this thread and that one take in turn, and the answer is the same. Without one,
     a scan of at least :data:`_SHARE_FROM_ROWS` wanted rows takes the shared worker when a second core is idle.
     """
-    query, metric, query_norm, query_sq = _query(reader, field, vector)
-    if k <= 0:
-        return Ranked.empty()
-    candidates = reader.live if filter_mask is None else reader.live & filter_mask
-    # read from the store here: the worker touches numpy arrays alone; int8 copies only where the first pass may
-    # pay (never with min_similarity, whose floor the bounds do not carry)
-    tasks = list(_parts(reader, field, knnquant.MIN_ROWS_PER_K * k if min_similarity is None else None))
-    probe = knnquant.Probe.of(query) if any(task[6] is not None for task in tasks) else None
+    return Scan(reader, field, vector, k, filter_mask, min_similarity=min_similarity).top(helper)
 
-    def best(task) -> tuple[np.ndarray, np.ndarray] | None:
-        start, end, values, present, inverse, squared, quant = task
-        wanted = present & candidates[start:end]
-        if not wanted.any():
-            return None
+
+class Scan:
+    """One :func:`knn_top` call planned: everything it reads from the store, and the Python set-up of its first
+    pass, done when it is made; :meth:`top` then touches numpy arrays alone. A hybrid plans its scans before a
+    worker thread starts its other legs, so that thread's Python and this one's need not take turns with the
+    GIL, and the scan starts in its compiled loop (see :mod:`~xerj_core.query.sidebyside`)."""
+
+    def __init__(self, reader, field: str, vector: Sequence[float] | np.ndarray, k: int,
+                 filter_mask: np.ndarray | None = None, *, min_similarity: float | None = None) -> None:
+        query, metric, query_norm, query_sq = _query(reader, field, vector)
+        self.k, self.metric, self.min_similarity = k, metric, min_similarity
+        self._query = (query, query_norm, query_sq)
+        # per part holding wanted rows: (start, end, values, wanted, inverse, squared, quantized), and how many
+        self.tasks: list[tuple] = []
+        self.wanted_rows: list[int] = []
+        self.bounded: list[tuple] = []  # the parts the compiled first pass takes
+        self.first: knnquant.FirstPass | None = None
+        self.probe: knnquant.Probe | None = None
+        if k <= 0:
+            return
+        candidates = reader.live if filter_mask is None else reader.live & filter_mask
+        # int8 copies only where the first pass may pay (never with min_similarity, whose floor the bounds do
+        # not carry)
+        for start, end, values, present, inverse, squared, quant in _parts(
+                reader, field, knnquant.MIN_ROWS_PER_K * k if min_similarity is None else None):
+            wanted = present & candidates[start:end]
+            if count := int(np.count_nonzero(wanted)):
+                self.tasks.append((start, end, values, wanted, inverse, squared, quant))
+                self.wanted_rows.append(count)
+        self.probe = knnquant.Probe.of(query) if any(task[6] is not None for task in self.tasks) else None
+        # Parts whose bounds the C loop reads in one call; l2_norm's are worked out per run (see _best)
+        chosen = [i for i, task in enumerate(self.tasks)
+                  if metric != "l2_norm" and knnquant.pays(task[6], self.probe, self.wanted_rows[i], k)]
+        self.bounded = [self.tasks[i] for i in chosen]
+        self._bounded_rows = np.array([self.wanted_rows[i] for i in chosen])
+        self._rest = [task for i, task in enumerate(self.tasks) if i not in chosen]  # scored by _best
+        if self.bounded:
+            self.first = knnquant.FirstPass([(start, quant, wanted, values, inverse) for start, _end, values,
+                                             wanted, inverse, _squared, quant in self.bounded],
+                                            self.probe, metric, k, query_norm, _PASS_RUN_ROWS)
+
+    def top(self, helper: Callable[[Callable[[], None]], Future] | None = None) -> Ranked:
+        """The scan's best ``k`` (see :func:`knn_top`, whose ``helper`` this is)."""
+        if not self.tasks:
+            return Ranked.empty()
+        with _helper_for(sum(self.wanted_rows), helper) as share:
+            if share is None:
+                left = [] if self.first is None else [self.first.run()]
+                found = [self._best(task) for task in self._rest]
+            else:
+                left, found = _shared(self.first, _runs(self._rest), self._best, share)
+        if self.first is not None:
+            found += _rescored(self.bounded, self._bounded_rows, left, self._query, self.metric, self.k)
+        found = [f for f in found if f is not None and len(f[0])]
+        if not found:
+            return Ranked.empty()
+        rows, raw = np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]).astype(np.float64)
+        if len(found) > 1:  # select_top keeps the lower rows among ties, so it takes them ascending
+            order = np.argsort(rows)
+            rows, raw = rows[order], raw[order]
+        return select_top(rows, _score(self.metric, raw), self.k)
+
+    def _best(self, task) -> tuple[np.ndarray, np.ndarray]:
+        """The best k of one part or run that the compiled pass over many parts does not take."""
+        start, end, values, wanted, inverse, squared, quant = task
+        (query, query_norm, query_sq), metric = self._query, self.metric
         local = None
-        if probe is not None and quant is not None:
+        if self.probe is not None and quant is not None:
             # The int8 first pass: the rows left are a superset of this run's best k (see knnquant).
-            local = knnquant.survivors(quant, probe, metric, wanted, k, squared, query_norm, query_sq)
+            local = knnquant.survivors(quant, self.probe, metric, wanted, self.k, squared, query_norm, query_sq)
         if local is not None:
             raw = _raw(metric, _matvec(values[local], query), inverse[local], squared[local], query_norm, query_sq)
         else:
             local, raw = _part_raw(metric, query, query_norm, query_sq, values, inverse, squared, wanted)
-        valid = wanted if local is None else None
-        if min_similarity is not None:
-            passed = (raw <= min_similarity) if metric == "l2_norm" else (raw >= min_similarity)
-            valid = passed if valid is None else valid & passed
-        better = -raw if metric == "l2_norm" else raw  # larger is nearer
-        if valid is not None and not valid.all():
-            better = np.where(valid, better, -np.inf)
-        if len(better) > k:
-            cut = len(better) - k
-            kth = np.partition(better, cut)[cut]
-            chosen = better >= kth
-            if valid is not None:
-                chosen &= valid
-            chosen = np.flatnonzero(chosen)
-        else:
-            chosen = np.flatnonzero(valid) if valid is not None else np.arange(len(better))
-        return start + (chosen if local is None else local[chosen]), raw[chosen]
+        return _cut(start, local, raw, wanted if local is None else None, self.k, metric, self.min_similarity)
 
-    with _helper_for(tasks, helper, candidates) as share:
-        found = [best(task) for task in tasks] if share is None else _shared(_runs(tasks), best, share)
-    found = [f for f in found if f is not None]
-    if not found:
-        return Ranked.empty()
-    raw = np.concatenate([f[1] for f in found]).astype(np.float64)
-    return select_top(np.concatenate([f[0] for f in found]), _score(metric, raw), k)
+
+def _cut(start: int, local: np.ndarray | None, raw: np.ndarray, valid: np.ndarray | None, k: int, metric: str,
+         min_similarity: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, raw)`` of the best ``k`` (ties kept) of a part's scored rows: ``local`` numbers them in the part
+    (None: all of its rows, of which ``valid`` says which count)."""
+    if min_similarity is not None:
+        passed = (raw <= min_similarity) if metric == "l2_norm" else (raw >= min_similarity)
+        valid = passed if valid is None else valid & passed
+    better = -raw if metric == "l2_norm" else raw  # larger is nearer
+    if valid is not None and not valid.all():
+        better = np.where(valid, better, -np.inf)
+    if len(better) > k:
+        cut = len(better) - k
+        kth = np.partition(better, cut)[cut]
+        chosen = better >= kth
+        if valid is not None:
+            chosen &= valid
+        chosen = np.flatnonzero(chosen)
+    else:
+        chosen = np.flatnonzero(valid) if valid is not None else np.arange(len(better))
+    return start + (chosen if local is None else local[chosen]), raw[chosen]
+
+
+def _rescored(bounded: list[tuple], counts: np.ndarray, left: list[tuple[np.ndarray, ...]],
+              query: tuple[np.ndarray, float, float], metric: str, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(rows, raw)`` of the rows the first pass left (per thread: its rows numbered over the reader, their
+    float32 vectors and inverse norms), scored in float32, rows ascending. A part where the pass left more than
+    :data:`knnquant.MAX_LEFT_SHARE` of its wanted rows (``counts``) is scored whole instead, and cut to its best
+    ``k``. ``query`` is ``(vector, norm, squared norm)``; l2_norm never comes here."""
+    query, query_norm, query_sq = query
+    # each row copied whole is summed as in place (see knnquant), so the scores are the full scan's
+    scored = [(rows, _raw(metric, _matvec(values, query), inverse, inverse, query_norm, query_sq))
+              for rows, values, inverse in left if len(rows)]
+    if not scored:
+        return []
+    if len(scored) == 1:
+        rows, raw = scored[0]
+    else:
+        rows, raw = np.concatenate([r for r, _ in scored]), np.concatenate([r for _, r in scored])
+        order = np.argsort(rows)
+        rows, raw = rows[order], raw[order]
+    part = np.searchsorted([task[0] for task in bounded], rows, side="right") - 1
+    many = np.flatnonzero(np.bincount(part, minlength=len(bounded)) > knnquant.MAX_LEFT_SHARE * counts)
+    found = []
+    for i in many.tolist():
+        start, _end, values, wanted, inverse, squared, _quant = bounded[i]
+        local, whole = _part_raw(metric, query, query_norm, query_sq, values, inverse, squared, wanted)
+        found.append(_cut(start, local, whole, wanted if local is None else None, k, metric, None))
+    if len(many):
+        kept = ~np.isin(part, many)
+        rows, raw = rows[kept], raw[kept]
+    return [*found, (rows, raw)]
 
 
 @contextlib.contextmanager
-def _helper_for(tasks: list[tuple], helper: Callable[[Callable[[], None]], Future] | None, candidates: np.ndarray
+def _helper_for(wanted_rows: int, helper: Callable[[Callable[[], None]], Future] | None
                 ) -> Iterator[Callable[[Callable[[], None]], Future] | None]:
-    """``helper`` when given; else, for a scan of many ``candidates`` rows, the shared worker when a core is idle."""
-    if helper is not None or sum(int(np.count_nonzero(candidates[start:end]))
-                                 for start, end, *_rest in tasks) < _SHARE_FROM_ROWS:
+    """``helper`` when given; else, for a scan of many wanted rows, the shared worker when a core is idle."""
+    if helper is not None or wanted_rows < _SHARE_FROM_ROWS:
         yield helper
         return
     with sidebyside.spare_worker(sidebyside.scans) as submit:
@@ -292,20 +370,27 @@ def _runs(tasks: list[tuple]) -> list[tuple]:
     """The parts cut into runs of at most ``_RUN_ROWS`` rows (each run's best ``k``, ties kept, holds every row
     of the part's best ``k`` it contains, so the final cut is the same)."""
     out = []
-    for start, end, values, present, inverse, squared, quant in tasks:
+    for start, end, values, wanted, inverse, squared, quant in tasks:
         for lo in range(0, end - start, _RUN_ROWS):
             hi = min(lo + _RUN_ROWS, end - start)
-            out.append((start + lo, start + hi, values[lo:hi], present[lo:hi], inverse[lo:hi], squared[lo:hi],
-                        None if quant is None else quant.sliced(lo, hi)))
+            if wanted[lo:hi].any():
+                out.append((start + lo, start + hi, values[lo:hi], wanted[lo:hi], inverse[lo:hi], squared[lo:hi],
+                            None if quant is None else quant.sliced(lo, hi)))
     return out
 
 
-def _shared(tasks: list, run: Callable, helper: Callable[[Callable[[], None]], Future]) -> list:
-    """``[run(t) for t in tasks]`` with the tasks taken in turn by this thread and ``helper``'s."""
+def _shared(first: knnquant.FirstPass | None, tasks: list, run: Callable, helper: Callable[[Callable[[], None]], Future]
+            ) -> tuple[list[np.ndarray], list]:
+    """``([first.run()], [run(t) for t in tasks])`` with this thread and ``helper``'s each taking the first pass's
+    runs (in its compiled loop), then the tasks, in turn: the first pass's rows left by each thread, and the
+    tasks' results in order."""
     found: list = [None] * len(tasks)
+    left: list[np.ndarray] = []
     claimed = itertools.count()  # next() on it is atomic: each task is taken once
 
     def drain() -> None:
+        if first is not None:
+            left.append(first.run())
         for i in iter(claimed.__next__, None):
             if i >= len(tasks):
                 return
@@ -318,7 +403,7 @@ def _shared(tasks: list, run: Callable, helper: Callable[[Callable[[], None]], F
         failed = future.exception()  # waits: the helper is done with the arrays before they may go
     if failed is not None:
         raise failed
-    return found
+    return left, found
 
 
 def blas_info() -> str:

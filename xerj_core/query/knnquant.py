@@ -36,7 +36,7 @@ except ImportError:  # built without a C compiler: every scan reads the float32 
         raise
     _compiled = None
 else:
-    _dots, _left, _above = _compiled.dots, _compiled.left, _compiled.above
+    _dots, _left, _left_runs, _above = _compiled.dots, _compiled.left, _compiled.left_runs, _compiled.above
 
 # Whether kNN scans take the int8 first pass; a test or a benchmark may flip it to compare.
 ENABLED = _compiled is not None and os.environ.get("XERJ_KNN_KERNEL", "1") != "0"
@@ -194,6 +194,20 @@ class Probe:
         return cls(code.astype(np.int16), step, float(np.sqrt(rows @ rows)) * (1 + _SLACK), error)
 
 
+def pays(quant: Quantized | None, probe: Probe | None, wanted_rows: int, k: int) -> bool:
+    """Whether a first pass over a part's ``wanted_rows`` rows may pay and can bound them: an int8 copy and a
+    finite query, enough rows per k, and no product near float32's overflow."""
+    return (quant is not None and probe is not None and wanted_rows >= MIN_ROWS_PER_K * k
+            and quant.largest_norm * probe.norm <= _FAR_FROM_OVERFLOW)
+
+
+def _bound_terms(metric: str, query_norm: float) -> tuple[float, float]:
+    """``(times, add)`` for the C loop's bounds: cosine ranks by dot·inverse·(1/|q|), computed in float32 with
+    three roundings, each under 2e-7 of a value at most 1 (and a hair): 1e-6 covers them. dot_product and
+    max_inner_product rank by the float32 dot product itself."""
+    return (1.0 / query_norm, 1e-6) if metric == "cosine" else (1.0, _TINY)
+
+
 def survivors(quant: Quantized, probe: Probe, metric: str, wanted: np.ndarray, k: int, squared: np.ndarray,
               query_norm: float, query_sq: float) -> np.ndarray | None:
     """The rows of a run (local numbers, ascending) that may be among its ``k`` best ``wanted`` rows, ties
@@ -204,18 +218,44 @@ def survivors(quant: Quantized, probe: Probe, metric: str, wanted: np.ndarray, k
     ``query_norm`` and ``query_sq`` are what the float32 scoring uses (see ``knn._raw``), so the bounds are on
     the very values it computes. Only call it when :data:`ENABLED`."""
     assert _compiled is not None
-    if np.count_nonzero(wanted) < MIN_ROWS_PER_K * k or quant.largest_norm * probe.norm > _FAR_FROM_OVERFLOW:
+    if not pays(quant, probe, int(np.count_nonzero(wanted)), k):
         return None
     if metric == "l2_norm":
         rows = _l2_survivors(quant, probe, wanted, k, squared, query_sq)
     else:
-        # Cosine ranks by dot·inverse·(1/|q|), computed in float32 with three roundings, each under 2e-7 of a
-        # value at most 1 (and a hair): 1e-6 covers them. dot_product and max_inner_product rank by the float32
-        # dot product itself.
-        times, add = (1.0 / query_norm, 1e-6) if metric == "cosine" else (1.0, _TINY)
+        times, add = _bound_terms(metric, query_norm)
         rows = np.frombuffer(_left(quant.codes, probe.codes, quant.scale, quant.slack, quant.rounded_norm, wanted,
                                    k, probe.scale * times, probe.norm * times, probe.error * times, add), np.int64)
     return None if len(rows) > MAX_LEFT_SHARE * len(wanted) else rows
+
+
+class FirstPass:
+    """One query's first pass over many parts at once (cosine, dot_product and max_inner_product; l2_norm's
+    bounds are :func:`survivors`'), which threads share: each :meth:`run` takes runs of ``run_rows`` rows in
+    turn until none are left, all in one compiled call with the GIL released, and returns the rows its runs
+    leave. Every row of the parts' best k (ties included) is among the rows the calls return together.
+
+    One call covers a whole scan, so a thread running another leg of a hybrid keeps the GIL meanwhile, rather
+    than handing it back at every run (each of :func:`survivors`' calls is a GIL hand-over)."""
+
+    def __init__(self, parts: list[tuple[int, Quantized, np.ndarray, np.ndarray, np.ndarray]], probe: Probe,
+                 metric: str, k: int, query_norm: float, run_rows: int) -> None:
+        """``parts``: ``(start, int8 copy, wanted, float32 rows, their inverse norms)`` each, in order of start."""
+        assert _compiled is not None and metric != "l2_norm"
+        times, add = _bound_terms(metric, query_norm)
+        self.parts = [(start, q.codes, q.scale, q.slack, q.rounded_norm, wanted, values, inverse)
+                      for start, q, wanted, values, inverse in parts]
+        self._args = (probe.codes, k, run_rows, probe.scale * times, probe.norm * times, probe.error * times, add)
+        self._claim = np.zeros(1, np.int64)  # the next run to take, shared by the calls
+
+    def run(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, values, inverse)``: the rows left by the runs this call took (numbered over the reader: a
+        part's start plus the row's place in it, ascending), their float32 vectors (one row each) and inverse
+        norms, copied by the compiled loop, which fetches the rows ahead: gathered one by one from memory they
+        cost about as much as the pass."""
+        rows, values, inverse = _left_runs(self.parts, *self._args, self._claim)
+        return (np.frombuffer(rows, np.int64), np.frombuffer(values, np.float32).reshape(-1, len(self._args[0])),
+                np.frombuffer(inverse, np.float32))
 
 
 def _l2_survivors(quant: Quantized, probe: Probe, wanted: np.ndarray, k: int, squared: np.ndarray,

@@ -53,6 +53,11 @@ def _shards(count: int) -> dict[str, int]:
     return {"total": count, "successful": count, "skipped": 0, "failed": 0}
 
 
+def _leg_k(node: dsl.Knn, window: int) -> int:
+    """How many rows a hybrid's kNN leg ranks: its k (or num_candidates), at most the window."""
+    return min(node.k or node.num_candidates or window, max(window, 1))
+
+
 def _keyed(ranked: Ranked, index: int) -> Ranked:
     return Ranked(ranked.rows + (index << _ROW_BITS), ranked.scores)
 
@@ -420,17 +425,24 @@ class SearchService:
             out.append((rows, np.array([summed[row] for row in rows.tolist()], np.float64)))
         return out
 
-    def _knn_global(self, node: dsl.Knn, readers, k: int, shared: list[dict] | None = None,
-                    helper=None) -> Ranked:
+    def _knn_global(self, node: dsl.Knn, readers, k: int, shared: list[dict] | None = None, helper=None,
+                    scans: list[knn.Scan] | None = None) -> Ranked:
+        """A kNN node's best ``k`` over every reader (``scans``: :meth:`_knn_scans` already made)."""
+        if scans is None:
+            scans = self._knn_scans(node, readers, k, shared)
+        return _merge([_keyed(scan.top(helper), index) for index, scan in enumerate(scans)], k)
+
+    @staticmethod
+    def _knn_scans(node: dsl.Knn, readers, k: int, shared: list[dict] | None = None) -> list[knn.Scan]:
+        """A kNN node's scan planned over each reader: its filter and everything else it reads from the store."""
         if node.vector is None:
             raise IllegalArgument(f"[knn] on field [{node.field}] has no query vector")
-        ranked = []
+        scans = []
         for index, reader in enumerate(readers):
             evaluator = Evaluator(reader, shared=shared[index] if shared is not None else None)
             candidates = evaluator.filter(node.filter) if node.filter else None
-            ranked.append(_keyed(knn.knn_top(reader, node.field, node.vector, k, candidates,
-                                             min_similarity=node.similarity, helper=helper), index))
-        return _merge(ranked, k)
+            scans.append(knn.Scan(reader, node.field, node.vector, k, candidates, min_similarity=node.similarity))
+        return scans
 
     def _ranked_search(self, request: SearchRequest, readers, sort: tuple[SortKey, ...] | None = None,
                        after: Sequence[Any] | None = None, tiebreak: bool = False):
@@ -576,11 +588,11 @@ class SearchService:
             parts.append(_keyed(top_k(scores, mask, window), index))
         return _merge(parts, window), masks
 
-    def _rank_knn(self, node: dsl.Knn, readers, window: int, shared: list[dict], helper=None
+    def _rank_knn(self, node: dsl.Knn, readers, window: int, shared: list[dict], helper=None, scans=None
                   ) -> tuple[Ranked, list[np.ndarray]]:
-        """A kNN leg's ranking and matches (see :meth:`_rank_leg`); ``helper`` shares its scan (see knn_top)."""
-        k = min(node.k or node.num_candidates or window, max(window, 1))
-        ranked = self._knn_global(node, readers, k, shared, helper)
+        """A kNN leg's ranking and matches (see :meth:`_rank_leg`); ``helper`` shares its scan (see knn_top), and
+        ``scans`` are its :meth:`_knn_scans` when already made."""
+        ranked = self._knn_global(node, readers, _leg_k(node, window), shared, helper, scans)
         masks = [np.zeros(r.n_rows, bool) for r in readers]
         for key in ranked.rows.tolist():
             masks[key >> _ROW_BITS][key & _ROW_MASK] = True
@@ -598,18 +610,14 @@ class SearchService:
 
     def _legs_side_by_side(self, nodes, scans: list[int], readers, window: int, shared: list[dict],
                            submit) -> list[tuple[Ranked, list[np.ndarray]]]:
-        # What the scans read from the store (their filter masks, which the other legs share, and their vector
-        # columns) is read here first: from then on only the worker reads the snapshot's transaction.
-        for i in scans:
-            node = nodes[i]
-            for index, reader in enumerate(readers):
-                if node.filter:
-                    Evaluator(reader, shared=shared[index]).filter(node.filter)
-                knn.prepare(reader, node.field)
+        # The scans are planned first (their filter masks, which the other legs share, their vector columns, and
+        # the Python that sets up their compiled pass): from then on only the worker reads the snapshot's
+        # transaction, and this thread goes straight into the compiled pass, leaving the GIL to the worker.
+        planned = {i: self._knn_scans(nodes[i], readers, _leg_k(nodes[i], window), shared) for i in scans}
         others = [i for i in range(len(nodes)) if i not in scans]
         future = submit(lambda: [self._rank_leg(nodes[i], readers, window, shared) for i in others])
         try:  # the worker, done with its legs, then takes runs of the scans' rows too (one thread, in order)
-            found = {i: self._rank_knn(nodes[i], readers, window, shared, submit) for i in scans}
+            found = {i: self._rank_knn(nodes[i], readers, window, shared, submit, planned[i]) for i in scans}
         finally:
             failed = future.exception()  # waits: the worker is done with the snapshot before it may close
         if failed is not None:

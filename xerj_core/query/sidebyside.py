@@ -1,12 +1,14 @@
 """Running a hybrid's legs side by side: lexical legs on a worker thread while the caller's thread scans vectors.
 
-A kNN leg is one long numpy product per part, during which numpy releases
-the GIL; a BM25 leg is mostly Python. So the worker takes the lexical legs
-(it gets the GIL as soon as the caller enters the scan) and the caller starts
-the scan; once done with its legs the worker takes runs of the scan's rows
-too (see :func:`~xerj_core.query.knn.knn_top`'s ``helper``), so the hybrid's
-work is spread over two cores rather than run leg after leg. The answer is
-the same either way.
+A kNN leg's scan is one compiled pass over its rows' int8 copies (or a numpy
+product per part), which releases the GIL; a BM25 leg is mostly Python. So
+the caller first plans its scans (everything they read from the store, and
+their Python set-up), then hands the lexical legs to the worker (which gets
+the GIL as soon as the caller enters the scan) and scans; once done with its
+legs the worker takes runs of the scan's rows too (see
+:func:`~xerj_core.query.knn.knn_top`'s ``helper``), so the hybrid's work is
+spread over two cores rather than run leg after leg. The answer is the same
+either way.
 
 That pays only when a second core is idle. :func:`spare_worker` says whether
 one is: the process may run on two CPUs or more, the load average leaves one
