@@ -337,8 +337,10 @@ def _pass_parts(rng, sizes, dims, share, first=None):
 
 
 @pytest.mark.parametrize("share", [0.1, 0.5, 1.0])
-def test_a_first_pass_over_many_parts_shared_by_threads_leaves_every_row_of_the_best_k(share):
+def test_a_first_pass_over_many_parts_shared_by_threads_leaves_every_row_of_the_best_k(share, monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(knnquant, "MAX_LEFT_SHARE", 1.0)  # every row left is copied, however many
 
     rng = np.random.default_rng(int(share * 10))
     dims, k = 48, 7
@@ -354,7 +356,7 @@ def test_a_first_pass_over_many_parts_shared_by_threads_leaves_every_row_of_the_
     by_row = {start + i: (values[i], inverse[i]) for start, _q, _w, values, inverse in parts for i in range(len(values))}
     with ThreadPoolExecutor(2) as pool:
         for run_rows in (5, 64, 10_000):
-            first = knnquant.FirstPass(parts, probe, "cosine", k, query_norm, run_rows)
+            first = knnquant.FirstPass(parts, probe, "cosine", k, query_norm, run_rows, len(rows))
             found = list(pool.map(lambda _: first.run(), range(2)))
             found.append(first.run())  # every run already taken: nothing left for a late caller
             assert len(found[2][0]) == 0
@@ -375,7 +377,7 @@ def test_the_pass_over_many_parts_refuses_malformed_parts():
     probe = knnquant.Probe.of(rng.standard_normal(8).astype(np.float32))
 
     def run(shaped, k=3, claim=None):
-        first = knnquant.FirstPass(parts, probe, "dot_product", k, 1.0, 16)
+        first = knnquant.FirstPass(parts, probe, "dot_product", k, 1.0, 16, 80)
         first.parts = shaped(first.parts)
         if claim is not None:
             first._claim = claim
@@ -400,3 +402,18 @@ def test_the_pass_over_many_parts_refuses_malformed_parts():
         run(lambda p: p, claim=np.zeros(2, np.int64))
     with pytest.raises(TypeError):
         run(lambda p: p, claim=np.zeros(1, np.float64))
+
+
+def test_a_first_pass_leaving_too_many_rows_copies_none_and_the_parts_are_scored_whole(tmp_path, monkeypatch):
+    rng = np.random.default_rng(12)
+    parts = _pass_parts(rng, [200, 300], 16, 1.0)
+    probe = knnquant.Probe.of(rng.standard_normal(16).astype(np.float32))
+    rows, values, inverse = knnquant.FirstPass(parts, probe, "dot_product", 5, 1.0, 64, 0).run()
+    assert len(rows) >= 5 and values is None and inverse is None  # nothing copied past the cap
+    vectors = rng.standard_normal((1500, 24)).astype(np.float32)
+    with _load(tmp_path / "s", vectors, "cosine") as store, store.reader("v") as reader:
+        monkeypatch.setattr(knnquant, "MAX_LEFT_SHARE", 0.0)  # any row left is too many
+        for i in range(5):
+            plain, first, seen = _both(monkeypatch, reader, vectors[i * 7], 3)
+            _same(plain, first)
+            assert seen  # the first pass ran, and left rows

@@ -563,7 +563,8 @@ static void copy_values(const Part *parts, const int64_t *kept, Py_ssize_t count
  * most the k-th best score among all rows, so a row of the best k is never dropped), GIL released throughout.
  * Returns how many rows are left in b, or -1 when out of memory. */
 static Py_ssize_t claimed_rows(Part *parts, Py_ssize_t count, Py_ssize_t run_rows, Py_ssize_t longest,
-                               const Run *shape, int64_t *claim, Bounds *b, float **values, float **inverse) {
+                               const Run *shape, int64_t *claim, Py_ssize_t copy_at_most, Bounds *b,
+                               float **values, float **inverse) {
     /* room for the longest run: run_rows, or the longest part when every part is shorter */
     longest = longest < run_rows ? longest : run_rows;
     int64_t *listed = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(longest > 0 ? longest : 1));
@@ -577,6 +578,9 @@ static Py_ssize_t claimed_rows(Part *parts, Py_ssize_t count, Py_ssize_t run_row
             }
             if (part == count) {
                 kept = bounds_settle(b);
+                if (kept > copy_at_most) {
+                    break;  /* the caller scores every row instead: no copy of so many rows */
+                }
                 const char **from = PyMem_RawMalloc(sizeof(char *) * (size_t)(kept > 0 ? kept : 1));
                 *values = PyMem_RawMalloc(sizeof(float) * (size_t)(kept > 0 ? kept * shape->d : 1));
                 *inverse = PyMem_RawMalloc(sizeof(float) * (size_t)(kept > 0 ? kept : 1));
@@ -608,21 +612,23 @@ static Py_ssize_t claimed_rows(Part *parts, Py_ssize_t count, Py_ssize_t run_row
 }
 
 PyDoc_STRVAR(left_runs_doc,
-"left_runs(parts, query, k, run_rows, times, norm_times, error_times, add, claim) -> (bytes, bytes, bytes)\n\n"
+"left_runs(parts, query, k, run_rows, times, norm_times, error_times, add, claim, copy_at_most)\n"
+"    -> (bytes, bytes | None, bytes | None)\n\n"
 ":func:`left` over many parts at once, cut into runs of ``run_rows`` rows that the threads calling it with the\n"
 "same ``claim`` (a writable int64 array of one zero) take in turn: each call bounds the runs it takes against\n"
 "one heap and returns the rows they leave as int64 bytes, ascending, numbered ``start`` plus the row's place in\n"
 "its part, then those rows' float32 values, one after another, and their float32 inverse norms. ``parts`` is a\n"
 "sequence of ``(start, rows, scale, slack, rounded, wanted, values, inverse)`` in order of ``start``, none\n"
 "overlapping: the first six as :func:`left` reads them, ``values`` the part's float32 rows and ``inverse`` a\n"
-"float32 per row. The GIL is released meanwhile.");
+"float32 per row. When more than ``copy_at_most`` rows are left, nothing is copied (both None). The GIL is\n"
+"released meanwhile.");
 
 static PyObject *left_runs(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *parts_obj, *query_obj, *claim_obj;
-    Py_ssize_t k, run_rows;
+    Py_ssize_t k, run_rows, copy_at_most;
     Run shape = {0};
-    if (!PyArg_ParseTuple(args, "OOnnddddO:left_runs", &parts_obj, &query_obj, &k, &run_rows, &shape.times,
-                          &shape.norm_times, &shape.error_times, &shape.add, &claim_obj)) {
+    if (!PyArg_ParseTuple(args, "OOnnddddOn:left_runs", &parts_obj, &query_obj, &k, &run_rows, &shape.times,
+                          &shape.norm_times, &shape.error_times, &shape.add, &claim_obj, &copy_at_most)) {
         return NULL;
     }
     if (k <= 0 || run_rows <= 0) {
@@ -680,9 +686,13 @@ static PyObject *left_runs(PyObject *Py_UNUSED(module), PyObject *args) {
     if (bounds_init(&b, k, 64) == 0) {
         Py_ssize_t kept;
         Py_BEGIN_ALLOW_THREADS
-        kept = claimed_rows(parts, count, run_rows, longest, &shape, (int64_t *)claim.buf, &b, &values, &inverse);
+        kept = claimed_rows(parts, count, run_rows, longest, &shape, (int64_t *)claim.buf, copy_at_most, &b,
+                            &values, &inverse);
         Py_END_ALLOW_THREADS
-        if (kept >= 0) {
+        if (kept > copy_at_most) {
+            found = Py_BuildValue("(y#OO)", (const char *)b.rows, (Py_ssize_t)sizeof(int64_t) * kept, Py_None,
+                                  Py_None);
+        } else if (kept >= 0) {
             found = Py_BuildValue("(y#y#y#)", (const char *)b.rows, (Py_ssize_t)sizeof(int64_t) * kept,
                                   (const char *)values, (Py_ssize_t)sizeof(float) * kept * shape.d,
                                   (const char *)inverse, (Py_ssize_t)sizeof(float) * kept);

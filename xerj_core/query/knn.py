@@ -264,7 +264,8 @@ class Scan:
         if self.bounded:
             self.first = knnquant.FirstPass([(start, quant, wanted, values, inverse) for start, _end, values,
                                              wanted, inverse, _squared, quant in self.bounded],
-                                            self.probe, metric, k, query_norm, _PASS_RUN_ROWS)
+                                            self.probe, metric, k, query_norm, _PASS_RUN_ROWS,
+                                            int(self._bounded_rows.sum()))
 
     def top(self, helper: Callable[[Callable[[], None]], Future] | None = None) -> Ranked:
         """The scan's best ``k`` (see :func:`knn_top`, whose ``helper`` this is)."""
@@ -331,6 +332,8 @@ def _rescored(bounded: list[tuple], counts: np.ndarray, left: list[tuple[np.ndar
     :data:`knnquant.MAX_LEFT_SHARE` of its wanted rows (``counts``) is scored whole instead, and cut to its best
     ``k``. ``query`` is ``(vector, norm, squared norm)``; l2_norm never comes here."""
     query, query_norm, query_sq = query
+    if any(values is None for _rows, values, _inverse in left):  # too many rows left to gather: all scored
+        return [_whole(task, query, query_norm, query_sq, metric, k) for task in bounded]
     # each row copied whole is summed as in place (see knnquant), so the scores are the full scan's
     scored = [(rows, _raw(metric, _matvec(values, query), inverse, inverse, query_norm, query_sq))
               for rows, values, inverse in left if len(rows)]
@@ -344,15 +347,19 @@ def _rescored(bounded: list[tuple], counts: np.ndarray, left: list[tuple[np.ndar
         rows, raw = rows[order], raw[order]
     part = np.searchsorted([task[0] for task in bounded], rows, side="right") - 1
     many = np.flatnonzero(np.bincount(part, minlength=len(bounded)) > knnquant.MAX_LEFT_SHARE * counts)
-    found = []
-    for i in many.tolist():
-        start, _end, values, wanted, inverse, squared, _quant = bounded[i]
-        local, whole = _part_raw(metric, query, query_norm, query_sq, values, inverse, squared, wanted)
-        found.append(_cut(start, local, whole, wanted if local is None else None, k, metric, None))
+    found = [_whole(bounded[i], query, query_norm, query_sq, metric, k) for i in many.tolist()]
     if len(many):
         kept = ~np.isin(part, many)
         rows, raw = rows[kept], raw[kept]
     return [*found, (rows, raw)]
+
+
+def _whole(task: tuple, query: np.ndarray, query_norm: float, query_sq: float, metric: str, k: int
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """The best ``k`` of a part scored whole, every wanted row in float32."""
+    start, _end, values, wanted, inverse, squared, _quant = task
+    local, raw = _part_raw(metric, query, query_norm, query_sq, values, inverse, squared, wanted)
+    return _cut(start, local, raw, wanted if local is None else None, k, metric, None)
 
 
 @contextlib.contextmanager

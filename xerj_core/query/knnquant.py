@@ -239,21 +239,28 @@ class FirstPass:
     than handing it back at every run (each of :func:`survivors`' calls is a GIL hand-over)."""
 
     def __init__(self, parts: list[tuple[int, Quantized, np.ndarray, np.ndarray, np.ndarray]], probe: Probe,
-                 metric: str, k: int, query_norm: float, run_rows: int) -> None:
-        """``parts``: ``(start, int8 copy, wanted, float32 rows, their inverse norms)`` each, in order of start."""
+                 metric: str, k: int, query_norm: float, run_rows: int, wanted_rows: int) -> None:
+        """``parts``: ``(start, int8 copy, wanted, float32 rows, their inverse norms)`` each, in order of start;
+        ``wanted_rows``: how many rows they want in all."""
         assert _compiled is not None and metric != "l2_norm"
         times, add = _bound_terms(metric, query_norm)
         self.parts = [(start, q.codes, q.scale, q.slack, q.rounded_norm, wanted, values, inverse)
                       for start, q, wanted, values, inverse in parts]
         self._args = (probe.codes, k, run_rows, probe.scale * times, probe.norm * times, probe.error * times, add)
         self._claim = np.zeros(1, np.int64)  # the next run to take, shared by the calls
+        # Past this many rows left, gathering them costs more than scoring every row (and a copy of them all
+        # could be most of the vectors' bytes): the caller scores the parts whole.
+        self._copy_at_most = int(MAX_LEFT_SHARE * wanted_rows)
 
-    def run(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def run(self) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """``(rows, values, inverse)``: the rows left by the runs this call took (numbered over the reader: a
         part's start plus the row's place in it, ascending), their float32 vectors (one row each) and inverse
         norms, copied by the compiled loop, which fetches the rows ahead: gathered one by one from memory they
-        cost about as much as the pass."""
-        rows, values, inverse = _left_runs(self.parts, *self._args, self._claim)
+        cost about as much as the pass. ``values`` and ``inverse`` are None when more rows are left than
+        :data:`MAX_LEFT_SHARE` of the wanted rows: the caller scores the parts whole."""
+        rows, values, inverse = _left_runs(self.parts, *self._args, self._claim, self._copy_at_most)
+        if values is None:
+            return np.frombuffer(rows, np.int64), None, None
         return (np.frombuffer(rows, np.int64), np.frombuffer(values, np.float32).reshape(-1, len(self._args[0])),
                 np.frombuffer(inverse, np.float32))
 
