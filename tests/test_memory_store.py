@@ -95,7 +95,7 @@ def test_a_memory_is_recallable_by_the_very_next_call(memory):
 @pytest.mark.parametrize("body, fragment", [
     ({}, "neither"),
     ({"metadata": {"a": 1}}, "neither"),
-    ({"text": "   "}, "neither"),
+    ({"text": "   "}, "neither ([text] is blank)"),
     ({"text": "x", "colour": "red"}, "[colour]"),
     ({"text": 5}, "[text]"),
     ({"text": "x", "metadata": [1]}, "[metadata]"),

@@ -153,11 +153,13 @@ def parse_store(body: Any) -> StoreRequest:
     text = body.get("text")
     if text is not None and not isinstance(text, str):
         raise GraphError(f"[text] must be a string, got [{text!r:.80}]")
-    if text is not None and not text.strip():
+    blank = text is not None and not text.strip()
+    if blank:
         text = None
     vector = parse_vector(body["vector"]) if body.get("vector") is not None else None
     if text is None and vector is None:
-        raise GraphError("a memory needs [text] or [vector]; the body has neither")
+        raise GraphError("a memory needs [text] or [vector]; the body has neither"
+                         + (" ([text] is blank)" if blank else ""))
     metadata = body.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise GraphError("[metadata] must be a JSON object")
