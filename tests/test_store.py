@@ -304,6 +304,35 @@ def test_tail_postings_and_columns_follow_every_write(tmp_path):
                     row: len(src["text"].split()) for row, src in sources.items()}
 
 
+def test_tail_postings_looked_up_between_writes_are_the_recount(tmp_path):
+    """A term looked up within a few writes is found in their blocks alone, one after the other (a put's block,
+    a bulk's block of many documents, a block without the term, a delete's); looked up after more writes, in the
+    merged runs. Either way a reader, new or older, sees what its sources say."""
+    from xerj_core.store import read
+
+    rng = np.random.default_rng(3)
+    words = ["w0", "w1", "w2", "common", "rare"]
+    with Store(tmp_path / "data", tail_rows=512) as store:
+        for i in range(120):
+            if i % 9 == 4:
+                store.bulk([BulkOp("index", "t", f"b{i}-{j}", {"text": " ".join(rng.choice(words[:4], 3))})
+                            for j in range(int(rng.integers(2, 6)))])
+            elif i % 13 == 6:
+                store.delete("t", f"p{i - 1}")
+            else:
+                store.put("t", {"text": " ".join(rng.choice(words, int(rng.integers(1, 5))))}, f"p{i}")
+            looked = [term for k, term in enumerate(words) if i % (k + 1) == 0]  # every 1, 2, ... 5 writes
+            with store.reader("t") as reader:
+                assert reader.snapshot.tail.blocks  # nothing sealed: the tail holds every write
+                texts = {int(row): reader.document(int(row))[1]["text"].split() for row in reader.live_rows()}
+                for term in looked + ["absent"]:
+                    rows, tfs = reader.postings("text", term)
+                    assert (np.diff(rows) > 0).all()
+                    got = {int(r): int(t) for r, t in zip(rows, tfs) if reader.live[r]}
+                    assert got == {row: text.count(term) for row, text in texts.items() if term in text}, (i, term)
+        assert read._FEW_NEW_BLOCKS < 5  # the lookups every 5 writes took the merged runs
+
+
 def test_an_older_reader_keeps_its_snapshot(tmp_path):
     with Store(tmp_path / "data", tail_rows=64) as store:
         store.put("t", {"text": "apple", "n": 1}, "a")

@@ -25,13 +25,24 @@ def _recount(reader, term: str) -> dict[int, int]:
     return want
 
 
+@pytest.fixture(params=["the new blocks alone", "the merged runs"])
+def lookups(request, monkeypatch):
+    """A term looked up within a few writes of its last lookup is found in the new blocks alone; the same
+    tests run again with every lookup taking the merged runs."""
+    from xerj_core.store import read
+
+    if request.param == "the merged runs":
+        monkeypatch.setattr(read, "_FEW_NEW_BLOCKS", -1)
+    return request.param
+
+
 def _found(reader, term: str) -> dict[int, int]:
     rows, tfs = reader.postings("text", term)
     return {int(r): int(t) for r, t in zip(rows, tfs) if reader.live[r]}
 
 
 @pytest.mark.parametrize("reopen", [False, True])
-def test_tail_postings_match_a_recount_over_bulks_puts_deletes_and_a_reopen(tmp_path, reopen):
+def test_tail_postings_match_a_recount_over_bulks_puts_deletes_and_a_reopen(tmp_path, reopen, lookups):
     rng = np.random.default_rng(7)
     data = tmp_path / "data"
     store = Store(data, tail_rows=4096)  # nothing seals: every row stays in the tail
@@ -56,7 +67,7 @@ def test_tail_postings_match_a_recount_over_bulks_puts_deletes_and_a_reopen(tmp_
         store.close()
 
 
-def test_a_term_asked_before_later_blocks_arrive_takes_their_postings_too(tmp_path):
+def test_a_term_asked_before_later_blocks_arrive_takes_their_postings_too(tmp_path, lookups):
     with Store(tmp_path / "data", tail_rows=4096) as store:
         store.put("t", {"text": "beta"}, "1")
         with store.reader("t") as reader:
@@ -101,7 +112,7 @@ def test_every_way_a_block_is_built_lists_its_terms_sorted():
             assert (got[0].tolist() if got is not None else None) == want, (how, word)
 
 
-def test_tail_postings_stay_exact_as_many_blocks_are_grouped(tmp_path):
+def test_tail_postings_stay_exact_as_many_blocks_are_grouped(tmp_path, lookups):
     """Hundreds of blocks (single puts, bulks, blocks holding none of the field's terms, overwrites and deletes)
     are grouped sixteen at a time and then merged: every term's postings equal a recount after each write, for
     the newest reader and for readers opened generations before, which share the tail but see fewer rows."""
@@ -138,9 +149,13 @@ def test_tail_postings_stay_exact_as_many_blocks_are_grouped(tmp_path):
 def test_a_bulk_s_run_is_not_grouped_again_with_the_puts_after_it(tmp_path, monkeypatch):
     """Runs merge by postings: the many postings of a bulk's block stay as they are while puts after it add
     fewer, however many blocks those are (counted in blocks, it was grouped again with every sixteen puts)."""
+    from xerj_core.store import read
+
     grouped = []
     group = tailblock.group
     monkeypatch.setattr(tailblock, "group", lambda runs: grouped.append(sum(len(r[2]) for r in runs)) or group(runs))
+    # every lookup takes the merged runs (one within a few writes of the last reads the new blocks alone)
+    monkeypatch.setattr(read, "_FEW_NEW_BLOCKS", -1)
     rng = np.random.default_rng(5)
     with Store(tmp_path / "data", tail_rows=1 << 16) as store:
         store.bulk([BulkOp("index", "t", f"b{i}", {"text": " ".join(rng.choice(WORDS, 4))}) for i in range(600)])
