@@ -256,10 +256,10 @@ class Scan:
                 self.wanted_rows.append(count)
         self.probe = knnquant.Probe.of(query) if any(task[6] is not None for task in self.tasks) else None
         # Parts whose bounds the C loop reads in one call; l2_norm's are worked out per run (see _best)
-        chosen = [i for i, task in enumerate(self.tasks)
-                  if metric != "l2_norm" and knnquant.pays(task[6], self.probe, self.wanted_rows[i], k)]
-        self.bounded = [self.tasks[i] for i in chosen]
-        self._bounded_rows = np.array([self.wanted_rows[i] for i in chosen])
+        chosen = {i for i, task in enumerate(self.tasks)
+                  if metric != "l2_norm" and knnquant.pays(task[6], self.probe, self.wanted_rows[i], k)}
+        self.bounded = [self.tasks[i] for i in sorted(chosen)]  # in order of rows, as the C loop wants them
+        self._bounded_rows = np.array([self.wanted_rows[i] for i in sorted(chosen)])
         self._rest = [task for i, task in enumerate(self.tasks) if i not in chosen]  # scored by _best
         if self.bounded:
             self.first = knnquant.FirstPass([(start, quant, wanted, values, inverse) for start, _end, values,
@@ -387,12 +387,12 @@ def _runs(tasks: list[tuple]) -> list[tuple]:
 
 
 def _shared(first: knnquant.FirstPass | None, tasks: list, run: Callable, helper: Callable[[Callable[[], None]], Future]
-            ) -> tuple[list[np.ndarray], list]:
+            ) -> tuple[list[tuple[np.ndarray, ...]], list]:
     """``([first.run()], [run(t) for t in tasks])`` with this thread and ``helper``'s each taking the first pass's
     runs (in its compiled loop), then the tasks, in turn: the first pass's rows left by each thread, and the
     tasks' results in order."""
     found: list = [None] * len(tasks)
-    left: list[np.ndarray] = []
+    left: list[tuple[np.ndarray, ...]] = []
     claimed = itertools.count()  # next() on it is atomic: each task is taken once
 
     def drain() -> None:
