@@ -38,9 +38,9 @@ def parsed(monkeypatch) -> list[str]:
     seen: list[str] = []
     real = parallel.parse_file
 
-    def counting(formats, rel_path, data, mtime_ms):
+    def counting(formats, rel_path, data, mtime_ms, **options):
         seen.append(rel_path)
-        return real(formats, rel_path, data, mtime_ms)
+        return real(formats, rel_path, data, mtime_ms, **options)
 
     monkeypatch.setattr(parallel, "parse_file", counting)
     return seen

@@ -213,3 +213,29 @@ def test_max_file_mib_moves_the_size_past_which_a_file_is_skipped(tmp_path, monk
     assert raised["files_indexed"] == 1 and raised["files_unchanged"] == 1 and not raised["files_skipped"]
     refused = CliRunner().invoke(cli, ["autoindex", str(folder), "--max-file-mib", "0"])
     assert refused.exit_code == 2 and "--max-file-mib" in refused.output
+
+
+def test_max_file_mib_bounds_what_a_gzip_file_may_expand_to(tmp_path):
+    # A gzip file is read as what it holds: the run's limit is the size that content may reach, as a plain
+    # file's, and a run with a higher limit reads the file it refused.
+    import gzip
+
+    folder = tmp_path / "gz"
+    folder.mkdir()
+    (folder / "small.txt").write_text("proofing basket\n")
+    (folder / "notes.txt.gz").write_bytes(gzip.compress((("levain and rye " * 80 + "\n") * 1_500).encode()))
+    assert (folder / "notes.txt.gz").stat().st_size < 64 * 1024  # the walk passes it at any limit
+    cli = build_cli(get_plugin_manager(builtins_only=True))
+
+    def autoindex(*options: str) -> dict:
+        result = CliRunner().invoke(cli, ["autoindex", str(folder), "--data-dir", str(tmp_path / "data"),
+                                          "--no-graph", "--json", *options])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    limited = autoindex("--max-file-mib", "1.5", "--allow-failures")
+    assert limited["files_indexed"] == 1
+    assert [(f["path"], f["reason"]) for f in limited["files_failed"]] == [
+        ("notes.txt.gz", "decompresses to more than 1.5 MiB (--max-file-mib raises the limit)")]
+    raised = autoindex("--max-file-mib", "2")
+    assert raised["files_indexed"] == 1 and raised["files_unchanged"] == 1 and not raised["files_failed"]

@@ -55,7 +55,8 @@ def decompressed(data: bytes, limit: int = MAX_FILE_BYTES) -> bytes:
             raise FormatError(f"not a readable gzip file: {exc}") from None
         size += len(chunk)
         if size > limit:
-            raise FormatError(f"decompresses to more than {limit // (1024 * 1024)} MiB")
+            raise FormatError(f"decompresses to more than {limit / (1 << 20):g} MiB (--max-file-mib raises the "
+                              f"limit)")
         out.append(chunk)
         if not member.eof:
             raise FormatError("the gzip stream is cut short")

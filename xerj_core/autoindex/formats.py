@@ -177,13 +177,15 @@ def sniff(formats: Mapping[str, Format] | Iterable[Format], rel_path: str, head:
 
 
 def parse_file(
-    formats: Mapping[str, Format] | Iterable[Format], rel_path: str, data: bytes, mtime_ms: int
+    formats: Mapping[str, Format] | Iterable[Format], rel_path: str, data: bytes, mtime_ms: int, *,
+    limit: int = compressed.MAX_FILE_BYTES,
 ) -> list[SourceDocument] | None:
     """Sniff and parse one file: ``None`` when no format accepts it, else its documents.
 
     Every failure surfaces as :class:`FormatError` with ``path`` set, so the
     pipeline reports it per file and carries on. A gzip file is read as what it
-    holds (see :mod:`.compressed`), its documents under its own path.
+    holds (see :mod:`.compressed`), its documents under its own path; one that
+    would expand past ``limit`` bytes is refused.
     """
     read_as = compressed.inner_name(rel_path, data[:2])
     try:
@@ -192,7 +194,7 @@ def parse_file(
         head = data[:SNIFF_BYTES] if read_as is None else compressed.head(data, SNIFF_BYTES)
         fmt = sniff(formats, read_as or rel_path, head)
         if fmt is not None and read_as is not None:
-            data = compressed.decompressed(data)
+            data = compressed.decompressed(data, limit)
     except FormatError as exc:
         raise FormatError(exc.reason, path=rel_path) from None
     except Exception as exc:  # a plugin's accepts() failing is that file's problem, not the run's

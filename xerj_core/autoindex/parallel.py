@@ -310,7 +310,7 @@ def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: 
             outcomes.append(ParseOutcome(entry, failure=f"unreadable: {exc.strerror or exc}"))
             continue
         try:
-            docs = tuple(parse_file(plugins.formats, entry.rel_path, data, entry.mtime_ms) or ())
+            docs = tuple(parse_file(plugins.formats, entry.rel_path, data, entry.mtime_ms, limit=entry.limit) or ())
         except FormatDeclined as exc:  # remembered with its digest, as a file no format reads is
             outcomes.append(ParseOutcome(entry, (), xxhash.xxh3_64_hexdigest(data),
                                          declined=Declined(exc.kind, exc.reason)))

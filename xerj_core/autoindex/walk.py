@@ -19,12 +19,15 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 
 @attrs.frozen
 class FileEntry:
-    """A regular file under the root: its root-relative path (``/`` separators) and what stat said."""
+    """A regular file under the root: its root-relative path (``/`` separators), what stat said, and the most
+    bytes the run reads of it (``--max-file-mib``): a compressed file expanding past that is refused as a plain
+    file that size is skipped."""
 
     rel_path: str
     path: Path
     mtime_ns: int
     size: int
+    limit: int = MAX_FILE_BYTES
 
     @property
     def mtime_ms(self) -> int:
@@ -177,6 +180,6 @@ def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FIL
                 yield Skipped(rel, f"larger than {max_file_bytes / (1 << 20):g} MiB (--max-file-mib raises the "
                                    f"limit)", TOO_LARGE)
                 continue
-            yield FileEntry(rel, Path(entry.path), stat.st_mtime_ns, stat.st_size)
+            yield FileEntry(rel, Path(entry.path), stat.st_mtime_ns, stat.st_size, max_file_bytes)
         # Reversed onto the stack so directories come out in path order.
         stack.extend(reversed(subdirs))
