@@ -44,8 +44,8 @@ static inline int32_t row_dot(const int8_t *row, const int16_t *query, Py_ssize_
 
 /* Every row's sum; with ``wanted`` (not NULL) a row it leaves out is not read and its sum is 0. */
 ROW_LOOP
-static void rows_dots_plain(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int16_t *query, const uint8_t *wanted,
-                      int32_t *out) {
+static void rows_dots_plain(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int16_t *query,
+                            const uint8_t *wanted, int32_t *out) {
     for (Py_ssize_t r = 0; r < n; r++) {
         out[r] = wanted == NULL || wanted[r] ? row_dot(rows + r * d, query, d) : 0;
     }
@@ -54,8 +54,8 @@ static void rows_dots_plain(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, cons
 /* The sums of the ``m`` rows numbered in ``at``, in that order. */
 #define AHEAD 8
 ROW_LOOP
-static void listed_dots_plain(const int8_t *rows, const int64_t *at, Py_ssize_t m, Py_ssize_t d, const int16_t *query,
-                        int32_t *out) {
+static void listed_dots_plain(const int8_t *rows, const int64_t *at, Py_ssize_t m, Py_ssize_t d,
+                              const int16_t *query, int32_t *out) {
     for (Py_ssize_t i = 0; i < m; i++) {
         if (i + AHEAD < m) {
             /* The rows listed are scattered, so the hardware's prefetch does not see them coming: ask for the row
