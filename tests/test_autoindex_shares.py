@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import mailbox
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -190,6 +191,14 @@ def test_a_refused_share_fails_the_file_and_writes_none_of_the_shares_after_it(t
         assert len(mailbox_documents(engine, "mail")) == 1 + 14 + 5
 
 
+def _autoindex(folder: Path, data: Path, *options: str) -> dict:
+    """``xerj autoindex folder --data-dir data --no-graph --json OPTIONS`` through the CLI: its summary."""
+    result = CliRunner().invoke(build_cli(get_plugin_manager(builtins_only=True)),
+                                ["autoindex", str(folder), "--data-dir", str(data), "--no-graph", "--json", *options])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
 def test_max_file_mib_moves_the_size_past_which_a_file_is_skipped(tmp_path, monkeypatch):
     folder = tmp_path / "big"
     folder.mkdir()
@@ -198,20 +207,13 @@ def test_max_file_mib_moves_the_size_past_which_a_file_is_skipped(tmp_path, monk
     skipped = {s.rel_path: s for s in walk(folder, max_file_bytes=1 << 20) if not hasattr(s, "mtime_ns")}
     assert skipped["big.txt"].kind == TOO_LARGE
     assert skipped["big.txt"].reason == "larger than 1 MiB (--max-file-mib raises the limit)"
-    cli = build_cli(get_plugin_manager(builtins_only=True))
-
-    def autoindex(*options: str) -> dict:
-        result = CliRunner().invoke(cli, ["autoindex", str(folder), "--data-dir", str(tmp_path / "data"),
-                                          "--no-graph", "--json", *options])
-        assert result.exit_code == 0, result.output
-        return json.loads(result.output)
-
-    limited = autoindex("--max-file-mib", "1.5")
+    limited = _autoindex(folder, tmp_path / "data", "--max-file-mib", "1.5")
     assert limited["files_indexed"] == 1 and limited["files_skipped"] == [
         {"kind": TOO_LARGE, "path": "big.txt", "reason": "larger than 1.5 MiB (--max-file-mib raises the limit)"}]
-    raised = autoindex("--max-file-mib", "2")
+    raised = _autoindex(folder, tmp_path / "data", "--max-file-mib", "2")
     assert raised["files_indexed"] == 1 and raised["files_unchanged"] == 1 and not raised["files_skipped"]
-    refused = CliRunner().invoke(cli, ["autoindex", str(folder), "--max-file-mib", "0"])
+    refused = CliRunner().invoke(build_cli(get_plugin_manager(builtins_only=True)),
+                                 ["autoindex", str(folder), "--max-file-mib", "0"])
     assert refused.exit_code == 2 and "--max-file-mib" in refused.output
 
 
@@ -225,17 +227,9 @@ def test_max_file_mib_bounds_what_a_gzip_file_may_expand_to(tmp_path):
     (folder / "small.txt").write_text("proofing basket\n")
     (folder / "notes.txt.gz").write_bytes(gzip.compress((("levain and rye " * 80 + "\n") * 1_500).encode()))
     assert (folder / "notes.txt.gz").stat().st_size < 64 * 1024  # the walk passes it at any limit
-    cli = build_cli(get_plugin_manager(builtins_only=True))
-
-    def autoindex(*options: str) -> dict:
-        result = CliRunner().invoke(cli, ["autoindex", str(folder), "--data-dir", str(tmp_path / "data"),
-                                          "--no-graph", "--json", *options])
-        assert result.exit_code == 0, result.output
-        return json.loads(result.output)
-
-    limited = autoindex("--max-file-mib", "1.5", "--allow-failures")
+    limited = _autoindex(folder, tmp_path / "data", "--max-file-mib", "1.5", "--allow-failures")
     assert limited["files_indexed"] == 1
     assert [(f["path"], f["reason"]) for f in limited["files_failed"]] == [
         ("notes.txt.gz", "decompresses to more than 1.5 MiB (--max-file-mib raises the limit)")]
-    raised = autoindex("--max-file-mib", "2")
+    raised = _autoindex(folder, tmp_path / "data", "--max-file-mib", "2")
     assert raised["files_indexed"] == 1 and raised["files_unchanged"] == 1 and not raised["files_failed"]

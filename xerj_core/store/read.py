@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from itertools import repeat
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -299,24 +299,22 @@ _FEW_NEW_BLOCKS = 4
 def _appended(joined: tuple[np.ndarray, np.ndarray] | None, blocks: Sequence[Block], path: str, wanted: bytes
               ) -> tuple[np.ndarray, np.ndarray] | None:
     """``joined`` (a term's rows and frequencies in earlier blocks, or None) followed by its postings in
-    ``blocks``, each block's run searched once."""
-    rows, tfs = ([joined[0]], [joined[1]]) if joined is not None else ([], [])
+    ``blocks``, each block's run (its terms sorted, with counts) searched once."""
+    rows, tfs = [], []
     for block in blocks:
         run = block.postings.get(path)
         if run is None:
             continue
-        names, counts = run[0], run[1]
-        at = bisect_left(names, wanted)
-        if at < len(names) and names[at] == wanted:
-            if counts is None:  # one posting per term listed
-                lo, hi = at, bisect_right(names, wanted)
-            else:
-                lo = int(counts[:at].sum())
-                hi = lo + int(counts[at])
-            rows.append(run[2][lo:hi])
-            tfs.append(run[3][lo:hi])
-    if len(rows) == (joined is not None):
+        at = bisect_left(run[0], wanted)
+        if at < len(run[0]) and run[0][at] == wanted:
+            lo = int(run[1][:at].sum())
+            rows.append(run[2][lo:lo + int(run[1][at])])
+            tfs.append(run[3][lo:lo + int(run[1][at])])
+    if not rows:
         return joined
+    if joined is not None:
+        rows.insert(0, joined[0])
+        tfs.insert(0, joined[1])
     return np.concatenate(rows, dtype=np.int64), np.concatenate(tfs, dtype=np.float32)
 
 
