@@ -6,6 +6,7 @@ import gzip
 import json
 import mailbox
 import os
+import re
 import shutil
 from email.message import EmailMessage
 from pathlib import Path
@@ -20,8 +21,10 @@ from xerj_core.autoindex.pipeline import run
 from xerj_core.autoindex.sink import (DATASET_MAPPING, FileStamp, FileWrite, IndexedDocument, LocalSink, dataset_index,
                                       derive_root_id)
 from xerj_core.cli import build_cli
+from xerj_core.detectors import line_at, make_draft
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.errors import IllegalArgument
+from xerj_core.graph.history import history_index
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.query.service import SearchService
 
@@ -708,6 +711,77 @@ def test_a_format_that_raises_its_version_is_read_with_again(tmp_path):
             assert sorted(reader.id_of(int(row)) for row in reader.live_rows()) == ["agenda.orgx", "minutes.orgy"]
         settled = run(eng, folder, brain="notes", pm=manager(2))
         assert not settled.formats_changed and settled.files_unchanged == 2
+
+
+class _Mention:
+    """A third-party detector at ``version``: ``see <name>`` links a note to ``<name>.md``; version 2 weighs its
+    edges more and quotes the whole line."""
+
+    name = type = "mention"
+    confidence = 0.7
+
+    def __init__(self, version):
+        self.tag, self.weight, self.version = f"mention@{version}", 0.4 + version / 10, version
+
+    def detect(self, file_docs, corpus, state):
+        for doc in file_docs:
+            for match in re.finditer(r"see (\w+)", doc.text):
+                dst = corpus.card(f"{match.group(1)}.md")
+                if dst is not None and dst.doc_id != doc.doc_id:
+                    quote = line_at(doc.text.encode(), match.start()) if self.version > 1 else match.group(0)
+                    yield make_draft(self, doc, dst, quote=quote, offset=match.start())
+
+
+def test_a_detector_that_raises_its_version_renews_the_edges_of_unchanged_files(tmp_path):
+    """A new version of a detector teaches unchanged files' claims again: their live edges become the new
+    version's (tag, weight, evidence; the versions they replace kept in the history), a person's approval stays,
+    and the brain's edges are a fresh build's. Before, an unchanged file's edge kept the old version's tag and
+    evidence for good, since its id (claim and valid_at) stood already."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nPlease see b first.\n")
+    (folder / "b.md").write_text("# B\n\nThen see a again, or see c.\n")
+    (folder / "c.md").write_text("# C\n")
+
+    def manager(version):
+        class Plugin:
+            @hookimpl
+            def xerj_register_detectors(self, register):
+                register(_Mention(version))
+        return get_plugin_manager(builtins_only=True, extra_plugins=[("mention", Plugin())])
+
+    def mentions(eng):
+        return {eid: {f: v for f, v in edge.items() if f not in ("recorded_at", "created_at")}
+                for eid, edge in edges_of(eng, "notes").items() if edge["type"] == "mention"}
+
+    with Engine(tmp_path / "fresh", manager(2)) as eng:
+        run(eng, folder, brain="notes", pm=manager(2))
+        fresh = mentions(eng)
+    assert len(fresh) == 3 and {e["detector"] for e in fresh.values()} == {"mention@2"}
+    with Engine(tmp_path / "d", manager(1)) as eng:
+        run(eng, folder, brain="notes", pm=manager(1))
+        old = mentions(eng)
+        assert old.keys() == fresh.keys() and {e["weight"] for e in old.values()} == {0.5}
+        approved = next(eid for eid, e in old.items() if e["dst"] == "c.md")
+        eng.graph.review("notes", {"approve": [approved]}, by="ana")
+        upgraded = run(eng, folder, brain="notes", pm=manager(2))
+        assert upgraded.files_unchanged == 3 and upgraded.edges_by_type == {"mention": 3}  # the others untouched
+        assert upgraded.edges_continued == 0
+        renewed = mentions(eng)
+        assert renewed[approved]["trust"] == "approved" and renewed[approved]["reviewed_by"] == "ana"
+        review = ("trust", "reviewed_by", "reviewed_at", "review_note")
+        assert {eid: {f: v for f, v in e.items() if f not in review} for eid, e in renewed.items()} == {
+            eid: {f: v for f, v in e.items() if f not in review} for eid, e in fresh.items()}
+        with eng.store.reader(history_index("notes")) as reader:
+            archived = [reader.document(int(row))[1] for row in reader.live_rows()]
+        # mention@1's three edges as the upgrade found them, and the approved one as it was before the review
+        assert sorted(e["detector"] for e in archived if e.get("type") == "mention") == ["mention@1"] * 4
+        again = run(eng, folder, brain="notes", pm=manager(2))
+        assert again.edges_written == 0 and mentions(eng) == renewed
+        (folder / "c.md").unlink()  # every file detected again, under the tags of the last run: none renewed
+        removed = run(eng, folder, brain="notes", pm=manager(2))
+        standing = sorted(e["dst"] for e in mentions(eng).values() if e.get("invalid_at") is None)
+        assert removed.edges_continued == 0 and standing == ["a.md", "b.md"]
 
 
 class _Records:

@@ -374,7 +374,8 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
                     summary.skip(failure["path"], VANISHED, failure["reason"])
                 else:
                     summary.fail(failure["path"], failure["reason"])
-            _detect_and_reconcile(sink, detection, brain_name, datasets, now_ms, summary, progress)
+            _detect_and_reconcile(sink, detection, brain_name, datasets, now_ms, summary, progress,
+                                  _retagged(state.run, tags))
     finally:
         runner.close()
     if dirty:
@@ -952,6 +953,13 @@ def _run_is_dirty(state: RunState | None, detector_tags: list[str]) -> bool:
     return state.dirty or (bool(detector_tags) and state.detectors != tuple(detector_tags))
 
 
+def _retagged(state: RunState | None, detector_tags: list[str]) -> frozenset[str]:
+    """The detector tags the brain's last finished run did not have: detectors new to it, or new versions."""
+    if state is None:
+        return frozenset()
+    return frozenset(detector_tags) - frozenset(state.detectors or ())
+
+
 def _datasets_after(prior: Mapping[str, FileState], changed: Mapping[str, tuple[str, ...]], removed: Sequence[str],
                     ) -> list[str]:
     """The dataset indices the brain's files produce documents in once this run's writes are in.
@@ -1194,7 +1202,7 @@ def _take_back_while_waiting(runner: _Runner, parses: list[Future | None], posit
 
 
 def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, datasets: list[str], now_ms: int,
-                          summary: RunSummary, progress: Progress) -> None:
+                          summary: RunSummary, progress: Progress, retagged: frozenset[str] = frozenset()) -> None:
     """Finish detection over the whole corpus and bring the brain's machine-written edges in line.
 
     Edges the corpus no longer teaches (a removed file, a link that went away,
@@ -1203,6 +1211,14 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
     unchanged files rewrites nothing; and a claim a changed file teaches again
     as it was (see :func:`_continued`) keeps its live edge. A claim a person
     rejected is stored retired.
+
+    A detector whose tag is ``retagged`` (a version the brain's last run did
+    not have) re-asserts the live edges it teaches again, each a new version
+    of its edge document (the one it replaces goes to the history) carrying the
+    new tag, weight, confidence and evidence, unless it already makes the claim
+    just so (an interrupted upgrade's second run): an upgraded brain's edges are
+    those a fresh build of the same folder would hold, where an unchanged file's
+    edge kept the tag and evidence of the version that first taught it.
 
     Drafts stream: each detect batch's fresh edges are written once
     :data:`EDGES_PER_TRANSACTION` of them are due, so the run holds the ids of
@@ -1235,7 +1251,7 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
 
     for drafts, eids in detection.batches():
         batch = drafts if isinstance(drafts, DraftColumns) else DraftColumns.of(drafts, eids)
-        chosen = _wanted_fresh(batch, wanted, settled, summary)
+        chosen = _wanted_fresh(batch, wanted, settled, summary, standing.live if retagged else frozenset(), retagged)
         if chosen:
             fresh.append(chosen)
             held += len(chosen)
@@ -1287,10 +1303,11 @@ def _continued(sink: BrainSink, brain: str, drafts: DraftColumns, wanted: set[in
 
 
 def _wanted_fresh(batch: DraftColumns, wanted: set[int], settled: frozenset[str], summary: RunSummary,
-                  ) -> DraftColumns:
+                  renewed: frozenset[str] = frozenset(), retagged: frozenset[str] = frozenset()) -> DraftColumns:
     """The drafts of ``batch`` to write: each whose ids fit and whose edge id is not wanted yet is now wanted (as
-    its number), and those not settled already are returned, in order. A draft naming a node id or type too long
-    for the edges index is counted in ``summary`` and left out."""
+    its number), and those not settled already are returned, in order; a settled one is returned too when its id
+    is ``renewed`` and its detector tag ``retagged``. A draft naming a node id or type too long for the edges
+    index is counted in ``summary`` and left out."""
     n = len(batch)
     if not n:
         return batch
@@ -1314,7 +1331,11 @@ def _wanted_fresh(batch: DraftColumns, wanted: set[int], settled: frozenset[str]
             wanted.add(number)
             keep[position] = True
     if settled:
-        keep = list(map(and_, keep, map(not_, map(settled.__contains__, batch.ids))))
+        stays = map(settled.__contains__, batch.ids)
+        if renewed:
+            stays = (stay and not (tag in retagged and eid in renewed)
+                     for stay, tag, eid in zip(stays, batch.detector, batch.ids))
+        keep = list(map(and_, keep, map(not_, stays)))
     return batch if all(keep) else batch.where(keep)
 
 
