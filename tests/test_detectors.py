@@ -491,7 +491,7 @@ def test_foam_every_edge_has_evidence_and_provenance(foam_files, foam_result):
 
 def test_foam_tags_weights_and_confidences_follow_the_table(foam_result):
     table = {
-        "wikilink": ("wikilink@3", 1.0, 0.95), "mdlink": ("mdlink@3", 0.9, 0.9), "href": ("href@2", 0.7, 0.85),
+        "wikilink": ("wikilink@3", 1.0, 0.95), "mdlink": ("mdlink@4", 0.9, 0.9), "href": ("href@3", 0.7, 0.85),
         "pathcite": ("pathcite@1", 0.6, 0.7), "cratecite": ("cratecite@1", 0.5, 0.6),
         "sequence": ("sequence@2", 0.8, 0.99), "same_dir": ("samedir@2", 0.3, 0.4),
         "shared_term": ("sharedterm@1", 0.45, 0.5),
@@ -718,6 +718,25 @@ def test_mdlink_resolves_relative_rooted_and_fragment_links():
     assert dsts == {"a.md", "b.md", "docs/sub/c.md#part-two", "docs/sub/index.md"}
 
 
+def test_mdlink_roots_a_site_link_at_the_folder_above_that_holds_its_target():
+    """As npm's docs: pages in docs/content/ link /commands/npm-config, the site rooted at docs/content. The
+    indexed folder's root still wins where it names a file; a rooted link climbing out of every folder names none."""
+    files = {
+        "docs/content/commands/npm-install.md": b"# npm install\n\nSee [config](/commands/npm-config), "
+                                                 b"[folders](/configuring-npm/folders#prefix), [b](/b.md), "
+                                                 b"[x](/../x.md), [gone](/commands/npm-gone) and [site](/).\n",
+        "docs/content/commands/npm-config.md": b"# npm config\n",
+        "docs/content/configuring-npm/folders.md": b"# folders\n\n## Prefix\n",
+        "b.md": b"b", "docs/content/b.md": b"the site's b", "x.md": b"x",
+    }
+    dsts = {e.dst for e in run(mdlink.MdlinkDetector(), files)}
+    assert dsts == {"docs/content/commands/npm-config.md", "docs/content/configuring-npm/folders.md#prefix", "b.md"}
+    files["docs/content/commands/npm-install.md"] = b"# npm install\n\n[config](/commands/npm-config)\n"
+    for outer in ("docs/commands/npm-config.md", "commands/npm-config.md"):  # the outermost folder naming one wins
+        files[outer] = b"# config\n"
+        assert [e.dst for e in run(mdlink.MdlinkDetector(), files)] == [outer]
+
+
 def test_mdlink_links_a_reference_from_the_section_using_it():
     """As in Node.js's API docs: a file's definitions at its end, each cited by the sections above them."""
     files = {
@@ -782,6 +801,13 @@ def test_a_link_to_a_file_finds_its_gzipped_copy():
 def test_href_only_reads_html():
     files = {"p.html": b'<p><a href="q.html">q</a></p>', "q.html": b"<p>q</p>", "n.md": b'<a href="q.html">q</a>'}
     assert [(e.src, e.dst, e.evidence.quote) for e in run(href.HrefDetector(), files)] == [("p.html", "q.html", "q")]
+
+
+def test_href_roots_a_site_link_at_the_folder_above_that_holds_its_target():
+    files = {"site/blog/post.html": b'<p><a href="/about/">about</a> <a href="/blog/older.html#x">older</a> '
+                                    b'<a href="/feed.xml">feed</a></p>',
+             "site/about/index.html": b"<p>about</p>", "site/blog/older.html": b"<p>older</p>"}
+    assert sorted(e.dst for e in run(href.HrefDetector(), files)) == ["site/about/index.html", "site/blog/older.html"]
 
 
 def test_href_evidence_of_an_anchor_without_text_is_the_link_not_the_text_after_it():

@@ -2,7 +2,9 @@
 
 The HTML format records each link with the byte offset of its anchor text
 (``fields["links"]``); a relative or ``/``-rooted href that names a corpus
-file (a folder: its ``index.html``) becomes an edge whose evidence is the line
+file (a folder: its ``index.html``; a ``/``-rooted one naming nothing at the
+root is tried from each folder above the page, as a site below the indexed
+folder is rooted there) becomes an edge whose evidence is the line
 of page text holding the anchor. An anchor with no text, such as an icon or
 an image link (the format gives it a ``label``), gets the rationale
 ``"<file> links to <href>"`` at offset 0, with its label when it has one: the
@@ -23,7 +25,8 @@ INDEX_NAMES = ("index.html", "index.htm")
 class HrefDetector:
     name = "href"
     type = "href"
-    tag = "href@2"
+    # 3: a /-rooted href naming nothing at the root is rooted at the folders above the page (a site's root)
+    tag = "href@3"
     weight = 0.7
     confidence = 0.85
 
@@ -41,7 +44,7 @@ class HrefDetector:
                 href, offset = link.get("href"), link.get("offset", 0)
                 if not isinstance(href, str) or not isinstance(offset, int):
                     continue
-                dst = resolve_relative(corpus, doc.ax_path, href, index_names=INDEX_NAMES)
+                dst = resolve_relative(corpus, doc.ax_path, href, index_names=INDEX_NAMES, site_roots=True)
                 if dst is None or dst.doc_id == doc.doc_id or dst.doc_id in seen:
                     continue
                 seen.add(dst.doc_id)

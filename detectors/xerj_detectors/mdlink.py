@@ -2,7 +2,9 @@
 
 Only Markdown documents are read (notes, and the Markdown a Jupyter notebook's
 cells make), with code blocks and spans masked. A
-destination resolves relative to the linking file (``/``-rooted: to the root);
+destination resolves relative to the linking file (``/``-rooted: to the root,
+else to the nearest-to-the-root folder above the file where it names a file, as
+a site's pages below the indexed folder link from the site's root);
 URLs with a scheme, ``//host`` links and bare ``#anchors`` are not corpus
 files. A destination without extension may name a note (``.md``); a folder
 names its ``index.md``/``README.md``. ``#fragment`` picks that section of the
@@ -43,8 +45,9 @@ def _label(raw: bytes) -> str:
 class MdlinkDetector:
     name = "mdlink"
     type = "mdlink"
-    # 3: a reference link links from the section using it (it linked from its definition's section)
-    tag = "mdlink@3"
+    # 3: a reference link links from the section using it (it linked from its definition's section);
+    # 4: a /-rooted destination naming nothing at the root is rooted at the folders above the file (a site's root)
+    tag = "mdlink@4"
     weight = 0.9
     confidence = 0.9
 
@@ -85,7 +88,7 @@ class MdlinkDetector:
         for doc in docs:
             yield from link_drafts(self, doc, texts[doc.doc_id], (
                 (offset, resolve_relative(corpus, doc.ax_path, destination.decode("utf-8", "replace"),
-                                          index_names=INDEX_NAMES))
+                                          index_names=INDEX_NAMES, site_roots=True))
                 for offset, destination in sorted(found[doc.doc_id])))
 
     @staticmethod

@@ -45,7 +45,7 @@ def target_document(corpus: Corpus, path: str, fragment: str) -> SourceDocument 
 
 
 def resolve_relative(
-    corpus: Corpus, from_path: str, destination: str, *, index_names: tuple[str, ...] = ()
+    corpus: Corpus, from_path: str, destination: str, *, index_names: tuple[str, ...] = (), site_roots: bool = False
 ) -> SourceDocument | None:
     """A link destination written in the file ``from_path`` (relative, or ``/``-rooted) → document.
 
@@ -54,6 +54,12 @@ def resolve_relative(
     path wins over a case-insensitive one; a destination without extension may
     name a note (``.md``); a folder destination names its ``index_names`` file;
     failing all, a path names its gzipped copy (``README.md`` -> ``README.md.gz``).
+
+    A ``/``-rooted destination is rooted at the indexed folder. With
+    ``site_roots``, one that names nothing there is rooted at each folder above
+    ``from_path`` in turn, the outermost first: a site's pages link from the
+    site's root (npm's docs write ``/commands/npm-config`` for
+    ``docs/content/commands/npm-config.md``), which is rarely the folder indexed.
     """
     destination = destination.strip()
     if destination.startswith("<") and destination.endswith(">"):
@@ -67,23 +73,37 @@ def resolve_relative(
     if not raw_path:
         return None
     if raw_path.startswith("/"):
-        joined = raw_path.lstrip("/")
+        rooted = raw_path.lstrip("/")
+        roots = [""] + (_folders_above(from_path) if site_roots else [])
+        paths = [_within(root, posixpath.normpath(posixpath.join(root, rooted)) if rooted else "") for root in roots]
     else:
         joined = posixpath.join(posixpath.dirname(from_path), raw_path)
-    path = posixpath.normpath(joined) if joined else ""
-    if not within_root(path):
-        return None
-    tries = [path]
-    if raw_path.endswith("/"):
-        tries = [posixpath.join(path, name) for name in index_names]
-    elif not posixpath.splitext(path)[1]:
-        tries += [path + ext for ext in NOTE_EXTENSIONS] + [posixpath.join(path, name) for name in index_names]
-    # then each as a compressed copy: Debian ships a package's docs gzipped, and their links name the plain files
-    for candidate in tries + [candidate + ".gz" for candidate in tries]:
-        found = corpus.lookup_path(candidate)
-        if found is not None:
-            return target_document(corpus, found, unquote(fragment))
+        paths = [posixpath.normpath(joined) if joined else ""]
+    for path in paths:
+        if path is None or not within_root(path):
+            continue
+        tries = [path]
+        if raw_path.endswith("/"):
+            tries = [posixpath.join(path, name) for name in index_names]
+        elif not posixpath.splitext(path)[1]:
+            tries += [path + ext for ext in NOTE_EXTENSIONS] + [posixpath.join(path, name) for name in index_names]
+        # then each as a compressed copy: Debian ships a package's docs gzipped, and their links name the plain files
+        for candidate in tries + [candidate + ".gz" for candidate in tries]:
+            found = corpus.lookup_path(candidate)
+            if found is not None:
+                return target_document(corpus, found, unquote(fragment))
     return None
+
+
+def _folders_above(path: str) -> list[str]:
+    """The folders holding ``path``, below the root, the outermost first (``a/b/c.md``: ``a``, ``a/b``)."""
+    parts = path.split("/")[:-1]
+    return ["/".join(parts[:depth]) for depth in range(1, len(parts) + 1)]
+
+
+def _within(root: str, path: str) -> str | None:
+    """``path`` when it stays inside the folder ``root`` (a rooted ``/../x`` climbs out of no site), else None."""
+    return path if not root or path == root or path.startswith(root + "/") else None
 
 
 _NOTE_EXTENSION_SET = frozenset(NOTE_EXTENSIONS)
