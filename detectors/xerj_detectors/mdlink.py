@@ -3,8 +3,8 @@
 Only Markdown documents are read (notes, and the Markdown a Jupyter notebook's
 cells make), with code blocks and spans masked. A
 destination resolves relative to the linking file (``/``-rooted: to the root,
-else to the nearest-to-the-root folder above the file where it names a file, as
-a site's pages below the indexed folder link from the site's root);
+else to the outermost folder above the file from which it names a file, as a
+site's pages below the indexed folder link from the site's root);
 URLs with a scheme, ``//host`` links and bare ``#anchors`` are not corpus
 files. A destination without extension may name a note (``.md``); a folder
 names its ``index.md``/``README.md``. ``#fragment`` picks that section of the

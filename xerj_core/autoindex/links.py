@@ -102,7 +102,7 @@ def _folders_above(path: str) -> list[str]:
 
 
 def _within(root: str, path: str) -> str | None:
-    """``path`` when it stays inside the folder ``root`` (a rooted ``/../x`` climbs out of no site), else None."""
+    """``path`` when it stays inside the folder ``root``, else None (``/../x`` tried from ``docs`` is not ``x``)."""
     return path if not root or path == root or path.startswith(root + "/") else None
 
 

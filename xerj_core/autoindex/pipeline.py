@@ -954,10 +954,11 @@ def _run_is_dirty(state: RunState | None, detector_tags: list[str]) -> bool:
 
 
 def _retagged(state: RunState | None, detector_tags: list[str]) -> frozenset[str]:
-    """The detector tags the brain's last finished run did not have: detectors new to it, or new versions."""
-    if state is None:
+    """The detector tags the brain's last finished run did not have: detectors new to it, or new versions. (A
+    brain whose runs did not record their tags is taken to have had these, as with formats.)"""
+    if state is None or state.detectors is None:
         return frozenset()
-    return frozenset(detector_tags) - frozenset(state.detectors or ())
+    return frozenset(detector_tags) - frozenset(state.detectors)
 
 
 def _datasets_after(prior: Mapping[str, FileState], changed: Mapping[str, tuple[str, ...]], removed: Sequence[str],
