@@ -718,6 +718,20 @@ def test_mdlink_resolves_relative_rooted_and_fragment_links():
     assert dsts == {"a.md", "b.md", "docs/sub/c.md#part-two", "docs/sub/index.md"}
 
 
+def test_mdlink_leaves_the_definitions_foam_writes_for_wikilinks_to_the_wikilink_detector():
+    """Foam ends a note with a definition per [[wikilink]], labelled with its inner text or its target, so that
+    plain Markdown renders the wikilink as a link; such a definition is not a second link from the note's last
+    section. A definition no wikilink spells still links, and a wikilink in code spells nothing."""
+    files = {
+        "index.md": b"# Foam\n\nRead our [[principles]], see [[list|foam list]] and [[daily|the daily command]].\n\n"
+                    b"## License\n\nMIT, `[[other]]`.\n\n[principles]: principles.md 'Principles'\n"
+                    b"[list|foam list]: list.md 'list'\n[daily]: daily.md 'daily'\n[other]: other.md 'Other'\n",
+        "principles.md": b"# Principles\n", "list.md": b"# list\n", "daily.md": b"# daily\n", "other.md": b"# Other\n",
+    }
+    assert [(e.src, e.dst) for e in run(mdlink.MdlinkDetector(), files)] == [("index.md#license", "other.md")]
+    assert {e.dst for e in run(wikilink.WikilinkDetector(), files)} == {"principles.md", "list.md", "daily.md"}
+
+
 def test_mdlink_roots_a_site_link_at_the_folder_above_that_holds_its_target():
     """As npm's docs: pages in docs/content/ link /commands/npm-config, the site rooted at docs/content. The
     indexed folder's root still wins where it names a file; a rooted link climbing out of every folder names none."""

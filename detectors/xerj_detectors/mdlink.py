@@ -15,7 +15,8 @@ from the file's ``[id]: path`` definition, wherever in the file it stands (the
 labels compared as CommonMark compares them: case-folded, runs of spaces as
 one), and links from the section that uses it: a file's definitions usually sit
 together at its end, and its sections are what cite them. A definition nothing
-uses links from where it stands.
+uses links from where it stands, unless it is the one Foam writes for a
+``[[wikilink]]`` (labelled with its inner text), which the wikilink detector links.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ _INLINE = re.compile(
 _DEFINITION = re.compile(rb"^ {0,3}\[(?!\^)([^\]\n]+)\]:[ \t]*(<[^<>\n]*>|\S+)", re.M)
 # [text][label], [label][] and [label]; which of them are links is decided by the file's definitions
 _REFERENCE = re.compile(rb"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])+)\](?:\[([^\[\]\n]*)\])?")
+# a [[wikilink]], whose inner text may be the label of a definition Foam wrote for it
+_WIKILINK = re.compile(rb"\[\[([^\[\]\n]+)\]\]")
 INDEX_NAMES = ("index.md", "README.md", "readme.md")
 
 
@@ -46,7 +49,8 @@ class MdlinkDetector:
     name = "mdlink"
     type = "mdlink"
     # 3: a reference link links from the section using it (it linked from its definition's section);
-    # 4: a /-rooted destination naming nothing at the root is rooted at the folders above the file (a site's root)
+    # 4: a /-rooted destination naming nothing at the root is rooted at the folders above the file (a site's root),
+    # and a definition Foam writes for a [[wikilink]] is not a link of its own
     tag = "mdlink@4"
     weight = 0.9
     confidence = 0.9
@@ -82,6 +86,8 @@ class MdlinkDetector:
             found[doc.doc_id] = [(m.start(), m.group(1)) for m in _INLINE.finditer(scanned)]
             if definitions:
                 found[doc.doc_id] += self._references(texts[doc.doc_id], scanned, definitions, used)
+        if definitions:
+            used.update(self._wikilinked(docs, masked))
         for label, (destination, doc_id, offset) in definitions.items():
             if label not in used:
                 found[doc_id].append((offset, destination))
@@ -90,6 +96,18 @@ class MdlinkDetector:
                 (offset, resolve_relative(corpus, doc.ax_path, destination.decode("utf-8", "replace"),
                                           index_names=INDEX_NAMES, site_roots=True))
                 for offset, destination in sorted(found[doc.doc_id])))
+
+    @staticmethod
+    def _wikilinked(docs: Sequence[SourceDocument], masked: dict[str, bytes]) -> Iterator[str]:
+        """The labels the file's ``[[wikilinks]]`` spell: the ``[label]`` inside each (a shortcut reference to
+        CommonMark), and its target before a ``|``. Foam writes a definition for each wikilink so that plain
+        Markdown renders it as a link, under either label (Foam's own docs hold ``[list|foam list orphans]:
+        cli/list.md`` and ``[daily]: ../tools/cli/daily.md`` for ``[[daily|CLI daily command]]``): the wikilink
+        detector links it from where it stands, and its definition is no other link."""
+        for doc in docs:
+            for inner in _WIKILINK.findall(masked[doc.doc_id]):
+                yield _label(inner)
+                yield _label(inner.split(b"|", 1)[0])
 
     @staticmethod
     def _references(data: bytes, scanned: bytes, definitions: dict[str, tuple[bytes, str, int]],
