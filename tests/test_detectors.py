@@ -27,6 +27,7 @@ from xerj_core.autoindex.detect import (
     mask_code,
     run_detectors,
 )
+from xerj_core.autoindex.builtin_formats import html as html_format
 from xerj_core.autoindex.formats import collect_formats, parse_file
 from xerj_core.errors import PluginError
 from xerj_core.model import EdgeDraft, Evidence
@@ -824,6 +825,20 @@ def test_href_roots_a_site_link_at_the_folder_above_that_holds_its_target():
     assert sorted(e.dst for e in run(href.HrefDetector(), files)) == ["site/about/index.html", "site/blog/older.html"]
 
 
+def test_href_links_from_the_section_holding_it_to_the_section_an_id_names(monkeypatch):
+    """A page is cut at its headings: a link counts from the section holding it, and a #fragment finds the
+    section whose heading (or the element wrapping it) bears that id, as rustdoc and Sphinx name them."""
+    monkeypatch.setattr(html_format, "MIN_SECTION_CHARS", 0)  # these pages' sections are a line each
+    files = {"guide.html": b"<nav><a href='vec.html'>Vec</a></nav><h1>Guide</h1><p>Use "
+                           b"<a href='vec.html#method.push'>push</a> or <a href='vec.html#how-to-use'>usage</a>.</p>",
+             "vec.html": b"<h1>Vec</h1><section id='usage'><h2 id='how-to-use'>How to use</h2><p>x</p></section>"
+                         b"<section id='method.push'><h4>pub fn push</h4><p>y</p></section>"}
+    assert sorted((e.src, e.dst, e.evidence.quote) for e in run(href.HrefDetector(), files)) == [
+        ("guide.html", "vec.html", "Vec"),
+        ("guide.html#guide", "vec.html#how-to-use", "Use push or usage."),
+        ("guide.html#guide", "vec.html#pub-fn-push", "Use push or usage.")]
+
+
 def test_href_evidence_of_an_anchor_without_text_is_the_link_not_the_text_after_it():
     files = {"ch04.html": b'<a href="print.html" title="Print this book"><i></i></a><a href="q.html"><i></i></a>'
                           b'<h1>What is ownership?</h1><p>See <a href="q.html#x">q</a>.</p>',
@@ -1383,6 +1398,7 @@ _EDGE_DIGEST = """
 import hashlib, json, sys
 from pathlib import Path
 from xerj_core.autoindex.detect import collect_detectors, run_detectors
+from xerj_core.autoindex.builtin_formats import html as html_format
 from xerj_core.autoindex.formats import collect_formats, parse_file
 from xerj_core.plugins import get_plugin_manager
 root = Path(sys.argv[1])

@@ -425,11 +425,15 @@ class Corpus:
         return self._next_sibling.get(path)
 
     def section(self, path: str, heading: str) -> SourceDocument | None:
-        """The document of ``path`` whose anchor or label matches ``heading`` (case-insensitive), if any."""
+        """The document of ``path`` whose anchor or label matches ``heading`` (case-insensitive), else the one an
+        element id names (``ids``, as a page lists them: exactly), if any."""
         wanted = fold_name(heading.strip())
         slug = slugify(heading)
         for doc in self._files.get(path, ())[1:]:
             if fold_name(doc.section) == wanted or (slug and doc.fields.get("anchor") == slug):
+                return doc
+        for doc in self._files.get(path, ())[1:]:
+            if heading in (doc.fields.get("ids") or ()):
                 return doc
         return None
 

@@ -1,15 +1,28 @@
-"""HTML pages: one file card with the page's title, its visible text and its links.
+"""HTML pages: a file card with the page's title, plus one section document per heading, each with its links.
 
 The text keeps block structure as lines (a paragraph, list item, heading or
 table row ends a line), collapses other whitespace, keeps ``<pre>`` verbatim and
 drops ``<head>``, ``<script>``, ``<style>``, ``<template>`` and ``<noscript>``.
 The title is ``<title>``, else the first ``<h1>``, else the file name.
-``fields["links"]`` lists every ``<a href>`` in order as ``{"href", "offset"}``,
-``offset`` being the UTF-8 byte offset in the text where the anchor's text
-starts, so the ``href`` detector can quote the line that holds the link. An
-anchor with no text of its own (an icon, an image) also carries ``label``: its
-``title``, ``aria-label`` or image ``alt``, else ``""``; the line at its offset
-is the text after it, which says nothing of the link.
+
+As a Markdown note is, a page is cut at its headings (``<h1>`` to ``<h6>`` with
+text): the card holds the text before the first one, and each opens a section
+that runs to the next heading of any level, its text starting with the
+heading's, its label the heading's text, its id ``{path}#{anchor}`` (a slug of
+the label made unique within the page). A heading opens one only when it heads
+:data:`MIN_SECTION_CHARS` characters beyond its own; else it stays in the part
+before it. A section lists in ``ids`` the element
+ids that name it: the heading's own, those of elements inside it, and those of
+elements opened since the last text before it (``<section id="usage"><h2>``,
+rustdoc's ``<section id="method.push"><h4>``, ``<a name="x"></a><h2>``), so a
+``page.html#usage`` link lands on it.
+
+Each document's ``fields["links"]`` lists every ``<a href>`` in its text, in
+order, as ``{"href", "offset"}``, ``offset`` being the UTF-8 byte offset in that
+text where the anchor's text starts, so the ``href`` detector can quote the line
+that holds the link. An anchor with no text of its own (an icon, an image) also
+carries ``label``: its ``title``, ``aria-label`` or image ``alt``, else ``""``;
+the line at its offset is the text after it, which says nothing of the link.
 
 Bytes are read in the codec a ``<meta charset>`` (or ``http-equiv`` content
 type) in the first kilobytes names, else as UTF-8, else in the encoding
@@ -26,10 +39,13 @@ from __future__ import annotations
 import codecs
 import re
 import threading
+from bisect import bisect_right
 from typing import Any
 
+import attrs
+
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import document
+from xerj_core.autoindex.builtin_formats._common import Anchors, document
 from xerj_core.autoindex.formats import Decoded, FormatError, decode_text, extension, file_name, stem
 from xerj_core.model import SourceDocument
 
@@ -41,6 +57,11 @@ _BLOCK = frozenset(
     "h5 h6 header hr li main nav ol p pre section summary table tbody td tfoot th thead tr ul".split()
 )
 _SKIP = frozenset({"head", "script", "style", "template", "noscript"})
+_HEADINGS = {f"h{level}": level for level in range(1, 7)}
+# The text a heading must head, beyond its own, to open a section: generated pages head every method, impl and
+# field (rustdoc's std pages: 132k sections of 2,617 pages, most a signature and a line, against 2.6k documents,
+# three times the run and five times the data directory), where a note's sections hold paragraphs.
+MIN_SECTION_CHARS = 256
 
 
 class _Extractor:
@@ -53,8 +74,8 @@ class _Extractor:
     def reset(self) -> None:
         """Start a page (and let the last one's text go)."""
         self.parts: list[str] = []
-        # characters emitted so far: a link keeps the count where its anchor starts, and extract() turns the
-        # counts into UTF-8 byte offsets in one pass over the text, not one encode per piece
+        # characters emitted so far: a link keeps the count where its anchor starts, and extract_parts() turns the
+        # counts into UTF-8 byte offsets in one pass over each part's text, not one encode per piece
         self.nchars = 0
         self.at_line_start = True
         self.pending_space = False
@@ -64,6 +85,10 @@ class _Extractor:
         self.title: list[str] = []
         self.h1_depth = 0
         self.h1: list[str] | None = None
+        # headings as [characters before it, level, its text's pieces, the ids naming it]; the open one's depth
+        self.heads: list[list[Any]] = []
+        self.head_depth = 0
+        self.ids_before: list[str] = []  # ids of elements opened since the last text
         self.links: list[dict[str, object]] = []
         self.words = 0  # runs of visible text emitted so far
         # the open anchor: its link's index, ``words`` when it opened, and what it is called
@@ -94,6 +119,15 @@ class _Extractor:
             return
         if tag in _BLOCK:
             self._newline()
+        named = attrib.get("id") or (attrib.get("name") if tag == "a" else None)
+        level = _HEADINGS.get(tag)
+        if level is not None:
+            if not self.head_depth:
+                self.heads.append([self.nchars, level, [], self.ids_before])
+                self.ids_before = []
+            self.head_depth += 1
+        if named:
+            (self.heads[-1][3] if self.head_depth else self.ids_before).append(named.strip())
         if tag == "pre":
             self.pre += 1
         elif tag == "h1":
@@ -132,6 +166,8 @@ class _Extractor:
             self.pre -= 1
         elif tag == "h1" and self.h1_depth:
             self.h1_depth -= 1
+        if tag in _HEADINGS and self.head_depth:
+            self.head_depth -= 1
         if tag in _BLOCK:
             self._newline()
 
@@ -143,6 +179,8 @@ class _Extractor:
             return
         if self.h1_depth and self.h1 is not None:
             self.h1.append(data)
+        if self.head_depth:
+            self.heads[-1][2].append(data)
         if self.pre:
             for index, line in enumerate(data.split("\n")):
                 if index:
@@ -151,6 +189,7 @@ class _Extractor:
                 if line:
                     self._emit(line)
                     self.words += 1
+                    self.ids_before = []
                     self.at_line_start = False
             self.pending_space = False
             return
@@ -166,6 +205,7 @@ class _Extractor:
         self.parts.append(words)
         self.nchars += len(words)
         self.words += 1
+        self.ids_before = []
         self.at_line_start = False
         self.pending_space = collapsed[-1] == " "
 
@@ -207,8 +247,8 @@ def _reader() -> tuple[Any, _Extractor, type[Exception]]:
     return found
 
 
-def extract(markup: str) -> tuple[str, str, str, list[dict[str, object]]]:
-    """``(title, first h1, text, links)`` of an HTML string."""
+def _read(markup: str) -> _Extractor:
+    """This thread's extractor, having read ``markup`` (the caller resets it once done with what it holds)."""
     html_parser, page, parse_error = _reader()
     page.reset()
     try:
@@ -219,13 +259,54 @@ def extract(markup: str) -> tuple[str, str, str, list[dict[str, object]]]:
         if isinstance(exc, parse_error):
             raise FormatError(f"malformed HTML: {exc}") from None
         raise
+    return page
+
+
+@attrs.frozen
+class Part:
+    """A stretch of a page's text: the text before its first heading (``level`` 0), or one heading's section."""
+
+    level: int
+    label: str
+    text: str
+    links: list[dict[str, object]]
+    ids: list[str]
+
+
+def extract_parts(markup: str) -> tuple[str, str, list[Part]]:
+    """``(title, first h1, parts)`` of an HTML string: the text before its first heading, then each heading's
+    section (a heading without text opens none), each with its links (offsets in UTF-8 bytes of its text)."""
+    page = _read(markup)
     text = "".join(page.parts).rstrip()
-    links = [{**link, "offset": offset} for link, offset in zip(page.links, _byte_offsets(
-        text, [min(int(link["offset"]), len(text)) for link in page.links]))]
+    found = [(min(start, len(text)), level, label, ids) for start, level, pieces, ids in page.heads
+             if (label := _WS.sub(" ", "".join(pieces)).strip())]
+    # a heading with little text of its own before the next one stays in the part before it, with its ids
+    heads: list[tuple[int, int, str, list[str]]] = []
+    for (start, level, label, ids), end in zip(found, [start for start, *_ in found[1:]] + [len(text)]):
+        if end - start - len(label) >= MIN_SECTION_CHARS:
+            heads.append((start, level, label, ids))
+        elif heads:
+            heads[-1][3].extend(ids)
+    starts = [start for start, *_ in heads]
+    bounds = [0, *starts, len(text)]
+    placed: list[list[dict[str, object]]] = [[] for _ in bounds[1:]]
+    for link in page.links:
+        at = min(int(link["offset"]), len(text))
+        placed[bisect_right(starts, at)].append({**link, "offset": at})
+    parts = []
+    for index, (start, end) in enumerate(zip(bounds, bounds[1:])):
+        level, label, ids = heads[index - 1][1:] if index else (0, "", [])
+        piece = text[start:end].rstrip()
+        links = placed[index]
+        # offsets from the part's start (its text is not stripped on the left: a heading starts a line), in bytes
+        for link, offset in zip(links, _byte_offsets(piece, [min(int(link["offset"]) - start, len(piece))
+                                                              for link in links])):
+            link["offset"] = offset
+        parts.append(Part(level, label, piece, links, list(dict.fromkeys(ids))))
     title = _WS.sub(" ", "".join(page.title)).strip()
     h1 = _WS.sub(" ", "".join(page.h1 or ())).strip()
     page.reset()
-    return title, h1, text, links
+    return title, h1, parts
 
 
 def _byte_offsets(text: str, chars: list[int]) -> list[int]:
@@ -242,7 +323,10 @@ def _byte_offsets(text: str, chars: list[int]) -> list[int]:
 
 def html_to_text(markup: str) -> str:
     """The visible text of an HTML string, block elements as lines (used for HTML-only email bodies)."""
-    return extract(markup)[2]
+    page = _read(markup)
+    text = "".join(page.parts).rstrip()
+    page.reset()
+    return text
 
 
 class HtmlFormat:
@@ -253,7 +337,8 @@ class HtmlFormat:
     priority = 10
     # 2: an anchor without text carries its label (the href detector then does not quote the text after it).
     # 3: tokenized by libxml2 (end tags that close nothing are ignored, a NUL is U+FFFD), as browsers read pages
-    version = 3
+    # 4: a section per heading, each with its links and the element ids naming it
+    version = 4
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         if extension(rel_path) in EXTENSIONS:
@@ -263,22 +348,17 @@ class HtmlFormat:
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
         decoded = _decode(data, rel_path)
-        title, h1, text, links = extract(decoded.text)
-        return [
-            document(
-                self,
-                rel_path,
-                mtime_ms,
-                doc_id=rel_path,
-                title=title or h1 or stem(rel_path) or file_name(rel_path),
-                text=text,
-                section="",
-                kind="file",
-                ordinal=0,
-                links=links,
-                encoding=decoded.encoding,
-            )
-        ]
+        title, h1, (preamble, *sections) = extract_parts(decoded.text)
+        title = title or h1 or stem(rel_path) or file_name(rel_path)
+        docs = [document(self, rel_path, mtime_ms, doc_id=rel_path, title=title, text=preamble.text, section="",
+                         kind="file", ordinal=0, links=preamble.links, encoding=decoded.encoding)]
+        anchors = Anchors()
+        for ordinal, part in enumerate(sections, 1):
+            anchor = anchors(part.label)
+            docs.append(document(self, rel_path, mtime_ms, doc_id=f"{rel_path}#{anchor}", title=title,
+                                 text=part.text, section=part.label, kind="section", ordinal=ordinal,
+                                 level=part.level, anchor=anchor, links=part.links or None, ids=part.ids or None))
+        return docs
 
 
 @hookimpl
