@@ -48,8 +48,8 @@ def _print_summary(summary, as_json: bool) -> None:
     kept = f"; kept as they were in changed files: {s.documents_kept}" if s.documents_kept else ""
     click.echo(f"  documents written: {s.documents}{kept}  (datasets: {', '.join(s.datasets) or 'none'})")
     if s.formats_changed:
-        click.echo("  the formats differ from the last run's (a format plugin installed or removed): every file "
-                   "was read again")
+        click.echo("  the formats differ from the last run's (a format installed, removed or of a new version): "
+                   "every file was read again")
     if s.graph:
         by_type = ", ".join(f"{t} {n}" for t, n in sorted(s.edges_by_type.items())) or "none"
         click.echo(f"  edges written: {s.edges_written} ({by_type})"

@@ -160,7 +160,8 @@ class RunSummary:
     claims_suppressed: int = 0
     datasets: list[str] = attrs.field(factory=list)
     elapsed_s: float = 0.0
-    # the formats differ from the last run's (a format plugin installed or removed): every file was read again
+    # the formats differ from the last run's (a format installed, removed or of a new version): every file was
+    # read again
     formats_changed: bool = False
 
     @property
