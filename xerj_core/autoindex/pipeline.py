@@ -1219,8 +1219,8 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
     of its edge document (the one it replaces goes to the history) carrying the
     new tag, weight, confidence and evidence, unless it already makes the claim
     just so (an interrupted upgrade's second run): an upgraded brain's edges are
-    those a fresh build of the same folder would hold, where an unchanged file's
-    edge kept the tag and evidence of the version that first taught it.
+    those a fresh build of the same folder would hold (an unchanged file's edge
+    used to keep the tag and evidence of the version that first taught it).
 
     Drafts stream: each detect batch's fresh edges are written once
     :data:`EDGES_PER_TRANSACTION` of them are due, so the run holds the ids of
