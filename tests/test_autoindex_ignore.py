@@ -161,6 +161,20 @@ def test_no_ignore_walks_everything_but_hidden_entries(tmp_path):
                      if text is not None and not any(p.startswith(".") for p in rel.split("/"))}
 
 
+def test_python_bytecode_caches_are_one_ignored_skip_each_unless_no_ignore(tmp_path):
+    """A folder without a .gitignore (installed packages, the standard library) holds a __pycache__ beside its
+    modules: each is left out as one skip, not one "no format" skip per .pyc; --no-ignore walks them."""
+    root = make(tmp_path / "site", {"pkg/mod.py": "x = 1\n", "pkg/__pycache__/mod.cpython-311.pyc": "\0",
+                                    "__pycache__/top.cpython-311.pyc": "\0", "notes/__pycache__.md": "# a note\n"})
+    files, skipped = walked(root)
+    assert files == {"pkg/mod.py", "notes/__pycache__.md"}
+    assert {rel: (s.kind, s.reason) for rel, s in skipped.items()} == {
+        rel: (IGNORED, "Python's compiled-bytecode cache (__pycache__), which no format reads")
+        for rel in ("__pycache__", "pkg/__pycache__")}
+    assert walked(root, ignore_files=False)[0] == files | {"pkg/__pycache__/mod.cpython-311.pyc",
+                                                           "__pycache__/top.cpython-311.pyc"}
+
+
 def test_an_unreadable_ignore_file_fails_the_directory_and_the_walk_goes_on(tmp_path, monkeypatch):
     root = make(tmp_path / "t", {".gitignore": "*.log\n", "a.md": "# a\n", "b.log": "x\n"})
 

@@ -36,6 +36,9 @@ class FileEntry:
 
 # The folders of a Logseq graph's ``logseq/`` (beside its ``config.edn``) that hold earlier copies of its pages.
 LOGSEQ_COPIES = frozenset({"bak", "version-files"})
+# Python's compiled-bytecode caches: no format reads a ``.pyc``, and a folder without a ``.gitignore`` (an
+# installed package, the standard library) holds one beside every module: CPython's test/ alone 2,424 skips.
+BYTECODE_CACHE = "__pycache__"
 
 # What a Maildir (a folder holding ``cur`` and ``new``) keeps beside its mail: ``tmp``, where a message lies while
 # it is delivered (whole only once moved to ``new``), the Maildir++ marker of a folder, and the bookkeeping of
@@ -97,9 +100,10 @@ def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FIL
     ``.Sent`` holding ``cur``, beside the Maildir's own ``cur`` and ``new``).
     Nor, with ``ignore_files``, is what ``.gitignore`` and ``.xerjignore`` files
     leave out (:mod:`xerj_core.autoindex.ignore`), a Logseq graph's copies
-    of its pages (:data:`LOGSEQ_COPIES`) or what a Maildir keeps beside its
-    mail (:data:`MAILDIR_BOOKKEEPING`): each such file or directory is one
-    ``IGNORED`` skip, and an ignored directory is not entered.
+    of its pages (:data:`LOGSEQ_COPIES`), Python's ``__pycache__`` folders or
+    what a Maildir keeps beside its mail (:data:`MAILDIR_BOOKKEEPING`): each
+    such file or directory is one ``IGNORED`` skip, and an ignored directory is
+    not entered.
     Symbolic links are followed, but a directory reached twice (a link loop, or
     two links to one place) is walked once and reported the second time. A file
     larger than ``max_file_bytes`` is a ``TOO_LARGE`` skip.
@@ -152,6 +156,8 @@ def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FIL
                 why = scope.why_ignored(rel, is_dir) if scope is not None else None
                 if is_dir and entry.name in copies:
                     why = "a Logseq graph's copies of its pages (logseq/bak, logseq/version-files)"
+                elif is_dir and scope is not None and entry.name == BYTECODE_CACHE:
+                    why = "Python's compiled-bytecode cache (__pycache__), which no format reads"
                 elif maildir and scope is not None and (entry.name in MAILDIR_BOOKKEEPING
                                                         or entry.name.startswith(MAILDIR_BOOKKEEPING_PREFIXES)):
                     why = "a Maildir's own bookkeeping, not mail (tmp, maildirfolder, dovecot-uidlist, ...)"
