@@ -844,7 +844,7 @@ def test_href_evidence_of_an_anchor_without_text_is_the_link_not_the_text_after_
                           b'<h1>What is ownership?</h1><p>See <a href="q.html#x">q</a>.</p>',
              "print.html": b"<p>all</p>", "q.html": b"<p>q</p>"}
     assert {(e.dst, e.evidence.quote, e.evidence.offset) for e in run(href.HrefDetector(), files)} == {
-        ("q.html", "See q.", 22), ("print.html", 'ch04.html links to print.html ("Print this book")', 0)}
+        ("q.html", "See q.", 23), ("print.html", 'ch04.html links to print.html ("Print this book")', 0)}
     files["ch04.html"] = b'<a href="q.html"><img alt="Next"></a><p>More.</p>'
     assert [(e.dst, e.evidence.quote) for e in run(href.HrefDetector(), files)] == [
         ("q.html", 'ch04.html links to q.html ("Next")')]

@@ -644,10 +644,9 @@ def test_html_is_cut_at_its_headings_each_section_with_its_links_and_the_ids_nam
         ("site/bread.html#bake-1", "Bake", 3, 4, None, "Bread")]
     assert second.text == "Proofing & shaping\nLet it rest, café c\nmiddle"
     assert third.text == "Bake\nhot\nmore" and "links" not in third.fields
-    # bytes of the section's text, from the space before the anchor's text (where the anchor opened)
     quoted = [(link["href"], second.text.encode()[link["offset"]:].decode().split("\n")[0])
               for link in second.fields["links"]]
-    assert quoted == [("#shape", " shaping"), ("rest.html", " rest, café c"), ("c.html", " c")]
+    assert quoted == [("#shape", "shaping"), ("rest.html", "rest, café c"), ("c.html", "c")]
     assert [line_at(first.text, link["offset"]) for link in first.fields["links"]] == ["Start with the starter."]
     nested = html.HtmlFormat().parse("n.html", b"<h2 id='a'>Outer <h3 id='b'>inner</h3> tail</h2><p>x</p>", MTIME)
     assert [(d.section, d.fields.get("ids")) for d in nested] == [("", None), ("Outer inner tail", ["a", "b"])]
@@ -669,6 +668,17 @@ def test_a_heading_with_little_text_of_its_own_stays_in_the_part_before_it():
                                                            f"{long.strip()})\nFormats.")
     (only,) = html.HtmlFormat().parse("short.html", b"<h1>Short</h1><p>one line</p><h2>More</h2><p>two</p>", MTIME)
     assert only.text == "Short\none line\nMore\ntwo"
+
+
+def test_a_link_offset_is_where_its_anchor_text_starts():
+    """Not where its tag opened: the space between the text before and the anchor's text comes first (it is
+    emitted with the words after it), and so does a line break."""
+    page = ("<p>one <a href='a'>two</a> three<a href='b'>four</a></p><p><a href='c'>  five</a></p>"
+            "<pre>x <a href='d'>six</a></pre><p>caf&eacute; <a href='e'>sept</a></p>").encode()
+    (doc,) = html.HtmlFormat().parse("p.html", page, MTIME)
+    data = doc.text.encode()
+    assert [(link["href"], data[link["offset"]:].split(b"\n")[0].decode()) for link in doc.fields["links"]] == [
+        ("a", "two threefour"), ("b", "four"), ("c", "five"), ("d", "six"), ("e", "sept")]
 
 
 def test_an_anchor_without_text_carries_its_label():
@@ -715,7 +725,7 @@ def test_html_pages_read_one_after_another_share_nothing_and_leave_no_garbage():
             broken = fmt.parse("a.html", b"<pre>  kept\n<a href='x.html'><p>words<script>var t = '", MTIME)[0]
             plain = fmt.parse("b.html", b"<p>one <a href='y.html'>two</a></p>", MTIME)[0]
             assert (broken.text, plain.text) == ("  kept\nwords", "one two")
-            assert plain.fields["links"] == [{"href": "y.html", "offset": 3}]
+            assert plain.fields["links"] == [{"href": "y.html", "offset": 4}]  # where "two" starts
         assert sum(type(o).__name__ == "_Extractor" for o in gc.get_objects()) <= 1
     finally:
         gc.enable()

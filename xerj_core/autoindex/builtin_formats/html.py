@@ -146,6 +146,12 @@ class _Extractor:
             if alt:
                 self.anchor = (*self.anchor[:2], _WS.sub(" ", alt).strip())
 
+    def _text_starts(self) -> None:
+        """Words are about to be emitted: an open anchor with none of its own yet starts here (after the space
+        that may precede them), not where its tag opened."""
+        if self.anchor is not None and self.anchor[1] == self.words:
+            self.links[self.anchor[0]]["offset"] = self.nchars
+
     def _close_anchor(self) -> None:
         if self.anchor is not None:
             index, words, label = self.anchor
@@ -187,6 +193,7 @@ class _Extractor:
                     self._emit("\n")
                     self.at_line_start = True
                 if line:
+                    self._text_starts()
                     self._emit(line)
                     self.words += 1
                     self.ids_before = []
@@ -202,6 +209,7 @@ class _Extractor:
         if (self.pending_space or collapsed[0] == " ") and not self.at_line_start:
             self.parts.append(" ")
             self.nchars += 1
+        self._text_starts()
         self.parts.append(words)
         self.nchars += len(words)
         self.words += 1
@@ -337,7 +345,8 @@ class HtmlFormat:
     priority = 10
     # 2: an anchor without text carries its label (the href detector then does not quote the text after it).
     # 3: tokenized by libxml2 (end tags that close nothing are ignored, a NUL is U+FFFD), as browsers read pages
-    # 4: a section per heading, each with its links and the element ids naming it
+    # 4: a section per heading, each with its links and the element ids naming it; a link's offset where its text
+    # starts (it was the space before it)
     version = 4
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
