@@ -800,6 +800,19 @@ def test_orglink_resolves_ids_files_headings_and_custom_ids():
                      ("roam/bar.org#refs", "roam/bar.org#note-intro")}
 
 
+def test_a_link_to_a_pdf_page_lands_on_that_page():
+    """``paper.pdf#page=2`` (a PDF's open parameters, as notes cite a page) links to the page's document; a page
+    the PDF does not have, or another fragment, to its card."""
+    pytest.importorskip("pypdf")
+    from tests.test_formats import make_pdf
+
+    files = {"paper.pdf": make_pdf(["Abstract", "Method", "Results"]),
+             "notes.md": b"# Notes\n\nSee [the method](paper.pdf#page=2&zoom=150), [results](paper.pdf#page=3), "
+                         b"[page 9](paper.pdf#page=9) and [x](paper.pdf#pagemode=none).\n"}
+    assert sorted(e.dst for e in run(mdlink.MdlinkDetector(), files)) == ["paper.pdf", "paper.pdf#page-2",
+                                                                          "paper.pdf#page-3"]
+
+
 def test_a_link_to_a_file_finds_its_gzipped_copy():
     """As Debian ships a package's docs: README.org.gz links ./USAGE.org, stored as USAGE.org.gz."""
     import gzip

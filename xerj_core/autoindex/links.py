@@ -34,11 +34,21 @@ def within_root(path: str) -> bool:
     return path not in ("", ".", "..") and not path.startswith("../") and not path.startswith("/")
 
 
+# A PDF's open parameters (``paper.pdf#page=12&zoom=150``): the page, whose document is labelled ``page 12``.
+_PDF_PAGE = re.compile(r"page=(\d+)(?:&|$)")
+
+
 def target_document(corpus: Corpus, path: str, fragment: str) -> SourceDocument | None:
-    """The section of ``path`` named by ``fragment`` (a heading, or ``^id``: the one holding that block) when there
-    is one, else the file's card."""
+    """The section of ``path`` named by ``fragment`` (a heading, ``^id``: the one holding that block, or
+    ``page=N``: that page of a PDF) when there is one, else the file's card."""
     if fragment:
-        section = corpus.block(path, fragment[1:]) if fragment.startswith("^") else corpus.section(path, fragment)
+        page = _PDF_PAGE.match(fragment)
+        if page is not None:
+            section = corpus.section(path, f"page {int(page.group(1))}")
+        elif fragment.startswith("^"):
+            section = corpus.block(path, fragment[1:])
+        else:
+            section = corpus.section(path, fragment)
         if section is not None:
             return section
     return corpus.card(path)
