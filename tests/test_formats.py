@@ -562,6 +562,21 @@ def test_markdown_reads_a_logseq_pages_properties_and_names():
         assert "aliases" not in fmt.parse(path, body, MTIME)[0].fields, path
 
 
+def test_a_logseq_heading_block_opens_a_section():
+    """Logseq writes a page's headings as blocks (``- ## Usage``, nested ones indented): each is a heading, as
+    CommonMark reads a list item's heading, so a page is cut there as a note is at its ``## Usage`` lines. A list
+    item that only starts with a hash (a tag, ``#5``) is none."""
+    page = (b"type:: [[Command]]\n\n- ## Usage\n\t- Type `/cloze`.\n- ## Functionality\n\t- ### Cues\n"
+            b"\t\t- A cue helps.\n- #flashcards and #5 are tags\n* # Starred\n```\n- # in code\n```\n")
+    card, *sections = markdown.MarkdownFormat().parse("pages/Cloze.md", page, MTIME)
+    assert card.text == "type:: [[Command]]"
+    assert [(d.doc_id, d.fields["level"], d.text) for d in sections] == [
+        ("pages/Cloze.md#usage", 2, "- ## Usage\n\t- Type `/cloze`."),
+        ("pages/Cloze.md#functionality", 2, "- ## Functionality"),
+        ("pages/Cloze.md#cues", 3, "- ### Cues\n\t\t- A cue helps.\n- #flashcards and #5 are tags"),
+        ("pages/Cloze.md#starred", 1, "* # Starred\n```\n- # in code\n```")]
+
+
 def test_markdown_crlf_and_bom_are_normalised():
     docs = markdown.MarkdownFormat().parse("w.md", b"\xef\xbb\xbf# Title\r\n\r\nline\r\n", MTIME)
     assert docs[1].text == "# Title\n\nline"
@@ -1348,7 +1363,8 @@ def test_html_survives_malformed_declarations(markup):
 # Lines a heading walk must tell apart: levels, too many hashes, indents of 0-4 spaces, tabs, closing hashes,
 # empty labels, carriage returns and other line-like separators that only ``\n`` splits, and fence markers.
 _HEADING_PIECES = ["#", "##", "######", "#######", " ", "   ", "    ", "\t", "\n", "\r", "\x0b", "\x85", "\u2028",
-                   "a", "é", "x y", "#x", " #", "## T ##", "\\#", "`", "``", "```", "~~", "~~~", "````"]
+                   "a", "é", "x y", "#x", " #", "## T ##", "\\#", "`", "``", "```", "~~", "~~~", "````", "- ", "-",
+                   "* ", "+\t", "\t- "]
 
 
 @settings(max_examples=400, deadline=None)

@@ -3,8 +3,9 @@
 The card's ``doc_id`` is the root-relative path; its text is whatever precedes
 the first heading (front matter removed), its title the front-matter ``title``,
 else the first level-1 heading, else the file name without extension. Each ATX
-heading (``#`` to ``######``, outside fenced code) opens a section that runs to
-the next heading of any level; the section's text starts with its heading line,
+heading (``#`` to ``######``, outside fenced code; also as a list item's whole
+content, ``- ## Usage``, as Logseq writes a heading block) opens a section that
+runs to the next heading of any level; the section's text starts with its heading line,
 its label is the heading text and its id is ``{path}#{anchor}`` with the anchor
 a forge-style slug made unique within the file (``intro``, ``intro-1``).
 Setext (underlined) headings are not recognised.
@@ -44,9 +45,11 @@ from xerj_core.model import SourceDocument
 EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mdx"})
 
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
-_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+# An ATX heading line, or a list item that is one (``- ## Usage``: a Logseq page's heading blocks, nested or not;
+# CommonMark reads a list item's heading as a heading too).
+_HEADING = re.compile(r"(?: {0,3}|[ \t]*[-*+][ \t]+)(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 # The same heading line found anywhere in a body (``^``/``$`` at line ends; no part of it spans a newline).
-_HEADING_LINE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$", re.M)
+_HEADING_LINE = re.compile(r"^(?: {0,3}|[ \t]*[-*+][ \t]+)(#{1,6})(?:[ \t]+(.*?))?[ \t]*$", re.M)
 _CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+$")
 _FM_KEY = re.compile(r"([A-Za-z_][\w\-]*)[ \t]*:(?:[ \t]+(.*))?$")
 # Logseq's page properties: the lines ``key:: value`` a page opens with (matched at the body's start only).
@@ -194,7 +197,7 @@ def headings(body: str) -> list[tuple[int, int, str]]:
                 fence = None
         elif opener is not None:
             fence = opener.group(1)
-        elif line.lstrip(" ").startswith("#"):
+        elif "#" in line:
             match = _HEADING.match(line)
             if match is not None:
                 label = _CLOSING_HASHES.sub("", match.group(2) or "").strip()
@@ -210,7 +213,8 @@ class MarkdownFormat:
     dataset = "ax-notes"
     priority = 10
     # 2: Logseq's page properties and page names, and block ids, read (a run finding it reads every note again)
-    version = 2
+    # 3: a list item that is a heading (a Logseq heading block, ``- ## Usage``) opens a section
+    version = 3
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         return extension(rel_path) in EXTENSIONS
