@@ -665,6 +665,9 @@ def test_html_is_cut_at_its_headings_each_section_with_its_links_and_the_ids_nam
     assert [line_at(first.text, link["offset"]) for link in first.fields["links"]] == ["Start with the starter."]
     nested = html.HtmlFormat().parse("n.html", b"<h2 id='a'>Outer <h3 id='b'>inner</h3> tail</h2><p>x</p>", MTIME)
     assert [(d.section, d.fields.get("ids")) for d in nested] == [("", None), ("Outer inner tail", ["a", "b"])]
+    marked = html.HtmlFormat().parse("m.html", "<h2>Install<a class='headerlink' href='#install'>¶</a></h2><p>x</p>"
+                                     "<h2><a class='doc-anchor' href='#c'>§</a>Use C#</h2><p>y</p>".encode(), MTIME)
+    assert [d.section for d in marked] == ["", "Install", "Use C#"]  # Sphinx's and rustdoc's marks, not C#'s
 
 
 def test_a_heading_with_little_text_of_its_own_stays_in_the_part_before_it():

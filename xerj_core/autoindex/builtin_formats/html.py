@@ -58,6 +58,9 @@ _BLOCK = frozenset(
 )
 _SKIP = frozenset({"head", "script", "style", "template", "noscript"})
 _HEADINGS = {f"h{level}": level for level in range(1, 7)}
+# What a heading's label drops at its ends: white space, and the marks of the link to itself generators put beside
+# it (Sphinx's "¶", rustdoc's "§"), which are no part of its name.
+_HEADERLINK_MARKS = " ¶§"
 # The text a heading must head, beyond its own, to open a section: generated pages head every method, impl and
 # field (rustdoc's std pages: 132k sections of 2,617 pages, most a signature and a line, against 2.6k documents,
 # three times the run and five times the data directory), where a note's sections hold paragraphs.
@@ -287,7 +290,7 @@ def extract_parts(markup: str) -> tuple[str, str, list[Part]]:
     page = _read(markup)
     text = "".join(page.parts).rstrip()
     found = [(min(start, len(text)), level, label, ids) for start, level, pieces, ids in page.heads
-             if (label := _WS.sub(" ", "".join(pieces)).strip())]
+             if (label := _WS.sub(" ", "".join(pieces)).strip(_HEADERLINK_MARKS))]
     # a heading with little text of its own before the next one stays in the part before it, with its ids
     heads: list[tuple[int, int, str, list[str]]] = []
     for (start, level, label, ids), end in zip(found, [start for start, *_ in found[1:]] + [len(text)]):
