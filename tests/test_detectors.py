@@ -802,14 +802,15 @@ def test_orglink_resolves_ids_files_headings_and_custom_ids():
 
 def test_a_link_to_a_pdf_page_lands_on_that_page():
     """``paper.pdf#page=2`` (a PDF's open parameters, as notes cite a page) links to the page's document; a page
-    the PDF does not have, or another fragment, to its card."""
+    the PDF does not have, another fragment, or a note's heading named "Page 2", to its card."""
     pytest.importorskip("pypdf")
     from tests.test_formats import make_pdf
 
     files = {"paper.pdf": make_pdf(["Abstract", "Method", "Results"]),
              "notes.md": b"# Notes\n\nSee [the method](paper.pdf#page=2&zoom=150), [results](paper.pdf#page=3), "
-                         b"[page 9](paper.pdf#page=9) and [x](paper.pdf#pagemode=none).\n"}
-    assert sorted(e.dst for e in run(mdlink.MdlinkDetector(), files)) == ["paper.pdf", "paper.pdf#page-2",
+                         b"[page 9](paper.pdf#page=9), [x](paper.pdf#pagemode=none), [y](log.md#page=2).\n",
+             "log.md": b"# Log\n\n## Page 2\n\nmore\n"}
+    assert sorted(e.dst for e in run(mdlink.MdlinkDetector(), files)) == ["log.md", "paper.pdf", "paper.pdf#page-2",
                                                                           "paper.pdf#page-3"]
 
 

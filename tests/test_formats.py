@@ -688,6 +688,14 @@ def test_a_heading_with_little_text_of_its_own_stays_in_the_part_before_it():
     assert only.text == "Short\none line\nMore\ntwo"
 
 
+def test_an_html_page_without_a_title_is_named_by_its_first_h1_with_text_else_its_file():
+    fmt = html.HtmlFormat()
+    page = "<h2>Intro</h2><h1></h1><p>x</p><h1>Bread<a href='#b'>¶</a></h1><h1>Later</h1>".encode()
+    assert fmt.parse("site/bread.html", page, MTIME)[0].title == "Bread"
+    assert fmt.parse("site/rye.html", b"<h2>Rye</h2><p>x</p>", MTIME)[0].title == "rye"
+    assert fmt.parse("site/t.html", b"<title>Told</title><h1>Bread</h1>", MTIME)[0].title == "Told"
+
+
 def test_a_link_offset_is_where_its_anchor_text_starts():
     """Not where its tag opened: the space between the text before and the anchor's text comes first (it is
     emitted with the words after it), and so does a line break."""

@@ -16,7 +16,8 @@ labels compared as CommonMark compares them: case-folded, runs of spaces as
 one), and links from the section that uses it: a file's definitions usually sit
 together at its end, and its sections are what cite them. A definition nothing
 uses links from where it stands, unless it is the one Foam writes for a
-``[[wikilink]]`` (labelled with its inner text), which the wikilink detector links.
+``[[wikilink]]`` (labelled with its inner text, or its target before a ``|``),
+which the wikilink detector links.
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ def target_document(corpus: Corpus, path: str, fragment: str) -> SourceDocument 
         page = _PDF_PAGE.match(fragment)
         if page is not None:
             section = corpus.section(path, f"page {int(page.group(1))}")
+            section = section if section is not None and section.kind == "page" else None  # not a note's heading
         elif fragment.startswith("^"):
             section = corpus.block(path, fragment[1:])
         else:

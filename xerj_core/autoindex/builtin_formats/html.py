@@ -11,10 +11,10 @@ that runs to the next heading of any level, its text starting with the
 heading's, its label the heading's text, its id ``{path}#{anchor}`` (a slug of
 the label made unique within the page). A heading opens one only when it heads
 :data:`MIN_SECTION_CHARS` characters beyond its own; else it stays in the part
-before it. A section lists in ``ids`` the element
-ids that name it: the heading's own, those of elements inside it, and those of
-elements opened since the last text before it (``<section id="usage"><h2>``,
-rustdoc's ``<section id="method.push"><h4>``, ``<a name="x"></a><h2>``), so a
+before it. A section lists in ``ids`` the element ids that name it: the
+heading's own, those of elements inside it, and those of elements opened since
+the last text before it (``<section id="usage"><h2>``, rustdoc's
+``<section id="method.push"><h4>``, ``<a name="x"></a><h2>``), so a
 ``page.html#usage`` link lands on it.
 
 Each document's ``fields["links"]`` lists every ``<a href>`` in its text, in
@@ -68,7 +68,7 @@ MIN_SECTION_CHARS = 256
 
 
 class _Extractor:
-    """The page's text, title, first h1 and links, from the parser's events: an lxml parser target (the parser
+    """The page's text, title, headings and links, from the parser's events: an lxml parser target (the parser
     calls :meth:`start`, :meth:`end` and :meth:`data` with each event, then :meth:`close`)."""
 
     def __init__(self) -> None:
@@ -86,8 +86,6 @@ class _Extractor:
         self.pre = 0
         self.in_title = False
         self.title: list[str] = []
-        self.h1_depth = 0
-        self.h1: list[str] | None = None
         # headings as [characters before it, level, its text's pieces, the ids naming it]; the open one's depth
         self.heads: list[list[Any]] = []
         self.head_depth = 0
@@ -133,10 +131,6 @@ class _Extractor:
             (self.heads[-1][3] if self.head_depth else self.ids_before).append(named.strip())
         if tag == "pre":
             self.pre += 1
-        elif tag == "h1":
-            self.h1_depth += 1
-            if self.h1 is None:
-                self.h1 = []
         elif tag == "a":
             self._close_anchor()  # an anchor left open ends where the next one starts, as browsers end it
             href = attrib.get("href")
@@ -173,8 +167,6 @@ class _Extractor:
             self._close_anchor()
         elif tag == "pre" and self.pre:
             self.pre -= 1
-        elif tag == "h1" and self.h1_depth:
-            self.h1_depth -= 1
         if tag in _HEADINGS and self.head_depth:
             self.head_depth -= 1
         if tag in _BLOCK:
@@ -186,8 +178,6 @@ class _Extractor:
             return
         if self.skip:
             return
-        if self.h1_depth and self.h1 is not None:
-            self.h1.append(data)
         if self.head_depth:
             self.heads[-1][2].append(data)
         if self.pre:
@@ -285,7 +275,7 @@ class Part:
 
 
 def extract_parts(markup: str) -> tuple[str, str, list[Part]]:
-    """``(title, first h1, parts)`` of an HTML string: the text before its first heading, then each heading's
+    """``(title, the first h1's text, parts)`` of an HTML string: the text before its first heading, then each heading's
     section (a heading without text opens none), each with its links (offsets in UTF-8 bytes of its text)."""
     page = _read(markup)
     text = "".join(page.parts).rstrip()
@@ -315,7 +305,7 @@ def extract_parts(markup: str) -> tuple[str, str, list[Part]]:
             link["offset"] = offset
         parts.append(Part(level, label, piece, links, list(dict.fromkeys(ids))))
     title = _WS.sub(" ", "".join(page.title)).strip()
-    h1 = _WS.sub(" ", "".join(page.h1 or ())).strip()
+    h1 = next((label for _start, level, label, _ids in found if level == 1), "")
     page.reset()
     return title, h1, parts
 
