@@ -492,7 +492,7 @@ def test_foam_every_edge_has_evidence_and_provenance(foam_files, foam_result):
 
 def test_foam_tags_weights_and_confidences_follow_the_table(foam_result):
     table = {
-        "wikilink": ("wikilink@3", 1.0, 0.95), "mdlink": ("mdlink@4", 0.9, 0.9), "href": ("href@3", 0.7, 0.85),
+        "wikilink": ("wikilink@4", 1.0, 0.95), "mdlink": ("mdlink@4", 0.9, 0.9), "href": ("href@3", 0.7, 0.85),
         "pathcite": ("pathcite@1", 0.6, 0.7), "cratecite": ("cratecite@1", 0.5, 0.6),
         "sequence": ("sequence@2", 0.8, 0.99), "same_dir": ("samedir@2", 0.3, 0.4),
         "shared_term": ("sharedterm@1", 0.45, 0.5),
@@ -688,6 +688,35 @@ def test_wikilink_lands_block_references_and_heading_paths_on_their_sections():
     assert found == [("a.md#a", "b.md", 40), ("a.md#a", "b.md#quotes", 29),
                      ("a.md#a", "b.md#sub", 15), ("a.md#a", "b.md#top", 5),
                      ("a.md#log", "pages/Sourdough.md", 12)]
+
+
+def test_wikilink_reads_dendrons_label_first_links_vault_prefixes_and_note_reference_ranges():
+    """Dendron writes ``[[label|target]]`` (its notes named by dotted hierarchy), prefixes a note with its vault
+    (``dendron://vault/``) and quotes a range of a note (``![[note#Start,1:#End]]``). A target that names a note
+    keeps Obsidian's reading, whatever the label names; a target naming no note is read from the label only when
+    it is a note's name, never for a same-file ``#heading``."""
+    files = {
+        "vault/dendron.topic.lookup.md": b"# Lookup\n\n## Create New Vault\n\nx\n",
+        "vault/dendron.topic.md": b"# Topic\n\n## Motivation\n\nWhy.\n\n## Later\n\nz\n\n## Part 1\n\n## Part 1, 2\n\ny\n",
+        "vault/Label.md": b"# Label\n",
+        "vault/root.md": b"# Root\n\n[[Lookup|dendron.topic.lookup]] "
+                         b"[[New vault|dendron://dendron.site/dendron.topic.lookup#create-new-vault]]\n\n"
+                         b"## Refs\n\n![[dendron.topic#motivation,1:#*]] ![[dendron://other.vault/dendron.topic#later,1]]"
+                         b" [[dendron.topic#Motivation, 2]] [[dendron.topic#part 1, 2]]\n\n"
+                         b"## Obsidian\n\n[[dendron.topic|Label]] [[Nothing here|Label]] [[#No such heading|Label]]"
+                         b" [[Nothing|Neither]]\n",
+    }
+    found = sorted((e.src, e.dst) for e in run(wikilink.WikilinkDetector(), files) if e.src.startswith("vault/root"))
+    assert found == [
+        ("vault/root.md#obsidian", "vault/Label.md"),  # [[Nothing here|Label]]: Dendron's reading
+        ("vault/root.md#obsidian", "vault/dendron.topic.md"),  # [[dendron.topic|Label]]: the target, as written
+        ("vault/root.md#obsidian", "vault/root.md"),  # [[#No such heading|Label]]: this file, as before
+        ("vault/root.md#refs", "vault/dendron.topic.md#later"),
+        ("vault/root.md#refs", "vault/dendron.topic.md#motivation"),  # the range's first heading; ", 2" too
+        ("vault/root.md#refs", "vault/dendron.topic.md#part-1-2"),  # a heading that ends so is that heading
+        ("vault/root.md#root", "vault/dendron.topic.lookup.md"),
+        ("vault/root.md#root", "vault/dendron.topic.lookup.md#create-new-vault"),
+    ]
 
 
 def test_wikilink_skips_code_and_quotes_the_full_line():

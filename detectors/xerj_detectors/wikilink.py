@@ -18,7 +18,10 @@ Several candidates: the one in the folder nearest the linking file wins
 that section of the target when it exists (``[[#Heading]]`` alone: of the same
 file), ``#Heading#Subheading`` its last heading; ``#^block`` lands on the section
 holding that block id (else the file), and a Logseq block reference ``((uuid))``
-on the section holding that block, in whichever file it is. A note may have a ``#`` in its
+on the section holding that block, in whichever file it is. ``[[a|b]]`` whose
+``a`` names no note while ``b`` does is Dendron's ``[[label|target]]``; Dendron's
+``dendron://vault/`` prefix is dropped, and a note reference's range
+(``#Start,1:#End``) lands on its first heading. A note may have a ``#`` in its
 name (``[[C# tips]]``, ``[[C# tips#Async]]``): when the text before the first
 ``#`` names no note, or names one without that heading, each later ``#`` and
 then none is tried as the one opening the heading. Links inside fenced or inline
@@ -45,7 +48,8 @@ class WikilinkDetector:
     name = "wikilink"
     type = "wikilink"
     # 3: [[note#^id]] on the section holding the block, ((uuid)) block references, [[note#A#B]] on heading B
-    tag = "wikilink@3"
+    # 4: Dendron's [[label|target]], dendron://vault/ prefixes and note-reference ranges
+    tag = "wikilink@4"
     weight = 1.0
     confidence = 0.95
 

@@ -191,14 +191,36 @@ def resolve_note(corpus: Corpus, from_path: str, name: str) -> str | None:
     return corpus.nearest(note_candidates(corpus, from_path, name), from_path)
 
 
+# Dendron names a note of another vault ``dendron://<vault>/<note>``; notes are found by name whatever folder holds
+# their vault, so the prefix is dropped.
+_DENDRON_VAULT = re.compile(r"^\s*dendron://[^/|#\]]*/")
+# Dendron's note references quote a range: ``![[note#Start,1:#End]]`` is from heading Start on, to heading End.
+_NOTE_REF_RANGE = re.compile(r",\s*\d+(?::#.*)?$")
+
+
 def resolve_wikilink(corpus: Corpus, from_doc: SourceDocument, inner: str) -> SourceDocument | None:
-    """The document ``[[inner]]`` written in ``from_doc`` links to, or ``None``."""
-    target = inner.split("|", 1)[0].rstrip("\\")  # [[a\|b]] inside a table escapes its pipe
+    """The document ``[[inner]]`` written in ``from_doc`` links to, or ``None``.
+
+    ``[[target|label]]`` is read as Obsidian, Foam and Logseq write it; when its
+    target names no note and its label does, as Dendron's ``[[label|target]]``.
+    """
+    target, bar, label = inner.partition("|")
+    found = _resolve_target(corpus, from_doc, target.rstrip("\\"))  # [[a\|b]] inside a table escapes its pipe
+    return _resolve_target(corpus, from_doc, label) if found is None and bar else found
+
+
+def _resolve_target(corpus: Corpus, from_doc: SourceDocument, target: str) -> SourceDocument | None:
+    """The document a wikilink's target (what comes before any ``|``) names, or ``None`` when it names no note (a
+    same-file ``#heading`` names the file)."""
+    target = _DENDRON_VAULT.sub("", target, count=1)
     name, _, heading = target.partition("#")
     heading = heading.strip()
     if not name.strip():
         return target_document(corpus, from_doc.ax_path, heading) if heading else None
     path = resolve_note(corpus, from_doc.ax_path, name)
+    if path is not None and _NOTE_REF_RANGE.search(heading) and corpus.section(path, heading) is None:
+        # a Dendron note reference's range (Start,1:#End), read from its first heading
+        return target_document(corpus, path, _NOTE_REF_RANGE.sub("", heading).strip())
     if "#" not in heading and (path is None) == (heading == ""):
         # the common cases, decided: a note and a heading (no other "#" to read otherwise), or no "#" at all
         return None if path is None else target_document(corpus, path, heading)
