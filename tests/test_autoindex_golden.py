@@ -71,8 +71,9 @@ def dump(folder: Path, brain: str = "golden", workers: int | None = 1) -> dict[s
 # that names nothing at the root at the folders above its file, and these corpora hold no such link; wikilink@3
 # lands a [[note#^id]] on the section holding the block and reads ((uuid)) block references, and Foam's block ids
 # are all in code examples; wikilink@4 reads Dendron's [[label|target]] (a target naming no note, a label naming
-# one), vault prefixes and note-reference ranges, and these corpora hold none of them.
-RETAGGED = {"mdlink@2": "mdlink@4", "href@2": "href@3", "wikilink@2": "wikilink@4"}
+# one), vault prefixes and note-reference ranges, and these corpora hold none of them; mdlink@5 reads a folder
+# URL (/guide/setup/) as the page guide/setup.md and a folder's _index.md, and these corpora link no folder.
+RETAGGED = {"mdlink@2": "mdlink@5", "href@2": "href@4", "wikilink@2": "wikilink@4"}
 # mdlink@4 also no longer links from a reference definition Foam wrote for a [[wikilink]] (labelled with its inner
 # text, or with its target before a '|'): the wikilink edge already links the two. Foam's notes hold 178 of them.
 _DEFINITION = re.compile(r"\s*\[([^\]]+)\]:")

@@ -492,7 +492,7 @@ def test_foam_every_edge_has_evidence_and_provenance(foam_files, foam_result):
 
 def test_foam_tags_weights_and_confidences_follow_the_table(foam_result):
     table = {
-        "wikilink": ("wikilink@4", 1.0, 0.95), "mdlink": ("mdlink@4", 0.9, 0.9), "href": ("href@3", 0.7, 0.85),
+        "wikilink": ("wikilink@4", 1.0, 0.95), "mdlink": ("mdlink@5", 0.9, 0.9), "href": ("href@4", 0.7, 0.85),
         "pathcite": ("pathcite@1", 0.6, 0.7), "cratecite": ("cratecite@1", 0.5, 0.6),
         "sequence": ("sequence@2", 0.8, 0.99), "same_dir": ("samedir@2", 0.3, 0.4),
         "shared_term": ("sharedterm@1", 0.45, 0.5),
@@ -781,6 +781,24 @@ def test_mdlink_roots_a_site_link_at_the_folder_above_that_holds_its_target():
         assert [e.dst for e in run(mdlink.MdlinkDetector(), files)] == [outer]
 
 
+def test_mdlink_reads_a_sites_folder_url_as_the_page_published_there():
+    """As Hugo's docs: [format](/content-management/formats/) names content/en/content-management/formats.md (the
+    page Hugo publishes at that URL), and a section's folder URL its _index.md. A folder holding an index page
+    names that page first; a folder URL naming neither names nothing."""
+    files = {
+        "content/en/templates/lookup.md": b"# Lookup\n\n[format][f], [shortcodes](/shortcodes/), [docs](/docs/) "
+                                          b"[intro](../intro/#why) and [gone](/gone/).\n\n"
+                                          b"[f]: /content-management/formats/#list\n",
+        "content/en/content-management/formats.md": b"# Formats\n\n## List\n",
+        "content/en/shortcodes/_index.md": b"# Shortcodes\n", "content/en/shortcodes.md": b"# not the section\n",
+        "content/en/docs/index.md": b"# Docs\n", "content/en/docs.md": b"# not the index\n",
+        "content/en/intro.md": b"# Intro\n\n## Why\n",
+    }
+    dsts = sorted(e.dst for e in run(mdlink.MdlinkDetector(), files))
+    assert dsts == ["content/en/content-management/formats.md#list", "content/en/docs/index.md",
+                    "content/en/intro.md#why", "content/en/shortcodes/_index.md"]
+
+
 def test_mdlink_links_a_reference_from_the_section_using_it():
     """As in Node.js's API docs: a file's definitions at its end, each cited by the sections above them."""
     files = {
@@ -866,6 +884,10 @@ def test_href_roots_a_site_link_at_the_folder_above_that_holds_its_target():
                                     b'<a href="/feed.xml">feed</a></p>',
              "site/about/index.html": b"<p>about</p>", "site/blog/older.html": b"<p>older</p>"}
     assert sorted(e.dst for e in run(href.HrefDetector(), files)) == ["site/about/index.html", "site/blog/older.html"]
+    # a folder with no index page: the note published as that folder (a page rendered beside its Markdown)
+    files["site/blog/post.html"] += b'<p><a href="/guide/setup/">setup</a></p>'
+    files["site/guide/setup.md"] = b"# Setup\n"
+    assert "site/guide/setup.md" in {e.dst for e in run(href.HrefDetector(), files)}
 
 
 def test_href_links_from_the_section_holding_it_to_the_section_an_id_names(monkeypatch):

@@ -2,7 +2,8 @@
 
 The HTML format records each link with the byte offset of its anchor text
 (``fields["links"]``); a relative or ``/``-rooted href that names a corpus
-file (a folder: its ``index.html``; a ``/``-rooted one naming nothing at the
+file (a folder: its ``index.html``, else the note published as that folder,
+``guide/setup/``: ``guide/setup.md``; a ``/``-rooted one naming nothing at the
 root is tried from each folder above the page, as a site below the indexed
 folder is rooted there) becomes an edge whose evidence is the line
 of page text holding the anchor. An anchor with no text, such as an icon or
@@ -26,7 +27,8 @@ class HrefDetector:
     name = "href"
     type = "href"
     # 3: a /-rooted href naming nothing at the root is rooted at the folders above the page (a site's root)
-    tag = "href@3"
+    # 4: a folder href naming no index page names the note published there (guide/setup/: guide/setup.md)
+    tag = "href@4"
     weight = 0.7
     confidence = 0.85
 

@@ -7,7 +7,9 @@ else to the outermost folder above the file from which it names a file, as a
 site's pages below the indexed folder link from the site's root);
 URLs with a scheme, ``//host`` links and bare ``#anchors`` are not corpus
 files. A destination without extension may name a note (``.md``); a folder
-names its ``index.md``/``README.md``. ``#fragment`` picks that section of the
+names its ``index.md``/``README.md`` (Hugo's ``_index.md``), and a folder
+destination a site's page (``/guide/setup/``) that no folder holds is the page
+named so (``guide/setup.md``), as static site generators publish one. ``#fragment`` picks that section of the
 target when it exists. Evidence is the line holding the link's ``[``.
 
 A reference link (``[text][id]``, ``[id][]``, ``[id]``) takes its destination
@@ -38,7 +40,7 @@ _DEFINITION = re.compile(rb"^ {0,3}\[(?!\^)([^\]\n]+)\]:[ \t]*(<[^<>\n]*>|\S+)",
 _REFERENCE = re.compile(rb"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])+)\](?:\[([^\[\]\n]*)\])?")
 # a [[wikilink]], whose inner text may be the label of a definition Foam wrote for it
 _WIKILINK = re.compile(rb"\[\[([^\[\]\n]+)\]\]")
-INDEX_NAMES = ("index.md", "README.md", "readme.md")
+INDEX_NAMES = ("index.md", "README.md", "readme.md", "_index.md")
 
 
 def _label(raw: bytes) -> str:
@@ -51,8 +53,9 @@ class MdlinkDetector:
     type = "mdlink"
     # 3: a reference link links from the section using it (it linked from its definition's section);
     # 4: a /-rooted destination naming nothing at the root is rooted at the folders above the file (a site's root),
-    # and a definition Foam writes for a [[wikilink]] is not a link of its own
-    tag = "mdlink@4"
+    # and a definition Foam writes for a [[wikilink]] is not a link of its own;
+    # 5: a site's folder URL (/guide/setup/) names the page guide/setup.md, and a folder its _index.md (Hugo)
+    tag = "mdlink@5"
     weight = 0.9
     confidence = 0.9
 

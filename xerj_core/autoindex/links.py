@@ -63,7 +63,8 @@ def resolve_relative(
     URLs with a scheme, protocol-relative URLs and bare ``#fragments`` resolve to
     nothing. The query string is dropped and percent-escapes decoded. An exact
     path wins over a case-insensitive one; a destination without extension may
-    name a note (``.md``); a folder destination names its ``index_names`` file;
+    name a note (``.md``); a folder destination names its ``index_names`` file, else the note published as
+    that folder (``guide/setup/``: ``guide/setup.md``);
     failing all, a path names its gzipped copy (``README.md`` -> ``README.md.gz``).
 
     A ``/``-rooted destination is rooted at the indexed folder. With
@@ -95,7 +96,9 @@ def resolve_relative(
             continue
         tries = [path]
         if raw_path.endswith("/"):
-            tries = [posixpath.join(path, name) for name in index_names]
+            # a site's folder URL: the folder's index page, else the page published there (Hugo, Jekyll and
+            # MkDocs publish guide/setup.md as /guide/setup/)
+            tries = [posixpath.join(path, name) for name in index_names] + [path + ext for ext in NOTE_EXTENSIONS]
         elif not posixpath.splitext(path)[1]:
             tries += [path + ext for ext in NOTE_EXTENSIONS] + [posixpath.join(path, name) for name in index_names]
         # then each as a compressed copy: Debian ships a package's docs gzipped, and their links name the plain files
