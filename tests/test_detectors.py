@@ -42,6 +42,7 @@ from xerj_detectors import (
     mdlink,
     orglink,
     pathcite,
+    pyref,
     rstlink,
     samedir,
     sequence,
@@ -51,12 +52,12 @@ from xerj_detectors import (
 
 FOAM = Path(__file__).parents[1].parent / "shared/corpora/foam-docs"
 TEN = ("wikilink", "mdlink", "href", "pathcite", "cratecite", "sequence", "samedir", "sharedterm", "emailthread",
-       "imports", "rstlink", "orglink", "canvas")
+       "imports", "rstlink", "orglink", "canvas", "pyref")
 ALL = [
     wikilink.WikilinkDetector(), mdlink.MdlinkDetector(), href.HrefDetector(), pathcite.PathciteDetector(),
     cratecite.CrateciteDetector(), sequence.SequenceDetector(), samedir.SamedirDetector(),
     sharedterm.SharedtermDetector(), emailthread.EmailthreadDetector(), imports.ImportsDetector(),
-    rstlink.RstlinkDetector(), orglink.OrglinkDetector(), canvas.CanvasDetector(),
+    rstlink.RstlinkDetector(), orglink.OrglinkDetector(), canvas.CanvasDetector(), pyref.PyrefDetector(),
 ]
 
 
@@ -368,6 +369,82 @@ class TestRstlinkConformance(AbstractDetectorTests):
     @pytest.fixture
     def corpus_files(self):
         return parse_files(SPHINX)
+
+
+PYTHON_DOCS = {
+    "src/shop/__init__.py": b"from .cart import Cart\nfrom .money import total\n\ndef version():\n    return 1\n",
+    "src/shop/cart.py": b"class Cart:\n    def add(self, item):\n        pass\n\n\ndef empty():\n    return Cart()\n",
+    "src/shop/money.py": b"def total(items):\n    return sum(items)\n\n\ndef version():\n    return 0\n",
+    "src/shop/base/__init__.py": b"",
+    "src/shop/base/cart2.py": b"class Cart:\n    pass\n\n\nclass Basket:\n    pass\n",
+    "examples/app/shop.py": b"def total():\n    return 0\n",
+    "docs/api.rst": b"API\n===\n\n.. module:: shop\n\n.. autoclass:: Cart\n   :members:\n\n"
+                    b"Money\n-----\n\n.. autofunction:: total\n\nUse :func:`~shop.money.total` or :py:meth:`Cart.add`, "
+                    b"not :func:`!total`, :class:`os.PathLike` or :func:`version <shop.version>`.\n\n"
+                    b"C API\n-----\n\n:c:func:`total`, :cpp:class:`Cart` and :func:`!shop.money.total` are not links.\n",
+    "docs/guide.rst": b"Guide\n=====\n\n.. currentmodule:: shop\n\nCall :func:`empty`, :func:`cart.empty` and :func:`money.total()`; "
+                      b":class:`Basket` lives in :mod:`shop.base`.\n",
+    "docs/usage.md": b"# Usage\n\n```{currentmodule} shop.base\n```\n\nA {class}`Basket`, or a {py:class}`shop.Cart`.\n",
+    "README.md": b"# Shop\n\nNot a reference: `shop.Cart`, :func:shop.total.\n",
+}
+
+
+def test_pyref_links_sphinx_python_references_to_the_code_defining_them():
+    """Roles and directives of the Python domain (reST and MyST) land on the definition's section of the module
+    its dotted name names, src/ layout and all; a package stands for its modules' definitions (the shallowest);
+    a module set by a directive is tried first, beyond it only; outside names, !names and other domains' roles
+    link nothing."""
+    found = sorted((e.src, e.dst, e.evidence.quote) for e in run(pyref.PyrefDetector(), PYTHON_DOCS))
+    assert [(src, dst) for src, dst, _quote in found] == sorted([
+        ("docs/api.rst#api", "src/shop/__init__.py"),  # .. module:: shop
+        ("docs/api.rst#api", "src/shop/cart.py#cart"),  # .. autoclass:: Cart, under shop: cart.py's, not deep's
+        ("docs/api.rst#money", "src/shop/__init__.py#version"),  # Title <shop.version>: its own, not money's
+        ("docs/api.rst#money", "src/shop/cart.py#cart"),  # :py:meth:`Cart.add` on its class
+        ("docs/api.rst#money", "src/shop/money.py#total"),  # autofunction, and ~shop.money.total
+        ("docs/guide.rst#guide", "src/shop/base/__init__.py"),  # :mod:`shop.base`
+        ("docs/guide.rst#guide", "src/shop/base/cart2.py#basket"),
+        ("docs/guide.rst#guide", "src/shop/cart.py#empty"),  # empty and cart.empty under shop
+        ("docs/guide.rst#guide", "src/shop/money.py#total"),  # money.total()
+        ("docs/usage.md#usage", "src/shop/cart.py#cart"),  # {py:class}`shop.Cart`
+        ("docs/usage.md#usage", "src/shop/base/cart2.py#basket"),  # {class}`Basket` under shop.base
+    ])
+    quotes = {dst: quote for src, dst, quote in found if src == "docs/api.rst#money"}
+    assert quotes["src/shop/money.py#total"] == ".. autofunction:: total"
+
+
+def test_pyref_names_modules_from_their_package_and_the_nearest_of_two():
+    """A file outside any package is a top-level module; of two files with one module name, the one nearest the
+    document; a name under a set module that the code does not define links nothing, not the module."""
+    files = {
+        "a/docs/x.rst": b"X\n=\n\n.. currentmodule:: tool\n\n:func:`tool.run` and :func:`missing`.\n",
+        "a/tool.py": b"def run():\n    pass\n", "b/tool.py": b"def run():\n    pass\n",
+        "b/my-tool/c.py": b"def run():\n    pass\n",
+    }
+    assert [(e.src, e.dst) for e in run(pyref.PyrefDetector(), files)] == [("a/docs/x.rst", "a/tool.py#run")]
+    corpus_files = parse_files(files)
+    detector = pyref.PyrefDetector()
+    partials = [detector.summarize(docs) for docs in corpus_files.values()]
+    names = detector.combine(partials, Corpus(corpus_files)).data
+    assert names["m tool"] == ("a/tool.py", "b/tool.py") and names["m c"] == ("b/my-tool/c.py",)
+    assert not any(key.startswith("b ") for key in names)  # no package holds a module here
+    without_docs = {path: data for path, data in files.items() if not path.endswith(".rst")}
+    corpus_files = parse_files(without_docs)
+    partials = [detector.summarize(docs) for docs in corpus_files.values()]
+    assert detector.combine(partials, Corpus(corpus_files)).data == {}  # no document refers: no map is built
+
+
+class TestPyrefConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return pyref.PyrefDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return pyref
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files(PYTHON_DOCS)
 
 
 def test_rstlink_follows_toctrees_doc_roles_and_directives_of_a_tree_below_the_folder():

@@ -1,0 +1,227 @@
+"""``pyref``: a Sphinx document's Python cross-references (``:func:`flask.url_for```) linking to the code defining them.
+
+API documentation names code by its dotted Python name: the Python domain's
+roles (``:mod:``, ``:func:``, ``:class:``, ``:meth:``, ``:attr:``, ``:data:``,
+``:const:``, ``:exc:``, ``:obj:``, ``:type:``, optionally ``:py:``-prefixed,
+and MyST's ``{func}`...``` in Markdown) and its object and autodoc directives
+(``.. autoclass:: Flask``, ``.. function:: url_for(endpoint)``, ``.. automodule::``).
+Read from reStructuredText and Markdown documents.
+
+A ``.py`` file's module name is its path from the outermost folder of its
+package (folders holding ``__init__.py``; ``src/flask/app.py`` is
+``flask.app``, ``src/flask/__init__.py`` is ``flask``). A name resolves to the
+longest dotted prefix of it that the code defines: a top-level class or
+function (its section of the file), else a module (its card), so
+``flask.Flask.route`` lands on ``class Flask`` of the module defining it. A
+package's name followed by a name it does not define itself stands for a
+definition in a module below it (a package re-exports what its modules
+define): ``flask.Flask`` is ``class Flask`` of ``flask/app.py``, the
+shallowest module defining it, then the smaller path. Several files with one
+module name: the nearest to the document.
+
+As Sphinx does, a name is first looked up under the module the document has set
+(``.. module::``, ``.. currentmodule::``, ``.. automodule::``, which hold from
+their line to the next such directive), then as written; under the module it
+must name a definition or a module beyond it, so a name the code does not
+define links nothing rather than the module it was looked up under. ``~`` is
+dropped, ``Title <name>`` names ``name``, and ``!name`` is not a link. Names the
+corpus does not define (the standard library, another package) link nothing.
+
+A corpus-wide detector: ``summarize`` lists a ``.py`` file's top-level
+definitions, and tells whether a document uses any of these references;
+``combine`` maps the dotted names (only when some document does). Edge: from the
+document holding the reference to the definition's section or the module's
+card; evidence is the line holding the reference.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections import defaultdict
+from typing import Iterable, Iterator, Sequence
+
+from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl,
+                                 line_at, make_draft)
+
+READ_FORMATS = frozenset({"rst"}) | MARKDOWN_FORMATS
+_KINDS = rb"mod|func|data|const|class|meth|attr|exc|obj|type"
+_OBJECTS = rb"module|currentmodule|function|class|method|attribute|data|exception|decorator|property"
+_ROLE = re.compile(rb"(?<![\w:]):(?:py:)?(" + _KINDS + rb"):`([^`\n]+)`")
+_MYST_ROLE = re.compile(rb"\{(?:py:)?(" + _KINDS + rb")\}`([^`\n]+)`")
+_DIRECTIVE = re.compile(rb"^[ \t]*(?:\.\. |(?:```+|:::+)\{)(?:py:)?(?:auto)?(" + _OBJECTS + rb")(?:::|\})[ \t]*"
+                        rb"([A-Za-z_][\w.]*)", re.M)
+_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+# the directives after which a document's names are looked up under a module (automodule writes a module's)
+_SETS_MODULE = frozenset({b"module", b"currentmodule"})
+
+
+class PyrefDetector:
+    name = "pyref"
+    type = "pyref"
+    tag = "pyref@1"
+    weight = 0.8
+    confidence = 0.85
+
+    def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[str, tuple[tuple[str, str], ...]] | bool | None:
+        """A Python file's path and its top-level definitions (``(symbol, doc id)``); ``True`` for a document that
+        writes a Python reference; else ``None``."""
+        card = file_docs[0] if file_docs else None
+        if card is None:
+            return None
+        if card.format == "code":
+            if card.fields.get("language") != "python" or not card.ax_path.endswith(".py"):
+                return None
+            return card.ax_path, tuple((doc.fields["symbol"], doc.doc_id) for doc in file_docs[1:]
+                                       if isinstance(doc.fields.get("symbol"), str))
+        if card.format in READ_FORMATS and any(_writes_references(doc.text.encode("utf-8")) for doc in file_docs):
+            return True
+        return None
+
+    def combine(self, partials: Iterable[tuple[str, tuple[tuple[str, str], ...]] | bool | None],
+                corpus: Corpus) -> DetectorState:
+        """The code's names, when some document refers to them: ``"m <module>"`` → the files of that module name,
+        ``"d <path> <symbol>"`` → the section defining it there, ``"b <package file> <symbol>"`` → the shallowest
+        definition below that package (then the smaller path)."""
+        code, wanted = [], False
+        for partial in partials:
+            if partial is True:
+                wanted = True
+            elif partial:
+                code.append(partial)
+        if not wanted:
+            return DetectorState(data={})
+        files: dict[str, list[str]] = defaultdict(list)
+        names: dict[str, object] = {}
+        below: dict[str, tuple[int, str, str]] = {}
+        for path, defined in sorted(code):
+            module = _module_name(corpus, path)
+            if module is None:
+                continue
+            files[f"m {module}"].append(path)
+            packages = _package_files(corpus, path)
+            for symbol, doc_id in defined:
+                names[f"d {path} {symbol}"] = doc_id
+                for depth, package in enumerate(packages):  # depth: packages between the two, 0 for its own
+                    key, rank = f"b {package} {symbol}", (depth, path, doc_id)
+                    held = below.get(key)
+                    if held is None or rank < held:
+                        below[key] = rank
+        names.update((key, tuple(paths)) for key, paths in files.items())
+        names.update((key, doc_id) for key, (_depth, _path, doc_id) in below.items())
+        return DetectorState(data=names)
+
+    def detect(
+        self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
+    ) -> Iterable[EdgeDraft]:
+        # names are asked for one by one (never their number): a remembered detection then hangs on the names it
+        # asked, not on every name of the code
+        names = state.data if state is not None else None
+        if names is None or not file_docs or file_docs[0].format not in READ_FORMATS:
+            return
+        module: str | None = None
+        for doc in file_docs:
+            data = doc.text.encode("utf-8")
+            if not _writes_references(data):
+                continue
+            seen: set[str] = set()
+            for offset, written, directive in _references(data):
+                if directive in _SETS_MODULE:
+                    module = written
+                    if directive == b"currentmodule":
+                        continue  # context only: the module is documented where its module directive is
+                target = _resolve(corpus, names, doc.ax_path, module, written)
+                if target is None or target.doc_id == doc.doc_id or target.doc_id in seen:
+                    continue
+                seen.add(target.doc_id)
+                yield make_draft(self, doc, target, quote=line_at(data, offset), offset=offset)
+
+
+def _writes_references(data: bytes) -> bool:
+    if b"`" not in data and b".. " not in data:
+        return False
+    return any(pattern.search(data) for pattern in (_ROLE, _MYST_ROLE, _DIRECTIVE))
+
+
+def _references(data: bytes) -> Iterator[tuple[int, str, bytes | None]]:
+    """``(offset, name, directive)`` of each Python reference of ``data``, in order (``None`` for a role)."""
+    found: list[tuple[int, str, bytes | None]] = []
+    for pattern in (_ROLE, _MYST_ROLE):
+        for match in pattern.finditer(data):
+            name = _role_target(match.group(2).decode("utf-8", "replace"))
+            if name is not None:
+                found.append((match.start(), name, None))
+    for match in _DIRECTIVE.finditer(data):
+        found.append((match.start(), match.group(2).decode("ascii").rstrip("."), match.group(1)))
+    return iter(sorted(found, key=lambda item: item[0]))
+
+
+def _role_target(written: str) -> str | None:
+    """The dotted name a role's text names, or ``None`` (``!name`` is not a link)."""
+    written = written.strip()
+    if "<" in written and written.endswith(">"):
+        written = written[written.rindex("<") + 1:-1].strip()
+    written = written.lstrip("~.")  # a "!name" is no name: not a link
+    if written.endswith("()"):
+        written = written[:-2]
+    return written if _NAME.fullmatch(written) else None
+
+
+def _resolve(corpus: Corpus, names: dict, from_path: str, module: str | None, written: str) -> SourceDocument | None:
+    """The document ``written`` names, looked up under ``module`` first (beyond it only), then as written: the
+    longest dotted prefix that is a module, then the definition the next part names in it, else the module."""
+    tries = [(f"{module}.{written}", module.count(".") + 2)] if module and written != module else []
+    for qualified, least in [*tries, (written, 1)]:
+        parts = qualified.split(".")
+        for cut in range(len(parts), 0, -1):
+            paths = names.get("m " + ".".join(parts[:cut]))
+            if not paths:
+                continue
+            path = _preferred(corpus, paths, from_path)
+            if cut < len(parts):
+                symbol = parts[cut]
+                doc_id = names.get(f"d {path} {symbol}") or names.get(f"b {path} {symbol}")
+                if doc_id is not None:
+                    return corpus.document(doc_id)
+            if cut >= least:
+                return corpus.card(path)
+            break
+    return None
+
+
+def _preferred(corpus: Corpus, paths: tuple[str, ...], from_path: str) -> str:
+    """Of the files with one module name, a package's (what a project documents) before a loose module's, then
+    the nearest to the document."""
+    packages = [path for path in paths if path.endswith("/__init__.py") or path == "__init__.py"]
+    return corpus.nearest(packages or paths, from_path) or paths[0]
+
+
+def _package_files(corpus: Corpus, path: str) -> list[str]:
+    """The ``__init__.py`` files of the packages holding the module ``path``, innermost first (not its own)."""
+    folder = posixpath.dirname(path)
+    if posixpath.basename(path) == "__init__.py":
+        folder = posixpath.dirname(folder)
+    found = []
+    while folder and f"{folder}/__init__.py" in corpus:
+        found.append(f"{folder}/__init__.py")
+        folder = posixpath.dirname(folder)
+    return found
+
+
+def _module_name(corpus: Corpus, path: str) -> str | None:
+    """``path``'s dotted module name: its path from the outermost folder of its package (``None`` when a part is
+    no Python name)."""
+    folder, file_name = posixpath.split(path)
+    stem = file_name[:-3]
+    parts = [] if stem == "__init__" else [stem]
+    while folder and f"{folder}/__init__.py" in corpus:
+        folder, package = posixpath.split(folder)
+        parts.append(package)
+    if not parts or not all(part.isidentifier() for part in parts):
+        return None
+    return ".".join(reversed(parts))
+
+
+@hookimpl
+def xerj_register_detectors(register) -> None:
+    register(PyrefDetector())
