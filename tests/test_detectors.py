@@ -381,10 +381,13 @@ PYTHON_DOCS = {
     "docs/api.rst": b"API\n===\n\n.. module:: shop\n\n.. autoclass:: Cart\n   :members:\n\n"
                     b"Money\n-----\n\n.. autofunction:: total\n\nUse :func:`~shop.money.total` or :py:meth:`Cart.add`, "
                     b"not :func:`!total`, :class:`os.PathLike` or :func:`version <shop.version>`.\n\n"
-                    b"C API\n-----\n\n:c:func:`total`, :cpp:class:`Cart` and :func:`!shop.money.total` are not links.\n",
-    "docs/guide.rst": b"Guide\n=====\n\n.. currentmodule:: shop\n\nCall :func:`empty`, :func:`cart.empty` and :func:`money.total()`; "
+                    b"C API\n-----\n\n:c:func:`total`, :cpp:class:`Cart` and :func:`!shop.money.total` "
+                    b"are not links.\n",
+    "docs/guide.rst": b"Guide\n=====\n\n.. currentmodule:: shop\n\n"
+                      b"Call :func:`empty`, :func:`cart.empty` and :func:`money.total()`; "
                       b":class:`Basket` lives in :mod:`shop.base`.\n",
-    "docs/usage.md": b"# Usage\n\n```{currentmodule} shop.base\n```\n\nA {class}`Basket`, or a {py:class}`shop.Cart`.\n",
+    "docs/usage.md": b"# Usage\n\n```{currentmodule} shop.base\n```\n\n"
+                     b"A {class}`Basket`, or a {py:class}`shop.Cart`.\n",
     "README.md": b"# Shop\n\nNot a reference: `shop.Cart`, :func:shop.total.\n",
 }
 
@@ -417,7 +420,7 @@ def test_pyref_names_modules_from_their_package_and_the_nearest_of_two():
     document; a name under a set module that the code does not define links nothing, not the module."""
     files = {
         "a/docs/x.rst": b"X\n=\n\n.. currentmodule:: tool\n\n:func:`tool.run` and :func:`missing`.\n",
-        "a/tool.py": b"def run():\n    pass\n", "b/tool.py": b"def run():\n    pass\n",
+        "a/tool.py": b"def run():\n    pass\n\n\ndef other():\n    pass\n", "b/tool.py": b"def run():\n    pass\n",
         "b/my-tool/c.py": b"def run():\n    pass\n",
     }
     assert [(e.src, e.dst) for e in run(pyref.PyrefDetector(), files)] == [("a/docs/x.rst", "a/tool.py#run")]
@@ -427,10 +430,29 @@ def test_pyref_names_modules_from_their_package_and_the_nearest_of_two():
     names = detector.combine(partials, Corpus(corpus_files)).data
     assert names["m tool"] == ("a/tool.py", "b/tool.py") and names["m c"] == ("b/my-tool/c.py",)
     assert not any(key.startswith("b ") for key in names)  # no package holds a module here
+    assert "d a/tool.py run" in names and "d a/tool.py other" not in names  # only what a document names is kept
     without_docs = {path: data for path, data in files.items() if not path.endswith(".rst")}
     corpus_files = parse_files(without_docs)
     partials = [detector.summarize(docs) for docs in corpus_files.values()]
     assert detector.combine(partials, Corpus(corpus_files)).data == {}  # no document refers: no map is built
+
+
+def test_pyref_reads_the_roles_docstrings_write_under_their_own_module():
+    """A docstring's :class:`Cart` is looked up under its file's module first; a class naming itself is no edge;
+    source files' directive-like lines and other languages' files are not read."""
+    files = {
+        "src/shop/__init__.py": b"",
+        "src/shop/cart.py": b'class Cart:\n    """A cart; see :class:`Cart` and :func:`shop.money.total`."""\n\n\n'
+                            b'def empty():\n    """An empty :class:`Cart` (:func:`~.total` is not here)."""\n'
+                            b'    return Cart()\n',
+        "src/shop/money.py": b'def total(items):\n    """Sums {class}`shop.cart.Cart` items.\n\n'
+                             b'    .. autofunction:: shop.cart.empty\n    """\n    return sum(items)\n',
+        "src/web.js": b"// :class:`shop.cart.Cart`\nexport const x = 1;\n",
+    }
+    found = sorted((e.src, e.dst) for e in run(pyref.PyrefDetector(), files))
+    assert found == [("src/shop/cart.py#cart", "src/shop/money.py#total"),
+                     ("src/shop/cart.py#empty", "src/shop/cart.py#cart"),
+                     ("src/shop/money.py#total", "src/shop/cart.py#cart")]
 
 
 class TestPyrefConformance(AbstractDetectorTests):
@@ -774,11 +796,13 @@ def test_wikilink_reads_dendrons_label_first_links_vault_prefixes_and_note_refer
     it is a note's name, never for a same-file ``#heading``."""
     files = {
         "vault/dendron.topic.lookup.md": b"# Lookup\n\n## Create New Vault\n\nx\n",
-        "vault/dendron.topic.md": b"# Topic\n\n## Motivation\n\nWhy.\n\n## Later\n\nz\n\n## Part 1\n\n## Part 1, 2\n\ny\n",
+        "vault/dendron.topic.md": b"# Topic\n\n## Motivation\n\nWhy.\n\n## Later\n\nz\n\n"
+                                  b"## Part 1\n\n## Part 1, 2\n\ny\n",
         "vault/Label.md": b"# Label\n",
         "vault/root.md": b"# Root\n\n[[Lookup|dendron.topic.lookup]] "
                          b"[[New vault|dendron://dendron.site/dendron.topic.lookup#create-new-vault]]\n\n"
-                         b"## Refs\n\n![[dendron.topic#motivation,1:#*]] ![[dendron://other.vault/dendron.topic#later,1]]"
+                         b"## Refs\n\n![[dendron.topic#motivation,1:#*]] "
+                         b"![[dendron://other.vault/dendron.topic#later,1]]"
                          b" [[dendron.topic#Motivation, 2]] [[dendron.topic#part 1, 2]]\n\n"
                          b"## Obsidian\n\n[[dendron.topic|Label]] [[Nothing here|Label]] [[#No such heading|Label]]"
                          b" [[Nothing|Neither]]\n",

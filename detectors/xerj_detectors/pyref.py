@@ -1,37 +1,39 @@
-"""``pyref``: a Sphinx document's Python cross-references (``:func:`flask.url_for```) linking to the code defining them.
+"""``pyref``: Sphinx's Python cross-references (``:func:`flask.url_for```) linking to the code defining them.
 
 API documentation names code by its dotted Python name: the Python domain's
 roles (``:mod:``, ``:func:``, ``:class:``, ``:meth:``, ``:attr:``, ``:data:``,
 ``:const:``, ``:exc:``, ``:obj:``, ``:type:``, optionally ``:py:``-prefixed,
 and MyST's ``{func}`...``` in Markdown) and its object and autodoc directives
 (``.. autoclass:: Flask``, ``.. function:: url_for(endpoint)``, ``.. automodule::``).
-Read from reStructuredText and Markdown documents.
+They are read from reStructuredText and Markdown documents, and the roles from
+Python source too, where docstrings write them.
 
 A ``.py`` file's module name is its path from the outermost folder of its
 package (folders holding ``__init__.py``; ``src/flask/app.py`` is
-``flask.app``, ``src/flask/__init__.py`` is ``flask``). A name resolves to the
-longest dotted prefix of it that the code defines: a top-level class or
-function (its section of the file), else a module (its card), so
-``flask.Flask.route`` lands on ``class Flask`` of the module defining it. A
-package's name followed by a name it does not define itself stands for a
-definition in a module below it (a package re-exports what its modules
-define): ``flask.Flask`` is ``class Flask`` of ``flask/app.py``, the
-shallowest module defining it, then the smaller path. Several files with one
-module name: the nearest to the document.
+``flask.app``, ``src/flask/__init__.py`` is ``flask``). A name resolves through
+its longest dotted prefix that is a module: the next part names a top-level
+class or function there (its section of the file), else the module's card, so
+``flask.Flask.route`` lands on ``class Flask``. A package stands for what its
+modules define (a package re-exports them): ``flask.Flask`` is ``class Flask``
+of ``flask/app.py``, the shallowest module below defining it, then the smaller
+path; a definition of the package's own comes first. Of several files with one
+module name, a package's comes before a loose module's, then the nearest.
 
 As Sphinx does, a name is first looked up under the module the document has set
-(``.. module::``, ``.. currentmodule::``, ``.. automodule::``, which hold from
-their line to the next such directive), then as written; under the module it
-must name a definition or a module beyond it, so a name the code does not
-define links nothing rather than the module it was looked up under. ``~`` is
-dropped, ``Title <name>`` names ``name``, and ``!name`` is not a link. Names the
-corpus does not define (the standard library, another package) link nothing.
+(``.. module::``, ``.. currentmodule::``, ``.. automodule::``, holding from
+their line to the next such directive; in source, the file's own module), then
+as written; under the module it must name a definition or a module beyond it,
+so a name the code does not define links nothing rather than the module it was
+looked up under. ``~`` is dropped, ``Title <name>`` names ``name``, and
+``!name`` is not a link. Names the corpus does not define (the standard
+library, another package) link nothing. ``currentmodule`` sets the module and
+links nothing itself.
 
 A corpus-wide detector: ``summarize`` lists a ``.py`` file's top-level
-definitions, and tells whether a document uses any of these references;
-``combine`` maps the dotted names (only when some document does). Edge: from the
-document holding the reference to the definition's section or the module's
-card; evidence is the line holding the reference.
+definitions and the names any document refers to; ``combine`` maps the modules
+and the definitions of referred names only (nothing when no document refers to
+one). Edge: from the document holding the reference to the definition's section
+or the module's card; evidence is the line holding the reference.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections import defaultdict
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Sequence
 
 from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl,
                                  line_at, make_draft)
@@ -54,6 +56,8 @@ _DIRECTIVE = re.compile(rb"^[ \t]*(?:\.\. |(?:```+|:::+)\{)(?:py:)?(?:auto)?(" +
 _NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 # the directives after which a document's names are looked up under a module (automodule writes a module's)
 _SETS_MODULE = frozenset({b"module", b"currentmodule"})
+# what summarize says of a file: its path and top-level definitions when it is Python source, the names it refers to
+Summary = tuple[str | None, tuple[tuple[str, str], ...], tuple[str, ...]]
 
 
 class PyrefDetector:
@@ -63,44 +67,40 @@ class PyrefDetector:
     weight = 0.8
     confidence = 0.85
 
-    def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[str, tuple[tuple[str, str], ...]] | bool | None:
-        """A Python file's path and its top-level definitions (``(symbol, doc id)``); ``True`` for a document that
-        writes a Python reference; else ``None``."""
+    def summarize(self, file_docs: Sequence[SourceDocument]) -> Summary | None:
+        """A Python file's path and its top-level definitions (``(symbol, doc id)``), and the names (each part of a
+        dotted one) the file's documents refer to; ``None`` for a file with neither."""
         card = file_docs[0] if file_docs else None
         if card is None:
             return None
-        if card.format == "code":
-            if card.fields.get("language") != "python" or not card.ax_path.endswith(".py"):
-                return None
+        python = _is_python(card)
+        referred = sorted({part for doc in file_docs for _offset, name, _directive in _references(doc, python)
+                           for part in name.split(".")})
+        if python:
             return card.ax_path, tuple((doc.fields["symbol"], doc.doc_id) for doc in file_docs[1:]
-                                       if isinstance(doc.fields.get("symbol"), str))
-        if card.format in READ_FORMATS and any(_writes_references(doc.text.encode("utf-8")) for doc in file_docs):
-            return True
-        return None
+                                       if isinstance(doc.fields.get("symbol"), str)), tuple(referred)
+        return (None, (), tuple(referred)) if referred else None
 
-    def combine(self, partials: Iterable[tuple[str, tuple[tuple[str, str], ...]] | bool | None],
-                corpus: Corpus) -> DetectorState:
-        """The code's names, when some document refers to them: ``"m <module>"`` → the files of that module name,
+    def combine(self, partials: Iterable[Summary | None], corpus: Corpus) -> DetectorState:
+        """The code's names that documents refer to: ``"m <module>"`` → the files of that module name,
         ``"d <path> <symbol>"`` → the section defining it there, ``"b <package file> <symbol>"`` → the shallowest
         definition below that package (then the smaller path)."""
-        code, wanted = [], False
-        for partial in partials:
-            if partial is True:
-                wanted = True
-            elif partial:
-                code.append(partial)
-        if not wanted:
+        summaries = [partial for partial in partials if partial is not None]
+        referred = {name for _path, _defined, names in summaries for name in names}
+        if not referred:
             return DetectorState(data={})
         files: dict[str, list[str]] = defaultdict(list)
         names: dict[str, object] = {}
         below: dict[str, tuple[int, str, str]] = {}
-        for path, defined in sorted(code):
+        for path, defined, _names in sorted(summary for summary in summaries if summary[0] is not None):
             module = _module_name(corpus, path)
             if module is None:
                 continue
             files[f"m {module}"].append(path)
             packages = _package_files(corpus, path)
             for symbol, doc_id in defined:
+                if symbol not in referred:
+                    continue
                 names[f"d {path} {symbol}"] = doc_id
                 for depth, package in enumerate(packages):  # depth: packages between the two, 0 for its own
                     key, rank = f"b {package} {symbol}", (depth, path, doc_id)
@@ -117,15 +117,19 @@ class PyrefDetector:
         # names are asked for one by one (never their number): a remembered detection then hangs on the names it
         # asked, not on every name of the code
         names = state.data if state is not None else None
-        if names is None or not file_docs or file_docs[0].format not in READ_FORMATS:
+        if names is None or not file_docs:
             return
+        python = _is_python(file_docs[0])
         module: str | None = None
         for doc in file_docs:
-            data = doc.text.encode("utf-8")
-            if not _writes_references(data):
+            found = _references(doc, python)
+            if not found:
                 continue
+            if python and module is None:
+                module = _module_name(corpus, doc.ax_path)
+            data = doc.text.encode("utf-8")
             seen: set[str] = set()
-            for offset, written, directive in _references(data):
+            for offset, written, directive in found:
                 if directive in _SETS_MODULE:
                     module = written
                     if directive == b"currentmodule":
@@ -137,23 +141,30 @@ class PyrefDetector:
                 yield make_draft(self, doc, target, quote=line_at(data, offset), offset=offset)
 
 
-def _writes_references(data: bytes) -> bool:
-    if b"`" not in data and b".. " not in data:
-        return False
-    return any(pattern.search(data) for pattern in (_ROLE, _MYST_ROLE, _DIRECTIVE))
+def _is_python(card: SourceDocument) -> bool:
+    return card.format == "code" and card.ax_path.endswith(".py")
 
 
-def _references(data: bytes) -> Iterator[tuple[int, str, bytes | None]]:
-    """``(offset, name, directive)`` of each Python reference of ``data``, in order (``None`` for a role)."""
+def _references(doc: SourceDocument, python: bool) -> list[tuple[int, str, bytes | None]]:
+    """``(offset, name, directive)`` of each Python reference of ``doc``, in order (``None`` for a role); a
+    Python source's roles only (its docstrings'), and nothing from other formats."""
+    if not python and doc.format not in READ_FORMATS:
+        return []
+    text = doc.text
+    if ":`" not in text and "}`" not in text and (python or ".. " not in text and "{" not in text):
+        return []
+    data = text.encode("utf-8")
     found: list[tuple[int, str, bytes | None]] = []
     for pattern in (_ROLE, _MYST_ROLE):
         for match in pattern.finditer(data):
             name = _role_target(match.group(2).decode("utf-8", "replace"))
             if name is not None:
                 found.append((match.start(), name, None))
-    for match in _DIRECTIVE.finditer(data):
-        found.append((match.start(), match.group(2).decode("ascii").rstrip("."), match.group(1)))
-    return iter(sorted(found, key=lambda item: item[0]))
+    if not python:
+        for match in _DIRECTIVE.finditer(data):
+            found.append((match.start(), match.group(2).decode("ascii").rstrip("."), match.group(1)))
+    found.sort(key=lambda item: item[0])
+    return found
 
 
 def _role_target(written: str) -> str | None:
