@@ -820,6 +820,26 @@ def test_wikilink_reads_dendrons_label_first_links_vault_prefixes_and_note_refer
     ]
 
 
+def test_wikilink_reads_a_tiddlers_links_label_first_by_title():
+    """TiddlyWiki writes [[label|Target]] and links by title, which the file name only approximates; links in
+    code are examples. A title holding a backslash is matched as written (not as a Windows path)."""
+    files = {
+        "tiddlers/Saving_ on Android.tid": b"title: Saving: on Android\n\nSee [[Filters]], [[filter|Filters]], "
+                                           b"[[Pragma: \\procedure]] and [[the apps|Saving: on Android]].\n\n"
+                                           b"```\n[[Nowhere]] [[Filters]]\n```\n",
+        "tiddlers/Filters.tid": b"title: Filters\n\nAll about [[runs|Filter Run]]; `[[Filter]]` is code.\n",
+        "tiddlers/Filter.tid": b"title: Filter\n\nOne.\n",
+        "tiddlers/Pragma_ _procedure.tid": b"title: Pragma: \\procedure\n\nx\n",
+        "notes/md.md": b"[[filter|Filters]] in Markdown: Obsidian's order, the target first.\n",
+    }
+    found = sorted((e.src, e.dst, e.evidence.offset) for e in run(wikilink.WikilinkDetector(), files))
+    assert found == [
+        ("notes/md.md", "tiddlers/Filter.tid", 0),
+        ("tiddlers/Saving_ on Android.tid", "tiddlers/Filters.tid", 4),  # [[Filters]] and [[filter|Filters]]
+        ("tiddlers/Saving_ on Android.tid", "tiddlers/Pragma_ _procedure.tid", 37),
+    ]
+
+
 def test_wikilink_skips_code_and_quotes_the_full_line():
     files = {"a.md": "# A\n\n```\n[[b]]\n```\nInline `[[b]]` skipped.\n  Real one: [[b]] here é.  \n".encode(),
              "b.md": b"b"}

@@ -16,7 +16,8 @@ import pytest
 
 from xerj_core import hookimpl
 from xerj_core.autoindex import formats as formats_module
-from xerj_core.autoindex.builtin_formats import canvas, code, email, html, markdown, notebook, org, pdf, rst, text
+from xerj_core.autoindex.builtin_formats import (canvas, code, email, html, markdown, notebook, org, pdf, rst, text,
+                                                 tiddlywiki)
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
                                          sniff)
@@ -203,6 +204,48 @@ def test_org_reads_an_org_roam_note():
     plain = org.OrgFormat().parse("notes/plain.org", b"* One\n* One\n", MTIME)
     assert [d.doc_id for d in plain] == ["notes/plain.org", "notes/plain.org#one", "notes/plain.org#one-1"]
     assert plain[0].title == "One" and "aliases" not in plain[0].fields
+
+
+# A tiddler as a Node.js TiddlyWiki saves it: its title made safe for the file name, a header, a blank line, WikiText.
+TIDDLER = (b"created: 20240102030405000\nmodified: 20240203040506000\ntags: [[Getting Started]] Concepts\n"
+           b"title: Saving: on Android\ntype: text/vnd.tiddlywiki\n\nHow to save.\n\n! First steps\n\n"
+           b"Install [[the app|TiddlyDesktop]].\n\n```\n! not a heading\n```\n\n!! Then\n\nMore.\n")
+
+
+class TestTiddlyWikiConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return tiddlywiki.TiddlyWikiFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"tiddlers/Saving_ on Android.tid": TIDDLER, "tiddlers/bare.tid": b"No header here: just text.\n",
+                "tiddlers/empty.tid": b"", "tiddlers/logo.tid": b"title: Logo\ntype: image/png\n\niVBORw0KGgo=\n"}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"bad.tid": b"title: Bad\n\n" + UNDECODABLE}
+
+    @pytest.fixture
+    def plugin(self):
+        return tiddlywiki
+
+
+def test_tiddlywiki_reads_a_tiddlers_header_title_tags_and_headings():
+    card, first, then = tiddlywiki.TiddlyWikiFormat().parse("tiddlers/Saving_ on Android.tid", TIDDLER, MTIME)
+    assert (card.title, card.text, card.kind) == ("Saving: on Android", "How to save.", "file")
+    assert card.fields["aliases"] == ["Saving: on Android"]  # what a [[link]] finds it by: not its file name
+    assert card.fields["tags"] == ["Getting Started", "Concepts"] and card.fields["modified"] == "20240203040506000"
+    assert (first.section, first.fields["level"]) == ("First steps", 1)
+    assert first.doc_id == "tiddlers/Saving_ on Android.tid#first-steps"
+    assert "! not a heading" in first.text and (then.section, then.fields["level"]) == ("Then", 2)
+    bare, = tiddlywiki.TiddlyWikiFormat().parse("t/bare.tid", b"Dear all: no header.\n", MTIME)
+    assert (bare.title, bare.text, "aliases" in bare.fields) == ("bare", "Dear all: no header.", False)
+    only, = tiddlywiki.TiddlyWikiFormat().parse("t/Tag.tid", b"title: Tag one\ntags: a\n", MTIME)  # no text at all
+    assert (only.title, only.text, only.fields["tags"]) == ("Tag one", "", ["a"])
+    logo, = tiddlywiki.TiddlyWikiFormat().parse("t/logo.tid", b"title: Logo\ntype: image/png\n\niVBORw0KGgo=\n",
+                                                MTIME)
+    assert (logo.title, logo.text, logo.fields["tiddler_type"]) == ("Logo", "", "image/png")
 
 
 # A board as Obsidian saves it (JSON Canvas 1.0): file, text, link and group nodes, and arrows between them.
@@ -1266,7 +1309,7 @@ def test_a_format_s_version_is_part_of_what_a_run_records():
 
 def test_installed_builtin_formats_are_collected():
     found = collect_formats(get_plugin_manager())
-    assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst"} <= set(found)
+    assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst", "tiddlywiki"} <= set(found)
     assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
 
 

@@ -21,7 +21,8 @@ holding that block id (else the file), and a Logseq block reference ``((uuid))``
 on the section holding that block, in whichever file it is. ``[[a|b]]`` whose
 ``a`` names no note while ``b`` does is Dendron's ``[[label|target]]``; Dendron's
 ``dendron://vault/`` prefix is dropped, and a note reference's range
-(``#Start,1:#End``) lands on its first heading. A note may have a ``#`` in its
+(``#Start,1:#End``) lands on its first heading. A TiddlyWiki tiddler's
+``[[label|target]]`` is always read label first, as TiddlyWiki writes it. A note may have a ``#`` in its
 name (``[[C# tips]]``, ``[[C# tips#Async]]``): when the text before the first
 ``#`` names no note, or names one without that heading, each later ``#`` and
 then none is tried as the one opening the heading. Links inside fenced or inline
@@ -40,6 +41,10 @@ from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDr
 
 # Source files hold no wikilinks; an Org file's [[target][description]] links are orglink's.
 NOT_WIKI = frozenset({"code", "org"})
+# formats whose code spans and fenced blocks hold examples, not links (TiddlyWiki's WikiText fences as Markdown does)
+CODE_MASKED = MARKDOWN_FORMATS | {"tiddlywiki"}
+# TiddlyWiki writes [[label|target]]
+LABEL_FIRST = frozenset({"tiddlywiki"})
 _WIKILINK = re.compile(rb"!?\[\[([^\[\]\n]+?)\]\]")
 _BLOCK_REF = re.compile(rb"\(\(([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})\)\)")
 
@@ -48,7 +53,7 @@ class WikilinkDetector:
     name = "wikilink"
     type = "wikilink"
     # 3: [[note#^id]] on the section holding the block, ((uuid)) block references, [[note#A#B]] on heading B
-    # 4: Dendron's [[label|target]], dendron://vault/ prefixes and note-reference ranges
+    # 4: Dendron's [[label|target]], dendron://vault/ prefixes and note-reference ranges; TiddlyWiki's tiddlers
     tag = "wikilink@4"
     weight = 1.0
     confidence = 0.95
@@ -60,8 +65,10 @@ class WikilinkDetector:
             if doc.format in NOT_WIKI or ("[[" not in doc.text and "((" not in doc.text):
                 continue
             data = doc.text.encode("utf-8")
-            scanned = mask_code(data) if doc.format in MARKDOWN_FORMATS else data
-            found = [(m.start(), resolve_wikilink(corpus, doc, m.group(1).decode("utf-8", "replace")))
+            scanned = mask_code(data) if doc.format in CODE_MASKED else data
+            label_first = doc.format in LABEL_FIRST
+            found = [(m.start(), resolve_wikilink(corpus, doc, m.group(1).decode("utf-8", "replace"),
+                                                  label_first=label_first))
                      for m in _WIKILINK.finditer(scanned)]
             if b"((" in scanned:
                 found += [(m.start(), corpus.by_block(m.group(1).decode())) for m in _BLOCK_REF.finditer(scanned)]

@@ -156,8 +156,8 @@ def note_candidates(corpus: Corpus, from_path: str, name: str) -> tuple[str, ...
     return found
 
 
-def _note_candidates(corpus: Corpus, from_path: str, name: str) -> tuple[str, ...]:
-    name = name.strip().replace("\\", "/")
+def _note_candidates(corpus: Corpus, from_path: str, written: str) -> tuple[str, ...]:
+    name = written.strip().replace("\\", "/")  # a Windows path's separators; an alias is matched as written
     if not name:
         return ()
     bare = _strip_note_extension(name)
@@ -185,7 +185,7 @@ def _note_candidates(corpus: Corpus, from_path: str, name: str) -> tuple[str, ..
         bare = bare.strip("/")
         candidates = corpus.by_stem(bare) or corpus.by_file_name(name.strip("/"))
     if not candidates:
-        candidates = corpus.by_alias(name)
+        candidates = corpus.by_alias(written)
     return candidates
 
 
@@ -201,12 +201,17 @@ _DENDRON_VAULT = re.compile(r"^\s*dendron://[^/|#\]]*/")
 _NOTE_REF_RANGE = re.compile(r",\s*\d+(?::#.*)?$")
 
 
-def resolve_wikilink(corpus: Corpus, from_doc: SourceDocument, inner: str) -> SourceDocument | None:
+def resolve_wikilink(corpus: Corpus, from_doc: SourceDocument, inner: str, *, label_first: bool = False
+                     ) -> SourceDocument | None:
     """The document ``[[inner]]`` written in ``from_doc`` links to, or ``None``.
 
     ``[[target|label]]`` is read as Obsidian, Foam and Logseq write it; when its
     target names no note and its label does, as Dendron's ``[[label|target]]``.
+    With ``label_first`` (TiddlyWiki's ``[[label|target]]``) the target is what follows the ``|``.
     """
+    if label_first:
+        label, bar, target = inner.partition("|")
+        return _resolve_target(corpus, from_doc, target if bar else label)
     target, bar, label = inner.partition("|")
     found = _resolve_target(corpus, from_doc, target.rstrip("\\"))  # [[a\|b]] inside a table escapes its pipe
     return _resolve_target(corpus, from_doc, label) if found is None and bar else found

@@ -79,13 +79,13 @@ def parse_files(
     format accepts are left out; a file that fails to parse raises.
     """
     from xerj_core.autoindex.builtin_formats import (canvas, code, email, html, markdown, notebook, org, pdf, rst,
-                                                     text)
+                                                     text, tiddlywiki)
     from xerj_core.autoindex.formats import parse_file
 
     formats = [
         markdown.MarkdownFormat(), text.TextFormat(), html.HtmlFormat(),
         email.EmailFormat(), pdf.PdfFormat(), code.CodeFormat(), notebook.NotebookFormat(), rst.RstFormat(),
-        org.OrgFormat(), canvas.CanvasFormat(),
+        org.OrgFormat(), canvas.CanvasFormat(), tiddlywiki.TiddlyWikiFormat(),
     ]
     parsed: dict[str, list[SourceDocument]] = {}
     for path in sorted(files):
