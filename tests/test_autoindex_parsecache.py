@@ -9,6 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import lmdb
 import pytest
 
 from xerj_core.autoindex import detectmemo, kept as kept_module, parallel, parsecache
@@ -20,6 +21,7 @@ from xerj_core.autoindex.sink import LocalSink
 from xerj_core.autoindex.walk import FileEntry
 from xerj_core.engine import Engine
 from xerj_core.model import SourceDocument
+from xerj_core.plugins import get_plugin_manager
 
 from .test_autoindex import FOAM, copy_corpus, edges_of, index_of, save_again, without_system_time
 from .test_autoindex_remote import autoindex, server, url, without_clock  # noqa: F401 - its server fixtures
@@ -101,8 +103,8 @@ def test_a_damaged_cache_is_a_miss_and_the_run_parses_again(tmp_path, foam, pm, 
         run(engine, foam, brain="b")  # the first edit keeps every parse
         env = parsecache._open(str(tmp_path / "data" / "autoindex-cache"))  # one environment per process
         with env.begin(write=True) as txn:
-            keys = [bytes(key) for key, _ in txn.cursor()]
-            assert len(keys) == 87
+            keys = [bytes(key) for key, _ in txn.cursor() if bytes(key) != parsecache._SCHEMA_KEY]
+            assert len(keys) == 87 and txn.get(parsecache._SCHEMA_KEY) is not None  # an entry per file
             for position, key in enumerate(keys):  # a torn header, a flipped payload byte, an empty value
                 value = txn.get(key)
                 txn.put(key, (value[:10], value[:-1] + bytes([value[-1] ^ 1]), b"")[position % 3])
@@ -184,6 +186,59 @@ def test_an_entry_serves_its_stamp_and_its_plugins_only(tmp_path):
     missing = ParseCache(str(tmp_path / "missing"), "/root", b"f" * 16, b"d" * 16)
     missing.store([(entry, held)])
     assert missing.lookup([entry], True) == {} and not (tmp_path / "missing").exists()
+
+
+def _entry_keys(path: str, subdir: bool = True) -> list[bytes]:
+    env = lmdb.open(path, subdir=subdir, readonly=True, lock=False)
+    try:
+        with env.begin() as txn:
+            return [bytes(key) for key, _ in txn.cursor() if bytes(key) != parsecache._SCHEMA_KEY]
+    finally:
+        env.close()
+
+
+def test_a_file_keeps_one_entry_whatever_parsed_or_detected_it(tmp_path):
+    """An upgrade (other formats, other detectors) replaces a file's entries rather than adding beside them: the
+    cache stays one parse and one detection per file, and the older ones are misses."""
+    directory = tmp_path / "cache"
+    directory.mkdir()
+    entry = FileEntry("a.md", tmp_path / "a.md", 10, 20)
+    held = Cached(Kept.of(ParseOutcome(None, (_doc("a.md"),))), "digest", None)
+    caches = [ParseCache(str(directory), "/root", formats * 16, detectors * 16)
+              for formats, detectors in ((b"f", b"d"), (b"g", b"d"), (b"g", b"e"))]
+    for cache in caches:
+        parsecache._empty_older(cache.path)
+        parsecache._empty_older(os.path.join(cache.path, "detections.mdb"), subdir=False)
+        cache.store([(entry, held)])
+        cache.keep_detections({"a.md": {"drafts": cache.detectors[:1].decode()}})
+        assert cache.lookup([entry], False) == {"a.md": held}
+        assert cache.recall_detections(["a.md"]) == {"a.md": {"drafts": cache.detectors[:1].decode()}}
+    assert caches[0].lookup([entry], False) == {} and caches[0].recall_detections(["a.md"]) == {}
+    assert caches[1].lookup([entry], False) == {"a.md": held}  # the same formats: its parse holds
+    assert caches[1].recall_detections(["a.md"]) == {}  # other detectors: its detection does not
+    parsecache._ENVS.clear()  # read from outside, as another process would
+    assert len(_entry_keys(str(directory))) == 1
+    assert len(_entry_keys(str(directory / "detections.mdb"), subdir=False)) == 1
+
+
+def test_a_cache_of_an_older_layout_is_emptied_once(tmp_path):
+    """Entries written when every fingerprint had its own key were never read again once the code moved on: a
+    cache without this layout's mark is emptied when a run opens it, and only then."""
+    directory = tmp_path / "cache"
+    directory.mkdir()
+    for path, subdir in ((str(directory), True), (str(directory / "detections.mdb"), False)):
+        env = lmdb.open(path, subdir=subdir, map_size=1 << 24)
+        with env.begin(write=True) as txn:
+            for n in range(50):
+                txn.put(n.to_bytes(16, "big"), b"an entry of the older layout")
+        env.close()
+    plugins = parallel.Plugins.from_manager(get_plugin_manager(builtins_only=True))
+    cache = parsecache.open_cache(directory, "/root", plugins)
+    assert _entry_keys(str(directory)) == [] and _entry_keys(str(directory / "detections.mdb"), subdir=False) == []
+    entry = FileEntry("a.md", tmp_path / "a.md", 10, 20)
+    cache.store([(entry, Cached(Kept.of(ParseOutcome(None, (_doc("a.md"),))), "digest", None))])
+    parsecache.open_cache(directory, "/root", plugins)
+    assert set(cache.lookup([entry], False)) == {"a.md"}  # marked: the next run keeps what it finds
 
 
 def test_the_fingerprint_follows_the_plugin_code(tmp_path, monkeypatch):

@@ -10,12 +10,17 @@ detection keeps them (:class:`~xerj_core.autoindex.kept.Kept`: without their
 texts, which are compressed apart), so a file read back for the corpus only has
 its texts decompressed when it is detected again, if ever.
 
-An entry is keyed by the run's folder, the file's root-relative path and what
-parses it (the formats' fingerprint), and holds the file's stamp (mtime, size)
-when it was parsed: it is used only while the stamp is the one the run walked,
-the same test by which the run calls the file unchanged. Partials are used only
-under the same detectors' fingerprint, else ``summarize`` runs on the cached
-documents. Fingerprints name xerj's version, each plugin's class and the stamps
+An entry is keyed by the run's folder and the file's root-relative path, one
+slot per file, and holds the file's stamp (mtime, size) when it was parsed and
+what parsed it (the formats' fingerprint): it is used only while the stamp is
+the one the run walked, the same test by which the run calls the file
+unchanged, and the fingerprint this run's. Partials are used only under the
+same detectors' fingerprint, else ``summarize`` runs on the cached documents.
+A parse under other formats (xerj upgraded, a format edited) replaces the
+file's entry rather than adding one beside it, so the cache holds one entry per
+file whatever changed: entries keyed by fingerprint were never read again once
+the code moved on, and a folder's cache grew by a copy with every upgrade. A
+cache written by an older layout is emptied once, when a run first opens it. Fingerprints name xerj's version, each plugin's class and the stamps
 of the files beside its module, so an upgraded or edited format is not served
 stale documents.
 
@@ -64,14 +69,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Cached", "ParseCache", "fingerprint", "open_cache", "user_cache_dir"]
 
-# Bumped when an entry's layout or what it holds changes: older entries then miss.
-SCHEMA = 2
+# Bumped when an entry's layout or what it holds changes: a cache of another schema is emptied when opened.
+SCHEMA = 3
 # Address space only: LMDB grows the file as entries are written.
 MAP_SIZE = 1 << 36
-# An entry's header: mtime_ns, size, the detectors' fingerprint and the payload's checksum.
-_HEADER = struct.Struct("<qq16s8s")
-# A kept detection's header: its payload's checksum.
-_CHECKSUM = 8
+# An entry's header: mtime_ns, size, the formats' and the detectors' fingerprints and the payload's checksum.
+_HEADER = struct.Struct("<qq16s16s8s")
+# A kept detection's header: the fingerprint of the code that detected it, then its payload's checksum.
+_DETECTION_HEADER = struct.Struct("<16s8s")
+# Where each environment records the layout its entries were written in (entry keys are 16-byte digests).
+_SCHEMA_KEY = b"\0xerj-cache-schema"
 # Bumped when what a kept detection holds changes (see detectmemo): older entries then miss.
 DETECTION_LAYOUT = 2
 
@@ -162,7 +169,7 @@ class ParseCache:
                     meta = lz4.block.compress(pickle.dumps((kept.docs, cached.digest, cached.partial),
                                                            protocol=pickle.HIGHEST_PROTOCOL))
                     payload = pickle.dumps((meta, kept.texts, kept.own), protocol=pickle.HIGHEST_PROTOCOL)
-                    header = _HEADER.pack(entry.mtime_ns, entry.size,
+                    header = _HEADER.pack(entry.mtime_ns, entry.size, self.formats,
                                           self.detectors if cached.partial is not None else bytes(16),
                                           xxhash.xxh3_64_digest(payload))
                     txn.put(self._key(entry.rel_path), header + payload)
@@ -190,14 +197,16 @@ class ParseCache:
         if env is None:
             return {}
         found: dict[str, Any] = {}
+        code = self._detection_code()
         try:
             with env.begin(buffers=True) as txn:
                 for rel_path in rel_paths:
                     value = txn.get(self._detection_key(rel_path))
-                    if value is None or len(value) < _CHECKSUM:
+                    if value is None or len(value) < _DETECTION_HEADER.size:
                         continue
-                    payload = bytes(value[_CHECKSUM:])
-                    if xxhash.xxh3_64_digest(payload) != bytes(value[:_CHECKSUM]):
+                    detected_by, checksum = _DETECTION_HEADER.unpack_from(value)
+                    payload = bytes(value[_DETECTION_HEADER.size:])
+                    if detected_by != code or xxhash.xxh3_64_digest(payload) != checksum:
                         continue
                     with contextlib.suppress(Exception):  # one that verified but does not load is a miss too
                         found[rel_path] = pickle.loads(lz4.block.decompress(payload))
@@ -210,6 +219,7 @@ class ParseCache:
         env = _open(self._detections_path, subdir=False) if self.keep and entries else None
         if env is None:
             return
+        code = self._detection_code()
         try:
             with env.begin(write=True) as txn:
                 for rel_path, entry in entries.items():
@@ -218,7 +228,8 @@ class ParseCache:
                     except Exception:  # a lookup's arguments that do not pickle: that file detects every run
                         txn.delete(self._detection_key(rel_path))
                         continue
-                    txn.put(self._detection_key(rel_path), xxhash.xxh3_64_digest(payload) + payload)
+                    txn.put(self._detection_key(rel_path),
+                            _DETECTION_HEADER.pack(code, xxhash.xxh3_64_digest(payload)) + payload)
         except lmdb.Error:
             pass
 
@@ -229,20 +240,24 @@ class ParseCache:
         return os.path.join(self.path, "detections.mdb")
 
     def _detection_key(self, rel_path: str) -> bytes:
+        return xxhash.xxh3_128_digest(f"{self.root}\0{rel_path}\0detect".encode())
+
+    def _detection_code(self) -> bytes:
         # the core's detection code too (the link helpers, make_draft, this memo: xerj_core/autoindex), which an
         # editable install may change under one version
-        return xxhash.xxh3_128_digest(f"{self.root}\0{rel_path}\0detect{DETECTION_LAYOUT}\0"
-                                      f"{_code_stamp(__file__)}\0".encode() + self.formats + self.detectors)
+        return xxhash.xxh3_128_digest(f"detect{DETECTION_LAYOUT}\0{_code_stamp(__file__)}\0".encode()
+                                      + self.formats + self.detectors)
 
     def _key(self, rel_path: str) -> bytes:
-        return xxhash.xxh3_128_digest(f"{self.root}\0{rel_path}\0".encode() + self.formats)
+        return xxhash.xxh3_128_digest(f"{self.root}\0{rel_path}\0".encode())
 
     def _verified(self, value: memoryview, entry: FileEntry, with_partials: bool) -> Cached | None:
         if len(value) < _HEADER.size:
             return None
-        mtime_ns, size, detectors, checksum = _HEADER.unpack_from(value)
+        mtime_ns, size, formats, detectors, checksum = _HEADER.unpack_from(value)
         payload = memoryview(value)[_HEADER.size:]
-        if (mtime_ns, size) != (entry.mtime_ns, entry.size) or xxhash.xxh3_64_digest(payload) != checksum:
+        if ((mtime_ns, size) != (entry.mtime_ns, entry.size) or formats != self.formats
+                or xxhash.xxh3_64_digest(payload) != checksum):
             return None
         try:
             meta, texts, own = pickle.loads(payload)
@@ -273,6 +288,35 @@ def _open(path: str, subdir: bool = True) -> lmdb.Environment | None:
     return env
 
 
+def _empty_older(path: str, subdir: bool = True) -> None:
+    """Empty the environment at ``path`` when its entries are of another schema (or of none: written before
+    entries had one slot per file), and mark it with this one (best effort). Opened for this alone unless this
+    process holds it already: a process that forks a companion must not hold an environment the companion opens."""
+    held = _ENVS.get(path)
+    own = held is None or held[0] != os.getpid()
+    try:
+        env = lmdb.open(path, map_size=MAP_SIZE, subdir=subdir, metasync=False, readahead=False, max_readers=256,
+                        lock=True) if own else held[1]
+    except lmdb.Error:
+        return
+    if env is None:
+        return
+    schema = f"{SCHEMA}.{DETECTION_LAYOUT}".encode()
+    try:
+        with env.begin() as txn:
+            if txn.get(_SCHEMA_KEY) == schema:
+                return
+        with env.begin(write=True) as txn:
+            if txn.get(_SCHEMA_KEY) != schema:
+                txn.drop(env.open_db(txn=txn), delete=False)
+                txn.put(_SCHEMA_KEY, schema)
+    except lmdb.Error:
+        pass
+    finally:
+        if own:
+            env.close()
+
+
 def open_cache(directory: Path, root: str, plugins: "Plugins", *, keep: bool = True) -> ParseCache | None:
     """The cache under ``directory`` for a run over ``root`` with ``plugins``, creating the directory (private to
     its user); None when it cannot be made. With ``keep`` false the run only looks parses up."""
@@ -280,6 +324,8 @@ def open_cache(directory: Path, root: str, plugins: "Plugins", *, keep: bool = T
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError:
         return None
+    _empty_older(str(directory))
+    _empty_older(os.path.join(directory, "detections.mdb"), subdir=False)
     ref = plugins.ref(True)
     return ParseCache(str(directory), root, fingerprint(plugins.formats.values(), repr(ref.formats)),
                       fingerprint(plugins.detectors, repr(ref.detectors)), keep)
