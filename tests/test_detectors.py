@@ -34,6 +34,7 @@ from xerj_core.model import EdgeDraft, Evidence
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.testing.detectors import AbstractDetectorTests, detect_directly, parse_files
 from xerj_detectors import (
+    adoclink,
     canvas,
     cratecite,
     emailthread,
@@ -52,12 +53,13 @@ from xerj_detectors import (
 
 FOAM = Path(__file__).parents[1].parent / "shared/corpora/foam-docs"
 TEN = ("wikilink", "mdlink", "href", "pathcite", "cratecite", "sequence", "samedir", "sharedterm", "emailthread",
-       "imports", "rstlink", "orglink", "canvas", "pyref")
+       "imports", "rstlink", "orglink", "canvas", "pyref", "adoclink")
 ALL = [
     wikilink.WikilinkDetector(), mdlink.MdlinkDetector(), href.HrefDetector(), pathcite.PathciteDetector(),
     cratecite.CrateciteDetector(), sequence.SequenceDetector(), samedir.SamedirDetector(),
     sharedterm.SharedtermDetector(), emailthread.EmailthreadDetector(), imports.ImportsDetector(),
     rstlink.RstlinkDetector(), orglink.OrglinkDetector(), canvas.CanvasDetector(), pyref.PyrefDetector(),
+    adoclink.AdoclinkDetector(),
 ]
 
 
@@ -369,6 +371,58 @@ class TestRstlinkConformance(AbstractDetectorTests):
     @pytest.fixture
     def corpus_files(self):
         return parse_files(SPHINX)
+
+
+ANTORA = {
+    "docs/modules/ROOT/pages/index.adoc": b"= Docs\n\nStart with xref:install.adoc[], the xref:cli:options.adoc#verbose[flag],"
+                                          b" xref:guide/setup.adoc#_run_it[] and <<install.adoc#,Install>>.\n\n"
+                                          b"== More\n\nAn id here: <<install>>, xref:more[], xref:#more[].\n"
+                                          b"include::partial$legal.adoc[]\ninclude::example$hello.rb[]\n"
+                                          b"Another component: xref:asciidoc:toc:position.adoc[].\n",
+    "docs/modules/ROOT/pages/install.adoc": b"= Install\n\n----\nxref:index.adoc[] is an example\n----\n"
+                                            b"// xref:index.adoc[] commented\nSee `xref:index.adoc[]`.\n",
+    "docs/modules/ROOT/pages/guide/setup.adoc": b"= Setup\n\n== Run it\n\nBack: xref:./../index.adoc[].\n"
+                                                b"include::snippet.adoc[]\n",
+    "docs/modules/ROOT/pages/guide/snippet.adoc": b"Included beside its page.\n",
+    "docs/modules/ROOT/partials/legal.adoc": b"Legal text.\n",
+    "docs/modules/ROOT/examples/hello.rb": b"puts 'hello'\n",
+    "docs/modules/ROOT/nav.adoc": b"* xref:index.adoc[]\n** xref:guide/setup.adoc[]\n",
+    "docs/modules/cli/pages/options.adoc": b"= Options\n\n[#verbose]\n== -v\n\nMore output.\n",
+    "book/main.adoc": b"= Book\n\ninclude::chapters/one.adoc[]\n\nSee <<chapters/one#_first_steps,one>> and "
+                      b"<<chapters/one.adoc#,again>>.\n",
+    "book/chapters/one.adoc": b"= One\n\n== First steps\n\nx\n",
+}
+
+
+def test_adoclink_follows_xrefs_angle_references_and_includes_of_antora_and_plain_trees():
+    found = sorted((e.src, e.dst) for e in run(adoclink.AdoclinkDetector(), ANTORA))
+    assert found == [
+        ("book/main.adoc", "book/chapters/one.adoc"),  # include, and <<chapters/one.adoc#,again>>
+        ("book/main.adoc", "book/chapters/one.adoc#first-steps"),  # the generated id of "First steps"
+        ("docs/modules/ROOT/nav.adoc", "docs/modules/ROOT/pages/guide/setup.adoc"),
+        ("docs/modules/ROOT/nav.adoc", "docs/modules/ROOT/pages/index.adoc"),
+        ("docs/modules/ROOT/pages/guide/setup.adoc#run-it", "docs/modules/ROOT/pages/guide/snippet.adoc"),
+        ("docs/modules/ROOT/pages/guide/setup.adoc#run-it", "docs/modules/ROOT/pages/index.adoc"),  # ./../
+        ("docs/modules/ROOT/pages/index.adoc", "docs/modules/ROOT/pages/guide/setup.adoc#run-it"),
+        ("docs/modules/ROOT/pages/index.adoc", "docs/modules/ROOT/pages/install.adoc"),
+        ("docs/modules/ROOT/pages/index.adoc", "docs/modules/cli/pages/options.adoc#-v"),  # cli's, by its [#verbose]
+        ("docs/modules/ROOT/pages/index.adoc#more", "docs/modules/ROOT/examples/hello.rb"),
+        ("docs/modules/ROOT/pages/index.adoc#more", "docs/modules/ROOT/partials/legal.adoc"),
+    ]
+
+
+class TestAdoclinkConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return adoclink.AdoclinkDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return adoclink
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files(ANTORA)
 
 
 PYTHON_DOCS = {

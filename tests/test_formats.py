@@ -16,8 +16,8 @@ import pytest
 
 from xerj_core import hookimpl
 from xerj_core.autoindex import formats as formats_module
-from xerj_core.autoindex.builtin_formats import (canvas, code, email, html, markdown, notebook, org, pdf, rst, text,
-                                                 tiddlywiki)
+from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, email, html, markdown, notebook, org, pdf,
+                                                 rst, text, tiddlywiki)
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
                                          sniff)
@@ -204,6 +204,45 @@ def test_org_reads_an_org_roam_note():
     plain = org.OrgFormat().parse("notes/plain.org", b"* One\n* One\n", MTIME)
     assert [d.doc_id for d in plain] == ["notes/plain.org", "notes/plain.org#one", "notes/plain.org#one-1"]
     assert plain[0].title == "One" and "aliases" not in plain[0].fields
+
+
+ASCIIDOC = (b"// a comment\n= Install Guide\n:toc:\n\nBefore anything.\n\n[[prereq]]\n== Prerequisites\n\nRuby.\n\n"
+            b"----\n== not a title (a listing)\n----\n\n////\n== nor this\n////\n\n=== Gems & more [[gems]]\n\n"
+            b"[#setup.role]\n## Set up\n\n====\n....\n== in an example's literal\n....\n====\n\n"
+            b"[[stale]]\nA paragraph took that id.\n\n= Part Two\n\nA book's part.\n")
+
+
+class TestAsciiDocConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return asciidoc.AsciiDocFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"docs/install.adoc": ASCIIDOC, "plain.asciidoc": b"Only text.\n", "empty.adoc": b""}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"bad.adoc": b"= Bad\n\n" + UNDECODABLE}
+
+    @pytest.fixture
+    def plugin(self):
+        return asciidoc
+
+
+def test_asciidoc_reads_titles_sections_and_the_ids_cross_references_name():
+    card, prereq, gems, setup, part = asciidoc.AsciiDocFormat().parse("docs/install.adoc", ASCIIDOC, MTIME)
+    assert (card.title, card.kind) == ("Install Guide", "file") and "Before anything." in card.text
+    assert (prereq.section, prereq.fields["level"], prereq.fields["ids"]) == ("Prerequisites", 1,
+                                                                               ["prereq", "_prerequisites"])
+    assert "== not a title" in prereq.text and "== nor this" in prereq.text  # blocks hold no titles
+    assert (gems.section, gems.fields["level"], gems.fields["ids"]) == ("Gems & more", 2, ["gems", "_gems_more"])
+    assert (setup.section, setup.fields["ids"], setup.doc_id) == ("Set up", ["setup", "_set_up"],
+                                                                 "docs/install.adoc#set-up")
+    assert (part.section, part.fields["level"]) == ("Part Two", 0)  # a later level-0 title: a book's part
+    assert part.fields["ids"] == ["_part_two"] and "== in an example's literal" in setup.text
+    plain, = asciidoc.AsciiDocFormat().parse("notes/plain.asciidoc", b"Only text.\n", MTIME)
+    assert (plain.title, plain.text) == ("plain", "Only text.")
 
 
 # A tiddler as a Node.js TiddlyWiki saves it: its title made safe for the file name, a header, a blank line, WikiText.
@@ -1309,7 +1348,7 @@ def test_a_format_s_version_is_part_of_what_a_run_records():
 
 def test_installed_builtin_formats_are_collected():
     found = collect_formats(get_plugin_manager())
-    assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst", "tiddlywiki"} <= set(found)
+    assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst", "tiddlywiki", "asciidoc"} <= set(found)
     assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
 
 

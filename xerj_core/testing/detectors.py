@@ -78,14 +78,14 @@ def parse_files(
     ``mtime_ms`` is one mtime for every file or a mapping per path. Files no
     format accepts are left out; a file that fails to parse raises.
     """
-    from xerj_core.autoindex.builtin_formats import (canvas, code, email, html, markdown, notebook, org, pdf, rst,
-                                                     text, tiddlywiki)
+    from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, email, html, markdown, notebook, org,
+                                                     pdf, rst, text, tiddlywiki)
     from xerj_core.autoindex.formats import parse_file
 
     formats = [
         markdown.MarkdownFormat(), text.TextFormat(), html.HtmlFormat(),
         email.EmailFormat(), pdf.PdfFormat(), code.CodeFormat(), notebook.NotebookFormat(), rst.RstFormat(),
-        org.OrgFormat(), canvas.CanvasFormat(), tiddlywiki.TiddlyWikiFormat(),
+        org.OrgFormat(), canvas.CanvasFormat(), tiddlywiki.TiddlyWikiFormat(), asciidoc.AsciiDocFormat(),
     ]
     parsed: dict[str, list[SourceDocument]] = {}
     for path in sorted(files):
