@@ -974,6 +974,41 @@ def test_mdlink_reads_a_sites_folder_url_as_the_page_published_there():
                     "content/en/intro.md#why", "content/en/shortcodes/_index.md"]
 
 
+def test_mdlink_reads_jekyll_and_hugo_address_templates_and_the_addresses_pages_declare():
+    """A Jekyll site links pages by address, through templates: {{ '/x/' | relative_url }} and {{ site.baseurl }}
+    (an address a page declares as its permalink, else a collection's document: /docs/x/ is _docs/x.md),
+    {% link %} from the site's source, {% post_url %} a post by its name; Hugo writes {{< ref >}}."""
+    files = {
+        "site/index.md": b"# Home\n\n[Options]({{ '/docs/configuration/options/' | relative_url }}), "
+                         b"[about]({{ site.baseurl }}/about/#team), [install]({% link _docs/install.md %}), "
+                         b"[news]({% post_url 2024-01-15-hello %}), [tutorial]({{ '/tutorials/first/' | relative_url }})"
+                         b" and [elsewhere]({{ site.repository }}/issues/1).\n\n[def]: {{ '/about' | relative_url }}\n",
+        "site/_docs/configuration/options.md": b"---\npermalink: /docs/configuration/options/\n---\n# Options\n",
+        "site/pages/about.md": b"---\npermalink: /about/\n---\n# About\n\n## Team\n\n[install]({% link "
+                               b"_docs/install.md %}) and [options](/docs/configuration/options/index.html)\n",
+        "site/_docs/install.md": b"# Install\n", "site/_posts/2024-01-15-hello.markdown": b"# Hello\n",
+        "site/_tutorials/first.md": b"# First\n",
+        "hugo/content/post.md": b"# Post\n\nSee [a]({{< ref \"about.md\" >}}) and [b]({{< relref \"/docs/b\" >}}).\n",
+        "hugo/content/about.md": b"# About\n", "hugo/content/docs/b.md": b"# B\n",
+    }
+    found = sorted((e.src, e.dst, e.evidence.quote[:20]) for e in run(mdlink.MdlinkDetector(), files))
+    assert [(src, dst) for src, dst, _quote in found] == [
+        ("hugo/content/post.md#post", "hugo/content/about.md"),
+        ("hugo/content/post.md#post", "hugo/content/docs/b.md"),
+        ("site/index.md#home", "site/_docs/configuration/options.md"),
+        ("site/index.md#home", "site/_docs/install.md"),
+        ("site/index.md#home", "site/_posts/2024-01-15-hello.markdown"),
+        ("site/index.md#home", "site/_tutorials/first.md"),
+        ("site/index.md#home", "site/pages/about.md"),  # [def]: {{ '/about' | relative_url }}: the page, declared
+        ("site/index.md#home", "site/pages/about.md#team"),
+        ("site/pages/about.md#team", "site/_docs/configuration/options.md"),  # its .../index.html
+        ("site/pages/about.md#team", "site/_docs/install.md"),  # from the site's source, not the page's folder
+    ]
+    # quoted as written, templates and all
+    assert {quote for _src, _dst, quote in found if _src == "site/index.md#home"} == {"[Options]({{ '/docs/",
+                                                                                       "[def]: {{ '/about' |"}
+
+
 def test_mdlink_links_a_reference_from_the_section_using_it():
     """As in Node.js's API docs: a file's definitions at its end, each cited by the sections above them."""
     files = {

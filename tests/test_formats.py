@@ -622,6 +622,17 @@ def test_markdown_front_matter_alias_string_and_unterminated_block():
     assert "aliases" not in card.fields and card.title == "b" and card.text.startswith("---")
 
 
+def test_markdown_keeps_the_address_a_page_declares():
+    """Jekyll's permalink and Hugo's url name the page's address; a permalink pattern names no one page."""
+    fmt = markdown.MarkdownFormat()
+    jekyll = fmt.parse("_docs/setup.md", b'---\npermalink: "/docs/setup/"\n---\nx\n', MTIME)[0]
+    hugo = fmt.parse("content/a.md", b"---\nurl: /about-us/\n---\nx\n", MTIME)[0]
+    pattern = fmt.parse("_posts/p.md", b"---\npermalink: /:year/:title/\n---\nx\n", MTIME)[0]
+    relative = fmt.parse("b.md", b"---\nurl: https://example.org/b\n---\nx\n", MTIME)[0]
+    assert (jekyll.fields["permalink"], hugo.fields["permalink"]) == ("/docs/setup/", "/about-us/")
+    assert "permalink" not in pattern.fields and "permalink" not in relative.fields
+
+
 def test_markdown_reads_a_logseq_pages_properties_and_names():
     fmt = markdown.MarkdownFormat()
     card = fmt.parse("pages/Project___Alpha.md", b"title:: Project/Alpha\nalias:: PA, [[Alpha project]]\n"

@@ -9,7 +9,12 @@ URLs with a scheme, ``//host`` links and bare ``#anchors`` are not corpus
 files. A destination without extension may name a note (``.md``); a folder
 names its ``index.md``/``README.md`` (Hugo's ``_index.md``), and a folder
 destination a site's page (``/guide/setup/``) that no folder holds is the page
-named so (``guide/setup.md``), as static site generators publish one. ``#fragment`` picks that section of the
+named so (``guide/setup.md``), as static site generators publish one; a page
+that declares the address (its ``permalink``) comes first. The templates
+Jekyll and Hugo write for an address are read as the path they stand for:
+``{{ '/docs/x/' | relative_url }}``, ``{{ site.baseurl }}/x/``, ``{% link
+_docs/x.md %}`` (from the site's source), ``{% post_url 2024-01-15-x %}`` (a
+post of ``_posts/``) and ``{{< ref "x.md" >}}``. ``#fragment`` picks that section of the
 target when it exists. Evidence is the line holding the link's ``[``.
 
 A reference link (``[text][id]``, ``[id][]``, ``[id]``) takes its destination
@@ -41,6 +46,24 @@ _REFERENCE = re.compile(rb"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])+)\](?:\[([^\[\]\n]*
 # a [[wikilink]], whose inner text may be the label of a definition Foam wrote for it
 _WIKILINK = re.compile(rb"\[\[([^\[\]\n]+)\]\]")
 INDEX_NAMES = ("index.md", "README.md", "readme.md", "_index.md")
+# the templates static site generators write for a page's address, each as the path it stands for
+_TEMPLATED = re.compile(
+    rb"\{\{-?\s*(['\"])([^'\"\n]+)\1\s*\|\s*(?:relative_url|absolute_url)\s*-?\}\}"  # Jekyll: {{ '/x/' | relative_url }}
+    rb"|\{\{-?\s*site\.(?:baseurl|url)\s*-?\}\}"  # Jekyll: {{ site.baseurl }}/x/
+    rb"|\{%-?\s*link\s+([^\s%]+)\s*-?%\}"  # Jekyll: {% link _docs/x.md %}, from the site's source
+    rb"|\{%-?\s*post_url\s+([^\s%]+)\s*-?%\}"  # Jekyll: {% post_url 2024-01-15-x %}, a post by its name
+    rb"|\{\{[<%]\s*(?:rel)?ref\s+(?:path=)?\"([^\"\n]+)\"[^}\n]*[>%]\}\}"  # Hugo: {{< ref "x.md" >}}
+)
+
+
+def _untemplated(data: bytes) -> bytes:
+    """``data`` with each address template replaced by the path it stands for, padded to its length with spaces
+    (offsets kept): ``[x]({{ '/docs/' | relative_url }})`` reads as ``[x](/docs/                     )``."""
+    def path(match: re.Match[bytes]) -> bytes:
+        quoted, source, post, hugo = match.group(2), match.group(3), match.group(4), match.group(5)
+        written = quoted or (b"/" + source.lstrip(b"/") if source else b"/_posts/" + post if post else hugo) or b""
+        return written.ljust(match.end() - match.start())
+    return _TEMPLATED.sub(path, data) if b"{{" in data or b"{%" in data else data
 
 
 def _label(raw: bytes) -> str:
@@ -54,7 +77,8 @@ class MdlinkDetector:
     # 3: a reference link links from the section using it (it linked from its definition's section);
     # 4: a /-rooted destination naming nothing at the root is rooted at the folders above the file (a site's root),
     # and a definition Foam writes for a [[wikilink]] is not a link of its own;
-    # 5: a site's folder URL (/guide/setup/) names the page guide/setup.md, and a folder its _index.md (Hugo)
+    # 5: a site's folder URL (/guide/setup/) names the page guide/setup.md, and a folder its _index.md (Hugo); a
+    # page's declared permalink; Jekyll's and Hugo's address templates
     tag = "mdlink@5"
     weight = 0.9
     confidence = 0.9
@@ -69,7 +93,7 @@ class MdlinkDetector:
         def read(doc: SourceDocument) -> None:
             if doc.doc_id not in texts:
                 texts[doc.doc_id] = doc.text.encode("utf-8")
-                masked[doc.doc_id] = mask_code(texts[doc.doc_id])
+                masked[doc.doc_id] = _untemplated(mask_code(texts[doc.doc_id]))
 
         # the file's definitions, each label's first one (CommonMark), with where it stands
         definitions: dict[str, tuple[bytes, str, int]] = {}

@@ -258,6 +258,16 @@ def _blank_span(match: re.Match[bytes]) -> bytes:
     return b" " * (match.end() - match.start())  # spans are single-line
 
 
+def site_address(url: str) -> str:
+    """A site's page address as pages are told apart: ``/docs/setup/``, ``/docs/setup``, ``/docs/setup.html`` and
+    ``/docs/setup/index.html`` are one page."""
+    url = url.strip().split("#", 1)[0].split("?", 1)[0]
+    for suffix in ("/index.html", ".html"):
+        if url.endswith(suffix):
+            url = url[: -len(suffix)]
+    return "/" + url.strip("/")
+
+
 def _compact(index: Mapping[str, list[str]]) -> dict[str, str | tuple[str, ...]]:
     """A corpus lookup map as it is held: a key's one path itself, or its paths as a tuple."""
     return {key: paths[0] if len(paths) == 1 else tuple(paths) for key, paths in index.items()}
@@ -314,6 +324,7 @@ class Corpus:
         self._names: dict[str, list[str]] = defaultdict(list)
         self._noext: dict[str, list[str]] = defaultdict(list)
         self._aliases: dict[str, list[str]] = defaultdict(list)
+        self._permalinks: dict[str, list[str]] = defaultdict(list)
         self._dirs: dict[str, list[str]] = defaultdict(list)
         self._dir_parts: dict[str, tuple[str, ...]] = {}
         self._blocks: dict[str, str] = {}  # a block id (case-folded) -> the first document holding it, by path
@@ -344,6 +355,9 @@ class Corpus:
             for alias in card.fields.get("aliases") or ():
                 if isinstance(alias, str) and alias.strip():
                     self._aliases[fold_name(alias.strip())].append(path)
+            permalink = card.fields.get("permalink")
+            if isinstance(permalink, str) and permalink:
+                self._permalinks[site_address(permalink)].append(path)
         self.paths: tuple[str, ...] = tuple(self._files)
         # wikilink names' candidates as links.note_candidates found them (a corpus never changes, so a name that
         # is not relative to its linking file resolves alike wherever it is written)
@@ -354,17 +368,20 @@ class Corpus:
                 self._next_sibling[here] = after
         # held as a run holds it until its last detect batch: a key of one file maps to the path itself (a list
         # of one costs 88 bytes, on 20k notes some 7 MB over these maps), a key of several to a tuple
-        self._folded, self._stems, self._names, self._noext, self._aliases, self._dirs = map(  # type: ignore[assignment]
-            _compact, (self._folded, self._stems, self._names, self._noext, self._aliases, self._dirs))
+        self._folded, self._stems, self._names, self._noext, self._aliases, self._permalinks, self._dirs = map(
+            _compact, (self._folded, self._stems, self._names, self._noext, self._aliases, self._permalinks,
+                       self._dirs))  # type: ignore[assignment]
 
     def names_digest(self) -> bytes:
-        """A digest of what the name lookups answer from: the paths and the cards' aliases. Corpora with the same
-        digest give the same answer to each of ``lookup_path``, ``by_stem``, ``by_file_name``,
-        ``by_path_without_extension``, ``by_alias``, ``directory``, ``next_sibling`` and ``in``."""
+        """A digest of what the name lookups answer from: the paths and the cards' aliases and permalinks. Corpora
+        with the same digest give the same answer to each of ``lookup_path``, ``by_stem``, ``by_file_name``,
+        ``by_path_without_extension``, ``by_alias``, ``by_permalink``, ``directory``, ``next_sibling`` and
+        ``in``."""
         found = self.__dict__.get("_names_digest")
         if found is None:
             found = self.__dict__["_names_digest"] = xxhash.xxh3_128_digest(pickle.dumps(
-                (self.paths, sorted(self._aliases.items())), protocol=pickle.HIGHEST_PROTOCOL))
+                (self.paths, sorted(self._aliases.items()), sorted(self._permalinks.items())),
+                protocol=pickle.HIGHEST_PROTOCOL))
         return found
 
     @classmethod
@@ -415,6 +432,11 @@ class Corpus:
     def by_alias(self, alias: str) -> tuple[str, ...]:
         """Files whose card lists ``alias`` in ``fields["aliases"]`` (case-insensitive)."""
         return _paths_of(self._aliases.get(fold_name(alias.strip()), ()))
+
+    def by_permalink(self, address: str) -> tuple[str, ...]:
+        """Files whose card declares ``address`` as its page's URL (``permalink``), compared as
+        :func:`site_address` compares them."""
+        return _paths_of(self._permalinks.get(site_address(address), ()))
 
     def directory(self, directory: str) -> tuple[str, ...]:
         """Files directly inside ``directory`` (``""`` is the root), in path order."""

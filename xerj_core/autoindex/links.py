@@ -68,10 +68,12 @@ def resolve_relative(
     failing all, a path names its gzipped copy (``README.md`` -> ``README.md.gz``).
 
     A ``/``-rooted destination is rooted at the indexed folder. With
-    ``site_roots``, one that names nothing there is rooted at each folder above
+    ``site_roots``, one that a page declares as its address (front matter's ``permalink``) names that page, and
+    one that names nothing there is rooted at each folder above
     ``from_path`` in turn, the outermost first: a site's pages link from the
     site's root (npm's docs write ``/commands/npm-config`` for
-    ``docs/content/commands/npm-config.md``), which is rarely the folder indexed.
+    ``docs/content/commands/npm-config.md``), which is rarely the folder indexed. Failing those, its first
+    folder is tried as a Jekyll collection's (``/docs/setup/``: ``_docs/setup.md``).
     """
     destination = destination.strip()
     if destination.startswith("<") and destination.endswith(">"):
@@ -84,10 +86,18 @@ def resolve_relative(
     raw_path = unquote(raw_path.split("?", 1)[0]).replace("\\", "/")
     if not raw_path:
         return None
+    if raw_path.startswith("/") and site_roots:
+        declared = corpus.by_permalink(raw_path)  # a page that says it is published at this address
+        if declared:
+            return target_document(corpus, corpus.nearest(declared, from_path) or declared[0], unquote(fragment))
     if raw_path.startswith("/"):
         rooted = raw_path.lstrip("/")
         roots = [""] + (_folders_above(from_path) if site_roots else [])
         paths = [_within(root, posixpath.normpath(posixpath.join(root, rooted)) if rooted else "") for root in roots]
+        first, _, rest = rooted.partition("/")
+        if site_roots and first and rest.strip("/"):
+            # Jekyll publishes a collection's documents (_docs/setup.md) under the collection's name: /docs/setup/
+            paths += [_within(root, posixpath.normpath(posixpath.join(root, f"_{first}", rest))) for root in roots]
     else:
         joined = posixpath.join(posixpath.dirname(from_path), raw_path)
         paths = [posixpath.normpath(joined) if joined else ""]

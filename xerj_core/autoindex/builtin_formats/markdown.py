@@ -14,6 +14,9 @@ Front matter is the YAML block between a first line ``---`` and the next
 ``---`` or ``...`` line. Only a flat subset is read (``key: value``, flow lists
 ``[a, b]``, block lists of ``- item``); ``aliases`` (or ``alias``) and ``tags``
 may be a list or a comma-separated string. A block that never closes is body text.
+A page's declared URL, Jekyll's ``permalink`` or Hugo's ``url`` (``/docs/setup/``;
+not a pattern such as ``/:year/:title/``), is the card's ``permalink``: the
+address a site's links name the page by.
 
 Logseq keeps a page's properties in its first lines instead (``title:: ...``,
 ``alias:: a, [[b]]``, ``tags:: x``; a leading ``- `` when they are the first
@@ -235,6 +238,9 @@ class MarkdownFormat:
             extra = [properties.get("title", ""), *_property_list(properties.get("alias", "")), *named]
             aliases = list(dict.fromkeys(name for name in [*aliases, *extra] if name and name != stem(rel_path)))
         tags = _string_list(meta.get("tags", meta.get("tag"))) or _property_list(properties.get("tags", ""))
+        permalink = meta.get("permalink", meta.get("url"))
+        if not (isinstance(permalink, str) and permalink.startswith("/") and ":" not in permalink):
+            permalink = None
         preamble_end = found[0][0] if found else len(body)
         card = document(
             self,
@@ -247,6 +253,7 @@ class MarkdownFormat:
             kind="file",
             aliases=aliases or None,
             tags=tags or None,
+            permalink=permalink,
             blocks=block_ids(body[:preamble_end]),
             ordinal=0,
             encoding=decoded.encoding,
