@@ -523,6 +523,40 @@ class TestPyrefConformance(AbstractDetectorTests):
         return parse_files(PYTHON_DOCS)
 
 
+MYST = {
+    "docs/index.md": b"# Project\n\n```{toctree}\n:maxdepth: 2\n\ninstall\nUsage guide <guide/usage>\n```\n\n"
+                     b"See {doc}`the FAQ <faq>`, {ref}`proxy <proxy-setup>`, {doc}`/guide/usage.md` and "
+                     b"{doc}`more/extra.md`.\n\n"
+                     b"```{include} ../CHANGES.md\n```\n\n(not-a-heading)=\nA paragraph's label.\n",
+    "docs/install.md": b"(install-guide)=\n\n(setup)=\n# Install\n\nx\n\n(proxy-setup)=\n## Behind a proxy\n\n"
+                       b"Back to {ref}`not-a-heading` and {ref}`Install <install-guide>`.\n",
+    "docs/guide/usage.md": b"# Usage\n\n:::{toctree}\n../faq\n:::\n\n`{ref}` alone is no role; {ref}`nowhere`.\n",
+    "docs/faq.rst": b".. _faq:\n\nFAQ\n===\n\nRead :ref:`setup` (a MyST label, from reStructuredText).\n",
+    "CHANGES.md": b"# Changes\n", "docs/more/extra.md": b"# Extra\n",
+}
+
+
+def test_rstlink_reads_myst_markdown_as_sphinx_does():
+    """A Sphinx project in Markdown (MyST): {doc} and {ref} roles, {toctree} and {include} fences, and the (label)=
+    targets a {ref} names, before a heading (its section) or in a paragraph (the section holding it), found from
+    Markdown and reStructuredText alike."""
+    found = sorted((e.src, e.dst) for e in run(rstlink.RstlinkDetector(), MYST))
+    assert found == [
+        ("docs/faq.rst#faq", "docs/install.md#install"),
+        ("docs/guide/usage.md#usage", "docs/faq.rst"),
+        ("docs/index.md#project", "CHANGES.md"),
+        ("docs/index.md#project", "docs/faq.rst"),
+        ("docs/index.md#project", "docs/guide/usage.md"),
+        ("docs/index.md#project", "docs/install.md"),
+        ("docs/index.md#project", "docs/install.md#behind-a-proxy"),
+        ("docs/index.md#project", "docs/more/extra.md"),  # a name written with its extension
+        ("docs/install.md#behind-a-proxy", "docs/index.md#project"),  # (not-a-heading)= is in Project's section
+        ("docs/install.md#behind-a-proxy", "docs/install.md#install"),
+    ]
+    labels = {doc.section: doc.fields.get("labels") for doc in parse_files(MYST)["docs/install.md"]}
+    assert labels == {"": None, "Install": ["install-guide", "setup"], "Behind a proxy": ["proxy-setup"]}
+
+
 def test_rstlink_follows_toctrees_doc_roles_and_directives_of_a_tree_below_the_folder():
     edges = run(rstlink.RstlinkDetector(), SPHINX)
     found = {(e.src, e.dst) for e in edges}
@@ -541,7 +575,7 @@ def test_rstlink_follows_toctrees_doc_roles_and_directives_of_a_tree_below_the_f
     quotes = {e.dst: e.evidence.quote for e in edges if e.src == "docs/index.rst#project"}
     assert quotes["docs/guide/usage.rst"] == "Usage guide <guide/usage>"
     assert quotes["docs/faq.rst"] == "See :doc:`the FAQ <faq>` and :doc:`/guide/usage`."
-    assert all(e.type == "rstlink" and e.detector == "rstlink@1" for e in edges)
+    assert all(e.type == "rstlink" and e.detector == "rstlink@2" for e in edges)
 
 
 class TestImportsConformance(AbstractDetectorTests):

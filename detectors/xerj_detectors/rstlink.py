@@ -1,7 +1,10 @@
 """``rstlink``: how a Sphinx tree links its documents: ``toctree`` entries, ``:doc:`` and ``:ref:`` roles, and
 the files ``include``, ``literalinclude``, ``image`` and ``figure`` directives name.
 
-Only reStructuredText documents are read (format ``rst``). A document name
+reStructuredText documents are read (format ``rst``), and Markdown ones as
+Sphinx reads them through MyST: ``{doc}`name```, ``{ref}`label```, a
+```` ```{toctree} ```` (or ``:::{toctree}``) fence's entries, ``{include}``
+and ``{literalinclude}`` fences, and the ``(label)=`` targets before headings. A document name
 (a ``toctree`` entry, a ``:doc:`` target, either as ``Title <name>`` too) has
 no extension: relative to the linking file's folder, or, starting with ``/``,
 to the source folder, which is the indexed folder or one below it (the nearest
@@ -22,10 +25,13 @@ import posixpath
 import re
 from typing import Iterable, Iterator, Sequence
 
-from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, label_key, line_at,
-                                 make_draft, note_candidates, resolve_relative, smallest_owners, within_root)
+from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl,
+                                 label_key, line_at, make_draft, note_candidates, resolve_relative, smallest_owners,
+                                 within_root)
 
 RST_FORMATS = frozenset({"rst"})
+# Sphinx reads Markdown through MyST, whose roles and directives name what reStructuredText's do
+READ_FORMATS = RST_FORMATS | MARKDOWN_FORMATS
 # a toctree directive and its indented body (entries and options), up to the first line back at its margin
 _TOCTREE = re.compile(rb"^([ \t]*)\.\. toctree::[^\n]*\n((?:(?:\1[ \t]+[^\n]*)?(?:\n|\Z))*)", re.M)
 _DOC_ROLE = re.compile(rb":doc:`([^`\n]+)`")
@@ -33,17 +39,25 @@ _REF_ROLE = re.compile(rb":ref:`([^`\n]+)`")
 _PATH_DIRECTIVE = re.compile(rb"^[ \t]*\.\. (?:include|literalinclude|image|figure)::[ \t]*(\S[^\n]*?)[ \t]*$",
                              re.M)
 _TITLED = re.compile(r"(?s).*?<([^<>]+)>")
+# MyST: {doc}`name`, {ref}`label`, a ```{toctree} fence (or :::{toctree}) and {include}/{literalinclude}/{image}
+_MYST_DOC_ROLE = re.compile(rb"\{doc\}`([^`\n]+)`")
+_MYST_REF_ROLE = re.compile(rb"\{ref\}`([^`\n]+)`")
+_MYST_TOCTREE = re.compile(rb"^[ \t]*(`{3,}|:{3,})\{toctree\}[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
+_MYST_PATH_DIRECTIVE = re.compile(rb"^[ \t]*(?:`{3,}|:{3,})\{(?:include|literalinclude|image|figure)\}[ \t]+"
+                                  rb"(\S[^\n]*?)[ \t]*$", re.M)
+_MYST_MARKS = ("{doc}", "{ref}", "{toctree}", "{include}", "{literalinclude}", "{image}", "{figure}")
 
 
 class RstlinkDetector:
     name = "rstlink"
     type = "rstlink"
-    tag = "rstlink@1"
+    # 2: Markdown read through MyST: {doc} and {ref} roles, {toctree} and {include} fences, (label)= targets
+    tag = "rstlink@2"
     weight = 0.9
     confidence = 0.9
 
     def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[tuple[str, str], ...] | None:
-        found = tuple((label, doc.doc_id) for doc in file_docs if doc.format in RST_FORMATS
+        found = tuple((label, doc.doc_id) for doc in file_docs if doc.format in READ_FORMATS
                       for label in doc.fields.get("labels") or () if isinstance(label, str))
         return found or None
 
@@ -55,12 +69,16 @@ class RstlinkDetector:
     ) -> Iterable[EdgeDraft]:
         labels: dict[str, str] = state.data if state is not None and state.data else {}
         for doc in file_docs:
-            if doc.format not in RST_FORMATS or (".. " not in doc.text and ":doc:" not in doc.text
-                                                  and ":ref:" not in doc.text):
+            myst = doc.format in MARKDOWN_FORMATS
+            if myst:
+                if not any(mark in doc.text for mark in _MYST_MARKS):
+                    continue
+            elif doc.format not in RST_FORMATS or (".. " not in doc.text and ":doc:" not in doc.text
+                                                    and ":ref:" not in doc.text):
                 continue
             data = doc.text.encode("utf-8")
             seen: set[str] = set()
-            for offset, target, kind in sorted(_targets(data)):
+            for offset, target, kind in sorted(_myst_targets(data) if myst else _targets(data)):
                 if kind == _REF:
                     owner = labels.get(label_key(target))
                     dst = corpus.document(owner) if owner is not None else None
@@ -84,18 +102,35 @@ _DOC, _REF, _PATH = 0, 1, 2
 def _targets(data: bytes) -> Iterator[tuple[int, str, int]]:
     """``(byte offset, target, what it names)`` of every link the text makes."""
     for match in _TOCTREE.finditer(data):
-        at = match.start(2)
-        for line in match.group(2).split(b"\n"):
-            entry = line.strip().decode("utf-8", "replace")
-            if entry and not entry.startswith(":"):
-                yield at + len(line) - len(line.lstrip()), _named(entry), _DOC
-            at += len(line) + 1
+        yield from _toctree_entries(match)
     for match in _DOC_ROLE.finditer(data):
         yield match.start(), _named(match.group(1).decode("utf-8", "replace")), _DOC
     for match in _REF_ROLE.finditer(data):
         yield match.start(), _named(match.group(1).decode("utf-8", "replace")), _REF
     for match in _PATH_DIRECTIVE.finditer(data):
         yield match.start(1), match.group(1).decode("utf-8", "replace"), _PATH
+
+
+def _myst_targets(data: bytes) -> Iterator[tuple[int, str, int]]:
+    """``(byte offset, target, what it names)`` of every link MyST Markdown makes."""
+    for match in _MYST_TOCTREE.finditer(data):
+        yield from _toctree_entries(match)
+    for match in _MYST_DOC_ROLE.finditer(data):
+        yield match.start(), _named(match.group(1).decode("utf-8", "replace")), _DOC
+    for match in _MYST_REF_ROLE.finditer(data):
+        yield match.start(), _named(match.group(1).decode("utf-8", "replace")), _REF
+    for match in _MYST_PATH_DIRECTIVE.finditer(data):
+        yield match.start(1), match.group(1).decode("utf-8", "replace"), _PATH
+
+
+def _toctree_entries(match: re.Match[bytes]) -> Iterator[tuple[int, str, int]]:
+    """The document entries of a toctree whose body is ``match``'s group 2 (its ``:option:`` lines left out)."""
+    at = match.start(2)
+    for line in match.group(2).split(b"\n"):
+        entry = line.strip().decode("utf-8", "replace")
+        if entry and not entry.startswith(":"):
+            yield at + len(line) - len(line.lstrip()), _named(entry), _DOC
+        at += len(line) + 1
 
 
 def _named(text: str) -> str:
@@ -107,8 +142,9 @@ def _named(text: str) -> str:
 def _document_named(corpus: Corpus, from_path: str, name: str) -> SourceDocument | None:
     if not name or name == "self" or "*" in name or "://" in name:
         return None
-    if name.endswith(".rst"):
-        name = name[:-len(".rst")]
+    for extension in (".rst", ".md"):
+        if name.endswith(extension):
+            name = name[:-len(extension)]
     if name.startswith("/"):
         rooted = name.strip("/")
         candidates = corpus.by_path_without_extension(rooted) or note_candidates(corpus, from_path, rooted)

@@ -29,10 +29,14 @@ Those names, ``title::`` and ``alias::`` are the card's ``aliases``, the names a
 A document lists in ``blocks`` the ids of the blocks it holds, outside code:
 ``^id`` ending a line (Obsidian's and Foam's block anchors) and a Logseq block's
 ``id:: <uuid>``; ``[[note#^id]]`` and ``((uuid))`` link to the section holding one.
+A MyST reference target, ``(install-guide)=`` on its own line, is a label of the
+section whose heading follows it (else of the one it stands in), listed in
+``labels`` as a reStructuredText file's are, for ``{ref}`` roles to find.
 """
 
 from __future__ import annotations
 
+import bisect
 import calendar
 import datetime
 import re
@@ -44,6 +48,7 @@ from xerj_core.autoindex.builtin_formats._common import Anchors, document
 from xerj_core.autoindex.detect import mask_code
 from xerj_core.autoindex.formats import decode_text, extension, stem
 from xerj_core.model import SourceDocument
+from xerj_core.text import label_key
 
 EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mdx"})
 
@@ -59,6 +64,9 @@ _FM_KEY = re.compile(r"([A-Za-z_][\w\-]*)[ \t]*:(?:[ \t]+(.*))?$")
 _PROPERTY_LINES = re.compile(r"(?:[ \t]*(?:- )?[A-Za-z][\w\-]*::[^\n]*(?:\n|$))+")
 _PROPERTY = re.compile(r"[ \t]*(?:- )?([A-Za-z][\w\-]*)::[ \t]*(.*?)[ \t]*$")
 _ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}")
+# MyST's reference target, ``(install-guide)=`` alone on its line, what a ``{ref}`` role names
+_MYST_LABEL = re.compile(r"^\(([^()\s][^()\n]*)\)=[ \t]*$", re.M)
+_BLANK_OR_MYST_LABEL = re.compile(r"(?:[ \t]*\n|\([^()\s][^()\n]*\)=[ \t]*\n)*")
 _JOURNAL_DAY = re.compile(r"(\d{4})_(\d{2})_(\d{2})")
 # A block's id: ``^id`` ending a line (Obsidian, Foam), or a Logseq block's ``id:: <uuid>`` property.
 _BLOCK_ID = re.compile(rb"(?:(?<=[ \t])|^)\^([A-Za-z0-9-]+)[ \t]*$|^[ \t]*(?:- )?id::[ \t]*([0-9A-Fa-f-]{36})[ \t]*$",
@@ -217,7 +225,8 @@ class MarkdownFormat:
     priority = 10
     # 2: Logseq's page properties and page names, and block ids, read (a run finding it reads every note again)
     # 3: a list item that is a heading (a Logseq heading block, ``- ## Usage``) opens a section
-    version = 3
+    # 4: a page's declared address (``permalink``, ``url``) and MyST's ``(label)=`` targets (``labels``) kept
+    version = 4
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         return extension(rel_path) in EXTENSIONS
@@ -273,7 +282,29 @@ class MarkdownFormat:
                 fields["blocks"] = blocks
             docs.append(SourceDocument(f"{rel_path}#{anchor}", dataset, rel_path, title, text, label, "section",
                                        mtime_ms, name, fields))
+        if ")=" in body:
+            for at, label in myst_labels(body, [start for start, _, _ in found]):
+                labels = docs[at].fields.setdefault("labels", [])
+                if label not in labels:
+                    labels.append(label)
         return docs
+
+
+def myst_labels(body: str, heading_starts: list[int]) -> list[tuple[int, str]]:
+    """``(document position, label)`` of each MyST ``(label)=`` of ``body``: 0 is the card, ``n`` the ``n``-th
+    section; a label opens the section whose heading follows it (blank lines and other labels between), else
+    belongs to the one it is written in, as Sphinx reads it."""
+    found = []
+    for match in _MYST_LABEL.finditer(body):
+        label = label_key(match.group(1))
+        if not label:
+            continue
+        opens = _BLANK_OR_MYST_LABEL.match(body, match.end() + 1).end() if match.end() < len(body) else len(body)
+        if opens in heading_starts:
+            found.append((heading_starts.index(opens) + 1, label))
+        else:
+            found.append((bisect.bisect_right(heading_starts, match.start()), label))
+    return found
 
 
 @hookimpl
