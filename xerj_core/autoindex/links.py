@@ -228,8 +228,8 @@ def resolve_wikilink(corpus: Corpus, from_doc: SourceDocument, inner: str, *, la
 
 
 def _resolve_target(corpus: Corpus, from_doc: SourceDocument, target: str) -> SourceDocument | None:
-    """The document a wikilink's target (what comes before any ``|``) names, or ``None`` when it names no note (a
-    same-file ``#heading`` names the file)."""
+    """The document a wikilink's target (a note's name, with any ``#heading``) names, or ``None`` when it names no
+    note (a same-file ``#heading`` names the file)."""
     target = _DENDRON_VAULT.sub("", target, count=1)
     name, _, heading = target.partition("#")
     heading = heading.strip()
