@@ -1010,23 +1010,27 @@ def test_mdlink_reads_a_sites_folder_url_as_the_page_published_there():
 
 def test_mdlink_reads_jekyll_and_hugo_address_templates_and_the_addresses_pages_declare():
     """A Jekyll site links pages by address, through templates: {{ '/x/' | relative_url }} and {{ site.baseurl }}
-    (an address a page declares as its permalink, else a collection's document: /docs/x/ is _docs/x.md),
+    (an address a page declares as its permalink, else a collection's document: /docs/x/ is _docs/x.md, and a
+    post's dated address the post of _posts/ so named),
     {% link %} from the site's source, {% post_url %} a post by its name; Hugo writes {{< ref >}}."""
     files = {
         "site/index.md": b"# Home\n\n[Options]({{ '/docs/configuration/options/' | relative_url }}), "
                          b"[about]({{ site.baseurl }}/about/#team), [install]({% link _docs/install.md %}), "
                          b"[news]({% post_url 2024-01-15-hello %}), [tutorial]({{ '/tutorials/first/' | relative_url }})"
-                         b" and [elsewhere]({{ site.repository }}/issues/1).\n\n[def]: {{ '/about' | relative_url }}\n",
+                         b" and [elsewhere]({{ site.repository }}/issues/1).\n\n[def]: {{ '/about' | relative_url }}\n"
+                         b"\n## Posts\n\n[older](/news/2023/12/01/older-news/)\n\n## By html\n\n"
+                         b"[older](/2023/12/01/older-news.html)\n",
         "site/_docs/configuration/options.md": b"---\npermalink: /docs/configuration/options/\n---\n# Options\n",
         "site/pages/about.md": b"---\npermalink: /about/\n---\n# About\n\n## Team\n\n[install]({% link "
                                b"_docs/install.md %}) and [options](/docs/configuration/options/index.html)\n",
         "site/_docs/install.md": b"# Install\n", "site/_posts/2024-01-15-hello.markdown": b"# Hello\n",
-        "site/_tutorials/first.md": b"# First\n",
+        "site/_tutorials/first.md": b"# First\n", "site/_posts/news/2023-12-01-older-news.md": b"# Older\n",
+        "site/notes/2023-12-01-older-news.md": b"# not a post\n",
         "hugo/content/post.md": b"# Post\n\nSee [a]({{< ref \"about.md\" >}}) and [b]({{< relref \"/docs/b\" >}}).\n",
         "hugo/content/about.md": b"# About\n", "hugo/content/docs/b.md": b"# B\n",
     }
     found = sorted((e.src, e.dst, e.evidence.quote[:20]) for e in run(mdlink.MdlinkDetector(), files))
-    assert [(src, dst) for src, dst, _quote in found] == [
+    assert [(src, dst) for src, dst, _quote in found] == sorted([
         ("hugo/content/post.md#post", "hugo/content/about.md"),
         ("hugo/content/post.md#post", "hugo/content/docs/b.md"),
         ("site/index.md#home", "site/_docs/configuration/options.md"),
@@ -1035,9 +1039,11 @@ def test_mdlink_reads_jekyll_and_hugo_address_templates_and_the_addresses_pages_
         ("site/index.md#home", "site/_tutorials/first.md"),
         ("site/index.md#home", "site/pages/about.md"),  # [def]: {{ '/about' | relative_url }}: the page, declared
         ("site/index.md#home", "site/pages/about.md#team"),
+        ("site/index.md#by-html", "site/_posts/news/2023-12-01-older-news.md"),
+        ("site/index.md#posts", "site/_posts/news/2023-12-01-older-news.md"),  # a post's address, by its name
         ("site/pages/about.md#team", "site/_docs/configuration/options.md"),  # its .../index.html
         ("site/pages/about.md#team", "site/_docs/install.md"),  # from the site's source, not the page's folder
-    ]
+    ])
     # quoted as written, templates and all
     assert {quote for _src, _dst, quote in found if _src == "site/index.md#home"} == {"[Options]({{ '/docs/",
                                                                                        "[def]: {{ '/about' |"}

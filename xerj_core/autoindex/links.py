@@ -34,6 +34,8 @@ def within_root(path: str) -> bool:
     return path not in ("", ".", "..") and not path.startswith("../") and not path.startswith("/")
 
 
+# A blog post's address as Jekyll publishes it: categories, then /year/month/day/title (with .html, or a slash)
+_POST_ADDRESS = re.compile(r"(?:^|/)(\d{4})/(\d{2})/(\d{2})/([^/]+?)(?:\.html)?/?$")
 # A PDF's open parameters (``paper.pdf#page=12&zoom=150``): the page, whose document is labelled ``page 12``.
 _PDF_PAGE = re.compile(r"page=(\d+)(?:&|$)")
 
@@ -73,7 +75,8 @@ def resolve_relative(
     ``from_path`` in turn, the outermost first: a site's pages link from the
     site's root (npm's docs write ``/commands/npm-config`` for
     ``docs/content/commands/npm-config.md``), which is rarely the folder indexed. Failing those, its first
-    folder is tried as a Jekyll collection's (``/docs/setup/``: ``_docs/setup.md``).
+    folder is tried as a Jekyll collection's (``/docs/setup/``: ``_docs/setup.md``), and a post's address
+    (``/news/2024/01/15/hello/``) as the post of ``_posts/`` it is published from (``2024-01-15-hello.md``).
     """
     destination = destination.strip()
     if destination.startswith("<") and destination.endswith(">"):
@@ -98,6 +101,7 @@ def resolve_relative(
         if site_roots and first and rest.strip("/"):
             # Jekyll publishes a collection's documents (_docs/setup.md) under the collection's name: /docs/setup/
             paths += [_within(root, posixpath.normpath(posixpath.join(root, f"_{first}", rest))) for root in roots]
+
     else:
         joined = posixpath.join(posixpath.dirname(from_path), raw_path)
         paths = [posixpath.normpath(joined) if joined else ""]
@@ -116,6 +120,12 @@ def resolve_relative(
             found = corpus.lookup_path(candidate)
             if found is not None:
                 return target_document(corpus, found, unquote(fragment))
+    post = _POST_ADDRESS.search(raw_path) if site_roots and raw_path.startswith("/") else None
+    if post is not None:
+        # a blog post's address, /news/2024/01/15/hello/: the post _posts/2024-01-15-hello.md, by its name
+        posts = [path for path in corpus.by_stem("{}-{}-{}-{}".format(*post.groups())) if "_posts/" in f"/{path}"]
+        if posts:
+            return target_document(corpus, corpus.nearest(posts, from_path) or posts[0], unquote(fragment))
     return None
 
 
