@@ -241,6 +241,7 @@ def test_asciidoc_reads_titles_sections_and_the_ids_cross_references_name():
                                                                  "docs/install.adoc#set-up")
     assert (part.section, part.fields["level"]) == ("Part Two", 0)  # a later level-0 title: a book's part
     assert part.fields["ids"] == ["_part_two"] and "== in an example's literal" in setup.text
+    assert not asciidoc.AsciiDocFormat().accepts("dist/KEYS.asc", b"-----BEGIN PGP PUBLIC KEY BLOCK-----")
     plain, = asciidoc.AsciiDocFormat().parse("notes/plain.asciidoc", b"Only text.\n", MTIME)
     assert (plain.title, plain.text) == ("plain", "Only text.")
 

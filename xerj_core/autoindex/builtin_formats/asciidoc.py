@@ -25,7 +25,8 @@ from xerj_core.autoindex.builtin_formats._common import Anchors, document
 from xerj_core.autoindex.formats import decode_text, extension, stem
 from xerj_core.model import SourceDocument
 
-EXTENSIONS = frozenset({".adoc", ".asciidoc", ".asc"})
+# not .asc, which Asciidoctor also reads: far more .asc files are PGP signatures and keys (KEYS.asc, x.tar.gz.asc)
+EXTENSIONS = frozenset({".adoc", ".asciidoc"})
 _TITLE = re.compile(r"^(={1,6}|#{1,6})[ \t]+(\S.*?)[ \t]*$")
 # a delimited block's fence: four or more of one of these characters, alone on its line
 _FENCE = re.compile(r"^(-{4,}|\.{4,}|={4,}|\*{4,}|\+{4,}|_{4,}|/{4,})[ \t]*$")
