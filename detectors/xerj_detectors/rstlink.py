@@ -46,6 +46,9 @@ _MYST_TOCTREE = re.compile(rb"^[ \t]*(`{3,}|:{3,})\{toctree\}[^\n]*\n(.*?)^[ \t]
 _MYST_PATH_DIRECTIVE = re.compile(rb"^[ \t]*(?:`{3,}|:{3,})\{(?:include|literalinclude|image|figure)\}[ \t]+"
                                   rb"(\S[^\n]*?)[ \t]*$", re.M)
 _MYST_MARKS = ("{doc}", "{ref}", "{toctree}", "{include}", "{literalinclude}", "{image}", "{figure}")
+# each syntax's toctree, doc role, ref role and path directive
+_RST = (_TOCTREE, _DOC_ROLE, _REF_ROLE, _PATH_DIRECTIVE)
+_MYST = (_MYST_TOCTREE, _MYST_DOC_ROLE, _MYST_REF_ROLE, _MYST_PATH_DIRECTIVE)
 
 
 class RstlinkDetector:
@@ -78,7 +81,7 @@ class RstlinkDetector:
                 continue
             data = doc.text.encode("utf-8")
             seen: set[str] = set()
-            for offset, target, kind in sorted(_myst_targets(data) if myst else _targets(data)):
+            for offset, target, kind in sorted(_targets(data, _MYST if myst else _RST)):
                 if kind == _REF:
                     owner = labels.get(label_key(target))
                     dst = corpus.document(owner) if owner is not None else None
@@ -99,27 +102,17 @@ class RstlinkDetector:
 _DOC, _REF, _PATH = 0, 1, 2
 
 
-def _targets(data: bytes) -> Iterator[tuple[int, str, int]]:
-    """``(byte offset, target, what it names)`` of every link the text makes."""
-    for match in _TOCTREE.finditer(data):
+def _targets(data: bytes, syntax: tuple[re.Pattern[bytes], ...]) -> Iterator[tuple[int, str, int]]:
+    """``(byte offset, target, what it names)`` of every link the text makes in ``syntax`` (:data:`_RST` or
+    :data:`_MYST`: its toctree, doc role, ref role and path directive)."""
+    toctree, doc_role, ref_role, path_directive = syntax
+    for match in toctree.finditer(data):
         yield from _toctree_entries(match)
-    for match in _DOC_ROLE.finditer(data):
+    for match in doc_role.finditer(data):
         yield match.start(), _named(match.group(1).decode("utf-8", "replace")), _DOC
-    for match in _REF_ROLE.finditer(data):
+    for match in ref_role.finditer(data):
         yield match.start(), _named(match.group(1).decode("utf-8", "replace")), _REF
-    for match in _PATH_DIRECTIVE.finditer(data):
-        yield match.start(1), match.group(1).decode("utf-8", "replace"), _PATH
-
-
-def _myst_targets(data: bytes) -> Iterator[tuple[int, str, int]]:
-    """``(byte offset, target, what it names)`` of every link MyST Markdown makes."""
-    for match in _MYST_TOCTREE.finditer(data):
-        yield from _toctree_entries(match)
-    for match in _MYST_DOC_ROLE.finditer(data):
-        yield match.start(), _named(match.group(1).decode("utf-8", "replace")), _DOC
-    for match in _MYST_REF_ROLE.finditer(data):
-        yield match.start(), _named(match.group(1).decode("utf-8", "replace")), _REF
-    for match in _MYST_PATH_DIRECTIVE.finditer(data):
+    for match in path_directive.finditer(data):
         yield match.start(1), match.group(1).decode("utf-8", "replace"), _PATH
 
 
