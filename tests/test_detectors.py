@@ -1049,6 +1049,20 @@ def test_mdlink_reads_jekyll_and_hugo_address_templates_and_the_addresses_pages_
                                                                                        "[def]: {{ '/about' |"}
 
 
+def test_mdlink_links_a_quarto_sites_pages_by_source_html_address_and_heading_id():
+    """A Quarto site links its .qmd sources, their published .html addresses (the page is not in the folder,
+    its source is) and a section by its {#id}; a folder's index.qmd is its index page."""
+    files = {
+        "docs/guide.qmd": b"# Guide\n\n[vars](authoring/variables.qmd#meta), [html](/docs/authoring/variables.html#url)"
+                          b", [tools](tools/) and [built](built.html).\n",
+        "docs/authoring/variables.qmd": b"# Variables\n\n## Meta {#meta}\n\n## URLs {#url .unnumbered}\n",
+        "docs/tools/index.qmd": b"# Tools\n", "docs/built.html": b"<p>a page that is there</p>", "docs/built.md": b"x",
+    }
+    assert sorted(e.dst for e in run(mdlink.MdlinkDetector(), files)) == [
+        "docs/authoring/variables.qmd#meta", "docs/authoring/variables.qmd#url", "docs/built.html",
+        "docs/tools/index.qmd"]
+
+
 def test_mdlink_links_a_reference_from_the_section_using_it():
     """As in Node.js's API docs: a file's definitions at its end, each cited by the sections above them."""
     files = {

@@ -634,6 +634,21 @@ def test_markdown_keeps_the_address_a_page_declares():
     assert "permalink" not in pattern.fields and "permalink" not in relative.fields
 
 
+def test_markdown_reads_quarto_and_r_markdown_and_heading_attributes():
+    """Quarto's .qmd and R Markdown's .Rmd are Markdown; a heading's {#id .class} attributes (Pandoc, kramdown's
+    {: #id}) leave its label and give its id; braces that are no attributes stay."""
+    fmt = markdown.MarkdownFormat()
+    assert fmt.accepts("book/intro.qmd", b"") and fmt.accepts("report/analysis.Rmd", b"")
+    data = (b"---\ntitle: Doc\n---\n# Intro {#sec-intro .unnumbered}\n\n```{r}\n# not a heading {#x}\n```\n\n"
+            b"## Config {json}\n\n## Two {-}\n\n## Kram {: #kram }\n")
+    card, intro, config, two, kram = fmt.parse("book/intro.qmd", data, MTIME)
+    assert (intro.section, intro.fields["ids"], intro.doc_id) == ("Intro", ["sec-intro"], "book/intro.qmd#sec-intro")
+    assert (config.section, "ids" in config.fields) == ("Config {json}", False)
+    assert (two.section, "ids" in two.fields, kram.section, kram.fields["ids"]) == ("Two", False, "Kram", ["kram"])
+    untitled = fmt.parse("t.md", b"# Title {#top}\n", MTIME)[0]
+    assert untitled.title == "Title"  # the attributes are not the note's title either
+
+
 def test_markdown_reads_a_logseq_pages_properties_and_names():
     fmt = markdown.MarkdownFormat()
     card = fmt.parse("pages/Project___Alpha.md", b"title:: Project/Alpha\nalias:: PA, [[Alpha project]]\n"

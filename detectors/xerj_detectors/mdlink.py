@@ -45,7 +45,7 @@ _DEFINITION = re.compile(rb"^ {0,3}\[(?!\^)([^\]\n]+)\]:[ \t]*(<[^<>\n]*>|\S+)",
 _REFERENCE = re.compile(rb"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])+)\](?:\[([^\[\]\n]*)\])?")
 # a [[wikilink]], whose inner text may be the label of a definition Foam wrote for it
 _WIKILINK = re.compile(rb"\[\[([^\[\]\n]+)\]\]")
-INDEX_NAMES = ("index.md", "README.md", "readme.md", "_index.md")
+INDEX_NAMES = ("index.md", "README.md", "readme.md", "_index.md", "index.qmd", "index.Rmd")
 # the templates static site generators write for a page's address, each as the path it stands for
 _TEMPLATED = re.compile(
     rb"\{\{-?\s*(['\"])([^'\"\n]+)\1\s*\|\s*(?:relative_url|absolute_url)\s*-?\}\}"  # Jekyll: {{ '/x/' | relative_url }}

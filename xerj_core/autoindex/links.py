@@ -25,7 +25,7 @@ from xerj_core.autoindex.detect import Corpus, fold_name
 from xerj_core.model import SourceDocument
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
-NOTE_EXTENSIONS = (".md", ".markdown", ".mdown", ".mkd", ".mdx")
+NOTE_EXTENSIONS = (".md", ".markdown", ".mdown", ".mkd", ".mdx", ".qmd", ".rmd")
 # The formats whose documents are Markdown text (a notebook's are the Markdown its cells make, code fenced).
 MARKDOWN_FORMATS = frozenset({"markdown", "notebook"})
 
@@ -65,8 +65,9 @@ def resolve_relative(
     URLs with a scheme, protocol-relative URLs and bare ``#fragments`` resolve to
     nothing. The query string is dropped and percent-escapes decoded. An exact
     path wins over a case-insensitive one; a destination without extension may
-    name a note (``.md``); a folder destination names its ``index_names`` file, else the note published as
-    that folder (``guide/setup/``: ``guide/setup.md``);
+    name a note (``.md``), and a page's ``.html`` address the note it is rendered from when the page is not there;
+    a folder destination names its ``index_names`` file, else the note published as that folder
+    (``guide/setup/``: ``guide/setup.md``);
     failing all, a path names its gzipped copy (``README.md`` -> ``README.md.gz``).
 
     A ``/``-rooted destination is rooted at the indexed folder. With
@@ -115,6 +116,9 @@ def resolve_relative(
             tries = [posixpath.join(path, name) for name in index_names] + [path + ext for ext in NOTE_EXTENSIONS]
         elif not posixpath.splitext(path)[1]:
             tries += [path + ext for ext in NOTE_EXTENSIONS] + [posixpath.join(path, name) for name in index_names]
+        elif path.endswith(".html"):
+            # a page's published address: the note it is rendered from (Quarto, MkDocs, Sphinx publish x.md as x.html)
+            tries += [path[:-len(".html")] + ext for ext in NOTE_EXTENSIONS]
         # then each as a compressed copy: Debian ships a package's docs gzipped, and their links name the plain files
         for candidate in tries + [candidate + ".gz" for candidate in tries]:
             found = corpus.lookup_path(candidate)

@@ -7,7 +7,12 @@ heading (``#`` to ``######``, outside fenced code; also as a list item's whole
 content, ``- ## Usage``, as Logseq writes a heading block) opens a section that
 runs to the next heading of any level; the section's text starts with its heading line,
 its label is the heading text and its id is ``{path}#{anchor}`` with the anchor
-a forge-style slug made unique within the file (``intro``, ``intro-1``).
+a forge-style slug made unique within the file (``intro``, ``intro-1``). A
+heading's trailing attributes (``## Intro {#sec-intro .unnumbered}``, as
+Pandoc, Quarto, kramdown and MkDocs write them) are left out of its label, and
+its ``#id`` is listed in ``ids``, what a ``#sec-intro`` fragment finds it by,
+and is its anchor (``{path}#sec-intro``), as the site's page names it.
+Quarto (``.qmd``) and R Markdown (``.Rmd``) documents are read as Markdown.
 Setext (underlined) headings are not recognised.
 
 Front matter is the YAML block between a first line ``---`` and the next
@@ -50,7 +55,8 @@ from xerj_core.autoindex.formats import decode_text, extension, stem
 from xerj_core.model import SourceDocument
 from xerj_core.text import label_key
 
-EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mdx"})
+# with Quarto's and R Markdown's documents (Markdown, their code chunks fenced)
+EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mdx", ".qmd", ".rmd"})
 
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 # An ATX heading line, or a list item that is one (``- ## Usage``: a Logseq page's heading blocks, nested or not;
@@ -64,6 +70,9 @@ _FM_KEY = re.compile(r"([A-Za-z_][\w\-]*)[ \t]*:(?:[ \t]+(.*))?$")
 _PROPERTY_LINES = re.compile(r"(?:[ \t]*(?:- )?[A-Za-z][\w\-]*::[^\n]*(?:\n|$))+")
 _PROPERTY = re.compile(r"[ \t]*(?:- )?([A-Za-z][\w\-]*)::[ \t]*(.*?)[ \t]*$")
 _ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}")
+# a heading's attributes as Pandoc, Quarto, kramdown and MkDocs read them: ``## Intro {#sec-intro .unnumbered}``
+_ATTRIBUTE = r"(?:[#.][\w\-:.]+|-|[\w\-]+=(?:\"[^\"\n]*\"|[^\s}]+))"
+_HEADING_ATTRIBUTES = re.compile(rf"[ \t]*\{{:?[ \t]*({_ATTRIBUTE}(?:[ \t]+{_ATTRIBUTE})*)[ \t]*\}}$")
 # MyST's reference target, ``(install-guide)=`` alone on its line, what a ``{ref}`` role names
 _MYST_LABEL = re.compile(r"^\(([^()\s][^()\n]*)\)=[ \t]*$", re.M)
 _BLANK_OR_MYST_LABEL = re.compile(r"(?:[ \t]*\n|\([^()\s][^()\n]*\)=[ \t]*\n)*")
@@ -225,7 +234,8 @@ class MarkdownFormat:
     priority = 10
     # 2: Logseq's page properties and page names, and block ids, read (a run finding it reads every note again)
     # 3: a list item that is a heading (a Logseq heading block, ``- ## Usage``) opens a section
-    # 4: a page's declared address (``permalink``, ``url``) and MyST's ``(label)=`` targets (``labels``) kept
+    # 4: a page's declared address (``permalink``, ``url``) and MyST's ``(label)=`` targets (``labels``) kept;
+    # Quarto's and R Markdown's documents; a heading's ``{#id .class}`` attributes (the id in ``ids``)
     version = 4
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
@@ -235,6 +245,12 @@ class MarkdownFormat:
         decoded = decode_text(data, rel_path)
         meta, body = split_front_matter(decoded.text)
         found = headings(body)
+        heading_ids: list[list[str] | None] = [None] * len(found)
+        for at, (start, level, label) in enumerate(found):
+            attributes = _HEADING_ATTRIBUTES.search(label) if label.endswith("}") else None
+            if attributes is not None:
+                found[at] = (start, level, label[:attributes.start()])
+                heading_ids[at] = [token[1:] for token in attributes.group(1).split() if token.startswith("#")]
         properties = page_properties(body)
         named = page_names(rel_path)
         title = str(meta.get("title") or "").strip() or properties.get("title", "")
@@ -271,8 +287,8 @@ class MarkdownFormat:
         anchors = Anchors()
         dataset, name = self.dataset, self.name
         ends = [start for start, _, _ in found[1:]] + [len(body)]
-        for index, ((start, level, label), end) in enumerate(zip(found, ends), 1):
-            anchor = anchors(label)
+        for index, ((start, level, label), end, ids) in enumerate(zip(found, ends, heading_ids), 1):
+            anchor = anchors(ids[0] if ids else label)  # the id a site gives the heading, when it sets one
             # what ``document`` makes of these arguments (none is None), built directly: a note has a few sections
             # and each went through a keyword-argument call and a filtering of its fields
             text = body[start:end].strip()
@@ -280,6 +296,8 @@ class MarkdownFormat:
             blocks = block_ids(text)
             if blocks:
                 fields["blocks"] = blocks
+            if ids:
+                fields["ids"] = ids
             docs.append(SourceDocument(f"{rel_path}#{anchor}", dataset, rel_path, title, text, label, "section",
                                        mtime_ms, name, fields))
         if ")=" in body:
