@@ -928,6 +928,20 @@ def test_wikilink_reads_a_tiddlers_links_label_first_by_title():
     ]
 
 
+def test_wikilink_finds_a_github_wiki_page_by_its_hyphenated_file_name():
+    """A GitHub wiki (Gollum) names the page [[Hosted assets]] in Hosted-assets.md, anywhere in the wiki, and
+    writes [[label|Page-Name]]; a file or alias named with the spaces wins, and a path is not guessed at."""
+    files = {
+        "Home.md": b"# Home\n\n[[Hosted assets]], [[JavaScript Tracker]], [[Setup Guide|Setting-up-snowplow]], "
+                   b"[[Named Note]] and [[setup/Missing page]].\n",
+        "setup/common/Hosted-assets.md": b"# Hosted assets\n", "trackers/Javascript-Tracker.md": b"# JS\n",
+        "Setting-up-snowplow.md": b"# Setup\n", "Named Note.md": b"# spaces\n", "Named-Note.md": b"# hyphens\n",
+        "setup/Missing-page.md": b"# not guessed from a path\n",
+    }
+    assert sorted(e.dst for e in run(wikilink.WikilinkDetector(), files) if e.src.startswith("Home.md")) == [
+        "Named Note.md", "Setting-up-snowplow.md", "setup/common/Hosted-assets.md", "trackers/Javascript-Tracker.md"]
+
+
 def test_wikilink_skips_code_and_quotes_the_full_line():
     files = {"a.md": "# A\n\n```\n[[b]]\n```\nInline `[[b]]` skipped.\n  Real one: [[b]] here é.  \n".encode(),
              "b.md": b"b"}

@@ -164,7 +164,9 @@ def note_candidates(corpus: Corpus, from_path: str, name: str) -> tuple[str, ...
     The rules, in order: a ``./`` or ``../`` name relative to ``from_path``; a
     name with a ``/`` as a root-relative path (without or with extension), then
     as a path suffix; a bare name as a file name without extension, then with
-    it; failing all, a front-matter alias. Matching is case-insensitive.
+    it; failing those, a front-matter alias; failing all, a bare name's spaces as
+    hyphens (a GitHub wiki's ``[[Hosted assets]]`` is ``Hosted-assets.md``).
+    Matching is case-insensitive.
     """
     # A name's candidates depend on the corpus alone unless the name is relative, and a corpus never changes: they
     # are remembered by the name as written (a vault links to the same notes over and over: 60,000 links name
@@ -210,6 +212,9 @@ def _note_candidates(corpus: Corpus, from_path: str, written: str) -> tuple[str,
         candidates = corpus.by_stem(bare) or corpus.by_file_name(name.strip("/"))
     if not candidates:
         candidates = corpus.by_alias(written)
+    if not candidates and " " in bare:
+        # a GitHub (Gollum) wiki names the page [[Hosted assets]] in Hosted-assets.md
+        candidates = corpus.by_stem(bare.strip().replace(" ", "-"))
     return candidates
 
 
