@@ -21,11 +21,13 @@ from xerj_core.autoindex.detect import (
     Corpus,
     DetectorState,
     collect_detectors,
+    combine,
     detect_file,
     line_at,
     make_draft,
     mask_code,
     run_detectors,
+    summarize,
 )
 from xerj_core.autoindex.builtin_formats import html as html_format
 from xerj_core.autoindex.formats import collect_formats, parse_file
@@ -778,6 +780,29 @@ def test_xerj_disable_plugins_turns_sharedterm_off(monkeypatch):
     names = set(collect_detectors(get_plugin_manager()))
     assert "sharedterm" not in names
     assert set(TEN) - {"sharedterm"} <= names
+
+
+def test_a_files_map_output_leaves_out_what_gives_nothing_and_each_combine_still_gets_one_per_file():
+    """A run holds one map output per file until it combines: a detector whose partial is None is left out of it
+    (most files give most corpus-wide detectors nothing), and combine hands that detector None for the file."""
+    files = parse_files({"a.md": b"# A\n\nsome words here\n", "b.py": b"import a\n"})
+    outputs = [summarize(ALL, files[path]) for path in sorted(files)]
+    assert all(None not in output.values() for output in outputs) and "pyref" in outputs[1]
+    assert "pyref" not in outputs[0] and "rstlink" not in outputs[0]
+    seen = []
+
+    class Counting:
+        name = "counting"
+
+        def summarize(self, file_docs):
+            return None
+
+        def combine(self, partials, corpus):
+            seen.extend(partials)
+            return DetectorState(data={})
+
+    combine([*ALL, Counting()], outputs, Corpus(files))
+    assert seen == [None, None]
 
 
 def test_installed_detectors_are_the_ten():

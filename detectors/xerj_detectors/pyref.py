@@ -29,10 +29,10 @@ looked up under. ``~`` is dropped, ``Title <name>`` names ``name``, and
 library, another package) link nothing. ``currentmodule`` sets the module and
 links nothing itself.
 
-A corpus-wide detector: ``summarize`` lists a ``.py`` file's top-level
-definitions and the names any document refers to; ``combine`` maps the modules
-and the definitions of referred names only (nothing when no document refers to
-one). Edge: from the document holding the reference to the definition's section
+A corpus-wide detector: ``summarize`` names a ``.py`` file and the names any
+document refers to; ``combine`` maps the modules and, reading the corpus's
+sections, the definitions of referred names only (nothing when no document
+refers to one). Edge: from the document holding the reference to the definition's section
 or the module's card; evidence is the line holding the reference.
 """
 
@@ -56,8 +56,8 @@ _DIRECTIVE = re.compile(rb"^[ \t]*(?:\.\. |(?:```+|:::+)\{)(?:py:)?(?:auto)?(" +
 _NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 # the directives after which a document's names are looked up under a module (automodule writes a module's)
 _SETS_MODULE = frozenset({b"module", b"currentmodule"})
-# what summarize says of a file: its path and top-level definitions when it is Python source, the names it refers to
-Summary = tuple[str | None, tuple[tuple[str, str], ...], tuple[str, ...]]
+# what summarize says of a file: its path when it is Python source, and the names it refers to
+Summary = tuple[str | None, tuple[str, ...]]
 
 
 class PyrefDetector:
@@ -68,38 +68,39 @@ class PyrefDetector:
     confidence = 0.85
 
     def summarize(self, file_docs: Sequence[SourceDocument]) -> Summary | None:
-        """A Python file's path and its top-level definitions (``(symbol, doc id)``), and the names (each part of a
-        dotted one) the file's documents refer to; ``None`` for a file with neither."""
+        """A Python file's path, and the names (each part of a dotted one) the file's documents refer to; ``None``
+        for a file that is neither. Its definitions are read from the corpus by ``combine``, and only when some
+        file refers to a name: a run holds every file's partial until it combines."""
         card = file_docs[0] if file_docs else None
         if card is None:
             return None
         python = _is_python(card)
-        referred = sorted({part for doc in file_docs for _offset, name, _directive in _references(doc, python)
-                           for part in name.split(".")})
+        referred = tuple(sorted({part for doc in file_docs for _offset, name, _directive in _references(doc, python)
+                                 for part in name.split(".")}))
         if python:
-            return card.ax_path, tuple((doc.fields["symbol"], doc.doc_id) for doc in file_docs[1:]
-                                       if isinstance(doc.fields.get("symbol"), str)), tuple(referred)
-        return (None, (), tuple(referred)) if referred else None
+            return card.ax_path, referred
+        return (None, referred) if referred else None
 
     def combine(self, partials: Iterable[Summary | None], corpus: Corpus) -> DetectorState:
         """The code's names that documents refer to: ``"m <module>"`` → the files of that module name,
         ``"d <path> <symbol>"`` → the section defining it there, ``"b <package file> <symbol>"`` → the shallowest
         definition below that package (then the smaller path)."""
         summaries = [partial for partial in partials if partial is not None]
-        referred = {name for _path, _defined, names in summaries for name in names}
+        referred = {name for _path, names in summaries for name in names}
         if not referred:
             return DetectorState(data={})
         files: dict[str, list[str]] = defaultdict(list)
         names: dict[str, object] = {}
         below: dict[str, tuple[int, str, str]] = {}
-        for path, defined, _names in sorted(summary for summary in summaries if summary[0] is not None):
+        for path in sorted(path for path, _names in summaries if path is not None):
             module = _module_name(corpus, path)
             if module is None:
                 continue
             files[f"m {module}"].append(path)
             packages = _package_files(corpus, path)
-            for symbol, doc_id in defined:
-                if symbol not in referred:
+            for doc in corpus.documents(path)[1:]:
+                symbol, doc_id = doc.fields.get("symbol"), doc.doc_id
+                if not isinstance(symbol, str) or symbol not in referred:
                     continue
                 names[f"d {path} {symbol}"] = doc_id
                 for depth, package in enumerate(packages):  # depth: packages between the two, 0 for its own

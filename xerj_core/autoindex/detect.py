@@ -547,8 +547,16 @@ class DetectionResult:
 
 
 def summarize(detectors: Iterable[Detector], file_docs: Sequence[SourceDocument]) -> dict[str, Any]:
-    """Map step for one file: ``{detector name: partial}`` for every corpus-wide detector."""
-    return {d.name: d.summarize(file_docs) for d in detectors if is_corpus_wide(d)}  # type: ignore[attr-defined]
+    """Map step for one file: ``{detector name: partial}`` for every corpus-wide detector whose partial is not
+    ``None`` (a name left out stands for ``None``: most files give most of them nothing, and a run holds a map per
+    file until it combines, 20,000 of them for 20,000 notes)."""
+    found = {}
+    for d in detectors:
+        if is_corpus_wide(d):
+            partial = d.summarize(file_docs)  # type: ignore[attr-defined]
+            if partial is not None:
+                found[d.name] = partial
+    return found
 
 
 def combine(
@@ -557,10 +565,9 @@ def combine(
     """Combine step: fold every file's ``summarize`` output into one state per corpus-wide detector."""
     wide = [d for d in detectors if is_corpus_wide(d)]
     per_detector: dict[str, list[Any]] = {d.name: [] for d in wide}
-    for partial in partials:
-        for name, value in partial.items():
-            if name in per_detector:
-                per_detector[name].append(value)
+    for partial in partials:  # each detector still gets one partial per file, None where the map leaves it out
+        for name, found in per_detector.items():
+            found.append(partial.get(name))
     states = {}
     for d in wide:
         state = d.combine(per_detector[d.name], corpus)  # type: ignore[attr-defined]
