@@ -376,7 +376,8 @@ class TestRstlinkConformance(AbstractDetectorTests):
 
 
 ANTORA = {
-    "docs/modules/ROOT/pages/index.adoc": b"= Docs\n\nStart with xref:install.adoc[], the xref:cli:options.adoc#verbose[flag],"
+    "docs/modules/ROOT/pages/index.adoc": b"= Docs\n\nStart with xref:install.adoc[], the "
+                                          b"xref:cli:options.adoc#verbose[flag],"
                                           b" xref:guide/setup.adoc#_run_it[] and <<install.adoc#,Install>>.\n\n"
                                           b"== More\n\nAn id here: <<install>>, xref:more[], xref:#more[].\n"
                                           b"include::partial$legal.adoc[]\ninclude::example$hello.rb[]\n"
@@ -1055,7 +1056,8 @@ def test_mdlink_reads_jekyll_and_hugo_address_templates_and_the_addresses_pages_
     files = {
         "site/index.md": b"# Home\n\n[Options]({{ '/docs/configuration/options/' | relative_url }}), "
                          b"[about]({{ site.baseurl }}/about/#team), [install]({% link _docs/install.md %}), "
-                         b"[news]({% post_url 2024-01-15-hello %}), [tutorial]({{ '/tutorials/first/' | relative_url }})"
+                         b"[news]({% post_url 2024-01-15-hello %}), "
+                         b"[tutorial]({{ '/tutorials/first/' | relative_url }})"
                          b" and [elsewhere]({{ site.repository }}/issues/1).\n\n[def]: {{ '/about' | relative_url }}\n"
                          b"\n## Posts\n\n[older](/news/2023/12/01/older-news/)\n\n## By html\n\n"
                          b"[older](/2023/12/01/older-news.html)\n",

@@ -1375,7 +1375,8 @@ def test_a_format_s_version_is_part_of_what_a_run_records():
 
 def test_installed_builtin_formats_are_collected():
     found = collect_formats(get_plugin_manager())
-    assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst", "tiddlywiki", "asciidoc"} <= set(found)
+    assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst", "tiddlywiki",
+            "asciidoc"} <= set(found)
     assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
 
 

@@ -48,7 +48,8 @@ _WIKILINK = re.compile(rb"\[\[([^\[\]\n]+)\]\]")
 INDEX_NAMES = ("index.md", "README.md", "readme.md", "_index.md", "index.qmd", "index.Rmd")
 # the templates static site generators write for a page's address, each as the path it stands for
 _TEMPLATED = re.compile(
-    rb"\{\{-?\s*(['\"])([^'\"\n]+)\1\s*\|\s*(?:relative_url|absolute_url)\s*-?\}\}"  # Jekyll: {{ '/x/' | relative_url }}
+    # Jekyll: {{ '/x/' | relative_url }}
+    rb"\{\{-?\s*(['\"])([^'\"\n]+)\1\s*\|\s*(?:relative_url|absolute_url)\s*-?\}\}"
     rb"|\{\{-?\s*site\.(?:baseurl|url)\s*-?\}\}"  # Jekyll: {{ site.baseurl }}/x/
     rb"|\{%-?\s*link\s+([^\s%]+)\s*-?%\}"  # Jekyll: {% link _docs/x.md %}, from the site's source
     rb"|\{%-?\s*post_url\s+([^\s%]+)\s*-?%\}"  # Jekyll: {% post_url 2024-01-15-x %}, a post by its name

@@ -57,7 +57,7 @@ _MYST_ROLE = re.compile(rb"\{(?:py:)?(" + _KINDS + rb")\}`([^`\n]+)`")
 _DIRECTIVE = re.compile(rb"^[ \t]*(?:\.\. |(?:```+|:::+)\{)(?:py:)?(?:auto)?(" + _OBJECTS + rb")(?:::|\})[ \t]*"
                         rb"([A-Za-z_][\w.]*)", re.M)
 _NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
-_PART_OF_A_ROLE = frozenset(bytes([byte]) for byte in b":_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_PART_OF_A_ROLE = re.compile(rb"[\w:]")
 # the directives after which a document's names are looked up under a module (automodule writes a module's)
 _SETS_MODULE = frozenset({b"module", b"currentmodule"})
 # what summarize says of a file: its path when it is Python source, and the names it refers to
@@ -166,7 +166,7 @@ def _references(doc: SourceDocument, python: bool) -> list[tuple[int, str, bytes
     for pattern in (_ROLE, _MYST_ROLE):
         for match in pattern.finditer(data):
             start = match.start()
-            if pattern is _ROLE and start and data[start - 1:start] in _PART_OF_A_ROLE:
+            if pattern is _ROLE and start and _PART_OF_A_ROLE.match(data, start - 1):
                 continue
             name = _role_target(match.group(2).decode("utf-8", "replace"))
             if name is not None:

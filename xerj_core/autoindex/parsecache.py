@@ -20,9 +20,10 @@ A parse under other formats (xerj upgraded, a format edited) replaces the
 file's entry rather than adding one beside it, so the cache holds one entry per
 file whatever changed: entries keyed by fingerprint were never read again once
 the code moved on, and a folder's cache grew by a copy with every upgrade. A
-cache written by an older layout is emptied once, when a run first opens it. Fingerprints name xerj's version, each plugin's class and the stamps
-of the files beside its module, so an upgraded or edited format is not served
-stale documents.
+cache written by an older layout is emptied once, when a run first opens it.
+Fingerprints name xerj's version, each plugin's class and the stamps of the
+files beside its module, so an upgraded or edited format is not served stale
+documents.
 
 A folder's first run keeps nothing: it parses every file once and has no use
 for the cache, whose writes (pickling and compressing every document) cost 6-10%
