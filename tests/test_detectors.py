@@ -936,7 +936,8 @@ def test_wikilink_reads_dendrons_label_first_links_vault_prefixes_and_note_refer
 
 def test_wikilink_reads_a_tiddlers_links_label_first_by_title():
     """TiddlyWiki writes [[label|Target]] and links by title, which the file name only approximates; links in
-    code are examples. A title holding a backslash is matched as written (not as a Windows path)."""
+    code are examples; a transclusion {{Tiddler}} links too. A title holding a backslash is matched as written (not
+    as a Windows path)."""
     files = {
         "tiddlers/Saving_ on Android.tid": b"title: Saving: on Android\n\nSee [[Filters]], [[filter|Filters]], "
                                            b"[[Pragma: \\procedure]] and [[the apps|Saving: on Android]].\n\n"
@@ -944,6 +945,10 @@ def test_wikilink_reads_a_tiddlers_links_label_first_by_title():
         "tiddlers/Filters.tid": b"title: Filters\n\nAll about [[runs|Filter Run]]; `[[Filter]]` is code.\n",
         "tiddlers/Filter.tid": b"title: Filter\n\nOne.\n",
         "tiddlers/Pragma_ _procedure.tid": b"title: Pragma: \\procedure\n\nx\n",
+        "tiddlers/Table.tid": b"title: Table\n\n{{ListopsData}} {{Card||CardTemplate}} {{Table!!caption}} "
+                              b"{{$:/core/ui/Buttons/new}} `{{Filters}}`\n",
+        "tiddlers/ListopsData.tid": b"title: ListopsData\n\nx\n", "tiddlers/Card.tid": b"title: Card\n\ny\n",
+        "tiddlers/CardTemplate.tid": b"title: CardTemplate\n\nz\n",
         "notes/md.md": b"[[filter|Filters]] in Markdown: Obsidian's order, the target first.\n",
     }
     found = sorted((e.src, e.dst, e.evidence.offset) for e in run(wikilink.WikilinkDetector(), files))
@@ -951,6 +956,9 @@ def test_wikilink_reads_a_tiddlers_links_label_first_by_title():
         ("notes/md.md", "tiddlers/Filter.tid", 0),
         ("tiddlers/Saving_ on Android.tid", "tiddlers/Filters.tid", 4),  # [[Filters]] and [[filter|Filters]]
         ("tiddlers/Saving_ on Android.tid", "tiddlers/Pragma_ _procedure.tid", 37),
+        ("tiddlers/Table.tid", "tiddlers/Card.tid", 16),  # {{Card||CardTemplate}}: the tiddler and its template
+        ("tiddlers/Table.tid", "tiddlers/CardTemplate.tid", 16),
+        ("tiddlers/Table.tid", "tiddlers/ListopsData.tid", 0),  # a field of itself, a system tiddler, code: none
     ]
 
 

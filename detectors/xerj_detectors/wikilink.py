@@ -22,7 +22,8 @@ on the section holding that block, in whichever file it is. ``[[a|b]]`` whose
 ``a`` names no note while ``b`` does is Dendron's ``[[label|target]]``; Dendron's
 ``dendron://vault/`` prefix is dropped, and a note reference's range
 (``#Start,1:#End``) lands on its first heading. A TiddlyWiki tiddler's
-``[[label|target]]`` is always read label first, as TiddlyWiki writes it. A note may have a ``#`` in its
+``[[label|target]]`` is always read label first, as TiddlyWiki writes it, and
+its transclusions ``{{Tiddler}}`` (``{{Tiddler||Template}}``: both) link too. A note may have a ``#`` in its
 name (``[[C# tips]]``, ``[[C# tips#Async]]``): when the text before the first
 ``#`` names no note, or names one without that heading, each later ``#`` and
 then none is tried as the one opening the heading. Links inside fenced or inline
@@ -46,6 +47,8 @@ CODE_MASKED = MARKDOWN_FORMATS | {"tiddlywiki"}
 # TiddlyWiki writes [[label|target]]
 LABEL_FIRST = frozenset({"tiddlywiki"})
 _WIKILINK = re.compile(rb"!?\[\[([^\[\]\n]+?)\]\]")
+# TiddlyWiki's transclusion: {{Tiddler}}, {{Tiddler||Template}} (both named), {{Tiddler!!field}}, {{||Template}}
+_TRANSCLUSION = re.compile(rb"\{\{([^{}|!\n]*)(?:!![^{}|\n]*)?(?:\|\|([^{}|\n]+))?\}\}")
 _BLOCK_REF = re.compile(rb"\(\(([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})\)\)")
 
 
@@ -62,17 +65,21 @@ class WikilinkDetector:
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
         for doc in file_docs:
-            if doc.format in NOT_WIKI or ("[[" not in doc.text and "((" not in doc.text):
+            tiddler = doc.format in LABEL_FIRST
+            if doc.format in NOT_WIKI or ("[[" not in doc.text and "((" not in doc.text
+                                          and not (tiddler and "{{" in doc.text)):
                 continue
             data = doc.text.encode("utf-8")
             scanned = mask_code(data) if doc.format in CODE_MASKED else data
-            label_first = doc.format in LABEL_FIRST
             found = [(m.start(), resolve_wikilink(corpus, doc, m.group(1).decode("utf-8", "replace"),
-                                                  label_first=label_first))
+                                                  label_first=tiddler))
                      for m in _WIKILINK.finditer(scanned)]
             if b"((" in scanned:
                 found += [(m.start(), corpus.by_block(m.group(1).decode())) for m in _BLOCK_REF.finditer(scanned)]
-                found.sort(key=lambda item: item[0])
+            if tiddler and b"{{" in scanned:
+                found += [(m.start(), resolve_wikilink(corpus, doc, name.decode("utf-8", "replace"), label_first=True))
+                          for m in _TRANSCLUSION.finditer(scanned) for name in m.groups() if name and name.strip()]
+            found.sort(key=lambda item: item[0])
             yield from link_drafts(self, doc, data, found)
 
 
