@@ -939,7 +939,8 @@ def test_wikilink_reads_a_tiddlers_links_label_first_by_title():
     code are examples; a transclusion {{Tiddler}} links too. A title holding a backslash is matched as written (not
     as a Windows path)."""
     files = {
-        "tiddlers/Saving_ on Android.tid": b"title: Saving: on Android\n\nSee [[Filters]], [[filter|Filters]], "
+        "tiddlers/Saving_ on Android.tid": b"tags: [[Filters]] Concepts $:/tags/Missing\ntitle: Saving: on Android"
+                                           b"\n\nSee [[Filters]], [[filter|Filters]], "
                                            b"[[Pragma: \\procedure]] and [[the apps|Saving: on Android]].\n\n"
                                            b"```\n[[Nowhere]] [[Filters]]\n```\n",
         "tiddlers/Filters.tid": b"title: Filters\n\nAll about [[runs|Filter Run]]; `[[Filter]]` is code.\n",
@@ -948,18 +949,25 @@ def test_wikilink_reads_a_tiddlers_links_label_first_by_title():
         "tiddlers/Table.tid": b"title: Table\n\n{{ListopsData}} {{Card||CardTemplate}} {{Table!!caption}} "
                               b"{{$:/core/ui/Buttons/new}} `{{Filters}}`\n",
         "tiddlers/ListopsData.tid": b"title: ListopsData\n\nx\n", "tiddlers/Card.tid": b"title: Card\n\ny\n",
+        "tiddlers/Concepts.tid": b"title: Concepts\n\nWhat is tagged so.\n",
         "tiddlers/CardTemplate.tid": b"title: CardTemplate\n\nz\n",
         "notes/md.md": b"[[filter|Filters]] in Markdown: Obsidian's order, the target first.\n",
     }
-    found = sorted((e.src, e.dst, e.evidence.offset) for e in run(wikilink.WikilinkDetector(), files))
+    edges = run(wikilink.WikilinkDetector(), files)
+    found = sorted((e.src, e.dst, e.evidence.offset) for e in edges)
     assert found == [
         ("notes/md.md", "tiddlers/Filter.tid", 0),
+        ("tiddlers/Saving_ on Android.tid", "tiddlers/Concepts.tid", 0),  # a tag: the tiddler of that title
         ("tiddlers/Saving_ on Android.tid", "tiddlers/Filters.tid", 4),  # [[Filters]] and [[filter|Filters]]
         ("tiddlers/Saving_ on Android.tid", "tiddlers/Pragma_ _procedure.tid", 37),
         ("tiddlers/Table.tid", "tiddlers/Card.tid", 16),  # {{Card||CardTemplate}}: the tiddler and its template
         ("tiddlers/Table.tid", "tiddlers/CardTemplate.tid", 16),
         ("tiddlers/Table.tid", "tiddlers/ListopsData.tid", 0),  # a field of itself, a system tiddler, code: none
     ]
+    quotes = {e.dst: e.evidence.quote for e in edges if e.src == "tiddlers/Saving_ on Android.tid"}
+    # a tag's rationale; a tag the text links too keeps the link's quote
+    assert quotes["tiddlers/Concepts.tid"] == "Saving: on Android is tagged Concepts"
+    assert quotes["tiddlers/Filters.tid"].startswith("See [[Filters]]")
 
 
 def test_wikilink_finds_a_github_wiki_page_by_its_hyphenated_file_name():

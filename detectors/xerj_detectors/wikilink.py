@@ -23,7 +23,9 @@ on the section holding that block, in whichever file it is. ``[[a|b]]`` whose
 ``dendron://vault/`` prefix is dropped, and a note reference's range
 (``#Start,1:#End``) lands on its first heading. A TiddlyWiki tiddler's
 ``[[label|target]]`` is always read label first, as TiddlyWiki writes it, and
-its transclusions ``{{Tiddler}}`` (``{{Tiddler||Template}}``: both) link too. A note may have a ``#`` in its
+its transclusions ``{{Tiddler}}`` (``{{Tiddler||Template}}``: both) link too, as
+do its tags, each the title of the tiddler listing what it tags (a rationale,
+``"<title> is tagged <tag>"``, as evidence: the header is not the text). A note may have a ``#`` in its
 name (``[[C# tips]]``, ``[[C# tips#Async]]``): when the text before the first
 ``#`` names no note, or names one without that heading, each later ``#`` and
 then none is tried as the one opening the heading. Links inside fenced or inline
@@ -37,8 +39,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
-from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl,
-                                 link_drafts, mask_code, resolve_wikilink)
+from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl,
+                                 link_drafts, make_draft, mask_code, resolve_wikilink)
 
 # Source files hold no wikilinks; an Org file's [[target][description]] links are orglink's.
 NOT_WIKI = frozenset({"code", "org"})
@@ -66,21 +68,37 @@ class WikilinkDetector:
     ) -> Iterable[EdgeDraft]:
         for doc in file_docs:
             tiddler = doc.format in LABEL_FIRST
-            if doc.format in NOT_WIKI or ("[[" not in doc.text and "((" not in doc.text
-                                          and not (tiddler and "{{" in doc.text)):
-                continue
-            data = doc.text.encode("utf-8")
-            scanned = mask_code(data) if doc.format in CODE_MASKED else data
-            found = [(m.start(), resolve_wikilink(corpus, doc, m.group(1).decode("utf-8", "replace"),
-                                                  label_first=tiddler))
-                     for m in _WIKILINK.finditer(scanned)]
-            if b"((" in scanned:
-                found += [(m.start(), corpus.by_block(m.group(1).decode())) for m in _BLOCK_REF.finditer(scanned)]
-            if tiddler and b"{{" in scanned:
-                found += [(m.start(), resolve_wikilink(corpus, doc, name.decode("utf-8", "replace"), label_first=True))
-                          for m in _TRANSCLUSION.finditer(scanned) for name in m.groups() if name and name.strip()]
-            found.sort(key=lambda item: item[0])
-            yield from link_drafts(self, doc, data, found)
+            if doc.format not in NOT_WIKI and ("[[" in doc.text or "((" in doc.text or (tiddler and "{{" in doc.text)):
+                yield from self._links(doc, corpus, tiddler)
+            if tiddler and doc is file_docs[0] and doc.fields.get("tags"):
+                yield from _tagged(self, doc, corpus)  # after its links: a link to a tag keeps its own quote
+
+    def _links(self, doc: SourceDocument, corpus: Corpus, tiddler: bool) -> Iterable[EdgeDraft]:
+        data = doc.text.encode("utf-8")
+        scanned = mask_code(data) if doc.format in CODE_MASKED else data
+        found = [(m.start(), resolve_wikilink(corpus, doc, m.group(1).decode("utf-8", "replace"), label_first=tiddler))
+                 for m in _WIKILINK.finditer(scanned)]
+        if b"((" in scanned:
+            found += [(m.start(), corpus.by_block(m.group(1).decode())) for m in _BLOCK_REF.finditer(scanned)]
+        if tiddler and b"{{" in scanned:
+            found += [(m.start(), resolve_wikilink(corpus, doc, name.decode("utf-8", "replace"), label_first=True))
+                      for m in _TRANSCLUSION.finditer(scanned) for name in m.groups() if name and name.strip()]
+        found.sort(key=lambda item: item[0])
+        yield from link_drafts(self, doc, data, found)
+
+
+def _tagged(detector: WikilinkDetector, card: SourceDocument, corpus: Corpus) -> Iterable[EdgeDraft]:
+    """A tiddler's tags, each the title of a tiddler (the one listing what it tags): from the tiddler's card to
+    that tiddler's, with a rationale at offset 0 (the header holding the tags is not the card's text)."""
+    seen: set[str] = set()
+    for tag in card.fields["tags"]:
+        if not isinstance(tag, str):
+            continue
+        dst = resolve_wikilink(corpus, card, tag, label_first=True)
+        if dst is None or dst.doc_id == card.doc_id or dst.doc_id in seen:
+            continue
+        seen.add(dst.doc_id)
+        yield make_draft(detector, card, dst, quote=clip(f"{card.title} is tagged {tag}"), offset=0)
 
 
 @hookimpl
