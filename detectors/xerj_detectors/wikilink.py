@@ -11,7 +11,9 @@ on macOS (whose name keeps them decomposed) finds it:
    a target starting ``./`` or ``../`` is taken relative to the linking file;
 2. without one: against file names without extension, then with extension
    (``[[diagram.png]]``);
-3. failing both, against the front-matter ``aliases`` of every note.
+3. failing both, against the front-matter ``aliases`` of every note;
+4. failing all, a bare name's spaces as hyphens (a GitHub wiki keeps
+   ``[[Hosted assets]]`` in ``Hosted-assets.md``).
 
 Several candidates: the one in the folder nearest the linking file wins
 (fewest steps up and down the tree), then the smaller path. ``#Heading`` picks
@@ -23,9 +25,10 @@ on the section holding that block, in whichever file it is. ``[[a|b]]`` whose
 ``dendron://vault/`` prefix is dropped, and a note reference's range
 (``#Start,1:#End``) lands on its first heading. A TiddlyWiki tiddler's
 ``[[label|target]]`` is always read label first, as TiddlyWiki writes it, and
-its transclusions ``{{Tiddler}}`` (``{{Tiddler||Template}}``: both) link too, as
-do its tags, each the title of the tiddler listing what it tags (a rationale,
-``"<title> is tagged <tag>"``, as evidence: the header is not the text). A note may have a ``#`` in its
+its transclusions ``{{Tiddler}}`` (``{{Tiddler||Template}}``: both) link too,
+as do its tags, each the title of the tiddler listing what it tags (with the
+rationale ``"<title> is tagged <tag>"`` as evidence: the header is not the
+text). A note may have a ``#`` in its
 name (``[[C# tips]]``, ``[[C# tips#Async]]``): when the text before the first
 ``#`` names no note, or names one without that heading, each later ``#`` and
 then none is tried as the one opening the heading. Links inside fenced or inline
