@@ -7,10 +7,14 @@ else to the outermost folder above the file from which it names a file, as a
 site's pages below the indexed folder link from the site's root);
 URLs with a scheme, ``//host`` links and bare ``#anchors`` are not corpus
 files. A destination without extension may name a note (``.md``); a folder
-names its ``index.md``/``README.md`` (Hugo's ``_index.md``), and a folder
-destination a site's page (``/guide/setup/``) that no folder holds is the page
-named so (``guide/setup.md``), as static site generators publish one; a page
-that declares the address (its ``permalink``) comes first. The templates
+names its ``index.md``/``README.md`` (Hugo's ``_index.md``, Quarto's
+``index.qmd``), and a folder destination a site's page (``/guide/setup/``) that
+no folder holds is the page named so (``guide/setup.md``), as static site
+generators publish one; a page's ``.html`` address whose page is not in the
+folder names the note it is rendered from. A page that declares the address
+(its ``permalink``) comes first; failing all, ``/docs/x/`` is tried as the
+Jekyll collection document ``_docs/x.md`` and a dated address
+(``/2024/01/15/hello/``) as that post of ``_posts/``. The templates
 Jekyll and Hugo write for an address are read as the path they stand for:
 ``{{ '/docs/x/' | relative_url }}``, ``{{ site.baseurl }}/x/``, ``{% link
 _docs/x.md %}`` (from the site's source), ``{% post_url 2024-01-15-x %}`` (a
