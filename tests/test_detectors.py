@@ -479,6 +479,7 @@ def test_pyref_names_modules_from_their_package_and_the_nearest_of_two():
         "a/docs/x.rst": b"X\n=\n\n.. currentmodule:: tool\n\n:func:`tool.run` and :func:`missing`.\n",
         "a/tool.py": b"def run():\n    pass\n\n\ndef other():\n    pass\n", "b/tool.py": b"def run():\n    pass\n",
         "b/my-tool/c.py": b"def run():\n    pass\n",
+        "b/my-pkg/__init__.py": b"", "b/my-pkg/mod.py": b"def unnamed():\n    pass\n",  # no importable name
     }
     assert [(e.src, e.dst) for e in run(pyref.PyrefDetector(), files)] == [("a/docs/x.rst", "a/tool.py#run")]
     corpus_files = parse_files(files)
@@ -486,7 +487,8 @@ def test_pyref_names_modules_from_their_package_and_the_nearest_of_two():
     partials = [detector.summarize(docs) for docs in corpus_files.values()]
     names = detector.combine(partials, Corpus(corpus_files)).data
     assert names["m tool"] == ("a/tool.py", "b/tool.py") and names["m c"] == ("b/my-tool/c.py",)
-    assert not any(key.startswith("b ") for key in names)  # no package holds a module here
+    assert not any(key.startswith("m my-pkg") for key in names)
+    assert not any(key.startswith("b ") for key in names)  # no importable package holds a module here
     assert "d a/tool.py run" in names and "d a/tool.py other" not in names  # only what a document names is kept
     without_docs = {path: data for path, data in files.items() if not path.endswith(".rst")}
     corpus_files = parse_files(without_docs)

@@ -97,11 +97,11 @@ class PyrefDetector:
         names: dict[str, object] = {}
         below: dict[str, tuple[int, str, str]] = {}
         for path in sorted(path for path, _names in summaries if path is not None):
-            module = _module_name(corpus, path)
+            packages = _package_files(corpus, path)
+            module = _module_name(path, packages)
             if module is None:
                 continue
             files[f"m {module}"].append(path)
-            packages = _package_files(corpus, path)
             for doc in corpus.documents(path)[1:]:
                 symbol, doc_id = doc.fields.get("symbol"), doc.doc_id
                 if not isinstance(symbol, str) or symbol not in referred:
@@ -131,7 +131,7 @@ class PyrefDetector:
             if not found:
                 continue
             if python and module is None:
-                module = _module_name(corpus, doc.ax_path)
+                module = _module_name(doc.ax_path, _package_files(corpus, doc.ax_path))
             data = doc.text.encode("utf-8")
             seen: set[str] = set()
             for offset, written, directive in found:
@@ -230,18 +230,13 @@ def _package_files(corpus: Corpus, path: str) -> list[str]:
     return found
 
 
-def _module_name(corpus: Corpus, path: str) -> str | None:
-    """``path``'s dotted module name: its path from the outermost folder of its package (``None`` when a part is
-    no Python name)."""
+def _module_name(path: str, packages: list[str]) -> str | None:
+    """``path``'s dotted module name, from the packages holding it (:func:`_package_files`): its path from the
+    outermost of them (``None`` when a part is no Python name)."""
     folder, file_name = posixpath.split(path)
-    stem = file_name[:-3]
-    parts = [] if stem == "__init__" else [stem]
-    while folder and f"{folder}/__init__.py" in corpus:
-        folder, package = posixpath.split(folder)
-        parts.append(package)
-    if not parts or not all(part.isidentifier() for part in parts):
-        return None
-    return ".".join(reversed(parts))
+    own = posixpath.basename(folder) if file_name == "__init__.py" else file_name[:-len(".py")]
+    parts = [posixpath.basename(posixpath.dirname(package)) for package in reversed(packages)] + [own]
+    return ".".join(parts) if all(part.isidentifier() for part in parts) else None
 
 
 @hookimpl

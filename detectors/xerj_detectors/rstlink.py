@@ -74,7 +74,7 @@ class RstlinkDetector:
         for doc in file_docs:
             myst = doc.format in MARKDOWN_FORMATS
             if myst:
-                if not any(mark in doc.text for mark in _MYST_MARKS):
+                if "{" not in doc.text or not any(mark in doc.text for mark in _MYST_MARKS):
                     continue
             elif doc.format not in RST_FORMATS or (".. " not in doc.text and ":doc:" not in doc.text
                                                     and ":ref:" not in doc.text):

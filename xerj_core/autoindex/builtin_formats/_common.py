@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import bisect
+import re
 from typing import Any
 
 from xerj_core.model import SourceDocument
-from xerj_core.text import slugify
+from xerj_core.text import label_key, slugify
 
 
 def document(
@@ -56,3 +58,22 @@ class Anchors:
             anchor = f"{base}-{self._seen[base]}"
         self._seen[anchor] = 0
         return anchor
+
+
+def labels_at(text: str, title_starts: list[int], label: re.Pattern[str], between: re.Pattern[str]
+              ) -> list[tuple[int, str]]:
+    """``(document position, label)`` of each reference target ``label`` finds in ``text`` (its group 1; 0 is the
+    card, ``n`` the ``n``-th section, whose titles start at ``title_starts``), as Sphinx places one: in the section
+    whose title follows it across what ``between`` matches (blank lines, other targets), else in the section it
+    is written in. Labels are compared as Sphinx compares them (:func:`~xerj_core.text.label_key`)."""
+    found = []
+    for match in label.finditer(text):
+        key = label_key(match.group(1))
+        if not key:
+            continue
+        opens = between.match(text, match.end() + 1).end() if match.end() < len(text) else len(text)
+        if opens in title_starts:  # it opens the section whose title follows
+            found.append((title_starts.index(opens) + 1, key))
+        else:  # it is written inside a section (or before the first title: the card)
+            found.append((bisect.bisect_right(title_starts, match.start()), key))
+    return found

@@ -41,7 +41,6 @@ section whose heading follows it (else of the one it stands in), listed in
 
 from __future__ import annotations
 
-import bisect
 import calendar
 import datetime
 import re
@@ -49,11 +48,10 @@ import urllib.parse
 from typing import Any
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import Anchors, document
+from xerj_core.autoindex.builtin_formats._common import Anchors, document, labels_at
 from xerj_core.autoindex.detect import mask_code
 from xerj_core.autoindex.formats import decode_text, extension, stem
 from xerj_core.model import SourceDocument
-from xerj_core.text import label_key
 
 # with Quarto's and R Markdown's documents (Markdown, their code chunks fenced)
 EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mdx", ".qmd", ".rmd"})
@@ -301,28 +299,11 @@ class MarkdownFormat:
             docs.append(SourceDocument(f"{rel_path}#{anchor}", dataset, rel_path, title, text, label, "section",
                                        mtime_ms, name, fields))
         if ")=" in body:
-            for at, label in myst_labels(body, [start for start, _, _ in found]):
+            for at, label in labels_at(body, [start for start, _, _ in found], _MYST_LABEL, _BLANK_OR_MYST_LABEL):
                 labels = docs[at].fields.setdefault("labels", [])
                 if label not in labels:
                     labels.append(label)
         return docs
-
-
-def myst_labels(body: str, heading_starts: list[int]) -> list[tuple[int, str]]:
-    """``(document position, label)`` of each MyST ``(label)=`` of ``body``: 0 is the card, ``n`` the ``n``-th
-    section; a label opens the section whose heading follows it (blank lines and other labels between), else
-    belongs to the one it is written in, as Sphinx reads it."""
-    found = []
-    for match in _MYST_LABEL.finditer(body):
-        label = label_key(match.group(1))
-        if not label:
-            continue
-        opens = _BLANK_OR_MYST_LABEL.match(body, match.end() + 1).end() if match.end() < len(body) else len(body)
-        if opens in heading_starts:
-            found.append((heading_starts.index(opens) + 1, label))
-        else:
-            found.append((bisect.bisect_right(heading_starts, match.start()), label))
-    return found
 
 
 @hookimpl

@@ -24,14 +24,12 @@ detector.
 
 from __future__ import annotations
 
-import bisect
 import re
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import Anchors, document
+from xerj_core.autoindex.builtin_formats._common import Anchors, document, labels_at
 from xerj_core.autoindex.formats import decode_text, extension, stem
 from xerj_core.model import SourceDocument
-from xerj_core.text import label_key
 
 EXTENSIONS = frozenset({".rst", ".rest"})
 
@@ -110,26 +108,11 @@ class RstFormat:
             body = (label + "\n\n" + text[title_end:end].strip()).strip()
             docs.append(document(self, rel_path, mtime_ms, doc_id=f"{rel_path}#{anchor}", title=title, text=body,
                                  section=label, kind="section", ordinal=ordinal, level=level, anchor=anchor))
-        for at, label in _labels(text, [start for start, *_ in found]):
+        for at, label in labels_at(text, [start for start, *_ in found], _LABEL, _BLANK_OR_LABEL):
             labels = docs[at].fields.setdefault("labels", [])
             if label not in labels:
                 labels.append(label)
         return docs
-
-
-def _labels(text: str, title_starts: list[int]) -> list[tuple[int, str]]:
-    """``(document position, label)`` of each label in ``text``: 0 is the card, ``n`` the ``n``-th section."""
-    found = []
-    for match in _LABEL.finditer(text):
-        label = label_key(match.group(1))
-        if not label:
-            continue
-        opens = _BLANK_OR_LABEL.match(text, match.end() + 1).end() if match.end() < len(text) else len(text)
-        if opens in title_starts:  # it opens the section whose title follows
-            found.append((title_starts.index(opens) + 1, label))
-        else:  # it is written inside a section (or before the first title: the card)
-            found.append((bisect.bisect_right(title_starts, match.start()), label))
-    return found
 
 
 @hookimpl
