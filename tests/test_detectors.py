@@ -383,7 +383,8 @@ ANTORA = {
                                           b"include::partial$legal.adoc[]\ninclude::example$hello.rb[]\n"
                                           b"Another component: xref:asciidoc:toc:position.adoc[].\n",
     "docs/modules/ROOT/pages/install.adoc": b"= Install\n\n----\nxref:index.adoc[] is an example\n----\n"
-                                            b"// xref:index.adoc[] commented\nSee `xref:index.adoc[]`.\n",
+                                            b"// xref:index.adoc[] commented\nSee `xref:index.adoc[]`.\n\n"
+                                            b"```\nxref:index.adoc[] in a Markdown-style fence\n```\n",
     "docs/modules/ROOT/pages/guide/setup.adoc": b"= Setup\n\n== Run it\n\nBack: xref:./../index.adoc[].\n"
                                                 b"include::snippet.adoc[]\n",
     "docs/modules/ROOT/pages/guide/snippet.adoc": b"Included beside its page.\n",

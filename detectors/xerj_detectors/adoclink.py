@@ -1,8 +1,8 @@
 """``adoclink``: how AsciiDoc documents link each other: ``xref:``, ``<<...>>`` cross references and ``include::``.
 
 Only AsciiDoc documents are read (format ``asciidoc``), with listing, literal,
-passthrough and comment blocks, ``//`` comment lines and backtick code spans
-masked: what they hold is an example. Read:
+passthrough and comment blocks, ``//`` comment lines, backtick code spans and
+```` ``` ```` fences masked: what they hold is an example. Read:
 
 * ``xref:other.adoc#install[Install]`` and ``<<other.adoc#install,Install>>``
   (``<<other#install>>`` too): the file, relative to the linking file, and the
@@ -33,7 +33,7 @@ import re
 from typing import Iterable, Sequence
 
 from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, link_drafts,
-                                 target_document, within_root)
+                                 mask_code, target_document, within_root)
 
 ADOC_FORMATS = frozenset({"asciidoc"})
 _XREF = re.compile(rb"(?<![\w:])xref:([^\s\[\]]*)\[")
@@ -42,7 +42,6 @@ _INCLUDE = re.compile(rb"^include::([^\s\[\]]+)\[", re.M)
 # blocks whose content is shown as written (listing, literal, passthrough) or not at all (comment)
 _MASKED_BLOCK = re.compile(rb"^(-{4,}|\.{4,}|\+{4,}|/{4,})[ \t]*\n.*?^\1[ \t]*$", re.M | re.S)
 _COMMENT_LINE = re.compile(rb"^//(?!/).*$", re.M)
-_CODE_SPAN = re.compile(rb"`[^`\n]+`")
 _ANTORA = re.compile(r"^(.*?)modules/([^/]+)/")
 _FAMILIES = {"page": "pages", "partial": "partials", "example": "examples", "attachment": "attachments"}
 
@@ -71,10 +70,12 @@ class AdoclinkDetector:
 
 
 def _masked(data: bytes) -> bytes:
-    """``data`` with what AsciiDoc shows as written, or hides, blanked (offsets kept)."""
+    """``data`` with what AsciiDoc shows as written, or hides, blanked (offsets kept): its own delimited blocks
+    and comment lines here, then backtick spans and Markdown-style ```` ``` ```` fences (which Asciidoctor reads
+    too) as ``mask_code`` blanks them for Markdown."""
     def blank(match: re.Match[bytes]) -> bytes:
         return re.sub(rb"[^\n]", b" ", match.group(0))
-    return _CODE_SPAN.sub(blank, _COMMENT_LINE.sub(blank, _MASKED_BLOCK.sub(blank, data)))
+    return mask_code(_COMMENT_LINE.sub(blank, _MASKED_BLOCK.sub(blank, data)))
 
 
 def _resolve(corpus: Corpus, from_path: str, written: str, family: str, *, include: bool = False
