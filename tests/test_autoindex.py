@@ -411,6 +411,24 @@ def test_an_arrow_drawn_on_a_canvas_puts_two_notes_two_hops_apart(engine, tmp_pa
                                                                  "Bread shows notes/starter.md"}
 
 
+def test_evernote_exports_link_notes_across_notebooks_and_find_their_attachments(engine, tmp_path):
+    folder = copy_corpus(Path(__file__).parent / "fixtures/evernote", tmp_path / "evernote")
+    summary = run(engine, folder, brain="evernote")
+    assert not summary.files_failed, summary.files_failed
+    links = sorted((e["src"], e["dst"]) for e in live(edges_of(engine, "evernote")).values()
+                   if e["type"] == "note_link")
+    a, b = (f"LinkedInterNotebooks/test-internotebook_links_{name}.enex" for name in "AB")
+    assert (f"{b}#note-2", f"{a}#note-2") in links  # "Reference to Note in Notebook A", another notebook's note
+    assert (f"{a}#note-3", f"{a}#note-1") in links and ("test-links.enex#note-1", "test-links.enex#note-2") in links
+    near = engine.graph.ego("evernote", {"node": "test-noteWithPdf.enex#note-1", "hops": 1})
+    assert "test-noteWithPdf.enex#note-1.res-1" in near["neighbors"]
+    hits = SearchService(engine.store).search(index_of(engine, "evernote"),
+                                              {"query": {"match": {"text": "task with a reminder"}}})
+    assert hits["hits"]["hits"][0]["_id"] == "test-things-to-do.enex#note-1"
+    card = engine.store.get(index_of(engine, "evernote"), "test.enex")[0]
+    assert card["malformed"].startswith("line 14:")  # broken XML: its note is read, the card says where
+
+
 def test_email_thread_from_a_generated_mbox(engine, tmp_path):
     folder = tmp_path / "mail"
     folder.mkdir()

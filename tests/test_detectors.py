@@ -40,6 +40,7 @@ from xerj_detectors import (
     canvas,
     cratecite,
     emailthread,
+    enexlink,
     href,
     imports,
     mdlink,
@@ -55,13 +56,13 @@ from xerj_detectors import (
 
 FOAM = Path(__file__).parents[1].parent / "shared/corpora/foam-docs"
 TEN = ("wikilink", "mdlink", "href", "pathcite", "cratecite", "sequence", "samedir", "sharedterm", "emailthread",
-       "imports", "rstlink", "orglink", "canvas", "pyref", "adoclink")
+       "imports", "rstlink", "orglink", "canvas", "pyref", "adoclink", "enexlink")
 ALL = [
     wikilink.WikilinkDetector(), mdlink.MdlinkDetector(), href.HrefDetector(), pathcite.PathciteDetector(),
     cratecite.CrateciteDetector(), sequence.SequenceDetector(), samedir.SamedirDetector(),
     sharedterm.SharedtermDetector(), emailthread.EmailthreadDetector(), imports.ImportsDetector(),
     rstlink.RstlinkDetector(), orglink.OrglinkDetector(), canvas.CanvasDetector(), pyref.PyrefDetector(),
-    adoclink.AdoclinkDetector(),
+    adoclink.AdoclinkDetector(), enexlink.EnexlinkDetector(),
 ]
 
 
@@ -427,6 +428,79 @@ class TestAdoclinkConformance(AbstractDetectorTests):
     @pytest.fixture
     def corpus_files(self):
         return parse_files(ANTORA)
+
+
+def _enex(*notes: tuple[str, str]) -> bytes:
+    """An Evernote export of ``(title, ENML body)`` notes."""
+    return ("<?xml version=\"1.0\"?><en-export>" + "".join(
+        f"<note><title>{title}</title><content><![CDATA[<en-note>{body}</en-note>]]></content></note>"
+        for title, body in notes) + "</en-export>").encode()
+
+
+def _note_link(guid: str, text: str) -> str:
+    return f'<a href="evernote:///view/1/s1/{guid}/{guid}/">{text}</a>'
+
+
+GUID_A, GUID_B, GUID_R = "aaaaaaaa-0000-4000-8000-000000000001", "bbbbbbbb-0000-4000-8000-000000000002", \
+    "cccccccc-0000-4000-8000-000000000003"
+EVERNOTE_EXPORTS = {
+    # two notebooks of one account, exported side by side; a copy of one elsewhere shares its titles
+    "account/Kitchen.enex": _enex(
+        ("Bread", f"<div>Start from {_note_link(GUID_A, 'Starter')}; oven in {_note_link(GUID_B, 'Oven notes')}.</div>"
+                  f"<div>Old name: {_note_link(GUID_A, 'Levain')}; and {_note_link(GUID_R, 'Renamed since')}.</div>"),
+        ("Starter", "<div>Fed at 8.</div>"),
+        ("Untitled", f"<div>{_note_link(GUID_B, 'Untitled')}</div>")),
+    "account/Appliances.enex": _enex(("Oven notes", f"<div>Back to {_note_link(GUID_R, 'Rye')}</div>"),
+                                     ("Untitled", "<div>x</div>")),
+    "account/Rye.enex": _enex(("Rye", "<div>Rye bread.</div>")),
+    "copy/Appliances.enex": _enex(("Oven notes", "<div>an old copy</div>"), ("Starter", "<div>another</div>")),
+}
+
+
+def test_enexlink_follows_note_links_by_the_title_they_show_then_by_guid():
+    found = sorted((e.src, e.dst, e.evidence.quote) for e in run(enexlink.EnexlinkDetector(), EVERNOTE_EXPORTS)
+                   if e.type == "note_link")
+    assert found == [
+        # Starter: its own export's, over the copy's; Oven notes: the one in the same folder; Levain names no note
+        # and Renamed since none either, but their guids are those of links that name one note each
+        ("account/Appliances.enex#note-1", "account/Rye.enex#note-1", "Back to Rye"),
+        ("account/Kitchen.enex#note-1", "account/Appliances.enex#note-1", "Start from Starter; oven in Oven notes."),
+        ("account/Kitchen.enex#note-1", "account/Kitchen.enex#note-2", "Start from Starter; oven in Oven notes."),
+        ("account/Kitchen.enex#note-1", "account/Rye.enex#note-1", "Old name: Levain; and Renamed since."),
+    ]
+    # "Untitled" names the linking note itself in its own export, and its guid no one note ("Oven notes" names two
+    # in the corpus): no edge, rather than one to another export's Untitled note
+    untitled = [(e.src, e.dst) for e in run(enexlink.EnexlinkDetector(), EVERNOTE_EXPORTS)
+                if e.src == "account/Kitchen.enex#note-3"]
+    assert untitled == []
+    # a guid whose links name two notes names neither
+    torn = {"a.enex": _enex(("One", _note_link(GUID_A, "Two")), ("Two", _note_link(GUID_A, "Three")),
+                            ("Three", ""), ("Four", _note_link(GUID_A, "Gone")))}
+    assert sorted((e.src, e.dst) for e in run(enexlink.EnexlinkDetector(), torn)) == [
+        ("a.enex#note-1", "a.enex#note-2"), ("a.enex#note-2", "a.enex#note-3")]
+
+
+def test_enexlink_joins_a_note_to_its_attachments():
+    data = ("<en-export><note><title>Scan</title><content><![CDATA[<en-note><div>see</div></en-note>]]></content>"
+            "<resource><data>aGk=</data><mime>text/plain</mime><resource-attributes><file-name>a.txt</file-name>"
+            "</resource-attributes></resource></note></en-export>").encode()
+    edges = run(enexlink.EnexlinkDetector(), {"n.enex": data})
+    assert [(e.type, e.src, e.dst, e.evidence.quote, e.confidence) for e in edges] == [
+        ("note_attachment", "n.enex#note-1", "n.enex#note-1.res-1", "Scan carries attachment a.txt", 0.99)]
+
+
+class TestEnexlinkConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return enexlink.EnexlinkDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return enexlink
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files(EVERNOTE_EXPORTS)
 
 
 PYTHON_DOCS = {

@@ -16,8 +16,8 @@ import pytest
 
 from xerj_core import hookimpl
 from xerj_core.autoindex import formats as formats_module
-from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, email, html, markdown, notebook, org, pdf,
-                                                 rst, text, tiddlywiki)
+from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, email, enex, html, markdown, notebook, org,
+                                                 pdf, rst, text, tiddlywiki)
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
                                          sniff)
@@ -269,6 +269,128 @@ class TestTiddlyWikiConformance(AbstractFormatTests):
     @pytest.fixture
     def plugin(self):
         return tiddlywiki
+
+
+EVERNOTE = Path(__file__).parent / "fixtures/evernote"
+
+
+def enex_export(*notes: str) -> bytes:
+    """An Evernote export of ``notes`` (each a ``<note>`` element's inner XML), as Evernote writes one."""
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<!DOCTYPE en-export SYSTEM "http://xml.evernote.com/pub/evernote-export4.dtd">\n'
+            '<en-export export-date="20240105T101010Z" application="Evernote" version="10.70.2">\n'
+            + "".join(f"<note>{note}</note>\n" for note in notes) + "</en-export>\n").encode()
+
+
+def enml(body: str) -> str:
+    return ('<content><![CDATA[<?xml version="1.0" encoding="UTF-8" standalone="no"?>'
+            '<!DOCTYPE en-note SYSTEM "http://xml.evernote.com/pub/enml2.dtd">'
+            f"<en-note>{body}</en-note>]]></content>")
+
+
+RECIPE = enex_export(
+    "<title>Bread &amp; butter</title>"
+    + enml('<h1>Dough</h1><div>Knead it; see <a href="evernote:///view/1/s1/3f89d36f-edad-4712-8aaa-a1399658b848/'
+           '3f89d36f-edad-4712-8aaa-a1399658b848/">Starter log</a> and '
+           '<a href="https://example.org/x">a site</a>.</div>'
+           '<div>Then <a href="https://www.evernote.com/shard/s1/nl/1/60442084-0688-490e-a8e4-6ccd9b6ee544/">'
+           'the oven note</a>.</div><en-crypt hint="pin">RU5DMI1mH6Tv3Ccc</en-crypt><en-media hash="ab" '
+           'type="image/png"/>')
+    + "<created>20240101T080000Z</created><updated>20240102T090000Z</updated><tag>baking</tag><tag>home</tag>"
+      "<note-attributes><author>ada</author><source-url>https://example.org/bread</source-url></note-attributes>"
+      "<task><title>Buy rye</title><taskStatus>open</taskStatus></task>"
+      "<task><title>Feed starter</title><taskStatus>completed</taskStatus></task>"
+      "<resource><data encoding=\"base64\">iVBORw0KGgo=</data><mime>image/png</mime>"
+      "<recognition><![CDATA[<?xml version=\"1.0\"?><recoIndex><item><t w=\"80\">Rye</t><t w=\"20\">Pye</t></item>"
+      "<item><t w=\"70\">flour</t></item></recoIndex>]]></recognition>"
+      "<resource-attributes><file-name>label.png</file-name></resource-attributes></resource>"
+      "<resource><data encoding=\"base64\">PHA+SHlkcmF0aW9uIDc1JTwvcD4=</data><mime>text/html</mime>"
+      "<resource-attributes><file-name>ratios.html</file-name></resource-attributes></resource>",
+    "<title>Starter log</title>" + enml("<div>Fed at 8.</div>") + "<created>20231201T080000Z</created>")
+
+
+class TestEnexConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return enex.EnexFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"Recipes.enex": RECIPE, "empty.enex": enex_export(),
+                "Linked/A.enex": (EVERNOTE / "LinkedInterNotebooks/test-internotebook_links_A.enex").read_bytes()}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"page.enex": b"<html><body>not an export</body></html>", "nothing.enex": b"",
+                "binary.enex": UNDECODABLE}
+
+    @pytest.fixture
+    def plugin(self):
+        return enex
+
+
+def test_enex_reads_each_note_its_fields_tasks_and_links_and_each_attachment():
+    card, bread, label, ratios, starter = enex.EnexFormat().parse("Recipes.enex", RECIPE, MTIME)
+    assert (card.doc_id, card.kind, card.title, card.fields["notes"]) == ("Recipes.enex", "file", "Recipes", 2)
+    assert card.fields["exported"] == "20240105T101010Z" and "malformed" not in card.fields
+    assert (bread.doc_id, bread.kind, bread.title, bread.dataset) == ("Recipes.enex#note-1", "note", "Bread & butter",
+                                                                      "ax-notes")
+    assert bread.text.splitlines() == ["Dough", "Knead it; see Starter log and a site.", "Then the oven note.",
+                                       "[encrypted]", "[ ] Buy rye", "[x] Feed starter"]
+    assert "RU5DMI1mH6Tv3Ccc" not in bread.text  # the cipher text is no words of the note
+    fields = bread.fields
+    assert fields["tags"] == ["baking", "home"] and fields["author"] == "ada"
+    assert fields["source_url"] == "https://example.org/bread"
+    assert (fields["created"], fields["created_ms"]) == ("20240101T080000Z", 1704096000000)
+    assert fields["updated_ms"] == 1704186000000
+    assert fields["attachments"] == ["Recipes.enex#note-1.res-1", "Recipes.enex#note-1.res-2"]
+    # note links only (the web link is none), each with the guid it names and where its anchor's text starts
+    assert [(link["guid"], link["text"]) for link in fields["links"]] == [
+        ("3f89d36f-edad-4712-8aaa-a1399658b848", "Starter log"),
+        ("60442084-0688-490e-a8e4-6ccd9b6ee544", "the oven note")]
+    data = bread.text.encode()
+    assert [data[link["offset"]:].decode()[:len(link["text"])] for link in fields["links"]] == ["Starter log",
+                                                                                                "the oven note"]
+    # an image's text is what recognition read (each word's likeliest reading); an HTML file's its visible text
+    assert (label.kind, label.title, label.text, label.fields["parent"]) == ("attachment", "label.png", "Rye flour",
+                                                                             "Recipes.enex#note-1")
+    assert (label.fields["content_type"], label.fields["size"]) == ("image/png", 8)
+    assert (ratios.title, ratios.text) == ("ratios.html", "Hydration 75%")
+    assert (starter.doc_id, starter.text, starter.fields["created_ms"]) == ("Recipes.enex#note-2", "Fed at 8.",
+                                                                            1701417600000)
+
+
+def test_enex_of_real_exports_reads_notes_tasks_and_a_pdf_attachment():
+    fmt = enex.EnexFormat()
+    todo = fmt.parse("todo.enex", (EVERNOTE / "test-things-to-do.enex").read_bytes(), MTIME)
+    assert todo[1].title == "Things to do" and todo[1].text.splitlines()[-5:] == [
+        "[ ] Simple task", "[x] Done", "[ ] Task with due date", "[ ] Task with a flag", "[ ] Task with a reminder"]
+    card, note, attachment = fmt.parse("pdf.enex", (EVERNOTE / "test-noteWithPdf.enex").read_bytes(), MTIME)
+    assert (attachment.title, attachment.fields["content_type"]) == ("sample.pdf", "application/pdf")
+    assert note.fields["attachments"] == [attachment.doc_id]
+    assert "PDF" in attachment.text or attachment.fields.get("unread")
+
+
+def test_enex_whose_xml_breaks_keeps_what_it_can_read_and_says_where():
+    card, note = enex.EnexFormat().parse("test.enex", (EVERNOTE / "test.enex").read_bytes(), MTIME)
+    assert card.fields["malformed"].startswith("line 14: Opening and ending tag mismatch")
+    assert note.title == "test" and note.text.startswith("Steps")
+    cut = RECIPE[:RECIPE.index(b"<title>Starter log")]  # the file ends inside the second note
+    card, *docs = enex.EnexFormat().parse("cut.enex", cut, MTIME)
+    assert card.fields["malformed"] and docs[0].title == "Bread & butter" and "Rye flour" in docs[1].text
+
+
+def test_enex_reads_no_entity_and_fetches_nothing():
+    secret = enex_export("<title>t&x;</title>" + enml("<div>&x;</div>")).replace(
+        b"<!DOCTYPE en-export SYSTEM \"http://xml.evernote.com/pub/evernote-export4.dtd\">",
+        b'<!DOCTYPE en-export [<!ENTITY x SYSTEM "file:///etc/passwd">]>')
+    bomb = enex_export("<title>&c;</title>").replace(
+        b"<!DOCTYPE en-export SYSTEM \"http://xml.evernote.com/pub/evernote-export4.dtd\">",
+        b'<!DOCTYPE en-export [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
+        b'<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]>')
+    for data in (secret, bomb):
+        docs = enex.EnexFormat().parse("x.enex", data, MTIME)
+        assert all("root:" not in doc.text and "root:" not in doc.title and "aaaa" not in doc.title for doc in docs)
 
 
 def test_tiddlywiki_reads_a_tiddlers_header_title_tags_and_headings():
@@ -1376,7 +1498,7 @@ def test_a_format_s_version_is_part_of_what_a_run_records():
 def test_installed_builtin_formats_are_collected():
     found = collect_formats(get_plugin_manager())
     assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst", "tiddlywiki",
-            "asciidoc"} <= set(found)
+            "asciidoc", "enex"} <= set(found)
     assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
 
 

@@ -22,7 +22,8 @@ What is here:
   (``[text](../a.md#part)``), :func:`resolve_wikilink` (``[[Name#Heading]]``),
   :func:`resolve_note` and :func:`note_candidates` (a bare note name),
   :func:`target_document` (a path plus fragment), :func:`within_root`;
-  :func:`label_key` (a reStructuredText label as Sphinx compares them);
+  :func:`label_key` (a reStructuredText label as Sphinx compares them), :func:`fold_name` (a name as the
+  corpus's lookups compare names);
 * a corpus-wide detector's key index: :func:`smallest_owners`.
 """
 
@@ -32,6 +33,7 @@ from xerj_core.autoindex.detect import (
     Detector,
     DetectorState,
     clip,
+    fold_name,
     line_at,
     link_drafts,
     make_draft,
@@ -63,6 +65,7 @@ __all__ = [
     "Evidence",
     "SourceDocument",
     "clip",
+    "fold_name",
     "hookimpl",
     "label_key",
     "line_at",

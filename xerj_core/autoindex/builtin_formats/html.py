@@ -91,6 +91,7 @@ class _Extractor:
         self.head_depth = 0
         self.ids_before: list[str] = []  # ids of elements opened since the last text
         self.links: list[dict[str, object]] = []
+        self.ends: list[int] = []  # per link, the characters emitted when its anchor closed (its text's end)
         self.words = 0  # runs of visible text emitted so far
         # the open anchor: its link's index, ``words`` when it opened, and what it is called
         self.anchor: tuple[int, int, str] | None = None
@@ -136,6 +137,7 @@ class _Extractor:
             href = attrib.get("href")
             if href:
                 self.links.append({"href": href.strip(), "offset": self.nchars})
+                self.ends.append(self.nchars)
                 label = attrib.get("title") or attrib.get("aria-label") or ""
                 self.anchor = (len(self.links) - 1, self.words, _WS.sub(" ", label).strip())
         elif tag == "img" and self.anchor is not None and not self.anchor[2]:
@@ -154,6 +156,7 @@ class _Extractor:
             index, words, label = self.anchor
             if words == self.words:
                 self.links[index]["label"] = label
+            self.ends[index] = self.nchars
             self.anchor = None
 
     def end(self, tag: str) -> None:
@@ -320,6 +323,22 @@ def _byte_offsets(text: str, chars: list[int]) -> list[int]:
         at = char
         found.append(nbytes)
     return found
+
+
+def text_and_links(markup: str) -> tuple[str, list[dict[str, object]]]:
+    """The visible text of an HTML string (as :func:`html_to_text`) and its links, in page order: each its
+    ``href``, the UTF-8 byte ``offset`` where its anchor's text starts, that ``text`` (whitespace collapsed), and
+    the ``label`` of an anchor without text, as the HTML format records one."""
+    page = _read(markup)
+    text = "".join(page.parts).rstrip()
+    links = []
+    for link, end in zip(page.links, page.ends):
+        start = min(int(link["offset"]), len(text))  # type: ignore[call-overload]
+        links.append({**link, "offset": start, "text": text[start:min(end, len(text))].strip()})
+    for link, offset in zip(links, _byte_offsets(text, [int(link["offset"]) for link in links])):  # type: ignore
+        link["offset"] = offset
+    page.reset()
+    return text, links
 
 
 def html_to_text(markup: str) -> str:
