@@ -759,7 +759,7 @@ def test_foam_every_edge_has_evidence_and_provenance(foam_files, foam_result):
 
 def test_foam_tags_weights_and_confidences_follow_the_table(foam_result):
     table = {
-        "wikilink": ("wikilink@4", 1.0, 0.95), "mdlink": ("mdlink@5", 0.9, 0.9), "href": ("href@4", 0.7, 0.85),
+        "wikilink": ("wikilink@5", 1.0, 0.95), "mdlink": ("mdlink@5", 0.9, 0.9), "href": ("href@4", 0.7, 0.85),
         "pathcite": ("pathcite@1", 0.6, 0.7), "cratecite": ("cratecite@1", 0.5, 0.6),
         "sequence": ("sequence@2", 0.8, 0.99), "same_dir": ("samedir@2", 0.3, 0.4),
         "shared_term": ("sharedterm@1", 0.45, 0.5),
@@ -1059,6 +1059,21 @@ def test_wikilink_finds_a_github_wiki_page_by_its_hyphenated_file_name():
     }
     assert sorted(e.dst for e in run(wikilink.WikilinkDetector(), files) if e.src.startswith("Home.md")) == [
         "Named Note.md", "Setting-up-snowplow.md", "setup/common/Hosted-assets.md", "trackers/Javascript-Tracker.md"]
+
+
+def test_wikilink_finds_a_zettel_by_the_id_opening_its_file_name():
+    """A Zettelkasten (The Archive, zettelkasten.de's method, Zettlr) links [[202010121234]] to the note in
+    "202010121234 Atomic notes.md"; a note named by the id alone wins, and a number that opens no file name
+    before a separator (a date alone, a part of a longer id) names nothing."""
+    files = {
+        "inbox/202010121234 Atomic notes.md": b"# Atomic notes\n\n[[202010121235]], [[202010121236]], "
+                                              b"[[2020101212]], [[20201012]], [[202010121237]] and [[202010121238]].\n",
+        "202010121235_Linking-notes.md": b"# Linking\n", "202010121236.md": b"# the id alone\n",
+        "202010121236 Other.md": b"# with a title\n", "20201012123799 Longer id.md": b"# not 202010121237\n",
+        "2020101212.md": b"# ten digits\n", "202010121238notes.md": b"# no separator\n",
+    }
+    assert sorted(e.dst for e in run(wikilink.WikilinkDetector(), files) if e.src.startswith("inbox/")) == [
+        "2020101212.md", "202010121235_Linking-notes.md", "202010121236.md"]
 
 
 def test_wikilink_skips_code_and_quotes_the_full_line():

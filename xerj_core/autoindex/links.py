@@ -165,8 +165,9 @@ def note_candidates(corpus: Corpus, from_path: str, name: str) -> tuple[str, ...
     name with a ``/`` as a root-relative path (without or with extension), then
     as a path suffix; a bare name as a file name without extension, then with
     it; failing those, a front-matter alias; failing all, a bare name's spaces as
-    hyphens (a GitHub wiki's ``[[Hosted assets]]`` is ``Hosted-assets.md``).
-    Matching is case-insensitive.
+    hyphens (a GitHub wiki's ``[[Hosted assets]]`` is ``Hosted-assets.md``), and
+    a bare number as the Zettelkasten id opening a file's name (``[[202010121234]]``
+    is ``202010121234 Atomic notes.md``). Matching is case-insensitive.
     """
     # A name's candidates depend on the corpus alone unless the name is relative, and a corpus never changes: they
     # are remembered by the name as written (a vault links to the same notes over and over: 60,000 links name
@@ -215,6 +216,9 @@ def _note_candidates(corpus: Corpus, from_path: str, written: str) -> tuple[str,
     if not candidates and " " in bare:
         # a GitHub (Gollum) wiki names the page [[Hosted assets]] in Hosted-assets.md
         candidates = corpus.by_stem(bare.strip().replace(" ", "-"))
+    elif not candidates and bare.isdigit():
+        # a Zettelkasten links [[202010121234]] to "202010121234 Atomic notes.md"
+        candidates = corpus.by_zettel_id(bare)
     return candidates
 
 
