@@ -429,6 +429,30 @@ def test_evernote_exports_link_notes_across_notebooks_and_find_their_attachments
     assert card["malformed"].startswith("line 14:")  # broken XML: its note is read, the card says where
 
 
+def test_a_joplin_sync_folder_is_notes_in_notebooks_with_tags(engine, tmp_path):
+    folder = tmp_path / "joplin"
+    (folder / ".resource").mkdir(parents=True)
+    note, book, tag, photo = ("a" * 32, "b" * 32, "c" * 32, "d" * 32)
+    items = {
+        note: f"Bread\n\nKnead, then bake. ![crumb](:/{photo})\n\nid: {note}\nparent_id: {book}\nis_todo: 0\ntype_: 1",
+        book: f"Kitchen\n\nid: {book}\nparent_id: \ntype_: 2",
+        tag: f"sourdough\n\nid: {tag}\ntype_: 5",
+        photo: f"crumb.jpg\n\nid: {photo}\nmime: image/jpeg\nsize: 4\ntype_: 4",
+        "e" * 32: f"id: {'e' * 32}\nnote_id: {note}\ntag_id: {tag}\ntype_: 6",
+        "f" * 32: f"id: {'f' * 32}\nitem_id: {note}\ntitle_diff: []\ntype_: 13",  # a revision: Joplin's own
+    }
+    for item_id, text in items.items():
+        (folder / f"{item_id}.md").write_text(text)
+    (folder / ".resource" / photo).write_bytes(b"\xff\xd8\xff\xe0")
+    summary = run(engine, folder, brain="joplin")
+    assert not summary.files_failed and summary.skipped_by_kind.get("joplin_internal") == 1
+    near = engine.graph.ego("joplin", {"node": f"{note}.md", "hops": 1})
+    assert {e["type"]: e["dst"] for e in near["edges"] if e["src"] == f"{note}.md"} == {
+        "notebook": f"{book}.md", "tagged": f"{tag}.md", "mdlink": f"{photo}.md"}
+    hits = SearchService(engine.store).search(index_of(engine, "joplin"), {"query": {"match": {"title": "bread"}}})
+    assert [h["_id"] for h in hits["hits"]["hits"]] == [f"{note}.md"]
+
+
 def test_email_thread_from_a_generated_mbox(engine, tmp_path):
     folder = tmp_path / "mail"
     folder.mkdir()

@@ -43,6 +43,7 @@ from xerj_detectors import (
     enexlink,
     href,
     imports,
+    joplin,
     mdlink,
     orglink,
     pathcite,
@@ -56,13 +57,13 @@ from xerj_detectors import (
 
 FOAM = Path(__file__).parents[1].parent / "shared/corpora/foam-docs"
 TEN = ("wikilink", "mdlink", "href", "pathcite", "cratecite", "sequence", "samedir", "sharedterm", "emailthread",
-       "imports", "rstlink", "orglink", "canvas", "pyref", "adoclink", "enexlink")
+       "imports", "rstlink", "orglink", "canvas", "pyref", "adoclink", "enexlink", "joplin")
 ALL = [
     wikilink.WikilinkDetector(), mdlink.MdlinkDetector(), href.HrefDetector(), pathcite.PathciteDetector(),
     cratecite.CrateciteDetector(), sequence.SequenceDetector(), samedir.SamedirDetector(),
     sharedterm.SharedtermDetector(), emailthread.EmailthreadDetector(), imports.ImportsDetector(),
     rstlink.RstlinkDetector(), orglink.OrglinkDetector(), canvas.CanvasDetector(), pyref.PyrefDetector(),
-    adoclink.AdoclinkDetector(), enexlink.EnexlinkDetector(),
+    adoclink.AdoclinkDetector(), enexlink.EnexlinkDetector(), joplin.JoplinDetector(),
 ]
 
 
@@ -503,6 +504,62 @@ class TestEnexlinkConformance(AbstractDetectorTests):
         return parse_files(EVERNOTE_EXPORTS)
 
 
+def _joplin(item_id: str, kind: int, title: str = "", body: str = "", **props: str) -> tuple[str, bytes]:
+    """A Joplin item as its sync target keeps it: ``(<id>.md, its bytes)``."""
+    head = f"{title}\n\n{body}\n\n" if body else (f"{title}\n\n" if title else "")
+    lines = [f"id: {item_id}", *(f"{key}: {value}" for key, value in props.items()), f"type_: {kind}"]
+    return f"joplin/{item_id}.md", (head + "\n".join(lines)).encode()
+
+
+J_NOTE, J_OTHER, J_BOOK, J_SUB, J_TAG, J_PHOTO = (f"{n:x}" * 32 for n in range(10, 16))
+JOPLIN_SYNC = dict([
+    _joplin(J_NOTE, 1, "Bread", f"Start from [the starter](:/{J_OTHER}#feeding) and ![photo](:/{J_PHOTO}).",
+            parent_id=J_SUB),
+    _joplin(J_OTHER, 1, "Starter", "Fed daily.\n\n## Feeding\n\nAt 8.", parent_id=J_BOOK),
+    _joplin(J_BOOK, 2, "Kitchen", parent_id=""), _joplin(J_SUB, 2, "Baking", parent_id=J_BOOK),
+    _joplin(J_TAG, 5, "sourdough"), _joplin(J_PHOTO, 4, "photo.jpg", mime="image/jpeg"),
+    _joplin("1" * 32, 6, note_id=J_NOTE, tag_id=J_TAG), _joplin("2" * 32, 6, note_id=J_OTHER, tag_id=J_TAG),
+    _joplin("3" * 32, 6, note_id=J_NOTE, tag_id="9" * 32),  # a tag that is not in the folder
+    _joplin("4" * 32, 6, note_id=J_NOTE, tag_id=J_OTHER),  # a tag id naming a note: no tag
+    ("joplin/0-start.md", b"# Before\n"), ("joplin/readme.md", b"# Readme\n"), ("joplin/zz.md", b"# After\n"),
+])
+
+
+def test_joplin_joins_notes_to_their_notebooks_and_tags():
+    found = sorted((e.type, e.src, e.dst, e.evidence.quote) for e in run(joplin.JoplinDetector(), JOPLIN_SYNC))
+    path = "joplin/{}.md".format
+    assert found == [
+        ("notebook", path(J_NOTE), path(J_SUB), "Bread is in notebook Baking"),
+        ("notebook", path(J_OTHER), path(J_BOOK), "Starter is in notebook Kitchen"),
+        ("notebook", path(J_SUB), path(J_BOOK), "Baking is in notebook Kitchen"),
+        ("tagged", path(J_NOTE), path(J_TAG), "Bread is tagged sourdough"),
+        ("tagged", path(J_OTHER), path(J_TAG), "Starter is tagged sourdough"),
+    ]
+
+
+def test_mdlink_follows_joplins_item_links_and_samedir_leaves_its_items_out():
+    links = sorted((e.src, e.dst) for e in run(mdlink.MdlinkDetector(), JOPLIN_SYNC))
+    assert links == [(f"joplin/{J_NOTE}.md", f"joplin/{J_OTHER}.md#feeding"),
+                     (f"joplin/{J_NOTE}.md", f"joplin/{J_PHOTO}.md")]
+    # the items' order in the folder is their random ids': only the two Markdown notes beside them are chained
+    assert [(e.src, e.dst) for e in run(samedir.SamedirDetector(), JOPLIN_SYNC)] == [("joplin/readme.md",
+                                                                                      "joplin/zz.md")]
+
+
+class TestJoplinDetectorConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return joplin.JoplinDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return joplin
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files(JOPLIN_SYNC)
+
+
 PYTHON_DOCS = {
     "src/shop/__init__.py": b"from .cart import Cart\nfrom .money import total\n\ndef version():\n    return 1\n",
     "src/shop/cart.py": b"class Cart:\n    def add(self, item):\n        pass\n\n\ndef empty():\n    return Cart()\n",
@@ -759,9 +816,9 @@ def test_foam_every_edge_has_evidence_and_provenance(foam_files, foam_result):
 
 def test_foam_tags_weights_and_confidences_follow_the_table(foam_result):
     table = {
-        "wikilink": ("wikilink@5", 1.0, 0.95), "mdlink": ("mdlink@5", 0.9, 0.9), "href": ("href@4", 0.7, 0.85),
+        "wikilink": ("wikilink@5", 1.0, 0.95), "mdlink": ("mdlink@6", 0.9, 0.9), "href": ("href@4", 0.7, 0.85),
         "pathcite": ("pathcite@1", 0.6, 0.7), "cratecite": ("cratecite@1", 0.5, 0.6),
-        "sequence": ("sequence@2", 0.8, 0.99), "same_dir": ("samedir@2", 0.3, 0.4),
+        "sequence": ("sequence@2", 0.8, 0.99), "same_dir": ("samedir@3", 0.3, 0.4),
         "shared_term": ("sharedterm@1", 0.45, 0.5),
     }
     for edge in foam_result.edges:

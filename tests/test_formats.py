@@ -16,8 +16,8 @@ import pytest
 
 from xerj_core import hookimpl
 from xerj_core.autoindex import formats as formats_module
-from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, email, enex, html, markdown, notebook, org,
-                                                 pdf, rst, text, tiddlywiki)
+from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, email, enex, html, joplin, markdown,
+                                                 notebook, org, pdf, rst, text, tiddlywiki)
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
                                          sniff)
@@ -391,6 +391,83 @@ def test_enex_reads_no_entity_and_fetches_nothing():
     for data in (secret, bomb):
         docs = enex.EnexFormat().parse("x.enex", data, MTIME)
         assert all("root:" not in doc.text and "root:" not in doc.title and "aaaa" not in doc.title for doc in docs)
+
+
+def joplin_item(item_id: str, kind: int, title: str = "", body: str = "", **props: str) -> tuple[str, bytes]:
+    """A Joplin item as its sync target keeps it: ``(<id>.md, its bytes)``."""
+    lines = [f"id: {item_id}", *(f"{key}: {value}" for key, value in props.items()), f"type_: {kind}"]
+    head = f"{title}\n\n{body}\n\n" if body else (f"{title}\n\n" if title else "")
+    return f"{item_id}.md", (head + "\n".join(lines)).encode()
+
+
+NOTE_ID, FOLDER_ID, TAG_ID = "264606b4634f4fe58dda0e58a0dc64d9", "625eb45b911248028fecd94bdca86f61", \
+    "1e55a346b1c3444996c3c9f52d4adc47"
+JOPLIN_ITEMS = dict([
+    joplin_item(NOTE_ID, 1, "Bread",
+                "Knead it.\n\n## Proofing\n\nSee [the starter](:/0394074009f8454e86cbf935a03da973).",
+                parent_id=FOLDER_ID, created_time="2021-08-07T17:03:33.725Z", updated_time="2021-08-07T17:03:33.833Z",
+                user_created_time="2021-08-01T08:00:00.000Z", user_updated_time="2021-08-02T09:00:00.000Z",
+                author="ada", source_url="https://example.org/bread", is_todo="1", todo_completed="1628355813725",
+                markup_language="1", encryption_cipher_text="", encryption_applied="0"),
+    joplin_item(FOLDER_ID, 2, "Kitchen", parent_id=""),
+    joplin_item(TAG_ID, 5, "baking"),
+    joplin_item("933cf209b0094d43884c03149f034128", 4, "photo.jpg", mime="image/jpeg", size="2720"),
+    joplin_item("0394074009f8454e86cbf935a03da974", 6, note_id=NOTE_ID, tag_id=TAG_ID),
+    joplin_item("5c0b421ac1e645e48dbdba4ed5328327", 1, "Oven", "<p>Heat to <b>250</b>.</p>", markup_language="2"),
+])
+
+
+class TestJoplinConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return joplin.JoplinFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {**JOPLIN_ITEMS, "6b3b51468e8e44f1ba1b69e4d7e71613.md": b"# Not an item\n\nJust a note so named.\n"}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"6b3b51468e8e44f1ba1b69e4d7e71614.md": UNDECODABLE}
+
+    @pytest.fixture
+    def plugin(self):
+        return joplin
+
+
+def test_joplin_reads_notes_notebooks_tags_and_taggings_and_passes_its_own_items_by():
+    fmt = joplin.JoplinFormat()
+    assert fmt.accepts(f"sync/{NOTE_ID}.md", b"") and not fmt.accepts("sync/notes.md", b"")
+    card, proofing = fmt.parse(f"{NOTE_ID}.md", JOPLIN_ITEMS[f"{NOTE_ID}.md"], MTIME)
+    assert (card.title, card.kind, card.format, card.text) == ("Bread", "file", "joplin", "Knead it.")
+    assert (proofing.section, proofing.format) == ("Proofing", "joplin") and "(:/0394074009f8" in proofing.text
+    fields = card.fields
+    assert (fields["joplin_type"], fields["joplin_id"], fields["parent_id"]) == ("note", NOTE_ID, FOLDER_ID)
+    assert fields["aliases"] == ["Bread"] and fields["author"] == "ada" and fields["todo_completed"] is True
+    assert (fields["created"], fields["created_ms"]) == ("2021-08-01T08:00:00.000Z", 1627804800000)
+    assert fields["updated_ms"] == 1627894800000 and fields["source_url"] == "https://example.org/bread"
+    oven, = fmt.parse("5c0b421ac1e645e48dbdba4ed5328327.md", JOPLIN_ITEMS["5c0b421ac1e645e48dbdba4ed5328327.md"], MTIME)
+    assert oven.text == "Heat to 250." and "todo_completed" not in oven.fields  # an HTML note's visible text
+    kinds = {}
+    for path in (f"{FOLDER_ID}.md", f"{TAG_ID}.md", "933cf209b0094d43884c03149f034128.md",
+                 "0394074009f8454e86cbf935a03da974.md"):
+        only, = fmt.parse(path, JOPLIN_ITEMS[path], MTIME)
+        kinds[only.fields["joplin_type"]] = (only.title, only.kind, only.text)
+    assert kinds == {"notebook": ("Kitchen", "file", ""), "tag": ("baking", "file", ""),
+                     "resource": ("photo.jpg", "file", ""), "tagging": ("", "file", "")}
+    tagging, = fmt.parse("0394074009f8454e86cbf935a03da974.md", JOPLIN_ITEMS["0394074009f8454e86cbf935a03da974.md"],
+                         MTIME)
+    assert (tagging.fields["note_id"], tagging.fields["tag_id"]) == (NOTE_ID, TAG_ID)
+    path, revision = joplin_item("8151f52ed31442cb9c9ca0a943845de5", 13, title_diff="[]", parent_id=NOTE_ID)
+    with pytest.raises(FormatDeclined, match="revision") as declined:
+        fmt.parse(path, revision, MTIME)
+    assert declined.value.kind == "joplin_internal"
+    path, secret = joplin_item("8151f52ed31442cb9c9ca0a943845de6", 1, encryption_cipher_text="JED01...",
+                               encryption_applied="1")
+    with pytest.raises(FormatDeclined, match="encrypted"):
+        fmt.parse(path, secret, MTIME)
+    plain = fmt.parse("6b3b51468e8e44f1ba1b69e4d7e71613.md", b"# Not an item\n\nid: x\n", MTIME)[0]
+    assert (plain.title, "joplin_type" in plain.fields) == ("Not an item", False)  # no type_ line: read as Markdown
 
 
 def test_tiddlywiki_reads_a_tiddlers_header_title_tags_and_headings():
@@ -1498,7 +1575,7 @@ def test_a_format_s_version_is_part_of_what_a_run_records():
 def test_installed_builtin_formats_are_collected():
     found = collect_formats(get_plugin_manager())
     assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst", "tiddlywiki",
-            "asciidoc", "enex"} <= set(found)
+            "asciidoc", "enex", "joplin"} <= set(found)
     assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
 
 

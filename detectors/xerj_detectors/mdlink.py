@@ -14,7 +14,8 @@ generators publish one; a page's ``.html`` address whose page is not in the
 folder names the note it is rendered from. A page that declares the address
 (its ``permalink``) comes first; failing all, ``/docs/x/`` is tried as the
 Jekyll collection document ``_docs/x.md`` and a dated address
-(``/2024/01/15/hello/``) as that post of ``_posts/``. The templates
+(``/2024/01/15/hello/``) as that post of ``_posts/``; Joplin's
+``[text](:/<item id>)`` names the item it keeps as ``<item id>.md``. The templates
 Jekyll and Hugo write for an address are read as the path they stand for:
 ``{{ '/docs/x/' | relative_url }}``, ``{{ site.baseurl }}/x/``, ``{% link
 _docs/x.md %}`` (from the site's source), ``{% post_url 2024-01-15-x %}`` (a
@@ -37,7 +38,7 @@ import re
 from typing import Iterable, Iterator, Sequence
 
 from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl,
-                                 link_drafts, mask_code, resolve_relative)
+                                 link_drafts, mask_code, resolve_relative, target_document)
 
 # [text](dest "title") — text may hold one level of brackets; dest is <...> or has balanced parentheses
 _INLINE = re.compile(
@@ -49,6 +50,8 @@ _DEFINITION = re.compile(rb"^ {0,3}\[(?!\^)([^\]\n]+)\]:[ \t]*(<[^<>\n]*>|\S+)",
 _REFERENCE = re.compile(rb"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])+)\](?:\[([^\[\]\n]*)\])?")
 # a [[wikilink]], whose inner text may be the label of a definition Foam wrote for it
 _WIKILINK = re.compile(rb"\[\[([^\[\]\n]+)\]\]")
+# Joplin links an item by its id, [text](:/0123456789abcdef0123456789abcdef): the item kept as <id>.md
+_JOPLIN_ITEM = re.compile(r"<?\s*:/([0-9a-f]{32})(?:#([^>\s]*))?\s*>?")
 INDEX_NAMES = ("index.md", "README.md", "readme.md", "_index.md", "index.qmd", "index.Rmd")
 # the templates static site generators write for a page's address, each as the path it stands for
 _TEMPLATED = re.compile(
@@ -71,6 +74,15 @@ def _untemplated(data: bytes) -> bytes:
     return _TEMPLATED.sub(path, data) if b"{{" in data or b"{%" in data else data
 
 
+def _resolve(corpus: Corpus, from_path: str, destination: str) -> SourceDocument | None:
+    joplin = _JOPLIN_ITEM.fullmatch(destination)
+    if joplin is not None:
+        items = corpus.by_stem(joplin.group(1))
+        found = corpus.nearest(items, from_path) if items else None
+        return target_document(corpus, found, joplin.group(2) or "") if found else None
+    return resolve_relative(corpus, from_path, destination, index_names=INDEX_NAMES, site_roots=True)
+
+
 def _label(raw: bytes) -> str:
     """A link label as CommonMark matches it: case-folded, its runs of white space one space."""
     return " ".join(raw.decode("utf-8", "replace").split()).casefold()
@@ -84,7 +96,8 @@ class MdlinkDetector:
     # and a definition Foam writes for a [[wikilink]] is not a link of its own;
     # 5: a site's folder URL (/guide/setup/) names the page guide/setup.md, and a folder its _index.md (Hugo); a
     # page's declared permalink; Jekyll's and Hugo's address templates
-    tag = "mdlink@5"
+    # 6: Joplin's [text](:/<item id>) names the item kept as <item id>.md
+    tag = "mdlink@6"
     weight = 0.9
     confidence = 0.9
 
@@ -126,8 +139,7 @@ class MdlinkDetector:
                 found[doc_id].append((offset, destination))
         for doc in docs:
             yield from link_drafts(self, doc, texts[doc.doc_id], (
-                (offset, resolve_relative(corpus, doc.ax_path, destination.decode("utf-8", "replace"),
-                                          index_names=INDEX_NAMES, site_roots=True))
+                (offset, _resolve(corpus, doc.ax_path, destination.decode("utf-8", "replace")))
                 for offset, destination in sorted(found[doc.doc_id])))
 
     @staticmethod

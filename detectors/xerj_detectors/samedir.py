@@ -2,7 +2,8 @@
 
 A directory of ``n`` files gets ``n - 1`` edges. The evidence is a generated
 rationale at offset 0: ``"<a> and <b> share directory <dir>"`` with the two
-file names and the root-relative directory (``.`` for the root).
+file names and the root-relative directory (``.`` for the root). A Joplin
+folder's items are left out: their notebooks group them.
 """
 
 from __future__ import annotations
@@ -13,10 +14,16 @@ from typing import Iterable, Sequence
 from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft
 
 
+# The format of a Joplin folder's items (see xerj_core.autoindex.builtin_formats.joplin): their order in it is
+# that of random ids, and their notebooks are what groups them (the joplin detector's edges).
+JOPLIN = "joplin"
+
+
 class SamedirDetector:
     name = "samedir"
     type = "same_dir"
-    tag = "samedir@2"
+    # 3: Joplin's items are left out: its folder holds every item of every notebook, named by random ids
+    tag = "samedir@3"
     weight = 0.3
     confidence = 0.4
 
@@ -26,9 +33,11 @@ class SamedirDetector:
         if not file_docs:
             return
         card = file_docs[0]
+        if card.format == JOPLIN:
+            return
         following = corpus.next_sibling(card.ax_path)
         dst = corpus.card(following) if following else None
-        if dst is None or dst.doc_id == card.doc_id:
+        if dst is None or dst.doc_id == card.doc_id or dst.format == JOPLIN:
             return
         directory, name = posixpath.split(card.ax_path)
         rationale = f"{name} and {posixpath.basename(following)} share directory {directory or '.'}"

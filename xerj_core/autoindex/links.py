@@ -27,7 +27,7 @@ from xerj_core.model import SourceDocument
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 NOTE_EXTENSIONS = (".md", ".markdown", ".mdown", ".mkd", ".mdx", ".qmd", ".rmd")
 # The formats whose documents are Markdown text (a notebook's are the Markdown its cells make, code fenced).
-MARKDOWN_FORMATS = frozenset({"markdown", "notebook"})
+MARKDOWN_FORMATS = frozenset({"markdown", "notebook", "joplin"})
 
 
 def within_root(path: str) -> bool:

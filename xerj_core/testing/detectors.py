@@ -78,15 +78,15 @@ def parse_files(
     ``mtime_ms`` is one mtime for every file or a mapping per path. Files no
     format accepts are left out; a file that fails to parse raises.
     """
-    from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, email, enex, html, markdown, notebook,
-                                                     org, pdf, rst, text, tiddlywiki)
+    from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, email, enex, html, joplin, markdown,
+                                                     notebook, org, pdf, rst, text, tiddlywiki)
     from xerj_core.autoindex.formats import parse_file
 
     formats = [
         markdown.MarkdownFormat(), text.TextFormat(), html.HtmlFormat(),
         email.EmailFormat(), pdf.PdfFormat(), code.CodeFormat(), notebook.NotebookFormat(), rst.RstFormat(),
         org.OrgFormat(), canvas.CanvasFormat(), tiddlywiki.TiddlyWikiFormat(), asciidoc.AsciiDocFormat(),
-        enex.EnexFormat(),
+        enex.EnexFormat(), joplin.JoplinFormat(),
     ]
     parsed: dict[str, list[SourceDocument]] = {}
     for path in sorted(files):
