@@ -546,6 +546,23 @@ def test_mdlink_follows_joplins_item_links_and_samedir_leaves_its_items_out():
                                                                                       "joplin/zz.md")]
 
 
+def test_mdlink_follows_a_notion_exports_page_addresses_to_the_pages_it_exported():
+    home, garden = "Home 1a2b3c4d5e6f47a8b9c0d1e2f3a4b5c6", "Garden 4d5e6f7a8b9c40d1e2f3a4b5c6d7e8f9"
+    files = {
+        f"{home}.md": (f"# Home\n\n[Projects](Home%201a2b3c4d5e6f47a8b9c0d1e2f3a4b5c6/Projects%20"
+                       f"2b3c4d5e6f7a48b9c0d1e2f3a4b5c6d7.md), [Garden](https://www.notion.so/Garden-"
+                       f"4d5e6f7a8b9c40d1e2f3a4b5c6d7e8f9?pvs=21), [again](https://www.notion.so/acme/"
+                       f"4d5e6f7a8b9c40d1e2f3a4b5c6d7e8f9#5e6f), [gone](https://notion.so/Gone-"
+                       f"6f7a8b9c0d1e42f3a4b5c6d7e8f9a0b1) and [not a page](https://notion.so/x-{'0' * 31}).\n").encode(),
+        f"{home}/Projects 2b3c4d5e6f7a48b9c0d1e2f3a4b5c6d7.md": b"# Projects\n",
+        f"{garden}.md": b"# Garden\n",
+    }
+    found = sorted((e.src, e.dst, e.evidence.offset) for e in run(mdlink.MdlinkDetector(), files))
+    # the Garden page once (its two addresses), Projects by its relative path; a page not exported links nothing
+    assert [(src, dst) for src, dst, _ in found] == [
+        (f"{home}.md#home", f"{garden}.md"), (f"{home}.md#home", f"{home}/Projects 2b3c4d5e6f7a48b9c0d1e2f3a4b5c6d7.md")]
+
+
 class TestJoplinDetectorConformance(AbstractDetectorTests):
     @pytest.fixture
     def detector(self):

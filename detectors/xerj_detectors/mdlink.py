@@ -15,7 +15,9 @@ folder names the note it is rendered from. A page that declares the address
 (its ``permalink``) comes first; failing all, ``/docs/x/`` is tried as the
 Jekyll collection document ``_docs/x.md`` and a dated address
 (``/2024/01/15/hello/``) as that post of ``_posts/``; Joplin's
-``[text](:/<item id>)`` names the item it keeps as ``<item id>.md``. The templates
+``[text](:/<item id>)`` names the item it keeps as ``<item id>.md``, and a
+Notion export's ``https://www.notion.so/Title-<id>`` the page it exported as
+``Title <id>.md``. The templates
 Jekyll and Hugo write for an address are read as the path they stand for:
 ``{{ '/docs/x/' | relative_url }}``, ``{{ site.baseurl }}/x/``, ``{% link
 _docs/x.md %}`` (from the site's source), ``{% post_url 2024-01-15-x %}`` (a
@@ -37,8 +39,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Iterator, Sequence
 
-from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl,
-                                 link_drafts, mask_code, resolve_relative, target_document)
+from xerj_core.detectors import (MARKDOWN_FORMATS, NOTE_EXTENSIONS, Corpus, DetectorState, EdgeDraft,
+                                 SourceDocument, hookimpl, link_drafts, mask_code, resolve_relative, target_document)
 
 # [text](dest "title") — text may hold one level of brackets; dest is <...> or has balanced parentheses
 _INLINE = re.compile(
@@ -52,6 +54,10 @@ _REFERENCE = re.compile(rb"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])+)\](?:\[([^\[\]\n]*
 _WIKILINK = re.compile(rb"\[\[([^\[\]\n]+)\]\]")
 # Joplin links an item by its id, [text](:/0123456789abcdef0123456789abcdef): the item kept as <id>.md
 _JOPLIN_ITEM = re.compile(r"<?\s*:/([0-9a-f]{32})(?:#([^>\s]*))?\s*>?")
+# A Notion export links a page it mentions by its address, notion.so/[workspace/]Title-<id>: the page exported as
+# "Title <id>.md", when the export holds it
+_NOTION_PAGE = re.compile(r"<?\s*https?://(?:www\.)?notion\.so/(?:[^/?#\s>]+/)?(?:[^/?#\s>]*-)?([0-9a-f]{32})"
+                          r"(?:\?[^#\s>]*)?(?:#[^\s>]*)?\s*>?")
 INDEX_NAMES = ("index.md", "README.md", "readme.md", "_index.md", "index.qmd", "index.Rmd")
 # the templates static site generators write for a page's address, each as the path it stands for
 _TEMPLATED = re.compile(
@@ -80,6 +86,11 @@ def _resolve(corpus: Corpus, from_path: str, destination: str) -> SourceDocument
         items = corpus.by_stem(joplin.group(1))
         found = corpus.nearest(items, from_path) if items else None
         return target_document(corpus, found, joplin.group(2) or "") if found else None
+    notion = _NOTION_PAGE.fullmatch(destination) if "notion.so/" in destination else None
+    if notion is not None:
+        pages = [path for path in corpus.by_notion_id(notion.group(1)) if path.endswith(NOTE_EXTENSIONS)]
+        found = corpus.nearest(pages, from_path) if pages else None
+        return corpus.card(found) if found else None
     return resolve_relative(corpus, from_path, destination, index_names=INDEX_NAMES, site_roots=True)
 
 
@@ -96,7 +107,8 @@ class MdlinkDetector:
     # and a definition Foam writes for a [[wikilink]] is not a link of its own;
     # 5: a site's folder URL (/guide/setup/) names the page guide/setup.md, and a folder its _index.md (Hugo); a
     # page's declared permalink; Jekyll's and Hugo's address templates
-    # 6: Joplin's [text](:/<item id>) names the item kept as <item id>.md
+    # 6: Joplin's [text](:/<item id>) names the item kept as <item id>.md, and a Notion export's
+    # notion.so/Title-<id> the page exported as "Title <id>.md"
     tag = "mdlink@6"
     weight = 0.9
     confidence = 0.9

@@ -271,6 +271,8 @@ def site_address(url: str) -> str:
 # A Zettelkasten note's id opening its file name before its title (The Archive's and zettelkasten.de's
 # "202010121234 Title.md", Zettlr's "20201012123456 Title.md"): a link names the note by the id alone.
 _ZETTEL_ID = re.compile(r"(\d{8,})[ _-]+\S")
+# A Notion export names a page's file (and its folder of subpages) after its title and its id.
+_NOTION_ID = re.compile(r" ([0-9a-f]{32})\Z")
 
 
 def _compact(index: Mapping[str, list[str]]) -> dict[str, str | tuple[str, ...]]:
@@ -332,6 +334,7 @@ class Corpus:
         self._permalinks: dict[str, list[str]] = defaultdict(list)
         self._dirs: dict[str, list[str]] = defaultdict(list)
         self._zettels: dict[str, list[str]] = defaultdict(list)
+        self._notion: dict[str, list[str]] = defaultdict(list)
         self._dir_parts: dict[str, tuple[str, ...]] = {}
         self._blocks: dict[str, str] = {}  # a block id (case-folded) -> the first document holding it, by path
         parts_of: dict[str, tuple[str, ...]] = {}  # a directory's parts, one tuple for all its files
@@ -353,6 +356,9 @@ class Corpus:
             zettel = _ZETTEL_ID.match(base)
             if zettel is not None:
                 self._zettels[zettel.group(1)].append(path)
+            page = _NOTION_ID.search(base) if len(base) >= 33 else None
+            if page is not None:
+                self._notion[page.group(1)].append(path)
             self._names[fold_name(name)].append(path)
             self._noext[fold_name(posixpath.join(directory, base))].append(path)
             self._dirs[directory].append(path)
@@ -378,14 +384,15 @@ class Corpus:
         # held as a run holds it until its last detect batch: a key of one file maps to the path itself (a list
         # of one costs 88 bytes, on 20k notes some 7 MB over these maps), a key of several to a tuple
         self._folded, self._stems, self._names, self._noext, self._aliases, self._permalinks, self._dirs, \
-            self._zettels = map(_compact, (self._folded, self._stems, self._names, self._noext, self._aliases,
-                                           self._permalinks, self._dirs, self._zettels))  # type: ignore[assignment]
+            self._zettels, self._notion = map(_compact, (
+                self._folded, self._stems, self._names, self._noext, self._aliases, self._permalinks, self._dirs,
+                self._zettels, self._notion))  # type: ignore[assignment]
 
     def names_digest(self) -> bytes:
         """A digest of what the name lookups answer from: the paths and the cards' aliases and permalinks. Corpora
         with the same digest give the same answer to each of ``lookup_path``, ``by_stem``, ``by_file_name``,
-        ``by_path_without_extension``, ``by_alias``, ``by_permalink``, ``by_zettel_id``, ``directory``,
-        ``next_sibling`` and ``in``."""
+        ``by_path_without_extension``, ``by_alias``, ``by_permalink``, ``by_zettel_id``, ``by_notion_id``,
+        ``directory``, ``next_sibling`` and ``in``."""
         found = self.__dict__.get("_names_digest")
         if found is None:
             found = self.__dict__["_names_digest"] = xxhash.xxh3_128_digest(pickle.dumps(
@@ -442,6 +449,11 @@ class Corpus:
         """Files whose name opens with the Zettelkasten id ``zettel_id`` (eight digits or more, a timestamp such as
         ``202010121234``) and goes on with a title after a space, ``-`` or ``_``: ``202010121234 Atomic notes.md``."""
         return _paths_of(self._zettels.get(zettel_id, ()))
+
+    def by_notion_id(self, page_id: str) -> tuple[str, ...]:
+        """Files a Notion export named after the page ``page_id`` (32 lowercase hexadecimal digits): its title, a
+        space, the id (``Projects 2b3c4d5e6f7a48b9c0d1e2f3a4b5c6d7.md``)."""
+        return _paths_of(self._notion.get(page_id, ()))
 
     def by_alias(self, alias: str) -> tuple[str, ...]:
         """Files whose card lists ``alias`` in ``fields["aliases"]`` (case-insensitive)."""
