@@ -553,7 +553,8 @@ def test_mdlink_follows_a_notion_exports_page_addresses_to_the_pages_it_exported
                        f"2b3c4d5e6f7a48b9c0d1e2f3a4b5c6d7.md), [Garden](https://www.notion.so/Garden-"
                        f"4d5e6f7a8b9c40d1e2f3a4b5c6d7e8f9?pvs=21), [again](https://www.notion.so/acme/"
                        f"4d5e6f7a8b9c40d1e2f3a4b5c6d7e8f9#5e6f), [gone](https://notion.so/Gone-"
-                       f"6f7a8b9c0d1e42f3a4b5c6d7e8f9a0b1) and [not a page](https://notion.so/x-{'0' * 31}).\n").encode(),
+                       f"6f7a8b9c0d1e42f3a4b5c6d7e8f9a0b1) and [not a page](https://notion.so/x-{'0' * 31})"
+                       f".\n").encode(),
         f"{home}/Projects 2b3c4d5e6f7a48b9c0d1e2f3a4b5c6d7.md": b"# Projects\n",
         f"{garden}.md": b"# Garden\n",
     }
