@@ -561,7 +561,8 @@ def test_mdlink_follows_a_notion_exports_page_addresses_to_the_pages_it_exported
     found = sorted((e.src, e.dst, e.evidence.offset) for e in run(mdlink.MdlinkDetector(), files))
     # the Garden page once (its two addresses), Projects by its relative path; a page not exported links nothing
     assert [(src, dst) for src, dst, _ in found] == [
-        (f"{home}.md#home", f"{garden}.md"), (f"{home}.md#home", f"{home}/Projects 2b3c4d5e6f7a48b9c0d1e2f3a4b5c6d7.md")]
+        (f"{home}.md#home", f"{garden}.md"),
+        (f"{home}.md#home", f"{home}/Projects 2b3c4d5e6f7a48b9c0d1e2f3a4b5c6d7.md")]
 
 
 class TestJoplinDetectorConformance(AbstractDetectorTests):
