@@ -4,9 +4,11 @@ does not verify is a miss; a cache that cannot be used is skipped."""
 from __future__ import annotations
 
 import importlib
+import mailbox
 import os
 import shutil
 import sys
+from email.message import EmailMessage
 from pathlib import Path
 
 import lmdb
@@ -48,8 +50,8 @@ def parsed(monkeypatch) -> list[str]:
     return seen
 
 
-def documents_of(engine, brain: str) -> dict[str, dict]:
-    with engine.store.reader(index_of(engine, brain)) as r:
+def documents_of(engine, brain: str, dataset: str = "ax-notes") -> dict[str, dict]:
+    with engine.store.reader(index_of(engine, brain, dataset)) as r:
         return {doc_id: source for doc_id, source, _ in (r.document(int(row)) for row in r.live_rows())}
 
 
@@ -94,6 +96,49 @@ def test_an_edit_parses_the_edited_file_only_and_builds_the_brain_a_run_without_
         assert without_clock(edges_of(engine, "b")) == cached_edges
         assert documents_of(engine, "b") == cached_docs
     assert not (tmp_path / "uncached" / "autoindex-cache").exists()
+
+
+def test_mail_appended_to_a_mailbox_is_read_alone_and_builds_the_brain_a_whole_read_builds(
+        tmp_path, pm, parsed, monkeypatch):
+    def message(n: int) -> EmailMessage:
+        msg = EmailMessage()
+        msg["Subject"], msg["From"], msg["Message-ID"] = f"Note {n}", "ada@example.org", f"<{n}@x>"
+        if n > 1:
+            msg["In-Reply-To"] = f"<{n - 1}@x>"
+        msg.set_content(f"Message {n} on sourdough.")
+        return msg
+
+    def append(folder: Path, n: int, seconds: int) -> None:
+        box = mailbox.mbox(folder / "mail" / "inbox.mbox")
+        box.add(message(n))
+        box.flush()
+        os.utime(folder / "mail" / "inbox.mbox", ns=(1, 1_700_000_000_000_000_000 + seconds * 1_000_000_000))
+
+    results = []
+    for cached in (True, False):
+        folder = tmp_path / f"folder-{cached}"
+        (folder / "mail").mkdir(parents=True)
+        (folder / "mail" / "plan.md").write_text("# Plan\n\nBake.\n")
+        os.utime(folder / "mail" / "plan.md", ns=(1, 1_700_000_000_000_000_000))
+        for n in range(1, 4):
+            append(folder, n, n)
+        if not cached:
+            monkeypatch.setattr(LocalSink, "cache_dir", lambda self: None)
+        with Engine(tmp_path / f"data-{cached}", pm) as engine:
+            run(engine, folder, brain="b", clock=lambda: 1_000)
+            for n in (4, 5):
+                parsed.clear()
+                append(folder, n, n)
+                summary = run(engine, folder, brain="b", clock=lambda: 1_000 + n)
+                assert summary.files_indexed == 1 and not summary.files_failed
+                if cached:
+                    # the cache holds no parse of it before the first append (a first run keeps none), then does
+                    assert parsed.count("mail/inbox.mbox") == (1 if n == 4 else 0)
+            results.append((without_clock(edges_of(engine, "b")), documents_of(engine, "b", "ax-mail")))
+    assert results[0] == results[1]
+    docs = results[0][1]
+    assert {f"mail/inbox.mbox#msg-{n}" for n in range(1, 6)} <= set(docs) and docs["mail/inbox.mbox"]["messages"] == 5
+    assert sum(1 for edge in results[0][0].values() if edge["type"] == "email_thread") == 4
 
 
 def test_a_damaged_cache_is_a_miss_and_the_run_parses_again(tmp_path, foam, pm, parsed):

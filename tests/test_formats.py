@@ -1674,6 +1674,48 @@ def test_a_mailbox_is_cut_where_the_reference_pattern_finds_separator_lines(data
     assert list(email._separators(data)) == [m.start() for m in SEPARATOR_LINES.finditer(data)]
 
 
+APPENDED_PIECES = [*MAILBOX_PIECES, b"Subject: s\n", b"Message-ID: <1@x>\n", b"In-Reply-To: <1@x>\n",
+                   b"Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nhi\n--b--\n"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(APPENDED_PIECES), max_size=40).map(lambda pieces: b"From a@b Mon Jan  1 00:00:00 2024\n"
+                                                                   + b"".join(pieces)),
+       st.floats(min_value=0, max_value=1))
+def test_a_mailbox_read_from_its_appended_bytes_is_what_reading_it_whole_gives(data, where):
+    """Wherever a mailbox was cut when it was read before, reading the rest on its own gives the whole file's
+    documents, or declines (and the whole file is read)."""
+    fmt = email.EmailFormat()
+    start = max(6, min(len(data) - 1, int(len(data) * where)))  # an earlier read began with "From "
+    before = fmt.parse("box.mbox", data[:start], MTIME)
+    got = fmt.parse_appended("box.mbox", data, start, before, MTIME + 1)
+    assert got is None or got == fmt.parse("box.mbox", data, MTIME + 1)
+
+
+def test_messages_appended_to_a_mailbox_are_read_alone_and_the_last_one_again(tmp_path):
+    box = mailbox.mbox(tmp_path / "box.mbox")
+    for n in range(1, 4):
+        box.add(make_message(f"Note {n}", f"<{n}@x>"))
+    box.flush()
+    data = (tmp_path / "box.mbox").read_bytes()
+    fmt = email.EmailFormat()
+    before = fmt.parse("box.mbox", data, MTIME)
+    box.add(make_message("Note 4", "<4@x>"))
+    box.flush()
+    grown = (tmp_path / "box.mbox").read_bytes() + b"\nFrom x Mon Jan  1 00:00:00 2001\nnot a header at all\n"
+    read = []
+    parse_message = email._parse_message
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(email, "_parse_message", lambda raw: read.append(raw) or parse_message(raw))
+        got = fmt.parse_appended("box.mbox", grown, len(data), before, MTIME + 1)
+    assert got == fmt.parse("box.mbox", grown, MTIME + 1)
+    assert len(read) == 3 and got[0].fields["messages"] == 5 and got[0].fields["malformed_messages"] == [5]
+    assert {doc.mtime_ms for doc in got} == {MTIME + 1}
+    assert fmt.parse_appended("box.mbox", b"X" + grown[1:], len(data), before, MTIME) is None  # not a mailbox now
+    eml = fmt.parse("one.eml", make_message("Hi", "<9@x>").as_bytes(), MTIME)
+    assert fmt.parse_appended("one.eml", b"From a@b Mon Jan  1 00:00:00 2024\n\n", 5, eml, MTIME) is None
+
+
 @pytest.mark.parametrize("markup", [b"<![\x00", b"a<![ bogus >b", b"x<!", b"<![CDATA[x]]>y"])
 def test_html_survives_malformed_declarations(markup):
     (doc,) = html.HtmlFormat().parse("p.html", markup, MTIME)

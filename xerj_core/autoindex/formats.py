@@ -65,7 +65,7 @@ mailbox holds one message's garbage at a time, not all of them.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping, Protocol, runtime_checkable
+from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
 
@@ -111,6 +111,15 @@ class Format(Protocol):
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
         """The file's documents, file card first; raise :class:`FormatError` on unparseable input."""
         ...
+
+    # Optional, for a format whose files grow at their end (a mailbox a program appends each message to):
+    #
+    #     def parse_appended(self, rel_path: str, data: bytes, start: int, before: Sequence[SourceDocument],
+    #                        mtime_ms: int) -> list[SourceDocument] | None:
+    #
+    # ``data[:start]`` is the file an earlier parse read into ``before``; the documents ``parse(rel_path, data,
+    # mtime_ms)`` would give, made from ``before`` and the bytes after ``start``, or None when the new bytes cannot
+    # be read on their own (the whole file is then parsed). See parse_appended below.
 
 
 def collect_formats(pm) -> dict[str, Format]:
@@ -215,6 +224,26 @@ def parse_file(
         raise FormatError(f"format {fmt.name!r} failed: {type(exc).__name__}: {exc}", path=rel_path) from exc
     finally:
         release_cycles()
+
+
+def parse_appended(formats: Mapping[str, Format] | Iterable[Format], rel_path: str, data: bytes, mtime_ms: int,
+                   start: int, before: Sequence[SourceDocument]) -> list[SourceDocument] | None:
+    """The documents of a file that grew at its end, from ``before`` (an earlier parse of ``data[:start]``) and its
+    new bytes, when its format reads appended bytes on their own (``parse_appended``); else None, and so on any
+    failure: the whole file's parse then says what is wrong with it. A compressed file is always read whole."""
+    if compressed.inner_name(rel_path, data[:2]) is not None:
+        return None
+    fmt = sniff(formats, rel_path, data[:SNIFF_BYTES])
+    appended = getattr(fmt, "parse_appended", None)
+    if appended is None:
+        return None
+    try:
+        docs = appended(rel_path, data, start, before, mtime_ms)
+    except Exception:  # read whole instead, which reports what fails
+        return None
+    finally:
+        release_cycles()
+    return None if docs is None else list(docs)
 
 
 def _stored_as(doc: SourceDocument, read_as: str, rel_path: str) -> SourceDocument:

@@ -36,7 +36,7 @@ import xxhash
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine, detect_file, summarize
 from xerj_core.autoindex.detectmemo import Answers, detect_files
-from xerj_core.autoindex.formats import FormatDeclined, FormatError, collect_formats, parse_file
+from xerj_core.autoindex.formats import FormatDeclined, FormatError, collect_formats, parse_appended, parse_file
 from xerj_core.autoindex.kept import Kept, file_stamp, squeeze as _squeeze, unsqueeze as _unsqueeze
 from xerj_core.autoindex.parsecache import Cached, ParseCache
 from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD, Declined
@@ -310,7 +310,8 @@ def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: 
             outcomes.append(ParseOutcome(entry, failure=f"unreadable: {exc.strerror or exc}"))
             continue
         try:
-            docs = tuple(parse_file(plugins.formats, entry.rel_path, data, entry.mtime_ms, limit=entry.limit) or ())
+            docs = _appended(plugins, cache, entry, data) or \
+                tuple(parse_file(plugins.formats, entry.rel_path, data, entry.mtime_ms, limit=entry.limit) or ())
         except FormatDeclined as exc:  # remembered with its digest, as a file no format reads is
             outcomes.append(ParseOutcome(entry, (), xxhash.xxh3_64_hexdigest(data),
                                          declined=Declined(exc.kind, exc.reason)))
@@ -339,6 +340,24 @@ def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: 
     if parsed:
         cache.store(parsed)  # type: ignore[union-attr]
     return outcomes
+
+
+def _appended(plugins: Plugins, cache: ParseCache | None, entry: FileEntry, data: bytes
+              ) -> tuple[SourceDocument, ...] | None:
+    """The documents of a file that grew at its end since the parse the cache holds of it, read from that parse
+    and the new bytes alone (see ``formats.parse_appended``), when its format can: appending one message to a 70 MB
+    mailbox had the whole of it read again. None when the cache holds no such parse or the file no longer opens
+    with the bytes it was made from."""
+    if cache is None or not any(hasattr(fmt, "parse_appended") for fmt in plugins.formats.values()):
+        return None
+    found = cache.earlier(entry)
+    if found is None:
+        return None
+    size, earlier = found
+    if xxhash.xxh3_64_hexdigest(memoryview(data)[:size]) != earlier.digest:
+        return None
+    docs = parse_appended(plugins.formats, entry.rel_path, data, entry.mtime_ms, size, earlier.kept.documents())
+    return None if docs is None else tuple(docs)
 
 
 def with_counts(outcome: ParseOutcome) -> ParseOutcome:

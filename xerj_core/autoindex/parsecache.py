@@ -157,6 +157,26 @@ class ParseCache:
             return {}
         return found
 
+    def earlier(self, entry: FileEntry) -> tuple[int, Cached] | None:
+        """The parse the cache holds of an earlier, shorter version of ``entry``'s file (read by these formats),
+        with that version's size: what a format that reads appended bytes on their own starts from (the caller
+        checks that the file still opens with those bytes, by their digest). None when it holds none."""
+        env = _open(self.path)
+        if env is None:
+            return None
+        try:
+            with env.begin(buffers=True) as txn:
+                value = txn.get(self._key(entry.rel_path))
+                if value is None or len(value) < _HEADER.size:
+                    return None
+                size = _HEADER.unpack_from(value)[1]
+                if not 0 < size < entry.size:
+                    return None
+                cached = self._verified(value, entry, False, stamp=False)
+        except lmdb.Error:
+            return None
+        return None if cached is None else (size, cached)
+
     def store(self, parsed: Sequence[tuple[FileEntry, Cached]]) -> None:
         """Keep these files' parses, replacing what the cache held for their paths (best effort)."""
         env = _open(self.path) if self.keep and parsed else None
@@ -252,12 +272,15 @@ class ParseCache:
     def _key(self, rel_path: str) -> bytes:
         return xxhash.xxh3_128_digest(f"{self.root}\0{rel_path}\0".encode())
 
-    def _verified(self, value: memoryview, entry: FileEntry, with_partials: bool) -> Cached | None:
+    def _verified(self, value: memoryview, entry: FileEntry, with_partials: bool, stamp: bool = True
+                  ) -> Cached | None:
+        """The entry ``value`` holds when it is whole and was read by these formats; with ``stamp``, only when it
+        was read from the file as ``entry`` found it (same mtime and size)."""
         if len(value) < _HEADER.size:
             return None
         mtime_ns, size, formats, detectors, checksum = _HEADER.unpack_from(value)
         payload = memoryview(value)[_HEADER.size:]
-        if ((mtime_ns, size) != (entry.mtime_ns, entry.size) or formats != self.formats
+        if ((stamp and (mtime_ns, size) != (entry.mtime_ns, entry.size)) or formats != self.formats
                 or xxhash.xxh3_64_digest(payload) != checksum):
             return None
         try:

@@ -46,7 +46,9 @@ import functools
 import re
 from email.headerregistry import HeaderRegistry
 from email.message import EmailMessage
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
+
+import attrs
 
 from xerj_core.autoindex.builtin_formats._common import document
 from xerj_core.autoindex.builtin_formats.html import html_to_text
@@ -217,10 +219,16 @@ def _separators(data: bytes) -> Iterator[int]:
         yield 0
     at = data.find(b"\nFrom ")
     while at >= 0:
-        start = at + 1
-        if (data[at - 1:at] == b"\n" or data[at - 2:at] == b"\n\r") and _FROM_LINE.match(data, start):
-            yield start
-        at = data.find(b"\nFrom ", start)
+        if _follows_blank_line(data, at) and _FROM_LINE.match(data, at + 1):
+            yield at + 1
+        at = data.find(b"\nFrom ", at + 1)
+
+
+def _follows_blank_line(data: bytes, newline: int) -> bool:
+    """Whether the line ending at ``data[newline]`` (a ``\\n``) is blank (``\\r\\n`` line ends too)."""
+    return data[newline - 1:newline] == b"\n" or data[newline - 2:newline] == b"\n\r"
+
+
 
 
 def split_mbox(data: bytes) -> list[bytes]:
@@ -279,8 +287,53 @@ class EmailFormat:
             ordinal=0,
             messages=len(raw_messages),
         )
-        docs, malformed = [card], []
-        for n, raw in enumerate(raw_messages, start=1):
+        docs, malformed = self._mailbox_messages(raw_messages, rel_path, mtime_ms, first=1)
+        if malformed:
+            card.fields["malformed_messages"] = malformed
+        return [card, *docs]
+
+    def parse_appended(self, rel_path: str, data: bytes, start: int, before: Sequence[SourceDocument],
+                       mtime_ms: int) -> list[SourceDocument] | None:
+        """A mailbox that messages were appended to since ``before`` was read from ``data[:start]``: its earlier
+        messages' documents as they were (the file's mtime now theirs, as a whole parse gives it), its last one and
+        those after it read again. None unless ``before`` is a mailbox's whose messages ``data`` still opens with.
+
+        The last earlier message is read again because appending may have changed it: a program writing a message
+        may put the blank line that ends the one before it first, or the mailbox may have been read while a
+        message was being written. Every message before it is cut where it was: a separator line ends before the
+        next message begins, so bytes after ``start`` cannot change one, and appending never unmakes a separator
+        (the line it ends, once matched, still matches). The earlier parse's separators are counted again, so
+        ``before`` is known to be the parse of ``data[:start]``.
+        """
+        card = before[0] if before else None
+        count = card.fields.get("messages") if card is not None else None
+        if card is None or card.kind != "file" or card.doc_id != rel_path or not isinstance(count, int) \
+                or count < 1 or not data.startswith(b"From "):
+            return None
+        starts = list(_separators(data[:start]))  # as the earlier parse found them
+        if starts[:1] != [0]:
+            starts.insert(0, 0)  # as split_mbox does: the first line opens the first message
+        if len(starts) != count:
+            return None
+        raw_messages = split_mbox(data[starts[-1]:])
+        docs, malformed = self._mailbox_messages(raw_messages, rel_path, mtime_ms, first=count)
+        last, last_parts = f"{rel_path}#msg-{count}", f"{rel_path}#msg-{count}.att-"
+        kept = [SourceDocument(doc.doc_id, doc.dataset, doc.ax_path, doc.title, doc.text, doc.section, doc.kind,
+                               mtime_ms, doc.format, doc.fields)
+                for doc in before[1:] if doc.doc_id != last and not doc.doc_id.startswith(last_parts)]
+        fields = {**card.fields, "messages": count - 1 + len(raw_messages)}
+        malformed = [n for n in card.fields.get("malformed_messages") or () if n != count] + malformed
+        fields.pop("malformed_messages", None)
+        if malformed:
+            fields["malformed_messages"] = malformed
+        return [attrs.evolve(card, mtime_ms=mtime_ms, fields=fields), *kept, *docs]
+
+    def _mailbox_messages(self, raw_messages: Sequence[bytes], rel_path: str, mtime_ms: int, *, first: int
+                          ) -> tuple[list[SourceDocument], list[int]]:
+        """The documents of a mailbox's messages numbered from ``first``, and the numbers of the malformed ones."""
+        docs: list[SourceDocument] = []
+        malformed: list[int] = []
+        for n, raw in enumerate(raw_messages, start=first):
             doc_id = f"{rel_path}#msg-{n}"
             try:
                 msg = _parse_message(raw)
@@ -294,9 +347,7 @@ class EmailFormat:
             # in a reference cycle with its own mro; a run, with its collector paused, kept them all: a 60 MiB
             # mailbox of 48k messages peaked at 3.6 GB, and at 0.6 GB so
             release_cycles()
-        if malformed:
-            card.fields["malformed_messages"] = malformed
-        return docs
+        return docs, malformed
 
     def _unread_message(self, raw: bytes, rel_path: str, mtime_ms: int, doc_id: str, ordinal: int,
                         reason: str) -> SourceDocument:
