@@ -65,7 +65,7 @@ mailbox holds one message's garbage at a time, not all of them.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
 
@@ -231,10 +231,7 @@ def parse_appended(formats: Mapping[str, Format] | Iterable[Format], rel_path: s
     """The documents of a file that grew at its end, from ``before`` (an earlier parse of ``data[:start]``) and its
     new bytes, when its format reads appended bytes on their own (``parse_appended``); else None, and so on any
     failure: the whole file's parse then says what is wrong with it. A compressed file is always read whole."""
-    if compressed.inner_name(rel_path, data[:2]) is not None:
-        return None
-    fmt = sniff(formats, rel_path, data[:SNIFF_BYTES])
-    appended = getattr(fmt, "parse_appended", None)
+    appended = _appending(formats, rel_path, data)
     if appended is None:
         return None
     try:
@@ -244,6 +241,20 @@ def parse_appended(formats: Mapping[str, Format] | Iterable[Format], rel_path: s
     finally:
         release_cycles()
     return None if docs is None else list(docs)
+
+
+def reads_appended(formats: Mapping[str, Format] | Iterable[Format], rel_path: str, data: bytes) -> bool:
+    """Whether the format that reads this file can read bytes appended to it on their own (``parse_appended``)."""
+    return _appending(formats, rel_path, data) is not None
+
+
+def _appending(formats: Mapping[str, Format] | Iterable[Format], rel_path: str, data: bytes) -> Any:
+    if compressed.inner_name(rel_path, data[:2]) is not None:
+        return None
+    try:
+        return getattr(sniff(formats, rel_path, data[:SNIFF_BYTES]), "parse_appended", None)
+    except Exception:  # a plugin's accepts() failing: the whole parse reports it
+        return None
 
 
 def _stored_as(doc: SourceDocument, read_as: str, rel_path: str) -> SourceDocument:

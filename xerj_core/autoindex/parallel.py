@@ -36,7 +36,8 @@ import xxhash
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine, detect_file, summarize
 from xerj_core.autoindex.detectmemo import Answers, detect_files
-from xerj_core.autoindex.formats import FormatDeclined, FormatError, collect_formats, parse_appended, parse_file
+from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, parse_appended, parse_file,
+                                         reads_appended)
 from xerj_core.autoindex.kept import Kept, file_stamp, squeeze as _squeeze, unsqueeze as _unsqueeze
 from xerj_core.autoindex.parsecache import Cached, ParseCache
 from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD, Declined
@@ -348,7 +349,7 @@ def _appended(plugins: Plugins, cache: ParseCache | None, entry: FileEntry, data
     and the new bytes alone (see ``formats.parse_appended``), when its format can: appending one message to a 70 MB
     mailbox had the whole of it read again. None when the cache holds no such parse or the file no longer opens
     with the bytes it was made from."""
-    if cache is None or not any(hasattr(fmt, "parse_appended") for fmt in plugins.formats.values()):
+    if cache is None or not reads_appended(plugins.formats, entry.rel_path, data):
         return None
     found = cache.earlier(entry)
     if found is None:
