@@ -134,6 +134,19 @@ def test_mail_appended_to_a_mailbox_is_read_alone_and_builds_the_brain_a_whole_r
                 if cached:
                     # the cache holds no parse of it before the first append (a first run keeps none), then does
                     assert parsed.count("mail/inbox.mbox") == (1 if n == 4 else 0)
+            if cached:  # a note that grew is parsed whole, its earlier parse never read back
+                asked: list[str] = []
+                earlier = ParseCache.earlier
+                with (folder / "mail" / "plan.md").open("a") as out:
+                    out.write("More.\n")
+                with pytest.MonkeyPatch.context() as patch:
+                    patch.setattr(ParseCache, "earlier", lambda self, entry: asked.append(entry.rel_path)
+                                  or earlier(self, entry))
+                    run(engine, folder, brain="b", clock=lambda: 1_010)
+                assert asked == [] and "mail/plan.md" in parsed
+                (folder / "mail" / "plan.md").write_text("# Plan\n\nBake.\n")
+                os.utime(folder / "mail" / "plan.md", ns=(1, 1_700_000_000_000_000_000))
+                run(engine, folder, brain="b", clock=lambda: 1_011)
             results.append((without_clock(edges_of(engine, "b")), documents_of(engine, "b", "ax-mail")))
     assert results[0] == results[1]
     docs = results[0][1]
