@@ -453,6 +453,23 @@ def test_a_joplin_sync_folder_is_notes_in_notebooks_with_tags(engine, tmp_path):
     assert [h["_id"] for h in hits["hits"]["hits"]] == [f"{note}.md"]
 
 
+def test_an_epub_is_a_book_whose_chapters_are_found_and_linked(engine, tmp_path):
+    from .test_formats import LOAF, make_epub
+
+    folder = tmp_path / "library"
+    (folder / "books").mkdir(parents=True)
+    (folder / "books" / "loaf.epub").write_bytes(make_epub(LOAF))
+    (folder / "reading.md").write_text("# Reading\n\nNow: [The Loaf](books/loaf.epub).\n")
+    summary = run(engine, folder, brain="library")
+    assert not summary.files_failed and index_of(engine, "library", "ax-books") in summary.datasets
+    books = index_of(engine, "library", "ax-books")
+    hits = SearchService(engine.store).search(books, {"query": {"match": {"text": "bake degrees"}}})
+    assert [h["_id"] for h in hits["hits"]["hits"]] == ["books/loaf.epub#ch-2"]
+    assert engine.store.get(books, "books/loaf.epub")[0]["authors"] == ["Ada Baker", "Bo Miller"]
+    near = engine.graph.ego("library", {"node": "reading.md#reading", "hops": 2})
+    assert {"books/loaf.epub", "books/loaf.epub#ch-1"} <= set(near["neighbors"])  # the link, then the book's order
+
+
 def test_email_thread_from_a_generated_mbox(engine, tmp_path):
     folder = tmp_path / "mail"
     folder.mkdir()

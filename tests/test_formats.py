@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import gc
 import gzip
+import io
 import json
 import email as email_module
 import email.policy as email_policy
 import mailbox
 import re
+import zipfile
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -16,8 +18,8 @@ import pytest
 
 from xerj_core import hookimpl
 from xerj_core.autoindex import formats as formats_module
-from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, email, enex, html, joplin, markdown,
-                                                 notebook, org, pdf, rst, text, tiddlywiki)
+from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, email, enex, epub, html, joplin,
+                                                 markdown, notebook, org, pdf, rst, text, tiddlywiki)
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
                                          sniff)
@@ -468,6 +470,119 @@ def test_joplin_reads_notes_notebooks_tags_and_taggings_and_passes_its_own_items
         fmt.parse(path, secret, MTIME)
     plain = fmt.parse("6b3b51468e8e44f1ba1b69e4d7e71613.md", b"# Not an item\n\nid: x\n", MTIME)[0]
     assert (plain.title, "joplin_type" in plain.fields) == ("Not an item", False)  # no type_ line: read as Markdown
+
+
+def make_epub(chapters: list[tuple[str, str]], *, version: int = 3, extra: dict[str, bytes] | None = None,
+              title: str = "The Loaf") -> bytes:
+    """An EPUB of ``(file name, XHTML body)`` chapters, with a navigation document (EPUB 3) or an NCX (EPUB 2)."""
+    manifest = "".join(f'<item id="c{n}" href="text/{name}" media-type="application/xhtml+xml"/>'
+                       for n, (name, _) in enumerate(chapters))
+    spine = "".join(f'<itemref idref="c{n}"/>' for n in range(len(chapters)))
+    nav = ('<item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>' if version == 3
+           else '<item id="ncx" href="toc.ncx" media-type="application/x-dtbncx+xml"/>')
+    toc = ' toc="ncx"' if version == 2 else ""
+    opf = (f'<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="{version}.0">'
+           '<metadata xmlns:dc="http://purl.org/dc/elements/1.1/">'
+           f"<dc:title>{title}</dc:title><dc:creator>Ada Baker</dc:creator><dc:creator>Bo Miller</dc:creator>"
+           "<dc:language>en</dc:language><dc:date>2024-03-01</dc:date><dc:subject>Baking</dc:subject></metadata>"
+           f"<manifest>{nav}{manifest}</manifest><spine{toc}>{spine}</spine>"
+           "</package>")
+    files = {
+        "mimetype": b"application/epub+zip",
+        "META-INF/container.xml": b'<?xml version="1.0"?><container version="1.0" '
+                                  b'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
+                                  b'<rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/>'
+                                  b"</rootfiles></container>",
+        "OEBPS/content.opf": opf.encode(),
+        "OEBPS/nav.xhtml": ('<html xmlns="http://www.w3.org/1999/xhtml"><body><nav><ol><li>'
+                            '<a href="text/one.xhtml">Mixing the dough</a></li><li><a href="text/two.xhtml#bake">'
+                            "Baking</a></li></ol></nav></body></html>").encode(),
+        "OEBPS/toc.ncx": ('<ncx xmlns="http://www.daisy.org/z3986/2005/ncx/"><navMap><navPoint><navLabel><text>'
+                          'Mixing the dough</text></navLabel><content src="text/one.xhtml"/></navPoint></navMap>'
+                          "</ncx>").encode(),
+        **{f"OEBPS/text/{name}": f'<html xmlns="http://www.w3.org/1999/xhtml"><body>{body}</body></html>'.encode()
+           for name, body in chapters},
+        **(extra or {}),
+    }
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as book:
+        for name, data in files.items():
+            book.writestr(name, data)
+    return out.getvalue()
+
+
+LOAF = [("cover.xhtml", "<img src='c.jpg'/>"), ("one.xhtml", "<h1>One</h1><p>Flour, water and salt.</p>"),
+        ("two.xhtml", "<h1 id='bake'>Two</h1><p>Bake at 250 degrees.</p>"),
+        ("three.xhtml", "<h2>Cooling</h2><p>Wait an hour.</p>"), ("four.xhtml", "<p>The end.</p>")]
+
+
+class TestEpubConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return epub.EpubFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"books/loaf.epub": make_epub(LOAF), "books/old.epub": make_epub(LOAF[:3], version=2)}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"not-a-zip.epub": b"PK not really", "empty.epub": make_zip({"mimetype": b"application/epub+zip"}),
+                "drm.epub": make_epub(LOAF, extra={"META-INF/encryption.xml": ENCRYPTION.format(
+                    algorithm="http://www.w3.org/2001/04/xmlenc#aes128-cbc", uri="OEBPS/text/one.xhtml").encode()})}
+
+    @pytest.fixture
+    def plugin(self):
+        return epub
+
+
+def make_zip(files: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return out.getvalue()
+
+
+ENCRYPTION = ('<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:container" '
+              'xmlns:enc="http://www.w3.org/2001/04/xmlenc#"><enc:EncryptedData><enc:EncryptionMethod '
+              'Algorithm="{algorithm}"/><enc:CipherData><enc:CipherReference URI="{uri}"/></enc:CipherData>'
+              "</enc:EncryptedData></encryption>")
+
+
+def test_epub_reads_its_metadata_and_each_chapter_in_reading_order_titled_by_its_table_of_contents():
+    card, *chapters = epub.EpubFormat().parse("books/loaf.epub", make_epub(LOAF), MTIME)
+    assert (card.title, card.kind, card.dataset) == ("The Loaf", "file", "ax-books")
+    assert card.fields["authors"] == ["Ada Baker", "Bo Miller"] and card.fields["chapters"] == 4
+    assert (card.fields["language"], card.fields["published"], card.fields["subjects"]) == ("en", "2024-03-01",
+                                                                                           ["Baking"])
+    # the cover holds no text; the contents' labels, else a heading, else the chapter's number
+    assert [(c.doc_id, c.title, c.kind) for c in chapters] == [
+        ("books/loaf.epub#ch-1", "Mixing the dough", "chapter"), ("books/loaf.epub#ch-2", "Baking", "chapter"),
+        ("books/loaf.epub#ch-3", "Cooling", "chapter"), ("books/loaf.epub#ch-4", "chapter 4", "chapter")]
+    assert chapters[0].text == "One\nFlour, water and salt." and chapters[1].fields["member"] == "OEBPS/text/two.xhtml"
+    old = epub.EpubFormat().parse("old.epub", make_epub(LOAF[:3], version=2), MTIME)
+    assert [doc.title for doc in old] == ["The Loaf", "Mixing the dough", "Two"]  # EPUB 2's NCX labels the first
+
+
+def test_epub_refuses_drm_and_a_zip_bomb_and_reads_a_book_whose_fonts_are_obfuscated():
+    fonts = ENCRYPTION.format(algorithm="http://www.idpf.org/2008/embedding", uri="OEBPS/fonts/a.otf")
+    assert len(epub.EpubFormat().parse("f.epub", make_epub(LOAF, extra={"META-INF/encryption.xml": fonts.encode()}),
+                                       MTIME)) == 5
+    locked = ENCRYPTION.format(algorithm="http://www.w3.org/2001/04/xmlenc#aes128-cbc", uri="OEBPS/text/two.xhtml")
+    with pytest.raises(FormatError, match=r"encrypted EPUB \(DRM\): 1 of its 5"):
+        epub.EpubFormat().parse("d.epub", make_epub(LOAF, extra={"META-INF/encryption.xml": locked.encode()}), MTIME)
+    bomb = make_epub(LOAF, extra={"OEBPS/zeros.bin": bytes(65 << 20)})  # 65 MiB of zeros, 64 KiB zipped
+    assert len(bomb) < 1 << 20
+    with pytest.raises(FormatError, match="expands to 65 MiB"):
+        epub.EpubFormat().parse("b.epub", bomb, MTIME)
+    with pytest.raises(FormatError, match="names OEBPS/content.opf, which it does not hold"):
+        epub.EpubFormat().parse("x.epub", make_zip({"META-INF/container.xml": make_zip_member(make_epub(LOAF))}),
+                                MTIME)
+
+
+def make_zip_member(book: bytes) -> bytes:
+    return zipfile.ZipFile(io.BytesIO(book)).read("META-INF/container.xml")
 
 
 def test_tiddlywiki_reads_a_tiddlers_header_title_tags_and_headings():
@@ -1575,7 +1690,7 @@ def test_a_format_s_version_is_part_of_what_a_run_records():
 def test_installed_builtin_formats_are_collected():
     found = collect_formats(get_plugin_manager())
     assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst", "tiddlywiki",
-            "asciidoc", "enex", "joplin"} <= set(found)
+            "asciidoc", "enex", "joplin", "epub"} <= set(found)
     assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
 
 

@@ -277,9 +277,10 @@ class Part:
     ids: list[str]
 
 
-def extract_parts(markup: str) -> tuple[str, str, list[Part]]:
+def extract_parts(markup: str, *, any_heading: bool = False) -> tuple[str, str, list[Part]]:
     """``(title, the first h1's text, parts)`` of an HTML string: the text before its first heading, then each heading's
-    section (a heading without text opens none), each with its links (offsets in UTF-8 bytes of its text)."""
+    section (a heading without text opens none), each with its links (offsets in UTF-8 bytes of its text). With
+    ``any_heading``, the second is the first heading's text, whatever its level."""
     page = _read(markup)
     text = "".join(page.parts).rstrip()
     found = [(min(start, len(text)), level, label, ids) for start, level, pieces, ids in page.heads
@@ -308,7 +309,7 @@ def extract_parts(markup: str) -> tuple[str, str, list[Part]]:
             link["offset"] = offset
         parts.append(Part(level, label, piece, links, list(dict.fromkeys(ids))))
     title = _WS.sub(" ", "".join(page.title)).strip()
-    h1 = next((label for _start, level, label, _ids in found if level == 1), "")
+    h1 = next((label for _start, level, label, _ids in found if level == 1 or any_heading), "")
     page.reset()
     return title, h1, parts
 
