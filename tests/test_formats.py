@@ -18,7 +18,7 @@ import pytest
 
 from xerj_core import hookimpl
 from xerj_core.autoindex import formats as formats_module
-from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, email, enex, epub, html, joplin,
+from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, email, enex, epub, html, joplin, kindle,
                                                  markdown, notebook, org, pdf, rst, text, tiddlywiki)
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
@@ -583,6 +583,70 @@ def test_epub_refuses_drm_and_a_zip_bomb_and_reads_a_book_whose_fonts_are_obfusc
 
 def make_zip_member(book: bytes) -> bytes:
     return zipfile.ZipFile(io.BytesIO(book)).read("META-INF/container.xml")
+
+
+def clipping(title: str, meta: str, text: str = "") -> str:
+    return f"\ufeff{title}\r\n- {meta}\r\n\r\n{text}\r\n==========\r\n"
+
+
+CLIPPINGS = "".join([
+    clipping("A Room of One’s Own (Woolf, Virginia)", "Your Highlight on page 3 | Location 34-36 | Added on Monday, "
+             "October 23, 2017 2:08:30 PM", "The title women and fiction might mean"),
+    clipping("Voyager (Outlander, Book 3) (Gabaldon, Diana)", "Your Bookmark on page 180 | Location 4103 | Added on "
+             "Sunday, September 3, 2017 5:32:27 PM"),
+    clipping("A Room of One’s Own (Woolf, Virginia)", "Your Highlight on page 3 | Location 34-37 | Added on Monday, "
+             "October 23, 2017 2:09:01 PM", "The title women and fiction might mean, and you may have meant it"),
+    clipping("A Room of One’s Own (Woolf, Virginia)", "Your Highlight on page 2 | Location 20-21 | Added on Tuesday, "
+             "October 24, 2017 9:00:00 AM", "a room of her own"),
+    clipping("A Room of One’s Own (Woolf, Virginia)", "Your Note on page 2 | Location 21 | Added on Tuesday, "
+             "October 24, 2017 9:01:00 AM", "the thesis"),
+    clipping("A Room of One’s Own (Woolf, Virginia)", "Your Highlight on page 2 | Location 20-21 | Added on Tuesday, "
+             "October 24, 2017 9:05:00 AM", "a room of her own"),  # made twice
+    clipping("Der Prozess (Franz Kafka)", "Ihre Markierung bei Position 610-612 | Hinzugefügt am Montag, 5. Januar "
+             "2015 21:41:19", "Jemand musste Josef K. verleumdet haben."),
+    clipping("知乎周刊·读书这件小事 (知乎)", "您在位置 #465-466的标注 | 添加于 2013年12月24日星期二 下午9:10:24",
+             "背井离乡上大学之后再读"),
+    clipping("知乎周刊·读书这件小事 (知乎)", "您在位置 #466 的笔记 | 添加于 2013年12月24日星期二 下午9:11:00", "同感"),
+]).encode()
+
+
+class TestKindleConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return kindle.KindleFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"kindle/My Clippings.txt": CLIPPINGS, "backup/clippings-2017.txt": CLIPPINGS,
+                "kindle/my clippings.txt": b""}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"My Clippings.txt": UNDECODABLE}
+
+    @pytest.fixture
+    def plugin(self):
+        return kindle
+
+
+def test_kindle_clippings_are_a_document_per_book_in_reading_order_without_repeats():
+    fmt = kindle.KindleFormat()
+    assert fmt.accepts("backup/clippings-2017.txt", CLIPPINGS[:1024]) and not fmt.accepts("notes.txt", b"Notes\n")
+    card, woolf, kafka, zhihu = fmt.parse("kindle/My Clippings.txt", CLIPPINGS, MTIME)
+    assert (card.kind, card.title) == ("file", "My Clippings")
+    assert {key: card.fields[key] for key in ("books", "highlights", "notes", "bookmarks")} == {
+        "books": 3, "highlights": 4, "notes": 2, "bookmarks": 1}
+    assert (woolf.doc_id, woolf.kind, woolf.title, woolf.fields["author"]) == (
+        "kindle/My Clippings.txt#book-1", "book", "A Room of One’s Own", "Woolf, Virginia")
+    # by location, the note after its highlight; the shorter copy of an extended highlight and a repeat left out
+    assert woolf.text.split("\n\n") == ["a room of her own", "Note: the thesis",
+                                         "The title women and fiction might mean, and you may have meant it"]
+    assert (woolf.fields["highlights"], woolf.fields["notes"]) == (2, 1)
+    assert (woolf.fields["added_first"], woolf.fields["added_last"]) == ("Monday, October 23, 2017 2:08:30 PM",
+                                                                         "Tuesday, October 24, 2017 9:05:00 AM")
+    assert (kafka.title, kafka.fields["author"], kafka.text) == ("Der Prozess", "Franz Kafka",
+                                                                 "Jemand musste Josef K. verleumdet haben.")
+    assert (zhihu.title, zhihu.text) == ("知乎周刊·读书这件小事", "背井离乡上大学之后再读\n\nNote: 同感")
 
 
 def test_tiddlywiki_reads_a_tiddlers_header_title_tags_and_headings():
@@ -1690,7 +1754,7 @@ def test_a_format_s_version_is_part_of_what_a_run_records():
 def test_installed_builtin_formats_are_collected():
     found = collect_formats(get_plugin_manager())
     assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst", "tiddlywiki",
-            "asciidoc", "enex", "joplin", "epub"} <= set(found)
+            "asciidoc", "enex", "joplin", "epub", "kindle"} <= set(found)
     assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
 
 
