@@ -1152,6 +1152,18 @@ def test_wikilink_finds_a_zettel_by_the_id_opening_its_file_name():
         "2020101212.md", "202010121235_Linking-notes.md", "202010121236.md"]
 
 
+def test_wikilink_finds_a_textbundles_note_by_its_bundle():
+    """Bear and Ulysses export a note as a TextBundle, Bread.textbundle/text.markdown, and link it [[Bread]]."""
+    files = {"Bread.textbundle/text.markdown": b"# Bread\n\nUse the [[Sourdough starter]].\n",
+             "Sourdough starter.textbundle/text.md": b"# Starter\n\nBack to [[bread]].\n",
+             "notes/Bread.md": b"# Not the bundle\n", "notes/index.md": b"# Index\n\n[[Sourdough starter]]\n"}
+    assert sorted((e.src, e.dst) for e in run(wikilink.WikilinkDetector(), files)) == [
+        ("Bread.textbundle/text.markdown#bread", "Sourdough starter.textbundle/text.md"),
+        ("Sourdough starter.textbundle/text.md#starter", "Bread.textbundle/text.markdown"),  # nearer than notes/
+        ("notes/index.md#index", "Sourdough starter.textbundle/text.md"),
+    ]
+
+
 def test_wikilink_skips_code_and_quotes_the_full_line():
     files = {"a.md": "# A\n\n```\n[[b]]\n```\nInline `[[b]]` skipped.\n  Real one: [[b]] here é.  \n".encode(),
              "b.md": b"b"}

@@ -62,7 +62,8 @@ class WikilinkDetector:
     type = "wikilink"
     # 3: [[note#^id]] on the section holding the block, ((uuid)) block references, [[note#A#B]] on heading B
     # 4: Dendron's [[label|target]], dendron://vault/ prefixes and note-reference ranges; TiddlyWiki's tiddlers
-    # 5: a bare number names the Zettelkasten note whose file name it opens ([[202010121234]])
+    # 5: a bare number names the Zettelkasten note whose file name it opens ([[202010121234]]); a TextBundle's
+    # note (Bread.textbundle/text.md) is named by its bundle
     tag = "wikilink@5"
     weight = 1.0
     confidence = 0.95

@@ -271,6 +271,7 @@ def site_address(url: str) -> str:
 # A Zettelkasten note's id opening its file name before its title (The Archive's and zettelkasten.de's
 # "202010121234 Title.md", Zettlr's "20201012123456 Title.md"): a link names the note by the id alone.
 _ZETTEL_ID = re.compile(r"(\d{8,})[ _-]+\S")
+_BUNDLE = ".textbundle"
 # A Notion export names a page's file (and its folder of subpages) after its title and its id.
 _NOTION_ID = re.compile(r" ([0-9a-f]{32})\Z")
 
@@ -353,6 +354,9 @@ class Corpus:
             folded = fold_name(path)
             self._folded[path if folded == path else folded].append(path)
             self._stems[fold_name(base)].append(path)
+            if base == "text" and directory.endswith(_BUNDLE):
+                # a TextBundle (Bear's, Ulysses's export): the note is named by its folder, its text always "text"
+                self._stems[fold_name(posixpath.basename(directory)[:-len(_BUNDLE)])].append(path)
             zettel = _ZETTEL_ID.match(base)
             if zettel is not None:
                 self._zettels[zettel.group(1)].append(path)
@@ -434,7 +438,8 @@ class Corpus:
         return found if isinstance(found, str) else None
 
     def by_stem(self, stem: str) -> tuple[str, ...]:
-        """Files whose name without extension is ``stem`` (case-insensitive)."""
+        """Files whose name without extension is ``stem`` (case-insensitive); a TextBundle's text
+        (``Bread.textbundle/text.md``) is named by its bundle, too."""
         return _paths_of(self._stems.get(fold_name(stem), ()))
 
     def by_file_name(self, name: str) -> tuple[str, ...]:
