@@ -18,8 +18,8 @@ import pytest
 
 from xerj_core import hookimpl
 from xerj_core.autoindex import formats as formats_module
-from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, email, enex, epub, html, joplin, kindle,
-                                                 markdown, notebook, org, pdf, rst, text, tiddlywiki)
+from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, docx, email, enex, epub, html, joplin,
+                                                 kindle, markdown, notebook, org, pdf, rst, text, tiddlywiki)
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
                                          sniff)
@@ -647,6 +647,97 @@ def test_kindle_clippings_are_a_document_per_book_in_reading_order_without_repea
     assert (kafka.title, kafka.fields["author"], kafka.text) == ("Der Prozess", "Franz Kafka",
                                                                  "Jemand musste Josef K. verleumdet haben.")
     assert (zhihu.title, zhihu.text) == ("知乎周刊·读书这件小事", "背井离乡上大学之后再读\n\nNote: 同感")
+
+
+WORD = Path(__file__).parent / "fixtures/word"
+W_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+
+
+def make_docx(body: str, *, styles: str = "", core: str = "", footnotes: str = "") -> bytes:
+    """A Word document of ``body`` (the XML inside ``w:body``), with these styles, properties and footnotes."""
+    files = {"[Content_Types].xml": b"<Types/>", "word/document.xml": f"<w:document {W_NS}><w:body>{body}</w:body>"
+                                                                    "</w:document>".encode()}
+    if styles:
+        files["word/styles.xml"] = f"<w:styles {W_NS}>{styles}</w:styles>".encode()
+    if core:
+        files["docProps/core.xml"] = ('<cp:coreProperties xmlns:cp="http://schemas.openxmlformats.org/package/2006/'
+                                      'metadata/core-properties" xmlns:dc="http://purl.org/dc/elements/1.1/" '
+                                      f'xmlns:dcterms="http://purl.org/dc/terms/">{core}</cp:coreProperties>').encode()
+    if footnotes:
+        files["word/footnotes.xml"] = f"<w:footnotes {W_NS}>{footnotes}</w:footnotes>".encode()
+    return make_zip(files)
+
+
+def para(text: str, style: str | None = None) -> str:
+    styled = f'<w:pPr><w:pStyle w:val="{style}"/></w:pPr>' if style else ""
+    return f"<w:p>{styled}<w:r><w:t xml:space=\"preserve\">{text}</w:t></w:r></w:p>"
+
+
+# Word in German: the heading style is called Überschrift 1 (its id berschrift1), its built-in name heading 1
+GERMAN_STYLES = ('<w:style w:type="paragraph" w:styleId="berschrift1"><w:name w:val="heading 1"/></w:style>'
+                 '<w:style w:type="paragraph" w:styleId="berschrift2"><w:name w:val="heading 2"/></w:style>'
+                 '<w:style w:type="paragraph" w:styleId="Titel"><w:name w:val="Title"/></w:style>'
+                 '<w:style w:type="paragraph" w:styleId="Kapitel"><w:name w:val="Kapitel"/><w:pPr>'
+                 '<w:outlineLvl w:val="0"/></w:pPr></w:style>')
+REPORT = make_docx(
+    para("Brotbacken", "Titel") + para("Vorwort vor allem.") + para("Teig", "berschrift1")
+    + "<w:p><w:r><w:t>Mehl</w:t><w:tab/><w:t>und Wasser</w:t><w:br/><w:t>mischen</w:t></w:r><w:ins><w:r>"
+      "<w:t> gründlich</w:t></w:r></w:ins><w:del><w:r><w:delText> schnell</w:delText></w:r></w:del><w:r>"
+      "<w:fldChar/><w:instrText> PAGEREF x </w:instrText></w:r><w:r><w:footnoteReference w:id=\"1\"/></w:r></w:p>"
+    + "<w:tbl><w:tr><w:tc><w:p><w:r><w:t>Mehl</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>500 g</w:t></w:r></w:p>"
+      "</w:tc></w:tr><w:tr><w:tc><w:p/></w:tc><w:tc><w:p/></w:tc></w:tr></w:tbl>"
+    + para("Backen", "berschrift2") + "<w:sdt><w:sdtContent>" + para("Bei 250 Grad.") + "</w:sdtContent></w:sdt>"
+    + para("Anhang", "Kapitel") + "<w:p><w:pPr><w:outlineLvl w:val=\"2\"/></w:pPr><w:r><w:t>Quellen</w:t></w:r></w:p>"
+    + "<w:p><w:moveFrom><w:r><w:t>Verschoben.</w:t></w:r></w:moveFrom></w:p>" + "<w:p><w:moveTo><w:r>"
+      "<w:t>Verschoben.</w:t></w:r></w:moveTo></w:p>",  # a move tracked: the text where it went
+    styles=GERMAN_STYLES,
+    core="<dc:title>Ignored: the Title paragraph wins</dc:title><dc:creator>Ada</dc:creator>"
+         "<cp:keywords>brot, backen</cp:keywords><dcterms:created>2024-01-02T03:04:05Z</dcterms:created>",
+    footnotes='<w:footnote w:type="separator" w:id="-1"><w:p><w:r><w:t>---</w:t></w:r></w:p></w:footnote>'
+              '<w:footnote w:id="1"><w:p><w:r><w:t>Nach Omas Rezept.</w:t></w:r></w:p></w:footnote>')
+
+
+class TestDocxConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return docx.DocxFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"docs/bericht.docx": REPORT, **{f"word/{path.name}": path.read_bytes() for path in WORD.glob("*.docx")}}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"not-a-zip.docx": b"PK\x03\x04 not really", "sheet.docx": make_zip({"xl/workbook.xml": b"<x/>"}),
+                "broken.docx": make_zip({"word/document.xml": b"<w:document"})}
+
+    @pytest.fixture
+    def plugin(self):
+        return docx
+
+
+def test_docx_reads_headings_by_their_built_in_names_in_any_language_and_the_words_word_shows():
+    card, dough, bake, appendix, sources = docx.DocxFormat().parse("docs/bericht.docx", REPORT, MTIME)
+    assert (card.title, card.kind) == ("Brotbacken", "file")
+    assert card.text == "Vorwort vor allem.\n[1] Nach Omas Rezept."  # the footnote, not the separator
+    assert (card.fields["author"], card.fields["keywords"], card.fields["created"]) == ("Ada", "brot, backen",
+                                                                                       "2024-01-02T03:04:05Z")
+    assert [(doc.section, doc.fields["level"], doc.doc_id) for doc in (dough, bake, appendix, sources)] == [
+        ("Teig", 1, "docs/bericht.docx#teig"), ("Backen", 2, "docs/bericht.docx#backen"),
+        ("Anhang", 1, "docs/bericht.docx#anhang"), ("Quellen", 3, "docs/bericht.docx#quellen")]
+    # a tab and a break as Word shows them, an insertion in, a deletion and a field's code out; an empty row left out
+    assert dough.text == "Teig\nMehl und Wasser\nmischen gründlich\nMehl | 500 g"
+    assert bake.text == "Backen\nBei 250 Grad."  # inside a content control
+    assert sources.text == "Quellen\nVerschoben."
+
+
+def test_docx_written_by_word_is_read_and_its_lock_file_is_no_document():
+    fmt = docx.DocxFormat()
+    card, heading = fmt.parse("styles.docx", (WORD / "par-known-styles.docx").read_bytes(), MTIME)
+    assert (heading.section, heading.fields["level"], heading.text) == ("Heading 1", 1, "Heading 1\nBody Text")
+    table, = fmt.parse("tables.docx", (WORD / "tbl-having-applied-style.docx").read_bytes(), MTIME)
+    assert table.text.splitlines()[:3] == ["foobar | barfoo", "foo | bar", "bar | foo"]
+    assert not fmt.accepts("docs/~$bericht.docx", b"") and fmt.accepts("docs/bericht.docm", b"")
 
 
 def test_tiddlywiki_reads_a_tiddlers_header_title_tags_and_headings():
@@ -1754,7 +1845,7 @@ def test_a_format_s_version_is_part_of_what_a_run_records():
 def test_installed_builtin_formats_are_collected():
     found = collect_formats(get_plugin_manager())
     assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst", "tiddlywiki",
-            "asciidoc", "enex", "joplin", "epub", "kindle"} <= set(found)
+            "asciidoc", "enex", "joplin", "epub", "kindle", "docx"} <= set(found)
     assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
 
 
