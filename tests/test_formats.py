@@ -19,7 +19,7 @@ import pytest
 from xerj_core import hookimpl
 from xerj_core.autoindex import formats as formats_module
 from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, docx, email, enex, epub, html, joplin,
-                                                 kindle, markdown, notebook, org, pdf, rst, text, tiddlywiki)
+                                                 kindle, markdown, notebook, odt, org, pdf, rst, text, tiddlywiki)
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
                                          sniff)
@@ -738,6 +738,65 @@ def test_docx_written_by_word_is_read_and_its_lock_file_is_no_document():
     table, = fmt.parse("tables.docx", (WORD / "tbl-having-applied-style.docx").read_bytes(), MTIME)
     assert table.text.splitlines()[:3] == ["foobar | barfoo", "foo | bar", "bar | foo"]
     assert not fmt.accepts("docs/~$bericht.docx", b"") and fmt.accepts("docs/bericht.docm", b"")
+
+
+ODF_NS = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+          'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+          'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+          'xmlns:meta="urn:oasis:names:tc:opendocument:xmlns:meta:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/"')
+MINUTES = make_zip({
+    "mimetype": b"application/vnd.oasis.opendocument.text",
+    "content.xml": (f"<office:document-content {ODF_NS}><office:body><office:text>"
+                    "<text:tracked-changes><text:changed-region><text:deletion><text:p>gestrichen</text:p>"
+                    "</text:deletion></text:changed-region></text:tracked-changes>"
+                    "<text:p>Anwesend: alle.</text:p>"
+                    '<text:h text:outline-level="1"><text:number>1.</text:number>Beschlüsse</text:h>'
+                    "<text:list><text:list-item><text:p>Mehl<text:s text:c=\"3\"/>kaufen<text:tab/>bald"
+                    "<text:note><text:note-citation>1</text:note-citation><text:note-body><text:p>Roggen."
+                    "</text:p></text:note-body></text:note></text:p></text:list-item></text:list>"
+                    '<text:section><text:h text:outline-level="2">Offen</text:h><text:p>Ofen<text:line-break/>'
+                    "reparieren</text:p></text:section>"
+                    "<table:table><table:table-row><table:table-cell><text:p>Wer</text:p></table:table-cell>"
+                    "<table:table-cell><text:p>Ada</text:p></table:table-cell></table:table-row></table:table>"
+                    "</office:text></office:body></office:document-content>").encode(),
+    "meta.xml": (f"<office:document-meta {ODF_NS}><office:meta><dc:title>Protokoll</dc:title>"
+                 "<meta:initial-creator>Ada</meta:initial-creator><meta:keyword>verein</meta:keyword>"
+                 "<meta:keyword>brot</meta:keyword><meta:creation-date>2024-01-02T03:04:05</meta:creation-date>"
+                 "</office:meta></office:document-meta>").encode(),
+})
+
+
+class TestOdtConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return odt.OdtFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"docs/protokoll.odt": MINUTES}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"not-a-zip.odt": b"PK\x03\x04 nope", "no-content.odt": make_zip({"mimetype": b"x"}),
+                "sheet.odt": make_zip({"content.xml": f"<office:document-content {ODF_NS}><office:body>"
+                                                      "<office:spreadsheet/></office:body>"
+                                                      "</office:document-content>".encode()})}
+
+    @pytest.fixture
+    def plugin(self):
+        return odt
+
+
+def test_odt_reads_headings_lists_tables_and_notes_and_leaves_tracked_deletions_out():
+    card, decisions, open_items = odt.OdtFormat().parse("docs/protokoll.odt", MINUTES, MTIME)
+    assert (card.title, card.text) == ("Protokoll", "Anwesend: alle.\n[1] Roggen.")
+    assert (card.fields["author"], card.fields["keywords"], card.fields["created"]) == ("Ada", "verein, brot",
+                                                                                       "2024-01-02T03:04:05")
+    assert (decisions.section, decisions.fields["level"], decisions.text) == (
+        "Beschlüsse", 1, "Beschlüsse\nMehl   kaufen bald")  # its numbering and its note's body apart
+    assert (open_items.doc_id, open_items.fields["level"], open_items.text) == (
+        "docs/protokoll.odt#offen", 2, "Offen\nOfen\nreparieren\nWer | Ada")
+    assert not any("gestrichen" in doc.text for doc in (card, decisions, open_items))
 
 
 def test_tiddlywiki_reads_a_tiddlers_header_title_tags_and_headings():
@@ -1845,7 +1904,7 @@ def test_a_format_s_version_is_part_of_what_a_run_records():
 def test_installed_builtin_formats_are_collected():
     found = collect_formats(get_plugin_manager())
     assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst", "tiddlywiki",
-            "asciidoc", "enex", "joplin", "epub", "kindle", "docx"} <= set(found)
+            "asciidoc", "enex", "joplin", "epub", "kindle", "docx", "odt"} <= set(found)
     assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
 
 

@@ -1,11 +1,15 @@
-"""Small pieces the built-in formats share: building documents and unique section anchors."""
+"""Small pieces the built-in formats share: building documents, unique section anchors, opening zip packages."""
 
 from __future__ import annotations
 
 import bisect
+import io
 import re
-from typing import Any
+import zipfile
+from typing import Any, Sequence
 
+from xerj_core.autoindex import compressed
+from xerj_core.autoindex.formats import FormatError
 from xerj_core.model import SourceDocument
 from xerj_core.text import label_key, slugify
 
@@ -77,3 +81,42 @@ def labels_at(text: str, title_starts: list[int], label: re.Pattern[str], betwee
         else:  # it is written inside a section (or before the first title: the card)
             found.append((bisect.bisect_right(title_starts, match.start()), key))
     return found
+
+
+def open_package(data: bytes, what: str) -> zipfile.ZipFile:
+    """``data`` opened as the zip package a ``what`` (``Word document``, ``EPUB``) is, once what its members expand
+    to is known to fit the file limit: a zip bomb is refused, not expanded. A :class:`FormatError` otherwise."""
+    try:
+        package = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, ValueError) as exc:
+        raise FormatError(f"not a{'n' if what[0] in 'AEIOU' else ''} {what}: not a zip file ({exc})") from None
+    expanded = sum(info.file_size for info in package.infolist())
+    if expanded > compressed.MAX_FILE_BYTES:
+        package.close()
+        raise FormatError(f"{what} expands to {expanded / (1 << 20):,.0f} MiB, past the "
+                          f"{compressed.MAX_FILE_BYTES >> 20} MiB a file may hold")
+    return package
+
+
+def read_member(package: zipfile.ZipFile, name: str, what: str) -> bytes:
+    """The bytes of the member ``name``; a :class:`FormatError` when it cannot be read (damaged, an unknown
+    compression)."""
+    try:
+        return package.read(name)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError, ValueError, KeyError) as exc:
+        raise FormatError(f"malformed {what}: {name} cannot be read ({exc})") from None
+
+
+def headed_documents(fmt: Any, rel_path: str, mtime_ms: int, title: str, preamble: Sequence[str],
+                     sections: Sequence[tuple[int, str, Sequence[str]]], **fields: Any) -> list[SourceDocument]:
+    """A document read as a note is: its card (``title``, the text before its first heading, ``fields``), then
+    one section per ``(level, heading, paragraphs)``, anchored as a Markdown heading's."""
+    docs = [document(fmt, rel_path, mtime_ms, doc_id=rel_path, title=title, text="\n".join(preamble).strip(),
+                     section="", kind="file", ordinal=0, **fields)]
+    anchors = Anchors()
+    for n, (level, label, paragraphs) in enumerate(sections, 1):
+        anchor = anchors(label)
+        docs.append(SourceDocument(f"{rel_path}#{anchor}", fmt.dataset, rel_path, title,
+                                   "\n".join([label, *paragraphs]), label, "section", mtime_ms, fmt.name,
+                                   {"ordinal": n, "level": level, "anchor": anchor}))
+    return docs

@@ -24,19 +24,17 @@ expand to is counted before any is read.
 
 from __future__ import annotations
 
-import io
 import posixpath
 import re
-import zipfile
 from typing import Any, Iterator
 
 from xerj_core import hookimpl
-from xerj_core.autoindex import compressed
-from xerj_core.autoindex.builtin_formats._common import Anchors, document
+from xerj_core.autoindex.builtin_formats._common import headed_documents, open_package, read_member
 from xerj_core.autoindex.formats import FormatError, extension, stem
 from xerj_core.model import SourceDocument
 
 EXTENSIONS = frozenset({".docx", ".docm", ".dotx"})
+WHAT = "Word document"
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _DC = "{http://purl.org/dc/elements/1.1/}"
 _CP = "{http://schemas.openxmlformats.org/package/2006/metadata/core-properties}"
@@ -110,22 +108,11 @@ class DocxFormat:
         return extension(rel_path) in EXTENSIONS and not rel_path.rsplit("/", 1)[-1].startswith("~$")
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
-        try:
-            archive = zipfile.ZipFile(io.BytesIO(data))
-        except (zipfile.BadZipFile, ValueError) as exc:
-            raise FormatError(f"not a Word document: not a zip file ({exc})") from None
-        with archive:
-            members = {info.filename: info for info in archive.infolist()}
-            expanded = sum(info.file_size for info in members.values())
-            if expanded > compressed.MAX_FILE_BYTES:
-                raise FormatError(f"Word document expands to {expanded / (1 << 20):,.0f} MiB, past the "
-                                  f"{compressed.MAX_FILE_BYTES >> 20} MiB a file may hold")
+        with open_package(data, WHAT) as archive:
+            members = {info.filename for info in archive.infolist()}
 
             def read(name: str) -> Any:
-                try:
-                    return _xml(archive.read(name)) if name in members else None
-                except (zipfile.BadZipFile, NotImplementedError, OSError, ValueError) as exc:
-                    raise FormatError(f"malformed Word document: {name} cannot be read ({exc})") from None
+                return _xml(read_member(archive, name, WHAT)) if name in members else None
 
             main = self._main_part(read("_rels/.rels"))
             if main not in members:
@@ -167,16 +154,8 @@ class DocxFormat:
         props = self._properties(core)
         title = title or props.pop("title", "") or (sections[0][1] if sections else "") or stem(rel_path)
         props.pop("title", None)
-        card_text = "\n".join(preamble + [f"[{n}] {note.strip()}" for n, note in enumerate(notes, 1) if note.strip()])
-        docs = [document(self, rel_path, mtime_ms, doc_id=rel_path, title=title, text=card_text.strip(), section="",
-                         kind="file", ordinal=0, **props)]
-        anchors = Anchors()
-        for n, (level, label, paragraphs) in enumerate(sections, 1):
-            anchor = anchors(label)
-            docs.append(SourceDocument(f"{rel_path}#{anchor}", self.dataset, rel_path, title,
-                                       "\n".join([label, *paragraphs]), label, "section", mtime_ms, self.name,
-                                       {"ordinal": n, "level": level, "anchor": anchor}))
-        return docs
+        return headed_documents(self, rel_path, mtime_ms, title, preamble + [
+            f"[{n}] {note.strip()}" for n, note in enumerate(notes, 1) if note.strip()], sections, **props)
 
     @staticmethod
     def _main_part(relationships: Any) -> str:

@@ -21,15 +21,12 @@ file limit before any is read, so a zip bomb is refused, not expanded.
 
 from __future__ import annotations
 
-import io
 import posixpath
-import zipfile
 from typing import Any
 from urllib.parse import unquote
 
 from xerj_core import hookimpl
-from xerj_core.autoindex import compressed
-from xerj_core.autoindex.builtin_formats._common import document
+from xerj_core.autoindex.builtin_formats._common import document, open_package, read_member
 from xerj_core.autoindex.builtin_formats.html import extract_parts
 from xerj_core.autoindex.formats import FormatError, extension, stem
 from xerj_core.model import SourceDocument
@@ -71,24 +68,13 @@ class EpubFormat:
         return extension(rel_path) in EXTENSIONS
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
-        try:
-            book = zipfile.ZipFile(io.BytesIO(data))
-        except (zipfile.BadZipFile, ValueError) as exc:
-            raise FormatError(f"not an EPUB: not a zip file ({exc})") from None
-        with book:
-            members = {info.filename: info for info in book.infolist()}
-            expanded = sum(info.file_size for info in members.values())
-            if expanded > compressed.MAX_FILE_BYTES:
-                raise FormatError(f"EPUB expands to {expanded / (1 << 20):,.0f} MiB, past the "
-                                  f"{compressed.MAX_FILE_BYTES >> 20} MiB a file may hold")
+        with open_package(data, "EPUB") as book:
+            members = {info.filename for info in book.infolist()}
 
             def read(name: str) -> bytes:
                 if name not in members:
                     raise FormatError(f"malformed EPUB: it names {name}, which it does not hold")
-                try:
-                    return book.read(name)
-                except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError, ValueError) as exc:
-                    raise FormatError(f"malformed EPUB: {name} cannot be read ({exc})") from None
+                return read_member(book, name, "EPUB")
 
             container = _xml(read("META-INF/container.xml"))
             rootfile = next((element.get("full-path") for element in container.iter(f"{_CONTAINER}rootfile")
@@ -134,7 +120,7 @@ class EpubFormat:
         return [card, *chapters]
 
     @staticmethod
-    def _encrypted(read: Any, members: dict[str, Any]) -> set[str]:
+    def _encrypted(read: Any, members: set[str]) -> set[str]:
         """The members ``META-INF/encryption.xml`` says are encrypted (or obfuscated: fonts, which are no content)."""
         if "META-INF/encryption.xml" not in members:
             return set()
