@@ -19,7 +19,8 @@ import pytest
 from xerj_core import hookimpl
 from xerj_core.autoindex import formats as formats_module
 from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, docx, email, enex, epub, html, joplin,
-                                                 kindle, markdown, notebook, odt, org, pdf, rst, text, tiddlywiki)
+                                                 kindle, markdown, notebook, odt, org, pdf, pptx, rst, text,
+                                                 tiddlywiki)
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
                                          sniff)
@@ -797,6 +798,88 @@ def test_odt_reads_headings_lists_tables_and_notes_and_leaves_tracked_deletions_
     assert (open_items.doc_id, open_items.fields["level"], open_items.text) == (
         "docs/protokoll.odt#offen", 2, "Offen\nOfen\nreparieren\nWer | Ada")
     assert not any("gestrichen" in doc.text for doc in (card, decisions, open_items))
+
+
+PML = ('xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main" '
+       'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" '
+       'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"')
+RELS = 'xmlns="http://schemas.openxmlformats.org/package/2006/relationships"'
+
+
+def shape(paragraphs: list[str], placeholder: str | None = None) -> str:
+    ph = f'<p:nvSpPr><p:nvPr><p:ph type="{placeholder}"/></p:nvPr></p:nvSpPr>' if placeholder else "<p:nvSpPr/>"
+    body = "".join(f"<a:p><a:r><a:t>{text}</a:t></a:r></a:p>" for text in paragraphs)
+    return f"<p:sp>{ph}<p:txBody>{body}</p:txBody></p:sp>"
+
+
+def make_pptx(slides: list[tuple[str, str | None]], core: str = "") -> bytes:
+    """A deck of ``(shape tree XML, speaker notes or None)`` slides, listed in reverse of their part names."""
+    files = {"_rels/.rels": f'<Relationships {RELS}><Relationship Id="r1" Type="http://schemas.openxmlformats.org/'
+                            'officeDocument/2006/relationships/officeDocument" Target="ppt/presentation.xml"/>'
+                            "</Relationships>".encode()}
+    ids, rels = [], []
+    for n, (tree, notes) in enumerate(slides, 1):
+        part = len(slides) - n + 1  # the order is the presentation's, not the part names'
+        ids.append(f'<p:sldId id="{255 + n}" r:id="rId{n}"/>')
+        rels.append(f'<Relationship Id="rId{n}" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
+                    f'relationships/slide" Target="slides/slide{part}.xml"/>')
+        files[f"ppt/slides/slide{part}.xml"] = (f"<p:sld {PML}><p:cSld><p:spTree>{tree}</p:spTree></p:cSld>"
+                                                "</p:sld>").encode()
+        if notes is not None:
+            files[f"ppt/slides/_rels/slide{part}.xml.rels"] = (
+                f'<Relationships {RELS}><Relationship Id="rId9" Type="http://schemas.openxmlformats.org/'
+                f'officeDocument/2006/relationships/notesSlide" Target="../notesSlides/notesSlide{part}.xml"/>'
+                "</Relationships>").encode()
+            files[f"ppt/notesSlides/notesSlide{part}.xml"] = (
+                f"<p:notes {PML}><p:cSld><p:spTree>{shape(['slide image'], 'sldImg')}{shape([notes], 'body')}"
+                f"{shape(['7'], 'sldNum')}</p:spTree></p:cSld></p:notes>").encode()
+    files["ppt/presentation.xml"] = (f"<p:presentation {PML}><p:sldIdLst>{''.join(ids)}</p:sldIdLst>"
+                                     "</p:presentation>").encode()
+    files["ppt/_rels/presentation.xml.rels"] = f"<Relationships {RELS}>{''.join(rels)}</Relationships>".encode()
+    if core:
+        files["docProps/core.xml"] = ('<cp:coreProperties xmlns:cp="http://schemas.openxmlformats.org/package/2006/'
+                                      'metadata/core-properties" xmlns:dc="http://purl.org/dc/elements/1.1/">'
+                                      f"{core}</cp:coreProperties>").encode()
+    return make_zip(files)
+
+
+DECK = make_pptx([
+    (shape(["Quarterly baking"], "ctrTitle") + shape(["Loaves and rolls"], "subTitle"), "Welcome everyone."),
+    (shape(["Results"], "title") + "<p:grpSp>" + shape(["Rye up 20%"]) + "</p:grpSp>"
+     + "<p:graphicFrame><a:graphic><a:graphicData><a:tbl><a:tr><a:tc><a:txBody><a:p><a:r><a:t>Rye</a:t></a:r>"
+       "</a:p></a:txBody></a:tc><a:tc><a:txBody><a:p><a:r><a:t>120</a:t></a:r></a:p></a:txBody></a:tc></a:tr>"
+       "</a:tbl></a:graphicData></a:graphic></p:graphicFrame>", None),
+    (shape(["No title here"]), "Skip this one."),
+], core="<dc:creator>Ada</dc:creator>")
+
+
+class TestPptxConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return pptx.PptxFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"decks/q3.pptx": DECK, "decks/empty.pptx": make_pptx([])}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"not-a-zip.pptx": b"nope", "document.pptx": make_zip({"word/document.xml": b"<x/>"})}
+
+    @pytest.fixture
+    def plugin(self):
+        return pptx
+
+
+def test_pptx_reads_each_slide_in_the_decks_order_with_its_title_tables_groups_and_notes():
+    card, first, second, third = pptx.PptxFormat().parse("decks/q3.pptx", DECK, MTIME)
+    assert (card.title, card.fields["slides"], card.fields["author"]) == ("Quarterly baking", 3, "Ada")
+    assert [(doc.doc_id, doc.section, doc.kind) for doc in (first, second, third)] == [
+        ("decks/q3.pptx#slide-1", "Quarterly baking", "slide"), ("decks/q3.pptx#slide-2", "Results", "slide"),
+        ("decks/q3.pptx#slide-3", "slide 3", "slide")]
+    assert first.text == "Quarterly baking\nLoaves and rolls\nNotes: Welcome everyone."  # not the notes' page number
+    assert second.text == "Results\nRye up 20%\nRye | 120"
+    assert not pptx.PptxFormat().accepts("decks/~$q3.pptx", b"")
 
 
 def test_tiddlywiki_reads_a_tiddlers_header_title_tags_and_headings():
@@ -1904,7 +1987,7 @@ def test_a_format_s_version_is_part_of_what_a_run_records():
 def test_installed_builtin_formats_are_collected():
     found = collect_formats(get_plugin_manager())
     assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst", "tiddlywiki",
-            "asciidoc", "enex", "joplin", "epub", "kindle", "docx", "odt"} <= set(found)
+            "asciidoc", "enex", "joplin", "epub", "kindle", "docx", "odt", "pptx"} <= set(found)
     assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import io
+import posixpath
 import re
 import zipfile
 from typing import Any, Sequence
@@ -120,3 +121,36 @@ def headed_documents(fmt: Any, rel_path: str, mtime_ms: int, title: str, preambl
                                    "\n".join([label, *paragraphs]), label, "section", mtime_ms, fmt.name,
                                    {"ordinal": n, "level": level, "anchor": anchor}))
     return docs
+
+
+# Office Open XML's namespaces for a package's relationships and its core properties (docProps/core.xml).
+_RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
+_CORE = (("title", "{http://purl.org/dc/elements/1.1/}title"), ("author", "{http://purl.org/dc/elements/1.1/}creator"),
+         ("keywords", "{http://schemas.openxmlformats.org/package/2006/metadata/core-properties}keywords"),
+         ("created", "{http://purl.org/dc/terms/}created"), ("modified", "{http://purl.org/dc/terms/}modified"))
+
+
+def package_part(relationships: Any, folder: str, *, type_suffix: str = "", rid: str | None = None) -> str | None:
+    """The part an Office Open XML relationship points to, as a path in the package: the one with id ``rid``, else
+    the first whose type ends with ``type_suffix``; ``folder`` is the folder of the part the relationships are
+    of. None when there is none, or it points outside the package."""
+    for relationship in relationships.iter(f"{_RELS}Relationship") if relationships is not None else ():
+        if (relationship.get("Id") == rid) if rid is not None else \
+                (relationship.get("Type") or "").endswith(type_suffix):
+            target = relationship.get("Target") or ""
+            if relationship.get("TargetMode") == "External" or not target:
+                return None
+            return posixpath.normpath(target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target))
+    return None
+
+
+def core_properties(core: Any) -> dict[str, str]:
+    """An Office Open XML package's ``title``, ``author``, ``keywords``, ``created`` and ``modified`` (those it
+    sets), from its parsed ``docProps/core.xml`` (None: none)."""
+    found = {}
+    for key, tag in _CORE:
+        element = core.find(tag) if core is not None else None
+        value = " ".join((element.text or "").split()) if element is not None else ""
+        if value:
+            found[key] = value
+    return found

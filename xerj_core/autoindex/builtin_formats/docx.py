@@ -29,17 +29,14 @@ import re
 from typing import Any, Iterator
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import headed_documents, open_package, read_member
+from xerj_core.autoindex.builtin_formats._common import (core_properties, headed_documents, open_package,
+                                                          package_part, read_member)
 from xerj_core.autoindex.formats import FormatError, extension, stem
 from xerj_core.model import SourceDocument
 
 EXTENSIONS = frozenset({".docx", ".docm", ".dotx"})
 WHAT = "Word document"
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
-_DC = "{http://purl.org/dc/elements/1.1/}"
-_CP = "{http://schemas.openxmlformats.org/package/2006/metadata/core-properties}"
-_DCTERMS = "{http://purl.org/dc/terms/}"
-_RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 _HEADING_NAME = re.compile(r"heading\s*([1-9])", re.I)
 # What a run holds that is not its text: line and page breaks, tabs, and the hyphens Word shows as such.
 _BREAKS = {f"{_W}tab": " ", f"{_W}br": "\n", f"{_W}cr": "\n", f"{_W}noBreakHyphen": "-", f"{_W}softHyphen": ""}
@@ -114,7 +111,7 @@ class DocxFormat:
             def read(name: str) -> Any:
                 return _xml(read_member(archive, name, WHAT)) if name in members else None
 
-            main = self._main_part(read("_rels/.rels"))
+            main = package_part(read("_rels/.rels"), "", type_suffix="/officeDocument") or "word/document.xml"
             if main not in members:
                 raise FormatError(f"not a Word document: it holds no {main}")
             folder = posixpath.dirname(main)
@@ -151,19 +148,11 @@ class DocxFormat:
                 sections.append((level, " ".join(text.split()), []))
             else:
                 (sections[-1][2] if sections else preamble).append(text)
-        props = self._properties(core)
+        props: dict[str, str] = core_properties(core)
         title = title or props.pop("title", "") or (sections[0][1] if sections else "") or stem(rel_path)
         props.pop("title", None)
         return headed_documents(self, rel_path, mtime_ms, title, preamble + [
             f"[{n}] {note.strip()}" for n, note in enumerate(notes, 1) if note.strip()], sections, **props)
-
-    @staticmethod
-    def _main_part(relationships: Any) -> str:
-        """Where the package's relationships put its main document (``word/document.xml`` unless they say)."""
-        for relationship in relationships.iter(f"{_RELS}Relationship") if relationships is not None else ():
-            if (relationship.get("Type") or "").endswith("/officeDocument") and relationship.get("Target"):
-                return posixpath.normpath(relationship.get("Target").lstrip("/"))
-        return "word/document.xml"
 
     @staticmethod
     def _styles(styles: Any) -> tuple[dict[str, int], set[str]]:
@@ -188,19 +177,6 @@ class DocxFormat:
             if name.strip().lower() == "title":
                 titles.add(style_id)
         return levels, titles
-
-    @staticmethod
-    def _properties(core: Any) -> dict[str, Any]:
-        if core is None:
-            return {}
-        found = {}
-        for key, tag in (("title", f"{_DC}title"), ("author", f"{_DC}creator"), ("keywords", f"{_CP}keywords"),
-                         ("created", f"{_DCTERMS}created"), ("modified", f"{_DCTERMS}modified")):
-            element = core.find(tag)
-            value = " ".join((element.text or "").split()) if element is not None else ""
-            if value:
-                found[key] = value
-        return found
 
 
 @hookimpl
