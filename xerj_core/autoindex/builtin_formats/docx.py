@@ -30,7 +30,7 @@ from typing import Any, Iterator
 
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import (core_properties, headed_documents, open_package,
-                                                          package_part, read_member)
+                                                          package_part, parse_xml, read_member)
 from xerj_core.autoindex.formats import FormatError, extension, stem
 from xerj_core.model import SourceDocument
 
@@ -46,13 +46,7 @@ _SKIPPED = frozenset({f"{_W}rPr", f"{_W}pPr", f"{_W}sectPr", f"{_W}moveFrom"})
 
 
 def _xml(data: bytes) -> Any:
-    from lxml import etree
-
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True)
-    try:
-        return etree.fromstring(data, parser)
-    except etree.XMLSyntaxError as exc:
-        raise FormatError(f"malformed Word document: {exc}") from None
+    return parse_xml(data, WHAT)
 
 
 def _text(element: Any) -> str:

@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import document
+from xerj_core.autoindex.builtin_formats._common import document, parse_xml
 from xerj_core.autoindex.builtin_formats.html import html_to_text, text_and_links
 from xerj_core.autoindex.builtin_formats.pdf import read_pdf
 from xerj_core.autoindex.formats import FormatError, decode_text, extension, stem
@@ -73,12 +73,9 @@ def _text(element: Any, path: str) -> str | None:
 
 def _recognized(xml: str) -> str:
     """The words Evernote's recognition read in an image or a PDF: each item's likeliest reading (its first)."""
-    from lxml import etree
-
     try:
-        root = etree.fromstring(xml.encode("utf-8"), etree.XMLParser(resolve_entities=False, no_network=True,
-                                                                     load_dtd=False))
-    except etree.Error:
+        root = parse_xml(xml.encode("utf-8"), "recognition index")
+    except FormatError:
         return ""
     words = []
     for item in root.iter("item"):

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import document, open_package, read_member
+from xerj_core.autoindex.builtin_formats._common import document, open_package, parse_xml, read_member
 from xerj_core.autoindex.builtin_formats.html import extract_parts
 from xerj_core.autoindex.formats import FormatError, extension, stem
 from xerj_core.model import SourceDocument
@@ -42,14 +42,7 @@ _CONTENT_TYPES = frozenset({"application/xhtml+xml", "text/html", "application/x
 
 
 def _xml(data: bytes) -> Any:
-    """An XML member parsed with no DTD loaded, no entity expanded and nothing fetched."""
-    from lxml import etree
-
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True, recover=True)
-    root = etree.fromstring(data, parser)
-    if root is None:
-        raise FormatError("malformed EPUB: an XML member holds no element")
-    return root
+    return parse_xml(data, "EPUB", recover=True)
 
 
 def _texts(parent: Any, tag: str) -> list[str]:

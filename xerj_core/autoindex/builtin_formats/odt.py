@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import headed_documents, open_package, read_member
+from xerj_core.autoindex.builtin_formats._common import headed_documents, open_package, parse_xml, read_member
 from xerj_core.autoindex.formats import FormatError, extension, stem
 from xerj_core.model import SourceDocument
 
@@ -36,13 +36,7 @@ _SKIPPED = frozenset({f"{_TEXT}tracked-changes", f"{_TEXT}note", f"{_TEXT}number
 
 
 def _xml(data: bytes) -> Any:
-    from lxml import etree
-
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True)
-    try:
-        return etree.fromstring(data, parser)
-    except etree.XMLSyntaxError as exc:
-        raise FormatError(f"malformed {WHAT}: {exc}") from None
+    return parse_xml(data, WHAT)
 
 
 def _text(element: Any) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import (core_properties, document, open_package, package_part,
-                                                          read_member)
+                                                          parse_xml, read_member)
 from xerj_core.autoindex.formats import FormatError, extension, file_name, stem
 from xerj_core.model import SourceDocument
 
@@ -35,13 +35,7 @@ _TITLES = frozenset({"title", "ctrTitle"})
 
 
 def _xml(data: bytes) -> Any:
-    from lxml import etree
-
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True)
-    try:
-        return etree.fromstring(data, parser)
-    except etree.XMLSyntaxError as exc:
-        raise FormatError(f"malformed {WHAT}: {exc}") from None
+    return parse_xml(data, WHAT)
 
 
 def _paragraphs(element: Any) -> list[str]:
