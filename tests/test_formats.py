@@ -19,7 +19,7 @@ import pytest
 from xerj_core import hookimpl
 from xerj_core.autoindex import formats as formats_module
 from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, docx, email, enex, epub, html, joplin,
-                                                 kindle, markdown, notebook, odt, org, pdf, pptx, rst, text,
+                                                 kindle, markdown, notebook, odt, opml, org, pdf, pptx, rst, text,
                                                  tiddlywiki)
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
@@ -880,6 +880,41 @@ def test_pptx_reads_each_slide_in_the_decks_order_with_its_title_tables_groups_a
     assert first.text == "Quarterly baking\nLoaves and rolls\nNotes: Welcome everyone."  # not the notes' page number
     assert second.text == "Results\nRye up 20%\nRye | 120"
     assert not pptx.PptxFormat().accepts("decks/~$q3.pptx", b"")
+
+
+OUTLINE = ("""<?xml version="1.0"?><opml version="2.0"><head><title>Garden plans</title></head><body>
+<outline text="Spring"><outline text="Sow &lt;b&gt;peas&lt;/b&gt;" _note="After the last frost."/>
+<outline text="Beds"><outline text="Raise the &lt;i&gt;north&lt;/i&gt; bed"/></outline></outline>
+<outline text="Spring"/><outline title="Reading" type="rss" xmlUrl="https://example.org/feed.xml"/>
+</body></opml>""").encode()
+
+
+class TestOpmlConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return opml.OpmlFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"outlines/garden.opml": OUTLINE, "outlines/empty.opml": b"<opml><head/><body/></opml>"}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"page.opml": b"<html><body>no</body></html>", "cut.opml": OUTLINE[:60]}
+
+    @pytest.fixture
+    def plugin(self):
+        return opml
+
+
+def test_opml_reads_each_top_level_item_as_a_section_holding_its_outline():
+    card, spring, again, reading = opml.OpmlFormat().parse("outlines/garden.opml", OUTLINE, MTIME)
+    assert (card.title, card.fields["items"]) == ("Garden plans", 3)
+    assert (spring.doc_id, spring.section, spring.fields["level"]) == ("outlines/garden.opml#spring", "Spring", 1)
+    # items written as HTML read for their words; a note on the line after its item
+    assert spring.text == "Spring\n  Sow peas\n    After the last frost.\n  Beds\n    Raise the north bed"
+    assert again.doc_id == "outlines/garden.opml#spring-1"
+    assert (reading.section, reading.text) == ("Reading", "Reading <https://example.org/feed.xml>")
 
 
 def test_tiddlywiki_reads_a_tiddlers_header_title_tags_and_headings():
@@ -1987,7 +2022,7 @@ def test_a_format_s_version_is_part_of_what_a_run_records():
 def test_installed_builtin_formats_are_collected():
     found = collect_formats(get_plugin_manager())
     assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst", "tiddlywiki",
-            "asciidoc", "enex", "joplin", "epub", "kindle", "docx", "odt", "pptx"} <= set(found)
+            "asciidoc", "enex", "joplin", "epub", "kindle", "docx", "odt", "pptx", "opml"} <= set(found)
     assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
 
 
