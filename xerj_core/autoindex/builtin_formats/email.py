@@ -229,8 +229,6 @@ def _follows_blank_line(data: bytes, newline: int) -> bool:
     return data[newline - 1:newline] == b"\n" or data[newline - 2:newline] == b"\n\r"
 
 
-
-
 def split_mbox(data: bytes) -> list[bytes]:
     """The raw messages of an mbox, each without its ``From `` separator line, ``>From`` unescaped."""
     starts = list(_separators(data))
