@@ -78,8 +78,11 @@ class EnexlinkDetector:
     def detect(
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
+        notes = list(_notes(file_docs))
+        if not notes:  # asks nothing of the state: a run remembers every other file's detection without a question
+            return
         data: Mapping[tuple[str, str], Any] = state.data if state is not None and state.data else {}
-        for doc in _notes(file_docs):
+        for doc in notes:
             seen: set[str] = set()
             encoded = None
             own_file, own_folder = doc.ax_path + "#", posixpath.dirname(doc.ax_path)
