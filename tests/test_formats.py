@@ -19,8 +19,8 @@ import pytest
 from xerj_core import hookimpl
 from xerj_core.autoindex import formats as formats_module
 from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, docx, email, enex, epub, html, joplin,
-                                                 kindle, markdown, notebook, odt, opml, org, pdf, pptx, rst, text,
-                                                 tiddlywiki)
+                                                 kindle, markdown, notebook, odt, opml, org, pdf, pptx, rst, table,
+                                                 text, tiddlywiki)
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
                                          sniff)
@@ -915,6 +915,58 @@ def test_opml_reads_each_top_level_item_as_a_section_holding_its_outline():
     assert spring.text == "Spring\n  Sow peas\n    After the last frost.\n  Beds\n    Raise the north bed"
     assert again.doc_id == "outlines/garden.opml#spring-1"
     assert (reading.section, reading.text) == ("Reading", "Reading <https://example.org/feed.xml>")
+
+
+READING_LIST = ("Book Id,Shelf,Title,My Rating,My Review\n"
+                '1,to read this winter,"Village Christmas: And Other Notes",0,\n'
+                '2,read in the autumn,A Poem for Every Autumn Day,2,"Fine, but oddly many were about war."\n'
+                "\n"
+                '3,to read this winter,"A Boy Called Christmas",5,\n').encode()
+# figures, dates and codes, some cells of several numbers: data, not prose
+FIGURES = "station;day;rain_mm\n" + "".join(f"S{n % 7};2024-01-{n % 28 + 1:02d};{n * 0.7:.1f} {n * 1.4:.1f} {n:d}\n"
+                                            for n in range(40))
+
+
+class TestTableConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return table.TableFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"exports/goodreads.csv": READING_LIST, "data/rain.csv": FIGURES.encode(), "empty.csv": b"",
+                "exports/list.tsv": READING_LIST.replace(b",", b"\t")}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"binary.csv": UNDECODABLE, "huge-field.csv": b'a,b\n"' + b"x" * (5 << 20) + b'",z\n'}
+
+    @pytest.fixture
+    def plugin(self):
+        return table
+
+
+def test_a_table_of_prose_is_a_document_per_row_and_a_table_of_figures_one_card():
+    card, *rows = table.TableFormat().parse("exports/goodreads.csv", READING_LIST, MTIME)
+    assert (card.title, card.fields["columns"], card.fields["rows"]) == (
+        "goodreads", ["Book Id", "Shelf", "Title", "My Rating", "My Review"], 3)
+    assert card.text == "Book Id, Shelf, Title, My Rating, My Review"
+    # labelled by the Title column, not by the first column of prose
+    assert [(row.doc_id, row.section, row.kind) for row in rows] == [
+        ("exports/goodreads.csv#row-1", "Village Christmas: And Other Notes", "row"),
+        ("exports/goodreads.csv#row-2", "A Poem for Every Autumn Day", "row"),
+        ("exports/goodreads.csv#row-3", "A Boy Called Christmas", "row")]
+    assert rows[1].text == ("Book Id: 2\nShelf: read in the autumn\nTitle: A Poem for Every Autumn Day\n"
+                            "My Rating: 2\nMy Review: Fine, but oddly many were about war.")
+    only, = table.TableFormat().parse("data/rain.csv", FIGURES.encode(), MTIME)  # semicolons, figures: data
+    assert only.fields["rows"] == 40
+    assert only.text.splitlines()[:2] == ["station | day | rain_mm", "S0 | 2024-01-01 | 0.0 0.0 0"]
+    headless = b"".join(READING_LIST.splitlines(keepends=True)[1:])
+    card, *rows = table.TableFormat().parse("list.csv", headless, MTIME)
+    assert card.fields["columns"][0] == "column 1" and rows[0].text.splitlines()[:2] == ["1", "to read this winter"]
+    assert rows[0].section == "to read this winter"  # no Title column: the first column of prose
+    tabbed = table.TableFormat().parse("exports/list.tsv", READING_LIST.replace(b",", b"\t"), MTIME)
+    assert len(tabbed) == 4 and tabbed[2].section == "A Poem for Every Autumn Day"
 
 
 def test_tiddlywiki_reads_a_tiddlers_header_title_tags_and_headings():
@@ -2022,7 +2074,7 @@ def test_a_format_s_version_is_part_of_what_a_run_records():
 def test_installed_builtin_formats_are_collected():
     found = collect_formats(get_plugin_manager())
     assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst", "tiddlywiki",
-            "asciidoc", "enex", "joplin", "epub", "kindle", "docx", "odt", "pptx", "opml"} <= set(found)
+            "asciidoc", "enex", "joplin", "epub", "kindle", "docx", "odt", "pptx", "opml", "table"} <= set(found)
     assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
 
 
