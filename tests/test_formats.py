@@ -2161,6 +2161,35 @@ def test_any_bytes_parse_or_raise_format_error(path, data):
             assert docs[0].doc_id == path
 
 
+# The formats of whole exports and packages, each with what opens a file it reads: any bytes after that (or in the
+# package's main part) parse or raise FormatError, never another exception.
+PACKAGED = {
+    "e.enex": (enex.EnexFormat(), lambda data: b"<?xml version='1.0'?><en-export><note><content><![CDATA[" + data),
+    "o.opml": (opml.OpmlFormat(), lambda data: b"<opml><body><outline text='" + data),
+    "My Clippings.txt": (kindle.KindleFormat(), lambda data: b"Book (A)\n- Your Highlight | Added on x\n\n" + data),
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.md": (joplin.JoplinFormat(), lambda data: b"T\n\n" + data + b"\n\nid: x\ntype_: 1"),
+    "t.csv": (table.TableFormat(), lambda data: b"a,b\n" + data),
+    "w.docx": (docx.DocxFormat(), lambda data: make_zip({"word/document.xml": f"<w:document {W_NS}><w:body>".encode()
+                                                                           + data})),
+    "w.odt": (odt.OdtFormat(), lambda data: make_zip({"content.xml": data})),
+    "s.pptx": (pptx.PptxFormat(), lambda data: make_zip({"ppt/presentation.xml": data})),
+    "b.epub": (epub.EpubFormat(), lambda data: make_zip({"META-INF/container.xml": data})),
+}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.sampled_from(sorted(PACKAGED)), data=st.binary(max_size=300) | st.text(max_size=200).map(str.encode))
+def test_any_export_or_package_parses_or_raises_format_error(path, data):
+    fmt, wrapped = PACKAGED[path]
+    for payload in (data, wrapped(data)):
+        try:
+            docs = fmt.parse(path, payload, MTIME)
+        except FormatError as exc:
+            assert exc.reason
+        else:
+            assert docs[0].doc_id == path
+
+
 # A mailbox's separator lines as one pattern finds them, a lookbehind tried at every byte (the reference).
 SEPARATOR_LINES = re.compile(rb"(?:\A|(?<=\n\n)|(?<=\n\r\n))From \S+[ \t][^\n]*?\d{1,2}:\d{2}[^\n]*$", re.M)
 MAILBOX_PIECES = [b"\n", b"\r\n", b"\r", b"\n\n", b"From ", b"From a@b Mon Jan  1 00:00:00 2024", b">From ", b"x", b" ",
