@@ -2167,7 +2167,7 @@ PACKAGED = {
     "e.enex": (enex.EnexFormat(), lambda data: b"<?xml version='1.0'?><en-export><note><content><![CDATA[" + data),
     "o.opml": (opml.OpmlFormat(), lambda data: b"<opml><body><outline text='" + data),
     "My Clippings.txt": (kindle.KindleFormat(), lambda data: b"Book (A)\n- Your Highlight | Added on x\n\n" + data),
-    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.md": (joplin.JoplinFormat(), lambda data: b"T\n\n" + data + b"\n\nid: x\ntype_: 1"),
+    f"{'a' * 32}.md": (joplin.JoplinFormat(), lambda data: b"T\n\n" + data + b"\n\nid: x\ntype_: 1"),
     "t.csv": (table.TableFormat(), lambda data: b"a,b\n" + data),
     "w.docx": (docx.DocxFormat(), lambda data: make_zip({"word/document.xml": f"<w:document {W_NS}><w:body>".encode()
                                                                            + data})),
