@@ -654,8 +654,8 @@ WORD = Path(__file__).parent / "fixtures/word"
 W_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
 
 
-def make_docx(body: str, *, styles: str = "", core: str = "", footnotes: str = "") -> bytes:
-    """A Word document of ``body`` (the XML inside ``w:body``), with these styles, properties and footnotes."""
+def make_docx(body: str, *, styles: str = "", core: str = "", footnotes: str = "", comments: str = "") -> bytes:
+    """A Word document of ``body`` (the XML inside ``w:body``), with these styles, properties, notes and comments."""
     files = {"[Content_Types].xml": b"<Types/>", "word/document.xml": f"<w:document {W_NS}><w:body>{body}</w:body>"
                                                                     "</w:document>".encode()}
     if styles:
@@ -666,6 +666,8 @@ def make_docx(body: str, *, styles: str = "", core: str = "", footnotes: str = "
                                       f'xmlns:dcterms="http://purl.org/dc/terms/">{core}</cp:coreProperties>').encode()
     if footnotes:
         files["word/footnotes.xml"] = f"<w:footnotes {W_NS}>{footnotes}</w:footnotes>".encode()
+    if comments:
+        files["word/comments.xml"] = f"<w:comments {W_NS}>{comments}</w:comments>".encode()
     return make_zip(files)
 
 
@@ -695,7 +697,9 @@ REPORT = make_docx(
     core="<dc:title>Ignored: the Title paragraph wins</dc:title><dc:creator>Ada</dc:creator>"
          "<cp:keywords>brot, backen</cp:keywords><dcterms:created>2024-01-02T03:04:05Z</dcterms:created>",
     footnotes='<w:footnote w:type="separator" w:id="-1"><w:p><w:r><w:t>---</w:t></w:r></w:p></w:footnote>'
-              '<w:footnote w:id="1"><w:p><w:r><w:t>Nach Omas Rezept.</w:t></w:r></w:p></w:footnote>')
+              '<w:footnote w:id="1"><w:p><w:r><w:t>Nach Omas Rezept.</w:t></w:r></w:p></w:footnote>',
+    comments='<w:comment w:id="0" w:author="Bo"><w:p><w:r><w:t>Mehr Salz?</w:t></w:r></w:p><w:p><w:r>'
+             "<w:t>Oder nicht.</w:t></w:r></w:p></w:comment>")
 
 
 class TestDocxConformance(AbstractFormatTests):
@@ -720,7 +724,8 @@ class TestDocxConformance(AbstractFormatTests):
 def test_docx_reads_headings_by_their_built_in_names_in_any_language_and_the_words_word_shows():
     card, dough, bake, appendix, sources = docx.DocxFormat().parse("docs/bericht.docx", REPORT, MTIME)
     assert (card.title, card.kind) == ("Brotbacken", "file")
-    assert card.text == "Vorwort vor allem.\n[1] Nach Omas Rezept."  # the footnote, not the separator
+    # the footnote, not the separator; a reviewer's comment, its paragraphs on one line
+    assert card.text == "Vorwort vor allem.\n[1] Nach Omas Rezept.\nComment (Bo): Mehr Salz? Oder nicht."
     assert (card.fields["author"], card.fields["keywords"], card.fields["created"]) == ("Ada", "brot, backen",
                                                                                        "2024-01-02T03:04:05Z")
     assert [(doc.section, doc.fields["level"], doc.doc_id) for doc in (dough, bake, appendix, sources)] == [
@@ -750,7 +755,8 @@ MINUTES = make_zip({
     "content.xml": (f"<office:document-content {ODF_NS}><office:body><office:text>"
                     "<text:tracked-changes><text:changed-region><text:deletion><text:p>gestrichen</text:p>"
                     "</text:deletion></text:changed-region></text:tracked-changes>"
-                    "<text:p>Anwesend: alle.</text:p>"
+                    "<text:p>Anwesend: alle.<office:annotation><dc:creator>Bo</dc:creator><text:p>Wer fehlt?"
+                    "</text:p></office:annotation></text:p>"
                     '<text:h text:outline-level="1"><text:number>1.</text:number>Beschlüsse</text:h>'
                     "<text:list><text:list-item><text:p>Mehl<text:s text:c=\"3\"/>kaufen<text:tab/>bald"
                     "<text:note><text:note-citation>1</text:note-citation><text:note-body><text:p>Roggen."
@@ -790,7 +796,7 @@ class TestOdtConformance(AbstractFormatTests):
 
 def test_odt_reads_headings_lists_tables_and_notes_and_leaves_tracked_deletions_out():
     card, decisions, open_items = odt.OdtFormat().parse("docs/protokoll.odt", MINUTES, MTIME)
-    assert (card.title, card.text) == ("Protokoll", "Anwesend: alle.\n[1] Roggen.")
+    assert (card.title, card.text) == ("Protokoll", "Anwesend: alle.\n[1] Roggen.\nComment (Bo): Wer fehlt?")
     assert (card.fields["author"], card.fields["keywords"], card.fields["created"]) == ("Ada", "verein, brot",
                                                                                        "2024-01-02T03:04:05")
     assert (decisions.section, decisions.fields["level"], decisions.text) == (

@@ -14,7 +14,8 @@ paragraph, else the document's title property, else its first heading, else
 the file name titles the card, which keeps ``author``, ``keywords``,
 ``created`` and ``modified`` from its properties; its text is what comes
 before the first heading, then each footnote and endnote as a line (``[1]
-...``), so their words are found. A file Word keeps open beside a document
+...``) and each reviewer's comment (``Comment (Ada): ...``), so their words
+are found. A file Word keeps open beside a document
 (``~$name.docx``, its lock) is no document.
 
 A file that is not a zip or holds no main document (``word/document.xml``,
@@ -71,6 +72,11 @@ def _text(element: Any) -> str:
     return "".join(out)
 
 
+def _paragraphs(element: Any) -> str:
+    """The words of a note or a comment, its paragraphs apart, on one line."""
+    return " ".join(" ".join(_text(paragraph).split()) for paragraph in element.iter(f"{_W}p")).strip()
+
+
 def _table(table: Any) -> str:
     """A table's text: a row a line, its cells apart (``|``); rows without text left out."""
     rows = ([" ".join(_text(paragraph) for paragraph in cell.iter(f"{_W}p")).strip()
@@ -110,10 +116,13 @@ class DocxFormat:
                 raise FormatError(f"not a Word document: it holds no {main}")
             folder = posixpath.dirname(main)
             root, styles, core = read(main), read(posixpath.join(folder, "styles.xml")), read("docProps/core.xml")
-            notes = [_text(note) for part in ("footnotes.xml", "endnotes.xml")
+            notes = [_paragraphs(note) for part in ("footnotes.xml", "endnotes.xml")
                      if (found := read(posixpath.join(folder, part))) is not None
                      for note in found.iter(f"{_W}footnote", f"{_W}endnote")
                      if note.get(f"{_W}type") in (None, "normal")]
+            comments = read(posixpath.join(folder, "comments.xml"))
+            remarks = [(comment.get(f"{_W}author") or "", _paragraphs(comment))
+                       for comment in (comments.iter(f"{_W}comment") if comments is not None else ())]
         body = root.find(f"{_W}body")
         if body is None:
             raise FormatError("malformed Word document: its document holds no body")
@@ -145,8 +154,10 @@ class DocxFormat:
         props: dict[str, str] = core_properties(core)
         title = title or props.pop("title", "") or (sections[0][1] if sections else "") or stem(rel_path)
         props.pop("title", None)
-        return headed_documents(self, rel_path, mtime_ms, title, preamble + [
-            f"[{n}] {note.strip()}" for n, note in enumerate(notes, 1) if note.strip()], sections, **props)
+        return headed_documents(self, rel_path, mtime_ms, title, [
+            *preamble, *(f"[{n}] {note.strip()}" for n, note in enumerate(notes, 1) if note.strip()),
+            *(f"Comment ({author}): {remark}" if author else f"Comment: {remark}" for author, remark in remarks
+              if remark)], sections, **props)
 
     @staticmethod
     def _styles(styles: Any) -> tuple[dict[str, int], set[str]]:

@@ -9,7 +9,8 @@ deleted (kept apart, in ``text:tracked-changes``) are not the document's words.
 The card is titled by the document's title property (``meta.xml``), else its
 first heading, else the file name, and keeps ``author``, ``keywords``,
 ``created`` and ``modified``; its text is what comes before the first heading,
-then each footnote and endnote as a line (``[1] ...``).
+then each footnote and endnote as a line (``[1] ...``) and each comment
+(``Comment (Ada): ...``); a comment is not part of the text it is made on.
 
 A file that is not a zip or holds no ``content.xml`` is refused; what its
 members expand to is counted before any is read.
@@ -110,10 +111,15 @@ class OdtFormat:
                 (sections[-1][2] if sections else preamble).append(text)
         notes = [" ".join(_text(paragraph).strip() for paragraph in note.iter(f"{_TEXT}p")).strip()
                  for note in body.iter(f"{_TEXT}note-body")]
+        remarks = [(" ".join("".join(comment.findtext(f"{_DC}creator") or "").split()),
+                    " ".join(" ".join(_text(paragraph) for paragraph in comment.iter(f"{_TEXT}p")).split()))
+                   for comment in body.iter(f"{_OFFICE}annotation")]
         props = self._properties(meta)
         title = props.pop("title", "") or (sections[0][1] if sections else "") or stem(rel_path)
-        return headed_documents(self, rel_path, mtime_ms, title, preamble + [
-            f"[{n}] {note}" for n, note in enumerate(notes, 1) if note], sections, **props)
+        return headed_documents(self, rel_path, mtime_ms, title, [
+            *preamble, *(f"[{n}] {note}" for n, note in enumerate(notes, 1) if note),
+            *(f"Comment ({author}): {remark}" if author else f"Comment: {remark}" for author, remark in remarks
+              if remark)], sections, **props)
 
     @staticmethod
     def _properties(meta: Any) -> dict[str, Any]:
