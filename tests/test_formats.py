@@ -20,7 +20,7 @@ from xerj_core import hookimpl
 from xerj_core.autoindex import formats as formats_module
 from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, docx, email, enex, epub, html, joplin,
                                                  kindle, markdown, notebook, odt, opml, org, pdf, pptx, rst, table,
-                                                 text, tiddlywiki)
+                                                 text, tiddlywiki, xlsx)
 from xerj_core.autoindex.detect import line_at
 from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, format_identities, parse_file,
                                          sniff)
@@ -973,6 +973,78 @@ def test_a_table_of_prose_is_a_document_per_row_and_a_table_of_figures_one_card(
     assert rows[0].section == "to read this winter"  # no Title column: the first column of prose
     tabbed = table.TableFormat().parse("exports/list.tsv", READING_LIST.replace(b",", b"\t"), MTIME)
     assert len(tabbed) == 4 and tabbed[2].section == "A Poem for Every Autumn Day"
+
+
+SML = ('xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" '
+       'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"')
+
+
+def make_xlsx(sheets: dict[str, str], strings: list[str]) -> bytes:
+    """A workbook of ``{sheet name: sheetData XML}`` sheets, their text cells in ``strings``."""
+    names = list(sheets)
+    files = {
+        "_rels/.rels": f'<Relationships {RELS}><Relationship Id="r1" Type="http://schemas.openxmlformats.org/'
+                       'officeDocument/2006/relationships/officeDocument" Target="xl/workbook.xml"/>'
+                       "</Relationships>".encode(),
+        "xl/workbook.xml": (f"<workbook {SML}><sheets>" + "".join(
+            f'<sheet name="{name}" sheetId="{n}" r:id="rId{n}"/>' for n, name in enumerate(names, 1))
+            + "</sheets></workbook>").encode(),
+        "xl/_rels/workbook.xml.rels": (f"<Relationships {RELS}>" + "".join(
+            f'<Relationship Id="rId{n}" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
+            f'worksheet" Target="worksheets/sheet{n}.xml"/>' for n in range(1, len(names) + 1))
+            + '<Relationship Id="rS" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
+              'sharedStrings" Target="sharedStrings.xml"/></Relationships>').encode(),
+        "xl/sharedStrings.xml": (f"<sst {SML}>" + "".join(f"<si><t>{text}</t></si>" for text in strings)
+                                 + "</sst>").encode(),
+        **{f"xl/worksheets/sheet{n}.xml": f"<worksheet {SML}><sheetData>{sheets[name]}</sheetData></worksheet>".encode()
+           for n, name in enumerate(names, 1)},
+    }
+    return make_zip(files)
+
+
+WORKBOOK = make_xlsx({
+    "Reading": '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c><c r="C1" t="s"><v>2</v></c></row>'
+               '<row r="2"><c r="A2" t="s"><v>3</v></c><c r="C2"><v>4</v></c></row>'
+               '<row r="4"><c r="A4" t="inlineStr"><is><t>Emma</t></is></c><c r="B4" t="s"><v>5</v></c>'
+               '<c r="C4"><v>5</v></c></row>',
+    "Rain": '<row r="1"><c r="A1"><v>1.5</v></c><c r="B1"><v>45292</v></c></row>'
+            '<row r="2"><c r="A2"><v>0.2</v></c><c r="D2" t="str"><v>dry</v></c><c r="XFD2" t="str"><v>far</v></c>'
+            "</row>",
+    "Empty": "",
+}, ["Title", "Review", "Stars", "Dune", "Loved the desert planet and its politics", "Slow but rewarding in the end"])
+
+
+class TestXlsxConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return xlsx.XlsxFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"sheets/books.xlsx": WORKBOOK}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"not-a-zip.xlsx": b"nope", "deck.xlsx": make_zip({"ppt/presentation.xml": b"<x/>"})}
+
+    @pytest.fixture
+    def plugin(self):
+        return xlsx
+
+
+def test_xlsx_reads_each_sheet_as_a_table_its_rows_documents_when_it_holds_prose():
+    card, reading, dune, emma, rain = xlsx.XlsxFormat().parse("sheets/books.xlsx", WORKBOOK, MTIME)
+    assert (card.title, card.fields["sheets"]) == ("books", ["Reading", "Rain", "Empty"])
+    assert (reading.doc_id, reading.kind, reading.section, reading.text) == (
+        "sheets/books.xlsx#reading", "sheet", "Reading", "Title, Review, Stars")
+    assert (dune.doc_id, dune.section, dune.text) == ("sheets/books.xlsx#reading-row-1", "Dune",
+                                                      "Title: Dune\nStars: 4")
+    assert (emma.section, emma.text) == ("Emma", "Title: Emma\nReview: Slow but rewarding in the end\nStars: 5")
+    # figures, a date as Excel's serial number, a formula's text value: data, the sheet holds it; columns placed by
+    # their references, none past the thousandth (XFD2)
+    assert (rain.doc_id, rain.fields["rows"]) == ("sheets/books.xlsx#rain", 2)
+    assert rain.text == "1.5 | 45292\n0.2 |  |  | dry"
+    assert not xlsx.XlsxFormat().accepts("sheets/~$books.xlsx", b"")
 
 
 def test_tiddlywiki_reads_a_tiddlers_header_title_tags_and_headings():
@@ -2080,7 +2152,8 @@ def test_a_format_s_version_is_part_of_what_a_run_records():
 def test_installed_builtin_formats_are_collected():
     found = collect_formats(get_plugin_manager())
     assert {"markdown", "text", "html", "email", "pdf", "code", "notebook", "rst", "tiddlywiki",
-            "asciidoc", "enex", "joplin", "epub", "kindle", "docx", "odt", "pptx", "opml", "table"} <= set(found)
+            "asciidoc", "enex", "joplin", "epub", "kindle", "docx", "odt", "pptx", "opml", "table",
+            "xlsx"} <= set(found)
     assert {found[n].dataset for n in ("markdown", "email", "pdf", "code")} == {"ax-notes", "ax-mail", "ax-pdfs", "ax-code"}
 
 
@@ -2180,6 +2253,7 @@ PACKAGED = {
     "w.odt": (odt.OdtFormat(), lambda data: make_zip({"content.xml": data})),
     "s.pptx": (pptx.PptxFormat(), lambda data: make_zip({"ppt/presentation.xml": data})),
     "b.epub": (epub.EpubFormat(), lambda data: make_zip({"META-INF/container.xml": data})),
+    "x.xlsx": (xlsx.XlsxFormat(), lambda data: make_zip({"xl/workbook.xml": data})),
 }
 
 

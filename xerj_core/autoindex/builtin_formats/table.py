@@ -24,6 +24,9 @@ from __future__ import annotations
 import csv
 import io
 import re
+from typing import Any
+
+import attrs
 
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import document
@@ -43,7 +46,8 @@ if csv.field_size_limit() < _FIELD_LIMIT:
     csv.field_size_limit(_FIELD_LIMIT)
 
 
-def _is_prose(cell: str) -> bool:
+def is_prose(cell: str) -> bool:
+    """Whether a cell holds prose: three words or more, one of them of letters."""
     return len(cell.split()) >= 3 and _WORD.search(cell) is not None
 
 
@@ -75,29 +79,50 @@ class TableFormat:
             has_header = len(rows) > 1 and csv.Sniffer().has_header(sample)
         except csv.Error:
             has_header = False
-        width = max((len(row) for row in rows), default=0)
-        header = rows[0] if has_header else []
-        columns = [header[k] if k < len(header) and header[k] else f"column {k + 1}" for k in range(width)]
-        body = rows[1:] if has_header else rows
-        prose = [k for k in range(width) if self._prose_column(body, k)]
-        card = document(self, rel_path, mtime_ms, doc_id=rel_path, title=stem(rel_path) or rel_path,
-                        text=", ".join(columns) if prose else "\n".join(" | ".join(row) for row in rows),
-                        section="", kind="file", ordinal=0, columns=columns or None, rows=len(body))
-        if not prose:
-            return [card]
-        titled = next((k for k, column in enumerate(columns) if column.strip().lower() in _TITLE_COLUMNS), prose[0])
-        docs = [card]
-        for n, row in enumerate(body, 1):
-            label = row[titled] if titled < len(row) and row[titled] else f"row {n}"
-            lines = [f"{columns[k]}: {cell}" if has_header else cell for k, cell in enumerate(row) if cell]
-            docs.append(document(self, rel_path, mtime_ms, doc_id=f"{rel_path}#row-{n}", title=label,
-                                 text="\n".join(lines), section=label, kind="row", ordinal=n))
-        return docs
+        read = read_table(rows, has_header)
+        card = document(self, rel_path, mtime_ms, doc_id=rel_path, title=stem(rel_path) or rel_path, text=read.text,
+                        section="", kind="file", ordinal=0, columns=read.columns or None, rows=read.rows)
+        return [card, *read.documents(self, rel_path, mtime_ms, f"{rel_path}#row-")]
 
-    @staticmethod
-    def _prose_column(rows: list[list[str]], k: int) -> bool:
-        cells = [row[k] for row in rows if k < len(row) and row[k]]
-        return bool(cells) and sum(map(_is_prose, cells)) >= PROSE_SHARE * len(cells)
+
+@attrs.frozen
+class Table:
+    """A table as read: its ``columns`` (named ``column n`` where it has no header), its number of ``rows`` (the
+    header aside), the ``text`` its card holds (the column names, or the whole table when it holds no prose), and
+    each row's ``(label, text)`` when it holds prose (else none)."""
+
+    columns: list[str]
+    rows: int
+    text: str
+    lines: list[tuple[str, str]]
+
+    def documents(self, fmt: Any, rel_path: str, mtime_ms: int, prefix: str) -> list[SourceDocument]:
+        """A document of kind ``row`` per row, ``{prefix}{n}`` (``n`` from 1)."""
+        return [document(fmt, rel_path, mtime_ms, doc_id=f"{prefix}{n}", title=label, text=text, section=label,
+                         kind="row", ordinal=n) for n, (label, text) in enumerate(self.lines, 1)]
+
+
+def read_table(rows: list[list[str]], has_header: bool) -> Table:
+    """``rows`` (cells stripped, empty rows left out) read as a table whose first row is its header or not."""
+    width = max((len(row) for row in rows), default=0)
+    header = rows[0] if has_header else []
+    columns = [header[k] if k < len(header) and header[k] else f"column {k + 1}" for k in range(width)]
+    body = rows[1:] if has_header else rows
+    prose = [k for k in range(width) if _prose_column(body, k)]
+    if not prose:
+        return Table(columns, len(body), "\n".join(" | ".join(row) for row in rows), [])
+    titled = next((k for k, column in enumerate(columns) if column.strip().lower() in _TITLE_COLUMNS), prose[0])
+    lines = []
+    for n, row in enumerate(body, 1):
+        label = row[titled] if titled < len(row) and row[titled] else f"row {n}"
+        lines.append((label, "\n".join(f"{columns[k]}: {cell}" if has_header else cell
+                                       for k, cell in enumerate(row) if cell)))
+    return Table(columns, len(body), ", ".join(columns), lines)
+
+
+def _prose_column(rows: list[list[str]], k: int) -> bool:
+    cells = [row[k] for row in rows if k < len(row) and row[k]]
+    return bool(cells) and sum(map(is_prose, cells)) >= PROSE_SHARE * len(cells)
 
 
 @hookimpl
