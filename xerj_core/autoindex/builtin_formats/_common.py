@@ -124,6 +124,37 @@ def read_member(package: zipfile.ZipFile, name: str, what: str) -> bytes:
         raise FormatError(f"malformed {what}: {name} cannot be read ({exc})") from None
 
 
+class Package:
+    """A zip package (Office Open XML, OpenDocument, EPUB) opened to read its parts by name: opened as
+    :func:`open_package` opens it (a zip bomb refused first), closed on leaving a ``with`` block."""
+
+    def __init__(self, data: bytes, what: str, *, recover: bool = False) -> None:
+        self.what = what
+        self._recover = recover
+        self._zip = open_package(data, what)
+        self.names = frozenset(info.filename for info in self._zip.infolist())
+
+    def __enter__(self) -> "Package":
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self._zip.close()
+
+    def read(self, name: str) -> bytes:
+        """The part ``name``'s bytes (a :class:`FormatError` when the package cannot give them)."""
+        return read_member(self._zip, name, self.what)
+
+    def xml(self, name: str | None) -> Any:
+        """The part ``name`` parsed as XML (see :func:`parse_xml`), or None when the package holds no such part."""
+        return parse_xml(self.read(name), self.what, recover=self._recover) if name in self.names else None
+
+
+def is_lock_file(rel_path: str) -> bool:
+    """Whether ``rel_path`` is the lock file an office program keeps beside a document it has open
+    (``~$report.docx``): a few bytes naming who opened it, no document."""
+    return posixpath.basename(rel_path).startswith("~$")
+
+
 def headed_documents(fmt: Any, rel_path: str, mtime_ms: int, title: str, preamble: Sequence[str],
                      sections: Sequence[tuple[int, str, Sequence[str]]], **fields: Any) -> list[SourceDocument]:
     """A document read as a note is: its card (``title``, the text before its first heading, ``fields``), then

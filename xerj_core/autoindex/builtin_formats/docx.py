@@ -30,8 +30,8 @@ import re
 from typing import Any, Iterator
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import (core_properties, headed_documents, open_package,
-                                                          package_part, parse_xml, read_member)
+from xerj_core.autoindex.builtin_formats._common import (Package, core_properties, headed_documents, is_lock_file,
+                                                          package_part)
 from xerj_core.autoindex.formats import FormatError, extension, stem
 from xerj_core.model import SourceDocument
 
@@ -44,10 +44,6 @@ _BREAKS = {f"{_W}tab": " ", f"{_W}br": "\n", f"{_W}cr": "\n", f"{_W}noBreakHyphe
 # What holds no words of the document: properties, and the place text was moved from (tracked, it is read where
 # it was moved to). Deleted text and field instructions are w:delText and w:instrText, which are not read at all.
 _SKIPPED = frozenset({f"{_W}rPr", f"{_W}pPr", f"{_W}sectPr", f"{_W}moveFrom"})
-
-
-def _xml(data: bytes) -> Any:
-    return parse_xml(data, WHAT)
 
 
 def _text(element: Any) -> str:
@@ -102,17 +98,13 @@ class DocxFormat:
     version = 1
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
-        return extension(rel_path) in EXTENSIONS and not rel_path.rsplit("/", 1)[-1].startswith("~$")
+        return extension(rel_path) in EXTENSIONS and not is_lock_file(rel_path)
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
-        with open_package(data, WHAT) as archive:
-            members = {info.filename for info in archive.infolist()}
-
-            def read(name: str) -> Any:
-                return _xml(read_member(archive, name, WHAT)) if name in members else None
-
+        with Package(data, WHAT) as package:
+            read = package.xml
             main = package_part(read("_rels/.rels"), "", type_suffix="/officeDocument") or "word/document.xml"
-            if main not in members:
+            if main not in package.names:
                 raise FormatError(f"not a Word document: it holds no {main}")
             folder = posixpath.dirname(main)
             root, styles, core = read(main), read(posixpath.join(folder, "styles.xml")), read("docProps/core.xml")

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import document, open_package, parse_xml, read_member
+from xerj_core.autoindex.builtin_formats._common import Package, document, parse_xml
 from xerj_core.autoindex.builtin_formats.html import extract_parts
 from xerj_core.autoindex.formats import FormatError, extension, stem
 from xerj_core.model import SourceDocument
@@ -61,13 +61,12 @@ class EpubFormat:
         return extension(rel_path) in EXTENSIONS
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
-        with open_package(data, "EPUB") as book:
-            members = {info.filename for info in book.infolist()}
+        with Package(data, "EPUB") as book:
 
             def read(name: str) -> bytes:
-                if name not in members:
+                if name not in book.names:
                     raise FormatError(f"malformed EPUB: it names {name}, which it does not hold")
-                return read_member(book, name, "EPUB")
+                return book.read(name)
 
             container = _xml(read("META-INF/container.xml"))
             rootfile = next((element.get("full-path") for element in container.iter(f"{_CONTAINER}rootfile")
@@ -81,7 +80,7 @@ class EpubFormat:
             def member(href: str) -> str:
                 return posixpath.normpath(posixpath.join(base, unquote(href.split("#", 1)[0])))
 
-            encrypted = self._encrypted(read, members)
+            encrypted = self._encrypted(read, book.names)
             spine = [manifest[ref.get("idref")] for ref in package.iter(f"{_OPF}itemref")
                      if ref.get("idref") in manifest]
             contents = [member(item.get("href") or "") for item in spine
@@ -113,7 +112,7 @@ class EpubFormat:
         return [card, *chapters]
 
     @staticmethod
-    def _encrypted(read: Any, members: set[str]) -> set[str]:
+    def _encrypted(read: Any, members: frozenset[str]) -> set[str]:
         """The members ``META-INF/encryption.xml`` says are encrypted (or obfuscated: fonts, which are no content)."""
         if "META-INF/encryption.xml" not in members:
             return set()

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import headed_documents, open_package, parse_xml, read_member
+from xerj_core.autoindex.builtin_formats._common import Package, headed_documents
 from xerj_core.autoindex.formats import FormatError, extension, stem
 from xerj_core.model import SourceDocument
 
@@ -34,10 +34,6 @@ _META = "{urn:oasis:names:tc:opendocument:xmlns:meta:1.0}"
 _DC = "{http://purl.org/dc/elements/1.1/}"
 # What holds no words where it stands: tracked deletions, a note's body (read apart), a heading's numbering.
 _SKIPPED = frozenset({f"{_TEXT}tracked-changes", f"{_TEXT}note", f"{_TEXT}number", f"{_OFFICE}annotation"})
-
-
-def _xml(data: bytes) -> Any:
-    return parse_xml(data, WHAT)
 
 
 def _text(element: Any) -> str:
@@ -86,12 +82,10 @@ class OdtFormat:
         return extension(rel_path) in EXTENSIONS
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
-        with open_package(data, WHAT) as archive:
-            members = {info.filename for info in archive.infolist()}
-            if "content.xml" not in members:
-                raise FormatError(f"not an {WHAT}: it holds no content.xml")
-            content = _xml(read_member(archive, "content.xml", WHAT))
-            meta = _xml(read_member(archive, "meta.xml", WHAT)) if "meta.xml" in members else None
+        with Package(data, WHAT) as package:
+            content, meta = package.xml("content.xml"), package.xml("meta.xml")
+        if content is None:
+            raise FormatError(f"not an {WHAT}: it holds no content.xml")
         body = content.find(f"{_OFFICE}body/{_OFFICE}text")
         if body is None:
             raise FormatError("not an OpenDocument text: its content holds no office:text")

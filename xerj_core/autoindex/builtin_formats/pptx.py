@@ -21,9 +21,8 @@ import posixpath
 from typing import Any
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import (core_properties, document, open_package, package_part,
-                                                          parse_xml, read_member)
-from xerj_core.autoindex.formats import FormatError, extension, file_name, stem
+from xerj_core.autoindex.builtin_formats._common import Package, core_properties, document, is_lock_file, package_part
+from xerj_core.autoindex.formats import FormatError, extension, stem
 from xerj_core.model import SourceDocument
 
 EXTENSIONS = frozenset({".pptx", ".pptm", ".ppsx", ".potx"})
@@ -32,10 +31,6 @@ _P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
 _TITLES = frozenset({"title", "ctrTitle"})
-
-
-def _xml(data: bytes) -> Any:
-    return parse_xml(data, WHAT)
 
 
 def _paragraphs(element: Any) -> list[str]:
@@ -82,15 +77,11 @@ class PptxFormat:
     version = 1
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
-        return extension(rel_path) in EXTENSIONS and not file_name(rel_path).startswith("~$")
+        return extension(rel_path) in EXTENSIONS and not is_lock_file(rel_path)
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
-        with open_package(data, WHAT) as deck:
-            members = {info.filename for info in deck.infolist()}
-
-            def read(name: str) -> Any:
-                return _xml(read_member(deck, name, WHAT)) if name in members else None
-
+        with Package(data, WHAT) as deck:
+            read = deck.xml
             presentation_path = package_part(read("_rels/.rels"), "", type_suffix="/officeDocument") or \
                 "ppt/presentation.xml"
             presentation = read(presentation_path)

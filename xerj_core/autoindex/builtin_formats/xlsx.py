@@ -24,10 +24,10 @@ import re
 from typing import Any
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import (Anchors, core_properties, document, open_package,
-                                                          package_part, parse_xml, read_member)
+from xerj_core.autoindex.builtin_formats._common import (Anchors, Package, core_properties, document, is_lock_file,
+                                                          package_part)
 from xerj_core.autoindex.builtin_formats.table import is_prose, read_table
-from xerj_core.autoindex.formats import FormatError, extension, file_name, stem
+from xerj_core.autoindex.formats import FormatError, extension, stem
 from xerj_core.model import SourceDocument
 
 EXTENSIONS = frozenset({".xlsx", ".xlsm"})
@@ -39,10 +39,6 @@ _TEXT_TYPES = frozenset({"s", "inlineStr", "str"})
 # Columns read of a sheet: a table people write in is narrower, and a cell at column XFD (16,384) must not make
 # every row a list of sixteen thousand cells.
 MAX_COLUMNS = 1_000
-
-
-def _xml(data: bytes) -> Any:
-    return parse_xml(data, WHAT)
 
 
 def _column(reference: str | None, at: int) -> int:
@@ -92,15 +88,11 @@ class XlsxFormat:
     version = 1
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
-        return extension(rel_path) in EXTENSIONS and not file_name(rel_path).startswith("~$")
+        return extension(rel_path) in EXTENSIONS and not is_lock_file(rel_path)
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
-        with open_package(data, WHAT) as book:
-            members = {info.filename for info in book.infolist()}
-
-            def read(name: str | None) -> Any:
-                return _xml(read_member(book, name, WHAT)) if name in members else None
-
+        with Package(data, WHAT) as book:
+            read = book.xml
             workbook_path = package_part(read("_rels/.rels"), "", type_suffix="/officeDocument") or "xl/workbook.xml"
             workbook = read(workbook_path)
             if workbook is None:
