@@ -148,6 +148,19 @@ class Package:
         """The part ``name`` parsed as XML (see :func:`parse_xml`), or None when the package holds no such part."""
         return parse_xml(self.read(name), self.what, recover=self._recover) if name in self.names else None
 
+    def main_part(self, default: str) -> tuple[str, Any]:
+        """An Office Open XML package's main part, where its relationships put it (``default`` unless they say),
+        and its parsed XML; a :class:`FormatError` when the package does not hold it."""
+        path = package_part(self.xml("_rels/.rels"), "", type_suffix="/officeDocument") or default
+        root = self.xml(path)
+        if root is None:
+            raise FormatError(f"not a{'n' if self.what[0] in 'AEIOU' else ''} {self.what}: it holds no {path}")
+        return path, root
+
+    def relationships(self, part: str) -> Any:
+        """The parsed relationships of the part ``part`` (``ppt/_rels/presentation.xml.rels``), or None."""
+        return self.xml(posixpath.join(posixpath.dirname(part), "_rels", posixpath.basename(part) + ".rels"))
+
 
 def is_lock_file(rel_path: str) -> bool:
     """Whether ``rel_path`` is the lock file an office program keeps beside a document it has open

@@ -30,8 +30,7 @@ import re
 from typing import Any, Iterator
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import (Package, core_properties, headed_documents, is_lock_file,
-                                                          package_part)
+from xerj_core.autoindex.builtin_formats._common import Package, core_properties, headed_documents, is_lock_file
 from xerj_core.autoindex.formats import FormatError, extension, stem
 from xerj_core.model import SourceDocument
 
@@ -103,11 +102,9 @@ class DocxFormat:
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
         with Package(data, WHAT) as package:
             read = package.xml
-            main = package_part(read("_rels/.rels"), "", type_suffix="/officeDocument") or "word/document.xml"
-            if main not in package.names:
-                raise FormatError(f"not a Word document: it holds no {main}")
+            main, root = package.main_part("word/document.xml")
             folder = posixpath.dirname(main)
-            root, styles, core = read(main), read(posixpath.join(folder, "styles.xml")), read("docProps/core.xml")
+            styles, core = read(posixpath.join(folder, "styles.xml")), read("docProps/core.xml")
             notes = [_paragraphs(note) for part in ("footnotes.xml", "endnotes.xml")
                      if (found := read(posixpath.join(folder, part))) is not None
                      for note in found.iter(f"{_W}footnote", f"{_W}endnote")

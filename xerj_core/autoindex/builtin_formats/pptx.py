@@ -22,7 +22,7 @@ from typing import Any
 
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import Package, core_properties, document, is_lock_file, package_part
-from xerj_core.autoindex.formats import FormatError, extension, stem
+from xerj_core.autoindex.formats import extension, stem
 from xerj_core.model import SourceDocument
 
 EXTENSIONS = frozenset({".pptx", ".pptm", ".ppsx", ".potx"})
@@ -82,13 +82,9 @@ class PptxFormat:
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
         with Package(data, WHAT) as deck:
             read = deck.xml
-            presentation_path = package_part(read("_rels/.rels"), "", type_suffix="/officeDocument") or \
-                "ppt/presentation.xml"
-            presentation = read(presentation_path)
-            if presentation is None:
-                raise FormatError(f"not a {WHAT}: it holds no {presentation_path}")
+            presentation_path, presentation = deck.main_part("ppt/presentation.xml")
             folder = posixpath.dirname(presentation_path)
-            rels = read(posixpath.join(folder, "_rels", posixpath.basename(presentation_path) + ".rels"))
+            rels = deck.relationships(presentation_path)
             slides = []
             for slide_id in presentation.iter(f"{_P}sldId"):
                 path = package_part(rels, folder, rid=slide_id.get(f"{_R}id"))
@@ -97,7 +93,7 @@ class PptxFormat:
                     continue
                 tree = slide.find(f"{_P}cSld/{_P}spTree")
                 title, lines = _shapes(tree) if tree is not None else ("", [])
-                slide_rels = read(posixpath.join(posixpath.dirname(path), "_rels", posixpath.basename(path) + ".rels"))
+                slide_rels = deck.relationships(path)
                 notes_path = package_part(slide_rels, posixpath.dirname(path), type_suffix="/notesSlide")
                 notes = self._notes(read(notes_path)) if notes_path else []
                 slides.append((title, lines, notes, slide.get("show") == "0"))

@@ -27,7 +27,7 @@ from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import (Anchors, Package, core_properties, document, is_lock_file,
                                                           package_part)
 from xerj_core.autoindex.builtin_formats.table import is_prose, read_table
-from xerj_core.autoindex.formats import FormatError, extension, stem
+from xerj_core.autoindex.formats import extension, stem
 from xerj_core.model import SourceDocument
 
 EXTENSIONS = frozenset({".xlsx", ".xlsm"})
@@ -93,12 +93,9 @@ class XlsxFormat:
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
         with Package(data, WHAT) as book:
             read = book.xml
-            workbook_path = package_part(read("_rels/.rels"), "", type_suffix="/officeDocument") or "xl/workbook.xml"
-            workbook = read(workbook_path)
-            if workbook is None:
-                raise FormatError(f"not an {WHAT}: it holds no {workbook_path}")
+            workbook_path, workbook = book.main_part("xl/workbook.xml")
             folder = posixpath.dirname(workbook_path)
-            rels = read(posixpath.join(folder, "_rels", posixpath.basename(workbook_path) + ".rels"))
+            rels = book.relationships(workbook_path)
             shared = read(package_part(rels, folder, type_suffix="/sharedStrings")
                           or posixpath.join(folder, "sharedStrings.xml"))
             strings = ["".join(item.itertext()) for item in shared.iterfind(f"{_S}si")] if shared is not None else []
