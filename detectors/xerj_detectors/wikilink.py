@@ -10,10 +10,13 @@ on macOS (whose name keeps them decomposed) finds it:
    with it), then as a path suffix (``[[house/todo]]`` finds ``notes/house/todo.md``);
    a target starting ``./`` or ``../`` is taken relative to the linking file;
 2. without one: against file names without extension, then with extension
-   (``[[diagram.png]]``);
+   (``[[diagram.png]]``); a TextBundle's note is named by its bundle
+   (``[[Bread]]``: ``Bread.textbundle/text.markdown``);
 3. failing both, against the front-matter ``aliases`` of every note;
 4. failing all, a bare name's spaces as hyphens (a GitHub wiki keeps
-   ``[[Hosted assets]]`` in ``Hosted-assets.md``).
+   ``[[Hosted assets]]`` in ``Hosted-assets.md``), and a bare number as the
+   Zettelkasten id opening a file's name (``[[202010121234]]``:
+   ``202010121234 Atomic notes.md``).
 
 Several candidates: the one in the folder nearest the linking file wins
 (fewest steps up and down the tree), then the smaller path. ``#Heading`` picks
