@@ -1843,6 +1843,28 @@ def test_pdf_pages_become_documents():
     ]
 
 
+def test_a_pdf_pages_text_ends_with_the_comments_readers_left_on_it():
+    pypdf = pytest.importorskip("pypdf")
+    from pypdf.annotations import FreeText, Link, Popup, Text
+    from pypdf.generic import NameObject, TextStringObject
+
+    reader = pypdf.PdfReader(io.BytesIO(make_pdf(["Alpha words", "Beta words"], title="Study")))
+    writer = pypdf.PdfWriter(clone_from=reader)
+    note = Text(rect=(10, 10, 30, 30), text="Check   this\nfigure")
+    note[NameObject("/T")] = TextStringObject("Ada")
+    writer.add_annotation(page_number=1, annotation=note)
+    writer.add_annotation(page_number=1, annotation=FreeText(text="Boxed remark", rect=(40, 40, 90, 60)))
+    writer.add_annotation(page_number=1, annotation=Popup(rect=(0, 0, 5, 5), open=False))
+    link = Link(rect=(0, 0, 9, 9), url="https://example.org")
+    link[NameObject("/Contents")] = TextStringObject("not a comment")
+    writer.add_annotation(page_number=1, annotation=link)
+    out = io.BytesIO()
+    writer.write(out)
+    _card, one, two = pdf.PdfFormat().parse("p/study.pdf", out.getvalue(), MTIME)
+    assert one.text == "Alpha words"
+    assert two.text == "Beta words\nComment (Ada): Check this figure\nComment: Boxed remark"
+
+
 def test_pdf_without_the_extra_names_it(monkeypatch):
     monkeypatch.setattr(pdf, "_load_pypdf", lambda: None)
     with pytest.raises(FormatError) as caught:

@@ -2,7 +2,9 @@
 
 The card's title is the document's ``/Title`` metadata, else the file name
 without extension; its text is empty. Page ``n`` (from 1) is ``{path}#page-{n}``
-with label ``page n`` and the text ``pypdf`` extracts. Without ``pypdf``
+with label ``page n`` and the text ``pypdf`` extracts, then each comment a
+reader left on the page (a sticky note, the words on a highlight or a box),
+a line each: ``Comment (Ada): check this figure``. Without ``pypdf``
 installed every PDF is refused with a reason naming the extra; a file that is
 not a PDF, is damaged, or is encrypted with a password is refused with the
 parser's reason.
@@ -45,12 +47,36 @@ def read_pdf(data: bytes) -> tuple[str, list[str]]:
             raise FormatError("encrypted PDF: it needs a password")
         metadata = reader.metadata
         title = str(metadata.title).strip() if metadata is not None and metadata.title else ""
-        pages = [page.extract_text() or "" for page in reader.pages]
+        pages = ["\n".join([page.extract_text() or "", *_comments(page)]) for page in reader.pages]
     except FormatError:
         raise
     except Exception as exc:
         raise FormatError(f"malformed PDF: {type(exc).__name__}: {exc}") from None
     return title, [raw.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n").strip() for raw in pages]
+
+
+# Annotations that are not a reader's comment: a comment's pop-up window (its parent holds the words), a link,
+# a form field, and the marks printers and editors add.
+_NOT_COMMENTS = frozenset({"/Popup", "/Link", "/Widget", "/PrinterMark", "/TrapNet", "/Watermark"})
+
+
+def _comments(page: object) -> list[str]:
+    """The comments a reader left on ``page`` (a sticky note, a highlight's or a box's words), ``Comment (who):
+    ...`` each; a damaged annotation is passed over."""
+    found = []
+    annotations = page.get("/Annots") if hasattr(page, "get") else None  # type: ignore[union-attr]
+    for reference in (annotations.get_object() if annotations is not None else None) or ():
+        try:
+            annotation = reference.get_object()
+            if annotation.get("/Subtype") in _NOT_COMMENTS:
+                continue
+            words = " ".join(str(annotation.get("/Contents") or "").split())
+            author = " ".join(str(annotation.get("/T") or "").split())
+        except Exception:  # an annotation pypdf cannot resolve costs its page nothing
+            continue
+        if words:
+            found.append(f"Comment ({author}): {words}" if author else f"Comment: {words}")
+    return found
 
 
 class PdfFormat:
@@ -59,6 +85,8 @@ class PdfFormat:
     name = "pdf"
     dataset = "ax-pdfs"
     priority = 10
+    # 2: the comments readers left on a page (sticky notes, highlights' and boxes' words) end its text
+    version = 2
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         return extension(rel_path) == ".pdf" or head.startswith(b"%PDF-")
