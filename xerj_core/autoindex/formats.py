@@ -226,35 +226,29 @@ def parse_file(
         release_cycles()
 
 
-def parse_appended(formats: Mapping[str, Format] | Iterable[Format], rel_path: str, data: bytes, mtime_ms: int,
-                   start: int, before: Sequence[SourceDocument]) -> list[SourceDocument] | None:
-    """The documents of a file that grew at its end, from ``before`` (an earlier parse of ``data[:start]``) and its
-    new bytes, when its format reads appended bytes on their own (``parse_appended``); else None, and so on any
-    failure: the whole file's parse then says what is wrong with it. A compressed file is always read whole."""
-    appended = _appending(formats, rel_path, data)
-    if appended is None:
+def appender(formats: Mapping[str, Format] | Iterable[Format], rel_path: str, data: bytes) -> Any:
+    """The ``parse_appended`` of the format that reads this file, when it has one; None for any other file (and a
+    compressed one, always read whole), and when sniffing fails (the whole parse then reports it)."""
+    if compressed.inner_name(rel_path, data[:2]) is not None:
         return None
     try:
-        docs = appended(rel_path, data, start, before, mtime_ms)
+        return getattr(sniff(formats, rel_path, data[:SNIFF_BYTES]), "parse_appended", None)
+    except Exception:
+        return None
+
+
+def parse_appended(appending: Any, rel_path: str, data: bytes, mtime_ms: int, start: int,
+                   before: Sequence[SourceDocument]) -> list[SourceDocument] | None:
+    """The documents of a file that grew at its end, by its format's ``appending`` (see :func:`appender`), from
+    ``before`` (an earlier parse of ``data[:start]``) and its new bytes; None when the format cannot, and on any
+    failure: the whole file's parse then says what is wrong with it."""
+    try:
+        docs = appending(rel_path, data, start, before, mtime_ms)
     except Exception:  # read whole instead, which reports what fails
         return None
     finally:
         release_cycles()
     return None if docs is None else list(docs)
-
-
-def reads_appended(formats: Mapping[str, Format] | Iterable[Format], rel_path: str, data: bytes) -> bool:
-    """Whether the format that reads this file can read bytes appended to it on their own (``parse_appended``)."""
-    return _appending(formats, rel_path, data) is not None
-
-
-def _appending(formats: Mapping[str, Format] | Iterable[Format], rel_path: str, data: bytes) -> Any:
-    if compressed.inner_name(rel_path, data[:2]) is not None:
-        return None
-    try:
-        return getattr(sniff(formats, rel_path, data[:SNIFF_BYTES]), "parse_appended", None)
-    except Exception:  # a plugin's accepts() failing: the whole parse reports it
-        return None
 
 
 def _stored_as(doc: SourceDocument, read_as: str, rel_path: str) -> SourceDocument:

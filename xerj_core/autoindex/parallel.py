@@ -36,8 +36,8 @@ import xxhash
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine, detect_file, summarize
 from xerj_core.autoindex.detectmemo import Answers, detect_files
-from xerj_core.autoindex.formats import (FormatDeclined, FormatError, collect_formats, parse_appended, parse_file,
-                                         reads_appended)
+from xerj_core.autoindex.formats import (FormatDeclined, FormatError, appender, collect_formats, parse_appended,
+                                         parse_file)
 from xerj_core.autoindex.kept import Kept, file_stamp, squeeze as _squeeze, unsqueeze as _unsqueeze
 from xerj_core.autoindex.parsecache import Cached, ParseCache
 from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD, Declined
@@ -349,15 +349,17 @@ def _appended(plugins: Plugins, cache: ParseCache | None, entry: FileEntry, data
     and the new bytes alone (see ``formats.parse_appended``), when its format can: appending one message to a 70 MB
     mailbox had the whole of it read again. None when the cache holds no such parse or the file no longer opens
     with the bytes it was made from."""
-    if cache is None or not reads_appended(plugins.formats, entry.rel_path, data):
+    # the cache's header says whether it holds a shorter version at all, before the file is sniffed again
+    if cache is None or cache.earlier_size(entry) is None:
         return None
-    found = cache.earlier(entry)
+    appending = appender(plugins.formats, entry.rel_path, data)
+    found = cache.earlier(entry) if appending is not None else None
     if found is None:
         return None
     size, earlier = found
     if xxhash.xxh3_64_hexdigest(memoryview(data)[:size]) != earlier.digest:
         return None
-    docs = parse_appended(plugins.formats, entry.rel_path, data, entry.mtime_ms, size, earlier.kept.documents())
+    docs = parse_appended(appending, entry.rel_path, data, entry.mtime_ms, size, earlier.kept.documents())
     return None if docs is None else tuple(docs)
 
 

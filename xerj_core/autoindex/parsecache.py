@@ -157,10 +157,20 @@ class ParseCache:
             return {}
         return found
 
+    def earlier_size(self, entry: FileEntry) -> int | None:
+        """The size of the earlier, shorter version of ``entry``'s file whose parse the cache holds, read off the
+        entry's header alone (nothing unpickled); None when it holds none."""
+        found = self._earlier(entry, parse=False)
+        return None if found is None else found[0]
+
     def earlier(self, entry: FileEntry) -> tuple[int, Cached] | None:
         """The parse the cache holds of an earlier, shorter version of ``entry``'s file (read by these formats),
         with that version's size: what a format that reads appended bytes on their own starts from (the caller
         checks that the file still opens with those bytes, by their digest). None when it holds none."""
+        found = self._earlier(entry, parse=True)
+        return None if found is None or found[1] is None else (found[0], found[1])
+
+    def _earlier(self, entry: FileEntry, *, parse: bool) -> tuple[int, Cached | None] | None:
         env = _open(self.path)
         if env is None:
             return None
@@ -172,10 +182,9 @@ class ParseCache:
                 size = _HEADER.unpack_from(value)[1]
                 if not 0 < size < entry.size:
                     return None
-                cached = self._verified(value, entry, False, stamp=False)
+                return size, self._verified(value, entry, False, stamp=False) if parse else None
         except lmdb.Error:
             return None
-        return None if cached is None else (size, cached)
 
     def store(self, parsed: Sequence[tuple[FileEntry, Cached]]) -> None:
         """Keep these files' parses, replacing what the cache held for their paths (best effort)."""

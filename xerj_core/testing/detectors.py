@@ -78,15 +78,17 @@ def parse_files(
     ``mtime_ms`` is one mtime for every file or a mapping per path. Files no
     format accepts are left out; a file that fails to parse raises.
     """
-    from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, email, enex, html, joplin, markdown,
-                                                     notebook, org, pdf, rst, text, tiddlywiki)
+    from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, docx, email, enex, epub, html, joplin,
+                                                     kindle, markdown, notebook, odt, opml, org, pdf, pptx, rst,
+                                                     table, text, tiddlywiki, xlsx)
     from xerj_core.autoindex.formats import parse_file
 
     formats = [
         markdown.MarkdownFormat(), text.TextFormat(), html.HtmlFormat(),
         email.EmailFormat(), pdf.PdfFormat(), code.CodeFormat(), notebook.NotebookFormat(), rst.RstFormat(),
         org.OrgFormat(), canvas.CanvasFormat(), tiddlywiki.TiddlyWikiFormat(), asciidoc.AsciiDocFormat(),
-        enex.EnexFormat(), joplin.JoplinFormat(),
+        enex.EnexFormat(), joplin.JoplinFormat(), kindle.KindleFormat(), epub.EpubFormat(), docx.DocxFormat(),
+        odt.OdtFormat(), pptx.PptxFormat(), xlsx.XlsxFormat(), opml.OpmlFormat(), table.TableFormat(),
     ]
     parsed: dict[str, list[SourceDocument]] = {}
     for path in sorted(files):

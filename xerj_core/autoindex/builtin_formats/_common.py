@@ -100,39 +100,25 @@ def parse_xml(data: bytes, what: str, *, recover: bool = False) -> Any:
     return root
 
 
-def open_package(data: bytes, what: str) -> zipfile.ZipFile:
-    """``data`` opened as the zip package a ``what`` (``Word document``, ``EPUB``) is, once what its members expand
-    to is known to fit the file limit: a zip bomb is refused, not expanded. A :class:`FormatError` otherwise."""
-    try:
-        package = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, ValueError) as exc:
-        raise FormatError(f"not a{'n' if what[0] in 'AEIOU' else ''} {what}: not a zip file ({exc})") from None
-    expanded = sum(info.file_size for info in package.infolist())
-    if expanded > compressed.MAX_FILE_BYTES:
-        package.close()
-        raise FormatError(f"{what} expands to {expanded / (1 << 20):,.0f} MiB, past the "
-                          f"{compressed.MAX_FILE_BYTES >> 20} MiB a file may hold")
-    return package
-
-
-def read_member(package: zipfile.ZipFile, name: str, what: str) -> bytes:
-    """The bytes of the member ``name``; a :class:`FormatError` when it cannot be read (damaged, an unknown
-    compression)."""
-    try:
-        return package.read(name)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError, ValueError, KeyError) as exc:
-        raise FormatError(f"malformed {what}: {name} cannot be read ({exc})") from None
-
-
 class Package:
-    """A zip package (Office Open XML, OpenDocument, EPUB) opened to read its parts by name: opened as
-    :func:`open_package` opens it (a zip bomb refused first), closed on leaving a ``with`` block."""
+    """A zip package (Office Open XML, OpenDocument, EPUB: ``what``, as errors name it) opened to read its parts by
+    name, closed on leaving a ``with`` block. What its members expand to is checked against the file limit before
+    any is read: a zip bomb is refused, not expanded. Every failure is a :class:`FormatError`."""
 
     def __init__(self, data: bytes, what: str, *, recover: bool = False) -> None:
         self.what = what
         self._recover = recover
-        self._zip = open_package(data, what)
-        self.names = frozenset(info.filename for info in self._zip.infolist())
+        try:
+            self._zip = zipfile.ZipFile(io.BytesIO(data))
+        except (zipfile.BadZipFile, ValueError) as exc:
+            raise FormatError(f"not a{'n' if what[0] in 'AEIOU' else ''} {what}: not a zip file ({exc})") from None
+        members = self._zip.infolist()
+        expanded = sum(info.file_size for info in members)
+        if expanded > compressed.MAX_FILE_BYTES:
+            self._zip.close()
+            raise FormatError(f"{what} expands to {expanded / (1 << 20):,.0f} MiB, past the "
+                              f"{compressed.MAX_FILE_BYTES >> 20} MiB a file may hold")
+        self.names = frozenset(info.filename for info in members)
 
     def __enter__(self) -> "Package":
         return self
@@ -141,8 +127,12 @@ class Package:
         self._zip.close()
 
     def read(self, name: str) -> bytes:
-        """The part ``name``'s bytes (a :class:`FormatError` when the package cannot give them)."""
-        return read_member(self._zip, name, self.what)
+        """The part ``name``'s bytes (a :class:`FormatError` when the package cannot give them: damaged, an unknown
+        compression)."""
+        try:
+            return self._zip.read(name)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError, ValueError, KeyError) as exc:
+            raise FormatError(f"malformed {self.what}: {name} cannot be read ({exc})") from None
 
     def xml(self, name: str | None) -> Any:
         """The part ``name`` parsed as XML (see :func:`parse_xml`), or None when the package holds no such part."""

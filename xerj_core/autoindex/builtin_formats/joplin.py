@@ -120,7 +120,8 @@ class JoplinFormat:
             body = html_to_text(body) if body.strip() else ""
         docs = MarkdownFormat().parse(rel_path, body.encode("utf-8"), mtime_ms)
         card = docs[0]
-        fields = {**card.fields, "aliases": [title], **{key: value for key, value in common.items() if value is not None}}
+        fields = {**card.fields, "aliases": [title],
+                  **{key: value for key, value in common.items() if value is not None}}
         for key in ("source_url", "author"):
             if props.get(key):
                 fields[key] = props[key]

@@ -4,12 +4,13 @@ top-level item.
 An OPML file's ``body`` nests ``outline`` elements, each item's words in its
 ``text`` attribute (``title`` where ``text`` is missing) and an outliner's note
 for it in ``_note``. The card is titled by the head's ``title``, else the file
-name, and counts the top-level ``items``; each top-level item is a section (``{path}#{anchor}``, kind ``section``, level 1, as a
-Markdown heading's), labelled by its words, whose text is its subtree as an
-indented outline (two spaces a level, a note on the line after its item). An
-item that is a link (a feed reader's subscription list: ``xmlUrl``,
-``htmlUrl``, ``url``) keeps the address on its line. A file whose root is
-not ``opml`` is refused; its XML is read with no DTD, entity or network.
+name, and counts the top-level ``items``; each top-level item is a section
+(``{path}#{anchor}``, kind ``section``, level 1, as a Markdown heading's),
+labelled by its words, whose text is the item, then its subtree as an indented
+outline (two spaces a level), an item's note and the address of an item that
+is a link (a feed reader's subscription list: ``xmlUrl``, ``htmlUrl``,
+``url``: ``<...>``) each on the line after it. A file whose root is not
+``opml`` is refused; its XML is read with no DTD, entity or network.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import Anchors, document, parse_xml
+from xerj_core.autoindex.builtin_formats._common import headed_documents, parse_xml
 from xerj_core.autoindex.builtin_formats.html import html_to_text
 from xerj_core.autoindex.formats import FormatError, extension, stem
 from xerj_core.model import SourceDocument
@@ -32,17 +33,20 @@ def _words(item: Any) -> str:
     return " ".join((html_to_text(raw) if "<" in raw else raw).split())
 
 
-def _outline(item: Any, depth: int, lines: list[str]) -> None:
+def _below(item: Any, depth: int, lines: list[str]) -> None:
+    """An item's link and note, then its subtree, as indented lines at ``depth`` (two spaces a level)."""
     indent = "  " * depth
-    words = _words(item)
     link = next((item.get(key) for key in _LINKS if item.get(key)), None)
-    if words or link:
-        lines.append(f"{indent}{words}{f' <{link}>' if link else ''}".rstrip())
+    if link:
+        lines.append(f"{indent}<{link}>")
     note = " ".join((item.get("_note") or "").split())
     if note:
-        lines.append(f"{indent}  {note}")
+        lines.append(f"{indent}{note}")
     for child in item.iterfind("outline"):
-        _outline(child, depth + 1, lines)
+        words = _words(child)
+        if words:
+            lines.append(f"{indent}{words}")
+        _below(child, depth + 1, lines)
 
 
 class OpmlFormat:
@@ -63,18 +67,12 @@ class OpmlFormat:
         title = " ".join((root.findtext("head/title") or "").split()) or stem(rel_path)
         body = root.find("body")
         items = list(body.iterfind("outline")) if body is not None else []
-        docs = [document(self, rel_path, mtime_ms, doc_id=rel_path, title=title, text="", section="", kind="file",
-                         ordinal=0, items=len(items))]
-        anchors = Anchors()
+        sections = []
         for n, item in enumerate(items, 1):
             lines: list[str] = []
-            _outline(item, 0, lines)
-            label = _words(item) or f"item {n}"
-            anchor = anchors(label)
-            docs.append(SourceDocument(f"{rel_path}#{anchor}", self.dataset, rel_path, title, "\n".join(lines),
-                                       label, "section", mtime_ms, self.name,
-                                       {"ordinal": n, "level": 1, "anchor": anchor}))
-        return docs
+            _below(item, 1, lines)
+            sections.append((1, _words(item) or f"item {n}", lines))
+        return headed_documents(self, rel_path, mtime_ms, title, [], sections, items=len(items))
 
 
 @hookimpl

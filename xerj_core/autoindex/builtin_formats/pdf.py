@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import logging
+from typing import Any
 
 from xerj_core.autoindex.builtin_formats._common import document
 from xerj_core.autoindex.formats import FormatError, extension, stem
@@ -60,12 +61,16 @@ def read_pdf(data: bytes) -> tuple[str, list[str]]:
 _NOT_COMMENTS = frozenset({"/Popup", "/Link", "/Widget", "/PrinterMark", "/TrapNet", "/Watermark"})
 
 
-def _comments(page: object) -> list[str]:
+def _comments(page: Any) -> list[str]:
     """The comments a reader left on ``page`` (a sticky note, a highlight's or a box's words), ``Comment (who):
-    ...`` each; a damaged annotation is passed over."""
+    ...`` each; a damaged annotation, or list of them, is passed over: the page's text stands."""
     found = []
-    annotations = page.get("/Annots") if hasattr(page, "get") else None  # type: ignore[union-attr]
-    for reference in (annotations.get_object() if annotations is not None else None) or ():
+    try:
+        annotations = page.get("/Annots")
+        references = list(annotations.get_object() or ()) if annotations is not None else []
+    except Exception:
+        return []
+    for reference in references:
         try:
             annotation = reference.get_object()
             if annotation.get("/Subtype") in _NOT_COMMENTS:

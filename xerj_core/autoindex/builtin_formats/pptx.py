@@ -105,7 +105,8 @@ class PptxFormat:
         for n, (label, lines, notes, hidden) in enumerate(slides, 1):
             text = "\n".join(lines + ([f"Notes: {' '.join(notes)}"] if notes else []))
             docs.append(document(self, rel_path, mtime_ms, doc_id=f"{rel_path}#slide-{n}", title=title, text=text,
-                                 section=label or f"slide {n}", kind="slide", ordinal=n, hidden=True if hidden else None))
+                                 section=label or f"slide {n}", kind="slide", ordinal=n,
+                                 hidden=True if hidden else None))
         return docs
 
     @staticmethod

@@ -60,8 +60,9 @@ def _rows(sheet: Any, strings: list[str]) -> tuple[list[list[str]], bool]:
         all_text = True
         for cell in row.iterfind(f"{_S}c"):
             kind = cell.get("t")
-            if kind == "inlineStr":
-                value = "".join(cell.find(f"{_S}is").itertext()) if cell.find(f"{_S}is") is not None else ""
+            inline = cell.find(f"{_S}is") if kind == "inlineStr" else None
+            if inline is not None:
+                value = "".join(inline.itertext())
             else:
                 value = cell.findtext(f"{_S}v") or ""
                 if kind == "s":
