@@ -39,6 +39,12 @@ def _blank(match: re.Match[bytes]) -> bytes:
     return re.sub(rb"[^\n]", b" ", match.group(0))
 
 
+def mask_blocks(data: bytes) -> bytes:
+    """Org ``data`` with its ``#+begin_``/``#+end_`` blocks (source, examples, quotes) blanked to spaces, offsets
+    kept: a link written in one is an example, not a link."""
+    return _BLOCK.sub(_blank, data) if b"#+" in data else data
+
+
 def in_file(corpus: Corpus, path: str, search: str) -> SourceDocument | None:
     """The section of ``path`` a link's search names: ``*Heading``, ``#custom-id``, or a heading's text."""
     search = search.strip()
@@ -86,9 +92,8 @@ class OrglinkDetector:
             if doc.format not in ORG_FORMATS or "[[" not in doc.text:
                 continue
             data = doc.text.encode("utf-8")
-            scanned = _BLOCK.sub(_blank, data) if b"#+" in data else data
             yield from link_drafts(self, doc, data, ((m.start(), resolve_org(corpus, doc, m.group(1).decode(
-                "utf-8", "replace"))) for m in _LINK.finditer(scanned)))
+                "utf-8", "replace"))) for m in _LINK.finditer(mask_blocks(data))))
 
 
 @hookimpl

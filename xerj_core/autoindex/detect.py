@@ -338,6 +338,7 @@ class Corpus:
         self._notion: dict[str, list[str]] = defaultdict(list)
         self._dir_parts: dict[str, tuple[str, ...]] = {}
         self._blocks: dict[str, str] = {}  # a block id (case-folded) -> the first document holding it, by path
+        self._citekeys: dict[str, list[str]] = defaultdict(list)  # a citation key (case-folded) -> entries' ids
         parts_of: dict[str, tuple[str, ...]] = {}  # a directory's parts, one tuple for all its files
         for path in sorted(files):
             docs = tuple(map(corpus_view, files[path]))
@@ -348,6 +349,9 @@ class Corpus:
                 self._docs.setdefault(doc.doc_id, doc)
                 for block in doc.fields.get("blocks") or ():
                     self._blocks.setdefault(str(block).casefold(), doc.doc_id)
+                citekey = doc.fields.get("citekey")
+                if isinstance(citekey, str) and citekey:
+                    self._citekeys[citekey.casefold()].append(doc.doc_id)
             directory, name = posixpath.split(path)
             dot = name.rfind(".")
             base = name[:dot] if dot > 0 else name
@@ -388,9 +392,9 @@ class Corpus:
         # held as a run holds it until its last detect batch: a key of one file maps to the path itself (a list
         # of one costs 88 bytes, on 20k notes some 7 MB over these maps), a key of several to a tuple
         self._folded, self._stems, self._names, self._noext, self._aliases, self._permalinks, self._dirs, \
-            self._zettels, self._notion = map(_compact, (
+            self._zettels, self._notion, self._citekeys = map(_compact, (
                 self._folded, self._stems, self._names, self._noext, self._aliases, self._permalinks, self._dirs,
-                self._zettels, self._notion))  # type: ignore[assignment]
+                self._zettels, self._notion, self._citekeys))  # type: ignore[assignment]
 
     def names_digest(self) -> bytes:
         """A digest of what the name lookups answer from: the paths and the cards' aliases and permalinks. Corpora
@@ -503,6 +507,11 @@ class Corpus:
         first by path when several do."""
         found = self._blocks.get(block_id.strip().casefold())
         return None if found is None else self._docs.get(found)
+
+    def by_citekey(self, key: str) -> tuple[str, ...]:
+        """The ids of the bibliography entries a citation's ``key`` names (their ``citekey`` field, as the
+        ``bibtex`` format keeps it; case-insensitive, as BibTeX compares keys), in path order."""
+        return _paths_of(self._citekeys.get(key.strip().casefold(), ()))
 
     def nearest(self, candidates: Iterable[str], from_path: str) -> str | None:
         """The candidate whose folder is fewest steps from ``from_path``'s folder; ties by path."""

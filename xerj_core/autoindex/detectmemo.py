@@ -53,7 +53,8 @@ __all__ = ["Answers", "Noted", "ReadingCorpus", "detect_files", "detect_noting"]
 # arguments (paths) alone.
 _LOOKUPS = frozenset({"documents", "card", "document", "mtime", "lookup_path", "by_stem", "by_file_name",
                       "by_path_without_extension", "by_alias", "by_permalink", "by_zettel_id", "by_notion_id",
-                      "directory", "next_sibling", "section", "block", "by_block", "__contains__"})
+                      "directory", "next_sibling", "section", "block", "by_block", "by_citekey",
+                      "__contains__"})
 _NAMED = "named"  # links.note_candidates(corpus, "", name): the corpus remembers those answers by name
 _PATHS = "paths"  # every path (and so how many there are): its key is the names digest itself
 # The questions answered from the corpus's names alone (its paths and aliases): while its names digest is the one

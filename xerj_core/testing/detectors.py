@@ -78,9 +78,9 @@ def parse_files(
     ``mtime_ms`` is one mtime for every file or a mapping per path. Files no
     format accepts are left out; a file that fails to parse raises.
     """
-    from xerj_core.autoindex.builtin_formats import (asciidoc, canvas, code, docx, email, enex, epub, html, joplin,
-                                                     kindle, markdown, notebook, odt, opml, org, pdf, pptx, rst,
-                                                     table, text, tiddlywiki, xlsx)
+    from xerj_core.autoindex.builtin_formats import (asciidoc, bibtex, canvas, code, docx, email, enex, epub, html,
+                                                     joplin, kindle, latex, markdown, notebook, odt, opml, org, pdf,
+                                                     pptx, rst, table, text, tiddlywiki, xlsx)
     from xerj_core.autoindex.formats import parse_file
 
     formats = [
@@ -89,6 +89,7 @@ def parse_files(
         org.OrgFormat(), canvas.CanvasFormat(), tiddlywiki.TiddlyWikiFormat(), asciidoc.AsciiDocFormat(),
         enex.EnexFormat(), joplin.JoplinFormat(), kindle.KindleFormat(), epub.EpubFormat(), docx.DocxFormat(),
         odt.OdtFormat(), pptx.PptxFormat(), xlsx.XlsxFormat(), opml.OpmlFormat(), table.TableFormat(),
+        latex.LatexFormat(), bibtex.BibtexFormat(),
     ]
     parsed: dict[str, list[SourceDocument]] = {}
     for path in sorted(files):

@@ -1,0 +1,87 @@
+"""``citekey``: a note's citations, followed to the bibliography entries they cite.
+
+Notes written for Pandoc, Quarto, Zettlr or Obsidian's citation plugins cite
+a reference by its key: ``[@knuth84, p. 3]``, ``[see @knuth84; -@lamport86]``,
+``@knuth84 says`` or ``@{odd:key}``. Org cites as org-cite (``[cite:@knuth84]``,
+whose keys are the same ``@key``) or org-ref (``cite:knuth84,lamport86``), and
+reStructuredText as sphinxcontrib-bibtex (``:cite:p:`knuth84```). A key is a
+letter, digit or ``_`` and what follows it, with punctuation (``:.#$%&-+?<>~/``)
+only inside; an ``@`` right after a word (``ada@example.org``) is no citation.
+
+Markdown notes (outside code), Org files (outside ``#+begin_`` blocks) and
+reStructuredText files are read; a key is followed only to an entry of a
+bibliography in the corpus (see :meth:`~xerj_core.detectors.Corpus.by_citekey`:
+the entry of the same case first, then the one in the nearest file), so a
+handle such as ``@ada`` names nothing unless a bibliography has that key.
+Edge ``cites`` from the note to the entry; the evidence is the citation's line.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Iterator, Sequence
+
+from xerj_core.detectors import MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, \
+    link_drafts, mask_code
+from xerj_detectors.latex import cited_entry
+from xerj_detectors.orglink import mask_blocks
+
+_WORD = rb"A-Za-z0-9_\x80-\xff"
+_KEY = rb"[" + _WORD + rb"](?:[" + _WORD + rb"]|[:.#$%&\-+?<>~/](?=[" + _WORD + rb"]))*"
+# Pandoc's @key and @{key}, not after a word, a dot or a slash (an address, a path, a scoped package's name)
+_PANDOC = re.compile(rb"(?<![" + _WORD + rb".@/\\])-?@(?:\{([^{}\n]+)\}|(" + _KEY + rb"))")
+# org-ref: cite:key1,key2 (and citep:, citet:, ..., v3's &key)
+_ORG_REF = re.compile(rb"(?<![" + _WORD + rb"])(?:cite|citep|citet|citeauthor|citeyear|parencite|textcite|autocite|"
+                      rb"footcite|nocite)[a-z]*:(&?" + _KEY + rb"(?:,&?" + _KEY + rb")*)")
+# sphinxcontrib-bibtex: :cite:`a,b`, :cite:p:`a`, :footcite:t:`a`
+_RST_CITE = re.compile(rb":(?:foot)?cite(?::[a-z]+)?:`([^`\n]+)`")
+ORG_FORMATS = frozenset({"org"})
+RST_FORMATS = frozenset({"rst"})
+
+
+def citations(data: bytes, fmt: str) -> Iterator[tuple[int, str]]:
+    """``(offset, key)`` of each citation in the text ``data`` of a document of format ``fmt``, in offset order."""
+    found: list[tuple[int, str]] = []
+    if fmt in RST_FORMATS:
+        for match in _RST_CITE.finditer(data):
+            found.extend((match.start(), key.strip()) for key in match.group(1).decode("utf-8", "replace").split(","))
+        return iter(sorted(found))
+    scanned = mask_blocks(data) if fmt in ORG_FORMATS else mask_code(data)
+    if b"@" in scanned:
+        for match in _PANDOC.finditer(scanned):
+            found.append((match.start(), (match.group(1) or match.group(2)).decode("utf-8", "replace")))
+    if fmt in ORG_FORMATS and b"cite" in scanned:
+        for match in _ORG_REF.finditer(scanned):
+            keys = match.group(1).decode("utf-8", "replace").split(",")
+            found.extend((match.start(), key.lstrip("&")) for key in keys)
+    return iter(sorted(found))
+
+
+class CitekeyDetector:
+    name = "citekey"
+    type = "cites"
+    tag = "citekey@1"
+    weight = 1.0
+    confidence = 0.9
+
+    def detect(
+        self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
+    ) -> Iterable[EdgeDraft]:
+        for doc in file_docs:
+            fmt, text = doc.format, doc.text
+            if fmt in RST_FORMATS:
+                if ":cite" not in text and ":footcite" not in text:
+                    continue
+            elif fmt in MARKDOWN_FORMATS:
+                if "@" not in text:
+                    continue
+            elif fmt not in ORG_FORMATS or ("@" not in text and "cite" not in text):
+                continue
+            data = doc.text.encode("utf-8")
+            yield from link_drafts(self, doc, data, ((offset, cited_entry(corpus, doc.ax_path, key))
+                                                     for offset, key in citations(data, fmt) if key))
+
+
+@hookimpl
+def xerj_register_detectors(register) -> None:
+    register(CitekeyDetector())

@@ -1,0 +1,364 @@
+"""LaTeX and BibTeX: the ``latex`` and ``bibtex`` formats, and the ``latex``, ``citekey`` and ``bibtex`` detectors."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from xerj_core.autoindex.builtin_formats import bibtex, latex
+from xerj_core.autoindex.detect import Corpus, run_detectors
+from xerj_core.autoindex.formats import FormatError
+from xerj_core.autoindex.pipeline import run as run_pipeline
+from xerj_core.model import SourceDocument
+from xerj_core.testing.detectors import AbstractDetectorTests, parse_files
+from xerj_core.testing.formats import AbstractFormatTests
+from xerj_detectors import bibtex as bibtex_detector
+from xerj_detectors import citekey
+from xerj_detectors import latex as latex_detector
+
+MTIME = 1_700_000_000_000
+UNDECODABLE = bytes(range(128, 256)) * 2  # no encoding reads it as text
+THESIS = Path(__file__).parent / "fixtures/latex-thesis"
+
+PAPER = rb"""\documentclass[11pt]{article}
+\usepackage[utf8]{inputenc}
+\usepackage{natbib}
+\title{On the {Gr\"obner} Bases of Notes}
+\author{J{\"o}rg M{\"u}ller \and Ada Lovelace}
+\addbibresource{refs.bib}
+\begin{document}
+\maketitle
+\begin{abstract}
+We study memory.
+\end{abstract}
+% a comment is no text: \cite{hidden}
+\section{Introduction}\label{sec:intro}
+As \citet{knuth84} showed, and others~\citep[p.~3]{lamport86,knuth84}, na\"ive notes fail.
+See Section~\ref{sec:method} and \url{https://example.org}.
+\subsection*{A detail}
+Math stays: $E = mc^2$. \textbf{Bold} \emph{words} 50\% --- \LaTeX{} too.
+\input{sections/method}
+\section{Conclusion}
+\begin{figure}\includegraphics[width=3cm]{fig/a.png}\caption{A figure}\label{fig:a}\end{figure}
+\end{document}
+"""
+
+METHOD = rb"""\section{Method}\label{sec:method}
+We refer back to \cref{sec:intro} and to \autocite{knuth84}.
+"""
+
+REFS = rb"""@string{tug = "TeX Users Group"}
+% Zotero export
+@book{knuth84,
+  title = {The {\TeX}book},
+  author = {Knuth, Donald E.},
+  publisher = tug,
+  year = 1984,
+  keywords = {typesetting, TeX},
+  file = {:papers/knuth84.pdf:PDF},
+}
+@book{lamport86, title = "{\LaTeX:} A Document Preparation System", author = "Lamport, Leslie and others",
+  year = {1986}, file = {/Users/ada/Zotero/storage/ABCD1234/lamport.pdf}, crossref = {series}}
+@book{knuth84, title = {written twice}}
+@misc{broken, title = {never closed
+@collection{series, title = {Computers and Typesetting}, editor = {Knuth, Donald E.}}
+@article{muller2020, title = {Notes}, author = {M{\"u}ller, J{\"o}rg}, journal = {J. Notes}, year = 2020,
+  abstract = {Na\"ive notes}, doi = {10.1/xyz}}
+"""
+
+
+class TestLatexConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return latex.LatexFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"paper/main.tex": PAPER, "paper/sections/method.tex": METHOD, "empty.tex": b"",
+                "latin1.tex": "\\section{Caf\xe9}\nna\xefve".encode("latin-1")}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"thesis.tex": UNDECODABLE}
+
+    @pytest.fixture
+    def plugin(self):
+        return latex
+
+
+class TestBibtexConformance(AbstractFormatTests):
+    @pytest.fixture
+    def fmt(self):
+        return bibtex.BibtexFormat()
+
+    @pytest.fixture
+    def sample_files(self):
+        return {"paper/refs.bib": REFS, "empty.bib": b"", "notes.bib": b"% only a comment\n"}
+
+    @pytest.fixture
+    def bad_files(self):
+        return {"refs.bib": UNDECODABLE}
+
+    @pytest.fixture
+    def plugin(self):
+        return bibtex
+
+
+def test_latex_reads_a_paper_as_a_reader_sees_it_with_its_title_sections_citations_and_labels():
+    card, intro, detail, conclusion = latex.LatexFormat().parse("paper/main.tex", PAPER, MTIME)
+    assert (card.doc_id, card.kind, card.title, card.fields["author"]) == (
+        "paper/main.tex", "file", "On the Gröbner Bases of Notes", "Jörg Müller Ada Lovelace")
+    # the preamble is set-up, not text; its bibliography is the document's
+    assert card.text == "[refs.bib]\n\nWe study memory." and card.fields["sections"] == 3
+    assert card.fields["links"] == [{"kind": "bibliography", "target": "refs.bib", "offset": 1}]
+    assert "usepackage" not in card.text and "hidden" not in card.text
+    assert [(d.doc_id, d.section, d.fields["level"]) for d in (intro, detail, conclusion)] == [
+        ("paper/main.tex#introduction", "Introduction", 1), ("paper/main.tex#a-detail", "A detail", 2),
+        ("paper/main.tex#conclusion", "Conclusion", 1)]
+    assert intro.text == ("Introduction\nAs [knuth84] showed, and others [lamport86; knuth84], naïve notes fail.\n"
+                          "See Section [sec:method] and https://example.org.")
+    assert intro.fields["labels"] == ["sec:intro"]
+    assert [(link["kind"], link["target"], intro.text[link["offset"]:][:len(link["target"])])
+            for link in intro.fields["links"]] == [
+        ("cite", "knuth84", "knuth84"), ("cite", "lamport86", "lamport86"), ("cite", "knuth84", "knuth84"),
+        ("ref", "sec:method", "sec:method")]
+    assert "Math stays: $E = mc^2$. Bold words 50% — LaTeX too." in detail.text
+    assert detail.fields["links"] == [{"kind": "input", "target": "sections/method",
+                                       "offset": detail.text.index("sections/method")}]
+    assert conclusion.text == "Conclusion\nA figure" and conclusion.fields["labels"] == ["fig:a"]
+
+
+def test_latex_a_chapter_without_a_document_environment_is_all_text_titled_by_its_first_heading():
+    card, method = latex.LatexFormat().parse("paper/sections/method.tex", METHOD, MTIME)
+    assert (card.title, card.text, method.section, method.fields["labels"]) == ("Method", "", "Method", ["sec:method"])
+    assert [link["target"] for link in method.fields["links"]] == ["sec:intro", "knuth84"]
+    (only,) = latex.LatexFormat().parse("notes/plain.tex", b"Just words, no heading.", MTIME)
+    assert (only.title, only.text) == ("plain", "Just words, no heading.")
+
+
+def test_latex_reads_the_thesis_template_chapters_cites_and_includes():
+    fmt = latex.LatexFormat()
+    docs = fmt.parse("thesis.tex", (THESIS / "thesis.tex").read_bytes(), MTIME)
+    assert [link["target"] for link in docs[0].fields["links"] if link["kind"] == "input"][:3] == [
+        "Preamble/preamble", "thesis-info", "Dedication/dedication"]
+    chapter = fmt.parse("Chapter1/chapter1.tex", (THESIS / "Chapter1/chapter1.tex").read_bytes(), MTIME)
+    assert [doc.section for doc in chapter[1:]] == ["Getting started", "What is loren ipsum? Title with math $\\sigma$",
+                                                   "Why do we use loren ipsum?", "Where does it come from?"]
+    assert [doc.fields["level"] for doc in chapter[1:]] == [1, 2, 2, 2]
+    assert "Lorem Ipsum [Aup91] has been" in chapter[2].text and "\\nomenclature" not in chapter[2].text
+    assert "Cauchy" not in chapter[2].text  # the nomenclature's entries are no words of the section
+
+
+def test_latex_that_pylatexenc_cannot_read_is_the_files_failure_not_a_crash():
+    deep = b"{" * 5000 + b"x" + b"}" * 5000
+    try:
+        docs = latex.LatexFormat().parse("deep.tex", deep, MTIME)
+    except FormatError as refused:
+        assert "malformed" in refused.reason
+    else:
+        assert "x" in docs[0].text
+
+
+def test_bibtex_reads_each_entry_as_a_reference_list_shows_it():
+    card, knuth, lamport, series, muller = bibtex.BibtexFormat().parse("paper/refs.bib", REFS, MTIME)
+    assert (card.kind, card.title, card.fields["entries"], card.fields["duplicate_keys"]) == (
+        "file", "refs", 4, ["knuth84"])
+    assert card.fields["unread"] == ["line 14: Unexpected block start: `@collection`. Was still looking for "
+                                     "field-value closing `}`"]
+    assert (knuth.doc_id, knuth.kind, knuth.dataset, knuth.title) == (
+        "paper/refs.bib#knuth84", "entry", "ax-refs", "The TeXbook")
+    assert knuth.text == "The TeXbook\nDonald E. Knuth\nbook 1984\nTeX Users Group\ntypesetting, TeX"
+    assert {key: knuth.fields.get(key) for key in ("citekey", "entry_type", "authors", "year", "venue", "keywords",
+                                                    "file", "line")} == {
+        "citekey": "knuth84", "entry_type": "book", "authors": ["Donald E. Knuth"], "year": "1984",
+        "venue": "TeX Users Group", "keywords": ["typesetting", "TeX"], "file": ":papers/knuth84.pdf:PDF", "line": 3}
+    assert (lamport.title, lamport.fields["authors"], lamport.fields["crossref"]) == (
+        "LaTeX: A Document Preparation System", ["Leslie Lamport"], ["series"])
+    assert (series.fields["editors"], series.text) == (["Donald E. Knuth"], "Computers and Typesetting\n"
+                                                       "Donald E. Knuth\ncollection")
+    assert muller.doc_id == "paper/refs.bib#muller2020"
+    assert (muller.title, muller.fields["authors"], muller.fields["doi"]) == ("Notes", ["Jörg Müller"], "10.1/xyz")
+    assert "Naïve notes" in muller.text
+
+
+# ---- detectors -------------------------------------------------------------------------------------------------
+
+def run(detector, files):
+    return run_detectors([detector], parse_files(files, MTIME)).edges
+
+
+PROJECT = {"paper/main.tex": PAPER, "paper/sections/method.tex": METHOD, "paper/refs.bib": REFS,
+           "paper/papers/knuth84.pdf.md": b"# not the pdf",
+           "library/lamport.pdf.txt": b"x", "other/refs.bib": b"@book{knuth84, title={A copy}}\n"}
+
+
+def test_latex_detector_links_includes_bibliography_citations_and_references():
+    found = {(e.type, e.src, e.dst, e.evidence.quote) for e in run(latex_detector.LatexDetector(), PROJECT)}
+    assert found == {
+        ("bibliography", "paper/main.tex", "paper/refs.bib", "[refs.bib]"),
+        # the nearest bibliography's entry, not the copy in other/
+        ("cites", "paper/main.tex#introduction", "paper/refs.bib#knuth84",
+         "As [knuth84] showed, and others [lamport86; knuth84], naïve notes fail."),
+        ("cites", "paper/main.tex#introduction", "paper/refs.bib#lamport86",
+         "As [knuth84] showed, and others [lamport86; knuth84], naïve notes fail."),
+        ("latex_ref", "paper/main.tex#introduction", "paper/sections/method.tex#method",
+         "See Section [sec:method] and https://example.org."),
+        ("latex_include", "paper/main.tex#a-detail", "paper/sections/method.tex", "[sections/method]"),
+        ("latex_ref", "paper/sections/method.tex#method", "paper/main.tex#introduction",
+         "We refer back to [sec:intro] and to [knuth84]."),
+        ("cites", "paper/sections/method.tex#method", "paper/refs.bib#knuth84",
+         "We refer back to [sec:intro] and to [knuth84]."),
+    }
+
+
+def test_latex_detector_finds_an_included_file_from_the_folder_a_main_file_compiles_in():
+    files = {"thesis/main.tex": rb"\begin{document}\include{chapters/one}\end{document}",
+             "thesis/chapters/one.tex": rb"\chapter{One}\input{chapters/two}\input{figures/plot.tikz}",
+             "thesis/chapters/two.tex": rb"\section{Two}", "thesis/figures/plot.tikz.tex": b"%",
+             "elsewhere/chapters/two.tex": rb"\section{Not this}"}
+    found = {(e.src, e.dst) for e in run(latex_detector.LatexDetector(), files)}
+    assert found == {("thesis/main.tex", "thesis/chapters/one.tex"),
+                     ("thesis/chapters/one.tex#one", "thesis/chapters/two.tex"),
+                     ("thesis/chapters/one.tex#one", "thesis/figures/plot.tikz.tex")}
+
+
+def test_citekey_follows_pandoc_org_and_sphinx_citations_to_entries_and_nothing_else():
+    files = {
+        "refs.bib": REFS,
+        "notes/draft.md": b"# Draft\n[see @knuth84, p. 3; -@lamport86] and @series says.\n"
+                          b"Mail ada@example.org, follow @ada, cite @{knuth84}.\n"
+                          b"```\n@lamport86 in code\n```\n",
+        "notes/code-only.md": b"`@knuth84` is an example\n",
+        "notes/org.org": b"#+title: Org\n[cite/t:@lamport86] and cite:knuth84,series\n"
+                         b"#+begin_src python\n@series\n#+end_src\n",
+        "notes/doc.rst": b"Title\n=====\n\nAs :cite:p:`knuth84,lamport86` and :footcite:t:`series`.\n",
+    }
+    found = {(e.src, e.dst, e.type) for e in run(citekey.CitekeyDetector(), files)}
+    assert found == {
+        ("notes/draft.md#draft", "refs.bib#knuth84", "cites"), ("notes/draft.md#draft", "refs.bib#lamport86", "cites"),
+        ("notes/draft.md#draft", "refs.bib#series", "cites"),
+        ("notes/org.org", "refs.bib#lamport86", "cites"), ("notes/org.org", "refs.bib#knuth84", "cites"),
+        ("notes/org.org", "refs.bib#series", "cites"),
+        ("notes/doc.rst#title", "refs.bib#knuth84", "cites"), ("notes/doc.rst#title", "refs.bib#lamport86", "cites"),
+        ("notes/doc.rst#title", "refs.bib#series", "cites")}
+
+
+def test_citekey_prefers_the_key_of_the_same_case_then_the_nearest_bibliography():
+    files = {"a/refs.bib": b"@book{Smith20, title={Upper}}\n@book{jones, title={A's}}\n",
+             "b/refs.bib": b"@book{smith20, title={Lower}}\n@book{jones, title={B's}}\n",
+             "b/notes/n.md": b"[@smith20] [@Smith20] [@jones]\n"}
+    found = {e.dst for e in run(citekey.CitekeyDetector(), files)}
+    assert found == {"b/refs.bib#smith20", "a/refs.bib#Smith20", "b/refs.bib#jones"}
+
+
+def test_bibtex_detector_follows_attached_files_and_crossrefs():
+    files = {"lib/refs.bib": b"@book{a, file = {:papers/a.pdf:PDF;Slides:C\\:\\\\talks\\\\a-slides.pdf:PDF}}\n"
+                             b"@book{b, file = {:C$\\backslash$:/Users/me/Mendeley/b.pdf:pdf}, crossref={c}}\n"
+                             b"@book{c, file = {/home/me/Zotero/storage/X1/c.pdf; https://example.org/c.pdf}}\n"
+                             b"@book{d, file = {:papers/missing.pdf:PDF}, xdata = {nowhere}}\n",
+             "lib/papers/a.pdf.txt": b"x"}
+    docs = parse_files(files, MTIME)
+    for path in ("lib/papers/a.pdf", "talks/a-slides.pdf", "other/b.pdf", "lib/c.pdf", "far/away/c.pdf"):
+        docs[path] = [pdf_card(path)]
+    edges = run_detectors([bibtex_detector.BibtexDetector()], docs).edges
+    found = {(e.type, e.src, e.dst, e.confidence) for e in edges}
+    assert found == {("entry_file", "lib/refs.bib#a", "lib/papers/a.pdf", 0.95),
+                     ("entry_file", "lib/refs.bib#a", "talks/a-slides.pdf", 0.8),
+                     ("entry_file", "lib/refs.bib#b", "other/b.pdf", 0.8),
+                     ("crossref", "lib/refs.bib#b", "lib/refs.bib#c", 0.95),
+                     ("entry_file", "lib/refs.bib#c", "lib/c.pdf", 0.8)}
+    quote = next(e.evidence.quote for e in edges if e.dst == "other/b.pdf")
+    assert quote == "b: file = {:C$\\backslash$:/Users/me/Mendeley/b.pdf:pdf}"
+
+
+def pdf_card(path: str) -> SourceDocument:
+    """A PDF's card as the ``pdf`` format gives it (without a PDF to read)."""
+    return SourceDocument(path, "ax-pdfs", path, path, "", "", "file", MTIME, "pdf", {"ordinal": 0})
+
+
+def test_corpus_by_citekey_is_case_insensitive_in_path_order():
+    corpus = Corpus(parse_files({"b.bib": b"@book{Key, title={B}}", "a.bib": b"@book{key, title={A}}"}, MTIME))
+    assert corpus.by_citekey("KEY") == ("a.bib#key", "b.bib#Key") and corpus.by_citekey("none") == ()
+
+
+class TestLatexDetectorConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return latex_detector.LatexDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return latex_detector
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files({k: v for k, v in PROJECT.items() if k.endswith((".tex", ".bib"))})
+
+
+class TestCitekeyConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return citekey.CitekeyDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return citekey
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files({"refs.bib": REFS, "a.md": b"# A\nAs [@knuth84; @lamport86] said.\n",
+                            "b.org": b"[cite:@series]\n"})
+
+
+class TestBibtexDetectorConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return bibtex_detector.BibtexDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return bibtex_detector
+
+    @pytest.fixture
+    def corpus_files(self):
+        return parse_files({"refs.bib": REFS, "papers/knuth84.md": b"# Knuth\n"})
+
+
+def test_autoindex_links_the_thesis_template_and_a_note_citing_it(engine, tmp_path):
+    """The real thesis (MIT): its main file includes its chapters and names its bibliography, its chapters cite
+    their entries; a Markdown note beside it cites one entry as Pandoc does. Editing the bibliography so that a key
+    is gone retires the note's edge on the next run, though the note did not change."""
+    folder = tmp_path / "thesis"
+    shutil.copytree(THESIS, folder, ignore=shutil.ignore_patterns("LICENSE", "SOURCE"))
+    (folder / "notes.md").write_text("# Reading\nRead [@Ancey1996] before the third chapter.\n")
+    summary = run_pipeline(engine, folder, brain="thesis")
+    assert not summary.files_failed
+    edges = live_edges(engine, "thesis")
+    assert {(src, dst) for kind, src, dst in edges if kind == "latex_include"} == {
+        ("thesis.tex", "thesis-info.tex"), ("thesis.tex", "Abstract/abstract.tex"),
+        ("thesis.tex", "Chapter1/chapter1.tex"), ("thesis.tex", "Chapter2/chapter2.tex"),
+        ("thesis.tex", "Chapter3/chapter3.tex")}
+    assert ("bibliography", "thesis.tex", "References/references.bib") in edges
+    cites = {(src, dst) for kind, src, dst in edges if kind == "cites"}
+    assert cites == {
+        ("Chapter1/chapter1.tex#what-is-loren-ipsum-title-with-math-sigma", f"References/references.bib#{key}")
+        for key in ("Aup91", "AAB95", "Con90", "LM65")} | {
+        ("Chapter3/chapter3.tex#first-section-of-the-third-chapter", f"References/references.bib#{key}")
+        for key in ("Rea85", "Ancey1996")} | {("notes.md#reading", "References/references.bib#Ancey1996")}
+    bib = folder / "References/references.bib"
+    bib.write_text(bib.read_text().replace("Ancey1996", "Ancey1996b"))
+    run_pipeline(engine, folder, brain="thesis")
+    assert ("cites", "notes.md#reading", "References/references.bib#Ancey1996") not in live_edges(engine, "thesis")
+
+
+def live_edges(engine, brain: str) -> set[tuple[str, str, str]]:
+    """``(type, src, dst)`` of ``brain``'s edges not retired."""
+    with engine.store.reader(f".xerj-memory-{brain}-edges") as reader:
+        found = set()
+        for row in reader.live_rows():
+            _, source, _ = reader.document(int(row))
+            if "src" in source and "invalid_at" not in source:
+                found.add((source["type"], source["src"], source["dst"]))
+        return found
