@@ -42,6 +42,10 @@ Math stays: $E = mc^2$. \textbf{Bold} \emph{words} 50\% --- \LaTeX{} too.
 \input{sections/method}
 \section{Conclusion}
 \begin{figure}\includegraphics[width=3cm]{fig/a.png}\caption{A figure}\label{fig:a}\end{figure}
+\begin{lstlisting}[language=Python]
+print("\cite{code}")
+\end{lstlisting}
+\begin{comment}draft \cite{draft}\end{comment}
 \end{document}
 """
 
@@ -127,7 +131,9 @@ def test_latex_reads_a_paper_as_a_reader_sees_it_with_its_title_sections_citatio
     assert "Math stays: $E = mc^2$. Bold words 50% — LaTeX too." in detail.text
     assert detail.fields["links"] == [{"kind": "input", "target": "sections/method",
                                        "offset": detail.text.index("sections/method")}]
-    assert conclusion.text == "Conclusion\nA figure" and conclusion.fields["labels"] == ["fig:a"]
+    # a listing is code and a comment environment no text: neither cites
+    assert conclusion.text == 'Conclusion\nA figure\n\nprint("\\cite{code}")' and "links" not in conclusion.fields
+    assert conclusion.fields["labels"] == ["fig:a"]
 
 
 def test_latex_a_chapter_without_a_document_environment_is_all_text_titled_by_its_first_heading():
@@ -136,6 +142,10 @@ def test_latex_a_chapter_without_a_document_environment_is_all_text_titled_by_it
     assert [link["target"] for link in method.fields["links"]] == ["sec:intro", "knuth84"]
     (only,) = latex.LatexFormat().parse("notes/plain.tex", b"Just words, no heading.", MTIME)
     assert (only.title, only.text) == ("plain", "Just words, no heading.")
+    # a name a macro makes is TeX's to expand: it names nothing here, and shows as nothing
+    (macros,) = latex.LatexFormat().parse("cover.tex", rb"\input{\olpath/version}\input\renewcommand"
+                                                     rb"\newcommand{\c}[1]{\cite{#1}} Cover", MTIME)
+    assert (macros.text, macros.fields.get("links")) == ("Cover", None)
 
 
 def test_latex_reads_the_thesis_template_chapters_cites_and_includes():
@@ -213,6 +223,13 @@ def test_latex_detector_links_includes_bibliography_citations_and_references():
     }
 
 
+def test_latex_detector_takes_a_label_of_the_citing_file_before_one_of_another():
+    files = {"b.tex": rb"\section{A}\label{dup}\section{B}See \ref{dup}.", "a.tex": rb"\section{Z}\label{dup}",
+             "c.tex": rb"\section{C}See \ref{dup}."}
+    found = {(e.src, e.dst) for e in run(latex_detector.LatexDetector(), files)}
+    assert found == {("b.tex#b", "b.tex#a"), ("c.tex#c", "a.tex#z")}
+
+
 def test_latex_detector_finds_an_included_file_from_the_folder_a_main_file_compiles_in():
     files = {"thesis/main.tex": rb"\begin{document}\include{chapters/one}\end{document}",
              "thesis/chapters/one.tex": rb"\chapter{One}\input{chapters/two}\input{figures/plot.tikz}",
@@ -232,7 +249,7 @@ def test_citekey_follows_pandoc_org_and_sphinx_citations_to_entries_and_nothing_
                           b"```\n@lamport86 in code\n```\n",
         "notes/code-only.md": b"`@knuth84` is an example\n",
         "notes/org.org": b"#+title: Org\n[cite/t:@lamport86] and cite:knuth84,series\n"
-                         b"#+begin_src python\n@series\n#+end_src\n",
+                         b"#+begin_src python\n@muller2020\n#+end_src\n",
         "notes/doc.rst": b"Title\n=====\n\nAs :cite:p:`knuth84,lamport86` and :footcite:t:`series`.\n",
     }
     found = {(e.src, e.dst, e.type) for e in run(citekey.CitekeyDetector(), files)}
@@ -257,7 +274,8 @@ def test_bibtex_detector_follows_attached_files_and_crossrefs():
     files = {"lib/refs.bib": b"@book{a, file = {:papers/a.pdf:PDF;Slides:C\\:\\\\talks\\\\a-slides.pdf:PDF}}\n"
                              b"@book{b, file = {:C$\\backslash$:/Users/me/Mendeley/b.pdf:pdf}, crossref={c}}\n"
                              b"@book{c, file = {/home/me/Zotero/storage/X1/c.pdf; https://example.org/c.pdf}}\n"
-                             b"@book{d, file = {:papers/missing.pdf:PDF}, xdata = {nowhere}}\n",
+                             b"@book{d, file = {:papers/missing.pdf:PDF}, xdata = {nowhere}}\n"
+                             b"@book{e, file = {:papers$\\backslash$a.pdf:pdf}}\n",
              "lib/papers/a.pdf.txt": b"x"}
     docs = parse_files(files, MTIME)
     for path in ("lib/papers/a.pdf", "talks/a-slides.pdf", "other/b.pdf", "lib/c.pdf", "far/away/c.pdf"):
@@ -268,7 +286,8 @@ def test_bibtex_detector_follows_attached_files_and_crossrefs():
                      ("entry_file", "lib/refs.bib#a", "talks/a-slides.pdf", 0.8),
                      ("entry_file", "lib/refs.bib#b", "other/b.pdf", 0.8),
                      ("crossref", "lib/refs.bib#b", "lib/refs.bib#c", 0.95),
-                     ("entry_file", "lib/refs.bib#c", "lib/c.pdf", 0.8)}
+                     ("entry_file", "lib/refs.bib#c", "lib/c.pdf", 0.8),
+                     ("entry_file", "lib/refs.bib#e", "lib/papers/a.pdf", 0.95)}
     quote = next(e.evidence.quote for e in edges if e.dst == "other/b.pdf")
     assert quote == "b: file = {:C$\\backslash$:/Users/me/Mendeley/b.pdf:pdf}"
 

@@ -122,32 +122,39 @@ def _node_types() -> tuple[Any, ...]:
             latexwalker.LatexCommentNode)
 
 
+def _written(target: str) -> bool:
+    """Whether ``target`` is a name as written, not one a macro makes (``\\olpath/version``, a parameter ``#1``):
+    only TeX knows what those expand to."""
+    return bool(target) and "\\" not in target and "#" not in target
+
+
 def _note(l2tobj: Any, kind: str, target: str) -> None:
     l2tobj.xerj_named.append((kind, target))
 
 
 def _cited(node: Any, l2tobj: Any) -> str:
-    keys = [key.strip() for key in _raw_arg(node).split(",") if key.strip()]
+    keys = [key.strip() for key in _raw_arg(node).split(",") if _written(key.strip())]
     for key in keys:
         _note(l2tobj, CITE, key)
     return f"[{'; '.join(keys)}]" if keys else ""
 
 
 def _referred(node: Any, l2tobj: Any) -> str:
-    label = _raw_arg(node).strip()
     if node.macroname == "hyperref":  # \hyperref[label]{text}: the text shows
         label = _raw_arg(node, 0).strip()
-        if label:
+        if _written(label):
             _note(l2tobj, REF, label)
         return _last_arg(node, l2tobj)
-    if label:
-        _note(l2tobj, REF, label)
-    return f"[{label}]" if label else ""
+    label = _raw_arg(node).strip()
+    if not _written(label):
+        return ""
+    _note(l2tobj, REF, label)
+    return f"[{label}]"
 
 
 def _labelled(node: Any, l2tobj: Any) -> str:
     label = _raw_arg(node).strip()
-    if label:
+    if _written(label):
         _note(l2tobj, LABEL, label)
     return ""
 
@@ -158,13 +165,14 @@ def _included(node: Any, l2tobj: Any) -> str:
         path = (_raw_arg(node, -2).strip().rstrip("/") + "/" + _raw_arg(node).strip()).lstrip("/")
     else:
         path = _raw_arg(node).strip()
-    if path:
-        _note(l2tobj, INPUT, path)
-    return f"\n[{path}]\n" if path else ""
+    if not _written(path):
+        return ""
+    _note(l2tobj, INPUT, path)
+    return f"\n[{path}]\n"
 
 
 def _bibliographies(node: Any, l2tobj: Any) -> str:
-    names = [name.strip() for name in _raw_arg(node).split(",") if name.strip()]
+    names = [name.strip() for name in _raw_arg(node).split(",") if _written(name.strip())]
     for name in names:
         _note(l2tobj, BIBLIOGRAPHY, name)
     return "".join(f"\n[{name}]\n" for name in names)
