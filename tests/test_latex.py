@@ -193,6 +193,16 @@ def test_bibtex_reads_each_entry_as_a_reference_list_shows_it():
     assert "Naïve notes" in muller.text
 
 
+def test_bibtex_keeps_an_entry_whose_names_it_cannot_split_as_written():
+    """A Biblioscape export (JabRef's tests) lists names with semicolons, which BibTeX would not split either."""
+    card, entry = bibtex.BibtexFormat().parse("refs.bib", b"@article{b95, title = {Nonsense codons}, "
+                                              b"author = {Baklouti, F.; Huang, S. C.; Tang, T. K.}, year = 1995}", MTIME)
+    assert (card.fields["entries"], card.fields.get("unread")) == (1, None)
+    assert (entry.title, entry.fields["authors"], entry.fields["year"]) == (
+        "Nonsense codons", ["Baklouti, F.; Huang, S. C.; Tang, T. K."], "1995")
+    assert entry.fields["problem"].startswith("Cannot split the following name")
+
+
 # ---- detectors -------------------------------------------------------------------------------------------------
 
 def run(detector, files):

@@ -16,7 +16,8 @@ written its ``file`` (the attached files a reference manager lists) and
 The card counts the ``entries``; an entry written twice under one key is read
 once (the first, as BibTeX does), and each block that could not be read is
 listed in ``unread`` with its line and why: a damaged entry does not cost the
-others.
+others. An entry whose names cannot be split (``Baklouti, F.; Huang, S. C.``)
+or that sets a field twice is read as written, its ``problem`` saying so.
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ def _anchor(key: str, anchors: Anchors) -> str:
     return anchors(key)
 
 
-def entry_document(fmt: Any, rel_path: str, mtime_ms: int, entry: Any, ordinal: int, anchors: Anchors
-                   ) -> SourceDocument:
+def entry_document(fmt: Any, rel_path: str, mtime_ms: int, entry: Any, ordinal: int, anchors: Anchors, *,
+                   problem: str | None = None) -> SourceDocument:
     fields = {name: field.value for name, field in entry.fields_dict.items()}
     key = entry.key
     title = _value(fields, "title") or key
@@ -86,7 +87,7 @@ def entry_document(fmt: Any, rel_path: str, mtime_ms: int, entry: Any, ordinal: 
                     doi=_value(fields, "doi") or None, url=_value(fields, "url") or None, keywords=keywords or None,
                     file=str(fields["file"]) if fields.get("file") else None,
                     crossref=[str(fields[name]).strip() for name in ("crossref", "xdata") if fields.get(name)] or None,
-                    line=entry.start_line + 1)
+                    line=(entry.start_line or 0) + 1, problem=problem)
 
 
 class BibtexFormat:
@@ -102,23 +103,30 @@ class BibtexFormat:
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
         import bibtexparser  # imported with the first bibliography: runs over no .bib file never load it
-        from bibtexparser import middlewares
+        from bibtexparser import middlewares, model
 
         decoded = decode_text(data, rel_path)
         library = bibtexparser.parse_string(decoded.text, append_middleware=[
             middlewares.NormalizeFieldKeys(), middlewares.SeparateCoAuthors(), middlewares.SplitNameParts(),
             middlewares.MergeNameParts(style="first")])
+        # an entry a middleware could not finish (a name list BibTeX would not split either) or that sets a field
+        # twice is read as it was written, and says so in ``problem``
+        kept = {id(block.ignore_error_block): _why(block.error) for block in library.failed_blocks
+                if isinstance(block, (model.MiddlewareErrorBlock, model.DuplicateFieldKeyBlock))
+                and isinstance(block.ignore_error_block, model.Entry)}
+        entries = sorted([*library.entries, *(block.ignore_error_block for block in library.failed_blocks
+                                              if id(block.ignore_error_block) in kept)],
+                         key=lambda entry: entry.start_line or 0)
         anchors = Anchors("entry")
-        entries = [entry_document(self, rel_path, mtime_ms, entry, n, anchors)
-                   for n, entry in enumerate(library.entries, 1)]
+        docs = [entry_document(self, rel_path, mtime_ms, entry, n, anchors, problem=kept.get(id(entry)))
+                for n, entry in enumerate(entries, 1)]
+        duplicates = [block.key for block in library.failed_blocks if isinstance(block, model.DuplicateBlockKeyBlock)]
         unread = [f"line {(block.start_line or 0) + 1}: {_why(block.error)}" for block in library.failed_blocks
-                  if type(block).__name__ != "DuplicateBlockKeyBlock"]
-        duplicates = [getattr(block, "key", None) for block in library.failed_blocks
-                      if type(block).__name__ == "DuplicateBlockKeyBlock"]
+                  if not isinstance(block, model.DuplicateBlockKeyBlock) and id(block.ignore_error_block) not in kept]
         card = document(self, rel_path, mtime_ms, doc_id=rel_path, title=stem(rel_path), text="", section="",
-                        kind="file", ordinal=0, entries=len(entries), encoding=decoded.encoding,
+                        kind="file", ordinal=0, entries=len(docs), encoding=decoded.encoding,
                         unread=unread or None, duplicate_keys=[k for k in duplicates if k] or None)
-        return [card, *entries]
+        return [card, *docs]
 
 
 @hookimpl
