@@ -6,6 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xerj_core.autoindex.builtin_formats import bibtex, latex
 from xerj_core.autoindex.detect import Corpus, run_detectors
@@ -391,3 +393,24 @@ def live_edges(engine, brain: str) -> set[tuple[str, str, str]]:
             if "src" in source and "invalid_at" not in source:
                 found.add((source["type"], source["src"], source["dst"]))
         return found
+
+
+LATEX_PIECES = [r"\section", r"\chapter*", r"\cite", r"\citep[p.~3]", r"\input", r"\import", r"\href", r"\hyperref",
+                r"\ref", r"\label", r"\url", r"\caption", r"\begin{document}", r"\end{document}", r"\begin{figure}",
+                r"\end{figure}", r"\begin{lstlisting}", r"\end{lstlisting}", r"\begin{minted}", r"\begin{comment}",
+                r"\end{comment}", r"\begin{verbatim}", r"\end{verbatim}", r"\title", r"\author", r"\newcommand",
+                r"\bibliography", r"\addbibresource", r"\texorpdfstring", r"\"", r"\'", r"\\", "{", "}", "[", "]",
+                "$", "$$", "%", "#1", "~", "&", "^", "_", ",", "key", "a b", "\n", "\n\n", "ü", "@book{", "@string{",
+                "title = ", "author = {", " and ", "file = ", "crossref", "=", '"', "@", "#"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(LATEX_PIECES), max_size=40))
+def test_latex_and_bibtex_refuse_or_read_any_text_but_never_crash(pieces):
+    data = "".join(pieces).encode()
+    for fmt, path in ((latex.LatexFormat(), "x.tex"), (bibtex.BibtexFormat(), "x.bib")):
+        try:
+            docs = fmt.parse(path, data, MTIME)
+        except FormatError:
+            continue
+        assert docs[0].doc_id == path and all(doc.ax_path == path for doc in docs)

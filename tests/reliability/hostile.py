@@ -215,7 +215,7 @@ def atheris_run(seconds: int) -> Result:
     begin = time.monotonic()
     crashes = Path(__file__).resolve().parents[2] / "tests" / "reliability" / "crashes"
     crashes.mkdir(exist_ok=True)
-    for target in ("markdown", "html", "email", "pdf", "query"):
+    for target in ("markdown", "html", "email", "pdf", "latex", "bibtex", "query"):
         # A crashing input is kept under tests/reliability/crashes/, not dropped in the working directory.
         proc = subprocess.run([sys.executable, "-m", "tests.reliability.fuzz", target, f"-max_total_time={seconds}",
                                f"-artifact_prefix={crashes}/{target}-"], capture_output=True, text=True)

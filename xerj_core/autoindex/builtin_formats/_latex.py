@@ -93,7 +93,7 @@ def _contexts() -> tuple[Any, Any]:
     macros += [MacroTextSpec(name, simplify_repl=_bibliographies) for name in
                ("bibliography", "addbibresource", "addglobalbib")]
     macros += [MacroTextSpec("label", simplify_repl=_labelled),
-               MacroTextSpec("texorpdfstring", simplify_repl="%(1)s"), MacroTextSpec("url", simplify_repl="%(1)s"),
+               MacroTextSpec("texorpdfstring", simplify_repl=_first_arg), MacroTextSpec("url", simplify_repl=_first_arg),
                MacroTextSpec("href", simplify_repl=_linked),
                MacroTextSpec("LaTeX", simplify_repl="LaTeX"), MacroTextSpec("LaTeXe", simplify_repl="LaTeX2e"),
                MacroTextSpec("TeX", simplify_repl="TeX"), MacroTextSpec("BibTeX", simplify_repl="BibTeX"),
@@ -178,8 +178,19 @@ def _bibliographies(node: Any, l2tobj: Any) -> str:
     return "".join(f"\n[{name}]\n" for name in names)
 
 
+def _arg_text(node: Any, l2tobj: Any, index: int) -> str:
+    """The text of the macro ``node``'s argument ``index`` ('' when it has none there: TeX would read on)."""
+    args = node.nodeargd.argnlist if node.nodeargd is not None else []
+    arg = args[index] if -len(args) <= index < len(args) else None
+    return l2tobj.nodelist_to_text([arg]) if arg is not None else ""
+
+
+def _first_arg(node: Any, l2tobj: Any) -> str:
+    return _arg_text(node, l2tobj, 0)
+
+
 def _last_arg(node: Any, l2tobj: Any) -> str:
-    return l2tobj.nodelist_to_text([node.nodeargd.argnlist[-1]]) if node.nodeargd.argnlist[-1] else ""
+    return _arg_text(node, l2tobj, -1)
 
 
 def _caption(node: Any, l2tobj: Any) -> str:
@@ -192,7 +203,7 @@ def _verbatim(node: Any) -> str:
 
 
 def _linked(node: Any, l2tobj: Any) -> str:
-    url, words = _raw_arg(node, -2).strip(), l2tobj.nodelist_to_text([node.nodeargd.argnlist[-1]]).strip()
+    url, words = _raw_arg(node, -2).strip(), _last_arg(node, l2tobj).strip()
     return f"{words} <{url}>" if words and url else words or url
 
 
