@@ -304,6 +304,26 @@ def test_bibtex_detector_follows_attached_files_and_crossrefs():
     assert quote == "b: file = {:C$\\backslash$:/Users/me/Mendeley/b.pdf:pdf}"
 
 
+def test_bibtex_detector_links_an_entry_to_the_note_and_the_pdf_named_after_its_key():
+    """A literature note named ``@key`` (Obsidian's Zotero plugins) or ``key``; a PDF named after the key when the
+    entry's own file field leads nowhere; a note or a PDF of another name, or named after another key, is not."""
+    files = {"refs/library.bib": b"@book{knuth84, file = {:gone/texbook.pdf:PDF}}\n@book{lamport86}\n"
+                                 b"@book{wirth76, file = {:wirth.pdf:PDF}}\n",
+             "notes/@knuth84.md": b"# The TeXbook\n", "far/notes/knuth84.md": b"# Another\n",
+             "notes/lamport86.org": b"* LaTeX\n", "notes/wirth.md": b"# Wirth\n"}
+    docs = parse_files(files, MTIME)
+    for path in ("refs/papers/knuth84.pdf", "other/lamport86.pdf", "refs/wirth.pdf", "refs/wirth76.pdf"):
+        docs[path] = [pdf_card(path)]
+    found = {(e.type, e.src, e.dst, e.confidence) for e in run_detectors([bibtex_detector.BibtexDetector()],
+                                                                         docs).edges}
+    assert found == {("literature_note", "refs/library.bib#knuth84", "notes/@knuth84.md", 0.95),
+                     ("entry_file", "refs/library.bib#knuth84", "refs/papers/knuth84.pdf", 0.7),
+                     ("literature_note", "refs/library.bib#lamport86", "notes/lamport86.org", 0.95),
+                     ("entry_file", "refs/library.bib#lamport86", "other/lamport86.pdf", 0.7),
+                     # its own file found, the one named after its key is not wanted
+                     ("entry_file", "refs/library.bib#wirth76", "refs/wirth.pdf", 0.95)}
+
+
 def pdf_card(path: str) -> SourceDocument:
     """A PDF's card as the ``pdf`` format gives it (without a PDF to read)."""
     return SourceDocument(path, "ax-pdfs", path, path, "", "", "file", MTIME, "pdf", {"ordinal": 0})

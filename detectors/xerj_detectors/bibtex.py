@@ -12,7 +12,15 @@ detector (tag ``bibtex@1``):
   manager keeps its files where it likes, and a folder indexed with them holds
   them under the same names). URLs name no file;
 - ``crossref``: to the entry its ``crossref`` or ``xdata`` names (the
-  proceedings a paper is in), the one of the same bibliography first.
+  proceedings a paper is in), the one of the same bibliography first;
+- ``literature_note``: to the note named after its key (``@knuth84.md``, as
+  Obsidian's Zotero and citation plugins name a literature note, or
+  ``knuth84.md``/``.org``), the nearest when several are.
+
+An entry whose ``file`` field leads to no file is also linked (``entry_file``,
+confidence 0.7) to the document file (PDF, EPUB, Word, DjVu) named after its
+key (``papers/knuth84.pdf``), as JabRef's default file pattern and Zotero's
+renaming plugins name them.
 
 The evidence is the field as written: ``knuth84: file = {:papers/knuth84.pdf:PDF}``.
 """
@@ -26,7 +34,11 @@ from typing import Iterable, Iterator, Sequence
 from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft
 from xerj_detectors.latex import cited_entry
 
-FILE, CROSSREF = "entry_file", "crossref"
+FILE, CROSSREF, NOTE = "entry_file", "crossref", "literature_note"
+# the formats of a file a reference manager attaches, and of a note written about a reference
+ATTACHED_FORMATS = frozenset({"pdf", "epub", "docx", "odt"})
+_DOCUMENT_EXTENSIONS = (".pdf", ".epub", ".djvu", ".docx", ".odt")
+NOTE_FORMATS = frozenset({"markdown", "org", "joplin"})
 _UNESCAPED_SEMICOLON = re.compile(r"(?<!\\);")
 _UNESCAPED_COLON = re.compile(r"(?<!\\):")
 _ABSOLUTE = re.compile(r"(?:/|~|[A-Za-z]:[\\/]|\\\\)")
@@ -59,11 +71,12 @@ def attached_file(corpus: Corpus, bib_path: str, path: str) -> tuple[SourceDocum
 class BibtexDetector:
     name = "bibtex"
     type = FILE
-    types = (FILE, CROSSREF)
+    types = (FILE, CROSSREF, NOTE)
     tag = "bibtex@1"
     weight = 0.9
     confidence = 0.95
     by_name_confidence = 0.8
+    by_key_confidence = 0.7
 
     def detect(
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
@@ -79,11 +92,34 @@ class BibtexDetector:
                     seen.add(dst.doc_id)
                     yield make_draft(self, doc, dst, type=FILE, quote=clip(f"{key}: file = {{{raw}}}"),
                                      confidence=self.by_name_confidence if by_name else None)
+            if isinstance(key, str) and key and len(seen) == 1:
+                attached = self._named_after(corpus, doc, key, lambda card: card.format in ATTACHED_FORMATS
+                                             or card.ax_path.lower().endswith(_DOCUMENT_EXTENSIONS))
+                if attached is not None:
+                    seen.add(attached.doc_id)
+                    yield make_draft(self, doc, attached, type=FILE, confidence=self.by_key_confidence,
+                                     quote=clip(f"{key}: the file {attached.ax_path} is named after the entry's key"))
+            note = self._named_after(corpus, doc, key, lambda card: card.format in NOTE_FORMATS) \
+                if isinstance(key, str) and key else None
+            if note is not None and note.doc_id not in seen:
+                seen.add(note.doc_id)
+                yield make_draft(self, doc, note, type=NOTE,
+                                 quote=clip(f"{key}: the note {note.ax_path} is named after the entry's key"))
             for target in doc.fields.get("crossref") or ():
                 dst = cited_entry(corpus, doc.ax_path, target) if isinstance(target, str) else None
                 if dst is not None and dst.doc_id not in seen:
                     seen.add(dst.doc_id)
                     yield make_draft(self, doc, dst, type=CROSSREF, quote=clip(f"{key}: crossref = {{{target}}}"))
+
+
+    @staticmethod
+    def _named_after(corpus: Corpus, entry: SourceDocument, key: str, wanted) -> SourceDocument | None:
+        """The card of the ``wanted`` file nearest the entry's bibliography whose name without extension is the key,
+        or the key after an ``@``."""
+        paths = [path for stem in (key, f"@{key}") for path in corpus.by_stem(stem)]
+        cards = {path: card for path in paths if (card := corpus.card(path)) is not None and wanted(card)}
+        nearest = corpus.nearest(sorted(cards), entry.ax_path) if cards else None
+        return cards.get(nearest) if nearest is not None else None
 
 
 @hookimpl
