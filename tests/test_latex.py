@@ -282,6 +282,23 @@ def test_citekey_prefers_the_key_of_the_same_case_then_the_nearest_bibliography(
     assert found == {"b/refs.bib#smith20", "a/refs.bib#Smith20", "b/refs.bib#jones"}
 
 
+def test_citekey_reads_a_notes_bibliography_and_citekey_from_its_front_matter():
+    """Pandoc's ``bibliography`` links the note to each file and wins over a nearer copy of a key; a literature note's
+    ``citekey`` links its card to the entry it is about."""
+    files = {"shared/refs.bib": b"@book{smith20, title={Shared}}\n@book{knuth84, title={K}}\n",
+             "notes/refs.bib": b"@book{smith20, title={Near}}\n",
+             "notes/paper.md": b"---\ntitle: Paper\nbibliography: [../shared/refs.bib, missing.bib]\n---\n"
+                               b"# Paper\nAs [@smith20] says.\n",
+             "notes/plain.md": b"# Plain\nAs [@smith20] says.\n",
+             "notes/texbook.md": b'---\ncitekey: "@knuth84"\n---\n# The TeXbook\n'}
+    found = {(e.type, e.src, e.dst, e.evidence.quote) for e in run(citekey.CitekeyDetector(), files)}
+    assert found == {
+        ("bibliography", "notes/paper.md", "shared/refs.bib", "bibliography: ../shared/refs.bib"),
+        ("cites", "notes/paper.md#paper", "shared/refs.bib#smith20", "As [@smith20] says."),
+        ("cites", "notes/plain.md#plain", "notes/refs.bib#smith20", "As [@smith20] says."),
+        ("cites", "notes/texbook.md", "shared/refs.bib#knuth84", "citekey: knuth84")}
+
+
 def test_bibtex_detector_follows_attached_files_and_crossrefs():
     files = {"lib/refs.bib": b"@book{a, file = {:papers/a.pdf:PDF;Slides:C\\:\\\\talks\\\\a-slides.pdf:PDF}}\n"
                              b"@book{b, file = {:C$\\backslash$:/Users/me/Mendeley/b.pdf:pdf}, crossref={c}}\n"

@@ -14,6 +14,12 @@ bibliography in the corpus (see :meth:`~xerj_core.detectors.Corpus.by_citekey`:
 the entry of the same case first, then the one in the nearest file), so a
 handle such as ``@ada`` names nothing unless a bibliography has that key.
 Edge ``cites`` from the note to the entry; the evidence is the citation's line.
+
+A Markdown note's front matter may name its ``bibliography`` (Pandoc, Quarto:
+a path or a list of them): an edge ``bibliography`` to each, and its
+citations are followed to the entries of those files first. A literature note
+names the reference it is about as ``citekey: knuth84`` (Obsidian's Zotero
+plugins write it): an edge ``cites`` from its card to that entry.
 """
 
 from __future__ import annotations
@@ -21,9 +27,9 @@ from __future__ import annotations
 import re
 from typing import Iterable, Iterator, Sequence
 
-from xerj_core.detectors import MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, \
-    link_drafts, mask_code
-from xerj_detectors.latex import cited_entry
+from xerj_core.detectors import MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, \
+    link_drafts, make_draft, mask_code, resolve_relative
+from xerj_detectors.latex import BIBLIOGRAPHY, CITES, cited_entry
 from xerj_detectors.orglink import mask_blocks
 
 _WORD = rb"A-Za-z0-9_\x80-\xff"
@@ -59,7 +65,8 @@ def citations(data: bytes, fmt: str) -> Iterator[tuple[int, str]]:
 
 class CitekeyDetector:
     name = "citekey"
-    type = "cites"
+    type = CITES
+    types = (CITES, BIBLIOGRAPHY)
     tag = "citekey@1"
     weight = 1.0
     confidence = 0.9
@@ -67,6 +74,18 @@ class CitekeyDetector:
     def detect(
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
+        card = file_docs[0] if file_docs else None
+        named = card.fields.get("bibliography") if card is not None and card.format in MARKDOWN_FORMATS else None
+        bibliographies: list[str] = []
+        for name in named or ():
+            bib = resolve_relative(corpus, card.ax_path, name) if isinstance(name, str) else None
+            if bib is not None and bib.ax_path not in bibliographies:
+                bibliographies.append(bib.ax_path)
+                yield make_draft(self, card, bib, type=BIBLIOGRAPHY, quote=clip(f"bibliography: {name}"))
+        key = card.fields.get("reference_key") if card is not None else None
+        entry = cited_entry(corpus, card.ax_path, key, bibliographies) if isinstance(key, str) and key else None
+        if entry is not None:
+            yield make_draft(self, card, entry, quote=clip(f"citekey: {key}"))
         for doc in file_docs:
             fmt, text = doc.format, doc.text
             if fmt in RST_FORMATS:
@@ -78,7 +97,7 @@ class CitekeyDetector:
             elif fmt not in ORG_FORMATS or ("@" not in text and "cite" not in text):
                 continue
             data = doc.text.encode("utf-8")
-            yield from link_drafts(self, doc, data, ((offset, cited_entry(corpus, doc.ax_path, key))
+            yield from link_drafts(self, doc, data, ((offset, cited_entry(corpus, doc.ax_path, key, bibliographies))
                                                      for offset, key in citations(data, fmt) if key))
 
 

@@ -54,12 +54,14 @@ def find_file(corpus: Corpus, from_path: str, name: str, extension: str) -> Sour
         folder = posixpath.dirname(folder)
 
 
-def cited_entry(corpus: Corpus, from_path: str, key: str) -> SourceDocument | None:
-    """The bibliography entry ``key`` names for a document of ``from_path``: the entry of the same case first, then
-    the one in the nearest file; None when no entry has the key."""
+def cited_entry(corpus: Corpus, from_path: str, key: str, bibliographies: Sequence[str] = ()) -> SourceDocument | None:
+    """The bibliography entry ``key`` names for a document of ``from_path``: the entry of one of the
+    ``bibliographies`` the document names (their paths) first, then the entry of the same case, then the one in the
+    nearest file; None when no entry has the key."""
     ids = corpus.by_citekey(key)
     if len(ids) > 1:
         docs = [doc for doc in map(corpus.document, ids) if doc is not None]
+        docs = [doc for doc in docs if doc.ax_path in bibliographies] or docs
         exact = [doc for doc in docs if doc.fields.get("citekey") == key.strip()] or docs
         by_path = {doc.ax_path: doc for doc in reversed(exact)}
         nearest = corpus.nearest(sorted(by_path), from_path)

@@ -234,7 +234,8 @@ class MarkdownFormat:
     # 3: a list item that is a heading (a Logseq heading block, ``- ## Usage``) opens a section
     # 4: a page's declared address (``permalink``, ``url``) and MyST's ``(label)=`` targets (``labels``) kept;
     # Quarto's and R Markdown's documents; a heading's ``{#id .class}`` attributes (the id in ``ids``)
-    version = 4
+    # 5: front matter's ``bibliography`` (Pandoc, Quarto) and ``citekey`` (a literature note's) kept
+    version = 5
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         return extension(rel_path) in EXTENSIONS
@@ -264,6 +265,8 @@ class MarkdownFormat:
         permalink = meta.get("permalink", meta.get("url"))
         if not (isinstance(permalink, str) and permalink.startswith("/") and ":" not in permalink):
             permalink = None
+        citekey = meta.get("citekey")
+        citekey = str(citekey).strip().lstrip("@") if isinstance(citekey, (str, int)) else ""
         preamble_end = found[0][0] if found else len(body)
         card = document(
             self,
@@ -277,6 +280,8 @@ class MarkdownFormat:
             aliases=aliases or None,
             tags=tags or None,
             permalink=permalink,
+            bibliography=_string_list(meta.get("bibliography")) or None,
+            reference_key=citekey or None,
             blocks=block_ids(body[:preamble_end]),
             ordinal=0,
             encoding=decoded.encoding,
