@@ -163,6 +163,29 @@ def test_latex_reads_the_thesis_template_chapters_cites_and_includes():
     assert "Cauchy" not in chapter[2].text  # the nomenclature's entries are no words of the section
 
 
+INLINE_REFERENCES = rb"""\documentclass{article}
+\begin{document}
+\section{Intro}
+As shown by \cite{knuth84} and \cite{lamport}.
+\begin{thebibliography}{9}
+\bibitem{knuth84} D.~E. Knuth, \emph{The \TeX book}, Addison-Wesley, 1984.
+\bibitem[Lam86]{lamport} L.~Lamport, \emph{\LaTeX: A Document Preparation System}, 1986.
+\end{thebibliography}
+\end{document}
+"""
+
+
+def test_latex_a_reference_list_written_in_the_document_is_an_entry_per_bibitem_its_citations_land_on():
+    card, intro, knuth, lamport = latex.LatexFormat().parse("paper.tex", INLINE_REFERENCES, MTIME)
+    assert intro.text == "Intro\nAs shown by [knuth84] and [lamport]."
+    assert [(d.doc_id, d.kind, d.dataset, d.fields["citekey"], d.title) for d in (knuth, lamport)] == [
+        ("paper.tex#knuth84", "entry", "ax-refs", "knuth84", "D. E. Knuth, The TeXbook, Addison-Wesley, 1984."),
+        ("paper.tex#lamport", "entry", "ax-refs", "lamport", "L. Lamport, LaTeX: A Document Preparation System, 1986.")]
+    found = {(e.src, e.dst) for e in run(latex_detector.LatexDetector(), {"paper.tex": INLINE_REFERENCES,
+                                                                          "refs.bib": REFS})}
+    assert found == {("paper.tex#intro", "paper.tex#knuth84"), ("paper.tex#intro", "paper.tex#lamport")}
+
+
 def test_latex_that_pylatexenc_cannot_read_is_the_files_failure_not_a_crash():
     deep = b"{" * 5000 + b"x" + b"}" * 5000
     try:

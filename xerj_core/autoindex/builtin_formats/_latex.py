@@ -44,7 +44,7 @@ _ARGS = {**{name: "*[[{" for name in _CITES}, "nocite": "{", "citenum": "{",
          "DeclareMathOperator": "*{{", "newenvironment": "*{[[{{", "renewenvironment": "*{[[{{",
          "newtheorem": "{[{[", "part": "*[{", "chapter": "*[{", "section": "*[{", "subsection": "*[{",
          "subsubsection": "*[{", "paragraph": "*[{", "subparagraph": "*[{", "caption": "*[{", "footnote": "[{",
-         "label": "{", "url": "{", "includegraphics": "*[[{"}
+         "label": "{", "url": "{", "includegraphics": "*[[{", "bibitem": "[{"}
 # Commands whose arguments are not the document's words.
 _DISCARDED = ("includeonly", "graphicspath", "nomenclature", "index", "glossary", "usepackage", "RequirePackage",
               "documentclass", "bibliographystyle", "printbibliography", "hypersetup", "pdfbookmark",
@@ -82,7 +82,8 @@ def _contexts() -> tuple[Any, Any]:
 
     parsing = latexwalker.get_default_latex_context_db()
     parsing.add_context_category("xerj", prepend=True,
-                                 macros=[macrospec.MacroSpec(name, args) for name, args in _ARGS.items()])
+                                 macros=[macrospec.MacroSpec(name, args) for name, args in _ARGS.items()],
+                                 environments=[macrospec.EnvironmentSpec("thebibliography", "{")])
     rendering = get_default_latex_context_db()
     macros = [MacroTextSpec(name, discard=True) for name in _DISCARDED]
     macros += [MacroTextSpec(name, simplify_repl=_cited) for name in _CITES]

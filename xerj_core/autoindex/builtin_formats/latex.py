@@ -15,6 +15,11 @@ heading's text, its ``level`` the command's rank among those the file uses (1
 the highest). What each document cites, includes, names as its bibliography and
 refers to is kept in ``links`` (``kind``, ``target`` as written, ``offset`` in the
 text) for the ``latex`` detector, and the labels it defines in ``labels``.
+
+A reference list written in the document (``thebibliography``, as a paper
+pastes its ``.bbl``) is no section's text: each ``\\bibitem{key}`` is an entry
+of the ``ax-refs`` dataset, as a ``.bib`` file's are (kind ``entry``, its
+``citekey``, titled by its text), so the document's citations land on it.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats import _latex
+from xerj_core.autoindex.builtin_formats import _latex, bibtex
 from xerj_core.autoindex.builtin_formats._common import Anchors, document
 from xerj_core.autoindex.formats import decode_text, extension, stem
 from xerj_core.model import SourceDocument
@@ -31,6 +36,7 @@ EXTENSIONS = frozenset({".tex", ".ltx", ".latex"})
 WHAT = "LaTeX document"
 # environments whose headings are the document's own (the appendix package's)
 _SPLICED = frozenset({"appendices", "subappendices"})
+_ENTRY_TITLE = 200  # characters of a \\bibitem's text that title its entry (it has no title of its own)
 _PREAMBLE_LINKS = frozenset({"addbibresource", "addglobalbib", "bibliography", "input", "include", "import",
                              "subimport", "subfile"})
 
@@ -57,6 +63,19 @@ def _first(nodes: list[Any], name: str) -> str:
     """The text of the first ``\\name{...}`` in ``nodes`` (at any depth), or ''."""
     node = next((n for n in _latex.walk(nodes) if _is_macro(n, (name,))), None)
     return _latex.to_text(_latex._raw_arg(node)) if node is not None else ""
+
+
+def _bibitems(environment: Any) -> list[tuple[str, list[Any]]]:
+    """``(key, nodes)`` of each ``\\bibitem{key}`` of a ``thebibliography`` environment, its nodes what follows it
+    up to the next."""
+    items: list[tuple[str, list[Any]]] = []
+    for node in environment.nodelist:
+        if _is_macro(node, ("bibitem",)):
+            key = _latex._raw_arg(node).strip()
+            items.append((key, []))
+        elif items:
+            items[-1][1].append(node)
+    return [(key, content) for key, content in items if key and "\\" not in key]
 
 
 def _links(named: list[_latex.Named], shift: int = 0) -> dict[str, Any]:
@@ -87,9 +106,12 @@ class LatexFormat:
         # \addbibresource) are the document's
         preamble = [node for node in nodes if _is_macro(node, _PREAMBLE_LINKS)] if main else []
         parts: list[tuple[Any, list[Any]]] = [(None, list(preamble))]
+        references: list[Any] = []  # thebibliography environments: their items are entries of their own
         for node in _spliced(body if main else nodes):
             if _is_macro(node, _latex.SECTIONING):
                 parts.append((node, []))
+            elif _is_environment(node, ("thebibliography",)):
+                references.append(node)
             else:
                 parts[-1][1].append(node)
         renderer = _latex.Renderer()
@@ -112,6 +134,12 @@ class LatexFormat:
             docs.append(SourceDocument(f"{rel_path}#{anchor}", self.dataset, rel_path, title,
                                        f"{label}\n{text}" if text else label, label, "section", mtime_ms, self.name,
                                        fields))
+        for key, content in (item for environment in references for item in _bibitems(environment)):
+            text, _ = renderer.text(content)
+            label = " ".join(text.split())
+            docs.append(document(self, rel_path, mtime_ms, doc_id=f"{rel_path}#{anchors(key)}",
+                                 title=label[:_ENTRY_TITLE] or key, text=text, section=key, kind="entry",
+                                 dataset=bibtex.DATASET, ordinal=len(docs), citekey=key))
         return docs
 
 
