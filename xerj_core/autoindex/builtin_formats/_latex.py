@@ -260,9 +260,11 @@ def tidy(text: str) -> str:
     return _BLANK_RUN.sub("\n\n", _TRAILING.sub("\n", text.replace("\xa0", " "))).strip()
 
 
+@functools.lru_cache(maxsize=16384)
 def to_text(latex: str) -> str:
     """A short run of LaTeX (a BibTeX field) as text; text with no command or math passes with its braces
-    dropped, without being parsed."""
+    dropped, without being parsed. Remembered: a bibliography names the same people and journals again and again,
+    and pylatexenc reads a field a character at a time (a third of a millisecond for a title)."""
     if "\\" not in latex and "$" not in latex:
         return " ".join(latex.replace("{", "").replace("}", "").replace("~", " ").split())
     try:
