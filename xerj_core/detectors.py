@@ -24,7 +24,8 @@ What is here:
   :func:`target_document` (a path plus fragment), :func:`within_root`;
   :func:`label_key` (a reStructuredText label as Sphinx compares them), :func:`fold_name` (a name as the
   corpus's lookups compare names);
-* a corpus-wide detector's key index: :func:`smallest_owners`.
+* a corpus-wide detector's key index: :func:`smallest_owners` (of the labels documents define:
+  :func:`labels_of`).
 """
 
 from xerj_core.autoindex.detect import (
@@ -34,6 +35,7 @@ from xerj_core.autoindex.detect import (
     DetectorState,
     clip,
     fold_name,
+    labels_of,
     line_at,
     link_drafts,
     make_draft,
@@ -68,6 +70,7 @@ __all__ = [
     "fold_name",
     "hookimpl",
     "label_key",
+    "labels_of",
     "line_at",
     "link_drafts",
     "make_draft",

@@ -30,8 +30,8 @@ from __future__ import annotations
 import posixpath
 from typing import Any, Iterable, Sequence
 
-from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft,
-                                 smallest_owners)
+from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, labels_of, line_at,
+                                 make_draft, smallest_owners)
 
 LATEX_FORMATS = frozenset({"latex"})
 INCLUDE, BIBLIOGRAPHY, CITES, REF = "latex_include", "bibliography", "cites", "latex_ref"
@@ -78,9 +78,7 @@ class LatexDetector:
     confidence = 0.95
 
     def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[tuple[str, str], ...] | None:
-        found = tuple((label, doc.doc_id) for doc in file_docs if doc.format in LATEX_FORMATS
-                      for label in doc.fields.get("labels") or () if isinstance(label, str))
-        return found or None
+        return labels_of(file_docs, LATEX_FORMATS)
 
     def combine(self, partials: Iterable[tuple[tuple[str, str], ...] | None], corpus: Corpus) -> DetectorState:
         return DetectorState(data=smallest_owners(partials))

@@ -26,8 +26,8 @@ import re
 from typing import Iterable, Iterator, Sequence
 
 from xerj_core.detectors import (MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl,
-                                 label_key, line_at, make_draft, note_candidates, resolve_relative, smallest_owners,
-                                 within_root)
+                                 label_key, labels_of, line_at, make_draft, note_candidates, resolve_relative,
+                                 smallest_owners, within_root)
 
 RST_FORMATS = frozenset({"rst"})
 # Sphinx reads Markdown through MyST, whose roles and directives name what reStructuredText's do
@@ -60,9 +60,7 @@ class RstlinkDetector:
     confidence = 0.9
 
     def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[tuple[str, str], ...] | None:
-        found = tuple((label, doc.doc_id) for doc in file_docs if doc.format in READ_FORMATS
-                      for label in doc.fields.get("labels") or () if isinstance(label, str))
-        return found or None
+        return labels_of(file_docs, READ_FORMATS)
 
     def combine(self, partials: Iterable[tuple[tuple[str, str], ...] | None], corpus: Corpus) -> DetectorState:
         return DetectorState(data=smallest_owners(partials))

@@ -70,7 +70,7 @@ import posixpath
 import re
 import unicodedata
 from collections import defaultdict
-from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Collection, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
 import xxhash
@@ -146,6 +146,14 @@ def smallest_owners(partials: Iterable[Iterable[tuple[str, str]] | None]) -> dic
             if current is None or doc_id < current:
                 owners[key] = doc_id
     return owners
+
+
+def labels_of(file_docs: Sequence[SourceDocument], formats: Collection[str]) -> tuple[tuple[str, str], ...] | None:
+    """``summarize``'s output for an index of labels: ``(label, doc_id)`` for each label (the ``labels`` field, as
+    the reStructuredText and LaTeX formats give it) of the documents of ``formats``, None when they have none."""
+    found = tuple((label, doc.doc_id) for doc in file_docs if doc.format in formats
+                  for label in doc.fields.get("labels") or () if isinstance(label, str))
+    return found or None
 
 
 def is_corpus_wide(detector: Detector) -> bool:
