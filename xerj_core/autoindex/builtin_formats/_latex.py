@@ -104,26 +104,26 @@ def _contexts() -> tuple[Any, Any]:
     return parsing, rendering
 
 
-def _raw_arg(node: Any, index: int = -1) -> str:
+def raw_arg(node: Any, index: int = -1) -> str:
     """The source of the macro ``node``'s argument ``index`` without its braces ('' when absent)."""
     args = node.nodeargd.argnlist if node.nodeargd is not None else []
     arg = args[index] if args and -len(args) <= index < len(args) else None
     if arg is None:
         return ""
-    if arg.isNodeType(_node_types()[0]):  # a group: its contents
+    if arg.isNodeType(node_types()[0]):  # a group: its contents
         return "".join(child.latex_verbatim() for child in arg.nodelist)
     return arg.latex_verbatim()
 
 
 @functools.cache
-def _node_types() -> tuple[Any, ...]:
+def node_types() -> tuple[Any, ...]:
     from pylatexenc import latexwalker
 
     return (latexwalker.LatexGroupNode, latexwalker.LatexMacroNode, latexwalker.LatexEnvironmentNode,
             latexwalker.LatexCommentNode)
 
 
-def _written(target: str) -> bool:
+def is_written(target: str) -> bool:
     """Whether ``target`` is a name as written, not one a macro makes (``\\olpath/version``, a parameter ``#1``):
     only TeX knows what those expand to."""
     return bool(target) and "\\" not in target and "#" not in target
@@ -134,7 +134,7 @@ def _note(l2tobj: Any, kind: str, target: str) -> None:
 
 
 def _cited(node: Any, l2tobj: Any) -> str:
-    keys = [key.strip() for key in _raw_arg(node).split(",") if _written(key.strip())]
+    keys = [key.strip() for key in raw_arg(node).split(",") if is_written(key.strip())]
     for key in keys:
         _note(l2tobj, CITE, key)
     return f"[{'; '.join(keys)}]" if keys else ""
@@ -142,20 +142,20 @@ def _cited(node: Any, l2tobj: Any) -> str:
 
 def _referred(node: Any, l2tobj: Any) -> str:
     if node.macroname == "hyperref":  # \hyperref[label]{text}: the text shows
-        label = _raw_arg(node, 0).strip()
-        if _written(label):
+        label = raw_arg(node, 0).strip()
+        if is_written(label):
             _note(l2tobj, REF, label)
         return _last_arg(node, l2tobj)
-    label = _raw_arg(node).strip()
-    if not _written(label):
+    label = raw_arg(node).strip()
+    if not is_written(label):
         return ""
     _note(l2tobj, REF, label)
     return f"[{label}]"
 
 
 def _labelled(node: Any, l2tobj: Any) -> str:
-    label = _raw_arg(node).strip()
-    if _written(label):
+    label = raw_arg(node).strip()
+    if is_written(label):
         _note(l2tobj, LABEL, label)
     return ""
 
@@ -163,17 +163,17 @@ def _labelled(node: Any, l2tobj: Any) -> str:
 def _included(node: Any, l2tobj: Any) -> str:
     name = node.macroname
     if name in ("import", "subimport", "inputfrom", "subinputfrom", "includefrom", "subincludefrom"):
-        path = (_raw_arg(node, -2).strip().rstrip("/") + "/" + _raw_arg(node).strip()).lstrip("/")
+        path = (raw_arg(node, -2).strip().rstrip("/") + "/" + raw_arg(node).strip()).lstrip("/")
     else:
-        path = _raw_arg(node).strip()
-    if not _written(path):
+        path = raw_arg(node).strip()
+    if not is_written(path):
         return ""
     _note(l2tobj, INPUT, path)
     return f"\n[{path}]\n"
 
 
 def _bibliographies(node: Any, l2tobj: Any) -> str:
-    names = [name.strip() for name in _raw_arg(node).split(",") if _written(name.strip())]
+    names = [name.strip() for name in raw_arg(node).split(",") if is_written(name.strip())]
     for name in names:
         _note(l2tobj, BIBLIOGRAPHY, name)
     return "".join(f"\n[{name}]\n" for name in names)
@@ -204,7 +204,7 @@ def _verbatim(node: Any) -> str:
 
 
 def _linked(node: Any, l2tobj: Any) -> str:
-    url, words = _raw_arg(node, -2).strip(), _last_arg(node, l2tobj).strip()
+    url, words = raw_arg(node, -2).strip(), _last_arg(node, l2tobj).strip()
     return f"{words} <{url}>" if words and url else words or url
 
 
@@ -275,13 +275,23 @@ def to_text(latex: str) -> str:
 
 
 def walk(nodes: list[Any]) -> Iterator[Any]:
-    """Every node of ``nodes`` and of what they hold, in document order."""
-    group, macro, environment, _ = _node_types()
-    for node in nodes:
+    """Every node of ``nodes`` and of what they hold, in document order (a stack, not recursion: a file may nest
+    its groups as deep as it likes)."""
+    group, macro, environment, _ = node_types()
+    stack = [iter(nodes)]
+    while stack:
+        node = next(stack[-1], _END)
+        if node is _END:
+            stack.pop()
+            continue
         if node is None:
             continue
         yield node
-        if node.isNodeType(group) or node.isNodeType(environment):
-            yield from walk(node.nodelist)
+        held = list(node.nodelist) if node.isNodeType(group) or node.isNodeType(environment) else []
         if (node.isNodeType(macro) or node.isNodeType(environment)) and node.nodeargd is not None:
-            yield from walk([arg for arg in node.nodeargd.argnlist if arg is not None])
+            held += [arg for arg in node.nodeargd.argnlist if arg is not None]
+        if held:
+            stack.append(iter(held))
+
+
+_END = object()

@@ -36,17 +36,17 @@ EXTENSIONS = frozenset({".tex", ".ltx", ".latex"})
 WHAT = "LaTeX document"
 # environments whose headings are the document's own (the appendix package's)
 _SPLICED = frozenset({"appendices", "subappendices"})
-_ENTRY_TITLE = 200  # characters of a \\bibitem's text that title its entry (it has no title of its own)
+_ENTRY_TITLE = 200  # characters of a \bibitem's text that title its entry (it has no title of its own)
 _PREAMBLE_LINKS = frozenset({"addbibresource", "addglobalbib", "bibliography", "input", "include", "import",
                              "subimport", "subfile"})
 
 
 def _is_macro(node: Any, names: Any) -> bool:
-    return node is not None and node.isNodeType(_latex._node_types()[1]) and node.macroname in names
+    return node is not None and node.isNodeType(_latex.node_types()[1]) and node.macroname in names
 
 
 def _is_environment(node: Any, names: Any) -> bool:
-    return node is not None and node.isNodeType(_latex._node_types()[2]) and node.environmentname in names
+    return node is not None and node.isNodeType(_latex.node_types()[2]) and node.environmentname in names
 
 
 def _spliced(nodes: list[Any]) -> list[Any]:
@@ -62,7 +62,7 @@ def _spliced(nodes: list[Any]) -> list[Any]:
 def _first(nodes: list[Any], name: str) -> str:
     """The text of the first ``\\name{...}`` in ``nodes`` (at any depth), or ''."""
     node = next((n for n in _latex.walk(nodes) if _is_macro(n, (name,))), None)
-    return _latex.to_text(_latex._raw_arg(node)) if node is not None else ""
+    return _latex.to_text(_latex.raw_arg(node)) if node is not None else ""
 
 
 def _bibitems(environment: Any) -> list[tuple[str, list[Any]]]:
@@ -71,11 +71,11 @@ def _bibitems(environment: Any) -> list[tuple[str, list[Any]]]:
     items: list[tuple[str, list[Any]]] = []
     for node in environment.nodelist:
         if _is_macro(node, ("bibitem",)):
-            key = _latex._raw_arg(node).strip()
+            key = _latex.raw_arg(node).strip()
             items.append((key, []))
         elif items:
             items[-1][1].append(node)
-    return [(key, content) for key, content in items if key and "\\" not in key]
+    return [(key, content) for key, content in items if _latex.is_written(key)]
 
 
 def _links(named: list[_latex.Named], shift: int = 0) -> dict[str, Any]:
@@ -117,7 +117,7 @@ class LatexFormat:
         renderer = _latex.Renderer()
         levels = sorted({_latex.SECTIONING[heading.macroname] for heading, _ in parts[1:]})
         title = _first(nodes, "title") if main else ""
-        headings = [(heading, _latex.to_text(_latex._raw_arg(heading))) for heading, _ in parts[1:]]
+        headings = [(heading, _latex.to_text(_latex.raw_arg(heading))) for heading, _ in parts[1:]]
         title = title or next((label for _, label in headings if label), "") or stem(rel_path)
         text, named = renderer.text(parts[0][1])
         author = (_first(nodes, "author") or None) if main else None
