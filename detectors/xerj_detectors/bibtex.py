@@ -18,7 +18,7 @@ detector (tag ``bibtex@1``):
   ``knuth84.md``/``.org``), the nearest when several are.
 
 An entry whose ``file`` field leads to no file is also linked (``entry_file``,
-confidence 0.7) to the document file (PDF, EPUB, Word, DjVu) named after its
+confidence 0.7) to the document file (PDF, EPUB, Word, OpenDocument) named after its
 key (``papers/knuth84.pdf``), as JabRef's default file pattern and Zotero's
 renaming plugins name them.
 
@@ -37,7 +37,6 @@ from xerj_detectors.latex import cited_entry
 FILE, CROSSREF, NOTE = "entry_file", "crossref", "literature_note"
 # the formats of a file a reference manager attaches, and of a note written about a reference
 ATTACHED_FORMATS = frozenset({"pdf", "epub", "docx", "odt"})
-_DOCUMENT_EXTENSIONS = (".pdf", ".epub", ".djvu", ".docx", ".odt")
 NOTE_FORMATS = frozenset({"markdown", "org", "joplin"})
 _UNESCAPED_SEMICOLON = re.compile(r"(?<!\\);")
 _UNESCAPED_COLON = re.compile(r"(?<!\\):")
@@ -82,44 +81,43 @@ class BibtexDetector:
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
         for doc in file_docs:
-            if doc.format != "bibtex" or doc.kind != "entry":
-                continue
-            key, seen = doc.fields.get("citekey"), {doc.doc_id}
-            raw = doc.fields.get("file")
-            for path in attached_paths(raw) if isinstance(raw, str) else ():
-                dst, by_name = attached_file(corpus, doc.ax_path, path)
-                if dst is not None and dst.doc_id not in seen:
-                    seen.add(dst.doc_id)
-                    yield make_draft(self, doc, dst, type=FILE, quote=clip(f"{key}: file = {{{raw}}}"),
-                                     confidence=self.by_name_confidence if by_name else None)
-            if isinstance(key, str) and key and len(seen) == 1:
-                attached = self._named_after(corpus, doc, key, lambda card: card.format in ATTACHED_FORMATS
-                                             or card.ax_path.lower().endswith(_DOCUMENT_EXTENSIONS))
-                if attached is not None:
-                    seen.add(attached.doc_id)
-                    yield make_draft(self, doc, attached, type=FILE, confidence=self.by_key_confidence,
-                                     quote=clip(f"{key}: the file {attached.ax_path} is named after the entry's key"))
-            note = self._named_after(corpus, doc, key, lambda card: card.format in NOTE_FORMATS) \
-                if isinstance(key, str) and key else None
-            if note is not None and note.doc_id not in seen:
-                seen.add(note.doc_id)
-                yield make_draft(self, doc, note, type=NOTE,
-                                 quote=clip(f"{key}: the note {note.ax_path} is named after the entry's key"))
-            for target in doc.fields.get("crossref") or ():
-                dst = cited_entry(corpus, doc.ax_path, target) if isinstance(target, str) else None
-                if dst is not None and dst.doc_id not in seen:
-                    seen.add(dst.doc_id)
-                    yield make_draft(self, doc, dst, type=CROSSREF, quote=clip(f"{key}: crossref = {{{target}}}"))
+            if doc.format == "bibtex" and doc.kind == "entry":
+                yield from self._entry(doc, corpus)
+
+    def _entry(self, doc: SourceDocument, corpus: Corpus) -> Iterator[EdgeDraft]:
+        key, seen = doc.fields.get("citekey"), {doc.doc_id}
+        key = key if isinstance(key, str) else ""
+        raw = doc.fields.get("file")
+        for path in attached_paths(raw) if isinstance(raw, str) else ():
+            dst, by_name = attached_file(corpus, doc.ax_path, path)
+            if dst is not None and dst.doc_id not in seen:
+                seen.add(dst.doc_id)
+                yield make_draft(self, doc, dst, type=FILE, quote=clip(f"{key}: file = {{{raw}}}"),
+                                 confidence=self.by_name_confidence if by_name else None)
+        attached = _named_after(corpus, doc, key, ATTACHED_FORMATS) if key and len(seen) == 1 else None
+        if attached is not None:  # no file the field lists is here: the one named after the key
+            seen.add(attached.doc_id)
+            yield make_draft(self, doc, attached, type=FILE, confidence=self.by_key_confidence,
+                             quote=clip(f"{key}: the file {attached.ax_path} is named after the entry's key"))
+        note = _named_after(corpus, doc, key, NOTE_FORMATS) if key else None
+        if note is not None and note.doc_id not in seen:
+            seen.add(note.doc_id)
+            yield make_draft(self, doc, note, type=NOTE,
+                             quote=clip(f"{key}: the note {note.ax_path} is named after the entry's key"))
+        for target in doc.fields.get("crossref") or ():
+            dst = cited_entry(corpus, doc.ax_path, target) if isinstance(target, str) else None
+            if dst is not None and dst.doc_id not in seen:
+                seen.add(dst.doc_id)
+                yield make_draft(self, doc, dst, type=CROSSREF, quote=clip(f"{key}: crossref = {{{target}}}"))
 
 
-    @staticmethod
-    def _named_after(corpus: Corpus, entry: SourceDocument, key: str, wanted) -> SourceDocument | None:
-        """The card of the ``wanted`` file nearest the entry's bibliography whose name without extension is the key,
-        or the key after an ``@``."""
-        paths = [path for stem in (key, f"@{key}") for path in corpus.by_stem(stem)]
-        cards = {path: card for path in paths if (card := corpus.card(path)) is not None and wanted(card)}
-        nearest = corpus.nearest(sorted(cards), entry.ax_path) if cards else None
-        return cards.get(nearest) if nearest is not None else None
+def _named_after(corpus: Corpus, entry: SourceDocument, key: str, formats: frozenset[str]) -> SourceDocument | None:
+    """The card of the file of ``formats`` nearest the entry's bibliography whose name without extension is the key,
+    or the key after an ``@``."""
+    cards = {path: card for stem in (key, f"@{key}") for path in corpus.by_stem(stem)
+             if (card := corpus.card(path)) is not None and card.format in formats}
+    nearest = corpus.nearest(sorted(cards), entry.ax_path) if cards else None
+    return cards.get(nearest) if nearest is not None else None
 
 
 @hookimpl
