@@ -91,6 +91,12 @@ def _maildir_folder(entry: os.DirEntry) -> bool:
         return False
 
 
+# A Zotero data folder: its library, and the folders of the program's own parts (import translators, citation
+# styles, lookup engines) that sit beside the library and the ``storage/`` of the files it keeps.
+ZOTERO_LIBRARY = "zotero.sqlite"
+ZOTERO_PROGRAM = frozenset({"translators", "styles", "locate", "pipes"})
+
+
 def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FILE_BYTES
          ) -> Iterator[FileEntry | Skipped]:
     """Yield every file under ``root`` in path order, and a :class:`Skipped` for what cannot be read.
@@ -100,8 +106,9 @@ def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FIL
     ``.Sent`` holding ``cur``, beside the Maildir's own ``cur`` and ``new``).
     Nor, with ``ignore_files``, is what ``.gitignore`` and ``.xerjignore`` files
     leave out (:mod:`xerj_core.autoindex.ignore`), a Logseq graph's copies
-    of its pages (:data:`LOGSEQ_COPIES`), Python's ``__pycache__`` folders or
-    what a Maildir keeps beside its mail (:data:`MAILDIR_BOOKKEEPING`): each
+    of its pages (:data:`LOGSEQ_COPIES`), Python's ``__pycache__`` folders,
+    what a Maildir keeps beside its mail (:data:`MAILDIR_BOOKKEEPING`) or a
+    Zotero data folder's program parts (:data:`ZOTERO_PROGRAM`): each
     such file or directory is one ``IGNORED`` skip, and an ignored directory is
     not entered.
     Symbolic links are followed, but a directory reached twice (a link loop, or
@@ -139,6 +146,8 @@ def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FIL
                 yield Skipped(rel_dir or ".", f"unreadable ignore file {Path(exc.filename or '').name}: "
                                               f"{exc.strerror or exc}")
         maildir = "cur" in names and "new" in names
+        # a Zotero data folder holds its program's parts beside the library: 700 translators' JavaScript, styles
+        zotero = scope is not None and ZOTERO_LIBRARY in names
         # a Logseq graph's own folder keeps a copy of a page at each conflicting save: the graph's pages again
         copies = LOGSEQ_COPIES if scope is not None and directory.name == "logseq" and "config.edn" in names \
             else frozenset()
@@ -161,6 +170,8 @@ def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FIL
                 elif maildir and scope is not None and (entry.name in MAILDIR_BOOKKEEPING
                                                         or entry.name.startswith(MAILDIR_BOOKKEEPING_PREFIXES)):
                     why = "a Maildir's own bookkeeping, not mail (tmp, maildirfolder, dovecot-uidlist, ...)"
+                elif zotero and is_dir and entry.name in ZOTERO_PROGRAM:
+                    why = "a Zotero data folder's program parts (translators, citation styles), not its library"
                 if why is not None:
                     yield Skipped(rel, why, IGNORED)
                     continue

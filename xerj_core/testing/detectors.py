@@ -80,7 +80,7 @@ def parse_files(
     """
     from xerj_core.autoindex.builtin_formats import (asciidoc, bibtex, canvas, code, docx, email, enex, epub, html,
                                                      joplin, kindle, latex, markdown, notebook, odt, opml, org, pdf,
-                                                     pptx, rst, table, text, tiddlywiki, xlsx)
+                                                     pptx, rst, table, text, tiddlywiki, xlsx, zotero)
     from xerj_core.autoindex.formats import parse_file
 
     formats = [
@@ -89,7 +89,7 @@ def parse_files(
         org.OrgFormat(), canvas.CanvasFormat(), tiddlywiki.TiddlyWikiFormat(), asciidoc.AsciiDocFormat(),
         enex.EnexFormat(), joplin.JoplinFormat(), kindle.KindleFormat(), epub.EpubFormat(), docx.DocxFormat(),
         odt.OdtFormat(), pptx.PptxFormat(), xlsx.XlsxFormat(), opml.OpmlFormat(), table.TableFormat(),
-        latex.LatexFormat(), bibtex.BibtexFormat(),
+        latex.LatexFormat(), bibtex.BibtexFormat(), zotero.ZoteroFormat(),
     ]
     parsed: dict[str, list[SourceDocument]] = {}
     for path in sorted(files):
