@@ -180,6 +180,8 @@ def test_a_zotero_data_folder_is_walked_without_the_programs_parts_and_indexed(e
         "locate", "styles", "translators"}
     summary = run_pipeline(engine, folder, brain="zotero")
     assert not summary.files_failed and summary.files_indexed == 2
+    (too_large,) = [item for item in walk(folder, max_file_bytes=1 << 20) if item.rel_path == "zotero.sqlite"]
+    assert too_large.reason == "larger than 1 MiB (--max-file-mib 2 reads it)"
     other = tmp_path / "code"  # a folder without a library keeps its translators/ like any folder
     shutil.copytree(folder / "translators", other / "translators")
     assert [item.rel_path for item in walk(other)] == ["translators/Queensland State Archives.js"]

@@ -194,8 +194,9 @@ def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FIL
                     yield Skipped(rel, f"unreadable: {exc.strerror or exc}")
                 continue
             if stat.st_size > max_file_bytes:
-                yield Skipped(rel, f"larger than {max_file_bytes / (1 << 20):g} MiB (--max-file-mib raises the "
-                                   f"limit)", TOO_LARGE)
+                wanted = f"--max-file-mib {-(-stat.st_size // (1 << 20))} reads it" if entry.name == ZOTERO_LIBRARY \
+                    else "--max-file-mib raises the limit"  # a library is one file, whole or not at all
+                yield Skipped(rel, f"larger than {max_file_bytes / (1 << 20):g} MiB ({wanted})", TOO_LARGE)
                 continue
             yield FileEntry(rel, Path(entry.path), stat.st_mtime_ns, stat.st_size, max_file_bytes)
         # Reversed onto the stack so directories come out in path order.
