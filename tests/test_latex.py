@@ -118,7 +118,7 @@ def test_latex_reads_a_paper_as_a_reader_sees_it_with_its_title_sections_citatio
         "paper/main.tex", "file", "On the Gröbner Bases of Notes", "Jörg Müller Ada Lovelace")
     # the preamble is set-up, not text; its bibliography is the document's
     assert card.text == "[refs.bib]\n\nWe study memory." and card.fields["sections"] == 3
-    assert card.fields["links"] == [{"kind": "bibliography", "target": "refs.bib", "offset": 1}]
+    assert card.fields["links"] == [{"kind": "bibliography", "target": "refs.bib", "offset": 0}]
     assert "usepackage" not in card.text and "hidden" not in card.text
     assert [(d.doc_id, d.section, d.fields["level"]) for d in (intro, detail, conclusion)] == [
         ("paper/main.tex#introduction", "Introduction", 1), ("paper/main.tex#a-detail", "A detail", 2),
@@ -126,16 +126,32 @@ def test_latex_reads_a_paper_as_a_reader_sees_it_with_its_title_sections_citatio
     assert intro.text == ("Introduction\nAs [knuth84] showed, and others [lamport86; knuth84], naïve notes fail.\n"
                           "See Section [sec:method] and https://example.org.")
     assert intro.fields["labels"] == ["sec:intro"]
-    assert [(link["kind"], link["target"], intro.text[link["offset"]:][:len(link["target"])])
+    # each link's offset is where its command's rendering starts: the two keys of one \citep share theirs
+    assert [(link["kind"], link["target"], intro.text[link["offset"]:].split("]")[0] + "]")
             for link in intro.fields["links"]] == [
-        ("cite", "knuth84", "knuth84"), ("cite", "lamport86", "lamport86"), ("cite", "knuth84", "knuth84"),
-        ("ref", "sec:method", "sec:method")]
+        ("cite", "knuth84", "[knuth84]"), ("cite", "lamport86", "[lamport86; knuth84]"),
+        ("cite", "knuth84", "[lamport86; knuth84]"), ("ref", "sec:method", "[sec:method]")]
     assert "Math stays: $E = mc^2$. Bold words 50% — LaTeX too." in detail.text
     assert detail.fields["links"] == [{"kind": "input", "target": "sections/method",
-                                       "offset": detail.text.index("sections/method")}]
+                                       "offset": detail.text.index("[sections/method]")}]
     # a listing is code and a comment environment no text: neither cites
     assert conclusion.text == 'Conclusion\nA figure\n\nprint("\\cite{code}")' and "links" not in conclusion.fields
     assert conclusion.fields["labels"] == ["fig:a"]
+
+
+def test_latex_labels_inside_math_are_labels_and_a_cleveref_list_refers_to_each():
+    r"""An equation's \label (math is kept as written, so rendering never meets it) is found, as HoTT's book
+    \eqref's its equations; \cref{a,b} names both; a repeated citation's offset is its own, not the first's."""
+    source = (rb"\section{S}\begin{equation}\label{eq:x} x=1\end{equation} \[ y \label{eq:y} \]"
+              rb" see \cref{eq:x,eq:y}, \cite{k} and again \cite{k}.")
+    _card, section = latex.LatexFormat().parse("m.tex", source, MTIME)
+    assert section.fields["labels"] == ["eq:x", "eq:y"]
+    links = section.fields["links"]
+    assert [(link["target"], section.text[link["offset"]:][:8]) for link in links] == [
+        ("eq:x", "[eq:x, e"), ("eq:y", "[eq:x, e"), ("k", "[k] and "), ("k", "[k].")]
+    found = {(e.src, e.dst) for e in run(latex_detector.LatexDetector(), {"m.tex": source, "n.tex": rb"\section{N}"
+                                                                          rb"\eqref{eq:y}"})}
+    assert found == {("n.tex#n", "m.tex#s")}
 
 
 def test_latex_a_chapter_without_a_document_environment_is_all_text_titled_by_its_first_heading():

@@ -93,7 +93,7 @@ def _contexts() -> tuple[Any, Any]:
                 "subincludefrom")]
     macros += [MacroTextSpec(name, simplify_repl=_bibliographies) for name in
                ("bibliography", "addbibresource", "addglobalbib")]
-    macros += [MacroTextSpec("label", simplify_repl=_labelled),
+    macros += [MacroTextSpec("label", discard=True),
                MacroTextSpec("texorpdfstring", simplify_repl=_first_arg), MacroTextSpec("url", simplify_repl=_first_arg),
                MacroTextSpec("href", simplify_repl=_linked),
                MacroTextSpec("LaTeX", simplify_repl="LaTeX"), MacroTextSpec("LaTeXe", simplify_repl="LaTeX2e"),
@@ -129,35 +129,24 @@ def is_written(target: str) -> bool:
     return bool(target) and "\\" not in target and "#" not in target
 
 
-def _note(l2tobj: Any, kind: str, target: str) -> None:
-    l2tobj.xerj_named.append((kind, target))
+def _noted(l2tobj: Any, kind: str, targets: list[str], shown: str) -> str:
+    """``shown``, the rendering of a command naming ``targets``, after noting them (see :meth:`Renderer.text`)."""
+    if targets:
+        l2tobj.xerj_named.append((kind, targets, shown.strip()))
+    return shown
 
 
 def _cited(node: Any, l2tobj: Any) -> str:
     keys = [key.strip() for key in raw_arg(node).split(",") if is_written(key.strip())]
-    for key in keys:
-        _note(l2tobj, CITE, key)
-    return f"[{'; '.join(keys)}]" if keys else ""
+    return _noted(l2tobj, CITE, keys, f"[{'; '.join(keys)}]" if keys else "")
 
 
 def _referred(node: Any, l2tobj: Any) -> str:
     if node.macroname == "hyperref":  # \hyperref[label]{text}: the text shows
         label = raw_arg(node, 0).strip()
-        if is_written(label):
-            _note(l2tobj, REF, label)
-        return _last_arg(node, l2tobj)
-    label = raw_arg(node).strip()
-    if not is_written(label):
-        return ""
-    _note(l2tobj, REF, label)
-    return f"[{label}]"
-
-
-def _labelled(node: Any, l2tobj: Any) -> str:
-    label = raw_arg(node).strip()
-    if is_written(label):
-        _note(l2tobj, LABEL, label)
-    return ""
+        return _noted(l2tobj, REF, [label] if is_written(label) else [], _last_arg(node, l2tobj))
+    labels = [label.strip() for label in raw_arg(node).split(",") if is_written(label.strip())]  # cleveref: a list
+    return _noted(l2tobj, REF, labels, f"[{', '.join(labels)}]" if labels else "")
 
 
 def _included(node: Any, l2tobj: Any) -> str:
@@ -166,17 +155,12 @@ def _included(node: Any, l2tobj: Any) -> str:
         path = (raw_arg(node, -2).strip().rstrip("/") + "/" + raw_arg(node).strip()).lstrip("/")
     else:
         path = raw_arg(node).strip()
-    if not is_written(path):
-        return ""
-    _note(l2tobj, INPUT, path)
-    return f"\n[{path}]\n"
+    return _noted(l2tobj, INPUT, [path], f"\n[{path}]\n") if is_written(path) else ""
 
 
 def _bibliographies(node: Any, l2tobj: Any) -> str:
     names = [name.strip() for name in raw_arg(node).split(",") if is_written(name.strip())]
-    for name in names:
-        _note(l2tobj, BIBLIOGRAPHY, name)
-    return "".join(f"\n[{name}]\n" for name in names)
+    return "".join(_noted(l2tobj, BIBLIOGRAPHY, [name], f"\n[{name}]\n") for name in names)
 
 
 def _arg_text(node: Any, l2tobj: Any, index: int) -> str:
@@ -241,12 +225,19 @@ class Renderer:
             text = tidy(self._l2t.nodelist_to_text(nodes))
         except RecursionError:
             raise FormatError("malformed LaTeX: nested too deeply to read") from None
-        named, at = [], 0
-        for kind, target in self._l2t.xerj_named:  # each is shown as written, in order (a label is not shown)
-            found = text.find(target, at) if kind != LABEL else -1
+        named: list[Named] = []
+        at = 0
+        for kind, targets, shown in self._l2t.xerj_named:  # in the order they show
+            found = text.find(shown, at) if shown else -1
             offset = found if found >= 0 else at
-            named.append(Named(kind, target, offset))
-            at = offset
+            named += [Named(kind, target, offset) for target in targets]
+            at = offset + len(shown) if found >= 0 else at
+        # the labels are every \label the nodes hold, none shown: math is shown as written, so rendering never
+        # meets a \label inside it (an equation's, the usual \eqref target)
+        macro = node_types()[1]
+        named += [Named(LABEL, label, 0) for label in dict.fromkeys(
+            raw_arg(node).strip() for node in walk(nodes) if node.isNodeType(macro) and node.macroname == "label")
+            if is_written(label)]
         return text, named
 
 
@@ -287,7 +278,7 @@ def walk(nodes: list[Any]) -> Iterator[Any]:
         if node is None:
             continue
         yield node
-        held = list(node.nodelist) if node.isNodeType(group) or node.isNodeType(environment) else []
+        held = list(getattr(node, "nodelist", None) or ())  # a group's, an environment's, math's
         if (node.isNodeType(macro) or node.isNodeType(environment)) and node.nodeargd is not None:
             held += [arg for arg in node.nodeargd.argnlist if arg is not None]
         if held:
