@@ -313,6 +313,34 @@ def test_citekey_follows_pandoc_org_and_sphinx_citations_to_entries_and_nothing_
         ("notes/doc.rst#title", "refs.bib#series", "cites")}
 
 
+QUARTO_CHAPTER = b"""# Results {#sec-results}
+
+![Growth](g.png){#fig-growth}
+
+```{python}
+#| label: fig-plot
+plot()
+```
+
+$$ E = mc^2 $$ {#eq-energy}
+
+## Discussion
+
+As @fig-growth, @fig-plot and @eq-energy show, see @sec-results, @sec-method and @fig-nowhere.
+"""
+
+
+def test_citekey_follows_quarto_cross_references_to_the_section_holding_the_target():
+    files = {"book/results.qmd": QUARTO_CHAPTER,
+             "book/method.qmd": b"# Method {#sec-method}\nAs in @fig-growth.\n",
+             "a/copy.qmd": b"# Copy\n![G](g.png){#fig-growth}\n"}
+    found = {(e.type, e.src, e.dst) for e in run(citekey.CitekeyDetector(), files)}
+    assert found == {("cross_ref", "book/results.qmd#discussion", "book/results.qmd#sec-results"),
+                     ("cross_ref", "book/results.qmd#discussion", "book/method.qmd#sec-method"),
+                     # another file's target: the smallest id holding it
+                     ("cross_ref", "book/method.qmd#sec-method", "a/copy.qmd#copy")}
+
+
 def test_citekey_prefers_the_key_of_the_same_case_then_the_nearest_bibliography():
     files = {"a/refs.bib": b"@book{Smith20, title={Upper}}\n@book{jones, title={A's}}\n",
              "b/refs.bib": b"@book{smith20, title={Lower}}\n@book{jones, title={B's}}\n",

@@ -15,6 +15,15 @@ the entry of the same case first, then the one in the nearest file), so a
 handle such as ``@ada`` names nothing unless a bibliography has that key.
 Edge ``cites`` from the note to the entry; the evidence is the citation's line.
 
+Quarto writes its cross-references the same way, with a prefix: ``@fig-growth``,
+``@tbl-a``, ``@eq-b``, ``@sec-intro``. Such a key in a Markdown document names
+the section holding that target (a ``{#fig-growth}`` after an image, a code
+chunk's ``#| label: fig-growth``, a heading's ``{#sec-intro}``; see the
+``markdown`` format's ``labels`` and ``ids``): in the same file first, else
+the smallest document id of the corpus holding it (a book's chapters refer to
+each other). Edge ``cross_ref``; a corpus-wide detector for these, whose
+``summarize`` lists each file's targets.
+
 A Markdown note's front matter may name its ``bibliography`` (Pandoc, Quarto:
 a path or a list of them): an edge ``bibliography`` to each, and its
 citations are followed to the entries of those files first. A literature note
@@ -28,7 +37,7 @@ import re
 from typing import Iterable, Iterator, Sequence
 
 from xerj_core.detectors import MARKDOWN_FORMATS, Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, \
-    link_drafts, make_draft, mask_code, resolve_relative
+    line_at, make_draft, mask_code, resolve_relative, smallest_owners
 from xerj_detectors.latex import BIBLIOGRAPHY, CITES, cited_entry
 from xerj_detectors.orglink import mask_blocks
 
@@ -42,6 +51,9 @@ _ORG_REF = re.compile(rb"(?<![" + _WORD + rb"])(?:cite|citep|citet|citeauthor|ci
 # sphinxcontrib-bibtex: :cite:`a,b`, :cite:p:`a`, :footcite:t:`a`
 _RST_CITE = re.compile(rb":(?:foot)?cite(?::[a-z]+)?:`([^`\n]+)`")
 ORG_FORMATS = frozenset({"org"})
+CROSS_REF = "cross_ref"
+# Quarto's cross-reference prefixes: @fig-a names a figure's target, not a reference
+_CROSS_REF_KEY = re.compile(r"(?:fig|tbl|eq|lst|sec|thm|lem|cor|prp|cnj|def|exm|exr|sol|rem)-")
 RST_FORMATS = frozenset({"rst"})
 
 
@@ -63,18 +75,34 @@ def citations(data: bytes, fmt: str) -> Iterator[tuple[int, str]]:
     return iter(sorted(found))
 
 
+def _cross_ref_targets(file_docs: Sequence[SourceDocument]) -> tuple[tuple[str, str], ...] | None:
+    """``(id, doc_id)`` of each Quarto cross-reference target the file's Markdown documents hold: their labels
+    (``{#fig-a}``) and their headings' ids (``{#sec-intro}``) of a Quarto prefix."""
+    found = tuple((target, doc.doc_id) for doc in file_docs if doc.format in MARKDOWN_FORMATS
+                  for target in (*(doc.fields.get("labels") or ()), *(doc.fields.get("ids") or ()))
+                  if isinstance(target, str) and _CROSS_REF_KEY.match(target))
+    return found or None
+
+
 class CitekeyDetector:
     name = "citekey"
     type = CITES
-    types = (CITES, BIBLIOGRAPHY)
+    types = (CITES, BIBLIOGRAPHY, CROSS_REF)
     tag = "citekey@1"
     weight = 1.0
     confidence = 0.9
+
+    def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[tuple[str, str], ...] | None:
+        return _cross_ref_targets(file_docs)
+
+    def combine(self, partials: Iterable[tuple[tuple[str, str], ...] | None], corpus: Corpus) -> DetectorState:
+        return DetectorState(data=smallest_owners(partials))
 
     def detect(
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
         card = file_docs[0] if file_docs else None
+        own = dict(_cross_ref_targets(file_docs) or ())
         named = card.fields.get("bibliography") if card is not None and card.format in MARKDOWN_FORMATS else None
         bibliographies: list[str] = []
         for name in named or ():
@@ -97,8 +125,17 @@ class CitekeyDetector:
             elif fmt not in ORG_FORMATS or ("@" not in text and "cite" not in text):
                 continue
             data = doc.text.encode("utf-8")
-            yield from link_drafts(self, doc, data, ((offset, cited_entry(corpus, doc.ax_path, key, bibliographies))
-                                                     for offset, key in citations(data, fmt) if key))
+            seen: set[tuple[str, str]] = set()
+            for offset, key in citations(data, fmt):
+                if fmt in MARKDOWN_FORMATS and _CROSS_REF_KEY.match(key):
+                    owner = own.get(key) or (state.data.get(key) if state is not None and state.data else None)
+                    dst, edge = (corpus.document(owner) if owner else None), CROSS_REF
+                else:
+                    dst, edge = (cited_entry(corpus, doc.ax_path, key, bibliographies) if key else None), CITES
+                if dst is None or dst.doc_id == doc.doc_id or (edge, dst.doc_id) in seen:
+                    continue
+                seen.add((edge, dst.doc_id))
+                yield make_draft(self, doc, dst, type=edge, quote=line_at(data, offset), offset=offset)
 
 
 @hookimpl

@@ -36,7 +36,9 @@ A document lists in ``blocks`` the ids of the blocks it holds, outside code:
 ``id:: <uuid>``; ``[[note#^id]]`` and ``((uuid))`` link to the section holding one.
 A MyST reference target, ``(install-guide)=`` on its own line, is a label of the
 section whose heading follows it (else of the one it stands in), listed in
-``labels`` as a reStructuredText file's are, for ``{ref}`` roles to find.
+``labels`` as a reStructuredText file's are, for ``{ref}`` roles to find; so is
+a Quarto cross-reference target it holds (``{#fig-a}`` after an image, table
+or equation, a code chunk's ``#| label: fig-b``), for ``@fig-a`` to find.
 """
 
 from __future__ import annotations
@@ -73,6 +75,10 @@ _ATTRIBUTE = r"(?:[#.][\w\-:.]+|-|[\w\-]+=(?:\"[^\"\n]*\"|[^\s}]+))"
 _HEADING_ATTRIBUTES = re.compile(rf"[ \t]*\{{:?[ \t]*({_ATTRIBUTE}(?:[ \t]+{_ATTRIBUTE})*)[ \t]*\}}$")
 # MyST's reference target, ``(install-guide)=`` alone on its line, what a ``{ref}`` role names
 _MYST_LABEL = re.compile(r"^\(([^()\s][^()\n]*)\)=[ \t]*$", re.M)
+# Quarto's and Pandoc-crossref's cross-reference targets: a figure, table, equation, listing or theorem's id in
+# attributes (``![Cap](a.png){#fig-a}``, ``$$ ... $$ {#eq-b}``) or a code chunk's ``#| label: fig-c``
+_QUARTO_LABEL = re.compile(r"\{#((?:fig|tbl|eq|lst|thm|lem|cor|prp|cnj|def|exm|exr|sol|rem)-[^\s}]+)"
+                           r"|^#\|[ \t]*label:[ \t]*((?:fig|tbl|lst)-\S+)", re.M)
 _BLANK_OR_MYST_LABEL = re.compile(r"(?:[ \t]*\n|\([^()\s][^()\n]*\)=[ \t]*\n)*")
 _JOURNAL_DAY = re.compile(r"(\d{4})_(\d{2})_(\d{2})")
 # A block's id: ``^id`` ending a line (Obsidian, Foam), or a Logseq block's ``id:: <uuid>`` property.
@@ -308,6 +314,12 @@ class MarkdownFormat:
                 labels = docs[at].fields.setdefault("labels", [])
                 if label not in labels:
                     labels.append(label)
+        if "{#" in body or "label:" in body:
+            for doc in docs:
+                for match in _QUARTO_LABEL.finditer(doc.text):
+                    labels = doc.fields.setdefault("labels", [])
+                    if (match.group(1) or match.group(2)) not in labels:
+                        labels.append(match.group(1) or match.group(2))
         return docs
 
 
