@@ -51,10 +51,10 @@ _ORG_REF = re.compile(rb"(?<![" + _WORD + rb"])(?:cite|citep|citet|citeauthor|ci
 # sphinxcontrib-bibtex: :cite:`a,b`, :cite:p:`a`, :footcite:t:`a`
 _RST_CITE = re.compile(rb":(?:foot)?cite(?::[a-z]+)?:`([^`\n]+)`")
 ORG_FORMATS = frozenset({"org"})
+RST_FORMATS = frozenset({"rst"})
 CROSS_REF = "cross_ref"
 # Quarto's cross-reference prefixes: @fig-a names a figure's target, not a reference
 _CROSS_REF_KEY = re.compile(r"(?:fig|tbl|eq|lst|sec|thm|lem|cor|prp|cnj|def|exm|exr|sol|rem)-")
-RST_FORMATS = frozenset({"rst"})
 
 
 def citations(data: bytes, fmt: str) -> Iterator[tuple[int, str]]:
@@ -102,7 +102,9 @@ class CitekeyDetector:
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
         card = file_docs[0] if file_docs else None
-        own = dict(_cross_ref_targets(file_docs) or ())
+        own: dict[str, str] = {}  # the file's own targets, each where it first stands
+        for target, doc_id in _cross_ref_targets(file_docs) or ():
+            own.setdefault(target, doc_id)
         named = card.fields.get("bibliography") if card is not None and card.format in MARKDOWN_FORMATS else None
         bibliographies: list[str] = []
         for name in named or ():
