@@ -151,7 +151,10 @@ def _documents(fmt: ZoteroFormat, rel_path: str, mtime_ms: int, library: Library
     ids = {item_id: f"{rel_path}#{key}" for item_id, (key, _kind) in library.items.items()}
     files: dict[int, list[str]] = defaultdict(list)  # a reference's attachments' paths
     where: dict[int, str] = {}  # an attachment's path
+    owner: dict[int, int] = {}  # an attachment's reference
     for item_id, parent, _mode, path in library.attachments:
+        if parent is not None:
+            owner[item_id] = parent
         located = _located(folder, library.items[item_id][0], path)
         if located:
             where[item_id] = located
@@ -175,7 +178,7 @@ def _documents(fmt: ZoteroFormat, rel_path: str, mtime_ms: int, library: Library
     for attachment, rows in by_file.items():
         if attachment not in library.items:
             continue
-        parent = next((p for i, p, _m, _path in library.attachments if i == attachment), None)
+        parent = owner.get(attachment)
         about = library.fields.get(parent, {}).get("title") or library.fields.get(attachment, {}).get("title") or ""
         lines = []
         for _id, _parent, kind, text, comment, page in rows:
