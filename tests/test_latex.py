@@ -17,7 +17,7 @@ from xerj_core.model import SourceDocument
 from xerj_core.testing.detectors import AbstractDetectorTests, parse_files
 from xerj_core.testing.formats import AbstractFormatTests
 from xerj_detectors import bibtex as bibtex_detector
-from xerj_detectors import citekey
+from xerj_detectors import citekey, doi
 from xerj_detectors import latex as latex_detector
 
 MTIME = 1_700_000_000_000
@@ -518,3 +518,36 @@ def test_latex_and_bibtex_refuse_or_read_any_text_but_never_crash(pieces):
         except FormatError:
             continue
         assert docs[0].doc_id == path and all(doc.ax_path == path for doc in docs)
+
+
+def test_doi_links_a_reference_to_the_pdf_whose_first_page_carries_its_doi():
+    """A PDF named anything (full-text.pdf) is a reference's when its first page prints the reference's DOI, in
+    any case and at a resolver's address; a DOI only in a reference list (a later page) is another paper's."""
+    pytest.importorskip("pypdf")
+    from tests.test_formats import make_pdf
+
+    files = {"refs.bib": b"@article{a, title={A}, doi={10.1000/XYZ.1}}\n"
+                         b"@article{b, title={B}, doi={https://doi.org/10.1000/abc}}\n"
+                         b"@article{c, title={C}, doi={10.1000/cited}}\n",
+             "papers/full-text.pdf": make_pdf(["A paper. DOI: 10.1000/xyz.1.", "References: 10.1000/cited"]),
+             "other/x.pdf": make_pdf(["Read at https://doi.org/10.1000/ABC"])}
+    found = {(e.type, e.src, e.dst, e.confidence) for e in run(doi.DoiDetector(), files)}
+    assert found == {("doi_match", "refs.bib#a", "papers/full-text.pdf", 0.85),
+                     ("doi_match", "refs.bib#b", "other/x.pdf", 0.85)}
+
+
+class TestDoiConformance(AbstractDetectorTests):
+    @pytest.fixture
+    def detector(self):
+        return doi.DoiDetector()
+
+    @pytest.fixture
+    def plugin(self):
+        return doi
+
+    @pytest.fixture
+    def corpus_files(self):
+        pytest.importorskip("pypdf")
+        from tests.test_formats import make_pdf
+
+        return parse_files({"refs.bib": b"@article{a, doi={10.1000/x}}\n", "a.pdf": make_pdf(["doi 10.1000/x"])})
