@@ -530,10 +530,15 @@ def test_doi_links_a_reference_to_the_pdf_whose_first_page_carries_its_doi():
                          b"@article{b, title={B}, doi={https://doi.org/10.1000/abc}}\n"
                          b"@article{c, title={C}, doi={10.1000/cited}}\n",
              "papers/full-text.pdf": make_pdf(["A paper. DOI: 10.1000/xyz.1.", "References: 10.1000/cited"]),
-             "other/x.pdf": make_pdf(["Read at https://doi.org/10.1000/ABC"])}
+             "other/x.pdf": make_pdf(["Read at https://doi.org/10.1000/ABC"]),
+             "export/library.bib": b"@article{a2020, title={A again}, doi={10.1000/xyz.1}}\n"}
     found = {(e.type, e.src, e.dst, e.confidence) for e in run(doi.DoiDetector(), files)}
     assert found == {("doi_match", "refs.bib#a", "papers/full-text.pdf", 0.85),
-                     ("doi_match", "refs.bib#b", "other/x.pdf", 0.85)}
+                     ("doi_match", "export/library.bib#a2020", "papers/full-text.pdf", 0.85),
+                     ("doi_match", "refs.bib#b", "other/x.pdf", 0.85),
+                     # one paper in two bibliographies: each copy leads to the other
+                     ("same_reference", "refs.bib#a", "export/library.bib#a2020", 0.95),
+                     ("same_reference", "export/library.bib#a2020", "refs.bib#a", 0.95)}
 
 
 class TestDoiConformance(AbstractDetectorTests):

@@ -9,9 +9,15 @@ each PDF of the corpus whose first page holds that DOI, at most
 reference list at a paper's end names the DOIs of other papers. DOIs compare
 case-insensitively, as the DOI system does.
 
-A corpus-wide detector: ``summarize`` lists the DOIs on each PDF's first page,
-``combine`` maps each to the PDFs holding it. The evidence is a generated
-rationale (``"<key>: doi 10.1002/... is on the first page of <file>"``).
+An entry is also linked (``same_reference``, confidence 0.95) to the entries of
+other files with its DOI: one paper in a thesis's ``.bib``, a Better BibTeX
+export and the Zotero library, each copy leading to the others.
+
+A corpus-wide detector: ``summarize`` lists the DOIs on each PDF's first page
+and those of each file's entries, ``combine`` maps each to the documents
+holding it (at most :data:`MAX_FILES` each, by id). The evidence is a
+generated rationale (``"<key>: doi 10.1002/... is on the first page of
+<file>"``).
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument
 _DOI = re.compile(r"\b10\.\d{4,9}/[^\s\"<>]+")
 _TRAILING = ".,;:)]}'’”"
 MAX_FILES = 3
+SAME = "same_reference"
+PDF, ENTRY = "pdf", "entry"  # what holds a DOI, in the state's keys
 
 
 def normalized(doi: str) -> str:
@@ -46,22 +54,29 @@ def first_page_dois(file_docs: Sequence[SourceDocument]) -> list[str]:
 class DoiDetector:
     name = "doi"
     type = "doi_match"
+    types = ("doi_match", SAME)
     tag = "doi@1"
     weight = 0.9
     confidence = 0.85
+    same_confidence = 0.95
 
-    def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[tuple[str, str], ...] | None:
-        if not file_docs or file_docs[0].format != "pdf":
+    def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[tuple[str, str, str], ...] | None:
+        if not file_docs:
             return None
-        card = file_docs[0].doc_id
-        return tuple((doi, card) for doi in first_page_dois(file_docs)) or None
+        if file_docs[0].format == "pdf":
+            card = file_docs[0].doc_id
+            return tuple((PDF, doi, card) for doi in first_page_dois(file_docs)) or None
+        found = tuple((ENTRY, normalized(doc.fields["doi"]), doc.doc_id) for doc in file_docs
+                      if doc.kind == "entry" and isinstance(doc.fields.get("doi"), str) and doc.fields["doi"].strip())
+        return found or None
 
-    def combine(self, partials: Iterable[tuple[tuple[str, str], ...] | None], corpus: Corpus) -> DetectorState:
-        holders: dict[str, list[str]] = {}
+    def combine(self, partials: Iterable[tuple[tuple[str, str, str], ...] | None], corpus: Corpus) -> DetectorState:
+        holders: dict[tuple[str, str], list[str]] = {}
         for partial in partials:
-            for doi, card in partial or ():
-                holders.setdefault(doi, []).append(card)
-        return DetectorState(data={doi: tuple(sorted(cards)[:MAX_FILES]) for doi, cards in holders.items()})
+            for kind, doi, doc_id in partial or ():
+                holders.setdefault((kind, doi), []).append(doc_id)
+        # one flat mapping, read by key: a run remembers each file's detection by the keys it read
+        return DetectorState(data={key: tuple(sorted(ids)[:MAX_FILES]) for key, ids in holders.items()})
 
     def detect(
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
@@ -72,12 +87,17 @@ class DoiDetector:
             # without a question about it
             if not isinstance(doi, str) or not doi.strip() or state is None or not state.data:
                 continue
-            for card in state.data.get(normalized(doi), ()):
+            key = doc.fields.get("citekey") or doc.fields.get("zotero_key") or doc.title
+            for card in state.data.get((PDF, normalized(doi)), ()):
                 dst = corpus.document(card)
                 if dst is not None:
-                    key = doc.fields.get("citekey") or doc.fields.get("zotero_key") or doc.title
                     yield make_draft(self, doc, dst, quote=clip(f"{key}: doi {doi.strip()} is on the first page "
                                                                 f"of {dst.ax_path}"))
+            for other in state.data.get((ENTRY, normalized(doi)), ()):
+                dst = corpus.document(other)
+                if dst is not None and dst.ax_path != doc.ax_path:
+                    yield make_draft(self, doc, dst, type=SAME, confidence=self.same_confidence,
+                                     quote=clip(f"{key} and {dst.ax_path}'s entry share doi {doi.strip()}"))
 
 
 @hookimpl
