@@ -1,4 +1,4 @@
-"""``doi``: a reference to the PDF whose first page carries its DOI.
+"""``doi``: a reference to the PDF whose first page carries its DOI, and to its copies in other bibliographies.
 
 A paper a publisher's site hands out prints its DOI on its first page
 (``DOI: 10.1002/lpor.202300973``), whatever its file is called
