@@ -54,6 +54,11 @@ def enriched(tmp_path: Path) -> bytes:
                    "position, isExternal) VALUES (?, 4, 1, ?, ?, ?, ?, '{}', 0)",
                    (annotation, text, comment, page, order))
     db.execute("INSERT INTO deletedItems (itemID) VALUES (10)")  # KNYQCGJ4 in the trash
+    group = db.execute("INSERT INTO libraries (type, editable, filesEditable) VALUES ('group', 1, 1)").lastrowid
+    db.execute("INSERT INTO groups (groupID, libraryID, name, description, version) "
+               "VALUES (42, ?, 'Lab reading group', '', 1)", (group,))
+    db.execute("INSERT INTO items (itemTypeID, libraryID, key) VALUES (?, ?, 'GROUP001')",
+               (types["book"], group))  # a shared group's reference
     feed = db.execute("INSERT INTO libraries (type, editable, filesEditable) VALUES ('feed', 0, 0)").lastrowid
     db.execute("INSERT INTO items (itemTypeID, libraryID, key) VALUES (?, ?, 'FEED0001')",
                (types["journalArticle"], feed))  # an RSS feed's item: not the library's
@@ -118,7 +123,9 @@ def test_zotero_reads_notes_annotations_citation_keys_and_nested_collections_and
     docs = zotero.ZoteroFormat().parse("zotero.sqlite", enriched(tmp_path), MTIME)
     by_id = {doc.doc_id: doc for doc in docs}
     assert "zotero.sqlite#KNYQCGJ4" not in by_id and "zotero.sqlite#FEED0001" not in by_id
-    assert docs[0].fields["items"] == 4
+    assert docs[0].fields["items"] == 5
+    assert by_id["zotero.sqlite#GROUP001"].fields["group"] == "Lab reading group"
+    assert "group" not in by_id["zotero.sqlite#C4GTCV2J"].fields
     assert by_id["zotero.sqlite#C4GTCV2J"].fields["citekey"] == "kaur2021"
     assert by_id["zotero.sqlite#DV38XZPI"].fields["collections"] == ["Boron-Nitride", "Boron-Nitride/Emitters"]
     note = by_id["zotero.sqlite#NOTE0001"]

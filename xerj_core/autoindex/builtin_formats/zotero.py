@@ -13,7 +13,8 @@ its PDF reader. Items in the trash and feed items are left out.
   (title, names, kind and year, where it appeared), then its abstract, tags and
   collections. It keeps ``zotero_key``, ``entry_type``, ``authors``, ``editors``,
   ``year``, ``venue``, ``doi``, ``url``, ``keywords`` (its tags), ``collections``
-  (as paths, ``Thesis/Chapter 2``), ``citekey`` when it has one (Zotero 7's
+  (as paths, ``Thesis/Chapter 2``), ``group`` (the group library's name, for
+  an item of a shared group), ``citekey`` when it has one (Zotero 7's
   citation key field, else Better BibTeX's ``Citation Key:`` line in Extra),
   and ``files``: where its attachments are, ``storage/<key>/<name>`` beside
   the library for a stored file, the path as Zotero has it for a linked one;
@@ -73,6 +74,10 @@ class Library:
         self.items = {item_id: (key, kind) for item_id, key, kind, library in _rows(
             db, "SELECT i.itemID, i.key, t.typeName, i.libraryID FROM items i JOIN itemTypes t USING (itemTypeID) "
                 "ORDER BY i.itemID") if item_id not in gone and library not in feeds}
+        # a group library's items are told apart by the group's name (the user's own library has none)
+        groups = dict(_rows(db, "SELECT libraryID, name FROM groups"))
+        self.group = {item_id: groups[library] for item_id, library in _rows(db, "SELECT itemID, libraryID FROM items")
+                      if library in groups and item_id in self.items}
         self.fields: dict[int, dict[str, str]] = defaultdict(dict)
         for item_id, name, value in _rows(db, "SELECT d.itemID, f.fieldName, v.value FROM itemData d "
                                               "JOIN fields f USING (fieldID) JOIN itemDataValues v USING (valueID)"):
@@ -224,7 +229,8 @@ def _reference(fmt: ZoteroFormat, rel_path: str, mtime_ms: int, library: Library
                     section=title, kind="entry", ordinal=ordinal, zotero_key=key, entry_type=kind,
                     authors=authors or None, editors=editors or None, year=year or None, venue=venue or None,
                     doi=fields.get("DOI") or None, url=fields.get("url") or None, keywords=tags or None,
-                    collections=collections or None, citekey=citekey or None, files=files or None)
+                    collections=collections or None, citekey=citekey or None, files=files or None,
+                    group=library.group.get(item_id))
 
 
 @hookimpl
