@@ -240,7 +240,8 @@ class MarkdownFormat:
     # 3: a list item that is a heading (a Logseq heading block, ``- ## Usage``) opens a section
     # 4: a page's declared address (``permalink``, ``url``) and MyST's ``(label)=`` targets (``labels``) kept;
     # Quarto's and R Markdown's documents; a heading's ``{#id .class}`` attributes (the id in ``ids``)
-    # 5: front matter's ``bibliography`` (Pandoc, Quarto) and ``citekey`` (a literature note's) kept
+    # 5: front matter's ``bibliography`` (Pandoc, Quarto) and ``citekey`` (a literature note's) kept; Quarto's
+    # cross-reference targets (``{#fig-a}``, ``#| label: fig-a``) listed in ``labels``
     version = 5
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
