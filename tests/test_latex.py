@@ -236,8 +236,8 @@ def test_bibtex_reads_each_entry_as_a_reference_list_shows_it():
 
 def test_bibtex_keeps_an_entry_whose_names_it_cannot_split_as_written():
     """A Biblioscape export (JabRef's tests) lists names with semicolons, which BibTeX would not split either."""
-    card, entry = bibtex.BibtexFormat().parse("refs.bib", b"@article{b95, title = {Nonsense codons}, "
-                                              b"author = {Baklouti, F.; Huang, S. C.; Tang, T. K.}, year = 1995}", MTIME)
+    source = b"@article{b95, title = {Nonsense codons}, author = {Baklouti, F.; Huang, S. C.; Tang, T. K.}, year=1995}"
+    card, entry = bibtex.BibtexFormat().parse("refs.bib", source, MTIME)
     assert (card.fields["entries"], card.fields.get("unread")) == (1, None)
     assert (entry.title, entry.fields["authors"], entry.fields["year"]) == (
         "Nonsense codons", ["Baklouti, F.; Huang, S. C.; Tang, T. K."], "1995")
@@ -357,10 +357,14 @@ def test_citekey_reads_a_notes_bibliography_and_citekey_from_its_front_matter():
              "notes/paper.md": b"---\ntitle: Paper\nbibliography: [../shared/refs.bib, missing.bib]\n---\n"
                                b"# Paper\nAs [@smith20] says.\n",
              "notes/plain.md": b"# Plain\nAs [@smith20] says.\n",
-             "notes/texbook.md": b'---\ncitekey: "@knuth84"\n---\n# The TeXbook\n'}
+             "notes/texbook.md": b'---\ncitekey: "@knuth84"\n---\n# The TeXbook\n',
+             "notes/draft.org": b"#+title: Draft\n#+bibliography: ../shared/refs.bib\n\nAs [cite:@smith20].\n"}
     found = {(e.type, e.src, e.dst, e.evidence.quote) for e in run(citekey.CitekeyDetector(), files)}
     assert found == {
         ("bibliography", "notes/paper.md", "shared/refs.bib", "bibliography: ../shared/refs.bib"),
+        # org-cite names it as front matter does
+        ("bibliography", "notes/draft.org", "shared/refs.bib", "bibliography: ../shared/refs.bib"),
+        ("cites", "notes/draft.org", "shared/refs.bib#smith20", "As [cite:@smith20]."),
         ("cites", "notes/paper.md#paper", "shared/refs.bib#smith20", "As [@smith20] says."),
         ("cites", "notes/plain.md#plain", "notes/refs.bib#smith20", "As [@smith20] says."),
         ("cites", "notes/texbook.md", "shared/refs.bib#knuth84", "citekey: knuth84")}

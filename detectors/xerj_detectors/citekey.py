@@ -25,8 +25,9 @@ each other). Edge ``cross_ref``; a corpus-wide detector for these, whose
 ``summarize`` lists each file's targets.
 
 A Markdown note's front matter may name its ``bibliography`` (Pandoc, Quarto:
-a path or a list of them): an edge ``bibliography`` to each, and its
-citations are followed to the entries of those files first. A literature note
+a path or a list of them), as an Org file's ``#+bibliography:`` lines do: an
+edge ``bibliography`` to each, and its citations are followed to the entries
+of those files first. A literature note
 names the reference it is about as ``citekey: knuth84`` (Obsidian's Zotero
 plugins write it): an edge ``cites`` from its card to that entry.
 """
@@ -52,6 +53,8 @@ _ORG_REF = re.compile(rb"(?<![" + _WORD + rb"])(?:cite|citep|citet|citeauthor|ci
 _RST_CITE = re.compile(rb":(?:foot)?cite(?::[a-z]+)?:`([^`\n]+)`")
 ORG_FORMATS = frozenset({"org"})
 RST_FORMATS = frozenset({"rst"})
+# the formats whose card may name the document's bibliography (front matter, org-cite's #+bibliography:)
+NAMING_FORMATS = MARKDOWN_FORMATS | ORG_FORMATS
 CROSS_REF = "cross_ref"
 # Quarto's cross-reference prefixes: @fig-a names a figure's target, not a reference
 _CROSS_REF_KEY = re.compile(r"(?:fig|tbl|eq|lst|sec|thm|lem|cor|prp|cnj|def|exm|exr|sol|rem)-")
@@ -105,7 +108,7 @@ class CitekeyDetector:
         own: dict[str, str] = {}  # the file's own targets, each where it first stands
         for target, doc_id in _cross_ref_targets(file_docs) or ():
             own.setdefault(target, doc_id)
-        named = card.fields.get("bibliography") if card is not None and card.format in MARKDOWN_FORMATS else None
+        named = card.fields.get("bibliography") if card is not None and card.format in NAMING_FORMATS else None
         bibliographies: list[str] = []
         for name in named or ():
             bib = resolve_relative(corpus, card.ax_path, name) if isinstance(name, str) else None

@@ -13,7 +13,8 @@ any heading) or of a heading: those ids are the document's ``blocks`` (the ids a
 ``[[id:...]]`` link finds it by, as it finds a Logseq block), ``:CUSTOM_ID:``
 its ``custom_ids`` (``[[#custom-id]]``). The title, ``:ROAM_ALIASES:`` (space-separated,
 a quoted alias may hold spaces) and ``#+roam_alias:`` are the card's
-``aliases`` (the names org-roam finds a note by), ``#+filetags: :a:b:`` its ``tags``.
+``aliases`` (the names org-roam finds a note by), ``#+filetags: :a:b:`` its ``tags``,
+and org-cite's ``#+bibliography:`` lines its ``bibliography``.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ class OrgFormat:
     name = "org"
     dataset = "ax-notes"
     priority = 10
+    # 2: org-cite's #+bibliography: lines kept (bibliography)
+    version = 2
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         return extension(rel_path) == ".org"
@@ -90,8 +93,11 @@ class OrgFormat:
         found = headings(text)
         preamble = text[: found[0][0] if found else len(text)]
         keywords: dict[str, str] = {}
+        bibliography: list[str] = []  # org-cite's #+bibliography: lines, one file each, as many as it has
         for match in _KEYWORD.finditer(preamble):
             keywords.setdefault(match.group(1).lower(), match.group(2))
+            if match.group(1).lower() == "bibliography" and match.group(2).strip():
+                bibliography.append(match.group(2).strip().strip('"'))
         drawer = properties(preamble)
         title = keywords.get("title") or next((label for _, level, label in found if level == 1 and label), "") \
             or stem(rel_path)
@@ -103,7 +109,8 @@ class OrgFormat:
         docs = [document(self, rel_path, mtime_ms, doc_id=rel_path, title=title, text=preamble.strip(), section="",
                          kind="file", aliases=list(dict.fromkeys(aliases)) or None, tags=tags or None,
                          blocks=[drawer["ID"]] if drawer.get("ID") else None,
-                         custom_ids=[drawer["CUSTOM_ID"]] if drawer.get("CUSTOM_ID") else None, ordinal=0,
+                         custom_ids=[drawer["CUSTOM_ID"]] if drawer.get("CUSTOM_ID") else None,
+                         bibliography=bibliography or None, ordinal=0,
                          encoding=decoded.encoding)]
         anchors = Anchors()
         ends = [start for start, _, _ in found[1:]] + [len(text)]
