@@ -281,6 +281,15 @@ def test_latex_detector_takes_a_label_of_the_citing_file_before_one_of_another()
     assert found == {("b.tex#b", "b.tex#a"), ("c.tex#c", "a.tex#z")}
 
 
+def test_latex_detector_quotes_the_line_of_a_citation_after_letters_of_several_bytes():
+    """A link's offset counts characters; the quote is found in the text's UTF-8 bytes, so letters before it that take
+    two bytes each must not move it onto an earlier line."""
+    source = "\\section{S}\n" + "é" * 40 + "\nplain\n" + "\\cite{knuth84} then \\ref{s}\\label{s}"
+    found = [(e.dst, e.evidence.quote) for e in run(latex_detector.LatexDetector(), {"u.tex": source.encode(),
+                                                                                     "refs.bib": REFS})]
+    assert found == [("refs.bib#knuth84", "[knuth84] then [s]")]
+
+
 def test_latex_detector_finds_an_included_file_from_the_folder_a_main_file_compiles_in():
     files = {"thesis/main.tex": rb"\begin{document}\include{chapters/one}\end{document}",
              "thesis/chapters/one.tex": rb"\chapter{One}\input{chapters/two}\input{figures/plot.tikz}",

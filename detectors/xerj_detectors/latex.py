@@ -96,6 +96,7 @@ class LatexDetector:
                 continue
             data = doc.text.encode("utf-8")
             seen: set[tuple[str, str]] = set()
+            chars = byte = 0  # the byte offset of character ``chars``, carried forward (links come in text order)
             for link in links:
                 kind, target, offset = link.get("kind"), link.get("target"), link.get("offset", 0)
                 if not isinstance(target, str) or not isinstance(offset, int):
@@ -104,8 +105,11 @@ class LatexDetector:
                 if dst is None or dst.doc_id == doc.doc_id or (edge, dst.doc_id) in seen:
                     continue
                 seen.add((edge, dst.doc_id))
-                at = len(doc.text[:offset].encode("utf-8"))
-                yield make_draft(self, doc, dst, type=edge, quote=line_at(data, at), offset=at)
+                if offset < chars:
+                    chars = byte = 0
+                byte += len(doc.text[chars:offset].encode("utf-8"))
+                chars = offset
+                yield make_draft(self, doc, dst, type=edge, quote=line_at(data, byte), offset=byte)
 
     @staticmethod
     def _resolve(corpus: Corpus, doc: SourceDocument, kind: Any, target: str, own: dict[str, str],

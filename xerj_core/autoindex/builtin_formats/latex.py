@@ -59,10 +59,15 @@ def _spliced(nodes: list[Any]) -> list[Any]:
     return out
 
 
-def _first(nodes: list[Any], name: str) -> str:
-    """The text of the first ``\\name{...}`` in ``nodes`` (at any depth), or ''."""
-    node = next((n for n in _latex.walk(nodes) if _is_macro(n, (name,))), None)
-    return _latex.to_text(_latex.raw_arg(node)) if node is not None else ""
+def _firsts(nodes: list[Any], names: tuple[str, ...]) -> dict[str, str]:
+    """The text of the first ``\\name{...}`` of each of ``names`` in ``nodes`` (at any depth), in one walk."""
+    found: dict[str, str] = {}
+    for node in _latex.walk(nodes):
+        if _is_macro(node, names) and node.macroname not in found:
+            found[node.macroname] = _latex.to_text(_latex.raw_arg(node))
+            if len(found) == len(names):
+                break
+    return found
 
 
 def _bibitems(environment: Any) -> list[tuple[str, list[Any]]]:
@@ -116,11 +121,12 @@ class LatexFormat:
                 parts[-1][1].append(node)
         renderer = _latex.Renderer()
         levels = sorted({_latex.SECTIONING[heading.macroname] for heading, _ in parts[1:]})
-        title = _first(nodes, "title") if main else ""
+        front = _firsts(nodes, ("title", "author")) if main else {}
+        title = front.get("title", "")
         headings = [(heading, _latex.to_text(_latex.raw_arg(heading))) for heading, _ in parts[1:]]
         title = title or next((label for _, label in headings if label), "") or stem(rel_path)
         text, named = renderer.text(parts[0][1])
-        author = (_first(nodes, "author") or None) if main else None
+        author = front.get("author") or None
         docs = [document(self, rel_path, mtime_ms, doc_id=rel_path, title=title, text=text, section="", kind="file",
                          ordinal=0, author=author, encoding=decoded.encoding, sections=len(headings),
                          **_links(named))]

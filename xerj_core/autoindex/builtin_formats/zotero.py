@@ -71,13 +71,17 @@ class Library:
             raise FormatError("not a Zotero library: it has no itemDataValues table")
         gone = {row[0] for row in _rows(db, "SELECT itemID FROM deletedItems")}
         feeds = {row[0] for row in _rows(db, "SELECT libraryID FROM libraries WHERE type = 'feed'")}
-        self.items = {item_id: (key, kind) for item_id, key, kind, library in _rows(
-            db, "SELECT i.itemID, i.key, t.typeName, i.libraryID FROM items i JOIN itemTypes t USING (itemTypeID) "
-                "ORDER BY i.itemID") if item_id not in gone and library not in feeds}
         # a group library's items are told apart by the group's name (the user's own library has none)
         groups = dict(_rows(db, "SELECT libraryID, name FROM groups"))
-        self.group = {item_id: groups[library] for item_id, library in _rows(db, "SELECT itemID, libraryID FROM items")
-                      if library in groups and item_id in self.items}
+        self.items: dict[int, tuple[str, str]] = {}
+        self.group: dict[int, str] = {}
+        for item_id, key, kind, library in _rows(db, "SELECT i.itemID, i.key, t.typeName, i.libraryID FROM items i "
+                                                     "JOIN itemTypes t USING (itemTypeID) ORDER BY i.itemID"):
+            if item_id in gone or library in feeds:
+                continue
+            self.items[item_id] = (key, kind)
+            if library in groups:
+                self.group[item_id] = groups[library]
         self.fields: dict[int, dict[str, str]] = defaultdict(dict)
         for item_id, name, value in _rows(db, "SELECT d.itemID, f.fieldName, v.value FROM itemData d "
                                               "JOIN fields f USING (fieldID) JOIN itemDataValues v USING (valueID)"):
