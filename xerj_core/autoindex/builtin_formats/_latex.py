@@ -94,7 +94,8 @@ def _contexts() -> tuple[Any, Any]:
     macros += [MacroTextSpec(name, simplify_repl=_bibliographies) for name in
                ("bibliography", "addbibresource", "addglobalbib")]
     macros += [MacroTextSpec("label", discard=True),
-               MacroTextSpec("texorpdfstring", simplify_repl=_first_arg), MacroTextSpec("url", simplify_repl=_first_arg),
+               MacroTextSpec("texorpdfstring", simplify_repl=_first_arg),
+               MacroTextSpec("url", simplify_repl=_first_arg),
                MacroTextSpec("href", simplify_repl=_linked),
                MacroTextSpec("LaTeX", simplify_repl="LaTeX"), MacroTextSpec("LaTeXe", simplify_repl="LaTeX2e"),
                MacroTextSpec("TeX", simplify_repl="TeX"), MacroTextSpec("BibTeX", simplify_repl="BibTeX"),
