@@ -238,9 +238,12 @@ def none_stored(raw: Any, dbs: dict[str, Any], ix: int, runs_of_ix: Callable[[],
         for run_hashes, _rows in runs._searched():
             if not run_hashes.size:
                 continue
-            at = run_hashes.searchsorted(ascending)
+            # a long run's sketch rules out nearly every new id in one word each; only the rest are searched for
+            sketch = dictruns.sketch_of(run_hashes)
+            asked = ascending if sketch is None else ascending[sketch.may_hold(ascending)]
+            at = run_hashes.searchsorted(asked)
             at[at == run_hashes.size] = run_hashes.size - 1
-            if (run_hashes[at] == ascending).any():
+            if (run_hashes[at] == asked).any():
                 return None
     return hashed
 
