@@ -141,7 +141,8 @@ class IndexWrite:
         self.tail_after: list[Block] | None = None
         # The postings of small sealed segments as this process wrote them, by (start, end) and field (see
         # WriteTxn.known_segment_runs): the merge that takes them reads these instead of their stored buckets.
-        self.segment_runs = txn.known_segment_runs(ix, self.state)
+        # (and each one's size in bytes, counted once when it is kept rather than at every commit that remembers it)
+        self.segment_runs, self.segment_sizes = txn.known_segment_runs(ix, self.state)
         self.keep_runs_rows = txn.tail_rows if isinstance(txn.raw, lmdb.Transaction) else 0
         self.finished = False
         # Terms and keyword values too long to be keys, left out of this transaction's rows.
@@ -1299,7 +1300,9 @@ class IndexWrite:
         kept: dict[tuple[int, int], PostingRun] | None = {} if self.keep_runs_rows else None
         cut = _cut_postings(runs, new_segments, kept=kept, kept_rows=self.keep_runs_rows)
         for segment, run in (kept or {}).items():
-            self.segment_runs.setdefault(segment, {})[path] = run
+            by_path = self.segment_runs.setdefault(segment, {})
+            by_path[path] = run
+            self.segment_sizes[segment] = sum(map(_run_bytes, by_path.values()))
         return cut
 
     def _segment_postings(self, start: int, end: int, path: str) -> PostingRun:
@@ -1330,6 +1333,7 @@ class IndexWrite:
         raw, db = self.txn.raw, self.txn.dbs
         for segment in [segment for segment in self.segment_runs if segment[0] == start]:
             del self.segment_runs[segment]
+            self.segment_sizes.pop(segment, None)
         prefix = keys.seg_key(self.ix, start)
         for name in ("cols", "post"):
             _delete_prefix(raw, db[name], prefix)
@@ -1339,10 +1343,11 @@ class IndexWrite:
 @attrs.frozen
 class SegmentRuns:
     """What a store keeps of one index's small sealed segments after a commit: the index's generation then,
-    each segment's postings runs by field, and their size in bytes."""
+    each segment's postings runs by field, each segment's size in bytes and their total."""
 
     generation: int
     runs: dict[tuple[int, int], dict[str, PostingRun]]
+    sizes: dict[tuple[int, int], int]
     size: int
 
 
@@ -1743,13 +1748,15 @@ class WriteTxn:
             return None
         return found[2]
 
-    def known_segment_runs(self, ix: int, state: keys.IndexState) -> dict[tuple[int, int], dict[str, PostingRun]]:
+    def known_segment_runs(self, ix: int, state: keys.IndexState
+                           ) -> tuple[dict[tuple[int, int], dict[str, PostingRun]], dict[tuple[int, int], int]]:
         """The postings runs this process kept of index ``ix``'s small sealed segments, when nobody wrote the
-        index since it committed them (same generation), as a copy this transaction may change; else none."""
+        index since it committed them (same generation), and each segment's size in bytes, as copies this
+        transaction may change; else none."""
         found = self.segment_runs.get(ix)
         if found is None or found.generation != state.generation or not isinstance(self.raw, lmdb.Transaction):
-            return {}
-        return {segment: dict(by_path) for segment, by_path in found.runs.items()}
+            return {}, {}
+        return {segment: dict(by_path) for segment, by_path in found.runs.items()}, dict(found.sizes)
 
     def remember_segment_runs(self, shared: dict[int, SegmentRuns], budget: int) -> None:
         """After the commit: the runs each written index keeps of its small segments, newest first within
@@ -1760,17 +1767,16 @@ class WriteTxn:
             shared.pop(target.ix, None)
             if target.compacted or not target.segment_runs:
                 continue
-            kept, size = {}, 0
+            kept, sizes, size = {}, {}, 0
             for segment in sorted(target.segment_runs, reverse=True):
-                by_path = target.segment_runs[segment]
-                more = sum(map(_run_bytes, by_path.values()))
+                more = target.segment_sizes[segment]
                 if size + more > budget:
                     break
-                kept[segment], size = by_path, size + more
+                kept[segment], sizes[segment], size = target.segment_runs[segment], more, size + more
             while shared and size + sum(other.size for other in shared.values()) > budget:
                 shared.pop(next(iter(shared)))
             if kept:
-                shared[target.ix] = SegmentRuns(target.state.generation, kept, size)
+                shared[target.ix] = SegmentRuns(target.state.generation, kept, sizes, size)
 
     def remember_tails(self, shared: dict[int, tuple[int, int, list[Block]]], limit: int) -> None:
         """After the commit: the tail blocks each index now holds, when all of them are known (so the next seal
