@@ -36,8 +36,9 @@ import xxhash
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine, detect_file, summarize
 from xerj_core.autoindex.detectmemo import Answers, detect_files
-from xerj_core.autoindex.formats import (FormatDeclined, FormatError, appender, collect_formats, parse_appended,
-                                         parse_file)
+from xerj_core.autoindex import mapped
+from xerj_core.autoindex.formats import (SNIFF_BYTES, FormatDeclined, FormatError, appender, collect_formats,
+                                         parse_appended, parse_file)
 from xerj_core.autoindex.kept import Kept, file_stamp, squeeze as _squeeze, unsqueeze as _unsqueeze
 from xerj_core.autoindex.parsecache import Cached, ParseCache
 from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD, Declined
@@ -303,44 +304,45 @@ def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: 
             outcomes.append(ParseOutcome(entry, docs, hit.digest, partial=partial, sources=sources, counted=counted))
             continue
         try:
-            data = entry.path.read_bytes()
+            with mapped.file_data(entry, plugins.formats, SNIFF_BYTES) as data:
+                outcomes.append(_parse_read(plugins, entry, data, with_partials, count, cache, corpus_only, parsed))
         except FileNotFoundError:
             outcomes.append(ParseOutcome(entry, failure="gone before it was read", gone=True))
-            continue
         except OSError as exc:
             outcomes.append(ParseOutcome(entry, failure=f"unreadable: {exc.strerror or exc}"))
-            continue
-        try:
-            docs = _appended(plugins, cache, entry, data) or \
-                tuple(parse_file(plugins.formats, entry.rel_path, data, entry.mtime_ms, limit=entry.limit) or ())
-        except FormatDeclined as exc:  # remembered with its digest, as a file no format reads is
-            outcomes.append(ParseOutcome(entry, (), xxhash.xxh3_64_hexdigest(data),
-                                         declined=Declined(exc.kind, exc.reason)))
-            continue
-        except FormatError as exc:
-            outcomes.append(ParseOutcome(entry, failure=exc.reason))
-            continue
-        too_long = next((doc.doc_id for doc in docs if node_id_problem("src", doc.doc_id)), None)
-        if too_long is not None:
-            outcomes.append(ParseOutcome(entry, failure=f"a document id is {len(too_long.encode())} bytes long "
-                                         f"(at most {MAX_NODE_ID_BYTES}): {too_long[:80]}..."))
-            continue
-        sources, counted = _for_writer_counted(docs) if count and docs else (None, None)
-        digest = xxhash.xxh3_64_hexdigest(data)
-        partial = summarize(plugins.detectors, list(docs)) if with_partials and docs else None
-        # one outcome made with every part (attrs.evolve walks every field per call: five of them per file were
-        # a few percent of a companion's parse of real code)
-        outcome = ParseOutcome(entry, docs, digest, partial=partial, sources=sources, counted=counted)
-        if cache is not None and cache.keep and docs:
-            # kept once, for the cache and (a file parsed for the corpus, which goes nowhere else) for detection
-            kept = Kept.of(outcome)
-            parsed.append((entry, Cached(kept, digest, partial)))
-            if corpus_only:
-                outcome = attrs.evolve(outcome, kept=kept)
-        outcomes.append(outcome)
     if parsed:
         cache.store(parsed)  # type: ignore[union-attr]
     return outcomes
+
+
+def _parse_read(plugins: Plugins, entry: FileEntry, data: Any, with_partials: bool, count: bool,
+                cache: ParseCache | None, corpus_only: bool, parsed: list[tuple[FileEntry, Cached]]) -> ParseOutcome:
+    """The outcome of one file of :func:`_parse_batch` once read (``data``: its bytes, or a map of them); what the
+    cache is to keep of it is added to ``parsed``."""
+    try:
+        docs = _appended(plugins, cache, entry, data) or \
+            tuple(parse_file(plugins.formats, entry.rel_path, data, entry.mtime_ms, limit=entry.limit) or ())
+    except FormatDeclined as exc:  # remembered with its digest, as a file no format reads is
+        return ParseOutcome(entry, (), mapped.digest(data), declined=Declined(exc.kind, exc.reason))
+    except FormatError as exc:
+        return ParseOutcome(entry, failure=exc.reason)
+    too_long = next((doc.doc_id for doc in docs if node_id_problem("src", doc.doc_id)), None)
+    if too_long is not None:
+        return ParseOutcome(entry, failure=f"a document id is {len(too_long.encode())} bytes long "
+                                         f"(at most {MAX_NODE_ID_BYTES}): {too_long[:80]}...")
+    sources, counted = _for_writer_counted(docs) if count and docs else (None, None)
+    digest = mapped.digest(data)
+    partial = summarize(plugins.detectors, list(docs)) if with_partials and docs else None
+    # one outcome made with every part (attrs.evolve walks every field per call: five of them per file were
+    # a few percent of a companion's parse of real code)
+    outcome = ParseOutcome(entry, docs, digest, partial=partial, sources=sources, counted=counted)
+    if cache is not None and cache.keep and docs:
+        # kept once, for the cache and (a file parsed for the corpus, which goes nowhere else) for detection
+        kept = Kept.of(outcome)
+        parsed.append((entry, Cached(kept, digest, partial)))
+        if corpus_only:
+            outcome = attrs.evolve(outcome, kept=kept)
+    return outcome
 
 
 def _appended(plugins: Plugins, cache: ParseCache | None, entry: FileEntry, data: bytes
@@ -357,7 +359,7 @@ def _appended(plugins: Plugins, cache: ParseCache | None, entry: FileEntry, data
     if found is None:
         return None
     size, earlier = found
-    if xxhash.xxh3_64_hexdigest(memoryview(data)[:size]) != earlier.digest:
+    if mapped.digest(data, size) != earlier.digest:
         return None
     docs = parse_appended(appending, entry.rel_path, data, entry.mtime_ms, size, earlier.kept.documents())
     return None if docs is None else tuple(docs)

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import attrs
-import xxhash
 
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine
-from xerj_core.autoindex.formats import collect_formats, format_identities
+from xerj_core.autoindex import mapped
+from xerj_core.autoindex.formats import SNIFF_BYTES, collect_formats, format_identities
 from xerj_core.autoindex.parallel import (
     InlineExecutor,
     Kept,
@@ -295,7 +295,9 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
 
     entries: list[FileEntry] = []
     passed: list[str] = []
-    for item in walk(root, ignore_files=ignore_files, max_file_bytes=max_file_bytes):
+    # a file over the size limit is read all the same when its format reads it mapped (a mailbox: see mapped)
+    for item in walk(root, ignore_files=ignore_files, max_file_bytes=max_file_bytes,
+                     unlimited=lambda rel_path, path: mapped.reads_mapped(formats, rel_path, path, SNIFF_BYTES)):
         if isinstance(item, Skipped):
             if item.kind != IGNORED:  # an ignored file indexed before is removed; any other skip keeps what it had
                 passed.append(item.rel_path)
@@ -414,7 +416,7 @@ def _same_bytes(entry: FileEntry, digest: str) -> bool:
     if not digest:
         return False
     try:
-        return xxhash.xxh3_64_hexdigest(entry.path.read_bytes()) == digest
+        return mapped.file_digest(entry.path, entry.size) == digest
     except OSError:
         return False
 

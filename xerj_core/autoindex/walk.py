@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import attrs
 
@@ -97,8 +97,8 @@ ZOTERO_LIBRARY = "zotero.sqlite"
 ZOTERO_PROGRAM = frozenset({"translators", "styles", "locate", "pipes"})
 
 
-def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FILE_BYTES
-         ) -> Iterator[FileEntry | Skipped]:
+def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FILE_BYTES,
+         unlimited: Callable[[str, Path], bool] | None = None) -> Iterator[FileEntry | Skipped]:
     """Yield every file under ``root`` in path order, and a :class:`Skipped` for what cannot be read.
 
     Hidden entries (a leading ``.``: ``.git``, ``.obsidian``) are not part of a
@@ -113,7 +113,8 @@ def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FIL
     not entered.
     Symbolic links are followed, but a directory reached twice (a link loop, or
     two links to one place) is walked once and reported the second time. A file
-    larger than ``max_file_bytes`` is a ``TOO_LARGE`` skip.
+    larger than ``max_file_bytes`` is a ``TOO_LARGE`` skip, unless ``unlimited(rel_path, path)`` says its
+    format reads it without holding it whole (see xerj_core.autoindex.mapped).
     """
     visited: dict[tuple[int, int], str] = {}  # each directory walked -> where it was walked
     stack: list[tuple[Path, str, Scope | None]] = [(root, "", scope_of(root) if ignore_files else None)]
@@ -193,7 +194,7 @@ def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FIL
                 else:
                     yield Skipped(rel, f"unreadable: {exc.strerror or exc}")
                 continue
-            if stat.st_size > max_file_bytes:
+            if stat.st_size > max_file_bytes and not (unlimited is not None and unlimited(rel, Path(entry.path))):
                 wanted = f"--max-file-mib {-(-stat.st_size // (1 << 20))} reads it" if entry.name == ZOTERO_LIBRARY \
                     else "--max-file-mib raises the limit"  # a library is one file, whole or not at all
                 yield Skipped(rel, f"larger than {max_file_bytes / (1 << 20):g} MiB ({wanted})", TOO_LARGE)

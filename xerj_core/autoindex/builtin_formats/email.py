@@ -43,13 +43,15 @@ import email
 import email.policy
 import email.utils
 import functools
+import itertools
 import re
 from email.headerregistry import HeaderRegistry
 from email.message import EmailMessage
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import attrs
 
+from xerj_core.autoindex import mapped
 from xerj_core.autoindex.builtin_formats._common import document
 from xerj_core.autoindex.builtin_formats.html import html_to_text
 from xerj_core.autoindex.builtin_formats.pdf import read_pdf
@@ -211,17 +213,19 @@ def _parse_message(raw: bytes) -> EmailMessage:
     return msg  # type: ignore[return-value]
 
 
-def _separators(data: bytes) -> Iterator[int]:
-    """Where each separator line starts: a ``From `` line (see :data:`_FROM_LINE`) that opens ``data`` or follows a
-    blank line. The lines are found by ``bytes.find`` and only they are matched: one pattern searched over a whole
-    mailbox (a lookbehind tried at every byte) took 7% of a 70 MB mailbox's run."""
-    if _FROM_LINE.match(data):
-        yield 0
-    at = data.find(b"\nFrom ")
+def _separators(data: bytes, start: int = 0, end: int | None = None) -> Iterator[int]:
+    """Where each separator line of ``data[start:end]`` starts: a ``From `` line (see :data:`_FROM_LINE`) that opens
+    it or follows a blank line. The lines are found by ``find`` and only they are matched: one pattern searched over
+    a whole mailbox (a lookbehind tried at every byte) took 7% of a 70 MB mailbox's run. Positions, not slices, so a
+    mapped mailbox (see xerj_core.autoindex.mapped) is never copied."""
+    end = len(data) if end is None else end
+    if _FROM_LINE.match(data, start, end):
+        yield start
+    at = data.find(b"\nFrom ", start, end)
     while at >= 0:
-        if _follows_blank_line(data, at) and _FROM_LINE.match(data, at + 1):
+        if _follows_blank_line(data, at) and _FROM_LINE.match(data, at + 1, end):
             yield at + 1
-        at = data.find(b"\nFrom ", at + 1)
+        at = data.find(b"\nFrom ", at + 1, end)
 
 
 def _follows_blank_line(data: bytes, newline: int) -> bool:
@@ -229,19 +233,33 @@ def _follows_blank_line(data: bytes, newline: int) -> bool:
     return data[newline - 1:newline] == b"\n" or data[newline - 2:newline] == b"\n\r"
 
 
+def _opens_mailbox(data: bytes, start: int = 0) -> bool:
+    return data[start:start + 5] == b"From "
+
+
+def iter_mbox(data: bytes, start: int = 0) -> Iterator[bytes]:
+    """The raw messages of the mbox ``data[start:]`` one at a time, each without its ``From `` separator line,
+    ``>From`` unescaped. Only the message yielded is copied out of ``data``, and a mapped mailbox's pages before it
+    are given back (``mapped.give_back``), so a mailbox of any size is read holding one message's bytes."""
+    cuts = _separators(data, start)
+    at = next(cuts, None)
+    if _opens_mailbox(data, start) and at != start:
+        # the first line opens the first message, whatever its date looks like
+        cuts = itertools.chain(() if at is None else (at,), cuts)
+        at = start
+    given = start
+    while at is not None:
+        end = next(cuts, None)
+        stop = len(data) if end is None else end
+        newline = data.find(b"\n", at, stop)
+        given = mapped.give_back(data, at, given)
+        yield b"" if newline < 0 else _ESCAPED_FROM.sub(rb"\1", data[newline + 1:stop])
+        at = end
+
+
 def split_mbox(data: bytes) -> list[bytes]:
-    """The raw messages of an mbox, each without its ``From `` separator line, ``>From`` unescaped."""
-    starts = list(_separators(data))
-    if data.startswith(b"From ") and starts[:1] != [0]:
-        starts.insert(0, 0)  # the first line opens the first message, whatever its date looks like
-    messages = []
-    for index, start in enumerate(starts):
-        end = starts[index + 1] if index + 1 < len(starts) else len(data)
-        chunk = data[start:end]
-        newline = chunk.find(b"\n")
-        chunk = b"" if newline < 0 else chunk[newline + 1 :]
-        messages.append(_ESCAPED_FROM.sub(rb"\1", chunk))
-    return messages
+    """The raw messages of an mbox (:func:`iter_mbox`) as a list."""
+    return list(iter_mbox(data))
 
 
 class EmailFormat:
@@ -254,6 +272,8 @@ class EmailFormat:
     # Maildir messages read (a run finding this version reads the files it passed by as no format's again)
     # 3: a PDF attachment's text read, and each enclosed message (forwarded, bounced, a digest's) a document
     version = 3
+    # a mailbox is read a message at a time from a map of it, at any size (see xerj_core.autoindex.mapped)
+    reads_mapped = True
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         ext = extension(rel_path)
@@ -266,26 +286,23 @@ class EmailFormat:
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
         ext = extension(rel_path)
-        raw_messages = split_mbox(data) if data.startswith(b"From ") else [data]
-        if (ext in MESSAGE_EXTENSIONS or _MAILDIR_FILE.search(rel_path)) and len(raw_messages) == 1:
-            # one message, whether or not it opens with an envelope line (Thunderbird saves .eml files so)
-            msg = _parse_message(raw_messages[0])
-            return self._message_docs(msg, rel_path, mtime_ms, doc_id=rel_path, ordinal=0, att_prefix="#att-")
-        if not data.startswith(b"From "):
+        opens = _opens_mailbox(data)
+        raw_messages = iter_mbox(data) if opens else iter((bytes(data),))
+        first = next(raw_messages, b"")
+        if ext in MESSAGE_EXTENSIONS or _MAILDIR_FILE.search(rel_path):
+            second = next(raw_messages, None)
+            if second is None:
+                # one message, whether or not it opens with an envelope line (Thunderbird saves .eml files so)
+                msg = _parse_message(first)
+                return self._message_docs(msg, rel_path, mtime_ms, doc_id=rel_path, ordinal=0, att_prefix="#att-")
+            raw_messages = itertools.chain((second,), raw_messages)
+        if not opens:
             raise FormatError("not an mbox: the file must start with a 'From ' separator line")
-        card = document(
-            self,
-            rel_path,
-            mtime_ms,
-            doc_id=rel_path,
-            title=file_name(rel_path),
-            text="",
-            section="",
-            kind="file",
-            ordinal=0,
-            messages=len(raw_messages),
-        )
-        docs, malformed = self._mailbox_messages(raw_messages, rel_path, mtime_ms, first=1)
+        card = document(self, rel_path, mtime_ms, doc_id=rel_path, title=file_name(rel_path), text="", section="",
+                        kind="file", ordinal=0, messages=0)
+        docs, malformed, count = self._mailbox_messages(itertools.chain((first,), raw_messages), rel_path, mtime_ms,
+                                                        first=1)
+        card.fields["messages"] = count
         if malformed:
             card.fields["malformed_messages"] = malformed
         return [card, *docs]
@@ -306,32 +323,34 @@ class EmailFormat:
         card = before[0] if before else None
         count = card.fields.get("messages") if card is not None else None
         if card is None or card.kind != "file" or card.doc_id != rel_path or not isinstance(count, int) \
-                or count < 1 or not data.startswith(b"From "):
+                or count < 1 or not _opens_mailbox(data):
             return None
-        starts = list(_separators(data[:start]))  # as the earlier parse found them
+        starts = list(_separators(data, 0, start))  # as the earlier parse found them
         if starts[:1] != [0]:
-            starts.insert(0, 0)  # as split_mbox does: the first line opens the first message
+            starts.insert(0, 0)  # as iter_mbox does: the first line opens the first message
         if len(starts) != count:
             return None
-        raw_messages = split_mbox(data[starts[-1]:])
-        docs, malformed = self._mailbox_messages(raw_messages, rel_path, mtime_ms, first=count)
+        docs, malformed, read = self._mailbox_messages(iter_mbox(data, starts[-1]), rel_path, mtime_ms, first=count)
         last, last_parts = f"{rel_path}#msg-{count}", f"{rel_path}#msg-{count}.att-"
         kept = [SourceDocument(doc.doc_id, doc.dataset, doc.ax_path, doc.title, doc.text, doc.section, doc.kind,
                                mtime_ms, doc.format, doc.fields)
                 for doc in before[1:] if doc.doc_id != last and not doc.doc_id.startswith(last_parts)]
-        fields = {**card.fields, "messages": count - 1 + len(raw_messages)}
+        fields = {**card.fields, "messages": count - 1 + read}
         malformed = [n for n in card.fields.get("malformed_messages") or () if n != count] + malformed
         fields.pop("malformed_messages", None)
         if malformed:
             fields["malformed_messages"] = malformed
         return [attrs.evolve(card, mtime_ms=mtime_ms, fields=fields), *kept, *docs]
 
-    def _mailbox_messages(self, raw_messages: Sequence[bytes], rel_path: str, mtime_ms: int, *, first: int
-                          ) -> tuple[list[SourceDocument], list[int]]:
-        """The documents of a mailbox's messages numbered from ``first``, and the numbers of the malformed ones."""
+    def _mailbox_messages(self, raw_messages: Iterable[bytes], rel_path: str, mtime_ms: int, *, first: int
+                          ) -> tuple[list[SourceDocument], list[int], int]:
+        """The documents of a mailbox's messages numbered from ``first``, the numbers of the malformed ones, and
+        how many messages there were."""
         docs: list[SourceDocument] = []
         malformed: list[int] = []
-        for n, raw in enumerate(raw_messages, start=first):
+        read = 0
+        for read, raw in enumerate(raw_messages, start=1):
+            n = first + read - 1
             doc_id = f"{rel_path}#msg-{n}"
             try:
                 msg = _parse_message(raw)
@@ -345,7 +364,7 @@ class EmailFormat:
             # in a reference cycle with its own mro; a run, with its collector paused, kept them all: a 60 MiB
             # mailbox of 48k messages peaked at 3.6 GB, and at 0.6 GB so
             release_cycles()
-        return docs, malformed
+        return docs, malformed, read
 
     def _unread_message(self, raw: bytes, rel_path: str, mtime_ms: int, doc_id: str, ordinal: int,
                         reason: str) -> SourceDocument:
