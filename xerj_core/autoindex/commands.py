@@ -118,8 +118,8 @@ def _audit_run(target, brain: str, summary, exc: BaseException | None) -> None:
 NO_IGNORE = click.option("--no-ignore", is_flag=True, help="Index what .gitignore and .xerjignore files leave out, "
                          "too (by default they are honoured as git honours them).")
 MAX_FILE_MIB = click.option("--max-file-mib", type=click.FloatRange(min=0, min_open=True), default=None, metavar="N",
-                            help="Skip files larger than N MiB as too_large (default: 64). A file is parsed whole: "
-                                 "a big mailbox needs about 5 MiB of memory per MiB.")
+                            help="Skip files larger than N MiB as too_large (default: 64), as a file is parsed "
+                                 "whole; a mailbox is read a message at a time, at any size.")
 
 
 def _max_file_bytes(mib: float | None) -> int | None:
