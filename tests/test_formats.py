@@ -2324,6 +2324,21 @@ def test_a_mailbox_read_from_its_appended_bytes_is_what_reading_it_whole_gives(d
     assert got is None or got == fmt.parse("box.mbox", data, MTIME + 1)
 
 
+# Pieces of address header values: names, quotes, comments, groups, encoded words, folds, bytes no charset reads.
+ADDRESS_PIECES = ["Ada", " ", "Ada Lovelace", '"Lovelace, Ada"', "<ada@example.org>", "ada@example.org", ",", ", ",
+                  "(comment)", "list:", ";", "=?utf-8?q?Ad=C3=A9?=", "=?utf-8?b?w6k=?=", "=?bogus?x?y?=", "\n ", "\r\n\t",
+                  "<>", "<a@b", "@", "\"", "\\", "\u00e9", "\udce9", "[1.2.3.4]", ".", "undisclosed-recipients:;"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(["From", "to", "Cc", "Reply-To", "Sender"]),
+       st.lists(st.sampled_from(ADDRESS_PIECES), max_size=12).map("".join))
+def test_an_address_header_remembered_by_its_value_reads_as_the_message_reads_it(name, value):
+    msg = email_module.message_from_string(f"Subject: s\n{name}: {value}\n\nbody\n", policy=email._POLICY)
+    assert email._header(msg, name.lower()) == email._header_text(msg, name.lower())
+    assert email._header(msg, name.lower()) == email._header(msg, name.lower())  # remembered: the same again
+
+
 def test_messages_appended_to_a_mailbox_are_read_alone_and_the_last_one_again(tmp_path):
     box = mailbox.mbox(tmp_path / "box.mbox")
     for n in range(1, 4):
