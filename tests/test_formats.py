@@ -2347,6 +2347,14 @@ def test_a_header_read_without_the_policy_reads_as_the_message_reads_it(name, va
     assert email._header(msg, name.lower()) == email._header(msg, name.lower())  # remembered: the same again
 
 
+@pytest.mark.parametrize("value", ["6 Jan 2025 10:00 -0000", "Tue, 1 Jul 2003 10:52:37 +0200", "1 Jul 2003 10:52 GMT",
+                                   "Tue,\n 1 Jul 2003\n\t10:52:37 +0200", "Mon, 31 Feb 2025 25:61:00 +9999",
+                                   "Mon, 06 Jan 2025 10:00:00 +0000 (UTC)", "yesterday"])
+def test_a_date_read_without_the_policy_is_formatted_as_the_policy_formats_it(value):
+    msg = email_module.message_from_string(f"Date: {value}\n\nbody\n", policy=email._POLICY)
+    assert email._header(msg, "date") == email._header_text(msg, "date")
+
+
 def test_messages_appended_to_a_mailbox_are_read_alone_and_the_last_one_again(tmp_path):
     box = mailbox.mbox(tmp_path / "box.mbox")
     for n in range(1, 4):
