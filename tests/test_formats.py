@@ -2355,6 +2355,32 @@ def test_a_date_read_without_the_policy_is_formatted_as_the_policy_formats_it(va
     assert email._header(msg, "date") == email._header_text(msg, "date")
 
 
+def test_a_gmail_export_keeps_each_messages_labels_and_thread():
+    data = (b"From 1781234567890123456@xxx Mon Dec 02 10:29:44 +0000 2024\n"
+            b"X-GM-THRID: 1781234567890123456\n"
+            b'X-Gmail-Labels: Inbox,Important,"Trips, 2024",Category Updates\n'
+            b"From: Ada <ada@example.org>\nSubject: Rome\nMessage-ID: <1@x>\n\nthe tickets\n\n"
+            b"From 1781234567890123457@xxx Mon Dec 02 11:00:00 +0000 2024\n"
+            b"X-GM-THRID: 1781234567890123456\n"
+            b"X-Gmail-Labels: Gesendet\n"
+            b"From: Bob <bob@example.org>\nSubject: Re: Rome\nMessage-ID: <2@x>\n\nthanks\n\n"
+            b"From a@b Mon Dec 02 12:00:00 2024\nFrom: Cy <cy@example.org>\nSubject: no labels\n\nhi\n")
+    card, first, second, third = email.EmailFormat().parse("All mail Including Spam and Trash.mbox", data, MTIME)
+    assert card.fields["messages"] == 3
+    assert first.fields["labels"] == ["Inbox", "Important", "Trips, 2024", "Category Updates"]
+    assert second.fields["labels"] == ["Gesendet"]
+    assert first.fields["gmail_thread"] == second.fields["gmail_thread"] == "1781234567890123456"
+    assert "labels" not in third.fields and "gmail_thread" not in third.fields
+
+
+@pytest.mark.parametrize(("value", "labels"), [
+    ("Inbox,Important,Opened,Category Updates", ["Inbox", "Important", "Opened", "Category Updates"]),
+    (" Spam, Inbox ", ["Spam", "Inbox"]), ('"\\\\Sent"', ["\\Sent"]), ('a,"b \\"c\\", d",e', ["a", 'b "c", d', "e"]),
+    ("", []), (",, ,", []), ('"open, x', ['"open', "x"])])
+def test_gmail_labels_are_split_at_commas_outside_quotes(value, labels):
+    assert email.gmail_labels(value) == labels
+
+
 def test_messages_appended_to_a_mailbox_are_read_alone_and_the_last_one_again(tmp_path):
     box = mailbox.mbox(tmp_path / "box.mbox")
     for n in range(1, 4):

@@ -22,8 +22,10 @@ A message's ``title`` and ``section`` are its subject, its text the plain-text
 body (an HTML-only body is reduced to its visible text). ``fields`` carry
 ``message_id``, ``in_reply_to`` and ``references`` (angle-bracketed ids, as
 written), ``from``, ``to``, ``date`` (and ``date_ms`` when it parses) and
-``attachments`` (their document ids); an attachment has ``parent`` (its
-message's document id), ``filename``, ``content_type`` and ``size``.
+``attachments`` (their document ids); a message from a Gmail export also has
+``labels`` (its ``X-Gmail-Labels``, one string per label) and ``gmail_thread``
+(its ``X-GM-THRID``). An attachment has ``parent`` (its message's document id),
+``filename``, ``content_type`` and ``size``.
 
 An ``.eml`` with none of From, To, Subject, Date or Message-ID (a MIME
 fragment, a stray text) and an ``.mbox`` that does not start with a ``From ``
@@ -112,6 +114,21 @@ def message_ids(value: str | None) -> list[str]:
     if not found and value.strip() and " " not in value.strip():
         found = [f"<{value.strip().strip('<>')}>"]
     return found
+
+
+def gmail_labels(value: str) -> list[str]:
+    """The labels of an ``X-Gmail-Labels`` value: comma-separated, a label holding a comma or quote written in
+    double quotes with backslash escapes (``Inbox,"Trips, 2024",Category Updates``), as written otherwise."""
+    labels = []
+    for quoted, plain in _LABEL.findall(value):
+        label = _LABEL_ESCAPE.sub(r"\1", quoted[1:-1]) if quoted else plain.strip()
+        if label:
+            labels.append(label)
+    return labels
+
+
+_LABEL = re.compile(r'\s*("(?:[^"\\]|\\.)*")\s*(?:,|$)|([^,]+)')
+_LABEL_ESCAPE = re.compile(r"\\(.)")
 
 
 def _header(msg: EmailMessage, name: str) -> str:
@@ -316,7 +333,8 @@ class EmailFormat:
     # 2: mailboxes cut only at separator lines, their unreadable messages kept rather than failing the file, and
     # Maildir messages read (a run finding this version reads the files it passed by as no format's again)
     # 3: a PDF attachment's text read, and each enclosed message (forwarded, bounced, a digest's) a document
-    version = 3
+    # 4: a Gmail export's labels and thread id on each message
+    version = 4
     # a mailbox is read a message at a time from a map of it, at any size (see xerj_core.autoindex.mapped)
     reads_mapped = True
 
@@ -479,6 +497,8 @@ class EmailFormat:
             "date": date or None,
             "date_ms": date_ms,
             "attachments": [a.doc_id for a in attachment_docs] or None,
+            "labels": gmail_labels(_header(msg, "x-gmail-labels")) or None,
+            "gmail_thread": _header(msg, "x-gm-thrid") or None,
         }
         message = document(
             self,
