@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from xerj_core.autoindex.builtin_formats import chats
 from xerj_core.autoindex.pipeline import run
@@ -144,6 +145,14 @@ def test_a_claude_conversation_keeps_its_text_blocks_and_the_files_given():
     assert second.text == "" and "created_ms" not in second.fields and "url" not in second.fields
 
 
+@pytest.mark.parametrize(("value", "ms"), [(1754375326.5, 1754375326500), (0, 0), (-1, None), (1e308, None),
+                                           (True, None), ("2025-03-01T10:00:00Z", 1740823200000),
+                                           ("9999-12-31T23:59:59+00:00", 253402300799000), ("0001-01-01", None),
+                                           ("2025-13-01", None), ("", None), (None, None)])
+def test_a_conversations_instants_are_read_in_a_sane_range(value, ms):
+    assert chats._epoch_ms(value) == ms
+
+
 def test_another_programs_conversations_json_is_passed_by_and_bad_json_refused():
     fmt = chats.ChatExportFormat()
     for data in (b'[{"id": 1, "messages": []}]', b"[]", b'[{"mapping": {}}, {"chat_messages": []}]'):
@@ -175,3 +184,30 @@ def test_exports_beside_notes_are_searchable_conversations(engine, tmp_path):
     assert engine.store.get(index, "chatgpt/conversations.json#c2")[0]["title"] == "What is autolyse?"
     # the conversations follow their export's card, in order
     assert summary.edges_by_type.get("sequence", 0) >= 4
+
+
+# The keys the format reads, so that drawn values land where it looks.
+KEYS = ["mapping", "current_node", "message", "parent", "children", "author", "role", "content", "content_type",
+        "parts", "text", "metadata", "recipient", "model_slug", "is_visually_hidden_from_conversation", "title", "id",
+        "conversation_id", "create_time", "update_time", "chat_messages", "sender", "type", "attachments",
+        "extracted_content", "file_name", "uuid", "name", "created_at", "updated_at"]
+VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from(["user", "assistant", "human", "tool", "all", "text", "multimodal_text", "code", "a", "",
+                       "2025-03-01T10:00:00Z"]) | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.sampled_from(KEYS), children, max_size=6),
+    max_leaves=25)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=6).map(
+    lambda c: {**c, "mapping": c.get("mapping") if isinstance(c.get("mapping"), dict) else {}}), min_size=1,
+    max_size=3) | st.lists(VALUES, max_size=3))
+def test_any_export_shaped_json_parses_or_is_passed_by(conversations):
+    try:
+        docs = chats.ChatExportFormat().parse("conversations.json", orjson.dumps(conversations), MTIME)
+    except FormatDeclined as exc:
+        assert exc.kind == "no_format"
+    else:
+        assert docs[0].fields["conversations"] == len(docs) - 1
+        assert len({doc.doc_id for doc in docs}) == len(docs)

@@ -18,7 +18,8 @@ with atheris.instrument_imports():
     from xerj_core.query import request as query_request
 
 FORMATS = {"markdown": ("note.md", "markdown"), "html": ("page.html", "html"), "email": ("mail.eml", "email"),
-           "pdf": ("doc.pdf", "pdf"), "latex": ("paper.tex", "latex"), "bibtex": ("refs.bib", "bibtex")}
+           "pdf": ("doc.pdf", "pdf"), "latex": ("paper.tex", "latex"), "bibtex": ("refs.bib", "bibtex"),
+           "chats": ("conversations.json", "chats")}
 
 
 def _format(name: str):

@@ -59,15 +59,19 @@ def _text(value: Any) -> str:
 
 
 def _epoch_ms(value: Any) -> int | None:
-    """Epoch milliseconds of ChatGPT's epoch seconds (a float) or Claude's ISO 8601 instant; None otherwise."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return int(value * 1000)
+    """Epoch milliseconds of ChatGPT's epoch seconds (a float) or Claude's ISO 8601 instant, from 1970 to the
+    year 9999; None otherwise."""
     if isinstance(value, str) and value:
         try:
-            return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
-        except ValueError:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except (ValueError, OverflowError, OSError):
             return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < _YEAR_10000:
+        return int(value * 1000)
     return None
+
+
+_YEAR_10000 = 253_402_300_800  # epoch seconds
 
 
 def _chatgpt_path(mapping: dict[str, Any], leaf: Any) -> list[dict[str, Any]]:
