@@ -134,7 +134,8 @@ def test_a_chatgpt_conversation_without_a_current_node_reads_every_message_in_or
 def test_a_claude_conversation_keeps_its_text_blocks_and_the_files_given():
     card, first, second = chats.ChatExportFormat().parse("conversations.json", export(CLAUDE), MTIME)
     assert card.fields == {**card.fields, "service": "claude", "conversations": 2}
-    assert first.doc_id == "conversations.json#28d595a3-5db4-492d-a49b-c8a9b4e1c5e6" and first.title == "Crumb structure"
+    assert first.doc_id == "conversations.json#28d595a3-5db4-492d-a49b-c8a9b4e1c5e6"
+    assert first.title == "Crumb structure"
     assert first.text == ("You:\nWhy is my crumb tight?\n\n[log.txt]\nhydration 65%, bulk 3h\n\n"
                           "Claude:\nLow hydration and a short bulk.\n\nTry 75%.\n\nYou:\nThanks!")
     assert first.fields["created_ms"] == 1740823200000 and first.fields["updated_ms"] == 1740823500123
