@@ -14,7 +14,7 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from xerj_core.autoindex import detectmemo, kept as kept_module, parallel, parsecache
+from xerj_core.autoindex import detectmemo, kept as kept_module, mapped, parallel, parsecache
 from xerj_core.autoindex.kept import Kept
 from xerj_core.autoindex.parallel import ParseOutcome
 from xerj_core.autoindex.parsecache import Cached, ParseCache, fingerprint, user_cache_dir
@@ -98,8 +98,11 @@ def test_an_edit_parses_the_edited_file_only_and_builds_the_brain_a_run_without_
     assert not (tmp_path / "uncached" / "autoindex-cache").exists()
 
 
+@pytest.mark.parametrize("map_from", [mapped.MAP_FROM, 1], ids=["read", "mapped"])
 def test_mail_appended_to_a_mailbox_is_read_alone_and_builds_the_brain_a_whole_read_builds(
-        tmp_path, pm, parsed, monkeypatch):
+        tmp_path, pm, parsed, monkeypatch, map_from):
+    monkeypatch.setattr(mapped, "MAP_FROM", map_from)  # a mailbox of many MiB is read through a map
+
     def message(n: int) -> EmailMessage:
         msg = EmailMessage()
         msg["Subject"], msg["From"], msg["Message-ID"] = f"Note {n}", "ada@example.org", f"<{n}@x>"
