@@ -2381,6 +2381,30 @@ def test_gmail_labels_are_split_at_commas_outside_quotes(value, labels):
     assert email.gmail_labels(value) == labels
 
 
+APPLE_MAIL = Path(__file__).parent / "fixtures/apple-mail"
+
+
+def test_apple_mail_messages_are_read_as_eml_files():
+    fmt = email.EmailFormat()
+    assert fmt.accepts("Mail/V10/x/INBOX.mbox/Data/Messages/1.emlx", b"3685\n") and \
+        fmt.accepts("Messages/1.partial.emlx", b"12\n")
+    (message,) = fmt.parse("Messages/114862.emlx", (APPLE_MAIL / "Messages/114862.emlx").read_bytes(), MTIME)
+    assert message.doc_id == "Messages/114862.emlx" and message.kind == "message" and message.title == "Lorem ipsum"
+    assert message.fields["date"] == "Fri, 26 Jan 2018 17:44:31 +0100" and "plist" not in message.text
+    assert message.text.startswith("Lorem ipsum dolor sit amet")
+    # a partial message: Mail stored its attachment apart (Attachments/<id>/), the message names it
+    card, attachment = fmt.parse("Messages/465622.partial.emlx",
+                                 (APPLE_MAIL / "Messages/465622.partial.emlx").read_bytes(), MTIME)
+    assert card.title.startswith("\u3010151\u59d4\u54e1\u4f1a\u3011") and attachment.kind == "attachment"
+    assert attachment.title == "7.10_\u7b2c2\u56de\u7814\u7a76\u4f1a.pdf"
+    assert attachment.fields["parent"] == "Messages/465622.partial.emlx" and attachment.fields["size"] == 0
+    with pytest.raises(FormatError, match="opens with its message's length"):
+        fmt.parse("x.emlx", b"this is an invalid .emlx structure\n", MTIME)
+    # a count past the end keeps what there is; the property list after the message is not part of it
+    (short,) = fmt.parse("y.emlx", b"999\nSubject: s\nMessage-ID: <1@x>\n\nbody\n", MTIME)
+    assert short.title == "s" and short.text == "body"
+
+
 def test_messages_appended_to_a_mailbox_are_read_alone_and_the_last_one_again(tmp_path):
     box = mailbox.mbox(tmp_path / "box.mbox")
     for n in range(1, 4):

@@ -5,7 +5,9 @@ An ``.eml`` file is one message and its card *is* that message (``kind``
 (``From - Sat Dec 05 ...``, as Thunderbird saves one); an ``.eml`` holding
 several messages is read as a mailbox. So is a file of a Maildir (a file of a
 ``cur`` or ``new`` folder named as delivering programs name them,
-``1701234567.M123P456.host:2,S``, that opens with a header). An mbox (``.mbox``/``.mbx``, or an
+``1701234567.M123P456.host:2,S``, that opens with a header), and so is Apple
+Mail's ``.emlx`` (the message its first line counts the bytes of; the property
+list after it is Mail's own). An mbox (``.mbox``/``.mbx``, or an
 extensionless file that starts with a ``From `` line and carries headers) gets a
 card of kind ``file`` plus one message document per message, ``{path}#msg-{n}``
 with ``n`` from 1 in mailbox order. Every attachment is its own document of kind
@@ -62,6 +64,9 @@ from xerj_core import hookimpl
 from xerj_core.model import SourceDocument
 
 MESSAGE_EXTENSIONS = frozenset({".eml"})
+# Apple Mail's message files: the message's length on the first line, the message, then a property list of flags.
+APPLE_MESSAGE_EXTENSION = ".emlx"
+_EMLX_COUNT = re.compile(rb"[ \t]*(\d{1,12})[ \t]*\r?\n")
 MAILBOX_EXTENSIONS = frozenset({".mbox", ".mbx"})
 _KNOWN_HEADERS = ("from", "to", "subject", "date", "message-id")
 _MSGID = re.compile(r"<[^<>\s]+>")
@@ -262,6 +267,15 @@ def _attachments(msg: EmailMessage) -> list[EmailMessage]:
     return found
 
 
+def _apple_message(data: bytes) -> bytes:
+    """The message an Apple Mail ``.emlx`` file holds: as many bytes as its first line counts, after that line (a
+    ``.partial.emlx``'s attachments lie in files beside it, and its message names them)."""
+    found = _EMLX_COUNT.match(data)
+    if found is None:
+        raise FormatError("not an Apple Mail message: an .emlx file opens with its message's length in bytes")
+    return bytes(data[found.end():found.end() + int(found.group(1))])
+
+
 def _parse_message(raw: bytes) -> EmailMessage:
     """The message in ``raw``; a :class:`FormatError` saying why when it is not one."""
     try:
@@ -333,14 +347,14 @@ class EmailFormat:
     # 2: mailboxes cut only at separator lines, their unreadable messages kept rather than failing the file, and
     # Maildir messages read (a run finding this version reads the files it passed by as no format's again)
     # 3: a PDF attachment's text read, and each enclosed message (forwarded, bounced, a digest's) a document
-    # 4: a Gmail export's labels and thread id on each message
+    # 4: a Gmail export's labels and thread id on each message; Apple Mail's .emlx messages read
     version = 4
     # a mailbox is read a message at a time from a map of it, at any size (see xerj_core.autoindex.mapped)
     reads_mapped = True
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         ext = extension(rel_path)
-        if ext in MESSAGE_EXTENSIONS or ext in MAILBOX_EXTENSIONS:
+        if ext in MESSAGE_EXTENSIONS or ext in MAILBOX_EXTENSIONS or ext == APPLE_MESSAGE_EXTENSION:
             return True
         if _MAILDIR_FILE.search(rel_path):
             opens = head.startswith(b"From ") or _FIRST_HEADER.match(head) is not None
@@ -349,6 +363,9 @@ class EmailFormat:
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
         ext = extension(rel_path)
+        if ext == APPLE_MESSAGE_EXTENSION:
+            msg = _parse_message(_apple_message(data))
+            return self._message_docs(msg, rel_path, mtime_ms, doc_id=rel_path, ordinal=0, att_prefix="#att-")
         opens = _opens_mailbox(data)
         raw_messages = iter_mbox(data) if opens else iter((bytes(data),))
         first = next(raw_messages, b"")
