@@ -173,8 +173,14 @@ def test_a_file_that_cannot_be_sniffed_is_not_taken_past_the_limit(tmp_path, for
     assert not mapped.reads_mapped(formats, "gone.mbox", tmp_path / "gone.mbox", SNIFF_BYTES)
     (tmp_path / "x.mbox.gz").write_bytes(gzip.compress(b"From a@b Mon Jan  1 00:00:00 2024\nSubject: s\n\nhi\n"))
     assert not mapped.reads_mapped(formats, "x.mbox.gz", tmp_path / "x.mbox.gz", SNIFF_BYTES)
-    (tmp_path / "x.mbox").write_bytes(b"From a@b Mon Jan  1 00:00:00 2024\nSubject: s\n\nhi\n")
-    assert mapped.reads_mapped(formats, "x.mbox", tmp_path / "x.mbox", SNIFF_BYTES)
+    box = b"From a@b Mon Jan  1 00:00:00 2024\nSubject: s\n\nhi\n"
+    for name in ("x.mbox", "INBOX", "Sent.mbx", "one.eml", "cur/1701234567.M1P2.host:2,S", "1.emlx", "notes.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(box)
+    # mailboxes only: a message file is one message, parsed whole, so the size limit stands for it
+    assert [name for name in ("x.mbox", "INBOX", "Sent.mbx", "one.eml", "cur/1701234567.M1P2.host:2,S", "1.emlx",
+                              "notes.txt") if mapped.reads_mapped(formats, name, tmp_path / name, SNIFF_BYTES)] == [
+        "x.mbox", "INBOX", "Sent.mbx"]
 
 
 def test_an_unchanged_large_file_is_told_by_its_digest_read_a_slice_at_a_time(tmp_path, monkeypatch):

@@ -1,12 +1,13 @@
 """Large files read through a read-only memory map, for formats that read them a record at a time.
 
 Most formats need a file's bytes whole, and the walk skips a file over
-``--max-file-mib`` (see ``walk.MAX_FILE_BYTES``). A format that sets
-``reads_mapped = True`` promises that its ``parse`` (and ``parse_appended``)
-takes any bytes-like ``data`` a memory map gives (slices, ``find``, regular
-expressions; no ``bytes`` methods such as ``startswith``) and never holds a copy
-of the whole of it: the email format reads an mbox a message at a time. Such
-a format's files are read at any size, mapped from :data:`MAP_FROM` bytes up,
+``--max-file-mib`` (see ``walk.MAX_FILE_BYTES``). A format with a method
+``reads_mapped(rel_path, head) -> bool`` promises, for each file it answers True
+for, that its ``parse`` (and ``parse_appended``) takes any bytes-like ``data`` a
+memory map gives (slices, ``find``, regular expressions; no ``bytes`` methods
+such as ``startswith``) and never holds a copy of the whole of it: the email
+format reads an mbox a message at a time (and a lone message whole, so it says
+False for one). Those files are read at any size, mapped from :data:`MAP_FROM` bytes up,
 and the pages a parse has passed are given back as it goes
 (:func:`give_back`), so a run holds about what the documents hold, not the file:
 a mail export is mostly its attachments' bytes, which become no text.
@@ -45,7 +46,8 @@ def reads_mapped(formats: Mapping[str, Any], rel_path: str, path: Path, sniff_by
             head = opened.read(sniff_bytes)
         if compressed.inner_name(rel_path, head[:2]) is not None:
             return False
-        return bool(getattr(sniff(formats, rel_path, head), "reads_mapped", False))
+        asked = getattr(sniff(formats, rel_path, head), "reads_mapped", None)
+        return callable(asked) and bool(asked(rel_path, head))
     except Exception:
         return False
 

@@ -349,8 +349,13 @@ class EmailFormat:
     # 3: a PDF attachment's text read, and each enclosed message (forwarded, bounced, a digest's) a document
     # 4: a Gmail export's labels and thread id on each message; Apple Mail's .emlx messages read
     version = 4
-    # a mailbox is read a message at a time from a map of it, at any size (see xerj_core.autoindex.mapped)
-    reads_mapped = True
+
+    def reads_mapped(self, rel_path: str, head: bytes) -> bool:
+        """A mailbox is read a message at a time from a map of it, at any size (see xerj_core.autoindex.mapped);
+        a message file is one message, read whole under the size limit."""
+        ext = extension(rel_path)
+        return ext in MAILBOX_EXTENSIONS or (ext == "" and head.startswith(b"From ") and
+                                             not _MAILDIR_FILE.search(rel_path))
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         ext = extension(rel_path)
