@@ -120,6 +120,13 @@ class Format(Protocol):
     # ``data[:start]`` is the file an earlier parse read into ``before``; the documents ``parse(rel_path, data,
     # mtime_ms)`` would give, made from ``before`` and the bytes after ``start``, or None when the new bytes cannot
     # be read on their own (the whole file is then parsed). See parse_appended below.
+    #
+    # Optional, for a format that reads some files a record at a time (a mailbox):
+    #
+    #     def reads_mapped(self, rel_path: str, head: bytes) -> bool:
+    #
+    # True for a file whose parse takes a read-only memory map for ``data`` and never copies the whole of it: such
+    # a file is read at any size, past the run's size limit. See xerj_core.autoindex.mapped.
 
 
 def collect_formats(pm) -> dict[str, Format]:
