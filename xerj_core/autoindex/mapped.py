@@ -7,10 +7,10 @@ for, that its ``parse`` (and ``parse_appended``) takes any bytes-like ``data`` a
 memory map gives (slices, ``find``, regular expressions; no ``bytes`` methods
 such as ``startswith``) and never holds a copy of the whole of it: the email
 format reads an mbox a message at a time (and a lone message whole, so it says
-False for one). Those files are read at any size, mapped from :data:`MAP_FROM` bytes up,
-and the pages a parse has passed are given back as it goes
-(:func:`give_back`), so a run holds about what the documents hold, not the file:
-a mail export is mostly its attachments' bytes, which become no text.
+False for one). Those files are read at any size, mapped from :data:`MAP_FROM`
+bytes up, and the pages a parse has passed are given back as it goes
+(:func:`give_back`), so a run holds about what the documents hold, not the
+file: a mail export is mostly its attachments' bytes, which become no text.
 
 A compressed file is always expanded whole, under the size limit.
 """

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import attrs
 
-from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine
 from xerj_core.autoindex import mapped
+from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine
 from xerj_core.autoindex.formats import SNIFF_BYTES, collect_formats, format_identities
 from xerj_core.autoindex.parallel import (
     InlineExecutor,
