@@ -34,9 +34,9 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime
 import attrs
 import xxhash
 
+from xerj_core.autoindex import mapped
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine, detect_file, summarize
 from xerj_core.autoindex.detectmemo import Answers, detect_files
-from xerj_core.autoindex import mapped
 from xerj_core.autoindex.formats import (SNIFF_BYTES, FormatDeclined, FormatError, appender, collect_formats,
                                          parse_appended, parse_file)
 from xerj_core.autoindex.kept import Kept, file_stamp, squeeze as _squeeze, unsqueeze as _unsqueeze
