@@ -79,6 +79,18 @@ CLAUDE = [
 ]
 
 
+PROJECTS = [
+    {"uuid": "0f1e2d3c-4b5a-4968-8778-695a4b3c2d1e", "name": "Bakery", "description": "Recipes and timings.",
+     "prompt_template": "Answer as a baker would, in grams.", "is_private": True,
+     "created_at": "2025-02-01T09:00:00Z", "updated_at": "2025-02-02T09:00:00Z", "docs": [
+         {"uuid": "d1", "filename": "levain.md", "content": "Feed 1:5:5 twice a day.",
+          "created_at": "2025-02-01T09:05:00Z"},
+         {"uuid": "d1", "filename": "again.md", "content": "The same id twice."},
+         "not a document"]},
+    {"uuid": "", "name": "", "description": "", "prompt_template": "", "docs": []},
+]
+
+
 def export(conversations) -> bytes:
     return orjson.dumps(conversations, option=orjson.OPT_INDENT_2)
 
@@ -90,7 +102,8 @@ class TestChatExportConformance(AbstractFormatTests):
 
     @pytest.fixture
     def sample_files(self):
-        return {"chatgpt/conversations.json": export(CHATGPT), "claude/conversations.json": export(CLAUDE)}
+        return {"chatgpt/conversations.json": export(CHATGPT), "claude/conversations.json": export(CLAUDE),
+                "claude/projects.json": export(PROJECTS)}
 
     @pytest.fixture
     def bad_files(self):
@@ -154,6 +167,25 @@ def test_a_conversations_instants_are_read_in_a_sane_range(value, ms):
     assert chats._epoch_ms(value) == ms
 
 
+def test_claude_projects_keep_their_instructions_and_the_documents_given_them():
+    card, bakery, levain, again, untitled = chats.ChatExportFormat().parse(
+        "claude/projects.json", export(PROJECTS), MTIME)
+    assert card.fields["service"] == "claude" and card.fields["projects"] == 2
+    assert bakery.doc_id == "claude/projects.json#0f1e2d3c-4b5a-4968-8778-695a4b3c2d1e" and bakery.kind == "project"
+    assert bakery.title == "Bakery" and bakery.text == "Recipes and timings.\n\nAnswer as a baker would, in grams."
+    assert bakery.fields["url"] == "https://claude.ai/project/0f1e2d3c-4b5a-4968-8778-695a4b3c2d1e"
+    assert bakery.fields["created_ms"] == 1738400400000
+    assert (levain.doc_id, levain.kind, levain.title, levain.text) == (
+        bakery.doc_id + "/d1", "knowledge", "levain.md", "Feed 1:5:5 twice a day.")
+    assert levain.fields["project"] == bakery.doc_id
+    assert again.doc_id == bakery.doc_id + "/document-2"  # an id seen before in the project names nothing twice
+    assert untitled.doc_id == "claude/projects.json#project-2" and untitled.title == chats.UNTITLED_PROJECT
+    assert [doc.fields["ordinal"] for doc in (bakery, levain, again, untitled)] == [1, 2, 3, 4]
+    with pytest.raises(FormatDeclined):
+        chats.ChatExportFormat().parse("projects.json", b'[{"name": "a gulp task list"}]', MTIME)
+    assert chats.ChatExportFormat().accepts("claude/projects.json", b"[{")
+
+
 def test_another_programs_conversations_json_is_passed_by_and_bad_json_refused():
     fmt = chats.ChatExportFormat()
     for data in (b'[{"id": 1, "messages": []}]', b"[]", b'[{"mapping": {}}, {"chat_messages": []}]'):
@@ -191,7 +223,8 @@ def test_exports_beside_notes_are_searchable_conversations(engine, tmp_path):
 KEYS = ["mapping", "current_node", "message", "parent", "children", "author", "role", "content", "content_type",
         "parts", "text", "metadata", "recipient", "model_slug", "is_visually_hidden_from_conversation", "title", "id",
         "conversation_id", "create_time", "update_time", "chat_messages", "sender", "type", "attachments",
-        "extracted_content", "file_name", "uuid", "name", "created_at", "updated_at"]
+        "extracted_content", "file_name", "uuid", "name", "created_at", "updated_at", "docs", "prompt_template",
+        "description", "filename", "content"]
 VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.floats(allow_nan=False, allow_infinity=False)
     | st.sampled_from(["user", "assistant", "human", "tool", "all", "text", "multimodal_text", "code", "a", "",
@@ -202,13 +235,15 @@ VALUES = st.recursive(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=6).map(
-    lambda c: {**c, "mapping": c.get("mapping") if isinstance(c.get("mapping"), dict) else {}}), min_size=1,
-    max_size=3) | st.lists(VALUES, max_size=3))
-def test_any_export_shaped_json_parses_or_is_passed_by(conversations):
+    lambda c: {**c, "mapping": c.get("mapping") if isinstance(c.get("mapping"), dict) else {},
+               "docs": c.get("docs") if isinstance(c.get("docs"), list) else [], "prompt_template": c.get("text")}),
+    min_size=1,
+    max_size=3) | st.lists(VALUES, max_size=3), st.sampled_from(["conversations.json", "projects.json"]))
+def test_any_export_shaped_json_parses_or_is_passed_by(conversations, name):
     try:
-        docs = chats.ChatExportFormat().parse("conversations.json", orjson.dumps(conversations), MTIME)
+        docs = chats.ChatExportFormat().parse(name, orjson.dumps(conversations), MTIME)
     except FormatDeclined as exc:
         assert exc.kind == "no_format"
     else:
-        assert docs[0].fields["conversations"] == len(docs) - 1
+        assert docs[0].fields.get("conversations", docs[0].fields.get("projects")) <= len(docs) - 1
         assert len({doc.doc_id for doc in docs}) == len(docs)

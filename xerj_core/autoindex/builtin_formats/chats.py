@@ -28,8 +28,16 @@ said: hidden system messages, tool calls and their output, and a model's
 reasoning summaries are left out; an image the person sent stands as
 ``[image]``, a file's extracted text follows the question it came with.
 
-A ``conversations.json`` that is neither export (another program's file of
-that name) is passed by as ``no_format``, and one that is not JSON is refused.
+Claude's export also holds ``projects.json``: each project (``uuid``,
+``name``, ``description``, ``prompt_template``: the instructions given it) is
+a document of kind ``project`` (``{path}#{project id}``), followed by a
+document of kind ``knowledge`` for each document given it (``docs``:
+``filename``, ``content``), ``{path}#{project id}/{document id}``, whose
+``project`` field names its project's document.
+
+A ``conversations.json`` or ``projects.json`` that is neither export (another
+program's file of that name) is passed by as ``no_format``, and one that is not
+JSON is refused.
 """
 
 from __future__ import annotations
@@ -46,11 +54,15 @@ from xerj_core.autoindex.formats import FormatDeclined, FormatError, decode_text
 from xerj_core.model import SourceDocument
 
 EXPORT_NAME = "conversations.json"
+# Claude's export also holds the person's projects: their instructions and the documents given them as knowledge.
+PROJECTS_NAME = "projects.json"
 NO_FORMAT = "no_format"
 _CHATGPT_URL = "https://chatgpt.com/c/"
 _CLAUDE_URL = "https://claude.ai/chat/"
+_CLAUDE_PROJECT_URL = "https://claude.ai/project/"
 # A conversation's title when it has none and no question either.
 UNTITLED = "(untitled conversation)"
+UNTITLED_PROJECT = "(untitled project)"
 _TITLE_CHARS = 120
 
 
@@ -166,13 +178,16 @@ class ChatExportFormat:
     version = 1
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
-        return file_name(rel_path) == EXPORT_NAME and head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"["
+        return file_name(rel_path) in (EXPORT_NAME, PROJECTS_NAME) and \
+            head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"["
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
         try:
             conversations = orjson.loads(decode_text(data, rel_path).text or "[]")
         except orjson.JSONDecodeError as exc:
             raise FormatError(f"not JSON: {exc}") from None
+        if file_name(rel_path) == PROJECTS_NAME:
+            return self._projects(rel_path, mtime_ms, conversations)
         service = _service(conversations) if isinstance(conversations, list) and conversations else None
         if service is None:
             raise FormatDeclined("a conversations.json that is neither ChatGPT's nor Claude's export",
@@ -180,6 +195,42 @@ class ChatExportFormat:
         docs = list(self._conversations(rel_path, mtime_ms, service, conversations))
         card = document(self, rel_path, mtime_ms, doc_id=rel_path, title=file_name(rel_path), text="", section="",
                         kind="file", ordinal=0, service=service, conversations=len(docs))
+        return [card, *docs]
+
+    def _projects(self, rel_path: str, mtime_ms: int, projects: Any) -> list[SourceDocument]:
+        """Claude's ``projects.json``: a document per project (its description and instructions), then one per
+        document given it as knowledge (``{path}#{project}/{document}``, kind ``knowledge``, its ``project``)."""
+        if not (isinstance(projects, list) and projects and all(
+                isinstance(p, dict) and isinstance(p.get("docs"), list) and "prompt_template" in p for p in projects)):
+            raise FormatDeclined("a projects.json that is not Claude's export", kind=NO_FORMAT)
+        docs: list[SourceDocument] = []
+        seen: set[str] = set()
+        for ordinal, project in enumerate(projects, start=1):
+            key = _text(project.get("uuid"))
+            anchor = key if key and key not in seen else f"project-{ordinal}"
+            seen.add(anchor)
+            name = _text(project.get("name")) or UNTITLED_PROJECT
+            text = "\n\n".join(part for part in (_text(project.get("description")),
+                                                  _text(project.get("prompt_template"))) if part)
+            docs.append(document(self, rel_path, mtime_ms, doc_id=f"{rel_path}#{anchor}", title=name, text=text,
+                                 section=name, kind="project", ordinal=len(docs) + 1, project_id=key or None,
+                                 created_ms=_epoch_ms(project.get("created_at")),
+                                 updated_ms=_epoch_ms(project.get("updated_at")),
+                                 url=_CLAUDE_PROJECT_URL + key if key else None))
+            named: set[str] = set()
+            for k, given in enumerate(project["docs"], start=1):
+                if not isinstance(given, dict):
+                    continue
+                filename = _text(given.get("filename")) or f"document-{k}"
+                part = _text(given.get("uuid")) or filename
+                part = part if part not in named else f"document-{k}"
+                named.add(part)
+                docs.append(document(self, rel_path, mtime_ms, doc_id=f"{rel_path}#{anchor}/{part}", title=filename,
+                                     text=_text(given.get("content")), section=filename, kind="knowledge",
+                                     ordinal=len(docs) + 1, project=f"{rel_path}#{anchor}",
+                                     created_ms=_epoch_ms(given.get("created_at"))))
+        card = document(self, rel_path, mtime_ms, doc_id=rel_path, title=file_name(rel_path), text="", section="",
+                        kind="file", ordinal=0, service="claude", projects=len(projects))
         return [card, *docs]
 
     def _conversations(self, rel_path: str, mtime_ms: int, service: str, conversations: list[dict[str, Any]]
