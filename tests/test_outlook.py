@@ -3,6 +3,7 @@ documents, its thread linked to mail in mailboxes."""
 
 from __future__ import annotations
 
+import importlib.util
 import mailbox
 from pathlib import Path
 
@@ -14,9 +15,10 @@ from xerj_core.autoindex.pipeline import run
 from xerj_core.errors import FormatError
 from xerj_core.testing.formats import AbstractFormatTests
 
-from .test_autoindex import edges_of, make_thread_message
+from .test_autoindex import edges_of, index_of, make_thread_message
 
 OUTLOOK = Path(__file__).parent / "fixtures/outlook"
+APPLE_MAIL = Path(__file__).parent / "fixtures/apple-mail"
 MTIME = 1_700_000_000_000
 SAMPLE_ID = "<20050430192829.0489.mlemos@acm.org>"
 
@@ -110,3 +112,31 @@ def test_a_damaged_msg_is_refused_or_read_never_a_crash(name, flips):
         assert exc.reason
     else:
         assert docs[0].doc_id == name and all(doc.doc_id.startswith(name) for doc in docs)
+
+
+def test_an_apple_mail_folder_gives_its_messages_and_the_attachments_stored_apart(engine, tmp_path):
+    """Mail's own layout: Messages/<n>.emlx and, for a partial message, Attachments/<n>/<part>/<file>."""
+    import shutil
+
+    folder = tmp_path / "INBOX.mbox"  # Apple Mail names a mailbox's folder so
+    shutil.copytree(APPLE_MAIL, folder, ignore=shutil.ignore_patterns("LICENSE", "SOURCE"))
+    summary = run(engine, folder, brain="apple")
+    assert not summary.files_failed
+    found = {doc_id for doc_id, _source in documents(engine, "apple", "ax-mail")}
+    assert found == {"Messages/114862.emlx", "Messages/207046.partial.emlx", "Messages/207046.partial.emlx#att-1",
+                     "Messages/465622.partial.emlx", "Messages/465622.partial.emlx#att-1"}
+    sources = dict(documents(engine, "apple", "ax-mail"))
+    # as the message names it: decomposed (u and a combining diaeresis), as macOS writes names
+    assert sources["Messages/207046.partial.emlx#att-1"]["title"] == "Tu\u0308bingen.pdf"
+    assert sources["Messages/207046.partial.emlx"]["title"] == "Bericht"
+    pdf = "Attachments/207046/2/T\u00fcbingen.pdf"  # the file Mail stored, read as the PDF it is (pdf extra)
+    if importlib.util.find_spec("pypdf") is not None:
+        assert pdf in {doc_id for doc_id, _source in documents(engine, "apple", "ax-pdfs")}
+    else:
+        assert pdf in {skipped["path"] for skipped in summary.files_skipped}
+
+
+def documents(engine, brain: str, dataset: str) -> list[tuple[str, dict]]:
+    index = index_of(engine, brain, dataset)
+    with engine.store.reader(index) as reader:
+        return [reader.document(int(row))[:2] for row in reader.live_rows()]

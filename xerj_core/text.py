@@ -18,7 +18,11 @@ from itertools import compress
 from operator import not_
 from typing import Callable, Iterator
 
-_WORD = re.compile(r"\w+")
+from xerj_core.wordmarks import MARKS
+
+# A word: letters, digits and the combining marks ``\w`` leaves out (a vowel sign, a virama, a decomposed accent),
+# without which a Hindi word fell apart at each of them (see xerj_core.wordmarks).
+_WORD = WORD = re.compile(rf"[\w{MARKS}]+")
 _NOT_SLUG = re.compile(r"[^\w\- ]+")
 _NOT_BRAIN = re.compile(r"[^a-z0-9_.\-]+")
 

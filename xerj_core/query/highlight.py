@@ -11,9 +11,7 @@ import attrs
 from xerj_core.errors import IllegalArgument, ParsingError
 from xerj_core.query import dsl, multiterm
 from xerj_core.query.dsl import Node, as_int
-from xerj_core.text import tokenize
-
-_WORD = re.compile(r"\w+")
+from xerj_core.text import WORD as _WORD, tokenize
 _FIELD_KEYS = {"fragment_size", "number_of_fragments", "pre_tags", "post_tags", "no_match_size", "type"}
 _TOP_KEYS = _FIELD_KEYS | {"fields", "encoder", "require_field_match", "order"}
 
