@@ -28,7 +28,8 @@ def test_a_word_keeps_its_marks(written, words):
 
 # Pieces of text: marks on their own and in words of several scripts, ASCII, separators, a final sigma (no NUL:
 # utf8_words keeps one as a word of its own).
-PIECES = ["हिन्दी", "\u093f", "\u094d", "क", " ", "\n", ",", "a", "Z9", "\u0301", "e\u0301", "ΟΔΟΣ", "_", "-", "ﬁ", "İ", "\u20dd", "\u0e31", "ক্ষ"]
+PIECES = ["हिन्दी", "\u093f", "\u094d", "क", " ", "\n", ",", "a", "Z9", "\u0301", "e\u0301", "ΟΔΟΣ", "_", "-", "ﬁ",
+          "İ", "\u20dd", "\u0e31", "ক্ষ"]
 
 
 @settings(max_examples=300, deadline=None)
