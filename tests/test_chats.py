@@ -186,6 +186,17 @@ def test_claude_projects_keep_their_instructions_and_the_documents_given_them():
     assert chats.ChatExportFormat().accepts("claude/projects.json", b"[{")
 
 
+def test_fields_of_another_type_than_the_exports_are_read_as_empty():
+    claude = [{"uuid": "u", "name": "n", "chat_messages": [
+        {"sender": "human", "text": "asked", "content": 5, "attachments": "x"}, 7]}]
+    _card, doc = chats.ChatExportFormat().parse("conversations.json", export(claude), MTIME)
+    assert doc.text == "You:\nasked"
+    chatgpt = [{"id": "c", "current_node": "m", "mapping": {"m": node("m", None, [], "user", None,
+                                                                      content={"content_type": "text", "parts": 3})}}]
+    _card, doc = chats.ChatExportFormat().parse("conversations.json", export(chatgpt), MTIME)
+    assert doc.text == "" and doc.title == chats.UNTITLED
+
+
 def test_another_programs_conversations_json_is_passed_by_and_bad_json_refused():
     fmt = chats.ChatExportFormat()
     for data in (b'[{"id": 1, "messages": []}]', b"[]", b'[{"mapping": {}}, {"chat_messages": []}]'):

@@ -303,13 +303,16 @@ def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: 
                 parsed.append((entry, hit._replace(partial=partial)))
             outcomes.append(ParseOutcome(entry, docs, hit.digest, partial=partial, sources=sources, counted=counted))
             continue
-        try:
-            with mapped.file_data(entry, plugins.formats, SNIFF_BYTES) as data:
-                outcomes.append(_parse_read(plugins, entry, data, with_partials, count, cache, corpus_only, parsed))
-        except FileNotFoundError:
-            outcomes.append(ParseOutcome(entry, failure="gone before it was read", gone=True))
-        except OSError as exc:
-            outcomes.append(ParseOutcome(entry, failure=f"unreadable: {exc.strerror or exc}"))
+        with contextlib.ExitStack() as reading:  # only reading the file is its own failure, not what parses it
+            try:
+                data = reading.enter_context(mapped.file_data(entry, plugins.formats, SNIFF_BYTES))
+            except FileNotFoundError:
+                outcomes.append(ParseOutcome(entry, failure="gone before it was read", gone=True))
+                continue
+            except OSError as exc:
+                outcomes.append(ParseOutcome(entry, failure=f"unreadable: {exc.strerror or exc}"))
+                continue
+            outcomes.append(_parse_read(plugins, entry, data, with_partials, count, cache, corpus_only, parsed))
     if parsed:
         cache.store(parsed)  # type: ignore[union-attr]
     return outcomes

@@ -135,9 +135,8 @@ class BulkOp:
     """One bulk action: ``index``/``create`` (with ``doc``), ``update`` (partial ``doc``) or ``delete``.
 
     Not frozen: a bulk builds one op per document, and a frozen class's ``__init__`` cannot store its fields
-    plainly (attrs' goes through ``object.__setattr__``; setting the slots' descriptors by hand was still twice
-    this plain one's 0.22 us), which was a tenth of a bulk of small documents' whole CPU. Nothing changes an op
-    once built."""
+    plainly (attrs' goes through ``object.__setattr__``; setting the slots' descriptors by hand, as this class
+    did, took 0.46 us an op where this plain init takes 0.22). Nothing changes an op once built."""
 
     action: str
     index: str

@@ -1343,12 +1343,15 @@ class IndexWrite:
 @attrs.frozen
 class SegmentRuns:
     """What a store keeps of one index's small sealed segments after a commit: the index's generation then,
-    each segment's postings runs by field, each segment's size in bytes and their total."""
+    each segment's postings runs by field, and each segment's size in bytes."""
 
     generation: int
     runs: dict[tuple[int, int], dict[str, PostingRun]]
     sizes: dict[tuple[int, int], int]
-    size: int
+
+    @property
+    def size(self) -> int:
+        return sum(self.sizes.values())
 
 
 def _run_bytes(run: PostingRun) -> int:
@@ -1776,7 +1779,7 @@ class WriteTxn:
             while shared and size + sum(other.size for other in shared.values()) > budget:
                 shared.pop(next(iter(shared)))
             if kept:
-                shared[target.ix] = SegmentRuns(target.state.generation, kept, sizes, size)
+                shared[target.ix] = SegmentRuns(target.state.generation, kept, sizes)
 
     def remember_tails(self, shared: dict[int, tuple[int, int, list[Block]]], limit: int) -> None:
         """After the commit: the tail blocks each index now holds, when all of them are known (so the next seal

@@ -70,6 +70,11 @@ def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+def _list(value: Any) -> list[Any]:
+    """``value`` when it is a list, else none: an export's field read as a list whatever it holds."""
+    return value if isinstance(value, list) else []
+
+
 def _epoch_ms(value: Any) -> int | None:
     """Epoch milliseconds of ChatGPT's epoch seconds (a float) or Claude's ISO 8601 instant, from 1970 to the
     year 9999; None otherwise."""
@@ -111,7 +116,7 @@ def _chatgpt_content(content: Any) -> str:
     kind = content.get("content_type")
     if kind in ("text", "multimodal_text"):
         parts = []
-        for part in content.get("parts") or ():
+        for part in _list(content.get("parts")):
             if isinstance(part, str):
                 parts.append(part.strip())
             elif isinstance(part, dict) and "image" in str(part.get("content_type", "")):
@@ -145,13 +150,13 @@ def _chatgpt_turns(conversation: dict[str, Any]) -> tuple[list[tuple[str, str]],
 
 def _claude_turns(conversation: dict[str, Any]) -> list[tuple[str, str]]:
     turns = []
-    for message in conversation.get("chat_messages") or ():
+    for message in _list(conversation.get("chat_messages")):
         if not isinstance(message, dict) or message.get("sender") not in ("human", "assistant"):
             continue
-        blocks = [_text(block.get("text")) for block in message.get("content") or ()
+        blocks = [_text(block.get("text")) for block in _list(message.get("content"))
                   if isinstance(block, dict) and block.get("type") == "text"]
         said = "\n\n".join(block for block in blocks if block) or _text(message.get("text"))
-        for attachment in message.get("attachments") or ():
+        for attachment in _list(message.get("attachments")):
             if isinstance(attachment, dict) and _text(attachment.get("extracted_content")):
                 name = _text(attachment.get("file_name")) or "attachment"
                 said += f"\n\n[{name}]\n{attachment['extracted_content'].strip()}"

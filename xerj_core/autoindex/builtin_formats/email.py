@@ -383,13 +383,10 @@ class EmailFormat:
             raw_messages = itertools.chain((second,), raw_messages)
         if not opens:
             raise FormatError("not an mbox: the file must start with a 'From ' separator line")
-        card = document(self, rel_path, mtime_ms, doc_id=rel_path, title=file_name(rel_path), text="", section="",
-                        kind="file", ordinal=0, messages=0)
         docs, malformed, count = self._mailbox_messages(itertools.chain((first,), raw_messages), rel_path, mtime_ms,
                                                         first=1)
-        card.fields["messages"] = count
-        if malformed:
-            card.fields["malformed_messages"] = malformed
+        card = document(self, rel_path, mtime_ms, doc_id=rel_path, title=file_name(rel_path), text="", section="",
+                        kind="file", ordinal=0, messages=count, malformed_messages=malformed or None)
         return [card, *docs]
 
     def parse_appended(self, rel_path: str, data: bytes, start: int, before: Sequence[SourceDocument],
