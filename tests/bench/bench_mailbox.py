@@ -5,8 +5,9 @@ Run: python tests/bench/bench_mailbox.py [--mib 512] [--text-mib 48]
 Two generated mailboxes, each autoindexed by a fresh process (a brain of its own):
 
 * a mail export as people have them (``--mib``): most of its bytes are
-  attachments (base64 photos and archives: random bytes), a message in ten a
-  text reply in a thread, as a Gmail Takeout ``.mbox`` is;
+  attachments, as a Gmail Takeout ``.mbox``'s are (nine messages in ten carry a
+  base64 photo of 100-600 KB of random bytes, the tenth is text only; half of
+  the messages reply to an earlier one);
 * a mailing-list archive (``--text-mib``): every message text, no attachments.
 
 The baseline is a fresh process that reads the same file with
