@@ -140,6 +140,68 @@ def test_saving_a_file_again_keeps_the_edges_of_the_claims_it_still_makes(engine
     assert edges_of(engine, "foam-docs") == before  # byte-identical, created_at and valid_at included
 
 
+def asking(monkeypatch) -> list[str]:
+    """The files whose live claims runs read, in order (see ``pipeline._continued``)."""
+    asked: list[str] = []
+    claims_of = LocalSink.live_claims
+
+    def spy(self, brain, files):
+        asked.extend(files)
+        return claims_of(self, brain, files)
+
+    monkeypatch.setattr(LocalSink, "live_claims", spy)
+    return asked
+
+
+def test_a_kept_claim_is_not_compared_again_by_later_runs(engine, foam, monkeypatch):
+    """Once a saved file's claims are found to continue their edges, later runs settle the same drafts by the
+    remembered match (their ids stand for the file's new mtime), reading no claim of that file again: every run
+    after an edit used to read and compare them all. Without the remembered matches a run compares them again
+    and comes to the same edges."""
+    run(engine, foam)
+    target, other = "user/features/wikilinks.md", "user/features/tags.md"
+    save_again(foam / target, 5)
+    asked = asking(monkeypatch)
+    first = run(engine, foam)
+    before = edges_of(engine, "foam-docs")
+    assert first.edges_continued > 0 and target in asked
+    assert {k for k, e in live(before).items() if e["src_file"] == other}
+
+    del asked[:]
+    save_again(foam / other, 5)
+    later = run(engine, foam)
+    assert later.files_indexed == 1 and later.edges_written == 0 and later.edges_invalidated == 0
+    assert asked == [other]  # the target's claims were settled, not read
+    assert edges_of(engine, "foam-docs") == before
+    del asked[:]
+    save_again(foam / "user/features/backlinking.md", 5)
+    run(engine, foam)
+    assert asked == ["user/features/backlinking.md"]  # a run keeps the matches it used, for the next one
+
+    # the cache lost (an empty one in its place): the claims are compared again, to the same end
+    monkeypatch.setattr(LocalSink, "cache_dir", lambda self: engine.data_dir / "another-cache")
+    del asked[:]
+    save_again(foam / other, 5)
+    lost = run(engine, foam)
+    assert target in asked and lost.edges_written == 0 and lost.edges_invalidated == 0
+    assert edges_of(engine, "foam-docs") == before
+
+
+def test_remembered_matches_are_used_only_while_their_edges_are_live(engine, foam):
+    """Matches remembered for a brain whose edges are gone (its edges index deleted, then the folder indexed
+    again) settle nothing: every claim is taught again, as in a fresh build."""
+    run(engine, foam)
+    target = "user/features/wikilinks.md"
+    save_again(foam / target, 5)
+    run(engine, foam)
+    before = {(e["src"], e["type"], e["dst"]) for e in live(edges_of(engine, "foam-docs")).values()}
+    assert any(e["src_file"] == target for e in live(edges_of(engine, "foam-docs")).values())
+    engine.store.delete_index(".xerj-memory-foam-docs-edges")
+    rebuilt = run(engine, foam)
+    assert rebuilt.edges_continued == 0
+    assert {(e["src"], e["type"], e["dst"]) for e in live(edges_of(engine, "foam-docs")).values()} == before
+
+
 def changed_claims_vault(folder: Path) -> tuple[Path, int, int]:
     """A note taught at ``t1``, then saved at ``t2`` with one claim kept, one whose evidence moved and one new."""
     folder.mkdir()
@@ -841,6 +903,33 @@ def test_a_detector_that_raises_its_version_renews_the_edges_of_unchanged_files(
         removed = run(eng, folder, brain="notes", pm=manager(2))
         standing = sorted(e["dst"] for e in mentions(eng).values() if e.get("invalid_at") is None)
         assert removed.edges_continued == 0 and standing == ["a.md", "b.md"]
+
+
+def test_a_raised_version_renews_edges_whose_claims_were_remembered_as_continued(tmp_path):
+    """A file saved again under one version has its drafts remembered to continue their edges; when the
+    detector's version rises, those drafts are compared (and renewed) anyway, not settled by the memory."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nPlease see b first.\n")
+    (folder / "b.md").write_text("# B\n")
+
+    def manager(version):
+        class Plugin:
+            @hookimpl
+            def xerj_register_detectors(self, register):
+                register(_Mention(version))
+        return get_plugin_manager(builtins_only=True, extra_plugins=[("mention", Plugin())])
+
+    with Engine(tmp_path / "d", manager(1)) as eng:
+        run(eng, folder, brain="notes", pm=manager(1))
+        save_again(folder / "a.md", 5)
+        assert run(eng, folder, brain="notes", pm=manager(1)).edges_continued >= 1
+        save_again(folder / "b.md", 5)  # a run that settles a.md's drafts by the memory
+        run(eng, folder, brain="notes", pm=manager(1))
+        upgraded = run(eng, folder, brain="notes", pm=manager(2))
+        assert upgraded.edges_by_type == {"mention": 1}
+        standing = [e for e in live(edges_of(eng, "notes")).values() if e["type"] == "mention"]
+        assert [(e["src_file"], e["detector"]) for e in standing] == [("a.md", "mention@2")]
 
 
 class _Records:

@@ -128,6 +128,12 @@ def test_saving_a_file_again_keeps_the_edges_of_its_claims_over_the_url(server, 
     assert summary["files_indexed"] == 1 and summary["edges_invalidated"] == 0 and summary["edges_written"] == 0
     assert summary["edges_continued"] == len(taught)
     assert server_edges(server, "touched") == before
+    # the next run remembers the match: only the file saved since is compared (see continuations)
+    other = "user/features/tags.md"
+    save_again(foam / other, 5)
+    summary = autoindex(str(foam), "--brain", "touched", "--url", url)
+    assert summary["edges_continued"] == sum(1 for e in live(before).values() if e["src_file"] == other) > 0
+    assert server_edges(server, "touched") == before
 
 
 def test_an_edited_note_writes_its_card_and_changed_section_only_over_the_url(server, url, foam):

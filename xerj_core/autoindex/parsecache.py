@@ -35,6 +35,8 @@ Beside the parses, in ``detections.mdb`` of the same directory, each file's last
 detection is kept (its drafts and the questions it asked: see ``detectmemo``),
 from the same runs on: an environment of its own, so neither kind's entries
 weigh on the other's pages or counts.
+In ``continued/``, one file per folder and brain holds the drafts the last
+run found to continue live edges (see ``continuations``).
 
 The cache is a cache: an entry that does not verify (checksum, stamp,
 fingerprint) is a miss; a cache that cannot be opened or written (a full disk,
@@ -262,6 +264,39 @@ class ParseCache:
                             _DETECTION_HEADER.pack(code, xxhash.xxh3_64_digest(payload)) + payload)
         except lmdb.Error:
             pass
+
+    def recall_continuations(self, label: str) -> bytes | None:
+        """The continued claims kept for this folder under ``label`` (a brain on a server: see ``continuations``),
+        or None; unlike a detection, kept whatever code detected them (each pair names two edge ids)."""
+        try:
+            with open(self._continuations_path(label), "rb") as kept:
+                value = kept.read()
+        except OSError:
+            return None
+        if len(value) < 8 or xxhash.xxh3_64_digest(value[8:]) != value[:8]:
+            return None
+        return value[8:]
+
+    def keep_continuations(self, label: str, blob: bytes) -> None:
+        """Keep ``blob`` as this folder's continued claims under ``label``, replacing what was kept (best effort).
+
+        A file of its own, replaced whole, not an entry of the environments: the writer process reads and writes
+        it, and one holding an environment open could not open it again in the companion it forks later."""
+        if not self.keep:
+            return
+        path = self._continuations_path(label)
+        partial = f"{path}.{os.getpid()}"
+        try:
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            with open(partial, "wb") as out:
+                out.write(xxhash.xxh3_64_digest(blob) + blob)
+            os.replace(partial, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(partial)
+
+    def _continuations_path(self, label: str) -> str:
+        return os.path.join(self.path, "continued", xxhash.xxh3_128_hexdigest(f"{self.root}\0{label}".encode()))
 
     @property
     def _detections_path(self) -> str:

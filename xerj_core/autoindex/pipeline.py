@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 import attrs
 
 from xerj_core.autoindex import mapped
+from xerj_core.autoindex.continuations import Continuations
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine
 from xerj_core.autoindex.formats import SNIFF_BYTES, collect_formats, format_identities
 from xerj_core.autoindex.parallel import (
@@ -378,7 +379,7 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
                 else:
                     summary.fail(failure["path"], failure["reason"])
             _detect_and_reconcile(sink, detection, brain_name, datasets, now_ms, summary, progress,
-                                  _retagged(state.run, tags))
+                                  _retagged(state.run, tags), cache)
     finally:
         runner.close()
     if dirty:
@@ -1206,7 +1207,8 @@ def _take_back_while_waiting(runner: _Runner, parses: list[Future | None], posit
 
 
 def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, datasets: list[str], now_ms: int,
-                          summary: RunSummary, progress: Progress, retagged: frozenset[str] = frozenset()) -> None:
+                          summary: RunSummary, progress: Progress, retagged: frozenset[str] = frozenset(),
+                          cache: ParseCache | None = None) -> None:
     """Finish detection over the whole corpus and bring the brain's machine-written edges in line.
 
     Edges the corpus no longer teaches (a removed file, a link that went away,
@@ -1223,6 +1225,10 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
     just so (an interrupted upgrade's second run): an upgraded brain's edges are
     those a fresh build of the same folder would hold (an unchanged file's edge
     used to keep the tag and evidence of the version that first taught it).
+
+    The drafts found to continue live edges are kept in ``cache`` (see
+    :mod:`.continuations`): a later run settles them as it settles a draft
+    standing under its own id, without reading the edges' claims again.
 
     Drafts stream: each detect batch's fresh edges are written once
     :data:`EDGES_PER_TRANSACTION` of them are due, so the run holds the ids of
@@ -1241,10 +1247,14 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
     # each claim let go once a draft continues it
     claims: dict[tuple[str, str, str], LiveClaim] = {}
     asked: set[str] = set()
+    # kept per brain and server: the folder's cache is the user's whoever the run writes to
+    label = f"{brain}\0{getattr(sink, 'url', '')}"
+    continuations = Continuations.recalled(cache.recall_continuations(label) if cache is not None else None,
+                                           standing.live)
 
     def write(drafts: DraftColumns, in_order: bool = False) -> None:
         if standing.live:
-            drafts = _continued(sink, brain, drafts, wanted, summary, claims, asked)
+            drafts = _continued(sink, brain, drafts, wanted, summary, claims, asked, continuations)
         if not in_order:
             drafts = drafts.take(drafts.claim_order())
         written = sink.write_edges(brain, drafts, created_at=now_ms, nodes_index=nodes)
@@ -1256,6 +1266,9 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
     for drafts, eids in detection.batches():
         batch = drafts if isinstance(drafts, DraftColumns) else DraftColumns.of(drafts, eids)
         chosen = _wanted_fresh(batch, wanted, settled, summary, standing.live if retagged else frozenset(), retagged)
+        if chosen and continuations:
+            chosen, continued = continuations.settle(chosen, retagged)
+            wanted.update(continued)
         if chosen:
             fresh.append(chosen)
             held += len(chosen)
@@ -1272,10 +1285,14 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
     stale = sorted(eid for eid in standing.live if _id_number(eid) not in wanted)
     if stale:
         summary.edges_invalidated = sink.invalidate_edges(brain, stale, now_ms)
+    remembered = continuations.dumps()
+    if cache is not None and remembered is not None:
+        cache.keep_continuations(label, remembered)
 
 
 def _continued(sink: BrainSink, brain: str, drafts: DraftColumns, wanted: set[int], summary: RunSummary,
-               claims: dict[tuple[str, str, str], LiveClaim], asked: set[str]) -> DraftColumns:
+               claims: dict[tuple[str, str, str], LiveClaim], asked: set[str],
+               continuations: Continuations | None = None) -> DraftColumns:
     """``drafts`` without those that continue a live edge, whose ids are then wanted.
 
     A draft not standing under its own id comes from a changed file (or is a new claim). When a live edge makes
@@ -1300,6 +1317,8 @@ def _continued(sink: BrainSink, brain: str, drafts: DraftColumns, wanted: set[in
                 drafts.dst_format[i], drafts.quote[i], drafts.source[i], drafts.offset[i]):
             wanted.add(number)
             summary.edges_continued += 1
+            if continuations is not None:
+                continuations.found(drafts.ids[i], claim.edge_id)
             del claims[drafts.src[i], drafts.type[i], drafts.dst[i]]  # a claim is drafted once a run
         else:
             keep.append(i)
