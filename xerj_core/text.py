@@ -2,8 +2,9 @@
 
 ``tokenize`` is what the search engine indexes and what the ``sharedterm``
 detector counts, so a word means the same thing everywhere: a run of Unicode
-word characters, lowercased. It is deliberately tiny; callers on hot paths may
-bind it once (``from xerj_core.text import tokenize``).
+word characters, lowercased and composed (:func:`fold`). It is deliberately
+tiny; callers on hot paths may bind it once (``from xerj_core.text import
+tokenize``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,16 @@ from typing import Callable, Iterator
 
 from xerj_core.wordmarks import MARKS
 
-# A word: letters, digits and the combining marks ``\w`` leaves out (a vowel sign, a virama, a decomposed accent),
-# without which a Hindi word fell apart at each of them (see xerj_core.wordmarks).
-_WORD = WORD = re.compile(rf"[\w{MARKS}]+")
-_NOT_SLUG = re.compile(r"[^\w\- ]+")
+# A word: a letter or digit, then letters, digits and the combining marks ``\w`` leaves out (a vowel sign, a
+# virama, a decomposed accent), without which a Hindi word fell apart at each of them (see xerj_core.wordmarks).
+# A mark follows what it marks: one after a space or a symbol is no word of its own.
+WORD_CHAR = rf"[\w{MARKS}]"
+_WORD = WORD = re.compile(rf"\w{WORD_CHAR}*")
+_NOT_SLUG = re.compile(rf"[^\w{MARKS}\- ]+")
+# Bumped whenever what tokenize or slugify make of some text changes (2: combining marks kept in words; 3: words
+# and anchors composed, no word begun by a mark, variation selectors no marks): an autoindexed brain's documents
+# are then all read and written again (see formats).
+WORDS_VERSION = 3
 _NOT_BRAIN = re.compile(r"[^a-z0-9_.\-]+")
 
 BRAIN_NAME_MAX = 200
@@ -31,9 +38,17 @@ BRAIN_FALLBACK = "brain"
 _BRAIN_NAME = re.compile(r"[a-z0-9][a-z0-9_.\-]*")
 
 
+def fold(text: str) -> str:
+    """``text`` as words are compared: lowercased, then composed (Unicode NFC), so an accent typed as a letter
+    and a combining mark (as macOS writes file names, and some PDFs their text) and its precomposed twin are one
+    word. ASCII text is its lowercase (composition leaves it as it is); composed text costs one C check."""
+    lowered = text.lower()
+    return lowered if lowered.isascii() else unicodedata.normalize("NFC", lowered)
+
+
 def tokenize(text: str) -> list[str]:
-    """Lowercase Unicode words of ``text``, in order, repeats kept."""
-    return _WORD.findall(text.lower())
+    """Lowercase, composed Unicode words of ``text`` (:func:`fold`), in order, repeats kept."""
+    return _WORD.findall(fold(text))
 
 
 # A text longer than this many characters has its words listed a slice at a time: a list of words costs about
@@ -86,7 +101,7 @@ def utf8_words(text: str) -> list[bytes]:
     Text that cannot be UTF-8 (a lone surrogate) takes the regex throughout."""
     if text.isascii():
         return ascii_words(text)
-    lowered = text.lower()
+    lowered = fold(text)
     try:
         pieces = lowered.encode().translate(_UTF8_WORDS).split()
     except UnicodeEncodeError:
@@ -110,8 +125,8 @@ def long_words(text: str, shortest: int) -> list[str]:
     yields its tail)."""
     pattern = _LONG_WORDS.get(shortest)
     if pattern is None:
-        pattern = _LONG_WORDS[shortest] = re.compile(rf"{_WORD.pattern[:-1]}{{{max(shortest, 1)},}}")
-    return pattern.findall(text.lower())
+        pattern = _LONG_WORDS[shortest] = re.compile(rf"\w{WORD_CHAR}{{{max(shortest, 1) - 1},}}")
+    return pattern.findall(fold(text))
 
 
 _LONG_WORDS: dict[int, re.Pattern[str]] = {}
@@ -134,7 +149,7 @@ def tokenize_many(texts: list[str]) -> list[list[str]]:
         return list(map(tokenize, texts))
     if joined.isascii():
         return list(map(str.split, joined.encode().translate(_ASCII_WORDS).decode().split("\x00")))
-    return list(map(_WORD.findall, joined.lower().split("\x00")))
+    return list(map(_WORD.findall, fold(joined).split("\x00")))
 
 
 def term_counts_many(token_lists: list[list[str]]) -> list[dict[str, int]]:
@@ -240,9 +255,10 @@ def counted_terms_split(counted: CountedTerms) -> tuple[list[bytes], array]:
 def slugify(text: str) -> str:
     """A heading anchor as note and forge tools write it: lowercase, punctuation dropped, spaces to ``-``.
 
-    Unicode letters survive (``Über uns`` → ``über-uns``); the result may be empty.
+    Unicode letters and their marks survive, composed (``Über uns`` → ``über-uns``, ``हिन्दी`` as it is); the result
+    may be empty.
     """
-    return _NOT_SLUG.sub("", text.strip().lower()).replace(" ", "-")
+    return _NOT_SLUG.sub("", fold(text.strip())).replace(" ", "-")
 
 
 def label_key(label: str) -> str:

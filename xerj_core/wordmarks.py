@@ -4,7 +4,9 @@
 (Unicode categories Mn, Mc, Me), so a word of an Indic script (``हिन्दी``: a
 consonant, a vowel sign, a virama ...) or a decomposed Latin one (``Tu\u0308bingen``,
 as macOS writes file names) fell apart at each mark. ``text``'s word pattern
-adds this class. Made from ``unicodedata`` 14.0.0 (Python 3.11) by
+adds this class. Variation selectors are left out: one after an emoji (``⚠️``)
+is no word, and one after a letter leaves the letter's word as it is. Made from
+``unicodedata`` 14.0.0 (Python 3.11) by
 ``python -m xerj_core.wordmarks``; ``tests/test_text.py`` checks it against the running Python's ``unicodedata``.
 """
 
@@ -33,14 +35,14 @@ MARKS = (
     r"\u0ec8-\u0ecd\u0f18-\u0f19\u0f35\u0f37\u0f39\u0f3e-\u0f3f\u0f71-\u0f84\u0f86-\u0f87\u0f8d-\u0f97"
     r"\u0f99-\u0fbc\u0fc6\u102b-\u103e\u1056-\u1059\u105e-\u1060\u1062-\u1064\u1067-\u106d\u1071-\u1074"
     r"\u1082-\u108d\u108f\u109a-\u109d\u135d-\u135f\u1712-\u1715\u1732-\u1734\u1752-\u1753\u1772-\u1773"
-    r"\u17b4-\u17d3\u17dd\u180b-\u180d\u180f\u1885-\u1886\u18a9\u1920-\u192b\u1930-\u193b\u1a17-\u1a1b"
-    r"\u1a55-\u1a5e\u1a60-\u1a7c\u1a7f\u1ab0-\u1ace\u1b00-\u1b04\u1b34-\u1b44\u1b6b-\u1b73\u1b80-\u1b82"
-    r"\u1ba1-\u1bad\u1be6-\u1bf3\u1c24-\u1c37\u1cd0-\u1cd2\u1cd4-\u1ce8\u1ced\u1cf4\u1cf7-\u1cf9"
-    r"\u1dc0-\u1dff\u20d0-\u20f0\u2cef-\u2cf1\u2d7f\u2de0-\u2dff\u302a-\u302f\u3099-\u309a\ua66f-\ua672"
-    r"\ua674-\ua67d\ua69e-\ua69f\ua6f0-\ua6f1\ua802\ua806\ua80b\ua823-\ua827\ua82c\ua880-\ua881"
-    r"\ua8b4-\ua8c5\ua8e0-\ua8f1\ua8ff\ua926-\ua92d\ua947-\ua953\ua980-\ua983\ua9b3-\ua9c0\ua9e5"
-    r"\uaa29-\uaa36\uaa43\uaa4c-\uaa4d\uaa7b-\uaa7d\uaab0\uaab2-\uaab4\uaab7-\uaab8\uaabe-\uaabf\uaac1"
-    r"\uaaeb-\uaaef\uaaf5-\uaaf6\uabe3-\uabea\uabec-\uabed\ufb1e\ufe00-\ufe0f\ufe20-\ufe2f"
+    r"\u17b4-\u17d3\u17dd\u1885-\u1886\u18a9\u1920-\u192b\u1930-\u193b\u1a17-\u1a1b\u1a55-\u1a5e"
+    r"\u1a60-\u1a7c\u1a7f\u1ab0-\u1ace\u1b00-\u1b04\u1b34-\u1b44\u1b6b-\u1b73\u1b80-\u1b82\u1ba1-\u1bad"
+    r"\u1be6-\u1bf3\u1c24-\u1c37\u1cd0-\u1cd2\u1cd4-\u1ce8\u1ced\u1cf4\u1cf7-\u1cf9\u1dc0-\u1dff"
+    r"\u20d0-\u20f0\u2cef-\u2cf1\u2d7f\u2de0-\u2dff\u302a-\u302f\u3099-\u309a\ua66f-\ua672\ua674-\ua67d"
+    r"\ua69e-\ua69f\ua6f0-\ua6f1\ua802\ua806\ua80b\ua823-\ua827\ua82c\ua880-\ua881\ua8b4-\ua8c5"
+    r"\ua8e0-\ua8f1\ua8ff\ua926-\ua92d\ua947-\ua953\ua980-\ua983\ua9b3-\ua9c0\ua9e5\uaa29-\uaa36\uaa43"
+    r"\uaa4c-\uaa4d\uaa7b-\uaa7d\uaab0\uaab2-\uaab4\uaab7-\uaab8\uaabe-\uaabf\uaac1\uaaeb-\uaaef"
+    r"\uaaf5-\uaaf6\uabe3-\uabea\uabec-\uabed\ufb1e\ufe20-\ufe2f"
 )
 
 
@@ -51,7 +53,8 @@ def _made() -> str:
 
     ranges, start = [], None
     for cp in range(_PLANE_ONE + 1):
-        mark = cp < _PLANE_ONE and unicodedata.category(chr(cp)).startswith("M") and not re.match(r"\w", chr(cp))
+        mark = cp < _PLANE_ONE and unicodedata.category(chr(cp)).startswith("M") and not re.match(r"\w", chr(cp)) \
+            and "VARIATION SELECTOR" not in unicodedata.name(chr(cp), "")
         if mark and start is None:
             start = cp
         elif not mark and start is not None:

@@ -74,6 +74,7 @@ from xerj_core.errors import FormatDeclined, FormatError, PluginError
 from xerj_core.model import SourceDocument
 from xerj_core.plugins import collect_registrations
 from xerj_core.store.store import RELEASE_AFTER_OBJECTS, release_cycles
+from xerj_core.text import WORDS_VERSION
 
 __all__ = [
     "RELEASE_AFTER_OBJECTS",
@@ -172,11 +173,18 @@ def _ordered(formats: Mapping[str, Format] | Iterable[Format]) -> list[Format]:
 
 def format_identities(formats: Mapping[str, Format]) -> tuple[str, ...]:
     """Which formats a run reads with, as a run marker keeps them: each one's name, class and version (when it has
-    one), sorted. A run finding other formats than the last one reads every file again (a file no format read may
-    have one now, and a file another format read may be read by a new one of higher priority)."""
+    one), sorted, then the containers opened and how text is cut into words (:data:`WORDS_MARK`). A run finding
+    other formats than the last one reads every file again (a file no format read may have one now, and a file
+    another format read may be read by a new one of higher priority)."""
     readers = sorted(f"{name}={type(fmt).__module__}.{type(fmt).__qualname__}{_version_mark(fmt)}"
                      for name, fmt in formats.items())
-    return tuple(readers) + tuple(f"+{container}" for container in compressed.CONTAINERS)
+    return tuple(readers) + tuple(f"+{container}" for container in compressed.CONTAINERS) + (WORDS_MARK,)
+
+
+# What the words of a run's documents were cut by (``text.WORDS_VERSION``): the store's terms and the sections'
+# anchors. A brain whose last run did not have it has every document written again, even one whose source stands
+# as stored (see ``sink._standing``): its terms are the older tokenizer's.
+WORDS_MARK = f"+words@{WORDS_VERSION}"
 
 
 def _version_mark(fmt: Format) -> str:

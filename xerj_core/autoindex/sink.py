@@ -17,6 +17,7 @@ import attrs
 import numpy as np
 import xxhash
 
+from xerj_core.autoindex.formats import WORDS_MARK
 from xerj_core.errors import DocumentRefused, IndexNotFound
 from xerj_core.graph.brain import edges_index
 from xerj_core.model import EdgeDraft
@@ -390,7 +391,7 @@ def _rows_of_brain(reader: Any, brain: str) -> Iterable[int]:
     return np.flatnonzero((column.values == ordinal) & column.present & reader.live).tolist()
 
 
-def _standing(txn: Any, brain: str, item: FileWrite, recorded: dict[str, Any] | None = None
+def _standing(txn: Any, brain: str, item: FileWrite, recorded: dict[str, Any] | None = None, rewrite: bool = False
               ) -> Callable[[IndexedDocument], bool]:
     """Which of a changed file's documents the store holds as they are now, its ``mtime`` aside: those are not
     written again.
@@ -400,9 +401,10 @@ def _standing(txn: Any, brain: str, item: FileWrite, recorded: dict[str, Any] | 
     again, about 74 MB more data file each time. The file's own document (its card, whose id is its path) is
     always written, so it carries the file's mtime. Only documents the file produced before are compared: one
     read each, where a write costs its tokens, columns and postings. ``recorded``: the file's state, when the
-    caller read it already (``{}`` for none).
+    caller read it already (``{}`` for none). With ``rewrite`` (the brain's words were cut by an older tokenizer:
+    see ``formats.WORDS_MARK``) none stands.
     """
-    if len(item.documents) < 2 or item.stamp is None:
+    if rewrite or len(item.documents) < 2 or item.stamp is None:
         return _never
     before = recorded if recorded is not None else txn.get(FILES_INDEX, file_state_id(brain, item.path))
     produced = frozenset(before.get("docs") or ()) if before else frozenset()
@@ -533,6 +535,8 @@ class LocalSink:
             # formats and is interrupted leaves the files it had not reached to the next run, not taken as read
             marker = txn.get(FILES_INDEX, run_state_id(brain)) or {}
             txn.put(FILES_INDEX, {**marker, "brain": brain, "dirty": True}, run_state_id(brain))
+            # the last finished run's documents have the terms of an older tokenizer: none of them stands
+            rewrite = isinstance(marker.get("formats"), list) and WORDS_MARK not in marker["formats"]
             # Each index's puts go through one put_many (in file order, so rows and dictionary ordinals are
             # those of putting them one by one); a batch's files never share a document id, so the deletes of
             # stale documents (ids the files no longer yield) are independent of the puts.
@@ -548,7 +552,7 @@ class LocalSink:
                     recorded = txn.get(FILES_INDEX, file_state_id(brain, item.path)) or {}
                     gone = set(item.stale)
                     refs[:0] = [ref for ref in recorded.get("docs") or () if ref not in gone]
-                standing = _standing(txn, brain, item, recorded)
+                standing = _standing(txn, brain, item, recorded, rewrite)
                 for doc, terms in zip(item.documents, found, strict=True) if found else zip(item.documents, uncounted):
                     refs.append(doc_ref(doc.index, doc.id))
                     if standing(doc):

@@ -27,7 +27,7 @@ from xerj_core.query.dsl import Node
 from xerj_core.query.ranking import top_k
 from xerj_core.query.values import range_operand, term_operand
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
-from xerj_core.text import tokenize
+from xerj_core.text import fold, tokenize
 
 Result = tuple[np.ndarray, "np.ndarray | None"]
 
@@ -292,7 +292,7 @@ class Evaluator:
                                   f"queries; use a keyword or text field")
         if kind == KIND_LEN:  # the field's words, as they were indexed
             if node.lowercase_for_text:
-                node = attrs.evolve(node, value=node.value.lower())
+                node = attrs.evolve(node, value=fold(node.value))
             return _boosted(multiterm.text_mask(self.reader, node), node.boost, scoring)
         # The dictionary keeps first-seen order, so the terms are read through once (as a keyword range is).
         test = multiterm.pattern_test(node)

@@ -11,7 +11,7 @@ import attrs
 from xerj_core.errors import IllegalArgument, ParsingError
 from xerj_core.query import dsl, multiterm
 from xerj_core.query.dsl import Node, as_int
-from xerj_core.text import WORD as _WORD, tokenize
+from xerj_core.text import WORD as _WORD, fold, tokenize
 _FIELD_KEYS = {"fragment_size", "number_of_fragments", "pre_tags", "post_tags", "no_match_size", "type"}
 _TOP_KEYS = _FIELD_KEYS | {"fields", "encoder", "require_field_match", "order"}
 
@@ -118,7 +118,7 @@ def query_terms(*nodes: Node | None) -> dict[str | None, Sought]:
             out.setdefault(item.field, set()).add(_lowered(item))
             continue
         if isinstance(item, dsl.FieldsPattern):
-            pattern = dsl.Pattern("wildcard", "", item.value.lower())
+            pattern = dsl.Pattern("wildcard", "", fold(item.value))
             for field in [None] if item.fields is None else [field for field, _boost in item.fields]:
                 out.setdefault(field, set()).add(pattern)
             continue
@@ -141,7 +141,7 @@ def query_terms(*nodes: Node | None) -> dict[str | None, Sought]:
 
 
 def _lowered(pattern: dsl.Pattern) -> dsl.Pattern:
-    return attrs.evolve(pattern, value=pattern.value.lower()) if pattern.lowercase_for_text else pattern
+    return attrs.evolve(pattern, value=fold(pattern.value)) if pattern.lowercase_for_text else pattern
 
 
 def _positive(node: Node) -> Iterator[Node]:
@@ -257,8 +257,8 @@ def _marks(text: str, sought: Sought) -> list[tuple[int, int]]:
     tests = [multiterm.pattern_test(item) for item in sought if isinstance(item, dsl.Pattern)]
     wanted = (lambda word: word in sought or any(test(word) for test in tests)) if tests else sought.__contains__
     if not phrases:  # words alone: no list of every word of a long text
-        return [m.span() for m in _WORD.finditer(text) if wanted(m.group().lower())]
-    found = [(m.span(), m.group().lower()) for m in _WORD.finditer(text)]
+        return [m.span() for m in _WORD.finditer(text) if wanted(fold(m.group()))]
+    found = [(m.span(), fold(m.group())) for m in _WORD.finditer(text)]
     marked = {at for at, (_span, word) in enumerate(found) if wanted(word)}
     for phrase in phrases:
         size = len(phrase)

@@ -25,6 +25,7 @@ import numpy as np
 
 from xerj_core.query import bm25
 from xerj_core.store.mapping import FieldSpec, coerce, flatten
+from xerj_core.text import WORD_CHAR, fold
 
 
 def phrase_match(reader: Any, field: str, words: list[str], scoring: bool, *, last: list[str] | None = None
@@ -54,7 +55,7 @@ def phrase_match(reader: Any, field: str, words: list[str], scoring: bool, *, la
     at = {row: i for i, row in enumerate(rows.tolist())}
     starts = phrase_starts(words, last)
     for row, _id, source, _version in reader.documents(rows.tolist()):
-        counts[at[row]] = sum(len(starts(text.lower())) for text in _texts(source, reader.mapping, spec))
+        counts[at[row]] = sum(len(starts(fold(text))) for text in _texts(source, reader.mapping, spec))
     kept = counts > 0
     rows, counts = rows[kept], counts[kept]
     mask[rows] = True
@@ -75,14 +76,17 @@ def _union(arrays: list[np.ndarray]) -> np.ndarray:
 def phrase_starts(words: list[str], last: list[str] | None = None) -> Callable[[str], list[str]]:
     """A function listing one item per place ``words`` start side by side in a lowercased text, overlaps included
     (``a a`` is twice in ``a a a``, as Lucene's exact phrase counts it): the pattern takes the first word alone
-    and looks ahead for the rest, so the search goes on right after it. A word is all word characters, so the
-    word boundaries around the phrase say what the tokenizer's maximal runs do: no word character touches it.
+    and looks ahead for the rest, so the search goes on right after it. No character of a word (a letter, a digit
+    or a mark: ``text.WORD_CHAR``) touches the phrase, so it lies where the tokenizer's maximal runs do (``\b``
+    would not do: a mark is not ``\w``, and a Hindi word ending in a vowel sign had no boundary after it).
     ``last``: one more word, any one of these."""
     pieces = [re.escape(word) for word in words]
     if last is not None:
         pieces.append("(?:" + "|".join(map(re.escape, sorted(last, key=len, reverse=True))) + ")")
     first, *rest = pieces
-    return re.compile(rf"\b{first}(?=" + "".join(rf"\W+{word}" for word in rest) + r"\b)").findall
+    apart = "[^" + WORD_CHAR[1:] + "+"  # what no word holds, between two words
+    return re.compile(rf"(?<!{WORD_CHAR}){first}(?=" + "".join(rf"{apart}{word}" for word in rest)
+                      + rf"(?!{WORD_CHAR}))").findall
 
 
 def _texts(source: Any, mapping: Any, spec: FieldSpec) -> Iterator[str]:
