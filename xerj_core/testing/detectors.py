@@ -78,9 +78,10 @@ def parse_files(
     ``mtime_ms`` is one mtime for every file or a mapping per path. Files no
     format accepts are left out; a file that fails to parse raises.
     """
-    from xerj_core.autoindex.builtin_formats import (asciidoc, bibtex, canvas, code, docx, email, enex, epub, html,
-                                                     joplin, kindle, latex, markdown, notebook, odt, opml, org, pdf,
-                                                     pptx, rst, table, text, tiddlywiki, xlsx, zotero)
+    from xerj_core.autoindex.builtin_formats import (asciidoc, bibtex, canvas, chats, code, docx, email, enex, epub,
+                                                     html, joplin, kindle, latex, markdown, notebook, odt, opml, org,
+                                                     outlook, pdf, pptx, roam, rst, table, text, tiddlywiki, xlsx,
+                                                     zotero)
     from xerj_core.autoindex.formats import parse_file
 
     formats = [
@@ -89,7 +90,8 @@ def parse_files(
         org.OrgFormat(), canvas.CanvasFormat(), tiddlywiki.TiddlyWikiFormat(), asciidoc.AsciiDocFormat(),
         enex.EnexFormat(), joplin.JoplinFormat(), kindle.KindleFormat(), epub.EpubFormat(), docx.DocxFormat(),
         odt.OdtFormat(), pptx.PptxFormat(), xlsx.XlsxFormat(), opml.OpmlFormat(), table.TableFormat(),
-        latex.LatexFormat(), bibtex.BibtexFormat(), zotero.ZoteroFormat(),
+        latex.LatexFormat(), bibtex.BibtexFormat(), zotero.ZoteroFormat(), chats.ChatExportFormat(),
+        outlook.OutlookFormat(), roam.RoamFormat(),
     ]
     parsed: dict[str, list[SourceDocument]] = {}
     for path in sorted(files):
