@@ -853,6 +853,15 @@ class _Mention:
                     yield make_draft(self, doc, dst, quote=quote, offset=match.start())
 
 
+def _mentioning(version):
+    """A plugin manager with the built-ins and ``_Mention`` at ``version``."""
+    class Plugin:
+        @hookimpl
+        def xerj_register_detectors(self, register):
+            register(_Mention(version))
+    return get_plugin_manager(builtins_only=True, extra_plugins=[("mention", Plugin())])
+
+
 def test_a_detector_that_raises_its_version_renews_the_edges_of_unchanged_files(tmp_path):
     """A new version of a detector teaches unchanged files' claims again: their live edges become the new
     version's (tag, weight, evidence; the versions they replace kept in the history), a person's approval stays,
@@ -864,28 +873,21 @@ def test_a_detector_that_raises_its_version_renews_the_edges_of_unchanged_files(
     (folder / "b.md").write_text("# B\n\nThen see a again, or see c.\n")
     (folder / "c.md").write_text("# C\n")
 
-    def manager(version):
-        class Plugin:
-            @hookimpl
-            def xerj_register_detectors(self, register):
-                register(_Mention(version))
-        return get_plugin_manager(builtins_only=True, extra_plugins=[("mention", Plugin())])
-
     def mentions(eng):
         return {eid: {f: v for f, v in edge.items() if f not in ("recorded_at", "created_at")}
                 for eid, edge in edges_of(eng, "notes").items() if edge["type"] == "mention"}
 
-    with Engine(tmp_path / "fresh", manager(2)) as eng:
-        run(eng, folder, brain="notes", pm=manager(2))
+    with Engine(tmp_path / "fresh", _mentioning(2)) as eng:
+        run(eng, folder, brain="notes", pm=_mentioning(2))
         fresh = mentions(eng)
     assert len(fresh) == 3 and {e["detector"] for e in fresh.values()} == {"mention@2"}
-    with Engine(tmp_path / "d", manager(1)) as eng:
-        run(eng, folder, brain="notes", pm=manager(1))
+    with Engine(tmp_path / "d", _mentioning(1)) as eng:
+        run(eng, folder, brain="notes", pm=_mentioning(1))
         old = mentions(eng)
         assert old.keys() == fresh.keys() and {e["weight"] for e in old.values()} == {0.5}
         approved = next(eid for eid, e in old.items() if e["dst"] == "c.md")
         eng.graph.review("notes", {"approve": [approved]}, by="ana")
-        upgraded = run(eng, folder, brain="notes", pm=manager(2))
+        upgraded = run(eng, folder, brain="notes", pm=_mentioning(2))
         assert upgraded.files_unchanged == 3 and upgraded.edges_by_type == {"mention": 3}  # the others untouched
         assert upgraded.edges_continued == 0
         renewed = mentions(eng)
@@ -897,10 +899,10 @@ def test_a_detector_that_raises_its_version_renews_the_edges_of_unchanged_files(
             archived = [reader.document(int(row))[1] for row in reader.live_rows()]
         # mention@1's three edges as the upgrade found them, and the approved one as it was before the review
         assert sorted(e["detector"] for e in archived if e.get("type") == "mention") == ["mention@1"] * 4
-        again = run(eng, folder, brain="notes", pm=manager(2))
+        again = run(eng, folder, brain="notes", pm=_mentioning(2))
         assert again.edges_written == 0 and mentions(eng) == renewed
         (folder / "c.md").unlink()  # every file detected again, under the tags of the last run: none renewed
-        removed = run(eng, folder, brain="notes", pm=manager(2))
+        removed = run(eng, folder, brain="notes", pm=_mentioning(2))
         standing = sorted(e["dst"] for e in mentions(eng).values() if e.get("invalid_at") is None)
         assert removed.edges_continued == 0 and standing == ["a.md", "b.md"]
 
@@ -913,20 +915,13 @@ def test_a_raised_version_renews_edges_whose_claims_were_remembered_as_continued
     (folder / "a.md").write_text("# A\n\nPlease see b first.\n")
     (folder / "b.md").write_text("# B\n")
 
-    def manager(version):
-        class Plugin:
-            @hookimpl
-            def xerj_register_detectors(self, register):
-                register(_Mention(version))
-        return get_plugin_manager(builtins_only=True, extra_plugins=[("mention", Plugin())])
-
-    with Engine(tmp_path / "d", manager(1)) as eng:
-        run(eng, folder, brain="notes", pm=manager(1))
+    with Engine(tmp_path / "d", _mentioning(1)) as eng:
+        run(eng, folder, brain="notes", pm=_mentioning(1))
         save_again(folder / "a.md", 5)
-        assert run(eng, folder, brain="notes", pm=manager(1)).edges_continued >= 1
+        assert run(eng, folder, brain="notes", pm=_mentioning(1)).edges_continued >= 1
         save_again(folder / "b.md", 5)  # a run that settles a.md's drafts by the memory
-        run(eng, folder, brain="notes", pm=manager(1))
-        upgraded = run(eng, folder, brain="notes", pm=manager(2))
+        run(eng, folder, brain="notes", pm=_mentioning(1))
+        upgraded = run(eng, folder, brain="notes", pm=_mentioning(2))
         assert upgraded.edges_by_type == {"mention": 1}
         standing = [e for e in live(edges_of(eng, "notes")).values() if e["type"] == "mention"]
         assert [(e["src_file"], e["detector"]) for e in standing] == [("a.md", "mention@2")]
