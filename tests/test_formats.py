@@ -1464,6 +1464,33 @@ def test_a_logseq_heading_block_opens_a_section():
         ("pages/Cloze.md#starred", 1, "* # Starred\n```\n- # in code\n```")]
 
 
+def _drawing(scene: str, heading: str = "## Drawing") -> bytes:
+    """An Excalidraw drawing as the Obsidian plugin writes it, its scene block given."""
+    return (f"---\n\nexcalidraw-plugin: parsed\ntags: [excalidraw]\n\n---\n==⚠  Switch to EXCALIDRAW VIEW in the "
+            f"MORE OPTIONS menu of this document. ⚠== You can decompress Drawing data with the command palette.\n\n\n"
+            f"# Excalidraw Data\n\n## Text Elements\nLoyalty engine ^iWFQyN0b\n\nPayments ledger ^AoCDpWg1\n\n"
+            f"## Element Links\nAoCDpWg1: [[Payments]]\n\n%%\n{heading}\n{scene}\n%%\n").encode()
+
+
+@pytest.mark.parametrize(("scene", "heading"), [
+    ("```compressed-json\nN4KAkARALgngDgUwgLgAQQQDwMYEMA2AlgCYBOuA7hADTgQBuCpAzoQPYB2KqATLZMzYBXUtiRoIACyhQ\n```", "## Drawing"),
+    ('```json\n{"type": "excalidraw", "elements": [{"type": "text", "text": "Loyalty engine"}]}\n```', "## Drawing"),
+    ("```compressed-json\nN4KAkARALgngDgUwgLgAQQQDwMYEMA2AlgCYBOuA7hADTgQBuCpAzoQPYB2KqATLZMzYBXUtiRoIACyhQ\n```", "# Drawing"),
+])
+def test_an_excalidraw_drawing_is_read_as_its_text_not_its_scene(scene, heading):
+    """A drawing's text elements and links are its text; the scene (base64 or JSON, some 100 KB a drawing, every
+    run of it a junk word) and the plugin's banner are not."""
+    docs = markdown.MarkdownFormat().parse("Architecture.excalidraw.md", _drawing(scene, heading), MTIME)
+    texts = "\n".join(doc.text for doc in docs)
+    assert "Loyalty engine" in texts and "[[Payments]]" in texts
+    assert "N4KAk" not in texts and '"elements"' not in texts and "EXCALIDRAW VIEW" not in texts
+    assert [doc.section for doc in docs[1:]] == ["Excalidraw Data", "Text Elements", "Element Links"]
+    assert docs[2].fields["blocks"] == ["iWFQyN0b", "AoCDpWg1"]
+    # a note that is no drawing keeps a section so named, and what it holds
+    plain = markdown.MarkdownFormat().parse("n.md", b"# N\n\n%%\n## Drawing\n```json\n{}\n```\n%%\n", MTIME)
+    assert plain[-1].section == "Drawing" and "```json" in plain[-1].text
+
+
 def test_markdown_crlf_and_bom_are_normalised():
     docs = markdown.MarkdownFormat().parse("w.md", b"\xef\xbb\xbf# Title\r\n\r\nline\r\n", MTIME)
     assert docs[1].text == "# Title\n\nline"

@@ -39,6 +39,12 @@ section whose heading follows it (else of the one it stands in), listed in
 ``labels`` as a reStructuredText file's are, for ``{ref}`` roles to find; so is
 a Quarto cross-reference target it holds (``{#fig-a}`` after an image, table
 or equation, a code chunk's ``#| label: fig-b``), for ``@fig-a`` to find.
+
+An Excalidraw drawing (front matter ``excalidraw-plugin``, as Obsidian's
+Excalidraw plugin writes ``*.excalidraw.md``) is read as its text elements,
+element links and embedded files: the scene itself, a JSON block (compressed
+to base64 by default, some 100 KB of it per drawing) after a ``%%`` and a
+``Drawing`` heading, is left out, and so is the banner atop every drawing.
 """
 
 from __future__ import annotations
@@ -79,6 +85,11 @@ _MYST_LABEL = re.compile(r"^\(([^()\s][^()\n]*)\)=[ \t]*$", re.M)
 # attributes (``![Cap](a.png){#fig-a}``, ``$$ ... $$ {#eq-b}``) or a code chunk's ``#| label: fig-c``
 _QUARTO_LABEL = re.compile(r"\{#((?:fig|tbl|eq|lst|thm|lem|cor|prp|cnj|def|exm|exr|sol|rem)-[^\s}]+)"
                            r"|^#\|[ \t]*label:[ \t]*((?:fig|tbl|lst)-\S+)", re.M)
+# An Excalidraw drawing (Obsidian's Excalidraw plugin: front matter ``excalidraw-plugin``): the banner the plugin
+# writes atop every drawing, and the hidden part where the scene is kept (``%%``, then ``# Drawing`` or
+# ``## Drawing`` and a JSON block, compressed or not), which ends the file
+_EXCALIDRAW_BANNER = re.compile(r"^==⚠.*EXCALIDRAW VIEW.*\n?", re.M)
+_EXCALIDRAW_SCENE = re.compile(r"^%%[ \t]*\n(?:[ \t]*\n)*#{1,2}[ \t]+Drawing[ \t]*$", re.M)
 _BLANK_OR_MYST_LABEL = re.compile(r"(?:[ \t]*\n|\([^()\s][^()\n]*\)=[ \t]*\n)*")
 _JOURNAL_DAY = re.compile(r"(\d{4})_(\d{2})_(\d{2})")
 # A block's id: ``^id`` ending a line (Obsidian, Foam), or a Logseq block's ``id:: <uuid>`` property.
@@ -242,7 +253,8 @@ class MarkdownFormat:
     # Quarto's and R Markdown's documents; a heading's ``{#id .class}`` attributes (the id in ``ids``)
     # 5: front matter's ``bibliography`` (Pandoc, Quarto) and ``citekey`` (a literature note's) kept; Quarto's
     # cross-reference targets (``{#fig-a}``, ``#| label: fig-a``) listed in ``labels``
-    version = 5
+    # 6: an Excalidraw drawing's scene (base64 of its JSON) and banner left out
+    version = 6
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         return extension(rel_path) in EXTENSIONS
@@ -250,6 +262,8 @@ class MarkdownFormat:
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
         decoded = decode_text(data, rel_path)
         meta, body = split_front_matter(decoded.text)
+        if "excalidraw-plugin" in meta:
+            body = _drawing_text(body)
         found = headings(body)
         heading_ids: list[list[str] | None] = [None] * len(found)
         for at, (start, level, label) in enumerate(found):
@@ -322,6 +336,12 @@ class MarkdownFormat:
                     if (match.group(1) or match.group(2)) not in labels:
                         labels.append(match.group(1) or match.group(2))
         return docs
+
+
+def _drawing_text(body: str) -> str:
+    """An Excalidraw drawing's body without the scene and the banner: what a person wrote and linked in it."""
+    scene = _EXCALIDRAW_SCENE.search(body)
+    return _EXCALIDRAW_BANNER.sub("", body[:scene.start()] if scene else body, count=1)
 
 
 @hookimpl
