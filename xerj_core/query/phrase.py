@@ -77,8 +77,8 @@ def phrase_starts(words: list[str], last: list[str] | None = None) -> Callable[[
     """A function listing one item per place ``words`` start side by side in a lowercased text, overlaps included
     (``a a`` is twice in ``a a a``, as Lucene's exact phrase counts it): the pattern takes the first word alone
     and looks ahead for the rest, so the search goes on right after it. No character of a word (a letter, a digit
-    or a mark: ``text.WORD_CHAR``) touches the phrase, so it lies where the tokenizer's maximal runs do (``\b``
-    would not do: a mark is not ``\w``, and a Hindi word ending in a vowel sign had no boundary after it).
+    or a mark: ``text.WORD_CHAR``) touches the phrase, so it lies where the tokenizer's maximal runs do (a word boundary
+    would not do: a mark is no word character to it, and a Hindi word ending in a vowel sign had no boundary after it).
     ``last``: one more word, any one of these."""
     pieces = [re.escape(word) for word in words]
     if last is not None:
