@@ -98,6 +98,46 @@ def test_an_edit_parses_the_edited_file_only_and_builds_the_brain_a_run_without_
     assert not (tmp_path / "uncached" / "autoindex-cache").exists()
 
 
+def test_a_folder_touched_whole_is_not_parsed_nor_detected_again_at_the_next_edit(tmp_path, foam, pm, parsed,
+                                                                                    monkeypatch):
+    """A checkout, a copy without its times or a sync touches every file over the same bytes: the run after
+    reads each once to tell, and keeps the brain as it was. The edit after that parses the edited file only:
+    the cached parses of the others, under their earlier mtimes, still serve (their bytes are the brain's), and
+    so do their remembered detections. Before, that edit parsed and detected the whole folder again."""
+    detected: list[str] = []
+    real_detect = detectmemo.detect_noting
+
+    def noting(detectors, file_docs, *args, **kwargs):
+        detected.append(list(file_docs)[0].ax_path)
+        return real_detect(detectors, file_docs, *args, **kwargs)
+
+    monkeypatch.setattr(detectmemo, "detect_noting", noting)
+    edited = foam / "user/features/wikilinks.md"
+    with Engine(tmp_path / "data", pm) as engine:
+        run(engine, foam, brain="b", clock=lambda: 1_000)
+        save_again(edited, 5)
+        run(engine, foam, brain="b", clock=lambda: 2_000)  # keeps every file's parse and detection
+        before = edges_of(engine, "b")
+        parsed.clear(), detected.clear()
+        save_again(edited, 5)
+        plain = run(engine, foam, brain="b", clock=lambda: 3_000)  # an edit, for what it parses and detects
+        plain_detected = set(detected)
+        assert parsed == ["user/features/wikilinks.md"] and len(plain_detected) < 87 // 4
+        later = 1_800_000_000_000_000_000
+        for path in foam.rglob("*"):
+            if path.is_file():
+                os.utime(path, ns=(later, later))
+        touched = run(engine, foam, brain="b", clock=lambda: 4_000)
+        assert touched.files_indexed == 0 and touched.edges_written == 0 and edges_of(engine, "b") == before
+        parsed.clear(), detected.clear()
+        save_again(edited, 5)
+        summary = run(engine, foam, brain="b", clock=lambda: 5_000)
+        assert parsed == ["user/features/wikilinks.md"] and set(detected) == plain_detected
+        assert (summary.edges_written, summary.edges_invalidated) == (0, 0)
+        assert summary.edges_continued == plain.edges_continued  # the others' claims stand under their own ids
+        assert edges_of(engine, "b") == before
+
+
 @pytest.mark.parametrize("map_from", [mapped.MAP_FROM, 1], ids=["read", "mapped"])
 def test_mail_appended_to_a_mailbox_is_read_alone_and_builds_the_brain_a_whole_read_builds(
         tmp_path, pm, parsed, monkeypatch, map_from):
@@ -242,6 +282,14 @@ def test_an_entry_serves_its_stamp_and_its_plugins_only(tmp_path):
     assert other_detectors.lookup([entry], True) == {"a.md": held._replace(partial=None)}
     for stale in (FileEntry("a.md", entry.path, 11, 20), FileEntry("a.md", entry.path, 10, 21)):
         assert cache.lookup([stale], True) == {}
+    # touched since over the bytes the brain holds (the run passes their digest): served, with its older mtime
+    touched = FileEntry("a.md", entry.path, 11, 20, digest="digest")
+    assert cache.lookup([touched], True) == {"a.md": held._replace(mtime_ns=10)}
+    for other in (FileEntry("a.md", entry.path, 11, 20, digest="other bytes"),
+                  FileEntry("a.md", entry.path, 11, 21, digest="digest")):
+        assert cache.lookup([other], True) == {}
+    cache.store([(touched, held._replace(mtime_ns=10))])  # kept again (summarized anew): under its documents' mtime
+    assert cache.lookup([touched], True)["a.md"].mtime_ns == 10
     assert ParseCache(str(tmp_path), "/root", b"g" * 16, b"d" * 16).lookup([entry], True) == {}
     assert ParseCache(str(tmp_path), "/other", b"f" * 16, b"d" * 16).lookup([entry], True) == {}
     missing = ParseCache(str(tmp_path / "missing"), "/root", b"f" * 16, b"d" * 16)

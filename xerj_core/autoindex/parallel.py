@@ -292,7 +292,9 @@ def _parse_batch(plugins: Plugins, entries: Sequence[FileEntry], with_partials: 
             partial = hit.partial
             if corpus_only and not count and (partial is not None or not with_partials):
                 # its texts stay compressed as the cache holds them, unless it is detected again
-                kept = attrs.evolve(hit.kept, partial=partial or {}, stamp=file_stamp(hit.digest, entry.mtime_ns))
+                # stamped as its documents are: under the mtime it was parsed under, when it was touched since
+                kept = attrs.evolve(hit.kept, partial=partial or {},
+                                    stamp=file_stamp(hit.digest, hit.mtime_ns or entry.mtime_ns))
                 outcomes.append(ParseOutcome(entry, (), hit.digest, partial=partial, kept=kept))
                 continue
             docs = hit.kept.documents()

@@ -14,7 +14,13 @@ An entry is keyed by the run's folder and the file's root-relative path, one
 slot per file, and holds the file's stamp (mtime, size) when it was parsed and
 what parsed it (the formats' fingerprint): it is used only while the stamp is
 the one the run walked, the same test by which the run calls the file
-unchanged, and the fingerprint this run's. Partials are used only under the
+unchanged, and the fingerprint this run's; or, for a file the run found
+unchanged under a new mtime (touched, copied without its times, checked out
+again over the same bytes), while the entry's digest is that of the bytes the
+brain holds. Such a file's documents stay in the store as they were, under
+the mtime they were parsed under, and so do the entry's: a checkout that
+touched a whole folder used to cost the next edit a parse and a detection of
+every file. Partials are used only under the
 same detectors' fingerprint, else ``summarize`` runs on the cached documents.
 A parse under other formats (xerj upgraded, a format edited) replaces the
 file's entry rather than adding one beside it, so the cache holds one entry per
@@ -88,11 +94,14 @@ DETECTION_LAYOUT = 2
 
 class Cached(NamedTuple):
     """One file's parse as it was cached: its documents as detection keeps them (texts compressed apart; its
-    ``partial`` and ``stamp`` are the run's to set), its bytes' xxh3 digest and its partials (or None)."""
+    ``partial`` and ``stamp`` are the run's to set), its bytes' xxh3 digest and its partials (or None).
+    ``mtime_ns``: the mtime it was parsed under, when the file's has moved since over the same bytes (touched,
+    copied, checked out again): its documents carry that one, as the store's do."""
 
     kept: Kept
     digest: str
     partial: Mapping[str, Any] | None
+    mtime_ns: int | None = None
 
 
 def fingerprint(plugins: Iterable[Any], *names: str) -> bytes:
@@ -201,7 +210,7 @@ class ParseCache:
                     meta = lz4.block.compress(pickle.dumps((kept.docs, cached.digest, cached.partial),
                                                            protocol=pickle.HIGHEST_PROTOCOL))
                     payload = pickle.dumps((meta, kept.texts, kept.own), protocol=pickle.HIGHEST_PROTOCOL)
-                    header = _HEADER.pack(entry.mtime_ns, entry.size, self.formats,
+                    header = _HEADER.pack(cached.mtime_ns or entry.mtime_ns, entry.size, self.formats,
                                           self.detectors if cached.partial is not None else bytes(16),
                                           xxhash.xxh3_64_digest(payload))
                     txn.put(self._key(entry.rel_path), header + payload)
@@ -319,12 +328,15 @@ class ParseCache:
     def _verified(self, value: memoryview, entry: FileEntry, with_partials: bool, stamp: bool = True
                   ) -> Cached | None:
         """The entry ``value`` holds when it is whole and was read by these formats; with ``stamp``, only when it
-        was read from the file as ``entry`` found it (same mtime and size)."""
+        was read from the file as ``entry`` found it (same mtime and size), or from the same bytes under an
+        earlier mtime (``entry.digest``, what the brain holds: the file was touched since, and its documents kept
+        as they were)."""
         if len(value) < _HEADER.size:
             return None
         mtime_ns, size, formats, detectors, checksum = _HEADER.unpack_from(value)
         payload = memoryview(value)[_HEADER.size:]
-        if ((stamp and (mtime_ns, size) != (entry.mtime_ns, entry.size)) or formats != self.formats
+        moved = stamp and mtime_ns != entry.mtime_ns
+        if ((stamp and size != entry.size) or (moved and entry.digest is None) or formats != self.formats
                 or xxhash.xxh3_64_digest(payload) != checksum):
             return None
         try:
@@ -332,9 +344,11 @@ class ParseCache:
             docs, digest, partial = pickle.loads(lz4.block.decompress(meta))
         except Exception:  # a payload that verified but does not load is a miss, like any other
             return None
+        if moved and digest != entry.digest:
+            return None
         if partial is not None and not (with_partials and detectors == self.detectors):
             partial = None
-        return Cached(Kept(docs, texts, {}, own), digest, partial)
+        return Cached(Kept(docs, texts, {}, own), digest, partial, mtime_ns if moved else None)
 
 
 # This process's open environments, by path, with the pid that opened them: a forked child opens its own.

@@ -331,7 +331,7 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
                 restamped.append(FileWrite(entry.rel_path, FileStamp(entry.mtime_ns, entry.size, known.hash),
                                            skipped=known.skipped, continues=True))
             if known.docs:
-                unchanged.append(entry)
+                unchanged.append(attrs.evolve(entry, digest=known.hash))
             else:  # remembered so it is not read again, and still accounted for, under the same kind
                 summary.skip(entry.rel_path, *attrs.astuple(known.skipped or NOT_READ))
         else:

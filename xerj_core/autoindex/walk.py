@@ -21,13 +21,15 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 class FileEntry:
     """A regular file under the root: its root-relative path (``/`` separators), what stat said, and the most
     bytes the run reads of it (``--max-file-mib``): a compressed file expanding past that is refused as a plain
-    file that size is skipped."""
+    file that size is skipped. ``digest``: the xxh3 of its bytes as the brain holds them, for a file the run
+    found unchanged (a parse cached under an older mtime over those bytes still serves: see ``parsecache``)."""
 
     rel_path: str
     path: Path
     mtime_ns: int
     size: int
     limit: int = MAX_FILE_BYTES
+    digest: str | None = None
 
     @property
     def mtime_ms(self) -> int:
