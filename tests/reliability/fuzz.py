@@ -19,7 +19,8 @@ with atheris.instrument_imports():
 
 FORMATS = {"markdown": ("note.md", "markdown"), "html": ("page.html", "html"), "email": ("mail.eml", "email"),
            "pdf": ("doc.pdf", "pdf"), "latex": ("paper.tex", "latex"), "bibtex": ("refs.bib", "bibtex"),
-           "chats": ("conversations.json", "chats"), "outlook": ("mail.msg", "outlook"), "roam": ("graph.json", "roam")}
+           "chats": ("conversations.json", "chats"), "outlook": ("mail.msg", "outlook"), "roam": ("graph.json", "roam"),
+           "bear": ("notes.bear2bk", "bear")}
 
 
 def _format(name: str):

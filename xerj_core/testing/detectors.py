@@ -78,9 +78,9 @@ def parse_files(
     ``mtime_ms`` is one mtime for every file or a mapping per path. Files no
     format accepts are left out; a file that fails to parse raises.
     """
-    from xerj_core.autoindex.builtin_formats import (asciidoc, bibtex, canvas, chats, code, docx, email, enex, epub,
-                                                     html, joplin, kindle, latex, markdown, notebook, odt, opml, org,
-                                                     outlook, pdf, pptx, roam, rst, table, text, tiddlywiki, xlsx,
+    from xerj_core.autoindex.builtin_formats import (asciidoc, bear, bibtex, canvas, chats, code, docx, email, enex,
+                                                     epub, html, joplin, kindle, latex, markdown, notebook, odt, opml,
+                                                     org, outlook, pdf, pptx, roam, rst, table, text, tiddlywiki, xlsx,
                                                      zotero)
     from xerj_core.autoindex.formats import parse_file
 
@@ -91,7 +91,7 @@ def parse_files(
         enex.EnexFormat(), joplin.JoplinFormat(), kindle.KindleFormat(), epub.EpubFormat(), docx.DocxFormat(),
         odt.OdtFormat(), pptx.PptxFormat(), xlsx.XlsxFormat(), opml.OpmlFormat(), table.TableFormat(),
         latex.LatexFormat(), bibtex.BibtexFormat(), zotero.ZoteroFormat(), chats.ChatExportFormat(),
-        outlook.OutlookFormat(), roam.RoamFormat(),
+        outlook.OutlookFormat(), roam.RoamFormat(), bear.BearFormat(),
     ]
     parsed: dict[str, list[SourceDocument]] = {}
     for path in sorted(files):
