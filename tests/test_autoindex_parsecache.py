@@ -367,6 +367,9 @@ def test_the_fingerprint_follows_the_plugin_code(tmp_path, monkeypatch):
         (tmp_path / "xerj_cache_probe_helpers.py").write_text("HELPER = 1\n")  # a helper beside it
         parsecache._code_stamp.cache_clear()
         assert fingerprint([probe], "probe") != before
+        before = fingerprint([probe], "probe")
+        monkeypatch.setattr(parsecache, "WORDS_VERSION", parsecache.WORDS_VERSION + 1)  # words cut otherwise
+        assert fingerprint([probe], "probe") != before
     finally:
         sys.modules.pop("xerj_cache_probe", None)
 

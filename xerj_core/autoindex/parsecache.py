@@ -72,6 +72,7 @@ import xxhash
 from xerj_core import __version__
 from xerj_core.autoindex.kept import Kept
 from xerj_core.autoindex.walk import FileEntry
+from xerj_core.text import WORDS_VERSION
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.autoindex.parallel import Plugins
@@ -106,9 +107,11 @@ class Cached(NamedTuple):
 
 def fingerprint(plugins: Iterable[Any], *names: str) -> bytes:
     """A 16-byte digest naming ``plugins`` as the code that runs them: each one's class and the stamps of its
-    module's folder, with xerj's version and ``names`` (the plugins' names, priorities and tags, as given)."""
+    module's folder, with xerj's version, the words' (``text.WORDS_VERSION``) and ``names`` (the plugins' names,
+    priorities and tags, as given)."""
     hasher = xxhash.xxh3_128()
-    hasher.update(f"{SCHEMA}\0{__version__}\0".encode())
+    # the words a parse's anchors and counts are made of (text.WORDS_VERSION), whichever plugin's code moved
+    hasher.update(f"{SCHEMA}\0{__version__}\0{WORDS_VERSION}\0".encode())
     for name in names:
         hasher.update(f"{name}\0".encode())
     for plugin in plugins:
