@@ -73,7 +73,8 @@ class Continuations:
         order = np.argsort(drafts[:, 0], kind="stable")
         self._drafts, self._lives = drafts[order], lives[order]
         self._used = np.zeros(len(self._drafts), bool)
-        self._found: list[tuple[str, str]] = []
+        # the pairs found this run, as the 32 bytes they spell each (a run may find one for each of its claims)
+        self._found = bytearray()
 
     @classmethod
     def recalled(cls, blob: bytes | None, live: Iterable[str]) -> "Continuations":
@@ -110,13 +111,13 @@ class Continuations:
     def found(self, draft_id: str, live_id: str) -> None:
         """Remember that the draft ``draft_id`` was found to continue the live edge ``live_id``."""
         if _DERIVED_ID.fullmatch(draft_id) and _DERIVED_ID.fullmatch(live_id):
-            self._found.append((draft_id, live_id))
+            self._found += bytes.fromhex(draft_id + live_id)
 
     def dumps(self) -> bytes | None:
         """What to keep for the next run: the pairs this run used or found; None when that is what was recalled
         (nothing to write)."""
         if not self._found and not self._dropped and self._used.all():
             return None
-        found = _halves([half for pair in self._found for half in pair]).reshape(-1, 4)
+        found = np.frombuffer(bytes(self._found), _HALVES).astype(np.uint64).reshape(-1, 4)
         kept = np.concatenate([np.hstack([self._drafts[self._used], self._lives[self._used]]), found])
         return kept.astype(_HALVES).tobytes()
