@@ -20,7 +20,8 @@ with atheris.instrument_imports():
 FORMATS = {"markdown": ("note.md", "markdown"), "html": ("page.html", "html"), "email": ("mail.eml", "email"),
            "pdf": ("doc.pdf", "pdf"), "latex": ("paper.tex", "latex"), "bibtex": ("refs.bib", "bibtex"),
            "chats": ("conversations.json", "chats"), "outlook": ("mail.msg", "outlook"), "roam": ("graph.json", "roam"),
-           "bear": ("notes.bear2bk", "bear"), "telegram": ("result.json", "telegram")}
+           "bear": ("notes.bear2bk", "bear"), "telegram": ("result.json", "telegram"),
+           "slack": ("general/2024-01-15.json", "slack")}
 
 
 def _format(name: str):

@@ -80,8 +80,8 @@ def parse_files(
     """
     from xerj_core.autoindex.builtin_formats import (asciidoc, bear, bibtex, canvas, chats, code, docx, email, enex,
                                                      epub, html, joplin, kindle, latex, markdown, notebook, odt, opml,
-                                                     org, outlook, pdf, pptx, roam, rst, table, telegram, text,
-                                                     tiddlywiki, xlsx, zotero)
+                                                     org, outlook, pdf, pptx, roam, rst, slack, table, telegram,
+                                                     text, tiddlywiki, xlsx, zotero)
     from xerj_core.autoindex.formats import parse_file
 
     formats = [
@@ -92,6 +92,7 @@ def parse_files(
         odt.OdtFormat(), pptx.PptxFormat(), xlsx.XlsxFormat(), opml.OpmlFormat(), table.TableFormat(),
         latex.LatexFormat(), bibtex.BibtexFormat(), zotero.ZoteroFormat(), chats.ChatExportFormat(),
         outlook.OutlookFormat(), roam.RoamFormat(), bear.BearFormat(), telegram.TelegramFormat(),
+        slack.SlackFormat(),
     ]
     parsed: dict[str, list[SourceDocument]] = {}
     for path in sorted(files):
