@@ -9,8 +9,10 @@ import re
 import zipfile
 from typing import Any, Sequence
 
+import orjson
+
 from xerj_core.autoindex import compressed
-from xerj_core.autoindex.formats import FormatError
+from xerj_core.autoindex.formats import FormatError, decode_text, extension
 from xerj_core.model import SourceDocument
 from xerj_core.text import label_key, slugify
 
@@ -204,3 +206,18 @@ def core_properties(core: Any) -> dict[str, str]:
         if value:
             found[key] = value
     return found
+
+
+def json_head(rel_path: str, head: bytes) -> bytes | None:
+    """The first bytes of a ``.json`` file as an export's sniffing reads them (a UTF-8 BOM dropped), or None for
+    a file of another extension."""
+    return head.lstrip(b"\xef\xbb\xbf") if extension(rel_path) == ".json" else None
+
+
+def load_json(data: bytes, rel_path: str, empty: Any = None) -> Any:
+    """A JSON file's value (``empty`` for a file of whitespace alone); a :class:`FormatError` when it is not
+    JSON."""
+    try:
+        return orjson.loads(decode_text(data, rel_path).text or orjson.dumps(empty))
+    except orjson.JSONDecodeError as exc:
+        raise FormatError(f"not JSON: {exc}") from None

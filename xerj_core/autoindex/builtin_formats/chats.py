@@ -46,11 +46,9 @@ from collections import Counter
 from datetime import datetime
 from typing import Any, Iterator
 
-import orjson
-
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import document
-from xerj_core.autoindex.formats import FormatDeclined, FormatError, decode_text, file_name
+from xerj_core.autoindex.builtin_formats._common import document, load_json
+from xerj_core.autoindex.formats import FormatDeclined, file_name
 from xerj_core.model import SourceDocument
 
 EXPORT_NAME = "conversations.json"
@@ -187,10 +185,7 @@ class ChatExportFormat:
             head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"["
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
-        try:
-            conversations = orjson.loads(decode_text(data, rel_path).text or "[]")
-        except orjson.JSONDecodeError as exc:
-            raise FormatError(f"not JSON: {exc}") from None
+        conversations = load_json(data, rel_path, [])
         if file_name(rel_path) == PROJECTS_NAME:
             return self._projects(rel_path, mtime_ms, conversations)
         service = _service(conversations) if isinstance(conversations, list) and conversations else None

@@ -25,11 +25,10 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-import orjson
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import document
-from xerj_core.autoindex.formats import FormatError, decode_text, extension, stem
+from xerj_core.autoindex.builtin_formats._common import document, json_head, load_json
+from xerj_core.autoindex.formats import FormatError, stem
 from xerj_core.model import SourceDocument
 
 # The start of an export as Roam writes it (compact or indented): a list whose first page has a title, and keys
@@ -55,16 +54,11 @@ class RoamFormat:
     version = 1
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
-        if extension(rel_path) != ".json":
-            return False
-        head = head.lstrip(b"\xef\xbb\xbf")
-        return _HEAD.match(head) is not None and _ROAM_KEY.search(head) is not None
+        head = json_head(rel_path, head)
+        return head is not None and _HEAD.match(head) is not None and _ROAM_KEY.search(head) is not None
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
-        try:
-            pages = orjson.loads(decode_text(data, rel_path).text or "[]")
-        except orjson.JSONDecodeError as exc:
-            raise FormatError(f"not JSON: {exc}") from None
+        pages = load_json(data, rel_path, [])
         if not isinstance(pages, list) or not all(isinstance(page, dict) for page in pages):
             raise FormatError("not a Roam export: not a list of pages")
         docs = [self._page(rel_path, mtime_ms, page, n) for n, page in enumerate(pages, start=1)

@@ -38,11 +38,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import document
-from xerj_core.autoindex.formats import FormatDeclined, FormatError, decode_text, extension, file_name
+from xerj_core.autoindex.builtin_formats._common import document, json_head, load_json
+from xerj_core.autoindex.formats import FormatDeclined, file_name
 from xerj_core.model import SourceDocument
 
 NO_FORMAT = "no_format"
@@ -70,21 +69,16 @@ class SlackFormat:
     version = 1
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
-        if extension(rel_path) != ".json":
+        head = json_head(rel_path, head)
+        if head is None or _HEAD.match(head) is None:
             return False
         name = file_name(rel_path)
-        head = head.lstrip(b"\xef\xbb\xbf")
-        if _HEAD.match(head) is None:
-            return False
         if _DAY.fullmatch(name):
             return "/" in rel_path and _DAY_KEYS.search(head) is not None
         return (name == USERS or name in CONVERSATIONS) and _RECORD_KEYS.search(head) is not None
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
-        try:
-            records = orjson.loads(decode_text(data, rel_path).text or "null")
-        except orjson.JSONDecodeError as exc:
-            raise FormatError(f"not JSON: {exc}") from None
+        records = load_json(data, rel_path)
         if not isinstance(records, list) or not all(isinstance(record, dict) for record in records):
             raise FormatDeclined("not part of a Slack export: not a list of records", kind=NO_FORMAT)
         name = file_name(rel_path)

@@ -34,11 +34,10 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
-import orjson
 
 from xerj_core import hookimpl
-from xerj_core.autoindex.builtin_formats._common import document
-from xerj_core.autoindex.formats import FormatDeclined, FormatError, decode_text, extension
+from xerj_core.autoindex.builtin_formats._common import document, json_head, load_json
+from xerj_core.autoindex.formats import FormatDeclined
 from xerj_core.model import SourceDocument
 
 NO_FORMAT = "no_format"
@@ -62,16 +61,11 @@ class TelegramFormat:
     version = 1
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
-        if extension(rel_path) != ".json":
-            return False
-        head = head.lstrip(b"\xef\xbb\xbf")
-        return _HEAD.match(head) is not None and _TELEGRAM.search(head) is not None
+        head = json_head(rel_path, head)
+        return head is not None and _HEAD.match(head) is not None and _TELEGRAM.search(head) is not None
 
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
-        try:
-            export = orjson.loads(decode_text(data, rel_path).text or "null")
-        except orjson.JSONDecodeError as exc:
-            raise FormatError(f"not JSON: {exc}") from None
+        export = load_json(data, rel_path)
         chats = list(_chats(export))
         if not chats:  # another program's JSON that began as one does: passed by, not failed
             raise FormatDeclined("not a Telegram export: no chat with messages in it", kind=NO_FORMAT)
