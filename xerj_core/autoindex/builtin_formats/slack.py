@@ -35,6 +35,7 @@ that reads so but is not a list of such records is passed by as ``no_format``.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Any
 
@@ -116,7 +117,7 @@ class SlackFormat:
                         archived=True if channel.get("is_archived") else None)
 
     def _day(self, rel_path: str, mtime_ms: int, messages: list[dict[str, Any]]) -> SourceDocument:
-        channel = rel_path.rsplit("/", 2)[-2]
+        channel = posixpath.basename(posixpath.dirname(rel_path)) or "channel"  # a day sits in its channel's folder
         day = file_name(rel_path)[:-len(".json")]
         names = {user: name for message in messages if (user := _str(message.get("user")))
                  and (name := _sender(message, ""))}
