@@ -25,7 +25,6 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import document, json_head, load_json
 from xerj_core.autoindex.formats import FormatError, stem

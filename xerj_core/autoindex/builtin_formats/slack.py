@@ -12,11 +12,10 @@ on messages since 2019, ``text`` in Slack's markup (``<@U123>``,
 ``subtype`` (``channel_join``, ``bot_message``, ...).
 
 - A day file is one document, its card: kind ``day``, titled ``#channel``
-  (the folder's name), its section the day;
-  its text the day's messages in order, a line each, ``Name: text`` (a reply
-  in a thread indented), Slack's markup read as it shows (``@Name`` when the
-  day names the person, else ``@U123``; ``#general``; a link's label and
-  address). Fields: ``channel``, ``day``, ``messages``, ``people``,
+  (the folder's name), its section the day, its text the day's messages in
+  order, a line each, ``Name: text`` (a reply in a thread indented), Slack's
+  markup read as it shows (``@Name`` when the day names the person, else
+  ``@U123``; ``#general``; a link's label and address). Fields: ``channel``, ``day``, ``messages``, ``people``,
   ``first_ms`` / ``last_ms``, ``mentions`` (user ids), ``threads`` (the
   ``ts`` of its thread roots) and ``replies_to`` (``{thread, offset}``: each
   thread begun another day that its replies continue, and the UTF-8 offset
@@ -38,7 +37,6 @@ from __future__ import annotations
 import posixpath
 import re
 from typing import Any
-
 
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import document, json_head, load_json

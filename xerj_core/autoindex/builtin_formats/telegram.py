@@ -34,7 +34,6 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
-
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import document, json_head, load_json
 from xerj_core.autoindex.formats import FormatDeclined
