@@ -81,7 +81,8 @@ class TestBearlinkConformance(AbstractDetectorTests):
 
 def test_a_backups_notes_are_read_with_what_bear_knows_of_them():
     found = notes(BACKUP)
-    # the note in Bear's trash is left out; one without a title line is named by its bundle
+    # the note in Bear's trash is left out, and counted; one without a title line is named by its bundle
+    assert bear.BearFormat().parse("Bear.bear2bk", BACKUP, MTIME)[0].fields["trashed"] == 1
     assert sorted(found) == ["2023-10-11T081102Z", "Archived File", "Encrypted File",
                              "File with asset, content, and a tag", "File with heading only, no content"]
     tagged = found["File with asset, content, and a tag"]

@@ -6,7 +6,8 @@ Bear's "Backup Notes" writes one zip of TextBundles: a folder
 object keeps the note's ``uniqueIdentifier``, ``creationDate`` and
 ``modificationDate``, whether it is ``archived``, ``trashed``, ``pinned`` or
 ``encrypted``, and ``assets/`` with its images and files. The backup's card
-(kind ``file``, titled by the file's name) counts its ``notes``. Each note is
+(kind ``file``, titled by the file's name) counts its ``notes`` (and the
+notes it left out as in Bear's trash, ``trashed``). Each note is
 read as the ``markdown`` format reads a note (a card and a section per
 heading), its ids the backup's and the bundle's name: ``Bear.bear2bk#Recipes``
 and ``Bear.bear2bk#Recipes#sourdough`` (a section's ``note`` field names its
@@ -86,10 +87,11 @@ class BearFormat:
             if read > compressed.MAX_FILE_BYTES:
                 raise FormatError(f"its notes expand to {read / (1 << 20):,.1f} MiB, past the "
                                   f"{compressed.MAX_FILE_BYTES / (1 << 20):,.1f} MiB a file may hold")
-            notes = [docs for name in sorted(bundles)
-                     if (docs := self._note(archive, rel_path, mtime_ms, name, bundles[name]))]
+            read_notes = [self._note(archive, rel_path, mtime_ms, name, bundles[name]) for name in sorted(bundles)]
+        notes = [docs for docs in read_notes if docs]
+        # what was left out is said, not lost in silence: the notes in Bear's trash
         card = document(self, rel_path, mtime_ms, doc_id=rel_path, title=stem(rel_path) or rel_path, text="",
-                        section="", kind="file", notes=len(notes))
+                        section="", kind="file", notes=len(notes), trashed=len(read_notes) - len(notes) or None)
         return [card, *(doc for docs in notes for doc in docs)]
 
     def _note(self, archive: zipfile.ZipFile, rel_path: str, mtime_ms: int, name: str,
