@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from xerj_core.autoindex.builtin_formats import roam
 from xerj_core.autoindex.pipeline import run
-from xerj_core.errors import FormatError
+from xerj_core.errors import FormatDeclined, FormatError
 from xerj_core.testing.detectors import AbstractDetectorTests, parse_files, run_detectors
 from xerj_core.testing.formats import AbstractFormatTests
 from xerj_detectors import roamlink
@@ -148,7 +148,7 @@ def test_only_roam_exports_are_accepted():
     assert not fmt.accepts("conversations.json", chat)  # a ChatGPT export is the chats format's
     assert not fmt.accepts("package.json", b'{"name": "x", "children": []}')
     assert not fmt.accepts("data.json", b'[{"title": "a row", "value": 3}]')
-    with pytest.raises(FormatError, match="not a Roam export"):
+    with pytest.raises(FormatDeclined, match="not a Roam export"):
         fmt.parse("x.json", b'{"title": "A", "children": [{"string": "b"}]}', MTIME)
 
 

@@ -17,7 +17,8 @@ offset}``, each block it cites (``((uid))``, in an embed or an alias too) as
 components (``{{[[TODO]]}}``, ``{{[[embed]]: ...}}``) name no page, and code
 (inline or fenced) names nothing. The ``roamlink`` detector follows them.
 
-A file that is JSON but not such a list is refused, as one that is not JSON.
+A file that reads so but is not such a list is passed by as ``no_format``; one
+that is not JSON is refused.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, Iterator
 
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import document, json_head, load_json
-from xerj_core.autoindex.formats import FormatError, stem
+from xerj_core.autoindex.formats import FormatDeclined, stem
 from xerj_core.model import SourceDocument
 
 # The start of an export as Roam writes it (compact or indented): a list whose first page has a title, and keys
@@ -59,7 +60,8 @@ class RoamFormat:
     def parse(self, rel_path: str, data: bytes, mtime_ms: int) -> list[SourceDocument]:
         pages = load_json(data, rel_path, [])
         if not isinstance(pages, list) or not all(isinstance(page, dict) for page in pages):
-            raise FormatError("not a Roam export: not a list of pages")
+            # another program's JSON that began as one does: passed by, as the other exports' formats do
+            raise FormatDeclined("not a Roam export: not a list of pages", kind="no_format")
         docs = [self._page(rel_path, mtime_ms, page, n) for n, page in enumerate(pages, start=1)
                 if isinstance(page.get("title"), str)]
         card = document(self, rel_path, mtime_ms, doc_id=rel_path, title=stem(rel_path) or rel_path, text="",
