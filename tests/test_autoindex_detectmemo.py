@@ -297,6 +297,26 @@ def test_a_runs_answers_go_with_its_corpus():
     assert gone() is None and len(detectmemo._RUNS) == 0
 
 
+def test_a_runs_answers_are_freed_without_the_collector():
+    """A run's answers (every question its files asked) are no reference cycle: they go when the run's corpus
+    goes, not at the collector's next pass, which would walk them all."""
+    import gc
+    import weakref
+
+    corpus = _corpus("a.md")
+    answers = detectmemo.Answers.of(corpus, {})
+    assert answers.hold((None, answers.names, b"", (("card", "a.md"),), (answers._known[("card", "a.md")],),
+                         None, None))
+    known = weakref.ref(answers._known)
+    del answers
+    gc.disable()
+    try:
+        del corpus
+        assert known() is None and len(detectmemo._RUNS) == 0
+    finally:
+        gc.enable()
+
+
 def test_a_change_to_the_core_detection_code_forgets_what_was_remembered(twins, monkeypatch):
     """xerj_core/autoindex (the link helpers, make_draft, this memo) edited in place under one version: every file
     is detected again."""

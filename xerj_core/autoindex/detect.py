@@ -78,7 +78,7 @@ import xxhash
 from xerj_core.errors import PluginError
 from xerj_core.model import EdgeDraft, Evidence, SourceDocument
 from xerj_core.plugins import collect_registrations
-from xerj_core.store.store import release_cycles
+from xerj_core.store.store import release_cycles, young_count
 from xerj_core.text import slugify
 
 __all__ = [
@@ -666,6 +666,7 @@ def detect_file(
     seen: set[tuple[str, str, str]] = set()
     drafts: list[EdgeDraft] = []
     document = corpus.document
+    began = young_count()
     for detector in detectors:
         tag, types = detector.tag, edge_types(detector)
         for draft in detector.detect(file_docs, handed, states.get(detector.name)):
@@ -681,7 +682,7 @@ def detect_file(
             if claim not in seen:
                 seen.add(claim)
                 drafts.append(draft)
-    release_cycles()  # a detector is plugin code, free to make reference cycles while a run pauses the collector
+    release_cycles(began)  # detectors are plugin code: they may make reference cycles while a run pauses the collector
     drafts.sort(key=_CLAIM)
     return drafts
 

@@ -263,7 +263,7 @@ class Answers:
         self.stamps = corpus.stamps or {}
         self.names = corpus.names_digest()
         self.digests: dict[str, Any] = {}  # the states' digests, by detector, for the runs' questions about them
-        self._known = _Known(self._ask)
+        self._known = _Known(self)
 
     def _ask(self, question: tuple) -> Any:
         try:
@@ -319,12 +319,14 @@ class Answers:
 class _Known(dict):
     """Questions' keys as this run answers them, each asked on first use."""
 
-    def __init__(self, ask: Callable[[tuple], Any]) -> None:
+    def __init__(self, answers: Answers) -> None:
         super().__init__()
-        self._ask = ask
+        # weakly: a cycle with its Answers would leave a run's questions (160k tuples for 10k notes) to the
+        # collector, which walked them all once the run was over (0.1 s of an edit's run)
+        self._answers = weakref.ref(answers)
 
     def __missing__(self, question: tuple) -> Any:
-        key = self[question] = self._ask(question)
+        key = self[question] = self._answers()._ask(question)
         return key
 
 

@@ -73,7 +73,7 @@ from xerj_core.autoindex import compressed
 from xerj_core.errors import FormatDeclined, FormatError, PluginError
 from xerj_core.model import SourceDocument
 from xerj_core.plugins import collect_registrations
-from xerj_core.store.store import RELEASE_AFTER_OBJECTS, release_cycles
+from xerj_core.store.store import RELEASE_AFTER_OBJECTS, release_cycles, young_count
 from xerj_core.text import WORDS_VERSION
 
 __all__ = [
@@ -211,6 +211,7 @@ def parse_file(
     holds (see :mod:`.compressed`), its documents under its own path; one that
     would expand past ``limit`` bytes is refused.
     """
+    began = young_count()
     read_as = compressed.inner_name(rel_path, data[:2])
     try:
         # what a gzip file holds is sniffed from its first bytes alone: most that no format reads (a tar, a
@@ -238,7 +239,7 @@ def parse_file(
     except Exception as exc:  # a plugin bug must not end the run; report it against the file
         raise FormatError(f"format {fmt.name!r} failed: {type(exc).__name__}: {exc}", path=rel_path) from exc
     finally:
-        release_cycles()
+        release_cycles(began)
 
 
 def appender(formats: Mapping[str, Format] | Iterable[Format], rel_path: str, data: bytes) -> Any:
@@ -257,12 +258,13 @@ def parse_appended(appending: Any, rel_path: str, data: bytes, mtime_ms: int, st
     """The documents of a file that grew at its end, by its format's ``appending`` (see :func:`appender`), from
     ``before`` (an earlier parse of ``data[:start]``) and its new bytes; None when the format cannot, and on any
     failure: the whole file's parse then says what is wrong with it."""
+    began = young_count()
     try:
         docs = appending(rel_path, data, start, before, mtime_ms)
     except Exception:  # read whole instead, which reports what fails
         return None
     finally:
-        release_cycles()
+        release_cycles(began)
     return None if docs is None else list(docs)
 
 
