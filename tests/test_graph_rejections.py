@@ -161,3 +161,28 @@ def test_standing_is_the_graph_services_answer(engine):
     assert engine.graph.standing("nobody") == (set(), set())
     with pytest.raises(GraphError):
         engine.graph.standing("Bad..Name")
+
+
+def test_standing_names_sealed_edges_from_their_packed_ids_not_their_documents(engine, monkeypatch):
+    """A reconcile asks for every live edge id of the brain: those of sealed rows come from the segments' packed
+    ids (mapped, 32 bytes a row); only the tail's rows are named from their stored documents."""
+    from xerj_core.store import IndexReader
+
+    drafts = [draft(T1 + n, dst=f"n{n}.md") for n in range(60)]
+    engine.graph.write_edges("notes", drafts, created_at=T1)
+    rejected_id = edge_id("a.md", "wikilink", "n3.md", T1 + 3)
+    engine.graph.unlink("notes", rejected_id)
+    engine.graph.invalidate_edges("notes", edge_ids=[edge_id("a.md", "wikilink", "n4.md", T1 + 4)], at=T2)
+    last = engine.graph.link("notes", {"src": "a.md", "dst": "z.md", "type": "t", "valid_at": T2})[1]["edge_id"]
+    expected = {edge_id("a.md", "wikilink", f"n{n}.md", T1 + n) for n in range(60) if n not in (3, 4)} | {last}
+    asked = []
+    ids_of = IndexReader.ids_of
+
+    def counted(self, rows):
+        asked.extend(rows)
+        return ids_of(self, rows)
+
+    monkeypatch.setattr(IndexReader, "ids_of", counted)
+    live, rejected = engine.graph.standing("notes")
+    assert live == expected and rejected == {rejected_id}
+    assert 0 < len(asked) < 8  # the newest rows (the tail holds fewer than 8, the fixture's tail_rows)

@@ -184,8 +184,17 @@ def test_absent_is_distinct_from_every_value(store):
         assert not col.present[rows["live"]] and col.values[rows["live"]] == ABSENT_INT
 
 
-def test_ids_of_answers_as_id_of_row_by_row(store):
-    """Sealed and tail rows, overwritten and deleted ones, and rows past the last: each as ``id_of`` says."""
+@pytest.mark.parametrize("at_once", [3, 4096])
+def test_ids_of_answers_as_id_of_row_by_row(store, monkeypatch, at_once):
+    """Sealed and tail rows, overwritten and deleted ones, and rows past the last: each as ``id_of`` says,
+    whatever the number of records read at once (each a whole document: never all of them)."""
+    from xerj_core.store import read
+
+    monkeypatch.setattr(read, "IDS_AT_ONCE", at_once)
+    batches = []
+    source_records = read.IndexReader.source_records
+    monkeypatch.setattr(read.IndexReader, "source_records",
+                        lambda self, rows: batches.append(len(rows)) or source_records(self, rows))
     store.create_index("e", EDGE_LIKE)
     for n in range(11):
         store.put("e", {"valid_at": n}, f"d{n}")
@@ -196,6 +205,7 @@ def test_ids_of_answers_as_id_of_row_by_row(store):
         assert r.ids_of(rows) == [r.id_of(row) for row in rows]
         assert sorted(filter(None, r.ids_of(rows))) == sorted(f"d{n}" for n in range(11) if n != 7)
         assert r.ids_of([]) == []
+    assert max(batches) == min(at_once, len(rows))
 
 
 # -- columns agree with _source after random puts, overwrites and deletes -----------------------------

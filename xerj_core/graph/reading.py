@@ -666,7 +666,7 @@ class GraphReading:
     def standing(self, brain: str) -> tuple[set[str], set[str]]:
         """``(live ids, rejected ids)`` of the brain's edges, for a machine writer's reconcile (see :mod:`.standing`)."""
         validate_brain_name(brain)
-        return standing_edge_ids(self.store, brain)
+        return standing_edge_ids(self.store, brain, self.views.row_ids)
 
     def live_claims(self, brain: str, files: Iterable[str]) -> list[dict[str, Any]]:
         """The claims of the live edges whose evidence cites one of ``files`` (see :mod:`.standing`)."""
