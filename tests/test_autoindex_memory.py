@@ -142,6 +142,22 @@ def test_an_autoindex_run_leaves_little_of_the_map_resident(tmp_path):
         assert size > 4 and _resident_mb(data) < size / 4
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the map's pages are given back on Linux only")
+def test_naming_the_standing_edges_leaves_little_of_the_map_resident(tmp_path):
+    """A re-run's reconcile names every standing edge; the first time, that reads each edge's record (to pack the
+    segments' ids), and those pages are given back as a write's are."""
+    folder = generate(tmp_path / "gen", 400)
+    with Engine(tmp_path / "d", get_plugin_manager()) as eng:
+        run(eng, folder, brain="b", clock=CLOCK)
+    with Engine(tmp_path / "d", get_plugin_manager()) as eng:
+        data = tmp_path / "d" / "data.mdb"
+        before = _resident_mb(data)
+        standing = LocalSink.of_engine(eng).standing_edges("b")
+        size = data.stat().st_size / 2**20
+        assert len(standing.live) > 1000 and size > 4
+        assert _resident_mb(data) - before < size / 8
+
+
 def test_kept_documents_share_equal_fields_maps_and_keep_every_value():
     from xerj_core.autoindex.kept import Kept, shared_fields
     from xerj_core.autoindex.parallel import ParseOutcome

@@ -10,7 +10,7 @@ In one run, each contender against its baseline:
   interpreter's own site-packages, against reading them and tokenizing their
   text with the index's tokenizer (the floor any indexer pays), in
   ``--py-rounds`` rounds of a floor then an autoindex (the middle round is the figure);
-* peak RSS of a fresh process autoindexing ``--rss-notes`` generated notes;
+* peak RSS of a fresh process autoindexing ``--rss-notes`` generated notes, and of two re-runs after an edit;
 * a whole process (interpreter start, imports, the work) that autoindexes a
   generated vault of ``--vault-notes`` linked notes, against one that loads the
   same vault with obsidiantools (``Vault(path).connect()``), when it is installed.
@@ -266,6 +266,16 @@ def bench_rss(tmp: Path, notes: int) -> None:
           f"its worker processes, added up at one instant, sampled every 10 ms) {peak_sum:,.0f} MB "
           f"(target <= 400 MB); the writing process alone {peak:,.0f} MB "
           f"({elapsed:.1f}s, {notes / elapsed:,.0f} files/s); {helpers_note(cpu, helper_cpu, helper_rss)}",
+          flush=True)
+    # A re-run holds what a first run streams past: every file's cached parse and remembered detection, and the
+    # brain's standing edges (no target; the first edit re-reads every file for the corpus, the second reuses)
+    edits = []
+    for k in range(2):
+        with (corpus / "topic-007" / "note-7.md").open("a") as out:
+            out.write(f"\n# an edit r{k}\n")
+        _, _, _, elapsed, peak, peak_sum, _, _ = run_child(tmp / "data-rss", corpus)
+        edits.append(f"{peak_sum:,.0f} MB ({elapsed:.1f}s)")
+    print(f"  then one note edited and the folder run again in a fresh process, twice: {', '.join(edits)}",
           flush=True)
 
 

@@ -618,7 +618,10 @@ class LocalSink:
         return residency.Every(when_large, RELEASE_EVERY_S, release)
 
     def standing_edges(self, brain: str) -> StandingEdges:
-        live, rejected = self.graph.standing(brain)
+        # naming the edges the first time reads every edge's record (see graph.rowids): its pages given back as
+        # a write's are, or a 20k-note brain's first re-run held 300 MB of them
+        with self._releasing():
+            live, rejected = self.graph.standing(brain)
         return StandingEdges(live=frozenset(live), rejected=frozenset(rejected))
 
     def live_claims(self, brain: str, files: Sequence[str]) -> LiveClaims:
