@@ -8,6 +8,7 @@ import random
 
 from tests.test_graph_edgebatch import T0, drafts, run
 from xerj_core.autoindex import pipeline
+from xerj_core.autoindex.wanted import WantedIds
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.graph import edgebatch
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, edge_id, edges_index, node_id_problem
@@ -106,13 +107,13 @@ def test_a_run_chooses_the_drafts_to_write_as_it_did_draft_by_draft():
     settled = frozenset(columns.ids[i] for i in range(0, 400, 9))
     expected, expected_wanted, expected_long = _chosen_one_by_one(batches, settled)
     summary = pipeline.RunSummary(root="/r", brain="b", graph=True)
-    wanted: set[int] = set()
+    wanted = WantedIds()
     for batch, chosen in zip(batches, expected):
         got = pipeline._wanted_fresh(batch, wanted, settled, summary)
         assert list(zip(got, got.ids)) == chosen
-    assert wanted == expected_wanted and summary.edges_too_long == expected_long == 3
+    assert wanted.numbers() == expected_wanted and summary.edges_too_long == expected_long == 3
     # the common case (every draft fits and is new) takes the set passes and gives the same
-    fresh: set[int] = set()
+    fresh = WantedIds()
     plain = columns.take(range(120, 400))
     assert pipeline._wanted_fresh(plain, fresh, frozenset(), summary) is plain
-    assert fresh == {int(eid, 16) for eid in plain.ids}
+    assert fresh.numbers() == {int(eid, 16) for eid in plain.ids}

@@ -5,18 +5,18 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import re
 import time
 import uuid
 import weakref
 from collections import Counter, deque
 from concurrent.futures import BrokenExecutor, Executor, Future
-from itertools import repeat
+from itertools import compress
 from operator import and_, not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import attrs
+import numpy as np
 
 from xerj_core.autoindex import mapped
 from xerj_core.autoindex.continuations import Continuations
@@ -66,6 +66,7 @@ from xerj_core.autoindex.sink import (
     split_ref,
 )
 from xerj_core.autoindex.walk import IGNORED, MAX_FILE_BYTES, UNREADABLE, VANISHED, FileEntry, Skipped, walk
+from xerj_core.autoindex.wanted import WantedIds, derived, is_derived, keys_of, keys_of_numbers
 from xerj_core.errors import BatchFailed, DocumentRefused, IllegalArgument, PluginError
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, MAX_TYPE_BYTES, node_id_problem, validate_brain_name
 from xerj_core.graph.draftcolumns import DraftColumns
@@ -942,14 +943,6 @@ class _Detection:
 
 
 _SURELY_SHORT = min(MAX_NODE_ID_BYTES, MAX_TYPE_BYTES) // 4
-_DERIVED_ID = re.compile(r"[0-9a-f]{32}")
-
-
-def _id_number(eid: str) -> int | None:
-    """The number an edge id derived by ``edge_id`` spells; None for any other id (never wanted by a run)."""
-    return int(eid, 16) if _DERIVED_ID.fullmatch(eid) else None
-
-
 def _run_is_dirty(state: RunState | None, detector_tags: list[str]) -> bool:
     """An interrupted run, or a different set of detectors than last time, means edges must be redone."""
     if state is None:
@@ -1236,9 +1229,9 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
     """
     standing = sink.standing_edges(brain)
     settled = standing.settled
-    # the ids of the edges the corpus teaches, as the 128-bit numbers they spell (half the memory of the strings;
-    # a run can want hundreds of thousands): edge_id gives 32 lowercase hex digits, so the two forms are one-to-one
-    wanted: set[int] = set()
+    # the ids of the edges the corpus teaches, as the 16 bytes they spell (a run can want hundreds of thousands):
+    # edge_id gives 32 lowercase hex digits, so the two forms are one-to-one
+    wanted = WantedIds()
     # the fresh drafts not written yet, as columns (DraftColumns: no object per draft), in parts
     fresh: list[DraftColumns] = []
     held = 0
@@ -1268,7 +1261,7 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
         chosen = _wanted_fresh(batch, wanted, settled, summary, standing.live if retagged else frozenset(), retagged)
         if chosen and continuations:
             chosen, continued = continuations.settle(chosen, retagged)
-            wanted.update(continued)
+            wanted.add(keys_of_numbers(continued))
         if chosen:
             fresh.append(chosen)
             held += len(chosen)
@@ -1282,7 +1275,9 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
             fresh, held = [pending[cut:]], held - cut
     write(DraftColumns.joined(fresh))
     summary.edges_capped = int(detection.counters().get("edges_capped", 0))
-    stale = sorted(eid for eid in standing.live if _id_number(eid) not in wanted)
+    live_ids, live_keys = derived(standing.live)
+    # a live edge under an id no detection derives (written through the ES door) is never wanted
+    stale = sorted([*(standing.live - set(live_ids)), *compress(live_ids, (~wanted.holds(live_keys)).tolist())])
     if stale:
         summary.edges_invalidated = sink.invalidate_edges(brain, stale, now_ms)
     remembered = continuations.dumps()
@@ -1290,7 +1285,7 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
         cache.keep_continuations(label, remembered)
 
 
-def _continued(sink: BrainSink, brain: str, drafts: DraftColumns, wanted: set[int], summary: RunSummary,
+def _continued(sink: BrainSink, brain: str, drafts: DraftColumns, wanted: WantedIds, summary: RunSummary,
                claims: dict[tuple[str, str, str], LiveClaim], asked: set[str],
                continuations: Continuations | None = None) -> DraftColumns:
     """``drafts`` without those that continue a live edge, whose ids are then wanted.
@@ -1307,52 +1302,48 @@ def _continued(sink: BrainSink, brain: str, drafts: DraftColumns, wanted: set[in
         claims.update(((c.src, c.type, c.dst), c) for c in sink.live_claims(brain, files).claims)
     if not claims:
         return drafts
-    keep = []
+    keep, continued = [], []
     for i, claim in enumerate(map(claims.get, zip(drafts.src, drafts.type, drafts.dst))):
-        number = _id_number(claim.edge_id) if claim is not None else None  # a derived id: a machine's edge
-        if number is not None and claim.valid_at is not None and claim.valid_at <= drafts.valid_at[i] and (
+        # a derived id: a machine's edge
+        if claim is not None and is_derived(claim.edge_id) and claim.valid_at is not None \
+                and claim.valid_at <= drafts.valid_at[i] and (
                 claim.detector, claim.weight, claim.confidence, claim.src_format, claim.dst_format, claim.quote,
                 claim.source, claim.offset) == (
                 drafts.detector[i], drafts.weight[i], drafts.confidence[i], drafts.src_format[i],
                 drafts.dst_format[i], drafts.quote[i], drafts.source[i], drafts.offset[i]):
-            wanted.add(number)
+            continued.append(claim.edge_id)
             summary.edges_continued += 1
             if continuations is not None:
                 continuations.found(drafts.ids[i], claim.edge_id)
             del claims[drafts.src[i], drafts.type[i], drafts.dst[i]]  # a claim is drafted once a run
         else:
             keep.append(i)
+    wanted.add(keys_of(continued))
     return drafts if len(keep) == len(drafts) else drafts.take(keep)
 
 
-def _wanted_fresh(batch: DraftColumns, wanted: set[int], settled: frozenset[str], summary: RunSummary,
+def _wanted_fresh(batch: DraftColumns, wanted: WantedIds, settled: frozenset[str], summary: RunSummary,
                   renewed: frozenset[str] = frozenset(), retagged: frozenset[str] = frozenset()) -> DraftColumns:
-    """The drafts of ``batch`` to write: each whose ids fit and whose edge id is not wanted yet is now wanted (as
-    its number), and those not settled already are returned, in order; a settled one is returned too when its id
-    is ``renewed`` and its detector tag ``retagged``. A draft naming a node id or type too long for the edges
-    index is counted in ``summary`` and left out."""
+    """The drafts of ``batch`` to write: each whose ids fit and whose edge id is not wanted yet (by an earlier
+    batch or draft) is now wanted, and those not settled already are returned, in order; a settled one is
+    returned too when its id is ``renewed`` and its detector tag ``retagged``. A draft naming a node id or type
+    too long for the edges index is counted in ``summary`` and left out (never wanted)."""
     n = len(batch)
     if not n:
         return batch
-    numbers = list(map(int, batch.ids, repeat(16)))
+    keys = keys_of(batch.ids)
     # a string of at most a quarter of the limit in characters fits it in UTF-8 bytes: only longer ones are checked
-    fits = max(map(len, batch.src)) <= _SURELY_SHORT and max(map(len, batch.dst)) <= _SURELY_SHORT \
-        and max(map(len, batch.type)) <= _SURELY_SHORT
-    distinct = set(numbers) if fits else None
-    if distinct is not None and len(distinct) == n and wanted.isdisjoint(distinct):
-        wanted |= distinct  # the common case, met by C-level set passes: every draft fits and is new to the run
-        keep = [True] * n
-    else:  # draft by draft, in order
-        keep = [False] * n
-        for position, (src, dst, kind, number) in enumerate(zip(batch.src, batch.dst, batch.type, numbers)):
-            if (len(src) > _SURELY_SHORT or len(dst) > _SURELY_SHORT or len(kind) > _SURELY_SHORT) \
-                    and any(node_id_problem(f, v) for f, v in (("src", src), ("dst", dst), ("type", kind))):
-                summary.edges_too_long += 1
-                continue
-            if number in wanted:
-                continue
-            wanted.add(number)
-            keep[position] = True
+    if max(map(len, batch.src)) <= _SURELY_SHORT and max(map(len, batch.dst)) <= _SURELY_SHORT \
+            and max(map(len, batch.type)) <= _SURELY_SHORT:
+        new = wanted.first_new(keys)  # the common case: every draft fits
+    else:
+        sound = np.fromiter((_fits(src, dst, kind) for src, dst, kind in zip(batch.src, batch.dst, batch.type)),
+                            bool, n)
+        summary.edges_too_long += n - int(np.count_nonzero(sound))
+        new = np.zeros(n, bool)
+        new[sound] = wanted.first_new(keys[sound])
+    wanted.add(keys[new])
+    keep = new.tolist()
     if settled:
         stays = map(settled.__contains__, batch.ids)
         if renewed:
@@ -1360,6 +1351,12 @@ def _wanted_fresh(batch: DraftColumns, wanted: set[int], settled: frozenset[str]
                      for stay, tag, eid in zip(stays, batch.detector, batch.ids))
         keep = list(map(and_, keep, map(not_, stays)))
     return batch if all(keep) else batch.where(keep)
+
+
+def _fits(src: str, dst: str, kind: str) -> bool:
+    """Whether a draft's node ids and type fit the edges index."""
+    return not ((len(src) > _SURELY_SHORT or len(dst) > _SURELY_SHORT or len(kind) > _SURELY_SHORT)
+                and any(node_id_problem(f, v) for f, v in (("src", src), ("dst", dst), ("type", kind))))
 
 
 __all__ = ["BATCH_FILES", "DETECT_BATCH_FILES", "PARSE_BATCH_FILES", "POOL_MIN_FILES", "RunSummary", "run"]
