@@ -81,6 +81,25 @@ def engine(tmp_path, pm):
         yield eng
 
 
+@pytest.fixture
+def collections():
+    """The generation of each cyclic collection started while the test runs, in order (after a full one)."""
+    import gc
+
+    started: list[int] = []
+
+    def heard(phase, info):
+        if phase == "start":
+            started.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(heard)
+    try:
+        yield started
+    finally:
+        gc.callbacks.remove(heard)
+
+
 # -- PostgreSQL (the postgres storage backend's tests) ------------------------------------------------------
 
 @pytest.fixture(scope="session")

@@ -1895,7 +1895,7 @@ def test_detect_file_frees_the_cycles_a_detector_leaves_while_a_run_pauses_the_c
     assert len(drafts) == 1 and left < RELEASE_AFTER_OBJECTS
 
 
-def test_detect_file_counts_what_detectors_leave_over_many_files_and_nothing_else():
+def test_detect_file_counts_what_detectors_leave_over_many_files_and_nothing_else(collections):
     """Cycles a detector leaves a few at a time are freed once, over many files, they add up to a collection's
     worth; the objects a run holds itself (made outside the detectors) never start one, however many."""
     import gc
@@ -1910,30 +1910,19 @@ def test_detect_file_counts_what_detectors_leave_over_many_files_and_nothing_els
 
     files = parse_files({"a.md": b"a", "b.md": b"b"})
     corpus = Corpus(files)
-    collections = []
-
-    def heard(phase, info):
-        if phase == "start":
-            collections.append(info["generation"])
-
+    with collector_paused():  # an earlier run: what its detectors made is the collector's once it ends
+        for _ in range(6):
+            detect_file([_Shaped(cyclic)], files["a.md"], corpus)
     gc.collect()
-    gc.callbacks.append(heard)
-    try:
-        with collector_paused():  # an earlier run: what its detectors made is the collector's once it ends
-            for _ in range(6):
-                detect_file([_Shaped(cyclic)], files["a.md"], corpus)
-        gc.collect()
-        collections.clear()
-        with collector_paused():
-            held = [{} for _ in range(3 * RELEASE_AFTER_OBJECTS)]  # a run's own objects: no cycles
-            for shape in [lambda d: d] * 4 + [cyclic] * 4:
-                detect_file([_Shaped(shape)], files["a.md"], corpus)
-            assert collections == []
-            for _ in range(8):
-                detect_file([_Shaped(cyclic)], files["a.md"], corpus)
-            left = gc.collect()
-    finally:
-        gc.callbacks.remove(heard)
+    collections.clear()
+    with collector_paused():
+        held = [{} for _ in range(3 * RELEASE_AFTER_OBJECTS)]  # a run's own objects: no cycles
+        for shape in [lambda d: d] * 4 + [cyclic] * 4:
+            detect_file([_Shaped(shape)], files["a.md"], corpus)
+        assert collections == []
+        for _ in range(8):
+            detect_file([_Shaped(cyclic)], files["a.md"], corpus)
+        left = gc.collect()
     assert held and collections[0] == 0 and left < RELEASE_AFTER_OBJECTS
 
 

@@ -1834,28 +1834,15 @@ def test_a_large_mailbox_leaves_no_pile_of_garbage_while_a_run_pauses_the_collec
     assert many < 2 * formats_module.RELEASE_AFTER_OBJECTS and many < 3 * few + 1000, (few, many)
 
 
-def test_parse_file_counts_only_what_the_format_made():
+def test_parse_file_counts_only_what_the_format_made(collections):
     """The objects a run holds itself (made outside the formats) never start a collection when a file is parsed:
     a collection would walk them all, for no garbage."""
-    import gc
-
     from xerj_core.store.store import collector_paused
 
-    collections = []
-
-    def heard(phase, info):
-        if phase == "start":
-            collections.append(info["generation"])
-
-    gc.collect()
-    gc.callbacks.append(heard)
-    try:
-        with collector_paused():
-            held = [{} for _ in range(3 * formats_module.RELEASE_AFTER_OBJECTS)]
-            docs = parse_file([text.TextFormat()], "c.txt", b"words", MTIME)
-            during = list(collections)  # leaving the pause may start one: the collector's own
-    finally:
-        gc.callbacks.remove(heard)
+    with collector_paused():
+        held = [{} for _ in range(3 * formats_module.RELEASE_AFTER_OBJECTS)]
+        docs = parse_file([text.TextFormat()], "c.txt", b"words", MTIME)
+        during = list(collections)  # leaving the pause may start one: the collector's own
     assert held and docs and during == []
 
 
