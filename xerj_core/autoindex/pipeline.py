@@ -943,6 +943,8 @@ class _Detection:
 
 
 _SURELY_SHORT = min(MAX_NODE_ID_BYTES, MAX_TYPE_BYTES) // 4
+
+
 def _run_is_dirty(state: RunState | None, detector_tags: list[str]) -> bool:
     """An interrupted run, or a different set of detectors than last time, means edges must be redone."""
     if state is None:
