@@ -56,6 +56,19 @@ def test_pack_find_and_unpack_give_back_every_posting():
         assert got == postings
 
 
+def test_large_terms_are_packed_alike_a_run_at_a_time(monkeypatch):
+    """The terms that keep keys of their own are gathered and encoded a bounded run of postings at a time (a
+    term past the bound alone): the same keys and values as all at once."""
+    from xerj_core.store import columns
+
+    rng = random.Random(11)
+    words, postings = _segment(rng, 600)
+    whole = _packed(words, postings)
+    assert sum(len(postings[w][0]) > postpack.OWN_KEY_POSTINGS for w in words) > 50
+    monkeypatch.setattr(columns, "ENCODE_POSTINGS_AT_ONCE", 70)  # runs of a few 33s; each 200 alone
+    assert _packed(words, postings) == whole
+
+
 def test_a_term_inside_another_is_not_found_by_its_bytes():
     words = [b"ab", b"abc", b"bc", b"c"]
     postings = {w: ([10 + i], [1.0]) for i, w in enumerate(words)}
