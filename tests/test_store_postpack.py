@@ -325,6 +325,10 @@ def test_the_compiled_layout_on_a_real_seal(monkeypatch):
         ours, theirs = _both_layouts(monkeypatch, words, rows, tfs, bounds)
         assert ours == theirs
         assert postpack.unpack(ours[1], ours[2])[0] == postpack.unpack(theirs[1], theirs[2])[0]
+        # a seal's grouped rows are int32, read as they are; int64 ones lay out the same
+        assert postpack.pack(words, rows.astype(np.int64), tfs, bounds) == ours
+    with pytest.raises(TypeError, match="4- or 8-byte items"):
+        postpack._compiled(words, 0, bounds, rows.astype(np.int16), tfs, postpack.OWN_KEY_POSTINGS, 1024)
 
 
 @needs_kernel

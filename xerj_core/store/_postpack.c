@@ -40,10 +40,16 @@ static inline Py_ssize_t pad4(Py_ssize_t size) {
 typedef struct {
     const unsigned char **term;  /* each term's first byte */
     Py_ssize_t *length;
-    const int64_t *bounds, *rows;
+    const int64_t *bounds;
+    const void *rows;  /* int32 or int64 (row_size bytes each): a merge's grouped rows come as int32 */
+    Py_ssize_t row_size;
     const float *tfs;
     Py_ssize_t n, own_above;
 } Terms;
+
+static inline uint32_t row_at(const Terms *t, Py_ssize_t p) {
+    return t->row_size == 4 ? (uint32_t)((const int32_t *)t->rows)[p] : (uint32_t)((const int64_t *)t->rows)[p];
+}
 
 static Py_ssize_t listed_count(const Terms *t, Py_ssize_t k) {
     Py_ssize_t count = (Py_ssize_t)(t->bounds[k + 1] - t->bounds[k]);
@@ -79,7 +85,7 @@ static PyObject *bucket_value(const Terms *t, const Py_ssize_t *order, Py_ssize_
         memcpy(counts, &count, 4);
         counts += 4;
         for (Py_ssize_t p = (Py_ssize_t)t->bounds[k]; p < (Py_ssize_t)t->bounds[k] + listed; p++) {
-            uint32_t row = (uint32_t)t->rows[p];
+            uint32_t row = row_at(t, p);
             memcpy(rows, &row, 4);
             rows += 4;
             memcpy(tfs, &t->tfs[p], 4);
@@ -155,11 +161,11 @@ done:
 
 PyDoc_STRVAR(pack_doc,
 "pack(terms, width, bounds, rows, tfs, own_above, bucket_bytes) -> (buckets, suffixes, values)\n\n"
-"The bucket part of ``postpack.pack``: term ``k``'s postings are ``rows[bounds[k]:bounds[k+1]]`` (int64) and\n"
-"their ``tfs`` (float32); ``bounds`` is int64, one more than the terms. ``terms`` is a list of bytes (``width``\n"
-"0) or a buffer of fixed-width terms of ``width`` bytes each, NUL padded. A term with more than ``own_above``\n"
-"postings is listed with none. Returns the bucket count, and each used bucket's key suffix and value, buckets\n"
-"ascending; the terms of their own keys are left to the caller.");
+"The bucket part of ``postpack.pack``: term ``k``'s postings are ``rows[bounds[k]:bounds[k+1]]`` (int64 or\n"
+"int32) and their ``tfs`` (float32); ``bounds`` is int64, one more than the terms. ``terms`` is a list of bytes\n"
+"(``width`` 0) or a buffer of fixed-width terms of ``width`` bytes each, NUL padded. A term with more than\n"
+"``own_above`` postings is listed with none. Returns the bucket count, and each used bucket's key suffix and\n"
+"value, buckets ascending; the terms of their own keys are left to the caller.");
 
 static PyObject *pack(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *terms_obj, *bounds_obj, *rows_obj, *tfs_obj;
@@ -176,8 +182,14 @@ static PyObject *pack(PyObject *Py_UNUSED(module), PyObject *args) {
     if (get_items(bounds_obj, &bounds, 8, "bounds") < 0) {
         return NULL;
     }
-    if (get_items(rows_obj, &rows, 8, "rows") < 0) {
+    if (PyObject_GetBuffer(rows_obj, &rows, PyBUF_C_CONTIGUOUS) < 0) {
         PyBuffer_Release(&bounds);
+        return NULL;
+    }
+    if ((rows.itemsize != 4 && rows.itemsize != 8) || rows.len % rows.itemsize) {
+        PyErr_SetString(PyExc_TypeError, "rows must be a contiguous array of 4- or 8-byte items");
+        PyBuffer_Release(&bounds);
+        PyBuffer_Release(&rows);
         return NULL;
     }
     if (get_items(tfs_obj, &tfs, 4, "tfs") < 0) {
@@ -186,7 +198,7 @@ static PyObject *pack(PyObject *Py_UNUSED(module), PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    Terms t = {NULL, NULL, bounds.buf, rows.buf, tfs.buf, bounds.len / 8 - 1, own_above};
+    Terms t = {NULL, NULL, bounds.buf, rows.buf, rows.itemsize, tfs.buf, bounds.len / 8 - 1, own_above};
     if (t.n < 0) {
         PyErr_SetString(PyExc_ValueError, "bounds must hold one more entry than the terms");
         goto release;
@@ -204,7 +216,7 @@ static PyObject *pack(PyObject *Py_UNUSED(module), PyObject *args) {
         goto release;
     }
     int64_t postings = t.n ? t.bounds[t.n] : 0;
-    if (t.n && (t.bounds[0] < 0 || postings > rows.len / 8 || postings > tfs.len / 4)) {
+    if (t.n && (t.bounds[0] < 0 || postings > rows.len / rows.itemsize || postings > tfs.len / 4)) {
         PyErr_SetString(PyExc_ValueError, "bounds point outside rows or tfs");
         goto release;
     }

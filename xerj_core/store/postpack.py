@@ -130,9 +130,11 @@ def pack(terms: Sequence[bytes], rows: np.ndarray, tfs: np.ndarray, bounds: np.n
     counts = np.diff(bounds)
     if _compiled is not None and ENABLED:
         fixed = isinstance(terms, np.ndarray)
+        # int32 rows (a merge's, grouped) as they are: an int64 copy of a 65,536-row merge's was 14 MB
+        row_type = np.int32 if getattr(rows, "dtype", None) == np.int32 else np.int64
         buckets, suffixes, values = _compiled(
             np.ascontiguousarray(terms) if fixed else list(terms), terms.itemsize if fixed else 0,
-            np.ascontiguousarray(bounds), np.ascontiguousarray(rows, np.int64),
+            np.ascontiguousarray(bounds), np.ascontiguousarray(rows, row_type),
             np.ascontiguousarray(tfs, np.float32), OWN_KEY_POSTINGS, BUCKET_BYTES)
         own = counts > OWN_KEY_POSTINGS
         if own.any():
