@@ -56,10 +56,11 @@ every brain reads those files without waiting for them to be saved.
 
 A run pauses Python's cyclic garbage collector (its own allocations make no
 reference cycles; see ``store.collector_paused``), but a format's parser may:
-the standard library's email parser does, per message. ``parse_file`` frees
-what a parse left in cycles once it returns; a format that reads many records
-out of one file calls :func:`release_cycles` between records, so a large
-mailbox holds one message's garbage at a time, not all of them.
+the standard library's email parser does, per message. ``parse_file`` counts
+what each parse made and frees what parses left in cycles once that adds up to
+a collection's worth; a format that reads many records out of one file calls
+:func:`release_cycles` between records, so a large mailbox holds one message's
+garbage at a time, not all of them.
 """
 
 from __future__ import annotations
