@@ -682,7 +682,7 @@ def detect_file(
             if claim not in seen:
                 seen.add(claim)
                 drafts.append(draft)
-    release_cycles(began)  # detectors are plugin code: they may make reference cycles while a run pauses the collector
+    release_cycles(began=began)  # detectors are plugin code: they may make cycles while a run pauses the collector
     drafts.sort(key=_CLAIM)
     return drafts
 

@@ -240,7 +240,7 @@ def parse_file(
     except Exception as exc:  # a plugin bug must not end the run; report it against the file
         raise FormatError(f"format {fmt.name!r} failed: {type(exc).__name__}: {exc}", path=rel_path) from exc
     finally:
-        release_cycles(began)
+        release_cycles(began=began)
 
 
 def appender(formats: Mapping[str, Format] | Iterable[Format], rel_path: str, data: bytes) -> Any:
@@ -265,7 +265,7 @@ def parse_appended(appending: Any, rel_path: str, data: bytes, mtime_ms: int, st
     except Exception:  # read whole instead, which reports what fails
         return None
     finally:
-        release_cycles(began)
+        release_cycles(began=began)
     return None if docs is None else list(docs)
 
 

@@ -82,13 +82,14 @@ def collector_paused() -> Iterator[None]:
 # follows the objects made, and below this a call costs a comparison.
 RELEASE_AFTER_OBJECTS = 20_000
 
+
 def young_count() -> int:
     """The collector's count of container objects made since its last collection: noted before plugin code runs
     and handed to :func:`release_cycles` after it, so that only what the plugin made is counted."""
     return gc.get_count()[0]
 
 
-def release_cycles(began: int | None = None, min_new_objects: int = RELEASE_AFTER_OBJECTS) -> None:
+def release_cycles(min_new_objects: int = RELEASE_AFTER_OBJECTS, *, began: int | None = None) -> None:
     """Free the reference cycles made since the last collection, while the collector is paused.
 
     Collects the youngest generation once more than ``min_new_objects``
