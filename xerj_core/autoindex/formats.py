@@ -82,6 +82,7 @@ __all__ = [
     "Format",
     "FormatDeclined",
     "FormatError",
+    "NO_FORMAT",
     "SNIFF_BYTES",
     "collect_formats",
     "decode_text",
@@ -93,6 +94,9 @@ __all__ = [
 ]
 
 SNIFF_BYTES = 1024
+# The skip kind of a file no format reads (binaries, unknown extensions), and of one a format declines as another
+# program's file that began as its own do (a ``.json`` that is no export).
+NO_FORMAT = "no_format"
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.\-]*")
 # A dataset becomes an index name with the root id appended (``ax-notes-1a2b3c4d``); index names hold 255 bytes.

@@ -21,7 +21,7 @@ import numpy as np
 from xerj_core.autoindex import mapped
 from xerj_core.autoindex.continuations import Continuations
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine
-from xerj_core.autoindex.formats import SNIFF_BYTES, collect_formats, format_identities
+from xerj_core.autoindex.formats import NO_FORMAT, SNIFF_BYTES, collect_formats, format_identities
 from xerj_core.autoindex.parallel import (
     InlineExecutor,
     Kept,
@@ -190,8 +190,6 @@ class RunSummary:
         return body
 
 
-# The skip kind of a file no format reads (binaries, unknown extensions).
-NO_FORMAT = "no_format"
 NO_FORMAT_REASON = "no format reads this file"
 NOT_READ = Declined(NO_FORMAT, NO_FORMAT_REASON)
 

@@ -48,13 +48,12 @@ from typing import Any, Iterator
 
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import document, load_json
-from xerj_core.autoindex.formats import FormatDeclined, file_name
+from xerj_core.autoindex.formats import NO_FORMAT, FormatDeclined, file_name
 from xerj_core.model import SourceDocument
 
 EXPORT_NAME = "conversations.json"
 # Claude's export also holds the person's projects: their instructions and the documents given them as knowledge.
 PROJECTS_NAME = "projects.json"
-NO_FORMAT = "no_format"
 _CHATGPT_URL = "https://chatgpt.com/c/"
 _CLAUDE_URL = "https://claude.ai/chat/"
 _CLAUDE_PROJECT_URL = "https://claude.ai/project/"

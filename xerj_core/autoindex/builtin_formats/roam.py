@@ -28,7 +28,7 @@ from typing import Any, Iterator
 
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import document, json_head, load_json
-from xerj_core.autoindex.formats import FormatDeclined, stem
+from xerj_core.autoindex.formats import NO_FORMAT, FormatDeclined, stem
 from xerj_core.model import SourceDocument
 
 # The start of an export as Roam writes it (compact or indented): a list whose first page has a title, and keys
@@ -61,7 +61,7 @@ class RoamFormat:
         pages = load_json(data, rel_path, [])
         if not isinstance(pages, list) or not all(isinstance(page, dict) for page in pages):
             # another program's JSON that began as one does: passed by, as the other exports' formats do
-            raise FormatDeclined("not a Roam export: not a list of pages", kind="no_format")
+            raise FormatDeclined("not a Roam export: not a list of pages", kind=NO_FORMAT)
         docs = [self._page(rel_path, mtime_ms, page, n) for n, page in enumerate(pages, start=1)
                 if isinstance(page.get("title"), str)]
         card = document(self, rel_path, mtime_ms, doc_id=rel_path, title=stem(rel_path) or rel_path, text="",

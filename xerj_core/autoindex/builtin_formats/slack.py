@@ -40,10 +40,9 @@ from typing import Any
 
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import document, json_head, load_json
-from xerj_core.autoindex.formats import FormatDeclined, file_name
+from xerj_core.autoindex.formats import NO_FORMAT, FormatDeclined, file_name
 from xerj_core.model import SourceDocument
 
-NO_FORMAT = "no_format"
 USERS = "users.json"
 CONVERSATIONS = frozenset({"channels.json", "groups.json", "mpims.json", "dms.json"})
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}\.json")

@@ -36,10 +36,9 @@ from typing import Any, Iterator
 
 from xerj_core import hookimpl
 from xerj_core.autoindex.builtin_formats._common import document, json_head, load_json
-from xerj_core.autoindex.formats import FormatDeclined
+from xerj_core.autoindex.formats import NO_FORMAT, FormatDeclined
 from xerj_core.model import SourceDocument
 
-NO_FORMAT = "no_format"
 # The start of either export: the account's (``about``, ``personal_information``) or one chat's (its name and a
 # type of Telegram's, or its messages)
 _HEAD = re.compile(rb'^\s*\{\s*"(?:about|personal_information|name|type|id|messages)"\s*:')
