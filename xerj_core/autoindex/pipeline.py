@@ -1335,14 +1335,13 @@ def _wanted_fresh(batch: DraftColumns, wanted: WantedIds, settled: frozenset[str
     # a string of at most a quarter of the limit in characters fits it in UTF-8 bytes: only longer ones are checked
     if max(map(len, batch.src)) <= _SURELY_SHORT and max(map(len, batch.dst)) <= _SURELY_SHORT \
             and max(map(len, batch.type)) <= _SURELY_SHORT:
-        new = wanted.first_new(keys)  # the common case: every draft fits
+        new = wanted.take_new(keys)  # the common case: every draft fits
     else:
         sound = np.fromiter((_fits(src, dst, kind) for src, dst, kind in zip(batch.src, batch.dst, batch.type)),
                             bool, n)
         summary.edges_too_long += n - int(np.count_nonzero(sound))
         new = np.zeros(n, bool)
-        new[sound] = wanted.first_new(keys[sound])
-    wanted.add(keys[new])
+        new[sound] = wanted.take_new(keys[sound])
     keep = new.tolist()
     if settled:
         stays = map(settled.__contains__, batch.ids)

@@ -70,7 +70,20 @@ class WantedIds:
     def add(self, keys: np.ndarray) -> None:
         """Hold ``keys`` too (any order; duplicates and keys held already are held once)."""
         keys = np.unique(keys)
-        keys = keys[~self.holds(keys)]
+        self._hold(keys[~self.holds(keys)])
+
+    def take_new(self, keys: np.ndarray) -> np.ndarray:
+        """For each of ``keys`` in order, whether it is neither held nor met earlier in ``keys`` (the positions a
+        run that wanted them one at a time would have added); those are held from now on."""
+        distinct, first = np.unique(keys, return_index=True)
+        fresh = ~self.holds(distinct)
+        new = np.zeros(len(keys), bool)
+        new[first[fresh]] = True
+        self._hold(distinct[fresh])
+        return new
+
+    def _hold(self, keys: np.ndarray) -> None:
+        """Hold ``keys``: sorted, distinct and none held yet."""
         if not len(keys):
             return
         self._recent = _inserted(self._recent, keys)
@@ -81,14 +94,6 @@ class WantedIds:
         """The ids held, as the 128-bit numbers they spell (for a check: a run never lists them)."""
         halves = np.concatenate([self._keys, self._recent]).view(">u8").reshape(-1, 2).tolist()
         return {(hi << 64) | lo for hi, lo in halves}
-
-    def first_new(self, keys: np.ndarray) -> np.ndarray:
-        """For each of ``keys`` in order, whether it is neither held nor met earlier in ``keys``: the positions a
-        run that wanted them one at a time would have added."""
-        _, first = np.unique(keys, return_index=True)
-        new = np.zeros(len(keys), bool)
-        new[first] = True
-        return new & ~self.holds(keys)
 
 
 def _found(held: np.ndarray, keys: np.ndarray) -> np.ndarray:
