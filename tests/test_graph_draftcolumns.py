@@ -6,6 +6,8 @@ from __future__ import annotations
 import pickle
 import random
 
+import pytest
+
 from tests.test_graph_edgebatch import T0, drafts, run
 from xerj_core.autoindex import pipeline
 from xerj_core.autoindex.wanted import WantedIds
@@ -13,6 +15,7 @@ from xerj_core.engine import Engine, EngineConfig
 from xerj_core.graph import edgebatch
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, edge_id, edges_index, node_id_problem
 from xerj_core.graph.draftcolumns import FIELDS, DraftColumns
+from xerj_core.graph.idkeys import IdSet
 from xerj_core.model import EdgeDraft, Evidence
 
 
@@ -71,7 +74,7 @@ def test_the_typed_path_writes_the_ids_the_columns_carry(tmp_path, monkeypatch):
         assert stored is not None and stored[0]["dst"] == "b"
 
 
-def _chosen_one_by_one(batches, settled):
+def _chosen_one_by_one(batches, settled, renewed=frozenset(), retagged=frozenset()):
     """What a run wrote before drafts were columns: draft by draft, in order."""
     wanted: set[int] = set()
     too_long = 0
@@ -86,13 +89,14 @@ def _chosen_one_by_one(batches, settled):
             if number in wanted:
                 continue
             wanted.add(number)
-            if eid not in settled:
+            if eid not in settled or (draft.detector in retagged and eid in renewed):
                 chosen.append((draft, eid))
         out.append(chosen)
     return out, wanted, too_long
 
 
-def test_a_run_chooses_the_drafts_to_write_as_it_did_draft_by_draft():
+@pytest.mark.parametrize("retagged", [frozenset(), frozenset({"e@2"})])
+def test_a_run_chooses_the_drafts_to_write_as_it_did_draft_by_draft(retagged):
     rng = random.Random(4)
     pool = drafts(rng, 400, 40)
     long_id = "x" * (MAX_NODE_ID_BYTES + 1)
@@ -105,15 +109,19 @@ def test_a_run_chooses_the_drafts_to_write_as_it_did_draft_by_draft():
     batches = [columns.take(rows) for rows in ([*range(0, 60), 5, 6], range(60, 150), [*range(120, 260), 3],
                                                range(260, 400), [])]
     settled = frozenset(columns.ids[i] for i in range(0, 400, 9))
-    expected, expected_wanted, expected_long = _chosen_one_by_one(batches, settled)
+    # the live ones among them (a retagged detector's drafts of those are renewed), and an id no detection derives
+    renewed = frozenset(list(settled)[::2]) if retagged else frozenset()
+    expected, expected_wanted, expected_long = _chosen_one_by_one(batches, settled, renewed, retagged)
+    assert sum(map(len, expected)) < sum(map(len, _chosen_one_by_one(batches, frozenset())[0]))
     summary = pipeline.RunSummary(root="/r", brain="b", graph=True)
     wanted = WantedIds()
+    standing = IdSet.of(settled | {"rj-by-a-person"})
     for batch, chosen in zip(batches, expected):
-        got = pipeline._wanted_fresh(batch, wanted, settled, summary)
+        got = pipeline._wanted_fresh(batch, wanted, standing, summary, IdSet.of(renewed), retagged)
         assert list(zip(got, got.ids)) == chosen
     assert wanted.numbers() == expected_wanted and summary.edges_too_long == expected_long == 3
     # the common case (every draft fits and is new) takes the set passes and gives the same
     fresh = WantedIds()
     plain = columns.take(range(120, 400))
-    assert pipeline._wanted_fresh(plain, fresh, frozenset(), summary) is plain
+    assert pipeline._wanted_fresh(plain, fresh, IdSet(), summary) is plain
     assert fresh.numbers() == {int(eid, 16) for eid in plain.ids}

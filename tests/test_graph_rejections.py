@@ -6,7 +6,7 @@ import pytest
 
 from xerj_core.engine import Engine, EngineConfig
 from xerj_core.errors import GraphError
-from xerj_core.graph.brain import edge_id, rejection_id
+from xerj_core.graph.brain import edge_id, edges_index, rejection_id
 from xerj_core.model import EdgeDraft, Evidence
 
 EDGES = ".xerj-memory-notes-edges"
@@ -186,3 +186,27 @@ def test_standing_names_sealed_edges_from_their_packed_ids_not_their_documents(e
     live, rejected = engine.graph.standing("notes")
     assert live == expected and rejected == {rejected_id}
     assert 0 < len(asked) < 8  # the newest rows (the tail holds fewer than 8, the fixture's tail_rows)
+
+
+def test_standing_keys_read_sealed_ids_as_keys_without_naming_them(engine, monkeypatch):
+    """A reconcile's standing ids are 16-byte keys: a sealed row's is read from the segment's packed text (no
+    string made for it); only rows no packed text spells (the tail's, an id not derived) are named."""
+    from xerj_core.graph.rowids import RowIds
+
+    drafts = [draft(T1 + n, dst=f"n{n}.md") for n in range(60)]
+    engine.graph.write_edges("notes", drafts, created_at=T1)
+    engine.graph.invalidate_edges("notes", edge_ids=[edge_id("a.md", "wikilink", "n4.md", T1 + 4)], at=T2)
+    mine = "an id of its own"  # an edge written through the ES door
+    engine.store.put(edges_index("notes"), {"src": "a.md", "dst": "z.md", "type": "t", "valid_at": T2}, mine)
+    expected = {edge_id("a.md", "wikilink", f"n{n}.md", T1 + n) for n in range(60) if n != 4} | {mine}
+    named = []
+    ids = RowIds.ids
+
+    def counted(self, reader, rows):
+        named.extend(rows.tolist())
+        return ids(self, reader, rows)
+
+    monkeypatch.setattr(RowIds, "ids", counted)
+    live, rejected = engine.graph.standing_keys("notes")
+    assert set(live) == expected and not rejected and mine in live.others and len(live.keys) == 59
+    assert 0 < len(named) < 8  # the tail's rows (fewer than the fixture's tail_rows), not the 52 sealed ones

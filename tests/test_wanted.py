@@ -7,7 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from xerj_core.autoindex.wanted import WantedIds, derived, is_derived, keys_of, keys_of_numbers
+from xerj_core.autoindex.wanted import WantedIds
+from xerj_core.graph.idkeys import derived, is_derived, keys_of, keys_of_numbers
 
 
 def _ids(rng: random.Random, n: int) -> list[str]:

@@ -21,10 +21,11 @@ whose id equals a live edge's already does, by identity alone.
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+
+from xerj_core.graph.idkeys import IdSet, is_derived
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.graph.draftcolumns import DraftColumns
@@ -32,25 +33,11 @@ if TYPE_CHECKING:  # pragma: no cover
 # An id as the two big-endian 64-bit halves its 32 hex digits spell; remembered ones are looked up by their first
 # half (sorted), the second checked after: two ids sharing a first half cost one comparison again, never a wrong one.
 _HALVES = np.dtype(">u8")
-_DERIVED_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def _halves(ids: Sequence[str]) -> np.ndarray:
     """``ids`` (each 32 lowercase hex digits) as an ``(n, 2)`` array of native 64-bit halves."""
     return np.frombuffer(bytes.fromhex("".join(ids)), _HALVES).astype(np.uint64).reshape(-1, 2)
-
-
-def _derived_halves(ids: Iterable[str]) -> np.ndarray:
-    """The ids among ``ids`` that ``edge_id`` could have derived (32 lowercase hex digits), as :func:`_halves`."""
-    listed = [i for i in ids if len(i) == 32]
-    joined = "".join(listed)
-    # no space (which fromhex skips) and no capital: then fromhex reads every one, or fails on one not hex
-    if joined.isalnum() and joined == joined.lower():
-        try:
-            return np.frombuffer(bytes.fromhex(joined), _HALVES).astype(np.uint64).reshape(-1, 2)
-        except ValueError:
-            pass
-    return _halves([i for i in listed if _DERIVED_ID.fullmatch(i)])
 
 
 def _positions(known: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -77,7 +64,7 @@ class Continuations:
         self._found = bytearray()
 
     @classmethod
-    def recalled(cls, blob: bytes | None, live: Iterable[str]) -> "Continuations":
+    def recalled(cls, blob: bytes | None, live: IdSet) -> "Continuations":
         """The pairs ``blob`` holds (as :meth:`dumps` wrote them) whose live edge is among ``live`` ids."""
         blob = blob or b""
         if len(blob) % 32:
@@ -85,8 +72,8 @@ class Continuations:
         pairs = np.frombuffer(blob, _HALVES).astype(np.uint64).reshape(-1, 4)
         drafts, lives = pairs[:, :2], pairs[:, 2:]
         if len(pairs):
-            standing = _derived_halves(live)
-            standing = standing[np.argsort(standing[:, 0], kind="stable")]
+            # the keys' order is their first halves' (the halves are big-endian): sorted as _positions wants
+            standing = live.keys.view(_HALVES).astype(np.uint64).reshape(-1, 2)
             held = _positions(standing, lives) >= 0
             drafts, lives = drafts[held], lives[held]
         return cls(drafts, lives, len(pairs) - len(drafts))
@@ -110,7 +97,7 @@ class Continuations:
 
     def found(self, draft_id: str, live_id: str) -> None:
         """Remember that the draft ``draft_id`` was found to continue the live edge ``live_id``."""
-        if _DERIVED_ID.fullmatch(draft_id) and _DERIVED_ID.fullmatch(live_id):
+        if is_derived(draft_id) and is_derived(live_id):
             self._found += bytes.fromhex(draft_id + live_id)
 
     def dumps(self) -> bytes | None:

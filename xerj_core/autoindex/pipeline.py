@@ -10,8 +10,6 @@ import uuid
 import weakref
 from collections import Counter, deque
 from concurrent.futures import BrokenExecutor, Executor, Future
-from itertools import compress
-from operator import and_, not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
@@ -66,10 +64,11 @@ from xerj_core.autoindex.sink import (
     split_ref,
 )
 from xerj_core.autoindex.walk import IGNORED, MAX_FILE_BYTES, UNREADABLE, VANISHED, FileEntry, Skipped, walk
-from xerj_core.autoindex.wanted import WantedIds, derived, is_derived, keys_of, keys_of_numbers
+from xerj_core.autoindex.wanted import WantedIds
 from xerj_core.errors import BatchFailed, DocumentRefused, IllegalArgument, PluginError
 from xerj_core.graph.brain import MAX_NODE_ID_BYTES, MAX_TYPE_BYTES, node_id_problem, validate_brain_name
 from xerj_core.graph.draftcolumns import DraftColumns
+from xerj_core.graph.idkeys import IdSet, ids_of_keys, is_derived, keys_of, keys_of_numbers
 from xerj_core.model import EdgeDraft
 from xerj_core.plugins import get_plugin_manager
 from xerj_core.store.residency import trim_heap
@@ -1258,7 +1257,7 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
 
     for drafts, eids in detection.batches():
         batch = drafts if isinstance(drafts, DraftColumns) else DraftColumns.of(drafts, eids)
-        chosen = _wanted_fresh(batch, wanted, settled, summary, standing.live if retagged else frozenset(), retagged)
+        chosen = _wanted_fresh(batch, wanted, settled, summary, standing.live if retagged else IdSet(), retagged)
         if chosen and continuations:
             chosen, continued = continuations.settle(chosen, retagged)
             wanted.add(keys_of_numbers(continued))
@@ -1275,9 +1274,9 @@ def _detect_and_reconcile(sink: BrainSink, detection: _Detection, brain: str, da
             fresh, held = [pending[cut:]], held - cut
     write(DraftColumns.joined(fresh))
     summary.edges_capped = int(detection.counters().get("edges_capped", 0))
-    live_ids, live_keys = derived(standing.live)
+    live = standing.live
     # a live edge under an id no detection derives (written through the ES door) is never wanted
-    stale = sorted([*(standing.live - set(live_ids)), *compress(live_ids, (~wanted.holds(live_keys)).tolist())])
+    stale = sorted([*live.others, *ids_of_keys(live.keys[~wanted.holds(live.keys)])])
     if stale:
         summary.edges_invalidated = sink.invalidate_edges(brain, stale, now_ms)
     remembered = continuations.dumps()
@@ -1322,8 +1321,8 @@ def _continued(sink: BrainSink, brain: str, drafts: DraftColumns, wanted: Wanted
     return drafts if len(keep) == len(drafts) else drafts.take(keep)
 
 
-def _wanted_fresh(batch: DraftColumns, wanted: WantedIds, settled: frozenset[str], summary: RunSummary,
-                  renewed: frozenset[str] = frozenset(), retagged: frozenset[str] = frozenset()) -> DraftColumns:
+def _wanted_fresh(batch: DraftColumns, wanted: WantedIds, settled: IdSet, summary: RunSummary,
+                  renewed: IdSet | None = None, retagged: frozenset[str] = frozenset()) -> DraftColumns:
     """The drafts of ``batch`` to write: each whose ids fit and whose edge id is not wanted yet (by an earlier
     batch or draft) is now wanted, and those not settled already are returned, in order; a settled one is
     returned too when its id is ``renewed`` and its detector tag ``retagged``. A draft naming a node id or type
@@ -1342,14 +1341,12 @@ def _wanted_fresh(batch: DraftColumns, wanted: WantedIds, settled: frozenset[str
         summary.edges_too_long += n - int(np.count_nonzero(sound))
         new = np.zeros(n, bool)
         new[sound] = wanted.take_new(keys[sound])
-    keep = new.tolist()
     if settled:
-        stays = map(settled.__contains__, batch.ids)
+        stays = settled.holds(keys)
         if renewed:
-            stays = (stay and not (tag in retagged and eid in renewed)
-                     for stay, tag, eid in zip(stays, batch.detector, batch.ids))
-        keep = list(map(and_, keep, map(not_, stays)))
-    return batch if all(keep) else batch.where(keep)
+            stays &= ~(renewed.holds(keys) & np.fromiter(map(retagged.__contains__, batch.detector), bool, n))
+        new &= ~stays
+    return batch if new.all() else batch.where(new.tolist())
 
 
 def _fits(src: str, dst: str, kind: str) -> bool:

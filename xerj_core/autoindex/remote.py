@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Iterator, Sequence, TypeVar
 
+import attrs
 import orjson
 
 from xerj_core.autoindex import wire
@@ -23,6 +24,7 @@ from xerj_core.autoindex.sink import (BrainState, EdgeWriteSummary, FileWrite, L
                                      StandingEdges)
 from xerj_core.credentials import authorization_header
 from xerj_core.errors import DocumentRefused, IllegalArgument, ParsingError, XerjError
+from xerj_core.graph.idkeys import IdSet
 from xerj_core.model import EdgeDraft
 from xerj_core.text import CountedTerms
 
@@ -46,6 +48,14 @@ class RemoteError(XerjError):
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
+
+
+@attrs.frozen
+class _StandingIds:
+    """The body of ``GET /_graph/{brain}/_standing`` (its ``brain`` aside)."""
+
+    live: tuple[str, ...] = ()
+    rejected: tuple[str, ...] = ()
 
 
 class RemoteSink:
@@ -166,7 +176,8 @@ class RemoteSink:
 
     def standing_edges(self, brain: str) -> StandingEdges:
         path = self._path("_graph", brain, "_standing")
-        return self._read(self._json("GET", path), StandingEdges, "GET", path)
+        body = self._read(self._json("GET", path), _StandingIds, "GET", path)
+        return StandingEdges(IdSet.of(body.live), IdSet.of(body.rejected))
 
     def live_claims(self, brain: str, files: Sequence[str]) -> LiveClaims:
         path = self._path("_graph", brain, "_claims")

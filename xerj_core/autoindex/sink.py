@@ -20,6 +20,7 @@ import xxhash
 from xerj_core.autoindex.formats import WORDS_MARK
 from xerj_core.errors import DocumentRefused, IndexNotFound
 from xerj_core.graph.brain import edges_index
+from xerj_core.graph.idkeys import IdSet
 from xerj_core.model import EdgeDraft
 from xerj_core.store import residency
 from xerj_core.store.limits import MAX_ID_BYTES
@@ -249,11 +250,11 @@ class StandingEdges:
     """The brain's edges a reconcile compares against: ``live`` ones, and ``settled`` ones (live, or retired
     under a person's rejection) that need no write."""
 
-    live: frozenset[str] = frozenset()
-    rejected: frozenset[str] = frozenset()
+    live: IdSet = attrs.field(factory=IdSet)
+    rejected: IdSet = attrs.field(factory=IdSet)
 
     @property
-    def settled(self) -> frozenset[str]:
+    def settled(self) -> IdSet:
         return self.live | self.rejected
 
 
@@ -621,8 +622,8 @@ class LocalSink:
         # naming the edges the first time reads every edge's record (see graph.rowids): its pages given back as
         # a write's are, or a 20k-note brain's first re-run held 300 MB of them
         with self._releasing():
-            live, rejected = self.graph.standing(brain)
-        return StandingEdges(live=frozenset(live), rejected=frozenset(rejected))
+            live, rejected = self.graph.standing_keys(brain)
+        return StandingEdges(live=live, rejected=rejected)
 
     def live_claims(self, brain: str, files: Sequence[str]) -> LiveClaims:
         return LiveClaims(tuple(LiveClaim(**claim) for claim in self.graph.live_claims(brain, files)))

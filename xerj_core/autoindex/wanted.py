@@ -1,57 +1,25 @@
-"""The edge ids a run wants, held as 16-byte keys in one sorted array rather than as a set of Python numbers.
+"""The edge ids a run wants, held as 16-byte keys (see :mod:`xerj_core.graph.idkeys`) in a sorted array that grows.
 
 A reconcile wants every edge its detection teaches (so that the live edges it
 does not want are retired): one id per claim, 266k on 20,000 generated notes.
 As a set of 128-bit Python ints they took about 60 bytes each (16 MB there,
-alive through every edge write, where the first run's peak lies); as the 16
-bytes each id's 32 hex digits spell, big-endian so that byte order is number
-order, they take 16, and a batch of drafts is checked and added by numpy
-passes (a search of the sorted keys, one insertion). Only ids ``edge_id``
-derives (32 lowercase hex digits) have a key: any other id is never wanted.
+alive through every edge write, where the first run's peak lies); as keys they
+take 16, and a batch of drafts is checked and added by numpy passes (a search
+of the sorted keys, one insertion). Only ids ``edge_id`` derives have a key:
+any other id is never wanted.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Iterable, Sequence
-
 import numpy as np
 
-KEY = np.dtype("S16")
-_DERIVED_ID = re.compile(r"[0-9a-f]{32}")
-
-
-def is_derived(eid: str) -> bool:
-    """Whether ``edge_id`` could have derived ``eid`` (32 lowercase hex digits)."""
-    return _DERIVED_ID.fullmatch(eid) is not None
-
-
-def keys_of(ids: Sequence[str]) -> np.ndarray:
-    """The key of each of ``ids``, every one derived (32 lowercase hex digits): a ``ValueError`` otherwise."""
-    if not ids:
-        return np.empty(0, KEY)
-    joined = "".join(ids)
-    if len(joined) != 32 * len(ids) or not joined.isalnum() or joined != joined.lower():
-        # fromhex skips spaces and reads capitals: neither may pass for a derived id
-        raise ValueError("not every id is 32 lowercase hex digits")
-    return np.frombuffer(bytes.fromhex(joined), KEY)
-
-
-def derived(ids: Iterable[str]) -> tuple[list[str], np.ndarray]:
-    """The ids among ``ids`` that ``edge_id`` could have derived, and their keys."""
-    found = [eid for eid in ids if is_derived(eid)]
-    return found, keys_of(found)
-
-
-def keys_of_numbers(numbers: Iterable[int]) -> np.ndarray:
-    """The keys of ids given as the 128-bit numbers they spell."""
-    return np.frombuffer(b"".join(number.to_bytes(16, "big") for number in numbers), KEY)
+from xerj_core.graph.idkeys import KEY, found_in
 
 
 class WantedIds:
-    """A set of keys (see :func:`keys_of`): a sorted array, and a small sorted one of the latest additions that
-    joins it once it holds an eighth as many, so that a run's additions cost a few copies of the whole, not one
-    per batch."""
+    """A set of keys (see :func:`~xerj_core.graph.idkeys.keys_of`): a sorted array, and a small sorted one of
+    the latest additions that joins it once it holds an eighth as many, so that a run's additions cost a few
+    copies of the whole, not one per batch."""
 
     # the latest additions held apart up to this many, or an eighth of the rest
     RECENT = 4096
@@ -65,7 +33,7 @@ class WantedIds:
 
     def holds(self, keys: np.ndarray) -> np.ndarray:
         """Whether each of ``keys`` is held, as booleans."""
-        return _found(self._keys, keys) | _found(self._recent, keys)
+        return found_in(self._keys, keys) | found_in(self._recent, keys)
 
     def add(self, keys: np.ndarray) -> None:
         """Hold ``keys`` too (any order; duplicates and keys held already are held once)."""
@@ -94,13 +62,6 @@ class WantedIds:
         """The ids held, as the 128-bit numbers they spell (for a check: a run never lists them)."""
         halves = np.concatenate([self._keys, self._recent]).view(">u8").reshape(-1, 2).tolist()
         return {(hi << 64) | lo for hi, lo in halves}
-
-
-def _found(held: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    if not len(held) or not len(keys):
-        return np.zeros(len(keys), bool)
-    at = np.minimum(np.searchsorted(held, keys), len(held) - 1)
-    return held[at] == keys
 
 
 def _inserted(held: np.ndarray, keys: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ from xerj_core.graph.hop import (
     shortest_floats,
 )
 from xerj_core.graph import rowdocs
+from xerj_core.graph.idkeys import IdSet
 from xerj_core.graph.names import field_dictionary as _dictionary, resolve_in
 from xerj_core.graph.requests import (
     EgoRequest,
@@ -38,7 +39,7 @@ from xerj_core.graph.requests import (
     parse_trust,
 )
 from xerj_core.graph.review import review_ordinals, state_counts, trust_weighted_confidence
-from xerj_core.graph.standing import live_claims_of_files, standing_edge_ids
+from xerj_core.graph.standing import live_claims_of_files, standing_edge_ids, standing_edge_keys
 from xerj_core.graph.stats import edge_stats
 from xerj_core.store import ABSENT_INT, IndexReader, keys
 
@@ -667,6 +668,11 @@ class GraphReading:
         """``(live ids, rejected ids)`` of the brain's edges, for a machine writer's reconcile (see :mod:`.standing`)."""
         validate_brain_name(brain)
         return standing_edge_ids(self.store, brain, self.views.row_ids)
+
+    def standing_keys(self, brain: str) -> tuple[IdSet, IdSet]:
+        """:meth:`standing` as sets of keys (see :mod:`.idkeys`): no string made per derived id."""
+        validate_brain_name(brain)
+        return standing_edge_keys(self.store, brain, self.views.row_ids)
 
     def live_claims(self, brain: str, files: Iterable[str]) -> list[dict[str, Any]]:
         """The claims of the live edges whose evidence cites one of ``files`` (see :mod:`.standing`)."""
