@@ -30,6 +30,8 @@ def test_an_id_set_answers_as_the_set_of_its_strings():
         assert found.holds(keys_of(derived)).all()
         other = {rng.choice(pool) for _ in range(rng.randrange(0, 60))}
         assert set(found | IdSet.of(other)) == chosen | other
+        assert set(found | IdSet()) == set(IdSet() | found) == chosen  # one side without keys: kept as it is
+        assert set(IdSet.of(["meta"]) | found) == chosen | {"meta"}
     assert not IdSet() and list(IdSet()) == [] and len(IdSet()) == 0 and not IdSet().holds(keys_of(pool[:3])).any()
 
 
