@@ -226,3 +226,59 @@ def test_remade_documents_keep_every_other_attribute():
     original = SourceDocument(**values)
     assert remade(original, "new", {"k": 1}) == attrs.evolve(original, text="new", fields={"k": 1})
     assert with_text(original, "x") == attrs.evolve(original, text="x")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the map's pages are given back on Linux only")
+@pytest.mark.parametrize("giving_back", [True, False])
+@pytest.mark.parametrize("kind", ["detections", "parses"])
+def test_reading_the_cache_gives_its_pages_back_as_it_goes(tmp_path, monkeypatch, kind, giving_back):
+    """A run reads each remembered detection and parse once: the pages of the cache's map it read are given back
+    every GIVE_BACK_ENTRIES entries and at the end, not kept to the run's end (each read of a random key maps
+    about 64 KB around it). Without giving back (the control), the same reads leave most of the file resident."""
+    import os
+    import pickle
+
+    from xerj_core.autoindex import parsecache
+    from xerj_core.autoindex.kept import Kept
+    from xerj_core.autoindex.parallel import ParseOutcome
+    from xerj_core.autoindex.walk import FileEntry
+    from xerj_core.model import SourceDocument
+
+    directory = tmp_path / "cache"
+    directory.mkdir()
+    parsecache._empty_older(str(directory))
+    parsecache._empty_older(str(directory / "detections.mdb"), subdir=False)
+    cache = parsecache.ParseCache(str(directory), "/folder", b"f" * 16, b"d" * 16)
+    paths = [f"note-{i}.md" for i in range(2000)]
+    if kind == "detections":
+        entries = {path: ("entry", os.urandom(3000)) for path in paths}
+        cache.keep_detections(entries)
+        data = directory / "detections.mdb"
+        read = lambda: cache.recall_detections(paths)  # noqa: E731
+    else:
+        files = [FileEntry(path, tmp_path / path, 10, 20) for path in paths]
+        entries = {entry.rel_path: parsecache.Cached(Kept.of(ParseOutcome(None, (SourceDocument(
+            entry.rel_path, "notes", entry.rel_path, "t", os.urandom(1500).hex(), "", "file", 1, "markdown", {}),))),
+            "digest", None) for entry in files}
+        cache.store([(entry, entries[entry.rel_path]) for entry in files])
+        data = directory / "data.mdb"
+        read = lambda: cache.lookup(files, False)  # noqa: E731
+    size = data.stat().st_size / 2**20
+    if not giving_back:
+        monkeypatch.setattr(parsecache, "GIVE_BACK_ENTRIES", 10**9)
+        monkeypatch.setattr(parsecache._Reads, "give_back", lambda self: None)
+    residency.drop_pages(residency.mapped_ranges(data))
+    seen = []
+    loads = pickle.loads
+
+    def sampled(blob):
+        seen.append(_resident_mb(data) if len(seen) % 100 == 99 else 0.0)
+        return loads(blob)
+
+    monkeypatch.setattr(parsecache.pickle, "loads", sampled)
+    assert read() == entries
+    assert size > 6 and len(seen) >= 2000
+    if giving_back:
+        assert max(seen) < size / 2 and _resident_mb(data) < 0.5
+    else:
+        assert max(seen) > size / 2 and _resident_mb(data) > size / 2
