@@ -61,6 +61,7 @@ import os
 import pickle
 import struct
 import sys
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Sequence
 
@@ -160,7 +161,7 @@ class ParseCache:
         if env is None:
             return {}
         found: dict[str, Cached] = {}
-        reads = _Reads(os.path.join(self.path, "data.mdb"))
+        reads = _Reads(env, os.path.join(self.path, "data.mdb"))
         try:
             with env.begin(buffers=True) as txn:
                 for entry in entries:
@@ -223,9 +224,9 @@ class ParseCache:
                                           self.detectors if cached.partial is not None else bytes(16),
                                           xxhash.xxh3_64_digest(payload))
                     txn.put(self._key(entry.rel_path), header + payload)
+            _give_back_written(env, os.path.join(self.path, "data.mdb"))
         except lmdb.Error:
             pass
-        _give_back_written(os.path.join(self.path, "data.mdb"))
 
     def forget(self, rel_paths: Iterable[str]) -> None:
         """Drop the entries of files the run found removed, parses and detections (best effort)."""
@@ -249,7 +250,7 @@ class ParseCache:
             return {}
         found: dict[str, Any] = {}
         code = self._detection_code()
-        reads = _Reads(self._detections_path)
+        reads = _Reads(env, self._detections_path)
         try:
             with env.begin(buffers=True) as txn:
                 for rel_path in rel_paths:
@@ -285,9 +286,9 @@ class ParseCache:
                         continue
                     txn.put(self._detection_key(rel_path),
                             _DETECTION_HEADER.pack(code, xxhash.xxh3_64_digest(payload)) + payload)
+            _give_back_written(env, self._detections_path)
         except lmdb.Error:
             pass
-        _give_back_written(self._detections_path)
 
     def recall_continuations(self, label: str) -> bytes | None:
         """The continued claims kept for this folder under ``label`` (a brain on a server: see ``continuations``),
@@ -370,20 +371,21 @@ class ParseCache:
 # random key maps about 64 KB (the kernel maps the pages around a fault that the page cache holds), so 512 entries
 # (one batch's) left 33-36 MB of the detections' map resident.
 GIVE_BACK_ENTRIES = 128
-# The read-only mappings of a cache environment's data file, by file, as last found in /proc/self/maps (see _Reads).
-_MAPS: dict[str, tuple[int, list[tuple[int, int]]]] = {}
+# The read-only mapping of a cache environment's data file, by file, with the environment it was found for (weakly):
+# a map keeps its place while its environment is open, and this process keeps them open (see _Reads).
+_MAPS: dict[str, tuple[weakref.ref, list[tuple[int, int]]]] = {}
 
 
 class _Reads:
-    """The entries one read transaction takes from a cache environment (whose data file is ``data_file``), whose
-    pages are given back every :data:`GIVE_BACK_ENTRIES` entries and at the end. A run reads each entry once and
-    copies out what it keeps: the pages would otherwise count in its RSS until it ends (100 MB of an edit's run
-    on 20,000 notes). The map is read-only, so a reader in another thread only faults a page back in from the
-    page cache."""
+    """The entries one read transaction of ``env`` (whose data file is ``data_file``) takes, whose pages are given
+    back every :data:`GIVE_BACK_ENTRIES` entries and at the end. A run reads each entry once and copies out what
+    it keeps: the pages would otherwise count in its RSS until it ends (100 MB of an edit's run on 20,000 notes).
+    The map is read-only, so a reader in another thread only faults a page back in from the page cache."""
 
-    __slots__ = ("data_file", "count", "ranges")
+    __slots__ = ("env", "data_file", "count", "ranges")
 
-    def __init__(self, data_file: str) -> None:
+    def __init__(self, env: lmdb.Environment, data_file: str) -> None:
+        self.env = env
         self.data_file = data_file
         self.count = 0
         self.ranges: list[tuple[int, int]] | None = None
@@ -391,7 +393,7 @@ class _Reads:
     def note(self, value: memoryview) -> None:
         """One entry read, in place (``value`` lies in the environment's map)."""
         if self.ranges is None:
-            self.ranges = _mapping_of(self.data_file, value)
+            self.ranges = _mapping_of(self.env, self.data_file, value)
         self.count += 1
         if self.count % GIVE_BACK_ENTRIES == 0:
             residency.drop_pages(self.ranges)
@@ -402,27 +404,26 @@ class _Reads:
             residency.drop_pages(self.ranges)
 
 
-def _give_back_written(data_file: str) -> None:
-    """After a write transaction to a cache environment: the pages of its map the write read (the B-tree it
-    changed), which a run that keeps a whole folder's entries (its first edit) would otherwise hold to the end."""
+def _give_back_written(env: lmdb.Environment, data_file: str) -> None:
+    """After a write transaction of ``env`` (committed: the environment is open): the pages of its map the write
+    read (the B-tree it changed), which a run that keeps a whole folder's entries (its first edit) would
+    otherwise hold to the end."""
     known = _MAPS.get(data_file)
-    residency.drop_pages(known[1] if known is not None and known[0] == os.getpid()
+    residency.drop_pages(known[1] if known is not None and known[0]() is env
                          else residency.mapped_ranges(Path(data_file)))
 
 
-def _mapping_of(data_file: str, value: memoryview) -> list[tuple[int, int]]:
-    """The read-only mapping of ``data_file`` that holds ``value`` (a buffer read from it): the one found last time
-    when it still holds the value's address (a map keeps its place while its environment is open, and this
-    process keeps them open), else found in ``/proc/self/maps`` (about 1 ms in a run's process); none when the
-    value is empty or no mapping holds it."""
+def _mapping_of(env: lmdb.Environment, data_file: str, value: memoryview) -> list[tuple[int, int]]:
+    """The mapping of ``env``'s data file ``data_file``: the one found before for this environment, else the one
+    of ``/proc/self/maps`` (about 1 ms to read in a run's process) holding ``value``, a buffer read from it."""
+    known = _MAPS.get(data_file)
+    if known is not None and known[0]() is env:
+        return known[1]
     if not len(value):
         return []
     address = np.frombuffer(value, np.uint8).ctypes.data
-    known = _MAPS.get(data_file)
-    if known is not None and known[0] == os.getpid() and any(start <= address < end for start, end in known[1]):
-        return known[1]
     found = [(start, end) for start, end in residency.mapped_ranges(Path(data_file)) if start <= address < end]
-    _MAPS[data_file] = (os.getpid(), found)
+    _MAPS[data_file] = (weakref.ref(env), found)
     return found
 
 
