@@ -18,7 +18,7 @@ def _ids(rng: random.Random, n: int) -> list[str]:
 
 def test_an_id_set_answers_as_the_set_of_its_strings():
     rng = random.Random(5)
-    pool = _ids(rng, 200) + ["meta", "rj-" + "0" * 32, "A" * 32, " " + "0" * 31, "é" * 16]
+    pool = _ids(rng, 200) + ["meta", "rj-" + "0" * 32, "A" * 32, " " + "0" * 31, "é" * 16, "0" * 31, "0" * 33]
     for _ in range(30):
         chosen = {rng.choice(pool) for _ in range(rng.randrange(0, 60))}
         found = IdSet.of([*chosen, *chosen])  # repeats are held once
@@ -33,6 +33,8 @@ def test_an_id_set_answers_as_the_set_of_its_strings():
         assert set(found | IdSet()) == set(IdSet() | found) == chosen  # one side without keys: kept as it is
         assert set(IdSet.of(["meta"]) | found) == chosen | {"meta"}
     assert not IdSet() and list(IdSet()) == [] and len(IdSet()) == 0 and not IdSet().holds(keys_of(pool[:3])).any()
+    odd = IdSet.of(["0" * 31, "0" * 33])  # 64 hex digits in all: two ids, neither derived
+    assert not len(odd.keys) and set(odd) == {"0" * 31, "0" * 33}
 
 
 def test_keys_read_from_stored_text_are_the_keys_of_the_ids_it_spells():

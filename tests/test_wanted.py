@@ -52,6 +52,8 @@ def test_only_derived_ids_have_keys():
         assert not is_derived(bad)
         with pytest.raises(ValueError):
             keys_of([good, bad])
+    with pytest.raises(ValueError):
+        keys_of(["0" * 31, "0" * 33])  # 64 hex digits in all, in two ids neither of which is one
     found, keys = derived(["x", good, "F" * 32, "rj-" + good])
     assert found == [good] and keys.tolist() == [bytes.fromhex(good).rstrip(b"\0")]
     assert keys_of([]).dtype == np.dtype("S16") and len(keys_of([])) == 0

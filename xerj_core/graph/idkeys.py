@@ -33,7 +33,8 @@ def keys_of(ids: Sequence[str]) -> np.ndarray:
     if not ids:
         return np.empty(0, KEY)
     joined = "".join(ids)
-    if len(joined) != 32 * len(ids) or not joined.isalnum() or joined != joined.lower():
+    if len(joined) != 32 * len(ids) or not joined.isalnum() or joined != joined.lower() \
+            or max(map(len, ids)) != 32:  # the total alone would let one of 31 digits and one of 33 pass
         # fromhex skips spaces and reads capitals: neither may pass for a derived id
         raise ValueError("not every id is 32 lowercase hex digits")
     return np.frombuffer(bytes.fromhex(joined), KEY)
@@ -97,8 +98,11 @@ class IdSet:
     def of(cls, ids: Iterable[str]) -> "IdSet":
         """The set of ``ids`` (strings, derived or not)."""
         listed = list(ids)
-        found, keys = derived(listed)
-        return cls(keys, set(listed).difference(found))
+        try:  # the usual list (a server's standing ids): every id derived, checked and read in one pass
+            return cls(keys_of(listed))
+        except ValueError:
+            found, keys = derived(listed)
+            return cls(keys, set(listed).difference(found))
 
     def __len__(self) -> int:
         return len(self.keys) + len(self.others)
