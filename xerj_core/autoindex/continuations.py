@@ -21,11 +21,11 @@ whose id equals a live edge's already does, by identity alone.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from xerj_core.graph.idkeys import IdSet, is_derived
+from xerj_core.graph.idkeys import IdSet, is_derived, keys_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from xerj_core.graph.draftcolumns import DraftColumns
@@ -35,9 +35,9 @@ if TYPE_CHECKING:  # pragma: no cover
 _HALVES = np.dtype(">u8")
 
 
-def _halves(ids: Sequence[str]) -> np.ndarray:
-    """``ids`` (each 32 lowercase hex digits) as an ``(n, 2)`` array of native 64-bit halves."""
-    return np.frombuffer(bytes.fromhex("".join(ids)), _HALVES).astype(np.uint64).reshape(-1, 2)
+def _halves(keys: np.ndarray) -> np.ndarray:
+    """Ids' keys (see :mod:`xerj_core.graph.idkeys`) as an ``(n, 2)`` array of native 64-bit halves."""
+    return keys.view(_HALVES).astype(np.uint64).reshape(-1, 2)
 
 
 def _positions(known: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -73,7 +73,7 @@ class Continuations:
         drafts, lives = pairs[:, :2], pairs[:, 2:]
         if len(pairs):
             # the keys' order is their first halves' (the halves are big-endian): sorted as _positions wants
-            standing = live.keys.view(_HALVES).astype(np.uint64).reshape(-1, 2)
+            standing = _halves(live.keys)
             held = _positions(standing, lives) >= 0
             drafts, lives = drafts[held], lives[held]
         return cls(drafts, lives, len(pairs) - len(drafts))
@@ -86,7 +86,7 @@ class Continuations:
         continue. A draft of a ``retagged`` detector is left in: its claim is compared (and renewed) anew."""
         if not len(self._drafts) or not len(drafts):
             return drafts, []
-        found = _positions(self._drafts, _halves(drafts.ids))
+        found = _positions(self._drafts, _halves(keys_of(drafts.ids)))
         if retagged:
             found[[detector in retagged for detector in drafts.detector]] = -1
         hit = found >= 0
