@@ -346,3 +346,94 @@ def test_the_compiled_layout_refuses_what_it_cannot_lay_out():
         postpack._compiled([b"a"], 0, np.array([0, 1], np.int32), rows, tfs, 32, 1024)
     with pytest.raises(ValueError):  # fixed-width terms of the wrong size
         postpack._compiled(np.array([b"ab"]), 3, np.array([0, 1], np.int64), rows, tfs, 32, 1024)
+
+
+def _traced_peak(call):
+    """``call()``'s answer and the most memory tracemalloc saw above what was allocated when it began."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        began = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        found = call()
+        return found, tracemalloc.get_traced_memory()[1] - began
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("at_once", [1, 7, 1 << 20])
+def test_postings_decoded_a_bounded_run_at_a_time_are_those_of_one_gather(monkeypatch, at_once):
+    from xerj_core.store import columns
+
+    rng = np.random.default_rng(9)
+    counts = np.array([1, 3, 700, 64, 65, 1, 5_000, 2, 128, 129, 9], np.int64)
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    rows = rng.integers(0, 1 << 31, int(bounds[-1])).astype(np.int64)
+    tfs = rng.integers(1, 50, int(bounds[-1])).astype(np.float32)
+    blobs = columns.encode_postings_many(rows, tfs, bounds)
+    monkeypatch.setattr(columns, "DECODE_POSTINGS_AT_ONCE", at_once)
+    got_counts, got_rows, got_tfs = columns.decode_postings_many(blobs)
+    assert got_counts.tolist() == counts.tolist()
+    assert got_rows.tolist() == rows.tolist() and got_tfs.tolist() == tfs.tolist()
+    assert [len(part) for part in columns.decode_postings_many([])] == [0, 0, 0]
+
+
+def test_decoding_a_big_segments_postings_holds_little_beside_them(monkeypatch):
+    """A merge of big segments decodes millions of postings of frequent terms: the positions it gathers by are
+    made a bounded run at a time, so it holds little beyond the rows and frequencies it answers (12 bytes a
+    posting; gathering every posting at once held about four times that)."""
+    from xerj_core.store import columns
+
+    n_terms, per_term = 400, 2_500
+    rows = np.arange(n_terms * per_term, dtype=np.int64)
+    bounds = np.arange(0, n_terms * per_term + 1, per_term, dtype=np.int64)
+    blobs = columns.encode_postings_many(rows, np.ones(len(rows), np.float32), bounds)
+    monkeypatch.setattr(columns, "DECODE_POSTINGS_AT_ONCE", 1 << 14)
+    (_counts, got, _tfs), peak = _traced_peak(lambda: columns.decode_postings_many(blobs))
+    assert got.tolist() == rows.tolist()
+    assert peak < 1.3 * 12 * len(rows)
+
+
+def test_unpacked_runs_are_the_unpacked_run_and_let_the_values_go(monkeypatch):
+    """``unpack_runs`` gives the buckets' run and the own keys' run apart (a merge groups them as they are);
+    joined they are ``unpack``'s one run, whatever run of postings the buckets are gathered by at a time. With
+    ``consume`` the values read are let go once joined."""
+    rng = random.Random(11)
+    words, postings = _segment(rng, 3_000)
+    _buckets, suffixes, values = _packed(words, postings)
+    whole = postpack.unpack(suffixes, values)
+    for at_once in (1, 50, 1 << 20):
+        monkeypatch.setattr(postpack, "GATHER_CHUNK", at_once)
+        given = list(values)
+        runs = postpack.unpack_runs(suffixes, given, consume=True)
+        assert not given and len(runs) == 2
+        assert [list(part) for part in zip(*[np.concatenate([np.asarray(r[i], object if i == 0 else None)
+                                                             for r in runs]) for i in range(4)])] == \
+            [list(part) for part in zip(*[np.asarray(whole[i], object if i == 0 else None) for i in range(4)])]
+        got = {}
+        for terms, counts, rows, tfs in runs:
+            ends = np.cumsum(counts)
+            got.update({t: (rows[e - c:e].tolist(), tfs[e - c:e].tolist()) for t, c, e in zip(terms, counts, ends)})
+        assert got == postings
+
+
+def test_unpacking_a_big_segments_buckets_holds_little_beside_its_postings(monkeypatch):
+    """Bucketed postings are gathered a bounded run at a time: unpacking holds the joined buckets and what it
+    answers, not the int64 positions of every posting at once (24 bytes a posting more, three times over)."""
+    rng = np.random.default_rng(4)
+    n_terms = 30_000
+    words = sorted({f"w{i:06d}".encode() for i in range(n_terms)})
+    counts = np.full(n_terms, postpack.OWN_KEY_POSTINGS)  # the most a bucket holds of a term
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    rows = np.concatenate([np.sort(rng.choice(1 << 20, c, replace=False)) for c in counts]).astype(np.int32)
+    _buckets, suffixes, values = postpack.pack(words, rows, np.ones(len(rows), np.float32), bounds)
+    stored = sum(map(len, values))
+    monkeypatch.setattr(postpack, "GATHER_CHUNK", 1 << 14)
+    runs, peak = _traced_peak(lambda: postpack.unpack_runs(suffixes, values, consume=True))
+    (terms, got_counts, got_rows, _tfs), = runs  # terms in bucket order
+    assert dict(zip(terms, got_counts.tolist())) == dict(zip(words, counts.tolist()))
+    assert np.sort(got_rows).tolist() == np.sort(rows).tolist()
+    # the joined buckets, the rows (8 bytes) and frequencies (4) answered, the terms (a bytes object each, and a
+    # few numbers each while they are found)
+    assert peak < stored + 12 * len(rows) + 250 * n_terms

@@ -259,27 +259,17 @@ done:
     return result;
 }
 
-/* The grouping itself, the GIL released: a counting sort of the postings by key (part * names + rank), stable,
- * so each run's rows stay ascending within a group. Returns the number of groups, or -1 (out of memory) or -2 (a
- * rank or row outside what the keys can hold). */
-static Py_ssize_t group_keys(const int32_t *ids, const int32_t *rows, const float *tfs, Py_ssize_t n,
-                             const int64_t *starts, Py_ssize_t parts, Py_ssize_t names, int32_t *out_rows,
-                             float *out_tfs, int64_t *group_key, int64_t *bounds) {
-    Py_ssize_t keys = parts * names;
-    Py_ssize_t *at = PyMem_RawCalloc((size_t)keys + 1, sizeof(Py_ssize_t));
-    int64_t *key = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-    if (at == NULL || key == NULL) {
-        PyMem_RawFree(at);
-        PyMem_RawFree(key);
-        return -1;
-    }
-    Py_ssize_t part = 0;
+/* The grouping's first pass, the GIL released: each posting's key (part * names + rank; with one part the rank is
+ * the key, and ``key`` is not written) and each key's count in ``at[key + 1]``. Returns the number of groups, or -2
+ * (a rank or row outside what the keys can hold). Keys are int32: the caller keeps parts * names below 2**31. */
+static Py_ssize_t count_keys(const int32_t *ids, const int32_t *rows, Py_ssize_t n, const int64_t *starts,
+                             Py_ssize_t parts, Py_ssize_t names, int32_t *key, Py_ssize_t *at) {
+    Py_ssize_t part = 0, groups = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= names || rows[i] < starts[0]) {
-            PyMem_RawFree(at);
-            PyMem_RawFree(key);
             return -2;
         }
+        int32_t k = ids[i];
         if (parts > 1) {
             /* the part whose first row is the last one at or below the row (runs are mostly in row order, so
              * the part of the posting before is tried first) */
@@ -295,10 +285,18 @@ static Py_ssize_t group_keys(const int32_t *ids, const int32_t *rows, const floa
                 }
                 part = lo;
             }
+            k = (int32_t)(part * names + k);
+            key[i] = k;
         }
-        key[i] = (int64_t)part * names + ids[i];
-        at[key[i] + 1]++;
+        groups += at[k + 1]++ == 0;
     }
+    return groups;
+}
+
+/* The second pass, the GIL released: a counting sort of the postings by key, stable, so each run's rows stay
+ * ascending within a group; each group's key and bounds. ``key`` is ``ids`` when there is one part. */
+static void fill_groups(const int32_t *key, const int32_t *rows, const float *tfs, Py_ssize_t n, Py_ssize_t keys,
+                        Py_ssize_t *at, int32_t *out_rows, float *out_tfs, int64_t *group_key, int64_t *bounds) {
     Py_ssize_t groups = 0;
     for (Py_ssize_t k = 0; k < keys; k++) {
         if (at[k + 1]) {
@@ -313,9 +311,6 @@ static Py_ssize_t group_keys(const int32_t *ids, const int32_t *rows, const floa
         out_rows[to] = rows[i];
         out_tfs[to] = tfs[i];
     }
-    PyMem_RawFree(at);
-    PyMem_RawFree(key);
-    return groups;
 }
 
 PyDoc_STRVAR(group_doc,
@@ -325,7 +320,9 @@ PyDoc_STRVAR(group_doc,
 "last part starting at or below its row). Returns each group's key (part * names + rank, ascending, an int64\n"
 "bytearray), the rows and frequencies in group order (a stable sort: postings of a group keep their order) and\n"
 "the groups' bounds in them (int64, one more than the groups); None when a rank or a row is outside what\n"
-"the keys can hold, for the caller's general path. The GIL is released meanwhile.");
+"the keys can hold, for the caller's general path. The GIL is released meanwhile. Besides its answer it holds\n"
+"a count per key and, with more than one part, a key per posting (int32): a merge of big segments groups\n"
+"millions of postings, and each 8-byte array of one entry per posting was tens of megabytes at its peak.");
 
 static PyObject *group(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *ids_obj, *rows_obj, *tfs_obj, *starts_obj;
@@ -342,42 +339,58 @@ static PyObject *group(PyObject *Py_UNUSED(module), PyObject *args) {
         got++;
     }
     PyObject *result = NULL;
+    PyObject *keys = NULL, *out_rows = NULL, *out_tfs = NULL, *bounds = NULL;
+    Py_ssize_t *at = NULL;
+    int32_t *key = NULL;
     if (got == 4) {
         Py_ssize_t n = views[0].len / 4, parts = views[3].len / 8;
         if (views[1].len != 4 * n || views[2].len != 4 * n || parts < 1 || names < 1
                 || parts > PY_SSIZE_T_MAX / 16 / names) {
             PyErr_SetString(PyExc_ValueError, "ids, rows and tfs need one entry per posting, starts and names one "
                                               "or more");
-        } else {
-            /* bytearrays: numpy views of them are writable, as the arrays of the general path are */
-            PyObject *keys = PyByteArray_FromStringAndSize(NULL, 8 * (n > 0 ? n : 1));
-            PyObject *out_rows = PyByteArray_FromStringAndSize(NULL, 4 * (n > 0 ? n : 1));
-            PyObject *out_tfs = PyByteArray_FromStringAndSize(NULL, 4 * (n > 0 ? n : 1));
-            PyObject *bounds = PyByteArray_FromStringAndSize(NULL, 8 * (n + 1));
-            if (keys != NULL && out_rows != NULL && out_tfs != NULL && bounds != NULL) {
-                Py_ssize_t groups;
-                Py_BEGIN_ALLOW_THREADS
-                groups = group_keys(views[0].buf, views[1].buf, views[2].buf, n, views[3].buf, parts, names,
-                                    (int32_t *)PyByteArray_AS_STRING(out_rows),
-                                    (float *)PyByteArray_AS_STRING(out_tfs), (int64_t *)PyByteArray_AS_STRING(keys),
-                                    (int64_t *)PyByteArray_AS_STRING(bounds));
-                Py_END_ALLOW_THREADS
-                if (groups == -1) {
-                    PyErr_NoMemory();
-                } else if (groups == -2) {
-                    result = Py_NewRef(Py_None);
-                } else if (PyByteArray_Resize(keys, 8 * groups) == 0 && PyByteArray_Resize(out_rows, 4 * n) == 0
-                           && PyByteArray_Resize(out_tfs, 4 * n) == 0
-                           && PyByteArray_Resize(bounds, 8 * (groups + 1)) == 0) {
-                    result = PyTuple_Pack(4, keys, out_rows, out_tfs, bounds);
-                }
-            }
-            Py_XDECREF(keys);
-            Py_XDECREF(out_rows);
-            Py_XDECREF(out_tfs);
-            Py_XDECREF(bounds);
+            goto done;
         }
+        if (parts * names > INT32_MAX) {
+            result = Py_NewRef(Py_None);  /* keys past int32: the caller's general path */
+            goto done;
+        }
+        at = PyMem_RawCalloc((size_t)(parts * names) + 1, sizeof(Py_ssize_t));
+        key = parts > 1 ? PyMem_RawMalloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1)) : NULL;
+        if (at == NULL || (parts > 1 && key == NULL)) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        Py_ssize_t groups;
+        Py_BEGIN_ALLOW_THREADS
+        groups = count_keys(views[0].buf, views[1].buf, n, views[3].buf, parts, names, key, at);
+        Py_END_ALLOW_THREADS
+        if (groups == -2) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        /* bytearrays of their final sizes: numpy views of them are writable, as the arrays of the general path
+         * are */
+        keys = PyByteArray_FromStringAndSize(NULL, 8 * groups);
+        out_rows = PyByteArray_FromStringAndSize(NULL, 4 * n);
+        out_tfs = PyByteArray_FromStringAndSize(NULL, 4 * n);
+        bounds = PyByteArray_FromStringAndSize(NULL, 8 * (groups + 1));
+        if (keys == NULL || out_rows == NULL || out_tfs == NULL || bounds == NULL) {
+            goto done;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        fill_groups(parts > 1 ? key : views[0].buf, views[1].buf, views[2].buf, n, parts * names, at,
+                    (int32_t *)PyByteArray_AS_STRING(out_rows), (float *)PyByteArray_AS_STRING(out_tfs),
+                    (int64_t *)PyByteArray_AS_STRING(keys), (int64_t *)PyByteArray_AS_STRING(bounds));
+        Py_END_ALLOW_THREADS
+        result = PyTuple_Pack(4, keys, out_rows, out_tfs, bounds);
     }
+done:
+    PyMem_RawFree(at);
+    PyMem_RawFree(key);
+    Py_XDECREF(keys);
+    Py_XDECREF(out_rows);
+    Py_XDECREF(out_tfs);
+    Py_XDECREF(bounds);
     while (got-- > 0) {
         PyBuffer_Release(&views[got]);
     }

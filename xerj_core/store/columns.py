@@ -182,16 +182,34 @@ def decode_postings_many(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray
     """``(counts, rows, tfs)`` of many posting blobs at once, rows and tfs concatenated in blob order.
 
     A blob is ``[n][n rows][n tfs]`` in uint32 words, so its count follows from
-    its length and every blob is decoded by one gather over their concatenation.
+    its length, and a run of blobs holding about :data:`DECODE_POSTINGS_AT_ONCE`
+    postings is decoded by two gathers over its concatenation.
     """
-    lengths = np.fromiter((len(b) for b in blobs), np.int64, len(blobs)) // 4
-    counts = (lengths - 1) // 2
-    words = np.frombuffer(b"".join(blobs), np.uint32)
-    starts = np.cumsum(lengths) - lengths
-    which = np.repeat(np.arange(len(blobs)), counts)
-    within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-    at = starts[which] + 1 + within
-    return counts, words[at].astype(np.int64), words[at + counts[which]].astype(np.float32)
+    counts = (np.fromiter((len(b) for b in blobs), np.int64, len(blobs)) // 4 - 1) // 2
+    ends = np.cumsum(counts)
+    total = int(ends[-1]) if len(ends) else 0
+    rows, tfs = np.empty(total, np.int64), np.empty(total, np.float32)
+    cuts = [0, *np.searchsorted(ends, np.arange(DECODE_POSTINGS_AT_ONCE, total, DECODE_POSTINGS_AT_ONCE),
+                                side="right").tolist(), len(blobs)]
+    for lo, hi in zip(cuts, cuts[1:]):
+        if lo == hi:
+            continue
+        words = np.frombuffer(b"".join(blobs[lo:hi]), np.uint32)
+        within = counts[lo:hi]
+        first, last = int(ends[lo] - within[0]), int(ends[hi - 1])
+        # each posting's row word: its blob's first row (past the blob's count and the blobs before it), plus its
+        # place in the blob
+        at = (np.cumsum(2 * within + 1) - 2 * within - np.cumsum(within) + within).repeat(within)
+        at += np.arange(last - first)
+        rows[first:last] = words[at]
+        at += within.repeat(within)  # its frequency's word
+        tfs[first:last] = words[at]
+    return counts, rows, tfs
+
+
+# Postings :func:`decode_postings_many` gathers at a time: its positions cost 16 bytes a posting, and a merge of
+# big segments of real code decodes millions of postings of frequent terms (about 300 MB of positions at once).
+DECODE_POSTINGS_AT_ONCE = 1 << 20
 
 
 # Postings :func:`encode_postings_many` encodes with one scatter: its index arrays cost about 50 bytes a posting,

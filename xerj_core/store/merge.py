@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 import lmdb
@@ -66,20 +66,30 @@ class _SnapshotSegments:
 
     _load_column = IndexWrite._load_column
     _merge_postings = IndexWrite._merge_postings
-    _stored_postings = IndexWrite._stored_postings
     _segment_postings = IndexWrite._segment_postings
 
-    def __init__(self, raw: Any, dbs: dict[str, Any], ix: int) -> None:
+    def __init__(self, raw: Any, dbs: dict[str, Any], ix: int, release: Callable[[], None] | None = None) -> None:
         self.txn = attrs.make_class("View", ["raw", "dbs"])(raw, dbs)
         self.ix = ix
         # A merge planned from a snapshot reads every segment as stored and keeps nothing.
         self.segment_runs: dict[tuple[int, int], dict[str, Any]] = {}
         self.keep_runs_rows = 0
+        self.release = release
+
+    def _stored_postings(self, start: int, path: str, renumber: Any = None) -> list[Any]:
+        runs = IndexWrite._stored_postings(self, start, path, renumber)  # type: ignore[arg-type]
+        if self.release is not None:
+            # what was read is copied out: the map's pages of a big segment's postings (about 100 MB of real
+            # code's in a merge into the largest segments) need not stay resident through the grouping
+            self.release()
+        return runs
 
 
-def plan(raw: Any, dbs: dict[str, Any], name: str, tail_rows: int) -> MergePlan | None:
+def plan(raw: Any, dbs: dict[str, Any], name: str, tail_rows: int, release: Callable[[], None] | None = None
+         ) -> MergePlan | None:
     """The merge that brings index ``name``'s segments (as the read transaction ``raw`` sees them) to the
-    canonical layout of its sealed rows, or None when they are in it (or the index is gone)."""
+    canonical layout of its sealed rows, or None when they are in it (or the index is gone); ``release`` is
+    called after each segment's postings are read (see :class:`PageRelease`)."""
     meta = raw.get(name.encode(), db=dbs["indices"])
     if meta is None:
         return None
@@ -102,7 +112,7 @@ def plan(raw: Any, dbs: dict[str, Any], name: str, tail_rows: int) -> MergePlan 
         keep += 1
     sources, targets = layout[keep:], canonical[keep:]
     mapping = Mapping.from_es(orjson.loads(raw.get(keys.ix_key(ix), db=dbs["mappings"])))
-    view = _SnapshotSegments(raw, dbs, ix)
+    view = _SnapshotSegments(raw, dbs, ix, release)
     fields = list(mapping.fields.values())
     built = {}
     for spec in fields:
@@ -138,7 +148,7 @@ def merge_index(store: "Store", name: str) -> bool:
     for _ in range(_ATTEMPTS):
         with store.read_txn() as gated:
             raw = getattr(gated, "_txn", gated)  # the LMDB transaction itself, for its cursors' batch reads
-            merge = plan(raw, store.env.dbs, name, store.tail_rows)
+            merge = plan(raw, store.env.dbs, name, store.tail_rows, release)
         release()  # the map pages the plan read would otherwise stay in this process's RSS beside a writer's
         if merge is None:
             return True

@@ -71,6 +71,30 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return (starts - ends).repeat(lengths) + np.arange(total)
 
 
+# Postings :func:`unpack` gathers at a time: their positions are 8 bytes each, and a merge of big segments of real
+# code gathers about 8 million postings, whose positions at once (and the sums making them) were 190 MB at its peak.
+GATHER_CHUNK = 1 << 20
+
+
+def _gather(words: np.ndarray, starts: np.ndarray, lengths: np.ndarray, dtype: type) -> np.ndarray:
+    """``words[starts[k]:starts[k] + lengths[k]]`` run after run, as ``dtype``, by :data:`GATHER_CHUNK` postings
+    at a time (a run is a bucket's postings, a few hundred at most)."""
+    ends = lengths.cumsum()
+    total = int(ends[-1]) if len(ends) else 0
+    if total <= GATHER_CHUNK:
+        return words[_ranges(starts, lengths)].astype(dtype, copy=False)
+    out = np.empty(total, dtype)
+    cuts = [0, *np.searchsorted(ends, np.arange(GATHER_CHUNK, total, GATHER_CHUNK), side="right").tolist(),
+            len(lengths)]
+    at = 0
+    for lo, hi in zip(cuts, cuts[1:]):
+        if lo < hi:
+            part = words[_ranges(starts[lo:hi], lengths[lo:hi])]
+            out[at:at + len(part)] = part
+            at += len(part)
+    return out
+
+
 def _pad4(sizes: np.ndarray) -> np.ndarray:
     return (sizes + 3) & ~3
 
@@ -250,19 +274,42 @@ def bucket_terms(blob: bytes) -> list[bytes]:
 
 def unpack(suffixes: Sequence[bytes], values: Sequence[bytes], *, short: int = 0) -> PostingRun:
     """A stored segment's postings of one field (its key suffixes and values, buckets or one term each) as one
-    run, terms in no particular order; a segment stored before buckets is all terms of their own. Every
-    bucket is read by gathers over the words of their concatenation.
+    run, terms in no particular order (:func:`unpack_runs` joined)."""
+    runs = unpack_runs(suffixes, values, short=short)
+    if not runs:
+        return empty_run()
+    if len(runs) == 1:
+        return runs[0]
+    names = (np.concatenate([runs[0][0], runs[1][0]]) if isinstance(runs[1][0], np.ndarray)
+             else [*runs[0][0], *runs[1][0]])
+    return (names, np.concatenate([runs[0][1], runs[1][1]]), np.concatenate([runs[0][2], runs[1][2]]),
+            np.concatenate([runs[0][3], runs[1][3]]))
+
+
+def unpack_runs(suffixes: Sequence[bytes], values: Sequence[bytes], *, short: int = 0, consume: bool = False
+                ) -> list[PostingRun]:
+    """A stored segment's postings of one field as runs: the buckets' terms, then the terms of their own (a
+    merge groups runs as they come, so they are not joined into one first: that copy was a merge's peak). A
+    segment stored before buckets is all terms of their own. Every bucket is read by gathers over the words of
+    their concatenation.
 
     With ``short``, when every term has at most ``short`` bytes and none holds a NUL, the terms come as one
     fixed-width numpy bytes array (what ``tailblock.grouped`` ranks, and ``pack`` takes) instead of a bytes
-    object each, which was most of the cost of reading a segment back for a merge."""
+    object each, which was most of the cost of reading a segment back for a merge.
+
+    With ``consume`` (``values`` a list), ``values`` is emptied once its buckets are joined: a merge's segment
+    of real code is tens of megabytes of them, which need not be held twice."""
     own = [i for i, suffix in enumerate(suffixes) if suffix[:1] != b"\x00"]
+    own_values = [values[i] for i in own]
     packed = values if not own else [v for i, v in enumerate(values) if suffixes[i][:1] == b"\x00"]
     runs: list[PostingRun] = []
     if packed:
         buf = b"".join(packed)
-        words = np.frombuffer(buf, np.uint32)
         sizes = np.fromiter(map(len, packed), np.int64, len(packed))
+        del packed
+        if consume:
+            values.clear()  # type: ignore[attr-defined]
+        words = np.frombuffer(buf, np.uint32)
         at = np.cumsum(sizes) - sizes
         per_n = words[at // 4].astype(np.int64)
         per_total = words[at // 4 + 1].astype(np.int64)
@@ -277,17 +324,19 @@ def unpack(suffixes: Sequence[bytes], values: Sequence[bytes], *, short: int = 0
         counts_at = (term_at + _pad4(per_bytes)) // 4
         counts = words[_ranges(counts_at, per_n)].astype(np.int64)
         rows_at = counts_at + per_n
-        rows = words[_ranges(rows_at, per_total)].astype(np.int64)
-        tfs = words.view(np.float32)[_ranges(rows_at + per_total, per_total)]
+        rows = _gather(words, rows_at, per_total, np.int64)
+        tfs = _gather(words.view(np.float32), rows_at + per_total, per_total, np.float32)
         listed = counts > 0
         if not listed.all():
             starts, lengths, counts = starts[listed], lengths[listed], counts[listed]
         names = _fixed_width(buf, starts, lengths, short) if short else None
         if names is None:
             names = list(map(buf.__getitem__, map(slice, starts.tolist(), (starts + lengths).tolist())))
+        del buf, words  # everything kept was copied out of them
         runs.append((names, counts, rows, tfs))
     if own:
-        own_counts, own_rows, own_tfs = decode_postings_many([values[i] for i in own])
+        own_counts, own_rows, own_tfs = decode_postings_many(own_values)
+        del own_values
         own_terms = [suffixes[i] for i in own]
         if runs and isinstance(runs[0][0], np.ndarray):
             fixed = np.array(own_terms, dtype=bytes)
@@ -296,14 +345,7 @@ def unpack(suffixes: Sequence[bytes], values: Sequence[bytes], *, short: int = 0
             else:
                 own_terms = fixed
         runs.append((own_terms, own_counts, own_rows, own_tfs))
-    if not runs:
-        return empty_run()
-    if len(runs) == 1:
-        return runs[0]
-    names = (np.concatenate([runs[0][0], runs[1][0]]) if isinstance(runs[1][0], np.ndarray)
-             else [*runs[0][0], *runs[1][0]])
-    return (names, np.concatenate([runs[0][1], runs[1][1]]), np.concatenate([runs[0][2], runs[1][2]]),
-            np.concatenate([runs[0][3], runs[1][3]]))
+    return runs
 
 
 def _fixed_width(buf: bytes, starts: np.ndarray, lengths: np.ndarray, short: int) -> np.ndarray | None:
@@ -324,4 +366,4 @@ def _fixed_width(buf: bytes, starts: np.ndarray, lengths: np.ndarray, short: int
 
 
 __all__ = ["BUCKET_BYTES", "OWN", "OWN_KEY_POSTINGS", "bucket_of", "bucket_suffix", "bucket_terms", "crc32_many",
-           "find", "pack", "term_bytes", "unpack"]
+           "find", "pack", "term_bytes", "unpack", "unpack_runs"]

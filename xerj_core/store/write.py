@@ -1232,7 +1232,8 @@ class IndexWrite:
                 *([block.column(spec)] if absorb and block is not None else []),
                 filler])
             if kind == KIND_LEN:
-                runs = [self._stored_postings(start, spec.path, renumber) for start, _end in old_segments]
+                runs = [run for start, _end in old_segments
+                        for run in self._stored_postings(start, spec.path, renumber)]
                 if absorb and block is not None:
                     runs.append(block.run(spec.path))
                 # A key per term here, not buckets: measured on the overwrite test (20 passes over 10k
@@ -1295,7 +1296,7 @@ class IndexWrite:
         merge costs one sort and a put per bucket and large term, not a decode
         and re-encode per term.
         """
-        runs = [self._segment_postings(start, end, path) for start, end in old_segments]
+        runs = [run for start, end in old_segments for run in self._segment_postings(start, end, path)]
         runs += leaving
         kept: dict[tuple[int, int], PostingRun] | None = {} if self.keep_runs_rows else None
         cut = _cut_postings(runs, new_segments, kept=kept, kept_rows=self.keep_runs_rows)
@@ -1305,29 +1306,32 @@ class IndexWrite:
             self.segment_sizes[segment] = sum(map(_run_bytes, by_path.values()))
         return cut
 
-    def _segment_postings(self, start: int, end: int, path: str) -> PostingRun:
-        """A sealed segment's postings of ``path``: as this process wrote them when it kept them, else read."""
+    def _segment_postings(self, start: int, end: int, path: str) -> list[PostingRun]:
+        """A sealed segment's postings of ``path`` as runs: as this process wrote them when it kept them, else
+        read."""
         run = self.segment_runs.get((start, end), {}).get(path)
-        return run if run is not None else self._stored_postings(start, path)
+        return [run] if run is not None else self._stored_postings(start, path)
 
-    def _stored_postings(self, start: int, path: str, renumber: np.ndarray | None = None) -> PostingRun:
-        """A stored segment's postings of ``path`` as a run (terms as key bytes); with ``renumber`` dead rows (-1)
-        are dropped and the others take their new numbers."""
+    def _stored_postings(self, start: int, path: str, renumber: np.ndarray | None = None) -> list[PostingRun]:
+        """A stored segment's postings of ``path`` as runs (terms as key bytes; see ``postpack.unpack_runs``);
+        with ``renumber`` dead rows (-1) are dropped and the others take their new numbers."""
         prefix = keys.post_prefix(self.ix, start, path)
         items = _range(self.txn.raw, self.txn.dbs["post"], prefix)
-        if not items:
-            return [], np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32)
-        found, blobs = zip(*items)
-        del items
         cut = len(prefix)
-        terms, counts, rows, tfs = postpack.unpack([key[cut:] for key in found], blobs, short=tailblock.SHORT_TERM)
-        if renumber is not None:
+        suffixes, blobs = [key[cut:] for key, _ in items], [blob for _, blob in items]
+        del items
+        runs = postpack.unpack_runs(suffixes, blobs, short=tailblock.SHORT_TERM, consume=True)
+        if renumber is None:
+            return runs
+        renumbered = []
+        for terms, counts, rows, tfs in runs:
             rows = renumber[rows]
             keep = rows >= 0
             if not keep.all():
                 counts = np.bincount(np.repeat(np.arange(len(terms)), counts)[keep], minlength=len(terms))
                 rows, tfs = rows[keep], tfs[keep]
-        return terms, counts, rows, tfs
+            renumbered.append((terms, counts, rows, tfs))
+        return renumbered
 
     def _drop_segment(self, start: int) -> None:
         raw, db = self.txn.raw, self.txn.dbs
