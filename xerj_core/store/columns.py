@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from itertools import repeat
 from operator import is_not, itemgetter
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
