@@ -188,6 +188,30 @@ def test_kept_documents_share_equal_fields_maps_and_keep_every_value():
     assert Kept.of(ParseOutcome(entry, tuple(docs[:2]))).sharing(table).docs[1].fields is shared[0].fields
 
 
+def test_the_shared_maps_table_holds_a_number_per_map_and_shares_only_equal_maps():
+    """Code's maps are mostly unique (a symbol, a line): the table keeps each by a hash of its items, not a tuple of
+    them, and a map meeting another on that hash is shared only when the two are equal, types and order too."""
+    from xerj_core.autoindex.kept import shared_fields
+    from xerj_core.model import SourceDocument
+
+    def doc(doc_id: str, fields: dict) -> SourceDocument:
+        return SourceDocument(doc_id, "ax-code", "a.py", "t", "", "", "symbol", 1, "python", fields)
+
+    unique = [doc(f"a.py#{i}", {"symbol": f"f{i}", "line": i}) for i in range(500)]
+    table: dict = {}
+    shared_fields(unique, table)
+    assert len(table) == 500 and all(type(key) is int for key in table)
+    # another map filed under the hash of this one's items (a collision) is not given to it
+    mine = {"symbol": "g", "line": 3}
+    for other in ({"symbol": "h", "line": 3}, {"name": "g", "line": 3}, {"symbol": "g", "line": 3.0},
+                  {"symbol": "g"}):
+        table = {hash((*mine.items(), *map(type, mine.values()))): other}
+        assert shared_fields([doc("a.py#g", dict(mine))], table)[0].fields == mine
+        assert shared_fields([doc("a.py#g", dict(mine))], table)[0].fields is not other
+    table = {hash((*mine.items(), *map(type, mine.values()))): dict(mine)}
+    assert shared_fields([doc("a.py#g", dict(mine))], table)[0].fields is next(iter(table.values()))
+
+
 def test_a_kept_page_holds_its_links_apart_and_the_corpus_never_sees_them():
     """A page's links are most of what a run keeps of it until detection, and only its own detection reads them:
     a kept file holds them compressed with its texts and puts the documents back whole, and a corpus (built

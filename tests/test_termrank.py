@@ -75,6 +75,32 @@ def test_rank_joined_is_rank_of_the_split():
         assert names == want_names and ranks.tolist() == want_ranks, joined
 
 
+def test_rank_joined_packed_spells_the_names_end_to_end():
+    """The packed names are ``rank_joined``'s names end to end with their bounds, compiled or not, and the ranks
+    are the same."""
+    rng = random.Random(8)
+    many = b"\x00".join(b"%d" % rng.randrange(10**9) for _ in range(150_000))  # past the table's first slots
+    for joined in (b"", b"\x00", b"a\x00\x00b", b"b\x00a\x00b\x00\xff\x00a", "検索\x00索引\x00検索".encode(), many):
+        names, ranks = termrank.rank_joined(joined)
+        for enabled in (True, False):
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(termrank, "ENABLED", enabled)
+                spelled, bounds, packed_ranks = termrank.rank_joined_packed(joined)
+            assert [spelled[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())] == names
+            assert len(spelled) == bounds[-1] and packed_ranks.tolist() == ranks.tolist()
+
+
+def test_rank_grows_its_table_past_its_first_slots():
+    """The table starts small and doubles as distinct terms come: far more distinct terms than its first slots
+    are ranked as Python ranks them, from a list or a joined buffer."""
+    rng = random.Random(6)
+    terms = [b"%x" % rng.randrange(1 << 40) for _ in range(300_000)]
+    terms += terms[:1000]
+    check(terms)
+    names, ranks = termrank.rank_joined(b"\x00".join(terms))
+    assert (names, ranks.tolist()) == python_rank(terms)
+
+
 def real_words(limit: int = 400) -> list[bytes]:
     """The words of the first ``limit`` .py files of this interpreter's standard library and site-packages."""
     words: list[bytes] = []

@@ -41,9 +41,62 @@ static int distinct_cmp(const void *a, const void *b) {
     return term_cmp(&((const Distinct *)a)->term, &((const Distinct *)b)->term);
 }
 
-/* The names and ranks of ``n`` terms: ``list`` holds them as bytes objects (names reuse those), or is NULL and
- * names are made from the terms' bytes. */
-static PyObject *ranked(const Term *terms, Py_ssize_t n, PyObject *list) {
+/* The ``count`` sorted distinct terms end to end in one bytes object, and their bounds in it (int64, one more than
+ * the terms) in a bytearray, as a pair; ``place`` gets each term's rank by its number. NULL on failure. */
+static PyObject *packed_names(const Distinct *distinct, int32_t count, int32_t *place) {
+    Py_ssize_t bytes = 0;
+    for (int32_t k = 0; k < count; k++) {
+        bytes += distinct[k].term.len;
+    }
+    PyObject *joined = PyBytes_FromStringAndSize(NULL, bytes);
+    PyObject *bounds = PyByteArray_FromStringAndSize(NULL, 8 * ((Py_ssize_t)count + 1));
+    PyObject *pair = NULL;
+    if (joined != NULL && bounds != NULL) {
+        char *to = PyBytes_AS_STRING(joined);
+        int64_t *at = (int64_t *)PyByteArray_AS_STRING(bounds);
+        at[0] = 0;
+        for (int32_t k = 0; k < count; k++) {
+            place[distinct[k].id] = k;
+            memcpy(to + at[k], distinct[k].term.data, (size_t)distinct[k].term.len);
+            at[k + 1] = at[k] + distinct[k].term.len;
+        }
+        pair = PyTuple_Pack(2, joined, bounds);
+    }
+    Py_XDECREF(joined);
+    Py_XDECREF(bounds);
+    return pair;
+}
+
+/* Where ranked reads its terms: an array of them, or the NUL-separated runs of a buffer read in place (one Term
+ * per term of a corpus's joined words was 16 bytes a word, 88 MB at sharedterm's combine on 22k files of code). */
+typedef struct {
+    const Term *terms;  /* NULL: the terms are read from ``at`` on */
+    const unsigned char *at, *end;
+} Terms;
+
+static Term next_term(Terms *from, Py_ssize_t i) {
+    if (from->terms != NULL) {
+        return from->terms[i];
+    }
+    const unsigned char *start = from->at, *stop = memchr(start, 0, (size_t)(from->end - start));
+    if (stop == NULL) {
+        stop = from->end;
+    }
+    from->at = stop + 1;
+    return (Term){start, stop - start};
+}
+
+/* The table's slots for a ranking of ``n`` terms at first: few, since most rankings meet far fewer distinct terms
+ * than terms (a table for every term being distinct was 4 to 8 bytes a term); it doubles as they come. */
+static size_t first_slots(Py_ssize_t n) {
+    return term_slots(n < (1 << 16) ? n : (1 << 16));
+}
+
+/* The names and ranks of ``n`` terms read from ``from``: ``list`` holds them as bytes objects (names reuse those),
+ * or is NULL and names are made from the terms' bytes; with ``packed``, the names are instead one bytes object of
+ * them end to end and an int64 bytearray of their bounds in it (no object per term: sharedterm ranks a corpus's
+ * million distinct words to keep a few of them, and their freed objects left the heap scattered). */
+static PyObject *ranked(Terms from, Py_ssize_t n, PyObject *list, int packed) {
     if (n >= INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "fewer than 2**31 terms can be ranked at once");
         return NULL;
@@ -53,24 +106,32 @@ static PyObject *ranked(const Term *terms, Py_ssize_t n, PyObject *list) {
         return NULL;
     }
     int32_t *out = (int32_t *)PyByteArray_AS_STRING(ranks);
-    size_t slots = term_slots(n); /* every term may be distinct */
+    size_t slots = first_slots(n);
     int32_t *table = calloc(slots, sizeof(int32_t));
+    /* room for every term being distinct: pages past the distinct ones are never touched, so never resident */
     Distinct *distinct = malloc((size_t)(n ? n : 1) * sizeof(Distinct));
-    Py_ssize_t *first = malloc((size_t)(n ? n : 1) * sizeof(Py_ssize_t)); /* each distinct term's first item */
+    Py_ssize_t *first = list != NULL ? malloc((size_t)(n ? n : 1) * sizeof(Py_ssize_t)) : NULL; /* each one's item */
     int32_t *place = NULL;
     PyObject *names = NULL;
-    if (table == NULL || distinct == NULL || first == NULL) {
+    if (table == NULL || distinct == NULL || (list != NULL && first == NULL)) {
         PyErr_NoMemory();
         goto done;
     }
     int32_t count = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         int added;
-        int32_t k = term_number(table, slots, distinct, sizeof(Distinct), &count, terms[i].data, terms[i].len, &added);
+        Term term = next_term(&from, i);
+        int32_t k = term_number(table, slots, distinct, sizeof(Distinct), &count, term.data, term.len, &added);
         if (added) {
-            distinct[k].term = terms[i];
+            distinct[k].term = term;
             distinct[k].id = k;
-            first[k] = i;
+            if (first != NULL) {
+                first[k] = i;
+            }
+            if ((size_t)count * 2 > slots && term_table_grow(&table, &slots, distinct, sizeof(Distinct), count)) {
+                PyErr_NoMemory();
+                goto done;
+            }
         }
         out[i] = k;
     }
@@ -78,12 +139,16 @@ static PyObject *ranked(const Term *terms, Py_ssize_t n, PyObject *list) {
     table = NULL;
     qsort(distinct, (size_t)count, sizeof(Distinct), distinct_cmp);
     place = malloc((size_t)(count ? count : 1) * sizeof(int32_t));
+    if (place == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (packed) {
+        names = packed_names(distinct, count, place);
+        goto remap;
+    }
     names = PyList_New(count);
-    if (place == NULL || names == NULL) {
-        if (place == NULL) {
-            PyErr_NoMemory();
-        }
-        Py_CLEAR(names);
+    if (names == NULL) {
         goto done;
     }
     for (int32_t k = 0; k < count; k++) {
@@ -101,8 +166,11 @@ static PyObject *ranked(const Term *terms, Py_ssize_t n, PyObject *list) {
         }
         PyList_SET_ITEM(names, k, name);
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        out[i] = place[out[i]];
+remap:
+    if (names != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            out[i] = place[out[i]];
+        }
     }
 done:
     free(table);
@@ -145,15 +213,16 @@ static PyObject *rank(PyObject *self, PyObject *arg) {
         terms[i].data = (const unsigned char *)PyBytes_AS_STRING(item);
         terms[i].len = PyBytes_GET_SIZE(item);
     }
-    PyObject *result = ranked(terms, n, arg);
+    PyObject *result = ranked((Terms){terms, NULL, NULL}, n, arg, 0);
     free(terms);
     return result;
 }
 
 static const char rank_joined_doc[] =
-    "rank_joined(joined: bytes) -> (names: list[bytes], ranks: bytearray)\n\n"
+    "rank_joined(joined: bytes, packed: bool = False) -> (names: list[bytes], ranks: bytearray)\n\n"
     "rank(joined.split(b'\\0')) without the list: the terms are the NUL-separated runs of ``joined`` (an empty "
-    "``joined`` holds one empty term, as its split does).";
+    "``joined`` holds one empty term, as its split does). With ``packed``, names is ``(bytes, bounds)``: the "
+    "distinct terms end to end, and their bounds in it as native int64 values.";
 
 /* The NUL-separated terms of ``s[0:size]`` (an empty buffer holds one empty term, as its split does), in a new
  * array of ``*n``; NULL, with MemoryError set, when it cannot be made. */
@@ -181,20 +250,23 @@ static Term *split_joined(const unsigned char *s, Py_ssize_t size, Py_ssize_t *n
     return terms;
 }
 
-static PyObject *rank_joined(PyObject *self, PyObject *arg) {
+static PyObject *rank_joined(PyObject *self, PyObject *args) {
     (void)self;
-    if (!PyBytes_CheckExact(arg)) {
+    PyObject *joined;
+    int packed = 0;
+    if (!PyArg_ParseTuple(args, "O|p:rank_joined", &joined, &packed)) {
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(joined)) {
         PyErr_SetString(PyExc_TypeError, "rank_joined() takes bytes");
         return NULL;
     }
-    Py_ssize_t n;
-    Term *terms = split_joined((const unsigned char *)PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg), &n);
-    if (terms == NULL) {
-        return NULL;
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(joined), *end = s + PyBytes_GET_SIZE(joined);
+    Py_ssize_t n = 1;  /* an empty buffer holds one empty term, as its split does */
+    for (const unsigned char *p = s; (p = memchr(p, 0, (size_t)(end - p))) != NULL; p++) {
+        n++;
     }
-    PyObject *result = ranked(terms, n, NULL);
-    free(terms);
-    return result;
+    return ranked((Terms){NULL, s, end}, n, NULL, packed);
 }
 
 static const char distinct_joined_doc[] =
@@ -399,7 +471,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"rank", rank, METH_O, rank_doc},
-    {"rank_joined", rank_joined, METH_O, rank_joined_doc},
+    {"rank_joined", rank_joined, METH_VARARGS, rank_joined_doc},
     {"distinct_joined", distinct_joined, METH_VARARGS, distinct_joined_doc},
     {"group", group, METH_VARARGS, group_doc},
     {NULL, NULL, 0, NULL},

@@ -1,8 +1,8 @@
 /* The hash table _termrank.c and _wordcount.c share: terms (byte runs of a buffer) numbered by first occurrence.
  *
  * Open addressing with linear probing over int32 slots, each 0 (empty) or 1 + a term's number; the terms live in
- * the caller's array of records that begin with a Term, ``stride`` bytes apart. A caller sizes the table for every
- * term it may meet at a load of at most one half, so it never grows. */
+ * the caller's array of records that begin with a Term, ``stride`` bytes apart. A caller keeps the load at most
+ * one half: it sizes the table for every term it may meet, or grows it (term_table_grow) as terms are added. */
 #ifndef XERJ_TERMTABLE_H
 #define XERJ_TERMTABLE_H
 
@@ -59,6 +59,28 @@ static int32_t term_number(int32_t *table, size_t slots, void *records, size_t s
         }
         at = (at + 1) & mask;
     }
+}
+
+/* The table of ``*slots`` slots holding ``count`` terms of ``records`` doubled in place (``*table`` and ``*slots``
+ * replaced): 0, or -1 when it cannot be made (the old table is kept). */
+static inline int term_table_grow(int32_t **table, size_t *slots, const void *records, size_t stride, int32_t count) {
+    size_t grown = *slots * 2, mask = grown - 1;
+    int32_t *fresh = calloc(grown, sizeof(int32_t));
+    if (fresh == NULL) {
+        return -1;
+    }
+    for (int32_t k = 0; k < count; k++) {
+        const Term *t = (const Term *)((const char *)records + (size_t)k * stride);
+        size_t at = (size_t)term_hash(t->data, t->len) & mask;
+        while (fresh[at]) {
+            at = (at + 1) & mask;
+        }
+        fresh[at] = k + 1;
+    }
+    free(*table);
+    *table = fresh;
+    *slots = grown;
+    return 0;
 }
 
 #endif

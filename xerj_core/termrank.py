@@ -60,6 +60,18 @@ def rank_joined(joined: bytes) -> tuple[list[bytes], np.ndarray]:
     return rank(joined.split(b"\0"))
 
 
+def rank_joined_packed(joined: bytes) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """:func:`rank_joined` with the distinct terms as one bytes object of them end to end and their bounds in it
+    (int64, one more than the terms) instead of a list: no object per term, for a caller that reads few of them."""
+    if _compiled_joined is not None and ENABLED:
+        (names, bounds), ranks = _compiled_joined(joined, True)
+        return names, np.frombuffer(bounds, np.int64), np.frombuffer(ranks, np.int32)
+    listed, ranks = rank(joined.split(b"\0"))
+    bounds = np.zeros(len(listed) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, listed), np.int64, len(listed)), out=bounds[1:])
+    return b"".join(listed), bounds, ranks
+
+
 def distinct_joined(joined: bytes, shortest: int, longest: int) -> bytes:
     """The NUL-separated terms of ``joined`` of ``shortest`` to ``longest`` bytes, each once in order of first
     appearance, NUL-joined; compiled, no object is made per term."""

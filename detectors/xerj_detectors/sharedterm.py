@@ -160,14 +160,17 @@ def _distinctive(units: Sequence[tuple[str, bytes]], total: int) -> tuple[list[s
     joined = b"\0".join(filter(None, (blob for _, blob in units)))
     if not joined:
         return [], [], np.empty(0, _IDS), np.zeros(total + 1, np.int64)
-    spelled, found = termrank.rank_joined(joined)  # in bytes order, which is the words' code point order
+    # in bytes order, which is the words' code point order; spelled end to end, not as an object each (the
+    # corpus's million words, freed at once after a few were read, left the companion's heap scattered)
+    spelled, bounds, found = termrank.rank_joined_packed(joined)
     del joined
-    df = np.bincount(found, minlength=len(spelled))
+    df = np.bincount(found, minlength=len(bounds) - 1)
     # df <= 10% of the files, in integers so no rounding decides a borderline term; only the words that pass are
     # decoded and judged (most words of a corpus are in one file: 308k of 451k on 11k .py files)
     where = np.flatnonzero((df >= 2) & (df * 100 <= total * MAX_SHARE_PERCENT))
-    words = [spelled[at].decode() for at in where.tolist()]
-    del spelled
+    words = list(map(bytes.decode, map(spelled.__getitem__, map(slice, bounds[where].tolist(),
+                                                                    bounds[where + 1].tolist()))))
+    del spelled, bounds
     eligible = np.fromiter(map(_eligible, words), bool, len(words))
     words = list(compress(words, eligible))
     where = where[eligible]
@@ -175,17 +178,28 @@ def _distinctive(units: Sequence[tuple[str, bytes]], total: int) -> tuple[list[s
     where = where[order]
     names = list(map(words.__getitem__, order.tolist()))
     held_by = df[where].tolist()
-    number = np.full(df.size, -1, np.int64)
-    number[where] = np.arange(len(where))
+    # int32 throughout, but for the one sort key: on 22k files of code a corpus holds 5.5 million (file, word)
+    # entries, and each int64 array of them was 44 MB of the companion's peak
+    number = np.full(df.size, -1, _IDS)
+    number[where] = np.arange(len(where), dtype=_IDS)
     numbers = number[found]
     del words, found, df, number
     # each file's numbers sorted: one sort of (file, number) keys, the files' numbers staying apart
     keep = numbers >= 0
-    file_of = np.repeat(np.arange(total, dtype=np.int64), sizes)[keep]
-    key = np.sort(file_of * max(len(names), 1) + numbers[keep])
+    numbers = numbers[keep]
+    file_of = np.repeat(np.arange(total, dtype=_IDS), sizes)[keep]
+    del keep
     starts = np.zeros(total + 1, np.int64)
     np.cumsum(np.bincount(file_of, minlength=total), out=starts[1:])
-    return names, held_by, (key % max(len(names), 1)).astype(_IDS), starts
+    width = max(len(names), 1)
+    key = file_of.astype(np.int64)
+    del file_of
+    key *= width
+    key += numbers
+    del numbers
+    key.sort()
+    key %= width
+    return names, held_by, key.astype(_IDS), starts
 
 
 # How many cells one block of combine's dense counting spans: files x files for the meeting counts (int64, so
@@ -363,10 +377,19 @@ class SharedtermDetector:
         rarity = np.array([math.log(total / df) for df in held_by], np.float64)
         family_of: dict[str, int] = {}
         families = np.array([family_of.setdefault(family(term), len(family_of)) for term in names], np.int64)
+        # the families' spellings (a string and a dict entry per family, 50 MB of 22k files of code) and the
+        # counts as objects are numbers now: let go before the inverted indexes are built
+        n_families = max(len(family_of), 1)
+        del family_of, held_by
         sizes = np.diff(term_starts)
         sig_ends = term_starts[:-1] + np.minimum(sizes, SIGNATURE_TERMS)  # where each file's signature ends
         file_of = np.repeat(np.arange(total, dtype=_IDS), sizes)
-        in_signature = np.arange(terms.size) < np.repeat(sig_ends, sizes)
+        # each file's first SIGNATURE_TERMS entries, marked by their positions alone (a comparison of every entry's
+        # position with its file's end held two int64 arrays of them all: 74 MB on 22k files of code)
+        in_signature = np.zeros(terms.size, bool)
+        sig_sizes = sig_ends - term_starts[:-1]
+        in_signature[np.repeat(term_starts[:-1] - (np.cumsum(sig_sizes) - sig_sizes), sig_sizes)
+                     + np.arange(int(sig_sizes.sum()))] = True
         # two inverted indexes, each term to its files in file order: every file holding a signature term
         # (df >= 2, so never alone), and every file holding the term in its signature
         seeding = np.zeros(len(names), bool)
@@ -382,7 +405,7 @@ class SharedtermDetector:
         pairs = pairs[np.diff(pairs, prepend=-1) != 0]
         # pairs meeting on two signature terms from either end that neither end scored are refused candidates
         unscored = meeting - pairs.size
-        numbers, scores = _score(pairs, total, terms, term_starts, rarity, families, max(len(family_of), 1))
+        numbers, scores = _score(pairs, total, terms, term_starts, rarity, families, n_families)
         # best score first, then by pair (a, b): a pair number orders as (a, b) does
         candidates = numbers[np.lexsort((numbers, -scores))].tolist()
         del pairs, numbers, scores

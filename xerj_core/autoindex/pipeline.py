@@ -765,7 +765,7 @@ class _Detection:
         self.unchanged: list[Future | None] = []
         self.needed = False
         self.kept: dict[str, Kept] = {}
-        self.fields: dict[tuple, dict[str, Any]] = {}  # the kept documents' shared fields maps, until combined
+        self.fields: dict[int, dict[str, Any]] = {}  # the kept documents' shared fields maps, until combined
         self.failures: list[dict[str, Any]] = []
         self.states: dict[str, DetectorState] | None = None
         self.corpus: Corpus | None = None
