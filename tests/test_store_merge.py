@@ -300,7 +300,8 @@ def test_the_worker_imports_the_parents_xerj_core_without_putting_a_site_directo
 def test_a_merge_gives_back_the_pages_of_each_segment_it_read(tmp_path, monkeypatch):
     """A merge into big segments reads every source segment's postings (about 100 MB of real code's); what it
     read is copied out, so the merge gives the map's pages back after each segment, not once its plan is made
-    (where the pages of them all stayed resident through the grouping)."""
+    (where the pages of them all stayed resident through the grouping), and its swap gives back the pages its
+    drops walked before it puts the new segments."""
     with Store(tmp_path / "data", tail_rows=4, merge_above=None) as store:
         store.create_index("m", MAPPING)
         rng = random.Random(6)
@@ -318,16 +319,28 @@ def test_a_merge_gives_back_the_pages_of_each_segment_it_read(tmp_path, monkeypa
         assert plan is not None and len(calls) == len(plan.sources)  # one text field: once per source segment
         assert plan.postings == bare.postings
 
-        released = []
+        events = []
 
         class Counted(merges.PageRelease):
             def __call__(self) -> None:
-                released.append(1)
+                events.append("release")
                 super().__call__()
 
+        def noted(method, event):
+            def call(*args, **kwargs):
+                events.append(event)
+                return method(*args, **kwargs)
+            return call
+
+        from xerj_core.store.write import IndexWrite
         monkeypatch.setattr(merges, "PageRelease", Counted)
+        monkeypatch.setattr(IndexWrite, "_drop_segment", noted(IndexWrite._drop_segment, "drop"))
+        monkeypatch.setattr(IndexWrite, "_write_segments", noted(IndexWrite._write_segments, "write"))
         assert merges.merge_index(store, "m")
-        assert len(released) >= len(plan.sources) + 2  # each segment read, then after the plan and the swap
+        # each segment read, then once the swap dropped the sources and before it writes the new ones
+        assert events[:len(plan.sources)] == ["release"] * len(plan.sources)
+        first_write = events.index("write")
+        assert events[first_write - 1] == "release" and events[first_write - 2] == "drop"
         segments, sealed = _layout(store, "m")
         assert segments == segment_layout(sealed, 4)
         assert _picture(store, "m") == before
