@@ -306,3 +306,62 @@ def test_reading_the_cache_gives_its_pages_back_as_it_goes(tmp_path, monkeypatch
         assert max(seen) < size / 2 and _resident_mb(data) < 0.5
     else:
         assert max(seen) > size / 2 and _resident_mb(data) > size / 2
+
+
+def test_a_kept_files_texts_are_spilled_and_read_back_whole(tmp_path):
+    """The companion writes kept files' compressed texts to an unnamed file beside the parse cache: a spilled
+    file puts back the same documents, a spill holds nothing in memory but its place, leaves no file behind, and a
+    spilled file pickled (sent elsewhere) carries its texts."""
+    import pickle
+
+    from xerj_core.autoindex.kept import Kept, Spill, Spilled
+    from xerj_core.autoindex.parallel import ParseOutcome
+    from xerj_core.autoindex.walk import FileEntry
+    from xerj_core.model import SourceDocument
+
+    entry = FileEntry.__new__(FileEntry)
+    docs = [tuple(SourceDocument(f"f{n}.py#{i}", "ax-code", f"f{n}.py", "t", f"def f{i}():\n    return {n * i}\n" * 40,
+                                 "", "symbol", 1, "python", {"symbol": f"f{i}", "line": i}) for i in range(5))
+            for n in range(30)]
+    kept = [Kept.of(ParseOutcome(entry, file_docs)) for file_docs in docs]
+    spill = Spill(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # no name: nothing to leave behind
+    spilled = [held.spilled(spill) for held in kept]
+    assert all(type(held.texts) is Spilled for held in spilled)
+    assert [held.documents() for held in reversed(spilled)] == list(reversed(docs))  # read back in any order
+    again = pickle.loads(pickle.dumps(spilled[3]))
+    assert type(again.texts) is bytes and again.documents() == docs[3]
+    assert spilled[0].spilled(spill) is spilled[0]  # spilled once
+    empty = Kept.of(ParseOutcome(entry, (SourceDocument("e.py", "ax-code", "e.py", "", "", "", "card", 1, "python",
+                                                          {}),)))
+    spill.close()
+    assert empty.spilled(Spill(tmp_path)).documents() == empty.documents()
+
+
+def test_the_companion_spills_the_texts_it_keeps_beside_the_parse_cache(tmp_path):
+    """A companion with a parse cache keeps its files' texts in a spill there (not in its memory), and detects
+    them as it would from memory; without a cache (no data directory) it keeps them in memory."""
+    from xerj_core.autoindex import parallel
+    from xerj_core.autoindex.kept import Spilled
+    from xerj_core.autoindex.parsecache import open_cache
+    from xerj_core.autoindex.walk import FileEntry
+    from xerj_core.plugins import get_plugin_manager
+
+    from .test_autoindex_executor import generate
+
+    folder = generate(tmp_path / "gen", 40)
+    entries = [FileEntry(p.relative_to(folder).as_posix(), p, 0, 0) for p in sorted(folder.rglob("*.md"))]
+    plugins = parallel.Plugins.from_manager(get_plugin_manager())
+    found = {}
+    for name, cache in (("memory", None), ("spill", open_cache(tmp_path / "cache", str(folder), plugins))):
+        token = f"spill-{name}"
+        parallel.parse_and_keep(plugins, token, entries[:20], True, False, 0, cache)
+        parallel.parse_and_keep(plugins, token, entries[20:], True, False, 1, cache)
+        state = parallel._companion_state(token)
+        kinds = {type(held.texts) for held in state["kept"].values()}
+        assert kinds == ({Spilled} if cache is not None else {bytes})
+        ordered, _counters = parallel.combine_kept(plugins, token, 2)
+        columns, ids = parallel.unpack_drafts(parallel.detect_kept(plugins, token, ordered))
+        found[name] = sorted(ids)
+    assert found["spill"] == found["memory"] and found["memory"]
+    assert not [p for p in (tmp_path / "cache").iterdir() if ".mdb" not in p.name]  # the spill has no name

@@ -39,7 +39,7 @@ from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors,
 from xerj_core.autoindex.detectmemo import Answers, detect_files
 from xerj_core.autoindex.formats import (SNIFF_BYTES, FormatDeclined, FormatError, appender, collect_formats,
                                          parse_appended, parse_file)
-from xerj_core.autoindex.kept import Kept, file_stamp, squeeze as _squeeze, unsqueeze as _unsqueeze
+from xerj_core.autoindex.kept import Kept, Spill, file_stamp, squeeze as _squeeze, unsqueeze as _unsqueeze
 from xerj_core.autoindex.parsecache import Cached, ParseCache
 from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD, Declined
 from xerj_core.autoindex.walk import FileEntry
@@ -408,9 +408,24 @@ TRIM_EVERY_FILES = 1024
 def _companion_state(token: str) -> dict[str, Any]:
     state = _WORKER.get("companion")
     if state is None or state["token"] != token:
+        if state is not None and state["spill"]:
+            state["spill"].close()
         state = _WORKER["companion"] = {"token": token, "kept": {}, "corpus": None, "states": None, "fields": {},
-                                        "received": set(), "expect": None}
+                                        "received": set(), "expect": None, "spill": None}
     return state
+
+
+def _spilled(state: dict[str, Any], held: Kept, cache: ParseCache | None) -> Kept:
+    """``held`` with its texts written to the run's spill (see :class:`~xerj_core.autoindex.kept.Spill`), made
+    beside the parse cache on first use; as it is when the run keeps no parse cache (no data directory to use)."""
+    if state["spill"] is None:
+        if cache is None:
+            return held
+        try:
+            state["spill"] = Spill(cache.path)
+        except OSError:
+            state["spill"] = False  # no room for it there: this run keeps its texts in memory
+    return held.spilled(state["spill"]) if state["spill"] else held
 
 
 def pack_outcomes(outcomes: list[ParseOutcome]) -> bytes:
@@ -440,7 +455,7 @@ def parse_and_keep(source: Plugins | PluginsRef, token: str, entries: Sequence[F
         kept, fields = state["kept"], state["fields"]
         for outcome in outcomes:
             if outcome.docs or outcome.kept is not None:
-                kept[outcome.entry.rel_path] = Kept.of(outcome, fields)
+                kept[outcome.entry.rel_path] = _spilled(state, Kept.of(outcome, fields), cache)
         # a file's text is let go once parsed, between the kept files' objects: now and then the heap's free
         # pages go back, so the companion holds what it kept rather than every text it read
         state["parsed"] = state.get("parsed", 0) + len(entries)
@@ -484,7 +499,7 @@ def adopt_kept(source: Plugins | PluginsRef, token: str, kept: Sequence[tuple[st
     returned (else None).
     """
     state = _companion_state(token)
-    state["kept"].update((path, held.sharing(state["fields"])) for path, held in kept)
+    state["kept"].update((path, _spilled(state, held.sharing(state["fields"]), None)) for path, held in kept)
     state["received"].add(batch)
     _keep_out_of_collections()
     if state["expect"] is not None and len(state["received"]) >= state["expect"]:

@@ -71,7 +71,7 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return (starts - ends).repeat(lengths) + np.arange(total)
 
 
-# Postings :func:`unpack` gathers at a time: their positions are 8 bytes each, and a merge of big segments of real
+# Postings :func:`unpack_runs` gathers at a time: their positions are 8 bytes each, and a merge of big segments of real
 # code gathers about 8 million postings, whose positions at once (and the sums making them) were 190 MB at its peak.
 GATHER_CHUNK = 1 << 20
 
