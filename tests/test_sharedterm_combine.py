@@ -15,6 +15,7 @@ import sysconfig
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -133,3 +134,27 @@ def test_random_corpora_in_small_blocks(corpus, rows, marks, lookups):
         patch.setattr(sharedterm, "_LOOKUPS", lookups)
         assert combined(partials) == expected
     assert combined(partials) == expected
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_inverted_index_lists_each_terms_files_in_order_whichever_sort_builds_it(monkeypatch, compiled):
+    """Each term's files, in file order, and where each term's start: by the compiled counting sort or by numpy's
+    stable argsort, the same index as a dict of lists over the kept entries."""
+    from xerj_core import termrank
+    from xerj_detectors import sharedterm
+
+    monkeypatch.setattr(termrank, "ENABLED", compiled)
+    rng = np.random.default_rng(12)
+    for files, width in ((0, 5), (1, 1), (40, 7), (300, 1_000)):
+        sizes = rng.integers(0, 30, files)
+        terms = np.concatenate([np.sort(rng.choice(width, min(int(s), width), replace=False))
+                                for s in sizes]).astype(np.int32) if files else np.empty(0, np.int32)
+        file_of = np.repeat(np.arange(files, dtype=np.int32), [min(int(s), width) for s in sizes])
+        keep = rng.random(len(terms)) < 0.7
+        holders, starts = sharedterm._inverted(file_of, terms, keep, width)
+        want: dict[int, list[int]] = {}
+        for file, term in zip(file_of[keep].tolist(), terms[keep].tolist()):
+            want.setdefault(term, []).append(file)
+        assert len(starts) == width + 1 and starts[0] == 0 and starts[-1] == len(holders)
+        assert {t: holders[starts[t]:starts[t + 1]].tolist() for t in range(width) if starts[t + 1] > starts[t]} \
+            == want
