@@ -365,3 +365,38 @@ def test_the_companion_spills_the_texts_it_keeps_beside_the_parse_cache(tmp_path
         found[name] = sorted(ids)
     assert found["spill"] == found["memory"] and found["memory"]
     assert not [p for p in (tmp_path / "cache").iterdir() if ".mdb" not in p.name]  # the spill has no name
+
+
+def test_a_re_run_in_one_process_spills_the_texts_it_keeps_and_finds_the_same_edges(tmp_path, monkeypatch):
+    """A re-run that detects in its own process (one file changed: no companion) keeps every file for the corpus;
+    their texts wait for their detect batch in a spill beside the parse cache, and the run finds the edges a run
+    keeping them in memory finds."""
+    import os
+
+    from xerj_core.autoindex import kept as kept_module
+    from xerj_core.autoindex.kept import Kept
+
+    spilled = []
+    real = Kept.spilled
+
+    def counted(self, spill):
+        spilled.append(spill)
+        return real(self, spill)
+
+    found = {}
+    for name in ("memory", "spill"):
+        folder = generate(tmp_path / f"gen-{name}", 60)
+        with monkeypatch.context() as patch:
+            if name == "memory":
+                patch.setattr(pipeline, "open_spill", lambda directory: None)
+            patch.setattr(Kept, "spilled", counted)
+            with Engine(tmp_path / name, get_plugin_manager()) as eng:
+                run(eng, folder, brain="b", clock=CLOCK)
+                note = sorted(folder.rglob("*.md"))[3]
+                note.write_text(note.read_text() + "\nan edit\n")
+                os.utime(note, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+                before = len(spilled)
+                assert run(eng, folder, brain="b", clock=CLOCK).files_indexed == 1
+                assert {type(s) for s in spilled[before:]} == ({kept_module.Spill} if name == "spill" else set())
+                found[name] = stored(eng, "b")
+    assert found["spill"] == found["memory"] and found["memory"]

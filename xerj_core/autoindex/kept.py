@@ -166,6 +166,17 @@ class Spill:
         self._file.close()
 
 
+def open_spill(directory: str | None) -> Spill | None:
+    """A spill in ``directory`` (a parse cache's), or None when there is none or it refuses one: the texts then
+    stay in memory."""
+    if directory is None:
+        return None
+    try:
+        return Spill(directory)
+    except OSError:
+        return None
+
+
 @attrs.frozen
 class Spilled:
     """Bytes written to a :class:`Spill`; pickled, they are those bytes (a kept file sent elsewhere takes them)."""

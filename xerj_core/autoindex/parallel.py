@@ -39,7 +39,7 @@ from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors,
 from xerj_core.autoindex.detectmemo import Answers, detect_files
 from xerj_core.autoindex.formats import (SNIFF_BYTES, FormatDeclined, FormatError, appender, collect_formats,
                                          parse_appended, parse_file)
-from xerj_core.autoindex.kept import Kept, Spill, file_stamp, squeeze as _squeeze, unsqueeze as _unsqueeze
+from xerj_core.autoindex.kept import Kept, file_stamp, open_spill, squeeze as _squeeze, unsqueeze as _unsqueeze
 from xerj_core.autoindex.parsecache import Cached, ParseCache
 from xerj_core.autoindex.sink import COUNTED_DATASETS, COUNTED_FIELD, Declined
 from xerj_core.autoindex.walk import FileEntry
@@ -421,10 +421,7 @@ def _spilled(state: dict[str, Any], held: Kept, cache: ParseCache | None) -> Kep
     if state["spill"] is None:
         if cache is None:
             return held
-        try:
-            state["spill"] = Spill(cache.path)
-        except OSError:
-            state["spill"] = False  # no room for it there: this run keeps its texts in memory
+        state["spill"] = open_spill(cache.path) or False  # False: refused there, this run keeps texts in memory
     return held.spilled(state["spill"]) if state["spill"] else held
 
 

@@ -20,6 +20,7 @@ from xerj_core.autoindex import mapped
 from xerj_core.autoindex.continuations import Continuations
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine
 from xerj_core.autoindex.formats import NO_FORMAT, SNIFF_BYTES, collect_formats, format_identities
+from xerj_core.autoindex.kept import Spill, open_spill
 from xerj_core.autoindex.parallel import (
     InlineExecutor,
     Kept,
@@ -766,6 +767,9 @@ class _Detection:
         self.needed = False
         self.kept: dict[str, Kept] = {}
         self.fields: dict[int, dict[str, Any]] = {}  # the kept documents' shared fields maps, until combined
+        # where the kept files' texts wait for their detect batch, beside the parse cache (see kept.Spill): None
+        # until a file is kept, False when there is no cache or it refuses one (the texts stay in memory)
+        self.spill: Spill | None | bool = None
         self.failures: list[dict[str, Any]] = []
         self.states: dict[str, DetectorState] | None = None
         self.corpus: Corpus | None = None
@@ -823,9 +827,13 @@ class _Detection:
                                                  files=[path for path, _ in adopted], eager=True))
 
     def _keep(self, outcomes: Sequence[ParseOutcome]) -> None:
+        if self.spill is None:
+            cache = self.runner.cache
+            self.spill = open_spill(cache.path if cache is not None else None) or False
         for outcome in outcomes:
             if outcome.docs or outcome.kept is not None:
-                self.kept[outcome.entry.rel_path] = Kept.of(outcome, self.fields)
+                held = Kept.of(outcome, self.fields)
+                self.kept[outcome.entry.rel_path] = held.spilled(self.spill) if self.spill else held
 
     def ready(self) -> bool:
         """Whether detection can start now: every changed file is taken and, with an executor that works
