@@ -437,3 +437,24 @@ def test_unpacking_a_big_segments_buckets_holds_little_beside_its_postings(monke
     # the joined buckets, the rows (8 bytes) and frequencies (4) answered, the terms (a bytes object each, and a
     # few numbers each while they are found)
     assert peak < stored + 12 * len(rows) + 250 * n_terms
+
+
+def test_runs_of_short_bucket_terms_and_long_own_terms_group_as_their_joined_run():
+    """A segment whose buckets hold short terms (a fixed-width array) and whose terms of their own are long (bytes):
+    the merge groups the two runs as they come, and gets what it gets from the one joined run."""
+    from xerj_core.store import tailblock
+
+    short = [b"s%03d" % i for i in range(200)]
+    long = [b"L" * 60 + b"%03d" % i for i in range(20)]
+    words = sorted(short + long)
+    counts = [postpack.OWN_KEY_POSTINGS + 5 if w in long else 2 for w in words]
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    rows = np.concatenate([np.arange(c) * 7 + i for i, c in enumerate(counts)]).astype(np.int32)
+    _buckets, suffixes, values = postpack.pack(words, rows, np.ones(len(rows), np.float32), bounds)
+    runs = postpack.unpack_runs(suffixes, values, short=tailblock.SHORT_TERM)
+    assert isinstance(runs[0][0], np.ndarray) and isinstance(runs[1][0], list)
+    starts = np.zeros(1, np.int64)
+    got = tailblock.grouped(runs, starts)
+    want = tailblock.grouped([postpack.unpack(suffixes, values, short=tailblock.SHORT_TERM)], starts)
+    assert list(map(bytes, got[1])) == list(map(bytes, want[1])) == words
+    assert all(np.array_equal(a, b) for a, b in zip(got[2:], want[2:]))

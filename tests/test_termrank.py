@@ -263,3 +263,18 @@ def test_the_compiled_grouping_leaves_keys_past_int32_to_numpy(monkeypatch):
     starts = np.array([0, 8], np.int64)
     assert termrank.group(np.array([0, 1], np.int32), rows, tfs, starts, 2**30 - 1) is not None
     assert termrank.group(np.array([0, 1], np.int32), rows, tfs, starts, 2**30 + 1) is None  # 2 parts past 2**31
+
+
+def test_the_compiled_grouping_groups_rows_alone_without_frequencies(monkeypatch):
+    """``tfs`` None: the rows grouped as with frequencies, and no frequencies made (a caller grouping files by
+    term, sharedterm's inverted index)."""
+    monkeypatch.setattr(termrank, "ENABLED", True)
+    rng = np.random.default_rng(3)
+    ids, rows = rng.integers(0, 50, 5_000).astype(np.int32), np.sort(rng.integers(0, 900, 5_000)).astype(np.int32)
+    for starts in (np.zeros(1, np.int64), np.array([0, 300, 600], np.int64)):
+        keys, got_rows, tfs, bounds = termrank.group(ids, rows, None, starts, 50)
+        want = termrank.group(ids, rows, np.ones(len(ids), np.float32), starts, 50)
+        assert tfs is None and keys.tolist() == want[0].tolist() and got_rows.tolist() == want[1].tolist()
+        assert bounds.tolist() == want[3].tolist()
+    with pytest.raises(ValueError):
+        termrank.group(ids, rows, np.ones(3, np.float32), np.zeros(1, np.int64), 50)

@@ -366,7 +366,8 @@ static Py_ssize_t count_keys(const int32_t *ids, const int32_t *rows, Py_ssize_t
 }
 
 /* The second pass, the GIL released: a counting sort of the postings by key, stable, so each run's rows stay
- * ascending within a group; each group's key and bounds. ``key`` is ``ids`` when there is one part. */
+ * ascending within a group; each group's key and bounds. ``key`` is ``ids`` when there is one part; ``tfs`` and
+ * ``out_tfs`` are NULL when rows are grouped alone. */
 static void fill_groups(const int32_t *key, const int32_t *rows, const float *tfs, Py_ssize_t n, Py_ssize_t keys,
                         Py_ssize_t *at, int32_t *out_rows, float *out_tfs, int64_t *group_key, int64_t *bounds) {
     Py_ssize_t groups = 0;
@@ -381,12 +382,15 @@ static void fill_groups(const int32_t *key, const int32_t *rows, const float *tf
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t to = at[key[i]]++;
         out_rows[to] = rows[i];
-        out_tfs[to] = tfs[i];
+        if (tfs != NULL) {
+            out_tfs[to] = tfs[i];
+        }
     }
 }
 
 PyDoc_STRVAR(group_doc,
 "group(ids, rows, tfs, starts, names) -> (keys, rows, tfs, bounds) or None\n\n"
+"``tfs`` may be None (rows grouped alone): the answer's tfs is None then.\n"
 "Postings grouped by (part, term): ``ids`` each posting's term rank (int32, below ``names``), ``rows`` (int32)\n"
 "and ``tfs`` (float32) the postings, ``starts`` the parts' first rows (int64, ascending; a posting is in the\n"
 "last part starting at or below its row). Returns each group's key (part * names + rank, ascending, an int64\n"
@@ -402,21 +406,22 @@ static PyObject *group(PyObject *Py_UNUSED(module), PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOn:group", &ids_obj, &rows_obj, &tfs_obj, &starts_obj, &names)) {
         return NULL;
     }
+    /* tfs last: it may be None (a caller grouping rows alone), and then no view of it is taken */
     Py_buffer views[4];
-    int got = 0;
+    int got = 0, with_tfs = tfs_obj != Py_None;
     if (get_items(ids_obj, &views[0], 4, "ids") == 0 && ++got
             && get_items(rows_obj, &views[1], 4, "rows") == 0 && ++got
-            && get_items(tfs_obj, &views[2], 4, "tfs") == 0 && ++got
-            && get_items(starts_obj, &views[3], 8, "starts") == 0) {
+            && get_items(starts_obj, &views[2], 8, "starts") == 0 && ++got
+            && with_tfs && get_items(tfs_obj, &views[3], 4, "tfs") == 0) {
         got++;
     }
     PyObject *result = NULL;
     PyObject *keys = NULL, *out_rows = NULL, *out_tfs = NULL, *bounds = NULL;
     Py_ssize_t *at = NULL;
     int32_t *key = NULL;
-    if (got == 4) {
-        Py_ssize_t n = views[0].len / 4, parts = views[3].len / 8;
-        if (views[1].len != 4 * n || views[2].len != 4 * n || parts < 1 || names < 1
+    if (got == 3 + with_tfs) {
+        Py_ssize_t n = views[0].len / 4, parts = views[2].len / 8;
+        if (views[1].len != 4 * n || (with_tfs && views[3].len != 4 * n) || parts < 1 || names < 1
                 || parts > PY_SSIZE_T_MAX / 16 / names) {
             PyErr_SetString(PyExc_ValueError, "ids, rows and tfs need one entry per posting, starts and names one "
                                               "or more");
@@ -434,7 +439,7 @@ static PyObject *group(PyObject *Py_UNUSED(module), PyObject *args) {
         }
         Py_ssize_t groups;
         Py_BEGIN_ALLOW_THREADS
-        groups = count_keys(views[0].buf, views[1].buf, n, views[3].buf, parts, names, key, at);
+        groups = count_keys(views[0].buf, views[1].buf, n, views[2].buf, parts, names, key, at);
         Py_END_ALLOW_THREADS
         if (groups == -2) {
             result = Py_NewRef(Py_None);
@@ -444,15 +449,16 @@ static PyObject *group(PyObject *Py_UNUSED(module), PyObject *args) {
          * are */
         keys = PyByteArray_FromStringAndSize(NULL, 8 * groups);
         out_rows = PyByteArray_FromStringAndSize(NULL, 4 * n);
-        out_tfs = PyByteArray_FromStringAndSize(NULL, 4 * n);
+        out_tfs = with_tfs ? PyByteArray_FromStringAndSize(NULL, 4 * n) : Py_NewRef(Py_None);
         bounds = PyByteArray_FromStringAndSize(NULL, 8 * (groups + 1));
         if (keys == NULL || out_rows == NULL || out_tfs == NULL || bounds == NULL) {
             goto done;
         }
         Py_BEGIN_ALLOW_THREADS
-        fill_groups(parts > 1 ? key : views[0].buf, views[1].buf, views[2].buf, n, parts * names, at,
-                    (int32_t *)PyByteArray_AS_STRING(out_rows), (float *)PyByteArray_AS_STRING(out_tfs),
-                    (int64_t *)PyByteArray_AS_STRING(keys), (int64_t *)PyByteArray_AS_STRING(bounds));
+        fill_groups(parts > 1 ? key : views[0].buf, views[1].buf, with_tfs ? views[3].buf : NULL, n, parts * names,
+                    at, (int32_t *)PyByteArray_AS_STRING(out_rows),
+                    with_tfs ? (float *)PyByteArray_AS_STRING(out_tfs) : NULL, (int64_t *)PyByteArray_AS_STRING(keys),
+                    (int64_t *)PyByteArray_AS_STRING(bounds));
         Py_END_ALLOW_THREADS
         result = PyTuple_Pack(4, keys, out_rows, out_tfs, bounds);
     }

@@ -80,21 +80,23 @@ def distinct_joined(joined: bytes, shortest: int, longest: int) -> bytes:
     return b"\0".join(dict.fromkeys(term for term in joined.split(b"\0") if shortest <= len(term) <= longest))
 
 
-def group(ids: np.ndarray, rows: np.ndarray, tfs: np.ndarray, starts: np.ndarray, names: int
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+def group(ids: np.ndarray, rows: np.ndarray, tfs: np.ndarray | None, starts: np.ndarray, names: int
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray] | None:
     """Postings grouped by (part, term) in one counting sort in C: each group's key (``part * names + rank``,
-    ascending), the rows (int32) and frequencies (float32) in group order, each group's postings in their order,
-    and the groups' bounds. ``ids`` are the postings' term ranks (below ``names``), ``starts`` the parts' first
-    rows. None when the compiled loops are off, or a rank or row is outside the keys: the caller groups then."""
+    ascending), the rows (int32) and frequencies (float32; None when ``tfs`` is: rows grouped alone) in group
+    order, each group's postings in their order, and the groups' bounds. ``ids`` are the postings' term ranks
+    (below ``names``), ``starts`` the parts' first rows. None when the compiled loops are off, or a rank or row is
+    outside the keys: the caller groups then."""
     if _compiled_group is None or not ENABLED:
         return None
     found = _compiled_group(np.ascontiguousarray(ids, np.int32), np.ascontiguousarray(rows, np.int32),
-                            np.ascontiguousarray(tfs, np.float32), np.ascontiguousarray(starts, np.int64), names)
+                            None if tfs is None else np.ascontiguousarray(tfs, np.float32),
+                            np.ascontiguousarray(starts, np.int64), names)
     if found is None:
         return None
     keys, rows, tfs, bounds = found
-    return (np.frombuffer(keys, np.int64), np.frombuffer(rows, np.int32), np.frombuffer(tfs, np.float32),
-            np.frombuffer(bounds, np.int64))
+    return (np.frombuffer(keys, np.int64), np.frombuffer(rows, np.int32),
+            None if tfs is None else np.frombuffer(tfs, np.float32), np.frombuffer(bounds, np.int64))
 
 
 def describe() -> dict[str, Any]:

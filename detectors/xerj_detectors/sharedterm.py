@@ -140,9 +140,9 @@ def _inverted(file_of: np.ndarray, terms: np.ndarray, keep: np.ndarray, width: i
     """The files of the kept (file, term) entries grouped by term, each term's in file order, and where each
     term's files start (``width + 1`` offsets)."""
     term_of, files = terms[keep], file_of[keep]
-    # one counting sort by term in C (termrank.group, its frequencies unused): a stable argsort held an int64 order
+    # one counting sort by term in C (termrank.group, the files as its rows): a stable argsort held an int64 order
     # and two gathers of every entry, about 76 MB on 22k files of code, where this holds the files once more
-    found = termrank.group(term_of, files, np.zeros(len(files), np.float32), _ONE_PART, width) if width else None
+    found = termrank.group(term_of, files, None, _ONE_PART, width) if width else None
     if found is not None:
         groups, holders, _tfs, bounds = found
         starts = np.zeros(width + 1, np.int64)
@@ -163,8 +163,9 @@ def _distinctive(units: Sequence[tuple[str, bytes]], total: int) -> tuple[list[s
     with where each file's start (``total + 1`` offsets).
 
     Every file's words (each listed once per file) are ranked in one pass over their joined bytes
-    (``termrank.rank_joined``): each distinct word of the corpus is then one number, decoded and judged once, and
-    a word's rank counted over the files is how many files hold it. The rest is numpy over those numbers."""
+    (``termrank.rank_joined_packed``): each distinct word of the corpus is then one number, decoded and judged
+    once, and a word's rank counted over the files is how many files hold it. The rest is numpy over those
+    numbers."""
     if not total:
         return [], [], np.empty(0, _IDS), np.zeros(1, np.int64)
     sizes = np.fromiter((blob.count(b"\0") + 1 if blob else 0 for _, blob in units), np.int64, total)

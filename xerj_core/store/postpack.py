@@ -280,8 +280,9 @@ def unpack(suffixes: Sequence[bytes], values: Sequence[bytes], *, short: int = 0
         return empty_run()
     if len(runs) == 1:
         return runs[0]
-    names = (np.concatenate([runs[0][0], runs[1][0]]) if isinstance(runs[1][0], np.ndarray)
-             else [*runs[0][0], *runs[1][0]])
+    first, second = runs[0][0], runs[1][0]
+    names = (np.concatenate([first, second]) if isinstance(second, np.ndarray)
+             else [*(first.tolist() if isinstance(first, np.ndarray) else first), *second])
     return (names, np.concatenate([runs[0][1], runs[1][1]]), np.concatenate([runs[0][2], runs[1][2]]),
             np.concatenate([runs[0][3], runs[1][3]]))
 
@@ -340,10 +341,8 @@ def unpack_runs(suffixes: Sequence[bytes], values: Sequence[bytes], *, short: in
         own_terms = [suffixes[i] for i in own]
         if runs and isinstance(runs[0][0], np.ndarray):
             fixed = np.array(own_terms, dtype=bytes)
-            if fixed.itemsize > short or b"\x00" in b"".join(own_terms):
-                runs[0] = (runs[0][0].tolist(), *runs[0][1:])
-            else:
-                own_terms = fixed
+            if fixed.itemsize <= short and b"\x00" not in b"".join(own_terms):
+                own_terms = fixed  # as the buckets' terms are (a run of bytes beside them ranks alike)
         runs.append((own_terms, own_counts, own_rows, own_tfs))
     return runs
 
