@@ -522,8 +522,8 @@ class _Runner:
                 future.entries = batch  # type: ignore[attr-defined]  # put back into its outcomes
                 future.with_partials = with_partials  # type: ignore[attr-defined]  # to parse it here instead
             return future
-        return self.submit(parse_batch, batch, with_partials, False, self.cache, not ship, step=PARSING,
-                           files=_paths(batch))
+        return self.submit(parse_batch, batch, with_partials, ship, self.cache, not ship,
+                           step=PARSING, files=_paths(batch))
 
     def outcomes(self, future: Future) -> list[ParseOutcome]:
         result = future.result()
