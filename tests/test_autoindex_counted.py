@@ -1,6 +1,6 @@
-"""Texts counted outside the store's writer: ``text.counted_terms`` against the store's tokenizer, and
-``IndexWrite.put_many_counted`` against ``put_many`` (the same stored bytes), alone and in an autoindex run whose
-companion counts the texts."""
+"""Texts counted outside the store's tokenizer: ``text.counted_terms`` against it, and
+``IndexWrite.put_many_counted`` against ``put_many`` (the same stored bytes), alone, where ``put_many`` counts a
+batch of long texts itself, and in autoindex runs whose parse counts the texts."""
 
 from __future__ import annotations
 
@@ -86,7 +86,8 @@ def _put_both(tmp_path: Path, batches: list[list[dict]], tail_rows: int = 4) -> 
         items = [(doc, f"d{i % 5}", "index") for i, doc in enumerate(docs)]  # ids again, in a batch and after
 
         def apply_plain(txn):
-            return [(r.doc_id, r.result, r.version, r.seq_no) for r in txn.index("t").put_many(items)]
+            # count=False: the store's own tokenizer, which a batch of long texts would otherwise not take
+            return [(r.doc_id, r.result, r.version, r.seq_no) for r in txn.index("t").put_many(items, count=False)]
 
         def apply_counted(txn):
             found = [counted_terms(doc["text"], MAX_TERM_BYTES) if type(doc.get("text")) is str else None
@@ -142,6 +143,40 @@ def test_put_many_counted_on_real_text(tmp_path, monkeypatch):
     assert sum("records_from" in kw for kw in calls) == len(batches)  # no batch fell back to tokenizing
 
 
+def test_put_many_counts_a_batch_of_long_texts_itself(tmp_path, monkeypatch):
+    """Real notes and code, whole files and their paragraphs, put in batches beside a list field (the write plan's
+    per-record path) and overwritten: a batch whose texts average ``COUNT_FROM_CHARS`` or more is indexed from
+    the compiled count of its longest text field, any other by the store's tokenizer, and either way the store
+    holds the bytes of a store that never counts."""
+    seen: list[str] = []
+    real = write.IndexWrite.put_many_counted
+    monkeypatch.setattr(write.IndexWrite, "put_many_counted",
+                        lambda self, items, path, counted, **kw: seen.append(path) or real(self, items, path, counted,
+                                                                                           **kw))
+    texts = _texts()
+    docs = [{"title": Path(path).name, "text": text, "path": path, "tags": ["a", path[-1]], "n": len(text) % 10}
+            for path, text in texts]
+    batches = [docs[lo:lo + 40] for lo in range(0, len(docs), 40)]
+    batches += [batches[0], [{"title": doc["text"], "text": doc["title"]} for doc in batches[1]]]  # overwrites
+    longest = [max((sum(len(doc[path]) for doc in batch), path) for path in ("text", "title")) for batch in batches]
+    long = [chars >= write.COUNT_FROM_CHARS * len(batch) for (chars, _path), batch in zip(longest, batches)]
+    assert any(long) and not all(long) and longest[-1][1] == "title" and long[-1]
+    stores = [Store(tmp_path / name, tail_rows=32) for name in ("counting", "tokenizing")]
+    try:
+        for store in stores:
+            store.create_index("t", MAPPING)
+        for batch in batches:
+            items = [(doc, f"d{i}", "index") for i, doc in enumerate(batch)]
+            for store, count in zip(stores, (True, False)):
+                store.transact(lambda txn: txn.index("t").put_many(items, count=count))
+        assert _contents(stores[0]) == _contents(stores[1])
+    finally:
+        for store in stores:
+            store.close()
+    # each long batch counted once, its longest text field (the swapped batch's titles), the others not at all
+    assert seen == [path for (_chars, path), is_long in zip(longest, long) if is_long]
+
+
 def test_put_many_counted_falls_back_where_a_value_is_not_its_count(tmp_path):
     """A string the caller did not count, or a field that is not a plain text field, is indexed by put_many as it
     is: the bytes put_many writes."""
@@ -193,6 +228,8 @@ def test_a_run_counts_the_code_it_parses_and_stores_what_the_stores_tokenizer_st
     for name in ("tokenized", how):
         monkeypatch.setattr(pipeline, "BATCH_FILES", 40)
         monkeypatch.setattr(write.IndexWrite, "put_many_counted", put_many_counted)
+        # the store counts no long text itself: what is counted here is what the parse counted
+        monkeypatch.setattr(write, "COUNT_FROM_CHARS", float("inf"))
         if name == "tokenized":  # the oracle: no dataset's texts counted, so the store tokenizes them all
             monkeypatch.setattr(parallel, "COUNTED_DATASETS", frozenset())
         if name == "companion":
