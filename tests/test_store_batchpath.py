@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xerj_core.store import BulkOp, Store, write
+from xerj_core.store import BulkOp, Store, plan, write
 from xerj_core.store.columns import KIND_ORD, column_kind
 from xerj_core.store.plan import column_postings, column_tokens
 from xerj_core.store.tailblock import postings_of_tokens
@@ -42,6 +42,23 @@ def _texts() -> list[tuple[str, str]]:
     return out
 
 
+# column_postings both ways: every batch cut in one translation, or every batch counted by the compiled word count
+# (text.counted_terms, which it takes for long values)
+WAYS = pytest.mark.parametrize("count_from", [float("inf"), 0], ids=["cut", "counted"])
+
+
+def _column_postings(column, start, skipped, count_from):
+    kept, plan.COUNT_COLUMN_FROM_CHARS = plan.COUNT_COLUMN_FROM_CHARS, count_from
+    counted, calls = plan.counted_postings, []
+    plan.counted_postings = lambda *args: calls.append(args) or counted(*args)
+    try:
+        found = column_postings(column, start, skipped)
+    finally:
+        plan.COUNT_COLUMN_FROM_CHARS, plan.counted_postings = kept, counted
+    assert len(calls) == (count_from == 0 and len(column) > 0)
+    return found
+
+
 def _expected(column, start, skipped):
     tokens = column_tokens(column, skipped)
     return list(map(len, tokens)), postings_of_tokens(tokens, start)
@@ -60,38 +77,41 @@ EDGES = ["Hello_World 42 x", "ΟΔΟΣ ΟΔΟΣ.", "a\x00b c", "漢字 かな te
          "é" * 127 + " ok", "é" * 130, "漢" * 90 + " 漢", "mixed É word"]
 
 
+@WAYS
 @pytest.mark.parametrize("size", [1, 2, 7, 100, 1000])
-def test_the_batch_tokenizer_pass_equals_a_value_at_a_time_on_real_text(size):
+def test_the_batch_tokenizer_pass_equals_a_value_at_a_time_on_real_text(size, count_from):
     values = [text for _path, text in _texts()]
     for lo in range(0, len(values), size):
         batch = values[lo:lo + size]
         got_skipped, want_skipped = {"terms": 0}, {"terms": 0}
-        got = column_postings(batch, 10 + lo, got_skipped)
+        got = _column_postings(batch, 10 + lo, got_skipped, count_from)
         want = _expected(batch, 10 + lo, want_skipped)
         _same_run(got, want)
         assert got[1][0] == want[1][0]
         assert got_skipped == want_skipped
 
 
-def test_the_batch_tokenizer_pass_on_edge_values():
+@WAYS
+def test_the_batch_tokenizer_pass_on_edge_values(count_from):
     for i in range(len(EDGES)):
         for batch in (EDGES[i:], EDGES[:i + 1], [EDGES[i]] * 3, [v for v in EDGES if v is None or v.isascii()]):
             got_skipped, want_skipped = {"terms": 0}, {"terms": 0}
-            got, want = column_postings(batch, 3, got_skipped), _expected(batch, 3, want_skipped)
+            got, want = _column_postings(batch, 3, got_skipped, count_from), _expected(batch, 3, want_skipped)
             _same_run(got, want)
             assert got[1][0] == want[1][0] and got_skipped == want_skipped
 
 
+@WAYS
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(st.none(), st.text(alphabet=st.characters(max_codepoint=127), max_size=30),
                           st.text(alphabet=st.characters(codec="utf-8"), max_size=12)), min_size=1, max_size=8))
-def test_the_batch_tokenizer_pass_equals_a_value_at_a_time(values):
+def test_the_batch_tokenizer_pass_equals_a_value_at_a_time(count_from, values):
     """Any ASCII (control bytes, punctuation, digits, both cases) and other text, mixed with absent values: the
     bytes pass, its per-value mixing, and ``tokenize_many``'s ASCII path give what the regex gives."""
     texts = [value or "" for value in values]
     assert tokenize_many(texts) == [tokenize(text) for text in texts]
     got_skipped, want_skipped = {"terms": 0}, {"terms": 0}
-    got, want = column_postings(values, 5, got_skipped), _expected(values, 5, want_skipped)
+    got, want = _column_postings(values, 5, got_skipped, count_from), _expected(values, 5, want_skipped)
     _same_run(got, want)
     assert got[1][0] == want[1][0] and got_skipped == want_skipped
 
@@ -113,13 +133,14 @@ def test_utf8_words_is_tokenize_as_utf8_bytes(text):
     assert utf8_words(text) == [word.encode("utf-8", "surrogatepass") for word in tokenize(text)]
 
 
-def test_the_batch_tokenizer_pass_beyond_sixteen_bit_terms_and_with_long_words_only():
+@WAYS
+def test_the_batch_tokenizer_pass_beyond_sixteen_bit_terms_and_with_long_words_only(count_from):
     """A batch of more distinct terms than a 16-bit sort key holds takes the general grouping, and a batch whose
     only words are too long to be keys gives no postings: both equal one value at a time."""
     many = [" ".join(f"w{i * 7 + j}" for j in range(7)) + (" shared" if i % 3 else "") for i in range(10_000)]
     for batch in (many, ["x" * 300, None, "y" * 400 + " " + "z" * 300]):
         got_skipped, want_skipped = {"terms": 0}, {"terms": 0}
-        got, want = column_postings(batch, 11, got_skipped), _expected(batch, 11, want_skipped)
+        got, want = _column_postings(batch, 11, got_skipped, count_from), _expected(batch, 11, want_skipped)
         _same_run(got, want)
         assert got[1][0] == want[1][0] and got_skipped == want_skipped
     assert len(column_postings(many, 0, {"terms": 0})[1][0]) > 1 << 16

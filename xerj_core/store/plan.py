@@ -22,13 +22,18 @@ from xerj_core import termrank
 from xerj_core.store import limits
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, KIND_VEC, column_kind
 from xerj_core.store.mapping import FLOAT_TYPES, INT_TYPES, FieldSpec, Mapping, coerce
-from xerj_core.store.tailblock import PostingRun, empty_run, group, postings_of_tokens
-from xerj_core.text import SLICE_CHARS, ascii_words, slices, term_counts_many, tokenize, tokenize_many, utf8_words
+from xerj_core.store.tailblock import PostingRun, counted_run, empty_run, group, postings_of_tokens
+from xerj_core.text import (SLICE_CHARS, ascii_words, counted_terms, slices, term_counts_many, tokenize, tokenize_many,
+                            utf8_words)
 
 # How a leaf converts a value of the expected Python type without calling ``coerce``.
 _AS_STR, _AS_INT, _AS_DATE, _AS_FLOAT, _AS_OTHER = range(5)
 # Values an unmapped field may hold and be passed by without the generic path (None is never indexed).
 _UNMAPPED_SCALARS = frozenset((str, int, float, bool, type(None)))
+# Characters a value of a text column needs on average for :func:`column_postings` to count the column with the
+# compiled word count (:func:`counted_postings`) rather than cut it in one translation: bulks of 1,000 documents
+# of real code took 0.89 of the time at 256 chars a value, 0.80 at 512, 0.62 at 4 KB; 1.04 at 96, 1.14 at 32.
+COUNT_COLUMN_FROM_CHARS = 256
 
 
 class Leaf:
@@ -479,6 +484,8 @@ def column_postings(column: list[str | None], start: int, skipped: dict[str, int
     """
     n = len(column)
     texts = column if None not in column else [value or "" for value in column]
+    if n and sum(map(len, texts)) >= COUNT_COLUMN_FROM_CHARS * n:
+        return counted_postings(texts, start, skipped)
     if max(map(len, texts), default=0) > SLICE_CHARS:
         return _long_column_postings(texts, start, skipped)
     joined = " \x00 ".join(texts)
@@ -528,6 +535,15 @@ def column_postings(column: list[str | None], start: int, skipped: dict[str, int
         term, rows = np.divmod(pairs, n)
     del names[0]
     return lengths, (names, np.bincount(term, minlength=len(names)), rows + start, tfs.astype(np.float32))
+
+
+def counted_postings(texts: list[str], start: int, skipped: dict[str, int]) -> tuple[np.ndarray, PostingRun]:
+    """:func:`column_postings` of ``texts`` (strings; absent values as empty ones), each counted by the compiled
+    word count (``text.counted_terms``, which cuts a long text a slice at a time) and the counts grouped in C."""
+    found = [counted_terms(text, limits.MAX_TERM_BYTES) for text in texts]
+    skipped["terms"] += sum(map(itemgetter(1), found))
+    names, counts, rows, tfs = counted_run(found, np.arange(start, start + len(found)))
+    return np.fromiter(map(itemgetter(0), found), np.int64, len(found)), (names, counts, rows.astype(np.int64), tfs)
 
 
 def _long_column_postings(texts: list[str], start: int, skipped: dict[str, int]) -> tuple[np.ndarray, PostingRun]:

@@ -262,6 +262,16 @@ def group_joined(joined: bytes, rows: np.ndarray, tfs: np.ndarray) -> PostingRun
     return names, np.diff(bounds), rows, tfs
 
 
+def counted_run(found: Sequence[tuple[int, int, bytes, bytes]], rows: np.ndarray) -> PostingRun:
+    """The grouped postings of texts counted by ``text.counted_terms`` (``found[i]`` on row ``rows[i]``, rows
+    ascending): each counted term's frequency per row, ranked in C (:func:`group_joined`)."""
+    joined = b"\x00".join(filter(None, (counted[2] for counted in found)))
+    counts = b"".join(counted[3] for counted in found)
+    distinct = np.fromiter((len(counted[3]) // 4 for counted in found), np.int64, len(found))
+    tfs = np.frombuffer(counts, np.uint32).astype(np.float32)
+    return group_joined(joined, np.repeat(np.asarray(rows, np.int64), distinct), tfs)
+
+
 def grouped(runs: list[PostingRun], starts: np.ndarray) -> tuple[np.ndarray, list[bytes], np.ndarray, np.ndarray,
                                                                   np.ndarray]:
     """Runs grouped per (part, term): the part of each group (``starts``: the parts' first rows, ascending), its

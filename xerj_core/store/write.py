@@ -609,12 +609,9 @@ class IndexWrite:
         lengths = column.values.copy()
         lengths[at - block.start] = np.fromiter(map(itemgetter(0), found), lengths.dtype, len(found))
         self.skipped["terms"] += sum(map(itemgetter(1), found))
-        joined = b"\x00".join(filter(None, map(itemgetter(2), found)))
-        tfs = np.frombuffer(b"".join(map(itemgetter(3), found)), np.uint32)
-        posting_rows = np.repeat(at, np.fromiter(map(len, map(itemgetter(3), found)), np.int64, len(found)) // 4)
         self.pending.append(Block(block.start, block.n, {
             **block.columns, path: Column(column.kind, lengths, column.present, column.extra_rows, column.extra_ords)},
-            {**block.postings, path: tailblock.group_joined(joined, posting_rows, tfs.astype(np.float32))}))
+            {**block.postings, path: tailblock.counted_run(found, at)}))
         return results
 
     def _put_ids(self, entries: list[tuple[bytes, bytes]]) -> None:
