@@ -259,13 +259,17 @@ def _index_contents(store: Store, index: str) -> dict:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(_TEXT, min_size=1, max_size=4))
+@given(st.lists(st.one_of(_TEXT, st.text(alphabet=st.characters(max_codepoint=127), max_size=80)), min_size=1,
+                max_size=4))
 def test_sharedterm_takes_a_files_terms_from_its_counted_texts_as_from_the_texts(texts):
-    """A file's shared-vocabulary terms from the words counted for the store (a companion's parse) are those the
-    detector's own word filter finds in the texts."""
+    """A file's shared-vocabulary terms from the words counted for the store (a companion's parse), and from the
+    compiled count of an uncounted ASCII file's texts, are those the detector's regex finds in the texts."""
     docs = [SourceDocument(f"d{i}", "notes", "a.md", "A", text, "", "section", 0, "markdown", {})
             for i, text in enumerate(texts)]
-    want = sharedterm.file_terms(docs)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sharedterm, "ascii_joined_words", lambda text, longest: None)
+        want = sharedterm.file_terms(docs)
+    assert sharedterm.file_terms(docs) == want
     with remembering_counts():
         for text in texts:
             counted_terms(text, MAX_TERM_BYTES)
@@ -274,6 +278,21 @@ def test_sharedterm_takes_a_files_terms_from_its_counted_texts_as_from_the_texts
             with pytest.MonkeyPatch.context() as patch:
                 patch.setattr(termrank, "ENABLED", compiled)
                 assert sharedterm.file_terms(docs) == want
+
+
+def test_sharedterm_takes_a_real_files_terms_from_the_compiled_count_as_from_its_regex(monkeypatch):
+    """Foam notes and .py files (CJK, words too long to be keys), each as a file of its paragraphs: the terms the
+    compiled word count gives the detector for the ASCII files are those its regex finds, file by file."""
+    files: dict[str, list[str]] = {}
+    for path, text in _texts():
+        files.setdefault(path.split("#")[0], []).append(text)
+    docs = {path: [SourceDocument(f"d{i}", "notes", "a.md", "A", text, "", "section", 0, "markdown", {})
+                   for i, text in enumerate(texts[1:] or texts)] for path, texts in files.items()}
+    compiled = {path: sharedterm.file_terms(file_docs) for path, file_docs in docs.items()}
+    cut: list[str] = []
+    monkeypatch.setattr(sharedterm, "ascii_joined_words", lambda text, longest: cut.append(text) or None)
+    assert {path: sharedterm.file_terms(file_docs) for path, file_docs in docs.items()} == compiled
+    assert len(cut) == len(docs) and sum(map(str.isascii, cut)) > len(cut) // 2  # most took the compiled count
 
 
 def test_counts_out_of_step_with_their_documents_refuse_the_batch_rather_than_drop_documents(tmp_path):

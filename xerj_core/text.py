@@ -242,6 +242,17 @@ def counted_terms(text: str, longest: int) -> CountedTerms:
     return found - dropped, dropped, joined, array("I", counts.values()).tobytes()
 
 
+def ascii_joined_words(text: str, longest: int) -> bytes | None:
+    """The distinct words of ``tokenize(text)`` of at most ``longest`` UTF-8 bytes, NUL-joined in order of first
+    appearance, as :func:`counted_terms` joins them (without their counts, and not remembered), when the
+    compiled loop can cut ``text`` (ASCII without a NUL, one slice long); else None. A detector that wants a
+    text's vocabulary (``sharedterm``) gets it in C at about seven times the pace of a regex pass that makes a
+    string of every word."""
+    if WORDCOUNT and len(text) <= SLICE_CHARS and text.isascii() and "\x00" not in text:
+        return _count_words(text.encode().translate(_ASCII_WORDS), longest)[2]
+    return None
+
+
 def _regex_utf8_words(text: str) -> list[bytes]:
     return list(map(str.encode, tokenize(text)))
 

@@ -48,7 +48,7 @@ import numpy as np
 
 from xerj_core import termrank
 from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft
-from xerj_core.text import counted_joined, distinct_long_words
+from xerj_core.text import ascii_joined_words, counted_joined, distinct_long_words
 
 try:
     from xerj_detectors._meetings import common as _compiled_common
@@ -118,9 +118,13 @@ def _file_words(file_docs: Sequence[SourceDocument]) -> bytes:
     texts = [doc.text for doc in file_docs if doc.text]
     counted = list(map(counted_joined, texts))
     if None in counted:
-        # one tokenizer pass over the file (a newline separates the documents' texts as their ends did) that
-        # finds only its words of at least MIN_TERM characters: the same runs ``tokenize`` finds
-        joined = "\0".join(distinct_long_words("\n".join(texts), MIN_TERM)).encode()
+        # one pass over the file (a newline separates the documents' texts as their ends did): the compiled word
+        # count's distinct words of ASCII text, else a regex that finds only the words of at least MIN_TERM
+        # characters; either way the runs ``tokenize`` finds
+        text = "\n".join(texts)
+        joined = ascii_joined_words(text, _LONGEST_BYTES)
+        if joined is None:
+            joined = "\0".join(distinct_long_words(text, MIN_TERM)).encode()
     else:
         joined = b"\0".join(filter(None, counted))  # type: ignore[arg-type]
     return termrank.distinct_joined(joined, _SHORTEST_BYTES, _LONGEST_BYTES)
