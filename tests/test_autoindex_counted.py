@@ -70,7 +70,10 @@ def _storable(text: str) -> str:
 _DOC = st.fixed_dictionaries(
     {"path": st.sampled_from(["a", "b", "漢"])},
     # (a lone surrogate has no UTF-8 form: a source holding one is refused by both paths alike)
-    optional={"title": st.text(max_size=8).map(_storable), "text": st.one_of(_TEXT.map(_storable), st.none()),
+    # (a list or a number in the text field: the store indexes that document's values itself)
+    optional={"title": st.text(max_size=8).map(_storable),
+              "text": st.one_of(_TEXT.map(_storable), st.none(), st.lists(_TEXT.map(_storable), max_size=2),
+                                st.integers(0, 99)),
               "tags": st.lists(st.sampled_from(["x", "y"]), max_size=2),  # a list: the write plan's per-record path
               "n": st.integers(0, 9)})
 
@@ -175,6 +178,32 @@ def test_put_many_counts_a_batch_of_long_texts_itself(tmp_path, monkeypatch):
             store.close()
     # each long batch counted once, its longest text field (the swapped batch's titles), the others not at all
     assert seen == [path for (_chars, path), is_long in zip(longest, long) if is_long]
+
+
+@pytest.mark.parametrize("odd", ["list", "number", "refused", "absent"])
+def test_put_many_counts_long_texts_beside_odd_values_as_it_tokenizes_them(tmp_path, odd):
+    """A batch of long texts in which one document's text is a list or a number (not counted: the batch is
+    tokenized as it is), is refused by a strict mapping, or is absent: every outcome and stored byte is that of
+    the store's own tokenizer, and only the batches whose every text is a string or absent are counted."""
+    long = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 8
+    docs = [{"text": f"{long} {i}", "tags": ["a", str(i)]} for i in range(6)]
+    docs[3] = {"list": {"text": [long, "short"]}, "number": {"text": 12345}, "refused": {"text": long, "bogus": 1},
+               "absent": {"tags": ["b"]}}[odd]
+    calls: list[int] = []
+    real = write.IndexWrite.put_many_counted
+    outcomes, contents = [], []
+    for count in (True, False):
+        with Store(tmp_path / str(count), tail_rows=4) as store, pytest.MonkeyPatch.context() as patch:
+            patch.setattr(write.IndexWrite, "put_many_counted",
+                          lambda self, *args, **kw: calls.append(count) or real(self, *args, **kw))
+            store.create_index("t", {"dynamic": "strict", "properties": {"text": {"type": "text"},
+                                                                         "tags": {"type": "keyword"}}})
+            items = [(doc, f"d{i}", "index") for i, doc in enumerate(docs)]
+            outcomes.append(store.transact(lambda txn: list(map(repr, txn.index("t").put_many(items, count=count)))))
+            contents.append(_contents(store))
+    assert outcomes[0] == outcomes[1] and contents[0] == contents[1]
+    assert ("MapperParsingError" in outcomes[0][3]) == (odd == "refused")
+    assert calls == ([True] if odd in ("refused", "absent") else [])
 
 
 def test_put_many_counted_falls_back_where_a_value_is_not_its_count(tmp_path):

@@ -69,6 +69,7 @@ DEFERRED_CHUNK = 2048
 # Characters a document of a batch of puts needs, on average, in one text field for :meth:`IndexWrite.put_many`
 # to count that field's texts with the compiled word count (see ``IndexWrite._long_text_field``).
 COUNT_FROM_CHARS = 256
+_COUNTABLE = frozenset({str, type(None)})  # the values of a text field put_many_counted takes (None: absent)
 
 # The largest segment, in tails: merges stop growing here, so the write that seals a tail
 # rewrites at most this many rows (a bounded pause) instead of the whole index.
@@ -569,7 +570,10 @@ class IndexWrite:
             return None
         best, most = None, 0
         for path in paths:
-            chars = sum(len(value) for doc in docs if type(value := doc.get(path)) is str)
+            values = [doc.get(path) for doc in docs]
+            if set(map(type, values)) - _COUNTABLE:  # a list or a number there: put_many_counted would not count
+                continue
+            chars = sum(map(len, filter(None, values)))
             if chars > most:
                 best, most = path, chars
         return best if most >= COUNT_FROM_CHARS * len(docs) else None
@@ -579,15 +583,17 @@ class IndexWrite:
                          batch_tried: bool = False) -> Sequence[WriteResult | XerjError]:
         """:meth:`put_many` of documents whose text field ``path`` (a top-level one) was tokenized and counted by
         the caller, often in another process: ``counted[i]`` is ``text.counted_terms`` of item ``i``'s string
-        value there (None where it holds no string). Those values are not tokenized here: each document is indexed
+        value there (None where it holds none). Those values are not tokenized here: each document is indexed
         with an empty string in their place, and the new rows' length column and postings of ``path`` are then
         made from the counts. The outcome is :meth:`put_many`'s (rows, ordinals, stored bytes); it is simply
-        called when ``path`` is not a plain text field of the mapping or an item does not fit its count."""
+        called when ``path`` is not a plain text field of the mapping or an item does not fit its count (a string
+        not counted, or a value there that is no string: a list, a number, which the store indexes itself)."""
         spec = self.mapping.fields.get(path)
         docs = list(map(itemgetter(0), items))
         if (spec is None or column_kind(spec) != KIND_LEN or "." in path or self.mapping.subfields_of(path)
                 or self.scope is not None or len(counted) != len(items)
-                or not all(type(doc) is dict and (type(doc.get(path)) is str) == (found is not None)
+                or not all(type(doc) is dict and ((found is not None) if type(value := doc.get(path)) is str
+                                                  else value is None and found is None)
                            for doc, found in zip(docs, counted))):
             return self.put_many(items, batch_tried=batch_tried, count=False)
         before = len(self.pending)
