@@ -103,6 +103,18 @@ def test_mapping_conflicts_and_bad_documents_leave_nothing_behind(store):
         store.put("typed", {"weight": math.inf}, "w")
     assert store.count("typed") == 0
     assert "brand_new" not in store.get_mapping("typed")["properties"]
+    # a transaction that grew the mapping and then failed grew it in memory alone: a later write, which parses
+    # the same stored mapping (see Mapping.stored), does not carry the field
+
+    def grows_then_fails(txn):
+        txn.put("typed", {"brand_new": 1}, "x")
+        raise RuntimeError("the caller gave up")
+
+    with pytest.raises(RuntimeError):
+        store.transact(grows_then_fails)
+    store.put("typed", {"n": 1}, "ok")
+    assert "brand_new" not in store.get_mapping("typed")["properties"]
+    assert store.count("typed") == 1
     with pytest.raises(MapperParsingError):
         store.create_index("badmap", {"properties": {"x": {"type": "nonsense"}}})
     assert not store.exists("badmap")

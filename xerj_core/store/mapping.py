@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import attrs
+import orjson
 
 from xerj_core.errors import MapperParsingError
 
@@ -81,6 +82,23 @@ class Mapping:
             raise MapperParsingError(f"unknown dynamic value [{dynamic}]")
         mapping.merge_properties(body.get("properties") or {}, prefix="")
         return mapping
+
+    @classmethod
+    def stored(cls, blob: bytes) -> "Mapping":
+        """The mapping a store holds as ``blob`` (its JSON), parsed once per process for the same bytes: each call
+        gets its own copy, which a write may grow. A write transaction reads its index's mapping every time (a
+        bulk of a thousand small documents spent about 1% of its time parsing the same one again)."""
+        blob = bytes(blob)  # a memoryview (a database store's buffer) is no key
+        found = _STORED.get(blob)
+        if found is None:
+            if len(_STORED) >= _STORED_MAX:
+                _STORED.clear()
+            found = _STORED[blob] = cls.from_es(orjson.loads(blob))
+        return found.copy()
+
+    def copy(self) -> "Mapping":
+        """A mapping that grows apart from this one (field specs are frozen and shared)."""
+        return Mapping(dict(self.fields), set(self.objects), self.dynamic)
 
     def merge_properties(self, properties: Any, prefix: str) -> None:
         if not isinstance(properties, dict):
@@ -201,6 +219,10 @@ class Mapping:
             self._subfields_size = len(self.fields)
         return self._subfields.get(path, ())
 
+
+# Stored mappings parsed (see Mapping.stored), by their bytes; cleared when full (a process sees few).
+_STORED: dict[bytes, Mapping] = {}
+_STORED_MAX = 64
 
 _SCALARS = (str, int, float, bool)
 # The largest float32: a vector column holds float32s, and a larger finite number would become an infinity there.

@@ -111,7 +111,7 @@ def plan(raw: Any, dbs: dict[str, Any], name: str, tail_rows: int, release: Call
     while keep < min(len(layout), len(canonical)) and layout[keep] == canonical[keep]:
         keep += 1
     sources, targets = layout[keep:], canonical[keep:]
-    mapping = Mapping.from_es(orjson.loads(raw.get(keys.ix_key(ix), db=dbs["mappings"])))
+    mapping = Mapping.stored(raw.get(keys.ix_key(ix), db=dbs["mappings"]))
     view = _SnapshotSegments(raw, dbs, ix, release)
     fields = list(mapping.fields.values())
     built = {}

@@ -390,7 +390,7 @@ class IndexCache:
         old = self.snapshot
         mapping = old.mapping
         if state.mapping_version != self.mapping_version:
-            mapping = Mapping.from_es(orjson.loads(txn.get(keys.ix_key(self.ix), db=dbs["mappings"])))
+            mapping = Mapping.stored(txn.get(keys.ix_key(self.ix), db=dbs["mappings"]))
             self.mapping_version = state.mapping_version
         segments = self._read_segments(txn, dbs, old.segments)
         tail = old.tail if old.tail.start == state.sealed_rows else Tail(state.sealed_rows)

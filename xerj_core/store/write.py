@@ -119,7 +119,7 @@ class IndexWrite:
         db = txn.dbs
         self.state = keys.IndexState.unpack(txn.raw.get(keys.ix_key(ix), db=db["state"]))
         mapping_blob = txn.raw.get(keys.ix_key(ix), db=db["mappings"])
-        self.mapping = Mapping.from_es(orjson.loads(mapping_blob))
+        self.mapping = Mapping.stored(mapping_blob)
         self.mapping_changed = False
         self._plan = plan_for(mapping_blob, self.mapping)
         self._plan_fields = len(self.mapping.fields)
