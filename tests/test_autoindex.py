@@ -623,13 +623,17 @@ def test_bad_input_is_reported_and_nothing_is_lost(engine, tmp_path, monkeypatch
     (folder / "self.md").symlink_to(folder / "self.md")  # stat answers ELOOP, not "no such file"
     (folder / "ping.md").symlink_to(folder / "pong.md")
     (folder / "pong.md").symlink_to(folder / "ping.md")
+    os.mkfifo(folder / "pipe.md")  # reading it would wait for a writer forever
+    (folder / "null.md").symlink_to("/dev/null")  # a link that resolves, to a device
     summary = run(engine, folder, brain="messy")
     skipped = {f["path"]: f["kind"] for f in summary.files_skipped}
     assert skipped["sub/loop"] == "symlink_loop" and skipped["dangling.md"] == "broken_symlink"
     assert skipped["self.md"] == skipped["ping.md"] == skipped["pong.md"] == "broken_symlink"
     assert [f["path"] for f in summary.files_failed] == ["broken.eml"]
+    assert skipped["pipe.md"] == skipped["null.md"] == "not_a_regular_file"
     reasons = {f["path"]: f["reason"] for f in summary.files_skipped}
     assert reasons["sub/loop"] == "symlink loop: this directory was already walked as [.]"
+    assert reasons["null.md"] == "symbolic link to something that is not a regular file"
     assert engine.store.get(index_of(engine, "messy"), "latin1.txt")[0]["text"] == "caf\u00e9"
     assert engine.store.get(index_of(engine, "messy"), "good.md") is not None
     # A file that later becomes unreadable keeps what was indexed for it.

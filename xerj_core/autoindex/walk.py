@@ -182,10 +182,12 @@ def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FIL
                     subdirs.append((Path(entry.path), rel, scope))
                     continue
                 if not entry.is_file():
-                    if entry.is_symlink():
-                        yield Skipped(rel, "broken symbolic link", BROKEN_SYMLINK)
-                    else:
+                    if not entry.is_symlink():
                         yield Skipped(rel, "not a regular file", NOT_A_FILE)
+                    elif os.path.exists(entry.path):  # a link to a device (/dev/zero), a pipe, a socket
+                        yield Skipped(rel, "symbolic link to something that is not a regular file", NOT_A_FILE)
+                    else:
+                        yield Skipped(rel, "broken symbolic link", BROKEN_SYMLINK)
                     continue
                 stat = entry.stat()
             except OSError as exc:
