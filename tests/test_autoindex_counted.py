@@ -25,6 +25,7 @@ from xerj_core.store import Store, write
 from xerj_core.store.env import DB_NAMES
 from xerj_core.store.limits import MAX_TERM_BYTES
 from xerj_core.model import SourceDocument
+from xerj_core.query.service import SearchService
 from xerj_core.text import counted_joined, counted_terms, counted_terms_split, remembering_counts, tokenize
 from xerj_detectors import sharedterm
 
@@ -62,6 +63,9 @@ def test_counted_terms_are_the_stores_tokens_counted(text):
 
 MAPPING = {"properties": {"title": {"type": "text"}, "text": {"type": "text"}, "path": {"type": "keyword"},
                           "n": {"type": "long"}}}
+# the counted field with multi-fields, as a dynamic mapping gives a string (short values indexed whole too)
+MULTI = {"properties": {**MAPPING["properties"], "text": {"type": "text", "fields": {
+    "raw": {"type": "keyword", "ignore_above": 12}, "again": {"type": "text"}}}}}
 
 def _storable(text: str) -> str:
     return re.sub("[\ud800-\udfff]", "", text)
@@ -78,13 +82,14 @@ _DOC = st.fixed_dictionaries(
               "n": st.integers(0, 9)})
 
 
-def _put_both(tmp_path: Path, batches: list[list[dict]], tail_rows: int = 4) -> tuple[Store, Store, list]:
+def _put_both(tmp_path: Path, batches: list[list[dict]], tail_rows: int = 4, mapping: dict = MAPPING
+              ) -> tuple[Store, Store, list]:
     """The batches put through ``put_many`` into one store and ``put_many_counted`` into another, one
     transaction each (a small tail: rows are sealed and merged as they come); both stores and the outcomes."""
     plain, counted = Store(tmp_path / "plain", tail_rows=tail_rows), Store(tmp_path / "counted", tail_rows=tail_rows)
     outcomes = []
     for store in (plain, counted):
-        store.create_index("t", MAPPING)
+        store.create_index("t", mapping)
     for k, docs in enumerate(batches):
         items = [(doc, f"d{i % 5}", "index") for i, doc in enumerate(docs)]  # ids again, in a batch and after
 
@@ -117,13 +122,14 @@ def _contents(store: Store) -> dict:
     return out
 
 
+@pytest.mark.parametrize("mapping", [MAPPING, MULTI], ids=["plain", "multi-fields"])
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(_DOC, min_size=1, max_size=9), min_size=1, max_size=4))
-def test_put_many_counted_stores_what_put_many_stores(tmp_path_factory, batches):
+@given(batches=st.lists(st.lists(_DOC, min_size=1, max_size=9), min_size=1, max_size=4))
+def test_put_many_counted_stores_what_put_many_stores(tmp_path_factory, mapping, batches):
     """Documents of odd text (and absent ones, lists, overwrites, refusal-free mixes of shapes) written with
     their texts counted give the bytes put_many writes: sources, ids, tails, segments, postings, dictionaries
-    and the count of words too long to be keys."""
-    plain, counted, outcomes = _put_both(tmp_path_factory.mktemp("s"), batches)
+    and the count of words too long to be keys; with multi-fields on the counted field, theirs too."""
+    plain, counted, outcomes = _put_both(tmp_path_factory.mktemp("s"), batches, mapping=mapping)
     with plain, counted:
         for want, got in outcomes:
             assert got == want
@@ -135,7 +141,7 @@ def test_put_many_counted_on_real_text(tmp_path, monkeypatch):
     batch taking it: the bytes put_many writes."""
     calls = []
     real = write.IndexWrite.put_many
-    monkeypatch.setattr(write.IndexWrite, "put_many", lambda self, items, **kw: calls.append(kw) or real(
+    monkeypatch.setattr(write.IndexWrite, "put_many", lambda self, items, **kw: calls.append(self.uncounted) or real(
         self, items, **kw))
     docs = [{"title": Path(path).name, "text": text, "path": path, "n": len(text) % 10} for path, text in _texts()]
     batches = [docs[lo:lo + 90] for lo in range(0, len(docs), 90)]
@@ -143,7 +149,7 @@ def test_put_many_counted_on_real_text(tmp_path, monkeypatch):
     with plain, counted:
         assert all(got == want for want, got in outcomes)
         assert _contents(counted) == _contents(plain)
-    assert sum("records_from" in kw for kw in calls) == len(batches)  # no batch fell back to tokenizing
+    assert calls.count("text") == len(batches)  # no batch fell back to tokenizing
 
 
 def test_put_many_counts_a_batch_of_long_texts_itself(tmp_path, monkeypatch):
@@ -180,6 +186,52 @@ def test_put_many_counts_a_batch_of_long_texts_itself(tmp_path, monkeypatch):
     assert seen == [path for (_chars, path), is_long in zip(longest, long) if is_long]
 
 
+def test_a_dynamic_text_field_with_its_keyword_is_counted(tmp_path, monkeypatch):
+    """Long texts bulked into an index whose mapping is dynamic (each string a text field with a ``.keyword``
+    multi-field, indexed whole up to 256 characters) are counted from the second batch on (the first makes the
+    mapping), and the store holds what its own tokenizer makes: the keyword of each short value is there to
+    find, and the long texts are found by their words."""
+    seen: list[str] = []
+    real = write.IndexWrite.put_many_counted
+    monkeypatch.setattr(write.IndexWrite, "put_many_counted",
+                        lambda self, items, path, counted, **kw: seen.append(path) or real(self, items, path, counted,
+                                                                                           **kw))
+    texts = [(path, text) for path, text in _texts() if len(text) > 2 * write.COUNT_FROM_CHARS][:120]
+    docs = [{"body": text if i % 4 else f"short note {i}", "name": Path(path).name} for i, (path, text) in
+            enumerate(texts)]
+    batches = [docs[lo:lo + 30] for lo in range(0, len(docs), 30)]
+    stores = [Store(tmp_path / name, tail_rows=16) for name in ("counting", "tokenizing")]
+    try:
+        for batch_no, batch in enumerate(batches):
+            items = [(doc, f"d{batch_no}-{i}", "index") for i, doc in enumerate(batch)]
+            for store, count in zip(stores, (True, False)):
+                store.transact(lambda txn: txn.index("t", create=True).put_many(items, count=count))
+
+        def then_one_more(txn, count):  # a put after a counted batch in the same transaction is tokenized
+            index = txn.index("t")
+            index.put_many([(doc, f"again-{i}", "index") for i, doc in enumerate(batches[1])], count=count)
+            index.put({"body": "zebra crossing"}, "late")
+
+        for store, count in zip(stores, (True, False)):
+            store.transact(lambda txn: then_one_more(txn, count))
+        assert _contents(stores[0]) == _contents(stores[1])
+        body = stores[0].get_mapping("t")["properties"]["body"]
+        assert body["fields"]["keyword"] == {"type": "keyword", "ignore_above": 256}
+        search = SearchService(stores[0])
+        assert [hit["_id"] for hit in search.search("t", {"query": {"term": {"body.keyword": "short note 4"}}})[
+            "hits"]["hits"]] == ["d0-4"]
+        word = next(w for w in tokenize(docs[33]["body"]) if len(w) > 6)
+        found = {hit["_id"] for hit in search.search("t", {"query": {"match": {"body": word}}, "size": 200})[
+            "hits"]["hits"]}
+        assert "d1-3" in found
+        assert [hit["_id"] for hit in search.search("t", {"query": {"match": {"body": "zebra"}}})["hits"]["hits"]] \
+            == ["late"]
+    finally:
+        for store in stores:
+            store.close()
+    assert seen == ["body"] * len(batches)
+
+
 @pytest.mark.parametrize("odd", ["list", "number", "refused", "absent"])
 def test_put_many_counts_long_texts_beside_odd_values_as_it_tokenizes_them(tmp_path, odd):
     """A batch of long texts in which one document's text is a list or a number (not counted: the batch is
@@ -207,8 +259,8 @@ def test_put_many_counts_long_texts_beside_odd_values_as_it_tokenizes_them(tmp_p
 
 
 def test_put_many_counted_falls_back_where_a_value_is_not_its_count(tmp_path):
-    """A string the caller did not count, or a field that is not a plain text field, is indexed by put_many as it
-    is: the bytes put_many writes."""
+    """A string the caller did not count, or a field that is not a text field, is indexed by put_many as it is,
+    and a text field with a sub-field is counted with its sub-field fed the values: the bytes put_many writes."""
     mapping = {"properties": {"text": {"type": "text"}, "k": {"type": "keyword"},
                               "multi": {"type": "text", "fields": {"raw": {"type": "keyword"}}}}}
     docs = [{"text": "Alpha beta", "k": "Gamma", "multi": "Delta delta"}, {"text": "beta", "k": "x", "multi": "y"}]
@@ -228,7 +280,7 @@ def test_put_many_counted_falls_back_where_a_value_is_not_its_count(tmp_path):
                 elif path == "text":
                     index.put_many_counted(items, path, [None, counted[1]])  # a string left uncounted
                 else:
-                    index.put_many_counted(items, path, counted)  # a keyword, a text field with a sub-field
+                    index.put_many_counted(items, path, counted)  # a keyword; a text field with a sub-field
 
         store.transact(apply)
     with stores[0], stores[1]:

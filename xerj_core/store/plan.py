@@ -182,13 +182,15 @@ class WritePlan:
         return values
 
     def record(self, doc: dict[str, Any], ordinal: Callable[[str, str], int],
-               dict_cache: dict[str, dict[str, int]], skipped: dict[str, int]) -> dict[str, Any] | None:
+               dict_cache: dict[str, dict[str, int]], skipped: dict[str, int],
+               uncounted: str | None = None) -> dict[str, Any] | None:
         """The row record of a document of single scalar values in one pass (every edge document is one);
         None when a value is a list, a field has multi-fields, or the document needs the generic path.
 
         Every value is converted before any ordinal is assigned, so a refused
         document adds no term to a dictionary. Keyword values and terms too long
-        to be keys are left out and counted in ``skipped``."""
+        to be keys are left out and counted in ``skipped``. The text of field ``uncounted`` (one its writer
+        counts itself, see ``IndexWrite.put_many_counted``) is recorded as an empty text would be."""
         pairs = self._pairs(doc)
         if pairs is None:
             return None
@@ -219,7 +221,7 @@ class WritePlan:
                     found = ordinal(leaf.dictionary, value)
                 columns[leaf.path] = [found]
             elif column == KIND_LEN:
-                kept, dropped, counts = text_counts(value)
+                kept, dropped, counts = text_counts("" if leaf.path == uncounted else value)
                 skipped["terms"] += dropped
                 columns[leaf.path] = kept
                 terms[leaf.path] = counts  # stored as a plain JSON object
@@ -229,7 +231,8 @@ class WritePlan:
 
 
     def records(self, docs: list[Any], dict_cache: dict[str, dict[str, int]], skipped: dict[str, int],
-                committed: Callable[[str], dict[str, int] | None]) -> list[Batched | None]:
+                committed: Callable[[str], dict[str, int] | None], uncounted: str | None = None
+                ) -> list[Batched | None]:
         """Row records of many documents at once, one field at a time; None for a document that needs
         :meth:`record` (or the generic path), which the caller runs in document order.
 
@@ -241,7 +244,8 @@ class WritePlan:
         refuse) take this path. Keyword values neither in ``dict_cache`` nor in
         ``committed(dictionary)`` (ordinals known to be committed, copied into
         ``dict_cache`` as ``ordinal`` would) are left to the caller as misses, in the order :meth:`record` would assign them
-        ordinals, so dictionaries grow exactly as they would document by document.
+        ordinals, so dictionaries grow exactly as they would document by document. ``uncounted``: as for
+        :meth:`record`.
         """
         out: list[Batched | None] = [None] * len(docs)
         groups: dict[tuple[Any, ...], list[int]] = {}
@@ -255,7 +259,8 @@ class WritePlan:
             fields = self._columns(group)
             if fields is None:
                 continue
-            for i, batched in zip(members, _group_records(fields, len(group), dict_cache, skipped, committed)):
+            for i, batched in zip(members, _group_records(fields, len(group), dict_cache, skipped, committed,
+                                                          uncounted)):
                 out[i] = batched
         return out
 
@@ -382,7 +387,8 @@ def _plain(leaf: Leaf, kind: type, column: list[Any]) -> bool:
 
 
 def _group_records(fields: list[tuple[Leaf, list[Any]]], n: int, dict_cache: dict[str, dict[str, int]],
-                   skipped: dict[str, int], committed: Callable[[str], dict[str, int] | None]) -> list[Batched]:
+                   skipped: dict[str, int], committed: Callable[[str], dict[str, int] | None],
+                   uncounted: str | None = None) -> list[Batched]:
     """The records of ``n`` like documents from their fields' value columns, a field at a time.
 
     Each field's column is converted by C-level passes (``map`` over the
@@ -418,7 +424,7 @@ def _group_records(fields: list[tuple[Leaf, list[Any]]], n: int, dict_cache: dic
                         absent.append((i, path))
             values: list[Any] = [[found] for found in ords]
         elif kind == KIND_LEN:
-            tokens = column_tokens(column, skipped)
+            tokens = column_tokens(column if path != uncounted else emptied(column), skipped)
             values = list(map(len, tokens))
             text_paths.append(path)
             term_columns.append(term_counts_many(tokens))
@@ -434,6 +440,12 @@ def _group_records(fields: list[tuple[Leaf, list[Any]]], n: int, dict_cache: dic
     if not misses:
         return [({"c": c, "t": t}, []) for c, t in zip(columns, terms)]
     return [({"c": c, "t": t}, misses.get(i, [])) for i, (c, t) in enumerate(zip(columns, terms))]
+
+
+def emptied(column: list[Any]) -> list[str | None]:
+    """A counted text column as the tokenizer is to see it: each value an empty text, absent ones absent (its
+    writer puts the counted terms in their place; the values themselves still feed the field's multi-fields)."""
+    return [None if value is None else "" for value in column]
 
 
 def text_counts(*texts: str) -> tuple[int, int, dict[str, int]]:

@@ -23,7 +23,7 @@ from xerj_core.store import meta as index_meta
 from xerj_core.store.columns import KIND_LEN, KIND_ORD, NO_ORD, Column, column_kind, encode_postings_many
 from xerj_core.store.mapping import FieldSpec, Mapping, coerce, dynamic_specs, flatten
 from xerj_core.store.names import validate_index_name
-from xerj_core.store.plan import Batched, Leaf, WritePlan, column_postings, plan_for, text_counts
+from xerj_core.store.plan import Batched, Leaf, WritePlan, column_postings, emptied, plan_for, text_counts
 from xerj_core.store.records import Columns, Same
 from xerj_core.store.tailblock import Block, PostingRun
 from xerj_core.store.scope import SCOPE_FIELD, SCOPE_SPEC, refuse_in_document, refuse_in_mapping, scope_of
@@ -121,6 +121,8 @@ class IndexWrite:
         mapping_blob = txn.raw.get(keys.ix_key(ix), db=db["mappings"])
         self.mapping = Mapping.stored(mapping_blob)
         self.mapping_changed = False
+        # The text field whose values the caller counted (see put_many_counted): recorded as empty texts would be
+        self.uncounted: str | None = None
         self._plan = plan_for(mapping_blob, self.mapping)
         self._plan_fields = len(self.mapping.fields)
         # This transaction's new rows in row order: ``(row, record)`` per row, or a Block of a batch's rows.
@@ -336,7 +338,7 @@ class IndexWrite:
         if not isinstance(doc, dict):
             raise MapperParsingError("failed to parse: the document must be a JSON object")
         plan = self.plan
-        record = plan.record(doc, self.ordinal, self.dict_cache, self.skipped)
+        record = plan.record(doc, self.ordinal, self.dict_cache, self.skipped, self.uncounted)
         if record is not None:
             return record
         values = plan.values(doc)
@@ -363,14 +365,14 @@ class IndexWrite:
                     ords.append(known)
                 columns[path] = ords
             elif kind == KIND_LEN:
-                columns[path], terms[path] = self._text_values(vals)
+                columns[path], terms[path] = self._text_values(path, vals)
             else:
                 columns[path] = vals[0]
         return {"c": columns, "t": terms}
 
-    def _text_values(self, vals: list[Any]) -> tuple[int, dict[str, int]]:
+    def _text_values(self, path: str, vals: list[Any]) -> tuple[int, dict[str, int]]:
         """A text field's column value (its indexed token count) and term frequencies (a plain JSON object)."""
-        kept, dropped, counts = text_counts(*vals)
+        kept, dropped, counts = text_counts(*(vals if path != self.uncounted else [""] * len(vals)))
         self.skipped["terms"] += dropped
         return kept, counts
 
@@ -455,27 +457,25 @@ class IndexWrite:
         return self._put_batch(docs, docs, ids)
 
     def put_many(self, items: Sequence[tuple[Any, str | None, str]], *,
-                 scope: str | None = None, batch_tried: bool = False,
-                 records_from: Sequence[Any] | None = None, count: bool = True) -> Sequence[WriteResult | XerjError]:
+                 scope: str | None = None, batch_tried: bool = False, count: bool = True
+                 ) -> Sequence[WriteResult | XerjError]:
         """``put`` of each ``(doc, doc_id, op_type)`` in order, each refusal returned in its place (the results of
         a batch of new documents are :class:`Columns`, made when read).
 
         The outcome is that of calling :meth:`put` item by item (rows, versions,
         dictionary ordinals in the same order); the records of like documents are
         prepared together by the write plan (:meth:`WritePlan.records`). ``batch_tried``: :meth:`put_new` found
-        the items are not the bulk-ingest case (not asked again). ``records_from``: the documents to index, one
-        per item, when they are not the items' own (the sources stored): see :meth:`put_many_counted`. With
-        ``count``, a batch of long texts is counted first (see :meth:`_long_text_field`).
+        the items are not the bulk-ingest case (not asked again). With ``count``, a batch of long texts is
+        counted first (see :meth:`_long_text_field`).
         """
-        if count and records_from is None and scope is None and self.scope is None:
+        if count and self.uncounted is None and scope is None and self.scope is None:
             path = self._long_text_field(items)
             if path is not None:
                 return self.put_many_counted(items, path, [counted_terms(value, limits.MAX_TERM_BYTES)
                                                            if type(value := doc.get(path)) is str else None
                                                            for doc in map(itemgetter(0), items)],
                                              batch_tried=batch_tried)
-        sources: list[Any] = list(map(itemgetter(0), items))
-        docs = sources if records_from is None else list(records_from)
+        docs = sources = list(map(itemgetter(0), items))
         refused: dict[int, XerjError] = {}
         if self.scope is not None:
             docs = list(docs)
@@ -491,7 +491,8 @@ class IndexWrite:
             if done is not None:
                 return done
         committed = self.txn.committed_terms
-        batched = self.plan.records(docs, self.dict_cache, self.skipped, lambda name: committed.get((self.ix, name)))
+        batched = self.plan.records(docs, self.dict_cache, self.skipped, lambda name: committed.get((self.ix, name)),
+                                    self.uncounted)
         if None not in ids and len(set(ids)) == len(ids) and _batch_calls(self.txn.raw):
             # With every id given and distinct no item reads another's source or id, so every record is
             # prepared first (ordinals in item order, as one by one) and the rows are written together.
@@ -551,7 +552,7 @@ class IndexWrite:
         return results
 
     def _long_text_field(self, items: Sequence[tuple[Any, str | None, str]]) -> str | None:
-        """The top-level text field (no multi-fields) whose string values in the items' documents, all objects,
+        """The top-level text field whose string values in the items' documents, all objects,
         hold the most characters, when they average at least :data:`COUNT_FROM_CHARS` a document: its texts are
         then worth counting by the compiled word count (``text.counted_terms``) and indexing from the counts
         (:meth:`put_many_counted`), which stores the same bytes. The store's own tokenizer is a Python pass per
@@ -561,8 +562,7 @@ class IndexWrite:
         if len(items) < 2:
             return None
         fields = self.mapping.fields
-        paths = [path for path, spec in fields.items()
-                 if "." not in path and column_kind(spec) == KIND_LEN and not self.mapping.subfields_of(path)]
+        paths = [path for path, spec in fields.items() if "." not in path and column_kind(spec) == KIND_LEN]
         if not paths:
             return None
         docs = list(map(itemgetter(0), items))
@@ -584,22 +584,25 @@ class IndexWrite:
         """:meth:`put_many` of documents whose text field ``path`` (a top-level one) was tokenized and counted by
         the caller, often in another process: ``counted[i]`` is ``text.counted_terms`` of item ``i``'s string
         value there (None where it holds none). Those values are not tokenized here: each document is indexed
-        with an empty string in their place, and the new rows' length column and postings of ``path`` are then
-        made from the counts. The outcome is :meth:`put_many`'s (rows, ordinals, stored bytes); it is simply
-        called when ``path`` is not a plain text field of the mapping or an item does not fit its count (a string
-        not counted, or a value there that is no string: a list, a number, which the store indexes itself)."""
+        as if an empty string were there (its multi-fields, ``text.keyword``, still take the value itself), and
+        the new rows' length column and postings of ``path`` are then made from the counts. The outcome is
+        :meth:`put_many`'s (rows, ordinals, stored bytes); it is simply called when ``path`` is not a top-level
+        text field of the mapping or an item does not fit its count (a string not counted, or a value there that
+        is no string: a list, a number, which the store indexes itself)."""
         spec = self.mapping.fields.get(path)
         docs = list(map(itemgetter(0), items))
-        if (spec is None or column_kind(spec) != KIND_LEN or "." in path or self.mapping.subfields_of(path)
+        if (spec is None or column_kind(spec) != KIND_LEN or "." in path
                 or self.scope is not None or len(counted) != len(items)
                 or not all(type(doc) is dict and ((found is not None) if type(value := doc.get(path)) is str
                                                   else value is None and found is None)
                            for doc, found in zip(docs, counted))):
             return self.put_many(items, batch_tried=batch_tried, count=False)
         before = len(self.pending)
-        results = self.put_many(items, batch_tried=batch_tried,
-                                records_from=[doc if found is None else {**doc, path: ""}
-                                              for doc, found in zip(docs, counted)])
+        self.uncounted = path
+        try:
+            results = self.put_many(items, batch_tried=batch_tried)
+        finally:
+            self.uncounted = None
         rows = {result.seq_no: found for result, found in zip(results, counted)
                 if found is not None and type(result) is WriteResult}
         if not rows:
@@ -678,7 +681,8 @@ class IndexWrite:
                     misses.extend((i, order, leaf, value) for i, value, found in zip(range(n), column, found_ords)
                                   if found is None and value is not None)
             elif kind == KIND_LEN:
-                lengths, postings[path] = column_postings(column, start, self.skipped)
+                lengths, postings[path] = column_postings(column if path != self.uncounted else emptied(column),
+                                                          start, self.skipped)
                 if None in column:
                     columns[path] = Column(kind, np.asarray(lengths, np.int32),
                                            np.fromiter(map(is_not, column, repeat(None)), bool, n))
@@ -923,7 +927,7 @@ class IndexWrite:
             asked.append((name, value))
             return _LATER
 
-        record = plan.record(doc, later, self.dict_cache, self.skipped)
+        record = plan.record(doc, later, self.dict_cache, self.skipped, self.uncounted)
         if record is not None:
             if not asked:
                 return record, []
@@ -950,7 +954,7 @@ class IndexWrite:
                                   if found is None)
                 columns[path] = ords
             elif kind == KIND_LEN:
-                columns[path], terms[path] = self._text_values(vals)
+                columns[path], terms[path] = self._text_values(path, vals)
             else:
                 columns[path] = vals[0]
         return {"c": columns, "t": terms}, misses
