@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import sys
 from pathlib import Path
 
+import lmdb
 import pytest
 
 from xerj_core import hookimpl
@@ -330,3 +332,15 @@ def test_a_change_to_the_core_detection_code_forgets_what_was_remembered(twins, 
     monkeypatch.setattr(parsecache, "_code_stamp", lambda f: real(f) + ",edited" if f == core else real(f))
     twins.edit(_append("one/n3.md", "\nthe of and\n"))
     assert len(twins.run()) == NOTES
+
+
+def test_a_companion_is_not_forked_while_this_process_holds_the_cache(tmp_path, monkeypatch):
+    """Lookups made here (an inline run's, the probe of a cache that may be cold) leave the cache's environment
+    open in this process; a companion forked then could not open the cache itself and would keep nothing for
+    the next run, so it is spawned instead."""
+    monkeypatch.setattr(parsecache, "_ENVS", {})
+    monkeypatch.setattr(parallel.threading, "active_count", lambda: 1)
+    lmdb.open(str(tmp_path / "cache")).close()
+    assert parallel.may_fork() == sys.platform.startswith("linux") and not parsecache.held_here()
+    assert parsecache._open(str(tmp_path / "cache")) is not None
+    assert parsecache.held_here() and not parallel.may_fork()

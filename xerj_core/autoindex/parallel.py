@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime
 import attrs
 import xxhash
 
-from xerj_core.autoindex import mapped
+from xerj_core.autoindex import mapped, parsecache
 from xerj_core.autoindex.detect import Corpus, DetectorState, collect_detectors, combine, detect_file, summarize
 from xerj_core.autoindex.detectmemo import Answers, detect_files
 from xerj_core.autoindex.formats import (SNIFF_BYTES, FormatDeclined, FormatError, appender, collect_formats,
@@ -748,10 +748,13 @@ def may_fork() -> bool:
     ``fcntl`` liveness locks are not inherited by a child), and no other thread
     can hold a lock at the instant of the fork (a merge thread mid-merge, a
     server's threads): with a second thread alive the companion is spawned.
+    Nor may this process hold a parse cache environment (an earlier run's
+    lookups here, in ``--watch`` or a test): the companion could not open the
+    cache then (:func:`~xerj_core.autoindex.parsecache.held_here`).
     macOS and Windows always spawn (their system libraries are not fork-safe,
     or there is no fork).
     """
-    return sys.platform.startswith("linux") and threading.active_count() == 1
+    return sys.platform.startswith("linux") and threading.active_count() == 1 and not parsecache.held_here()
 
 
 @contextlib.contextmanager

@@ -431,6 +431,14 @@ def _mapping_of(env: lmdb.Environment, data_file: str, value: memoryview) -> lis
 _ENVS: dict[str, tuple[int, lmdb.Environment | None]] = {}
 
 
+def held_here() -> bool:
+    """Whether this process holds a cache environment open: a companion forked from it then could not open its
+    own (LMDB refuses an environment opened twice in one process, and a fork copies the first), and would go
+    without the cache, remembering nothing for the next run (see ``parallel.may_fork``)."""
+    pid = os.getpid()
+    return any(held_by == pid and env is not None for held_by, env in _ENVS.values())
+
+
 def _open(path: str, subdir: bool = True) -> lmdb.Environment | None:
     held = _ENVS.get(path)
     if held is not None and held[0] == os.getpid():
