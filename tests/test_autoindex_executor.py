@@ -559,8 +559,9 @@ def test_a_large_run_spawns_its_companion_where_it_could_fork(tmp_path, monkeypa
 
 
 def test_a_companion_is_forked_only_on_linux_while_one_thread_runs(monkeypatch):
-    from xerj_core.autoindex import parallel
+    from xerj_core.autoindex import parallel, parsecache
 
+    monkeypatch.setattr(parsecache, "_ENVS", {})  # no parse cache held open here (an earlier test's)
     monkeypatch.setattr(parallel.sys, "platform", "linux")
     monkeypatch.setattr(parallel.threading, "active_count", lambda: 1)
     assert parallel.may_fork()
