@@ -136,30 +136,6 @@ def test_a_companion_remembers_and_reuses_detections_alike(tmp_path, monkeypatch
         twins.close()
 
 
-def test_an_edit_parses_a_corpus_the_cache_lacks_in_a_pool_of_two(tmp_path, monkeypatch):
-    """Where a companion is the default (two or three cores), an edit's run whose unchanged files are not in the
-    parse cache (the folder's first run keeps none) parses them for the corpus in a pool of
-    COLD_CORPUS_WORKERS rather than in this process alone; the next edit finds them cached and opens none; the
-    brain is the one a run without the cache builds."""
-    twins = _Twins(tmp_path, monkeypatch, companion=True)
-    monkeypatch.setattr(pipeline, "POOL_MIN_FILES", 4)  # one file changed is too few for a pool, the corpus not
-    pools: list = []
-    real_open = pipeline.open_pool
-    monkeypatch.setattr(pipeline, "open_pool", lambda n, **kw: pools.append(real_open(n, **kw)) or pools[-1])
-    try:
-        twins.run()
-        assert [pool._max_workers for pool in pools] == [1]  # the first run's companion
-        twins.edit(_append("one/n3.md", "\nthe and of\n"))
-        twins.run()  # (its pool's spawned workers detect every file, and remember each)
-        assert [pool._max_workers for pool in pools] == [1, pipeline.COLD_CORPUS_WORKERS]
-        twins.edit(_append("one/n3.md", "\nmore words\n"))
-        detected = twins.run()  # here, from what the pool's workers kept
-        assert "one/n3.md" in detected and len(detected) < NOTES // 2
-        assert [pool._max_workers for pool in pools] == [1, pipeline.COLD_CORPUS_WORKERS]  # all cached: no pool
-    finally:
-        twins.close()
-
-
 def _append(rel: str, text: str):
     def change(folder: Path) -> None:
         with (folder / rel).open("a") as out:

@@ -110,9 +110,6 @@ PARSE_BATCH_FILES = 64
 DETECT_BATCH_FILES = 512
 # Below this many files to parse or detect, a process pool costs more than it saves.
 POOL_MIN_FILES = 200
-# Workers of the pool a run on two or three cores opens to parse its unchanged files for the corpus when the
-# parse cache does not hold them (see _Runner.expect): the writer has next to nothing to write then.
-COLD_CORPUS_WORKERS = 2
 # Below this many, a companion is forked where that is safe (see parallel.may_fork): its 0.4 s of imports are a
 # sixth of a 2,000-note run and on its critical path. Larger runs keep the spawned companion their rate and peak
 # RSS were measured with: there the imports are a few percent of the run and overlap the writer's own parsing,
@@ -464,8 +461,6 @@ class _Runner:
         self.workers = workers if workers is not None else default_workers()
         # a companion: the run's own pool of one process, which keeps detection's state between its tasks
         self.may_accompany = executor is None and workers is None and self.workers < 2 and companion_default()
-        # a pool for a corpus to parse afresh (see expect), on a machine that would otherwise parse it here
-        self.may_spread = self.may_accompany
         self.companion = False
         self.token = uuid.uuid4().hex
         self.plugins = plugins
@@ -492,33 +487,25 @@ class _Runner:
         folder's second run on (a first run detects every file once, and keeps nothing)."""
         return self.cache if self.cache is not None and self.cache.keep else None
 
-    def expect(self, work_files: int, *, cold: Callable[[], bool] | None = None) -> None:
+    def expect(self, work_files: int) -> None:
         """Open a pool once the run has ``work_files`` files to parse or detect, if a pool pays and may be used.
 
         A companion is opened by the first call only (the run's start), since it
-        must parse every file whose documents detection keeps. ``cold``: the files are unchanged ones to parse
-        for the corpus alone, and ``cold()`` says whether the parse cache lacks them (asked only when it
-        matters); where a companion would have been the default, a pool of :data:`COLD_CORPUS_WORKERS` parses
-        them then: this process has one changed file or a few to write, and a companion would parse them while
-        it waits (an edit's run of 5,000 files of code took 6.9-7.2 s parsing them here, 5.9-6.0 s with the
-        pool; of 10,000 notes 7.6 s against 6.2 s).
+        must parse every file whose documents detection keeps.
         """
         accompany, self.may_accompany = self.may_accompany, False
         if self.given is not None or self.pool is not None or work_files < POOL_MIN_FILES:
             return
-        workers = self.workers
-        if workers < 2 and self.may_spread and not accompany and cold is not None and cold():
-            workers = COLD_CORPUS_WORKERS
-        if workers < 2 and not accompany:
+        if self.workers < 2 and not accompany:
             return
         if self.pool_allowed is None:
             self.pool_allowed = rebuilds_alike(self.plugins, self.graph)
         if self.pool_allowed:
-            self.companion = workers < 2
+            self.companion = self.workers < 2
             # a small run's companion starts forked where that is safe (parse at once instead of importing for
             # 0.4 s); a pool of several stays spawned
             fork = self.companion and work_files < FORK_BELOW_FILES and may_fork()
-            self.pool = open_pool(max(workers, 1), fork=fork, plugins=self.plugins)
+            self.pool = open_pool(max(self.workers, 1), fork=fork, plugins=self.plugins)
 
     def parse(self, batch: Sequence[FileEntry], with_partials: bool, *, ship: bool = True) -> Future:
         """A parse batch's future; its outcomes come from :meth:`outcomes`. With ``ship`` false (files parsed
@@ -801,9 +788,7 @@ class _Detection:
     def _need(self) -> None:
         if not self.needed:
             self.needed = True
-            cache = self.runner.cache
-            self.runner.expect(len(self.unchanged_entries), cold=lambda: cache is None or not cache.keep
-                               or _cache_is_cold(cache, self.unchanged_entries))
+            self.runner.expect(len(self.unchanged_entries))
             self.unchanged = [self.runner.parse(batch, True, ship=False)
                               for batch in _chunks(self.unchanged_entries, PARSE_BATCH_FILES)]
             if self.runner.companion:
