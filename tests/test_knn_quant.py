@@ -417,3 +417,22 @@ def test_a_first_pass_leaving_too_many_rows_copies_none_and_the_parts_are_scored
             plain, first, seen = _both(monkeypatch, reader, vectors[i * 7], 3)
             _same(plain, first)
             assert seen  # the first pass ran, and left rows
+
+
+def test_a_scans_parts_are_kept_for_a_generation_and_made_again_after_a_write(tmp_path):
+    """The list of a field's parts (segments and tail, with their norms and int8 copies) is made once per
+    generation of the index, shared by every reader of it; a write makes a new one, and the vector it wrote is
+    found."""
+    with Store(tmp_path / "s", tail_rows=4, sync=False) as store:
+        store.create_index("v", {"properties": {"vec": {"type": "dense_vector", "dims": 3}}})
+        store.bulk([BulkOp("index", "v", str(i), {"vec": [1.0, float(i), 0.5]}) for i in range(10)])
+        with store.reader("v") as first_reader:
+            parts = knn._parts(first_reader, "vec")
+            assert knn._parts(first_reader, "vec") is parts and len(parts) >= 2  # sealed segments and the tail
+        with store.reader("v") as same_generation:
+            assert knn._parts(same_generation, "vec") is parts
+        store.put("v", {"vec": [0.0, 0.0, 1.0]}, "new")
+        with store.reader("v") as after:
+            assert knn._parts(after, "vec") is not parts
+            best = knn.knn_top(after, "vec", [0.0, 0.0, 1.0], 1)
+            assert after.id_of(int(best.rows[0])) == "new"

@@ -95,11 +95,18 @@ def segment_norms(seg, field: str, values: np.ndarray) -> tuple[np.ndarray, np.n
     return norms
 
 
-def _parts(reader, field: str, quantize_from: int | None = None):
+def _parts(reader, field: str, quantize_from: int | None = None) -> list[tuple]:
     """``(start, end, values, present, inverse_norms, squared_norms, quantized)`` per stored part of ``field``;
     ``quantized`` is the int8 copy of :mod:`~xerj_core.query.knnquant` for a part of at least ``quantize_from``
-    rows while the first pass is on, else None (a smaller part is scored whole: no copy is made or grown)."""
+    rows while the first pass is on, else None (a smaller part is scored whole: no copy is made or grown).
+
+    Made once per generation of the index (each part's arrays are cached with it already: what is kept is
+    the list, whose lookups cost a kNN query about 60 us over eight segments and the tail)."""
     least = quantize_from if quantize_from is not None and knnquant.ENABLED else None
+    return reader.memo(("knn-parts", field, least), lambda: list(_each_part(reader, field, least)))
+
+
+def _each_part(reader, field: str, least: int | None) -> Iterator[tuple]:
     for seg in reader.segments:
         column = reader.segment_column(seg, field)
         if column is None:
@@ -345,6 +352,8 @@ def _rescored(bounded: list[tuple], counts: np.ndarray, left: list[tuple[np.ndar
         rows, raw = np.concatenate([r for r, _ in scored]), np.concatenate([r for _, r in scored])
         order = np.argsort(rows)
         rows, raw = rows[order], raw[order]
+    if len(rows) <= knnquant.MAX_LEFT_SHARE * counts.min():
+        return [(rows, raw)]  # no part can have left more than its share: the check below would find none
     part = np.searchsorted([task[0] for task in bounded], rows, side="right") - 1
     many = np.flatnonzero(np.bincount(part, minlength=len(bounded)) > knnquant.MAX_LEFT_SHARE * counts)
     found = [_whole(bounded[i], query, query_norm, query_sq, metric, k) for i in many.tolist()]
