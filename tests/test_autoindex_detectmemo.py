@@ -344,3 +344,43 @@ def test_a_companion_is_not_forked_while_this_process_holds_the_cache(tmp_path, 
     assert parallel.may_fork() == sys.platform.startswith("linux") and not parsecache.held_here()
     assert parsecache._open(str(tmp_path / "cache")) is not None
     assert parsecache.held_here() and not parallel.may_fork()
+
+
+def test_a_companion_after_lookups_here_still_remembers_for_the_next_run(tmp_path, monkeypatch):
+    """An edit's run (one file: no companion) looks parses and detections up in this process, which leaves the
+    parse cache open here; the next run that gets a companion (six files edited) remembers their new detections
+    all the same, so the edit after it does not detect them again. (A companion forked then could not open the
+    cache and remembered nothing: the edit after it detected those six again, and on 2,000 generated notes after
+    a removal, 1,175 files.)"""
+    monkeypatch.setattr(parsecache, "_ENVS", {})  # this process holds no cache yet, as at a command's start
+    monkeypatch.setattr(pipeline, "companion_default", lambda: True)
+    monkeypatch.setattr(pipeline, "POOL_MIN_FILES", 4)
+    monkeypatch.setattr(pipeline, "DETECT_BATCH_FILES", 8)
+    detected: list[str] = []  # in this process (a companion detects in its own)
+    real = detectmemo.detect_file
+
+    def counted(detectors, file_docs, *args, **kwargs):
+        detected.append(file_docs[0].ax_path)
+        return real(detectors, file_docs, *args, **kwargs)
+
+    monkeypatch.setattr(detectmemo, "detect_file", counted)
+    monkeypatch.setattr(parallel, "detect_file", counted)
+    folder = _vault(tmp_path / "vault", NOTES)
+    clock = iter(range(1_000, 2_000))
+    with Engine(tmp_path / "data") as engine:
+        def again() -> list[str]:
+            detected.clear()
+            assert run(engine, folder, brain="b", clock=lambda: next(clock)).files_failed == []
+            return sorted(detected)
+
+        again()
+        _append("one/n3.md", "\nthe and of\n")(folder)
+        assert len(again()) == NOTES  # here, every file, each remembered
+        assert parsecache.held_here()  # the cache is open in this process from now on
+        edited = [f"{'one' if i % 2 else 'two'}/n{i}.md" for i in range(10, 16)]
+        for rel in edited:
+            _append(rel, f"\nquillwort {rel}\n")(folder)
+        again()  # six files: a companion, which detects them again and remembers their new detections
+        _append("one/n3.md", "\nmore words\n")(folder)
+        after = again()
+        assert "one/n3.md" in after and not set(after) & set(edited)
