@@ -1,5 +1,5 @@
 """Words with combining marks (Indic scripts' vowel signs and viramas, decomposed accents) stay whole on every
-tokenizing path, and a search finds them."""
+tokenizing path, runs of CJK letters are cut into pairs on every path, and a search finds both."""
 
 from __future__ import annotations
 
@@ -33,7 +33,10 @@ def test_a_word_keeps_its_marks(written, words):
 # Pieces of text: marks on their own and in words of several scripts, ASCII, separators, a final sigma (no NUL:
 # utf8_words keeps one as a word of its own).
 PIECES = ["हिन्दी", "\u093f", "\u094d", "क", " ", "\n", ",", "a", "Z9", "\u0301", "e\u0301", "ΟΔΟΣ", "_", "-", "ﬁ",
-          "İ", "\u20dd", "\u0e31", "ক্ষ"]
+          "İ", "\u20dd", "\u0e31", "ক্ষ",
+          # CJK letters: Han, kana (a voiced one, its combining mark alone), half-width kana, Hangul, an iteration
+          # mark, an ideograph beyond the first plane, and the punctuation between them
+          "应用", "商", "が", "\u3099", "ｶﾀ", "한국", "々", "\U00020B9F", "。", "・"]
 
 
 @settings(max_examples=300, deadline=None)
@@ -58,6 +61,37 @@ def test_a_word_is_the_same_typed_composed_or_decomposed(written):
         assert text.tokenize_many([other])[0] == words
         assert text.long_words(other, 3) == [w for w in words if len(w) >= 3]
     assert all(unicodedata.is_normalized("NFC", w) for w in words)
+
+
+@pytest.mark.parametrize(("written", "words"), [
+    ("通过设备的应用商店进行更新。", ["通过", "过设", "设备", "备的", "的应", "应用", "用商", "商店", "店进", "进行",
+                                    "行更", "更新"]),
+    ("東京都に住む", ["東京", "京都", "都に", "に住", "住む"]),  # Han and Hiragana in one run
+    ("カタカナ・テスト", ["カタ", "タカ", "カナ", "テス", "スト"]),  # a middle dot is punctuation
+    ("한국어 텍스트입니다", ["한국", "국어", "텍스", "스트", "트입", "입니", "니다"]),
+    ("第3章 中", ["第", "3", "章", "中"]),  # a run of one letter is that letter
+    ("Obsidian通过 apps商店", ["obsidian", "通过", "apps", "商店"]),  # other letters touching a run are a word
+    ("ภาษาไทย café", ["ภาษาไทย", "café"]),  # Thai is no CJK script: one run, as before
+])
+def test_a_run_of_cjk_letters_is_cut_into_overlapping_pairs(written, words):
+    assert text.tokenize(written) == words
+    assert text.utf8_words(written) == [w.encode() for w in words]
+    assert [word for _span, word in text.word_spans(written)] == words
+    assert [written[a:b].lower() for (a, b), _word in text.word_spans(written)] == words
+
+
+def test_embedders_keep_the_words_their_stored_vectors_were_made_of():
+    """The built-in embedders' features are made of whole runs (text.run_words), as before CJK runs were cut:
+    a memory stored earlier is still met by a query embedded now."""
+    import numpy as np
+    from xerj_embedders import lexical
+
+    assert text.run_words("应用商店 Obsidian通过") == ["应用商店", "obsidian通过"]
+    embedder = lexical.LexicalFeatureHashEmbedder(dims=64)
+    buckets, signs = lexical.signed_buckets(lexical.word_features("应用商店", embedder.char_ngram), 64)
+    expected = np.zeros(64)
+    np.add.at(expected, buckets, signs * np.array([lexical.WORD_WEIGHT] + [lexical.CHAR_WEIGHT] * (len(buckets) - 1)))
+    assert np.allclose(embedder.embed(["应用商店"])[0], expected / np.linalg.norm(expected), atol=1e-6)
 
 
 def test_an_anchor_keeps_marks_and_is_composed():
@@ -120,6 +154,39 @@ def test_a_hindi_note_is_found_by_its_words_and_highlighted(engine, tmp_path):
         "query": {"match_phrase": {"text": "एक भाषा"}}})
     assert [hit["_id"] for hit in phrase["hits"]["hits"]] == ["भाषा.md#हिन्दी"]
     assert any("<em>हिन्दी</em>" in fragment for hit in hits for fragment in hit.get("highlight", {}).get("text", []))
+
+
+def test_cjk_notes_are_found_by_a_word_inside_a_sentence_by_phrase_and_highlighted(engine, tmp_path):
+    """Chinese, Japanese and Korean notes are found by a word standing inside a sentence (with no space around
+    it), a phrase only where its letters stand together, and the word is highlighted once, whole."""
+    from xerj_core.autoindex.pipeline import run
+
+    from .test_autoindex import index_of
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "更新.md").write_text("# 更新\n\n在移动端，Obsidian 通过设备的应用商店进行更新。\n")
+    (folder / "apart.md").write_text("# 分开\n\n这个应用不在商店里。\n")  # both words, not side by side
+    (folder / "日本.md").write_text("# 東京\n\n東京都に住んでいます。\n")
+    (folder / "한국.md").write_text("# 한국어\n\n한국어 텍스트입니다.\n")
+    run(engine, folder, brain="cjk")
+    search = SearchService(engine.store).search
+    index = index_of(engine, "cjk")
+
+    def found(query, **extra):
+        return search(index, {"query": query, **extra})["hits"]["hits"]
+
+    words = [hit["_id"] for hit in found({"match": {"text": {"query": "应用商店", "operator": "and"}}})]
+    assert words == ["更新.md#更新"]
+    assert {hit["_id"] for hit in found({"match": {"text": "应用商店"}})} == {"更新.md#更新", "apart.md#分开"}
+    assert [hit["_id"] for hit in found({"match_phrase": {"text": "应用商店"}})] == ["更新.md#更新"]
+    assert found({"match_phrase": {"text": "应用 商店"}}) == []  # two words side by side: not in either note
+    assert [hit["_id"] for hit in found({"match_phrase_prefix": {"text": "应用商"}})] == ["更新.md#更新"]
+    assert [hit["_id"] for hit in found({"match": {"text": "京都"}})] == ["日本.md#東京"]
+    assert [hit["_id"] for hit in found({"match": {"text": "텍스트"}})] == ["한국.md#한국어"]
+    lit = found({"match_phrase": {"text": "应用商店"}}, highlight={"fields": {"text": {}}})
+    [fragment] = lit[0]["highlight"]["text"]
+    assert fragment.endswith("在移动端，Obsidian 通过设备的<em>应用商店</em>进行更新。") and fragment.count("<em>") == 1
 
 
 def test_a_brain_whose_words_an_older_tokenizer_cut_is_written_again(engine, tmp_path, monkeypatch):

@@ -2,9 +2,11 @@
 
 ``tokenize`` is what the search engine indexes and what the ``sharedterm``
 detector counts, so a word means the same thing everywhere: a run of Unicode
-word characters, lowercased and composed (:func:`fold`). It is deliberately
-tiny; callers on hot paths may bind it once (``from xerj_core.text import
-tokenize``).
+word characters, lowercased and composed (:func:`fold`), except in the scripts
+written without spaces between words (Han, Hiragana, Katakana) and in Hangul,
+whose runs are cut into their overlapping pairs of letters (see
+:data:`CJK_LETTERS`). It is deliberately tiny; callers on hot paths may bind it
+once (``from xerj_core.text import tokenize``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import unicodedata
 from array import array
 from collections import _count_elements  # type: ignore[attr-defined]  # Counter's own C counting loop
 from itertools import compress
-from operator import not_
+from operator import add, not_
 from typing import Callable, Iterator
 
 from xerj_core.wordmarks import MARKS
@@ -28,9 +30,26 @@ WORD_CHAR = rf"[\w{MARKS}]"
 _WORD = WORD = re.compile(rf"\w{WORD_CHAR}*")
 _NOT_SLUG = re.compile(rf"[^\w{MARKS}\- ]+")
 # Bumped whenever what tokenize or slugify make of some text changes (2: combining marks kept in words; 3: words
-# and anchors composed, no word begun by a mark, variation selectors no marks): an autoindexed brain's documents
-# are then all read and written again (see formats).
-WORDS_VERSION = 3
+# and anchors composed, no word begun by a mark, variation selectors no marks; 4: runs of CJK letters cut into
+# pairs): an autoindexed brain's documents are then all read and written again (see formats).
+WORDS_VERSION = 4
+
+# The letters of Han, Hiragana, Katakana (full and half width) and Hangul that are word characters (with the
+# ideographic iteration marks and the kana's combining sound marks), and every code point of the supplementary
+# ideographic planes. A sentence in these scripts is one run of word characters from punctuation to punctuation
+# (Korean puts spaces between phrases, each a word and its particles), so a run taken whole as one word let a
+# search for a word inside it find nothing (on Obsidian's help vault, 应用商店 found 1 of the 2 Chinese pages
+# holding it). Each run is cut into its overlapping pairs of letters instead, a run of one letter kept as it is,
+# as Lucene's CJK analyzer does: a query's pairs then meet a text's wherever the query's letters stand in it.
+CJK_LETTERS = (
+    r"\u1100-\u11FF\u3005-\u3007\u3021-\u3029\u3031-\u3035\u3038-\u303C\u3041-\u3096\u3099-\u309A\u309D-\u309F"
+    r"\u30A1-\u30FA\u30FC-\u30FF\u3131-\u318E\u31F0-\u31FF\u3400-\u4DBF\u4E00-\u9FFF\uA960-\uA97C\uAC00-\uD7A3"
+    r"\uD7B0-\uD7C6\uD7CB-\uD7FB\uF900-\uFA6D\uFA70-\uFAD9\uFF66-\uFF9F\U00020000-\U0003FFFF"
+)
+_CJK = re.compile(f"[{CJK_LETTERS}]")
+# A run of CJK letters (group 1), or a word of the other letters (group 2) as _WORD finds them, cut where a CJK
+# letter begins.
+_CJK_OR_WORD = re.compile(rf"([{CJK_LETTERS}]+)|([^\W{CJK_LETTERS}](?:[^\W{CJK_LETTERS}]|[{MARKS}])*)")
 _NOT_BRAIN = re.compile(r"[^a-z0-9_.\-]+")
 
 BRAIN_NAME_MAX = 200
@@ -47,7 +66,52 @@ def fold(text: str) -> str:
 
 
 def tokenize(text: str) -> list[str]:
-    """Lowercase, composed Unicode words of ``text`` (:func:`fold`), in order, repeats kept."""
+    """Lowercase, composed Unicode words of ``text`` (:func:`fold`), in order, repeats kept; a run of CJK letters
+    as its overlapping pairs (see :data:`CJK_LETTERS`)."""
+    return _words(fold(text))
+
+
+def _words(folded: str) -> list[str]:
+    """:func:`tokenize` of text already folded."""
+    if not cjk_letters(folded):
+        return _WORD.findall(folded)
+    words: list[str] = []
+    for run, word in _CJK_OR_WORD.findall(folded):
+        if word:
+            words.append(word)
+        elif len(run) == 1:
+            words.append(run)
+        else:
+            words += map(add, run[:-1], run[1:])  # each letter with the next
+    return words
+
+
+def cjk_letters(text: str) -> bool:
+    """Whether ``text`` holds a CJK letter (:data:`CJK_LETTERS`), whose words are pairs of letters."""
+    return not text.isascii() and _CJK.search(text) is not None
+
+
+def word_spans(text: str) -> list[tuple[tuple[int, int], str]]:
+    """Each word :func:`tokenize` finds in ``text`` as its span in ``text`` and the word: a highlighter's marks.
+    Pairs of CJK letters overlap (``(0, 2)`` and ``(1, 3)`` in a run of three)."""
+    if not cjk_letters(text):
+        return [(m.span(), fold(m.group())) for m in _WORD.finditer(text)]
+    found = []
+    for m in _CJK_OR_WORD.finditer(text):
+        start, end = m.span()
+        if m.group(2) is not None:
+            found.append(((start, end), fold(m.group())))
+        elif end - start == 1:
+            found.append(((start, end), fold(m.group())))
+        else:
+            found += [((at, at + 2), fold(text[at:at + 2])) for at in range(start, end - 1)]
+    return found
+
+
+def run_words(text: str) -> list[str]:
+    """The words of ``text`` as :data:`WORDS_VERSION` 3 made them: every maximal run of word characters, lowercased
+    and composed, CJK runs whole. The built-in embedders' features are made of these, so that a vector stored
+    before CJK runs were cut into pairs still meets the vectors of queries made after."""
     return _WORD.findall(fold(text))
 
 
@@ -105,15 +169,16 @@ def utf8_words(text: str) -> list[bytes]:
     try:
         pieces = lowered.encode().translate(_UTF8_WORDS).split()
     except UnicodeEncodeError:
-        return list(map(str.encode, _WORD.findall(lowered)))
+        return list(map(str.encode, _words(lowered)))
     mixed = list(compress(range(len(pieces)), map(not_, map(bytes.isascii, pieces))))
     if not mixed:
         return pieces
+    find = _words if cjk_letters(lowered) else _WORD.findall  # asked once, not per piece
     words: list[bytes] = []
     done = 0
     for at in mixed:
         words += pieces[done:at]
-        words += map(str.encode, _WORD.findall(pieces[at].decode()))
+        words += map(str.encode, find(pieces[at].decode()))
         done = at + 1
     words += pieces[done:]
     return words
@@ -123,10 +188,13 @@ def long_words(text: str, shortest: int) -> list[str]:
     """The words of ``tokenize(text)`` at least ``shortest`` characters long, in order, by one scan that makes no
     string of the shorter ones (the regex meets each run of word characters at its start, so a short run never
     yields its tail)."""
+    folded = fold(text)
+    if cjk_letters(folded):
+        return [word for word in _words(folded) if len(word) >= shortest]
     pattern = _LONG_WORDS.get(shortest)
     if pattern is None:
         pattern = _LONG_WORDS[shortest] = re.compile(rf"\w{WORD_CHAR}{{{max(shortest, 1) - 1},}}")
-    return pattern.findall(fold(text))
+    return pattern.findall(folded)
 
 
 _LONG_WORDS: dict[int, re.Pattern[str]] = {}
@@ -149,7 +217,8 @@ def tokenize_many(texts: list[str]) -> list[list[str]]:
         return list(map(tokenize, texts))
     if joined.isascii():
         return list(map(str.split, joined.encode().translate(_ASCII_WORDS).decode().split("\x00")))
-    return list(map(_WORD.findall, fold(joined).split("\x00")))
+    folded = fold(joined)
+    return list(map(_words if cjk_letters(folded) else _WORD.findall, folded.split("\x00")))
 
 
 def term_counts_many(token_lists: list[list[str]]) -> list[dict[str, int]]:

@@ -14,7 +14,7 @@ dense-plus-sparse combination of hybrid retrieval, done inside the vector).
 * The dense half is ``wordllama-l2-supercat-256-sif`` (256 dims): the same
   table and the same SIF and log-TF pooling (:mod:`xerj_embedders.static`).
 * The lexical half (``LEXICAL_DIMS`` signed hashed buckets) holds, for each
-  lowercase word of :func:`xerj_core.text.tokenize`: the word and its padded
+  lowercase word of :func:`xerj_core.text.run_words`: the word and its padded
   character trigrams, hashed as :mod:`xerj_embedders.lexical` hashes them,
   and each pair of adjacent words, so "code of conduct" matches that phrase
   more than its words strewn apart. A word's features count ``1 + ln(tf)``
@@ -56,7 +56,7 @@ import numpy as np
 from xerj_core import hookimpl
 from xerj_core.embedding import HYBRID_EMBEDDER, TITLED_HYBRID_EMBEDDER
 from xerj_core.growing import GrowingRows
-from xerj_core.text import tokenize
+from xerj_core.text import run_words
 from xerj_embedders import static
 from xerj_embedders.lexical import signed_buckets, word_features
 
@@ -211,7 +211,7 @@ class _Lexicon:
 
     The pieces are the static model's (:meth:`static._Table.split_token_ids`
     tokenizes the same way, word by word). A word is tokenized for the
-    lexical half (:func:`xerj_core.text.tokenize`) once, so a text's
+    lexical half (:func:`xerj_core.text.run_words`) once, so a text's
     lowercase words are its whitespace words' remembered numbers one after the
     other: a word character run never spans whitespace, and lowercasing is per
     character, so this is the text's own tokenization. Grown under a lock; a
@@ -250,7 +250,7 @@ class _Lexicon:
 
     def _learn(self, table: static._Table, unseen: list[str]) -> None:
         numbers = self._numbers
-        lowered = [tokenize(word) for word in unseen]
+        lowered = [run_words(word) for word in unseen]
         new = list(dict.fromkeys(w for tokens in lowered for w in tokens if w not in numbers))
         if new:
             numbers.update(zip(new, range(len(numbers), len(numbers) + len(new))))
@@ -345,7 +345,7 @@ def title_line(text: str) -> str | None:
     A first line of punctuation alone (a Markdown rule, front matter's ``---``) is no title.
     """
     head, newline, rest = text.lstrip().partition("\n")
-    if newline and rest.strip() and len(head.split()) <= TITLE_WORDS and tokenize(head):
+    if newline and rest.strip() and len(head.split()) <= TITLE_WORDS and run_words(head):
         return head
     return None
 

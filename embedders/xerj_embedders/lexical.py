@@ -6,7 +6,7 @@ top bit), term frequencies are damped to ``1 + log(tf)``, and each row is
 L2-normalised. The hash is seedless xxh3, never Python's ``hash()``, so the
 same text gives the same vector in every process, on every machine.
 
-Features, from the core's lowercase Unicode word tokens (:func:`xerj_core.text.tokenize`):
+Features, from the core's lowercase Unicode word tokens (:func:`xerj_core.text.run_words`):
 
 * each word itself (weight ``WORD_WEIGHT``);
 * each character ``char_ngram``-gram of the word padded with ``<`` and ``>``
@@ -27,7 +27,7 @@ import numpy as np
 import xxhash
 
 from xerj_core import hookimpl
-from xerj_core.text import tokenize
+from xerj_core.text import run_words
 
 EMBEDDER_ID = "lexical-feature-hash"
 DEFAULT_DIMS = 384
@@ -96,7 +96,7 @@ class LexicalFeatureHashEmbedder:
         token_rows: list[int] = []
         token_words: list[int] = []
         for row, text in enumerate(texts):
-            words = tokenize(text)
+            words = run_words(text)
             token_rows.extend([row] * len(words))
             token_words.extend(vocabulary.setdefault(word, len(vocabulary)) for word in words)
         if not vocabulary:

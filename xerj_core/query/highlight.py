@@ -11,7 +11,7 @@ import attrs
 from xerj_core.errors import IllegalArgument, ParsingError
 from xerj_core.query import dsl, multiterm
 from xerj_core.query.dsl import Node, as_int
-from xerj_core.text import WORD as _WORD, fold, tokenize
+from xerj_core.text import WORD as _WORD, cjk_letters, fold, tokenize, word_spans
 _FIELD_KEYS = {"fragment_size", "number_of_fragments", "pre_tags", "post_tags", "no_match_size", "type"}
 _TOP_KEYS = _FIELD_KEYS | {"fields", "encoder", "require_field_match", "order"}
 
@@ -256,9 +256,9 @@ def _marks(text: str, sought: Sought) -> list[tuple[int, int]]:
     phrases = [item for item in sought if isinstance(item, tuple)]
     tests = [multiterm.pattern_test(item) for item in sought if isinstance(item, dsl.Pattern)]
     wanted = (lambda word: word in sought or any(test(word) for test in tests)) if tests else sought.__contains__
-    if not phrases:  # words alone: no list of every word of a long text
+    if not phrases and not cjk_letters(text):  # words alone: no list of every word of a long text
         return [m.span() for m in _WORD.finditer(text) if wanted(fold(m.group()))]
-    found = [(m.span(), fold(m.group())) for m in _WORD.finditer(text)]
+    found = word_spans(text)
     marked = {at for at, (_span, word) in enumerate(found) if wanted(word)}
     for phrase in phrases:
         size = len(phrase)
@@ -267,7 +267,19 @@ def _marks(text: str, sought: Sought) -> list[tuple[int, int]]:
         for at in range(len(found) - size + 1):
             if fits[0](found[at][1]) and all(fits[i](found[at + i][1]) for i in range(1, size)):
                 marked.update(range(at, at + size))
-    return [found[at][0] for at in sorted(marked)]
+    return _joined([found[at][0] for at in sorted(marked)])
+
+
+def _joined(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` (in order) with each run of overlapping ones made one: the pairs a run of CJK letters is cut
+    into overlap, and a text's letters are marked once."""
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        if out and start < out[-1][1]:
+            out[-1] = (out[-1][0], max(end, out[-1][1]))
+        else:
+            out.append((start, end))
+    return out
 
 
 def _encode(text: str, spec: Highlight) -> str:

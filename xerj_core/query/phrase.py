@@ -25,7 +25,7 @@ import numpy as np
 
 from xerj_core.query import bm25
 from xerj_core.store.mapping import FieldSpec, coerce, flatten
-from xerj_core.text import WORD_CHAR, fold
+from xerj_core.text import WORD_CHAR, cjk_letters, fold, tokenize
 
 
 def phrase_match(reader: Any, field: str, words: list[str], scoring: bool, *, last: list[str] | None = None
@@ -73,13 +73,18 @@ def _union(arrays: list[np.ndarray]) -> np.ndarray:
     return np.unique(np.concatenate(arrays)) if arrays else np.empty(0, np.int64)
 
 
-def phrase_starts(words: list[str], last: list[str] | None = None) -> Callable[[str], list[str]]:
+def phrase_starts(words: list[str], last: list[str] | None = None) -> Callable[[str], list]:
     """A function listing one item per place ``words`` start side by side in a lowercased text, overlaps included
     (``a a`` is twice in ``a a a``, as Lucene's exact phrase counts it): the pattern takes the first word alone
     and looks ahead for the rest, so the search goes on right after it. No character of a word (a letter, a digit
     or a mark: ``text.WORD_CHAR``) touches the phrase, so it lies where the tokenizer's maximal runs do (a word boundary
     would not do: a mark is no word character to it, and a Hindi word ending in a vowel sign had no boundary after it).
-    ``last``: one more word, any one of these."""
+    ``last``: one more word, any one of these.
+
+    A phrase holding CJK letters is sought among the text's words instead (:func:`_word_starts`): its words are
+    pairs of letters that overlap, which no pattern of whole words side by side describes."""
+    if any(map(cjk_letters, words)) or any(map(cjk_letters, last or ())):
+        return _word_starts(words, last)
     pieces = [re.escape(word) for word in words]
     if last is not None:
         pieces.append("(?:" + "|".join(map(re.escape, sorted(last, key=len, reverse=True))) + ")")
@@ -87,6 +92,20 @@ def phrase_starts(words: list[str], last: list[str] | None = None) -> Callable[[
     apart = "[^" + WORD_CHAR[1:] + "+"  # what no word holds, between two words
     return re.compile(rf"(?<!{WORD_CHAR}){first}(?=" + "".join(rf"{apart}{word}" for word in rest)
                       + rf"(?!{WORD_CHAR}))").findall
+
+
+def _word_starts(words: list[str], last: list[str] | None) -> Callable[[str], list[int]]:
+    """A function listing the positions in a lowercased text's words (``tokenize``) where ``words`` (then one of
+    ``last``, when given) stand one after another, overlaps included."""
+    size = len(words)
+    ends = frozenset(last) if last is not None else None
+
+    def starts(text: str) -> list[int]:
+        found = tokenize(text)
+        whole = size + (ends is not None)
+        return [at for at in range(len(found) - whole + 1)
+                if found[at:at + size] == words and (ends is None or found[at + size] in ends)]
+    return starts
 
 
 def _texts(source: Any, mapping: Any, spec: FieldSpec) -> Iterator[str]:
