@@ -80,6 +80,16 @@ def test_a_run_of_cjk_letters_is_cut_into_overlapping_pairs(written, words):
     assert [written[a:b].lower() for (a, b), _word in text.word_spans(written)] == words
 
 
+@pytest.mark.parametrize("written", [
+    "Привет, мир! Это тест: ΟΔΟΣ и 3,5 км.",  # mostly beyond ASCII: cut whole
+    "Ein Text über Straßen, mostly ASCII, with one Ölfeld.",  # mostly ASCII: cut by pieces
+    "한국어 텍스트입니다, mixed with English words and 应用商店.",
+])
+def test_the_stores_cut_agrees_with_tokenize_however_much_of_a_text_is_ascii(written):
+    assert text.utf8_words(written) == [word.encode() for word in text.tokenize(written)]
+    assert text.counted_terms(written, 100)[0] == len(text.tokenize(written))
+
+
 def test_embedders_keep_the_words_their_stored_vectors_were_made_of():
     """The built-in embedders' features are made of whole runs (text.run_words), as before CJK runs were cut:
     a memory stored earlier is still met by a query embedded now."""
