@@ -2,7 +2,11 @@
 
 The unit is the file (all its documents' text); edges join file cards. Terms
 are :func:`xerj_core.text.tokenize` words of at least 3 characters holding a
-letter (at most 40 characters), compared as exact strings: no stemming.
+letter (at most 40 characters), compared as exact strings: no stemming. A run
+of CJK letters is cut into pairs of letters (``text.CJK_LETTERS``), too short
+to be terms: such text takes part by its words in other scripts only (a pair
+is no word, and one word of four letters would be three pairs, three
+"families" on its own).
 
 - A term found in more than 10% of the corpus's files is its everyday
   vocabulary and ignored; a term must also be in at least two files to be
