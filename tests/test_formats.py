@@ -1906,6 +1906,66 @@ def test_a_pdf_pages_text_ends_with_the_comments_readers_left_on_it():
     assert two.text == "Beta words\nComment (Ada): Check this figure\nComment: Boxed remark"
 
 
+@pytest.mark.parametrize("pdfium", [True, False], ids=["PDFium's text", "pypdf's text"])
+def test_a_pdf_reads_the_same_with_pdfium_or_without_it(monkeypatch, pdfium):
+    """PDFium extracts the pages' text when it is installed; without it (or when it refuses the file) pypdf does,
+    and the documents are the same."""
+    pytest.importorskip("pypdf")
+    if pdfium:
+        pytest.importorskip("pypdfium2")
+        used = []
+        real = pdf._page_texts
+        monkeypatch.setattr(pdf, "_page_texts", lambda data, count: used.append(count) or real(data, count))
+    else:
+        monkeypatch.setattr(pdf, "_load_pdfium", lambda: None)
+    docs = pdf.PdfFormat().parse("p/study.pdf", make_pdf(["Alpha words", "Beta words (2)"], title="Study"), MTIME)
+    assert [d.text for d in docs] == ["", "Alpha words", "Beta words (2)"]
+    assert docs[0].title == "Study"
+    if pdfium:
+        assert used == [2]
+    # a file PDFium cannot open is read by pypdf, and so is one whose pages PDFium counts otherwise
+    for stand_in in (_Refusing, _Miscounting):
+        monkeypatch.setattr(pdf, "_load_pdfium", lambda: stand_in)
+        assert [d.text for d in pdf.PdfFormat().parse("p/s.pdf", make_pdf(["Gamma"]), MTIME)] == ["", "Gamma"]
+
+
+class _Refusing:
+    """A PDFium whose every document fails to open."""
+
+    @staticmethod
+    def PdfDocument(data):
+        raise RuntimeError("Failed to load document")
+
+
+class _Miscounting:
+    """A PDFium that finds three pages in every document, each reading "wrong"."""
+
+    class PdfDocument:
+        def __init__(self, data):
+            pass
+
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, index):
+            return self
+
+        def get_textpage(self):
+            return self
+
+        def get_text_range(self):
+            return "wrong"
+
+        def close(self):
+            pass
+
+
+def test_a_pdfs_control_characters_are_spaces():
+    """A glyph PDFium maps to a control character (a ligature of a font without a Unicode map) is a space, so the
+    stored text holds none; a tab and a newline stay."""
+    assert "arti\x0ccially\tx\x00y\r\nz".translate(pdf._CONTROLS) == "arti cially\txy\r\nz"
+
+
 def test_pdf_without_the_extra_names_it(monkeypatch):
     monkeypatch.setattr(pdf, "_load_pypdf", lambda: None)
     with pytest.raises(FormatError) as caught:

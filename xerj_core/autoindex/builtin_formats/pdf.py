@@ -2,12 +2,20 @@
 
 The card's title is the document's ``/Title`` metadata, else the file name
 without extension; its text is empty. Page ``n`` (from 1) is ``{path}#page-{n}``
-with label ``page n`` and the text ``pypdf`` extracts, then each comment a
-reader left on the page (a sticky note, the words on a highlight or a box),
-a line each: ``Comment (Ada): check this figure``. Without ``pypdf``
+with label ``page n`` and the text PDFium extracts (``pypdfium2``; ``pypdf``'s
+extraction where PDFium cannot open the file or is not installed), then each
+comment a reader left on the page (a sticky note, the words on a highlight or
+a box), a line each: ``Comment (Ada): check this figure``. Without ``pypdf``
 installed every PDF is refused with a reason naming the extra; a file that is
 not a PDF, is damaged, or is encrypted with a password is refused with the
 parser's reason.
+
+``pypdf`` reads the file's structure (its title, encryption, the pages'
+comments) and PDFium its text: on 193 papers of the papers-we-love collection
+(4,654 pages) ``pypdf``'s extraction took 133 s and PDFium's 8.7 s, and where
+they differ PDFium's is the text (``pypdf`` gave ``bet w een w eb pages`` and
+``/#0Ccan t`` for a font without a Unicode map that PDFium reads as ``between
+web pages``); the structure alone takes ``pypdf`` 1.7 s.
 """
 
 from __future__ import annotations
@@ -32,6 +40,46 @@ def _load_pypdf():
     return pypdf
 
 
+def _load_pdfium():
+    try:
+        import pypdfium2
+    except ImportError:
+        return None
+    return pypdfium2
+
+
+def _page_texts(data: bytes, count: int) -> list[str] | None:
+    """Each page's text as PDFium extracts it, or None when it cannot (not installed, refuses the file, finds
+    another number of pages than ``count``, pypdf's)."""
+    pdfium = _load_pdfium()
+    if pdfium is None:
+        return None
+    try:
+        document = pdfium.PdfDocument(data)
+    except Exception:  # damage pypdf reads past, or a format PDFium does not take: pypdf's text then
+        return None
+    try:
+        if len(document) != count:
+            return None
+        texts = []
+        for index in range(count):
+            page = document[index]
+            textpage = page.get_textpage()
+            texts.append(textpage.get_text_range())
+            textpage.close()
+            page.close()
+        return texts
+    except Exception:
+        return None
+    finally:
+        document.close()
+
+
+# Control characters in a page's text (a glyph of a font with no Unicode map, say: PDFium gives a ``fi`` ligature
+# as \x0c) become spaces; a tab and a newline stay, a NUL goes.
+_CONTROLS = {code: " " for code in (*range(0x01, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F)} | {0: None}
+
+
 def read_pdf(data: bytes) -> tuple[str, list[str]]:
     """A PDF's ``/Title`` (``""`` when it has none) and the text of each page; a :class:`FormatError` saying why
     it cannot be read (pypdf missing, not a PDF, damaged, encrypted with a password)."""
@@ -48,12 +96,16 @@ def read_pdf(data: bytes) -> tuple[str, list[str]]:
             raise FormatError("encrypted PDF: it needs a password")
         metadata = reader.metadata
         title = str(metadata.title).strip() if metadata is not None and metadata.title else ""
-        pages = ["\n".join([page.extract_text() or "", *_comments(page)]) for page in reader.pages]
+        comments = [_comments(page) for page in reader.pages]
+        texts = _page_texts(data, len(comments))
+        if texts is None:
+            texts = [page.extract_text() or "" for page in reader.pages]
+        pages = ["\n".join([text, *notes]) for text, notes in zip(texts, comments)]
     except FormatError:
         raise
     except Exception as exc:
         raise FormatError(f"malformed PDF: {type(exc).__name__}: {exc}") from None
-    return title, [raw.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n").strip() for raw in pages]
+    return title, [raw.replace("\r\n", "\n").replace("\r", "\n").translate(_CONTROLS).strip() for raw in pages]
 
 
 # Annotations that are not a reader's comment: a comment's pop-up window (its parent holds the words), a link,
@@ -90,8 +142,9 @@ class PdfFormat:
     name = "pdf"
     dataset = "ax-pdfs"
     priority = 10
-    # 2: the comments readers left on a page (sticky notes, highlights' and boxes' words) end its text
-    version = 2
+    # 2: the comments readers left on a page (sticky notes, highlights' and boxes' words) end its text; 3: the
+    # pages' text extracted by PDFium, control characters as spaces
+    version = 3
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         return extension(rel_path) == ".pdf" or head.startswith(b"%PDF-")
