@@ -11,6 +11,7 @@ import email.policy as email_policy
 import mailbox
 import re
 import zipfile
+import zlib
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -1915,14 +1916,14 @@ def test_a_pdf_reads_the_same_with_pdfium_or_without_it(monkeypatch, pdfium):
         pytest.importorskip("pypdfium2")
         used = []
         real = pdf._page_texts
-        monkeypatch.setattr(pdf, "_page_texts", lambda data, count: used.append(count) or real(data, count))
+        monkeypatch.setattr(pdf, "_page_texts", lambda data, fits: used.append(fits) or real(data, fits))
     else:
         monkeypatch.setattr(pdf, "_load_pdfium", lambda: None)
     docs = pdf.PdfFormat().parse("p/study.pdf", make_pdf(["Alpha words", "Beta words (2)"], title="Study"), MTIME)
     assert [d.text for d in docs] == ["", "Alpha words", "Beta words (2)"]
     assert docs[0].title == "Study"
     if pdfium:
-        assert used == [2]
+        assert used == [[True, True]]
     # a file PDFium cannot open is read by pypdf, and so is one whose pages PDFium counts otherwise
     for stand_in in (_Refusing, _Miscounting):
         monkeypatch.setattr(pdf, "_load_pdfium", lambda: stand_in)
@@ -1958,6 +1959,51 @@ class _Miscounting:
 
         def close(self):
             pass
+
+
+def _deflated_pdf(page_content: bytes, form_content: bytes) -> bytes:
+    """A one-page PDF whose page content and the one form it draws are deflated streams."""
+    page, form = zlib.compress(page_content, 9), zlib.compress(form_content, 9)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
+        b" /Resources << /XObject << /Fm1 5 0 R >> >> >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(page), page),
+        b"<< /Type /XObject /Subtype /Form /BBox [0 0 10 10] /Length %d /Filter /FlateDecode >>\nstream\n%s\n"
+        b"endstream" % (len(form), form),
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    return bytes(out + b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
+
+
+def test_pdfium_is_not_given_a_page_whose_content_would_decode_past_the_bound(monkeypatch):
+    """PDFium decodes a page's content whole when it loads it: a page whose streams (its own, or a form's it draws)
+    decode to more than MAX_PAGE_CONTENT is read by pypdf instead, measured without holding what it decodes to."""
+    pypdf = pytest.importorskip("pypdf")
+    pytest.importorskip("pypdfium2")
+    monkeypatch.setattr(pdf, "MAX_PAGE_CONTENT", 1 << 20)
+    text = b"BT /F1 12 Tf 72 720 Td (Hello) Tj ET\n"
+
+    def fits(data: bytes) -> bool:
+        return pdf._content_fits(pypdf.PdfReader(io.BytesIO(data)).pages[0])
+
+    assert fits(_deflated_pdf(text, text))
+    assert fits(_deflated_pdf(text + b" " * (900 << 10), text))  # its bound does not fit, what it inflates to does
+    assert not fits(_deflated_pdf(text + b" " * (2 << 20), text))  # the page's own stream
+    assert not fits(_deflated_pdf(text, b" " * (2 << 20)))  # the form it draws
+    assert not fits(_deflated_pdf(text + b" " * (600 << 10), b" " * (600 << 10)))  # the two together
+    given = []
+    real = pdf._page_texts
+    monkeypatch.setattr(pdf, "_page_texts", lambda data, fits: given.append(fits) or real(data, fits))
+    pdf.PdfFormat().parse("bomb.pdf", _deflated_pdf(text, b" " * (2 << 20)), MTIME)
+    assert given == [[False]]
 
 
 def test_a_pdfs_control_characters_are_spaces():

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import logging
+import zlib
 from typing import Any
 
 from xerj_core.autoindex.builtin_formats._common import document
@@ -48,21 +49,25 @@ def _load_pdfium():
     return pypdfium2
 
 
-def _page_texts(data: bytes, count: int) -> list[str] | None:
-    """Each page's text as PDFium extracts it, or None when it cannot (not installed, refuses the file, finds
-    another number of pages than ``count``, pypdf's)."""
+def _page_texts(data: bytes, fits: list[bool]) -> list[str | None] | None:
+    """Each page's text as PDFium extracts it (None for a page whose content does not fit, see
+    :func:`_content_fits`), or None when it cannot (not installed, refuses the file, finds another number of pages
+    than pypdf, whose ``fits`` has one flag a page)."""
     pdfium = _load_pdfium()
-    if pdfium is None:
+    if pdfium is None or not any(fits):
         return None
     try:
         document = pdfium.PdfDocument(data)
     except Exception:  # damage pypdf reads past, or a format PDFium does not take: pypdf's text then
         return None
     try:
-        if len(document) != count:
+        if len(document) != len(fits):
             return None
-        texts = []
-        for index in range(count):
+        texts: list[str | None] = []
+        for index, fit in enumerate(fits):
+            if not fit:
+                texts.append(None)
+                continue
             page = document[index]
             textpage = page.get_textpage()
             texts.append(textpage.get_text_range())
@@ -73,6 +78,74 @@ def _page_texts(data: bytes, count: int) -> list[str] | None:
         return None
     finally:
         document.close()
+
+
+# Bytes of decoded content (the page's streams and the forms it draws) a page may hold for PDFium to read it: PDFium
+# decodes a page's content whole when it loads the page, so a 1 GB page stream deflated into 1 MB (the reliability
+# harness's bomb) held 2.1 GB; pypdf, which reads such a page instead, stops decoding a stream at 75 MB. Real
+# pages hold kilobytes to a few megabytes.
+MAX_PAGE_CONTENT = 256 << 20
+# The most a filter can make of one encoded byte: deflate's longest match (258 bytes) from about two bits; LZW a
+# string of up to 4,096 bytes from a code of at least 9 bits; run-length 128 bytes from two; ASCII85's ``z`` four
+# zero bytes. A stream whose encoded length times its filters' factors fits is not decoded to be measured.
+_MOST_PER_BYTE = {"/FlateDecode": 1032, "/Fl": 1032, "/LZWDecode": 3641, "/LZW": 3641, "/RunLengthDecode": 64,
+                  "/RL": 64, "/ASCII85Decode": 4, "/A85": 4, "/ASCIIHexDecode": 1, "/AHx": 1}
+_FORM_DEPTH = 4  # forms drawn by forms drawn by ... a page: deeper ones are not looked into (nor counted)
+
+
+def _content_fits(page: Any) -> bool:
+    """Whether ``page``'s content streams and the form XObjects it draws decode to at most
+    :data:`MAX_PAGE_CONTENT` bytes: each stream's encoded length times its filters' factors bounds what it can
+    decode to, and only a deflated stream whose bound does not fit is inflated (a megabyte at a time, stopping at
+    the limit); any other whose bound does not fit does not fit."""
+    left = [MAX_PAGE_CONTENT]
+
+    def fits(stream: Any) -> bool:
+        raw = getattr(stream, "_data", None)  # the encoded bytes of a stream pypdf read from the file
+        if not isinstance(raw, bytes):
+            return False
+        filters = stream.get("/Filter")
+        filters = [] if filters is None else list(filters) if isinstance(filters, list) else [filters]
+        bound = len(raw)
+        for name in filters:
+            bound *= _MOST_PER_BYTE.get(name, MAX_PAGE_CONTENT)
+        if bound <= left[0]:
+            left[0] -= bound
+            return True
+        if filters != ["/FlateDecode"]:  # deflate alone is inflated to be measured; other chains do not fit
+            return False
+        inflate, size, pending = zlib.decompressobj(), 0, raw
+        while pending and not inflate.eof:  # a megabyte of output at a time, counted and let go
+            size += len(inflate.decompress(pending, 1 << 20))
+            if size > left[0]:
+                return False
+            pending = inflate.unconsumed_tail
+        left[0] -= size
+        return True
+
+    def drawn(resources: Any, depth: int, seen: set[int]) -> bool:
+        if depth > _FORM_DEPTH or resources is None:
+            return True
+        xobjects = resources.get_object().get("/XObject")
+        for reference in (xobjects.get_object().values() if xobjects is not None else ()):
+            number = getattr(reference, "idnum", None)
+            if number in seen:
+                continue
+            seen.add(number)
+            form = reference.get_object()
+            if form.get("/Subtype") != "/Form":
+                continue  # an image: text extraction does not decode it
+            if not fits(form) or not drawn(form.get("/Resources"), depth + 1, seen):
+                return False
+        return True
+
+    try:
+        contents = page.get("/Contents")
+        contents = contents.get_object() if contents is not None else []
+        streams = [item.get_object() for item in contents] if isinstance(contents, list) else [contents]
+        return all(map(fits, streams)) and drawn(page.get("/Resources"), 1, set())
+    except Exception:  # a structure pypdf cannot follow: PDFium is not given the page
+        return False
 
 
 # Control characters in a page's text (a glyph of a font with no Unicode map, say: PDFium gives a ``fi`` ligature
@@ -97,10 +170,9 @@ def read_pdf(data: bytes) -> tuple[str, list[str]]:
         metadata = reader.metadata
         title = str(metadata.title).strip() if metadata is not None and metadata.title else ""
         comments = [_comments(page) for page in reader.pages]
-        texts = _page_texts(data, len(comments))
-        if texts is None:
-            texts = [page.extract_text() or "" for page in reader.pages]
-        pages = ["\n".join([text, *notes]) for text, notes in zip(texts, comments)]
+        texts = _page_texts(data, [_content_fits(page) for page in reader.pages]) or [None] * len(comments)
+        pages = ["\n".join([page.extract_text() or "" if text is None else text, *notes])
+                 for page, text, notes in zip(reader.pages, texts, comments)]
     except FormatError:
         raise
     except Exception as exc:
