@@ -1979,7 +1979,8 @@ def _deflated_pdf(page_content: bytes, form_content: bytes) -> bytes:
         offsets.append(len(out))
         out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
     xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
     return bytes(out + b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
 
 
