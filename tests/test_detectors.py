@@ -731,7 +731,32 @@ def test_rstlink_follows_toctrees_doc_roles_and_directives_of_a_tree_below_the_f
     quotes = {e.dst: e.evidence.quote for e in edges if e.src == "docs/index.rst#project"}
     assert quotes["docs/guide/usage.rst"] == "Usage guide <guide/usage>"
     assert quotes["docs/faq.rst"] == "See :doc:`the FAQ <faq>` and :doc:`/guide/usage`."
-    assert all(e.type == "rstlink" and e.detector == "rstlink@2" for e in edges)
+    assert all(e.type == "rstlink" and e.detector == "rstlink@3" for e in edges)
+
+
+PEPS = {
+    "peps/pep-0008.rst": b"PEP: 8\nTitle: Style Guide\n\nIntroduction\n============\n\nSee :pep:`257` for docstrings.\n\n"
+                         b"Naming Conventions\n==================\n\nNames.\n",
+    "peps/pep-0257.rst": b"PEP: 257\n\nDocstrings\n==========\n\nAs :pep:`8` says, and :pep:`the naming part "
+                         b"<8#naming-conventions>`; :pep:`0008` again, :pep:`9999` (no such file) and :pep:`abc`.\n",
+    "peps/pep-0020.md": b"# Zen\n\nMyST: {pep}`257`.\n",
+    "docs/whatsnew.rst": b"What's new\n==========\n\nThe walrus, :pep:`572`; the style, :pep:`8`.\n",
+}
+
+
+def test_rstlink_links_a_pep_role_to_the_peps_file():
+    """:pep:`8` (also titled, zero-padded, with an anchor, and MyST's {pep}) names peps/pep-0008.*, or the section
+    its anchor names; a PEP with no file and a role that is no number name nothing."""
+    edges = run(rstlink.RstlinkDetector(), PEPS)
+    assert sorted((e.src, e.dst) for e in edges) == [
+        ("docs/whatsnew.rst#whats-new", "peps/pep-0008.rst"),
+        ("peps/pep-0008.rst#introduction", "peps/pep-0257.rst"),
+        ("peps/pep-0020.md#zen", "peps/pep-0257.rst"),
+        ("peps/pep-0257.rst#docstrings", "peps/pep-0008.rst"),
+        ("peps/pep-0257.rst#docstrings", "peps/pep-0008.rst#naming-conventions"),
+    ]
+    quote = {e.dst: e.evidence.quote for e in edges}["peps/pep-0008.rst#naming-conventions"]
+    assert ":pep:`the naming part <8#naming-conventions>`" in quote
 
 
 class TestImportsConformance(AbstractDetectorTests):

@@ -1,5 +1,5 @@
-"""``rstlink``: how a Sphinx tree links its documents: ``toctree`` entries, ``:doc:`` and ``:ref:`` roles, and
-the files ``include``, ``literalinclude``, ``image`` and ``figure`` directives name.
+"""``rstlink``: how a Sphinx tree links its documents: ``toctree`` entries, ``:doc:``, ``:ref:`` and ``:pep:``
+roles, and the files ``include``, ``literalinclude``, ``image`` and ``figure`` directives name.
 
 reStructuredText documents are read (format ``rst``), and Markdown ones as
 Sphinx reads them through MyST: ``{doc}`name```, ``{ref}`label```, a
@@ -14,9 +14,13 @@ file whose path ends so). A directive's path resolves as a Markdown link's does
 (``.. _name:``, ``Title <name>`` too) of any ``.rst`` file of the corpus, and
 lands on the section the label opens (or is written in): a corpus-wide
 detector, whose ``summarize`` lists each file's labels and ``combine`` keeps,
-for a label defined twice, the smallest document id. Edge: from the document
-holding the line to the named file's card, or to the labelled section;
-evidence is that line.
+for a label defined twice, the smallest document id. A ``:pep:`8``` (also
+``:pep:`Title <8>``` and ``:pep:`8#anchor```, as docutils and Sphinx take it)
+names the Python Enhancement Proposal of that number, a file of the corpus
+named as the PEPs repository names them, ``pep-0008`` (any extension; the
+nearest such file), landing on the anchor's section when the file has one.
+Edge: from the document holding the line to the named file's card, or to the
+labelled section; evidence is that line.
 """
 
 from __future__ import annotations
@@ -45,17 +49,21 @@ _MYST_REF_ROLE = re.compile(rb"\{ref\}`([^`\n]+)`")
 _MYST_TOCTREE = re.compile(rb"^[ \t]*(`{3,}|:{3,})\{toctree\}[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
 _MYST_PATH_DIRECTIVE = re.compile(rb"^[ \t]*(?:`{3,}|:{3,})\{(?:include|literalinclude|image|figure)\}[ \t]+"
                                   rb"(\S[^\n]*?)[ \t]*$", re.M)
-_MYST_MARKS = ("{doc}", "{ref}", "{toctree}", "{include}", "{literalinclude}", "{image}", "{figure}")
-# each syntax's toctree, doc role, ref role and path directive
-_RST = (_TOCTREE, _DOC_ROLE, _REF_ROLE, _PATH_DIRECTIVE)
-_MYST = (_MYST_TOCTREE, _MYST_DOC_ROLE, _MYST_REF_ROLE, _MYST_PATH_DIRECTIVE)
+_MYST_MARKS = ("{doc}", "{ref}", "{toctree}", "{include}", "{literalinclude}", "{image}", "{figure}", "{pep}")
+_PEP_ROLE = re.compile(rb":pep:`([^`\n]+)`")
+_MYST_PEP_ROLE = re.compile(rb"\{pep\}`([^`\n]+)`")
+_PEP_NUMBER = re.compile(r"0*(\d{1,5})(?:#(.*))?")
+# each syntax's toctree, doc role, ref role, path directive and PEP role
+_RST = (_TOCTREE, _DOC_ROLE, _REF_ROLE, _PATH_DIRECTIVE, _PEP_ROLE)
+_MYST = (_MYST_TOCTREE, _MYST_DOC_ROLE, _MYST_REF_ROLE, _MYST_PATH_DIRECTIVE, _MYST_PEP_ROLE)
 
 
 class RstlinkDetector:
     name = "rstlink"
     type = "rstlink"
-    # 2: Markdown read through MyST: {doc} and {ref} roles, {toctree} and {include} fences, (label)= targets
-    tag = "rstlink@2"
+    # 2: Markdown read through MyST: {doc} and {ref} roles, {toctree} and {include} fences, (label)= targets;
+    # 3: :pep: roles
+    tag = "rstlink@3"
     weight = 0.9
     confidence = 0.9
 
@@ -75,7 +83,7 @@ class RstlinkDetector:
                 if "{" not in doc.text or not any(mark in doc.text for mark in _MYST_MARKS):
                     continue
             elif doc.format not in RST_FORMATS or (".. " not in doc.text and ":doc:" not in doc.text
-                                                    and ":ref:" not in doc.text):
+                                                    and ":ref:" not in doc.text and ":pep:" not in doc.text):
                 continue
             data = doc.text.encode("utf-8")
             seen: set[str] = set()
@@ -85,6 +93,8 @@ class RstlinkDetector:
                     dst = corpus.document(owner) if owner is not None else None
                 elif kind == _DOC:
                     dst = _document_named(corpus, doc.ax_path, target)
+                elif kind == _PEP:
+                    dst = _pep(corpus, doc.ax_path, target)
                 else:
                     dst = resolve_relative(corpus, doc.ax_path, target)
                     if dst is None and target.startswith("/"):
@@ -96,14 +106,16 @@ class RstlinkDetector:
                 yield make_draft(self, doc, dst, quote=line_at(data, offset), offset=offset)
 
 
-# what a target names: a document (toctree, :doc:), a label (:ref:), a file by its path (a directive)
-_DOC, _REF, _PATH = 0, 1, 2
+# what a target names: a document (toctree, :doc:), a label (:ref:), a file by its path (a directive), a PEP
+_DOC, _REF, _PATH, _PEP = 0, 1, 2, 3
 
 
 def _targets(data: bytes, syntax: tuple[re.Pattern[bytes], ...]) -> Iterator[tuple[int, str, int]]:
     """``(byte offset, target, what it names)`` of every link the text makes in ``syntax`` (:data:`_RST` or
-    :data:`_MYST`: its toctree, doc role, ref role and path directive)."""
-    toctree, doc_role, ref_role, path_directive = syntax
+    :data:`_MYST`: its toctree, doc role, ref role, path directive and PEP role)."""
+    toctree, doc_role, ref_role, path_directive, pep_role = syntax
+    for match in pep_role.finditer(data):
+        yield match.start(), _named(match.group(1).decode("utf-8", "replace")), _PEP
     for match in toctree.finditer(data):
         yield from _toctree_entries(match)
     for match in doc_role.finditer(data):
@@ -143,6 +155,18 @@ def _document_named(corpus: Corpus, from_path: str, name: str) -> SourceDocument
         joined = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), name))
         candidates = corpus.by_path_without_extension(joined) if within_root(joined) else ()
     return _nearest_card(corpus, from_path, candidates)
+
+
+def _pep(corpus: Corpus, from_path: str, target: str) -> SourceDocument | None:
+    """The file of the PEP ``target`` numbers (``8``, ``0008#anchor``): ``pep-0008.*``, the nearest, or its section
+    the anchor names."""
+    numbered = _PEP_NUMBER.fullmatch(target)
+    if numbered is None:
+        return None
+    card = _nearest_card(corpus, from_path, corpus.by_stem(f"pep-{int(numbered.group(1)):04d}"))
+    if card is not None and numbered.group(2):
+        return corpus.section(card.ax_path, numbered.group(2)) or card
+    return card
 
 
 def _nearest_card(corpus: Corpus, from_path: str, candidates: Sequence[str]) -> SourceDocument | None:
