@@ -735,8 +735,8 @@ def test_rstlink_follows_toctrees_doc_roles_and_directives_of_a_tree_below_the_f
 
 
 PEPS = {
-    "peps/pep-0008.rst": b"PEP: 8\nTitle: Style Guide\n\nIntroduction\n============\n\nSee :pep:`257` for docstrings.\n\n"
-                         b"Naming Conventions\n==================\n\nNames.\n",
+    "peps/pep-0008.rst": b"PEP: 8\nTitle: Style Guide\n\nIntroduction\n============\n\n"
+                         b"See :pep:`257` for docstrings.\n\nNaming Conventions\n==================\n\nNames.\n",
     "peps/pep-0257.rst": b"PEP: 257\n\nDocstrings\n==========\n\nAs :pep:`8` says, and :pep:`the naming part "
                          b"<8#naming-conventions>`; :pep:`0008` again, :pep:`9999` (no such file) and :pep:`abc`.\n",
     "peps/pep-0020.md": b"# Zen\n\nMyST: {pep}`257`.\n",
