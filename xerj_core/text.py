@@ -99,9 +99,7 @@ def word_spans(text: str) -> list[tuple[tuple[int, int], str]]:
     found = []
     for m in _CJK_OR_WORD.finditer(text):
         start, end = m.span()
-        if m.group(2) is not None:
-            found.append(((start, end), fold(m.group())))
-        elif end - start == 1:
+        if m.group(2) is not None or end - start == 1:  # a word, or a run of one letter
             found.append(((start, end), fold(m.group())))
         else:
             found += [((at, at + 2), fold(text[at:at + 2])) for at in range(start, end - 1)]
