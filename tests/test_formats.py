@@ -2007,6 +2007,23 @@ def test_pdfium_is_not_given_a_page_whose_content_would_decode_past_the_bound(mo
     assert given == [[False]]
 
 
+def test_pdfium_is_called_by_one_thread_at_a_time(monkeypatch):
+    """PDFium is not thread-safe: reading a PDF holds the module's lock, and threads reading PDFs at once get each
+    its own text."""
+    pytest.importorskip("pypdf")
+    pytest.importorskip("pypdfium2")
+    import concurrent.futures
+
+    held = []
+    real = pdf._read_pages
+    monkeypatch.setattr(pdf, "_read_pages", lambda *args: held.append(pdf._PDFIUM.locked()) or real(*args))
+    files = [make_pdf([f"Page {n} of file {i}" for n in range(3)]) for i in range(16)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        read = list(pool.map(pdf.read_pdf, files))
+    assert read == [("", [f"Page {n} of file {i}" for n in range(3)]) for i in range(16)]
+    assert held == [True] * 16
+
+
 def test_a_pdfs_control_characters_are_spaces():
     """A glyph PDFium maps to a control character (a ligature of a font without a Unicode map) is a space, so the
     stored text holds none; a tab and a newline stay."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import logging
+import threading
 import zlib
 from typing import Any
 
@@ -49,6 +50,11 @@ def _load_pdfium():
     return pypdfium2
 
 
+# PDFium is not thread-safe (pypdfium2 says so): a process reading PDFs on several threads (a Dask worker with more
+# than one) takes turns.
+_PDFIUM = threading.Lock()
+
+
 def _page_texts(data: bytes, fits: list[bool]) -> list[str | None] | None:
     """Each page's text as PDFium extracts it (None for a page whose content does not fit, see
     :func:`_content_fits`), or None when it cannot (not installed, refuses the file, finds another number of pages
@@ -56,6 +62,11 @@ def _page_texts(data: bytes, fits: list[bool]) -> list[str | None] | None:
     pdfium = _load_pdfium()
     if pdfium is None or not any(fits):
         return None
+    with _PDFIUM:
+        return _read_pages(pdfium, data, fits)
+
+
+def _read_pages(pdfium: Any, data: bytes, fits: list[bool]) -> list[str | None] | None:
     try:
         document = pdfium.PdfDocument(data)
     except Exception:  # damage pypdf reads past, or a format PDFium does not take: pypdf's text then
