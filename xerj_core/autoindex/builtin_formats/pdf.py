@@ -93,8 +93,8 @@ def _read_pages(pdfium: Any, data: bytes, fits: list[bool]) -> list[str | None] 
 
 # Bytes of decoded content (the page's streams and the forms it draws) a page may hold for PDFium to read it: PDFium
 # decodes a page's content whole when it loads the page, so a 1 GB page stream deflated into 1 MB (the reliability
-# harness's bomb) held 2.1 GB; pypdf, which reads such a page instead, stops decoding a stream at 75 MB. Real
-# pages hold kilobytes to a few megabytes.
+# harness's bomb) held 2.1 GB; pypdf, which reads such a page instead, stops decoding a stream at 75 MB (from 6.6,
+# the least the pdf extra takes). Real pages hold kilobytes to a few megabytes.
 MAX_PAGE_CONTENT = 256 << 20
 # The most a filter can make of one encoded byte: deflate's longest match (258 bytes) from about two bits; LZW a
 # string of up to 4,096 bytes from a code of at least 9 bits; run-length 128 bytes from two; ASCII85's ``z`` four
