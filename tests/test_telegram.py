@@ -6,7 +6,7 @@ import json
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from xerj_core.autoindex.builtin_formats import telegram
 from xerj_core.autoindex.pipeline import run
@@ -142,6 +142,7 @@ _MESSAGE = st.fixed_dictionaries({}, optional={key: _VALUE for key in (
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.fixed_dictionaries({"messages": st.lists(st.one_of(_MESSAGE, _VALUE), max_size=5)},
                              optional={"name": _VALUE, "type": _VALUE, "id": _VALUE}))
+@example({"messages": [{"date_unixtime": "\u00b2"}]})  # a superscript two is a digit to str.isdigit, not to int
 def test_any_chat_shape_is_read_or_refused(chat):
     try:
         docs = telegram.TelegramFormat().parse("result.json", json.dumps(chat).encode(), MTIME)

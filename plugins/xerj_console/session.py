@@ -116,7 +116,7 @@ class SessionAuthenticator:
         subject, expires_s, csrf, mac = parts
         if not hmac.compare_digest(mac, self._mac(f"{subject}.{expires_s}.{csrf}")):
             return None
-        if not expires_s.isdigit() or int(expires_s) <= time.time():
+        if not expires_s.isdecimal() or int(expires_s) <= time.time():
             return None
         if subject.startswith(GUEST_PREFIX):
             try:

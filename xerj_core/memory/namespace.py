@@ -129,7 +129,7 @@ def text_vector_fields(fields: Mapping[str, Any]) -> list[TextVectorField]:
     for path, spec in fields.items():
         if path == TEXT_VECTOR_FIELD:
             generation = 0
-        elif path.startswith(f"{TEXT_VECTOR_FIELD}_") and path[len(TEXT_VECTOR_FIELD) + 1:].isdigit():
+        elif path.startswith(f"{TEXT_VECTOR_FIELD}_") and path[len(TEXT_VECTOR_FIELD) + 1:].isdecimal():
             generation = int(path[len(TEXT_VECTOR_FIELD) + 1:])
         else:
             continue

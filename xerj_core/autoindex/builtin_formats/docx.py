@@ -132,7 +132,7 @@ class DocxFormat:
             style_id = style.get(f"{_W}val") if style is not None else None
             outline = block.find(f"{_W}pPr/{_W}outlineLvl")
             level = int(outline.get(f"{_W}val")) + 1 if outline is not None and \
-                (outline.get(f"{_W}val") or "").isdigit() else levels.get(style_id)
+                (outline.get(f"{_W}val") or "").isdecimal() else levels.get(style_id)
             if style_id in titles and not title:
                 title = " ".join(text.split())
                 continue
@@ -165,7 +165,7 @@ class DocxFormat:
             outline = style.find(f"{_W}pPr/{_W}outlineLvl")
             if heading is not None:
                 levels[style_id] = int(heading.group(1))
-            elif outline is not None and (outline.get(f"{_W}val") or "").isdigit() and \
+            elif outline is not None and (outline.get(f"{_W}val") or "").isdecimal() and \
                     int(outline.get(f"{_W}val")) < 9:
                 levels[style_id] = int(outline.get(f"{_W}val")) + 1
             if name.strip().lower() == "title":

@@ -61,7 +61,7 @@ def properties(text: str) -> tuple[str, dict[str, str]] | None:
         if match is None:
             return None
         found[match.group(1)] = match.group(2)
-    if not found.get("type_", "").isdigit() or "id" not in found:
+    if not found.get("type_", "").isdecimal() or "id" not in found:
         return None
     return (stripped[:cut] if cut >= 0 else ""), found
 
@@ -111,7 +111,7 @@ class JoplinFormat:
                              kind="file", note_id=props.get("note_id") or None, tag_id=props.get("tag_id") or None,
                              **common)]
         if kind != NOTE:
-            extra = {"mime": props.get("mime") or None, "size": int(props["size"]) if props.get("size", "").isdigit()
+            extra = {"mime": props.get("mime") or None, "size": int(props["size"]) if props.get("size", "").isdecimal()
                      else None} if kind == RESOURCE else {}
             return [document(self, rel_path, mtime_ms, doc_id=rel_path, title=title, text="", section="",
                              kind="file", aliases=[title], **common, **extra)]

@@ -43,7 +43,7 @@ def _text(element: Any) -> str:
         tag = child.tag
         if tag == f"{_TEXT}s":
             count = child.get(f"{_TEXT}c")
-            out.append(" " * (int(count) if count and count.isdigit() else 1))
+            out.append(" " * (int(count) if count and count.isdecimal() else 1))
         elif tag == f"{_TEXT}tab":
             out.append(" ")
         elif tag == f"{_TEXT}line-break":
@@ -100,7 +100,7 @@ class OdtFormat:
                 continue
             level = block.get(f"{_TEXT}outline-level") if block.tag == f"{_TEXT}h" else None
             if block.tag == f"{_TEXT}h":
-                sections.append((int(level) if level and level.isdigit() else 1, " ".join(text.split()), []))
+                sections.append((int(level) if level and level.isdecimal() else 1, " ".join(text.split()), []))
             else:
                 (sections[-1][2] if sections else preamble).append(text)
         notes = [" ".join(_text(paragraph).strip() for paragraph in note.iter(f"{_TEXT}p")).strip()

@@ -142,7 +142,7 @@ class SlackFormat:
             at += len(line.encode("utf-8")) + 1
             people.append(sender)
             mentions += named
-            if ts.replace(".", "", 1).isdigit():
+            if ts.replace(".", "", 1).isdecimal():
                 instants.append(int(float(ts) * 1000))
         return document(self, rel_path, mtime_ms, doc_id=rel_path, title=f"#{channel}", text="\n".join(lines),
                         section=day, kind="day", channel=channel, day=day, messages=len(lines),

@@ -159,7 +159,7 @@ def _month(message: dict[str, Any]) -> str:
 
 def _instant(message: dict[str, Any]) -> int | None:
     value = message.get("date_unixtime")
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isdecimal():
         return int(value) * 1000
     return value * 1000 if isinstance(value, int) and not isinstance(value, bool) else None
 

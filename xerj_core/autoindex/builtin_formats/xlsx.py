@@ -66,7 +66,7 @@ def _rows(sheet: Any, strings: list[str]) -> tuple[list[list[str]], bool]:
             else:
                 value = cell.findtext(f"{_S}v") or ""
                 if kind == "s":
-                    value = strings[int(value)] if value.isdigit() and int(value) < len(strings) else ""
+                    value = strings[int(value)] if value.isdecimal() and int(value) < len(strings) else ""
             value = " ".join(value.split()) if kind in _TEXT_TYPES else value.strip()
             if value and kind not in _TEXT_TYPES:
                 all_text = False
