@@ -1514,6 +1514,17 @@ def test_sharedterm_needs_two_word_families_and_names_terms_rarest_first():
     assert edges[0].evidence.offset == 0 and edges[0].type == "shared_term"
 
 
+def test_sharedterm_takes_no_pair_of_cjk_or_thai_letters_for_a_term():
+    """Text in the scripts written without spaces is cut into pairs of letters (a Thai pair, a letter with its
+    marks and the next, may be three characters long): pairs are no words, so two files sharing only such text
+    are not linked, and files sharing words in other scripts beside it are, by those words alone."""
+    extra = {1: "จัดการไฟล์และโฟลเดอร์ 应用商店进行更新", 2: "จัดการไฟล์และโฟลเดอร์ 应用商店进行更新",
+             3: "จัดการไฟล์ lactobacillus ferments", 4: "จัดการไฟล์ lactobacillus ferments"}
+    edges = run(sharedterm.SharedtermDetector(), vocabulary_corpus(extra))
+    assert [(e.src, e.dst) for e in edges] == [("notes/n003.md", "notes/n004.md")]
+    assert edges[0].evidence.quote.endswith("share 2 distinctive terms: ferments, lactobacillus")
+
+
 @pytest.mark.parametrize("sharing", [17, 18, 20])
 def test_sharedterm_terms_shared_above_the_old_seed_bound_are_linked_or_counted(sharing):
     # 200 files, ``sharing`` of them use two rare words: each term is in under 10% of the corpus, so every pair

@@ -1,5 +1,6 @@
 """Words with combining marks (Indic scripts' vowel signs and viramas, decomposed accents) stay whole on every
-tokenizing path, runs of CJK letters are cut into pairs on every path, and a search finds both."""
+tokenizing path, runs of CJK letters and of Thai, Lao, Khmer and Myanmar letters are cut into pairs on every path,
+and a search finds them all."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def test_the_marks_table_is_this_pythons_unicode():
     ("हिन्दी भाषा", ["हिन्दी", "भाषा"]),  # Devanagari: vowel signs and a virama
     ("বাংলা ভাষা", ["বাংলা", "ভাষা"]),  # Bengali
     ("தமிழ் மொழி", ["தமிழ்", "மொழி"]),  # Tamil
-    ("ภาษาไทย", ["ภาษาไทย"]),  # Thai (one run, as before)
+    ("น้ำ", ["น้ำ"]),  # Thai: a tone mark stays on its letter (one pair of units: น้ and the vowel ำ)
     ("Tu\u0308bingen und Ko\u0308ln", ["tübingen", "und", "köln"]),  # decomposed, as macOS names files: composed
     ("café, naïve", ["café", "naïve"]),
     ("⚠️ Changes ❤️ a\ufe0f", ["changes", "a"]),  # a variation selector (an emoji's) is no mark of a word
@@ -36,7 +37,10 @@ PIECES = ["हिन्दी", "\u093f", "\u094d", "क", " ", "\n", ",", "a", 
           "İ", "\u20dd", "\u0e31", "ক্ষ",
           # CJK letters: Han, kana (a voiced one, its combining mark alone), half-width kana, Hangul, an iteration
           # mark, an ideograph beyond the first plane, and the punctuation between them
-          "应用", "商", "が", "\u3099", "ｶﾀ", "한국", "々", "\U00020B9F", "。", "・"]
+          "应用", "商", "が", "\u3099", "ｶﾀ", "한국", "々", "\U00020B9F", "。", "・",
+          # Southeast Asian letters: Thai (a letter with a tone mark, a leading vowel, a Thai digit), Lao, Khmer (a
+          # subscript consonant), Myanmar (a letter composed from a letter and a mark) and a Thai mark alone
+          "ก็", "ไทย", "๒", "ພາສາ", "ស្រ", "ဦ", "\u1025\u102e", "\u0e49"]
 
 
 @settings(max_examples=300, deadline=None)
@@ -71,9 +75,15 @@ def test_a_word_is_the_same_typed_composed_or_decomposed(written):
     ("한국어 텍스트입니다", ["한국", "국어", "텍스", "스트", "트입", "입니", "니다"]),
     ("第3章 中", ["第", "3", "章", "中"]),  # a run of one letter is that letter
     ("Obsidian通过 apps商店", ["obsidian", "通过", "apps", "商店"]),  # other letters touching a run are a word
-    ("ภาษาไทย café", ["ภาษาไทย", "café"]),  # Thai is no CJK script: one run, as before
+    # Southeast Asian scripts: a letter and the marks after it are one unit, and a run is its overlapping pairs
+    ("คุณจัดการไฟล์", ["คุณ", "ณจั", "จัด", "ดก", "กา", "าร", "รไ", "ไฟ", "ฟล์"]),  # คุ ณ จั ด ก า ร ไ ฟ ล์
+    ("ภาษาไทย café", ["ภา", "าษ", "ษา", "าไ", "ไท", "ทย", "café"]),
+    ("๒๕๖๗ปี 5นาที ก็", ["๒๕๖๗", "ปี", "5", "นา", "าที", "ก็"]),  # digits are a word; a run of one unit is kept
+    ("ພາສາລາວ", ["ພາ", "າສ", "ສາ", "າລ", "ລາ", "າວ"]),  # Lao
+    ("ដំឡើង Obsidian", ["ដំឡើ", "ឡើង", "obsidian"]),  # Khmer: ដំ ឡើ ង
+    ("မြန်မာဘာသာ", ["မြန်", "န်မာ", "မာဘာ", "ဘာသာ"]),  # Myanmar: မြ န် မာ ဘာ သာ
 ])
-def test_a_run_of_cjk_letters_is_cut_into_overlapping_pairs(written, words):
+def test_a_run_of_cjk_or_southeast_asian_letters_is_cut_into_overlapping_pairs(written, words):
     assert text.tokenize(written) == words
     assert text.utf8_words(written) == [w.encode() for w in words]
     assert [word for _span, word in text.word_spans(written)] == words
@@ -84,10 +94,25 @@ def test_a_run_of_cjk_letters_is_cut_into_overlapping_pairs(written, words):
     "Привет, мир! Это тест: ΟΔΟΣ и 3,5 км.",  # mostly beyond ASCII: cut whole
     "Ein Text über Straßen, mostly ASCII, with one Ölfeld.",  # mostly ASCII: cut by pieces
     "한국어 텍스트입니다, mixed with English words and 应用商店.",
+    "คุณสามารถจัดการไฟล์และโฟลเดอร์ได้หลายวิธี โดยใช้ Ctrl+N",
+    "Mostly English, with one Thai word: ภาษาไทย.",
 ])
 def test_the_stores_cut_agrees_with_tokenize_however_much_of_a_text_is_ascii(written):
     assert text.utf8_words(written) == [word.encode() for word in text.tokenize(written)]
     assert text.counted_terms(written, 100)[0] == len(text.tokenize(written))
+
+
+def test_the_southeast_asian_letters_are_those_of_their_blocks():
+    """SEA_LETTERS is every letter (no digit, symbol or mark) of the blocks it names, as this Python's unicodedata
+    gives them; every mark of those blocks is a word mark, so it stays on its letter."""
+    letters = {chr(cp) for lo, hi in text.SEA_BLOCKS for cp in range(lo, hi + 1)
+               if unicodedata.category(chr(cp)).startswith("L")}
+    marks = {chr(cp) for lo, hi in text.SEA_BLOCKS for cp in range(lo, hi + 1)
+             if unicodedata.category(chr(cp)).startswith("M")}
+    import re
+
+    assert {chr(cp) for cp in range(0x10000) if re.fullmatch(f"[{text.SEA_LETTERS}]", chr(cp))} == letters
+    assert all(re.fullmatch(f"[{wordmarks.MARKS}]", mark) for mark in marks)
 
 
 def test_embedders_keep_the_words_their_stored_vectors_were_made_of():
@@ -97,6 +122,7 @@ def test_embedders_keep_the_words_their_stored_vectors_were_made_of():
     from xerj_embedders import lexical
 
     assert text.run_words("应用商店 Obsidian通过") == ["应用商店", "obsidian通过"]
+    assert text.run_words("จัดการไฟล์") == ["จัดการไฟล์"]
     embedder = lexical.LexicalFeatureHashEmbedder(dims=64)
     buckets, signs = lexical.signed_buckets(lexical.word_features("应用商店", embedder.char_ngram), 64)
     expected = np.zeros(64)
@@ -197,6 +223,39 @@ def test_cjk_notes_are_found_by_a_word_inside_a_sentence_by_phrase_and_highlight
     lit = found({"match_phrase": {"text": "应用商店"}}, highlight={"fields": {"text": {}}})
     [fragment] = lit[0]["highlight"]["text"]
     assert fragment.endswith("在移动端，Obsidian 通过设备的<em>应用商店</em>进行更新。") and fragment.count("<em>") == 1
+
+
+def test_thai_and_khmer_notes_are_found_by_a_word_inside_a_sentence_by_phrase_and_highlighted(engine, tmp_path):
+    """Thai and Khmer put no space between words either (Obsidian's help in Thai: "you can manage files and
+    folders in many ways"): a word inside a sentence is found, by phrase only where its letters stand together
+    (its vowel signs and tone marks included), and is highlighted once, whole."""
+    from xerj_core.autoindex.pipeline import run
+
+    from .test_autoindex import index_of
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "จัดการโน้ต.md").write_text("# จัดการโน้ต\n\nคุณสามารถจัดการไฟล์และโฟลเดอร์ได้หลายวิธี\n")
+    (folder / "apart.md").write_text("# แยก\n\nไฟ ล์\n")  # the word's letters apart
+    (folder / "ไฟ.md").write_text("# ไฟ\n\nไฟไหม้บ้าน\n")  # "fire": the word's first pair, then other letters
+    (folder / "sync.md").write_text("# Sync\n\nដំឡើង Obsidian Sync នៅលើឧបករណ៍របស់អ្នក\n")
+    run(engine, folder, brain="thai")
+    search = SearchService(engine.store).search
+    index = index_of(engine, "thai")
+
+    def found(query, **extra):
+        return search(index, {"query": query, **extra})["hits"]["hits"]
+
+    assert [hit["_id"] for hit in found({"match_phrase": {"text": "ไฟล์"}})] == ["จัดการโน้ต.md#จัดการโน้ต"]
+    assert [hit["_id"] for hit in found({"match_phrase": {"text": "จัดการ"}})] == ["จัดการโน้ต.md#จัดการโน้ต"]
+    assert [hit["_id"] for hit in found({"match": {"text": {"query": "โฟลเดอร์", "operator": "and"}}})] == [
+        "จัดการโน้ต.md#จัดการโน้ต"]
+    assert [hit["_id"] for hit in found({"match_phrase": {"text": "ไฟไหม้"}})] == ["ไฟ.md#ไฟ"]
+    assert [hit["_id"] for hit in found({"match_phrase_prefix": {"text": "โฟลเด"}})] == ["จัดการโน้ต.md#จัดการโน้ต"]
+    assert [hit["_id"] for hit in found({"match_phrase": {"text": "ឧបករណ៍"}})] == ["sync.md#sync"]  # Khmer
+    lit = found({"match_phrase": {"text": "ไฟล์"}}, highlight={"fields": {"text": {}}})
+    [fragment] = lit[0]["highlight"]["text"]
+    assert fragment.endswith("\nคุณสามารถจัดการ<em>ไฟล์</em>และโฟลเดอร์ได้หลายวิธี") and fragment.count("<em>") == 1
 
 
 def test_a_brain_whose_words_an_older_tokenizer_cut_is_written_again(engine, tmp_path, monkeypatch):

@@ -3,10 +3,11 @@
 ``tokenize`` is what the search engine indexes and what the ``sharedterm``
 detector counts, so a word means the same thing everywhere: a run of Unicode
 word characters, lowercased and composed (:func:`fold`), except in the scripts
-written without spaces between words (Han, Hiragana, Katakana) and in Hangul,
-whose runs are cut into their overlapping pairs of letters (see
-:data:`CJK_LETTERS`). It is deliberately tiny; callers on hot paths may bind it
-once (``from xerj_core.text import tokenize``).
+written without spaces between words (Han, Hiragana, Katakana; Thai, Lao,
+Khmer, Myanmar and the Tai scripts) and in Hangul, whose runs are cut into their
+overlapping pairs of letters (see :data:`CJK_LETTERS` and :data:`SEA_LETTERS`).
+It is deliberately tiny; callers on hot paths may bind it once
+(``from xerj_core.text import tokenize``).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ _WORD = WORD = re.compile(rf"\w{WORD_CHAR}*")
 _NOT_SLUG = re.compile(rf"[^\w{MARKS}\- ]+")
 # Bumped whenever what tokenize or slugify make of some text changes (2: combining marks kept in words; 3: words
 # and anchors composed, no word begun by a mark, variation selectors no marks; 4: runs of CJK letters cut into
-# pairs): an autoindexed brain's documents are then all read and written again (see formats).
-WORDS_VERSION = 4
+# pairs; 5: runs of Thai, Lao, Khmer, Myanmar and Tai letters cut into pairs of letters with their marks): an
+# autoindexed brain's documents are then all read and written again (see formats).
+WORDS_VERSION = 5
 
 # The letters of Han, Hiragana, Katakana (full and half width) and Hangul that are word characters (with the
 # ideographic iteration marks and the kana's combining sound marks), and every code point of the supplementary
@@ -46,10 +48,30 @@ CJK_LETTERS = (
     r"\u30A1-\u30FA\u30FC-\u30FF\u3131-\u318E\u31F0-\u31FF\u3400-\u4DBF\u4E00-\u9FFF\uA960-\uA97C\uAC00-\uD7A3"
     r"\uD7B0-\uD7C6\uD7CB-\uD7FB\uF900-\uFA6D\uFA70-\uFAD9\uFF66-\uFF9F\U00020000-\U0003FFFF"
 )
-_CJK = re.compile(f"[{CJK_LETTERS}]")
-# A run of CJK letters (group 1), or a word of the other letters (group 2) as _WORD finds them, cut where a CJK
-# letter begins.
-_CJK_OR_WORD = re.compile(rf"([{CJK_LETTERS}]+)|([^\W{CJK_LETTERS}](?:[^\W{CJK_LETTERS}]|[{MARKS}])*)")
+# The letters of the scripts of Southeast Asia written without spaces between words, Unicode's line-breaking
+# class SA within the first plane: Thai, Lao, Myanmar (and its extensions), Khmer, Tai Le, New Tai Lue, Tai Tham
+# and Tai Viet (:data:`SEA_BLOCKS`; their digits and symbols are left out). A Thai sentence was one word as a CJK
+# one was: on Obsidian's help vault ไฟล์ ("file") was found in 21 sections, those where it stood alone, of the
+# pages of 124 files holding it. A vowel sign or tone mark is a combining mark on the letter before it (จั in
+# จัด), so a letter and the marks after it are one unit, and a run is cut into its overlapping pairs of units.
+SEA_LETTERS = (
+    r"\u0e01-\u0e30\u0e32-\u0e33\u0e40-\u0e46\u0e81-\u0e82\u0e84\u0e86-\u0e8a\u0e8c-\u0ea3\u0ea5\u0ea7-\u0eb0"
+    r"\u0eb2-\u0eb3\u0ebd\u0ec0-\u0ec4\u0ec6\u0edc-\u0edf\u1000-\u102a\u103f\u1050-\u1055\u105a-\u105d\u1061"
+    r"\u1065-\u1066\u106e-\u1070\u1075-\u1081\u108e\u1780-\u17b3\u17d7\u17dc\u1950-\u196d\u1970-\u1974"
+    r"\u1980-\u19ab\u19b0-\u19c9\u1a20-\u1a54\u1aa7\ua9e0-\ua9e4\ua9e6-\ua9ef\ua9fa-\ua9fe\uaa60-\uaa76\uaa7a"
+    r"\uaa7e-\uaaaf\uaab1\uaab5-\uaab6\uaab9-\uaabd\uaac0\uaac2\uaadb-\uaadd"
+)
+# The Unicode blocks SEA_LETTERS are the letters of (``tests/test_text.py`` checks the class against them).
+SEA_BLOCKS = ((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x1950, 0x19DF), (0x1A20, 0x1AAF),
+              (0xA9E0, 0xA9FF), (0xAA60, 0xAADF))
+_PAIRED = re.compile(f"[{CJK_LETTERS}{SEA_LETTERS}]")
+# A run of CJK letters (group 1), a run of Southeast Asian letters and their marks (group 2), or a word of the
+# other letters (group 3) as _WORD finds them, cut where a run begins.
+_PAIRED_OR_WORD = re.compile(
+    rf"([{CJK_LETTERS}]+)|([{SEA_LETTERS}](?:[{SEA_LETTERS}]|[{MARKS}])*)"
+    rf"|([^\W{CJK_LETTERS}{SEA_LETTERS}](?:[^\W{CJK_LETTERS}{SEA_LETTERS}]|[{MARKS}])*)")
+# One unit of a Southeast Asian run: a letter and the marks on it.
+_SEA_UNIT = re.compile(rf"[{SEA_LETTERS}][{MARKS}]*")
 _NOT_BRAIN = re.compile(r"[^a-z0-9_.\-]+")
 
 BRAIN_NAME_MAX = 200
@@ -67,49 +89,60 @@ def fold(text: str) -> str:
 
 def tokenize(text: str) -> list[str]:
     """Lowercase, composed Unicode words of ``text`` (:func:`fold`), in order, repeats kept; a run of CJK letters
-    as its overlapping pairs (see :data:`CJK_LETTERS`)."""
+    as its overlapping pairs (see :data:`CJK_LETTERS`), a run of Thai, Lao, Khmer, Myanmar or Tai letters as its
+    overlapping pairs of letters with their marks (:data:`SEA_LETTERS`)."""
     return _words(fold(text))
 
 
 def _words(folded: str) -> list[str]:
     """:func:`tokenize` of text already folded."""
-    if not cjk_letters(folded):
+    if not paired_letters(folded):
         return _WORD.findall(folded)
     words: list[str] = []
-    for run, word in _CJK_OR_WORD.findall(folded):
+    for cjk, sea, word in _PAIRED_OR_WORD.findall(folded):
         if word:
             words.append(word)
-        elif len(run) == 1:
-            words.append(run)
+            continue
+        units = cjk or _SEA_UNIT.findall(sea)
+        if len(units) == 1:
+            words.append(cjk or sea)
         else:
-            words += map(add, run[:-1], run[1:])  # each letter with the next
+            words += map(add, units[:-1], units[1:])  # each letter (with its marks) with the next
     return words
 
 
-def cjk_letters(text: str) -> bool:
-    """Whether ``text`` holds a CJK letter (:data:`CJK_LETTERS`), whose words are pairs of letters."""
-    return not text.isascii() and _CJK.search(text) is not None
+def paired_letters(text: str) -> bool:
+    """Whether ``text`` holds a letter of a script whose runs are cut into pairs (:data:`CJK_LETTERS`,
+    :data:`SEA_LETTERS`)."""
+    return not text.isascii() and _PAIRED.search(text) is not None
 
 
 def word_spans(text: str) -> list[tuple[tuple[int, int], str]]:
     """Each word :func:`tokenize` finds in ``text`` as its span in ``text`` and the word: a highlighter's marks.
-    Pairs of CJK letters overlap (``(0, 2)`` and ``(1, 3)`` in a run of three)."""
-    if not cjk_letters(text):
+    Pairs overlap (``(0, 2)`` and ``(1, 3)`` in a run of three CJK letters)."""
+    if not paired_letters(text):
         return [(m.span(), fold(m.group())) for m in _WORD.finditer(text)]
     found = []
-    for m in _CJK_OR_WORD.finditer(text):
+    for m in _PAIRED_OR_WORD.finditer(text):
         start, end = m.span()
-        if m.group(2) is not None or end - start == 1:  # a word, or a run of one letter
+        if m.group(3) is not None:
+            found.append(((start, end), fold(m.group())))
+            continue
+        if m.group(1) is not None:
+            bounds = [(at, at + 1) for at in range(start, end)]
+        else:
+            bounds = [unit.span() for unit in _SEA_UNIT.finditer(text, start, end)]
+        if len(bounds) == 1:
             found.append(((start, end), fold(m.group())))
         else:
-            found += [((at, at + 2), fold(text[at:at + 2])) for at in range(start, end - 1)]
+            found += [((a, b), fold(text[a:b])) for (a, _), (_, b) in zip(bounds, bounds[1:])]
     return found
 
 
 def run_words(text: str) -> list[str]:
     """The words of ``text`` as :data:`WORDS_VERSION` 3 made them: every maximal run of word characters, lowercased
-    and composed, CJK runs whole. The built-in embedders' features are made of these, so that a vector stored
-    before CJK runs were cut into pairs still meets the vectors of queries made after."""
+    and composed, CJK and Southeast Asian runs whole. The built-in embedders' features are made of these, so that
+    a vector stored before such runs were cut into pairs still meets the vectors of queries made after."""
     return _WORD.findall(fold(text))
 
 
@@ -182,7 +215,7 @@ def utf8_words(text: str) -> list[bytes]:
     mixed = list(compress(range(len(pieces)), map(not_, map(bytes.isascii, pieces))))
     if not mixed:
         return pieces
-    find = _words if cjk_letters(lowered) else _WORD.findall  # asked once, not per piece
+    find = _words if paired_letters(lowered) else _WORD.findall  # asked once, not per piece
     words: list[bytes] = []
     done = 0
     for at in mixed:
@@ -198,7 +231,7 @@ def long_words(text: str, shortest: int) -> list[str]:
     string of the shorter ones (the regex meets each run of word characters at its start, so a short run never
     yields its tail)."""
     folded = fold(text)
-    if cjk_letters(folded):
+    if paired_letters(folded):
         return [word for word in _words(folded) if len(word) >= shortest]
     pattern = _LONG_WORDS.get(shortest)
     if pattern is None:
@@ -227,7 +260,7 @@ def tokenize_many(texts: list[str]) -> list[list[str]]:
     if joined.isascii():
         return list(map(str.split, joined.encode().translate(_ASCII_WORDS).decode().split("\x00")))
     folded = fold(joined)
-    return list(map(_words if cjk_letters(folded) else _WORD.findall, folded.split("\x00")))
+    return list(map(_words if paired_letters(folded) else _WORD.findall, folded.split("\x00")))
 
 
 def term_counts_many(token_lists: list[list[str]]) -> list[dict[str, int]]:

@@ -3,10 +3,11 @@
 The unit is the file (all its documents' text); edges join file cards. Terms
 are :func:`xerj_core.text.tokenize` words of at least 3 characters holding a
 letter (at most 40 characters), compared as exact strings: no stemming. A run
-of CJK letters is cut into pairs of letters (``text.CJK_LETTERS``), too short
-to be terms: such text takes part by its words in other scripts only (a pair
-is no word, and one word of four letters would be three pairs, three
-"families" on its own).
+of CJK letters is cut into pairs of letters (``text.CJK_LETTERS``), and a run
+of Thai, Lao, Khmer, Myanmar or Tai letters into pairs of letters with their
+marks (``text.SEA_LETTERS``), which are no terms: such text takes part by its
+words in other scripts only (a pair is no word, and one word of four letters
+would be three pairs, three "families" on its own).
 
 - A term found in more than 10% of the corpus's files is its everyday
   vocabulary and ignored; a term must also be in at least two files to be
@@ -52,7 +53,7 @@ import numpy as np
 
 from xerj_core import termrank
 from xerj_core.detectors import Corpus, DetectorState, EdgeDraft, SourceDocument, clip, hookimpl, make_draft
-from xerj_core.text import ascii_joined_words, counted_joined, distinct_long_words
+from xerj_core.text import ascii_joined_words, counted_joined, distinct_long_words, paired_letters
 
 try:
     from xerj_detectors._meetings import common as _compiled_common
@@ -98,7 +99,8 @@ def family(term: str) -> str:
 
 
 def _eligible(word: str) -> bool:
-    return MIN_TERM <= len(word) <= MAX_TERM and _LETTER.search(word) is not None
+    # a CJK pair is shorter than MIN_TERM; a pair of Thai letters with their marks may not be
+    return MIN_TERM <= len(word) <= MAX_TERM and _LETTER.search(word) is not None and not paired_letters(word)
 
 
 # A word of MIN_TERM to MAX_TERM characters has MIN_TERM to 4 * MAX_TERM bytes of UTF-8: what a file's summary keeps

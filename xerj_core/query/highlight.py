@@ -11,7 +11,7 @@ import attrs
 from xerj_core.errors import IllegalArgument, ParsingError
 from xerj_core.query import dsl, multiterm
 from xerj_core.query.dsl import Node, as_int
-from xerj_core.text import WORD as _WORD, cjk_letters, fold, tokenize, word_spans
+from xerj_core.text import WORD as _WORD, fold, paired_letters, tokenize, word_spans
 _FIELD_KEYS = {"fragment_size", "number_of_fragments", "pre_tags", "post_tags", "no_match_size", "type"}
 _TOP_KEYS = _FIELD_KEYS | {"fields", "encoder", "require_field_match", "order"}
 
@@ -256,7 +256,7 @@ def _marks(text: str, sought: Sought) -> list[tuple[int, int]]:
     phrases = [item for item in sought if isinstance(item, tuple)]
     tests = [multiterm.pattern_test(item) for item in sought if isinstance(item, dsl.Pattern)]
     wanted = (lambda word: word in sought or any(test(word) for test in tests)) if tests else sought.__contains__
-    if not phrases and not cjk_letters(text):  # words alone: no list of every word of a long text
+    if not phrases and not paired_letters(text):  # words alone: no list of every word of a long text
         return [m.span() for m in _WORD.finditer(text) if wanted(fold(m.group()))]
     found = word_spans(text)
     marked = {at for at, (_span, word) in enumerate(found) if wanted(word)}
@@ -271,8 +271,8 @@ def _marks(text: str, sought: Sought) -> list[tuple[int, int]]:
 
 
 def _joined(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``spans`` (in order) with each run of overlapping ones made one: the pairs a run of CJK letters is cut
-    into overlap, and a text's letters are marked once."""
+    """``spans`` (in order) with each run of overlapping ones made one: the pairs a run of CJK or Thai letters
+    is cut into overlap, and a text's letters are marked once."""
     out: list[tuple[int, int]] = []
     for start, end in spans:
         if out and start < out[-1][1]:

@@ -25,7 +25,7 @@ import numpy as np
 
 from xerj_core.query import bm25
 from xerj_core.store.mapping import FieldSpec, coerce, flatten
-from xerj_core.text import WORD_CHAR, cjk_letters, fold, tokenize
+from xerj_core.text import WORD_CHAR, fold, paired_letters, tokenize
 
 
 def phrase_match(reader: Any, field: str, words: list[str], scoring: bool, *, last: list[str] | None = None
@@ -81,9 +81,10 @@ def phrase_starts(words: list[str], last: list[str] | None = None) -> Callable[[
     would not do: a mark is no word character to it, and a Hindi word ending in a vowel sign had no boundary after it).
     ``last``: one more word, any one of these.
 
-    A phrase holding CJK letters is sought among the text's words instead (:func:`_word_starts`): its words are
-    pairs of letters that overlap, which no pattern of whole words side by side describes."""
-    if any(map(cjk_letters, words)) or any(map(cjk_letters, last or ())):
+    A phrase holding CJK or Southeast Asian letters (``text.paired_letters``) is sought among the text's words
+    instead (:func:`_word_starts`): its words are pairs of letters that overlap, which no pattern of whole words
+    side by side describes."""
+    if any(map(paired_letters, words)) or any(map(paired_letters, last or ())):
         return _word_starts(words, last)
     pieces = [re.escape(word) for word in words]
     if last is not None:
