@@ -55,6 +55,22 @@ def test_bm25_is_the_plain_query_mode(memory, notes, engine):
         [(h["_id"], h["_score"]) for h in result["hits"]]
 
 
+# Memories in the scripts written without spaces between words, each word asked for standing inside a sentence
+UNSPACED = {"กาแฟ": "ฉันชอบดื่มกาแฟตอนเช้าทุกวัน", "ร้านอาหาร": "ร้านอาหารไทยใกล้บ้านปิดวันจันทร์",
+            "จัดการไฟล์": "คุณสามารถจัดการไฟล์และโฟลเดอร์ได้หลายวิธี", "ឧបករណ៍": "ដំឡើង Obsidian Sync នៅលើឧបករណ៍របស់អ្នក",
+            "東京": "東京都に住んでいます", "应用商店": "通过设备的应用商店进行更新", "텍스트": "한국어 텍스트입니다"}
+
+
+@pytest.mark.parametrize("mode", [{}, {"semantic": True}, {"hybrid": True}])
+def test_a_word_inside_a_thai_khmer_or_cjk_sentence_recalls_its_memory_first(memory, mode):
+    """The search leg cuts such text into pairs (xerj_core.text); the built-in embedders keep whole runs, whose
+    character n-grams still meet the word's: every mode puts the memory holding the word first."""
+    stored = {word: memory.store("unspaced", {"text": sentence})[1]["_id"] for word, sentence in UNSPACED.items()}
+    memory.store("unspaced", {"text": "the meeting moved to Thursday afternoon"})
+    for word, memory_id in stored.items():
+        assert ids(memory.recall("unspaced", {"query": word, **mode}))[0] == memory_id, word
+
+
 def test_k_cuts_and_defaults_to_ten(memory):
     for n in range(12):
         memory.store("many", {"text": f"common word {n}"})
