@@ -49,10 +49,10 @@ CJK_LETTERS = (
     r"\uD7B0-\uD7C6\uD7CB-\uD7FB\uF900-\uFA6D\uFA70-\uFAD9\uFF66-\uFF9F\U00020000-\U0003FFFF"
 )
 # The letters of the scripts of Southeast Asia written without spaces between words, Unicode's line-breaking
-# class SA within the first plane: Thai, Lao, Myanmar (and its extensions), Khmer, Tai Le, New Tai Lue, Tai Tham
-# and Tai Viet (:data:`SEA_BLOCKS`; their digits and symbols are left out). A Thai sentence was one word as a CJK
-# one was: on Obsidian's help vault ไฟล์ ("file") was found in 21 sections, those where it stood alone, of the
-# pages of 124 files holding it. A vowel sign or tone mark is a combining mark on the letter before it (จั in
+# class SA in the Basic Multilingual Plane: Thai, Lao, Myanmar (and its extensions), Khmer, Tai Le, New Tai Lue,
+# Tai Tham and Tai Viet (:data:`SEA_BLOCKS`; their digits and symbols are left out). A Thai sentence was one word
+# as a CJK one was: on Obsidian's help vault ไฟล์ ("file") was found in 21 sections, those where it stood alone,
+# of the pages of 124 files holding it. A vowel sign or tone mark is a combining mark on the letter before it (จั in
 # จัด), so a letter and the marks after it are one unit, and a run is cut into its overlapping pairs of units.
 SEA_LETTERS = (
     r"\u0e01-\u0e30\u0e32-\u0e33\u0e40-\u0e46\u0e81-\u0e82\u0e84\u0e86-\u0e8a\u0e8c-\u0ea3\u0ea5\u0ea7-\u0eb0"
