@@ -69,6 +69,8 @@ def test_xerj_brain_indexes_then_serves_the_folder(tmp_path):
     notes = tmp_path / "my notes"
     make_notes(notes)
     (notes / "rest.py").write_text('"""The rest, as code."""\n')  # a second dataset: code
+    (notes / "gamma.md").write_text("# Gamma\n\nAlso [[beta]].\n")
+    (notes / "beta.md").write_text("# Beta\n\nThe rest.\n\n## More\n\nSee [[gamma]].\n")  # beta links out too
     port = free_port()
     proc = subprocess.Popen([*XERJ, "brain", str(notes), "--data-dir", str(tmp_path / "data"), "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -92,6 +94,8 @@ def test_xerj_brain_indexes_then_serves_the_folder(tmp_path):
         (ego_url,) = [line.split(None, 1)[1] for line in printed if line.startswith("ego:")]
         printed_ego = get_json(ego_url, auth())
         assert printed_ego["node"] == "beta.md" and printed_ego["node_found"] and printed_ego["edges"]
+        # with the note's own links, which sit on its sections
+        assert ("beta.md#more", "gamma.md", 1) in [(e["src"], e["dst"], e["hop"]) for e in printed_ego["edges"]]
         # and the printed search URL searches every dataset of the folder
         (search_url,) = [line.split(None, 1)[1] for line in printed if line.startswith("search:")]
         found = get_json(search_url.replace("<words>", "rest") + "&size=10", auth())

@@ -201,6 +201,18 @@ def test_the_reader_shows_a_notes_wikilinks_with_their_quotes(page, served):
     page.wait_for_function("window.xerjConsole.reader.id === 'user/features/templates.md' && window.xerjConsole.reader.ready")
 
 
+def test_the_reader_of_a_note_lists_the_links_its_sections_hold(page, served):
+    """A note's links sit on its sections: the file's record lists them as its own, each naming its section."""
+    sign_in(page, served, mint(served, FOAM_READ))
+    page.goto(base(served) + f"#/reader?index={dataset_of(served)}&id=user%2Ffeatures%2Fwikilinks.md&brain=foam")
+    page.wait_for_function("window.xerjConsole.reader && window.xerjConsole.reader.ready"
+                           " && window.xerjConsole.reader.id === 'user/features/wikilinks.md'")
+    link = page.locator("[data-testid=link]", has=page.locator("a >> text=user/features/templates.md"))
+    assert link.count() >= 1
+    assert link.first.inner_text().startswith("→ user/features/templates.md (#related)")
+    assert "“- [[templates]] - Creating new notes”" in link.first.inner_text()
+
+
 def test_the_reader_names_the_missing_privilege_when_the_links_are_refused(page, served):
     sign_in(page, served, mint(served, ["ax-*", "autoindex-catalog"]))
     status, body = request(served.port, "POST", "/autoindex-catalog/_search", {"size": 100}, headers=served.headers)

@@ -98,6 +98,30 @@ def test_tools_are_listed_with_descriptions_typed_arguments_and_output_schemas(w
     assert OPEN_MODE.strip() not in instructions
 
 
+def test_the_ego_of_a_note_lists_the_links_its_sections_hold(engine, pm, tmp_path):
+    """An autoindexed note's links sit on its sections: the tool expands from them unless told not to."""
+    from xerj_core.autoindex.pipeline import run as index
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nIntro.\n\n## Links\n\nSee [[b]].\n")
+    (folder / "b.md").write_text("# B\n\nThe other note.\n")
+    index(engine, folder, brain="notes")
+    app = create_app(engine, pm)
+
+    async def script(client):
+        return (await call(client, "xerj_brain_ego", brain="notes", node="a.md"),
+                await call(client, "xerj_brain_ego", brain="notes", node="a.md", sections=False))
+
+    try:
+        found, plain = run(AppBackend(app, (engine.data_dir / "admin.key").read_text().strip()), script)
+    finally:
+        app.close()
+    links = [(e["src"], e["dst"]) for e in found.structured_content["edges"] if e["type"] == "wikilink"]
+    assert links == [("a.md#links", "b.md")] and "a.md#links" in found.structured_content["sections"]
+    assert not [e for e in plain.structured_content["edges"] if e["type"] == "wikilink"]
+
+
 def test_every_tool_answers_its_happy_path_with_structured_results(world):
     async def script(client):
         out = {}
@@ -359,7 +383,8 @@ def test_a_result_is_the_servers_answer_itself_and_its_text_twin_is_that_json(wo
     ego, recall = run(AppBackend(world["app"], world["key"]), script)
     headers = {"Authorization": f"ApiKey {world['key']}"}
     over_http = testing.simulate_get(world["app"], f"/_graph/{A}/ego", headers=headers, params={
-        "node": f"{A}-starter", "hops": "2", "direction": "both", "include_nodes": "true", "as_of": str(now)}).json
+        "node": f"{A}-starter", "hops": "2", "direction": "both", "include_nodes": "true", "as_of": str(now),
+        "sections": "true"}).json  # the tool expands a note from its sections unless told not to
     assert ego.structured_content == over_http
     assert json.loads(text(ego)) == over_http
     recalled = testing.simulate_post(world["app"], f"/_memory/{A}/_recall", headers=headers,

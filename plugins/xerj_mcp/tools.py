@@ -211,10 +211,14 @@ class Tools:
         include_nodes: Annotated[bool, Field(description="add each node's title, preview and path")] = True,
         limit: Annotated[int | None, Field(
             ge=1, le=1000, description="most edges returned (server default 100)")] = None,
+        sections: Annotated[bool, Field(
+            description="a note's links sit on its sections: expand from them too, so the note's own links are "
+                        "the first hop (the sections added are listed in `sections`)")] = True,
     ) -> EgoResult:
         """The neighbourhood of a note or node in a brain: its edges (with evidence) up to `hops` away and the
         neighbours they reach. `not_shown` counts everything withheld (clipped, expired, filtered)."""
-        params: dict[str, Any] = {"hops": hops, "direction": direction, "include_nodes": include_nodes}
+        params: dict[str, Any] = {"hops": hops, "direction": direction, "include_nodes": include_nodes,
+                                  "sections": sections}
         _put(params, node=node, nodes=nodes, types=types, as_of=as_of, trust=trust,
              min_confidence=min_confidence, limit=limit)
         if include_expired:

@@ -393,8 +393,9 @@ def _print_urls(base: str, name: str, summary: Any, hub: str | None) -> None:
     click.echo(f"  console:  {console_url(base, name)}")
     click.echo(f"  overview: {base}/_graph/{name}/overview")
     if hub is not None:
+        # sections: the note's own links sit on its sections
         click.echo(f"  ego:      {base}/_graph/{name}/ego?"
-                   + urllib.parse.urlencode({"node": hub, "hops": 2, "include_nodes": "true"}))
+                   + urllib.parse.urlencode({"node": hub, "hops": 2, "include_nodes": "true", "sections": "true"}))
     if summary.datasets:
         # every dataset of the folder (notes, code, web pages, a plugin's), not only the first
         click.echo(f"  search:   {base}/{','.join(summary.datasets)}/_search?q=<words>")

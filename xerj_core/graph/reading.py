@@ -305,8 +305,36 @@ class GraphReading:
             trust_ords=self._ordinals(reader, "trust", trust) if trust else None,
             min_confidence=min_confidence)
 
+    @staticmethod
+    def _sections(reader: IndexReader, seeds: list[str], room: int, counters: dict[str, int]) -> list[str]:
+        """The sections of the seeds that are files, in node order: each node ``{file}#...`` that an edge the
+        file taught (its ``src_file``) names at either end, retired edges' included (an ``as_of`` in the past
+        may reach a section since renamed; the hops' bitemporal mask decides what is shown). At most ``room``
+        of them; the rest are counted in ``frontier_clipped``."""
+        if reader.field("src_file") is None or reader.field("src") is None:
+            return []
+        wanted = [o for o in map(reader.field_dictionary("src_file").ordinal, seeds) if o is not None]
+        if not wanted:
+            return []
+        taught = reader.column("src_file")
+        rows = np.flatnonzero(reader.live & taught.present & np.isin(taught.values, wanted))
+        named = np.unique(np.concatenate([reader.column(end).values.take(rows) for end in ("src", "dst")]))
+        terms = _dictionary(reader, "src").terms
+        prefixes = tuple(f"{seed}#" for seed in seeds)
+        asked = set(seeds)
+        found = [term for term in map(terms.__getitem__, named.tolist())
+                 if term.startswith(prefixes) and term not in asked]
+        if len(found) > max(room, 0):
+            counters["frontier_clipped"] += len(found) - max(room, 0)
+            found = found[:max(room, 0)]
+        return found
+
     def ego(self, brain: str, query: Mapping[str, Any] | EgoRequest) -> dict[str, Any]:
-        """The bounded neighbourhood of ``node`` or of up to 64 ``nodes``; every bound reported in ``not_shown``."""
+        """The bounded neighbourhood of ``node`` or of up to 64 ``nodes``; every bound reported in ``not_shown``.
+
+        With ``sections``, a seed that is a file (an autoindexed note, whose links sit on its sections) expands
+        from its sections too, as if they were given in ``nodes``: the note's own links are its first hop. The
+        response's ``seeds`` are those asked; ``sections`` lists the ones added."""
         request = query if isinstance(query, EgoRequest) else parse_ego(query)
         validate_brain_name(brain)
         asked = list(request.seeds)
@@ -326,7 +354,11 @@ class GraphReading:
             # a node asked for by title, alias or file stem becomes its id before anything is read
             names = resolve_in(self.store, raw, reader, index_list.split(","), asked,
                                what="node" if request.single else "nodes")
-            seeds = list(dict.fromkeys(names.nodes))
+            asked_seeds = seeds = list(dict.fromkeys(names.nodes))
+            sections: list[str] = []
+            if request.sections:
+                sections = self._sections(reader, seeds, self.frontier_cap - len(seeds), counters)
+                seeds = seeds + sections
             if request.known_at is not None:  # system time: versions, read apart from the hot columns
                 edges, neighbors = self.ego_known(raw, reader, brain, seeds, request, counters)
                 trusts = Counter([edge.get("trust") for edge in edges])
@@ -348,9 +380,11 @@ class GraphReading:
                                    edge_cap=self.edge_cap)
                     edges, neighbors, trusts = self._ego_edges(reader, found, seeds, request.limit,
                                                                request.include_evidence, counters)
-            response: dict[str, Any] = {"brain": brain, "contract": CONTRACT, "seeds": seeds}
-            if len(seeds) == 1:
-                response["node"] = seeds[0]
+            response: dict[str, Any] = {"brain": brain, "contract": CONTRACT, "seeds": asked_seeds}
+            if len(asked_seeds) == 1:
+                response["node"] = asked_seeds[0]
+            if request.sections:
+                response["sections"] = sections
             response["node_found"] = names.found
             if names.resolved:
                 response["resolved"] = dict(names.resolved)

@@ -20,7 +20,7 @@ from xerj_core.graph.stats import INTERVALS
 
 EGO_PARAMS = frozenset({"node", "nodes", "hops", "direction", "types", "limit", "as_of", "include_expired",
                         "include_nodes", "nodes_index", "include_evidence", "trust", "min_confidence",
-                        "known_at"})
+                        "known_at", "sections"})
 OVERVIEW_PARAMS = frozenset({"as_of", "top", "histogram_interval", "trust", "known_at"})
 LINK_FIELDS = ("src", "dst", "type", "weight", "confidence", "valid_at", "created_at", "detector", "evidence")
 
@@ -32,7 +32,8 @@ MAX_TOP = 50
 
 @attrs.frozen
 class EgoRequest:
-    """``seeds`` in the order given, deduplicated; ``single`` when they came as ``node``."""
+    """``seeds`` in the order given, deduplicated; ``single`` when they came as ``node``; ``sections``: a seed
+    that is a file expands from its sections too (see :meth:`GraphReading.ego`)."""
 
     seeds: tuple[str, ...]
     single: bool
@@ -48,6 +49,7 @@ class EgoRequest:
     min_confidence: float | None
     nodes_index: str | None
     known_at: int | None = None
+    sections: bool = False
 
 
 @attrs.frozen
@@ -186,6 +188,7 @@ def _ego_options(query: Mapping[str, Any], engine_level: bool) -> dict[str, Any]
                                                                         clamp=True, source=params.QUERY)),
         nodes_index=nodes_index or None,
         known_at=parse_known_at(query),
+        sections=flag("sections", False),
     )
 
 

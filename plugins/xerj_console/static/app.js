@@ -406,7 +406,9 @@ function evidenceOf(edge) {
 
 async function linksPanel(brain, id, index, asOf) {
   const panel = el("div", { class: "links", "data-testid": "links" }, el("h2", { text: `Links in ${brain}` }));
-  const query = new URLSearchParams({ node: id, hops: "1", direction: "both", include_evidence: "true" });
+  // sections: a note's links sit on its sections, so a file's record lists them too
+  const query = new URLSearchParams({ node: id, hops: "1", direction: "both", include_evidence: "true",
+    sections: "true" });
   if (asOf) query.set("as_of", String(asOf));
   const span = await brainSpan(brain);
   panel.append(timeSlider(span, asOf, (picked) => { location.hash = hashFor("reader", { index, id, brain, as_of: picked }); }));
@@ -424,11 +426,14 @@ async function linksPanel(brain, id, index, asOf) {
   for (const [type, group] of groups) {
     panel.append(el("h3", { "data-testid": "link-group", text: `${type} (${group.length})` }));
     for (const edge of group) {
-      const outgoing = edge.direction !== "in" && edge.src === id;
+      const outgoing = edge.direction ? edge.direction === "out" : edge.src === id;
       const other = outgoing ? edge.dst : edge.src;
+      const mine = outgoing ? edge.src : edge.dst;  // this record, or the section of it the link sits on
       panel.append(el("div", { class: "link", "data-testid": "link", "data-edge-id": edge.edge_id },
         el("div", {}, el("span", { text: outgoing ? "→ " : "← " }),
-          el("a", { href: hashFor("reader", { index, id: other, brain, as_of: asOf }), text: other })),
+          el("a", { href: hashFor("reader", { index, id: other, brain, as_of: asOf }), text: other }),
+          mine !== id ? el("span", { class: "muted", "data-testid": "link-section",
+            text: ` (${mine.startsWith(id + "#") ? mine.slice(id.length) : mine})` }) : null),
         evidenceOf(edge),
         el("div", {}, el("span", { class: "badge", text: `trust: ${edge.trust || "?"}` }),
           el("span", { class: "badge", text: `confidence: ${edge.confidence ?? "?"}` }),
