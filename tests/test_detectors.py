@@ -860,7 +860,7 @@ def test_foam_every_edge_has_evidence_and_provenance(foam_files, foam_result):
 
 def test_foam_tags_weights_and_confidences_follow_the_table(foam_result):
     table = {
-        "wikilink": ("wikilink@5", 1.0, 0.95), "mdlink": ("mdlink@6", 0.9, 0.9), "href": ("href@4", 0.7, 0.85),
+        "wikilink": ("wikilink@5", 1.0, 0.95), "mdlink": ("mdlink@7", 0.9, 0.9), "href": ("href@4", 0.7, 0.85),
         "pathcite": ("pathcite@1", 0.6, 0.7), "cratecite": ("cratecite@1", 0.5, 0.6),
         "sequence": ("sequence@2", 0.8, 0.99), "same_dir": ("samedir@3", 0.3, 0.4),
         "shared_term": ("sharedterm@1", 0.45, 0.5),
@@ -1323,6 +1323,20 @@ def test_mdlink_links_a_quarto_sites_pages_by_source_html_address_and_heading_id
     assert sorted(e.dst for e in run(mdlink.MdlinkDetector(), files)) == [
         "docs/authoring/variables.qmd#meta", "docs/authoring/variables.qmd#url", "docs/built.html",
         "docs/tools/index.qmd"]
+
+
+def test_mdlink_reads_a_folders_index_mdx_as_its_index_page():
+    """As MDX's own site: [Guides](/guides/) names docs/guides/index.mdx, and [packages]: /packages/ the folder
+    docs/packages/ whose index.mdx stands beside its pages (a packages/ folder at the root has no index page)."""
+    files = {
+        "docs/blog/v2.mdx": b"# v2\n\nSee the [Guides](/guides/) and our [packages][].\n\n[packages]: /packages/\n",
+        "docs/guides/index.mdx": b"# Guides\n", "docs/guides/gfm.mdx": b"# GFM\n",
+        "docs/packages/index.mdx": b"# Packages\n", "packages/mdx/readme.md": b"# mdx\n",
+        "site/tools/README.mdx": b"# Tools\n", "site/home.mdx": b"# Home\n\n[tools](tools/)\n",
+    }
+    assert sorted((e.src, e.dst) for e in run(mdlink.MdlinkDetector(), files)) == [
+        ("docs/blog/v2.mdx#v2", "docs/guides/index.mdx"), ("docs/blog/v2.mdx#v2", "docs/packages/index.mdx"),
+        ("site/home.mdx#home", "site/tools/README.mdx")]
 
 
 def test_mdlink_links_a_reference_from_the_section_using_it():

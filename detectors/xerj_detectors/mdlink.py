@@ -8,7 +8,7 @@ site's pages below the indexed folder link from the site's root);
 URLs with a scheme, ``//host`` links and bare ``#anchors`` are not corpus
 files. A destination without extension may name a note (``.md``); a folder
 names its ``index.md``/``README.md`` (Hugo's ``_index.md``, Quarto's
-``index.qmd``), and a folder destination a site's page (``/guide/setup/``) that
+``index.qmd``, MDX's ``index.mdx``), and a folder destination a site's page (``/guide/setup/``) that
 no folder holds is the page named so (``guide/setup.md``), as static site
 generators publish one; a page's ``.html`` address whose page is not in the
 folder names the note it is rendered from. A page that declares the address
@@ -58,7 +58,8 @@ _JOPLIN_ITEM = re.compile(r"<?\s*:/([0-9a-f]{32})(?:#([^>\s]*))?\s*>?")
 # "Title <id>.md", when the export holds it
 _NOTION_PAGE = re.compile(r"<?\s*https?://(?:www\.)?notion\.so/(?:[^/?#\s>]+/)?(?:[^/?#\s>]*-)?([0-9a-f]{32})"
                           r"(?:\?[^#\s>]*)?(?:#[^\s>]*)?\s*>?")
-INDEX_NAMES = ("index.md", "README.md", "readme.md", "_index.md", "index.qmd", "index.Rmd")
+INDEX_NAMES = ("index.md", "README.md", "readme.md", "_index.md", "index.qmd", "index.Rmd", "index.mdx", "README.mdx",
+               "readme.mdx")
 # the templates static site generators write for a page's address, each as the path it stands for
 _TEMPLATED = re.compile(
     # Jekyll: {{ '/x/' | relative_url }}
@@ -109,7 +110,8 @@ class MdlinkDetector:
     # page's declared permalink; Jekyll's and Hugo's address templates
     # 6: Joplin's [text](:/<item id>) names the item kept as <item id>.md, and a Notion export's
     # notion.so/Title-<id> the page exported as "Title <id>.md"
-    tag = "mdlink@6"
+    # 7: a folder's index.mdx (or README.mdx) is its index page, as MDX sites (Docusaurus, Astro) publish it
+    tag = "mdlink@7"
     weight = 0.9
     confidence = 0.9
 
