@@ -192,25 +192,28 @@ def test_a_hindi_note_is_found_by_its_words_and_highlighted(engine, tmp_path):
     assert any("<em>हिन्दी</em>" in fragment for hit in hits for fragment in hit.get("highlight", {}).get("text", []))
 
 
-def test_cjk_notes_are_found_by_a_word_inside_a_sentence_by_phrase_and_highlighted(engine, tmp_path):
-    """Chinese, Japanese and Korean notes are found by a word standing inside a sentence (with no space around
-    it), a phrase only where its letters stand together, and the word is highlighted once, whole."""
+def searched_notes(engine, folder, brain: str, notes: dict[str, str]):
+    """``notes`` (name: text) autoindexed from ``folder`` as ``brain``; returns a search of its notes' index that
+    answers a query's hits."""
     from xerj_core.autoindex.pipeline import run
 
     from .test_autoindex import index_of
 
-    folder = tmp_path / "notes"
     folder.mkdir()
-    (folder / "更新.md").write_text("# 更新\n\n在移动端，Obsidian 通过设备的应用商店进行更新。\n")
-    (folder / "apart.md").write_text("# 分开\n\n这个应用不在商店里。\n")  # both words, not side by side
-    (folder / "日本.md").write_text("# 東京\n\n東京都に住んでいます。\n")
-    (folder / "한국.md").write_text("# 한국어\n\n한국어 텍스트입니다.\n")
-    run(engine, folder, brain="cjk")
-    search = SearchService(engine.store).search
-    index = index_of(engine, "cjk")
+    for name, written in notes.items():
+        (folder / name).write_text(written)
+    run(engine, folder, brain=brain)
+    search, index = SearchService(engine.store).search, index_of(engine, brain)
+    return lambda query, **extra: search(index, {"query": query, **extra})["hits"]["hits"]
 
-    def found(query, **extra):
-        return search(index, {"query": query, **extra})["hits"]["hits"]
+
+def test_cjk_notes_are_found_by_a_word_inside_a_sentence_by_phrase_and_highlighted(engine, tmp_path):
+    """Chinese, Japanese and Korean notes are found by a word standing inside a sentence (with no space around
+    it), a phrase only where its letters stand together, and the word is highlighted once, whole."""
+    found = searched_notes(engine, tmp_path / "notes", "cjk", {
+        "更新.md": "# 更新\n\n在移动端，Obsidian 通过设备的应用商店进行更新。\n",
+        "apart.md": "# 分开\n\n这个应用不在商店里。\n",  # both words, not side by side
+        "日本.md": "# 東京\n\n東京都に住んでいます。\n", "한국.md": "# 한국어\n\n한국어 텍스트입니다.\n"})
 
     words = [hit["_id"] for hit in found({"match": {"text": {"query": "应用商店", "operator": "and"}}})]
     assert words == ["更新.md#更新"]
@@ -229,22 +232,11 @@ def test_thai_and_khmer_notes_are_found_by_a_word_inside_a_sentence_by_phrase_an
     """Thai and Khmer put no space between words either (Obsidian's help in Thai: "you can manage files and
     folders in many ways"): a word inside a sentence is found, by phrase only where its letters stand together
     (its vowel signs and tone marks included), and is highlighted once, whole."""
-    from xerj_core.autoindex.pipeline import run
-
-    from .test_autoindex import index_of
-
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    (folder / "จัดการโน้ต.md").write_text("# จัดการโน้ต\n\nคุณสามารถจัดการไฟล์และโฟลเดอร์ได้หลายวิธี\n")
-    (folder / "apart.md").write_text("# แยก\n\nไฟ ล์\n")  # the word's letters apart
-    (folder / "ไฟ.md").write_text("# ไฟ\n\nไฟไหม้บ้าน\n")  # "fire": the word's first pair, then other letters
-    (folder / "sync.md").write_text("# Sync\n\nដំឡើង Obsidian Sync នៅលើឧបករណ៍របស់អ្នក\n")
-    run(engine, folder, brain="thai")
-    search = SearchService(engine.store).search
-    index = index_of(engine, "thai")
-
-    def found(query, **extra):
-        return search(index, {"query": query, **extra})["hits"]["hits"]
+    found = searched_notes(engine, tmp_path / "notes", "thai", {
+        "จัดการโน้ต.md": "# จัดการโน้ต\n\nคุณสามารถจัดการไฟล์และโฟลเดอร์ได้หลายวิธี\n",
+        "apart.md": "# แยก\n\nไฟ ล์\n",  # the word's letters apart
+        "ไฟ.md": "# ไฟ\n\nไฟไหม้บ้าน\n",  # "fire": the word's first pair, then other letters
+        "sync.md": "# Sync\n\nដំឡើង Obsidian Sync នៅលើឧបករណ៍របស់អ្នក\n"})
 
     assert [hit["_id"] for hit in found({"match_phrase": {"text": "ไฟล์"}})] == ["จัดการโน้ต.md#จัดการโน้ต"]
     assert [hit["_id"] for hit in found({"match_phrase": {"text": "จัดการ"}})] == ["จัดการโน้ต.md#จัดการโน้ต"]
