@@ -119,7 +119,9 @@ def test_sections_over_http(foam):
         found = client.simulate_get("/_graph/foam/ego", params={"node": note, "sections": "true",
                                                                  "include_nodes": "true"})
         assert found.status_code == 200 and sorted(found.json["sections"]) == sections_of(edges, note)
-        assert set(found.json["sections"]) <= set(found.json["nodes"])  # hydrated as the seeds are
+        # the sections the edges name are hydrated as the seeds are
+        named = {end for edge in found.json["edges"] for end in (edge["src"], edge["dst"])}
+        assert set(found.json["nodes"]) == {note, *found.json["neighbors"], *(named & set(found.json["sections"]))}
         refused = client.simulate_get("/_graph/foam/ego", params={"node": note, "sections": "maybe"})
         assert refused.status_code == 400 and "sections" in refused.json["error"]["reason"]
     finally:

@@ -397,6 +397,9 @@ class GraphReading:
             dangling: list[str] = []
             if request.include_nodes:
                 response["nodes_index"] = index_list
+                if sections:  # the sections an edge listed names, not every one a long file has
+                    shown = {end for edge in edges for end in (edge["src"], edge["dst"])}
+                    seeds = asked_seeds + [section for section in sections if section in shown]
                 response["nodes"], dangling = hydrate_nodes(self.store, raw, index_list.split(","),
                                                             seeds + neighbors)
             return response, dangling, counters
