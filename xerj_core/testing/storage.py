@@ -333,6 +333,9 @@ class AbstractStorageBackendTests:
         self.same(pair, lambda e: e.graph.overview("foam", {"top": 10, "as_of": FUTURE}))
         for hub in hubs:
             self.same(pair, lambda e: e.graph.ego("foam", {"node": hub, "hops": 2, "limit": 100, "as_of": FUTURE}))
+            # the note and its sections, found on the src_file column
+            self.same(pair, lambda e: e.graph.ego("foam", {"node": hub, "hops": 1, "limit": 1000, "as_of": FUTURE,
+                                                           "sections": True}))
         self.same(pair, lambda e: e.search.search(".xerj-memory-foam", {"query": {"match": {"text": "graph note"}},
                                                                         "size": 10}))
 
