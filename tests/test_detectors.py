@@ -860,7 +860,7 @@ def test_foam_every_edge_has_evidence_and_provenance(foam_files, foam_result):
 
 def test_foam_tags_weights_and_confidences_follow_the_table(foam_result):
     table = {
-        "wikilink": ("wikilink@5", 1.0, 0.95), "mdlink": ("mdlink@7", 0.9, 0.9), "href": ("href@4", 0.7, 0.85),
+        "wikilink": ("wikilink@5", 1.0, 0.95), "mdlink": ("mdlink@8", 0.9, 0.9), "href": ("href@4", 0.7, 0.85),
         "pathcite": ("pathcite@1", 0.6, 0.7), "cratecite": ("cratecite@1", 0.5, 0.6),
         "sequence": ("sequence@2", 0.8, 0.99), "same_dir": ("samedir@3", 0.3, 0.4),
         "shared_term": ("sharedterm@1", 0.45, 0.5),
@@ -1337,6 +1337,29 @@ def test_mdlink_reads_a_folders_index_mdx_as_its_index_page():
     assert sorted((e.src, e.dst) for e in run(mdlink.MdlinkDetector(), files)) == [
         ("docs/blog/v2.mdx#v2", "docs/guides/index.mdx"), ("docs/blog/v2.mdx#v2", "docs/packages/index.mdx"),
         ("site/home.mdx#home", "site/tools/README.mdx")]
+
+
+def test_mdlink_reads_the_forge_address_of_a_file_of_the_folder_as_that_file():
+    """A repository's pages link its own files by their address on the forge its remote names (tldr-pages: 87
+    such links): the file, its section for a fragment, a folder's index page; another repository's address, and
+    one outside the indexed folder (here docs/ of the work tree), name nothing."""
+    files = parse_files({
+        "README.md": b"# Readme\n\nRead the [spec](https://github.com/Tldr-Pages/tldr/blob/main/docs/spec.md#cli), the "
+                     b"[pages](https://github.com/tldr-pages/tldr/tree/main/docs/pages/), [raw]"
+                     b"(https://raw.githubusercontent.com/tldr-pages/tldr/main/docs/spec.md), [theirs]"
+                     b"(https://github.com/other/tldr/blob/main/docs/spec.md) and [root]"
+                     b"(https://github.com/tldr-pages/tldr/blob/main/LICENSE.md).\n\n## More\n\n"
+                     b"Autolinked: <https://github.com/tldr-pages/tldr/blob/main/docs/spec.md>; a web page "
+                     b"<https://example.com/docs/spec.md>; [inline](<https://github.com/tldr-pages/tldr/blob/main/"
+                     b"docs/pages/index.md>).\n\n## Defs\n\n"
+                     b"[def]: <https://github.com/tldr-pages/tldr/blob/main/docs/spec.md>\n",
+        "spec.md": b"# Spec\n\n## CLI\n", "pages/index.md": b"# Pages\n"}, 1000)
+    corpus = Corpus(files, published=("github.com/tldr-pages/tldr\0docs/",))
+    edges = run_detectors([mdlink.MdlinkDetector()], files, corpus).edges
+    assert sorted((e.src, e.dst) for e in edges) == [
+        ("README.md#defs", "spec.md"), ("README.md#more", "pages/index.md"), ("README.md#more", "spec.md"),
+        ("README.md#readme", "pages/index.md"), ("README.md#readme", "spec.md"), ("README.md#readme", "spec.md#cli")]
+    assert run_detectors([mdlink.MdlinkDetector()], files).edges == ()  # published nowhere: web addresses
 
 
 def test_mdlink_links_a_reference_from_the_section_using_it():

@@ -17,7 +17,10 @@ Jekyll collection document ``_docs/x.md`` and a dated address
 (``/2024/01/15/hello/``) as that post of ``_posts/``; Joplin's
 ``[text](:/<item id>)`` names the item it keeps as ``<item id>.md``, and a
 Notion export's ``https://www.notion.so/Title-<id>`` the page it exported as
-``Title <id>.md``. The templates
+``Title <id>.md``, and the address of a file where the folder is published
+(its git remotes' forge, ``https://github.com/<owner>/<repo>/blob/main/x.md``:
+see :mod:`xerj_core.autoindex.published`) that file, from the folder's root;
+such an address written as an autolink (``<https://...>``) too. The templates
 Jekyll and Hugo write for an address are read as the path they stand for:
 ``{{ '/docs/x/' | relative_url }}``, ``{{ site.baseurl }}/x/``, ``{% link
 _docs/x.md %}`` (from the site's source), ``{% post_url 2024-01-15-x %}`` (a
@@ -50,6 +53,9 @@ _INLINE = re.compile(
 _DEFINITION = re.compile(rb"^ {0,3}\[(?!\^)([^\]\n]+)\]:[ \t]*(<[^<>\n]*>|\S+)", re.M)
 # [text][label], [label][] and [label]; which of them are links is decided by the file's definitions
 _REFERENCE = re.compile(rb"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])+)\](?:\[([^\[\]\n]*)\])?")
+# an autolink, <https://...>: it names a file of the folder only by the address where the folder is published
+# (not an inline link's <destination>, nor a definition's)
+_AUTOLINK = re.compile(rb"(?<!\()<(https?://[^<>\s]+)>")
 # a [[wikilink]], whose inner text may be the label of a definition Foam wrote for it
 _WIKILINK = re.compile(rb"\[\[([^\[\]\n]+)\]\]")
 # Joplin links an item by its id, [text](:/0123456789abcdef0123456789abcdef): the item kept as <id>.md
@@ -92,6 +98,11 @@ def _resolve(corpus: Corpus, from_path: str, destination: str) -> SourceDocument
         pages = [path for path in corpus.by_notion_id(notion.group(1)) if path.endswith(NOTE_EXTENSIONS)]
         found = corpus.nearest(pages, from_path) if pages else None
         return corpus.card(found) if found else None
+    if destination.startswith(("http://", "https://", "<http")):
+        published = corpus.published_path(destination)
+        # a folder address (.../tree/main/docs/) names its index page, as a relative link to the folder does
+        return resolve_relative(corpus, from_path, "/" + published, index_names=INDEX_NAMES) \
+            if published is not None else None
     return resolve_relative(corpus, from_path, destination, index_names=INDEX_NAMES, site_roots=True)
 
 
@@ -111,7 +122,8 @@ class MdlinkDetector:
     # 6: Joplin's [text](:/<item id>) names the item kept as <item id>.md, and a Notion export's
     # notion.so/Title-<id> the page exported as "Title <id>.md"
     # 7: a folder's index.mdx (or README.mdx) is its index page, as MDX sites (Docusaurus, Astro) publish it
-    tag = "mdlink@7"
+    # 8: the address of a file where the folder is published (a git remote's forge) names that file
+    tag = "mdlink@8"
     weight = 0.9
     confidence = 0.9
 
@@ -136,7 +148,7 @@ class MdlinkDetector:
                     definitions.setdefault(_label(texts[doc.doc_id][m.start(1):m.end(1)]),
                                            (m.group(2), doc.doc_id, m.start()))
         # only a file with definitions has reference links to look for; without, only inline links ("](")
-        docs = [doc for doc in markdown if "](" in doc.text or (definitions and "]" in doc.text)]
+        docs = [doc for doc in markdown if "](" in doc.text or "<http" in doc.text or (definitions and "]" in doc.text)]
         for doc in docs:
             read(doc)
         used: set[str] = set()
@@ -144,6 +156,10 @@ class MdlinkDetector:
         for doc in docs:
             scanned = masked[doc.doc_id]
             found[doc.doc_id] = [(m.start(), m.group(1)) for m in _INLINE.finditer(scanned)]
+            if b"<http" in scanned:
+                defined = {m.start(2) for m in _DEFINITION.finditer(scanned)} if b"]:" in scanned else set()
+                found[doc.doc_id] += [(m.start(), m.group(1)) for m in _AUTOLINK.finditer(scanned)
+                                      if m.start() not in defined]
             if definitions:
                 found[doc.doc_id] += self._references(texts[doc.doc_id], scanned, definitions, used)
         if definitions:

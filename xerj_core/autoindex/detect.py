@@ -75,6 +75,7 @@ from typing import Any, Collection, Iterable, Iterator, Mapping, Protocol, Seque
 import attrs
 import xxhash
 
+from xerj_core.autoindex import published
 from xerj_core.errors import PluginError
 from xerj_core.model import EdgeDraft, Evidence, SourceDocument
 from xerj_core.plugins import collect_registrations
@@ -325,11 +326,14 @@ class Corpus:
 
     ``files`` maps each root-relative path to its documents, file card first (as
     the format returned them). Name lookups are case-insensitive (keys are
-    folded by :func:`fold_name`). Picklable; build it once per run and share it.
+    folded by :func:`fold_name`). ``published``: where the folder's files are
+    published (:func:`xerj_core.autoindex.published.published_at`), for
+    :meth:`published_path`. Picklable; build it once per run and share it.
     """
 
     def __init__(self, files: Mapping[str, Sequence[SourceDocument]],
-                 stamps: Mapping[str, Any] | None = None) -> None:
+                 stamps: Mapping[str, Any] | None = None, published: tuple[str, ...] = ()) -> None:
+        self.published = tuple(published)
         # what names each file's content as the run read it (its bytes' digest and mtime), when the run knows it:
         # a file's detection is then remembered and reused while what it read still holds (see detectmemo)
         self.stamps: Mapping[str, Any] | None = stamps
@@ -405,14 +409,14 @@ class Corpus:
                 self._zettels, self._notion, self._citekeys))  # type: ignore[assignment]
 
     def names_digest(self) -> bytes:
-        """A digest of what the name lookups answer from: the paths and the cards' aliases and permalinks. Corpora
-        with the same digest give the same answer to each of ``lookup_path``, ``by_stem``, ``by_file_name``,
-        ``by_path_without_extension``, ``by_alias``, ``by_permalink``, ``by_zettel_id``, ``by_notion_id``,
-        ``directory``, ``next_sibling`` and ``in``."""
+        """A digest of what the name lookups answer from: the paths, the cards' aliases and permalinks, and where
+        the folder is published. Corpora with the same digest give the same answer to each of ``lookup_path``,
+        ``by_stem``, ``by_file_name``, ``by_path_without_extension``, ``by_alias``, ``by_permalink``,
+        ``by_zettel_id``, ``by_notion_id``, ``published_path``, ``directory``, ``next_sibling`` and ``in``."""
         found = self.__dict__.get("_names_digest")
         if found is None:
             found = self.__dict__["_names_digest"] = xxhash.xxh3_128_digest(pickle.dumps(
-                (self.paths, sorted(self._aliases.items()), sorted(self._permalinks.items())),
+                (self.paths, sorted(self._aliases.items()), sorted(self._permalinks.items()), self.published),
                 protocol=pickle.HIGHEST_PROTOCOL))
         return found
 
@@ -466,6 +470,11 @@ class Corpus:
         """Files whose name opens with the Zettelkasten id ``zettel_id`` (eight digits or more, a timestamp such as
         ``202010121234``) and goes on with a title after a space, ``-`` or ``_``: ``202010121234 Atomic notes.md``."""
         return _paths_of(self._zettels.get(zettel_id, ()))
+
+    def published_path(self, address: str) -> str | None:
+        """The path from the root (``#`` and a fragment kept) of the file a web ``address`` names where the folder
+        is published (its git remotes' forge addresses: see :mod:`xerj_core.autoindex.published`), else None."""
+        return published.published_path(address, self.published)
 
     def by_notion_id(self, page_id: str) -> tuple[str, ...]:
         """Files a Notion export named after the page ``page_id`` (32 lowercase hexadecimal digits): its title, a

@@ -53,15 +53,15 @@ __all__ = ["Answers", "Noted", "ReadingCorpus", "detect_files", "detect_noting"]
 # arguments (paths) alone.
 _LOOKUPS = frozenset({"documents", "card", "document", "mtime", "lookup_path", "by_stem", "by_file_name",
                       "by_path_without_extension", "by_alias", "by_permalink", "by_zettel_id", "by_notion_id",
-                      "directory", "next_sibling", "section", "block", "by_block", "by_citekey",
+                      "published_path", "directory", "next_sibling", "section", "block", "by_block", "by_citekey",
                       "__contains__"})
 _NAMED = "named"  # links.note_candidates(corpus, "", name): the corpus remembers those answers by name
 _PATHS = "paths"  # every path (and so how many there are): its key is the names digest itself
 # The questions answered from the corpus's names alone (its paths and aliases): while its names digest is the one
 # they were asked under, their answers are the same without asking (note_candidates follows the name lookups).
 _BY_NAME = frozenset({_NAMED, _PATHS, "by_stem", "by_file_name", "by_path_without_extension", "by_alias",
-                      "by_permalink", "by_zettel_id", "by_notion_id", "directory", "next_sibling", "lookup_path",
-                      "__contains__"})
+                      "by_permalink", "by_zettel_id", "by_notion_id", "published_path", "directory", "next_sibling",
+                      "lookup_path", "__contains__"})
 _STATE = "state"  # a state's mapping read: ("state", detector, "get" | "item" | "has" | "bool" | "stamp", key)
 _UNKEYABLE = ...  # an answer no key stands for
 

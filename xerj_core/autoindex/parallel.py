@@ -506,8 +506,8 @@ def adopt_kept(source: Plugins | PluginsRef, token: str, kept: Sequence[tuple[st
 
 
 @_task
-def combine_kept(source: Plugins | PluginsRef, token: str, batches: int | None = None, remember: bool = False
-                 ) -> tuple[list[str], dict[str, int]] | None:
+def combine_kept(source: Plugins | PluginsRef, token: str, batches: int | None = None, remember: bool = False,
+                 published: tuple[str, ...] = ()) -> tuple[list[str], dict[str, int]] | None:
     """The companion's combine over every file it kept: the files in detection order, and the run's counters.
 
     With ``batches``, the combine waits until that many numbered batches are kept:
@@ -515,10 +515,11 @@ def combine_kept(source: Plugins | PluginsRef, token: str, batches: int | None =
     :func:`adopt_kept`, which then combines and answers); until then None. The
     run asks for the combine as soon as every parse batch is sent, so it runs
     right after the last batch, wherever that batch was parsed. With ``remember``, the corpus carries the files'
-    stamps, by which the detect batches remember detections (see :func:`corpus_of`).
+    stamps, by which the detect batches remember detections (see :func:`corpus_of`); ``published``: where the
+    folder is published (see :class:`Corpus`).
     """
     state = _companion_state(token)
-    state["remember"] = remember
+    state["remember"], state["published"] = remember, published
     if batches is not None and len(state["received"]) < batches:
         state["expect"] = batches
         return None
@@ -530,7 +531,7 @@ def _combine(plugins: Plugins, state: dict[str, Any]) -> tuple[list[str], dict[s
     state["fields"] = {}  # every file is kept: the maps stay shared, the table's keys go
     trim_heap()  # the last parses' texts, before combining adds its own peak
     ordered = sorted(kept)
-    corpus = corpus_of(kept, state.get("remember", False))
+    corpus = corpus_of(kept, state.get("remember", False), state.get("published", ()))
     states = combine(plugins.detectors, (kept[path].partial for path in ordered), corpus)
     for path in ordered:  # the partials are folded into the states: let them go
         kept[path] = attrs.evolve(kept[path], partial=None)
@@ -546,12 +547,12 @@ def _combine(plugins: Plugins, state: dict[str, Any]) -> tuple[list[str], dict[s
     return ordered, counters
 
 
-def corpus_of(kept: Mapping[str, Kept], stamped: bool) -> Corpus:
+def corpus_of(kept: Mapping[str, Kept], stamped: bool, published: tuple[str, ...] = ()) -> Corpus:
     """The corpus of the kept files; ``stamped``, with their stamps (for a run that remembers detections: a
-    first run holds none, its peak memory being what it is measured by)."""
+    first run holds none, its peak memory being what it is measured by); ``published``: where the folder is."""
     ordered = sorted(kept)
     stamps = {path: kept[path].stamp for path in ordered if kept[path].stamp} if stamped else None
-    return Corpus({path: kept[path].docs for path in ordered}, stamps=stamps)
+    return Corpus({path: kept[path].docs for path in ordered}, stamps=stamps, published=published)
 
 
 def _detect(detectors: Sequence[Any], files: Sequence[tuple[str, Kept | Sequence[SourceDocument]]], corpus: Corpus,

@@ -45,6 +45,7 @@ from xerj_core.autoindex.parallel import (
     with_entries,
 )
 from xerj_core.autoindex.parsecache import ParseCache, open_cache
+from xerj_core.autoindex.published import published_at
 from xerj_core.autoindex.sink import (
     COUNTED_FIELD,
     EDGES_PER_TRANSACTION,
@@ -356,6 +357,7 @@ def _run(target: Engine | BrainSink, folder: str | Path, *, brain: str | None, g
     cold = warm and graph and not may_detect and cache is not None and cache.keep and _cache_is_cold(cache, unchanged)
     may_detect = may_detect or cold
     runner = _Runner(executor, workers, plugins, graph, cache)
+    runner.published = published_at(root) if may_detect else ()
     try:
         forced = bool(removed) or run_dirty or not state.edges_index or cold
         runner.expect(len(to_parse) + (len(unchanged) if may_detect and forced else 0))
@@ -464,6 +466,8 @@ class _Runner:
         self.companion = False
         self.token = uuid.uuid4().hex
         self.plugins = plugins
+        # where the folder's files are published (its git remotes), for links to their addresses; set by the run
+        self.published: tuple[str, ...] = ()
         self.ref = plugins.ref(graph)
         self.graph = graph
         self.pool: Executor | None = None
@@ -801,7 +805,7 @@ class _Detection:
         adopted: see :func:`parallel.combine_kept`), while this process still writes."""
         if self.needed and self.combined is None:
             first = self.runner.submit(combine_kept, self.runner.token, self.runner.kept_batches,
-                                       self.runner.memo is not None, step=COMBINING,
+                                       self.runner.memo is not None, self.runner.published, step=COMBINING,
                                        files=self.detected, eager=True)
             self.combined = _Combining(first, self.adoptions)
 
@@ -861,7 +865,7 @@ class _Detection:
         if self.runner.companion:
             return
         ordered = sorted(self.kept)
-        self.corpus = corpus_of(self.kept, self.runner.memo is not None)
+        self.corpus = corpus_of(self.kept, self.runner.memo is not None, self.runner.published)
         self.states = combine(self.runner.plugins.detectors, (self.kept[path].partial for path in ordered),
                               self.corpus)
         for path in ordered:  # the partials are folded into the states: let them go
