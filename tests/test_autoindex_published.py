@@ -66,6 +66,13 @@ def test_an_address_of_a_file_of_the_folder_is_read_back_as_its_path(work_tree, 
     assert published_path(address, published_at(work_tree / "docs")) == path
 
 
+def test_a_repository_named_like_a_view_is_read_after_its_name():
+    published = ("github.com/owner/src\0",)
+    assert published_path("https://github.com/owner/src/blob/main/src/x.md", published) == "src/x.md"
+    assert published_path("https://github.com/owner/src/x.md", published) is None  # no view, no ref
+    assert published_path("https://github.com/owner/srcs/blob/main/x.md", published) is None
+
+
 def test_where_a_folder_is_published_is_part_of_what_names_answer_from():
     """Remembered detections are reused while the corpus's names digest holds: a remote added changes it."""
     files = {"a.md": ()}

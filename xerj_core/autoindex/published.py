@@ -28,8 +28,9 @@ from urllib.parse import unquote
 _URL = re.compile(r"(?:[a-z][a-z0-9+.-]*://)?(?:[^@/]+@)?([^/:]+)(?::\d+)?[:/](.+?)(?:\.git)?/?$", re.I)
 # a link's address: its host and path, the query dropped, the fragment kept apart
 _LINK = re.compile(r"https?://(?:www\.)?([^/?#\s]+)/([^?#\s]*)(?:\?[^#\s]*)?(?:#(\S*))?$", re.I)
-# where a forge's address of a file leaves the repository's name: GitHub's and GitLab's views, Bitbucket's source
-_VIEW = re.compile(r"/(?:-/)?(?:blob|tree|raw|edit|src)/[^/]+/")
+# what follows the repository in a forge's address of a file: GitHub's and GitLab's views, Bitbucket's source,
+# then the ref
+_VIEW = re.compile(r"(?:-/)?(?:blob|tree|raw|edit|src)/[^/]+/")
 _RAW_HOSTS = {"raw.githubusercontent.com": "github.com"}
 
 
@@ -92,19 +93,20 @@ def published_path(address: str, published: tuple[str, ...]) -> str | None:
     if link is None:
         return None
     host, path, fragment = link.group(1).lower(), unquote(link.group(2)), link.group(3)
-    if host in _RAW_HOSTS:  # raw.githubusercontent.com/<owner>/<repo>/<ref>/<path>
-        owner_repo_ref = path.split("/", 3)
-        if len(owner_repo_ref) < 4:
-            return None
-        repository, inner = f"{_RAW_HOSTS[host]}/{'/'.join(owner_repo_ref[:2])}", owner_repo_ref[3]
-    else:
-        view = _VIEW.search(path)
-        if view is None:
-            return None
-        repository, inner = f"{host}/{path[:view.start()]}", path[view.end():]
+    raw = _RAW_HOSTS.get(host)  # raw.githubusercontent.com/<owner>/<repo>/<ref>/<path>: no view, the ref alone
+    where = f"{raw or host}/{path}"
     for entry in published:
         remote, _, folder = entry.partition("\0")
-        if remote == repository.lower() and inner.startswith(folder):
-            found = inner[len(folder):].rstrip("/")
-            return found + (f"#{unquote(fragment)}" if fragment else "")
+        if not where.lower().startswith(remote + "/"):
+            continue
+        # the view is read after the repository the remote names, so a repository called src or raw is one
+        rest = where[len(remote) + 1:]
+        if raw:
+            ref_end = rest.find("/") + 1
+        else:
+            view = _VIEW.match(rest)
+            ref_end = view.end() if view else 0
+        inner = rest[ref_end:]
+        if ref_end and inner.startswith(folder):
+            return inner[len(folder):].rstrip("/") + (f"#{unquote(fragment)}" if fragment else "")
     return None

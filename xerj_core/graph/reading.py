@@ -324,9 +324,10 @@ class GraphReading:
         asked = set(seeds)
         found = [term for term in map(terms.__getitem__, named.tolist())
                  if term.startswith(prefixes) and term not in asked]
-        if len(found) > max(room, 0):
-            counters["frontier_clipped"] += len(found) - max(room, 0)
-            found = found[:max(room, 0)]
+        room = max(room, 0)
+        if len(found) > room:
+            counters["frontier_clipped"] += len(found) - room
+            found = found[:room]
         return found
 
     def ego(self, brain: str, query: Mapping[str, Any] | EgoRequest) -> dict[str, Any]:
