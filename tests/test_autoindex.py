@@ -1246,9 +1246,25 @@ def test_two_links_to_one_directory_walk_it_once_and_name_where(tmp_path):
     seen = list(walk(folder))
     files = [entry.rel_path for entry in seen if isinstance(entry, FileEntry)]
     skipped = {entry.rel_path: entry for entry in seen if isinstance(entry, Skipped)}
-    assert len(files) == 1 and files[0].endswith("/a.md")
-    first = files[0].rsplit("/", 1)[0]
-    assert sorted([first, *skipped]) == ["g++", "gcc", "shared"]
+    # the directory keeps its own path, though both links sort before it
+    assert files == ["shared/a.md"] and sorted(skipped) == ["g++", "gcc"]
     for entry in skipped.values():
         assert entry.kind == SYMLINK_LOOP
-        assert entry.reason == f"symlink loop: this directory was already walked as [{first}]"
+        assert entry.reason == "link to a directory already walked as [shared]"
+
+
+def test_a_link_to_a_directory_outside_the_folder_is_walked_where_it_sits_after_the_rest(tmp_path):
+    from xerj_core.autoindex.walk import FileEntry, walk
+
+    outside, folder = tmp_path / "elsewhere", tmp_path / "notes"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "b.md").write_text("# B\n")
+    (outside / "c.md").write_text("# C\n")
+    (folder / "m").mkdir(parents=True)
+    (folder / "m" / "z.md").write_text("# Z\n")
+    (folder / "a-link").symlink_to(outside, target_is_directory=True)
+    (folder / "m" / "inner").symlink_to(folder / "m", target_is_directory=True)  # a loop, reported
+    seen = list(walk(folder))
+    assert [e.rel_path for e in seen if isinstance(e, FileEntry)] == ["m/z.md", "a-link/c.md", "a-link/deep/b.md"]
+    assert [(e.rel_path, e.reason) for e in seen if not isinstance(e, FileEntry)] == [
+        ("m/inner", "symlink loop: this directory was already walked as [m]")]

@@ -1,4 +1,4 @@
-"""Walking a folder: every regular file once, in path order, with the ones it could not read reported."""
+"""Walking a folder: every regular file once, in path order (links last), with what it could not read reported."""
 
 from __future__ import annotations
 
@@ -114,13 +114,20 @@ def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FIL
     such file or directory is one ``IGNORED`` skip, and an ignored directory is
     not entered.
     Symbolic links are followed, but a directory reached twice (a link loop, or
-    two links to one place) is walked once and reported the second time. A file
+    two links to one place) is walked once and reported the second time: the
+    directories reached through links are walked after all the others, so a
+    directory of the folder that a link also names keeps its own path (a
+    checkout's ``HomebrewFormula -> pkg/brew`` is walked as ``pkg/brew``), and
+    what lies behind links comes out last, in path order among itself. A file
     larger than ``max_file_bytes`` is a ``TOO_LARGE`` skip, unless ``unlimited(rel_path, path)`` says its
     format reads it without holding it whole (see xerj_core.autoindex.mapped).
     """
     visited: dict[tuple[int, int], str] = {}  # each directory walked -> where it was walked
     stack: list[tuple[Path, str, Scope | None]] = [(root, "", scope_of(root) if ignore_files else None)]
-    while stack:
+    linked: list[tuple[Path, str, Scope | None]] = []  # directories reached through a link, walked after the rest
+    while stack or linked:
+        if not stack:
+            stack, linked = linked[::-1], []
         directory, rel_dir, scope = stack.pop()
         try:
             info = directory.stat()
@@ -130,8 +137,9 @@ def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FIL
         key = (info.st_dev, info.st_ino)
         first = visited.get(key)
         if first is not None:
-            yield Skipped(rel_dir, f"symlink loop: this directory was already walked as [{first or '.'}]",
-                          SYMLINK_LOOP)
+            looped = not first or rel_dir.startswith(f"{first}/")  # a link back to a directory holding it
+            yield Skipped(rel_dir, f"symlink loop: this directory was already walked as [{first or '.'}]" if looped
+                          else f"link to a directory already walked as [{first}]", SYMLINK_LOOP)
             continue
         visited[key] = rel_dir
         try:
@@ -179,7 +187,7 @@ def walk(root: Path, *, ignore_files: bool = True, max_file_bytes: int = MAX_FIL
                     yield Skipped(rel, why, IGNORED)
                     continue
                 if is_dir:
-                    subdirs.append((Path(entry.path), rel, scope))
+                    (linked if entry.is_symlink() else subdirs).append((Path(entry.path), rel, scope))
                     continue
                 if not entry.is_file():
                     if not entry.is_symlink():
