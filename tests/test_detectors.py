@@ -1493,6 +1493,35 @@ def test_pathcite_and_cratecite():
     assert [(e.src, e.dst, e.evidence.offset) for e in crates] == [("notes.md", "crates/xerj-api/Cargo.toml", 4)]
 
 
+def test_cratecite_takes_a_crate_named_by_a_plain_word_only_where_the_prose_marks_it():
+    """ripgrep's layout: crates named ``grep`` and ``ignore``, ``grep-regex`` kept in ``regex/``, and prose and
+    benchmark tables that say grep and ignore as words."""
+    files = {
+        "Cargo.toml": b'[package]\nname = "ripgrep"\n',
+        "crates/grep/Cargo.toml": b'[package]\nname = "grep"\n',
+        "crates/ignore/Cargo.toml": b'[package]\nname = "ignore"\n',
+        "crates/regex/Cargo.toml": b'[package]\nname = "grep-regex"\n',
+        "engine/Cargo.toml": b'[workspace]\nmembers = ["a"]\n',
+        "words.md": b"ripgrep is faster than GNU grep; we ignore hidden files and the regex engine.\n",
+        "bench.csv": b"name,time\ngit grep (ignore),1.2\nrg (ignore),0.4\n",
+        "span.md": b"Not `grep -r` but the `grep` facade; see grep::regex::RegexMatcher too.\n",
+        "command.md": b"Run `grep -r foo` or `rg --ignore`.\n",
+        "beside.md": b"The ignore crate walks, and the crate engine holds it.\n",
+        "path.md": b"Call ignore::WalkBuilder.\n",
+        "segment.md": b"Not std::ignore::Thing, a path's segment.\n",
+        "other.md": b"grep-regex wraps the `regex` crate.\n",
+        "plural.md": b"Both the grep and `ignore` crates.\n",
+    }
+    crates = run(cratecite.CrateciteDetector(), files)
+    assert sorted((e.src.split("#")[0], e.dst) for e in crates) == [
+        ("beside.md", "crates/ignore/Cargo.toml"), ("beside.md", "engine/Cargo.toml"),
+        ("other.md", "crates/regex/Cargo.toml"),
+        ("path.md", "crates/ignore/Cargo.toml"),
+        ("plural.md", "crates/ignore/Cargo.toml"),
+        ("span.md", "crates/grep/Cargo.toml"),
+    ]
+
+
 def test_pathcite_leaves_a_local_links_text_to_mdlink_and_reads_a_url_links_text():
     """A README's `[docs/setup.md](docs/setup.md)` is one edge, mdlink's; a file name linked to its page on a forge
     names the corpus file no other detector links."""
