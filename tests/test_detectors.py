@@ -1691,7 +1691,7 @@ def test_a_notebook_s_markdown_cells_link_and_its_code_cells_do_not():
 def imported(files):
     """``{(src, dst): quote}`` of the imports edges over ``files``."""
     edges = run(imports.ImportsDetector(), files)
-    assert all(e.detector == "imports@1" and e.weight == 0.8 and e.src_format == "code" for e in edges)
+    assert all(e.detector == "imports@2" and e.weight == 0.8 and e.src_format == "code" for e in edges)
     return {(e.src, e.dst): e.evidence.quote for e in edges}
 
 
@@ -1775,6 +1775,59 @@ def test_javascript_c_and_rust_imports():
     }
 
 
+def test_rust_use_trees_name_modules_of_the_crate_and_of_the_workspaces_other_crates():
+    """ripgrep's shapes: a workspace of crates named apart from their folders, a binary whose root is not in
+    ``src/``, use trees over several lines, test modules inside a file, integration tests using the crate."""
+    found = imported({
+        "Cargo.toml": b'[package]\nname = "ripgrep"\n',
+        "crates/core/main.rs": b"mod search;\nmod flags;\n\nuse crate::flags::{HiArgs, parse};\n",
+        "crates/core/index/mod.rs": (b'#[cfg(not(feature = "x"))]\n#[path = "off.rs"]\nmod imp;\n'
+                                     b'#[path="../nope.rs"]\nmod b;\n'),
+        "crates/core/index/off.rs": b"",
+        "crates/core/search.rs": (b"use {\n    grep::matcher::Matcher, // the trait\n    termcolor::WriteColor,\n};\n"
+                                  b"\nuse crate::flags::lowargs::{self, Mode};\n"),
+        "crates/core/flags/mod.rs": b"mod lowargs;\npub(crate) use self::lowargs::LowArgs;\n",
+        "crates/core/flags/lowargs.rs": (b"use super::super::search;\n\n#[cfg(test)]\nmod tests {\n"
+                                         b"    use super::*;\n    use crate::flags::lowargs;\n}\n"),
+        "crates/grep/Cargo.toml": b'[package]\nname = "grep"\n',
+        "crates/grep/src/lib.rs": b"pub extern crate grep_searcher as searcher;\npub use grep_cli as cli;\n",
+        "crates/searcher/Cargo.toml": b'[package]\nname = "grep-searcher"\n',
+        "crates/searcher/src/lib.rs": b"mod sink;\nmod searcher;\npub use crate::sink::Sink;\n",
+        "crates/searcher/src/sink.rs": b"use crate::searcher::{glue::Glue, Searcher};\n",
+        "crates/searcher/src/searcher/mod.rs": b"mod glue;\nuse {self::glue::Glue, super::sink::*};\n",
+        "crates/searcher/src/searcher/glue.rs": b"use crate::{\n    searcher::Searcher,\n    sink::Sink,\n};\n",
+        "crates/searcher/tests/api.rs": b"mod util;\nuse grep_searcher::{sink::Sink, Searcher};\nuse util::Fake;\n",
+        "crates/searcher/tests/util.rs": b"use std::io;\nuse ::grep_searcher::searcher;\n",
+    })
+    assert found == {
+        ("crates/core/main.rs", "crates/core/search.rs"): "mod search;",
+        ("crates/core/main.rs", "crates/core/flags/mod.rs"): "mod flags;",
+        ("crates/core/index/mod.rs", "crates/core/index/off.rs"): "mod imp;",
+        ("crates/core/search.rs", "crates/grep/src/lib.rs"): "grep::matcher::Matcher, // the trait",
+        ("crates/core/search.rs", "crates/core/flags/lowargs.rs"): "use crate::flags::lowargs::{self, Mode};",
+        ("crates/core/flags/mod.rs", "crates/core/flags/lowargs.rs"): "mod lowargs;",
+        ("crates/core/flags/lowargs.rs", "crates/core/search.rs"): "use super::super::search;",
+        ("crates/grep/src/lib.rs", "crates/searcher/src/lib.rs"): "pub extern crate grep_searcher as searcher;",
+        ("crates/searcher/src/lib.rs", "crates/searcher/src/sink.rs"): "mod sink;",
+        ("crates/searcher/src/lib.rs", "crates/searcher/src/searcher/mod.rs"): "mod searcher;",
+        ("crates/searcher/src/sink.rs", "crates/searcher/src/searcher/glue.rs"):
+            "use crate::searcher::{glue::Glue, Searcher};",
+        ("crates/searcher/src/sink.rs", "crates/searcher/src/searcher/mod.rs"):
+            "use crate::searcher::{glue::Glue, Searcher};",
+        ("crates/searcher/src/searcher/mod.rs", "crates/searcher/src/searcher/glue.rs"): "mod glue;",
+        ("crates/searcher/src/searcher/mod.rs", "crates/searcher/src/sink.rs"):
+            "use {self::glue::Glue, super::sink::*};",
+        ("crates/searcher/src/searcher/glue.rs", "crates/searcher/src/searcher/mod.rs"): "searcher::Searcher,",
+        ("crates/searcher/src/searcher/glue.rs", "crates/searcher/src/sink.rs"): "sink::Sink,",
+        ("crates/searcher/tests/api.rs", "crates/searcher/tests/util.rs"): "mod util;",
+        ("crates/searcher/tests/api.rs", "crates/searcher/src/sink.rs"):
+            "use grep_searcher::{sink::Sink, Searcher};",
+        ("crates/searcher/tests/api.rs", "crates/searcher/src/lib.rs"): "use grep_searcher::{sink::Sink, Searcher};",
+        ("crates/searcher/tests/util.rs", "crates/searcher/src/searcher/mod.rs"):
+            "use ::grep_searcher::searcher;",
+    }
+
+
 def test_go_imports_name_every_file_of_a_package_under_a_module_of_the_corpus():
     main = (b'package main\n\nimport (\n\t"fmt"\n\tst "example.com/shop/internal/store"\n'
             b'\t"example.com/shop/tax"\n)\n\nimport "example.com/other/lib"\n')
@@ -1828,7 +1881,9 @@ def test_jvm_imports_name_a_class_s_file_under_any_source_root():
 
 _CODEISH = st.lists(st.sampled_from([b"import", b"from", b"include", b"mod", b"require(", b"static", b" ", b"\t",
                                       b"\n", b".", b"..", b"./", b"../", b"/", b"*", b",", b"(", b")", b"'", b'"', b"<",
-                                      b">", b"#", b";", b'"""', b"a", b"pkg", b"x", b"\xc3\xa9", b"as", b"//"]),
+                                      b">", b"#", b";", b'"""', b"a", b"pkg", b"x", b"\xc3\xa9", b"as", b"//",
+                                      b"use", b"extern crate", b"::", b"{", b"}", b"crate", b"self", b"super",
+                                      b"pub(crate)", b"r#", b"/*", b"*/"]),
                     max_size=40).map(b"".join)
 
 
@@ -1838,7 +1893,8 @@ def test_imports_of_any_text_are_edges_to_corpus_files_or_nothing(data):
     """Whatever a source file holds, every language's finder yields edges to files of the corpus, never to the
     file itself, and raises nothing."""
     files = {"pkg/__init__.py": b"", "pkg/x.py": b"", "a.py": b"", "x.ts": b"", "a/x.h": b"", "lib.rs": b"",
-             "x.rs": b"", "pkg/a/C.java": b"", "go.mod": b"module pkg\n", "a/x.go": b"package a\n"}
+             "x.rs": b"", "pkg/a/C.java": b"", "go.mod": b"module pkg\n", "a/x.go": b"package a\n",
+             "Cargo.toml": b'[package]\nname = "a"\n', "src/a.rs": b"", "src/x/mod.rs": b""}
     for path in ("pkg/mod.py", "src/app.ts", "src/main.c", "src/lib.rs", "src/pkg/App.java", "cmd/main.go"):
         edges = run(imports.ImportsDetector(), {**files, path: data.decode("utf-8", "replace").encode()})
         assert all(e.dst in files and e.src.split("#")[0] == path for e in edges)

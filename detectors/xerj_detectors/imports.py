@@ -19,8 +19,21 @@ What each language's statements name, and where it is looked for:
 * C and C++ (``#include "x.h"``, ``#include <lib/x.h>``): a quoted name from the
   including file's folder first; either form then as a path suffix, the
   nearest file ending in it (include paths are the build's, not the corpus's).
-* Rust (``mod name;``): ``name.rs`` or ``name/mod.rs`` beside ``lib.rs``,
-  ``main.rs`` or ``mod.rs``, else in the folder named after the file.
+* Rust (``mod name;``): ``name.rs`` or ``name/mod.rs`` beside a crate's root
+  or a ``mod.rs``, else in the folder named after the file; a ``#[path]``
+  attribute's file beside the declaring file. A ``use``
+  tree (``use crate::a::{b, c::D};``, ``pub use``, ``use super::*``, multi-line)
+  names one module per path, found from the crate's root (the nearest
+  ``lib.rs`` or ``main.rs`` up to its ``Cargo.toml``; a file with neither above
+  it is a root itself, as a test or an example is): ``crate::`` from there,
+  ``self::`` and ``super::`` from the module holding the statement (an inline
+  ``mod tests {`` counted, by rustfmt's indentation), a first name that is a
+  module beside the statement's (Rust 2018's uniform paths) from there, and
+  the package name of a crate of the corpus (``grep_searcher::Searcher``, as
+  ``extern crate`` does) from that crate's ``src/lib.rs``. A path's longest
+  prefix that is a module file (``a/b.rs``, ``a/b/mod.rs``) is the edge's
+  target, else the root file: an item's module, not a file per item. The
+  standard library and crates the corpus does not hold link nothing.
 * Go (``import "example.com/app/store"``, grouped ``import ( ... )``): a path
   under a module some ``go.mod`` of the corpus declares names the package in
   the folder beneath that ``go.mod``; a package is its files, so the edges go
@@ -33,8 +46,9 @@ What each language's statements name, and where it is looked for:
   does a wildcard over a class (``a.b.C.*``), while one over a package
   (``a.b.*``) names no one file and links nothing.
 
-Go's module paths are the one thing read across files: ``summarize`` takes each
-``go.mod``'s ``module`` line and ``combine`` maps module paths to their folders.
+Go's module paths and Rust's package names are what is read across files:
+``summarize`` takes each ``go.mod``'s ``module`` line and each ``Cargo.toml``'s
+package name, and ``combine`` maps module paths and crate names to their folders.
 
 The edge goes from the document holding the statement (a Python section for an
 import inside a function) to the imported file's card; its evidence is the
@@ -47,10 +61,12 @@ per importing file.
 
 from __future__ import annotations
 
+import bisect
 import posixpath
 import re
 import weakref
-from typing import Callable, Iterable, Iterator, Sequence
+from functools import partial
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft,
                                  within_root)
@@ -63,6 +79,15 @@ _PY_IMPORT = re.compile(rb"[ \t]*import[ \t]+([\w., \t]+)")
 _JS_SPEC = re.compile(rb"(?:\bfrom|\bimport|\brequire[ \t]*\(|\bimport[ \t]*\()[ \t]*$")
 _C_INCLUDE = re.compile(rb"[ \t]*#[ \t]*include[ \t]*([\"<])([^\">\n]+)[\">]")
 _RS_MOD = re.compile(rb"[ \t]*(?:pub(?:\([^)\n]*\))?[ \t]+)?mod[ \t]+(\w+)[ \t]*;")
+_RS_USE = re.compile(rb"[ \t]*(?:pub(?:\([^)\n]*\))?[ \t]+)?(?:use[ \t]+|extern[ \t]+crate[ \t]+(?=\w))")
+_RS_INLINE_MOD = re.compile(rb"^([ \t]*)(?:pub(?:\([^)\n]*\))?[ \t]+)?mod[ \t]+(\w+)[ \t]*\{[ \t]*(?://.*)?$", re.M)
+_RS_PATH = re.compile(rb'#\[[ \t]*path[ \t]*=[ \t]*"([^"\n]+)"[ \t]*\]')
+_RS_TOKEN = re.compile(r"::|[{},*;]|(?:r#)?\w+")
+_RS_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+# a use tree longer than this many bytes, or naming more paths than this, is read up to there
+_RS_MAX_TREE = 8192
+_RS_MAX_PATHS = 256
+_CRATE = "crate:"  # the combined state's key of a Rust crate's name (Go's module paths hold no colon)
 _GO_MODULE = re.compile(rb"^[ \t]*module[ \t]+\"?([^\s\"]+)", re.M)
 _GO_IMPORT = re.compile(rb"[ \t]*import[ \t]*(\(|(?:[\w.]+[ \t]+)?\"([^\"\n]+)\")")
 _GO_SPEC = re.compile(rb"^[ \t]*(?:[\w.]+[ \t]+)?\"([^\"\n]+)\"", re.M)
@@ -79,21 +104,29 @@ _JS_COMPILED = {".js": (".ts", ".tsx"), ".jsx": (".tsx",), ".mjs": (".mts",), ".
 class ImportsDetector:
     name = "imports"
     type = "imports"
-    tag = "imports@1"
+    tag = "imports@2"
     # a statement the language runs: as sure as a link, and more than a path written in prose
     weight = 0.8
     confidence = 0.9
 
     def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[str, str] | None:
-        """A ``go.mod``'s folder and the module path it declares; None for any other file."""
+        """A ``go.mod``'s folder and the module path it declares, a ``Cargo.toml``'s folder and ``crate:`` and its
+        package's name as Rust code writes it (``grep-cli``: ``crate:grep_cli``); None for any other file."""
         card = file_docs[0] if file_docs else None
-        if card is None or card.format != "code" or posixpath.basename(card.ax_path) != "go.mod":
+        if card is None or card.format != "code":
+            return None
+        name = posixpath.basename(card.ax_path)
+        if name == "Cargo.toml":
+            crate = card.fields.get("crate")
+            return (posixpath.dirname(card.ax_path), _CRATE + crate.replace("-", "_")) \
+                if isinstance(crate, str) and crate else None
+        if name != "go.mod":
             return None
         match = _GO_MODULE.search(card.text.encode("utf-8"))
         return (posixpath.dirname(card.ax_path), match.group(1).decode()) if match else None
 
     def combine(self, partials: Iterable[tuple[str, str] | None], corpus: Corpus) -> DetectorState:
-        """Each module path's folder (two ``go.mod`` files declaring one path: the one nearer the root)."""
+        """Each module path's and crate name's folder (two declaring one: the one nearer the root)."""
         modules: dict[str, str] = {}
         for folder, module in sorted((p for p in partials if p is not None), key=lambda p: (p[0].count("/"), p)):
             modules.setdefault(module, folder)
@@ -115,6 +148,9 @@ class ImportsDetector:
         finder = _FINDERS.get(language)  # type: ignore[arg-type]
         if finder is None:
             return
+        if language == "rust":
+            crates = state.data if state is not None and state.data else {}
+            finder = partial(_rust, crates=crates)
         resolved: dict[tuple, str | None] = {}  # a file names the same module in several documents
         for doc in file_docs:
             if not doc.text:
@@ -446,19 +482,169 @@ def _jvm_resolve(parts: list[str]) -> Callable[[Corpus, str], str | None]:
 # -- Rust ---------------------------------------------------------------------------------------------
 
 
-def _rust(data: bytes) -> Found:
+def _rust(data: bytes, crates: Mapping[str, str] | None = None) -> Found:
     for start, end in _lines_with(data, b"mod"):
         match = _RS_MOD.match(data, start, end)
         if match is not None:
-            name = match.group(1).decode()
-            yield start, ("mod", name), _rust_resolve(name), None
+            name, file = match.group(1).decode(), _rust_path_attribute(data, start)
+            yield start, ("mod", name, file), _rust_resolve(name, file), None
+    inline: tuple[list[int], list[tuple[str, ...]]] | None = None
+    starts = sorted({start for literal in (b"use", b"extern") for start, _end in _lines_with(data, literal)})
+    for start in starts:
+        match = _RS_USE.match(data, start)
+        if match is None:
+            continue
+        inline = _rust_inline_modules(data) if inline is None else inline
+        within = inline[1][bisect.bisect_right(inline[0], start) - 1] if inline[0] else ()
+        for offset, path in _rust_use_paths(data, match.end()):
+            yield offset, ("use", path, within), _rust_use_resolve(path, within, crates or {}), None
 
 
-def _rust_resolve(name: str) -> Callable[[Corpus, str], str | None]:
+def _rust_inline_modules(data: bytes) -> tuple[list[int], list[tuple[str, ...]]]:
+    """Where the inline modules (``mod tests {``) holding each part of a file change: ascending offsets, and the
+    names of the modules open from each (outermost first). Blocks are told by their lines' indentation, as
+    rustfmt writes them: a ``}`` closes the blocks opened at its indentation or deeper."""
+    offsets: list[int] = [0]
+    names: list[tuple[str, ...]] = [()]
+    if _RS_INLINE_MOD.search(data) is None:
+        return offsets, names
+    stack: list[tuple[int, str]] = []
+    at = 0
+    for line in data.split(b"\n"):
+        stripped = line.lstrip(b" \t")
+        indent = len(line) - len(stripped)
+        before = len(stack)
+        if stripped.startswith(b"}"):
+            while stack and stack[-1][0] >= indent:
+                stack.pop()
+        opened = _RS_INLINE_MOD.match(line)
+        if opened is not None:
+            stack.append((indent, opened.group(2).decode()))
+        if len(stack) != before or opened is not None:
+            offsets.append(at + len(line))
+            names.append(tuple(name for _indent, name in stack))
+        at += len(line) + 1
+    return offsets, names
+
+
+def _rust_use_paths(data: bytes, at: int) -> list[tuple[int, tuple[str, ...]]]:
+    """The paths a use tree starting at ``at`` names, each with the offset of its last name (``use a::{b,
+    c::d};``: ``a::b`` and ``a::c::d``); a glob's path ends before its ``*``, and ``self`` in braces is the
+    path the braces follow."""
+    end = data.find(b";", at, at + _RS_MAX_TREE)
+    text = data[at:end if end >= 0 else at + _RS_MAX_TREE].decode("utf-8", "replace")
+    text = _RS_COMMENT.sub(lambda m: " " * len(m.group(0)), text)  # comments blanked, offsets kept
+    tokens = [(m.group(0), m.start()) for m in _RS_TOKEN.finditer(text)][:_RS_MAX_PATHS * 8]
+    out: list[tuple[int, tuple[str, ...]]] = []
+
+    def tree(i: int, prefix: tuple[str, ...], last: int) -> int:
+        """Read the tree at token ``i`` under ``prefix`` (its last name at ``last``), adding its paths to ``out``;
+        the token after it."""
+        path = prefix
+        while i < len(tokens):
+            token, offset = tokens[i]
+            if token == "{":
+                i += 1
+                while i < len(tokens) and tokens[i][0] not in ("}", ";"):
+                    after = tree(i, path, last)
+                    i = after + 1 if after < len(tokens) and tokens[after][0] == "," else max(after, i + 1)
+                return i + 1
+            if token in (",", "}", ";"):
+                break
+            if token == "as":
+                i += 2  # the alias names nothing of the corpus
+                break
+            if token == "::":
+                path = path or ("",)  # a leading ``::`` (Rust 2015): a crate's name follows
+            elif token != "*" and not (token == "self" and path and len(path) == len(prefix)):
+                path, last = (*path, token.removeprefix("r#")), offset
+            i += 1
+        if path and path != ("",) and len(out) < _RS_MAX_PATHS:
+            out.append((at + last, path))
+        return i
+
+    tree(0, (), 0)
+    return out
+
+
+def _rust_module(corpus: Corpus, path: str) -> tuple[str, str, tuple[str, ...]]:
+    """A Rust file's crate root file, the folder the root's modules live in, and the file's module path: the
+    root is the nearest ``lib.rs`` or ``main.rs`` at or above the file's folder, up to its ``Cargo.toml``; a
+    file with neither above it (a test, an example, ``build.rs``) is a crate root itself."""
+    folder = posixpath.dirname(path)
+    while True:
+        root = next((candidate for name in ("lib.rs", "main.rs")
+                     if (candidate := posixpath.join(folder, name)) in corpus), None)
+        if root is not None:
+            break
+        if not folder or posixpath.join(folder, "Cargo.toml") in corpus:
+            return path, posixpath.dirname(path), ()
+        folder = posixpath.dirname(folder)
+    if path in (posixpath.join(folder, "lib.rs"), posixpath.join(folder, "main.rs")):
+        return path, folder, ()
+    parts = (path[len(folder) + 1:] if folder else path).removesuffix(".rs").split("/")
+    return root, folder, tuple(parts[:-1] if parts[-1] == "mod" else parts)
+
+
+def _rust_locate(corpus: Corpus, root: str, folder: str, segments: Sequence[str]) -> str:
+    """The file of the longest prefix of module path ``segments`` that is a module file, else the root."""
+    for size in range(len(segments), 0, -1):
+        base = posixpath.join(folder, *segments[:size])
+        for candidate in (base + ".rs", posixpath.join(base, "mod.rs")):
+            if candidate in corpus:
+                return candidate
+    return root
+
+
+def _rust_use_resolve(path: tuple[str, ...], within: tuple[str, ...], crates: Mapping[str, str]
+                      ) -> Callable[[Corpus, str], str | None]:
     def resolve(corpus: Corpus, from_path: str) -> str | None:
-        folder, file_name = posixpath.split(from_path)
-        if file_name not in ("lib.rs", "main.rs", "mod.rs"):
-            folder = posixpath.join(folder, file_name[:-3]) if file_name.endswith(".rs") else folder
+        root, folder, module = _rust_module(corpus, from_path)
+        head, rest = path[0], path[1:]
+        if head == "crate":
+            return _rust_locate(corpus, root, folder, rest)
+        if head in ("self", "super"):
+            here = (*module, *within)
+            while rest and rest[0] == "super":
+                here, rest = here[:-1], rest[1:]
+            return _rust_locate(corpus, root, folder, (*(here if head == "self" else here[:-1]), *rest))
+        if head == "":
+            head, rest = rest[0], rest[1:]
+        elif not within and (posixpath.join(folder, *module, head + ".rs") in corpus
+                             or posixpath.join(folder, *module, head, "mod.rs") in corpus):
+            return _rust_locate(corpus, root, folder, (*module, *path))  # a module beside the statement's
+        crate = crates.get(_CRATE + head)
+        if crate is None:
+            return None
+        source = posixpath.join(crate, "src")
+        root = next((candidate for name in ("lib.rs", "main.rs")
+                     if (candidate := posixpath.join(source, name)) in corpus), None)
+        return None if root is None else _rust_locate(corpus, root, source, rest)
+    return resolve
+
+
+def _rust_path_attribute(data: bytes, start: int) -> str | None:
+    """The file a ``#[path = "..."]`` among the attributes on the lines just above ``start`` names, if any."""
+    while start > 0:
+        above = data.rfind(b"\n", 0, start - 1) + 1
+        line = data[above:start].strip()
+        if not line.startswith(b"#["):
+            return None
+        match = _RS_PATH.match(line)
+        if match is not None:
+            return match.group(1).decode("utf-8", "replace")
+        start = above
+    return None
+
+
+def _rust_resolve(name: str, file: str | None = None) -> Callable[[Corpus, str], str | None]:
+    def resolve(corpus: Corpus, from_path: str) -> str | None:
+        if file is not None:  # beside the declaring file, whatever module it is
+            found = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), file))
+            return found if found in corpus else None
+        # a crate root's modules lie beside it (an integration test's too), another module's in its own folder
+        _root, folder, module = _rust_module(corpus, from_path)
+        folder = posixpath.join(folder, *module)
         for candidate in (posixpath.join(folder, name + ".rs"), posixpath.join(folder, name, "mod.rs")):
             if candidate in corpus:
                 return candidate
