@@ -1828,6 +1828,55 @@ def test_rust_use_trees_name_modules_of_the_crate_and_of_the_workspaces_other_cr
     }
 
 
+def test_typescript_aliases_follow_the_nearest_config_as_the_compiler_reads_it():
+    root_config = b"""{
+  // what create-next-app writes, with a comment and trailing commas
+  "compilerOptions": {
+    "baseUrl": ".",
+    "paths": {
+      "@/*": ["./src/*"],
+      "@ui/special/*": ["./special/*"],
+      "@ui/*": ["./packages/ui/src/*", "./fallback/*"],
+      "exact": ["./src/exact-target.ts"],
+    },
+    /* "rootDir": "src", */
+  },
+}"""
+    found = imported({
+        "tsconfig.json": root_config,
+        "tsconfig.base.json": b'{"compilerOptions": {"paths": {"~/*": ["shared/*"]}}}',
+        "src/app.ts": (b'import { db } from "@/lib/db";\nimport Button from "@ui/button";\n'
+                       b'import type { O } from "@ui/other";\nimport { s } from "@ui/special/s";\n'
+                       b'export * from "exact";\nimport React from "react";\nconst c = require("src/lib/c");\n'
+                       b'// import { gone } from "@/lib/gone";\n'),
+        "src/lib/db.ts": b"export const db = 1;\n",
+        "src/lib/c.js": b"module.exports = 2;\n",
+        "src/lib/gone.ts": b"",
+        "src/exact-target.ts": b"",
+        "packages/ui/src/button.tsx": b"",
+        "fallback/other.ts": b"",
+        "special/s.ts": b"",
+        "packages/ui/src/special/s.ts": b"",  # a longer prefix's pattern wins
+        "packages/app/tsconfig.json": b'{"extends": "../../tsconfig.base.json"}',
+        "packages/app/main.ts": b'import { u } from "~/util";\nimport { db } from "@/lib/db";\n',
+        "shared/util.ts": b"",
+        "packages/plain/tsconfig.json": b'{"compilerOptions": {"strict": true}}',
+        "packages/plain/x.ts": b'import { db } from "@/lib/db";\n',  # its own config declares no alias
+        "loop/tsconfig.json": b'{"extends": "./tsconfig.other.json"}',  # configs extending each other
+        "loop/tsconfig.other.json": b'{"extends": ["./tsconfig.json"]}',
+        "loop/y.ts": b'import { db } from "@/lib/db";\n',
+    })
+    assert found == {
+        ("src/app.ts", "src/lib/db.ts"): 'import { db } from "@/lib/db";',
+        ("src/app.ts", "packages/ui/src/button.tsx"): 'import Button from "@ui/button";',
+        ("src/app.ts", "fallback/other.ts"): 'import type { O } from "@ui/other";',
+        ("src/app.ts", "special/s.ts"): 'import { s } from "@ui/special/s";',
+        ("src/app.ts", "src/exact-target.ts"): 'export * from "exact";',
+        ("src/app.ts", "src/lib/c.js"): 'const c = require("src/lib/c");',
+        ("packages/app/main.ts", "shared/util.ts"): 'import { u } from "~/util";',
+    }
+
+
 def test_go_imports_name_every_file_of_a_package_under_a_module_of_the_corpus():
     main = (b'package main\n\nimport (\n\t"fmt"\n\tst "example.com/shop/internal/store"\n'
             b'\t"example.com/shop/tax"\n)\n\nimport "example.com/other/lib"\n')

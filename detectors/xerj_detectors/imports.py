@@ -13,9 +13,16 @@ What each language's statements name, and where it is looked for:
   ``numpy/linalg/__init__.py``), and one whose package is not there either (the
   standard library, an uninstalled dependency) links nothing.
 * JavaScript and TypeScript (``import ... from './x'``, ``export ... from``,
-  ``import('./x')``, ``require('../x')``): relative specifiers only, as Node and
+  ``import('./x')``, ``require('../x')``): relative specifiers, as Node and
   bundlers resolve them: the path itself, with each extension added, a
-  TypeScript source for a ``.js`` specifier, then the folder's ``index``.
+  TypeScript source for a ``.js`` specifier, then the folder's ``index``. A
+  bare specifier is an alias when the nearest ``tsconfig.json`` (else
+  ``jsconfig.json``) at or above the file says so, as the compiler reads it:
+  ``compilerOptions.paths`` (the longest matching prefix of a ``*`` pattern, an
+  exact pattern first, each target in turn), then ``baseUrl``; both as the
+  config that sets them, or one it ``extends`` by a relative path, gives them
+  (``"@/*": ["./src/*"]`` makes ``@/lib/db`` ``src/lib/db.ts``). A package's
+  name (``react``) links nothing.
 * C and C++ (``#include "x.h"``, ``#include <lib/x.h>``): a quoted name from the
   including file's folder first; either form then as a path suffix, the
   nearest file ending in it (include paths are the build's, not the corpus's).
@@ -46,9 +53,11 @@ What each language's statements name, and where it is looked for:
   does a wildcard over a class (``a.b.C.*``), while one over a package
   (``a.b.*``) names no one file and links nothing.
 
-Go's module paths and Rust's package names are what is read across files:
-``summarize`` takes each ``go.mod``'s ``module`` line and each ``Cargo.toml``'s
-package name, and ``combine`` maps module paths and crate names to their folders.
+Go's module paths, Rust's package names and TypeScript's path aliases are what
+is read across files: ``summarize`` takes each ``go.mod``'s ``module`` line, each
+``Cargo.toml``'s package name and each ``tsconfig``'s ``baseUrl``, ``paths``
+and ``extends``, and ``combine`` maps module paths and crate names to their
+folders and each folder's config to the aliases it ends up with.
 
 The edge goes from the document holding the statement (a Python section for an
 import inside a function) to the imported file's card; its evidence is the
@@ -62,11 +71,12 @@ per importing file.
 from __future__ import annotations
 
 import bisect
+import json
 import posixpath
 import re
 import weakref
 from functools import partial
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from xerj_core.detectors import (Corpus, DetectorState, EdgeDraft, SourceDocument, hookimpl, line_at, make_draft,
                                  within_root)
@@ -77,6 +87,15 @@ _PY_NAME = re.compile(rb"\*|[^\W\d]\w*")
 _MAX_NAMES_BYTES = 16384
 _PY_IMPORT = re.compile(rb"[ \t]*import[ \t]+([\w., \t]+)")
 _JS_SPEC = re.compile(rb"(?:\bfrom|\bimport|\brequire[ \t]*\(|\bimport[ \t]*\()[ \t]*$")
+# a specifier that is not relative, for a file under a config declaring aliases
+_JS_BARE = re.compile(rb"(?:\bfrom|\bimport|\brequire[ \t]*\(|\bimport[ \t]*\()[ \t]*"
+                      rb"""(['"`])([^'"`.\s][^'"`\s]*)\1""")
+# a JSONC string, a comment, or a comma closing nothing (what ``tsconfig.json`` allows beyond JSON)
+_JSONC = re.compile(r'("(?:[^"\\]|\\.)*")|//[^\n]*|/\*.*?\*/|,(?=\s*[}\]])', re.S)
+_TSCONFIG = "tsconfig:"  # a partial's key naming a tsconfig's path; the combined state's is _ALIASES + its folder
+_ALIASES = "ts:"
+_TS_CONFIG_NAMES = ("tsconfig.json", "jsconfig.json")  # the one a folder's files follow, in order of preference
+_NO_ALIASES: tuple = (None, ())
 _C_INCLUDE = re.compile(rb"[ \t]*#[ \t]*include[ \t]*([\"<])([^\">\n]+)[\">]")
 _RS_MOD = re.compile(rb"[ \t]*(?:pub(?:\([^)\n]*\))?[ \t]+)?mod[ \t]+(\w+)[ \t]*;")
 _RS_USE = re.compile(rb"[ \t]*(?:pub(?:\([^)\n]*\))?[ \t]+)?(?:use[ \t]+|extern[ \t]+crate[ \t]+(?=\w))")
@@ -109,27 +128,40 @@ class ImportsDetector:
     weight = 0.8
     confidence = 0.9
 
-    def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[str, str] | None:
-        """A ``go.mod``'s folder and the module path it declares, a ``Cargo.toml``'s folder and ``crate:`` and its
-        package's name as Rust code writes it (``grep-cli``: ``crate:grep_cli``); None for any other file."""
+    def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[str, str, tuple | None] | None:
+        """``(folder, key, value)``: a ``go.mod``'s module path, a ``Cargo.toml``'s ``crate:`` and package name as
+        Rust code writes it (``grep-cli``: ``crate:grep_cli``), a tsconfig's ``tsconfig:`` and path with what it
+        sets (:func:`_tsconfig`); None for any other file."""
         card = file_docs[0] if file_docs else None
         if card is None or card.format != "code":
             return None
-        name = posixpath.basename(card.ax_path)
+        name, folder = posixpath.basename(card.ax_path), posixpath.dirname(card.ax_path)
         if name == "Cargo.toml":
             crate = card.fields.get("crate")
-            return (posixpath.dirname(card.ax_path), _CRATE + crate.replace("-", "_")) \
-                if isinstance(crate, str) and crate else None
+            return (folder, _CRATE + crate.replace("-", "_"), None) if isinstance(crate, str) and crate else None
+        if card.fields.get("language") == "tsconfig":
+            config = _tsconfig(card.text, folder)
+            return None if config is None else (folder, _TSCONFIG + card.ax_path, config)
         if name != "go.mod":
             return None
         match = _GO_MODULE.search(card.text.encode("utf-8"))
-        return (posixpath.dirname(card.ax_path), match.group(1).decode()) if match else None
+        return (folder, match.group(1).decode(), None) if match else None
 
-    def combine(self, partials: Iterable[tuple[str, str] | None], corpus: Corpus) -> DetectorState:
-        """Each module path's and crate name's folder (two declaring one: the one nearer the root)."""
-        modules: dict[str, str] = {}
-        for folder, module in sorted((p for p in partials if p is not None), key=lambda p: (p[0].count("/"), p)):
-            modules.setdefault(module, folder)
+    def combine(self, partials: Iterable[tuple[str, str, tuple | None] | None], corpus: Corpus) -> DetectorState:
+        """Each module path's and crate name's folder (two declaring one: the one nearer the root), and each
+        folder's config's aliases (``ts:`` and the folder: see :func:`_ts_aliases`)."""
+        modules: dict[str, Any] = {}
+        configs: dict[str, tuple] = {}
+        for folder, key, value in sorted((p for p in partials if p is not None), key=lambda p: (p[0].count("/"), p)):
+            if key.startswith(_TSCONFIG):
+                configs[key[len(_TSCONFIG):]] = value  # type: ignore[assignment]
+            else:
+                modules.setdefault(key, folder)
+        for path in sorted(configs, key=lambda p: _TS_CONFIG_NAMES.index(posixpath.basename(p))
+                           if posixpath.basename(p) in _TS_CONFIG_NAMES else len(_TS_CONFIG_NAMES)):
+            if posixpath.basename(path) in _TS_CONFIG_NAMES:
+                # a config without aliases is kept too: a folder under it follows it, not a config further up
+                modules.setdefault(_ALIASES + posixpath.dirname(path), _ts_aliases(configs, path) or _NO_ALIASES)
         return DetectorState(data=modules)
 
     def detect(
@@ -148,9 +180,12 @@ class ImportsDetector:
         finder = _FINDERS.get(language)  # type: ignore[arg-type]
         if finder is None:
             return
+        # (the state read by key only: a file's remembered detection then depends on the keys it asked)
+        data = state.data if state is not None and state.data is not None else {}
         if language == "rust":
-            crates = state.data if state is not None and state.data else {}
-            finder = partial(_rust, crates=crates)
+            finder = partial(_rust, crates=data)
+        elif language in _JS_LANGUAGES:
+            finder = partial(_javascript, aliases=_ts_config_of(data, card.ax_path))
         resolved: dict[tuple, str | None] = {}  # a file names the same module in several documents
         for doc in file_docs:
             if not doc.text:
@@ -346,7 +381,7 @@ def _python_from(dots: int, module: str, named: tuple[str, ...]) -> Callable[[Co
 # -- JavaScript and TypeScript ------------------------------------------------------------------------
 
 
-def _javascript(data: bytes) -> Found:
+def _javascript(data: bytes, aliases: tuple | None = None) -> Found:
     for quote in (b"'.", b'".', b"`."):
         for start, end in _lines_with(data, quote):
             if data[start:end].lstrip().startswith((b"//", b"/*", b"*")):
@@ -359,22 +394,123 @@ def _javascript(data: bytes) -> Found:
                     text = spec.decode("utf-8", "replace")
                     yield start, ("js", text), _javascript_resolve(text), None
                 at = data.find(quote, at + 1, end)
+    if aliases is None:
+        return
+    for match in _JS_BARE.finditer(data):
+        start = data.rfind(b"\n", 0, match.start()) + 1
+        if data[start:match.start()].lstrip().startswith((b"//", b"/*", b"*")):
+            continue
+        spec = match.group(2).decode("utf-8", "replace")
+        yield start, ("alias", spec), _javascript_alias(spec, aliases), None
+
+
+def _js_file(corpus: Corpus, target: str) -> str | None:
+    """The file a module path names, as Node and bundlers look: itself, the TypeScript source of a ``.js``, each
+    extension added, then the folder's ``index``."""
+    if not within_root(target):
+        return None
+    stem, ext = posixpath.splitext(target)
+    candidates = [target, *(stem + source for source in _JS_COMPILED.get(ext, ()))]
+    candidates += [target + extension for extension in _JS_EXTENSIONS]
+    candidates += [f"{target}/index{extension}" for extension in _JS_EXTENSIONS]
+    return next((candidate for candidate in candidates if candidate in corpus), None)
 
 
 def _javascript_resolve(spec: str) -> Callable[[Corpus, str], str | None]:
     def resolve(corpus: Corpus, from_path: str) -> str | None:
-        target = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), spec.split("?")[0]))
-        if not within_root(target):
-            return None
-        stem, ext = posixpath.splitext(target)
-        candidates = [target, *(stem + source for source in _JS_COMPILED.get(ext, ()))]
-        candidates += [target + extension for extension in _JS_EXTENSIONS]
-        candidates += [f"{target}/index{extension}" for extension in _JS_EXTENSIONS]
+        return _js_file(corpus, posixpath.normpath(posixpath.join(posixpath.dirname(from_path), spec.split("?")[0])))
+    return resolve
+
+
+def _javascript_alias(spec: str, aliases: tuple) -> Callable[[Corpus, str], str | None]:
+    def resolve(corpus: Corpus, _from_path: str) -> str | None:
+        base_url, paths = aliases
+        exact = next((targets for pattern, targets in paths if pattern == spec), None)
+        candidates: list[str] = list(exact or ())
+        if exact is None:
+            best = -1
+            for pattern, targets in paths:
+                head, star, tail = pattern.partition("*")
+                if star and len(head) > best and spec.startswith(head) and spec.endswith(tail) \
+                        and len(spec) >= len(head) + len(tail):
+                    best, matched = len(head), spec[len(head):len(spec) - len(tail)]
+                    candidates = [target.replace("*", matched, 1) for target in targets]
+        if base_url is not None:
+            candidates.append(posixpath.join(base_url, spec))
         for candidate in candidates:
-            if candidate in corpus:
-                return candidate
+            found = _js_file(corpus, posixpath.normpath(candidate))
+            if found is not None:
+                return found
         return None
     return resolve
+
+
+def _tsconfig(text: str, folder: str) -> tuple | None:
+    """What a tsconfig sets that aliases follow from: ``(baseUrl, paths, extends)`` with ``baseUrl`` as a corpus
+    path (None: unset), ``paths`` as ``(folder they are relative to unless a baseUrl says otherwise, ((pattern,
+    (target, ...)), ...))`` (None: unset), and the corpus paths of the configs it extends (relative ones only: a
+    package's config is not in the folder). None for a file that is not a JSON object even with comments and
+    trailing commas."""
+    try:  # twice: a comma is closing nothing only once the comments after it are gone
+        config = json.loads(_JSONC.sub(_kept_string, _JSONC.sub(_kept_string, text)))
+    except ValueError:
+        return None
+    if not isinstance(config, dict):
+        return None
+    options = config.get("compilerOptions")
+    options = options if isinstance(options, dict) else {}
+    base_url = options.get("baseUrl")
+    base_url = posixpath.normpath(posixpath.join(folder, base_url)) if isinstance(base_url, str) else None
+    paths = options.get("paths")
+    if isinstance(paths, dict):
+        paths = (folder, tuple((pattern, tuple(t for t in targets if isinstance(t, str)))
+                               for pattern, targets in paths.items() if isinstance(targets, list)))
+    else:
+        paths = None
+    extends = config.get("extends")
+    extends = [extends] if isinstance(extends, str) else extends if isinstance(extends, list) else []
+    parents = []
+    for parent in extends:
+        if isinstance(parent, str) and parent.startswith("."):
+            parent = posixpath.normpath(posixpath.join(folder, parent))
+            parents.append(parent if parent.endswith(".json") else parent + ".json")
+    return base_url, paths, tuple(parents)
+
+
+def _kept_string(match: re.Match) -> str:
+    return match.group(1) or ""
+
+
+def _ts_aliases(configs: Mapping[str, tuple], path: str) -> tuple | None:
+    """``(baseUrl, ((pattern, targets), ...))`` of the config at ``path``, its own settings over those of the
+    configs it extends (the last of a list first), targets as corpus paths; None when it sets neither."""
+    base_url, paths, seen, todo = None, None, set(), [path]
+    while todo and (base_url is None or paths is None):
+        at = todo.pop(0)
+        config = configs.get(at)
+        if config is None or at in seen:
+            continue
+        seen.add(at)
+        own_base, own_paths, parents = config
+        base_url = base_url if base_url is not None else own_base
+        paths = paths if paths is not None else own_paths
+        todo = [p for p in reversed(parents) if p not in todo] + todo
+    if base_url is None and paths is None:
+        return None
+    folder, patterns = paths if paths is not None else (None, ())
+    relative_to = base_url if base_url is not None else folder
+    return base_url, tuple((pattern, tuple(posixpath.normpath(posixpath.join(relative_to, t)) for t in targets))
+                           for pattern, targets in patterns)
+
+
+def _ts_config_of(state: Mapping[str, Any], path: str) -> tuple | None:
+    """The aliases of the nearest folder at or above ``path``'s whose config declares some."""
+    folder = posixpath.dirname(path)
+    while True:
+        found = state.get(_ALIASES + folder)
+        if found is not None or not folder:
+            return None if found == _NO_ALIASES else found
+        folder = posixpath.dirname(folder)
 
 
 # -- C and C++ ----------------------------------------------------------------------------------------

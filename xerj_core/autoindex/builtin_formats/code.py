@@ -18,7 +18,9 @@ still indexed, as a card holding all of its text.
 Every other source file is one card holding all of its text: a file whose
 extension :data:`LANGUAGES` names (``.rs``, ``.c``, ``.go``, ``.ts``, ``.sh``,
 ``.sql``, ``.yaml``...), a build file :data:`BUILD_FILES` names (``Makefile``,
-``Dockerfile``, ``go.mod``), an extensionless script whose first line is a
+``Dockerfile``, ``go.mod``), a TypeScript or JavaScript project file
+(``tsconfig.json``, ``tsconfig.app.json``, ``jsconfig.json``: language
+``tsconfig``), an extensionless script whose first line is a
 ``#!`` naming an interpreter :data:`INTERPRETERS` knows (one naming Python is
 read as a Python module), or an extensionless file whose first line is an
 editor's mode line naming a language :data:`MODES` knows (libstdc++'s headers:
@@ -71,6 +73,9 @@ LANGUAGES = {
     ".ini": "ini", ".cfg": "ini", ".pyx": "cython", ".pxd": "cython", ".pxi": "cython", ".f": "fortran",
     ".for": "fortran", ".f90": "fortran", ".f95": "fortran", ".f03": "fortran", ".f08": "fortran",
 }
+# TypeScript's and JavaScript's project files (``tsconfig.json``, ``tsconfig.base.json``, ``jsconfig.json``): data,
+# but the ``imports`` detector reads their path aliases, and a project's settings are worth finding.
+_TS_CONFIG = re.compile(r"(?:ts|js)config(?:\.[\w-]+)*\.json")
 # Build and project files known by their whole name.
 BUILD_FILES = {
     "Makefile": "make", "makefile": "make", "GNUmakefile": "make", "Dockerfile": "dockerfile",
@@ -105,8 +110,8 @@ class CodeFormat:
     dataset = "ax-code"
     priority = 10
     # 2: the other languages, scripts and build files; ``language`` on every document. 3: generated files declined.
-    # 4: bats, PowerShell modules, Tcl, Starlark; automake, meson and Bazel build files
-    version = 4
+    # 4: bats, PowerShell modules, Tcl, Starlark; automake, meson and Bazel build files. 5: tsconfig and jsconfig
+    version = 5
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         name = file_name(rel_path)
@@ -198,6 +203,8 @@ def language_of(rel_path: str, head: bytes) -> str | None:
     if ext:
         if ".min." in name.lower():
             return None
+        if _TS_CONFIG.fullmatch(name):
+            return "tsconfig"
         found = LANGUAGES.get(ext)
         return found if found is not None else BUILD_FILES.get(name)
     found = BUILD_FILES.get(name)
