@@ -1932,7 +1932,7 @@ _CODEISH = st.lists(st.sampled_from([b"import", b"from", b"include", b"mod", b"r
                                       b"\n", b".", b"..", b"./", b"../", b"/", b"*", b",", b"(", b")", b"'", b'"', b"<",
                                       b">", b"#", b";", b'"""', b"a", b"pkg", b"x", b"\xc3\xa9", b"as", b"//",
                                       b"use", b"extern crate", b"::", b"{", b"}", b"crate", b"self", b"super",
-                                      b"pub(crate)", b"r#", b"/*", b"*/"]),
+                                      b"pub(crate)", b"r#", b"/*", b"*/", b"@/", b"~"]),
                     max_size=40).map(b"".join)
 
 
@@ -1943,7 +1943,8 @@ def test_imports_of_any_text_are_edges_to_corpus_files_or_nothing(data):
     file itself, and raises nothing."""
     files = {"pkg/__init__.py": b"", "pkg/x.py": b"", "a.py": b"", "x.ts": b"", "a/x.h": b"", "lib.rs": b"",
              "x.rs": b"", "pkg/a/C.java": b"", "go.mod": b"module pkg\n", "a/x.go": b"package a\n",
-             "Cargo.toml": b'[package]\nname = "a"\n', "src/a.rs": b"", "src/x/mod.rs": b""}
+             "Cargo.toml": b'[package]\nname = "a"\n', "src/a.rs": b"", "src/x/mod.rs": b"",
+             "tsconfig.json": b'{"compilerOptions": {"baseUrl": ".", "paths": {"@/*": ["./*", "../*"], "~": ["x"]}}}'}
     for path in ("pkg/mod.py", "src/app.ts", "src/main.c", "src/lib.rs", "src/pkg/App.java", "cmd/main.go"):
         edges = run(imports.ImportsDetector(), {**files, path: data.decode("utf-8", "replace").encode()})
         assert all(e.dst in files and e.src.split("#")[0] == path for e in edges)
