@@ -1877,6 +1877,40 @@ def test_typescript_aliases_follow_the_nearest_config_as_the_compiler_reads_it()
     }
 
 
+def test_javascript_imports_name_a_monorepos_packages_through_their_exports():
+    """create-t3-turbo's shapes: scoped workspace packages, ``exports`` with subpaths and conditions whose
+    ``types`` target is a build's output the folder does not hold, and a tsconfig extending a package's."""
+    found = imported({
+        "packages/ui/package.json": json.dumps({"name": "@acme/ui", "exports": {
+            ".": "./src/index.ts", "./button": "./src/button.tsx", "./icons/*": "./src/icons/*.tsx"}}).encode(),
+        "packages/ui/src/index.ts": b"", "packages/ui/src/button.tsx": b"", "packages/ui/src/icons/star.tsx": b"",
+        "packages/api/package.json": json.dumps({"name": "@acme/api", "exports": {
+            ".": {"types": "./dist/index.d.ts", "default": "./src/index.ts"}}}).encode(),
+        "packages/api/src/index.ts": b"",
+        "packages/legacy/package.json": b'{"name": "legacy", "main": "lib/main.js"}',
+        "packages/legacy/lib/main.js": b"", "packages/legacy/lib/util.js": b"",
+        "tooling/typescript/package.json": b'{"name": "@acme/tsconfig", "files": ["*.json"]}',
+        "tooling/typescript/web.json": b'{"compilerOptions": {"paths": {"~/*": ["./shared/*"]}}}',
+        "tooling/typescript/shared/env.ts": b"",
+        "apps/web/tsconfig.json": b'{"extends": "@acme/tsconfig/web.json"}',
+        "apps/web/page.tsx": (b'import { Button } from "@acme/ui/button";\n'
+                              b'import { Star } from "@acme/ui/icons/star";\n'
+                              b'import type { Router } from "@acme/api";\nimport * as ui from "@acme/ui";\n'
+                              b'const legacy = require("legacy");\nimport { u } from "legacy/lib/util";\n'
+                              b'import { env } from "~/env";\nimport React from "react";\n'
+                              b'import { nope } from "@acme/ui/missing";\n'),
+    })
+    assert found == {
+        ("apps/web/page.tsx", "packages/ui/src/button.tsx"): 'import { Button } from "@acme/ui/button";',
+        ("apps/web/page.tsx", "packages/ui/src/icons/star.tsx"): 'import { Star } from "@acme/ui/icons/star";',
+        ("apps/web/page.tsx", "packages/api/src/index.ts"): 'import type { Router } from "@acme/api";',
+        ("apps/web/page.tsx", "packages/ui/src/index.ts"): 'import * as ui from "@acme/ui";',
+        ("apps/web/page.tsx", "packages/legacy/lib/main.js"): 'const legacy = require("legacy");',
+        ("apps/web/page.tsx", "packages/legacy/lib/util.js"): 'import { u } from "legacy/lib/util";',
+        ("apps/web/page.tsx", "tooling/typescript/shared/env.ts"): 'import { env } from "~/env";',
+    }
+
+
 def test_go_imports_name_every_file_of_a_package_under_a_module_of_the_corpus():
     main = (b'package main\n\nimport (\n\t"fmt"\n\tst "example.com/shop/internal/store"\n'
             b'\t"example.com/shop/tax"\n)\n\nimport "example.com/other/lib"\n')

@@ -2080,6 +2080,10 @@ def test_cargo_manifest_and_python_sections():
     ("test/exec.bats", b"", "shell"), ("test/run", b"#!/usr/bin/env bats\n", "shell"),
     ("src/Makefile.in", b"", "make"), ("meson.build", b"", "meson"), ("tools/x.psm1", b"", "powershell"),
     ("build", b"#!/usr/bin/env pwsh\n", "powershell"), ("defs.bzl", b"", "starlark"),
+    ("tsconfig.json", b"", "tsconfig"), ("apps/web/tsconfig.app.json", b"", "tsconfig"),
+    ("jsconfig.json", b"", "tsconfig"),
+    ("tooling/typescript/base.json", b'{\n  "$schema": "x",\n  "compilerOptions": {}\n}', "tsconfig"),
+    ("data/settings.json", b'{"options": {}}', None), ("package.json", b"", "npm"), ("package-lock.json", b"", None),
 ])
 def test_a_source_file_s_language_comes_from_its_name_or_its_first_line(path, head, language):
     assert code.language_of(path, head) == language

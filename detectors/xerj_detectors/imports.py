@@ -21,8 +21,14 @@ What each language's statements name, and where it is looked for:
   ``compilerOptions.paths`` (the longest matching prefix of a ``*`` pattern, an
   exact pattern first, each target in turn), then ``baseUrl``; both as the
   config that sets them, or one it ``extends`` by a relative path, gives them
-  (``"@/*": ["./src/*"]`` makes ``@/lib/db`` ``src/lib/db.ts``). A package's
-  name (``react``) links nothing.
+  (``"@/*": ["./src/*"]`` makes ``@/lib/db`` ``src/lib/db.ts``); the configs
+  a package's name names (``"extends": "@acme/tsconfig/base.json"``) count when
+  the corpus holds that package. Then a package of the corpus (a monorepo's
+  workspace: each ``package.json``'s ``name``) by its name and subpath, as its
+  ``exports`` map them (conditions in their order, ``*`` patterns, the first
+  target the corpus holds: ``./dist`` is a build's), else its ``types``,
+  ``module`` or ``main`` for the package itself, else the path below its folder.
+  Any other package's name (``react``) links nothing.
 * C and C++ (``#include "x.h"``, ``#include <lib/x.h>``): a quoted name from the
   including file's folder first; either form then as a path suffix, the
   nearest file ending in it (include paths are the build's, not the corpus's).
@@ -53,10 +59,11 @@ What each language's statements name, and where it is looked for:
   does a wildcard over a class (``a.b.C.*``), while one over a package
   (``a.b.*``) names no one file and links nothing.
 
-Go's module paths, Rust's package names and TypeScript's path aliases are what
-is read across files: ``summarize`` takes each ``go.mod``'s ``module`` line, each
-``Cargo.toml``'s package name and each ``tsconfig``'s ``baseUrl``, ``paths``
-and ``extends``, and ``combine`` maps module paths and crate names to their
+Go's module paths, Rust's and npm's package names and TypeScript's path
+aliases are what is read across files: ``summarize`` takes each ``go.mod``'s
+``module`` line, each ``Cargo.toml``'s package name, each ``package.json``'s
+name and entry points and each ``tsconfig``'s ``baseUrl``, ``paths`` and
+``extends``, and ``combine`` maps module paths and package names to their
 folders and each folder's config to the aliases it ends up with.
 
 The edge goes from the document holding the statement (a Python section for an
@@ -87,7 +94,7 @@ _PY_NAME = re.compile(rb"\*|[^\W\d]\w*")
 _MAX_NAMES_BYTES = 16384
 _PY_IMPORT = re.compile(rb"[ \t]*import[ \t]+([\w., \t]+)")
 _JS_SPEC = re.compile(rb"(?:\bfrom|\bimport|\brequire[ \t]*\(|\bimport[ \t]*\()[ \t]*$")
-# a specifier that is not relative, for a file under a config declaring aliases
+# a specifier that is not relative: an alias, a package of the corpus, or one it does not hold
 _JS_BARE = re.compile(rb"(?:\bfrom|\bimport|\brequire[ \t]*\(|\bimport[ \t]*\()[ \t]*"
                       rb"""(['"`])([^'"`.\s][^'"`\s]*)\1""")
 # a JSONC string, a comment, or a comma closing nothing (what ``tsconfig.json`` allows beyond JSON)
@@ -96,6 +103,9 @@ _TSCONFIG = "tsconfig:"  # a partial's key naming a tsconfig's path; the combine
 _ALIASES = "ts:"
 _TS_CONFIG_NAMES = ("tsconfig.json", "jsconfig.json")  # the one a folder's files follow, in order of preference
 _NO_ALIASES: tuple = (None, ())
+_NPM = "npm:"  # the combined state's key of an npm package's name
+# the conditions of an ``exports`` entry, read in their order; these name what a bundler or TypeScript would take
+_NPM_ENTRY_FIELDS = ("types", "typings", "module", "main")
 _C_INCLUDE = re.compile(rb"[ \t]*#[ \t]*include[ \t]*([\"<])([^\">\n]+)[\">]")
 _RS_MOD = re.compile(rb"[ \t]*(?:pub(?:\([^)\n]*\))?[ \t]+)?mod[ \t]+(\w+)[ \t]*;")
 _RS_USE = re.compile(rb"[ \t]*(?:pub(?:\([^)\n]*\))?[ \t]+)?(?:use[ \t]+|extern[ \t]+crate[ \t]+(?=\w))")
@@ -142,6 +152,9 @@ class ImportsDetector:
         if card.fields.get("language") == "tsconfig":
             config = _tsconfig(card.text, folder)
             return None if config is None else (folder, _TSCONFIG + card.ax_path, config)
+        if card.fields.get("language") == "npm":
+            package = _npm_package(card.text, folder)
+            return None if package is None else (folder, _NPM + package[0], package[1])
         if name != "go.mod":
             return None
         match = _GO_MODULE.search(card.text.encode("utf-8"))
@@ -155,13 +168,16 @@ class ImportsDetector:
         for folder, key, value in sorted((p for p in partials if p is not None), key=lambda p: (p[0].count("/"), p)):
             if key.startswith(_TSCONFIG):
                 configs[key[len(_TSCONFIG):]] = value  # type: ignore[assignment]
+            elif key.startswith(_NPM):
+                modules.setdefault(key, (folder, value))
             else:
                 modules.setdefault(key, folder)
         for path in sorted(configs, key=lambda p: _TS_CONFIG_NAMES.index(posixpath.basename(p))
                            if posixpath.basename(p) in _TS_CONFIG_NAMES else len(_TS_CONFIG_NAMES)):
             if posixpath.basename(path) in _TS_CONFIG_NAMES:
                 # a config without aliases is kept too: a folder under it follows it, not a config further up
-                modules.setdefault(_ALIASES + posixpath.dirname(path), _ts_aliases(configs, path) or _NO_ALIASES)
+                aliases = _ts_aliases(configs, path, partial(_npm_config, modules))
+                modules.setdefault(_ALIASES + posixpath.dirname(path), aliases or _NO_ALIASES)
         return DetectorState(data=modules)
 
     def detect(
@@ -185,7 +201,7 @@ class ImportsDetector:
         if language == "rust":
             finder = partial(_rust, crates=data)
         elif language in _JS_LANGUAGES:
-            finder = partial(_javascript, aliases=_ts_config_of(data, card.ax_path))
+            finder = partial(_javascript, aliases=_ts_config_of(data, card.ax_path), packages=data)
         resolved: dict[tuple, str | None] = {}  # a file names the same module in several documents
         for doc in file_docs:
             if not doc.text:
@@ -381,7 +397,7 @@ def _python_from(dots: int, module: str, named: tuple[str, ...]) -> Callable[[Co
 # -- JavaScript and TypeScript ------------------------------------------------------------------------
 
 
-def _javascript(data: bytes, aliases: tuple | None = None) -> Found:
+def _javascript(data: bytes, aliases: tuple | None = None, packages: Mapping[str, Any] | None = None) -> Found:
     for quote in (b"'.", b'".', b"`."):
         for start, end in _lines_with(data, quote):
             if data[start:end].lstrip().startswith((b"//", b"/*", b"*")):
@@ -394,14 +410,12 @@ def _javascript(data: bytes, aliases: tuple | None = None) -> Found:
                     text = spec.decode("utf-8", "replace")
                     yield start, ("js", text), _javascript_resolve(text), None
                 at = data.find(quote, at + 1, end)
-    if aliases is None:
-        return
     for match in _JS_BARE.finditer(data):
         start = data.rfind(b"\n", 0, match.start()) + 1
         if data[start:match.start()].lstrip().startswith((b"//", b"/*", b"*")):
             continue
         spec = match.group(2).decode("utf-8", "replace")
-        yield start, ("alias", spec), _javascript_alias(spec, aliases), None
+        yield start, ("bare", spec), _javascript_bare(spec, aliases, packages or {}), None
 
 
 def _js_file(corpus: Corpus, target: str) -> str | None:
@@ -422,34 +436,116 @@ def _javascript_resolve(spec: str) -> Callable[[Corpus, str], str | None]:
     return resolve
 
 
-def _javascript_alias(spec: str, aliases: tuple) -> Callable[[Corpus, str], str | None]:
+def _javascript_bare(spec: str, aliases: tuple | None, packages: Mapping[str, Any]
+                     ) -> Callable[[Corpus, str], str | None]:
     def resolve(corpus: Corpus, _from_path: str) -> str | None:
-        base_url, paths = aliases
-        exact = next((targets for pattern, targets in paths if pattern == spec), None)
-        candidates: list[str] = list(exact or ())
-        if exact is None:
-            best = -1
-            for pattern, targets in paths:
-                head, star, tail = pattern.partition("*")
-                if star and len(head) > best and spec.startswith(head) and spec.endswith(tail) \
-                        and len(spec) >= len(head) + len(tail):
-                    best, matched = len(head), spec[len(head):len(spec) - len(tail)]
-                    candidates = [target.replace("*", matched, 1) for target in targets]
-        if base_url is not None:
-            candidates.append(posixpath.join(base_url, spec))
-        for candidate in candidates:
-            found = _js_file(corpus, posixpath.normpath(candidate))
-            if found is not None:
-                return found
-        return None
+        found = None if aliases is None else _alias_file(corpus, spec, aliases)
+        return found if found is not None else _package_file(corpus, spec, packages)
     return resolve
+
+
+def _alias_file(corpus: Corpus, spec: str, aliases: tuple) -> str | None:
+    """The file a tsconfig's ``paths``, then its ``baseUrl``, make of ``spec``."""
+    base_url, paths = aliases
+    candidates = _pattern_targets(spec, paths)
+    if base_url is not None:
+        candidates.append(posixpath.join(base_url, spec))
+    return next(filter(None, (_js_file(corpus, posixpath.normpath(c)) for c in candidates)), None)
+
+
+def _pattern_targets(key: str, patterns: Sequence[tuple[str, Sequence[str]]]) -> list[str]:
+    """The targets of ``key`` in ``(pattern, targets)`` pairs, as TypeScript's ``paths`` and Node's ``exports``
+    match: an exact pattern, else the ``*`` pattern with the longest part before its star, the star's match put
+    in each target."""
+    exact = next((targets for pattern, targets in patterns if pattern == key), None)
+    if exact is not None:
+        return list(exact)
+    best, found = -1, []
+    for pattern, targets in patterns:
+        head, star, tail = pattern.partition("*")
+        if star and len(head) > best and key.startswith(head) and key.endswith(tail) \
+                and len(key) >= len(head) + len(tail):
+            matched = key[len(head):len(key) - len(tail)]
+            best, found = len(head), [target.replace("*", matched) for target in targets]
+    return found
+
+
+def _package_name(spec: str) -> str:
+    """The package part of a bare specifier: ``@scope/name`` or ``name``."""
+    parts = spec.split("/")
+    return "/".join(parts[:2] if spec.startswith("@") else parts[:1])
+
+
+def _package_file(corpus: Corpus, spec: str, packages: Mapping[str, Any]) -> str | None:
+    """The file of the corpus's package ``spec`` names: its ``exports``' target for the subpath (for the package
+    itself, its entry fields'), else the path below its folder (its index for the package itself)."""
+    name = _package_name(spec)
+    package = packages.get(_NPM + name)
+    if package is None:
+        return None
+    folder, entries = package
+    subpath = "." + spec[len(name):]
+    for target in _pattern_targets(subpath, entries):
+        found = _js_file(corpus, target)
+        if found is not None:
+            return found
+    return _js_file(corpus, posixpath.normpath(posixpath.join(folder, subpath)))
+
+
+def _npm_package(text: str, folder: str) -> tuple[str, tuple] | None:
+    """A ``package.json``'s name and entry points: ``((subpath, (target, ...)), ...)``, targets as corpus paths
+    in the order a resolver tries them (an ``exports`` entry's conditions as written, then for ``.`` the
+    ``types``, ``module`` and ``main`` fields); None for a file without a name."""
+    try:
+        package = json.loads(text)
+    except ValueError:
+        return None
+    name = package.get("name") if isinstance(package, dict) else None
+    if not isinstance(name, str) or not name:
+        return None
+    exports = package.get("exports")
+    if not isinstance(exports, dict) or not any(isinstance(k, str) and k.startswith(".") for k in exports):
+        exports = {".": exports}  # a string, a list, or conditions for the package itself
+    entries: dict[str, list[str]] = {}
+    for subpath, value in exports.items():
+        if isinstance(subpath, str) and subpath.startswith("."):
+            entries[subpath] = list(_export_targets(value))
+    entries.setdefault(".", []).extend(v for field in _NPM_ENTRY_FIELDS if isinstance(v := package.get(field), str))
+    resolved = ((subpath, [posixpath.normpath(posixpath.join(folder, t)) for t in targets])
+                for subpath, targets in entries.items())
+    return name, tuple((subpath, tuple(t for t in targets if within_root(t))) for subpath, targets in resolved)
+
+
+def _export_targets(value: Any) -> Iterator[str]:
+    """The relative targets of one ``exports`` value (a string, a list, conditions nested to any depth), in order."""
+    if isinstance(value, str):
+        if value.startswith("./"):
+            yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _export_targets(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _export_targets(item)
+
+
+def _npm_config(modules: Mapping[str, Any], spec: str) -> str | None:
+    """The corpus path of the config an ``extends`` names by a package (``@acme/tsconfig/base.json``), when the
+    corpus holds the package."""
+    name = _package_name(spec)
+    package = modules.get(_NPM + name)
+    if package is None:
+        return None
+    rest = spec[len(name):].lstrip("/")
+    path = posixpath.normpath(posixpath.join(package[0], rest or "tsconfig.json"))
+    return path if path.endswith(".json") else path + ".json"
 
 
 def _tsconfig(text: str, folder: str) -> tuple | None:
     """What a tsconfig sets that aliases follow from: ``(baseUrl, paths, extends)`` with ``baseUrl`` as a corpus
     path (None: unset), ``paths`` as ``(folder they are relative to unless a baseUrl says otherwise, ((pattern,
-    (target, ...)), ...))`` (None: unset), and the corpus paths of the configs it extends (relative ones only: a
-    package's config is not in the folder). None for a file that is not a JSON object even with comments and
+    (target, ...)), ...))`` (None: unset), and the corpus paths of the configs it extends (``npm:`` and the
+    specifier for one a package holds). None for a file that is not a JSON object even with comments and
     trailing commas."""
     try:  # twice: a comma is closing nothing only once the comments after it are gone
         config = json.loads(_JSONC.sub(_kept_string, _JSONC.sub(_kept_string, text)))
@@ -474,6 +570,8 @@ def _tsconfig(text: str, folder: str) -> tuple | None:
         if isinstance(parent, str) and parent.startswith("."):
             parent = posixpath.normpath(posixpath.join(folder, parent))
             parents.append(parent if parent.endswith(".json") else parent + ".json")
+        elif isinstance(parent, str) and parent:
+            parents.append(_NPM + parent)  # a package's config: found once the corpus's packages are known
     return base_url, paths, tuple(parents)
 
 
@@ -481,12 +579,14 @@ def _kept_string(match: re.Match) -> str:
     return match.group(1) or ""
 
 
-def _ts_aliases(configs: Mapping[str, tuple], path: str) -> tuple | None:
+def _ts_aliases(configs: Mapping[str, tuple], path: str, packaged: Callable[[str], str | None]) -> tuple | None:
     """``(baseUrl, ((pattern, targets), ...))`` of the config at ``path``, its own settings over those of the
-    configs it extends (the last of a list first), targets as corpus paths; None when it sets neither."""
+    configs it extends (the last of a list first), targets as corpus paths; None when it sets neither.
+    ``packaged``: the corpus path of a config a package holds, from the specifier naming it."""
     base_url, paths, seen, todo = None, None, set(), [path]
     while todo and (base_url is None or paths is None):
         at = todo.pop(0)
+        at = (packaged(at[len(_NPM):]) or "") if at.startswith(_NPM) else at
         config = configs.get(at)
         if config is None or at in seen:
             continue

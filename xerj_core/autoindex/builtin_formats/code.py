@@ -19,8 +19,9 @@ Every other source file is one card holding all of its text: a file whose
 extension :data:`LANGUAGES` names (``.rs``, ``.c``, ``.go``, ``.ts``, ``.sh``,
 ``.sql``, ``.yaml``...), a build file :data:`BUILD_FILES` names (``Makefile``,
 ``Dockerfile``, ``go.mod``), a TypeScript or JavaScript project file
-(``tsconfig.json``, ``tsconfig.app.json``, ``jsconfig.json``: language
-``tsconfig``), an extensionless script whose first line is a
+(``tsconfig.json``, ``tsconfig.app.json``, ``jsconfig.json``, any ``.json``
+whose first kilobyte says ``"compilerOptions"``: language ``tsconfig``;
+``package.json``: ``npm``), an extensionless script whose first line is a
 ``#!`` naming an interpreter :data:`INTERPRETERS` knows (one naming Python is
 read as a Python module), or an extensionless file whose first line is an
 editor's mode line naming a language :data:`MODES` knows (libstdc++'s headers:
@@ -110,7 +111,8 @@ class CodeFormat:
     dataset = "ax-code"
     priority = 10
     # 2: the other languages, scripts and build files; ``language`` on every document. 3: generated files declined.
-    # 4: bats, PowerShell modules, Tcl, Starlark; automake, meson and Bazel build files. 5: tsconfig and jsconfig
+    # 4: bats, PowerShell modules, Tcl, Starlark; automake, meson and Bazel build files.
+    # 5: TypeScript's configs and package.json
     version = 5
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
@@ -203,8 +205,10 @@ def language_of(rel_path: str, head: bytes) -> str | None:
     if ext:
         if ".min." in name.lower():
             return None
-        if _TS_CONFIG.fullmatch(name):
-            return "tsconfig"
+        if _TS_CONFIG.fullmatch(name) or (ext == ".json" and b'"compilerOptions"' in head):
+            return "tsconfig"  # a shared base config has any name (create-t3-turbo's tooling/typescript/base.json)
+        if name == "package.json":
+            return "npm"
         found = LANGUAGES.get(ext)
         return found if found is not None else BUILD_FILES.get(name)
     found = BUILD_FILES.get(name)
