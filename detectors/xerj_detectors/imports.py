@@ -104,7 +104,7 @@ _ALIASES = "ts:"
 _TS_CONFIG_NAMES = ("tsconfig.json", "jsconfig.json")  # the one a folder's files follow, in order of preference
 _NO_ALIASES: tuple = (None, ())
 _NPM = "npm:"  # the combined state's key of an npm package's name
-# the conditions of an ``exports`` entry, read in their order; these name what a bundler or TypeScript would take
+# a package.json's fields naming the package's own entry, after its ``exports``: TypeScript's first, then bundlers'
 _NPM_ENTRY_FIELDS = ("types", "typings", "module", "main")
 _C_INCLUDE = re.compile(rb"[ \t]*#[ \t]*include[ \t]*([\"<])([^\">\n]+)[\">]")
 _RS_MOD = re.compile(rb"[ \t]*(?:pub(?:\([^)\n]*\))?[ \t]+)?mod[ \t]+(\w+)[ \t]*;")
@@ -141,7 +141,8 @@ class ImportsDetector:
     def summarize(self, file_docs: Sequence[SourceDocument]) -> tuple[str, str, tuple | None] | None:
         """``(folder, key, value)``: a ``go.mod``'s module path, a ``Cargo.toml``'s ``crate:`` and package name as
         Rust code writes it (``grep-cli``: ``crate:grep_cli``), a tsconfig's ``tsconfig:`` and path with what it
-        sets (:func:`_tsconfig`); None for any other file."""
+        sets (:func:`_tsconfig`), a ``package.json``'s ``npm:`` and name with its entry points
+        (:func:`_npm_package`); None for any other file."""
         card = file_docs[0] if file_docs else None
         if card is None or card.format != "code":
             return None
@@ -161,8 +162,9 @@ class ImportsDetector:
         return (folder, match.group(1).decode(), None) if match else None
 
     def combine(self, partials: Iterable[tuple[str, str, tuple | None] | None], corpus: Corpus) -> DetectorState:
-        """Each module path's and crate name's folder (two declaring one: the one nearer the root), and each
-        folder's config's aliases (``ts:`` and the folder: see :func:`_ts_aliases`)."""
+        """Each module path's and crate name's folder and each npm package's folder and entry points (two of one
+        name: the one nearer the root), and each folder's config's aliases (``ts:`` and the folder: see
+        :func:`_ts_aliases`)."""
         modules: dict[str, Any] = {}
         configs: dict[str, tuple] = {}
         for folder, key, value in sorted((p for p in partials if p is not None), key=lambda p: (p[0].count("/"), p)):
@@ -172,11 +174,11 @@ class ImportsDetector:
                 modules.setdefault(key, (folder, value))
             else:
                 modules.setdefault(key, folder)
-        for path in sorted(configs, key=lambda p: _TS_CONFIG_NAMES.index(posixpath.basename(p))
-                           if posixpath.basename(p) in _TS_CONFIG_NAMES else len(_TS_CONFIG_NAMES)):
-            if posixpath.basename(path) in _TS_CONFIG_NAMES:
+        packaged = partial(_npm_config, modules)
+        for name in _TS_CONFIG_NAMES:
+            for path in sorted(p for p in configs if posixpath.basename(p) == name):
                 # a config without aliases is kept too: a folder under it follows it, not a config further up
-                aliases = _ts_aliases(configs, path, partial(_npm_config, modules))
+                aliases = _ts_aliases(configs, path, packaged)
                 modules.setdefault(_ALIASES + posixpath.dirname(path), aliases or _NO_ALIASES)
         return DetectorState(data=modules)
 
