@@ -1911,6 +1911,41 @@ def test_javascript_imports_name_a_monorepos_packages_through_their_exports():
     }
 
 
+def test_php_imports_find_a_class_by_the_psr4_prefixes_composer_maps():
+    """koel's shapes (a Laravel application): App\\ under app/, a dev prefix for tests, traits used inside a
+    class, use function, group uses, and the front controller's require of __DIR__."""
+    composer = json.dumps({"autoload": {"psr-4": {"App\\": "app/", "Database\\Seeders\\": "database/seeders/"}},
+                           "autoload-dev": {"psr-4": {"Tests\\": ["tests/", "tests-extra/"]}}}).encode()
+    controller = (b"<?php\n\nnamespace App\\Http\\Controllers;\n\nuse App\\Models\\Song;\n"
+                  b"use \\App\\Models\\Album as A, App\\Services\\Missing;\n"
+                  b"use App\\Http\\{Requests\\SongRequest, Kernel};\n"
+                  b"use function App\\Helpers\\render;\nuse Illuminate\\Support\\Str;\n\nclass SongController\n{\n"
+                  b"    use App\\Traits\\Loud;\n}\n")
+    found = imported({
+        "composer.json": composer,
+        "app/Http/Controllers/SongController.php": controller,
+        "app/Models/Song.php": b"<?php\n", "app/Models/Album.php": b"<?php\n", "app/Traits/Loud.php": b"<?php\n",
+        "app/Http/Requests/SongRequest.php": b"<?php\n", "app/Http/Kernel.php": b"<?php\n",
+        "app/Helpers/render.php": b"<?php\n",
+        "tests/Feature/SongTest.php": b"<?php\nuse Tests\\TestCase;\nuse Tests\\Extra\\Fake;\n",
+        "tests/TestCase.php": b"<?php\n", "tests-extra/Extra/Fake.php": b"<?php\n",
+        "public/index.php": b"<?php\nrequire __DIR__.'/../bootstrap/app.php';\nrequire 'vendor/autoload.php';\n",
+        "bootstrap/app.php": b"<?php\n",
+    })
+    assert found == {
+        ("app/Http/Controllers/SongController.php", "app/Models/Song.php"): "use App\\Models\\Song;",
+        ("app/Http/Controllers/SongController.php", "app/Models/Album.php"):
+            "use \\App\\Models\\Album as A, App\\Services\\Missing;",
+        ("app/Http/Controllers/SongController.php", "app/Http/Requests/SongRequest.php"):
+            "use App\\Http\\{Requests\\SongRequest, Kernel};",
+        ("app/Http/Controllers/SongController.php", "app/Http/Kernel.php"):
+            "use App\\Http\\{Requests\\SongRequest, Kernel};",
+        ("tests/Feature/SongTest.php", "tests/TestCase.php"): "use Tests\\TestCase;",
+        ("tests/Feature/SongTest.php", "tests-extra/Extra/Fake.php"): "use Tests\\Extra\\Fake;",
+        ("public/index.php", "bootstrap/app.php"): "require __DIR__.'/../bootstrap/app.php';",
+    }
+
+
 def test_go_imports_name_every_file_of_a_package_under_a_module_of_the_corpus():
     main = (b'package main\n\nimport (\n\t"fmt"\n\tst "example.com/shop/internal/store"\n'
             b'\t"example.com/shop/tax"\n)\n\nimport "example.com/other/lib"\n')
@@ -1966,7 +2001,8 @@ _CODEISH = st.lists(st.sampled_from([b"import", b"from", b"include", b"mod", b"r
                                       b"\n", b".", b"..", b"./", b"../", b"/", b"*", b",", b"(", b")", b"'", b'"', b"<",
                                       b">", b"#", b";", b'"""', b"a", b"pkg", b"x", b"\xc3\xa9", b"as", b"//",
                                       b"use", b"extern crate", b"::", b"{", b"}", b"crate", b"self", b"super",
-                                      b"pub(crate)", b"r#", b"/*", b"*/", b"@/", b"~"]),
+                                      b"pub(crate)", b"r#", b"/*", b"*/", b"@/", b"~", b"\\", b"App\\", b"__DIR__",
+                                      b"require_once", b"function"]),
                     max_size=40).map(b"".join)
 
 
@@ -1978,8 +2014,10 @@ def test_imports_of_any_text_are_edges_to_corpus_files_or_nothing(data):
     files = {"pkg/__init__.py": b"", "pkg/x.py": b"", "a.py": b"", "x.ts": b"", "a/x.h": b"", "lib.rs": b"",
              "x.rs": b"", "pkg/a/C.java": b"", "go.mod": b"module pkg\n", "a/x.go": b"package a\n",
              "Cargo.toml": b'[package]\nname = "a"\n', "src/a.rs": b"", "src/x/mod.rs": b"",
-             "tsconfig.json": b'{"compilerOptions": {"baseUrl": ".", "paths": {"@/*": ["./*", "../*"], "~": ["x"]}}}'}
-    for path in ("pkg/mod.py", "src/app.ts", "src/main.c", "src/lib.rs", "src/pkg/App.java", "cmd/main.go"):
+             "tsconfig.json": b'{"compilerOptions": {"baseUrl": ".", "paths": {"@/*": ["./*", "../*"], "~": ["x"]}}}',
+             "composer.json": b'{"autoload": {"psr-4": {"App\\\\": "app/", "X\\\\": "../out/"}}}', "app/x.php": b""}
+    for path in ("pkg/mod.py", "src/app.ts", "src/main.c", "src/lib.rs", "src/pkg/App.java", "cmd/main.go",
+                 "src/app.php"):
         edges = run(imports.ImportsDetector(), {**files, path: data.decode("utf-8", "replace").encode()})
         assert all(e.dst in files and e.src.split("#")[0] == path for e in edges)
 

@@ -2084,6 +2084,7 @@ def test_cargo_manifest_and_python_sections():
     ("jsconfig.json", b"", "tsconfig"),
     ("tooling/typescript/base.json", b'{\n  "$schema": "x",\n  "compilerOptions": {}\n}', "tsconfig"),
     ("data/settings.json", b'{"options": {}}', None), ("package.json", b"", "npm"), ("package-lock.json", b"", None),
+    ("composer.json", b"", "composer"), ("composer.lock", b"", None),
 ])
 def test_a_source_file_s_language_comes_from_its_name_or_its_first_line(path, head, language):
     assert code.language_of(path, head) == language

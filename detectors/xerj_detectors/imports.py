@@ -47,6 +47,14 @@ What each language's statements name, and where it is looked for:
   prefix that is a module file (``a/b.rs``, ``a/b/mod.rs``) is the edge's
   target, else the root file: an item's module, not a file per item. The
   standard library and crates the corpus does not hold link nothing.
+* PHP (``use App\\Models\\User;``, ``use App\\Http\\{Request, Response as R};``,
+  ``require __DIR__ . '/x.php';``): a class's file under the folder a
+  ``composer.json`` of the corpus maps its namespace's longest registered
+  prefix to (PSR-4, ``autoload`` and ``autoload-dev``), as Composer's autoloader
+  finds it; a ``use`` at the start of a line only (one indented inside a class
+  takes a trait, named relative to the file's imports), not ``use function`` or
+  ``use const``; a ``require``/``include`` of ``__DIR__`` joined to a literal
+  path, from the file's folder.
 * Go (``import "example.com/app/store"``, grouped ``import ( ... )``): a path
   under a module some ``go.mod`` of the corpus declares names the package in
   the folder beneath that ``go.mod``; a package is its files, so the edges go
@@ -59,12 +67,13 @@ What each language's statements name, and where it is looked for:
   does a wildcard over a class (``a.b.C.*``), while one over a package
   (``a.b.*``) names no one file and links nothing.
 
-Go's module paths, Rust's and npm's package names and TypeScript's path
-aliases are what is read across files: ``summarize`` takes each ``go.mod``'s
-``module`` line, each ``Cargo.toml``'s package name, each ``package.json``'s
-name and entry points and each ``tsconfig``'s ``baseUrl``, ``paths`` and
-``extends``, and ``combine`` maps module paths and package names to their
-folders and each folder's config to the aliases it ends up with.
+Go's module paths, Rust's and npm's package names, PHP's namespace prefixes
+and TypeScript's path aliases are what is read across files: ``summarize``
+takes each ``go.mod``'s ``module`` line, each ``Cargo.toml``'s package name,
+each ``package.json``'s name and entry points, each ``composer.json``'s PSR-4
+prefixes and each ``tsconfig``'s ``baseUrl``, ``paths`` and ``extends``, and
+``combine`` maps module paths, package names and prefixes to their folders and
+each folder's config to the aliases it ends up with.
 
 The edge goes from the document holding the statement (a Python section for an
 import inside a function) to the imported file's card; its evidence is the
@@ -117,6 +126,14 @@ _RS_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _RS_MAX_TREE = 8192
 _RS_MAX_PATHS = 256
 _CRATE = "crate:"  # the combined state's key of a Rust crate's name (Go's module paths hold no colon)
+_PSR4 = "psr4:"  # the combined state's key of a PHP namespace prefix (``App\\``), its value the folders it maps to
+_PHP_USE = re.compile(rb"^use[ \t]+(?!function\b|const\b)([^;]{1,4096});", re.M)
+_PHP_NAME = re.compile(r"\\?([A-Za-z_\x80-\uffff][\w\x80-\uffff]*(?:\\[A-Za-z_\x80-\uffff][\w\x80-\uffff]*)*)")
+# ``require __DIR__ . '/x.php'`` (or ``dirname(__FILE__)``): a path from the file's folder; a bare literal is
+# looked for on the include path and from the working directory, which the corpus does not say
+_PHP_REQUIRE = re.compile(rb"^[ \t]*(?:require|include)(?:_once)?[ \t(]*(?:__DIR__|dirname\(__FILE__\))[ \t]*\.[ \t]*"
+                          rb"""(['"])(/[^'"\n]+)\1""", re.M)
+_PHP_AS = re.compile(r"\s+as\s+", re.IGNORECASE)
 _GO_MODULE = re.compile(rb"^[ \t]*module[ \t]+\"?([^\s\"]+)", re.M)
 _GO_IMPORT = re.compile(rb"[ \t]*import[ \t]*(\(|(?:[\w.]+[ \t]+)?\"([^\"\n]+)\")")
 _GO_SPEC = re.compile(rb"^[ \t]*(?:[\w.]+[ \t]+)?\"([^\"\n]+)\"", re.M)
@@ -156,6 +173,9 @@ class ImportsDetector:
         if card.fields.get("language") == "npm":
             package = _npm_package(card.text, folder)
             return None if package is None else (folder, _NPM + package[0], package[1])
+        if card.fields.get("language") == "composer":
+            prefixes = _composer_prefixes(card.text, folder)
+            return None if not prefixes else (folder, _PSR4 + card.ax_path, prefixes)
         if name != "go.mod":
             return None
         match = _GO_MODULE.search(card.text.encode("utf-8"))
@@ -172,6 +192,9 @@ class ImportsDetector:
                 configs[key[len(_TSCONFIG):]] = value  # type: ignore[assignment]
             elif key.startswith(_NPM):
                 modules.setdefault(key, (folder, value))
+            elif key.startswith(_PSR4):  # a prefix two manifests map: the folders of both, the nearer root's first
+                for prefix, folders in value:  # type: ignore[union-attr]
+                    modules[_PSR4 + prefix] = (*modules.get(_PSR4 + prefix, ()), *folders)
             else:
                 modules.setdefault(key, folder)
         packaged = partial(_npm_config, modules)
@@ -204,6 +227,8 @@ class ImportsDetector:
             finder = partial(_rust, crates=data)
         elif language in _JS_LANGUAGES:
             finder = partial(_javascript, aliases=_ts_config_of(data, card.ax_path), packages=data)
+        elif language == "php":
+            finder = partial(_php, prefixes=data)
         resolved: dict[tuple, str | None] = {}  # a file names the same module in several documents
         for doc in file_docs:
             if not doc.text:
@@ -615,6 +640,73 @@ def _ts_config_of(state: Mapping[str, Any], path: str) -> tuple | None:
         folder = posixpath.dirname(folder)
 
 
+# -- PHP ----------------------------------------------------------------------------------------------
+
+
+def _php(data: bytes, prefixes: Mapping[str, Any] | None = None) -> Found:
+    for match in _PHP_USE.finditer(data):
+        for name in _php_use_names(match.group(1).decode("utf-8", "replace")):
+            yield match.start(), ("class", name), _php_class(name, prefixes or {}), None
+    for match in _PHP_REQUIRE.finditer(data):
+        path = match.group(2).decode("utf-8", "replace").lstrip("/")
+        yield match.start(), ("require", path), _php_require(path), None
+
+
+def _php_use_names(body: str) -> list[str]:
+    """The classes one ``use`` statement imports: ``A\\B``, ``A\\B as C``, ``A\\B, C\\D``, ``A\\{B, C\\D as E}``."""
+    brace = body.find("{")
+    if brace < 0:
+        prefix, items = "", body.split(",")
+    else:
+        prefix, items = body[:brace].strip().strip("\\"), body[brace + 1:body.rfind("}")].split(",")
+    names = []
+    for item in items:
+        item = _PHP_AS.split(re.sub(r"^\s*(?:function|const)\s+", "", item))[0]
+        match = _PHP_NAME.fullmatch(item.strip())
+        if match is not None:
+            names.append(f"{prefix}\\{match.group(1)}" if prefix else match.group(1))
+    return names
+
+
+def _php_class(name: str, prefixes: Mapping[str, Any]) -> Callable[[Corpus, str], str | None]:
+    def resolve(corpus: Corpus, _from_path: str) -> str | None:
+        parts = name.split("\\")
+        for size in range(len(parts) - 1, 0, -1):  # the longest registered prefix first
+            folders = prefixes.get(_PSR4 + "\\".join(parts[:size]) + "\\")
+            for folder in folders or ():
+                candidate = posixpath.join(folder, *parts[size:]) + ".php"
+                if candidate in corpus:
+                    return candidate
+        return None
+    return resolve
+
+
+def _php_require(path: str) -> Callable[[Corpus, str], str | None]:
+    def resolve(corpus: Corpus, from_path: str) -> str | None:
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), path))
+        return target if within_root(target) and target in corpus else None
+    return resolve
+
+
+def _composer_prefixes(text: str, folder: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A ``composer.json``'s PSR-4 namespace prefixes (``autoload`` and ``autoload-dev``) and the corpus folders
+    each maps to."""
+    try:
+        manifest = json.loads(text)
+    except ValueError:
+        return ()
+    found: dict[str, list[str]] = {}
+    for section in ("autoload", "autoload-dev"):
+        autoload = manifest.get(section) if isinstance(manifest, dict) else None
+        psr4 = autoload.get("psr-4") if isinstance(autoload, dict) else None
+        for prefix, folders in (psr4.items() if isinstance(psr4, dict) else ()):
+            for sub in [folders] if isinstance(folders, str) else folders if isinstance(folders, list) else ():
+                target = posixpath.normpath(posixpath.join(folder, sub)) if isinstance(sub, str) else None
+                if isinstance(prefix, str) and prefix and target is not None and within_root(target):
+                    found.setdefault(prefix if prefix.endswith("\\") else prefix + "\\", []).append(target)
+    return tuple((prefix, tuple(folders)) for prefix, folders in sorted(found.items()))
+
+
 # -- C and C++ ----------------------------------------------------------------------------------------
 
 
@@ -891,7 +983,8 @@ def _rust_resolve(name: str, file: str | None = None) -> Callable[[Corpus, str],
 
 
 _FINDERS: dict[str, Callable[[bytes], Found]] = {
-    "python": _python, "c": _c, "cpp": _c, "rust": _rust, **{language: _javascript for language in _JS_LANGUAGES},
+    "python": _python, "c": _c, "cpp": _c, "rust": _rust, "php": _php,
+    **{language: _javascript for language in _JS_LANGUAGES},
     **{language: _jvm for language in ("java", "kotlin", "scala", "groovy")}}
 
 

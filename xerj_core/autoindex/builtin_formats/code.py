@@ -21,7 +21,7 @@ extension :data:`LANGUAGES` names (``.rs``, ``.c``, ``.go``, ``.ts``, ``.sh``,
 ``Dockerfile``, ``go.mod``), a TypeScript or JavaScript project file
 (``tsconfig.json``, ``tsconfig.app.json``, ``jsconfig.json``, any ``.json``
 whose first kilobyte says ``"compilerOptions"``: language ``tsconfig``;
-``package.json``: ``npm``), an extensionless script whose first line is a
+``package.json``: ``npm``; ``composer.json``: ``composer``), an extensionless script whose first line is a
 ``#!`` naming an interpreter :data:`INTERPRETERS` knows (one naming Python is
 read as a Python module), or an extensionless file whose first line is an
 editor's mode line naming a language :data:`MODES` knows (libstdc++'s headers:
@@ -112,7 +112,7 @@ class CodeFormat:
     priority = 10
     # 2: the other languages, scripts and build files; ``language`` on every document. 3: generated files declined.
     # 4: bats, PowerShell modules, Tcl, Starlark; automake, meson and Bazel build files.
-    # 5: TypeScript's configs and package.json
+    # 5: TypeScript's configs, package.json and composer.json
     version = 5
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
@@ -209,6 +209,8 @@ def language_of(rel_path: str, head: bytes) -> str | None:
             return "tsconfig"  # a shared base config has any name (create-t3-turbo's tooling/typescript/base.json)
         if name == "package.json":
             return "npm"
+        if name == "composer.json":
+            return "composer"
         found = LANGUAGES.get(ext)
         return found if found is not None else BUILD_FILES.get(name)
     found = BUILD_FILES.get(name)
