@@ -1946,6 +1946,27 @@ def test_php_imports_find_a_class_by_the_psr4_prefixes_composer_maps():
     }
 
 
+def test_ruby_requires_name_files_beside_or_on_the_load_path_of_lib():
+    """jekyll's shapes: require and autoload under lib/, require_relative from a test, a gem's require."""
+    found = imported({
+        "lib/jekyll.rb": (b'require "json"\nrequire "jekyll/version"\n\nmodule Jekyll\n'
+                          b'  autoload :Page, "jekyll/page"\n  autoload(:Site, "jekyll/site.rb")\n'
+                          b'  require "jekyll/#{name}"\nend\n'),
+        "lib/jekyll/version.rb": b"", "lib/jekyll/page.rb": b"", "lib/jekyll/site.rb": b"",
+        "test/helper.rb": b"require_relative '../lib/jekyll'\nrequire_relative \"fixtures/site\"\n",
+        "test/fixtures/site.rb": b"",
+        "Rakefile": b"#!/usr/bin/env ruby\nrequire 'jekyll/version'\n",
+    })
+    assert found == {
+        ("lib/jekyll.rb", "lib/jekyll/version.rb"): 'require "jekyll/version"',
+        ("lib/jekyll.rb", "lib/jekyll/page.rb"): 'autoload :Page, "jekyll/page"',
+        ("lib/jekyll.rb", "lib/jekyll/site.rb"): 'autoload(:Site, "jekyll/site.rb")',
+        ("test/helper.rb", "lib/jekyll.rb"): "require_relative '../lib/jekyll'",
+        ("test/helper.rb", "test/fixtures/site.rb"): 'require_relative "fixtures/site"',
+        ("Rakefile", "lib/jekyll/version.rb"): "require 'jekyll/version'",
+    }
+
+
 def test_go_imports_name_every_file_of_a_package_under_a_module_of_the_corpus():
     main = (b'package main\n\nimport (\n\t"fmt"\n\tst "example.com/shop/internal/store"\n'
             b'\t"example.com/shop/tax"\n)\n\nimport "example.com/other/lib"\n')
@@ -2002,7 +2023,7 @@ _CODEISH = st.lists(st.sampled_from([b"import", b"from", b"include", b"mod", b"r
                                       b">", b"#", b";", b'"""', b"a", b"pkg", b"x", b"\xc3\xa9", b"as", b"//",
                                       b"use", b"extern crate", b"::", b"{", b"}", b"crate", b"self", b"super",
                                       b"pub(crate)", b"r#", b"/*", b"*/", b"@/", b"~", b"\\", b"App\\", b"__DIR__",
-                                      b"require_once", b"function"]),
+                                      b"require_once", b"function", b"require_relative", b"autoload :A,"]),
                     max_size=40).map(b"".join)
 
 
@@ -2015,9 +2036,10 @@ def test_imports_of_any_text_are_edges_to_corpus_files_or_nothing(data):
              "x.rs": b"", "pkg/a/C.java": b"", "go.mod": b"module pkg\n", "a/x.go": b"package a\n",
              "Cargo.toml": b'[package]\nname = "a"\n', "src/a.rs": b"", "src/x/mod.rs": b"",
              "tsconfig.json": b'{"compilerOptions": {"baseUrl": ".", "paths": {"@/*": ["./*", "../*"], "~": ["x"]}}}',
-             "composer.json": b'{"autoload": {"psr-4": {"App\\\\": "app/", "X\\\\": "../out/"}}}', "app/x.php": b""}
+             "composer.json": b'{"autoload": {"psr-4": {"App\\\\": "app/", "X\\\\": "../out/"}}}', "app/x.php": b"",
+             "lib/x.rb": b""}
     for path in ("pkg/mod.py", "src/app.ts", "src/main.c", "src/lib.rs", "src/pkg/App.java", "cmd/main.go",
-                 "src/app.php"):
+                 "src/app.php", "src/app.rb"):
         edges = run(imports.ImportsDetector(), {**files, path: data.decode("utf-8", "replace").encode()})
         assert all(e.dst in files and e.src.split("#")[0] == path for e in edges)
 

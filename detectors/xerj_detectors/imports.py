@@ -55,6 +55,11 @@ What each language's statements name, and where it is looked for:
   takes a trait, named relative to the file's imports), not ``use function`` or
   ``use const``; a ``require``/``include`` of ``__DIR__`` joined to a literal
   path, from the file's folder.
+* Ruby (``require_relative "../lib/x"``, ``require "jekyll/page"``,
+  ``autoload :Page, "jekyll/page"``): ``require_relative`` from the file's
+  folder; ``require`` and ``autoload`` on the load path a project's ``lib/``
+  folders make, the nearest file ending in ``lib/jekyll/page.rb``. A gem the
+  corpus does not hold (``require "json"``) links nothing.
 * Go (``import "example.com/app/store"``, grouped ``import ( ... )``): a path
   under a module some ``go.mod`` of the corpus declares names the package in
   the folder beneath that ``go.mod``; a package is its files, so the edges go
@@ -134,6 +139,9 @@ _PHP_NAME = re.compile(r"\\?([A-Za-z_\x80-\uffff][\w\x80-\uffff]*(?:\\[A-Za-z_\x
 _PHP_REQUIRE = re.compile(rb"^[ \t]*(?:require|include)(?:_once)?[ \t(]*(?:__DIR__|dirname\(__FILE__\))[ \t]*\.[ \t]*"
                           rb"""(['"])(/[^'"\n]+)\1""", re.M)
 _PHP_AS = re.compile(r"\s+as\s+", re.IGNORECASE)
+# ``require "x"``, ``require_relative "x"``, ``autoload :X, "x"``, a literal without interpolation
+_RB_REQUIRE = re.compile(rb"^[ \t]*(require_relative|require|autoload[ \t(]*:\w+[ \t]*,)[ \t(]*"
+                         rb"""(['"])([^'"\n#{}]+)\2""", re.M)
 _GO_MODULE = re.compile(rb"^[ \t]*module[ \t]+\"?([^\s\"]+)", re.M)
 _GO_IMPORT = re.compile(rb"[ \t]*import[ \t]*(\(|(?:[\w.]+[ \t]+)?\"([^\"\n]+)\")")
 _GO_SPEC = re.compile(rb"^[ \t]*(?:[\w.]+[ \t]+)?\"([^\"\n]+)\"", re.M)
@@ -707,6 +715,26 @@ def _composer_prefixes(text: str, folder: str) -> tuple[tuple[str, tuple[str, ..
     return tuple((prefix, tuple(folders)) for prefix, folders in sorted(found.items()))
 
 
+# -- Ruby ---------------------------------------------------------------------------------------------
+
+
+def _ruby(data: bytes) -> Found:
+    for match in _RB_REQUIRE.finditer(data):
+        path = match.group(3).decode("utf-8", "replace")
+        path = path if path.endswith(".rb") else path + ".rb"
+        relative = match.group(1) == b"require_relative"
+        yield match.start(), ("rb", relative, path), _ruby_resolve(path, relative), None
+
+
+def _ruby_resolve(path: str, relative: bool) -> Callable[[Corpus, str], str | None]:
+    def resolve(corpus: Corpus, from_path: str) -> str | None:
+        if not relative:
+            return _nearest_ending(corpus, "lib/" + path, from_path)
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), path))
+        return target if within_root(target) and target in corpus else None
+    return resolve
+
+
 # -- C and C++ ----------------------------------------------------------------------------------------
 
 
@@ -983,7 +1011,7 @@ def _rust_resolve(name: str, file: str | None = None) -> Callable[[Corpus, str],
 
 
 _FINDERS: dict[str, Callable[[bytes], Found]] = {
-    "python": _python, "c": _c, "cpp": _c, "rust": _rust, "php": _php,
+    "python": _python, "c": _c, "cpp": _c, "rust": _rust, "php": _php, "ruby": _ruby,
     **{language: _javascript for language in _JS_LANGUAGES},
     **{language: _jvm for language in ("java", "kotlin", "scala", "groovy")}}
 
