@@ -1967,6 +1967,31 @@ def test_ruby_requires_name_files_beside_or_on_the_load_path_of_lib():
     }
 
 
+def test_imports_ask_the_combined_state_by_key_so_a_manifest_elsewhere_keeps_a_files_detection():
+    """A file's remembered detection depends on the questions it asked (see detectmemo): a JavaScript, Rust or
+    PHP file asks for the keys it resolves by, never for the whole state, so editing an unrelated Cargo.toml,
+    package.json or tsconfig does not make every source file be detected again."""
+    from xerj_core.autoindex.detect import Corpus, combine, summarize
+    from xerj_core.autoindex.detectmemo import detect_noting
+
+    files = parse_files({
+        "tsconfig.json": b'{"compilerOptions": {"paths": {"@/*": ["./web/*"]}}}',
+        "web/app.ts": b'import { x } from "@/lib";\nimport React from "react";\n', "web/lib.ts": b"",
+        "Cargo.toml": b'[package]\nname = "core"\n', "src/lib.rs": b"mod a;\nuse serde::Serialize;\n",
+        "src/a.rs": b"use crate::b;\nuse serde::Serialize;\n", "src/b.rs": b"",
+        "composer.json": b'{"autoload": {"psr-4": {"App\\\\": "app/"}}}',
+        "app/A.php": b"<?php\nuse App\\B;\nuse Vendor\\C;\n", "app/B.php": b"<?php\n",
+    }, 1000)
+    detector = imports.ImportsDetector()
+    corpus = Corpus(files)
+    states = combine([detector], (summarize([detector], files[path]) for path in sorted(files)), corpus)
+    for path, target in (("web/app.ts", "web/lib.ts"), ("src/a.rs", "src/b.rs"), ("app/A.php", "app/B.php")):
+        drafts, noted = detect_noting([detector], files[path], corpus, states)
+        assert [d.dst for d in drafts] == [target] and noted.kept
+        assert ("state", "imports", "stamp", None) not in noted.asked
+        assert any(question[:3] == ("state", "imports", "get") for question in noted.asked)
+
+
 def test_go_imports_name_every_file_of_a_package_under_a_module_of_the_corpus():
     main = (b'package main\n\nimport (\n\t"fmt"\n\tst "example.com/shop/internal/store"\n'
             b'\t"example.com/shop/tax"\n)\n\nimport "example.com/other/lib"\n')
