@@ -450,7 +450,7 @@ def _javascript(data: bytes, aliases: tuple | None = None, packages: Mapping[str
         if data[start:match.start()].lstrip().startswith((b"//", b"/*", b"*")):
             continue
         spec = match.group(2).decode("utf-8", "replace")
-        yield start, ("bare", spec), _javascript_bare(spec, aliases, {} if packages is None else packages), None
+        yield start, ("bare", spec), _javascript_bare(spec, aliases, packages or {}), None
 
 
 def _js_file(corpus: Corpus, target: str) -> str | None:
@@ -654,7 +654,7 @@ def _ts_config_of(state: Mapping[str, Any], path: str) -> tuple | None:
 def _php(data: bytes, prefixes: Mapping[str, Any] | None = None) -> Found:
     for match in _PHP_USE.finditer(data):
         for name in _php_use_names(match.group(1).decode("utf-8", "replace")):
-            yield match.start(), ("class", name), _php_class(name, {} if prefixes is None else prefixes), None
+            yield match.start(), ("class", name), _php_class(name, prefixes or {}), None
     for match in _PHP_REQUIRE.finditer(data):
         path = match.group(2).decode("utf-8", "replace").lstrip("/")
         yield match.start(), ("require", path), _php_require(path), None
@@ -855,7 +855,7 @@ def _rust(data: bytes, crates: Mapping[str, str] | None = None) -> Found:
         inline = _rust_inline_modules(data) if inline is None else inline
         within = inline[1][bisect.bisect_right(inline[0], start) - 1] if inline[0] else ()
         for offset, path in _rust_use_paths(data, match.end()):
-            yield offset, ("use", path, within), _rust_use_resolve(path, within, {} if crates is None else crates), None
+            yield offset, ("use", path, within), _rust_use_resolve(path, within, crates or {}), None
 
 
 def _rust_inline_modules(data: bytes) -> tuple[list[int], list[tuple[str, ...]]]:
