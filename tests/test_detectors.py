@@ -1992,6 +1992,27 @@ def test_imports_ask_the_combined_state_by_key_so_a_manifest_elsewhere_keeps_a_f
         assert any(question[:3] == ("state", "imports", "get") for question in noted.asked)
 
 
+def test_dart_imports_name_a_packages_file_under_its_lib_and_relative_ones_beside():
+    found = imported({
+        "pubspec.yaml": b"name: wonders\ndescription: x\n",
+        "packages/kit/pubspec.yaml": b"name: 'kit'\n",
+        "lib/main.dart": (b"import 'dart:async';\nimport 'package:flutter/material.dart';\n"
+                          b"import 'package:wonders/ui/home.dart';\nexport \"package:kit/kit.dart\";\n"
+                          b"part 'main.g.dart';\nimport 'logic/a.dart' if (dart.library.io) 'logic/b.dart';\n"),
+        "lib/ui/home.dart": b"part of '../main.dart';\nimport '../logic/a.dart';\n",
+        "lib/main.g.dart": b"", "lib/logic/a.dart": b"", "lib/logic/b.dart": b"",
+        "packages/kit/lib/kit.dart": b"",
+    })
+    assert found == {
+        ("lib/main.dart", "lib/ui/home.dart"): "import 'package:wonders/ui/home.dart';",
+        ("lib/main.dart", "packages/kit/lib/kit.dart"): 'export "package:kit/kit.dart";',
+        ("lib/main.dart", "lib/main.g.dart"): "part 'main.g.dart';",
+        ("lib/main.dart", "lib/logic/a.dart"): "import 'logic/a.dart' if (dart.library.io) 'logic/b.dart';",
+        ("lib/ui/home.dart", "lib/main.dart"): "part of '../main.dart';",
+        ("lib/ui/home.dart", "lib/logic/a.dart"): "import '../logic/a.dart';",
+    }
+
+
 def test_go_imports_name_every_file_of_a_package_under_a_module_of_the_corpus():
     main = (b'package main\n\nimport (\n\t"fmt"\n\tst "example.com/shop/internal/store"\n'
             b'\t"example.com/shop/tax"\n)\n\nimport "example.com/other/lib"\n')
@@ -2048,7 +2069,8 @@ _CODEISH = st.lists(st.sampled_from([b"import", b"from", b"include", b"mod", b"r
                                       b">", b"#", b";", b'"""', b"a", b"pkg", b"x", b"\xc3\xa9", b"as", b"//",
                                       b"use", b"extern crate", b"::", b"{", b"}", b"crate", b"self", b"super",
                                       b"pub(crate)", b"r#", b"/*", b"*/", b"@/", b"~", b"\\", b"App\\", b"__DIR__",
-                                      b"require_once", b"function", b"require_relative", b"autoload :A,"]),
+                                      b"require_once", b"function", b"require_relative", b"autoload :A,",
+                                      b"package:a/", b"part of", b"export"]),
                     max_size=40).map(b"".join)
 
 
@@ -2062,9 +2084,9 @@ def test_imports_of_any_text_are_edges_to_corpus_files_or_nothing(data):
              "Cargo.toml": b'[package]\nname = "a"\n', "src/a.rs": b"", "src/x/mod.rs": b"",
              "tsconfig.json": b'{"compilerOptions": {"baseUrl": ".", "paths": {"@/*": ["./*", "../*"], "~": ["x"]}}}',
              "composer.json": b'{"autoload": {"psr-4": {"App\\\\": "app/", "X\\\\": "../out/"}}}', "app/x.php": b"",
-             "lib/x.rb": b""}
+             "lib/x.rb": b"", "pubspec.yaml": b"name: a\n", "lib/x.dart": b""}
     for path in ("pkg/mod.py", "src/app.ts", "src/main.c", "src/lib.rs", "src/pkg/App.java", "cmd/main.go",
-                 "src/app.php", "src/app.rb"):
+                 "src/app.php", "src/app.rb", "lib/app.dart"):
         edges = run(imports.ImportsDetector(), {**files, path: data.decode("utf-8", "replace").encode()})
         assert all(e.dst in files and e.src.split("#")[0] == path for e in edges)
 

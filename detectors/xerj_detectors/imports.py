@@ -60,6 +60,11 @@ What each language's statements name, and where it is looked for:
   folder; ``require`` and ``autoload`` on the load path a project's ``lib/``
   folders make, the nearest file ending in ``lib/jekyll/page.rb``. A gem the
   corpus does not hold (``require "json"``) links nothing.
+* Dart (``import 'package:app/ui/home.dart';``, ``export``, ``part``, a
+  relative ``import '../x.dart';``): a package's path under the ``lib/`` beside
+  the ``pubspec.yaml`` of the corpus that names it, a relative one from the
+  file's folder; ``dart:`` libraries and packages the corpus does not hold link
+  nothing.
 * Go (``import "example.com/app/store"``, grouped ``import ( ... )``): a path
   under a module some ``go.mod`` of the corpus declares names the package in
   the folder beneath that ``go.mod``; a package is its files, so the edges go
@@ -72,11 +77,12 @@ What each language's statements name, and where it is looked for:
   does a wildcard over a class (``a.b.C.*``), while one over a package
   (``a.b.*``) names no one file and links nothing.
 
-Go's module paths, Rust's and npm's package names, PHP's namespace prefixes
-and TypeScript's path aliases are what is read across files: ``summarize``
-takes each ``go.mod``'s ``module`` line, each ``Cargo.toml``'s package name,
-each ``package.json``'s name and entry points, each ``composer.json``'s PSR-4
-prefixes and each ``tsconfig``'s ``baseUrl``, ``paths`` and ``extends``, and
+Go's module paths, Rust's, npm's and Dart's package names, PHP's namespace
+prefixes and TypeScript's path aliases are what is read across files:
+``summarize`` takes each ``go.mod``'s ``module`` line, each ``Cargo.toml``'s and
+``pubspec.yaml``'s package name, each ``package.json``'s name and entry points,
+each ``composer.json``'s PSR-4 prefixes and each ``tsconfig``'s ``baseUrl``,
+``paths`` and ``extends``, and
 ``combine`` maps module paths, package names and prefixes to their folders and
 each folder's config to the aliases it ends up with.
 
@@ -131,6 +137,9 @@ _RS_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _RS_MAX_TREE = 8192
 _RS_MAX_PATHS = 256
 _CRATE = "crate:"  # the combined state's key of a Rust crate's name (Go's module paths hold no colon)
+_DART = "pub:"  # the combined state's key of a Dart package's name (a pubspec.yaml's), its folder the value
+_PUBSPEC_NAME = re.compile(rb"^name:[ \t]*['\"]?([A-Za-z_]\w*)", re.M)
+_DART_DIRECTIVE = re.compile(rb"^[ \t]*(?:import|export|part(?:[ \t]+of)?)[ \t]+(['\"])([^'\"\n]+)\1", re.M)
 _PSR4 = "psr4:"  # the combined state's key of a PHP namespace prefix (``App\\``), its value the folders it maps to
 _PHP_USE = re.compile(rb"^use[ \t]+(?!function\b|const\b)([^;]{1,4096});", re.M)
 _PHP_NAME = re.compile(r"\\?([A-Za-z_\x80-\uffff][\w\x80-\uffff]*(?:\\[A-Za-z_\x80-\uffff][\w\x80-\uffff]*)*)")
@@ -184,6 +193,9 @@ class ImportsDetector:
         if card.fields.get("language") == "composer":
             prefixes = _composer_prefixes(card.text, folder)
             return None if not prefixes else (folder, _PSR4 + card.ax_path, prefixes)
+        if name == "pubspec.yaml":
+            match = _PUBSPEC_NAME.search(card.text.encode("utf-8"))
+            return (folder, _DART + match.group(1).decode(), None) if match else None
         if name != "go.mod":
             return None
         match = _GO_MODULE.search(card.text.encode("utf-8"))
@@ -237,6 +249,8 @@ class ImportsDetector:
             finder = partial(_javascript, aliases=_ts_config_of(data, card.ax_path), packages=data)
         elif language == "php":
             finder = partial(_php, prefixes=data)
+        elif language == "dart":
+            finder = partial(_dart, packages=data)
         resolved: dict[tuple, str | None] = {}  # a file names the same module in several documents
         for doc in file_docs:
             if not doc.text:
@@ -715,6 +729,32 @@ def _composer_prefixes(text: str, folder: str) -> tuple[tuple[str, tuple[str, ..
     return tuple((prefix, tuple(folders)) for prefix, folders in sorted(found.items()))
 
 
+# -- Dart ---------------------------------------------------------------------------------------------
+
+
+def _dart(data: bytes, packages: Mapping[str, Any] | None = None) -> Found:
+    for match in _DART_DIRECTIVE.finditer(data):
+        uri = match.group(2).decode("utf-8", "replace")
+        if not uri.startswith("dart:"):
+            yield match.start(), ("dart", uri), _dart_resolve(uri, packages or {}), None
+
+
+def _dart_resolve(uri: str, packages: Mapping[str, Any]) -> Callable[[Corpus, str], str | None]:
+    def resolve(corpus: Corpus, from_path: str) -> str | None:
+        if uri.startswith("package:"):
+            name, _, rest = uri[len("package:"):].partition("/")
+            folder = packages.get(_DART + name)
+            if folder is None or not rest:
+                return None
+            target = posixpath.normpath(posixpath.join(folder, "lib", rest))
+        elif ":" in uri:  # another scheme (a URL)
+            return None
+        else:
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), uri))
+        return target if within_root(target) and target in corpus else None
+    return resolve
+
+
 # -- Ruby ---------------------------------------------------------------------------------------------
 
 
@@ -1011,7 +1051,7 @@ def _rust_resolve(name: str, file: str | None = None) -> Callable[[Corpus, str],
 
 
 _FINDERS: dict[str, Callable[[bytes], Found]] = {
-    "python": _python, "c": _c, "cpp": _c, "rust": _rust, "php": _php, "ruby": _ruby,
+    "python": _python, "c": _c, "cpp": _c, "rust": _rust, "php": _php, "ruby": _ruby, "dart": _dart,
     **{language: _javascript for language in _JS_LANGUAGES},
     **{language: _jvm for language in ("java", "kotlin", "scala", "groovy")}}
 
