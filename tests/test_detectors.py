@@ -860,7 +860,7 @@ def test_foam_every_edge_has_evidence_and_provenance(foam_files, foam_result):
 
 def test_foam_tags_weights_and_confidences_follow_the_table(foam_result):
     table = {
-        "wikilink": ("wikilink@5", 1.0, 0.95), "mdlink": ("mdlink@8", 0.9, 0.9), "href": ("href@4", 0.7, 0.85),
+        "wikilink": ("wikilink@6", 1.0, 0.95), "mdlink": ("mdlink@8", 0.9, 0.9), "href": ("href@4", 0.7, 0.85),
         "pathcite": ("pathcite@1", 0.6, 0.7), "cratecite": ("cratecite@1", 0.5, 0.6),
         "sequence": ("sequence@2", 0.8, 0.99), "same_dir": ("samedir@3", 0.3, 0.4),
         "shared_term": ("sharedterm@1", 0.45, 0.5),
@@ -1196,6 +1196,22 @@ def test_wikilink_skips_code_and_quotes_the_full_line():
     section_text = "# A\n\n```\n[[b]]\n```\nInline `[[b]]` skipped.\n  Real one: [[b]] here é."
     assert edge.evidence.quote == "Real one: [[b]] here é."
     assert edge.evidence.offset == section_text.encode().index(b"Real one: [[b]]") + len("Real one: ")
+
+
+def test_wikilink_links_what_a_notes_properties_name_from_its_card():
+    """kepano's vault keeps most of its links in properties (categories, author, up); Obsidian links them."""
+    files = {
+        "Books/Dune.md": (b'---\ncategories:\n  - "[[Books]]"\nauthor: ["[[Frank Herbert]]", "[[Nobody]]"]\n'
+                          b'up: "[[Dune]]"\n---\n# Dune\n\nAs [[Books]] go, one.\n'),
+        "Categories/Books.md": b"# Books\n",
+        "People/Frank Herbert.md": b"# Frank Herbert\n",
+    }
+    found = {(e.src, e.dst): (e.evidence.quote, e.evidence.offset) for e in run(wikilink.WikilinkDetector(), files)}
+    assert found == {
+        ("Books/Dune.md#dune", "Categories/Books.md"): ("As [[Books]] go, one.", 11),  # the text's own link
+        ("Books/Dune.md", "Categories/Books.md"): ('categories: "[[Books]]"', 0),
+        ("Books/Dune.md", "People/Frank Herbert.md"): ('author: ["[[Frank Herbert]]", "[[Nobody]]"]', 0),
+    }
 
 
 def test_mask_code_keeps_offsets():

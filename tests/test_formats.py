@@ -1402,6 +1402,18 @@ def test_markdown_front_matter_alias_string_and_unterminated_block():
     assert "aliases" not in card.fields and card.title == "b" and card.text.startswith("---")
 
 
+def test_markdown_keeps_the_front_matter_properties_that_hold_links():
+    """Obsidian's properties: a link in a string, in a list (named by its list's key), several on one line."""
+    fmt = markdown.MarkdownFormat()
+    card = fmt.parse("Book.md", b'---\nup: "[[Shelf]]"\ncategories:\n  - "[[Books]]"\n  - plain\n'
+                                b"author: [\"[[Ann]]\", \"[[Bo|B.]]\"]\ncreated: 2024-01-01\n---\n# Book\n\n[[Text]]\n",
+                     MTIME)[0]
+    assert card.fields["property_links"] == ['up: "[[Shelf]]"', 'categories: "[[Books]]"',
+                                             'author: ["[[Ann]]", "[[Bo|B.]]"]']
+    assert "property_links" not in fmt.parse("a.md", b"---\ntags: [x]\n---\n[[b]]\n", MTIME)[0].fields
+    assert "property_links" not in fmt.parse("b.md", b"no front matter [[c]]\n", MTIME)[0].fields
+
+
 def test_markdown_keeps_the_address_a_page_declares():
     """Jekyll's permalink and Hugo's url name the page's address; a permalink pattern names no one page."""
     fmt = markdown.MarkdownFormat()

@@ -37,7 +37,9 @@ name (``[[C# tips]]``, ``[[C# tips#Async]]``): when the text before the first
 then none is tried as the one opening the heading. Links inside fenced or inline
 code are examples, not links, and are skipped; source files (format ``code``)
 are not read. Edge: from the document holding the link to the target document;
-evidence is the line holding ``[[``.
+evidence is the line holding ``[[``. A note's front matter properties link too,
+as Obsidian links them (``up: "[[Parent]]"``, a list of ``categories``): from
+the note's card, the property's line quoted at offset 0.
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ class WikilinkDetector:
     # 4: Dendron's [[label|target]], dendron://vault/ prefixes and note-reference ranges; TiddlyWiki's tiddlers
     # 5: a bare number names the Zettelkasten note whose file name it opens ([[202010121234]]); a TextBundle's
     # note (Bread.textbundle/text.md) is named by its bundle
-    tag = "wikilink@5"
+    # 6: a note's front matter properties link what their [[links]] name (``categories: "[[Books]]"``)
+    tag = "wikilink@6"
     weight = 1.0
     confidence = 0.95
 
@@ -80,6 +83,8 @@ class WikilinkDetector:
                 yield from self._links(doc, corpus, tiddler)
             if tiddler and doc is file_docs[0] and doc.fields.get("tags"):
                 yield from _tagged(self, doc, corpus)  # after its links: a link to a tag keeps its own quote
+            if doc is file_docs[0] and doc.fields.get("property_links"):
+                yield from _properties(self, doc, corpus)  # after its text's: a link in both keeps the text's quote
 
     def _links(self, doc: SourceDocument, corpus: Corpus, tiddler: bool) -> Iterable[EdgeDraft]:
         data = doc.text.encode("utf-8")
@@ -107,6 +112,21 @@ def _tagged(detector: WikilinkDetector, card: SourceDocument, corpus: Corpus) ->
             continue
         seen.add(dst.doc_id)
         yield make_draft(detector, card, dst, quote=clip(f"{card.title} is tagged {tag}"), offset=0)
+
+
+def _properties(detector: WikilinkDetector, card: SourceDocument, corpus: Corpus) -> Iterable[EdgeDraft]:
+    """A note's front matter properties' links (``property_links``, ``key: value`` lines): from the note's card,
+    each property line quoted at offset 0 (the front matter is not the card's text)."""
+    seen: set[str] = set()
+    for line in card.fields["property_links"]:
+        if not isinstance(line, str):
+            continue
+        for match in _WIKILINK.finditer(line.encode("utf-8")):
+            dst = resolve_wikilink(corpus, card, match.group(1).decode("utf-8", "replace"))
+            if dst is None or dst.doc_id == card.doc_id or dst.doc_id in seen:
+                continue
+            seen.add(dst.doc_id)
+            yield make_draft(detector, card, dst, quote=clip(line), offset=0)
 
 
 @hookimpl

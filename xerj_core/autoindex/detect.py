@@ -297,7 +297,7 @@ def _paths_of(found: str | tuple[str, ...]) -> tuple[str, ...]:
 # Fields of a document that only its own file's detection reads (``href`` reads the links of the page it detects,
 # never another page's). A corpus holds its documents without them, as it holds them without their text: on the
 # Rust core docs (41k pages) a page's links were 4 of the 6 KB a run held of it until detection.
-OWN_FIELDS = frozenset({"links"})
+OWN_FIELDS = frozenset({"links", "property_links"})
 
 
 def corpus_view(doc: SourceDocument) -> SourceDocument:

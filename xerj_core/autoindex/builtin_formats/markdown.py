@@ -149,6 +149,27 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     return meta, body
 
 
+def property_links(front_matter: str) -> list[str] | None:
+    """The front matter's properties holding a ``[[link]]``, a line each, as ``key: value`` (a list's item named
+    by its list's key: ``categories: "[[Books]]"``); Obsidian links a note to what its properties name as it
+    does to what its text names. None when there is none."""
+    if "[[" not in front_matter:
+        return None
+    found: list[str] = []
+    key = None
+    for line in front_matter.split("\n"):
+        named = _FM_KEY.match(line)
+        if named is not None:
+            key = named.group(1)
+        if "[[" not in line:
+            continue
+        item = line.strip()
+        if named is None and item.startswith("- ") and key is not None:
+            item = f"{key}: {item[2:].strip()}"
+        found.append(item)
+    return found or None
+
+
 def _string_list(value: Any) -> list[str]:
     if isinstance(value, list):
         items = [str(v).strip() for v in value]
@@ -254,7 +275,8 @@ class MarkdownFormat:
     # 5: front matter's ``bibliography`` (Pandoc, Quarto) and ``citekey`` (a literature note's) kept; Quarto's
     # cross-reference targets (``{#fig-a}``, ``#| label: fig-a``) listed in ``labels``
     # 6: an Excalidraw drawing's scene (base64 of its JSON) and banner left out
-    version = 6
+    # 7: front matter properties holding [[links]] kept (``property_links``), as Obsidian links them
+    version = 7
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
         return extension(rel_path) in EXTENSIONS
@@ -304,6 +326,7 @@ class MarkdownFormat:
             bibliography=_string_list(meta.get("bibliography")) or None,
             reference_key=citekey or None,
             blocks=block_ids(body[:preamble_end]),
+            property_links=property_links(decoded.text[:len(decoded.text) - len(body)]) if meta else None,
             ordinal=0,
             encoding=decoded.encoding,
         )
