@@ -1406,7 +1406,7 @@ def test_markdown_keeps_the_front_matter_properties_that_hold_links():
     """Obsidian's properties: a link in a string, in a list (named by its list's key), several on one line."""
     fmt = markdown.MarkdownFormat()
     card = fmt.parse("Book.md", b'---\nup: "[[Shelf]]"\ncategories:\n  - "[[Books]]"\n  - plain\n'
-                                b"author: [\"[[Ann]]\", \"[[Bo|B.]]\"]\ncreated: 2024-01-01\n---\n# Book\n\n[[Text]]\n",
+                                b'author: ["[[Ann]]", "[[Bo|B.]]"]\ncreated: 2024-01-01\n---\n# Book\n\n[[Text]]\n',
                      MTIME)[0]
     assert card.fields["property_links"] == ['up: "[[Shelf]]"', 'categories: "[[Books]]"',
                                              'author: ["[[Ann]]", "[[Bo|B.]]"]']
