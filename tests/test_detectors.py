@@ -1707,7 +1707,7 @@ def test_a_notebook_s_markdown_cells_link_and_its_code_cells_do_not():
 def imported(files):
     """``{(src, dst): quote}`` of the imports edges over ``files``."""
     edges = run(imports.ImportsDetector(), files)
-    assert all(e.detector == "imports@2" and e.weight == 0.8 and e.src_format == "code" for e in edges)
+    assert all(e.detector == "imports@2" and e.weight == 0.8 and e.src_format in ("code", "notebook") for e in edges)
     return {(e.src, e.dst): e.evidence.quote for e in edges}
 
 
@@ -1742,6 +1742,29 @@ def test_python_imports_resolve_as_the_interpreter_would():
         ("src/shop/cart.py#total", "src/shop/tax.py"): "from shop.tax import rate",
         ("src/shop/rates/__init__.py", "src/shop/__init__.py"): "from ..Tax import RATE",
         ("src/tests/test_cart.py", "src/shop/cart.py"): "from shop.cart import Cart",
+    }
+
+
+def test_a_notebooks_python_cells_import_the_modules_beside_it():
+    """The Bayesian Methods for Hackers' chapters: a notebook's cell imports a module kept beside it."""
+    def notebook(cells, language="python"):
+        return json.dumps({"nbformat": 4, "metadata": {"kernelspec": {"language": language}}, "cells": [
+            {"cell_type": kind, "source": source, "metadata": {}, **({"outputs": []} if kind == "code" else {})}
+            for kind, source in cells]}).encode()
+
+    found = imported({
+        "ch2/Ch2.ipynb": notebook([("markdown", "# Chapter 2\n\nWe import separation_plot below."),
+                                   ("code", "import numpy as np\nfrom separation_plot import separation_plot"),
+                                   ("markdown", "## Later\n\nimport draw_sky  (prose, not code)"),
+                                   ("code", '"""\nimport draw_sky\n"""\nimport lib.util')]),
+        "ch2/separation_plot.py": b"def separation_plot(): pass\n",
+        "ch2/draw_sky.py": b"",
+        "lib/util.py": b"",
+        "ch2/Ch2_R.ipynb": notebook([("code", "import draw_sky")], language="R"),
+    })
+    assert found == {
+        ("ch2/Ch2.ipynb#chapter-2", "ch2/separation_plot.py"): "from separation_plot import separation_plot",
+        ("ch2/Ch2.ipynb#later", "lib/util.py"): "import lib.util",
     }
 
 

@@ -2,7 +2,8 @@
 
 What each language's statements name, and where it is looked for:
 
-* Python (``import a.b``, ``from a.b import c``, ``from ..pkg import d``):
+* Python (``import a.b``, ``from a.b import c``, ``from ..pkg import d``), in
+  a module or in a Jupyter notebook's code cells (a Python kernel's):
   a relative import from the importing file's package; an absolute one from the
   root, then from each folder on the way down to the importing file that is not
   a package itself (a ``src/`` layout's ``src``), as ``a/b.py``, ``a/b.pyi`` or
@@ -113,6 +114,7 @@ _PY_NAME = re.compile(rb"\*|[^\W\d]\w*")
 # a parenthesized list of names spans at most this many bytes (long lists run to a few hundred names)
 _MAX_NAMES_BYTES = 16384
 _PY_IMPORT = re.compile(rb"[ \t]*import[ \t]+([\w., \t]+)")
+_PY_CELL = re.compile(rb"^(`{3,})python[ \t]*\n(.*?)^\1[ \t]*$", re.M | re.S)  # a notebook's code cell
 _JS_SPEC = re.compile(rb"(?:\bfrom|\bimport|\brequire[ \t]*\(|\bimport[ \t]*\()[ \t]*$")
 # a specifier that is not relative: an alias, a package of the corpus, or one it does not hold
 _JS_BARE = re.compile(rb"(?:\bfrom|\bimport|\brequire[ \t]*\(|\bimport[ \t]*\()[ \t]*"
@@ -229,9 +231,11 @@ class ImportsDetector:
         self, file_docs: Sequence[SourceDocument], corpus: Corpus, state: DetectorState | None
     ) -> Iterable[EdgeDraft]:
         card = file_docs[0] if file_docs else None
-        if card is None or card.format != "code":
+        if card is None or card.format not in ("code", "notebook"):
             return
         language = card.fields.get("language")
+        if card.format == "notebook":  # its code cells, in the kernel's language
+            language = "notebook" if language == "python" else None
         if language == "go":
             modules = state.data if state is not None and state.data else None
             if not modules:
@@ -242,15 +246,15 @@ class ImportsDetector:
         if finder is None:
             return
         # (the state read by key only: a file's remembered detection then depends on the keys it asked)
-        data = state.data if state is not None and state.data is not None else {}
+        known = state.data if state is not None and state.data is not None else {}
         if language == "rust":
-            finder = partial(_rust, crates=data)
+            finder = partial(_rust, crates=known)
         elif language in _JS_LANGUAGES:
-            finder = partial(_javascript, aliases=_ts_config_of(data, card.ax_path), packages=data)
+            finder = partial(_javascript, aliases=_ts_config_of(known, card.ax_path), packages=known)
         elif language == "php":
-            finder = partial(_php, prefixes=data)
+            finder = partial(_php, prefixes=known)
         elif language == "dart":
-            finder = partial(_dart, packages=data)
+            finder = partial(_dart, packages=known)
         resolved: dict[tuple, str | None] = {}  # a file names the same module in several documents
         for doc in file_docs:
             if not doc.text:
@@ -441,6 +445,19 @@ def _python_from(dots: int, module: str, named: tuple[str, ...]) -> Callable[[Co
         package = posixpath.join(base, "__init__") if base else "__init__"
         return next((package + ext for ext in (".py", ".pyi") if package + ext in corpus), None)
     return resolve
+
+
+def _notebook_python(data: bytes) -> Found:
+    """A Jupyter notebook's Python cells (the fenced blocks the notebook format writes them as), each read as a
+    module: ``from utils import plot`` in ``analysis.ipynb`` names ``utils.py`` beside it."""
+    for fence in _PY_CELL.finditer(data):
+        base = fence.start(2)
+        for offset, key, resolve, stands in _python(fence.group(2)):
+            yield base + offset, key, resolve, None if stands is None else partial(_shifted, stands, base)
+
+
+def _shifted(stands: Callable[[int], bool], base: int, offset: int) -> bool:
+    return stands(offset - base)
 
 
 # -- JavaScript and TypeScript ------------------------------------------------------------------------
@@ -1051,7 +1068,8 @@ def _rust_resolve(name: str, file: str | None = None) -> Callable[[Corpus, str],
 
 
 _FINDERS: dict[str, Callable[[bytes], Found]] = {
-    "python": _python, "c": _c, "cpp": _c, "rust": _rust, "php": _php, "ruby": _ruby, "dart": _dart,
+    "python": _python, "notebook": _notebook_python, "c": _c, "cpp": _c, "rust": _rust, "php": _php,
+    "ruby": _ruby, "dart": _dart,
     **{language: _javascript for language in _JS_LANGUAGES},
     **{language: _jvm for language in ("java", "kotlin", "scala", "groovy")}}
 
