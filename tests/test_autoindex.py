@@ -866,7 +866,7 @@ def _mentioning(version):
     return get_plugin_manager(builtins_only=True, extra_plugins=[("mention", Plugin())])
 
 
-def test_a_detector_that_raises_its_version_renews_the_edges_of_unchanged_files(tmp_path):
+def test_a_detector_that_raises_its_version_renews_the_edges_of_unchanged_files(tmp_path, monkeypatch):
     """A new version of a detector teaches unchanged files' claims again: their live edges become the new
     version's (tag, weight, evidence; the versions they replace kept in the history), a person's approval stays,
     and the brain's edges are a fresh build's. Before, an unchanged file's edge kept the old version's tag and
@@ -891,8 +891,16 @@ def test_a_detector_that_raises_its_version_renews_the_edges_of_unchanged_files(
         assert old.keys() == fresh.keys() and {e["weight"] for e in old.values()} == {0.5}
         approved = next(eid for eid, e in old.items() if e["dst"] == "c.md")
         eng.graph.review("notes", {"approve": [approved]}, by="ana")
+        from xerj_core.autoindex.sink import LocalSink
+        asked, live_claims = [], LocalSink.live_claims
+        monkeypatch.setattr(LocalSink, "live_claims", lambda sink, brain, files: (
+            asked.extend(files), live_claims(sink, brain, files))[1])
         upgraded = run(eng, folder, brain="notes", pm=_mentioning(2))
         assert upgraded.files_unchanged == 3 and upgraded.edges_by_type == {"mention": 3}  # the others untouched
+        # a renewed edge stands under its own id and continues no other: no file's claims were read (on 20,000
+        # notes they were every live claim of the brain, held until the run ended)
+        assert asked == []
+        monkeypatch.undo()
         assert upgraded.edges_continued == 0
         renewed = mentions(eng)
         assert renewed[approved]["trust"] == "approved" and renewed[approved]["reviewed_by"] == "ana"
