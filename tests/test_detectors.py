@@ -1834,7 +1834,9 @@ def test_rust_use_trees_name_modules_of_the_crate_and_of_the_workspaces_other_cr
         "crates/searcher/src/lib.rs": b"mod sink;\nmod searcher;\npub use crate::sink::Sink;\n",
         "crates/searcher/src/sink.rs": b"use crate::searcher::{glue::Glue, Searcher};\n",
         "crates/searcher/src/searcher/mod.rs": b"mod glue;\nuse {self::glue::Glue, super::sink::*};\n",
-        "crates/searcher/src/searcher/glue.rs": b"use crate::{\n    searcher::Searcher,\n    sink::Sink,\n};\n",
+        # a comment of two-byte letters: offsets are the file's bytes, not the decoded text's characters
+        "crates/searcher/src/searcher/glue.rs": ("use crate::{\n    // " + "\u00e9" * 16 + "\n"
+                                                 "    searcher::Searcher,\n    sink::Sink,\n};\n").encode(),
         "crates/searcher/tests/api.rs": b"mod util;\nuse grep_searcher::{sink::Sink, Searcher};\nuse util::Fake;\n",
         "crates/searcher/tests/util.rs": b"use std::io;\nuse ::grep_searcher::searcher;\n",
     })

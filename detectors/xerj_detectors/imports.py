@@ -133,8 +133,8 @@ _RS_MOD = re.compile(rb"[ \t]*(?:pub(?:\([^)\n]*\))?[ \t]+)?mod[ \t]+(\w+)[ \t]*
 _RS_USE = re.compile(rb"[ \t]*(?:pub(?:\([^)\n]*\))?[ \t]+)?(?:use[ \t]+|extern[ \t]+crate[ \t]+(?=\w))")
 _RS_INLINE_MOD = re.compile(rb"^([ \t]*)(?:pub(?:\([^)\n]*\))?[ \t]+)?mod[ \t]+(\w+)[ \t]*\{[ \t]*(?://.*)?$", re.M)
 _RS_PATH = re.compile(rb'#\[[ \t]*path[ \t]*=[ \t]*"([^"\n]+)"[ \t]*\]')
-_RS_TOKEN = re.compile(r"::|[{},*;]|(?:r#)?\w+")
-_RS_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_RS_TOKEN = re.compile(rb"::|[{},*;]|(?:r#)?\w+")
+_RS_COMMENT = re.compile(rb"//[^\n]*|/\*.*?\*/", re.S)
 # a use tree longer than this many bytes, or naming more paths than this, is read up to there
 _RS_MAX_TREE = 8192
 _RS_MAX_PATHS = 256
@@ -947,9 +947,9 @@ def _rust_use_paths(data: bytes, at: int) -> list[tuple[int, tuple[str, ...]]]:
     c::d};``: ``a::b`` and ``a::c::d``); a glob's path ends before its ``*``, and ``self`` in braces is the
     path the braces follow."""
     end = data.find(b";", at, at + _RS_MAX_TREE)
-    text = data[at:end if end >= 0 else at + _RS_MAX_TREE].decode("utf-8", "replace")
-    text = _RS_COMMENT.sub(lambda m: " " * len(m.group(0)), text)  # comments blanked, offsets kept
-    tokens = [(m.group(0), m.start()) for m in _RS_TOKEN.finditer(text)][:_RS_MAX_PATHS * 8]
+    text = _RS_COMMENT.sub(lambda m: b" " * len(m.group(0)), data[at:end if end >= 0 else at + _RS_MAX_TREE])
+    # (bytes throughout, so a token's offset is the file's: comments are blanked, not cut)
+    tokens = [(m.group(0).decode(), m.start()) for m in _RS_TOKEN.finditer(text)][:_RS_MAX_PATHS * 8]
     out: list[tuple[int, tuple[str, ...]]] = []
 
     def tree(i: int, prefix: tuple[str, ...], last: int) -> int:
