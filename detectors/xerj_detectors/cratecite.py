@@ -11,10 +11,10 @@ A name holding a ``-``, a ``_`` or a digit (``grep-cli``, ``pcre2``) is a crate
 wherever it stands. A plain word is one only where the writer marked it as one:
 as a code span of its own (`` `ignore` ``, where `` `grep -r` `` is a command),
 beside the word ``crate`` or ``crates`` (the globset crate), or heading a path
-(``ignore::WalkBuilder``). ripgrep names
-crates ``grep`` and ``ignore``: unmarked, every "GNU grep" of its pages and
-each row of its benchmark tables (``name: git grep (ignore)``, 2,164 edges)
-cited one. A word just after ``::`` is a path's segment, not a crate.
+(``ignore::WalkBuilder``). ripgrep names crates ``grep`` and ``ignore``:
+unmarked, every "GNU grep" of its pages and each row of its benchmark tables
+(``name: git grep (ignore)``, 2,164 edges) cited one. A word just after ``::``
+is a path's segment, not a crate.
 
 A corpus-wide detector: ``summarize`` reads each ``Cargo.toml`` card's names,
 ``combine`` builds the name → manifests index, ``detect`` reads prose against it.

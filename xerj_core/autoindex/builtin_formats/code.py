@@ -18,12 +18,12 @@ still indexed, as a card holding all of its text.
 Every other source file is one card holding all of its text: a file whose
 extension :data:`LANGUAGES` names (``.rs``, ``.c``, ``.go``, ``.ts``, ``.sh``,
 ``.sql``, ``.yaml``...), a build file :data:`BUILD_FILES` names (``Makefile``,
-``Dockerfile``, ``go.mod``), a TypeScript or JavaScript project file
+``Dockerfile``, ``go.mod``), a project file of TypeScript, npm or Composer
 (``tsconfig.json``, ``tsconfig.app.json``, ``jsconfig.json``, any ``.json``
 whose first kilobyte says ``"compilerOptions"``: language ``tsconfig``;
-``package.json``: ``npm``; ``composer.json``: ``composer``), an extensionless script whose first line is a
-``#!`` naming an interpreter :data:`INTERPRETERS` knows (one naming Python is
-read as a Python module), or an extensionless file whose first line is an
+``package.json``: ``npm``; ``composer.json``: ``composer``), an extensionless
+script whose first line is a ``#!`` naming an interpreter :data:`INTERPRETERS`
+knows (one naming Python is read as a Python module), or an extensionless file whose first line is an
 editor's mode line naming a language :data:`MODES` knows (libstdc++'s headers:
 ``// <algorithm> -*- C++ -*-``). Every document of a source file carries
 ``fields["language"]``. A file whose first kilobyte holds a NUL is not source (``.ts`` is also a video
