@@ -1214,6 +1214,13 @@ def test_wikilink_links_what_a_notes_properties_name_from_its_card():
     }
 
 
+def test_wikilink_lands_an_embedded_obsidian_base_on_its_file():
+    files = {"Categories/Books.md": b"# Books\n\n![[Books.base]] and the view ![[Books.base#Shelf]]\n",
+             "Templates/Bases/Books.base": b"filters:\n  and:\n    - categories.contains(this)\nviews:\n"}
+    found = {(e.src, e.dst) for e in run(wikilink.WikilinkDetector(), files)}
+    assert found == {("Categories/Books.md#books", "Templates/Bases/Books.base")}
+
+
 def test_mask_code_keeps_offsets():
     data = "a `x` b\n```py\ncode [[y]]\n```\nafter ``z`` é".encode()
     masked = mask_code(data)

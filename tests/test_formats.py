@@ -2097,6 +2097,8 @@ def test_cargo_manifest_and_python_sections():
     ("tooling/typescript/base.json", b'{\n  "$schema": "x",\n  "compilerOptions": {}\n}', "tsconfig"),
     ("data/settings.json", b'{"options": {}}', None), ("package.json", b"", "npm"), ("package-lock.json", b"", None),
     ("composer.json", b"", "composer"), ("composer.lock", b"", None),
+    ("Categories/Books.base", b"filters:\n  and:\n    - categories.contains(this)\nviews:\n", "obsidian-base"),
+    ("Bases/All.base", b"formulas:\n  Date: created\n", "obsidian-base"), ("data/x.base", b"\x00\x01binary", None),
 ])
 def test_a_source_file_s_language_comes_from_its_name_or_its_first_line(path, head, language):
     assert code.language_of(path, head) == language

@@ -21,7 +21,8 @@ extension :data:`LANGUAGES` names (``.rs``, ``.c``, ``.go``, ``.ts``, ``.sh``,
 ``Dockerfile``, ``go.mod``), a project file of TypeScript, npm or Composer
 (``tsconfig.json``, ``tsconfig.app.json``, ``jsconfig.json``, any ``.json``
 whose first kilobyte says ``"compilerOptions"``: language ``tsconfig``;
-``package.json``: ``npm``; ``composer.json``: ``composer``), an extensionless
+``package.json``: ``npm``; ``composer.json``: ``composer``), an Obsidian base
+(``Books.base``, language ``obsidian-base``), an extensionless
 script whose first line is a ``#!`` naming an interpreter :data:`INTERPRETERS`
 knows (one naming Python is read as a Python module), or an extensionless file whose first line is an
 editor's mode line naming a language :data:`MODES` knows (libstdc++'s headers:
@@ -77,6 +78,9 @@ LANGUAGES = {
 # TypeScript's and JavaScript's project files (``tsconfig.json``, ``tsconfig.base.json``, ``jsconfig.json``): data,
 # but the ``imports`` detector reads their path aliases, and a project's settings are worth finding.
 _TS_CONFIG = re.compile(r"(?:ts|js)config(?:\.[\w-]+)*\.json")
+# An Obsidian base (``Books.base``: YAML naming the filters, formulas and views of a table of notes), which notes
+# embed as ``![[Books.base]]``: one of its top-level keys opens its first kilobyte.
+_BASE_KEY = re.compile(rb"^(?:filters|formulas|properties|summaries|views):", re.M)
 # Build and project files known by their whole name.
 BUILD_FILES = {
     "Makefile": "make", "makefile": "make", "GNUmakefile": "make", "Dockerfile": "dockerfile",
@@ -112,7 +116,7 @@ class CodeFormat:
     priority = 10
     # 2: the other languages, scripts and build files; ``language`` on every document. 3: generated files declined.
     # 4: bats, PowerShell modules, Tcl, Starlark; automake, meson and Bazel build files.
-    # 5: TypeScript's configs, package.json and composer.json
+    # 5: TypeScript's configs, package.json, composer.json and Obsidian's bases
     version = 5
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
@@ -209,6 +213,8 @@ def language_of(rel_path: str, head: bytes) -> str | None:
             return "tsconfig"  # a shared base config has any name (create-t3-turbo's tooling/typescript/base.json)
         if name == "package.json":
             return "npm"
+        if ext == ".base" and _BASE_KEY.search(head):
+            return "obsidian-base"
         if name == "composer.json":
             return "composer"
         found = LANGUAGES.get(ext)
