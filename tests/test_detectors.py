@@ -1935,6 +1935,9 @@ def test_javascript_imports_name_a_monorepos_packages_through_their_exports():
         "packages/api/package.json": json.dumps({"name": "@acme/api", "exports": {
             ".": {"types": "./dist/index.d.ts", "default": "./src/index.ts"}}}).encode(),
         "packages/api/src/index.ts": b"",
+        "packages/built/package.json": json.dumps({"name": "@acme/built", "main": "./dist/index.cjs", "exports": {
+            ".": {"import": "./dist/index.mjs"}, "./observable": {"import": "./dist/observable/index.mjs"}}}).encode(),
+        "packages/built/src/index.ts": b"", "packages/built/src/observable/index.ts": b"",
         "packages/legacy/package.json": b'{"name": "legacy", "main": "lib/main.js"}',
         "packages/legacy/lib/main.js": b"", "packages/legacy/lib/util.js": b"",
         "tooling/typescript/package.json": b'{"name": "@acme/tsconfig", "files": ["*.json"]}',
@@ -1946,7 +1949,8 @@ def test_javascript_imports_name_a_monorepos_packages_through_their_exports():
                               b'import type { Router } from "@acme/api";\nimport * as ui from "@acme/ui";\n'
                               b'const legacy = require("legacy");\nimport { u } from "legacy/lib/util";\n'
                               b'import { env } from "~/env";\nimport React from "react";\n'
-                              b'import { nope } from "@acme/ui/missing";\n'),
+                              b'import { nope } from "@acme/ui/missing";\nimport { b } from "@acme/built";\n'
+                              b'import { o } from "@acme/built/observable";\n'),
     })
     assert found == {
         ("apps/web/page.tsx", "packages/ui/src/button.tsx"): 'import { Button } from "@acme/ui/button";',
@@ -1956,6 +1960,8 @@ def test_javascript_imports_name_a_monorepos_packages_through_their_exports():
         ("apps/web/page.tsx", "packages/legacy/lib/main.js"): 'const legacy = require("legacy");',
         ("apps/web/page.tsx", "packages/legacy/lib/util.js"): 'import { u } from "legacy/lib/util";',
         ("apps/web/page.tsx", "tooling/typescript/shared/env.ts"): 'import { env } from "~/env";',
+        ("apps/web/page.tsx", "packages/built/src/index.ts"): 'import { b } from "@acme/built";',
+        ("apps/web/page.tsx", "packages/built/src/observable/index.ts"): 'import { o } from "@acme/built/observable";',
     }
 
 

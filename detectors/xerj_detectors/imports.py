@@ -28,7 +28,9 @@ What each language's statements name, and where it is looked for:
   workspace: each ``package.json``'s ``name``) by its name and subpath, as its
   ``exports`` map them (conditions in their order, ``*`` patterns, the first
   target the corpus holds: ``./dist`` is a build's), else its ``types``,
-  ``module`` or ``main`` for the package itself, else the path below its folder.
+  ``module`` or ``main`` for the package itself, else the path below its folder,
+  else below its ``src/`` (a package whose entries are all in its build's
+  ``dist/``, which the folder does not hold).
   Any other package's name (``react``) links nothing.
 * C and C++ (``#include "x.h"``, ``#include <lib/x.h>``): a quoted name from the
   including file's folder first; either form then as a path suffix, the
@@ -544,7 +546,10 @@ def _package_name(spec: str) -> str:
 
 def _package_file(corpus: Corpus, spec: str, packages: Mapping[str, Any]) -> str | None:
     """The file of the corpus's package ``spec`` names: its ``exports``' target for the subpath (for the package
-    itself, its entry fields'), else the path below its folder (its index for the package itself)."""
+    itself, its entry fields'), else the path below its folder (its index for the package itself), else below
+    its ``src/``: a package whose entries are all its build's (``./dist/index.mjs``, not in the folder) is
+    built from the sources its ``src/`` mirrors them with (tRPC's examples import ``@trpc/server/observable``,
+    ``packages/server/src/observable/index.ts``)."""
     name = _package_name(spec)
     package = packages.get(_NPM + name)
     if package is None:
@@ -555,7 +560,11 @@ def _package_file(corpus: Corpus, spec: str, packages: Mapping[str, Any]) -> str
         found = _js_file(corpus, target)
         if found is not None:
             return found
-    return _js_file(corpus, posixpath.normpath(posixpath.join(folder, subpath)))
+    for base in (folder, posixpath.join(folder, "src")):
+        found = _js_file(corpus, posixpath.normpath(posixpath.join(base, subpath)))
+        if found is not None:
+            return found
+    return None
 
 
 def _npm_package(text: str, folder: str) -> tuple[str, tuple] | None:
