@@ -2067,6 +2067,21 @@ def test_dart_imports_name_a_packages_file_under_its_lib_and_relative_ones_besid
     }
 
 
+def test_an_astro_components_front_matter_imports_link():
+    """Starlight's components: an Astro component imports others and modules in its front matter."""
+    found = imported({
+        "src/components/Aside.astro": (b"---\nimport Icon from './Icon.astro';\n"
+                                       b"import type { Variant } from '../lib/aside';\nimport 'virtual:starlight';\n"
+                                       b"---\n<aside><Icon /></aside>\n"),
+        "src/components/Icon.astro": b"---\n---\n<svg />\n",
+        "src/lib/aside.ts": b"export type Variant = 'note';\n",
+    })
+    assert found == {
+        ("src/components/Aside.astro", "src/components/Icon.astro"): "import Icon from './Icon.astro';",
+        ("src/components/Aside.astro", "src/lib/aside.ts"): "import type { Variant } from '../lib/aside';",
+    }
+
+
 def test_go_imports_name_every_file_of_a_package_under_a_module_of_the_corpus():
     main = (b'package main\n\nimport (\n\t"fmt"\n\tst "example.com/shop/internal/store"\n'
             b'\t"example.com/shop/tax"\n)\n\nimport "example.com/other/lib"\n')

@@ -2096,7 +2096,7 @@ def test_cargo_manifest_and_python_sections():
     ("jsconfig.json", b"", "tsconfig"),
     ("tooling/typescript/base.json", b'{\n  "$schema": "x",\n  "compilerOptions": {}\n}', "tsconfig"),
     ("data/settings.json", b'{"options": {}}', None), ("package.json", b"", "npm"), ("package-lock.json", b"", None),
-    ("composer.json", b"", "composer"), ("composer.lock", b"", None),
+    ("composer.json", b"", "composer"), ("composer.lock", b"", None), ("src/components/Card.astro", b"", "astro"),
     ("Categories/Books.base", b"filters:\n  and:\n    - categories.contains(this)\nviews:\n", "obsidian-base"),
     ("Bases/All.base", b"formulas:\n  Date: created\n", "obsidian-base"), ("data/x.base", b"\x00\x01binary", None),
 ])

@@ -162,8 +162,8 @@ _JVM_IMPORT = re.compile(rb"[ \t]*import[ \t]+(?:static[ \t]+)?([A-Za-z_][\w.]*)
 # The files a class of the JVM languages lives in (Kotlin and Scala code imports Java classes too).
 _JVM_EXTENSIONS = (".java", ".kt", ".scala", ".groovy")
 
-_JS_LANGUAGES = frozenset({"javascript", "typescript", "vue", "svelte"})
-_JS_EXTENSIONS = (".ts", ".tsx", ".d.ts", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".vue", ".svelte")
+_JS_LANGUAGES = frozenset({"javascript", "typescript", "vue", "svelte", "astro"})
+_JS_EXTENSIONS = (".ts", ".tsx", ".d.ts", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".vue", ".svelte", ".astro")
 # A ``.js`` specifier in TypeScript's ESM output names the ``.ts`` source it is compiled from.
 _JS_COMPILED = {".js": (".ts", ".tsx"), ".jsx": (".tsx",), ".mjs": (".mts",), ".cjs": (".cts",)}
 

@@ -65,6 +65,7 @@ LANGUAGES = {
     ".scala": "scala", ".groovy": "groovy", ".gradle": "groovy", ".swift": "swift", ".dart": "dart", ".zig": "zig",
     ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript", ".ts": "typescript",
     ".mts": "typescript", ".cts": "typescript", ".tsx": "typescript", ".vue": "vue", ".svelte": "svelte",
+    ".astro": "astro",
     ".rb": "ruby", ".php": "php", ".pl": "perl", ".pm": "perl", ".lua": "lua", ".r": "r", ".jl": "julia",
     ".hs": "haskell", ".ml": "ocaml", ".mli": "ocaml", ".ex": "elixir", ".exs": "elixir", ".erl": "erlang",
     ".hrl": "erlang", ".awk": "awk", ".perl": "perl", ".clj": "clojure", ".cljs": "clojure", ".nim": "nim",
@@ -116,7 +117,7 @@ class CodeFormat:
     priority = 10
     # 2: the other languages, scripts and build files; ``language`` on every document. 3: generated files declined.
     # 4: bats, PowerShell modules, Tcl, Starlark; automake, meson and Bazel build files.
-    # 5: TypeScript's configs, package.json, composer.json and Obsidian's bases
+    # 5: TypeScript's configs, package.json, composer.json, Obsidian's bases and Astro's components
     version = 5
 
     def accepts(self, rel_path: str, head: bytes) -> bool:
