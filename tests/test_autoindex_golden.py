@@ -77,8 +77,10 @@ def dump(folder: Path, brain: str = "golden", workers: int | None = 1) -> dict[s
 # mdlink@6 reads Joplin's (:/<item id>) links, and samedir@3 leaves Joplin's items out: these corpora hold none;
 # mdlink@7 reads a folder's index.mdx, and these corpora hold no .mdx file; mdlink@8 reads the forge address of a
 # file of the git work tree the folder is in, and these corpora are indexed from copies outside one; wikilink@6
-# links what a note's front matter properties name, and no note of these corpora names one there.
-RETAGGED = {"mdlink@2": "mdlink@8", "href@2": "href@4", "wikilink@2": "wikilink@6", "samedir@2": "samedir@3"}
+# links what a note's front matter properties name, and no note of these corpora names one there; sharedterm@2
+# leaves a project's manifests and configs out, and these corpora hold none.
+RETAGGED = {"mdlink@2": "mdlink@8", "href@2": "href@4", "wikilink@2": "wikilink@6", "samedir@2": "samedir@3",
+            "sharedterm@1": "sharedterm@2"}
 # mdlink@4 also no longer links from a reference definition Foam wrote for a [[wikilink]] (labelled with its inner
 # text, or with its target before a '|'): the wikilink edge already links the two. Foam's notes hold 178 of them.
 _DEFINITION = re.compile(r"\s*\[([^\]]+)\]:")

@@ -863,7 +863,7 @@ def test_foam_tags_weights_and_confidences_follow_the_table(foam_result):
         "wikilink": ("wikilink@6", 1.0, 0.95), "mdlink": ("mdlink@8", 0.9, 0.9), "href": ("href@4", 0.7, 0.85),
         "pathcite": ("pathcite@1", 0.6, 0.7), "cratecite": ("cratecite@1", 0.5, 0.6),
         "sequence": ("sequence@2", 0.8, 0.99), "same_dir": ("samedir@3", 0.3, 0.4),
-        "shared_term": ("sharedterm@1", 0.45, 0.5),
+        "shared_term": ("sharedterm@2", 0.45, 0.5),
     }
     for edge in foam_result.edges:
         assert (edge.detector, edge.weight, edge.confidence) == table[edge.type]
@@ -1219,6 +1219,21 @@ def test_wikilink_lands_an_embedded_obsidian_base_on_its_file():
              "Templates/Bases/Books.base": b"filters:\n  and:\n    - categories.contains(this)\nviews:\n"}
     found = {(e.src, e.dst) for e in run(wikilink.WikilinkDetector(), files)}
     assert found == {("Categories/Books.md#books", "Templates/Bases/Books.base")}
+
+
+def test_sharedterm_leaves_a_projects_manifests_and_configs_out():
+    """tRPC's example apps each hold a package.json and a tsconfig whose keys (dependencies, scripts, private,
+    compilerOptions) made them "share" distinctive terms with each other."""
+    manifest = json.dumps({"name": "x", "private": True, "scripts": {"dev": "vite", "build": "tsc"},
+                           "dependencies": {"zod": "3"}, "devDependencies": {"typescript": "5"}})
+    config = json.dumps({"compilerOptions": {"strict": True, "moduleResolution": "bundler", "jsx": "preserve"}})
+    files = vocabulary_corpus({0: "dependencies scripts private", 1: "dependencies scripts private"})
+    for k in range(4):
+        files[f"examples/e{k}/package.json"] = manifest.replace('"x"', f'"e{k}"').encode()
+        files[f"examples/e{k}/tsconfig.json"] = config.encode()
+        files[f"examples/e{k}/Cargo.toml"] = b'[package]\nname = "e"\nedition = "2021"\nhomepage = "h"\n'
+    edges = run(sharedterm.SharedtermDetector(), files)
+    assert {(e.src, e.dst) for e in edges} == {("notes/n000.md", "notes/n001.md")}
 
 
 def test_mask_code_keeps_offsets():
