@@ -1790,6 +1790,32 @@ def test_a_notebooks_python_cells_import_the_modules_beside_it():
     }
 
 
+def test_python_imports_find_a_workspace_members_package_as_installed():
+    """pydantic-ai's uv workspace: its tests import pydantic_ai, kept in pydantic_ai_slim/pydantic_ai, and members
+    import each other; a project's loose module or a package named as the standard library is never one."""
+    found = imported({
+        "pyproject.toml": b"[tool.uv.workspace]\nmembers = ['pydantic_ai_slim', 'libs/graph']\n",
+        "pydantic_ai_slim/pyproject.toml": b"[project]\nname = 'pydantic-ai-slim'\n",
+        "pydantic_ai_slim/pydantic_ai/__init__.py": b"from .agent import Agent\n",
+        "pydantic_ai_slim/pydantic_ai/agent.py": b"from graph_pkg import Graph\n",
+        "libs/graph/setup.py": b"from setuptools import setup\n",
+        "libs/graph/src/graph_pkg/__init__.py": b"",
+        "other/setup.cfg": b"[metadata]\nname = other\n",
+        "other/config.py": b"", "other/logging/__init__.py": b"",
+        "tests/test_agent.py": (b"import logging\nimport config\nfrom pydantic_ai import Agent\n"
+                                b"from pydantic_ai.agent import Agent as A\nimport graph_pkg\n"),
+    })
+    assert found == {
+        ("pydantic_ai_slim/pydantic_ai/__init__.py", "pydantic_ai_slim/pydantic_ai/agent.py"):
+            "from .agent import Agent",
+        ("pydantic_ai_slim/pydantic_ai/agent.py", "libs/graph/src/graph_pkg/__init__.py"):
+            "from graph_pkg import Graph",
+        ("tests/test_agent.py", "pydantic_ai_slim/pydantic_ai/__init__.py"): "from pydantic_ai import Agent",
+        ("tests/test_agent.py", "pydantic_ai_slim/pydantic_ai/agent.py"): "from pydantic_ai.agent import Agent as A",
+        ("tests/test_agent.py", "libs/graph/src/graph_pkg/__init__.py"): "import graph_pkg",
+    }
+
+
 def test_javascript_c_and_rust_imports():
     app = (b"import { a } from './lib/a';\nimport b from \"../web/lib/b.js\";\nexport * from './lib';\n"
            b"const c = require('./c');\nconst lazy = await import('./lazy.mjs');\nimport React from 'react';\n"

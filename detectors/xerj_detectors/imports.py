@@ -12,7 +12,11 @@ What each language's statements name, and where it is looked for:
   not hold stands for its nearest package that it does
   (``from numpy.linalg import norm`` in a copy of site-packages links to
   ``numpy/linalg/__init__.py``), and one whose package is not there either (the
-  standard library, an uninstalled dependency) links nothing.
+  standard library, an uninstalled dependency) links nothing. Failing those
+  roots, each Python project of the corpus (a folder holding ``pyproject.toml``,
+  ``setup.py`` or ``setup.cfg``, and its ``src/``) is one, for a regular package
+  of its own and never a standard library name: a workspace's members import
+  each other as installed.
 * JavaScript and TypeScript (``import ... from './x'``, ``export ... from``,
   ``import('./x')``, ``require('../x')``): relative specifiers, as Node and
   bundlers resolve them: the path itself, with each extension added, a
@@ -104,6 +108,7 @@ import bisect
 import json
 import posixpath
 import re
+import sys
 import weakref
 from functools import partial
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -116,6 +121,7 @@ _PY_NAME = re.compile(rb"\*|[^\W\d]\w*")
 # a parenthesized list of names spans at most this many bytes (long lists run to a few hundred names)
 _MAX_NAMES_BYTES = 16384
 _PY_IMPORT = re.compile(rb"[ \t]*import[ \t]+([\w., \t]+)")
+_PY_PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")  # what makes a folder a Python project's
 _PY_CELL = re.compile(rb"^(`{3,})python[ \t]*\n(.*?)^\1[ \t]*$", re.M | re.S)  # a notebook's code cell
 _JS_SPEC = re.compile(rb"(?:\bfrom|\bimport|\brequire[ \t]*\(|\bimport[ \t]*\()[ \t]*$")
 # a specifier that is not relative: an alias, a package of the corpus, or one it does not hold
@@ -403,23 +409,51 @@ def _holds_top_level(corpus: Corpus, base: str, parts: Sequence[str]) -> bool:
     return found
 
 
+def _project_roots(corpus: Corpus) -> list[str]:
+    """The folders of the corpus's Python projects (each holding a ``pyproject.toml``, ``setup.py`` or
+    ``setup.cfg``) and their ``src/``: a workspace's members, whose packages its other members and tests import
+    as installed (pydantic-ai's tests import ``pydantic_ai``, kept in ``pydantic_ai_slim/pydantic_ai``)."""
+    memo = _memo(corpus)
+    found = memo.get("projects")
+    if found is None:
+        folders = sorted({path.rpartition("/")[0] for name in _PY_PROJECT_FILES for path in corpus.by_file_name(name)
+                          if path.rpartition("/")[2] == name})
+        found = memo["projects"] = [root for folder in folders if folder
+                                    for root in (folder, f"{folder}/src")]
+    return found
+
+
 def _python_absolute(parts: list[str], *, named: tuple[str, ...] = ()) -> Callable[[Corpus, str], str | None]:
     def resolve(corpus: Corpus, from_path: str) -> str | None:
         if not all(parts):
             return None
-        for base in _import_roots(corpus, from_path):  # (memoized: the same for every file of a folder)
-            if not _holds_top_level(corpus, base, parts):
-                continue
-            for name in named:  # ``from a import b``: the module a.b when there is one
-                found = _python_module(corpus, base, [*parts, name])
-                if found is not None:
-                    return found
-            for size in range(len(parts), 0, -1):  # else the module, or its nearest package held
-                found = _python_module(corpus, base, parts[:size])
-                if found is not None:
-                    return found
-        return None
+        roots = _import_roots(corpus, from_path)  # (memoized: the same for every file of a folder)
+        found = _python_from_roots(corpus, roots, parts, named)
+        if found is not None or parts[0] in sys.stdlib_module_names:
+            return found
+        # then a project of the workspace, for a regular package of its own only, and never a name of the standard
+        # library: its root's loose modules (a config.py) are not what another project's import names
+        workspace = [base for base in _project_roots(corpus) if base not in roots
+                     and f"{base}/{parts[0]}/__init__.py" in corpus]
+        return _python_from_roots(corpus, workspace, parts, named) if workspace else None
     return resolve
+
+
+def _python_from_roots(corpus: Corpus, roots: Sequence[str], parts: list[str], named: tuple[str, ...]
+                       ) -> str | None:
+    """The file module ``parts`` (or ``parts`` and one of ``named``) names under the first of ``roots`` holding it."""
+    for base in roots:
+        if not _holds_top_level(corpus, base, parts):
+            continue
+        for name in named:  # ``from a import b``: the module a.b when there is one
+            found = _python_module(corpus, base, [*parts, name])
+            if found is not None:
+                return found
+        for size in range(len(parts), 0, -1):  # else the module, or its nearest package held
+            found = _python_module(corpus, base, parts[:size])
+            if found is not None:
+                return found
+    return None
 
 
 def _python_from(dots: int, module: str, named: tuple[str, ...]) -> Callable[[Corpus, str], str | None]:
