@@ -764,10 +764,7 @@ def _php_class(name: str, prefixes: Mapping[str, Any]) -> Callable[[Corpus, str]
 
 
 def _php_require(path: str) -> Callable[[Corpus, str], str | None]:
-    def resolve(corpus: Corpus, from_path: str) -> str | None:
-        target = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), path))
-        return target if within_root(target) and target in corpus else None
-    return resolve
+    return lambda corpus, from_path: _beside(corpus, from_path, path)
 
 
 def _composer_prefixes(text: str, folder: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -807,11 +804,8 @@ def _dart_resolve(uri: str, packages: Mapping[str, Any]) -> Callable[[Corpus, st
             if folder is None or not rest:
                 return None
             target = posixpath.normpath(posixpath.join(folder, "lib", rest))
-        elif ":" in uri:  # another scheme (a URL)
-            return None
-        else:
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), uri))
-        return target if within_root(target) and target in corpus else None
+            return target if within_root(target) and target in corpus else None
+        return None if ":" in uri else _beside(corpus, from_path, uri)  # another scheme (a URL) names none
     return resolve
 
 
@@ -828,10 +822,7 @@ def _ruby(data: bytes) -> Found:
 
 def _ruby_resolve(path: str, relative: bool) -> Callable[[Corpus, str], str | None]:
     def resolve(corpus: Corpus, from_path: str) -> str | None:
-        if not relative:
-            return _nearest_ending(corpus, "lib/" + path, from_path)
-        target = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), path))
-        return target if within_root(target) and target in corpus else None
+        return _beside(corpus, from_path, path) if relative else _nearest_ending(corpus, "lib/" + path, from_path)
     return resolve
 
 
@@ -848,13 +839,18 @@ def _c(data: bytes) -> Found:
 
 def _c_resolve(name: str, quoted: bool) -> Callable[[Corpus, str], str | None]:
     def resolve(corpus: Corpus, from_path: str) -> str | None:
-        if quoted:
-            beside = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), name))
-            if within_root(beside) and beside in corpus:
-                return beside
+        beside = _beside(corpus, from_path, name) if quoted else None
+        if beside is not None:
+            return beside
         plain = posixpath.normpath(name)
         return _nearest_ending(corpus, plain, from_path) if within_root(plain) else None
     return resolve
+
+
+def _beside(corpus: Corpus, from_path: str, path: str) -> str | None:
+    """The corpus file ``path`` names relative to ``from_path``'s folder, if the folder holds it."""
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), path))
+    return target if within_root(target) and target in corpus else None
 
 
 def _nearest_ending(corpus: Corpus, path: str, from_path: str) -> str | None:
@@ -1098,8 +1094,7 @@ def _rust_path_attribute(data: bytes, start: int) -> str | None:
 def _rust_resolve(name: str, file: str | None = None) -> Callable[[Corpus, str], str | None]:
     def resolve(corpus: Corpus, from_path: str) -> str | None:
         if file is not None:  # beside the declaring file, whatever module it is
-            found = posixpath.normpath(posixpath.join(posixpath.dirname(from_path), file))
-            return found if found in corpus else None
+            return _beside(corpus, from_path, file)
         # a crate root's modules lie beside it (an integration test's too), another module's in its own folder
         _root, folder, module = _rust_module(corpus, from_path)
         folder = posixpath.join(folder, *module)

@@ -79,6 +79,7 @@ LANGUAGES = {
 # TypeScript's and JavaScript's project files (``tsconfig.json``, ``tsconfig.base.json``, ``jsconfig.json``): data,
 # but the ``imports`` detector reads their path aliases, and a project's settings are worth finding.
 _TS_CONFIG = re.compile(r"(?:ts|js)config(?:\.[\w-]+)*\.json")
+_JSON_PROJECT_FILES = {"package.json": "npm", "composer.json": "composer"}
 # An Obsidian base (``Books.base``: YAML naming the filters, formulas and views of a table of notes), which notes
 # embed as ``![[Books.base]]``: one of its top-level keys opens its first kilobyte.
 _BASE_KEY = re.compile(rb"^(?:filters|formulas|properties|summaries|views):", re.M)
@@ -210,14 +211,13 @@ def language_of(rel_path: str, head: bytes) -> str | None:
     if ext:
         if ".min." in name.lower():
             return None
-        if _TS_CONFIG.fullmatch(name) or (ext == ".json" and b'"compilerOptions"' in head):
-            return "tsconfig"  # a shared base config has any name (create-t3-turbo's tooling/typescript/base.json)
-        if name == "package.json":
-            return "npm"
-        if ext == ".base" and _BASE_KEY.search(head):
-            return "obsidian-base"
-        if name == "composer.json":
-            return "composer"
+        if ext == ".json":  # a project's own files only (see the module doc)
+            if name in _JSON_PROJECT_FILES:
+                return _JSON_PROJECT_FILES[name]
+            # a shared base config has any name (create-t3-turbo's tooling/typescript/base.json)
+            return "tsconfig" if _TS_CONFIG.fullmatch(name) or b'"compilerOptions"' in head else None
+        if ext == ".base":
+            return "obsidian-base" if _BASE_KEY.search(head) else None
         found = LANGUAGES.get(ext)
         return found if found is not None else BUILD_FILES.get(name)
     found = BUILD_FILES.get(name)
